@@ -1,0 +1,93 @@
+# mt: a minimal Transformer training framework in C.
+#   make            library (build/libmt.a) and programs (./train, ./infer)
+#   make test       every test; ends with "N passed, N failed"
+#   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make bench      benchmarks against PyTorch on this machine
+#   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
+#   make clean
+# PORTABLE=1 builds for any x86-64-v2 CPU instead of -march=native.
+
+BUILD    ?= build
+PORTABLE ?= 0
+OPT      ?= -O3
+CC       := gcc
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
+
+ifeq ($(PORTABLE),1)
+ARCH := -march=x86-64-v2 -mtune=generic
+else
+ARCH := -march=native
+endif
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fopenmp -Wall -Wextra -Isrc -I$(BLAS_INC) \
+           -MMD -MP $(EXTRA_CFLAGS)
+# rpath: always the OpenMP build of OpenBLAS, whatever the system's libblas alternative says
+LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(EXTRA_LDFLAGS)
+LDLIBS  := -lopenblas -lcjson -lstb -lz -lm
+
+SRC     := $(shell find src -name '*.c' | sort)
+OBJ     := $(SRC:%.c=$(BUILD)/%.o)
+LIB     := $(BUILD)/libmt.a
+PROGS   := $(basename $(wildcard train.c infer.c))
+TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
+DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
+TESTLIB := $(BUILD)/tests/check.o
+
+DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
+             zlib1g-dev gnuplot-nox
+DEPS_TEST := python3-torch python3-numpy
+
+.PHONY: all test asan bench deps deps-test clean
+all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(PROGS:%=$(BUILD)/%): $(BUILD)/%: %.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/tests/test_%: tests/test_%.c $(TESTLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/tests/parity/%_driver: tests/parity/%_driver.c $(TESTLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(PROGS): %: $(BUILD)/%
+	cp $< $@
+
+test: all $(TESTS) $(DRIVERS)
+	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+
+# Installs what is missing; does nothing when everything is present.
+deps deps-test: PKGS = $(DEPS_RUN) $(if $(filter deps-test,$@),$(DEPS_TEST))
+deps deps-test:
+	@missing=$$(for p in $(PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -z "$$missing" ]; then echo "$@: all packages present"; else \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "$@: installing$$(echo $$missing | sed 's/^/ /')"; \
+	  $$sudo apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+clean:
+	rm -rf build build-asan $(PROGS)
+
+.SECONDARY: $(TESTLIB) $(OBJ)
+
+-include $(OBJ:.o=.d) $(TESTLIB:.o=.d)

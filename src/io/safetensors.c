@@ -1,0 +1,266 @@
+/* safetensors reader and writer (F32), with cJSON for the header. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+
+#define ST_MAX_HEADER (100u << 20) /* as the reference implementation: 100 MB of JSON at most */
+
+static int cmp_offsets(const void *a, const void *b) {
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static mt_status parse_header(const char *path, const char *json, size_t data_len,
+                              mt_safetensors *st, size_t (*spans)[2], mt_err *err) {
+    cJSON *root = cJSON_Parse(json);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return mt_errorf(err, MT_EFORMAT, "%s: the safetensors header is not a JSON object", path);
+    }
+    mt_status s = MT_OK;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        if (strcmp(item->string, "__metadata__") == 0) {
+            if (!cJSON_IsObject(item)) {
+                s = mt_errorf(err, MT_EFORMAT, "%s: __metadata__ is not an object", path);
+                break;
+            }
+            const cJSON *kv;
+            cJSON_ArrayForEach(kv, item) {
+                if (!cJSON_IsString(kv)) {
+                    s = mt_errorf(err, MT_EFORMAT, "%s: metadata '%s' is not a string", path,
+                                  kv->string);
+                    goto done;
+                }
+                st->meta_key[st->n_meta] = strdup(kv->string);
+                st->meta_val[st->n_meta++] = strdup(kv->valuestring);
+            }
+            continue;
+        }
+        mt_st_entry *e = &st->t[st->n];
+        if (strlen(item->string) >= sizeof e->name) {
+            s = mt_errorf(err, MT_EFORMAT, "%s: tensor name '%.40s...' is too long", path,
+                          item->string);
+            break;
+        }
+        strcpy(e->name, item->string);
+        const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+        if (!cJSON_IsObject(item) || !cJSON_IsString(dtype) || !cJSON_IsArray(shape) ||
+            !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
+            s = mt_errorf(err, MT_EFORMAT,
+                          "%s: tensor '%s' needs dtype, shape and two data_offsets", path, e->name);
+            break;
+        }
+        if (strcmp(dtype->valuestring, "F32") != 0) {
+            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has dtype %s; mt reads F32 only",
+                          path, e->name, dtype->valuestring);
+            break;
+        }
+        e->ndim = cJSON_GetArraySize(shape);
+        if (e->ndim > MT_MAX_DIMS) {
+            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has %d dims, at most %d", path,
+                          e->name, e->ndim, MT_MAX_DIMS);
+            break;
+        }
+        e->n = 1;
+        for (int d = 0; d < e->ndim; d++) {
+            const cJSON *v = cJSON_GetArrayItem(shape, d);
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 ||
+                v->valuedouble != (double)(long long)v->valuedouble) {
+                s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has a bad shape", path, e->name);
+                goto done;
+            }
+            e->shape[d] = (int)v->valuedouble;
+            e->n *= (size_t)e->shape[d];
+        }
+        double b = cJSON_GetArrayItem(offs, 0)->valuedouble;
+        double en = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) ||
+            !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || en < b ||
+            en > (double)data_len || b != (double)(size_t)b || en != (double)(size_t)en) {
+            s = mt_errorf(err, MT_EFORMAT,
+                          "%s: tensor '%s' has data_offsets outside the %zu-byte data section",
+                          path, e->name, data_len);
+            break;
+        }
+        spans[st->n][0] = (size_t)b;
+        spans[st->n][1] = (size_t)en;
+        if ((size_t)en - (size_t)b != e->n * sizeof(float) || (size_t)b % sizeof(float)) {
+            s = mt_errorf(err, MT_EFORMAT,
+                          "%s: tensor '%s' spans %zu bytes, its shape needs %zu (aligned to 4)",
+                          path, e->name, (size_t)en - (size_t)b, e->n * sizeof(float));
+            break;
+        }
+        st->n++;
+    }
+done:
+    cJSON_Delete(root);
+    return s;
+}
+
+mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
+    memset(st, 0, sizeof *st);
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    mt_status s = MT_OK;
+    unsigned char len8[8];
+    char *json = NULL;
+    size_t(*spans)[2] = NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 8 || fseek(f, 0, SEEK_SET) != 0 || fread(len8, 1, 8, f) != 8) {
+        s = mt_errorf(err, MT_EFORMAT, "%s: not a safetensors file (shorter than 8 bytes)", path);
+        goto out;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (hlen > ST_MAX_HEADER || hlen > (uint64_t)size - 8) {
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s: header length %llu runs past the end of the %ld-byte file", path,
+                      (unsigned long long)hlen, size);
+        goto out;
+    }
+    size_t data_len = (size_t)size - 8 - hlen;
+    json = malloc(hlen + 1);
+    if (!json || fread(json, 1, hlen, f) != hlen) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot read the header", path);
+        goto out;
+    }
+    json[hlen] = 0;
+    size_t items = 1; /* upper bounds: every tensor is an object, every metadata value a string */
+    for (size_t i = 0; i < hlen; i++) items += json[i] == '{' || json[i] == ':';
+    st->t = calloc(items, sizeof *st->t);
+    st->meta_key = calloc(items, sizeof *st->meta_key);
+    st->meta_val = calloc(items, sizeof *st->meta_val);
+    spans = calloc(items, sizeof *spans);
+    st->blob = aligned_alloc(64, (data_len + 64) / 64 * 64);
+    if (!st->t || !st->meta_key || !st->meta_val || !spans || !st->blob) {
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory reading a %ld-byte file", path, size);
+        goto out;
+    }
+    if (fread(st->blob, 1, data_len, f) != data_len) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot read the data section", path);
+        goto out;
+    }
+    if ((s = parse_header(path, json, data_len, st, spans, err)) != MT_OK) goto out;
+    for (int i = 0; i < st->n; i++)
+        st->t[i].data = (const float *)((const char *)st->blob + spans[i][0]);
+    qsort(spans, (size_t)st->n, sizeof *spans, cmp_offsets);
+    for (int i = 1; i < st->n; i++)
+        if (spans[i][0] < spans[i - 1][1]) {
+            s = mt_errorf(err, MT_EFORMAT, "%s: two tensors overlap in the data section", path);
+            goto out;
+        }
+out:
+    free(json);
+    free(spans);
+    fclose(f);
+    if (s != MT_OK) mt_st_free(st);
+    return s;
+}
+
+const mt_st_entry *mt_st_find(const mt_safetensors *st, const char *name) {
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
+    return NULL;
+}
+
+const char *mt_st_meta(const mt_safetensors *st, const char *key) {
+    for (int i = 0; i < st->n_meta; i++)
+        if (strcmp(st->meta_key[i], key) == 0) return st->meta_val[i];
+    return NULL;
+}
+
+void mt_st_free(mt_safetensors *st) {
+    for (int i = 0; i < st->n_meta; i++) {
+        free(st->meta_key[i]);
+        free(st->meta_val[i]);
+    }
+    free(st->meta_key);
+    free(st->meta_val);
+    free(st->t);
+    free(st->blob);
+    memset(st, 0, sizeof *st);
+}
+
+/* fsync the directory holding path, so a rename survives a power cut */
+static void sync_dir(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
+                     const char *const *meta_keys, const char *const *meta_vals, mt_err *err) {
+    cJSON *root = cJSON_CreateObject();
+    if (n_meta > 0) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_keys[i], meta_vals[i]);
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_AddObjectToObject(root, items[i].name);
+        size_t numel = mt_shape_numel(items[i].ndim, items[i].shape);
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < items[i].ndim; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber(items[i].shape[d]));
+        cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        off += numel * sizeof(float);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return mt_errorf(err, MT_ENOMEM, "%s: out of memory building the header", path);
+    size_t hlen = strlen(json), padded = (hlen + 7) / 8 * 8; /* data 8-byte aligned */
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(padded >> (8 * i));
+
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) {
+        free(json);
+        return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    mt_status s = MT_OK;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
+    for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    for (int i = 0; ok && i < n; i++) {
+        size_t numel = mt_shape_numel(items[i].ndim, items[i].shape);
+        ok = fwrite(items[i].data, sizeof(float), numel, f) == numel;
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    sync_dir(path);
+out:
+    free(tmp);
+    free(json);
+    return s;
+}

@@ -1,0 +1,12 @@
+/* mt: everything the programs and tests use. */
+#ifndef MT_H
+#define MT_H
+
+#include "tensor/tensor.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "models/models.h"
+#include "data/data.h"
+#include "io/io.h"
+
+#endif

@@ -1,0 +1,331 @@
+/* mt core runtime: errors, threads, RNG, arena, tensors, tape, parameter table. */
+#include "tensor.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+void mt_fatal(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mt: internal error at %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+/* ---- threads ------------------------------------------------------------------------------- */
+
+void mt_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n); /* OpenBLAS's OpenMP build reads the same setting */
+}
+
+int mt_threads(void) { return omp_get_max_threads(); }
+
+/* ---- RNG: xoshiro256** (Blackman and Vigna), seeded through splitmix64 --------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void mt_rng_seed(mt_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t mt_rng_u64(mt_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float mt_rng_uniform(mt_rng *r) { return (float)(mt_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+float mt_rng_normal(mt_rng *r) {
+    /* Box-Muller on (0, 1] x [0, 1), computed in double so the tails are right */
+    double u1 = ((double)(mt_rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(mt_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+uint32_t mt_rng_below(mt_rng *r, uint32_t n) {
+    return (uint32_t)(((mt_rng_u64(r) >> 32) * (uint64_t)n) >> 32);
+}
+
+/* ---- tensors ------------------------------------------------------------------------------- */
+
+size_t mt_shape_numel(int ndim, const int shape[]) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    return n;
+}
+
+mt_tensor mt_tensor_view(float *data, float *grad, int ndim, const int shape[]) {
+    MT_ASSERT(ndim >= 1 && ndim <= MT_MAX_DIMS, "tensor: %d dims, 1 to %d supported", ndim,
+              MT_MAX_DIMS);
+    mt_tensor t = {.data = data, .grad = grad, .ndim = ndim, .requires_grad = grad != NULL};
+    for (int i = 0; i < ndim; i++) {
+        MT_ASSERT(shape[i] >= 1, "tensor: dim %d has size %d", i, shape[i]);
+        t.shape[i] = shape[i];
+    }
+    t.n = mt_shape_numel(ndim, shape);
+    return t;
+}
+
+bool mt_same_shape(const mt_tensor *a, const mt_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+int mt_cols(const mt_tensor *x) { return x->shape[x->ndim - 1]; }
+int mt_rows(const mt_tensor *x) { return (int)(x->n / (size_t)mt_cols(x)); }
+
+const char *mt_shape_str(const mt_tensor *x, char *buf, size_t len) {
+    size_t k = (size_t)snprintf(buf, len, "(");
+    for (int i = 0; i < x->ndim && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %d" : "%d", x->shape[i]);
+    if (k < len) snprintf(buf + k, len - k, ")");
+    return buf;
+}
+
+/* ---- context and arena --------------------------------------------------------------------- */
+
+mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err) {
+    memset(c, 0, sizeof *c);
+    /* A large block from malloc is an mmap: untouched pages cost no memory. */
+    c->arena.base = aligned_alloc(64, (arena_bytes + 63) / 64 * 64);
+    if (!c->arena.base)
+        return mt_errorf(err, MT_ENOMEM, "cannot reserve a %.1f MiB step arena",
+                         arena_bytes / 1048576.0);
+    c->arena.cap = (arena_bytes + 63) / 64 * 64;
+    c->grad_enabled = true;
+    c->training = true;
+    mt_rng_seed(&c->rng, seed);
+    return MT_OK;
+}
+
+void mt_ctx_free(mt_ctx *c) {
+    free(c->arena.base);
+    memset(c, 0, sizeof *c);
+}
+
+void mt_ctx_reset(mt_ctx *c) {
+    c->arena.used = 0;
+    c->tape = NULL;
+    c->n_nodes = 0;
+}
+
+void *mt_arena_alloc(mt_ctx *c, size_t bytes) {
+    mt_arena *a = &c->arena;
+    size_t need = (bytes + 63) / 64 * 64;
+    if (need > a->cap - a->used)
+        mt_fatal(__FILE__, __LINE__,
+                 "step arena exhausted: %zu bytes requested with %zu of %zu used (%.1f MiB "
+                 "capacity); give the run a larger arena (train --arena-mb)",
+                 bytes, a->used, a->cap, a->cap / 1048576.0);
+    void *p = a->base + a->used;
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    return p;
+}
+
+float *mt_arena_floats(mt_ctx *c, size_t n) { return mt_arena_alloc(c, n * sizeof(float)); }
+
+float *mt_arena_zeros(mt_ctx *c, size_t n) {
+    float *p = mt_arena_floats(c, n);
+    memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+mt_tensor *mt_tensor_new(mt_ctx *c, int ndim, const int shape[]) {
+    mt_tensor *t = mt_arena_alloc(c, sizeof *t);
+    *t = mt_tensor_view(NULL, NULL, ndim, shape);
+    t->data = mt_arena_floats(c, t->n);
+    return t;
+}
+
+mt_tensor *mt_tensor_zeros(mt_ctx *c, int ndim, const int shape[]) {
+    mt_tensor *t = mt_tensor_new(c, ndim, shape);
+    memset(t->data, 0, t->n * sizeof(float));
+    return t;
+}
+
+mt_tensor *mt_tensor_like(mt_ctx *c, const mt_tensor *x) {
+    return mt_tensor_new(c, x->ndim, x->shape);
+}
+
+mt_tensor *mt_tensor_from(mt_ctx *c, const float *src, int ndim, const int shape[]) {
+    mt_tensor *t = mt_tensor_new(c, ndim, shape);
+    memcpy(t->data, src, t->n * sizeof(float));
+    return t;
+}
+
+/* ---- tape ---------------------------------------------------------------------------------- */
+
+mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
+                     mt_tensor *const in[]) {
+    MT_ASSERT(n_in <= MT_NODE_MAX_IN, "%s: %d inputs, at most %d", op->name, n_in,
+              MT_NODE_MAX_IN);
+    mt_node *n = mt_arena_alloc(c, sizeof *n);
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->ctx = c;
+    n->out = out;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    return n;
+}
+
+void mt_node_run(mt_ctx *c, mt_node *n) {
+    n->op->forward(n);
+    if (!c->grad_enabled) return;
+    bool needs = false;
+    for (int i = 0; i < n->n_in; i++) needs |= n->in[i] && n->in[i]->requires_grad;
+    if (!needs) return;
+    n->out->requires_grad = true;
+    n->prev = c->tape;
+    c->tape = n;
+    c->n_nodes++;
+}
+
+float *mt_grad(mt_ctx *c, mt_tensor *x) {
+    MT_ASSERT(x->requires_grad, "grad requested for a tensor that does not require grad");
+    if (!x->grad) x->grad = mt_arena_zeros(c, x->n);
+    return x->grad;
+}
+
+void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
+    MT_ASSERT(y->requires_grad, "backward: the output does not depend on any parameter");
+    float *g = mt_grad(c, y);
+    for (size_t i = 0; i < y->n; i++) g[i] += dy[i];
+    for (mt_node *n = c->tape; n; n = n->prev) {
+        if (!n->out->grad) continue; /* nothing flows back through this node */
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && n->in[i]->requires_grad) mt_grad(c, n->in[i]);
+        n->op->backward(n);
+    }
+}
+
+void mt_backward(mt_ctx *c, mt_tensor *loss) {
+    MT_ASSERT(loss->n == 1, "backward: the loss has %zu elements, expected a scalar", loss->n);
+    const float one = 1.0f;
+    mt_backward_from(c, loss, &one);
+}
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+void mt_params_init_table(mt_params *P) { memset(P, 0, sizeof *P); }
+
+int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
+                  mt_init_kind init, float init_value) {
+    MT_ASSERT(!P->data, "params: '%s' added after mt_params_alloc", name);
+    MT_ASSERT(mt_params_find(P, name) < 0, "params: '%s' added twice", name);
+    MT_ASSERT(strlen(name) < sizeof P->p[0].name, "params: name '%s' is too long", name);
+    if (P->n == P->cap) {
+        P->cap = P->cap ? 2 * P->cap : 64;
+        P->p = realloc(P->p, (size_t)P->cap * sizeof *P->p);
+        MT_ASSERT(P->p, "params: out of memory for the table");
+    }
+    mt_param *e = &P->p[P->n];
+    memset(e, 0, sizeof *e);
+    strcpy(e->name, name);
+    e->ndim = ndim;
+    for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
+    e->n = mt_shape_numel(ndim, shape);
+    e->offset = P->total;
+    e->role = role;
+    e->decay = role == MT_ROLE_MATRIX;
+    e->init = init;
+    e->init_value = init_value;
+    P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */
+    return P->n++;
+}
+
+mt_status mt_params_alloc(mt_params *P, mt_err *err) {
+    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    P->data = aligned_alloc(64, bytes);
+    P->grad = aligned_alloc(64, bytes);
+    P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
+    if (!P->data || !P->grad || !P->t)
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
+                         2.0 * bytes / 1048576.0, P->total);
+    memset(P->data, 0, bytes);
+    memset(P->grad, 0, bytes);
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        bool trained = e->role != MT_ROLE_BUFFER;
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
+                                 e->ndim, e->shape);
+    }
+    return MT_OK;
+}
+
+void mt_params_initialize(mt_params *P, mt_rng *r) {
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        float *w = P->data + e->offset;
+        for (size_t j = 0; j < e->n; j++) {
+            switch (e->init) {
+            case MT_INIT_ZEROS: w[j] = 0.0f; break;
+            case MT_INIT_ONES: w[j] = 1.0f; break;
+            case MT_INIT_CONST: w[j] = e->init_value; break;
+            case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
+            }
+        }
+    }
+}
+
+int mt_params_find(const mt_params *P, const char *name) {
+    for (int i = 0; i < P->n; i++)
+        if (strcmp(P->p[i].name, name) == 0) return i;
+    return -1;
+}
+
+size_t mt_params_count_trainable(const mt_params *P) {
+    size_t n = 0;
+    for (int i = 0; i < P->n; i++)
+        if (P->p[i].role != MT_ROLE_BUFFER) n += P->p[i].n;
+    return n;
+}
+
+void mt_params_zero_grad(mt_params *P) {
+    if (P->grad) memset(P->grad, 0, P->total * sizeof(float));
+}
+
+void mt_params_free(mt_params *P) {
+    free(P->p);
+    free(P->data);
+    free(P->grad);
+    free(P->t);
+    memset(P, 0, sizeof *P);
+}

@@ -1,0 +1,214 @@
+/* mt core: errors, tensors, the step arena, the RNG, the parameter table, the autograd tape and
+ * the primitive ops.
+ *
+ * Dimension letters used across mt: B batch, T time (sequence), C channels (n_embd),
+ * NH heads, HS head size, V vocabulary, L length of a 1-D signal, F FFN width, N rows (B*T).
+ * A tensor is dense, contiguous, row-major float32 with up to 4 dims, shapes outermost first.
+ * Tensors never own memory: activations live in the step arena, parameters in mt_params. */
+#ifndef MT_TENSOR_H
+#define MT_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_MAX_DIMS 4
+
+/* ---- errors ---------------------------------------------------------------------------------
+ * A bug (broken invariant) is MT_ASSERT: file:line, message, abort.
+ * Bad input (flag, config, file) is an mt_status plus a message in a caller-owned mt_err. */
+typedef enum {
+    MT_OK = 0,
+    MT_EINVAL,  /* a value from the user (flag, config key, option) is wrong */
+    MT_EIO,     /* a file could not be opened, read, written or renamed */
+    MT_EFORMAT, /* a file's contents are malformed (checkpoint, token file, dataset) */
+    MT_ENOMEM,  /* an allocation failed or would not fit */
+} mt_status;
+
+typedef struct {
+    mt_status status;
+    char msg[1024];
+} mt_err;
+
+/* Fills err (which may be NULL) with the formatted message and returns status. */
+mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+_Noreturn void mt_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define MT_ASSERT(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) mt_fatal(__FILE__, __LINE__, __VA_ARGS__);                                    \
+    } while (0)
+
+/* ---- threads --------------------------------------------------------------------------------
+ * One OpenMP pool shared by mt's loops and OpenBLAS (its OpenMP build). n <= 0: all cores. */
+void mt_set_threads(int n);
+int mt_threads(void);
+
+/* Loops shorter than this many elements run on one thread: fork/join costs more than it saves. */
+#define MT_PAR_MIN 16384
+
+/* ---- RNG: xoshiro256**, explicit state (saved in checkpoints for exact resume) ------------- */
+typedef struct {
+    uint64_t s[4];
+} mt_rng;
+
+void mt_rng_seed(mt_rng *r, uint64_t seed);
+uint64_t mt_rng_u64(mt_rng *r);
+float mt_rng_uniform(mt_rng *r); /* [0, 1) with 24 random bits */
+float mt_rng_normal(mt_rng *r);  /* N(0, 1), Box-Muller, no cached spare */
+uint32_t mt_rng_below(mt_rng *r, uint32_t n); /* uniform integer in [0, n) */
+
+/* ---- arena: one block, bump allocation, reset every step ----------------------------------- */
+typedef struct {
+    unsigned char *base;
+    size_t cap, used, peak;
+} mt_arena;
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+typedef struct mt_tensor {
+    float *data;        /* n floats, never owned */
+    float *grad;        /* n floats, or NULL: allocated (zeroed) by backward when first needed */
+    size_t n;           /* number of elements */
+    int ndim;
+    int shape[MT_MAX_DIMS];
+    bool requires_grad; /* parameters, and every op output that depends on one */
+} mt_tensor;
+
+/* A tensor header over memory someone else owns (parameters, test inputs). */
+mt_tensor mt_tensor_view(float *data, float *grad, int ndim, const int shape[]);
+size_t mt_shape_numel(int ndim, const int shape[]);
+bool mt_same_shape(const mt_tensor *a, const mt_tensor *b);
+int mt_rows(const mt_tensor *x); /* product of all dims but the last */
+int mt_cols(const mt_tensor *x); /* the last dim */
+/* "(2, 3, 4)" into buf, for messages */
+const char *mt_shape_str(const mt_tensor *x, char *buf, size_t len);
+
+/* ---- context: arena + tape + modes ----------------------------------------------------------- */
+typedef struct mt_node mt_node;
+typedef struct mt_ctx mt_ctx;
+
+typedef struct mt_op {
+    const char *name;
+    void (*forward)(mt_node *n);  /* computes n->out from n->in; may fill n->saved */
+    void (*backward)(mt_node *n); /* accumulates into in[i]->grad (NULL: skip) from out->grad */
+} mt_op;
+
+#define MT_NODE_MAX_IN 6
+#define MT_NODE_MAX_SAVED 4
+
+struct mt_node {
+    const mt_op *op;
+    mt_node *prev; /* previous node on the tape */
+    mt_ctx *ctx;
+    mt_tensor *out;
+    mt_tensor *in[MT_NODE_MAX_IN];
+    int n_in;
+    float *saved[MT_NODE_MAX_SAVED]; /* op-specific buffers from the arena (statistics, masks) */
+    const int *ids;                  /* integer input (token ids, targets), copied to the arena */
+    float f[4];                      /* scalar arguments */
+    int i[8];                        /* integer arguments (dims, flags) */
+    void *p;                         /* op-specific pointer (e.g. a persistent buffer) */
+};
+
+struct mt_ctx {
+    mt_arena arena;
+    mt_node *tape;     /* last recorded node */
+    size_t n_nodes;    /* recorded since the last reset */
+    bool grad_enabled; /* false: no-grad mode, nothing is recorded (inference) */
+    bool training;     /* dropout active, BatchNorm uses batch statistics */
+    mt_rng rng;        /* dropout masks */
+};
+
+/* arena_bytes is reserved up front; pages are only touched as the arena fills. */
+mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err);
+void mt_ctx_free(mt_ctx *c);
+/* Start of a step: empties the arena and the tape (the peak is kept). */
+void mt_ctx_reset(mt_ctx *c);
+
+/* Arena memory, 64-byte aligned. Running out is fatal with the sizes in the message. */
+void *mt_arena_alloc(mt_ctx *c, size_t bytes);
+float *mt_arena_floats(mt_ctx *c, size_t n);
+float *mt_arena_zeros(mt_ctx *c, size_t n);
+
+mt_tensor *mt_tensor_new(mt_ctx *c, int ndim, const int shape[]); /* uninitialised */
+mt_tensor *mt_tensor_zeros(mt_ctx *c, int ndim, const int shape[]);
+mt_tensor *mt_tensor_like(mt_ctx *c, const mt_tensor *x);
+/* A leaf in the arena holding a copy of src (n floats). */
+mt_tensor *mt_tensor_from(mt_ctx *c, const float *src, int ndim, const int shape[]);
+
+/* ---- the tape ------------------------------------------------------------------------------------
+ * An op's builder checks shapes, allocates its output, fills a node and calls mt_node_run, which
+ * runs the forward and records the node when grad is enabled and an input requires grad. */
+mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
+                     mt_tensor *const in[]);
+void mt_node_run(mt_ctx *c, mt_node *n);
+/* The grad of x, allocating it zeroed in the arena when absent (x must require grad). */
+float *mt_grad(mt_ctx *c, mt_tensor *x);
+
+/* Reverse-mode pass from a scalar loss (d loss = 1). Parameter grads accumulate into
+ * mt_params.grad; zero them between steps with mt_params_zero_grad. */
+void mt_backward(mt_ctx *c, mt_tensor *loss);
+/* The same from any output y with a given upstream gradient dy (y->n floats). */
+void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy);
+
+/* ---- parameters: one flat buffer described by one table ---------------------------------------
+ * The table gives checkpoint names, shapes, the weight-decay mask and the initialiser. */
+typedef enum {
+    MT_INIT_ZEROS,
+    MT_INIT_ONES,
+    MT_INIT_CONST,  /* value */
+    MT_INIT_NORMAL, /* N(0, value^2) */
+} mt_init_kind;
+
+typedef enum {
+    MT_ROLE_MATRIX,    /* linear weights: decayed by default */
+    MT_ROLE_BIAS,      /* linear biases */
+    MT_ROLE_NORM,      /* normalization weights, biases and scalars */
+    MT_ROLE_EMBEDDING, /* token and position embeddings */
+    MT_ROLE_BUFFER,    /* not trained: BatchNorm running statistics */
+} mt_param_role;
+
+typedef struct {
+    char name[96];
+    size_t offset, n; /* in floats, into mt_params.data / .grad */
+    int ndim;
+    int shape[MT_MAX_DIMS];
+    mt_param_role role;
+    bool decay; /* weight decay applies; default: role == MT_ROLE_MATRIX */
+    mt_init_kind init;
+    float init_value;
+} mt_param;
+
+typedef struct {
+    mt_param *p;
+    int n, cap;
+    size_t total; /* floats in data (and grad) */
+    float *data;  /* all parameters and buffers, each entry 16-float aligned */
+    float *grad;  /* same layout; zero for buffers */
+    mt_tensor *t; /* t[i] views entry i; valid after mt_params_alloc */
+} mt_params;
+
+void mt_params_init_table(mt_params *P);
+/* Adds an entry and returns its index. Only before mt_params_alloc. */
+int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
+                  mt_init_kind init, float init_value);
+mt_status mt_params_alloc(mt_params *P, mt_err *err);
+/* Fills every entry from its initialiser, in table order, from r. */
+void mt_params_initialize(mt_params *P, mt_rng *r);
+int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
+size_t mt_params_count_trainable(const mt_params *P);
+void mt_params_zero_grad(mt_params *P);
+void mt_params_free(mt_params *P);
+
+/* ---- primitive ops --------------------------------------------------------------------------- */
+
+/* C = op(A) op(B), batched over leading dims.
+ * a: (..., M, K), or (..., K, M) when ta; b: (..., K, N), or (..., N, K) when tb.
+ * b may be 2-D and is then shared by every batch (x @ W^T for a Linear). Out: (..., M, N). */
+mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
+/* a + b: same shape, or b of shape (C,) added to every row of a (..., C). */
+mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
+
+#endif

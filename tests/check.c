@@ -1,0 +1,174 @@
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int check_failures = 0;
+
+int check_finish(const char *test_name) {
+    if (check_failures) fprintf(stderr, "%s: %d check(s) failed\n", test_name, check_failures);
+    else printf("%s: ok\n", test_name);
+    return check_failures ? 1 : 0;
+}
+
+mt_tensor *test_tensor(mt_rng *r, int ndim, const int shape[], float lo, float hi,
+                       bool requires_grad) {
+    size_t n = mt_shape_numel(ndim, shape);
+    float *data = malloc(n * sizeof(float));
+    float *grad = requires_grad ? calloc(n, sizeof(float)) : NULL;
+    for (size_t i = 0; i < n; i++) data[i] = lo + (hi - lo) * mt_rng_uniform(r);
+    mt_tensor *t = malloc(sizeof *t);
+    *t = mt_tensor_view(data, grad, ndim, shape);
+    return t;
+}
+
+void test_tensor_free(mt_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    free(t->grad);
+    free(t);
+}
+
+double max_rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num || isnan(d)) num = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / den;
+}
+
+static double weighted_sum(const mt_tensor *y, const float *w) {
+    double s = 0;
+    for (size_t i = 0; i < y->n; i++) s += (double)y->data[i] * w[i];
+    return s;
+}
+
+int gradcheck(const char *name, gc_build build, const void *arg, int n_in, mt_tensor *in[],
+              double eps, double tol) {
+    mt_ctx c;
+    MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "gradcheck: no arena");
+    mt_rng wr;
+    const float prefill = 0.5f;
+
+    /* analytic gradients */
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->grad)
+            for (size_t j = 0; j < in[i]->n; j++) in[i]->grad[j] = prefill;
+    mt_rng_seed(&c.rng, 42);
+    mt_tensor *y = build(&c, in, arg);
+    size_t ny = y->n;
+    float *w = malloc(ny * sizeof(float));
+    mt_rng_seed(&wr, 7);
+    for (size_t j = 0; j < ny; j++) w[j] = 2.0f * mt_rng_uniform(&wr) - 1.0f;
+    mt_backward_from(&c, y, w);
+
+    int bad = 0;
+    c.grad_enabled = false;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]->grad) continue;
+        size_t n = in[i]->n;
+        float *ana = malloc(n * sizeof(float));
+        double scale = 1e-2;
+        for (size_t j = 0; j < n; j++) {
+            ana[j] = in[i]->grad[j] - prefill;
+            if (fabs(ana[j]) > scale) scale = fabs(ana[j]);
+        }
+        for (size_t j = 0; j < n; j++) {
+            float x0 = in[i]->data[j];
+            double lp, lm;
+            in[i]->data[j] = x0 + (float)eps;
+            mt_ctx_reset(&c);
+            mt_rng_seed(&c.rng, 42);
+            lp = weighted_sum(build(&c, in, arg), w);
+            in[i]->data[j] = x0 - (float)eps;
+            mt_ctx_reset(&c);
+            mt_rng_seed(&c.rng, 42);
+            lm = weighted_sum(build(&c, in, arg), w);
+            in[i]->data[j] = x0;
+            double num = (lp - lm) / (2 * eps);
+            double diff = fabs(num - ana[j]);
+            if (!(diff <= tol * (scale + fabs(num)))) {
+                if (bad < 5)
+                    fprintf(stderr, "gradcheck %s: input %d element %zu: analytic %.6g numeric %.6g\n",
+                            name, i, j, ana[j], num);
+                bad++;
+            }
+        }
+        free(ana);
+    }
+    CHECK(bad == 0, "gradcheck %s: %d element(s) mismatch", name, bad);
+    free(w);
+    mt_ctx_free(&c);
+    return bad;
+}
+
+/* ---- parity driver ------------------------------------------------------------------------- */
+
+double parity_opt(const mt_safetensors *in, const char *key) {
+    const char *v = mt_st_meta(in, key);
+    MT_ASSERT(v, "parity driver: option '%s' missing from the input file", key);
+    return atof(v);
+}
+
+int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);
+        return 2;
+    }
+    mt_set_threads(0);
+    mt_err err;
+    mt_safetensors in;
+    if (mt_st_load(argv[1], &in, &err) != MT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    const char *opname = mt_st_meta(&in, "op"), *grad = mt_st_meta(&in, "grad");
+    const parity_op *op = NULL;
+    for (int i = 0; opname && i < n_ops; i++)
+        if (strcmp(ops[i].name, opname) == 0) op = &ops[i];
+    if (!op) {
+        fprintf(stderr, "%s: unknown op '%s'\n", argv[0], opname ? opname : "(none)");
+        return 2;
+    }
+    mt_ctx c;
+    MT_ASSERT(mt_ctx_init(&c, (size_t)1 << 30, 1, NULL) == MT_OK, "parity: no arena");
+    mt_tensor *x[MT_NODE_MAX_IN];
+    int n_x = 0;
+    for (; n_x < MT_NODE_MAX_IN; n_x++) {
+        char name[8];
+        snprintf(name, sizeof name, "x%d", n_x);
+        const mt_st_entry *e = mt_st_find(&in, name);
+        if (!e) break;
+        int shape[MT_MAX_DIMS] = {1};
+        for (int d = 0; d < e->ndim; d++) shape[d] = e->shape[d];
+        x[n_x] = mt_tensor_from(&c, e->data, e->ndim ? e->ndim : 1, shape);
+        x[n_x]->requires_grad = grad && (int)strlen(grad) > n_x && grad[n_x] == '1';
+    }
+    mt_tensor *y = op->build(&c, x, n_x, &in);
+    const mt_st_entry *dy = mt_st_find(&in, "dy");
+    if (dy && y->requires_grad) {
+        MT_ASSERT(dy->n == y->n, "parity: dy has %zu elements, y %zu", dy->n, y->n);
+        mt_backward_from(&c, y, dy->data);
+    }
+    mt_st_item items[1 + MT_NODE_MAX_IN];
+    char names[MT_NODE_MAX_IN][8];
+    int n_items = 0;
+    items[n_items++] = (mt_st_item){"y", y->ndim, y->shape, y->data};
+    for (int i = 0; i < n_x; i++) {
+        if (!x[i]->requires_grad) continue;
+        snprintf(names[i], sizeof names[i], "dx%d", i);
+        const float *g = x[i]->grad ? x[i]->grad : mt_arena_zeros(&c, x[i]->n);
+        items[n_items++] = (mt_st_item){names[i], x[i]->ndim, x[i]->shape, g};
+    }
+    int rc = 0;
+    if (mt_st_save(argv[2], n_items, items, 0, NULL, NULL, &err) != MT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = 1;
+    }
+    mt_ctx_free(&c);
+    mt_st_free(&in);
+    return rc;
+}

@@ -1,0 +1,59 @@
+/* Test helpers: CHECK, random inputs, error measures and the finite-difference gradient check. */
+#ifndef MT_TEST_CHECK_H
+#define MT_TEST_CHECK_H
+
+#include <stdio.h>
+
+#include "../src/mt.h"
+
+extern int check_failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            check_failures++;                                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Prints the verdict line and returns the exit code (0 when nothing failed). */
+int check_finish(const char *test_name);
+
+/* A persistent leaf tensor for tests: data uniform in [lo, hi), grad allocated when
+   requires_grad. Free with test_tensor_free. */
+mt_tensor *test_tensor(mt_rng *r, int ndim, const int shape[], float lo, float hi,
+                       bool requires_grad);
+void test_tensor_free(mt_tensor *t);
+
+/* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error relative to the reference's scale. */
+double max_rel_err(const float *a, const float *b, size_t n);
+
+/* Builds the op under test from the inputs; arg carries options. */
+typedef mt_tensor *(*gc_build)(mt_ctx *c, mt_tensor **in, const void *arg);
+
+/* Compares the tape's gradient of L = sum(y * w), y = build(in), w fixed random, with central
+   differences (step eps, loss summed in double) for every element of every input that requires
+   grad: |numeric - analytic| <= tol * (scale + |numeric|), scale = max(1e-2, max |analytic|).
+   It also checks that backward accumulates (input grads start at 0.5, not 0).
+   Returns the number of mismatching elements (each also counted as a CHECK failure). */
+int gradcheck(const char *name, gc_build build, const void *arg, int n_in, mt_tensor *in[],
+              double eps, double tol);
+
+#endif
+
+/* ---- PyTorch parity drivers (tests/parity/*_driver.c) ----------------------------------------
+ * A driver reads IN.safetensors: inputs x0, x1, ... (float32; integer inputs such as token ids
+ * are passed as floats), the upstream gradient dy, and string metadata: "op", "grad" (one
+ * character per input, '1' when it requires grad) and op options. It writes OUT.safetensors with
+ * y and dx<i> for each input that requires grad. */
+typedef mt_tensor *(*parity_build)(mt_ctx *c, mt_tensor **x, int n_x, const mt_safetensors *in);
+typedef struct {
+    const char *name;
+    parity_build build;
+} parity_op;
+
+int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops);
+/* Option key of the input file as a number; fatal when absent. */
+double parity_opt(const mt_safetensors *in, const char *key);

@@ -1,0 +1,95 @@
+"""PyTorch parity harness: safetensors in numpy, running an mt driver, comparing results.
+
+Run with Debian's /usr/bin/python3 (python3-torch, python3-numpy). MT_BUILD names mt's build
+directory (default: build). A comparison passes when max|mt - torch| <= tol * max|torch|.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BUILD = os.environ.get("MT_BUILD", "build")
+
+
+def save(path, tensors, meta=None):
+    """Writes a dict of float32 arrays (and string metadata) as safetensors."""
+    header, blobs, off = {}, [], 0
+    if meta:
+        header["__metadata__"] = {k: str(v) for k, v in meta.items()}
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr, dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def load(path):
+    """Reads safetensors (F32) into (dict of arrays, metadata dict)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        assert e["dtype"] == "F32", f"{name}: dtype {e['dtype']}"
+        b, en = e["data_offsets"]
+        out[name] = np.frombuffer(data[b:en], dtype="<f4").reshape(e["shape"]).copy()
+    return out, meta
+
+
+def run_driver(driver, tensors, meta):
+    """Runs build/tests/parity/<driver>_driver on the tensors; returns its output tensors."""
+    exe = os.path.join(BUILD, "tests", "parity", driver + "_driver")
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
+        save(src, tensors, meta)
+        subprocess.run([exe, src, dst], check=True)
+        return load(dst)[0]
+
+
+def run_op(driver, op, xs, dy, grad, **opts):
+    """One op through a driver: xs the inputs, dy the upstream grad, grad a list of bools."""
+    tensors = {f"x{i}": x for i, x in enumerate(xs)}
+    tensors["dy"] = dy
+    meta = {"op": op, "grad": "".join("1" if g else "0" for g in grad)}
+    meta.update(opts)
+    return run_driver(driver, tensors, meta)
+
+
+class Report:
+    """Counts comparisons; finish() prints a summary and exits non-zero on any failure."""
+
+    def __init__(self, name):
+        self.name, self.n, self.failed = name, 0, []
+
+    def check(self, what, got, want, tol=1e-5):
+        got = np.asarray(got, dtype=np.float64)
+        want = np.asarray(want, dtype=np.float64)
+        self.n += 1
+        if got.shape != want.shape:
+            self.failed.append(what)
+            print(f"FAIL {what}: shape {got.shape} vs torch {want.shape}")
+            return
+        scale = max(np.abs(want).max(initial=0.0), 1e-30)
+        err = np.abs(got - want).max(initial=0.0) / scale
+        if not err <= tol:  # also catches NaN
+            self.failed.append(what)
+            print(f"FAIL {what}: relative error {err:.3g} > {tol:g}")
+
+    def finish(self):
+        if self.failed:
+            print(f"{self.name}: {len(self.failed)} of {self.n} comparisons failed")
+            sys.exit(1)
+        print(f"{self.name}: {self.n} comparisons with torch agree")
+        sys.exit(0)

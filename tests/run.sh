@@ -1,0 +1,26 @@
+#!/bin/sh
+# Runs every C test program given as an argument, then every PyTorch parity script
+# (tests/parity/test_*.py, with Debian's /usr/bin/python3), and ends with the line
+# "N passed, N failed" (", N skipped" when torch is missing and parity could not run).
+pass=0 fail=0 skip=0 failed=""
+run() { # name, command...
+    name=$1
+    shift
+    start=$(date +%s)
+    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $name"; fi
+    echo "  ($name: $(($(date +%s) - start)) s)"
+}
+for t in "$@"; do run "$(basename "$t")" "$t"; done
+if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
+    for p in tests/parity/test_*.py; do
+        [ -e "$p" ] && run "$(basename "$p")" /usr/bin/python3 "$p"
+    done
+else
+    for p in tests/parity/test_*.py; do [ -e "$p" ] && skip=$((skip + 1)); done
+    echo "SKIPPED $skip parity test(s): /usr/bin/python3 cannot import torch and numpy" \
+         "(make deps-test installs python3-torch)"
+fi
+[ -n "$failed" ] && echo "failed:$failed"
+if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"
+else echo "$pass passed, $fail failed"; fi
+[ "$fail" -eq 0 ]

@@ -1,0 +1,191 @@
+/* The core: RNG, arena, parameter table, tape; matmul and add against naive loops and by
+   finite differences. The other primitive ops are tested in test_ops.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static void test_rng(void) {
+    mt_rng a, b;
+    mt_rng_seed(&a, 5);
+    mt_rng_seed(&b, 5);
+    for (int i = 0; i < 100; i++) CHECK(mt_rng_u64(&a) == mt_rng_u64(&b), "rng not reproducible");
+    double s = 0, s2 = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = mt_rng_normal(&a);
+        s += x;
+        s2 += x * x;
+    }
+    CHECK(fabs(s / n) < 0.01 && fabs(s2 / n - 1) < 0.02, "normal: mean %g var %g", s / n, s2 / n);
+    double u = 0;
+    for (int i = 0; i < n; i++) {
+        float x = mt_rng_uniform(&a);
+        CHECK(x >= 0 && x < 1, "uniform out of [0,1): %g", x);
+        u += x;
+    }
+    CHECK(fabs(u / n - 0.5) < 0.01, "uniform mean %g", u / n);
+}
+
+static void test_params(void) {
+    mt_params P;
+    mt_params_init_table(&P);
+    int w = mt_params_add(&P, "fc.weight", 2, (int[]){3, 5}, MT_ROLE_MATRIX, MT_INIT_NORMAL, 0.5f);
+    int b = mt_params_add(&P, "fc.bias", 1, (int[]){3}, MT_ROLE_BIAS, MT_INIT_CONST, 0.25f);
+    int r = mt_params_add(&P, "bn.running_var", 1, (int[]){7}, MT_ROLE_BUFFER, MT_INIT_ONES, 0);
+    CHECK(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
+    CHECK(mt_params_find(&P, "fc.bias") == b && mt_params_find(&P, "nope") == -1, "find");
+    CHECK(P.p[w].decay && !P.p[b].decay && !P.p[r].decay, "decay defaults by role");
+    CHECK(P.p[b].offset % 16 == 0 && P.p[r].offset % 16 == 0, "entries aligned");
+    CHECK(mt_params_count_trainable(&P) == 18, "trainable count %zu", mt_params_count_trainable(&P));
+    CHECK(P.t[r].grad == NULL && !P.t[r].requires_grad && P.t[w].requires_grad, "buffers have no grad");
+    mt_rng rng;
+    mt_rng_seed(&rng, 1);
+    mt_params_initialize(&P, &rng);
+    CHECK(P.t[b].data[2] == 0.25f && P.t[r].data[6] == 1.0f, "const and ones init");
+    mt_params_free(&P);
+}
+
+static void test_arena(void) {
+    mt_ctx c;
+    CHECK(mt_ctx_init(&c, 1 << 20, 1, NULL) == MT_OK, "ctx");
+    float *a = mt_arena_floats(&c, 3);
+    float *b = mt_arena_floats(&c, 100);
+    CHECK(((uintptr_t)a % 64) == 0 && ((uintptr_t)b % 64) == 0, "64-byte aligned");
+    size_t peak = c.arena.peak;
+    mt_ctx_reset(&c);
+    CHECK(c.arena.used == 0 && c.arena.peak == peak && peak >= 400, "reset keeps the peak");
+    mt_ctx_free(&c);
+}
+
+/* ---- matmul ---- */
+typedef struct {
+    bool ta, tb;
+} mm_arg;
+
+static mt_tensor *build_matmul(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const mm_arg *m = arg;
+    return mt_matmul(c, in[0], in[1], m->ta, m->tb);
+}
+
+/* naive C[b] = op(A[b]) op(B[b or shared]) */
+static void ref_matmul(const mt_tensor *a, const mt_tensor *b, bool ta, bool tb, float *out) {
+    int ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
+    int br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    int M = ta ? ac : ar, K = ta ? ar : ac, N = tb ? br : bc;
+    int nb = (int)(a->n / ((size_t)ar * ac));
+    for (int q = 0; q < nb; q++) {
+        const float *A = a->data + (size_t)q * ar * ac;
+        const float *B = b->data + (b->ndim == 2 ? 0 : (size_t)q * br * bc);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int k = 0; k < K; k++)
+                    s += (double)(ta ? A[k * ac + i] : A[i * ac + k]) *
+                         (tb ? B[j * bc + k] : B[k * bc + j]);
+                out[((size_t)q * M + i) * N + j] = (float)s;
+            }
+    }
+}
+
+static void test_matmul(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 3);
+    struct {
+        int andim, ashape[4], bndim, bshape[4];
+        bool ta, tb;
+    } cases[] = {
+        {2, {5, 7}, 2, {7, 3}, false, false},        {2, {7, 5}, 2, {7, 3}, true, false},
+        {2, {5, 7}, 2, {3, 7}, false, true},         {2, {7, 5}, 2, {3, 7}, true, true},
+        {3, {2, 5, 17}, 2, {9, 17}, false, true},    {3, {2, 17, 5}, 2, {17, 3}, true, false},
+        {4, {2, 3, 4, 5}, 4, {2, 3, 5, 6}, false, false},
+        {4, {2, 3, 5, 4}, 4, {2, 3, 6, 5}, true, true}, {3, {3, 1, 33}, 3, {3, 33, 1}, false, false},
+    };
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mt_tensor *a = test_tensor(&r, cases[k].andim, cases[k].ashape, -1, 1, true);
+        mt_tensor *b = test_tensor(&r, cases[k].bndim, cases[k].bshape, -1, 1, true);
+        mm_arg m = {cases[k].ta, cases[k].tb};
+        mt_ctx_reset(&c);
+        mt_tensor *y = mt_matmul(&c, a, b, m.ta, m.tb);
+        float *ref = malloc(y->n * sizeof(float));
+        ref_matmul(a, b, m.ta, m.tb, ref);
+        CHECK(max_rel_err(y->data, ref, y->n) < 1e-5, "matmul case %zu vs naive: %g", k,
+              max_rel_err(y->data, ref, y->n));
+        char name[32];
+        snprintf(name, sizeof name, "matmul[%zu]", k);
+        gradcheck(name, build_matmul, &m, 2, (mt_tensor *[]){a, b}, 1e-2, 1e-3);
+        free(ref);
+        test_tensor_free(a);
+        test_tensor_free(b);
+    }
+    mt_ctx_free(&c);
+}
+
+/* ---- add ---- */
+static mt_tensor *build_add(mt_ctx *c, mt_tensor **in, const void *arg) {
+    (void)arg;
+    return mt_add(c, in[0], in[1]);
+}
+
+static void test_add(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 4);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    int shapes[][3] = {{1, 1, 1}, {2, 3, 17}, {4, 5, 33}};
+    for (int k = 0; k < 3; k++) {
+        for (int row = 0; row < 2; row++) {
+            mt_tensor *a = test_tensor(&r, 3, shapes[k], -1, 1, true);
+            mt_tensor *b = row ? test_tensor(&r, 1, &shapes[k][2], -1, 1, true)
+                               : test_tensor(&r, 3, shapes[k], -1, 1, true);
+            mt_ctx_reset(&c);
+            mt_tensor *y = mt_add(&c, a, b);
+            int C = shapes[k][2];
+            for (size_t i = 0; i < y->n; i++)
+                CHECK(y->data[i] == a->data[i] + b->data[row ? i % C : i], "add value");
+            gradcheck(row ? "add_row" : "add", build_add, NULL, 2, (mt_tensor *[]){a, b}, 1e-2,
+                      1e-3);
+            test_tensor_free(a);
+            test_tensor_free(b);
+        }
+    }
+    mt_ctx_free(&c);
+}
+
+/* The tape: a tensor used twice accumulates both paths; grad-free inputs get no grad;
+   no-grad mode records nothing. */
+static void test_tape(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 9);
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 1, NULL);
+    mt_tensor *x = test_tensor(&r, 2, (int[]){2, 3}, -1, 1, true);
+    mt_tensor *k = test_tensor(&r, 2, (int[]){2, 3}, -1, 1, false);
+    mt_tensor *y = mt_add(&c, mt_add(&c, x, x), k); /* y = 2x + k */
+    CHECK(c.n_nodes == 2 && y->requires_grad, "two nodes recorded");
+    float dy[6] = {1, 2, 3, 4, 5, 6};
+    mt_backward_from(&c, y, dy);
+    for (int i = 0; i < 6; i++) CHECK(x->grad[i] == 2 * dy[i], "dx = 2 dy");
+    CHECK(k->grad == NULL, "no grad for a constant");
+    mt_ctx_reset(&c);
+    c.grad_enabled = false;
+    y = mt_add(&c, x, k);
+    CHECK(c.n_nodes == 0 && !y->requires_grad && c.tape == NULL, "no-grad records nothing");
+    test_tensor_free(x);
+    test_tensor_free(k);
+    mt_ctx_free(&c);
+}
+
+int main(void) {
+    mt_set_threads(0);
+    test_rng();
+    test_params();
+    test_arena();
+    test_tape();
+    test_matmul();
+    test_add();
+    return check_finish("test_tensor");
+}

@@ -4,4 +4,43 @@
 
 #include "../nn/nn.h"
 
+/* ---- GPT (issue 4) ----------------------------------------------------------------------------
+ * Parameter names follow torch.nn (Linear weight [out, in]): tok_emb.weight (V, C),
+ * pos_emb.weight (T, C), blocks.{i}.attn_norm.*, blocks.{i}.ffn_norm.*,
+ * blocks.{i}.attn.{q_proj,k_proj,v_proj,out_proj}.{weight,bias}, blocks.{i}.ffn.{fc1,fc2}.*,
+ * final_norm.* (pre only), lm_head.weight (untied only). */
+typedef enum { MT_SCHEME_GPT2, MT_SCHEME_XAVIER, MT_SCHEME_DEEPNORM } mt_init_scheme;
+
+typedef struct {
+    int n_layer, n_head, n_embd, n_ctx, n_vocab, n_ff;
+    mt_norm_cfg norm;
+    mt_placement placement;
+    float deepnorm_alpha, deepnorm_beta; /* derived from n_layer unless set (> 0) */
+    mt_init_scheme init;
+    bool tied, bias;
+    mt_act act;
+    float dropout;
+} mt_gpt_config;
+
+typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */
+
+typedef struct {
+    mt_gpt_config cfg;
+    mt_params P;
+    mt_gpt_layout *layout;
+} mt_gpt;
+
+mt_gpt_config mt_gpt_config_default(void);
+/* Checks every field and fills the derived ones (n_ff = 4 C when 0, DeepNorm alpha and beta). */
+mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err);
+mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err);
+void mt_gpt_init_weights(mt_gpt *m, mt_rng *r);
+/* ids (B*T) -> logits (B, T, V) */
+mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T);
+/* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids: a scalar. */
+mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T);
+char *mt_gpt_config_to_json(const mt_gpt_config *cfg); /* malloc'd JSON object */
+mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *err);
+void mt_gpt_free(mt_gpt *m);
+
 #endif

@@ -210,5 +210,31 @@ void mt_params_free(mt_params *P);
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
 /* a + b: same shape, or b of shape (C,) added to every row of a (..., C). */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
+/* The ops below are declared here as the contract other modules build on (issue 2). */
+mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b); /* elementwise, same shape */
+mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s);
+mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);  /* all elements -> (1,) */
+mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x); /* all elements -> (1,) */
+/* Same data, new shape with the same element count; shares x's data (no copy). */
+mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
+/* out.shape[i] = x.shape[perm[i]]; a copy. */
+mt_tensor *mt_permute(mt_ctx *c, mt_tensor *x, const int perm[]);
+mt_tensor *mt_transpose(mt_ctx *c, mt_tensor *x, int d0, int d1);
+mt_tensor *mt_gelu(mt_ctx *c, mt_tensor *x);     /* tanh approximation, as GPT-2 */
+mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x); /* exact: x * Phi(x) */
+mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x);
+mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
+mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x); /* over the last dim */
+/* Fused log-softmax + negative log-likelihood: logits (..., V), targets (rows of logits) in
+   [0, V) or ignore_index; the mean over the targets that are not ignored -> (1,). */
+mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index);
+/* weight (V, C), ids (n) in [0, V) -> (n, C); backward scatters into the weight's rows. */
+mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *weight, const int *ids, int n);
+/* Inverted dropout with probability p from c->rng; the identity when !c->training or p == 0. */
+mt_tensor *mt_dropout(mt_ctx *c, mt_tensor *x, float p);
+/* Along the last dim. */
+mt_tensor *mt_concat(mt_ctx *c, int n, mt_tensor *const xs[]);
+mt_tensor *mt_slice(mt_ctx *c, mt_tensor *x, int start, int len);
+void mt_split(mt_ctx *c, mt_tensor *x, int n, const int sizes[], mt_tensor *out[]);
 
 #endif

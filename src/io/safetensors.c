@@ -1,5 +1,4 @@
 /* safetensors reader and writer (F32), with cJSON for the header. */
-#define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -56,4 +56,12 @@ mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
 typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU } mt_act; /* GELU: tanh form */
 typedef enum { MT_PLACE_PRE, MT_PLACE_POST, MT_PLACE_DEEPNORM } mt_placement;
 
+/* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
+mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
+
+/* Multi-head scaled dot-product attention, one fused op: q, k, v (B, T, C), C = NH * HS, head h
+   the channels [h HS, (h+1) HS). Per (b, h): softmax(q k^T / sqrt(HS), masked to s <= t when
+   causal) v -> (B, T, C). Non-causal for encoders. */
+mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
+                        bool causal);
 #endif

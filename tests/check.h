@@ -43,7 +43,7 @@ int gradcheck(const char *name, gc_build build, const void *arg, int n_in, mt_te
 
 #endif
 
-/* ---- PyTorch parity drivers (tests/parity/*_driver.c) ----------------------------------------
+/* ---- PyTorch parity drivers (tests/parity/NAME_driver.c) ----------------------------------------
  * A driver reads IN.safetensors: inputs x0, x1, ... (float32; integer inputs such as token ids
  * are passed as floats), the upstream gradient dy, and string metadata: "op", "grad" (one
  * character per input, '1' when it requires grad) and op options. It writes OUT.safetensors with

@@ -1,4 +1,6 @@
-/* Elementwise ops. Loops are OpenMP-parallel above MT_PAR_MIN elements and vectorise. */
+/* Elementwise ops: add, mul, scale, the activations and dropout. Loops are OpenMP-parallel above
+   MT_PAR_MIN elements and vectorise. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +54,164 @@ mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     mt_tensor *out = mt_tensor_like(c, a);
     mt_node *n = mt_node_new(c, &OP_ADD, out, 2, (mt_tensor *[]){a, b});
     n->i[0] = row ? mt_cols(a) : 0;
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- mul: y = a * b, same shape ------------------------------------------------------------ */
+
+static void mul_forward(mt_node *n) {
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    float *y = n->out->data;
+    size_t N = n->out->n;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) y[i] = a[i] * b[i];
+}
+
+/* da += dy * b;  db += dy * a (two loops: a and b may be the same tensor). */
+static void mul_backward(mt_node *n) {
+    const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
+    float *da = n->in[0]->grad, *db = n->in[1]->grad;
+    size_t N = n->out->n;
+    if (da) {
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+        for (size_t i = 0; i < N; i++) da[i] += dy[i] * b[i];
+    }
+    if (db) {
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+        for (size_t i = 0; i < N; i++) db[i] += dy[i] * a[i];
+    }
+}
+
+static const mt_op OP_MUL = {"mul", mul_forward, mul_backward};
+
+mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
+    char sa[64], sb[64];
+    MT_ASSERT(mt_same_shape(a, b), "mul: %s and %s must have the same shape",
+              mt_shape_str(a, sa, 64), mt_shape_str(b, sb, 64));
+    mt_tensor *out = mt_tensor_like(c, a);
+    mt_node *n = mt_node_new(c, &OP_MUL, out, 2, (mt_tensor *[]){a, b});
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- scale: y = s * x, f[0] = s ------------------------------------------------------------ */
+
+static void scale_forward(mt_node *n) {
+    const float *x = n->in[0]->data, s = n->f[0];
+    float *y = n->out->data;
+    size_t N = n->out->n;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) y[i] = s * x[i];
+}
+
+/* dx += s * dy */
+static void scale_backward(mt_node *n) {
+    const float *dy = n->out->grad, s = n->f[0];
+    float *dx = n->in[0]->grad;
+    size_t N = n->out->n;
+    if (!dx) return;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];
+}
+
+static const mt_op OP_SCALE = {"scale", scale_forward, scale_backward};
+
+mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_SCALE, out, 1, (mt_tensor *[]){x});
+    n->f[0] = s;
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- activations: y = F(x), dx += dy * F'(x) --------------------------------------------------
+ * ACTIVATION(name, F, F') defines the forward and backward kernels (F and F' are expressions in
+ * the float x), the op record and the builder mt_<name>(c, x) of one activation. */
+// clang-format off
+#define ACTIVATION(NAME, F, DF)                                                                   \
+    static void NAME##_forward(mt_node *n) {                                                      \
+        const float *X = n->in[0]->data;                                                          \
+        float *Y = n->out->data;                                                                  \
+        size_t N = n->out->n;                                                                     \
+        _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
+        for (size_t i = 0; i < N; i++) {                                                          \
+            float x = X[i];                                                                       \
+            Y[i] = (F);                                                                           \
+        }                                                                                         \
+    }                                                                                             \
+    static void NAME##_backward(mt_node *n) {                                                     \
+        const float *X = n->in[0]->data, *dY = n->out->grad;                                      \
+        float *dX = n->in[0]->grad;                                                               \
+        size_t N = n->out->n;                                                                     \
+        if (!dX) return;                                                                          \
+        _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
+        for (size_t i = 0; i < N; i++) {                                                          \
+            float x = X[i];                                                                       \
+            dX[i] += dY[i] * (DF);                                                                \
+        }                                                                                         \
+    }                                                                                             \
+    static const mt_op OP_##NAME = {#NAME, NAME##_forward, NAME##_backward};                      \
+    mt_tensor *mt_##NAME(mt_ctx *c, mt_tensor *x) {                                               \
+        mt_tensor *out = mt_tensor_like(c, x);                                                    \
+        mt_node_run(c, mt_node_new(c, &OP_##NAME, out, 1, (mt_tensor *[]){x}));                   \
+        return out;                                                                               \
+    }
+// clang-format on
+
+/* GELU, tanh form (Hendrycks and Gimpel 2016; GPT-2; torch's approximate='tanh'):
+   y = x/2 (1 + t),  t = tanh(u),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi)
+   y' = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2) */
+#define GELU_K 0.7978845608028654f
+#define GELU_U(x) (GELU_K * ((x) + 0.044715f * (x) * (x) * (x)))
+ACTIVATION(gelu, 0.5f * x * (1.0f + tanhf(GELU_U(x))),
+           0.5f * (1.0f + tanhf(GELU_U(x))) + 0.5f * x *
+                                                  (1.0f - tanhf(GELU_U(x)) * tanhf(GELU_U(x))) *
+                                                  GELU_K * (1.0f + 3.0f * 0.044715f * x * x))
+
+/* GELU, exact: y = x Phi(x) = x/2 (1 + erf(x / sqrt 2));  y' = Phi(x) + x phi(x),
+   phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+ACTIVATION(gelu_erf, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)),
+           0.5f * (1.0f + erff(x * 0.7071067811865476f)) +
+               x * 0.3989422804014327f * expf(-0.5f * x * x))
+
+/* ReLU: y = max(x, 0);  y' = [x > 0] (0 at 0, as torch) */
+ACTIVATION(relu, x > 0.0f ? x : 0.0f, x > 0.0f ? 1.0f : 0.0f)
+
+/* SiLU (swish): y = x s,  s = sigmoid(x) = 1 / (1 + e^-x);  y' = s (1 + x (1 - s)) */
+#define SIGMOID(x) (1.0f / (1.0f + expf(-(x))))
+ACTIVATION(silu, x *SIGMOID(x), SIGMOID(x) * (1.0f + x * (1.0f - SIGMOID(x))))
+
+/* ---- dropout: y = x * mask, mask_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout);
+ * saved[0] = mask, drawn in order from c->rng so a seed fixes it whatever the thread count. */
+
+static void dropout_forward(mt_node *n) {
+    const float *x = n->in[0]->data, *m = n->saved[0];
+    float *y = n->out->data;
+    size_t N = n->out->n;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) y[i] = x[i] * m[i];
+}
+
+/* dx += dy * mask (the forward's mask) */
+static void dropout_backward(mt_node *n) {
+    const float *dy = n->out->grad, *m = n->saved[0];
+    float *dx = n->in[0]->grad;
+    size_t N = n->out->n;
+    if (!dx) return;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
+}
+
+static const mt_op OP_DROPOUT = {"dropout", dropout_forward, dropout_backward};
+
+mt_tensor *mt_dropout(mt_ctx *c, mt_tensor *x, float p) {
+    MT_ASSERT(p >= 0.0f && p <= 1.0f, "dropout: probability %g is outside [0, 1]", p);
+    if (!c->training || p == 0.0f) return x;
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_DROPOUT, out, 1, (mt_tensor *[]){x});
+    float *m = n->saved[0] = mt_arena_floats(c, x->n), keep = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < x->n; i++) m[i] = mt_rng_uniform(&c->rng) < p ? 0.0f : keep;
     mt_node_run(c, n);
     return out;
 }

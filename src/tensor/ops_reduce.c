@@ -1,0 +1,168 @@
+/* Reductions: sum, mean, softmax over the last dim, fused cross-entropy.
+   N rows, V (or C) the last dim. Every reduction has a fixed order whatever the thread count:
+   blocks of a fixed size summed in block order, one row per thread. */
+#include <math.h>
+#include <stdio.h>
+
+#include "tensor.h"
+
+/* ---- sum and mean of all elements: y = f * sum_i x_i, f = 1 (sum) or 1/n (mean) ------------ */
+
+#define SUM_BLOCK 4096
+
+/* sum_i x_i in double: blocks of SUM_BLOCK in parallel into part[], then the parts in order. */
+static double sum_kernel(const float *x, size_t n, double *part) {
+    long nb = (long)((n + SUM_BLOCK - 1) / SUM_BLOCK);
+#pragma omp parallel for if (n >= MT_PAR_MIN)
+    for (long b = 0; b < nb; b++) {
+        size_t lo = (size_t)b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += x[i];
+        part[b] = s;
+    }
+    double s = 0;
+    for (long b = 0; b < nb; b++) s += part[b];
+    return s;
+}
+
+static void sum_forward(mt_node *n) {
+    n->out->data[0] = (float)(n->f[0] * sum_kernel(n->in[0]->data, n->in[0]->n, n->p));
+}
+
+/* dx_i += f * dy */
+static void sum_backward(mt_node *n) {
+    float *dx = n->in[0]->grad, g = n->f[0] * n->out->grad[0];
+    size_t N = n->in[0]->n;
+    if (!dx) return;
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+    for (size_t i = 0; i < N; i++) dx[i] += g;
+}
+
+static const mt_op OP_SUM = {"sum", sum_forward, sum_backward};
+static const mt_op OP_MEAN = {"mean", sum_forward, sum_backward};
+
+static mt_tensor *reduce_all(mt_ctx *c, const mt_op *op, mt_tensor *x, float f) {
+    mt_tensor *out = mt_tensor_new(c, 1, (int[]){1});
+    mt_node *n = mt_node_new(c, op, out, 1, (mt_tensor *[]){x});
+    n->f[0] = f;
+    n->p = mt_arena_alloc(c, (x->n + SUM_BLOCK - 1) / SUM_BLOCK * sizeof(double));
+    mt_node_run(c, n);
+    return out;
+}
+
+mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x) { return reduce_all(c, &OP_SUM, x, 1.0f); }
+mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x) { return reduce_all(c, &OP_MEAN, x, 1.0f / x->n); }
+
+/* ---- softmax over the last dim: y_j = exp(x_j - max x) / sum_k exp(x_k - max x) ------------ */
+
+static void softmax_forward(mt_node *n) {
+    const float *x = n->in[0]->data;
+    float *y = n->out->data;
+    long N = mt_rows(n->out);
+    int C = mt_cols(n->out);
+#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
+    for (long r = 0; r < N; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C, mx = -INFINITY, s = 0;
+        for (int j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
+        for (int j = 0; j < C; j++) s += yr[j] = expf(xr[j] - mx);
+        float inv = 1.0f / s;
+#pragma omp simd
+        for (int j = 0; j < C; j++) yr[j] *= inv;
+    }
+}
+
+/* dx_j += y_j (dy_j - sum_k dy_k y_k) */
+static void softmax_backward(mt_node *n) {
+    const float *y = n->out->data, *dy = n->out->grad;
+    float *dx = n->in[0]->grad;
+    long N = mt_rows(n->out);
+    int C = mt_cols(n->out);
+    if (!dx) return;
+#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
+    for (long r = 0; r < N; r++) {
+        const float *yr = y + r * C, *dyr = dy + r * C;
+        float *dxr = dx + r * C, d = 0;
+#pragma omp simd reduction(+ : d)
+        for (int j = 0; j < C; j++) d += dyr[j] * yr[j];
+#pragma omp simd
+        for (int j = 0; j < C; j++) dxr[j] += yr[j] * (dyr[j] - d);
+    }
+}
+
+static const mt_op OP_SOFTMAX = {"softmax", softmax_forward, softmax_backward};
+
+mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x) {
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node_run(c, mt_node_new(c, &OP_SOFTMAX, out, 1, (mt_tensor *[]){x}));
+    return out;
+}
+
+/* ---- cross-entropy: fused log-softmax + NLL, mean over the rows whose target is not ignored ----
+ * loss = (1/M) sum_{r: t_r != ignore} (lse_r - x_{r, t_r}),  lse_r = log sum_j exp(x_rj),
+ * M the number of such rows (M = 0 gives 0/0 = NaN, as torch).
+ * ids = targets (N), i[0] = ignore_index, f[0] = M, saved[0] = lse (N), saved[1] = row losses. */
+
+static void cross_entropy_forward(mt_node *n) {
+    const float *x = n->in[0]->data;
+    float *lse = n->saved[0], *loss = n->saved[1];
+    const int *t = n->ids;
+    long N = mt_rows(n->in[0]);
+    int V = mt_cols(n->in[0]), ignore = n->i[0];
+#pragma omp parallel for if (n->in[0]->n >= MT_PAR_MIN)
+    for (long r = 0; r < N; r++) {
+        const float *xr = x + r * V;
+        float mx = -INFINITY, s = 0;
+        for (int j = 0; j < V; j++) mx = xr[j] > mx ? xr[j] : mx;
+        for (int j = 0; j < V; j++) s += expf(xr[j] - mx);
+        lse[r] = mx + logf(s);
+        loss[r] = t[r] == ignore ? 0.0f : lse[r] - xr[t[r]];
+    }
+    double s = 0;
+    for (long r = 0; r < N; r++) s += loss[r];
+    n->out->data[0] = (float)(s / n->f[0]);
+}
+
+/* dx_rj += (dy / M) (softmax(x_r)_j - [j == t_r]) for rows not ignored; softmax = exp(x - lse) */
+static void cross_entropy_backward(mt_node *n) {
+    const float *x = n->in[0]->data, *lse = n->saved[0];
+    float *dx = n->in[0]->grad, g = n->out->grad[0] / n->f[0];
+    const int *t = n->ids;
+    long N = mt_rows(n->in[0]);
+    int V = mt_cols(n->in[0]), ignore = n->i[0];
+    if (!dx) return;
+#pragma omp parallel for if (n->in[0]->n >= MT_PAR_MIN)
+    for (long r = 0; r < N; r++) {
+        if (t[r] == ignore) continue;
+        const float *xr = x + r * V;
+        float *dxr = dx + r * V, l = lse[r];
+        for (int j = 0; j < V; j++) dxr[j] += g * expf(xr[j] - l);
+        dxr[t[r]] -= g;
+    }
+}
+
+static const mt_op OP_CROSS_ENTROPY = {"cross_entropy", cross_entropy_forward,
+                                       cross_entropy_backward};
+
+mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index) {
+    int N = mt_rows(logits), V = mt_cols(logits), M = 0;
+    int *t = mt_arena_alloc(c, (size_t)N * sizeof(int));
+    for (int r = 0; r < N; r++) {
+        MT_ASSERT(targets[r] == ignore_index || (targets[r] >= 0 && targets[r] < V),
+                  "cross_entropy: target %d of row %d is outside [0, %d) and is not the ignore "
+                  "index %d",
+                  targets[r], r, V, ignore_index);
+        t[r] = targets[r];
+        M += t[r] != ignore_index;
+    }
+    mt_tensor *out = mt_tensor_new(c, 1, (int[]){1});
+    mt_node *n = mt_node_new(c, &OP_CROSS_ENTROPY, out, 1, (mt_tensor *[]){logits});
+    n->ids = t;
+    n->i[0] = ignore_index;
+    n->f[0] = (float)M;
+    n->saved[0] = mt_arena_floats(c, (size_t)N);
+    n->saved[1] = mt_arena_floats(c, (size_t)N);
+    mt_node_run(c, n);
+    return out;
+}

@@ -1,0 +1,601 @@
+/* The primitive ops after matmul and add (those are in test_tensor.c): every op against a naive
+   loop in double and by finite differences, on a table of cases; dropout's mask; cross-entropy's
+   ignore index and stability; bit-identical reruns. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---- options of the ops under test ---------------------------------------------------------- */
+typedef struct {
+    int ndim, shape[MT_MAX_DIMS];
+} shape_arg;
+typedef struct {
+    int perm[MT_MAX_DIMS];
+} perm_arg;
+typedef struct {
+    const int *ids; /* embedding ids or cross-entropy targets */
+    int n, ignore;
+} ids_arg;
+typedef struct {
+    int start, len;
+} slice_arg;
+typedef struct {
+    int n, sizes[4];
+} split_arg;
+
+/* ---- builders ---------------------------------------------------------------------------------
+ */
+static mt_tensor *b_mul(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_mul(c, x[0], x[1]);
+}
+static mt_tensor *b_scale(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_scale(c, x[0], *(const float *)a);
+}
+static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_sum(c, x[0]);
+}
+static mt_tensor *b_mean(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_mean(c, x[0]);
+}
+static mt_tensor *b_gelu(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_gelu(c, x[0]);
+}
+static mt_tensor *b_gelu_erf(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_gelu_erf(c, x[0]);
+}
+static mt_tensor *b_relu(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_relu(c, x[0]);
+}
+static mt_tensor *b_silu(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_silu(c, x[0]);
+}
+static mt_tensor *b_softmax(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_softmax(c, x[0]);
+}
+static mt_tensor *b_dropout(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_dropout(c, x[0], *(const float *)a);
+}
+
+static mt_tensor *b_reshape(mt_ctx *c, mt_tensor **x, const void *a) {
+    const shape_arg *s = a;
+    /* a reshape's output shares x's data: scale it so the gradient flows through a real op too */
+    return mt_scale(c, mt_reshape(c, x[0], s->ndim, s->shape), 1.0f);
+}
+static mt_tensor *b_permute(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_permute(c, x[0], ((const perm_arg *)a)->perm);
+}
+static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, const void *a) {
+    const int *d = a;
+    return mt_transpose(c, x[0], d[0], d[1]);
+}
+static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, const void *a) {
+    const ids_arg *t = a;
+    return mt_cross_entropy(c, x[0], t->ids, t->ignore);
+}
+static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x, const void *a) {
+    const ids_arg *t = a;
+    return mt_embedding(c, x[0], t->ids, t->n);
+}
+static mt_tensor *b_concat(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_concat(c, *(const int *)a, x);
+}
+static mt_tensor *b_slice(mt_ctx *c, mt_tensor **x, const void *a) {
+    const slice_arg *s = a;
+    return mt_slice(c, x[0], s->start, s->len);
+}
+/* split, then the parts concatenated last part first: a rotation of the columns */
+static mt_tensor *b_split(mt_ctx *c, mt_tensor **x, const void *a) {
+    const split_arg *s = a;
+    mt_tensor *parts[4], *rot[4];
+    mt_split(c, x[0], s->n, s->sizes, parts);
+    rot[0] = parts[s->n - 1];
+    for (int k = 1; k < s->n; k++) rot[k] = parts[k - 1];
+    return mt_concat(c, s->n, rot);
+}
+
+/* ---- naive references, in double --------------------------------------------------------------
+ */
+typedef void (*ref_fn)(mt_tensor **x, const void *arg, double *y);
+
+static void r_mul(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = (double)x[0]->data[i] * x[1]->data[i];
+}
+static void r_scale(mt_tensor **x, const void *a, double *y) {
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = (double)*(const float *)a * x[0]->data[i];
+}
+static void r_sum(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    y[0] = 0;
+    for (size_t i = 0; i < x[0]->n; i++) y[0] += x[0]->data[i];
+}
+static void r_mean(mt_tensor **x, const void *a, double *y) {
+    r_sum(x, a, y);
+    y[0] /= (double)x[0]->n;
+}
+static void r_copy(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i];
+}
+/* y[o] = x[i] where o is the permuted multi-index of i */
+static void permute_ref(const mt_tensor *x, const int *perm, double *y) {
+    int D = x->ndim, oshape[MT_MAX_DIMS], idx[MT_MAX_DIMS];
+    for (int d = 0; d < D; d++) oshape[d] = x->shape[perm[d]];
+    for (size_t i = 0; i < x->n; i++) {
+        size_t rem = i, o = 0;
+        for (int d = D - 1; d >= 0; d--) {
+            idx[d] = (int)(rem % (size_t)x->shape[d]);
+            rem /= (size_t)x->shape[d];
+        }
+        for (int d = 0; d < D; d++) o = o * (size_t)oshape[d] + (size_t)idx[perm[d]];
+        y[o] = x->data[i];
+    }
+}
+static void r_permute(mt_tensor **x, const void *a, double *y) {
+    permute_ref(x[0], ((const perm_arg *)a)->perm, y);
+}
+static void r_transpose(mt_tensor **x, const void *a, double *y) {
+    const int *d = a;
+    int perm[MT_MAX_DIMS];
+    for (int k = 0; k < x[0]->ndim; k++) perm[k] = k == d[0] ? d[1] : k == d[1] ? d[0] : k;
+    permute_ref(x[0], perm, y);
+}
+static void r_gelu(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) {
+        double v = x[0]->data[i];
+        y[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    }
+}
+static void r_gelu_erf(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++)
+        y[i] = 0.5 * x[0]->data[i] * (1 + erf(x[0]->data[i] / sqrt(2)));
+}
+static void r_relu(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i] > 0 ? x[0]->data[i] : 0;
+}
+static void r_silu(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i] / (1 + exp(-(double)x[0]->data[i]));
+}
+static void r_softmax(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    int C = mt_cols(x[0]);
+    for (int r = 0; r < mt_rows(x[0]); r++) {
+        const float *xr = x[0]->data + (size_t)r * C;
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < C; j++) mx = fmax(mx, xr[j]);
+        for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
+        for (int j = 0; j < C; j++) y[(size_t)r * C + j] = exp(xr[j] - mx) / s;
+    }
+}
+static void r_cross_entropy(mt_tensor **x, const void *a, double *y) {
+    const ids_arg *t = a;
+    int C = mt_cols(x[0]), m = 0;
+    y[0] = 0;
+    for (int r = 0; r < mt_rows(x[0]); r++) {
+        if (t->ids[r] == t->ignore) continue;
+        const float *xr = x[0]->data + (size_t)r * C;
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < C; j++) mx = fmax(mx, xr[j]);
+        for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
+        y[0] += mx + log(s) - xr[t->ids[r]];
+        m++;
+    }
+    y[0] /= m;
+}
+static void r_embedding(mt_tensor **x, const void *a, double *y) {
+    const ids_arg *t = a;
+    int C = x[0]->shape[1];
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; j < C; j++) y[(size_t)i * C + j] = x[0]->data[(size_t)t->ids[i] * C + j];
+}
+/* the mask drawn from a context RNG seeded with 42, as the test runs the op */
+static void r_dropout(mt_tensor **x, const void *a, double *y) {
+    float p = *(const float *)a;
+    mt_rng r;
+    mt_rng_seed(&r, 42);
+    for (size_t i = 0; i < x[0]->n; i++)
+        y[i] = mt_rng_uniform(&r) < p ? 0.0 : x[0]->data[i] * (double)(1.0f / (1.0f - p));
+}
+static void r_concat(mt_tensor **x, const void *a, double *y) {
+    int n = *(const int *)a, C = 0;
+    for (int k = 0; k < n; k++) C += mt_cols(x[k]);
+    for (int r = 0; r < mt_rows(x[0]); r++)
+        for (int k = 0, off = 0; k < n; off += mt_cols(x[k]), k++)
+            for (int j = 0; j < mt_cols(x[k]); j++)
+                y[(size_t)r * C + off + j] = x[k]->data[(size_t)r * mt_cols(x[k]) + j];
+}
+static void r_slice(mt_tensor **x, const void *a, double *y) {
+    const slice_arg *s = a;
+    int C = mt_cols(x[0]);
+    for (int r = 0; r < mt_rows(x[0]); r++)
+        for (int j = 0; j < s->len; j++)
+            y[(size_t)r * s->len + j] = x[0]->data[(size_t)r * C + s->start + j];
+}
+static void r_split(mt_tensor **x, const void *a, double *y) {
+    const split_arg *s = a;
+    int C = mt_cols(x[0]), last = s->sizes[s->n - 1];
+    for (int r = 0; r < mt_rows(x[0]); r++)
+        for (int j = 0; j < C; j++)
+            y[(size_t)r * C + (j + last) % C] = x[0]->data[(size_t)r * C + j];
+}
+
+/* ---- the table --------------------------------------------------------------------------------
+ */
+typedef struct {
+    int ndim, shape[MT_MAX_DIMS];
+} shp;
+
+typedef struct {
+    const char *name;
+    gc_build build;
+    ref_fn ref;
+    const void *arg;
+    int n_in;
+    shp in[3];
+    float lo, hi;   /* inputs uniform in [lo, hi) */
+    bool kink;      /* keep inputs 0.05 away from 0 (ReLU) */
+    double ref_tol; /* max relative error against the reference (0: exact) */
+} op_case;
+
+static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f;
+static const int TWO = 2, THREE = 3;
+static const shape_arg RS_A = {2, {6, 4}}, RS_B = {2, {1, 17}}, RS_C = {2, {30, 7}};
+static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}},
+                      P_D = {{2, 0, 1}};
+static const int T_A[2] = {1, 2}, T_B[2] = {0, 2}, T_C[2] = {0, 1};
+static const int IDS_A[9] = {3, 0, 6, 3, 3, 1, 6, 2, 5};
+static const int IDS_B[3] = {0, 0, 0};
+static int IDS_BIG[600], IDS_MID[40], TGT_A[3] = {4, -100, 16}, TGT_B[10], TGT_C[1] = {0},
+                                      TGT_BIG[300];
+static ids_arg E_A = {IDS_A, 9, 0}, E_B = {IDS_B, 3, 0}, E_C = {IDS_MID, 40, 0},
+               E_BIG = {IDS_BIG, 600, 0};
+static ids_arg CE_A = {TGT_A, 3, -100}, CE_B = {TGT_B, 10, -1}, CE_C = {TGT_C, 1, -100},
+               CE_BIG = {TGT_BIG, 300, -100};
+static const slice_arg SL_A = {2, 5}, SL_B = {0, 33}, SL_C = {0, 1}, SL_D = {31, 2};
+static const split_arg SP_A = {3, {5, 1, 11}}, SP_B = {2, {16, 17}}, SP_C = {4, {1, 1, 1, 1}};
+
+#define S1(...)                                                                                   \
+    {                                                                                             \
+        { __VA_ARGS__ }                                                                           \
+    }
+#define SHP(nd, ...)                                                                              \
+    {                                                                                             \
+        nd, { __VA_ARGS__ }                                                                       \
+    }
+
+// clang-format off
+static const op_case CASES[] = {
+    /* name, build, ref, arg, n_in, shapes, lo, hi, kink, ref_tol */
+    {"mul", b_mul, r_mul, NULL, 2, {SHP(1, 1), SHP(1, 1)}, -2, 2, false, 1e-7},
+    {"mul", b_mul, r_mul, NULL, 2, {SHP(2, 3, 17), SHP(2, 3, 17)}, -2, 2, false, 1e-7},
+    {"mul", b_mul, r_mul, NULL, 2, {SHP(3, 4, 5, 33), SHP(3, 4, 5, 33)}, -2, 2, false, 1e-7},
+    {"mul", b_mul, r_mul, NULL, 2, {SHP(2, 300, 65), SHP(2, 300, 65)}, -2, 2, false, 1e-7},
+    {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(1, 1)}, -2, 2, false, 1e-7},
+    {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(3, 2, 3, 17)}, -2, 2, false, 1e-7},
+    {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(2, 300, 65)}, -2, 2, false, 1e-7},
+    {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
+    {"sum", b_sum, r_sum, NULL, 1, {SHP(2, 5, 33)}, -1, 2, false, 1e-6},
+    {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 5001)}, -1, 2, false, 1e-6},
+    {"sum", b_sum, r_sum, NULL, 1, {SHP(3, 7, 100, 31)}, -1, 2, false, 1e-6},
+    {"mean", b_mean, r_mean, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
+    {"mean", b_mean, r_mean, NULL, 1, {SHP(3, 2, 5, 33)}, -1, 2, false, 1e-6},
+    {"mean", b_mean, r_mean, NULL, 1, {SHP(2, 500, 45)}, -1, 2, false, 1e-6},
+    {"reshape", b_reshape, r_copy, &RS_A, 1, {SHP(3, 2, 3, 4)}, -1, 1, false, 0},
+    {"reshape", b_reshape, r_copy, &RS_B, 1, {SHP(1, 17)}, -1, 1, false, 0},
+    {"reshape", b_reshape, r_copy, &RS_C, 1, {SHP(4, 2, 3, 5, 7)}, -1, 1, false, 0},
+    {"permute", b_permute, r_permute, &P_A, 1, {SHP(4, 2, 3, 4, 5)}, -1, 1, false, 0},
+    {"permute", b_permute, r_permute, &P_B, 1, {SHP(4, 2, 3, 1, 17)}, -1, 1, false, 0},
+    {"permute", b_permute, r_permute, &P_C, 1, {SHP(2, 5, 17)}, -1, 1, false, 0},
+    {"permute", b_permute, r_permute, &P_D, 1, {SHP(3, 3, 1, 17)}, -1, 1, false, 0},
+    {"permute", b_permute, r_permute, &P_A, 1, {SHP(4, 4, 33, 6, 25)}, -1, 1, false, 0},
+    {"transpose", b_transpose, r_transpose, T_A, 1, {SHP(3, 2, 3, 17)}, -1, 1, false, 0},
+    {"transpose", b_transpose, r_transpose, T_B, 1, {SHP(3, 2, 3, 17)}, -1, 1, false, 0},
+    {"transpose", b_transpose, r_transpose, T_C, 1, {SHP(2, 1, 1)}, -1, 1, false, 0},
+    {"transpose", b_transpose, r_transpose, T_A, 1, {SHP(3, 8, 65, 33)}, -1, 1, false, 0},
+    {"gelu", b_gelu, r_gelu, NULL, 1, {SHP(1, 1)}, -4, 4, false, 1e-6},
+    {"gelu", b_gelu, r_gelu, NULL, 1, {SHP(3, 2, 5, 33)}, -4, 4, false, 1e-6},
+    {"gelu", b_gelu, r_gelu, NULL, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},
+    {"gelu_erf", b_gelu_erf, r_gelu_erf, NULL, 1, {SHP(1, 1)}, -4, 4, false, 1e-6},
+    {"gelu_erf", b_gelu_erf, r_gelu_erf, NULL, 1, {SHP(3, 2, 5, 33)}, -4, 4, false, 1e-6},
+    {"gelu_erf", b_gelu_erf, r_gelu_erf, NULL, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},
+    {"relu", b_relu, r_relu, NULL, 1, {SHP(1, 1)}, -2, 2, true, 0},
+    {"relu", b_relu, r_relu, NULL, 1, {SHP(3, 2, 5, 33)}, -2, 2, true, 0},
+    {"relu", b_relu, r_relu, NULL, 1, {SHP(2, 200, 97)}, -2, 2, true, 0},
+    {"silu", b_silu, r_silu, NULL, 1, {SHP(1, 1)}, -4, 4, false, 1e-6},
+    {"silu", b_silu, r_silu, NULL, 1, {SHP(3, 2, 5, 33)}, -6, 6, false, 1e-6},
+    {"silu", b_silu, r_silu, NULL, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},
+    {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(2, 1, 1)}, -3, 3, false, 1e-6},
+    {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(2, 4, 1)}, -3, 3, false, 1e-6},
+    {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(2, 3, 17)}, -3, 3, false, 1e-6},
+    {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
+    {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(3, 4, 64, 65)}, -8, 8, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_A, 1, {SHP(2, 3, 17)}, -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_B, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_C, 1, {SHP(2, 1, 1)}, -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_BIG, 1, {SHP(3, 3, 100, 97)}, -8, 8, false, 1e-6},
+    {"embedding", b_embedding, r_embedding, &E_A, 1, {SHP(2, 7, 5)}, -1, 1, false, 0},
+    {"embedding", b_embedding, r_embedding, &E_B, 1, {SHP(2, 1, 1)}, -1, 1, false, 0},
+    {"embedding", b_embedding, r_embedding, &E_C, 1, {SHP(2, 33, 17)}, -1, 1, false, 0},
+    {"embedding", b_embedding, r_embedding, &E_BIG, 1, {SHP(2, 257, 65)}, -1, 1, false, 0},
+    {"dropout", b_dropout, r_dropout, &P_DROP, 1, {SHP(1, 1)}, -1, 1, false, 1e-7},
+    {"dropout", b_dropout, r_dropout, &P_DROP, 1, {SHP(3, 2, 5, 33)}, -1, 1, false, 1e-7},
+    {"dropout", b_dropout, r_dropout, &P_DROP_HI, 1, {SHP(2, 17, 3)}, -1, 1, false, 1e-7},
+    {"dropout", b_dropout, r_dropout, &P_DROP, 1, {SHP(2, 300, 65)}, -1, 1, false, 1e-7},
+    {"concat", b_concat, r_concat, &THREE, 3, {SHP(2, 2, 3), SHP(2, 2, 17), SHP(2, 2, 1)}, -1, 1, false, 0},
+    {"concat", b_concat, r_concat, &TWO, 2, {SHP(3, 3, 4, 5), SHP(3, 3, 4, 16)}, -1, 1, false, 0},
+    {"concat", b_concat, r_concat, &TWO, 2, {SHP(1, 1), SHP(1, 1)}, -1, 1, false, 0},
+    {"concat", b_concat, r_concat, &TWO, 2, {SHP(2, 700, 33), SHP(2, 700, 31)}, -1, 1, false, 0},
+    {"slice", b_slice, r_slice, &SL_A, 1, {SHP(2, 3, 17)}, -1, 1, false, 0},
+    {"slice", b_slice, r_slice, &SL_B, 1, {SHP(3, 2, 3, 33)}, -1, 1, false, 0},
+    {"slice", b_slice, r_slice, &SL_C, 1, {SHP(1, 1)}, -1, 1, false, 0},
+    {"slice", b_slice, r_slice, &SL_D, 1, {SHP(2, 9000, 33)}, -1, 1, false, 0},
+    {"split", b_split, r_split, &SP_A, 1, {SHP(2, 3, 17)}, -1, 1, false, 0},
+    {"split", b_split, r_split, &SP_B, 1, {SHP(3, 2, 5, 33)}, -1, 1, false, 0},
+    {"split", b_split, r_split, &SP_C, 1, {SHP(2, 1, 4)}, -1, 1, false, 0},
+    {"split", b_split, r_split, &SP_B, 1, {SHP(2, 1000, 33)}, -1, 1, false, 0},
+};
+// clang-format on
+
+static void fill_ids(mt_rng *r) {
+    for (int i = 0; i < 600; i++) IDS_BIG[i] = (int)mt_rng_below(r, 257);
+    for (int i = 0; i < 40; i++) IDS_MID[i] = (int)mt_rng_below(r, 33);
+    for (int i = 0; i < 10; i++) TGT_B[i] = i % 4 == 3 ? -1 : (int)mt_rng_below(r, 33);
+    for (int i = 0; i < 300; i++) TGT_BIG[i] = i % 7 == 0 ? -100 : (int)mt_rng_below(r, 97);
+}
+
+/* For inputs too large for an element-by-element gradcheck: the directional derivative of
+   L = sum(y * w) along a random v, sum(grad * v), against (L(x + eps v) - L(x - eps v)) / 2 eps.
+ */
+static double loss_of(mt_ctx *c, gc_build build, const void *arg, mt_tensor **in, const float *w) {
+    mt_ctx_reset(c);
+    mt_rng_seed(&c->rng, 42);
+    mt_tensor *y = build(c, in, arg);
+    double s = 0;
+    for (size_t i = 0; i < y->n; i++) s += (double)y->data[i] * w[i];
+    return s;
+}
+
+static void dircheck(const char *name, gc_build build, const void *arg, int n_in, mt_tensor **in,
+                     double eps, double tol) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)256 << 20, 1, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    for (int k = 0; k < n_in; k++)
+        if (in[k]->grad) memset(in[k]->grad, 0, in[k]->n * sizeof(float));
+    mt_rng_seed(&c.rng, 42);
+    mt_tensor *y = build(&c, in, arg);
+    float *w = malloc(y->n * sizeof(float));
+    for (size_t i = 0; i < y->n; i++) w[i] = 2 * mt_rng_uniform(&r) - 1;
+    mt_backward_from(&c, y, w);
+    c.grad_enabled = false;
+    for (int k = 0; k < n_in; k++) {
+        if (!in[k]->grad) continue;
+        size_t n = in[k]->n;
+        float *x0 = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+        memcpy(x0, in[k]->data, n * sizeof(float));
+        double ana = 0;
+        for (size_t i = 0; i < n; i++) {
+            v[i] = 2 * mt_rng_uniform(&r) - 1;
+            ana += (double)in[k]->grad[i] * v[i];
+        }
+        for (size_t i = 0; i < n; i++) in[k]->data[i] = x0[i] + (float)eps * v[i];
+        double lp = loss_of(&c, build, arg, in, w);
+        for (size_t i = 0; i < n; i++) in[k]->data[i] = x0[i] - (float)eps * v[i];
+        double lm = loss_of(&c, build, arg, in, w);
+        memcpy(in[k]->data, x0, n * sizeof(float));
+        double num = (lp - lm) / (2 * eps);
+        CHECK(fabs(num - ana) <= tol * (fabs(num) + fabs(ana) + 1e-3),
+              "dircheck %s: input %d: analytic %.8g numeric %.8g", name, k, ana, num);
+        free(x0);
+        free(v);
+    }
+    free(w);
+    mt_ctx_free(&c);
+}
+
+static void test_table(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 21);
+    fill_ids(&r);
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        const op_case *t = &CASES[k];
+        mt_tensor *in[3];
+        size_t n_total = 0;
+        for (int i = 0; i < t->n_in; i++) {
+            in[i] = test_tensor(&r, t->in[i].ndim, t->in[i].shape, t->lo, t->hi, true);
+            for (size_t j = 0; t->kink && j < in[i]->n; j++)
+                if (fabsf(in[i]->data[j]) < 0.05f)
+                    in[i]->data[j] = in[i]->data[j] < 0 ? -0.1f : 0.1f;
+            n_total += in[i]->n;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s[%zu]", t->name, k);
+        mt_ctx_reset(&c);
+        mt_rng_seed(&c.rng, 42);
+        mt_tensor *y = t->build(&c, in, t->arg);
+        double *ref = malloc(y->n * sizeof(double));
+        float *reff = malloc(y->n * sizeof(float));
+        t->ref(in, t->arg, ref);
+        for (size_t i = 0; i < y->n; i++) reff[i] = (float)ref[i];
+        double e = max_rel_err(y->data, reff, y->n);
+        CHECK(e <= t->ref_tol, "%s vs naive loop: relative error %g > %g", name, e, t->ref_tol);
+        if (n_total <= 4000)
+            gradcheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
+        else
+            dircheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
+        free(ref);
+        free(reff);
+        for (int i = 0; i < t->n_in; i++) test_tensor_free(in[i]);
+    }
+    mt_ctx_free(&c);
+}
+
+/* Dropout: the identity in eval mode and for p = 0; in training the fraction dropped is p, kept
+   values are scaled by 1/(1-p); backward uses the forward's mask even after the RNG moved on. */
+static void test_dropout(void) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)16 << 20, 5, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 2);
+    int n = 200000;
+    mt_tensor *x = test_tensor(&r, 1, &n, 1, 1, true); /* all ones: y is the mask */
+    c.training = false;
+    CHECK(mt_dropout(&c, x, 0.5f) == x, "dropout in eval mode is the identity");
+    c.training = true;
+    CHECK(mt_dropout(&c, x, 0.0f) == x, "dropout with p = 0 is the identity");
+    const float p = 0.3f;
+    mt_tensor *y = mt_dropout(&c, x, p);
+    int zeros = 0, bad = 0;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        zeros += y->data[i] == 0;
+        bad += y->data[i] != 0 && y->data[i] != 1.0f / (1.0f - p);
+        sum += y->data[i];
+    }
+    /* binomial: sd of the dropped fraction is sqrt(p (1-p) / n) = 0.001 */
+    CHECK(fabs((double)zeros / n - p) < 0.005, "dropout dropped %g, expected %g",
+          (double)zeros / n, p);
+    CHECK(bad == 0, "dropout: %d kept values are not 1/(1-p)", bad);
+    CHECK(fabs(sum / n - 1) < 0.01, "dropout keeps the mean: %g", sum / n);
+    mt_tensor *y2 = mt_dropout(&c, x, p); /* the RNG moves on: a different mask */
+    CHECK(memcmp(y->data, y2->data, (size_t)n * sizeof(float)) != 0, "two masks are equal");
+    float *dy = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) dy[i] = mt_rng_uniform(&r);
+    mt_backward_from(&c, y, dy);
+    for (int i = 0; i < n; i++) bad += x->grad[i] != dy[i] * y->data[i];
+    CHECK(bad == 0, "dropout backward: %d elements not dy * (the forward's mask)", bad);
+    free(dy);
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+}
+
+/* Cross-entropy: ignored rows change neither the loss nor get a gradient; huge logits stay
+   finite (log-sum-exp with the max taken out); all rows ignored gives NaN as torch does. */
+static void test_cross_entropy(void) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)16 << 20, 5, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 3);
+    int V = 19;
+    mt_tensor *x = test_tensor(&r, 2, (int[]){4, V}, -3, 3, true);
+    int t_all[4] = {1, 7, 18, 0}, t_ign[4] = {1, -100, 18, -100},
+        t_none[4] = {-100, -100, -100, -100};
+    mt_tensor *kept = mt_tensor_from(&c, x->data, 2, (int[]){4, V});
+    double loss2 = 0;
+    mt_tensor *all = mt_cross_entropy(&c, kept, t_all, -100);
+    for (int rr = 0; rr < 4; rr += 2) { /* the mean of rows 0 and 2 alone */
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < V; j++) mx = fmax(mx, x->data[rr * V + j]);
+        for (int j = 0; j < V; j++) s += exp(x->data[rr * V + j] - mx);
+        loss2 += (mx + log(s) - x->data[rr * V + t_all[rr]]) / 2;
+    }
+    mt_tensor *ign = mt_cross_entropy(&c, x, t_ign, -100);
+    CHECK(fabs(ign->data[0] - loss2) < 1e-6 * fabs(loss2), "ignore_index: %g vs %g", ign->data[0],
+          loss2);
+    CHECK(all->data[0] != ign->data[0], "ignoring rows changes the loss");
+    mt_backward(&c, ign);
+    for (int j = 0; j < V; j++)
+        CHECK(x->grad[V + j] == 0 && x->grad[3 * V + j] == 0, "ignored rows get no gradient");
+    for (int j = 0; j < V; j++) x->data[j] = 1e4f * (float)(j % 3) - 5e3f; /* row 0: +-5000 */
+    mt_tensor *big = mt_cross_entropy(&c, x, t_ign, -100);
+    CHECK(isfinite(big->data[0]), "cross-entropy of logits of 5000: %g", big->data[0]);
+    CHECK(isnan(mt_cross_entropy(&c, x, t_none, -100)->data[0]), "all ignored: NaN as torch");
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+}
+
+/* A reshape shares its input's data; split parts that are used twice accumulate. */
+static void test_reshape_shares(void) {
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 5, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 4);
+    mt_tensor *x = test_tensor(&r, 3, (int[]){2, 3, 4}, -1, 1, true);
+    mt_tensor *y = mt_reshape(&c, x, 2, (int[]){4, 6});
+    CHECK(y->data == x->data && y->shape[0] == 4 && y->shape[1] == 6 && y->requires_grad,
+          "reshape shares data");
+    mt_backward_from(&c, mt_add(&c, y, y), (float[24]){[0] = 1, [23] = 2});
+    CHECK(x->grad[0] == 2 && x->grad[23] == 4 && x->grad[5] == 0, "reshape backward accumulates");
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+}
+
+/* The same small computation twice, same seed and threads: bit-identical outputs and grads.
+   Sizes are above MT_PAR_MIN so every parallel path runs. */
+static void run_model(mt_params *P, const int *ids, const int *tgt, float *out, uint64_t seed) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)64 << 20, seed, NULL);
+    mt_params_zero_grad(P);
+    int N = 512, C = 64, V = 97;
+    mt_tensor *h = mt_embedding(&c, &P->t[0], ids, N); /* (N, C) */
+    h = mt_dropout(&c, mt_gelu(&c, h), 0.1f);
+    mt_tensor *q = mt_reshape(&c, h, 3, (int[]){8, 64, C});          /* (B, T, C) */
+    mt_tensor *a = mt_softmax(&c, mt_matmul(&c, q, q, false, true)); /* (B, T, T) */
+    mt_tensor *z = mt_matmul(&c, a, q, false, false);                /* (B, T, C) */
+    mt_tensor *parts[2];
+    mt_split(&c, z, 2, (int[]){30, 34}, parts);
+    z = mt_concat(&c, 2, (mt_tensor *[]){mt_silu(&c, parts[1]), parts[0]});
+    mt_tensor *logits = mt_matmul(&c, z, &P->t[1], false, true); /* (B, T, V) */
+    mt_tensor *loss = mt_add(&c, mt_cross_entropy(&c, logits, tgt, -100),
+                             mt_scale(&c, mt_mean(&c, mt_mul(&c, z, z)), 0.01f));
+    mt_backward(&c, loss);
+    memcpy(out, loss->data, sizeof(float));
+    memcpy(out + 1, logits->data, (size_t)N * V * sizeof(float));
+    memcpy(out + 1 + N * V, P->grad, P->total * sizeof(float));
+    (void)C;
+    mt_ctx_free(&c);
+}
+
+static void test_determinism(void) {
+    mt_params P;
+    mt_params_init_table(&P);
+    mt_params_add(&P, "wte", 2, (int[]){97, 64}, MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 0.5f);
+    mt_params_add(&P, "head", 2, (int[]){97, 64}, MT_ROLE_MATRIX, MT_INIT_NORMAL, 0.2f);
+    mt_params_alloc(&P, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 6);
+    mt_params_initialize(&P, &r);
+    int ids[512], tgt[512];
+    for (int i = 0; i < 512; i++) {
+        ids[i] = (int)mt_rng_below(&r, 16); /* few ids: many rows scatter into the same row */
+        tgt[i] = i % 5 == 0 ? -100 : (int)mt_rng_below(&r, 97);
+    }
+    size_t n = 1 + 512 * 97 + P.total;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    run_model(&P, ids, tgt, a, 77);
+    run_model(&P, ids, tgt, b, 77);
+    CHECK(memcmp(a, b, n * sizeof(float)) == 0, "two runs with the same seed differ");
+    CHECK(isfinite(a[0]), "loss %g", a[0]);
+    run_model(&P, ids, tgt, b, 78);
+    CHECK(memcmp(a, b, n * sizeof(float)) != 0, "another dropout seed changes nothing");
+    free(a);
+    free(b);
+    mt_params_free(&P);
+}
+
+int main(void) {
+    mt_set_threads(0);
+    test_table();
+    test_dropout();
+    test_cross_entropy();
+    test_reshape_shares();
+    test_determinism();
+    return check_finish("test_ops");
+}

@@ -1,9 +1,11 @@
-/* mt io: safetensors checkpoints (and, with later issues, config files and metrics logs).
+/* mt io: safetensors files, parameter checkpoints, options from flags and config files, metrics.
  * safetensors: 8-byte little-endian header length N, N bytes of JSON, then raw data.
  * The JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
  * into the data section) and may hold "__metadata__", an object of string values. */
 #ifndef MT_IO_H
 #define MT_IO_H
+
+#include <stdio.h>
 
 #include "../tensor/tensor.h"
 
@@ -40,5 +42,73 @@ typedef struct {
 /* Writes path atomically: a temporary file beside it, fsynced, then renamed over path. */
 mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
                      const char *const *meta_keys, const char *const *meta_vals, mt_err *err);
+
+/* ---- parameter checkpoints ---------------------------------------------------------------------
+ * Every entry of a parameter table (buffers too) as a tensor of its name and shape. */
+mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
+                            const char *const *meta_keys, const char *const *meta_vals,
+                            mt_err *err);
+/* Copies the tensors of st (read from path) into P: every entry of P must be present with its
+   shape, and st may hold nothing else. Errors name the tensor. */
+mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
+                            mt_err *err);
+
+/* ---- options: one table drives the flags, the config files and the help -------------------------
+ * A flag is --name VALUE or --name=VALUE (a bool: --name alone, or --name=true|false); a config
+ * file has lines "name = value" with '#' comments; in both, '_' may stand for '-'
+ * (n_layer = n-layer). [sections] are rejected: mt's config files are flat. */
+typedef enum {
+    MT_OPT_INT,    /* int */
+    MT_OPT_FLOAT,  /* float, finite */
+    MT_OPT_STR,    /* char[MT_OPT_STR_MAX] */
+    MT_OPT_BOOL,   /* bool */
+    MT_OPT_CHOICE, /* int: the index of the value in choices ("ln|rms|..." in enum order) */
+} mt_opt_type;
+
+#define MT_OPT_STR_MAX 512
+
+#define MT_OPT_CLI 1u /* flags: a command-line flag only, not a config key, not in mt_opts_to_ini */
+
+typedef struct {
+    const char *name; /* the flag without its dashes, and the config key: "n-layer" */
+    mt_opt_type type;
+    void *value;         /* where the value goes; its content at help time is the default */
+    const char *choices; /* MT_OPT_CHOICE */
+    const char *help;
+    unsigned flags;
+} mt_opt;
+
+/* Applies argv[1..argc-1]. An unknown flag, a missing or malformed value, or a positional
+   argument is an error that names it (and the nearest known flag). */
+mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, mt_err *err);
+/* Applies the lines of text; source names it in messages ("configs/tiny.ini:3: ..."). */
+mt_status mt_opts_parse_ini(const mt_opt *opts, int n, const char *text, const char *source,
+                            mt_err *err);
+mt_status mt_opts_read_ini(const mt_opt *opts, int n, const char *path, mt_err *err);
+/* "  --name VALUE    help (default: x)" for every option; malloc'd. */
+char *mt_opts_help(const mt_opt *opts, int n);
+/* The current values of every option but MT_OPT_CLI ones, as config file lines; malloc'd. */
+char *mt_opts_to_ini(const mt_opt *opts, int n);
+/* The value of an option as text ("4", "rms", "true") into buf. */
+const char *mt_opt_format(const mt_opt *o, char *buf, size_t len);
+const mt_opt *mt_opts_find(const mt_opt *opts, int n, const char *name);
+
+/* ---- metrics: a CSV file, one row per logged step ----------------------------------------------
+ * Header: step,loss,val_loss,lr,grad_norm,ms,tok_per_s. val_loss is empty when not evaluated. */
+typedef struct {
+    FILE *f;
+} mt_metrics;
+
+typedef struct {
+    long step;
+    double loss, val_loss; /* val_loss NAN: not evaluated at this step */
+    double lr, grad_norm, ms, tok_per_s;
+} mt_metrics_row;
+
+/* keep_until < 0: a new file. Otherwise the rows of an existing file up to step keep_until are
+   kept (a resumed run rewrites what followed its checkpoint) and new rows are appended. */
+mt_status mt_metrics_open(mt_metrics *m, const char *path, long keep_until, mt_err *err);
+mt_status mt_metrics_write(mt_metrics *m, const mt_metrics_row *r, mt_err *err);
+void mt_metrics_close(mt_metrics *m);
 
 #endif

@@ -1,0 +1,51 @@
+/* A parameter table to and from safetensors, by the names and shapes of its entries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+
+mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
+                            const char *const *meta_keys, const char *const *meta_vals,
+                            mt_err *err) {
+    mt_st_item *items = malloc((size_t)(P->n ? P->n : 1) * sizeof *items);
+    if (!items) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
+    for (int i = 0; i < P->n; i++)
+        items[i] = (mt_st_item){P->p[i].name, P->p[i].ndim, P->p[i].shape, P->data + P->p[i].offset};
+    mt_status s = mt_st_save(path, P->n, items, n_meta, meta_keys, meta_vals, err);
+    free(items);
+    return s;
+}
+
+static const char *shape_str(int ndim, const int *shape, char *buf, size_t len) {
+    size_t k = (size_t)snprintf(buf, len, "(");
+    for (int d = 0; d < ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, d ? ", %d" : "%d", shape[d]);
+    if (k < len) snprintf(buf + k, len - k, ")");
+    return buf;
+}
+
+mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
+                            mt_err *err) {
+    char a[64], b[64];
+    for (int i = 0; i < P->n; i++) {
+        const mt_param *p = &P->p[i];
+        const mt_st_entry *e = mt_st_find(st, p->name);
+        if (!e)
+            return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' %s is missing", path, p->name,
+                             shape_str(p->ndim, p->shape, a, sizeof a));
+        bool same = e->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = e->shape[d] == p->shape[d];
+        if (!same)
+            return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has shape %s, the model needs %s",
+                             path, p->name, shape_str(e->ndim, e->shape, a, sizeof a),
+                             shape_str(p->ndim, p->shape, b, sizeof b));
+    }
+    for (int i = 0; i < st->n; i++)
+        if (mt_params_find(P, st->t[i].name) < 0)
+            return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' is not a parameter of the model",
+                             path, st->t[i].name);
+    for (int i = 0; i < P->n; i++)
+        memcpy(P->data + P->p[i].offset, mt_st_find(st, P->p[i].name)->data,
+               P->p[i].n * sizeof(float));
+    return MT_OK;
+}

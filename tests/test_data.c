@@ -1,0 +1,225 @@
+/* Tokenizers, the text and token-file datasets, the split and the batch sampler. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[] = "/tmp/mt_test_data_XXXXXX";
+
+static char *tmp_path(const char *name) {
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    return buf;
+}
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(p, 1, n, f) == n, "cannot write %s", path);
+    if (f) fclose(f);
+}
+
+static size_t read_bytes(const char *path, unsigned char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap, f) : 0;
+    if (f) fclose(f);
+    return n;
+}
+
+/* Decodes ids back to text (caller frees). */
+static char *decode_all(const mt_tokenizer *t, const uint16_t *ids, size_t n, size_t *len) {
+    char *s = malloc(4 * n + 1);
+    *len = 0;
+    for (size_t i = 0; i < n; i++) *len += (size_t)mt_tok_decode(t, ids[i], s + *len);
+    s[*len] = 0;
+    return s;
+}
+
+static void test_byte(void) {
+    mt_tokenizer t;
+    mt_tok_init_byte(&t);
+    CHECK(t.n_vocab == 256, "byte vocab %d", t.n_vocab);
+    unsigned char text[300];
+    for (int i = 0; i < 300; i++) text[i] = (unsigned char)(i * 7 + 3);
+    uint16_t ids[300];
+    size_t n, len;
+    CHECK(mt_tok_encode(&t, (const char *)text, 300, ids, &n, NULL) == MT_OK && n == 300,
+          "byte encode");
+    char *back = decode_all(&t, ids, n, &len);
+    CHECK(len == 300 && memcmp(back, text, 300) == 0, "byte round trip");
+    free(back);
+    char *json = mt_tok_to_json(&t);
+    mt_tokenizer u;
+    CHECK(mt_tok_from_json(json, &u, NULL) == MT_OK && u.kind == MT_TOK_BYTE && u.n_vocab == 256,
+          "byte json round trip: %s", json);
+    free(json);
+}
+
+static void test_char(void) {
+    const char *text = "hello w\xc3\xb6rld \xe2\x98\x83 \xf0\x9f\x98\x80!\nhello";
+    mt_tokenizer t;
+    mt_err e;
+    CHECK(mt_tok_build_char(&t, text, strlen(text), &e) == MT_OK, "build: %s", e.msg);
+    /* distinct: h e l o space w ö r d ☃ 😀 ! \n */
+    CHECK(t.n_vocab == 13, "char vocab %d", t.n_vocab);
+    for (int i = 1; i < t.n_vocab; i++) CHECK(t.chars[i] > t.chars[i - 1], "chars ascending");
+    uint16_t ids[64];
+    size_t n, len;
+    CHECK(mt_tok_encode(&t, text, strlen(text), ids, &n, &e) == MT_OK, "encode: %s", e.msg);
+    CHECK(n == 22, "22 characters, got %zu", n);
+    char *back = decode_all(&t, ids, n, &len);
+    CHECK(len == strlen(text) && strcmp(back, text) == 0, "char round trip: '%s'", back);
+    free(back);
+
+    /* an unknown character names itself and its position */
+    CHECK(mt_tok_encode(&t, "hellz", 5, ids, &n, &e) == MT_EINVAL, "unknown char accepted");
+    CHECK(strstr(e.msg, "'z'") && strstr(e.msg, "U+007A") && strstr(e.msg, "byte 4"),
+          "message: %s", e.msg);
+    /* invalid UTF-8: stray continuation, truncated sequence, overlong, surrogate */
+    const char *bad[] = {"a\x80", "a\xe2\x98", "\xc0\xaf", "\xed\xa0\x80"};
+    for (int i = 0; i < 4; i++) {
+        mt_tokenizer u;
+        CHECK(mt_tok_build_char(&u, bad[i], strlen(bad[i]), &e) == MT_EFORMAT &&
+                  strstr(e.msg, "invalid UTF-8"),
+              "bad utf-8 %d accepted", i);
+    }
+
+    char *json = mt_tok_to_json(&t);
+    mt_tokenizer u;
+    CHECK(mt_tok_from_json(json, &u, &e) == MT_OK && u.kind == MT_TOK_CHAR &&
+              u.n_vocab == t.n_vocab && memcmp(u.chars, t.chars, 13 * sizeof *t.chars) == 0,
+          "char json round trip: %s", json);
+    free(json);
+    mt_tok_free(&u);
+    const char *bad_json[] = {"{}", "{\"type\":\"bpe\"}", "{\"type\":\"char\",\"chars\":[]}",
+                              "{\"type\":\"char\",\"chars\":[65,65]}",
+                              "{\"type\":\"char\",\"chars\":[-1]}", "not json"};
+    for (int i = 0; i < 6; i++)
+        CHECK(mt_tok_from_json(bad_json[i], &u, &e) == MT_EFORMAT, "accepted %s", bad_json[i]);
+    mt_tok_free(&t);
+}
+
+static void test_split(void) {
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)i;
+    mt_tokens all = {tok, 100, 256}, tr, va;
+    mt_err e;
+    CHECK(mt_tokens_split(&all, 0.1, 8, &tr, &va, &e) == MT_OK, "split: %s", e.msg);
+    CHECK(tr.n == 90 && va.n == 10 && va.tok == tok + 90 && tr.tok == tok, "split 90/10");
+    CHECK(mt_tokens_split(&all, 0.0, 8, &tr, &va, &e) == MT_OK && va.n == 0 && tr.n == 100,
+          "no validation");
+    CHECK(mt_tokens_split(&all, 0.1, 10, &tr, &va, &e) == MT_EINVAL &&
+              strstr(e.msg, "validation split has 10 tokens"),
+          "val too short: %s", e.msg);
+    CHECK(mt_tokens_split(&all, 0.5, 60, &tr, &va, &e) == MT_EINVAL &&
+              strstr(e.msg, "training split"),
+          "train too short: %s", e.msg);
+    CHECK(mt_tokens_split(&all, 1.0, 8, &tr, &va, &e) == MT_EINVAL && strstr(e.msg, "[0, 1)"),
+          "fraction 1 accepted");
+}
+
+static void test_tokfile(void) {
+    mt_tokenizer t;
+    mt_err e;
+    const char *text = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    write_bytes(tmp_path("a.txt"), text, strlen(text));
+    mt_tokens d;
+    CHECK(mt_data_load(tmp_path("a.txt"), MT_TOK_CHAR, &t, &d, &e) == MT_OK, "load: %s", e.msg);
+    CHECK(d.n == strlen(text) && d.n_vocab == t.n_vocab, "text dataset: %zu tokens", d.n);
+    CHECK(mt_tokfile_write(tmp_path("a.bin"), &t, &d, &e) == MT_OK, "write: %s", e.msg);
+    mt_tokenizer t2;
+    mt_tokens d2;
+    CHECK(mt_data_load(tmp_path("a.bin"), MT_TOK_BYTE, &t2, &d2, &e) == MT_OK, "read: %s", e.msg);
+    CHECK(t2.kind == MT_TOK_CHAR && t2.n_vocab == t.n_vocab && d2.n == d.n &&
+              d2.n_vocab == d.n_vocab && memcmp(d2.tok, d.tok, d.n * 2) == 0,
+          "token file round trip");
+    mt_tokens_free(&d2);
+    mt_tok_free(&t2);
+
+    /* rejections, each from a corrupted copy */
+    unsigned char buf[4096], bad[4096];
+    size_t n = read_bytes(tmp_path("a.bin"), buf, sizeof buf);
+    size_t jlen = buf[24] | (size_t)buf[25] << 8, tok0 = 28 + jlen;
+    struct {
+        const char *what, *expect;
+        size_t len;   /* bytes of the copy kept */
+        size_t at;    /* byte changed (when len == n) */
+        unsigned char v;
+    } cases[] = {
+        {"truncated header", "truncated", 20, 0, 0},
+        {"truncated tokens", "truncated", n - 3, 0, 0},
+        {"trailing bytes", "trailing bytes", n + 2, 0, 0},
+        {"magic", "not an mt token file", n, 0, 'X'},
+        {"version", "version 2", n, 8, 2},
+        {"count beyond the file", "truncated", n, 16, (unsigned char)(d.n + 1)},
+        {"vocab 0", "vocabulary size 0", n, 12, 0},
+        {"token >= vocab", "token 1 is", n, tok0 + 3, 0x7f},
+        {"vocab disagrees with the tokenizer", "its tokenizer has", n, 12,
+         (unsigned char)(t.n_vocab + 1)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        memcpy(bad, buf, n);
+        memset(bad + n, 0, 8);
+        if (cases[i].len == n) bad[cases[i].at] = cases[i].v;
+        write_bytes(tmp_path("bad.bin"), bad, cases[i].len);
+        mt_status s = mt_tokfile_read(tmp_path("bad.bin"), &t2, &d2, &e);
+        CHECK(s == MT_EFORMAT && strstr(e.msg, cases[i].expect) && strstr(e.msg, "bad.bin"),
+              "%s: status %d, message: %s", cases[i].what, s, e.msg);
+        CHECK(d2.tok == NULL && t2.chars == NULL, "%s: nothing kept", cases[i].what);
+    }
+    CHECK(mt_tokfile_read(tmp_path("missing.bin"), &t2, &d2, &e) == MT_EIO, "missing file");
+    mt_tokens_free(&d);
+    mt_tok_free(&t);
+}
+
+static void test_sampler(void) {
+    uint16_t tok[500];
+    for (int i = 0; i < 500; i++) tok[i] = (uint16_t)i;
+    mt_tokens d = {tok, 500, 500};
+    enum { B = 4, T = 16 };
+    int x[B * T], y[B * T], x2[B * T], y2[B * T];
+    mt_sampler a, b;
+    mt_sampler_init(&a, 42);
+    mt_sampler_init(&b, 42);
+    int lo = 500, hi = 0;
+    for (int step = 0; step < 200; step++) {
+        mt_sampler_next(&a, &d, B, T, x, y);
+        mt_sampler_next(&b, &d, B, T, x2, y2);
+        CHECK(memcmp(x, x2, sizeof x) == 0 && memcmp(y, y2, sizeof y) == 0, "same seed differs");
+        for (int i = 0; i < B * T; i++) {
+            CHECK(y[i] == x[i] + 1, "y is x shifted by one");
+            CHECK(i % T == 0 || x[i] == x[i - 1] + 1, "windows are consecutive tokens");
+        }
+        for (int r = 0; r < B; r++) {
+            lo = x[r * T] < lo ? x[r * T] : lo;
+            hi = x[r * T] > hi ? x[r * T] : hi;
+        }
+    }
+    CHECK(lo == 0 || lo < 10, "starts reach the beginning: %d", lo);
+    CHECK(hi <= 500 - T - 1 && hi > 500 - T - 20, "starts reach the end: %d", hi);
+
+    /* saving the state (a copy) and restoring it replays the same batches */
+    mt_sampler saved = a;
+    mt_sampler_next(&a, &d, B, T, x, y);
+    mt_sampler_next(&a, &d, B, T, x, y);
+    mt_sampler restored = saved;
+    mt_sampler_next(&restored, &d, B, T, x2, y2);
+    mt_sampler_next(&restored, &d, B, T, x2, y2);
+    CHECK(memcmp(x, x2, sizeof x) == 0, "restored state replays");
+    mt_sampler_init(&b, 43);
+    mt_sampler_next(&b, &d, B, T, x2, y2);
+    CHECK(memcmp(x, x2, sizeof x) != 0, "another seed gives other windows");
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    test_byte();
+    test_char();
+    test_split();
+    test_tokfile();
+    test_sampler();
+    const char *files[] = {"a.txt", "a.bin", "bad.bin"};
+    for (int i = 0; i < 3; i++) unlink(tmp_path(files[i]));
+    rmdir(dir);
+    return check_finish("test_data");
+}

@@ -3,6 +3,7 @@
 #   make test       every test; ends with "N passed, N failed"
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
+#   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c) under ASan + UBSan, FUZZ_SECONDS each
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean
 # PORTABLE=1 builds for any x86-64-v2 CPU instead of -march=native.
@@ -36,9 +37,9 @@ TESTLIB := $(BUILD)/tests/check.o
 
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
              zlib1g-dev gnuplot-nox
-DEPS_TEST := python3-torch python3-numpy
+DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev
 
-.PHONY: all test asan bench deps deps-test clean
+.PHONY: all test asan bench fuzz deps deps-test clean
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
 $(BUILD)/%.o: %.c
@@ -72,6 +73,23 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
+# Each fuzzer is clang-built with every library source, so the sanitizers see all of it.
+FUZZ_SECONDS ?= 600
+FUZZERS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=all -Wno-pass-failed -fopenmp -Isrc -I$(BLAS_INC) $< $(SRC) $(LDFLAGS) $(LDLIBS) -o $@
+
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz_}; mkdir -p build-fuzz/corpus-$$name; \
+	  echo "fuzz $$name for $(FUZZ_SECONDS) s"; \
+	  dict=tests/fuzz/$$name.dict; [ -e $$dict ] && dict=-dict=$$dict || dict=; \
+	  $$f $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$name \
+	    tests/fuzz/corpus/$$name 2>build-fuzz/$$name.log || { tail -40 build-fuzz/$$name.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|cov:" build-fuzz/$$name.log | tail -2; \
+	done
+
 # Installs what is missing; does nothing when everything is present.
 deps deps-test: PKGS = $(DEPS_RUN) $(if $(filter deps-test,$@),$(DEPS_TEST))
 deps deps-test:
@@ -86,7 +104,7 @@ deps deps-test:
 	fi
 
 clean:
-	rm -rf build build-asan $(PROGS)
+	rm -rf build build-asan build-fuzz $(PROGS)
 
 .SECONDARY: $(TESTLIB) $(OBJ)
 

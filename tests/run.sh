@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs every C test program given as an argument, then every PyTorch parity script
+# Runs every C test program given as an argument, every shell test (tests/test_*.sh), then
+# every PyTorch parity script
 # (tests/parity/test_*.py, with Debian's /usr/bin/python3), and ends with the line
 # "N passed, N failed" (", N skipped" when torch is missing and parity could not run).
 pass=0 fail=0 skip=0 failed=""
@@ -11,6 +12,7 @@ run() { # name, command...
     echo "  ($name: $(($(date +%s) - start)) s)"
 }
 for t in "$@"; do run "$(basename "$t")" "$t"; done
+for t in tests/test_*.sh; do [ -e "$t" ] && run "$(basename "$t")" sh "$t"; done
 if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     for p in tests/parity/test_*.py; do
         [ -e "$p" ] && run "$(basename "$p")" /usr/bin/python3 "$p"

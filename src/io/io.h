@@ -28,6 +28,9 @@ typedef struct {
 /* Reads and validates a whole file: F32 tensors only, offsets inside the data section, sizes
    that match the shapes, no overlap. Errors name the file and the offending entry. */
 mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err);
+/* The same from a whole file already in memory; name is used in messages. */
+mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safetensors *st,
+                      mt_err *err);
 const mt_st_entry *mt_st_find(const mt_safetensors *st, const char *name);
 const char *mt_st_meta(const mt_safetensors *st, const char *key); /* NULL when absent */
 void mt_st_free(mt_safetensors *st);

@@ -74,18 +74,23 @@ static mt_status parse_header(const char *path, const char *json, size_t data_le
         e->n = 1;
         for (int d = 0; d < e->ndim; d++) {
             const cJSON *v = cJSON_GetArrayItem(shape, d);
-            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 ||
-                v->valuedouble != (double)(long long)v->valuedouble) {
-                s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has a bad shape", path, e->name);
+            /* each dim a whole number, the product within the data section */
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2147483647.0 ||
+                v->valuedouble != (double)(int)v->valuedouble ||
+                (v->valuedouble > 0 && (double)e->n * v->valuedouble > (double)data_len)) {
+                s = mt_errorf(err, MT_EFORMAT,
+                              "%s: tensor '%s' has a bad shape (whole numbers whose product "
+                              "fits the %zu-byte data section)",
+                              path, e->name, data_len);
                 goto done;
             }
             e->shape[d] = (int)v->valuedouble;
             e->n *= (size_t)e->shape[d];
         }
-        double b = cJSON_GetArrayItem(offs, 0)->valuedouble;
-        double en = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) ||
-            !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || en < b ||
+        const cJSON *ob = cJSON_GetArrayItem(offs, 0), *oe = cJSON_GetArrayItem(offs, 1);
+        double b = cJSON_IsNumber(ob) ? ob->valuedouble : -1;
+        double en = cJSON_IsNumber(oe) ? oe->valuedouble : -1;
+        if (b < 0 || en < b ||
             en > (double)data_len || b != (double)(size_t)b || en != (double)(size_t)en) {
             s = mt_errorf(err, MT_EFORMAT,
                           "%s: tensor '%s' has data_offsets outside the %zu-byte data section",
@@ -107,64 +112,84 @@ done:
     return s;
 }
 
-mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
+mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safetensors *st,
+                      mt_err *err) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    mt_status s = MT_OK;
-    unsigned char len8[8];
-    char *json = NULL;
-    size_t(*spans)[2] = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 8 || fseek(f, 0, SEEK_SET) != 0 || fread(len8, 1, 8, f) != 8) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: not a safetensors file (shorter than 8 bytes)", path);
-        goto out;
-    }
+    const unsigned char *bytes = buf;
+    if (size < 8)
+        return mt_errorf(err, MT_EFORMAT, "%s: not a safetensors file (shorter than 8 bytes)",
+                         name);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
-    if (hlen > ST_MAX_HEADER || hlen > (uint64_t)size - 8) {
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s: header length %llu runs past the end of the %ld-byte file", path,
-                      (unsigned long long)hlen, size);
-        goto out;
-    }
-    size_t data_len = (size_t)size - 8 - hlen;
-    json = malloc(hlen + 1);
-    if (!json || fread(json, 1, hlen, f) != hlen) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot read the header", path);
-        goto out;
-    }
-    json[hlen] = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
+    if (hlen > ST_MAX_HEADER || hlen > size - 8)
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: header length %llu runs past the end of the %zu-byte file", name,
+                         (unsigned long long)hlen, size);
+    size_t data_len = size - 8 - hlen;
+    mt_status s = MT_OK;
+    size_t(*spans)[2] = NULL;
+    char *json = malloc(hlen + 1);
     size_t items = 1; /* upper bounds: every tensor is an object, every metadata value a string */
-    for (size_t i = 0; i < hlen; i++) items += json[i] == '{' || json[i] == ':';
+    for (size_t i = 0; i < hlen; i++) items += bytes[8 + i] == '{' || bytes[8 + i] == ':';
     st->t = calloc(items, sizeof *st->t);
     st->meta_key = calloc(items, sizeof *st->meta_key);
     st->meta_val = calloc(items, sizeof *st->meta_val);
     spans = calloc(items, sizeof *spans);
     st->blob = aligned_alloc(64, (data_len + 64) / 64 * 64);
-    if (!st->t || !st->meta_key || !st->meta_val || !spans || !st->blob) {
-        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory reading a %ld-byte file", path, size);
+    if (!json || !st->t || !st->meta_key || !st->meta_val || !spans || !st->blob) {
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory reading a %zu-byte file", name, size);
         goto out;
     }
-    if (fread(st->blob, 1, data_len, f) != data_len) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot read the data section", path);
+    memcpy(json, bytes + 8, hlen);
+    json[hlen] = 0;
+    if (memchr(json, 0, hlen)) {
+        s = mt_errorf(err, MT_EFORMAT, "%s: the header holds a NUL byte", name);
         goto out;
     }
-    if ((s = parse_header(path, json, data_len, st, spans, err)) != MT_OK) goto out;
-    for (int i = 0; i < st->n; i++)
+    memcpy(st->blob, bytes + 8 + hlen, data_len);
+    if ((s = parse_header(name, json, data_len, st, spans, err)) != MT_OK) goto out;
+    for (int i = 0; i < st->n; i++) {
         st->t[i].data = (const float *)((const char *)st->blob + spans[i][0]);
+        for (int j = 0; j < i; j++)
+            if (strcmp(st->t[i].name, st->t[j].name) == 0) {
+                s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' appears twice", name,
+                              st->t[i].name);
+                goto out;
+            }
+    }
     qsort(spans, (size_t)st->n, sizeof *spans, cmp_offsets);
     for (int i = 1; i < st->n; i++)
         if (spans[i][0] < spans[i - 1][1]) {
-            s = mt_errorf(err, MT_EFORMAT, "%s: two tensors overlap in the data section", path);
+            s = mt_errorf(err, MT_EFORMAT, "%s: two tensors overlap in the data section", name);
             goto out;
         }
 out:
     free(json);
     free(spans);
-    fclose(f);
     if (s != MT_OK) mt_st_free(st);
+    return s;
+}
+
+mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
+    memset(st, 0, sizeof *st);
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return mt_errorf(err, MT_EIO, "%s: cannot read (not a regular file?)", path);
+    }
+    unsigned char *buf = malloc(size ? (size_t)size : 1);
+    if (!buf) {
+        fclose(f);
+        return mt_errorf(err, MT_ENOMEM, "%s: out of memory for %ld bytes", path, size);
+    }
+    bool ok = fread(buf, 1, (size_t)size, f) == (size_t)size;
+    fclose(f);
+    mt_status s = ok ? mt_st_parse(path, buf, (size_t)size, st, err)
+                     : mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    free(buf);
     return s;
 }
 

@@ -21,8 +21,9 @@ else
 ARCH := -march=native
 endif
 
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fopenmp -Wall -Wextra -Isrc -I$(BLAS_INC) \
-           -MMD -MP $(EXTRA_CFLAGS)
+# -fno-math-errno: sqrtf vectorises (mt never reads errno)
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -fno-math-errno -g -fopenmp -Wall -Wextra -Isrc \
+           -I$(BLAS_INC) -MMD -MP $(EXTRA_CFLAGS)
 # rpath: always the OpenMP build of OpenBLAS, whatever the system's libblas alternative says
 LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(EXTRA_LDFLAGS)
 LDLIBS  := -lopenblas -lcjson -lstb -lz -lm

@@ -1,0 +1,389 @@
+/* Optimizers, clipping, schedules, state files and configuration errors. Parity with
+   torch.optim step by step is tests/parity/test_optim.py. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static bool near(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want) + 1e-15; }
+
+/* ---- schedules: lr 1e-3, warmup 10 from 1e-4, 110 steps, min_lr 1e-5 ------------------------ */
+
+static void test_schedules(void) {
+    /* steps 0, warmup - 1, warmup, the last step (steps - 1), and steps */
+    const long at[5] = {0, 9, 10, 109, 110};
+    struct {
+        mt_sched_kind kind;
+        double init, min, want[5];
+    } cases[] = {
+        /* warmup: 1e-4 + 9e-4 * s / 10, so 1e-4 at 0 and 9.1e-4 at 9 */
+        {MT_SCHED_CONST, 1e-4, 0, {1e-4, 9.1e-4, 1e-3, 1e-3, 1e-3}},
+        /* step 109: 1e-5 + 9.9e-4 * (1 + cos(0.99 pi)) / 2 = 1e-5 + 9.9e-4 * 2.4671981713e-4 */
+        {MT_SCHED_COSINE, 1e-4, 1e-5, {1e-4, 9.1e-4, 1e-3, 1.02442526190e-5, 1e-5}},
+        /* step 109: 1e-3 - 9.9e-4 * 99/100 */
+        {MT_SCHED_LINEAR, 1e-4, 1e-5, {1e-4, 9.1e-4, 1e-3, 1.99e-5, 1e-5}},
+        /* lr * min(s/10, sqrt(10/s)): 0, 9e-4, 1e-3, 1e-3 * sqrt(10/109), 1e-3 * sqrt(10/110) */
+        {MT_SCHED_INVSQRT, 0, 0, {0, 9e-4, 1e-3, 3.0289126641e-4, 3.0151134458e-4}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mt_optim_config cfg = mt_optim_defaults();
+        cfg.sched = (mt_schedule){cases[c].kind, 1e-3, cases[c].min, cases[c].init, 10, 110};
+        mt_err err;
+        CHECK(mt_optim_validate(&cfg, &err) == MT_OK, "schedule %zu: %s", c, err.msg);
+        for (int i = 0; i < 5; i++) {
+            double got = mt_optim_lr_at(&cfg.sched, at[i]);
+            bool ok = fabs(got - cases[c].want[i]) <= 1e-9 * fabs(cases[c].want[i]) + 1e-15;
+            CHECK(ok, "%s at step %ld: %.12g, want %.12g", mt_optim_schedule_name(cases[c].kind),
+                  at[i], got, cases[c].want[i]);
+        }
+    }
+    /* no warmup: step 0 is already at lr */
+    mt_schedule s = {MT_SCHED_COSINE, 1e-3, 0, 0, 0, 100};
+    CHECK(mt_optim_lr_at(&s, 0) == 1e-3, "cosine without warmup at 0: %g", mt_optim_lr_at(&s, 0));
+    CHECK(near(mt_optim_lr_at(&s, 50), 5e-4), "cosine halfway: %g", mt_optim_lr_at(&s, 50));
+}
+
+/* ---- clipping ------------------------------------------------------------------------------- */
+
+/* A table with a matrix, a bias, a norm weight, an embedding and a buffer (sizes not multiples
+   of 16, so padding sits between them); data and grads uniform in [-1, 1). */
+static void make_params(mt_params *P, int scale, uint64_t seed) {
+    mt_params_init_table(P);
+    mt_params_add(P, "wte", 2, (int[]){7 * scale, 5}, MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 1);
+    mt_params_add(P, "ln.weight", 1, (int[]){5}, MT_ROLE_NORM, MT_INIT_ONES, 0);
+    mt_params_add(P, "fc.weight", 2, (int[]){9 * scale, 5}, MT_ROLE_MATRIX, MT_INIT_NORMAL, 1);
+    mt_params_add(P, "fc.bias", 1, (int[]){9}, MT_ROLE_BIAS, MT_INIT_NORMAL, 1);
+    mt_params_add(P, "bn.running_mean", 1, (int[]){3}, MT_ROLE_BUFFER, MT_INIT_NORMAL, 1);
+    mt_params_add(P, "head.weight", 2, (int[]){3, 11 * scale}, MT_ROLE_MATRIX, MT_INIT_NORMAL, 1);
+    MT_ASSERT(mt_params_alloc(P, NULL) == MT_OK, "alloc");
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    mt_params_initialize(P, &r);
+    for (int i = 0; i < P->n; i++)
+        if (P->t[i].grad)
+            for (size_t j = 0; j < P->t[i].n; j++) P->t[i].grad[j] = 2 * mt_rng_uniform(&r) - 1;
+}
+
+static void test_clip(void) {
+    mt_params P;
+    mt_params_init_table(&P);
+    int a = mt_params_add(&P, "a", 1, (int[]){2}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
+    int b = mt_params_add(&P, "b", 1, (int[]){1}, MT_ROLE_BIAS, MT_INIT_ZEROS, 0);
+    MT_ASSERT(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
+    P.t[a].grad[0] = 3, P.t[a].grad[1] = 4, P.t[b].grad[0] = 12; /* norm 13 */
+    CHECK(mt_optim_grad_norm(&P) == 13, "norm %g, want 13", mt_optim_grad_norm(&P));
+    double n = mt_optim_clip(&P, 20); /* above the norm: untouched */
+    CHECK(n == 13 && P.t[a].grad[0] == 3 && P.t[b].grad[0] == 12, "clip 20 changed the grads");
+    n = mt_optim_clip(&P, 0); /* 0: off */
+    CHECK(n == 13 && P.t[a].grad[1] == 4, "clip 0 changed the grads");
+    n = mt_optim_clip(&P, 6.5); /* scaled by 6.5 / (13 + 1e-6), the pre-clip norm reported */
+    float f = (float)(6.5 / (13 + 1e-6));
+    CHECK(n == 13, "clip reported %g, want the pre-clip 13", n);
+    CHECK(P.t[a].grad[0] == 3 * f && P.t[a].grad[1] == 4 * f && P.t[b].grad[0] == 12 * f,
+          "clipped grads %g %g %g, want %g %g %g", P.t[a].grad[0], P.t[a].grad[1],
+          P.t[b].grad[0], 3 * f, 4 * f, 12 * f);
+    CHECK(fabs(mt_optim_grad_norm(&P) - 6.5) < 1e-5, "norm after clip %g", mt_optim_grad_norm(&P));
+    mt_params_free(&P);
+
+    /* a large table: the parallel norm equals a double loop, and the same bits every time */
+    make_params(&P, 3000, 3);
+    double want = 0;
+    for (size_t i = 0; i < P.total; i++) want += (double)P.grad[i] * P.grad[i];
+    want = sqrt(want);
+    double got = mt_optim_grad_norm(&P);
+    CHECK(fabs(got - want) <= 1e-12 * want, "parallel norm %.17g, serial %.17g", got, want);
+    CHECK(mt_optim_grad_norm(&P) == got, "norm not deterministic");
+    mt_params_free(&P);
+}
+
+/* ---- the update ------------------------------------------------------------------------------ */
+
+static mt_optim_config config(mt_optim_kind kind) {
+    mt_optim_config c = mt_optim_defaults();
+    c.kind = kind;
+    c.weight_decay = 0.1;
+    if (kind == MT_OPTIM_SGD) c.momentum = 0.9, c.nesterov = true;
+    return c;
+}
+
+/* Decay reaches the flagged entries only, buffers never move, the scope widens the flags. */
+static void test_decay_and_buffers(void) {
+    mt_params P;
+    make_params(&P, 1, 1);
+    mt_params_zero_grad(&P);
+    float *before = malloc(P.total * sizeof(float));
+    memcpy(before, P.data, P.total * sizeof(float));
+    mt_optim o;
+    mt_optim_config c = config(MT_OPTIM_ADAMW);
+    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+    mt_optim_step(&o, &P, 0.5); /* zero grads: only the decoupled decay moves anything */
+    float keep = (float)(1 - 0.5 * 0.1);
+    for (int i = 0; i < P.n; i++) {
+        const mt_param *e = &P.p[i];
+        bool ok = true;
+        for (size_t j = 0; j < e->n; j++) {
+            float b = before[e->offset + j];
+            ok &= P.data[e->offset + j] == (e->decay ? b * keep : b);
+        }
+        CHECK(ok, "%s (decay %d) after a zero-grad AdamW step", e->name, e->decay);
+    }
+    CHECK(P.p[2].decay && P.p[5].decay && !P.p[0].decay && !P.p[1].decay && !P.p[3].decay,
+          "default decay: matrices only");
+    mt_optim_free(&o);
+
+    c.decay_scope = MT_DECAY_EMBEDDINGS;
+    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+    CHECK(P.p[0].decay && !P.p[1].decay && !P.p[3].decay && !P.p[4].decay, "embeddings scope");
+    mt_optim_free(&o);
+    c.decay_scope = MT_DECAY_ALL;
+    c.kind = MT_OPTIM_SGD; /* L2 decay moves every trainable entry, and still no buffer */
+    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+    CHECK(P.p[0].decay && P.p[1].decay && P.p[3].decay && !P.p[4].decay, "all scope");
+    memcpy(before, P.data, P.total * sizeof(float));
+    mt_optim_step(&o, &P, 0.5);
+    const mt_param *buf = &P.p[4];
+    CHECK(memcmp(P.data + buf->offset, before + buf->offset, buf->n * sizeof(float)) == 0,
+          "a buffer was updated");
+    CHECK(P.data[P.p[1].offset] != before[P.p[1].offset], "the norm weight was not decayed");
+    mt_optim_free(&o);
+    free(before);
+    mt_params_free(&P);
+}
+
+/* Each element against a naive loop written from torch's formulas, in double, over 3 steps. */
+static void test_against_formula(void) {
+    for (int kind = 0; kind < 3; kind++) {
+        mt_params P;
+        make_params(&P, 1, 2);
+        mt_optim o;
+        mt_optim_config c = config((mt_optim_kind)kind);
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        size_t N = P.total;
+        double *p = calloc(N, sizeof(double)), *m = calloc(N, sizeof(double)),
+               *v = calloc(N, sizeof(double));
+        for (size_t i = 0; i < N; i++) p[i] = P.data[i];
+        double lr[3] = {0.1, 0.05, 0.02}, err = 0;
+        for (int t = 1; t <= 3; t++) {
+            for (int e = 0; e < P.n; e++) {
+                if (P.p[e].role == MT_ROLE_BUFFER) continue;
+                double wd = P.p[e].decay ? c.weight_decay : 0;
+                for (size_t j = P.p[e].offset; j < P.p[e].offset + P.p[e].n; j++) {
+                    double g = P.grad[j];
+                    if (kind == MT_OPTIM_SGD) {
+                        double d = g + wd * p[j];
+                        m[j] = t == 1 ? d : c.momentum * m[j] + d;
+                        p[j] -= lr[t - 1] * (d + c.momentum * m[j]);
+                        continue;
+                    }
+                    if (kind == MT_OPTIM_ADAM) g += wd * p[j];
+                    else p[j] *= 1 - lr[t - 1] * wd;
+                    m[j] = c.beta1 * m[j] + (1 - c.beta1) * g;
+                    v[j] = c.beta2 * v[j] + (1 - c.beta2) * g * g;
+                    double mh = m[j] / (1 - pow(c.beta1, t)), vh = v[j] / (1 - pow(c.beta2, t));
+                    p[j] -= lr[t - 1] * mh / (sqrt(vh) + c.eps);
+                }
+            }
+            mt_optim_step(&o, &P, lr[t - 1]);
+            for (size_t i = 0; i < N; i++) err = fmax(err, fabs(P.data[i] - p[i]));
+        }
+        CHECK(err < 2e-6, "%s vs the formula: max error %g", mt_optim_kind_name(c.kind), err);
+        CHECK(o.t == 3, "step count %ld", o.t);
+        free(p), free(m), free(v);
+        mt_optim_free(&o);
+        mt_params_free(&P);
+    }
+}
+
+/* Many threads, many entries: the same bits as one thread (the partition is elementwise). */
+static void test_threads(void) {
+    mt_params P1, P2;
+    make_params(&P1, 2000, 4);
+    make_params(&P2, 2000, 4);
+    for (int kind = 0; kind < 3; kind++) {
+        mt_optim o1, o2;
+        mt_optim_config c = config((mt_optim_kind)kind);
+        CHECK(mt_optim_init(&o1, &c, &P1, NULL) == MT_OK && mt_optim_init(&o2, &c, &P2, NULL) == MT_OK,
+              "init");
+        int threads = mt_threads();
+        for (int s = 0; s < 3; s++) {
+            mt_set_threads(1);
+            mt_optim_step(&o1, &P1, 1e-2);
+            mt_set_threads(threads > 1 ? threads : 4);
+            mt_optim_step(&o2, &P2, 1e-2);
+        }
+        mt_set_threads(threads);
+        CHECK(memcmp(P1.data, P2.data, P1.total * sizeof(float)) == 0,
+              "%s: threads changed the result", mt_optim_kind_name(c.kind));
+        mt_optim_free(&o1);
+        mt_optim_free(&o2);
+    }
+    mt_params_free(&P1);
+    mt_params_free(&P2);
+}
+
+/* ---- state: save after 3 steps, load into a fresh optimizer, the 4th step is the same -------- */
+
+static void test_state(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/state.safetensors", dir);
+    for (int kind = 0; kind < 3; kind++) {
+        mt_params P, Q;
+        make_params(&P, 1, 5);
+        make_params(&Q, 1, 5);
+        mt_optim o, q;
+        mt_optim_config c = config((mt_optim_kind)kind);
+        mt_err err;
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        for (int s = 0; s < 3; s++) mt_optim_step(&o, &P, 0.01 * (s + 1));
+        CHECK(mt_optim_save(&o, &P, path, &err) == MT_OK, "save: %s", err.msg);
+        memcpy(Q.data, P.data, P.total * sizeof(float));
+        CHECK(mt_optim_init(&q, &c, &Q, NULL) == MT_OK, "init");
+        CHECK(mt_optim_load(&q, &Q, path, &err) == MT_OK, "load: %s", err.msg);
+        CHECK(q.t == 3, "loaded step %ld", q.t);
+        CHECK(memcmp(o.m, q.m, P.total * sizeof(float)) == 0, "m differs after load");
+        CHECK(!o.v || memcmp(o.v, q.v, P.total * sizeof(float)) == 0, "v differs after load");
+        mt_optim_step(&o, &P, 0.04);
+        mt_optim_step(&q, &Q, 0.04);
+        CHECK(memcmp(P.data, Q.data, P.total * sizeof(float)) == 0,
+              "%s: the step after a resume differs", mt_optim_kind_name(c.kind));
+        mt_optim_free(&q);
+
+        /* a state file of another optimizer or another model is refused, the state untouched */
+        mt_optim_config other = config((mt_optim_kind)((kind + 1) % 3));
+        CHECK(mt_optim_init(&q, &other, &Q, NULL) == MT_OK, "init");
+        CHECK(mt_optim_load(&q, &Q, path, &err) == MT_EFORMAT && strstr(err.msg, "--optim") &&
+                  q.t == 0,
+              "another optimizer's state: %s", err.msg);
+        mt_optim_free(&q);
+        mt_params R;
+        make_params(&R, 2, 5); /* other shapes */
+        CHECK(mt_optim_init(&q, &c, &R, NULL) == MT_OK, "init");
+        CHECK(mt_optim_load(&q, &R, path, &err) == MT_EFORMAT && strstr(err.msg, "shape") &&
+                  strstr(err.msg, "wte"),
+              "another model's state: %s", err.msg);
+        mt_optim_free(&q);
+        mt_params_free(&R);
+        mt_params_init_table(&R); /* a missing parameter: the file has an extra tensor */
+        mt_params_add(&R, "wte", 2, (int[]){7, 5}, MT_ROLE_EMBEDDING, MT_INIT_ZEROS, 0);
+        MT_ASSERT(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
+        CHECK(mt_optim_init(&q, &c, &R, NULL) == MT_OK, "init");
+        CHECK(mt_optim_load(&q, &R, path, &err) == MT_EFORMAT && strstr(err.msg, "ln.weight"),
+              "an extra tensor: %s", err.msg);
+        mt_optim_free(&q);
+        mt_params_free(&R);
+
+        mt_optim_free(&o);
+        mt_params_free(&P);
+        mt_params_free(&Q);
+    }
+    /* a parameter the file lacks */
+    mt_params P, R;
+    make_params(&P, 1, 5);
+    mt_optim o;
+    mt_optim_config c = config(MT_OPTIM_ADAM);
+    mt_err err;
+    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+    CHECK(mt_optim_save(&o, &P, path, &err) == MT_OK, "save: %s", err.msg);
+    mt_optim_free(&o);
+    mt_params_init_table(&R);
+    for (int i = 0; i < P.n; i++)
+        mt_params_add(&R, P.p[i].name, P.p[i].ndim, P.p[i].shape, P.p[i].role, MT_INIT_ZEROS, 0);
+    mt_params_add(&R, "new.bias", 1, (int[]){4}, MT_ROLE_BIAS, MT_INIT_ZEROS, 0);
+    MT_ASSERT(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
+    CHECK(mt_optim_init(&o, &c, &R, NULL) == MT_OK, "init");
+    CHECK(mt_optim_load(&o, &R, path, &err) == MT_EFORMAT && strstr(err.msg, "m.new.bias") &&
+              strstr(err.msg, "missing"),
+          "a missing tensor: %s", err.msg);
+    mt_optim_free(&o);
+    mt_params_free(&R);
+    mt_params_free(&P);
+    unlink(path);
+}
+
+/* ---- bad values ------------------------------------------------------------------------------ */
+
+/* The message of validating c contains every needle (the flag and what is accepted). */
+static void expect_error(const mt_optim_config *c, const char *n1, const char *n2, int line) {
+    mt_err err = {0};
+    mt_status s = mt_optim_validate(c, &err);
+    CHECK(s == MT_EINVAL && strstr(err.msg, n1) && strstr(err.msg, n2),
+          "line %d: status %d, message '%s', want '%s' and '%s'", line, s, err.msg, n1, n2);
+    mt_params P;
+    make_params(&P, 1, 1);
+    mt_optim o;
+    CHECK(mt_optim_init(&o, c, &P, NULL) == MT_EINVAL, "line %d: init accepted a bad config", line);
+    mt_params_free(&P);
+}
+
+#define BAD(edit, n1, n2)                                                                          \
+    do {                                                                                           \
+        mt_optim_config c = good;                                                                  \
+        edit;                                                                                      \
+        expect_error(&c, n1, n2, __LINE__);                                                        \
+    } while (0)
+
+static void test_errors(void) {
+    mt_optim_config good = mt_optim_defaults();
+    good.sched = (mt_schedule){MT_SCHED_COSINE, 1e-3, 1e-5, 0, 100, 1000};
+    CHECK(mt_optim_validate(&good, NULL) == MT_OK, "the good config");
+    BAD(c.sched.lr = -1e-3, "--lr", ">= 0");
+    BAD(c.sched.lr = NAN, "--lr", ">= 0");
+    BAD(c.sched.min_lr = -1, "--min-lr", ">= 0");
+    BAD(c.sched.warmup_init_lr = -1, "--warmup-init-lr", ">= 0");
+    BAD(c.eps = -1e-8, "--eps", ">= 0");
+    BAD(c.weight_decay = -0.1, "--weight-decay", ">= 0");
+    BAD(c.clip = -1, "--clip", ">= 0");
+    BAD(c.beta1 = 1, "--beta1", "[0, 1)");
+    BAD(c.beta2 = -0.1, "--beta2", "[0, 1)");
+    BAD((c.kind = MT_OPTIM_SGD, c.momentum = 1.5), "--momentum", "[0, 1)");
+    BAD((c.kind = MT_OPTIM_SGD, c.nesterov = true), "--nesterov", "--momentum > 0");
+    BAD(c.momentum = 0.9, "--momentum", "sgd only");
+    BAD(c.sched.warmup = 1001, "--warmup 1001", "warmup <= steps");
+    BAD(c.sched.steps = 0, "--schedule cosine", "number of steps");
+    BAD(c.sched.min_lr = 1e-2, "--min-lr", "larger than --lr");
+    BAD(c.sched.kind = MT_SCHED_CONST, "--min-lr", "cosine and linear only");
+    BAD((c.sched.kind = MT_SCHED_INVSQRT, c.sched.min_lr = 0, c.sched.warmup = 0), "invsqrt",
+        "--warmup >= 1");
+    BAD(c.sched.warmup = -1, "--warmup", ">= 0");
+    /* meaningful where it looks odd: const and invsqrt need no step count, SGD ignores betas */
+    mt_optim_config ok = good;
+    ok.sched = (mt_schedule){MT_SCHED_INVSQRT, 1e-3, 0, 0, 4000, 0};
+    CHECK(mt_optim_validate(&ok, NULL) == MT_OK, "invsqrt without steps");
+    ok.sched.kind = MT_SCHED_CONST;
+    ok.sched.warmup = 0;
+    CHECK(mt_optim_validate(&ok, NULL) == MT_OK, "const without steps");
+
+    mt_err err;
+    mt_optim_kind k;
+    mt_sched_kind sk;
+    mt_decay_scope ds;
+    CHECK(mt_optim_parse_kind("adamw", &k, &err) == MT_OK && k == MT_OPTIM_ADAMW, "adamw");
+    CHECK(mt_optim_parse_kind("sgd", &k, &err) == MT_OK && k == MT_OPTIM_SGD, "sgd");
+    CHECK(mt_optim_parse_kind("lamb", &k, &err) == MT_EINVAL && strstr(err.msg, "'lamb'") &&
+              strstr(err.msg, "--optim") && strstr(err.msg, "sgd|adam|adamw"),
+          "unknown optimizer: %s", err.msg);
+    CHECK(mt_optim_parse_schedule("invsqrt", &sk, &err) == MT_OK && sk == MT_SCHED_INVSQRT, "sched");
+    CHECK(mt_optim_parse_schedule("step", &sk, &err) == MT_EINVAL &&
+              strstr(err.msg, "const|cosine|linear|invsqrt") && strstr(err.msg, "--schedule"),
+          "unknown schedule: %s", err.msg);
+    CHECK(mt_optim_parse_decay_scope("all", &ds, &err) == MT_OK && ds == MT_DECAY_ALL, "scope");
+    CHECK(mt_optim_parse_decay_scope(NULL, &ds, &err) == MT_EINVAL &&
+              strstr(err.msg, "matrices|embeddings|all"),
+          "unknown scope: %s", err.msg);
+}
+
+int main(void) {
+    char dir[] = "/tmp/mt_test_optim_XXXXXX";
+    MT_ASSERT(mkdtemp(dir), "mkdtemp");
+    test_schedules();
+    test_clip();
+    test_decay_and_buffers();
+    test_against_formula();
+    test_threads();
+    test_state(dir);
+    test_errors();
+    rmdir(dir);
+    return check_finish("test_optim");
+}

@@ -21,9 +21,12 @@ typedef enum {
 
 typedef enum { MT_RMS_LLAMA, MT_RMS_PAPER } mt_rms_form;
 
+#define MT_NORM_EPS_DEFAULT (-1.0f)
+
 typedef struct {
     mt_norm_kind kind;
-    float eps;            /* < 0: the kind's default (1e-5; 1e-8 for RMSNorm's paper form) */
+    float eps;            /* MT_NORM_EPS_DEFAULT: the kind's default (1e-5; 1e-8 for RMSNorm's
+                             paper form); any other negative value is an error */
     float prms_p;         /* pRMSNorm: fraction of C the RMS is taken from, (0, 1] */
     int gn_groups;        /* GroupNorm: G groups, G divides C */
     mt_rms_form rms_form;
@@ -51,6 +54,20 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
    running statistics otherwise, which training updates); over T per sample and channel for in. */
 mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
                           const mt_norm_params *np, mt_tensor *x);
+/* The eps the kind uses when cfg->eps is MT_NORM_EPS_DEFAULT. */
+float mt_norm_eps(const mt_norm_cfg *cfg);
+
+/* The fused ops. w (C) and b (C) may be NULL (no affine part); eps >= 0.
+   Per row of x (..., C): */
+mt_tensor *mt_layernorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, float eps);
+mt_tensor *mt_rmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, float eps,
+                      mt_rms_form form);
+/* The RMS of the first k = mt_prms_k(C, p) channels scales all C; p in (0, 1]. */
+mt_tensor *mt_prmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, float p, float eps,
+                       mt_rms_form form);
+int mt_prms_k(int C, float p); /* floor(C p), at least 1 */
+/* g * x / max(||x||, eps), g a learned scalar (1). */
+mt_tensor *mt_scalenorm(mt_ctx *c, mt_tensor *x, mt_tensor *g, float eps);
 
 /* ---- linear, embedding, attention, FFN, residual blocks (issue 4) ----------------------------- */
 typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU } mt_act; /* GELU: tanh form */

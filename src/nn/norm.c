@@ -1,0 +1,120 @@
+/* The norm a model picks by name: options, checks, parameters, and the dispatch over tokens
+ * x (B, T, C). The norms themselves are fused ops in norm_layer.c and norm_batch.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn.h"
+
+static const char *const NAMES[] = {
+    [MT_NORM_LN] = "ln", [MT_NORM_RMS] = "rms", [MT_NORM_PRMS] = "prms",
+    [MT_NORM_BN] = "bn", [MT_NORM_IN] = "in",   [MT_NORM_GN] = "gn",
+    [MT_NORM_SCALE] = "scale", [MT_NORM_NONE] = "none",
+};
+#define N_KINDS ((int)(sizeof NAMES / sizeof NAMES[0]))
+
+mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
+    return (mt_norm_cfg){.kind = kind, .eps = MT_NORM_EPS_DEFAULT, .prms_p = 0.0625f,
+                         .gn_groups = 32, .rms_form = MT_RMS_LLAMA, .rms_bias = false,
+                         .in_affine = false};
+}
+
+const char *mt_norm_name(mt_norm_kind kind) {
+    return kind >= 0 && (int)kind < N_KINDS ? NAMES[kind] : "?";
+}
+
+mt_status mt_norm_parse(const char *name, mt_norm_kind *kind, mt_err *err) {
+    for (int k = 0; k < N_KINDS; k++)
+        if (name && strcmp(name, NAMES[k]) == 0) {
+            *kind = (mt_norm_kind)k;
+            return MT_OK;
+        }
+    return mt_errorf(err, MT_EINVAL,
+                     "--norm: unknown norm '%s'; accepted: ln (LayerNorm), rms (RMSNorm), prms "
+                     "(partial RMSNorm), bn (BatchNorm), in (InstanceNorm), gn (GroupNorm), "
+                     "scale (ScaleNorm), none",
+                     name ? name : "(none)");
+}
+
+static bool rms_like(const mt_norm_cfg *cfg) {
+    return cfg->kind == MT_NORM_RMS || cfg->kind == MT_NORM_PRMS;
+}
+
+float mt_norm_eps(const mt_norm_cfg *cfg) {
+    if (cfg->eps != MT_NORM_EPS_DEFAULT) return cfg->eps;
+    return rms_like(cfg) && cfg->rms_form == MT_RMS_PAPER ? 1e-8f : 1e-5f;
+}
+
+mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err) {
+    const char *name = mt_norm_name(cfg->kind);
+    if (cfg->kind < 0 || (int)cfg->kind >= N_KINDS)
+        return mt_errorf(err, MT_EINVAL, "--norm: unknown norm kind %d", (int)cfg->kind);
+    if (C < 1) return mt_errorf(err, MT_EINVAL, "--norm %s: %d channels, need at least 1", name, C);
+    if (isnan(cfg->eps) || (cfg->eps < 0 && cfg->eps != MT_NORM_EPS_DEFAULT))
+        return mt_errorf(err, MT_EINVAL, "--norm-eps: %g; eps must be >= 0 (e.g. 1e-5)", cfg->eps);
+    if (cfg->kind == MT_NORM_PRMS && !(cfg->prms_p > 0 && cfg->prms_p <= 1))
+        return mt_errorf(err, MT_EINVAL,
+                         "--prms-p: %g is outside (0, 1]; it is the fraction of the %d channels "
+                         "the RMS is taken from (the paper uses 0.0625)",
+                         cfg->prms_p, C);
+    if (cfg->kind == MT_NORM_GN && (cfg->gn_groups < 1 || C % cfg->gn_groups != 0))
+        return mt_errorf(err, MT_EINVAL,
+                         "--gn-groups: %d groups do not divide the %d channels; use a divisor "
+                         "of %d (1 is LayerNorm-like, %d InstanceNorm-like)",
+                         cfg->gn_groups, C, C, C);
+    if (causal && (cfg->kind == MT_NORM_BN || cfg->kind == MT_NORM_IN))
+        return mt_errorf(
+            err, MT_EINVAL,
+            "--norm %s: refused for a causal model: %s takes its statistics over %s, which "
+            "includes the future tokens of every position, so training could read the future "
+            "and generation (which has no future) would behave differently; it is available for "
+            "non-causal models (the ViT, --model vit); a causal model can use ln, rms, prms, gn, "
+            "scale or none",
+            name, cfg->kind == MT_NORM_BN ? "BatchNorm" : "InstanceNorm",
+            cfg->kind == MT_NORM_BN ? "the batch and time (B*T)" : "time (T)");
+    if (cfg->kind == MT_NORM_BN || cfg->kind == MT_NORM_IN || cfg->kind == MT_NORM_GN)
+        return mt_errorf(err, MT_EINVAL, "--norm %s: not implemented yet (issue 3)", name);
+    return MT_OK;
+}
+
+void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
+                        mt_norm_params *np) {
+    *np = (mt_norm_params){-1, -1, -1, -1, -1};
+    char name[96];
+    const int shape[] = {C};
+#define ADD(field, suffix, role, init, value)                                                      \
+    (snprintf(name, sizeof name, "%s.%s", prefix, suffix),                                         \
+     np->field = mt_params_add(P, name, 1, shape, role, init, value))
+    bool affine = cfg->kind == MT_NORM_LN || rms_like(cfg) || cfg->kind == MT_NORM_BN ||
+                  cfg->kind == MT_NORM_GN || (cfg->kind == MT_NORM_IN && cfg->in_affine);
+    bool bias = affine && (!rms_like(cfg) || (cfg->rms_form == MT_RMS_PAPER && cfg->rms_bias));
+    if (affine) ADD(weight, "weight", MT_ROLE_NORM, MT_INIT_ONES, 0);
+    if (bias) ADD(bias, "bias", MT_ROLE_NORM, MT_INIT_ZEROS, 0);
+    if (cfg->kind == MT_NORM_BN) {
+        ADD(running_mean, "running_mean", MT_ROLE_BUFFER, MT_INIT_ZEROS, 0);
+        ADD(running_var, "running_var", MT_ROLE_BUFFER, MT_INIT_ONES, 0);
+    }
+    if (cfg->kind == MT_NORM_SCALE) {
+        snprintf(name, sizeof name, "%s.g", prefix);
+        np->g = mt_params_add(P, name, 1, (const int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                              sqrtf((float)C));
+    }
+#undef ADD
+}
+
+static mt_tensor *param(mt_params *P, int i) { return i >= 0 ? &P->t[i] : NULL; }
+
+mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
+                          const mt_norm_params *np, mt_tensor *x) {
+    mt_tensor *w = param(P, np->weight), *b = param(P, np->bias);
+    float eps = mt_norm_eps(cfg);
+    switch (cfg->kind) {
+    case MT_NORM_LN: return mt_layernorm(c, x, w, b, eps);
+    case MT_NORM_RMS: return mt_rmsnorm(c, x, w, b, eps, cfg->rms_form);
+    case MT_NORM_PRMS: return mt_prmsnorm(c, x, w, b, cfg->prms_p, eps, cfg->rms_form);
+    case MT_NORM_SCALE: return mt_scalenorm(c, x, param(P, np->g), eps);
+    case MT_NORM_NONE: return x;
+    default: break;
+    }
+    MT_ASSERT(0, "norm_tokens: norm '%s' is not implemented yet", mt_norm_name(cfg->kind));
+}

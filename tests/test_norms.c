@@ -1,0 +1,274 @@
+/* Every norm: against naive double-precision loops, by finite differences (input, weight, bias),
+   a large-mean input that must keep its variance, the dispatcher, and bad options. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---- per-row norms ---------------------------------------------------------------------------- */
+typedef enum { K_LN, K_RMS, K_RMS_PAPER, K_PRMS, K_PRMS_PAPER, K_SCALE } row_kind;
+static const char *const ROW_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_paper",
+                                        "prmsnorm",  "prmsnorm_paper", "scalenorm"};
+
+typedef struct {
+    row_kind kind;
+    float eps, p;
+    bool affine; /* in = {x, w, b (when the kind has one)}, or {x} */
+} row_arg;
+
+static mt_tensor *build_row(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const row_arg *a = arg;
+    mt_tensor *x = in[0], *w = a->affine ? in[1] : NULL, *b = a->affine ? in[2] : NULL;
+    switch (a->kind) {
+    case K_LN: return mt_layernorm(c, x, w, b, a->eps);
+    case K_RMS: return mt_rmsnorm(c, x, w, NULL, a->eps, MT_RMS_LLAMA);
+    case K_RMS_PAPER: return mt_rmsnorm(c, x, w, b, a->eps, MT_RMS_PAPER);
+    case K_PRMS: return mt_prmsnorm(c, x, w, NULL, a->p, a->eps, MT_RMS_LLAMA);
+    case K_PRMS_PAPER: return mt_prmsnorm(c, x, w, b, a->p, a->eps, MT_RMS_PAPER);
+    case K_SCALE: return mt_scalenorm(c, x, w, a->eps);
+    }
+    return NULL;
+}
+
+/* the formulas of REFERENCE.md, in double */
+static void ref_row(const row_arg *a, const float *x, const float *w, const float *b, int N,
+                    int C, float *y) {
+    int k = a->kind == K_PRMS || a->kind == K_PRMS_PAPER ? (int)floor((double)C * a->p) : C;
+    if (k < 1) k = 1;
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * C;
+        double mu = 0, ss = 0, s;
+        if (a->kind == K_LN) {
+            for (int i = 0; i < C; i++) mu += xr[i];
+            mu /= C;
+        }
+        for (int i = 0; i < k; i++) ss += (xr[i] - mu) * (xr[i] - mu);
+        switch (a->kind) {
+        case K_LN: case K_RMS: case K_PRMS: s = 1 / sqrt(ss / k + a->eps); break;
+        case K_RMS_PAPER: case K_PRMS_PAPER: s = 1 / (sqrt(ss / k) + a->eps); break;
+        default: s = 1 / fmax(sqrt(ss), a->eps); break;
+        }
+        for (int i = 0; i < C; i++) {
+            double wi = !w ? 1 : a->kind == K_SCALE ? w[0] : w[i];
+            y[(size_t)r * C + i] = (float)((xr[i] - mu) * s * wi + (b ? b[i] : 0));
+        }
+    }
+}
+
+static void test_row_norms(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    int shapes[][3] = {{3, 1, 0}, {2, 3, 17}, {5, 40, 0}, {1, 2, 33}};
+    int ndims[] = {2, 3, 2, 3};
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (int kind = K_LN; kind <= K_SCALE; kind++) {
+        for (int s = 0; s < 4; s++) {
+            int C = shapes[s][ndims[s] - 1];
+            bool has_b = kind == K_LN || kind == K_RMS_PAPER || kind == K_PRMS_PAPER;
+            int wshape = kind == K_SCALE ? 1 : C;
+            row_arg a = {(row_kind)kind, kind == K_RMS_PAPER || kind == K_PRMS_PAPER ? 1e-8f : 1e-5f,
+                         s == 2 ? 0.0625f : 0.5f, true};
+            mt_tensor *x = test_tensor(&r, ndims[s], shapes[s], -2, 2, true);
+            mt_tensor *w = test_tensor(&r, 1, &wshape, 0.5f, 1.5f, true);
+            mt_tensor *b = has_b ? test_tensor(&r, 1, &C, -1, 1, true) : NULL;
+            mt_ctx_reset(&c);
+            mt_tensor *y = build_row(&c, (mt_tensor *[]){x, w, b}, &a);
+            float *ref = malloc(y->n * sizeof(float));
+            ref_row(&a, x->data, w->data, b ? b->data : NULL, mt_rows(x), C, ref);
+            double e = max_rel_err(y->data, ref, y->n);
+            CHECK(e < 1e-5, "%s C=%d vs naive: %g", ROW_NAMES[kind], C, e);
+            char name[64];
+            snprintf(name, sizeof name, "%s[C=%d]", ROW_NAMES[kind], C);
+            gradcheck(name, build_row, &a, has_b ? 3 : 2, (mt_tensor *[]){x, w, b}, 1e-3, 1e-2);
+            a.affine = false;
+            snprintf(name, sizeof name, "%s[C=%d, no affine]", ROW_NAMES[kind], C);
+            if (kind != K_SCALE) gradcheck(name, build_row, &a, 1, &x, 1e-3, 1e-2);
+            free(ref);
+            test_tensor_free(x);
+            test_tensor_free(w);
+            test_tensor_free(b);
+        }
+    }
+    mt_ctx_free(&c);
+}
+
+/* LayerNorm (and the RMS forms) of 1e3 + N(0, 1e-2^2) noise: the variance must survive. */
+static void test_large_mean(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 12);
+    int N = 16, C = 768;
+    float *x = malloc((size_t)N * C * sizeof(float)), *ref = malloc((size_t)N * C * sizeof(float));
+    for (int i = 0; i < N * C; i++) x[i] = 1000.0f + 1e-2f * mt_rng_normal(&r);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    mt_tensor *xt = mt_tensor_from(&c, x, 2, (int[]){N, C});
+    mt_tensor *y = mt_layernorm(&c, xt, NULL, NULL, 0.0f);
+    row_arg a = {K_LN, 0.0f, 1, false};
+    ref_row(&a, x, NULL, NULL, N, C, ref);
+    double e = max_rel_err(y->data, ref, y->n);
+    /* float32 holds the mean 1e3 to 3e-5 (half an ulp), 3e-3 of the noise's std */
+    CHECK(e < 2e-3, "layernorm of 1e3 + noise: %g relative to the double reference", e);
+    double m2 = 0;
+    for (int i = 0; i < N * C; i++) m2 += (double)y->data[i] * y->data[i];
+    CHECK(fabs(m2 / (N * C) - 1) < 1e-4, "layernorm of 1e3 + noise: mean y^2 = %g, want 1",
+          m2 / (N * C));
+    mt_ctx_free(&c);
+    free(x);
+    free(ref);
+}
+
+/* Same inputs, 1 and 2 threads: the same bits (fixed partition of the weight-gradient sums). */
+static void test_deterministic(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 13);
+    int shape[] = {300, 96}, C = 96;
+    mt_tensor *x = test_tensor(&r, 2, shape, -1, 1, true);
+    mt_tensor *w = test_tensor(&r, 1, &C, 0, 2, true), *b = test_tensor(&r, 1, &C, -1, 1, true);
+    float *dy = malloc(x->n * sizeof(float)), *first = malloc(3 * C * sizeof(float));
+    for (size_t i = 0; i < x->n; i++) dy[i] = mt_rng_uniform(&r) - 0.5f;
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (int t = 1; t <= 2; t++) {
+        mt_set_threads(t);
+        memset(w->grad, 0, C * sizeof(float));
+        memset(b->grad, 0, C * sizeof(float));
+        mt_ctx_reset(&c);
+        mt_backward_from(&c, mt_layernorm(&c, x, w, b, 1e-5f), dy);
+        if (t == 1) {
+            memcpy(first, w->grad, C * sizeof(float));
+            memcpy(first + C, b->grad, C * sizeof(float));
+        } else {
+            CHECK(memcmp(first, w->grad, C * sizeof(float)) == 0 &&
+                      memcmp(first + C, b->grad, C * sizeof(float)) == 0,
+                  "layernorm weight grads differ between 1 and 2 threads");
+        }
+    }
+    mt_set_threads(0);
+    mt_ctx_free(&c);
+    free(dy);
+    free(first);
+    test_tensor_free(x);
+    test_tensor_free(w);
+    test_tensor_free(b);
+}
+
+/* ---- the dispatcher ---------------------------------------------------------------------------- */
+static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char *a,
+                         const char *b) {
+    mt_err err = {0};
+    mt_status st = mt_norm_validate(cfg, C, causal, &err);
+    CHECK(st == MT_EINVAL && strstr(err.msg, a) && strstr(err.msg, b),
+          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'",
+          mt_norm_name(cfg->kind), C, a, b, err.msg);
+}
+
+static void test_options(void) {
+    mt_err err;
+    mt_norm_kind k;
+    for (int i = MT_NORM_LN; i <= MT_NORM_NONE; i++) {
+        CHECK(mt_norm_parse(mt_norm_name((mt_norm_kind)i), &k, &err) == MT_OK && (int)k == i,
+              "parse(name(%d))", i);
+        mt_norm_cfg cfg = mt_norm_default((mt_norm_kind)i);
+        bool ok = i != MT_NORM_BN && i != MT_NORM_IN && i != MT_NORM_GN;
+        CHECK(!ok || mt_norm_validate(&cfg, 64, true, &err) == MT_OK, "default %s: %s",
+              mt_norm_name((mt_norm_kind)i), err.msg);
+    }
+    CHECK(mt_norm_parse("layernorm", &k, &err) == MT_EINVAL && strstr(err.msg, "layernorm") &&
+              strstr(err.msg, "ln") && strstr(err.msg, "scale") && strstr(err.msg, "none"),
+          "unknown name: %s", err.msg);
+    mt_norm_cfg cfg = mt_norm_default(MT_NORM_PRMS);
+    cfg.prms_p = 0;
+    expect_error(&cfg, 64, false, "--prms-p", "(0, 1]");
+    cfg.prms_p = 1.5f;
+    expect_error(&cfg, 64, false, "1.5", "(0, 1]");
+    cfg.prms_p = 1;
+    CHECK(mt_norm_validate(&cfg, 64, false, &err) == MT_OK, "p = 1 is allowed");
+    cfg = mt_norm_default(MT_NORM_GN);
+    cfg.gn_groups = 5;
+    expect_error(&cfg, 48, false, "5 groups", "48 channels");
+    cfg = mt_norm_default(MT_NORM_LN);
+    cfg.eps = -0.5f;
+    expect_error(&cfg, 64, false, "--norm-eps", "-0.5");
+    cfg.eps = NAN;
+    expect_error(&cfg, 64, false, "--norm-eps", "nan");
+    cfg = mt_norm_default(MT_NORM_BN);
+    expect_error(&cfg, 64, true, "future", "--model vit");
+    cfg = mt_norm_default(MT_NORM_IN);
+    expect_error(&cfg, 64, true, "future", "InstanceNorm");
+    cfg = mt_norm_default(MT_NORM_RMS);
+    CHECK(mt_norm_eps(&cfg) == 1e-5f, "LLaMA RMSNorm eps");
+    cfg.rms_form = MT_RMS_PAPER;
+    CHECK(mt_norm_eps(&cfg) == 1e-8f, "paper RMSNorm eps");
+}
+
+/* Parameter names, roles and initial values per kind; mt_norm_tokens equals the op. */
+static void test_params_and_tokens(void) {
+    struct {
+        mt_norm_kind kind;
+        const char *names; /* suffixes present, in table order */
+    } cases[] = {
+        {MT_NORM_LN, "weight bias"}, {MT_NORM_RMS, "weight"}, {MT_NORM_PRMS, "weight"},
+        {MT_NORM_BN, "weight bias running_mean running_var"}, {MT_NORM_IN, ""},
+        {MT_NORM_GN, "weight bias"}, {MT_NORM_SCALE, "g"}, {MT_NORM_NONE, ""},
+    };
+    int C = 24;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_params P;
+        mt_params_init_table(&P);
+        mt_norm_cfg cfg = mt_norm_default(cases[i].kind);
+        mt_norm_params np;
+        mt_norm_add_params(&P, "h.0.ln_1", &cfg, C, &np);
+        char got[256] = "";
+        for (int j = 0; j < P.n; j++) {
+            strcat(got, j ? " " : "");
+            strcat(got, P.p[j].name + strlen("h.0.ln_1."));
+            bool buffer = strstr(P.p[j].name, "running") != NULL;
+            CHECK(P.p[j].role == (buffer ? MT_ROLE_BUFFER : MT_ROLE_NORM) && !P.p[j].decay,
+                  "%s: role", P.p[j].name);
+        }
+        CHECK(strcmp(got, cases[i].names) == 0, "norm %s params '%s', want '%s'",
+              mt_norm_name(cases[i].kind), got, cases[i].names);
+        mt_params_alloc(&P, NULL);
+        mt_rng r;
+        mt_rng_seed(&r, 1);
+        mt_params_initialize(&P, &r);
+        if (np.g >= 0) CHECK(P.t[np.g].data[0] == sqrtf(C), "scale g = sqrt(C)");
+        if (np.running_var >= 0) CHECK(P.t[np.running_var].data[3] == 1, "running_var = 1");
+        if (np.weight >= 0) CHECK(P.t[np.weight].data[C - 1] == 1, "weight = 1");
+        mt_params_free(&P);
+    }
+    /* the dispatcher and the op agree */
+    mt_params P;
+    mt_params_init_table(&P);
+    mt_norm_cfg cfg = mt_norm_default(MT_NORM_LN);
+    mt_norm_params np;
+    mt_norm_add_params(&P, "ln", &cfg, C, &np);
+    mt_params_alloc(&P, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 2);
+    mt_params_initialize(&P, &r);
+    P.t[np.bias].data[1] = 0.25f;
+    mt_tensor *x = test_tensor(&r, 3, (int[]){2, 3, C}, -1, 1, false);
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 1, NULL);
+    mt_tensor *a = mt_norm_tokens(&c, &cfg, &P, &np, x);
+    mt_tensor *b = mt_layernorm(&c, x, &P.t[np.weight], &P.t[np.bias], 1e-5f);
+    CHECK(memcmp(a->data, b->data, x->n * sizeof(float)) == 0, "norm_tokens(ln) = layernorm");
+    cfg = mt_norm_default(MT_NORM_NONE);
+    CHECK(mt_norm_tokens(&c, &cfg, &P, &np, x) == x, "none is the identity");
+    mt_ctx_free(&c);
+    test_tensor_free(x);
+    mt_params_free(&P);
+}
+
+int main(void) {
+    mt_set_threads(0);
+    test_row_norms();
+    test_large_mean();
+    test_deterministic();
+    test_options();
+    test_params_and_tokens();
+    return check_finish("test_norms");
+}

@@ -1,5 +1,22 @@
-/* Parity driver for the primitive ops (tests/parity/test_ops.py). */
+/* Parity driver for the primitive ops (tests/parity/test_ops.py). Integer inputs (ids, targets)
+   arrive as floats in x1; options are metadata numbers. */
 #include "../check.h"
+
+/* x's values as ints, in the arena */
+static int *as_ints(mt_ctx *c, const mt_tensor *x) {
+    int *v = mt_arena_alloc(c, x->n * sizeof(int));
+    for (size_t i = 0; i < x->n; i++) v[i] = (int)x->data[i];
+    return v;
+}
+
+/* the ints KEY0, KEY1, ... KEY<n-1> of the input file */
+static void opt_ints(const mt_safetensors *in, const char *key, int n, int *v) {
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s%d", key, i);
+        v[i] = (int)parity_opt(in, name);
+    }
+}
 
 static mt_tensor *b_matmul(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n;
@@ -11,9 +28,121 @@ static mt_tensor *b_add(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *i
     return mt_add(c, x[0], x[1]);
 }
 
+static mt_tensor *b_mul(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_mul(c, x[0], x[1]);
+}
+
+static mt_tensor *b_scale(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    return mt_scale(c, x[0], (float)parity_opt(in, "s"));
+}
+
+static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_sum(c, x[0]);
+}
+
+static mt_tensor *b_mean(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_mean(c, x[0]);
+}
+
+static mt_tensor *b_reshape(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    int ndim = (int)parity_opt(in, "ndim"), shape[MT_MAX_DIMS];
+    opt_ints(in, "s", ndim, shape);
+    return mt_reshape(c, x[0], ndim, shape);
+}
+
+static mt_tensor *b_permute(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    int perm[MT_MAX_DIMS];
+    opt_ints(in, "p", x[0]->ndim, perm);
+    return mt_permute(c, x[0], perm);
+}
+
+static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    return mt_transpose(c, x[0], (int)parity_opt(in, "d0"), (int)parity_opt(in, "d1"));
+}
+
+/* the activations and softmax: one input, no option */
+#define UNARY(NAME)                                                                                \
+    static mt_tensor *b_##NAME(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {       \
+        (void)n, (void)in;                                                                         \
+        return mt_##NAME(c, x[0]);                                                                 \
+    }
+UNARY(gelu)
+UNARY(gelu_erf)
+UNARY(relu)
+UNARY(silu)
+UNARY(softmax)
+
+/* x0 logits, x1 targets */
+static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    return mt_cross_entropy(c, x[0], as_ints(c, x[1]), (int)parity_opt(in, "ignore"));
+}
+
+/* x0 weight, x1 ids */
+static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_embedding(c, x[0], as_ints(c, x[1]), (int)x[1]->n);
+}
+
+/* eval mode: the identity (training-mode statistics are checked in tests/test_ops.c) */
+static mt_tensor *b_dropout(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    c->training = false;
+    return mt_dropout(c, x[0], (float)parity_opt(in, "p"));
+}
+
+static mt_tensor *b_concat(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)in;
+    return mt_concat(c, n, x);
+}
+
+static mt_tensor *b_slice(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    return mt_slice(c, x[0], (int)parity_opt(in, "start"), (int)parity_opt(in, "len"));
+}
+
+/* split into parts k0, k1, ...; returns the parts concatenated last first (a column rotation) so
+   that every part's gradient flows back */
+static mt_tensor *b_split(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    int k = (int)parity_opt(in, "parts"), sizes[MT_NODE_MAX_IN];
+    mt_tensor *parts[MT_NODE_MAX_IN], *rot[MT_NODE_MAX_IN];
+    MT_ASSERT(k >= 1 && k <= MT_NODE_MAX_IN, "parity split: %d parts", k);
+    opt_ints(in, "k", k, sizes);
+    mt_split(c, x[0], k, sizes, parts);
+    rot[0] = parts[k - 1];
+    for (int i = 1; i < k; i++) rot[i] = parts[i - 1];
+    return mt_concat(c, k, rot);
+}
+
 static const parity_op OPS[] = {
     {"matmul", b_matmul},
     {"add", b_add},
+    {"mul", b_mul},
+    {"scale", b_scale},
+    {"sum", b_sum},
+    {"mean", b_mean},
+    {"reshape", b_reshape},
+    {"permute", b_permute},
+    {"transpose", b_transpose},
+    {"gelu", b_gelu},
+    {"gelu_erf", b_gelu_erf},
+    {"relu", b_relu},
+    {"silu", b_silu},
+    {"softmax", b_softmax},
+    {"cross_entropy", b_cross_entropy},
+    {"embedding", b_embedding},
+    {"dropout", b_dropout},
+    {"concat", b_concat},
+    {"slice", b_slice},
+    {"split", b_split},
 };
 
 int main(int argc, char **argv) {

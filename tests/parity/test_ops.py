@@ -1,6 +1,7 @@
 """Every primitive op against torch: outputs and input gradients, float32, to 1e-5 relative."""
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from harness import Report, run_op
 
@@ -50,5 +51,76 @@ for shape in [(3,), (4, 17), (2, 5, 64)]:
             lambda a, b: a + b)
     compare(f"add row {shape}", "add", [randn(*shape), randn(shape[-1])], [True, True],
             lambda a, b: a + b)
+
+# shapes: 1 where defined, sizes that are not a multiple of the vector width, and sizes above
+# MT_PAR_MIN (16384 elements) so the OpenMP paths run too
+SHAPES = [(1,), (3, 17), (2, 5, 33), (2, 3, 4, 65), (8, 64, 97)]
+
+for shape in SHAPES:
+    compare(f"mul {shape}", "mul", [randn(*shape), randn(*shape)], [True, True],
+            lambda a, b: a * b)
+    compare(f"scale {shape}", "scale", [randn(*shape)], [True], lambda a: a * -1.75, s=-1.75)
+    compare(f"sum {shape}", "sum", [randn(*shape)], [True], lambda a: a.sum().reshape(1))
+    compare(f"mean {shape}", "mean", [randn(*shape)], [True], lambda a: a.mean().reshape(1))
+    for op, fn in [("gelu", lambda a: F.gelu(a, approximate="tanh")), ("gelu_erf", F.gelu),
+                   ("relu", F.relu), ("silu", F.silu), ("softmax", lambda a: a.softmax(-1))]:
+        compare(f"{op} {shape}", op, [3 * randn(*shape)], [True], fn)
+    compare(f"dropout eval {shape}", "dropout", [randn(*shape)], [True],
+            lambda a: F.dropout(a, 0.3, training=False), p=0.3)
+
+for shape, new in [((2, 3, 4), (6, 4)), ((17,), (1, 17)), ((2, 3, 5, 7), (30, 7)),
+                   ((8, 64, 97), (4, 2, 64, 97))]:
+    compare(f"reshape {shape} -> {new}", "reshape", [randn(*shape)], [True],
+            lambda a, new=new: a.reshape(new), ndim=len(new),
+            **{f"s{i}": d for i, d in enumerate(new)})
+
+for shape, perm in [((2, 3, 4, 5), (0, 2, 1, 3)), ((2, 3, 1, 17), (3, 1, 0, 2)),
+                    ((5, 17), (1, 0)), ((3, 1, 17), (2, 0, 1)), ((4, 33, 6, 25), (0, 2, 1, 3))]:
+    compare(f"permute {shape} {perm}", "permute", [randn(*shape)], [True],
+            lambda a, perm=perm: a.permute(perm), **{f"p{i}": d for i, d in enumerate(perm)})
+
+for shape, d0, d1 in [((2, 3, 17), 1, 2), ((2, 3, 17), 0, 2), ((1, 1), 0, 1),
+                      ((8, 65, 33), 1, 2)]:
+    compare(f"transpose {shape} {d0},{d1}", "transpose", [randn(*shape)], [True],
+            lambda a, d0=d0, d1=d1: a.transpose(d0, d1), d0=d0, d1=d1)
+
+
+def targets(rows, V, ignore, every):
+    """targets in [0, V), every 'every'-th one the ignore index"""
+    t = rng.integers(0, V, rows)
+    if every:
+        t[::every] = ignore
+    return t.astype(np.float32)
+
+
+for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33), 7, 3),
+                             ((4, 64, 97), -100, 5), ((2, 3, 1000), -1, 0)]:
+    V, rows = shape[-1], int(np.prod(shape[:-1]))
+    compare(f"cross_entropy {shape} ignore {ignore}", "cross_entropy",
+            [4 * randn(*shape), targets(rows, V, ignore, every)], [True, False],
+            lambda x, t, V=V, ignore=ignore: F.cross_entropy(
+                x.reshape(-1, V), t.long(), ignore_index=ignore).reshape(1), ignore=ignore)
+
+for V, C, n in [(1, 1, 3), (7, 5, 9), (33, 17, 40), (257, 65, 600)]:
+    ids = rng.integers(0, V, n).astype(np.float32)  # repeats: the backward scatter adds up
+    compare(f"embedding ({V}, {C}) x {n}", "embedding", [randn(V, C), ids], [True, False],
+            lambda w, i: F.embedding(i.long(), w))
+
+for shapes in [[(2, 3), (2, 17), (2, 1)], [(3, 4, 5), (3, 4, 16)], [(1,), (1,)],
+               [(700, 33), (700, 31), (700, 2), (700, 1), (700, 64), (700, 5)]]:
+    compare(f"concat {shapes}", "concat", [randn(*s) for s in shapes], [True] * len(shapes),
+            lambda *xs: torch.cat(xs, -1))
+
+for shape, start, length in [((3, 17), 2, 5), ((2, 3, 33), 0, 33), ((1,), 0, 1),
+                             ((9000, 33), 31, 2)]:
+    compare(f"slice {shape} [{start}:+{length}]", "slice", [randn(*shape)], [True],
+            lambda a, s=start, n=length: a[..., s:s + n], start=start, len=length)
+
+for shape, sizes in [((3, 17), (5, 1, 11)), ((2, 5, 33), (16, 17)), ((1, 4), (1, 1, 1, 1)),
+                     ((1000, 33), (30, 3))]:
+    compare(f"split {shape} {sizes}", "split", [randn(*shape)], [True],
+            lambda a, sizes=sizes: torch.cat(
+                [a.split(sizes, -1)[-1], *a.split(sizes, -1)[:-1]], -1),
+            parts=len(sizes), **{f"k{i}": k for i, k in enumerate(sizes)})
 
 R.finish()

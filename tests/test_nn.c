@@ -1,4 +1,5 @@
-/* src/nn layers: linear and attention against naive loops and by finite differences. */
+/* src/nn layers: linear and attention against naive loops and by finite differences; DeepNorm's
+   constants against the paper's table; one block of each placement against its formula. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,8 +124,120 @@ static void test_attention(void) {
     mt_ctx_free(&c);
 }
 
+/* ---- DeepNorm constants (REFERENCE.md's table, DeepNet Table 1 / Figure 2) ---- */
+static void test_deepnorm_constants(void) {
+    float a, b;
+    /* the two values REFERENCE.md spells out, decoder-only */
+    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 100, &a, &b);
+    CHECK(fabsf(a - 3.760603f) < 1e-5f && fabsf(b - 0.188030f) < 1e-6f, "M=100: %.6f %.6f", a, b);
+    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 1000, &a, &b);
+    CHECK(fabsf(a - 6.687403f) < 1e-5f && fabsf(b - 0.105737f) < 1e-6f, "M=1000: %.6f %.6f", a,
+          b);
+    int layers[] = {1, 6, 18, 100};
+    for (int i = 0; i < 4; i++) {
+        double N = layers[i], M = layers[(i + 1) % 4];
+        struct {
+            mt_deepnorm_arch arch;
+            double alpha, beta;
+        } rows[] = {
+            {MT_DEEPNORM_ENCODER_ONLY, pow(2 * N, 0.25), pow(8 * N, -0.25)},
+            {MT_DEEPNORM_DECODER_ONLY, pow(2 * M, 0.25), pow(8 * M, -0.25)},
+            {MT_DEEPNORM_ENCDEC_ENCODER, 0.81 * pow(N * N * N * N * M, 1.0 / 16),
+             0.87 * pow(N * N * N * N * M, -1.0 / 16)},
+            {MT_DEEPNORM_ENCDEC_DECODER, pow(3 * M, 0.25), pow(12 * M, -0.25)},
+        };
+        for (int r = 0; r < 4; r++) {
+            mt_deepnorm_constants(rows[r].arch, (int)N, (int)M, &a, &b);
+            CHECK(fabs(a - rows[r].alpha) < 1e-6 * rows[r].alpha &&
+                      fabs(b - rows[r].beta) < 1e-6 * rows[r].beta,
+                  "deepnorm row %d N=%g M=%g: alpha %g beta %g, want %g %g", r, N, M, a, b,
+                  rows[r].alpha, rows[r].beta);
+        }
+    }
+}
+
+/* ---- one block of each placement against its formula, with LayerNorm written out here ---- */
+
+/* y = LN(x) rows of C, biased variance, eps inside the sqrt, weight w and bias b. */
+static void ref_layernorm(const float *x, const float *w, const float *b, int N, int C, float *y) {
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * C;
+        double m = 0, v = 0;
+        for (int j = 0; j < C; j++) m += xr[j];
+        m /= C;
+        for (int j = 0; j < C; j++) v += (xr[j] - m) * (xr[j] - m);
+        double rstd = 1 / sqrt(v / C + 1e-5);
+        for (int j = 0; j < C; j++) y[(size_t)r * C + j] = (float)((xr[j] - m) * rstd * w[j] + b[j]);
+    }
+}
+
+/* s = a x + f; out = LN_np(s) when norm, else s (n floats, rows of C). */
+static void ref_combine(float a, const float *x, const float *f, bool norm, mt_params *P,
+                        const mt_norm_params *np, int n, int C, float *out) {
+    float *s = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) s[i] = a * x[i] + f[i];
+    if (norm) ref_layernorm(s, P->t[np->weight].data, P->t[np->bias].data, n / C, C, out);
+    else memcpy(out, s, (size_t)n * sizeof(float));
+    free(s);
+}
+
+static void test_block_formula(void) {
+    int B = 2, T = 5, C = 16, F = 24;
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (int pl = 0; pl < 3; pl++) {
+        mt_block_cfg cfg = {.C = C, .F = F, .n_head = 2, .bias = true, .causal = true,
+                            .norm = mt_norm_default(MT_NORM_LN), .placement = (mt_placement)pl,
+                            .alpha = 1.7f, .act = MT_ACT_GELU};
+        mt_block_init init = {0.3f, 0.3f, 0.3f, 0.3f, 0.3f, 0.3f};
+        mt_params P;
+        mt_block_params bp;
+        mt_params_init_table(&P);
+        mt_block_add_params(&P, "blocks.0", &cfg, &init, &bp);
+        CHECK(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
+        mt_rng r;
+        mt_rng_seed(&r, 21);
+        mt_params_initialize(&P, &r);
+        for (size_t i = 0; i < P.total; i++) P.data[i] += 0.1f * mt_rng_normal(&r); /* norms too */
+        mt_tensor *x = test_tensor(&r, 3, (int[]){B, T, C}, -1, 1, false);
+        int n = B * T * C;
+        mt_ctx_reset(&c);
+        mt_tensor *y = mt_block_forward(&c, &cfg, &P, &bp, x);
+        /* by hand: each sublayer F from the nn functions, the residual and LN from the formula */
+        float *h1 = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
+        float *tmp = malloc(n * sizeof(float));
+        const float *in = x->data;
+        for (int s = 0; s < 2; s++) {
+            const mt_norm_params *np = s ? &bp.ffn_norm : &bp.attn_norm;
+            mt_sublayer f = s ? mt_ffn_sublayer : mt_attn_sublayer;
+            float *out = s ? ref : h1;
+            mt_tensor *xin = mt_tensor_from(&c, in, 3, (int[]){B, T, C});
+            if (pl == MT_PLACE_PRE) { /* x + F(LN(x)) */
+                ref_layernorm(in, P.t[np->weight].data, P.t[np->bias].data, B * T, C, tmp);
+                mt_tensor *fx = f(&c, &cfg, &P, &bp, mt_tensor_from(&c, tmp, 3, xin->shape), NULL);
+                ref_combine(1.0f, in, fx->data, false, &P, np, n, C, out);
+            } else { /* LN(a x + F(x)), a = 1 (post) or alpha (deepnorm) */
+                mt_tensor *fx = f(&c, &cfg, &P, &bp, xin, NULL);
+                ref_combine(pl == MT_PLACE_DEEPNORM ? cfg.alpha : 1.0f, in, fx->data, true, &P, np,
+                            n, C, out);
+            }
+            in = h1;
+        }
+        double e = max_rel_err(y->data, ref, n);
+        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_placement_name(cfg.placement), e);
+        free(h1);
+        free(ref);
+        free(tmp);
+        test_tensor_free(x);
+        mt_params_free(&P);
+    }
+    mt_ctx_free(&c);
+}
+
 int main(void) {
     test_linear();
     test_attention();
+    test_deepnorm_constants();
+    test_block_formula();
     return check_finish("test_nn");
 }

@@ -9,7 +9,17 @@
  * pos_emb.weight (T, C), blocks.{i}.attn_norm.*, blocks.{i}.ffn_norm.*,
  * blocks.{i}.attn.{q_proj,k_proj,v_proj,out_proj}.{weight,bias}, blocks.{i}.ffn.{fc1,fc2}.*,
  * final_norm.* (pre only), lm_head.weight (untied only). */
-typedef enum { MT_SCHEME_GPT2, MT_SCHEME_XAVIER, MT_SCHEME_DEEPNORM } mt_init_scheme;
+typedef enum {
+    MT_SCHEME_GPT2,     /* N(0, 0.02); out_proj and fc2 N(0, (0.02 / sqrt(2 n_layer))^2) */
+    MT_SCHEME_XAVIER,   /* Xavier-normal, gain 1: std = sqrt(2 / (fan_in + fan_out)) */
+    MT_SCHEME_DEEPNORM, /* Xavier-normal, gain beta for fc1, fc2, v_proj, out_proj; 1 for q, k */
+    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, gpt2 otherwise (validate sets it) */
+} mt_init_scheme;
+const char *mt_init_scheme_name(mt_init_scheme s); /* "gpt2", "xavier", "deepnorm", "auto" */
+mt_status mt_init_scheme_parse(const char *name, mt_init_scheme *s, mt_err *err);
+/* The std of every block matrix under scheme s (not AUTO) for n_layer blocks of width C, FFN
+   width F; beta is DeepNorm's. Embeddings are N(0, 0.02) in every scheme. */
+mt_block_init mt_block_init_stds(mt_init_scheme s, int n_layer, float beta, int C, int F);
 
 typedef struct {
     int n_layer, n_head, n_embd, n_ctx, n_vocab, n_ff;
@@ -31,7 +41,8 @@ typedef struct {
 } mt_gpt;
 
 mt_gpt_config mt_gpt_config_default(void);
-/* Checks every field and fills the derived ones (n_ff = 4 C when 0, DeepNorm alpha and beta). */
+/* Checks every field and fills the derived ones (n_ff = 4 C when 0, DeepNorm alpha and beta from
+   the decoder-only row when not set, init AUTO). */
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err);
 mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err);
 void mt_gpt_init_weights(mt_gpt *m, mt_rng *r);

@@ -81,4 +81,82 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
    causal) v -> (B, T, C). Non-causal for encoders. */
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal);
+
+mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
+const char *mt_act_name(mt_act act); /* "gelu", "gelu_erf", "relu", "silu" */
+mt_status mt_act_parse(const char *name, mt_act *act, mt_err *err);
+const char *mt_placement_name(mt_placement p); /* "pre", "post", "deepnorm" */
+mt_status mt_placement_parse(const char *name, mt_placement *p, mt_err *err);
+
+/* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in REFERENCE.md):
+   alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
+   N encoder layers, M decoder layers (a layer holds an attention and an FFN sublayer); the count
+   an architecture does not have is ignored. */
+typedef enum {
+    MT_DEEPNORM_ENCODER_ONLY, /* alpha (2N)^(1/4),          beta (8N)^(-1/4) */
+    MT_DEEPNORM_DECODER_ONLY, /* alpha (2M)^(1/4),          beta (8M)^(-1/4) */
+    MT_DEEPNORM_ENCDEC_ENCODER, /* alpha 0.81 (N^4 M)^(1/16), beta 0.87 (N^4 M)^(-1/16) */
+    MT_DEEPNORM_ENCDEC_DECODER, /* alpha (3M)^(1/4),          beta (12M)^(-1/4) */
+} mt_deepnorm_arch;
+void mt_deepnorm_constants(mt_deepnorm_arch arch, int N, int M, float *alpha, float *beta);
+
+/* ---- one Transformer block: an attention and an FFN sublayer, each in a residual ---------------
+ * Pre-LN:   x = x + F(N(x))        (and a final norm before the head: mt_placement_final_norm)
+ * Post-LN:  x = N(x + F(x))
+ * DeepNorm: x = N(alpha x + F(x))  (alpha on the skip branch)
+ * F is dropout(attention) or dropout(FFN); the FFN is fc2(act(fc1(x))). */
+typedef struct {
+    int C, F, n_head;   /* channels, FFN width, heads (divides C) */
+    bool bias;          /* biases on every projection */
+    bool causal;        /* attention masked to the past (decoders) */
+    mt_norm_cfg norm;
+    mt_placement placement;
+    float alpha;        /* DeepNorm's skip scale */
+    mt_act act;
+    float dropout;      /* on each sublayer's output; 0: none */
+} mt_block_cfg;
+
+/* Indices into mt_params; biases -1 when the block has none. */
+typedef struct {
+    int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
+} mt_attn_params;
+typedef struct {
+    int fc1_w, fc1_b, fc2_w, fc2_b;
+} mt_ffn_params;
+typedef struct {
+    mt_norm_params attn_norm, ffn_norm;
+    mt_attn_params attn;
+    mt_ffn_params ffn;
+} mt_block_params;
+
+/* The std of each matrix's N(0, std^2) initialiser, chosen by the model's init scheme. */
+typedef struct {
+    float q, k, v, out, fc1, fc2;
+} mt_block_init;
+
+/* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias},
+   <prefix>.ffn_norm.*, <prefix>.ffn.{fc1,fc2}.{weight,bias}; biases initialised to 0. */
+void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
+                         const mt_block_init *init, mt_block_params *bp);
+/* x (B, T, C) -> (B, T, C) */
+mt_tensor *mt_block_forward(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                            const mt_block_params *bp, mt_tensor *x);
+
+/* The pieces of a block, for callers that run a sublayer their own way (the KV-cache decoder).
+   A sublayer maps x (B, T, C) to (B, T, C); arg is the caller's. */
+typedef mt_tensor *(*mt_sublayer)(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                  const mt_block_params *bp, mt_tensor *x, void *arg);
+/* The placement, decided here only: x and the sublayer f around norm np (see above). */
+mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                       const mt_block_params *bp, const mt_norm_params *np, mt_tensor *x,
+                       mt_sublayer f, void *arg);
+bool mt_placement_final_norm(mt_placement p); /* true for pre only */
+/* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
+mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
+/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg unused. */
+mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                            const mt_block_params *bp, mt_tensor *x, void *arg);
+/* fc2(act(fc1(x))); arg unused. */
+mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                           const mt_block_params *bp, mt_tensor *x, void *arg);
 #endif

@@ -1,0 +1,159 @@
+/* Transformer blocks: activation, the attention and FFN sublayers, the residual placement
+   (Post-LN, Pre-LN, DeepNorm) and DeepNorm's constants. B T C as in nn.h, F the FFN width. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn.h"
+
+/* ---- names ----------------------------------------------------------------------------------- */
+
+static const char *const ACT_NAMES[] = {"gelu", "gelu_erf", "relu", "silu"};
+static const char *const PLACE_NAMES[] = {"pre", "post", "deepnorm"};
+
+const char *mt_act_name(mt_act act) { return ACT_NAMES[act]; }
+const char *mt_placement_name(mt_placement p) { return PLACE_NAMES[p]; }
+
+mt_status mt_act_parse(const char *name, mt_act *act, mt_err *err) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, ACT_NAMES[i]) == 0) return *act = (mt_act)i, MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "unknown activation '%s' (accepted: gelu, gelu_erf, relu, silu)", name);
+}
+
+mt_status mt_placement_parse(const char *name, mt_placement *p, mt_err *err) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, PLACE_NAMES[i]) == 0) return *p = (mt_placement)i, MT_OK;
+    return mt_errorf(err, MT_EINVAL, "unknown placement '%s' (accepted: pre, post, deepnorm)",
+                     name);
+}
+
+mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
+    switch (act) {
+    case MT_ACT_GELU: return mt_gelu(c, x);
+    case MT_ACT_GELU_ERF: return mt_gelu_erf(c, x);
+    case MT_ACT_RELU: return mt_relu(c, x);
+    case MT_ACT_SILU: return mt_silu(c, x);
+    }
+    MT_ASSERT(0, "activation: unknown kind %d", (int)act);
+}
+
+/* ---- DeepNorm -------------------------------------------------------------------------------- */
+
+void mt_deepnorm_constants(mt_deepnorm_arch arch, int N, int M, float *alpha, float *beta) {
+    double a = 0, b = 0;
+    switch (arch) {
+    case MT_DEEPNORM_ENCODER_ONLY: a = pow(2.0 * N, 0.25), b = pow(8.0 * N, -0.25); break;
+    case MT_DEEPNORM_DECODER_ONLY: a = pow(2.0 * M, 0.25), b = pow(8.0 * M, -0.25); break;
+    case MT_DEEPNORM_ENCDEC_ENCODER: {
+        double nm = pow((double)N, 4) * M;
+        a = 0.81 * pow(nm, 1.0 / 16), b = 0.87 * pow(nm, -1.0 / 16);
+        break;
+    }
+    case MT_DEEPNORM_ENCDEC_DECODER: a = pow(3.0 * M, 0.25), b = pow(12.0 * M, -0.25); break;
+    }
+    *alpha = (float)a;
+    *beta = (float)b;
+}
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+/* <prefix>.weight (out, in) ~ N(0, std^2) and, with bias, <prefix>.bias (out) = 0. */
+static void add_linear(mt_params *P, const char *prefix, int out, int in, bool bias, float std,
+                       int *w, int *b) {
+    char name[192]; /* mt_params_add refuses names that do not fit its table */
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    *w = mt_params_add(P, name, 2, (int[]){out, in}, MT_ROLE_MATRIX, MT_INIT_NORMAL, std);
+    *b = -1;
+    if (!bias) return;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    *b = mt_params_add(P, name, 1, &out, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
+}
+
+void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
+                         const mt_block_init *init, mt_block_params *bp) {
+    char name[160];
+    int C = cfg->C, F = cfg->F;
+    bool bias = cfg->bias;
+    mt_attn_params *a = &bp->attn;
+    mt_ffn_params *f = &bp->ffn;
+    snprintf(name, sizeof name, "%s.attn_norm", prefix);
+    mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_norm);
+    const struct {
+        const char *name;
+        float std;
+        int *w, *b;
+    } proj[] = {{"q_proj", init->q, &a->q_w, &a->q_b},
+                {"k_proj", init->k, &a->k_w, &a->k_b},
+                {"v_proj", init->v, &a->v_w, &a->v_b},
+                {"out_proj", init->out, &a->out_w, &a->out_b}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
+        add_linear(P, name, C, C, bias, proj[i].std, proj[i].w, proj[i].b);
+    }
+    snprintf(name, sizeof name, "%s.ffn_norm", prefix);
+    mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
+    snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
+    add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
+    snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
+    add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
+}
+
+/* ---- sublayers ------------------------------------------------------------------------------- */
+
+mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) {
+    return mt_linear(c, x, &P->t[w], b >= 0 ? &P->t[b] : NULL);
+}
+
+mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                            const mt_block_params *bp, mt_tensor *x, void *arg) {
+    (void)arg;
+    const mt_attn_params *a = &bp->attn;
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    mt_tensor *y = mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    return mt_param_linear(c, P, a->out_w, a->out_b, y);
+}
+
+mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                           const mt_block_params *bp, mt_tensor *x, void *arg) {
+    (void)arg;
+    const mt_ffn_params *f = &bp->ffn;
+    mt_tensor *h = mt_activation(c, cfg->act, mt_param_linear(c, P, f->fc1_w, f->fc1_b, x));
+    return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
+}
+
+/* ---- the residual placement: the one place it is decided -------------------------------------- */
+
+bool mt_placement_final_norm(mt_placement p) { return p == MT_PLACE_PRE; }
+
+/* f(x), then dropout when configured. */
+static mt_tensor *sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                           const mt_block_params *bp, mt_sublayer f, void *arg, mt_tensor *x) {
+    mt_tensor *y = f(c, cfg, P, bp, x, arg);
+    return cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y;
+}
+
+mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                       const mt_block_params *bp, const mt_norm_params *np, mt_tensor *x,
+                       mt_sublayer f, void *arg) {
+    const mt_norm_cfg *n = &cfg->norm;
+    switch (cfg->placement) {
+    case MT_PLACE_PRE: /* x + F(N(x)) */
+        return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x)));
+    case MT_PLACE_POST: /* N(x + F(x)) */
+        return mt_norm_tokens(c, n, P, np, mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, x)));
+    case MT_PLACE_DEEPNORM: /* N(alpha x + F(x)) */
+        return mt_norm_tokens(
+            c, n, P, np,
+            mt_add(c, mt_scale(c, x, cfg->alpha), sublayer(c, cfg, P, bp, f, arg, x)));
+    }
+    MT_ASSERT(0, "residual: unknown placement %d", (int)cfg->placement);
+}
+
+mt_tensor *mt_block_forward(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                            const mt_block_params *bp, mt_tensor *x) {
+    x = mt_residual(c, cfg, P, bp, &bp->attn_norm, x, mt_attn_sublayer, NULL);
+    return mt_residual(c, cfg, P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+}

@@ -1,0 +1,200 @@
+"""The GPT against a PyTorch model written here, on the same weights (passed by their mt names):
+logits, loss and the gradient of every parameter, to 1e-4 relative, for every norm the GPT
+accepts x every placement (2 to 3 layers, n_head > 1), with the head tied and once untied, biases
+on and once off, and each activation."""
+import json
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness import Report, run_driver
+
+rng = np.random.default_rng(0)
+R = Report("parity gpt")
+TOL = 1e-4
+
+
+def norm_params(cfg):
+    """(suffix, kind) of a norm's parameters, as the mt table names them."""
+    kind = cfg["norm"]
+    if kind in ("ln", "gn"):
+        return [("weight", "w"), ("bias", "b")]
+    if kind == "rms" and cfg.get("rms_form") == "paper" and cfg.get("rms_bias"):
+        return [("weight", "w"), ("bias", "b")]
+    if kind in ("rms", "prms"):
+        return [("weight", "w")]
+    if kind == "scale":
+        return [("g", "g")]
+    return []
+
+
+def param_shapes(cfg):
+    """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
+    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"], cfg["n_layer"]
+    shapes = {"tok_emb.weight": ((V, C), "e"), "pos_emb.weight": ((cfg["n_ctx"], C), "e")}
+
+    def norm(prefix):
+        for suffix, kind in norm_params(cfg):
+            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (C,), kind)
+
+    def linear(prefix, out, inp):
+        shapes[prefix + ".weight"] = ((out, inp), "m")
+        if cfg["bias"]:
+            shapes[prefix + ".bias"] = ((out,), "b")
+
+    for i in range(L):
+        norm(f"blocks.{i}.attn_norm")
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            linear(f"blocks.{i}.attn.{proj}", C, C)
+        norm(f"blocks.{i}.ffn_norm")
+        linear(f"blocks.{i}.ffn.fc1", Fw, C)
+        linear(f"blocks.{i}.ffn.fc2", C, Fw)
+    if cfg["placement"] == "pre":
+        norm("final_norm")
+    if not cfg["tied"]:
+        shapes["lm_head.weight"] = ((V, C), "m")
+    return shapes
+
+
+def random_params(cfg):
+    C = cfg["n_embd"]
+    out = {}
+    for name, (shape, kind) in param_shapes(cfg).items():
+        z = rng.standard_normal(shape)
+        if kind == "m":
+            v = z * 1.2 / math.sqrt(shape[1])
+        elif kind == "e":
+            v = 0.5 * z
+        elif kind == "w":
+            v = 1 + 0.2 * z
+        elif kind == "g":
+            v = math.sqrt(C) * (1 + 0.1 * z)
+        else:
+            v = 0.1 * z
+        out[name] = v.astype(np.float32)
+    return out
+
+
+class TorchGPT(torch.nn.Module):
+    """The GPT of REFERENCE.md in plain torch: parameters held under the mt names."""
+
+    def __init__(self, cfg, params):
+        super().__init__()
+        self.cfg = cfg
+        self.p = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+        L = cfg["n_layer"]
+        self.alpha = (2 * L) ** 0.25  # DeepNet, decoder-only
+
+    def norm(self, x, prefix):
+        cfg, p, C = self.cfg, self.p, self.cfg["n_embd"]
+        kind, eps = cfg["norm"], cfg["norm_eps"]
+        if kind == "ln":
+            return F.layer_norm(x, (C,), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+        if kind == "rms" and cfg["rms_form"] == "llama":
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * p[prefix + ".weight"]
+        if kind == "rms":  # the paper's code: eps outside the sqrt, optional bias
+            y = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * p[prefix + ".weight"]
+            return y + p[prefix + ".bias"] if cfg.get("rms_bias") else y
+        if kind == "prms":  # RMS of the first k = floor(C p) channels scales all C
+            k = max(1, int(C * cfg["prms_p"]))
+            ms = x[..., :k].pow(2).mean(-1, keepdim=True)
+            return x * torch.rsqrt(ms + eps) * p[prefix + ".weight"]
+        if kind == "gn":  # per token, groups of C / G channels
+            y = F.group_norm(x.reshape(-1, C), cfg["gn_groups"], p[prefix + ".weight"],
+                             p[prefix + ".bias"], eps)
+            return y.reshape(x.shape)
+        if kind == "scale":
+            return p[prefix + ".g"] * x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
+        assert kind == "none"
+        return x
+
+    def linear(self, x, prefix):
+        return F.linear(x, self.p[prefix + ".weight"], self.p.get(prefix + ".bias"))
+
+    def attn(self, x, i):
+        B, T, C = x.shape
+        NH = self.cfg["n_head"]
+        pre = f"blocks.{i}.attn."
+        q, k, v = (self.linear(x, pre + n).view(B, T, NH, C // NH).transpose(1, 2)
+                   for n in ("q_proj", "k_proj", "v_proj"))
+        s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
+        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return self.linear(y, pre + "out_proj")
+
+    def ffn(self, x, i):
+        act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
+               "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
+        return self.linear(act(self.linear(x, f"blocks.{i}.ffn.fc1")), f"blocks.{i}.ffn.fc2")
+
+    def residual(self, x, prefix, f):
+        pl = self.cfg["placement"]
+        if pl == "pre":
+            return x + f(self.norm(x, prefix))
+        if pl == "post":
+            return self.norm(x + f(x), prefix)
+        return self.norm(self.alpha * x + f(x), prefix)  # deepnorm: alpha on the skip branch
+
+    def forward(self, ids, targets):
+        p, cfg = self.p, self.cfg
+        T = ids.shape[1]
+        x = p["tok_emb.weight"][ids] + p["pos_emb.weight"][:T]
+        for i in range(cfg["n_layer"]):
+            x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
+            x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
+        if cfg["placement"] == "pre":
+            x = self.norm(x, "final_norm")
+        head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
+        logits = x @ head.t()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                               ignore_index=-1)
+        return logits, loss
+
+
+NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
+         ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
+         ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {})]
+ACTS = ["gelu", "gelu_erf", "relu", "silu"]
+
+case = 0
+for norm, opts in NORMS:
+    for placement in ("pre", "post", "deepnorm"):
+        cfg = {"n_layer": 2 + case % 2, "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16,
+               "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
+               "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
+               "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
+               "act": ACTS[case % 4], "dropout": 0.0}
+        cfg.update(opts)
+        B, T = 2, 7 + case % 3
+        ids = rng.integers(0, cfg["n_vocab"], (B, T))
+        targets = rng.integers(0, cfg["n_vocab"], (B, T))
+        targets[0, 1] = -1  # ignored
+        params = random_params(cfg)
+        model = TorchGPT(cfg, params)
+        logits, loss = model(torch.tensor(ids), torch.tensor(targets))
+        loss.backward()
+
+        tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
+        got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T})
+        label = (f"{norm}{'/' + opts['rms_form'] if 'rms_form' in opts else ''} {placement}"
+                 f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}"
+                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
+        R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
+        R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
+        grads = {k[5:] for k in got if k.startswith("grad.")}
+        if grads != set(params):
+            R.check(f"{label} parameter names", sorted(grads), sorted(params))
+        for name, t in model.p.items():
+            want = t.grad.numpy().reshape(got["grad." + name].shape)
+            tol = TOL
+            if name.endswith("k_proj.bias"):
+                # q.(k + b) shifts a softmax row by a constant: the true gradient is 0, so both
+                # sides hold rounding noise; measure it against the q_proj bias gradient.
+                ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+                tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
+            R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+        case += 1
+
+R.finish()

@@ -1,0 +1,212 @@
+/* The GPT: init of every matrix against its formula per scheme, a finite-difference gradient
+   check of the whole model, the config's JSON round trip and the errors of bad configs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The std a matrix must have, from REFERENCE.md's formulas (not from the model's table). */
+static double expected_std(const mt_gpt_config *g, const char *name, int fan_out, int fan_in) {
+    double xavier = sqrt(2.0 / (fan_in + fan_out));
+    bool resid = strstr(name, "out_proj") || strstr(name, "fc2");
+    bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1");
+    if (strstr(name, "_emb.")) return 0.02;
+    switch (g->init) {
+    case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->n_layer) : 0.02;
+    case MT_SCHEME_XAVIER: return xavier;
+    case MT_SCHEME_DEEPNORM:
+        if (strstr(name, "lm_head")) return xavier;
+        return beta ? xavier * pow(8.0 * g->n_layer, -0.25) : xavier;
+    default: return -1;
+    }
+}
+
+static void test_init(void) {
+    struct {
+        mt_placement placement;
+        mt_init_scheme init;
+    } cases[] = {{MT_PLACE_PRE, MT_SCHEME_GPT2},
+                 {MT_PLACE_POST, MT_SCHEME_XAVIER},
+                 {MT_PLACE_DEEPNORM, MT_SCHEME_AUTO},
+                 {MT_PLACE_PRE, MT_SCHEME_DEEPNORM}};
+    for (int k = 0; k < 4; k++) {
+        mt_gpt_config g = mt_gpt_config_default();
+        g.n_layer = 3, g.n_head = 4, g.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
+        g.placement = cases[k].placement, g.init = cases[k].init, g.tied = false;
+        mt_gpt m;
+        mt_err err;
+        CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
+        if (cases[k].init == MT_SCHEME_AUTO)
+            CHECK(m.cfg.init == MT_SCHEME_DEEPNORM, "deepnorm placement defaults to its init");
+        mt_rng r;
+        mt_rng_seed(&r, 100 + k);
+        mt_gpt_init_weights(&m, &r);
+        int matrices = 0;
+        for (int i = 0; i < m.P.n; i++) {
+            const mt_param *e = &m.P.p[i];
+            const float *w = m.P.data + e->offset;
+            double s = 0, s2 = 0;
+            for (size_t j = 0; j < e->n; j++) s += w[j], s2 += (double)w[j] * w[j];
+            double mean = s / e->n, std = sqrt(s2 / e->n - mean * mean);
+            if (e->ndim == 2) {
+                double want = expected_std(&m.cfg, e->name, e->shape[0], e->shape[1]);
+                CHECK(fabs(std / want - 1) < 0.05 && fabs(mean) < 0.1 * want,
+                      "%s %s: std %.5f (mean %.2g), want %.5f", mt_init_scheme_name(m.cfg.init),
+                      e->name, std, mean, want);
+                matrices++;
+            } else if (ends_with(e->name, "norm.weight")) {
+                CHECK(mean == 1 && std == 0, "%s: norm weights must start at 1", e->name);
+            } else {
+                CHECK(mean == 0 && std == 0, "%s: biases must start at 0", e->name);
+            }
+        }
+        CHECK(matrices == 3 + 6 * g.n_layer, "%d matrices checked", matrices);
+        mt_gpt_free(&m);
+    }
+}
+
+/* ---- the whole model by finite differences ---- */
+typedef struct {
+    mt_gpt *m;
+    const int *ids, *targets;
+    int B, T;
+} gpt_arg;
+
+static mt_tensor *build_gpt_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
+    (void)in; /* the inputs are the model's own parameter views */
+    const gpt_arg *a = arg;
+    return mt_gpt_loss(c, a->m, a->ids, a->targets, a->B, a->T);
+}
+
+static void test_gradcheck(void) {
+    int B = 2, T = 5, ids[10], targets[10];
+    mt_rng r;
+    mt_rng_seed(&r, 7);
+    for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 7), targets[i] = (i * 3) % 7;
+    targets[4] = -1; /* ignored */
+    for (int k = 0; k < 4; k++) {
+        mt_gpt_config g = mt_gpt_config_default();
+        g.n_layer = 2, g.n_head = 2, g.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.n_ff = 12;
+        g.placement = (mt_placement)(k % 3), g.init = MT_SCHEME_XAVIER;
+        g.tied = k != 3, g.bias = k != 3;
+        mt_gpt m;
+        mt_err err;
+        CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
+        mt_gpt_init_weights(&m, &r);
+        for (size_t i = 0; i < m.P.total; i++) m.P.data[i] += 0.2f * mt_rng_normal(&r);
+        mt_tensor **in = malloc((size_t)m.P.n * sizeof *in);
+        for (int i = 0; i < m.P.n; i++) in[i] = &m.P.t[i];
+        gpt_arg a = {&m, ids, targets, B, T};
+        char name[64];
+        snprintf(name, sizeof name, "gpt %s%s", mt_placement_name(g.placement),
+                 k == 3 ? " untied no-bias" : "");
+        gradcheck(name, build_gpt_loss, &a, m.P.n, in, 1e-2, 5e-3);
+        free(in);
+        mt_gpt_free(&m);
+    }
+}
+
+/* ---- config ---- */
+static void test_json(void) {
+    mt_gpt_config g = mt_gpt_config_default();
+    g.n_layer = 7, g.n_head = 3, g.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000, g.n_ff = 100;
+    g.norm.kind = MT_NORM_RMS, g.norm.eps = 1e-7f, g.norm.prms_p = 0.125f, g.norm.gn_groups = 4;
+    g.norm.rms_form = MT_RMS_PAPER, g.norm.rms_bias = true, g.norm.in_affine = true;
+    g.placement = MT_PLACE_DEEPNORM, g.deepnorm_alpha = 1.25f, g.deepnorm_beta = 0.3f;
+    g.init = MT_SCHEME_XAVIER, g.tied = false, g.bias = false, g.act = MT_ACT_SILU;
+    g.dropout = 0.1f;
+    char *json = mt_gpt_config_to_json(&g);
+    const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
+                          "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
+                          "deepnorm_alpha", "deepnorm_beta", "init", "tied", "bias", "act",
+                          "dropout"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char q[64];
+        snprintf(q, sizeof q, "\"%s\":", keys[i]);
+        CHECK(strstr(json, q), "JSON lacks %s: %s", keys[i], json);
+    }
+    mt_gpt_config h;
+    mt_err err;
+    CHECK(mt_gpt_config_from_json(json, &h, &err) == MT_OK, "from_json: %s", err.msg);
+    CHECK(h.n_layer == 7 && h.n_head == 3 && h.n_embd == 48 && h.n_ctx == 33 &&
+              h.n_vocab == 1000 && h.n_ff == 100,
+          "dims round trip");
+    CHECK(h.norm.kind == MT_NORM_RMS && h.norm.eps == 1e-7f && h.norm.prms_p == 0.125f &&
+              h.norm.gn_groups == 4 && h.norm.rms_form == MT_RMS_PAPER && h.norm.rms_bias &&
+              h.norm.in_affine,
+          "norm round trip");
+    CHECK(h.placement == MT_PLACE_DEEPNORM && h.deepnorm_alpha == 1.25f &&
+              h.deepnorm_beta == 0.3f && h.init == MT_SCHEME_XAVIER && !h.tied && !h.bias &&
+              h.act == MT_ACT_SILU && h.dropout == 0.1f,
+          "placement, init, head, act, dropout round trip");
+    free(json);
+}
+
+/* cfg changed by one field must fail with a message holding want. */
+static void expect_error(const mt_gpt_config *g, const char *want) {
+    mt_gpt_config h = *g;
+    mt_err err = {0};
+    mt_status st = mt_gpt_config_validate(&h, &err);
+    CHECK(st == MT_EINVAL && strstr(err.msg, want), "expected an error naming '%s', got %d '%s'",
+          want, (int)st, err.msg);
+}
+
+static void expect_json_error(const char *json, const char *want) {
+    mt_gpt_config h;
+    mt_err err = {0};
+    CHECK(mt_gpt_config_from_json(json, &h, &err) != MT_OK && strstr(err.msg, want),
+          "JSON %s: expected an error naming '%s', got '%s'", json, want, err.msg);
+}
+
+static void test_bad_config(void) {
+    mt_gpt_config g = mt_gpt_config_default(), h;
+    mt_err err;
+    h = g;
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.n_ff == 4 * h.n_embd &&
+              h.init == MT_SCHEME_GPT2,
+          "defaults validate: n_ff %d", h.n_ff);
+    float a, b;
+    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, h.n_layer, &a, &b);
+    CHECK(h.deepnorm_alpha == a && h.deepnorm_beta == b, "DeepNorm constants filled");
+    h = g, h.n_head = 3;
+    expect_error(&h, "n_head");
+    h = g, h.n_layer = 0;
+    expect_error(&h, "n_layer");
+    h = g, h.n_ff = -1;
+    expect_error(&h, "n_ff");
+    h = g, h.dropout = 1.5f;
+    expect_error(&h, "dropout");
+    h = g, h.norm = mt_norm_default(MT_NORM_BN);
+    mt_err e2 = {0};
+    CHECK(mt_gpt_config_validate(&h, &e2) == MT_EINVAL && e2.msg[0], "BatchNorm refused: '%s'",
+          e2.msg);
+    h = g, h.norm = mt_norm_default(MT_NORM_IN);
+    e2.msg[0] = 0;
+    CHECK(mt_gpt_config_validate(&h, &e2) == MT_EINVAL && e2.msg[0], "InstanceNorm refused");
+    mt_gpt m;
+    h = g, h.n_head = 5;
+    CHECK(mt_gpt_build(&m, &h, &err) == MT_EINVAL && strstr(err.msg, "n_head"), "build refuses");
+    expect_json_error("{\"n_layer\": 2, \"n_heads\": 4}", "n_heads");
+    expect_json_error("{\"placement\": \"sandwich\"}", "pre, post, deepnorm");
+    expect_json_error("{\"init\": \"kaiming\"}", "gpt2, xavier, deepnorm");
+    expect_json_error("{\"act\": \"tanh\"}", "gelu");
+    expect_json_error("{\"n_layer\": \"two\"}", "n_layer");
+    expect_json_error("{\"n_layer\": 2.5}", "n_layer");
+    expect_json_error("{\"tied\": 1}", "tied");
+    expect_json_error("[1, 2]", "JSON object");
+    expect_json_error("{\"n_embd\": 30, \"n_head\": 4}", "n_head");
+}
+
+int main(void) {
+    test_init();
+    test_gradcheck();
+    test_json();
+    test_bad_config();
+    return check_finish("test_gpt");
+}

@@ -31,13 +31,14 @@ LDLIBS  := -lopenblas -lcjson -lstb -lz -lm
 SRC     := $(shell find src -name '*.c' | sort)
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libmt.a
-PROGS   := $(basename $(wildcard train.c infer.c))
+PROGS   := $(basename $(wildcard train.c infer.c preview.c))
 TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
 TESTLIB := $(BUILD)/tests/check.o
 
+# dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs)
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
-             zlib1g-dev gnuplot-nox
+             zlib1g-dev gnuplot-nox dataset-fashion-mnist
 DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev
 
 .PHONY: all test asan bench fuzz deps deps-test clean

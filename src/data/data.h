@@ -83,4 +83,77 @@ void mt_sampler_init(mt_sampler *s, uint64_t seed);
    by one). d->n >= T + 1. */
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y);
 
+/* ---- images (issue 10) -------------------------------------------------------------------------
+ * An image dataset holds n images of H x W pixels with C channels (1 gray, 3 RGB, 2 and 4 with
+ * alpha) as the decoded bytes (n, H, W, C), and a label per image. Batches come out as floats
+ * (B, C, H, W), channels first as in torch: x = (pixel / 255 - mean[c]) / std[c], with mean and
+ * std per channel computed from the training split (mt_images_normalize_from). */
+#define MT_IMG_MAX_C 4
+
+typedef struct {
+    int n, H, W, C;
+    int n_classes;
+    uint8_t *pix;       /* (n, H, W, C) */
+    int *label;         /* (n), in [0, n_classes) */
+    char **class_names; /* (n_classes): folder names, or classes.txt's lines, or "0", "1", ... */
+    int n_train;        /* [0, n_train) is the source's training part, [n_train, n) its held-out
+                           test part (idx train-* and t10k-* side by side); n when there is none */
+    float mean[MT_IMG_MAX_C], std[MT_IMG_MAX_C]; /* 0 and 1 until mt_images_normalize_from */
+    int n_skipped;      /* files left out under skip_bad */
+    char *skipped;      /* "path: reason\n" for each of them, or NULL */
+} mt_images;
+
+typedef struct {
+    int H, W;      /* target size; 0: the first readable image's */
+    int C;         /* 1 to 4; 0: the first readable image's without alpha (4 -> 3, 2 -> 1) */
+    bool resize;   /* resize other sizes to H x W; false: an image of another size is mismatched */
+    bool skip_bad; /* an unreadable or mismatched file is skipped (listed in .skipped); false:
+                      loading fails naming it */
+    const char *classes; /* a file of class names, one per line, or NULL: <dir>/classes.txt for
+                            idx data when present */
+} mt_image_opts;
+
+mt_image_opts mt_image_opts_default(void); /* size and channels of the first image, resize, skip */
+
+/* Loads path: a directory with one subdirectory per class (names sorted; files in PNG, JPG, BMP,
+   TGA, ... as stb_image reads them, sorted by name; dot files ignored), or a directory holding
+   MNIST-format files (train-images-idx3-ubyte.gz with train-labels-idx1-ubyte.gz and/or the
+   t10k-* pair; gzip or plain), or one such *-images-idx3-ubyte[.gz] file with its labels file.
+   Idx images are 1 channel and keep their size unless opts ask for another. */
+mt_status mt_images_load(const char *path, const mt_image_opts *opts, mt_images *ds, mt_err *err);
+void mt_images_free(mt_images *ds);
+
+/* Reads an idx file of unsigned bytes (magic 0 0 8 ndim, big-endian dims, the data; gzip or
+   plain), checking the magic, the dims (1 to MT_MAX_DIMS, each > 0) and that the data is exactly
+   as long as the dims say. *data is malloc'd. */
+mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_t **data,
+                      mt_err *err);
+
+/* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. */
+mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, mt_err *err);
+/* src (sh, sw, C) -> dst (dh, dw, C), each axis on its own: bilinear (half-pixel centres) when
+   growing, the exact area average of the covered input pixels when shrinking. */
+void mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, int dw, int C);
+
+/* Splits the samples into train and validation: the source's held-out part when it has one
+   (val_frac is then ignored), otherwise a seeded random val_frac of them (at least one each).
+   idx (n) receives the train indices, then the validation ones, each part in ascending order. */
+mt_status mt_images_split(const mt_images *ds, float val_frac, uint64_t seed, int *idx,
+                          int *n_train, mt_err *err);
+/* Sets ds->mean and ds->std per channel from the n images idx (the training split): population
+   statistics of pixel / 255 over every pixel; a constant channel gets std 1. */
+void mt_images_normalize_from(mt_images *ds, const int *idx, int n);
+/* Normalised floats of one image: pix (H, W, C) -> x (C, H, W). */
+void mt_image_to_floats(const uint8_t *pix, int H, int W, int C, const float *mean,
+                        const float *std, float *x);
+/* x (B, C, H, W) normalised and y (B) labels of the images idx (B); y may be NULL. */
+void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *y);
+
+/* Writes a labelled grid of the n images idx as an RGB PNG: cols = ceil(sqrt(n)) cells per row,
+   rows = ceil(n / cols); a cell is the image scaled up scale times (nearest) with a 2-pixel
+   border, over a 12-pixel strip with its class name. The PNG is
+   cols * (scale W + 4) wide and rows * (scale H + 16) high. */
+mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
+                            const char *png_path, mt_err *err);
+
 #endif

@@ -1,4 +1,4 @@
-/* mt data: tokenizers, text and token datasets, the batch sampler.
+/* mt data: tokenizers, text and token datasets, the batch sampler, image datasets.
  * Dimension letters: B batch, T time (n_ctx), V vocabulary. Token ids are uint16 in datasets
  * (V <= 65536) and int where the model takes them. */
 #ifndef MT_DATA_H

@@ -1,0 +1,31 @@
+/* libFuzzer target: the token-file reader must reject or accept any bytes without crashing or
+   reading out of bounds, and what it accepts must be in range. mt_tokfile_read takes a path, so
+   each input goes through a file in /dev/shm (or /tmp). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../../src/data/data.h"
+
+static char path[64];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!path[0])
+        snprintf(path, sizeof path, "%s/mt_fuzz_tok.%d.bin",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) abort();
+    fclose(f);
+    mt_tokenizer tok;
+    mt_tokens d;
+    mt_err err;
+    if (mt_tokfile_read(path, &tok, &d, &err) != MT_OK) return 0;
+    for (size_t i = 0; i < d.n; i++)
+        if (d.tok[i] >= d.n_vocab || d.n_vocab != tok.n_vocab) abort();
+    char out[4];
+    for (int id = 0; id < tok.n_vocab; id++) mt_tok_decode(&tok, id, out);
+    mt_tokens_free(&d);
+    mt_tok_free(&tok);
+    return 0;
+}

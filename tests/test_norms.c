@@ -6,9 +6,10 @@
 
 #include "check.h"
 
-/* ---- per-row norms ---------------------------------------------------------------------------- */
+/* ---- per-row norms ----------------------------------------------------------------------------
+ */
 typedef enum { K_LN, K_RMS, K_RMS_PAPER, K_PRMS, K_PRMS_PAPER, K_SCALE } row_kind;
-static const char *const ROW_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_paper",
+static const char *const ROW_NAMES[] = {"layernorm", "rmsnorm",        "rmsnorm_paper",
                                         "prmsnorm",  "prmsnorm_paper", "scalenorm"};
 
 typedef struct {
@@ -32,8 +33,8 @@ static mt_tensor *build_row(mt_ctx *c, mt_tensor **in, const void *arg) {
 }
 
 /* the formulas of REFERENCE.md, in double */
-static void ref_row(const row_arg *a, const float *x, const float *w, const float *b, int N,
-                    int C, float *y) {
+static void ref_row(const row_arg *a, const float *x, const float *w, const float *b, int N, int C,
+                    float *y) {
     int k = a->kind == K_PRMS || a->kind == K_PRMS_PAPER ? (int)floor((double)C * a->p) : C;
     if (k < 1) k = 1;
     for (int r = 0; r < N; r++) {
@@ -45,8 +46,11 @@ static void ref_row(const row_arg *a, const float *x, const float *w, const floa
         }
         for (int i = 0; i < k; i++) ss += (xr[i] - mu) * (xr[i] - mu);
         switch (a->kind) {
-        case K_LN: case K_RMS: case K_PRMS: s = 1 / sqrt(ss / k + a->eps); break;
-        case K_RMS_PAPER: case K_PRMS_PAPER: s = 1 / (sqrt(ss / k) + a->eps); break;
+        case K_LN:
+        case K_RMS:
+        case K_PRMS: s = 1 / sqrt(ss / k + a->eps); break;
+        case K_RMS_PAPER:
+        case K_PRMS_PAPER: s = 1 / (sqrt(ss / k) + a->eps); break;
         default: s = 1 / fmax(sqrt(ss), a->eps); break;
         }
         for (int i = 0; i < C; i++) {
@@ -68,7 +72,8 @@ static void test_row_norms(void) {
             int C = shapes[s][ndims[s] - 1];
             bool has_b = kind == K_LN || kind == K_RMS_PAPER || kind == K_PRMS_PAPER;
             int wshape = kind == K_SCALE ? 1 : C;
-            row_arg a = {(row_kind)kind, kind == K_RMS_PAPER || kind == K_PRMS_PAPER ? 1e-8f : 1e-5f,
+            row_arg a = {(row_kind)kind,
+                         kind == K_RMS_PAPER || kind == K_PRMS_PAPER ? 1e-8f : 1e-5f,
                          s == 2 ? 0.0625f : 0.5f, true};
             mt_tensor *x = test_tensor(&r, ndims[s], shapes[s], -2, 2, true);
             mt_tensor *w = test_tensor(&r, 1, &wshape, 0.5f, 1.5f, true);
@@ -154,14 +159,222 @@ static void test_deterministic(void) {
     test_tensor_free(b);
 }
 
-/* ---- the dispatcher ---------------------------------------------------------------------------- */
-static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char *a,
-                         const char *b) {
+/* ---- BatchNorm, InstanceNorm, GroupNorm ------------------------------------------------------ */
+typedef enum { K_BN, K_IN, K_GN } batch_kind;
+static const char *const BATCH_NAMES[] = {"batchnorm", "instancenorm", "groupnorm"};
+
+typedef struct {
+    batch_kind kind;
+    int G;
+    bool channels_last, affine, training;
+    mt_tensor *rm, *rv; /* BatchNorm's running statistics, or NULL */
+} batch_arg;
+
+/* in = {x, w, b} or {x} */
+static mt_tensor *build_batch(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const batch_arg *a = arg;
+    mt_tensor *w = a->affine ? in[1] : NULL, *b = a->affine ? in[2] : NULL;
+    c->training = a->training;
+    switch (a->kind) {
+    case K_BN: return mt_batchnorm(c, in[0], w, b, a->rm, a->rv, 0.1f, 1e-5f, a->channels_last);
+    case K_IN: return mt_instancenorm(c, in[0], w, b, 1e-5f, a->channels_last);
+    case K_GN: return mt_groupnorm(c, in[0], a->G, w, b, 1e-5f, a->channels_last);
+    }
+    return NULL;
+}
+
+/* naive: statistic (m, g) over its elements in double; rm, rv updated as torch when training */
+static void ref_batch(const batch_arg *a, const mt_tensor *x, const float *w, const float *b,
+                      float *rm, float *rv, float *y) {
+    bool cl = a->channels_last;
+    int N = x->shape[0], C = cl ? x->shape[x->ndim - 1] : x->shape[1];
+    int S = (int)(x->n / ((size_t)N * C));
+    int G = a->kind == K_GN ? a->G : C, cpg = C / G, M = a->kind == K_BN ? 1 : N;
+    for (int m = 0; m < M; m++)
+        for (int g = 0; g < G; g++) {
+            double s1 = 0, s2 = 0, K = 0, mu, var;
+            for (int pass = 0; pass < 2; pass++)
+                for (int n = (M == 1 ? 0 : m); n < (M == 1 ? N : m + 1); n++)
+                    for (int ch = g * cpg; ch < (g + 1) * cpg; ch++)
+                        for (int sp = 0; sp < S; sp++) {
+                            double v = x->data[cl ? ((size_t)n * S + sp) * C + ch
+                                                  : ((size_t)n * C + ch) * S + sp];
+                            if (pass == 0)
+                                s1 += v, K++;
+                            else
+                                s2 += (v - s1 / K) * (v - s1 / K);
+                        }
+            mu = s1 / K, var = s2 / K;
+            if (a->kind == K_BN && !a->training)
+                mu = rm[g], var = rv[g];
+            else if (a->kind == K_BN && rm) {
+                rm[g] = (float)(0.9 * rm[g] + 0.1 * mu);
+                rv[g] = (float)(0.9 * rv[g] + 0.1 * s2 / (K - 1));
+            }
+            for (int n = (M == 1 ? 0 : m); n < (M == 1 ? N : m + 1); n++)
+                for (int ch = g * cpg; ch < (g + 1) * cpg; ch++)
+                    for (int sp = 0; sp < S; sp++) {
+                        size_t i =
+                            cl ? ((size_t)n * S + sp) * C + ch : ((size_t)n * C + ch) * S + sp;
+                        y[i] = (float)((x->data[i] - mu) / sqrt(var + 1e-5) * (w ? w[ch] : 1) +
+                                       (b ? b[ch] : 0));
+                    }
+        }
+}
+
+static void test_batch_norms(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 21);
+    struct {
+        batch_kind kind;
+        int ndim, shape[4], G;
+        bool cl;
+    } cases[] = {
+        /* channels-first (N, C), (N, C, L), (N, C, H, W); channels-last (N, T, C), (N, H, W, C);
+           C = 1 where the statistics still have more than one element */
+        {K_BN, 2, {5, 3}, 0, false},       {K_BN, 2, {6, 1}, 0, false},
+        {K_BN, 3, {3, 4, 5}, 0, false},    {K_BN, 4, {2, 3, 2, 3}, 0, false},
+        {K_BN, 3, {2, 5, 17}, 0, true},    {K_BN, 4, {2, 2, 3, 3}, 0, true},
+        {K_IN, 3, {2, 3, 5}, 0, false},    {K_IN, 4, {2, 3, 2, 3}, 0, false},
+        {K_IN, 3, {2, 1, 7}, 0, false},    {K_IN, 3, {2, 5, 17}, 0, true},
+        {K_GN, 2, {4, 12}, 3, false},      {K_GN, 3, {2, 6, 5}, 2, false},
+        {K_GN, 4, {2, 4, 2, 3}, 4, false}, {K_GN, 3, {2, 6, 4}, 1, false},
+        {K_GN, 3, {3, 1, 4}, 1, false},    {K_GN, 3, {2, 5, 6}, 3, true},
+        {K_GN, 3, {2, 17, 3}, 17, false},
+    };
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int C = cases[k].cl ? cases[k].shape[cases[k].ndim - 1] : cases[k].shape[1];
+        for (int mode = 0; mode < 3; mode++) { /* affine, no affine, BatchNorm eval */
+            if (mode == 2 && cases[k].kind != K_BN) continue;
+            mt_tensor *x = test_tensor(&r, cases[k].ndim, cases[k].shape, -2, 2, true);
+            mt_tensor *w = test_tensor(&r, 1, &C, 0.5f, 1.5f, true);
+            mt_tensor *b = test_tensor(&r, 1, &C, -1, 1, true);
+            mt_tensor *rm = test_tensor(&r, 1, &C, -0.5f, 0.5f, false);
+            mt_tensor *rv = test_tensor(&r, 1, &C, 0.5f, 2.0f, false);
+            batch_arg a = {cases[k].kind,
+                           cases[k].G,
+                           cases[k].cl,
+                           mode != 1,
+                           mode != 2,
+                           cases[k].kind == K_BN ? rm : NULL,
+                           cases[k].kind == K_BN ? rv : NULL};
+            float *ref = malloc(x->n * sizeof(float)), *rm2 = malloc(2 * C * sizeof(float));
+            for (int i = 0; i < C; i++) rm2[i] = rm->data[i], rm2[C + i] = rv->data[i];
+            mt_ctx_reset(&c);
+            mt_tensor *y = build_batch(&c, (mt_tensor *[]){x, w, b}, &a);
+            ref_batch(&a, x, a.affine ? w->data : NULL, a.affine ? b->data : NULL, rm2, rm2 + C,
+                      ref);
+            char name[96];
+            snprintf(name, sizeof name, "%s[case %zu, %s]", BATCH_NAMES[cases[k].kind], k,
+                     mode == 0   ? "affine"
+                     : mode == 1 ? "no affine"
+                                 : "eval");
+            double e = max_rel_err(y->data, ref, y->n);
+            CHECK(e < 1e-5, "%s vs naive: %g", name, e);
+            if (cases[k].kind == K_BN)
+                CHECK(max_rel_err(rm->data, rm2, C) < 1e-6 &&
+                          max_rel_err(rv->data, rm2 + C, C) < 1e-6,
+                      "%s: running statistics differ from the naive update", name);
+            a.rm = a.rv = NULL; /* gradcheck runs it many times: keep the statistics fixed */
+            if (mode == 2) a.rm = rm, a.rv = rv;
+            gradcheck(name, build_batch, &a, a.affine ? 3 : 1, (mt_tensor *[]){x, w, b}, 1e-3,
+                      1e-2);
+            free(ref);
+            free(rm2);
+            test_tensor_free(x);
+            test_tensor_free(w);
+            test_tensor_free(b);
+            test_tensor_free(rm);
+            test_tensor_free(rv);
+        }
+    }
+    c.training = true;
+    mt_ctx_free(&c);
+}
+
+/* 1e3 + N(0, 1e-2^2) noise through BN, IN and GN (eps 1e-5, var 1e-4): the variance must survive:
+   mean(y^2) = var / (var + eps). */
+static void test_batch_large_mean(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 22);
+    int shape[] = {8, 48, 256};
+    mt_tensor *x = test_tensor(&r, 3, shape, 0, 1, false);
+    for (size_t i = 0; i < x->n; i++) x->data[i] = 1000.0f + 1e-2f * mt_rng_normal(&r);
+    float *ref = malloc(x->n * sizeof(float));
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    for (int kind = K_BN; kind <= K_GN; kind++)
+        for (int cl = 0; cl < 2; cl++) {
+            batch_arg a = {(batch_kind)kind, 4, cl, false, true, NULL, NULL};
+            mt_ctx_reset(&c);
+            mt_tensor *y = build_batch(&c, &x, &a);
+            ref_batch(&a, x, NULL, NULL, NULL, NULL, ref);
+            double m2 = 0, rm2 = 0;
+            for (size_t i = 0; i < x->n; i++) {
+                m2 += (double)y->data[i] * y->data[i];
+                rm2 += (double)ref[i] * ref[i];
+            }
+            CHECK(fabs(m2 / rm2 - 1) < 1e-3, "%s%s of 1e3 + noise: mean y^2 %g, naive %g",
+                  BATCH_NAMES[kind], cl ? " channels-last" : "", m2 / x->n, rm2 / x->n);
+            double e = max_rel_err(y->data, ref, x->n);
+            CHECK(e < 2e-3, "%s%s of 1e3 + noise: %g relative to the naive loop", BATCH_NAMES[kind],
+                  cl ? " channels-last" : "", e);
+        }
+    mt_ctx_free(&c);
+    free(ref);
+    test_tensor_free(x);
+}
+
+/* BatchNorm and GroupNorm gradients: the same bits with 1 and 2 threads. */
+static void test_batch_deterministic(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 23);
+    int shape[] = {4096, 48}, C = 48;
+    mt_tensor *x = test_tensor(&r, 2, shape, -1, 1, true);
+    mt_tensor *w = test_tensor(&r, 1, &C, 0, 2, true), *b = test_tensor(&r, 1, &C, -1, 1, true);
+    float *dy = malloc(x->n * sizeof(float)), *first = malloc((x->n + 2 * C) * sizeof(float));
+    for (size_t i = 0; i < x->n; i++) dy[i] = mt_rng_uniform(&r) - 0.5f;
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    for (int kind = K_BN; kind <= K_GN; kind += 2)
+        for (int t = 1; t <= 2; t++) {
+            mt_set_threads(t);
+            memset(x->grad, 0, x->n * sizeof(float));
+            memset(w->grad, 0, C * sizeof(float));
+            memset(b->grad, 0, C * sizeof(float));
+            mt_ctx_reset(&c);
+            batch_arg a = {(batch_kind)kind, 6, false, true, true, NULL, NULL};
+            mt_backward_from(&c, build_batch(&c, (mt_tensor *[]){x, w, b}, &a), dy);
+            if (t == 1) {
+                memcpy(first, x->grad, x->n * sizeof(float));
+                memcpy(first + x->n, w->grad, C * sizeof(float));
+                memcpy(first + x->n + C, b->grad, C * sizeof(float));
+            } else {
+                CHECK(memcmp(first, x->grad, x->n * sizeof(float)) == 0 &&
+                          memcmp(first + x->n, w->grad, C * sizeof(float)) == 0 &&
+                          memcmp(first + x->n + C, b->grad, C * sizeof(float)) == 0,
+                      "%s gradients differ between 1 and 2 threads", BATCH_NAMES[kind]);
+            }
+        }
+    mt_set_threads(0);
+    mt_ctx_free(&c);
+    free(dy);
+    free(first);
+    test_tensor_free(x);
+    test_tensor_free(w);
+    test_tensor_free(b);
+}
+
+/* ---- the dispatcher ----------------------------------------------------------------------------
+ */
+static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char *a, const char *b) {
     mt_err err = {0};
     mt_status st = mt_norm_validate(cfg, C, causal, &err);
     CHECK(st == MT_EINVAL && strstr(err.msg, a) && strstr(err.msg, b),
-          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'",
-          mt_norm_name(cfg->kind), C, a, b, err.msg);
+          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'", mt_norm_name(cfg->kind),
+          C, a, b, err.msg);
 }
 
 static void test_options(void) {
@@ -171,9 +384,11 @@ static void test_options(void) {
         CHECK(mt_norm_parse(mt_norm_name((mt_norm_kind)i), &k, &err) == MT_OK && (int)k == i,
               "parse(name(%d))", i);
         mt_norm_cfg cfg = mt_norm_default((mt_norm_kind)i);
-        bool ok = i != MT_NORM_BN && i != MT_NORM_IN && i != MT_NORM_GN;
-        CHECK(!ok || mt_norm_validate(&cfg, 64, true, &err) == MT_OK, "default %s: %s",
+        bool causal_ok = i != MT_NORM_BN && i != MT_NORM_IN;
+        CHECK(mt_norm_validate(&cfg, 64, false, &err) == MT_OK, "default %s: %s",
               mt_norm_name((mt_norm_kind)i), err.msg);
+        CHECK((mt_norm_validate(&cfg, 64, true, &err) == MT_OK) == causal_ok, "default %s, causal",
+              mt_norm_name((mt_norm_kind)i));
     }
     CHECK(mt_norm_parse("layernorm", &k, &err) == MT_EINVAL && strstr(err.msg, "layernorm") &&
               strstr(err.msg, "ln") && strstr(err.msg, "scale") && strstr(err.msg, "none"),
@@ -209,9 +424,14 @@ static void test_params_and_tokens(void) {
         mt_norm_kind kind;
         const char *names; /* suffixes present, in table order */
     } cases[] = {
-        {MT_NORM_LN, "weight bias"}, {MT_NORM_RMS, "weight"}, {MT_NORM_PRMS, "weight"},
-        {MT_NORM_BN, "weight bias running_mean running_var"}, {MT_NORM_IN, ""},
-        {MT_NORM_GN, "weight bias"}, {MT_NORM_SCALE, "g"}, {MT_NORM_NONE, ""},
+        {MT_NORM_LN, "weight bias"},
+        {MT_NORM_RMS, "weight"},
+        {MT_NORM_PRMS, "weight"},
+        {MT_NORM_BN, "weight bias running_mean running_var"},
+        {MT_NORM_IN, ""},
+        {MT_NORM_GN, "weight bias"},
+        {MT_NORM_SCALE, "g"},
+        {MT_NORM_NONE, ""},
     };
     int C = 24;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -258,6 +478,26 @@ static void test_params_and_tokens(void) {
     CHECK(memcmp(a->data, b->data, x->n * sizeof(float)) == 0, "norm_tokens(ln) = layernorm");
     cfg = mt_norm_default(MT_NORM_NONE);
     CHECK(mt_norm_tokens(&c, &cfg, &P, &np, x) == x, "none is the identity");
+    /* bn over (B T) per channel, in over T per (b, c), gn per token */
+    mt_tensor *x2 = test_tensor(&r, 2, (int[]){6, C}, -1, 1, false);
+    memcpy(x2->data, x->data, x->n * sizeof(float));
+    for (int kind = MT_NORM_BN; kind <= MT_NORM_GN; kind++) {
+        cfg = mt_norm_default((mt_norm_kind)kind);
+        cfg.gn_groups = 4;
+        mt_tensor *t = mt_norm_tokens(&c, &cfg, &P, &np, x), *o;
+        mt_tensor *rm = mt_tensor_zeros(&c, 1, &C), *rv = mt_tensor_zeros(&c, 1, &C);
+        if (kind == MT_NORM_BN)
+            o = mt_batchnorm(&c, x2, &P.t[np.weight], &P.t[np.bias], rm, rv, 0.1f, 1e-5f, false);
+        else if (kind == MT_NORM_IN)
+            o = mt_instancenorm(&c, mt_permute(&c, x, (int[]){0, 2, 1}), &P.t[np.weight],
+                                &P.t[np.bias], 1e-5f, false);
+        else
+            o = mt_groupnorm(&c, x2, 4, &P.t[np.weight], &P.t[np.bias], 1e-5f, false);
+        if (kind == MT_NORM_IN) o = mt_permute(&c, o, (int[]){0, 2, 1});
+        CHECK(t->ndim == 3 && max_rel_err(t->data, o->data, x->n) < 1e-6,
+              "norm_tokens(%s) differs from the op", mt_norm_name((mt_norm_kind)kind));
+    }
+    test_tensor_free(x2);
     mt_ctx_free(&c);
     test_tensor_free(x);
     mt_params_free(&P);
@@ -268,6 +508,9 @@ int main(void) {
     test_row_norms();
     test_large_mean();
     test_deterministic();
+    test_batch_norms();
+    test_batch_large_mean();
+    test_batch_deterministic();
     test_options();
     test_params_and_tokens();
     return check_finish("test_norms");

@@ -68,6 +68,20 @@ mt_tensor *mt_prmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, floa
 int mt_prms_k(int C, float p); /* floor(C p), at least 1 */
 /* g * x / max(||x||, eps), g a learned scalar (1). */
 mt_tensor *mt_scalenorm(mt_ctx *c, mt_tensor *x, mt_tensor *g, float eps);
+/* Over other axes: x (N, C, *spatial) channels-first as torch takes it ((N, C), (N, C, L),
+   (N, C, H, W)), or (N, *spatial, C) when channels_last (tokens (B, T, C)).
+   BatchNorm: per channel over N and spatial; with c->training (or no running statistics) the
+   batch statistics, and running_mean, running_var (C) (NULL: not tracked) are updated with
+   momentum and the unbiased variance; otherwise the running statistics. */
+mt_tensor *mt_batchnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b,
+                        mt_tensor *running_mean, mt_tensor *running_var, float momentum,
+                        float eps, bool channels_last);
+/* InstanceNorm: per sample and channel over the spatial dims (at least one). */
+mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, float eps,
+                           bool channels_last);
+/* GroupNorm: per sample over G groups of C/G channels and the spatial dims; G divides C. */
+mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
+                        bool channels_last);
 
 /* ---- linear, embedding, attention, FFN, residual blocks (issue 4) ----------------------------- */
 typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU } mt_act; /* GELU: tanh form */

@@ -13,6 +13,9 @@ static const char *const NAMES[] = {
 };
 #define N_KINDS ((int)(sizeof NAMES / sizeof NAMES[0]))
 
+/* BatchNorm's running statistics: r = (1 - momentum) r + momentum * batch, as torch. */
+#define BN_MOMENTUM 0.1f
+
 mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
     return (mt_norm_cfg){.kind = kind, .eps = MT_NORM_EPS_DEFAULT, .prms_p = 0.0625f,
                          .gn_groups = 32, .rms_form = MT_RMS_LLAMA, .rms_bias = false,
@@ -72,8 +75,6 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
             "scale or none",
             name, cfg->kind == MT_NORM_BN ? "BatchNorm" : "InstanceNorm",
             cfg->kind == MT_NORM_BN ? "the batch and time (B*T)" : "time (T)");
-    if (cfg->kind == MT_NORM_BN || cfg->kind == MT_NORM_IN || cfg->kind == MT_NORM_GN)
-        return mt_errorf(err, MT_EINVAL, "--norm %s: not implemented yet (issue 3)", name);
     return MT_OK;
 }
 
@@ -113,8 +114,17 @@ mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
     case MT_NORM_RMS: return mt_rmsnorm(c, x, w, b, eps, cfg->rms_form);
     case MT_NORM_PRMS: return mt_prmsnorm(c, x, w, b, cfg->prms_p, eps, cfg->rms_form);
     case MT_NORM_SCALE: return mt_scalenorm(c, x, param(P, np->g), eps);
-    case MT_NORM_NONE: return x;
-    default: break;
+    case MT_NORM_BN:
+        return mt_batchnorm(c, x, w, b, param(P, np->running_mean), param(P, np->running_var),
+                            BN_MOMENTUM, eps, true);
+    case MT_NORM_IN: return mt_instancenorm(c, x, w, b, eps, true);
+    case MT_NORM_GN: { /* per token: x as (B T, C) */
+        int C = mt_cols(x);
+        mt_tensor *y = mt_groupnorm(c, mt_reshape(c, x, 2, (int[]){mt_rows(x), C}), cfg->gn_groups,
+                                    w, b, eps, false);
+        return mt_reshape(c, y, x->ndim, x->shape);
     }
-    MT_ASSERT(0, "norm_tokens: norm '%s' is not implemented yet", mt_norm_name(cfg->kind));
+    case MT_NORM_NONE: return x;
+    }
+    MT_ASSERT(0, "norm_tokens: unknown norm kind %d", (int)cfg->kind);
 }

@@ -1,5 +1,6 @@
 /* Parity driver for the norms (tests/parity/test_norms.py). Inputs x0 = x, then the weight and
-   bias when the norm has them (x1 = g for ScaleNorm); options: eps, form (0 LLaMA, 1 paper), p. */
+   bias when the norm has them (x1 = g for ScaleNorm); options: eps, form (0 LLaMA, 1 paper), p,
+   G, cl (channels-last), training. */
 #include "../check.h"
 
 static mt_tensor *arg(mt_tensor **x, int n, int i) { return i < n ? x[i] : NULL; }
@@ -26,7 +27,47 @@ static mt_tensor *b_scalenorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
     return mt_scalenorm(c, x[0], x[1], parity_opt(in, "eps"));
 }
 
+/* x0 = x, x1 = w, x2 = b, x3 = running_mean, x4 = running_var; options training, cl */
+static mt_tensor *b_batchnorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    c->training = parity_opt(in, "training") != 0;
+    return mt_batchnorm(c, x[0], arg(x, n, 1), arg(x, n, 2), arg(x, n, 3), arg(x, n, 4), 0.1f,
+                        parity_opt(in, "eps"), parity_opt(in, "cl") != 0);
+}
+
+/* Running statistics after training steps: x0 (steps N, C, ...) the batches stacked along dim 0,
+   x1 running_mean, x2 running_var; y = (2, C): the statistics after the steps. */
+static mt_tensor *b_batchnorm_steps(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    int C = x[1]->shape[0], steps = (int)parity_opt(in, "steps");
+    mt_tensor *xs = x[0];
+    int shape[MT_MAX_DIMS];
+    for (int d = 0; d < xs->ndim; d++) shape[d] = xs->shape[d];
+    shape[0] /= steps;
+    for (int k = 0; k < steps; k++) {
+        mt_tensor *xk = mt_tensor_from(c, xs->data + k * (xs->n / steps), xs->ndim, shape);
+        mt_batchnorm(c, xk, NULL, NULL, x[1], x[2], 0.1f, parity_opt(in, "eps"),
+                     parity_opt(in, "cl") != 0);
+    }
+    mt_tensor *y = mt_tensor_new(c, 2, (int[]){2, C});
+    for (int i = 0; i < C; i++) y->data[i] = x[1]->data[i], y->data[C + i] = x[2]->data[i];
+    return y;
+}
+
+static mt_tensor *b_instancenorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    return mt_instancenorm(c, x[0], arg(x, n, 1), arg(x, n, 2), parity_opt(in, "eps"),
+                           parity_opt(in, "cl") != 0);
+}
+
+static mt_tensor *b_groupnorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    return mt_groupnorm(c, x[0], (int)parity_opt(in, "G"), arg(x, n, 1), arg(x, n, 2),
+                        parity_opt(in, "eps"), parity_opt(in, "cl") != 0);
+}
+
 static const parity_op OPS[] = {
+    {"batchnorm", b_batchnorm},
+    {"batchnorm_steps", b_batchnorm_steps},
+    {"instancenorm", b_instancenorm},
+    {"groupnorm", b_groupnorm},
     {"layernorm", b_layernorm},
     {"rmsnorm", b_rmsnorm},
     {"prmsnorm", b_prmsnorm},

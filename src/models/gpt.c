@@ -1,13 +1,13 @@
 /* GPT (Radford et al. 2019): token and learned position embeddings, n_layer causal blocks from
    src/nn with the configured norm and placement, a head tied to the token embedding by default.
    B T C V as in nn.h; ids and targets are (B*T), row-major over (B, T). */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_json.h"
 #include "gpt_internal.h"
 
 /* ---- init schemes ------------------------------------------------------------------------------ */
@@ -97,124 +97,42 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-/* ---- config as JSON: one table of fields for both directions ---------------------------------- */
+/* ---- config as JSON: one table of fields for both directions (config_json.h) ---------------- */
 
-typedef enum { F_INT, F_FLOAT, F_BOOL, F_NORM, F_RMS_FORM, F_PLACE, F_INIT, F_ACT } field_type;
-
-static const struct {
-    const char *key;
-    field_type type;
-    size_t off;
-} FIELDS[] = {
-    {"n_layer", F_INT, offsetof(mt_gpt_config, n_layer)},
-    {"n_head", F_INT, offsetof(mt_gpt_config, n_head)},
-    {"n_embd", F_INT, offsetof(mt_gpt_config, n_embd)},
-    {"n_ctx", F_INT, offsetof(mt_gpt_config, n_ctx)},
-    {"n_vocab", F_INT, offsetof(mt_gpt_config, n_vocab)},
-    {"n_ff", F_INT, offsetof(mt_gpt_config, n_ff)},
-    {"norm", F_NORM, offsetof(mt_gpt_config, norm.kind)},
-    {"placement", F_PLACE, offsetof(mt_gpt_config, placement)},
-    {"norm_eps", F_FLOAT, offsetof(mt_gpt_config, norm.eps)},
-    {"prms_p", F_FLOAT, offsetof(mt_gpt_config, norm.prms_p)},
-    {"gn_groups", F_INT, offsetof(mt_gpt_config, norm.gn_groups)},
-    {"rms_form", F_RMS_FORM, offsetof(mt_gpt_config, norm.rms_form)},
-    {"rms_bias", F_BOOL, offsetof(mt_gpt_config, norm.rms_bias)},
-    {"in_affine", F_BOOL, offsetof(mt_gpt_config, norm.in_affine)},
-    {"deepnorm_alpha", F_FLOAT, offsetof(mt_gpt_config, deepnorm_alpha)},
-    {"deepnorm_beta", F_FLOAT, offsetof(mt_gpt_config, deepnorm_beta)},
-    {"init", F_INIT, offsetof(mt_gpt_config, init)},
-    {"tied", F_BOOL, offsetof(mt_gpt_config, tied)},
-    {"bias", F_BOOL, offsetof(mt_gpt_config, bias)},
-    {"act", F_ACT, offsetof(mt_gpt_config, act)},
-    {"dropout", F_FLOAT, offsetof(mt_gpt_config, dropout)},
+#define F(key, type, field) {key, MT_CF_##type, offsetof(mt_gpt_config, field)}
+static const mt_cf_field FIELDS[] = {
+    F("n_layer", INT, n_layer),
+    F("n_head", INT, n_head),
+    F("n_embd", INT, n_embd),
+    F("n_ctx", INT, n_ctx),
+    F("n_vocab", INT, n_vocab),
+    F("n_ff", INT, n_ff),
+    F("norm", NORM, norm.kind),
+    F("placement", PLACE, placement),
+    F("norm_eps", FLOAT, norm.eps),
+    F("prms_p", FLOAT, norm.prms_p),
+    F("gn_groups", INT, norm.gn_groups),
+    F("rms_form", RMS_FORM, norm.rms_form),
+    F("rms_bias", BOOL, norm.rms_bias),
+    F("in_affine", BOOL, norm.in_affine),
+    F("deepnorm_alpha", FLOAT, deepnorm_alpha),
+    F("deepnorm_beta", FLOAT, deepnorm_beta),
+    F("init", INIT, init),
+    F("tied", BOOL, tied),
+    F("bias", BOOL, bias),
+    F("act", ACT, act),
+    F("dropout", FLOAT, dropout),
 };
+#undef F
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
-static const char *rms_form_name(mt_rms_form f) { return f == MT_RMS_PAPER ? "paper" : "llama"; }
-
 char *mt_gpt_config_to_json(const mt_gpt_config *cfg) {
-    cJSON *o = cJSON_CreateObject();
-    MT_ASSERT(o, "config: out of memory for JSON");
-    for (int i = 0; i < N_FIELDS; i++) {
-        const void *p = (const char *)cfg + FIELDS[i].off;
-        const char *k = FIELDS[i].key, *s = NULL;
-        int e = *(const int *)p; /* the enums are int-sized */
-        switch (FIELDS[i].type) {
-        case F_INT: cJSON_AddNumberToObject(o, k, *(const int *)p); break;
-        case F_FLOAT: cJSON_AddNumberToObject(o, k, *(const float *)p); break;
-        case F_BOOL: cJSON_AddBoolToObject(o, k, *(const bool *)p); break;
-        case F_NORM: s = mt_norm_name((mt_norm_kind)e); break;
-        case F_RMS_FORM: s = rms_form_name((mt_rms_form)e); break;
-        case F_PLACE: s = mt_placement_name((mt_placement)e); break;
-        case F_INIT: s = mt_init_scheme_name((mt_init_scheme)e); break;
-        case F_ACT: s = mt_act_name((mt_act)e); break;
-        }
-        if (s) cJSON_AddStringToObject(o, k, s);
-    }
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    MT_ASSERT(json, "config: out of memory for JSON");
-    return json;
-}
-
-/* Sets one field from a JSON value, checking its type. */
-static mt_status set_field(mt_gpt_config *cfg, int i, const cJSON *v, mt_err *err) {
-    void *p = (char *)cfg + FIELDS[i].off;
-    const char *k = FIELDS[i].key;
-    field_type t = FIELDS[i].type;
-    if (t == F_INT || t == F_FLOAT) {
-        if (!cJSON_IsNumber(v))
-            return mt_errorf(err, MT_EINVAL, "config: %s must be a number", k);
-        double d = v->valuedouble;
-        if (t == F_FLOAT) return *(float *)p = (float)d, MT_OK;
-        if (d != floor(d) || fabs(d) > 1e9)
-            return mt_errorf(err, MT_EINVAL, "config: %s = %g, must be a whole number", k, d);
-        return *(int *)p = (int)d, MT_OK;
-    }
-    if (t == F_BOOL) {
-        if (!cJSON_IsBool(v))
-            return mt_errorf(err, MT_EINVAL, "config: %s must be true or false", k);
-        return *(bool *)p = cJSON_IsTrue(v), MT_OK;
-    }
-    if (!cJSON_IsString(v)) return mt_errorf(err, MT_EINVAL, "config: %s must be a string", k);
-    const char *s = v->valuestring;
-    switch (t) {
-    case F_NORM: return mt_norm_parse(s, (mt_norm_kind *)p, err);
-    case F_PLACE: return mt_placement_parse(s, (mt_placement *)p, err);
-    case F_INIT: return mt_init_scheme_parse(s, (mt_init_scheme *)p, err);
-    case F_ACT: return mt_act_parse(s, (mt_act *)p, err);
-    case F_RMS_FORM:
-        if (strcmp(s, "llama") && strcmp(s, "paper"))
-            return mt_errorf(err, MT_EINVAL, "config: rms_form '%s' (accepted: llama, paper)", s);
-        return *(mt_rms_form *)p = strcmp(s, "paper") ? MT_RMS_LLAMA : MT_RMS_PAPER, MT_OK;
-    default: break;
-    }
-    MT_ASSERT(0, "config: field type %d", (int)t);
+    return mt_cf_to_json(FIELDS, N_FIELDS, cfg);
 }
 
 mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *err) {
-    cJSON *o = cJSON_Parse(json);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return mt_errorf(err, MT_EFORMAT, "config: not a JSON object: %.80s", json);
-    }
     *cfg = mt_gpt_config_default();
-    mt_status st = MT_OK;
-    for (const cJSON *v = o->child; v && st == MT_OK; v = v->next) {
-        int i = 0;
-        while (i < N_FIELDS && strcmp(FIELDS[i].key, v->string)) i++;
-        if (i == N_FIELDS) {
-            char keys[512] = "";
-            for (int j = 0; j < N_FIELDS; j++)
-                snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", j ? ", " : "",
-                         FIELDS[j].key);
-            st = mt_errorf(err, MT_EINVAL, "config: unknown key '%s' (accepted: %s)", v->string,
-                           keys);
-        } else {
-            st = set_field(cfg, i, v, err);
-        }
-    }
-    cJSON_Delete(o);
+    mt_status st = mt_cf_from_json(FIELDS, N_FIELDS, json, cfg, err);
     return st == MT_OK ? mt_gpt_config_validate(cfg, err) : st;
 }
 

@@ -54,4 +54,55 @@ char *mt_gpt_config_to_json(const mt_gpt_config *cfg); /* malloc'd JSON object *
 mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *err);
 void mt_gpt_free(mt_gpt *m);
 
+/* ---- ViT (issue 10) -----------------------------------------------------------------------------
+ * Vision Transformer (Dosovitskiy et al. 2021, arXiv 2010.11929) on images x (B, CH, H, W):
+ * P x P patches in raster order, T = (H / P)(W / P), each flattened as (CH, P, P) -- the layout of
+ * a torch Conv2d(CH, C, P, stride P) weight, so patch_embed.weight (C, CH P P) is that weight
+ * reshaped -- mapped to C channels; with the class token the sequence is [cls, patches] (T + 1);
+ * a learned position embedding; n_layer bidirectional blocks from src/nn (any norm: bn, in, gn
+ * too, their statistics over the tokens as mt_norm_tokens defines them; any placement, DeepNorm
+ * with the encoder-only alpha and beta); the final norm (pre only) on every token; the class
+ * token's output or the mean over tokens; a linear head to K classes.
+ * Parameter names: patch_embed.{weight,bias}, cls_token (1, C) (cls pooling only),
+ * pos_emb.weight (T or T + 1, C), blocks.{i}.* as the GPT's, final_norm.*, head.{weight,bias}. */
+typedef enum { MT_VIT_POOL_CLS, MT_VIT_POOL_MEAN } mt_vit_pool;
+const char *mt_vit_pool_name(mt_vit_pool p); /* "cls", "mean" */
+mt_status mt_vit_pool_parse(const char *name, mt_vit_pool *p, mt_err *err);
+
+typedef struct {
+    int image_h, image_w, channels, patch, n_classes;
+    int n_layer, n_head, n_embd, n_ff;
+    mt_norm_cfg norm;
+    mt_placement placement;
+    float deepnorm_alpha, deepnorm_beta; /* from the encoder-only row unless set (> 0) */
+    mt_init_scheme init;
+    bool bias;
+    mt_act act;
+    float dropout;
+    mt_vit_pool pool;
+} mt_vit_config;
+
+typedef struct mt_vit_layout mt_vit_layout; /* parameter indices, private to the model */
+
+typedef struct {
+    mt_vit_config cfg;
+    mt_params P;
+    mt_vit_layout *layout;
+} mt_vit;
+
+mt_vit_config mt_vit_config_default(void); /* 28x28x1, patch 7, 10 classes, 4 layers of 64 */
+/* Checks every field (the patch divides the image, n_head divides n_embd, the norm's options)
+   and fills the derived ones (n_ff = 4 n_embd when 0, DeepNorm's constants, init AUTO). */
+mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err);
+int mt_vit_tokens(const mt_vit_config *cfg); /* the sequence length: patches (+ 1 with cls) */
+mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
+void mt_vit_init_weights(mt_vit *m, mt_rng *r);
+/* images (B, CH, H, W) -> logits (B, K) */
+mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
+/* Mean cross-entropy of labels (B) in [0, K): a scalar. */
+mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B);
+char *mt_vit_config_to_json(const mt_vit_config *cfg); /* malloc'd JSON object */
+mt_status mt_vit_config_from_json(const char *json, mt_vit_config *cfg, mt_err *err);
+void mt_vit_free(mt_vit *m);
+
 #endif

@@ -1,0 +1,236 @@
+"""The ViT against a PyTorch model written here (float64), on the same weights (passed by their mt
+names): logits, loss and the gradient of every parameter after one training-mode step, BatchNorm's
+running statistics after it, and the logits in eval mode, to 1e-4 relative -- for every norm
+(BatchNorm, InstanceNorm and GroupNorm included) x every placement, with the class token and mean
+pooling, gray and RGB, square and non-square images, biases on and off, each activation. The patch
+embedding is checked against torch's Conv2d(kernel = stride = P) on the weight reshaped, the
+layout models.h promises."""
+import json
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness import Report, run_driver
+
+rng = np.random.default_rng(0)
+R = Report("parity vit")
+TOL = 1e-4
+
+
+def norm_params(cfg):
+    """(suffix, kind) of a norm's parameters, as the mt table names them."""
+    kind = cfg["norm"]
+    if kind in ("ln", "gn"):
+        return [("weight", "w"), ("bias", "b")]
+    if kind == "bn":
+        return [("weight", "w"), ("bias", "b"), ("running_mean", "rm"), ("running_var", "rv")]
+    if kind == "in":
+        return [("weight", "w"), ("bias", "b")] if cfg.get("in_affine") else []
+    if kind == "rms" and cfg.get("rms_form") == "paper" and cfg.get("rms_bias"):
+        return [("weight", "w"), ("bias", "b")]
+    if kind in ("rms", "prms"):
+        return [("weight", "w")]
+    if kind == "scale":
+        return [("g", "g")]
+    return []
+
+
+def param_shapes(cfg):
+    """Every parameter (and buffer) the ViT must have, name -> (shape, kind)."""
+    C, Fw, L, K = cfg["n_embd"], cfg["n_ff"], cfg["n_layer"], cfg["n_classes"]
+    P, CH = cfg["patch"], cfg["channels"]
+    T = (cfg["image_h"] // P) * (cfg["image_w"] // P) + (cfg["pool"] == "cls")
+    shapes = {}
+
+    def norm(prefix):
+        for suffix, kind in norm_params(cfg):
+            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (C,), kind)
+
+    def linear(prefix, out, inp, bias=cfg["bias"]):
+        shapes[prefix + ".weight"] = ((out, inp), "m")
+        if bias:
+            shapes[prefix + ".bias"] = ((out,), "b")
+
+    linear("patch_embed", C, CH * P * P)
+    if cfg["pool"] == "cls":
+        shapes["cls_token"] = ((1, C), "e")
+    shapes["pos_emb.weight"] = ((T, C), "e")
+    for i in range(L):
+        norm(f"blocks.{i}.attn_norm")
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            linear(f"blocks.{i}.attn.{proj}", C, C)
+        norm(f"blocks.{i}.ffn_norm")
+        linear(f"blocks.{i}.ffn.fc1", Fw, C)
+        linear(f"blocks.{i}.ffn.fc2", C, Fw)
+    if cfg["placement"] == "pre":
+        norm("final_norm")
+    linear("head", K, C, bias=True)
+    return shapes
+
+
+def random_params(cfg):
+    C = cfg["n_embd"]
+    out = {}
+    for name, (shape, kind) in param_shapes(cfg).items():
+        z = rng.standard_normal(shape)
+        v = {"m": lambda: z * 1.2 / math.sqrt(shape[1]), "e": lambda: 0.5 * z,
+             "w": lambda: 1 + 0.2 * z, "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
+             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape),
+             "b": lambda: 0.1 * z}[kind]()
+        out[name] = v.astype(np.float32)
+    return out
+
+
+class TorchViT:
+    """The ViT of models.h in plain torch, float64, parameters under the mt names."""
+
+    def __init__(self, cfg, params):
+        self.cfg = cfg
+        self.p = {k: torch.tensor(v, dtype=torch.float64,
+                                  requires_grad=not k.endswith(("running_mean", "running_var")))
+                  for k, v in params.items()}
+        self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet, encoder-only
+        self.training = True
+        self.g_terms = {}
+
+    def norm(self, x, prefix):
+        cfg, p, C = self.cfg, self.p, self.cfg["n_embd"]
+        kind, eps = cfg["norm"], cfg["norm_eps"]
+        w, b = p.get(prefix + ".weight"), p.get(prefix + ".bias")
+        if kind == "ln":
+            return F.layer_norm(x, (C,), w, b, eps)
+        if kind == "bn":  # over B*T per channel; running stats with momentum 0.1
+            y = F.batch_norm(x.reshape(-1, C), p[prefix + ".running_mean"],
+                             p[prefix + ".running_var"], w, b, self.training, 0.1, eps)
+            return y.reshape(x.shape)
+        if kind == "in":  # per image and channel over the tokens, in eval mode too
+            return F.instance_norm(x.transpose(1, 2), weight=w, bias=b, eps=eps).transpose(1, 2)
+        if kind == "gn":  # per token, groups of C / G channels
+            return F.group_norm(x.reshape(-1, C), cfg["gn_groups"], w, b, eps).reshape(x.shape)
+        if kind == "rms" and cfg["rms_form"] == "llama":
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+        if kind == "rms":  # the paper's code: eps outside the sqrt, optional bias
+            y = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w
+            return y + b if cfg.get("rms_bias") else y
+        if kind == "prms":
+            k = max(1, int(C * cfg["prms_p"]))
+            return x * torch.rsqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + eps) * w
+        if kind == "scale":
+            xh = x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
+            if xh.requires_grad:  # the scale of dL/dg = sum(dy * xh): the sum of |terms|
+                xh.register_hook(lambda d: self.g_terms.__setitem__(
+                    prefix, (d * xh.detach()).abs().sum().item() / p[prefix + ".g"].item()))
+            return p[prefix + ".g"] * xh
+        assert kind == "none"
+        return x
+
+    def linear(self, x, prefix):
+        return F.linear(x, self.p[prefix + ".weight"], self.p.get(prefix + ".bias"))
+
+    def attn(self, x, i):  # bidirectional: no mask
+        B, T, C = x.shape
+        NH = self.cfg["n_head"]
+        pre = f"blocks.{i}.attn."
+        q, k, v = (self.linear(x, pre + n).view(B, T, NH, C // NH).transpose(1, 2)
+                   for n in ("q_proj", "k_proj", "v_proj"))
+        s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
+        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return self.linear(y, pre + "out_proj")
+
+    def ffn(self, x, i):
+        act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
+               "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
+        return self.linear(act(self.linear(x, f"blocks.{i}.ffn.fc1")), f"blocks.{i}.ffn.fc2")
+
+    def residual(self, x, prefix, f):
+        pl = self.cfg["placement"]
+        if pl == "pre":
+            return x + f(self.norm(x, prefix))
+        if pl == "post":
+            return self.norm(x + f(x), prefix)
+        return self.norm(self.alpha * x + f(x), prefix)
+
+    def forward(self, images):
+        p, cfg = self.p, self.cfg
+        C, P, CH = cfg["n_embd"], cfg["patch"], cfg["channels"]
+        conv_w = p["patch_embed.weight"].reshape(C, CH, P, P)
+        x = F.conv2d(images, conv_w, p.get("patch_embed.bias"), stride=P)  # (B, C, gh, gw)
+        x = x.flatten(2).transpose(1, 2)  # (B, np, C), patches in raster order
+        if cfg["pool"] == "cls":
+            x = torch.cat([p["cls_token"].expand(x.shape[0], 1, C), x], 1)
+        x = x + p["pos_emb.weight"]
+        for i in range(cfg["n_layer"]):
+            x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
+            x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
+        if cfg["placement"] == "pre":
+            x = self.norm(x, "final_norm")
+        x = x[:, 0] if cfg["pool"] == "cls" else x.mean(1)
+        return self.linear(x, "head")
+
+
+NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
+         ("gn", {"gn_groups": 4}), ("gn", {"gn_groups": 1}), ("rms", {"rms_form": "llama"}),
+         ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
+         ("prms", {"prms_p": 0.25}), ("scale", {}), ("none", {})]
+ACTS = ["gelu", "gelu_erf", "relu", "silu"]
+
+case = 0
+for norm, opts in NORMS:
+    for placement in ("pre", "post", "deepnorm"):
+        rgb, wide = case % 2 == 1, case % 3 == 2
+        cfg = {"image_h": 8, "image_w": 12 if wide else 8, "channels": 3 if rgb else 1,
+               "patch": 4 if case % 4 else 2, "n_classes": 5, "n_layer": 2 + case % 2,
+               "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16, "n_ff": 24 + 8 * (case % 2),
+               "norm": norm, "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
+               "prms_p": 0.0625, "gn_groups": 1, "in_affine": False, "bias": case % 5 != 3,
+               "act": ACTS[case % 4], "dropout": 0.0, "pool": "mean" if case % 2 else "cls"}
+        cfg.update(opts)
+        B = 3 + case % 2
+        images = rng.standard_normal((B, cfg["channels"], cfg["image_h"], cfg["image_w"]))
+        labels = rng.integers(0, cfg["n_classes"], B)
+        params = random_params(cfg)
+        model = TorchViT(cfg, params)
+        logits = model.forward(torch.tensor(images))
+        loss = F.cross_entropy(logits, torch.tensor(labels))
+        loss.backward()
+        model.training = False
+        with torch.no_grad():
+            logits_eval = model.forward(torch.tensor(images))
+
+        tensors = dict(params, images=images.astype(np.float32),
+                       labels=labels.astype(np.float32))
+        got = run_driver("vit", tensors, {"config": json.dumps(cfg)})
+        label = (f"{norm}{'/' + '/'.join(f'{k}={v}' for k, v in opts.items()) if opts else ''}"
+                 f" {placement} {cfg['pool']} {cfg['channels']}x{cfg['image_h']}x"
+                 f"{cfg['image_w']}/p{cfg['patch']} L{cfg['n_layer']}"
+                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
+        R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
+        R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
+        R.check(f"{label} eval logits", got["logits_eval"], logits_eval.numpy(), TOL)
+        trained = {k for k, t in model.p.items() if t.requires_grad}
+        grads = {k[5:] for k in got if k.startswith("grad.")}
+        if grads != trained:
+            R.check(f"{label} parameter names", sorted(grads), sorted(trained))
+        for name, t in model.p.items():
+            if not t.requires_grad:  # a buffer: BatchNorm's running statistics after the step
+                R.check(f"{label} {name}", got["buf." + name], t.detach().numpy(), TOL)
+                continue
+            want = t.grad.numpy().reshape(got["grad." + name].shape)
+            tol = TOL
+            if name.endswith("k_proj.bias"):
+                # q.(k + b) shifts a softmax row by a constant: the true gradient is 0, so both
+                # sides hold rounding noise; measure it against the q_proj bias gradient.
+                ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+                tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
+            if name.endswith(".g"):
+                # After a post or DeepNorm ScaleNorm the next ScaleNorm makes the loss nearly
+                # invariant to g, and dL/dg = sum(dy * xh) cancels (|sum| / sum|terms| ~ 2e-5
+                # was seen): measure the error against the sum of |terms|.
+                terms = model.g_terms[name[:-2]]
+                tol = TOL * max(1.0, terms / max(np.abs(want).max(), 1e-30))
+            R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+        case += 1
+
+R.finish()

@@ -39,6 +39,12 @@ static void test_config(void) {
     expect_invalid(g, "n_classes = 0");
     g = tiny(), g.dropout = 1;
     expect_invalid(g, "dropout");
+    g = tiny(), g.norm = mt_norm_default(MT_NORM_IN), g.pool = MT_VIT_POOL_MEAN;
+    expect_invalid(g, "norm in with pool mean");
+    g.pool = MT_VIT_POOL_CLS;
+    CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "in with cls: %s", e.msg);
+    g = tiny(), g.norm = mt_norm_default(MT_NORM_BN);
+    CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "bn is fine in an encoder: %s", e.msg);
 
     /* DeepNorm, encoder-only row: alpha = (2N)^(1/4), beta = (8N)^(-1/4), init deepnorm */
     g = tiny(), g.n_layer = 6, g.placement = MT_PLACE_DEEPNORM;

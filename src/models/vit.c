@@ -96,6 +96,14 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     /* not causal: an image's patches may all see each other, so bn and in are fine here */
     mt_status st = mt_norm_validate(&cfg->norm, cfg->n_embd, false, err);
     if (st != MT_OK) return st;
+    /* Every placement ends in a norm (pre: the final norm; post, deepnorm: the last block's), and
+       InstanceNorm gives each channel mean 0 (its bias) over the tokens: the mean over tokens
+       would be the same for every image. */
+    if (cfg->norm.kind == MT_NORM_IN && cfg->pool == MT_VIT_POOL_MEAN)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: norm in with pool mean: InstanceNorm sets every channel's mean "
+                         "over the tokens to its bias, so mean pooling would see the same "
+                         "features for every image; use pool cls with norm in");
     if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
     float alpha, beta;
     mt_deepnorm_constants(MT_DEEPNORM_ENCODER_ONLY, cfg->n_layer, 0, &alpha, &beta);

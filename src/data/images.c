@@ -76,7 +76,7 @@ static mt_status list_dir(const char *dir, bool want_dirs, char ***names, int *n
         s[cnt++] = xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(s, (size_t)cnt, sizeof *s, cmp_str);
+    if (cnt > 1) qsort(s, (size_t)cnt, sizeof *s, cmp_str);
     *names = s;
     *n = cnt;
     return MT_OK;

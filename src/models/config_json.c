@@ -14,7 +14,7 @@ char *mt_cf_to_json(const mt_cf_field *fields, int n, const void *cfg) {
     for (int i = 0; i < n; i++) {
         const void *p = (const char *)cfg + fields[i].off;
         const char *k = fields[i].key, *s = NULL;
-        int e = *(const int *)p; /* the enums are int-sized */
+        int e = fields[i].type >= MT_CF_NORM ? *(const int *)p : 0; /* an enum: int-sized */
         switch (fields[i].type) {
         case MT_CF_INT: cJSON_AddNumberToObject(o, k, *(const int *)p); break;
         case MT_CF_FLOAT: cJSON_AddNumberToObject(o, k, *(const float *)p); break;

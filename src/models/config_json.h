@@ -11,7 +11,7 @@ typedef enum {
     MT_CF_INT,      /* int */
     MT_CF_FLOAT,    /* float */
     MT_CF_BOOL,     /* bool */
-    MT_CF_NORM,     /* mt_norm_kind, by mt_norm_name */
+    MT_CF_NORM,     /* mt_norm_kind, by mt_norm_name; this and the rest: int-sized enums */
     MT_CF_RMS_FORM, /* mt_rms_form: "llama", "paper" */
     MT_CF_PLACE,    /* mt_placement, by mt_placement_name */
     MT_CF_INIT,     /* mt_init_scheme, by mt_init_scheme_name */

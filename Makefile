@@ -87,7 +87,7 @@ fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz_}; mkdir -p build-fuzz/corpus-$$name; \
 	  echo "fuzz $$name for $(FUZZ_SECONDS) s"; \
 	  dict=tests/fuzz/$$name.dict; [ -e $$dict ] && dict=-dict=$$dict || dict=; \
-	  $$f $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$name \
+	  $$f $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build-fuzz/$$name- build-fuzz/corpus-$$name \
 	    tests/fuzz/corpus/$$name 2>build-fuzz/$$name.log || { tail -40 build-fuzz/$$name.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|cov:" build-fuzz/$$name.log | tail -2; \
 	done

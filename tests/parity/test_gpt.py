@@ -157,7 +157,7 @@ class TorchGPT(torch.nn.Module):
 
 NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
          ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
-         ("prms", {"prms_p": 0.25}), ("scale", {}), ("none", {})]  # + gn once issue 3 has it
+         ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {})]
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
 case = 0

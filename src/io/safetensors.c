@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -174,8 +175,11 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
     memset(st, 0, sizeof *st);
     FILE *f = fopen(path, "rb");
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    /* a directory opens, and ftell then reports LONG_MAX: only a regular file is read */
+    struct stat sb;
     long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return mt_errorf(err, MT_EIO, "%s: cannot read (not a regular file?)", path);

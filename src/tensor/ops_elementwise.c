@@ -1,10 +1,10 @@
 /* Elementwise ops: add, mul, scale, the activations and dropout. Loops are OpenMP-parallel above
    MT_PAR_MIN elements and vectorise. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tensor.h"
+#include "vmath.h"
 
 /* ---- add: y = a + b, b the same shape as a or one row (C,) broadcast over a's rows ---------- */
 
@@ -126,19 +126,16 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
 }
 
 /* ---- activations: y = F(x), dx += dy * F'(x) --------------------------------------------------
- * ACTIVATION(name, F, F') defines the forward and backward kernels (F and F' are expressions in
- * the float x), the op record and the builder mt_<name>(c, x) of one activation. */
+ * ACTIVATION(name) defines, from the inline functions name_f (F) and name_df (F'), the forward and
+ * backward kernels, the op record and the builder mt_<name>(c, x). */
 // clang-format off
-#define ACTIVATION(NAME, F, DF)                                                                   \
+#define ACTIVATION(NAME)                                                                          \
     static void NAME##_forward(mt_node *n) {                                                      \
         const float *X = n->in[0]->data;                                                          \
         float *Y = n->out->data;                                                                  \
         size_t N = n->out->n;                                                                     \
         _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
-        for (size_t i = 0; i < N; i++) {                                                          \
-            float x = X[i];                                                                       \
-            Y[i] = (F);                                                                           \
-        }                                                                                         \
+        for (size_t i = 0; i < N; i++) Y[i] = NAME##_f(X[i]);                                     \
     }                                                                                             \
     static void NAME##_backward(mt_node *n) {                                                     \
         const float *X = n->in[0]->data, *dY = n->out->grad;                                      \
@@ -146,10 +143,7 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
         size_t N = n->out->n;                                                                     \
         if (!dX) return;                                                                          \
         _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
-        for (size_t i = 0; i < N; i++) {                                                          \
-            float x = X[i];                                                                       \
-            dX[i] += dY[i] * (DF);                                                                \
-        }                                                                                         \
+        for (size_t i = 0; i < N; i++) dX[i] += dY[i] * NAME##_df(X[i]);                          \
     }                                                                                             \
     static const mt_op OP_##NAME = {#NAME, NAME##_forward, NAME##_backward};                      \
     mt_tensor *mt_##NAME(mt_ctx *c, mt_tensor *x) {                                               \
@@ -162,25 +156,36 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
 /* GELU, tanh form (Hendrycks and Gimpel 2016; GPT-2; torch's approximate='tanh'):
    y = x/2 (1 + t),  t = tanh(u),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi)
    y' = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2) */
-#define GELU_K 0.7978845608028654f
-#define GELU_U(x) (GELU_K * ((x) + 0.044715f * (x) * (x) * (x)))
-ACTIVATION(gelu, 0.5f * x * (1.0f + tanhf(GELU_U(x))),
-           0.5f * (1.0f + tanhf(GELU_U(x))) + 0.5f * x *
-                                                  (1.0f - tanhf(GELU_U(x)) * tanhf(GELU_U(x))) *
-                                                  GELU_K * (1.0f + 3.0f * 0.044715f * x * x))
+static inline float gelu_f(float x) {
+    return 0.5f * x * (1.0f + mt_vtanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+static inline float gelu_df(float x) {
+    float t = mt_vtanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 0.134145f * x * x);
+}
+ACTIVATION(gelu)
 
-/* GELU, exact: y = x Phi(x) = x/2 (1 + erf(x / sqrt 2));  y' = Phi(x) + x phi(x),
+/* GELU, exact: y = x Phi(x),  Phi(x) = erfc(-x / sqrt 2) / 2;  y' = Phi(x) + x phi(x),
    phi(x) = exp(-x^2/2) / sqrt(2 pi) */
-ACTIVATION(gelu_erf, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)),
-           0.5f * (1.0f + erff(x * 0.7071067811865476f)) +
-               x * 0.3989422804014327f * expf(-0.5f * x * x))
+static inline float gelu_erf_f(float x) { return 0.5f * x * mt_verfcf(-0.7071067812f * x); }
+static inline float gelu_erf_df(float x) {
+    return 0.5f * mt_verfcf(-0.7071067812f * x) + x * 0.3989422804f * mt_vexpf(-0.5f * x * x);
+}
+ACTIVATION(gelu_erf)
 
 /* ReLU: y = max(x, 0);  y' = [x > 0] (0 at 0, as torch) */
-ACTIVATION(relu, x > 0.0f ? x : 0.0f, x > 0.0f ? 1.0f : 0.0f)
+static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
+static inline float relu_df(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+ACTIVATION(relu)
 
 /* SiLU (swish): y = x s,  s = sigmoid(x) = 1 / (1 + e^-x);  y' = s (1 + x (1 - s)) */
-#define SIGMOID(x) (1.0f / (1.0f + expf(-(x))))
-ACTIVATION(silu, x *SIGMOID(x), SIGMOID(x) * (1.0f + x * (1.0f - SIGMOID(x))))
+static inline float silu_f(float x) { return x / (1.0f + mt_vexpf(-x)); }
+static inline float silu_df(float x) {
+    float s = 1.0f / (1.0f + mt_vexpf(-x));
+    return s * (1.0f + x * (1.0f - s));
+}
+ACTIVATION(silu)
 
 /* ---- dropout: y = x * mask, mask_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout);
  * saved[0] = mask, drawn in order from c->rng so a seed fixes it whatever the thread count. */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "tensor.h"
+#include "vmath.h"
 
 /* ---- sum and mean of all elements: y = f * sum_i x_i, f = 1 (sum) or 1/n (mean) ------------ */
 
@@ -65,8 +66,10 @@ static void softmax_forward(mt_node *n) {
     for (long r = 0; r < N; r++) {
         const float *xr = x + r * C;
         float *yr = y + r * C, mx = -INFINITY, s = 0;
+#pragma omp simd reduction(max : mx)
         for (int j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
-        for (int j = 0; j < C; j++) s += yr[j] = expf(xr[j] - mx);
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < C; j++) s += yr[j] = mt_vexpf(xr[j] - mx);
         float inv = 1.0f / s;
 #pragma omp simd
         for (int j = 0; j < C; j++) yr[j] *= inv;
@@ -114,8 +117,10 @@ static void cross_entropy_forward(mt_node *n) {
     for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
         float mx = -INFINITY, s = 0;
+#pragma omp simd reduction(max : mx)
         for (int j = 0; j < V; j++) mx = xr[j] > mx ? xr[j] : mx;
-        for (int j = 0; j < V; j++) s += expf(xr[j] - mx);
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
         lse[r] = mx + logf(s);
         loss[r] = t[r] == ignore ? 0.0f : lse[r] - xr[t[r]];
     }
@@ -137,7 +142,8 @@ static void cross_entropy_backward(mt_node *n) {
         if (t[r] == ignore) continue;
         const float *xr = x + r * V;
         float *dxr = dx + r * V, l = lse[r];
-        for (int j = 0; j < V; j++) dxr[j] += g * expf(xr[j] - l);
+#pragma omp simd
+        for (int j = 0; j < V; j++) dxr[j] += g * mt_vexpf(xr[j] - l);
         dxr[t[r]] -= g;
     }
 }

@@ -1,0 +1,65 @@
+/* Float exp, tanh and erfc written so that loops over them vectorise (libm's expf, tanhf and erfcf
+ * are scalar calls that stop the vectoriser). Internal to the ops; deterministic (no table, no
+ * state). Errors are measured against double precision in tests/test_ops.c. */
+#ifndef MT_VMATH_H
+#define MT_VMATH_H
+
+#include <math.h>
+
+/* 2^n for an integer n in [-126, 127], built in the exponent bits */
+static inline float mt_vpow2i(int n) {
+    union {
+        int i;
+        float f;
+    } u = {.i = (n + 127) << 23};
+    return u.f;
+}
+
+/* exp(x): x = n ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in two parts; n rounded by adding and
+   subtracting 1.5 * 2^23, as floorf does not vectorise without -ffast-math), exp(r) by the Cephes
+   expf polynomial, times 2^n as two halves so that n = 128 (x near 88.7) stays representable.
+   Relative error < 3e-7. 0 below -87.33 (where floats turn subnormal), inf above 88.72, NaN
+   stays NaN. */
+static inline float mt_vexpf(float x) {
+    float c = x > -87.5f ? x : -87.5f; /* NaN -> -87.5, put back at the end */
+    c = c < 88.75f ? c : 88.75f;
+    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int ni = (int)n, h = ni >> 1;
+    float y = p * mt_vpow2i(h) * mt_vpow2i(ni - h);
+    return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : x != x ? x : y;
+}
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1); absolute error < 3e-7 (the relative error of tiny x is large:
+   use it where tanh is added to something of order 1, as in GELU). +-1 for large |x|. */
+static inline float mt_vtanhf(float x) { return 1.0f - 2.0f / (mt_vexpf(2.0f * x) + 1.0f); }
+
+/* erfc(x) = 1 - erf(x) (Numerical Recipes' erfcc, a Chebyshev fit with fractional error 1.2e-7):
+   t = 1/(1 + |x|/2),  erfc(|x|) = t exp(-x^2 + P(t)),  erfc(-x) = 2 - erfc(x). In float the
+   relative error grows with the rounding of x^2: < 2e-6 for x < 3; erf = 1 - erfc has an absolute
+   error < 4e-7. Computing erfc directly keeps Phi(x) = erfc(-x / sqrt 2) / 2 accurate in the left
+   tail, where 1 + erf(x) would cancel. */
+static inline float mt_verfcf(float x) {
+    float z = fabsf(x), t = 1.0f / (1.0f + 0.5f * z);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    float e = t * mt_vexpf(p - z * z);
+    return x < 0.0f ? 2.0f - e : e;
+}
+
+#endif

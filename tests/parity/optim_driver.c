@@ -1,0 +1,187 @@
+/* Parity driver for the optimizers (tests/parity/test_optim.py).
+ *
+ * IN.safetensors metadata "mode":
+ *   run       parameters "p.<name>" (names and roles in the metadata "names", "roles", comma
+ *             separated, in table order), gradients "g<s>.<name>" for steps s < "steps"; the
+ *             optimizer and schedule options as mt_optim_config's fields ("optim", "lr", "beta1",
+ *             ..., "schedule", "warmup", "sched_steps"); "resume_at" k > 0 saves the state after
+ *             k steps and continues in a fresh optimizer loaded from it.
+ *             OUT: "p<s>.<name>" after every step, "lr" and "norm" (the pre-clip norm) per step.
+ *   clip      gradients "g.<name>" and "max_norm"; OUT: "norm" and the clipped "g.<name>".
+ *   schedule  the schedule options; OUT: "lr" for steps 0 .. sched_steps + 1. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../check.h"
+
+/* A table with the names, roles and shapes of the "<prefix><name>" tensors, filled from them. */
+static void build_params(mt_params *P, const mt_safetensors *in, const char *prefix) {
+    char names[4096], roles[4096];
+    snprintf(names, sizeof names, "%s", mt_st_meta(in, "names"));
+    snprintf(roles, sizeof roles, "%s", mt_st_meta(in, "roles"));
+    const char *role_names[] = {"matrix", "bias", "norm", "embedding", "buffer"};
+    mt_params_init_table(P);
+    char *sn, *sr, *n = strtok_r(names, ",", &sn), *r = strtok_r(roles, ",", &sr);
+    for (; n && r; n = strtok_r(NULL, ",", &sn), r = strtok_r(NULL, ",", &sr)) {
+        char key[160];
+        snprintf(key, sizeof key, "%s%s", prefix, n);
+        const mt_st_entry *e = mt_st_find(in, key);
+        MT_ASSERT(e, "optim driver: no tensor '%s'", key);
+        int role = 0;
+        while (role < 5 && strcmp(r, role_names[role]) != 0) role++;
+        MT_ASSERT(role < 5, "optim driver: unknown role '%s'", r);
+        mt_params_add(P, n, e->ndim, e->shape, (mt_param_role)role, MT_INIT_ZEROS, 0);
+    }
+    MT_ASSERT(mt_params_alloc(P, NULL) == MT_OK, "optim driver: alloc");
+    for (int i = 0; i < P->n; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s%s", prefix, P->p[i].name);
+        float *dst = prefix[0] == 'p' ? P->t[i].data : P->t[i].grad;
+        if (dst) memcpy(dst, mt_st_find(in, key)->data, P->p[i].n * sizeof(float));
+    }
+}
+
+static mt_optim_config read_config(const mt_safetensors *in) {
+    mt_optim_config c = mt_optim_defaults();
+    MT_ASSERT(mt_optim_parse_kind(mt_st_meta(in, "optim"), &c.kind, NULL) == MT_OK, "optim");
+    MT_ASSERT(mt_optim_parse_schedule(mt_st_meta(in, "schedule"), &c.sched.kind, NULL) == MT_OK,
+              "schedule");
+    MT_ASSERT(mt_optim_parse_decay_scope(mt_st_meta(in, "decay_scope"), &c.decay_scope, NULL) ==
+                  MT_OK,
+              "decay_scope");
+    c.beta1 = parity_opt(in, "beta1");
+    c.beta2 = parity_opt(in, "beta2");
+    c.eps = parity_opt(in, "eps");
+    c.weight_decay = parity_opt(in, "weight_decay");
+    c.momentum = parity_opt(in, "momentum");
+    c.nesterov = parity_opt(in, "nesterov") != 0;
+    c.clip = parity_opt(in, "clip");
+    c.sched.lr = parity_opt(in, "lr");
+    c.sched.min_lr = parity_opt(in, "min_lr");
+    c.sched.warmup_init_lr = parity_opt(in, "warmup_init_lr");
+    c.sched.warmup = (long)parity_opt(in, "warmup");
+    c.sched.steps = (long)parity_opt(in, "sched_steps");
+    return c;
+}
+
+/* Output items own copies of their name, shape and data until the file is written. */
+typedef struct {
+    mt_st_item *items;
+    int n, cap;
+} outputs;
+
+static void out_add(outputs *o, const char *name, int ndim, const int *shape, const float *data,
+                    size_t n) {
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 64;
+        o->items = realloc(o->items, (size_t)o->cap * sizeof *o->items);
+    }
+    float *copy = malloc(n * sizeof(float));
+    int *sh = malloc(MT_MAX_DIMS * sizeof(int));
+    memcpy(copy, data, n * sizeof(float));
+    memcpy(sh, shape, (size_t)ndim * sizeof(int));
+    o->items[o->n++] = (mt_st_item){strdup(name), ndim, sh, copy};
+}
+
+static void run(const mt_safetensors *in, outputs *out, const char *state_path) {
+    mt_params P;
+    build_params(&P, in, "p.");
+    mt_optim_config c = read_config(in);
+    int steps = (int)parity_opt(in, "steps"), resume_at = (int)parity_opt(in, "resume_at");
+    mt_optim o;
+    mt_err err;
+    MT_ASSERT(mt_optim_init(&o, &c, &P, &err) == MT_OK, "optim driver: %s", err.msg);
+    float *lr = malloc((size_t)steps * sizeof(float)), *norm = malloc((size_t)steps * sizeof(float));
+    for (int s = 0; s < steps; s++) {
+        if (s == resume_at && s > 0) {
+            MT_ASSERT(mt_optim_save(&o, &P, state_path, &err) == MT_OK, "%s", err.msg);
+            mt_optim_free(&o);
+            MT_ASSERT(mt_optim_init(&o, &c, &P, &err) == MT_OK, "%s", err.msg);
+            MT_ASSERT(mt_optim_load(&o, &P, state_path, &err) == MT_OK, "%s", err.msg);
+        }
+        for (int i = 0; i < P.n; i++) {
+            char key[160];
+            snprintf(key, sizeof key, "g%d.%s", s, P.p[i].name);
+            const mt_st_entry *g = mt_st_find(in, key);
+            if (P.t[i].grad) memcpy(P.t[i].grad, g->data, P.p[i].n * sizeof(float));
+        }
+        norm[s] = (float)mt_optim_clip(&P, c.clip);
+        lr[s] = (float)mt_optim_lr_at(&c.sched, o.t);
+        mt_optim_step(&o, &P, mt_optim_lr_at(&c.sched, o.t));
+        for (int i = 0; i < P.n; i++) {
+            char key[160];
+            snprintf(key, sizeof key, "p%d.%s", s, P.p[i].name);
+            out_add(out, key, P.p[i].ndim, P.p[i].shape, P.t[i].data, P.p[i].n);
+        }
+    }
+    out_add(out, "lr", 1, (int[]){steps}, lr, (size_t)steps);
+    out_add(out, "norm", 1, (int[]){steps}, norm, (size_t)steps);
+    free(lr);
+    free(norm);
+    mt_optim_free(&o);
+    mt_params_free(&P);
+}
+
+static void clip(const mt_safetensors *in, outputs *out) {
+    mt_params P;
+    build_params(&P, in, "g.");
+    float norm = (float)mt_optim_clip(&P, parity_opt(in, "max_norm"));
+    out_add(out, "norm", 1, (int[]){1}, &norm, 1);
+    for (int i = 0; i < P.n; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "g.%s", P.p[i].name);
+        out_add(out, key, P.p[i].ndim, P.p[i].shape, P.t[i].grad, P.p[i].n);
+    }
+    mt_params_free(&P);
+}
+
+static void schedule(const mt_safetensors *in, outputs *out) {
+    mt_optim_config c = read_config(in);
+    mt_err err;
+    MT_ASSERT(mt_optim_validate(&c, &err) == MT_OK, "optim driver: %s", err.msg);
+    int n = (int)c.sched.steps + 2;
+    float *lr = malloc((size_t)n * sizeof(float));
+    for (int s = 0; s < n; s++) lr[s] = (float)mt_optim_lr_at(&c.sched, s);
+    out_add(out, "lr", 1, &n, lr, (size_t)n);
+    free(lr);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);
+        return 2;
+    }
+    mt_set_threads(0);
+    mt_err err;
+    mt_safetensors in;
+    if (mt_st_load(argv[1], &in, &err) != MT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    const char *mode = mt_st_meta(&in, "mode");
+    char state_path[4096];
+    snprintf(state_path, sizeof state_path, "%s.state", argv[2]);
+    outputs out = {0};
+    if (mode && strcmp(mode, "run") == 0) run(&in, &out, state_path);
+    else if (mode && strcmp(mode, "clip") == 0) clip(&in, &out);
+    else if (mode && strcmp(mode, "schedule") == 0) schedule(&in, &out);
+    else {
+        fprintf(stderr, "%s: unknown mode '%s' (run|clip|schedule)\n", argv[0], mode ? mode : "");
+        return 2;
+    }
+    int rc = 0;
+    if (mt_st_save(argv[2], out.n, out.items, 0, NULL, NULL, &err) != MT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = 1;
+    }
+    for (int i = 0; i < out.n; i++) {
+        free((char *)out.items[i].name);
+        free((int *)out.items[i].shape);
+        free((float *)out.items[i].data);
+    }
+    free(out.items);
+    unlink(state_path);
+    mt_st_free(&in);
+    return rc;
+}

@@ -34,6 +34,7 @@ LIB     := $(BUILD)/libmt.a
 PROGS   := $(basename $(wildcard train.c infer.c preview.c))
 TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
+BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 TESTLIB := $(BUILD)/tests/check.o
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs)
@@ -64,11 +65,19 @@ $(BUILD)/tests/parity/%_driver: tests/parity/%_driver.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
 $(PROGS): %: $(BUILD)/%
 	cp $< $@
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# Each bench/*.py compares mt (its bench/*.c program) with torch and prints a table.
+bench: all $(BENCHES)
+	@for p in bench/*.py; do [ -e "$$p" ] && MT_BUILD=$(BUILD) /usr/bin/python3 "$$p"; done
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \

@@ -201,10 +201,11 @@ static void test_learns(void) {
     oc.sched.lr = 3e-3;
     mt_optim o;
     CHECK(mt_optim_init(&o, &oc, &m.P, &e) == MT_OK, "optim: %s", e.msg);
-    mt_ctx c;
-    MT_ASSERT(mt_ctx_init(&c, 1 << 24, 1, NULL) == MT_OK, "ctx");
-    c.training = true;
     enum { B = 16 };
+    mt_ctx c;
+    size_t arena = mt_vit_arena_bytes(&m.cfg, B, true);
+    MT_ASSERT(mt_ctx_init(&c, arena, 1, NULL) == MT_OK, "ctx");
+    c.training = true;
     float img[B * 64];
     int y[B];
     float first = 0, last = 0;
@@ -223,6 +224,9 @@ static void test_learns(void) {
         last = loss->data[0];
     }
     CHECK(first > 0.5f && last < 0.1f, "loss %g -> %g after 60 steps", first, last);
+    /* the estimate covers a step, without the 64 MiB it adds to spare */
+    CHECK(c.arena.peak < arena - ((size_t)64 << 20), "arena peak %zu, estimate %zu", c.arena.peak,
+          arena);
     mt_ctx_free(&c);
     mt_optim_free(&o);
     mt_vit_free(&m);

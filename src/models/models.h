@@ -97,6 +97,9 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err);
 int mt_vit_tokens(const mt_vit_config *cfg); /* the sequence length: patches (+ 1 with cls) */
 mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
 void mt_vit_init_weights(mt_vit *m, mt_rng *r);
+/* Step-arena bytes for B images (training: with gradients), generously: pages the arena never
+   touches cost nothing. */
+size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training);
 /* images (B, CH, H, W) -> logits (B, K) */
 mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
 /* Mean cross-entropy of labels (B) in [0, K): a scalar. */

@@ -222,6 +222,18 @@ void mt_vit_free(mt_vit *m) {
     memset(m, 0, sizeof *m);
 }
 
+size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training) {
+    size_t T = (size_t)mt_vit_tokens(cfg), N = (size_t)B * T, C = (size_t)cfg->n_embd;
+    size_t F = (size_t)cfg->n_ff, NH = (size_t)cfg->n_head;
+    size_t D = (size_t)cfg->channels * cfg->patch * cfg->patch;
+    /* the patches and their embedding; per block about 16 (B, T, C) and 4 (B, T, F) tensors and
+       (T, T) attention scratch per head; the logits; doubled for gradients, times 3 to spare */
+    size_t floats = N * (D + 4 * C + (size_t)cfg->n_layer * (16 * C + 4 * F)) +
+                    (size_t)cfg->n_layer * 4 * (size_t)B * NH * T * T +
+                    4 * (size_t)B * cfg->n_classes;
+    return (training ? 2 : 1) * 3 * floats * sizeof(float) + ((size_t)64 << 20);
+}
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* images (B, CH, H, W) -> patches (B, NP, CH P P), NP = (H / P)(W / P): patch (i, j) is token

@@ -218,6 +218,19 @@ static void test_folder(void) {
           s2 / 144);
     CHECK(y[1] == 1 && fabs(x[48 + 5] - (40 / 255.0 - m) / sqrt(v)) < 1e-5, "batch layout");
 
+    /* the metadata a checkpoint carries */
+    char *json = mt_images_meta_to_json(&ds);
+    mt_images meta;
+    CHECK(mt_images_meta_from_json(json, &meta, &e) == MT_OK, "meta: %s", e.msg);
+    CHECK(meta.H == 4 && meta.W == 4 && meta.C == 3 && meta.n_classes == 2 && meta.n == 0 &&
+              fabsf(meta.mean[2] - ds.mean[2]) < 1e-6f && fabsf(meta.std[1] - ds.std[1]) < 1e-6f &&
+              strcmp(meta.class_names[1], "dog") == 0, "meta round trip: %s", json);
+    mt_images_free(&meta);
+    free(json);
+    CHECK(mt_images_meta_from_json("{\"height\":4,\"width\":4,\"channels\":2,\"mean\":[0],"
+                                   "\"std\":[1],\"classes\":[\"a\"]}", &meta, &e) == MT_EFORMAT &&
+              strstr(e.msg, "1 means"), "meta mismatch: %s", e.msg);
+
     /* the preview's size: 5 images -> 3 columns, 2 rows; cells 2*4+4 wide, 2*4+16 high */
     int all[5] = {0, 1, 2, 3, 4}, w, h, comp;
     CHECK(mt_images_preview(&ds, all, 5, 2, tpath("grid.png"), &e) == MT_OK, "preview: %s", e.msg);

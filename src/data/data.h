@@ -149,6 +149,12 @@ void mt_image_to_floats(const uint8_t *pix, int H, int W, int C, const float *me
 /* x (B, C, H, W) normalised and y (B) labels of the images idx (B); y may be NULL. */
 void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *y);
 
+/* What a model trained on ds needs to read new images: {"height", "width", "channels", "mean":
+   [...], "std": [...], "classes": [...]}; malloc'd. from_json fills those fields of an empty ds
+   (n = 0), checking types, lengths and ranges; errors name the key. */
+char *mt_images_meta_to_json(const mt_images *ds);
+mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err);
+
 /* Writes a labelled grid of the n images idx as an RGB PNG: cols = ceil(sqrt(n)) cells per row,
    rows = ceil(n / cols); a cell is the image scaled up scale times (nearest) with a 2-pixel
    border, over a 12-pixel strip with its class name. The PNG is

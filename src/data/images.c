@@ -3,6 +3,7 @@
  * Shapes: pixels (n, H, W, C) bytes as decoded; batches x (B, C, H, W) floats. */
 #include "data.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -581,4 +582,70 @@ void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *
                            x + b * sz);
         if (y) y[b] = ds->label[idx[b]];
     }
+}
+
+/* ---- metadata for checkpoints ------------------------------------------------------------------ */
+
+char *mt_images_meta_to_json(const mt_images *ds) {
+    cJSON *o = cJSON_CreateObject();
+    MT_ASSERT(o, "images: out of memory for JSON");
+    cJSON_AddNumberToObject(o, "height", ds->H);
+    cJSON_AddNumberToObject(o, "width", ds->W);
+    cJSON_AddNumberToObject(o, "channels", ds->C);
+    cJSON *m = cJSON_AddArrayToObject(o, "mean"), *s = cJSON_AddArrayToObject(o, "std");
+    for (int c = 0; c < ds->C; c++) {
+        cJSON_AddItemToArray(m, cJSON_CreateNumber(ds->mean[c]));
+        cJSON_AddItemToArray(s, cJSON_CreateNumber(ds->std[c]));
+    }
+    cJSON *k = cJSON_AddArrayToObject(o, "classes");
+    for (int i = 0; i < ds->n_classes; i++) cJSON_AddItemToArray(k, cJSON_CreateString(ds->class_names[i]));
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    MT_ASSERT(json, "images: out of memory for JSON");
+    return json;
+}
+
+mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err) {
+    memset(ds, 0, sizeof *ds);
+    cJSON *o = cJSON_Parse(json);
+    mt_status st = MT_OK;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "height"),
+                *w = cJSON_GetObjectItemCaseSensitive(o, "width"),
+                *c = cJSON_GetObjectItemCaseSensitive(o, "channels"),
+                *m = cJSON_GetObjectItemCaseSensitive(o, "mean"),
+                *s = cJSON_GetObjectItemCaseSensitive(o, "std"),
+                *k = cJSON_GetObjectItemCaseSensitive(o, "classes");
+    if (!cJSON_IsObject(o) || !cJSON_IsNumber(h) || !cJSON_IsNumber(w) || !cJSON_IsNumber(c) ||
+        !cJSON_IsArray(m) || !cJSON_IsArray(s) || !cJSON_IsArray(k)) {
+        st = mt_errorf(err, MT_EFORMAT, "image metadata: expected an object with numbers height, "
+                       "width, channels and arrays mean, std, classes: %.120s", json);
+        goto out;
+    }
+    ds->H = h->valueint, ds->W = w->valueint, ds->C = c->valueint;
+    ds->n_classes = cJSON_GetArraySize(k);
+    if (ds->H < 1 || ds->W < 1 || ds->C < 1 || ds->C > MT_IMG_MAX_C ||
+        cJSON_GetArraySize(m) != ds->C || cJSON_GetArraySize(s) != ds->C || ds->n_classes < 1) {
+        st = mt_errorf(err, MT_EFORMAT, "image metadata: %dx%d images with %d channels, %d means, "
+                       "%d stds and %d classes do not fit together", ds->H, ds->W, ds->C,
+                       cJSON_GetArraySize(m), cJSON_GetArraySize(s), ds->n_classes);
+        goto out;
+    }
+    for (int i = 0; i < ds->C; i++) {
+        const cJSON *a = cJSON_GetArrayItem(m, i), *b = cJSON_GetArrayItem(s, i);
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(b->valuedouble > 0)) {
+            st = mt_errorf(err, MT_EFORMAT, "image metadata: mean and std of channel %d must be "
+                           "numbers, the std positive", i);
+            goto out;
+        }
+        ds->mean[i] = (float)a->valuedouble, ds->std[i] = (float)b->valuedouble;
+    }
+    ds->class_names = xrealloc(NULL, (size_t)ds->n_classes * sizeof *ds->class_names);
+    for (int i = 0; i < ds->n_classes; i++) {
+        const cJSON *a = cJSON_GetArrayItem(k, i);
+        ds->class_names[i] = xstrdup(cJSON_IsString(a) ? a->valuestring : "?");
+    }
+out:
+    cJSON_Delete(o);
+    if (st != MT_OK) mt_images_free(ds);
+    return st;
 }

@@ -112,6 +112,42 @@ static void test_gradcheck(void) {
     }
 }
 
+/* ---- same inputs and thread count, same bits (sizes where attention and the ops go parallel) ---- */
+static void test_deterministic(void) {
+    mt_gpt_config g = mt_gpt_config_default();
+    g.n_layer = 2, g.n_ctx = 64, g.n_embd = 64, g.n_head = 4, g.placement = MT_PLACE_DEEPNORM;
+    mt_gpt m;
+    mt_err err;
+    CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    mt_gpt_init_weights(&m, &r);
+    int B = 8, T = 64, *ids = malloc(B * T * sizeof(int)), *targets = malloc(B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++)
+        ids[i] = (int)mt_rng_below(&r, 256), targets[i] = (int)mt_rng_below(&r, 256);
+    float *first = malloc(m.P.total * sizeof(float)), loss0 = 0;
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)256 << 20, 1, NULL);
+    for (int run = 0; run < 2; run++) {
+        mt_ctx_reset(&c);
+        mt_params_zero_grad(&m.P);
+        mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T);
+        mt_backward(&c, loss);
+        if (run == 0) {
+            loss0 = loss->data[0];
+            memcpy(first, m.P.grad, m.P.total * sizeof(float));
+        } else {
+            CHECK(loss->data[0] == loss0 && !memcmp(first, m.P.grad, m.P.total * sizeof(float)),
+                  "two identical steps differ (%d threads)", mt_threads());
+        }
+    }
+    mt_ctx_free(&c);
+    free(first);
+    free(ids);
+    free(targets);
+    mt_gpt_free(&m);
+}
+
 /* ---- config ---- */
 static void test_json(void) {
     mt_gpt_config g = mt_gpt_config_default();
@@ -206,6 +242,7 @@ static void test_bad_config(void) {
 int main(void) {
     test_init();
     test_gradcheck();
+    test_deterministic();
     test_json();
     test_bad_config();
     return check_finish("test_gpt");

@@ -34,8 +34,8 @@ LIB     := $(BUILD)/libmt.a
 PROGS   := $(basename $(wildcard train.c infer.c preview.c))
 TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
-BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 TESTLIB := $(BUILD)/tests/check.o
+BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs)
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
@@ -75,9 +75,9 @@ $(PROGS): %: $(BUILD)/%
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
-# Each bench/*.py compares mt (its bench/*.c program) with torch and prints a table.
+# bench/run.sh: the GPT step against torch, then each bench/*.py; writes bench/RESULTS.md (~10 min).
 bench: all $(BENCHES)
-	@for p in bench/*.py; do [ -e "$$p" ] && MT_BUILD=$(BUILD) /usr/bin/python3 "$$p"; done
+	@MT_BUILD=$(BUILD) sh bench/run.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \

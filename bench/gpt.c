@@ -1,0 +1,119 @@
+/* One full mt training step, timed: reset the step arena, forward + cross-entropy, backward,
+   AdamW, zero grad. The GPT and the optimizer are the library's (mt_gpt_loss, mt_optim_step);
+   the batch is uniform random tokens from a seeded RNG, drawn outside the timed region. Prints
+   one JSON line: median ms per step over --steps steps after --warmup, tokens/s, trainable
+   parameters, peak RSS (getrusage) and the arena's peak. bench/gpt/torch_gpt.py is the reference.
+   usage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] [--batch B] [--norm ln|rms]
+              [--steps n] [--warmup n] [--threads n] [--arena-mb n] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "mt.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double rss_mib(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+static int usage(const char *msg) {
+    fprintf(stderr,
+            "gpt: %s\nusage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] "
+            "[--batch B] [--norm ln|rms] [--steps n >= 1] [--warmup n] [--threads n] "
+            "[--arena-mb n]\n",
+            msg);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *name = "tiny", *norm = "ln";
+    int L = 4, C = 128, NH = 4, T = 128, B = 16, steps = 10, warmup = 3, threads = 2;
+    int arena_mb = 4096;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 == argc) return usage("every flag takes a value");
+        const char *f = argv[i], *v = argv[++i];
+        struct {
+            const char *flag;
+            int *p;
+        } ints[] = {{"--layers", &L},   {"--embd", &C},      {"--heads", &NH},
+                    {"--ctx", &T},      {"--batch", &B},     {"--steps", &steps},
+                    {"--warmup", &warmup}, {"--threads", &threads}, {"--arena-mb", &arena_mb}};
+        int k = 0;
+        while (k < 9 && strcmp(f, ints[k].flag)) k++;
+        if (k < 9) *ints[k].p = atoi(v);
+        else if (!strcmp(f, "--name")) name = v;
+        else if (!strcmp(f, "--norm")) norm = v;
+        else return usage(f);
+    }
+    if (steps < 1 || warmup < 0 || B < 1 || arena_mb < 1) return usage("a value is out of range");
+    mt_set_threads(threads);
+    mt_err err = {0};
+    mt_gpt_config cfg = mt_gpt_config_default();
+    cfg.n_layer = L, cfg.n_embd = C, cfg.n_head = NH, cfg.n_ctx = T, cfg.n_vocab = 256;
+    mt_norm_kind kind;
+    mt_gpt m;
+    mt_ctx ctx;
+    mt_optim opt;
+    mt_optim_config oc = mt_optim_defaults(); /* AdamW, torch's defaults */
+    if (mt_norm_parse(norm, &kind, &err) || (cfg.norm = mt_norm_default(kind), 0) ||
+        mt_gpt_build(&m, &cfg, &err) || mt_optim_init(&opt, &oc, &m.P, &err) ||
+        mt_ctx_init(&ctx, (size_t)arena_mb << 20, 1, &err)) {
+        fprintf(stderr, "gpt: %s\n", err.msg);
+        return 2;
+    }
+    mt_rng rng;
+    mt_rng_seed(&rng, 1);
+    mt_gpt_init_weights(&m, &rng);
+    int *data = malloc((size_t)B * (T + 1) * sizeof *data), *ids = malloc((size_t)B * T * sizeof *ids);
+    int *targets = malloc((size_t)B * T * sizeof *targets);
+    double *ms = malloc((size_t)steps * sizeof *ms);
+    if (!data || !ids || !targets || !ms) return usage("out of memory for the batch");
+    float loss_first = 0, loss_last = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        for (int i = 0; i < B * (T + 1); i++) data[i] = (int)mt_rng_below(&rng, 256);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                ids[b * T + t] = data[b * (T + 1) + t], targets[b * T + t] = data[b * (T + 1) + t + 1];
+        double t0 = now();
+        mt_ctx_reset(&ctx);
+        mt_tensor *loss = mt_gpt_loss(&ctx, &m, ids, targets, B, T);
+        mt_backward(&ctx, loss);
+        mt_optim_step(&opt, &m.P, mt_optim_lr_at(&oc.sched, opt.t));
+        mt_params_zero_grad(&m.P);
+        double dt = now() - t0;
+        if (s == 0) loss_first = loss->data[0];
+        loss_last = loss->data[0];
+        if (s >= warmup) ms[s - warmup] = dt * 1e3;
+    }
+    double *sorted = malloc((size_t)steps * sizeof *sorted);
+    memcpy(sorted, ms, (size_t)steps * sizeof *ms);
+    qsort(sorted, (size_t)steps, sizeof *sorted, cmp);
+    double med = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
+    printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"params\": %zu, \"layers\": %d, "
+           "\"embd\": %d, \"batch\": %d, \"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",
+           name, mt_threads(), mt_params_count_trainable(&m.P), L, C, B, T, steps, med,
+           B * T / (med / 1e3));
+    for (int s = 0; s < steps; s++) printf("%s%.3f", s ? ", " : "", ms[s]);
+    printf("], \"rss_mib\": %.1f, \"arena_peak_mib\": %.1f, \"loss_first\": %.4f, "
+           "\"loss_last\": %.4f}\n",
+           rss_mib(), ctx.arena.peak / 1048576.0, loss_first, loss_last);
+    free(data), free(ids), free(targets), free(ms), free(sorted);
+    mt_optim_free(&opt);
+    mt_ctx_free(&ctx);
+    mt_gpt_free(&m);
+    return 0;
+}

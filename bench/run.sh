@@ -1,0 +1,63 @@
+#!/bin/sh
+# make bench: mt against PyTorch on this machine; writes bench/RESULTS.md. About 10 minutes.
+#   1. this machine's sgemm peak (OpenBLAS, 2 threads), the ceiling for MFU;
+#   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
+#      mt and torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) for ROUNDS rounds,
+#      then torch once in its default setting; every program reports the median of its steps.
+#   3. the component benchmarks, each bench/*.py (one module against its torch counterpart,
+#      printing a Markdown table), appended to bench/RESULTS.md.
+# Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (2), CONFIGS (all, by name),
+# BENCH_GPT_ONLY=1 (skip 3).
+set -e
+cd "$(dirname "$0")/.."
+BUILD=${MT_BUILD:-build}
+STEPS=${STEPS:-10}
+WARMUP=${WARMUP:-3}
+ROUNDS=${ROUNDS:-2}
+PY=/usr/bin/python3
+BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+RAW=$BUILD/bench/results.jsonl
+mkdir -p "$BUILD/bench"
+: >"$RAW"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+START=$(date +%s)
+
+echo "sgemm peak"
+"$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
+
+# name layers embd heads ctx batch norm (issue 8)
+CONFIG_TABLE="
+tiny     4   128 4 128 16 ln
+small    6   384 6 256 8  ln
+deep100  100 64  2 64  8  ln
+tiny_rms 4   128 4 128 16 rms
+"
+echo "$CONFIG_TABLE" | while read -r name L C NH T B norm; do
+    [ -n "$name" ] || continue
+    case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
+    args="--name $name --layers $L --embd $C --heads $NH --ctx $T --batch $B --norm $norm"
+    args="$args --steps $STEPS --warmup $WARMUP --threads"
+    echo "$name: mt and torch (best setting) alternating, $ROUNDS rounds; torch (default)"
+    r=0
+    while [ $r -lt "$ROUNDS" ]; do
+        "$BUILD/bench/gpt" $args 2 | tee -a "$RAW"
+        LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/gpt/torch_gpt.py $args 2 \
+            --setting best | tee -a "$RAW"
+        r=$((r + 1))
+    done
+    $PY bench/gpt/torch_gpt.py $args 0 --setting default | tee -a "$RAW"
+done
+
+$PY bench/gpt/report.py "$RAW" --load-start "$LOAD0" --seconds $(($(date +%s) - START)) \
+    --command "make bench (STEPS=$STEPS WARMUP=$WARMUP ROUNDS=$ROUNDS${CONFIGS:+ CONFIGS=\"$CONFIGS\"})" \
+    >bench/RESULTS.md
+
+if [ -z "$BENCH_GPT_ONLY" ]; then
+    for p in bench/*.py; do
+        [ -e "$p" ] || continue
+        echo "component benchmark $p"
+        printf '\n## %s\n\n' "$p" >>bench/RESULTS.md
+        MT_BUILD=$BUILD $PY "$p" | tee -a bench/RESULTS.md
+    done
+fi
+echo "wrote bench/RESULTS.md"

@@ -1,0 +1,109 @@
+/* A steady-state training step allocates nothing: after the first step, steps 2..N of a small
+   GPT training loop (reset, loss, backward, gradient clipping, AdamW, zero grad) make no call to
+   malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
+   step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
+   __libc_* entry points; a call counts as mt's when it returns into this executable's text,
+   which holds all of libmt.a (OpenBLAS's threaded sgemm mallocs its job array on every call:
+   counted apart and only reported). Under AddressSanitizer, which owns malloc, only the arena
+   half runs. Nothing is timed. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+static atomic_long n_mt, n_lib; /* allocations from mt's code, from shared libraries */
+static atomic_bool counting;
+
+#ifndef __SANITIZE_ADDRESS__
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t k, size_t n);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+extern char __executable_start, etext; /* this program's code, from the linker */
+
+static void count(const void *caller) {
+    if (!atomic_load_explicit(&counting, memory_order_relaxed)) return;
+    uintptr_t a = (uintptr_t)caller;
+    bool ours = a >= (uintptr_t)&__executable_start && a < (uintptr_t)&etext;
+    atomic_fetch_add(ours ? &n_mt : &n_lib, 1);
+}
+/* noinline: the return address must be the caller's, also for calls from this file */
+#define CALLER __builtin_return_address(0)
+#define WRAP __attribute__((noinline))
+WRAP void *malloc(size_t n) { return count(CALLER), __libc_malloc(n); }
+WRAP void *calloc(size_t k, size_t n) { return count(CALLER), __libc_calloc(k, n); }
+WRAP void *realloc(void *p, size_t n) { return count(CALLER), __libc_realloc(p, n); }
+WRAP void *aligned_alloc(size_t align, size_t n) { return count(CALLER), __libc_memalign(align, n); }
+WRAP void *memalign(size_t align, size_t n) { return count(CALLER), __libc_memalign(align, n); }
+WRAP int posix_memalign(void **p, size_t align, size_t n) {
+    count(CALLER);
+    return (*p = __libc_memalign(align, n)) ? 0 : ENOMEM;
+}
+#define WRAPPED 1
+#else
+#define WRAPPED 0
+#endif
+
+/* One training step on batch (ids, targets); returns the loss. */
+static float step(mt_ctx *c, mt_gpt *m, mt_optim *o, const int *ids, const int *targets, int B,
+                  int T) {
+    mt_ctx_reset(c);
+    mt_tensor *loss = mt_gpt_loss(c, m, ids, targets, B, T);
+    mt_backward(c, loss);
+    mt_optim_clip(&m->P, 1.0);
+    mt_optim_step(o, &m->P, mt_optim_lr_at(&o->cfg.sched, o->t));
+    mt_params_zero_grad(&m->P);
+    return loss->data[0];
+}
+
+int main(void) {
+    enum { B = 4, T = 32, STEPS = 6 };
+    mt_set_threads(2); /* the OpenMP and OpenBLAS paths of a real run */
+    mt_err err = {0};
+    mt_gpt_config cfg = mt_gpt_config_default();
+    cfg.n_layer = 2, cfg.n_embd = 64, cfg.n_head = 4, cfg.n_ctx = T;
+    mt_gpt m;
+    mt_optim o;
+    mt_ctx c;
+    mt_optim_config oc = mt_optim_defaults();
+    MT_ASSERT(!mt_gpt_build(&m, &cfg, &err) && !mt_optim_init(&o, &oc, &m.P, &err) &&
+                  !mt_ctx_init(&c, 64 << 20, 1, &err),
+              "setup: %s", err.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 3);
+    mt_gpt_init_weights(&m, &r);
+    int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 256);
+    for (int i = 0; i < B * T; i++) targets[i] = (int)mt_rng_below(&r, 256);
+
+    float first = step(&c, &m, &o, ids, targets, B, T), last = first;
+    size_t peak1 = c.arena.peak;
+    atomic_store(&counting, true);
+    for (int s = 1; s < STEPS; s++) last = step(&c, &m, &o, ids, targets, B, T);
+    atomic_store(&counting, false);
+    long mt_calls = atomic_load(&n_mt), lib_calls = atomic_load(&n_lib);
+
+    CHECK(mt_calls == 0, "steps 2..%d: mt's code called the allocator %ld times", STEPS, mt_calls);
+    CHECK(c.arena.peak == peak1, "the arena grew from %zu to %zu bytes after step 1", peak1,
+          c.arena.peak);
+    CHECK(last < first, "training on one batch did not lower the loss (%g -> %g)", first, last);
+    if (WRAPPED)
+        printf("test_steady: steps 2..%d: %ld allocations by mt, %ld by the libraries under it\n",
+               STEPS, mt_calls, lib_calls);
+    else
+        printf("test_steady: allocator not wrapped under AddressSanitizer; arena checked only\n");
+    /* the wrapper sees mt's allocations: one while counting is counted */
+    void *volatile p;
+    atomic_store(&counting, true);
+    p = malloc(16);
+    atomic_store(&counting, false);
+    free(p);
+    CHECK(!WRAPPED || atomic_load(&n_mt) == mt_calls + 1, "the malloc wrapper did not count");
+
+    mt_ctx_free(&c);
+    mt_optim_free(&o);
+    mt_gpt_free(&m);
+    return check_finish("test_steady");
+}

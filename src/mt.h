@@ -8,5 +8,6 @@
 #include "models/models.h"
 #include "data/data.h"
 #include "io/io.h"
+#include "train/train.h"
 
 #endif

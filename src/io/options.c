@@ -263,7 +263,8 @@ char *mt_opts_help(const mt_opt *opts, int n) {
         if (o->type == MT_OPT_CHOICE) snprintf(flag, sizeof flag, "--%s %s", o->name, o->choices);
         else snprintf(flag, sizeof flag, "--%s%s", o->name, meta);
         mt_opt_format(o, val, sizeof val);
-        sb_printf(&b, "  %-26s %s", flag, o->help);
+        if (strlen(flag) > 26) sb_printf(&b, "  %s\n  %-26s %s", flag, "", o->help);
+        else sb_printf(&b, "  %-26s %s", flag, o->help);
         if (o->type != MT_OPT_BOOL || *(const bool *)o->value)
             sb_printf(&b, " (default: %s)", *val ? val : "none");
         sb_printf(&b, "\n");

@@ -54,6 +54,43 @@ char *mt_gpt_config_to_json(const mt_gpt_config *cfg); /* malloc'd JSON object *
 mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *err);
 void mt_gpt_free(mt_gpt *m);
 
+/* ---- generation (issue 6) -----------------------------------------------------------------------
+ * A KV cache keeps every block's keys and values of the tokens in the context window, so a new
+ * token costs one pass over the window instead of re-running it. The window holds at most
+ * n_ctx tokens; when a feed would pass that, it restarts from the last max(n_ctx / 2, n) of
+ * them (at most n_ctx), recomputed at positions from 0: position embeddings are absolute.
+ * With no_cache every feed re-runs the whole window through mt_gpt_forward: the same tokens at
+ * the same positions, the reference the cache is tested against. */
+typedef struct {
+    mt_gpt *m;
+    bool no_cache;
+    int len;       /* tokens in the window */
+    int *ids;      /* (n_ctx) the window */
+    float *k, *v;  /* (n_layer, n_ctx, C) the window's keys and values */
+    float *logits; /* (V) the next token's logits after the last feed */
+    mt_ctx ctx;    /* the arena of one feed, no grad, eval mode */
+} mt_kv_cache;
+
+mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err);
+/* Appends ids (n >= 1 tokens) to the window and runs them; kv->logits then predicts the next. */
+void mt_kv_feed(mt_kv_cache *kv, const int *ids, int n);
+void mt_kv_free(mt_kv_cache *kv);
+
+/* Step-arena bytes for B sequences of n_ctx tokens (training: with gradients), generously:
+   pages the arena never touches cost nothing. */
+size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training);
+
+typedef struct {
+    float temperature; /* 0: the most likely token */
+    int top_k;         /* > 0: only the k most likely */
+    float top_p;       /* < 1: only the most likely whose probabilities sum to p (nucleus) */
+} mt_sampling;
+
+/* A token drawn from softmax(logits / temperature) (V) cut by top_k then top_p; scratch holds
+   V floats and V ints. One uniform draw from r per token (none at temperature 0). */
+int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r, float *pscratch,
+                    int *iscratch);
+
 /* ---- ViT (issue 10) -----------------------------------------------------------------------------
  * Vision Transformer (Dosovitskiy et al. 2021, arXiv 2010.11929) on images x (B, CH, H, W):
  * P x P patches in raster order, T = (H / P)(W / P), each flattened as (CH, P, P) -- the layout of

@@ -1,0 +1,160 @@
+/* ./infer: samples text from a checkpoint (streamed, with a KV cache), scores a text file, or
+ * describes a checkpoint. Exit status: 0 done, 1 runtime failure (I/O, bad checkpoint), 2 usage. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mt.h"
+
+static struct {
+    char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
+        info[MT_OPT_STR_MAX];
+    int tokens, top_k, seed, threads;
+    float temperature, top_p;
+    bool no_cache, help;
+} o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1};
+
+static const mt_opt OPTS[] = {
+    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0},
+    {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0},
+    {"tokens", MT_OPT_INT, &o.tokens, NULL, "tokens to generate", 0},
+    {"temperature", MT_OPT_FLOAT, &o.temperature, NULL, "sampling temperature; 0: always the most likely token", 0},
+    {"top-k", MT_OPT_INT, &o.top_k, NULL, "sample among the k most likely tokens; 0: all", 0},
+    {"top-p", MT_OPT_FLOAT, &o.top_p, NULL, "sample among the most likely tokens holding this probability; 1: all", 0},
+    {"seed", MT_OPT_INT, &o.seed, NULL, "sampling seed", 0},
+    {"threads", MT_OPT_INT, &o.threads, NULL, "threads; 0: OMP_NUM_THREADS or all cores", 0},
+    {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0},
+    {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0},
+    {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0},
+    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0},
+};
+enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+
+static _Noreturn void die(int code, const char *msg) {
+    fprintf(stderr, "infer: %s\n", msg);
+    exit(code);
+}
+
+static void load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
+                 char **options) {
+    mt_err e;
+    if (mt_ckpt_load(path, m, tok, state, options, &e) != MT_OK) die(1, e.msg);
+}
+
+static int info(void) {
+    mt_gpt m;
+    mt_tokenizer tok;
+    mt_ckpt_state state;
+    char *options;
+    load(o.info, &m, &tok, &state, &options);
+    char *config = mt_gpt_config_to_json(&m.cfg);
+    printf("checkpoint  %s\nconfig      %s\ntokenizer   %s, vocabulary %d\n"
+           "parameters  %zu (%.3fM)\nsteps       %ld\n",
+           o.info, config, mt_tok_name(tok.kind), tok.n_vocab,
+           mt_params_count_trainable(&m.P), mt_params_count_trainable(&m.P) / 1e6, state.step);
+    if (*options) printf("options (./train --resume starts from these):\n%s", options);
+    free(config);
+    free(options);
+    mt_tok_free(&tok);
+    mt_gpt_free(&m);
+    return 0;
+}
+
+/* Reads and encodes a text file with the checkpoint's tokenizer. */
+static uint16_t *encode_file(const char *path, const mt_tokenizer *tok, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(2, "--score: cannot open the file");
+    char *text = NULL;
+    size_t len = 0, cap = 0, k;
+    do {
+        if (len == cap && !(text = realloc(text, cap = 2 * cap + 65536))) die(1, "out of memory");
+        k = fread(text + len, 1, cap - len, f);
+        len += k;
+    } while (k > 0);
+    fclose(f);
+    uint16_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    mt_err e;
+    if (!ids) die(1, "out of memory");
+    if (mt_tok_encode(tok, text, len, ids, n, &e) != MT_OK) die(2, e.msg);
+    free(text);
+    return ids;
+}
+
+int main(int argc, char **argv) {
+    mt_err e;
+    char defaults[sizeof o];
+    memcpy(defaults, &o, sizeof o);
+    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    if (o.help) {
+        memcpy(&o, defaults, sizeof o);
+        char *help = mt_opts_help(OPTS, N_OPTS);
+        printf("usage: ./infer --checkpoint out/model.safetensors [--prompt TEXT] [--tokens N] ...\n"
+               "       ./infer --checkpoint F --score TEXTFILE\n       ./infer --info F\n\n%s",
+               help);
+        free(help);
+        return 0;
+    }
+    if (o.info[0]) return info();
+    if (!o.checkpoint[0]) die(2, "--checkpoint FILE is required (./infer --help lists the flags)");
+    if (o.tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
+        die(2, "expected --tokens >= 0, --top-k >= 0, --top-p in (0, 1] and --temperature >= 0");
+    const char *omp = getenv("OMP_NUM_THREADS");
+    mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+
+    mt_gpt m;
+    mt_tokenizer tok;
+    load(o.checkpoint, &m, &tok, NULL, NULL);
+    mt_kv_cache kv;
+    if (mt_kv_init(&kv, &m, o.no_cache, &e) != MT_OK) die(1, e.msg);
+
+    if (o.score[0]) {
+        size_t n;
+        uint16_t *ids = encode_file(o.score, &tok, &n);
+        if (n < 2) die(2, "--score: the file holds fewer than 2 tokens: nothing to predict");
+        double nll;
+        long count;
+        mt_gpt_score(&kv.ctx, &m, ids, n, &nll, &count);
+        printf("loss=%.6f ppl=%.4f tokens=%ld\n", nll / count, exp(nll / count), count);
+        free(ids);
+    } else {
+        size_t plen = strlen(o.prompt), n;
+        uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
+        int *prompt = malloc((plen ? plen : 1) * sizeof *prompt);
+        if (!p16 || !prompt) die(1, "out of memory");
+        if (mt_tok_encode(&tok, o.prompt, plen, p16, &n, &e) != MT_OK) die(2, e.msg);
+        if (n == 0) die(2, "--prompt is empty: give at least one character");
+        for (size_t i = 0; i < n; i++) prompt[i] = p16[i];
+        int V = m.cfg.n_vocab, *iscratch = malloc((size_t)V * sizeof(int));
+        float *pscratch = malloc((size_t)V * sizeof(float));
+        if (!iscratch || !pscratch) die(1, "out of memory");
+        mt_sampling sp = {o.temperature, o.top_k, o.top_p};
+        mt_rng r;
+        mt_rng_seed(&r, (uint64_t)o.seed);
+        fputs(o.prompt, stdout);
+        fflush(stdout);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        mt_kv_feed(&kv, prompt, (int)n);
+        for (int i = 0; i < o.tokens; i++) {
+            int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
+            char bytes[4];
+            fwrite(bytes, 1, (size_t)mt_tok_decode(&tok, next, bytes), stdout);
+            fflush(stdout);
+            if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", o.tokens, s, o.tokens / s,
+                o.no_cache ? ", no cache" : "");
+        free(p16);
+        free(prompt);
+        free(iscratch);
+        free(pscratch);
+    }
+    mt_kv_free(&kv);
+    mt_tok_free(&tok);
+    mt_gpt_free(&m);
+    return 0;
+}

@@ -1,0 +1,170 @@
+/* GPT generation: the KV cache and token sampling. B = 1; n new tokens at positions
+   pos0..pos0+n-1 of the window; C = NH * HS; L = pos0 + n positions attended. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_internal.h"
+
+size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training) {
+    size_t N = (size_t)B * (size_t)cfg->n_ctx, C = (size_t)cfg->n_embd, F = (size_t)cfg->n_ff;
+    size_t T = (size_t)cfg->n_ctx, NH = (size_t)cfg->n_head;
+    /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
+       scratch; then the logits; doubled for gradients; times 3 to spare */
+    size_t floats = N * ((size_t)cfg->n_layer * (16 * C + 4 * F) + 4 * C + 4 * (size_t)cfg->n_vocab) +
+                    (size_t)cfg->n_layer * 4 * NH * T * T;
+    return (training ? 2 : 1) * 3 * floats * sizeof(float) + ((size_t)64 << 20);
+}
+
+mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
+    memset(kv, 0, sizeof *kv);
+    kv->m = m;
+    kv->no_cache = no_cache;
+    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)m->cfg.n_embd, L = (size_t)m->cfg.n_layer;
+    kv->ids = malloc(T * sizeof *kv->ids);
+    kv->k = malloc(L * T * C * sizeof *kv->k);
+    kv->v = malloc(L * T * C * sizeof *kv->v);
+    kv->logits = malloc((size_t)m->cfg.n_vocab * sizeof *kv->logits);
+    if (!kv->ids || !kv->k || !kv->v || !kv->logits) {
+        mt_kv_free(kv);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache of %zu tokens", T);
+    }
+    mt_status s = mt_ctx_init(&kv->ctx, mt_gpt_arena_bytes(&m->cfg, 1, false), 0, err);
+    if (s != MT_OK) {
+        mt_kv_free(kv);
+        return s;
+    }
+    kv->ctx.training = false;
+    kv->ctx.grad_enabled = false;
+    return MT_OK;
+}
+
+void mt_kv_free(mt_kv_cache *kv) {
+    free(kv->ids);
+    free(kv->k);
+    free(kv->v);
+    free(kv->logits);
+    if (kv->ctx.arena.base) mt_ctx_free(&kv->ctx);
+    memset(kv, 0, sizeof *kv);
+}
+
+typedef struct {
+    mt_kv_cache *kv;
+    int layer, pos0;
+} cached_attn_arg;
+
+/* The attention sublayer over the cache: q, k, v of the n new tokens (1, n, C); their k and v
+   are stored at rows pos0.. of the layer's cache; per head h, S (n, L) = Q_h K_h^T / sqrt(HS)
+   masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_h; then out_proj. As mt_attention,
+   without the tape. */
+static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                              const mt_block_params *bp, mt_tensor *x, void *argp) {
+    cached_attn_arg *arg = argp;
+    const mt_attn_params *a = &bp->attn;
+    int n = x->shape[1], C = cfg->C, NH = cfg->n_head, HS = C / NH, pos0 = arg->pos0;
+    int L = pos0 + n, T = arg->kv->m->cfg.n_ctx;
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    float *K = arg->kv->k + (size_t)arg->layer * T * C, *V = arg->kv->v + (size_t)arg->layer * T * C;
+    memcpy(K + (size_t)pos0 * C, k->data, (size_t)n * C * sizeof(float));
+    memcpy(V + (size_t)pos0 * C, v->data, (size_t)n * C * sizeof(float));
+    mt_tensor *y = mt_tensor_new(c, 3, (int[]){1, n, C});
+    float *S = mt_arena_floats(c, (size_t)NH * n * L);
+    #pragma omp parallel for if ((size_t)NH * n * L >= MT_PAR_MIN)
+    for (int h = 0; h < NH; h++) {
+        float *Sh = S + (size_t)h * n * L;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, HS, 1.0f / sqrtf((float)HS),
+                    q->data + h * HS, C, K + h * HS, C, 0.0f, Sh, L);
+        for (int t = 0; t < n; t++) {
+            float *row = Sh + (size_t)t * L, mx = -INFINITY, sum = 0;
+            int last = pos0 + t; /* causal: keys 0..last */
+            for (int j = 0; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
+            for (int j = 0; j <= last; j++) sum += row[j] = expf(row[j] - mx);
+            for (int j = 0; j <= last; j++) row[j] /= sum;
+            for (int j = last + 1; j < L; j++) row[j] = 0;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L, V + h * HS,
+                    C, 0.0f, y->data + h * HS, C);
+    }
+    return mt_param_linear(c, P, a->out_w, a->out_b, y);
+}
+
+/* Runs the window's tokens [pos0, len) through the model; the last one's logits -> kv->logits. */
+static void run(mt_kv_cache *kv, int pos0) {
+    mt_gpt *m = kv->m;
+    mt_ctx *c = &kv->ctx;
+    int n = kv->len - pos0, V = m->cfg.n_vocab;
+    mt_ctx_reset(c);
+    mt_tensor *logits;
+    if (kv->no_cache) {
+        logits = mt_gpt_forward(c, m, kv->ids, 1, kv->len);
+    } else {
+        const mt_gpt_layout *Lo = m->layout;
+        mt_tensor *x = mt_gpt_embed(c, m, kv->ids + pos0, 1, n, pos0);
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            const mt_block_params *bp = &Lo->blocks[l];
+            cached_attn_arg arg = {kv, l, pos0};
+            x = mt_residual(c, &Lo->block, &m->P, bp, &bp->attn_norm, x, cached_attn, &arg);
+            x = mt_residual(c, &Lo->block, &m->P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+        }
+        logits = mt_gpt_head(c, m, x);
+    }
+    memcpy(kv->logits, logits->data + logits->n - (size_t)V, (size_t)V * sizeof(float));
+}
+
+void mt_kv_feed(mt_kv_cache *kv, const int *ids, int n) {
+    int T = kv->m->cfg.n_ctx;
+    MT_ASSERT(n >= 1, "kv: feed of %d tokens", n);
+    if (kv->len + n <= T) {
+        memcpy(kv->ids + kv->len, ids, (size_t)n * sizeof *ids);
+        kv->len += n;
+        run(kv, kv->len - n);
+        return;
+    }
+    /* slide: the last W tokens of window ++ ids, recomputed from position 0 */
+    int W = n > T / 2 ? (n < T ? n : T) : (T / 2 > 0 ? T / 2 : 1);
+    int from_ids = W < n ? W : n, from_window = W - from_ids;
+    memmove(kv->ids, kv->ids + kv->len - from_window, (size_t)from_window * sizeof *ids);
+    memcpy(kv->ids + from_window, ids + n - from_ids, (size_t)from_ids * sizeof *ids);
+    kv->len = W;
+    run(kv, 0);
+}
+
+static int cmp_desc(const void *a, const void *b, void *p) {
+    const float *x = p;
+    float u = x[*(const int *)a], v = x[*(const int *)b];
+    return u > v ? -1 : u < v ? 1 : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r, float *pscratch,
+                    int *iscratch) {
+    int best = 0;
+    for (int i = 1; i < V; i++) best = logits[i] > logits[best] ? i : best;
+    if (s->temperature <= 0) return best;
+    /* p_i = exp((l_i - max) / temperature), then the candidates by decreasing probability */
+    float *p = pscratch;
+    int *idx = iscratch;
+    for (int i = 0; i < V; i++) {
+        p[i] = expf((logits[i] - logits[best]) / s->temperature);
+        idx[i] = i;
+    }
+    qsort_r(idx, (size_t)V, sizeof *idx, cmp_desc, p);
+    int n = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+    double total = 0;
+    for (int i = 0; i < n; i++) total += p[idx[i]];
+    if (s->top_p < 1) { /* the shortest prefix whose mass reaches top_p of the kept mass */
+        double acc = 0;
+        int keep = 0;
+        while (keep < n && acc < s->top_p * total) acc += p[idx[keep++]];
+        n = keep > 0 ? keep : 1;
+        total = acc > 0 ? acc : p[idx[0]];
+    }
+    double u = (double)mt_rng_uniform(r) * total, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += p[idx[i]];
+        if (u < acc) return idx[i];
+    }
+    return idx[n - 1];
+}

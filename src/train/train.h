@@ -1,0 +1,91 @@
+/* mt train: a GPT trained on a token dataset (the loop's step, evaluation, scoring) and its
+ * checkpoints. The programs train.c and infer.c are thin shells over this module.
+ * Dimension letters: B batch, T time (n_ctx), C channels, V vocabulary. */
+#ifndef MT_TRAIN_H
+#define MT_TRAIN_H
+
+#include "../data/data.h"
+#include "../io/io.h"
+#include "../models/models.h"
+#include "../optim/optim.h"
+
+/* ---- checkpoints ----------------------------------------------------------------------------------
+ * <out>/model.safetensors: every entry of the model's parameter table by its name, and the
+ * __metadata__ strings
+ *   config     the model config (mt_gpt_config_to_json)
+ *   tokenizer  the tokenizer (mt_tok_to_json)
+ *   step       training steps taken
+ *   rng        the sampler's and the dropout RNG's states, 8 hex u64 "s0 s1 s2 s3 d0 d1 d2 d3"
+ *   options    the training options as config-file lines (what a resume starts from)
+ * <out>/optim.safetensors: the optimizer state (mt_optim_save), taken at the same step. */
+typedef struct {
+    long step;
+    mt_rng sampler, dropout;
+} mt_ckpt_state;
+
+mt_status mt_ckpt_save(const char *path, const mt_gpt *m, const mt_tokenizer *tok,
+                       const mt_ckpt_state *state, const char *options, mt_err *err);
+/* Builds m from the checkpoint's config and loads its weights (names and shapes checked, errors
+   name the tensor); fills tok, and state and options (malloc'd) when not NULL. */
+mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
+                       char **options, mt_err *err);
+
+/* ---- training -------------------------------------------------------------------------------- */
+typedef struct {
+    const char *data;     /* text file or token file (.bin) */
+    mt_tok_kind tokenizer; /* for text */
+    double val_fraction;
+    const char *out;      /* directory, created when missing */
+    uint64_t seed;        /* weights, sampler and dropout */
+    int steps, batch;
+    int eval_batches;     /* validation batches of `batch` windows, the same ones every time */
+    size_t arena_bytes;   /* 0: estimated from the model and batch */
+    const char *options;  /* saved in checkpoints (config-file lines) */
+} mt_train_cfg;
+
+typedef struct {
+    mt_train_cfg cfg;
+    mt_gpt model;
+    mt_optim opt;
+    mt_tokenizer tok;
+    mt_tokens all, train, val;
+    mt_sampler sampler;
+    mt_ctx ctx;
+    int *x, *y; /* (B, T) of the current batch; eval windows reuse them */
+    long step;  /* steps taken */
+    char model_path[1024], optim_path[1024];
+} mt_trainer;
+
+/* Loads the data, builds and initialises the model (seeded) and the optimizer (oc->sched.steps
+   is set to cfg->steps) and allocates everything the loop needs. */
+mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
+                          const mt_optim_config *oc, mt_err *err);
+/* Continues from the checkpoint in cfg->out: its model (mc must describe the same model), the
+   optimizer state, the step and the RNG states. The data and tokenizer must be those of the
+   checkpoint. */
+mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err);
+
+typedef struct {
+    double loss, grad_norm, lr; /* grad_norm before clipping */
+    bool finite;                /* false: nothing was updated; see mt_params_first_nonfinite */
+} mt_step_stats;
+
+/* One step: a batch, forward, backward, clip, the optimizer update (skipped when the loss or
+   the gradient norm is not finite). No allocation: the step arena and the trainer's buffers. */
+void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
+/* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split. */
+double mt_trainer_eval(mt_trainer *tr);
+/* Writes the optimizer state, then the model (which commits the step). */
+mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
+void mt_trainer_free(mt_trainer *tr);
+
+/* The first parameter whose gradient holds a NaN or an infinity, or -1. */
+int mt_params_first_nonfinite(const mt_params *P);
+
+/* ---- scoring ----------------------------------------------------------------------------------
+ * The tokens cut into consecutive non-overlapping windows of n_ctx + 1 (the last may be shorter,
+ * at least 2), each window's first tokens predicting its next: the summed negative
+ * log-likelihood (nats) and the number of predicted tokens. */
+void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count);
+
+#endif

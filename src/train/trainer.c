@@ -1,0 +1,232 @@
+/* The training loop's pieces: setup, one step, evaluation, checkpoints, resume; and scoring. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train.h"
+
+/* independent RNG streams from one seed */
+#define SEED_SAMPLER 0x53414d504c455221ULL
+#define SEED_DROPOUT 0x44524f504f555421ULL
+#define SEED_EVAL 0x4556414c5549414eULL
+
+/* mkdir -p */
+static mt_status make_dirs(const char *path, mt_err *err) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return mt_errorf(err, MT_EIO, "%s: cannot create the directory: %s", buf,
+                             strerror(errno));
+        if (!(*p = c)) break;
+    }
+    return MT_OK;
+}
+
+mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
+                          const mt_optim_config *oc, mt_err *err) {
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = *cfg;
+    if (cfg->steps < 0)
+        return mt_errorf(err, MT_EINVAL, "--steps %d: expected 0 or more", cfg->steps);
+    if (cfg->batch < 1)
+        return mt_errorf(err, MT_EINVAL, "--batch %d: expected 1 or more", cfg->batch);
+    if (cfg->eval_batches < 1)
+        return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
+                         cfg->eval_batches);
+    if (snprintf(tr->model_path, sizeof tr->model_path, "%s/model.safetensors", cfg->out) >=
+            (int)sizeof tr->model_path ||
+        snprintf(tr->optim_path, sizeof tr->optim_path, "%s/optim.safetensors", cfg->out) >=
+            (int)sizeof tr->optim_path)
+        return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
+    mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
+    if (s != MT_OK) return s;
+    mt_gpt_config model_cfg = *mc;
+    model_cfg.n_vocab = tr->tok.n_vocab;
+    if ((s = mt_gpt_config_validate(&model_cfg, err)) != MT_OK ||
+        (s = mt_tokens_split(&tr->all, cfg->val_fraction, model_cfg.n_ctx, &tr->train, &tr->val,
+                             err)) != MT_OK ||
+        (s = mt_gpt_build(&tr->model, &model_cfg, err)) != MT_OK)
+        goto fail;
+    mt_rng r;
+    mt_rng_seed(&r, cfg->seed);
+    mt_gpt_init_weights(&tr->model, &r);
+    mt_optim_config opt_cfg = *oc;
+    /* --steps 0 takes no update: any schedule length that validates will do */
+    opt_cfg.sched.steps = cfg->steps > 0 ? cfg->steps : oc->sched.warmup > 0 ? oc->sched.warmup : 1;
+    if ((s = mt_optim_init(&tr->opt, &opt_cfg, &tr->model.P, err)) != MT_OK) goto fail;
+    size_t arena = cfg->arena_bytes ? cfg->arena_bytes
+                                    : mt_gpt_arena_bytes(&model_cfg, cfg->batch, true);
+    if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK) goto fail;
+    mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
+    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx;
+    tr->x = malloc(n * sizeof *tr->x);
+    tr->y = malloc(n * sizeof *tr->y);
+    if (!tr->x || !tr->y) {
+        s = mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
+        goto fail;
+    }
+    if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
+    return MT_OK;
+fail:
+    mt_trainer_free(tr);
+    return s;
+}
+
+/* The first key whose value differs between two JSON objects, into msg. */
+static bool json_same(const char *a, const char *b, char *msg, size_t len) {
+    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+    bool same = x && y;
+    const cJSON *kx;
+    cJSON_ArrayForEach(kx, x) {
+        const cJSON *ky = cJSON_GetObjectItemCaseSensitive(y, kx->string);
+        if (!ky || !cJSON_Compare(kx, ky, true)) {
+            char *vx = cJSON_PrintUnformatted(kx), *vy = ky ? cJSON_PrintUnformatted(ky) : NULL;
+            snprintf(msg, len, "%s is %s in the checkpoint, %s now", kx->string, vx,
+                     vy ? vy : "absent");
+            free(vx);
+            free(vy);
+            same = false;
+            break;
+        }
+    }
+    if (same && cJSON_GetArraySize(x) != cJSON_GetArraySize(y)) {
+        snprintf(msg, len, "the checkpoint has fewer keys");
+        same = false;
+    }
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return same;
+}
+
+mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
+    mt_gpt saved;
+    mt_tokenizer tok;
+    mt_ckpt_state state;
+    mt_status s = mt_ckpt_load(tr->model_path, &saved, &tok, &state, NULL, err);
+    if (s != MT_OK) return s;
+    char *a = mt_gpt_config_to_json(&saved.cfg), *b = mt_gpt_config_to_json(&tr->model.cfg);
+    char *ta = mt_tok_to_json(&tok), *tb = mt_tok_to_json(&tr->tok), diff[512];
+    if (!json_same(a, b, diff, sizeof diff))
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: a resumed run keeps its model, but the model options differ: %s",
+                      tr->model_path, diff);
+    else if (strcmp(ta, tb) != 0)
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: the checkpoint's tokenizer differs from the one of %s (a resumed run "
+                      "needs the same data and --tokenizer)",
+                      tr->model_path, tr->cfg.data);
+    free(a);
+    free(b);
+    free(ta);
+    free(tb);
+    if (s == MT_OK) {
+        memcpy(tr->model.P.data, saved.P.data, saved.P.total * sizeof(float));
+        s = mt_optim_load(&tr->opt, &tr->model.P, tr->optim_path, err);
+    }
+    if (s == MT_OK && tr->opt.t != state.step)
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s holds the optimizer of step %ld, %s the model of step %ld (a save was "
+                      "interrupted): start again without --resume",
+                      tr->optim_path, tr->opt.t, tr->model_path, state.step);
+    if (s == MT_OK) {
+        tr->step = state.step;
+        tr->sampler.rng = state.sampler;
+        tr->ctx.rng = state.dropout;
+    }
+    mt_gpt_free(&saved);
+    mt_tok_free(&tok);
+    return s;
+}
+
+int mt_params_first_nonfinite(const mt_params *P) {
+    for (int i = 0; i < P->n; i++) {
+        const float *g = P->grad + P->p[i].offset;
+        for (size_t j = 0; j < P->p[i].n; j++)
+            if (!isfinite(g[j])) return i;
+    }
+    return -1;
+}
+
+void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
+    mt_ctx *c = &tr->ctx;
+    int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
+    mt_ctx_reset(c);
+    c->training = true;
+    c->grad_enabled = true;
+    mt_sampler_next(&tr->sampler, &tr->train, B, T, tr->x, tr->y);
+    mt_params_zero_grad(&tr->model.P);
+    mt_tensor *loss = mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T);
+    mt_backward(c, loss);
+    st->loss = loss->data[0];
+    st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
+    st->grad_norm = mt_optim_clip(&tr->model.P, tr->opt.cfg.clip);
+    st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
+    if (!st->finite) return;
+    mt_optim_step(&tr->opt, &tr->model.P, st->lr);
+    tr->step++;
+}
+
+double mt_trainer_eval(mt_trainer *tr) {
+    if (tr->val.n == 0) return NAN;
+    mt_ctx *c = &tr->ctx;
+    int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
+    mt_sampler s;
+    mt_sampler_init(&s, tr->cfg.seed ^ SEED_EVAL); /* the same windows at every evaluation */
+    c->training = false;
+    c->grad_enabled = false;
+    double sum = 0;
+    for (int i = 0; i < tr->cfg.eval_batches; i++) {
+        mt_ctx_reset(c);
+        mt_sampler_next(&s, &tr->val, B, T, tr->x, tr->y);
+        sum += mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T)->data[0];
+    }
+    c->training = true;
+    c->grad_enabled = true;
+    return sum / tr->cfg.eval_batches;
+}
+
+mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
+    mt_status s = mt_optim_save(&tr->opt, &tr->model.P, tr->optim_path, err);
+    if (s != MT_OK) return s;
+    mt_ckpt_state state = {tr->step, tr->sampler.rng, tr->ctx.rng};
+    return mt_ckpt_save(tr->model_path, &tr->model, &tr->tok, &state, tr->cfg.options, err);
+}
+
+void mt_trainer_free(mt_trainer *tr) {
+    mt_gpt_free(&tr->model);
+    mt_optim_free(&tr->opt);
+    mt_tok_free(&tr->tok);
+    mt_tokens_free(&tr->all);
+    mt_ctx_free(&tr->ctx);
+    free(tr->x);
+    free(tr->y);
+    memset(tr, 0, sizeof *tr);
+}
+
+void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count) {
+    int W = m->cfg.n_ctx + 1;
+    c->training = false;
+    c->grad_enabled = false;
+    *nll = 0;
+    *count = 0;
+    for (size_t start = 0; start + 1 < n; start += (size_t)W) {
+        int len = n - start < (size_t)W ? (int)(n - start) : W, T = len - 1;
+        mt_ctx_reset(c);
+        int *ids = mt_arena_alloc(c, 2 * (size_t)T * sizeof *ids), *targets = ids + T;
+        for (int t = 0; t < T; t++) {
+            ids[t] = tok[start + (size_t)t];
+            targets[t] = tok[start + (size_t)t + 1];
+        }
+        /* the mean over T targets, back to a sum */
+        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T)->data[0] * T;
+        *count += T;
+    }
+}

@@ -1,0 +1,78 @@
+"""./infer --score against PyTorch: the same checkpoint (trained a few steps by ./train) through
+the torch GPT of torch_gpt.py, on the same windows (consecutive, non-overlapping, n_ctx + 1
+tokens, the last shorter): the mean loss per predicted token and the token count must agree."""
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+
+from harness import BUILD, Report, load
+from torch_gpt import TorchGPT
+
+R = Report("parity score")
+
+
+def encode(text, tok):
+    """The ids of text under the checkpoint's tokenizer (byte or char)."""
+    if tok["type"] == "byte":
+        return list(text.encode())
+    index = {c: i for i, c in enumerate(tok["chars"])}
+    return [index[ord(ch)] for ch in text]
+
+
+def torch_score(path, text):
+    params, meta = load(path)
+    cfg = json.loads(meta["config"])
+    if cfg["norm_eps"] < 0:  # the norm's default
+        cfg["norm_eps"] = 1e-8 if cfg["norm"] == "rms" and cfg["rms_form"] == "paper" else 1e-5
+    model = TorchGPT(cfg, params)
+    ids = encode(text, json.loads(meta["tokenizer"]))
+    W, nll, count = cfg["n_ctx"] + 1, 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(ids) - 1, W):
+            w = torch.tensor(ids[start:start + W])
+            if len(w) < 2:
+                break
+            _, loss = model(w[None, :-1], w[None, 1:])
+            nll += float(loss) * (len(w) - 1)
+            count += len(w) - 1
+    return nll / count, count, cfg["n_vocab"]
+
+
+def mt(prog, *args):
+    out = subprocess.run([os.path.join(BUILD, prog), "--threads", "2", *args], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+with open("data/tinyshakespeare.txt", encoding="utf-8") as f:
+    shakespeare = f.read()
+score_text = shakespeare[-3000:]
+train_text = shakespeare[:40000] + score_text  # so the char vocabulary covers the scored text
+CASES = [("byte ln pre", ["--tokenizer", "byte", "--norm", "ln", "--placement", "pre"]),
+         ("char rms post untied", ["--tokenizer", "char", "--norm", "rms", "--placement", "post",
+                                   "--untie", "--act", "gelu_erf"]),
+         ("byte rms deepnorm", ["--norm", "rms", "--placement", "deepnorm", "--n-ctx", "20"])]
+with tempfile.TemporaryDirectory() as d:
+    data = os.path.join(d, "train.txt")
+    text = os.path.join(d, "score.txt")
+    with open(data, "w", encoding="utf-8") as f:
+        f.write(train_text)
+    with open(text, "w", encoding="utf-8") as f:
+        f.write(score_text)
+    for i, (label, flags) in enumerate(CASES):
+        out = os.path.join(d, f"run{i}")
+        mt("train", "--data", data, "--out", out, "--n-layer", "2", "--n-head", "2",
+           "--n-embd", "32", "--n-ctx", "24", "--batch", "8", "--steps", "25", "--lr", "3e-3",
+           "--eval-every", "0", "--eval-batches", "1", *flags)
+        line = mt("infer", "--checkpoint", os.path.join(out, "model.safetensors"), "--score", text)
+        got = dict(kv.split("=") for kv in line.split())
+        want_loss, want_count, V = torch_score(os.path.join(out, "model.safetensors"), score_text)
+        R.check(f"{label} loss", float(got["loss"]), want_loss)
+        R.check(f"{label} tokens", int(got["tokens"]), want_count, tol=0)
+        R.check(f"{label} ppl", float(got["ppl"]), np.exp(want_loss), tol=1e-4)
+        assert want_loss < np.log(V) - 0.3, f"{label}: {want_loss} does not beat uniform, log {V}"
+R.finish()

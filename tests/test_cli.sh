@@ -1,0 +1,96 @@
+#!/bin/sh
+# ./train and ./infer end to end on a tiny model: the loss falls, --steps 0 writes a model, a
+# resumed run ends bit-identical to an uninterrupted one, flags and config errors exit 2, a
+# diverging run exits 1 and keeps its last checkpoint, sampling is reproducible, --score and
+# --prepare work. MT_BUILD names the build directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_cli_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_cli: $*"; fails=$((fails + 1)); }
+# every run prints into $T/log; shown when a check fails
+train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
+infer() { "$B/infer" --threads 2 "$@" 2>"$T/log"; }
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
+      --warmup 5 --eval-every 20 --eval-batches 2 --log-every 5"
+
+# the loss falls over 60 steps; metrics.csv has its header and a row per logged step
+train $TINY --steps 60 --out "$T/a" || { fail "train exited $?"; cat "$T/log"; }
+first=$(sed -n 2p "$T/a/metrics.csv" | cut -d, -f2)
+last=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f2)
+val=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f3)
+[ "$(head -n 1 "$T/a/metrics.csv")" = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s" ] ||
+    fail "metrics header"
+[ "$(wc -l <"$T/a/metrics.csv")" -eq 13 ] || fail "metrics rows: $(wc -l <"$T/a/metrics.csv")"
+awk -v a="$first" -v b="$last" -v v="$val" 'BEGIN { exit !(b < a - 1.0 && v < a - 0.8) }' ||
+    fail "loss did not fall: first $first, last $last, val $val"
+
+# --steps 0 writes the initialised model and its optimizer state
+train $TINY --steps 0 --out "$T/zero" || fail "--steps 0 exited $?"
+[ -f "$T/zero/model.safetensors" ] && [ -f "$T/zero/optim.safetensors" ] || fail "--steps 0 wrote nothing"
+infer --info "$T/zero/model.safetensors" | grep -q "^steps       0$" || fail "--info of step 0"
+
+# 30 steps at once and 15 + 15 resumed give the same bits (constant lr: the schedule does not
+# depend on --steps)
+R="$TINY --schedule const --dropout 0.1 --steps 30 --save-every 10"
+train $R --out "$T/r" && mv "$T/r" "$T/once" || fail "run once"
+train $R --steps 15 --out "$T/r" || fail "first half"
+train --resume --out "$T/r" --steps 30 || { fail "resume exited $?"; cat "$T/log"; }
+grep -q resumed "$T/log" || fail "resume did not say so"
+cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ"
+cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
+# step, loss, lr, grad_norm (the first half also evaluated at its last step)
+[ "$(cut -d, -f1,2,4,5 "$T/once/metrics.csv")" = "$(cut -d, -f1,2,4,5 "$T/r/metrics.csv")" ] ||
+    fail "resumed metrics differ"
+train --resume --out "$T/r" --n-layer 3 && fail "resume with another model accepted"
+grep -q "n_layer is 2 in the checkpoint, 3 now" "$T/log" || fail "resume mismatch message: $(cat "$T/log")"
+
+# usage errors exit 2 and name the culprit
+train --n-layers 3; [ $? -eq 2 ] && grep -q "unknown flag --n-layers (did you mean --n-layer?)" "$T/log" ||
+    fail "unknown flag: $(cat "$T/log")"
+printf 'lr = 1e-3\nbatchsize = 4\n' >"$T/bad.ini"
+train --config "$T/bad.ini"; [ $? -eq 2 ] && grep -q "bad.ini:2: unknown key 'batchsize'" "$T/log" ||
+    fail "unknown config key: $(cat "$T/log")"
+train $TINY --norm batch; [ $? -eq 2 ] && grep -q "is not one of ln|rms" "$T/log" || fail "bad choice"
+# a config file is read and a flag overrides it
+printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"
+train --config "$T/ok.ini" --data "$T/text.txt" --n-ctx 16 --steps 2 --out "$T/c" --log-every 1 ||
+    fail "config run"
+infer --info "$T/c/model.safetensors" >"$T/info"
+grep -q '"n_layer":1,' "$T/info" && grep -q '"n_embd":16,' "$T/info" && grep -q "^steps       2$" "$T/info" ||
+    fail "config not applied: $(cat "$T/info")"
+
+# divergence: exit 1, the step and the parameter named, the last checkpoint kept
+train $TINY --lr 1e4 --clip 0 --warmup 0 --schedule const --steps 200 --save-every 1 --out "$T/nan"
+rc=$?
+[ $rc -eq 1 ] && grep -q "step [0-9]*: the loss is" "$T/log" || fail "divergence: exit $rc: $(tail -n 2 "$T/log")"
+grep -q "first non-finite gradient is in\|every gradient is finite" "$T/log" || fail "divergence message"
+infer --info "$T/nan/model.safetensors" >/dev/null || fail "no checkpoint after divergence"
+
+# sampling: the same seed gives the same text, another seed another text
+M="$T/a/model.safetensors"
+s1=$(infer --checkpoint "$M" --prompt "ROMEO:" --tokens 60 --seed 7)
+s2=$(infer --checkpoint "$M" --prompt "ROMEO:" --tokens 60 --seed 7)
+s3=$(infer --checkpoint "$M" --prompt "ROMEO:" --tokens 60 --seed 8)
+s4=$(infer --checkpoint "$M" --prompt "ROMEO:" --tokens 60 --seed 7 --no-cache)
+[ "$s1" = "$s2" ] || fail "same seed, other text"
+[ "$s1" != "$s3" ] || fail "another seed, same text"
+[ "$s1" = "$s4" ] || fail "the cache changes the text"
+case "$s1" in ROMEO:*) ;; *) fail "the sample does not start with the prompt" ;; esac
+
+# scoring: the last line's format; a token file scores as the text it came from
+tail -c 5000 data/tinyshakespeare.txt >"$T/s.txt"
+infer --checkpoint "$M" --score "$T/s.txt" | tail -n 1 >"$T/score"
+grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+$' "$T/score" || fail "score line: $(cat "$T/score")"
+grep -q "tokens=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
+"$B/train" --data "$T/text.txt" --tokenizer char --prepare "$T/text.bin" >"$T/log" || fail "prepare"
+train --data "$T/text.bin" --n-layer 1 --n-embd 16 --n-ctx 16 --steps 3 --out "$T/bin" ||
+    fail "train on a token file: $(cat "$T/log")"
+infer --info "$T/bin/model.safetensors" | grep -q "tokenizer   char" || fail "char tokenizer from the token file"
+infer --checkpoint "$T/bin/model.safetensors" --prompt "ROMEO: \$" --tokens 5 >/dev/null
+[ $? -eq 2 ] && grep -q "character '\\$'" "$T/log" || fail "unknown character: $(cat "$T/log")"
+
+[ $fails -eq 0 ] && echo "test_cli: ok"
+[ $fails -eq 0 ]

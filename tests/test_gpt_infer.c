@@ -1,0 +1,130 @@
+/* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
+   across the window's slides, for each placement; token sampling. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* A small GPT with weights far from init, so the logits are far from uniform. */
+static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint64_t seed) {
+    mt_gpt_config c = mt_gpt_config_default();
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 16;
+    c.n_ctx = n_ctx;
+    c.n_vocab = 11;
+    c.placement = pl;
+    c.norm = mt_norm_default(norm);
+    mt_err e;
+    CHECK(mt_gpt_build(m, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    for (int i = 0; i < m->P.n; i++) {
+        float *w = m->P.data + m->P.p[i].offset;
+        for (size_t j = 0; j < m->P.p[i].n; j++)
+            w[j] = m->P.p[i].role == MT_ROLE_NORM ? 1 + 0.2f * mt_rng_normal(&r)
+                                                  : 0.5f * mt_rng_normal(&r);
+    }
+}
+
+static void test_cache(mt_placement pl, mt_norm_kind norm) {
+    mt_gpt m;
+    int T = 12, V = 11;
+    build(&m, pl, norm, T, 7);
+    mt_kv_cache a, b;
+    mt_err e;
+    CHECK(mt_kv_init(&a, &m, false, &e) == MT_OK && mt_kv_init(&b, &m, true, &e) == MT_OK,
+          "kv init: %s", e.msg);
+    int prompt[5] = {1, 4, 2, 9, 3};
+    mt_kv_feed(&a, prompt, 5);
+    mt_kv_feed(&b, prompt, 5);
+    mt_rng r;
+    mt_rng_seed(&r, 3);
+    mt_sampling s = {1.0f, 0, 1.0f};
+    float ps[16];
+    int is[16];
+    double worst = 0;
+    int slides = 0;
+    for (int i = 0; i < 40; i++) { /* 45 tokens through a window of 12: several slides */
+        double err = max_rel_err(a.logits, b.logits, (size_t)V);
+        worst = err > worst ? err : worst;
+        CHECK(a.len == b.len && memcmp(a.ids, b.ids, (size_t)a.len * sizeof(int)) == 0,
+              "windows differ at token %d", i);
+        mt_rng r2 = r;
+        int t = mt_sample_token(a.logits, V, &s, &r, ps, is);
+        CHECK(t == mt_sample_token(b.logits, V, &s, &r2, ps, is), "token %d differs", i);
+        int before = a.len;
+        mt_kv_feed(&a, &t, 1);
+        mt_kv_feed(&b, &t, 1);
+        if (a.len < before) {
+            slides++;
+            CHECK(a.len == T / 2 && a.ids[a.len - 1] == t, "a slide keeps n_ctx / 2 tokens");
+        }
+    }
+    CHECK(worst <= 1e-5, "%s %s: cached logits differ by %.3g", mt_placement_name(pl),
+          mt_norm_name(norm), worst);
+    CHECK(slides >= 3, "only %d slides", slides);
+    /* a prompt longer than n_ctx keeps its last n_ctx tokens */
+    int longp[20];
+    for (int i = 0; i < 20; i++) longp[i] = i % V;
+    mt_kv_feed(&a, longp, 20);
+    mt_kv_feed(&b, longp, 20);
+    CHECK(a.len == T && a.ids[0] == longp[8], "long prompt window");
+    CHECK(max_rel_err(a.logits, b.logits, (size_t)V) <= 1e-5, "long prompt logits");
+    mt_kv_free(&a);
+    mt_kv_free(&b);
+    mt_gpt_free(&m);
+}
+
+static void test_sampling(void) {
+    enum { V = 6 };
+    float logits[V] = {0.5f, 2.0f, -1.0f, 1.0f, 0.0f, 1.5f}, ps[V];
+    int is[V];
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    mt_sampling greedy = {0, 0, 1}, top1 = {1, 1, 1}, tiny_p = {1, 0, 1e-3f};
+    for (int i = 0; i < 20; i++) {
+        CHECK(mt_sample_token(logits, V, &greedy, &r, ps, is) == 1, "temperature 0 is argmax");
+        CHECK(mt_sample_token(logits, V, &top1, &r, ps, is) == 1, "top-k 1 is argmax");
+        CHECK(mt_sample_token(logits, V, &tiny_p, &r, ps, is) == 1, "a tiny top-p is argmax");
+    }
+    /* frequencies follow softmax(logits / temperature), restricted by top-k and top-p */
+    struct {
+        mt_sampling s;
+        int allowed; /* tokens by rank that may appear */
+    } cases[] = {{{1, 0, 1}, 6}, {{0.7f, 3, 1}, 3}, {{1, 0, 0.85f}, 4}};
+    const int rank[V] = {3, 0, 5, 2, 4, 1};
+    for (int c = 0; c < 3; c++) {
+        const mt_sampling *s = &cases[c].s;
+        double p[V], z = 0;
+        for (int i = 0; i < V; i++) {
+            p[i] = rank[i] < cases[c].allowed ? exp(logits[i] / s->temperature) : 0;
+            z += p[i];
+        }
+        int count[V] = {0}, n = 60000;
+        for (int k = 0; k < n; k++) count[mt_sample_token(logits, V, s, &r, ps, is)]++;
+        for (int i = 0; i < V; i++) {
+            double want = p[i] / z, got = (double)count[i] / n;
+            CHECK(fabs(got - want) < 0.01, "case %d token %d: frequency %.4f, expected %.4f", c,
+                  i, got, want);
+        }
+    }
+    /* the same seed draws the same tokens */
+    mt_rng a, b;
+    mt_rng_seed(&a, 5);
+    mt_rng_seed(&b, 5);
+    mt_sampling s = {0.9f, 4, 0.9f};
+    for (int i = 0; i < 100; i++)
+        CHECK(mt_sample_token(logits, V, &s, &a, ps, is) == mt_sample_token(logits, V, &s, &b, ps, is),
+              "same seed, other token");
+}
+
+int main(void) {
+    mt_set_threads(2);
+    test_cache(MT_PLACE_PRE, MT_NORM_LN);
+    test_cache(MT_PLACE_POST, MT_NORM_RMS);
+    test_cache(MT_PLACE_DEEPNORM, MT_NORM_LN);
+    test_sampling();
+    return check_finish("test_gpt_infer");
+}

@@ -1,0 +1,122 @@
+/* GPT checkpoints (bit-exact round trip, errors naming the tensor) and the scoring windows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[] = "/tmp/mt_test_train_XXXXXX";
+
+static void test_checkpoint(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    mt_gpt_config c = mt_gpt_config_default();
+    c.n_layer = 2;
+    c.n_embd = 16;
+    c.n_ctx = 8;
+    c.n_vocab = 5;
+    c.norm = mt_norm_default(MT_NORM_RMS);
+    c.placement = MT_PLACE_POST;
+    c.tied = false;
+    mt_gpt m, back;
+    mt_err e;
+    CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 9);
+    mt_gpt_init_weights(&m, &r);
+    m.P.data[m.P.p[0].offset] = -0.0f;
+    mt_tokenizer tok;
+    CHECK(mt_tok_build_char(&tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    mt_ckpt_state st = {123, {{1, 2, 3, 4}}, {{5, 6, 7, 0xffffffffffffffffULL}}}, st2;
+    CHECK(mt_ckpt_save(path, &m, &tok, &st, "lr = 0.5\n", &e) == MT_OK, "save: %s", e.msg);
+    mt_tokenizer tok2;
+    char *options;
+    CHECK(mt_ckpt_load(path, &back, &tok2, &st2, &options, &e) == MT_OK, "load: %s", e.msg);
+    CHECK(back.P.total == m.P.total &&
+              memcmp(back.P.data, m.P.data, m.P.total * sizeof(float)) == 0,
+          "weights are not bit-exact");
+    char *j1 = mt_gpt_config_to_json(&m.cfg), *j2 = mt_gpt_config_to_json(&back.cfg);
+    CHECK(strcmp(j1, j2) == 0, "config: %s vs %s", j1, j2);
+    CHECK(tok2.kind == MT_TOK_CHAR && tok2.n_vocab == 5 && tok2.chars[4] == 'e', "tokenizer");
+    CHECK(memcmp(&st, &st2, sizeof st) == 0, "state: step %ld", st2.step);
+    CHECK(strcmp(options, "lr = 0.5\n") == 0, "options");
+    free(j1);
+    free(j2);
+    free(options);
+    mt_tok_free(&tok2);
+    mt_gpt_free(&back);
+
+    /* a tokenizer that does not fit the model's vocabulary */
+    mt_tokenizer byte;
+    mt_tok_init_byte(&byte);
+    CHECK(mt_ckpt_save(path, &m, &byte, &st, "", &e) == MT_OK, "save");
+    CHECK(mt_ckpt_load(path, &back, &tok2, NULL, NULL, &e) == MT_EFORMAT &&
+              strstr(e.msg, "n_vocab 5, the tokenizer 256"),
+          "vocab mismatch: %s", e.msg);
+    /* weights of another model under this config: the error names the tensor */
+    mt_gpt other;
+    c.n_embd = 8;
+    CHECK(mt_gpt_build(&other, &c, &e) == MT_OK, "build");
+    mt_safetensors s;
+    CHECK(mt_ckpt_save(path, &other, &tok, &st, "", &e) == MT_OK, "save");
+    CHECK(mt_st_load(path, &s, &e) == MT_OK, "st");
+    char *wrong = mt_gpt_config_to_json(&m.cfg);
+    const char *keys[] = {"config", "tokenizer"}, *vals[] = {wrong, mt_st_meta(&s, "tokenizer")};
+    CHECK(mt_st_save_params(path, &other.P, 2, keys, vals, &e) == MT_OK, "save");
+    CHECK(mt_ckpt_load(path, &back, &tok2, NULL, NULL, &e) == MT_EFORMAT &&
+              strstr(e.msg, "'tok_emb.weight' has shape (5, 8), the model needs (5, 16)"),
+          "shape mismatch: %s", e.msg);
+    free(wrong);
+    mt_st_free(&s);
+    mt_gpt_free(&other);
+    mt_tok_free(&tok);
+    mt_gpt_free(&m);
+    unlink(path);
+}
+
+static void test_score_windows(void) {
+    mt_gpt_config c = mt_gpt_config_default();
+    c.n_layer = 1;
+    c.n_embd = 8;
+    c.n_head = 2;
+    c.n_ctx = 12;
+    c.n_vocab = 7;
+    mt_gpt m;
+    mt_err e;
+    CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 2);
+    mt_gpt_init_weights(&m, &r);
+    mt_ctx ctx;
+    CHECK(mt_ctx_init(&ctx, mt_gpt_arena_bytes(&m.cfg, 1, false), 0, &e) == MT_OK, "ctx");
+    uint16_t tok[53];
+    for (int i = 0; i < 53; i++) tok[i] = (uint16_t)(i * 3 % 7);
+    /* windows of 13: 13 + 13 + 13 + 13 + 1 -> 12 + 12 + 12 + 12 predicted, the lone last token
+       predicts nothing */
+    double nll, nll2 = 0;
+    long count;
+    mt_gpt_score(&ctx, &m, tok, 53, &nll, &count);
+    CHECK(count == 48, "53 tokens: %ld predicted, expected 48", count);
+    mt_gpt_score(&ctx, &m, tok, 50, &nll, &count);
+    CHECK(count == 46, "50 tokens: %ld predicted, expected 46", count);
+    /* the same as the windows' losses one by one */
+    for (int w = 0; w < 4; w++) {
+        int T = w < 3 ? 12 : 10, ids[12], tg[12];
+        for (int t = 0; t < T; t++) ids[t] = tok[13 * w + t], tg[t] = tok[13 * w + t + 1];
+        mt_ctx_reset(&ctx);
+        nll2 += (double)mt_gpt_loss(&ctx, &m, ids, tg, 1, T)->data[0] * T;
+    }
+    CHECK(fabs(nll - nll2) < 1e-9 * nll2, "score %.9g, windows %.9g", nll, nll2);
+    mt_ctx_free(&ctx);
+    mt_gpt_free(&m);
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    mt_set_threads(2);
+    test_checkpoint();
+    test_score_windows();
+    rmdir(dir);
+    return check_finish("test_train");
+}

@@ -1,0 +1,318 @@
+/* ./train: trains a GPT on a text or token file. Flags, config files, progress, exit codes; the
+ * work itself is src/train. Exit status: 0 done, 1 runtime failure (diverged, I/O), 2 usage. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mt.h"
+
+/* Every option: the flag --name, the config key name (or name_with_underscores). */
+static struct {
+    char data[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], config[MT_OPT_STR_MAX],
+        prepare[MT_OPT_STR_MAX];
+    int tokenizer;
+    float val_fraction;
+    int seed, threads, steps, batch, arena_mb;
+    int n_layer, n_head, n_embd, n_ctx, n_ff;
+    int norm, gn_groups, rms_form;
+    float norm_eps, prms_p;
+    int placement, init, act;
+    bool untie, no_bias;
+    float dropout;
+    int optim, schedule, warmup, decay_scope;
+    float lr, min_lr, warmup_init_lr, beta1, beta2, eps, weight_decay, momentum, clip;
+    bool nesterov;
+    int eval_every, eval_batches, save_every, log_every;
+    bool resume, help;
+} o = { /* the defaults: a tiny GPT on tiny Shakespeare in a few minutes (configs/tiny-gpt.ini) */
+    .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
+    .seed = 1337, .steps = 1000, .batch = 32,
+    .n_layer = 4, .n_head = 4, .n_embd = 64, .n_ctx = 64,
+    .norm_eps = -1, .prms_p = 0.0625f, .init = 3 /* auto */,
+    .optim = 2 /* adamw */, .schedule = 1 /* cosine */, .warmup = -1,
+    .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
+    .weight_decay = 0.1f, .clip = 1.0f,
+    .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10,
+};
+
+static const mt_opt OPTS[] = {
+    {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin", 0},
+    {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, "byte|char", "tokenizer of a text file", 0},
+    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation", 0},
+    {"prepare", MT_OPT_STR, o.prepare, NULL, "write --data as a token file FILE.bin and exit", MT_OPT_CLI},
+    {"out", MT_OPT_STR, o.out, NULL, "directory of model.safetensors, optim.safetensors, metrics.csv", 0},
+    {"config", MT_OPT_STR, o.config, NULL, "config file of key = value lines (flags override it)", MT_OPT_CLI},
+    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue the run in --out (its options, then the config, then flags)", MT_OPT_CLI},
+    {"seed", MT_OPT_INT, &o.seed, NULL, "seed of the weights, batches and dropout", 0},
+    {"threads", MT_OPT_INT, &o.threads, NULL, "threads; 0: OMP_NUM_THREADS or all cores", 0},
+    {"steps", MT_OPT_INT, &o.steps, NULL, "optimizer steps; 0 writes the initialised model", 0},
+    {"batch", MT_OPT_INT, &o.batch, NULL, "sequences per step", 0},
+    {"n-layer", MT_OPT_INT, &o.n_layer, NULL, "blocks", 0},
+    {"n-head", MT_OPT_INT, &o.n_head, NULL, "attention heads", 0},
+    {"n-embd", MT_OPT_INT, &o.n_embd, NULL, "channels", 0},
+    {"n-ctx", MT_OPT_INT, &o.n_ctx, NULL, "context length (tokens)", 0},
+    {"n-ff", MT_OPT_INT, &o.n_ff, NULL, "FFN width; 0: 4 n-embd", 0},
+    {"norm", MT_OPT_CHOICE, &o.norm, "ln|rms|prms|bn|in|gn|scale|none", "normalization", 0},
+    {"norm-eps", MT_OPT_FLOAT, &o.norm_eps, NULL, "norm epsilon; -1: the norm's default", 0},
+    {"prms-p", MT_OPT_FLOAT, &o.prms_p, NULL, "pRMSNorm: fraction of channels the RMS is taken from", 0},
+    {"gn-groups", MT_OPT_INT, &o.gn_groups, NULL, "GroupNorm groups; 0: the norm's default", 0},
+    {"rms-form", MT_OPT_CHOICE, &o.rms_form, "llama|paper", "RMSNorm form: eps inside or outside the sqrt", 0},
+    {"placement", MT_OPT_CHOICE, &o.placement, "pre|post|deepnorm", "residual placement of the norm", 0},
+    {"init", MT_OPT_CHOICE, &o.init, "gpt2|xavier|deepnorm|auto", "weight init (auto: deepnorm for --placement deepnorm, else gpt2)", 0},
+    {"untie", MT_OPT_BOOL, &o.untie, NULL, "a separate output head instead of the token embedding", 0},
+    {"no-bias", MT_OPT_BOOL, &o.no_bias, NULL, "no biases in the linear layers", 0},
+    {"act", MT_OPT_CHOICE, &o.act, "gelu|gelu_erf|relu|silu", "FFN activation", 0},
+    {"dropout", MT_OPT_FLOAT, &o.dropout, NULL, "dropout probability", 0},
+    {"optim", MT_OPT_CHOICE, &o.optim, "sgd|adam|adamw", "optimizer", 0},
+    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "peak learning rate", 0},
+    {"min-lr", MT_OPT_FLOAT, &o.min_lr, NULL, "learning rate at the end of cosine and linear decays; -1: lr / 10", 0},
+    {"warmup", MT_OPT_INT, &o.warmup, NULL, "linear warmup steps; -1: steps / 10, at most 100", 0},
+    {"warmup-init-lr", MT_OPT_FLOAT, &o.warmup_init_lr, NULL, "learning rate at step 0 of the warmup", 0},
+    {"schedule", MT_OPT_CHOICE, &o.schedule, "const|cosine|linear|invsqrt", "learning-rate schedule after warmup", 0},
+    {"beta1", MT_OPT_FLOAT, &o.beta1, NULL, "Adam beta1", 0},
+    {"beta2", MT_OPT_FLOAT, &o.beta2, NULL, "Adam beta2", 0},
+    {"eps", MT_OPT_FLOAT, &o.eps, NULL, "Adam epsilon", 0},
+    {"weight-decay", MT_OPT_FLOAT, &o.weight_decay, NULL, "weight decay (decoupled for adamw)", 0},
+    {"decay-scope", MT_OPT_CHOICE, &o.decay_scope, "matrices|embeddings|all", "what weight decay reaches", 0},
+    {"momentum", MT_OPT_FLOAT, &o.momentum, NULL, "SGD momentum", 0},
+    {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0},
+    {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0},
+    {"eval-every", MT_OPT_INT, &o.eval_every, NULL, "validation every N steps (and at the end); 0: only at the end", 0},
+    {"eval-batches", MT_OPT_INT, &o.eval_batches, NULL, "validation batches (the same ones each time)", 0},
+    {"save-every", MT_OPT_INT, &o.save_every, NULL, "checkpoint every N steps (and at the end); 0: only at the end", 0},
+    {"log-every", MT_OPT_INT, &o.log_every, NULL, "progress and a metrics row every N steps", 0},
+    {"arena-mb", MT_OPT_INT, &o.arena_mb, NULL, "step arena in MiB; 0: estimated", 0},
+    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
+};
+enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+
+static const char *USAGE =
+    "usage: ./train [--config FILE.ini] [--flag value ...]\n"
+    "Trains a GPT on --data and writes <out>/model.safetensors, optim.safetensors and\n"
+    "metrics.csv. Config files use the flag names as keys (n-layer = 4 or n_layer = 4).\n"
+    "Example: ./train --config configs/tiny-gpt.ini --steps 500\n\n";
+
+static _Noreturn void die(int code, const char *msg) {
+    fprintf(stderr, "train: %s\n", msg);
+    exit(code);
+}
+
+static int exit_code(mt_status s) { return s == MT_EINVAL ? 2 : 1; }
+
+/* The text of a choice option ("rms"). */
+static const char *choice(const char *name) {
+    static char buf[8][64];
+    static int k;
+    k = (k + 1) % 8;
+    return mt_opt_format(mt_opts_find(OPTS, N_OPTS, name), buf[k], sizeof buf[k]);
+}
+
+/* The options from defaults, then saved (a resumed run's), then the config file named by the
+   flags, then the flags. */
+static void layer_options(const void *defaults, const char *saved, int argc, char **argv) {
+    mt_err e;
+    char config[MT_OPT_STR_MAX];
+    memcpy(&o, defaults, sizeof o);
+    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    memcpy(config, o.config, sizeof config);
+    memcpy(&o, defaults, sizeof o);
+    if (saved && mt_opts_parse_ini(OPTS, N_OPTS, saved, "the checkpoint's options", &e) != MT_OK)
+        die(1, e.msg);
+    if (config[0] && mt_opts_read_ini(OPTS, N_OPTS, config, &e) != MT_OK) die(2, e.msg);
+    mt_opts_parse_args(OPTS, N_OPTS, argc, argv, NULL);
+}
+
+static mt_gpt_config model_config(void) {
+    mt_gpt_config c = mt_gpt_config_default();
+    mt_err e;
+    mt_norm_kind kind;
+    if (mt_norm_parse(choice("norm"), &kind, &e) != MT_OK ||
+        mt_placement_parse(choice("placement"), &c.placement, &e) != MT_OK ||
+        mt_init_scheme_parse(choice("init"), &c.init, &e) != MT_OK ||
+        mt_act_parse(choice("act"), &c.act, &e) != MT_OK)
+        die(2, e.msg);
+    c.norm = mt_norm_default(kind);
+    if (o.norm_eps >= 0) c.norm.eps = o.norm_eps;
+    c.norm.prms_p = o.prms_p;
+    if (o.gn_groups > 0) c.norm.gn_groups = o.gn_groups;
+    c.norm.rms_form = o.rms_form == 1 ? MT_RMS_PAPER : MT_RMS_LLAMA;
+    c.n_layer = o.n_layer;
+    c.n_head = o.n_head;
+    c.n_embd = o.n_embd;
+    c.n_ctx = o.n_ctx;
+    c.n_ff = o.n_ff;
+    c.tied = !o.untie;
+    c.bias = !o.no_bias;
+    c.dropout = o.dropout;
+    return c;
+}
+
+static mt_optim_config optim_config(void) {
+    mt_optim_config c = mt_optim_defaults();
+    mt_err e;
+    if (mt_optim_parse_kind(choice("optim"), &c.kind, &e) != MT_OK ||
+        mt_optim_parse_schedule(choice("schedule"), &c.sched.kind, &e) != MT_OK ||
+        mt_optim_parse_decay_scope(choice("decay-scope"), &c.decay_scope, &e) != MT_OK)
+        die(2, e.msg);
+    c.beta1 = o.beta1;
+    c.beta2 = o.beta2;
+    c.eps = o.eps;
+    c.weight_decay = o.weight_decay;
+    c.momentum = o.momentum;
+    c.nesterov = o.nesterov;
+    c.clip = o.clip;
+    c.sched.lr = o.lr;
+    bool decays = c.sched.kind == MT_SCHED_COSINE || c.sched.kind == MT_SCHED_LINEAR;
+    c.sched.min_lr = o.min_lr >= 0 ? o.min_lr : decays ? o.lr / 10 : 0;
+    c.sched.warmup = o.warmup >= 0 ? o.warmup : o.steps / 10 < 100 ? o.steps / 10 : 100;
+    c.sched.warmup_init_lr = o.warmup_init_lr;
+    return c;
+}
+
+static int prepare(void) {
+    mt_tokenizer tok;
+    mt_tokens d;
+    mt_err e;
+    mt_tok_kind kind = o.tokenizer == 1 ? MT_TOK_CHAR : MT_TOK_BYTE;
+    mt_status s = mt_data_load(o.data, kind, &tok, &d, &e);
+    if (s == MT_OK) s = mt_tokfile_write(o.prepare, &tok, &d, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
+    printf("wrote %s: %zu tokens, %s tokenizer, vocabulary %d\n", o.prepare, d.n,
+           mt_tok_name(tok.kind), tok.n_vocab);
+    mt_tokens_free(&d);
+    mt_tok_free(&tok);
+    return 0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *hms(double s, char *buf, size_t len) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    static char defaults[sizeof o];
+    memcpy(defaults, &o, sizeof o);
+    mt_err e;
+    layer_options(defaults, NULL, argc, argv);
+    if (o.help) {
+        memcpy(&o, defaults, sizeof o); /* the help shows the defaults */
+        char *help = mt_opts_help(OPTS, N_OPTS);
+        printf("%s%s", USAGE, help);
+        free(help);
+        return 0;
+    }
+    if (o.prepare[0]) return prepare();
+
+    char *saved = NULL, path[MT_OPT_STR_MAX + 32];
+    if (o.resume) {
+        snprintf(path, sizeof path, "%s/model.safetensors", o.out);
+        mt_safetensors st;
+        mt_status s = mt_st_load(path, &st, &e);
+        if (s != MT_OK) die(1, e.msg);
+        const char *opts = mt_st_meta(&st, "options");
+        if (!opts) die(1, "the checkpoint has no saved options: was it written by ./train?");
+        saved = strdup(opts);
+        mt_st_free(&st);
+        layer_options(defaults, saved, argc, argv);
+    }
+
+    const char *omp = getenv("OMP_NUM_THREADS");
+    mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    mt_gpt_config mc = model_config();
+    mt_optim_config oc = optim_config();
+    char *options = mt_opts_to_ini(OPTS, N_OPTS);
+    mt_train_cfg tc = {
+        .data = o.data, .tokenizer = o.tokenizer == 1 ? MT_TOK_CHAR : MT_TOK_BYTE,
+        .val_fraction = o.val_fraction, .out = o.out, .seed = (uint64_t)o.seed,
+        .steps = o.steps, .batch = o.batch, .eval_batches = o.eval_batches,
+        .arena_bytes = (size_t)(o.arena_mb > 0 ? o.arena_mb : 0) << 20, .options = options,
+    };
+    if (o.log_every < 1 || o.eval_every < 0 || o.save_every < 0)
+        die(2, "--log-every must be at least 1, --eval-every and --save-every at least 0");
+    mt_trainer tr;
+    mt_status s = mt_trainer_init(&tr, &tc, &mc, &oc, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (o.resume && (s = mt_trainer_resume(&tr, &e)) != MT_OK) die(exit_code(s), e.msg);
+
+    const mt_gpt_config *m = &tr.model.cfg;
+    printf("data    %s: %zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu\n", o.data,
+           tr.all.n, mt_tok_name(tr.tok.kind), tr.tok.n_vocab, tr.train.n, tr.val.n);
+    printf("model   %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, placement %s, "
+           "init %s: %.3fM parameters\n",
+           m->n_layer, m->n_head, m->n_embd, m->n_ff, m->n_ctx, mt_norm_name(m->norm.kind),
+           mt_placement_name(m->placement), mt_init_scheme_name(m->init),
+           mt_params_count_trainable(&tr.model.P) / 1e6);
+    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d tokens, %d threads, %s -> %s\n",
+           choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch, m->n_ctx, mt_threads(),
+           o.resume ? "resumed" : "from scratch", o.out);
+
+    mt_metrics metrics;
+    snprintf(path, sizeof path, "%s/metrics.csv", o.out);
+    if ((s = mt_metrics_open(&metrics, path, o.resume ? tr.step : -1, &e)) != MT_OK)
+        die(1, e.msg);
+    if (tr.step >= o.steps) {
+        if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
+        printf("step %ld of %d: wrote %s\n", tr.step, o.steps, tr.model_path);
+    }
+
+    bool tty = isatty(fileno(stdout));
+    long first = tr.step, tokens = (long)o.batch * m->n_ctx;
+    double t0 = now();
+    char el[32], eta[32];
+    while (tr.step < o.steps) {
+        double ts = now();
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st);
+        double ms = 1e3 * (now() - ts);
+        if (!st.finite) {
+            int bad = mt_params_first_nonfinite(&tr.model.P);
+            if (tty) putchar('\n');
+            fprintf(stderr,
+                    "train: step %ld: the loss is %g and the gradient norm %g; %s%s. Nothing was "
+                    "updated; the last checkpoint in %s stays as it was. Try a lower --lr, "
+                    "--warmup or --clip.\n",
+                    tr.step + 1, st.loss, st.grad_norm,
+                    bad >= 0 ? "the first non-finite gradient is in " : "every gradient is finite",
+                    bad >= 0 ? tr.model.P.p[bad].name : "", o.out);
+            return 1;
+        }
+        long step = tr.step;
+        bool eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
+        bool log = step % o.log_every == 0 || eval;
+        double val = eval ? mt_trainer_eval(&tr) : NAN;
+        if (log) {
+            double elapsed = now() - t0, per = elapsed / (double)(step - first);
+            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
+            if ((s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
+            printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f tok/s | %s | "
+                   "ETA %s",
+                   tty ? "\r" : "", (int)snprintf(NULL, 0, "%d", o.steps), step, o.steps,
+                   st.loss, st.lr, st.grad_norm, tokens / per, hms(elapsed, el, sizeof el),
+                   hms(per * (double)(o.steps - step), eta, sizeof eta));
+            if (eval && !isnan(val)) printf(" | val %.4f", val);
+            printf(tty && !eval ? "\033[K" : "\n");
+            fflush(stdout);
+        }
+        if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps)
+            if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
+    }
+    if (tr.step > first)
+        printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", tr.step - first,
+               hms(now() - t0, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
+    mt_metrics_close(&metrics);
+    mt_trainer_free(&tr);
+    free(options);
+    free(saved);
+    return 0;
+}

@@ -84,13 +84,17 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
-# Each fuzzer is clang-built with every library source, so the sanitizers see all of it.
+# The library is clang-built once with coverage and the sanitizers; each fuzzer links it.
 FUZZ_SECONDS ?= 600
-FUZZERS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
+               -fno-sanitize-recover=all -Wno-pass-failed -fopenmp -Isrc -I$(BLAS_INC)
+FUZZ_OBJ := $(SRC:%.c=build-fuzz/%.o)
+FUZZERS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=all -Wno-pass-failed -fopenmp -Isrc -I$(BLAS_INC) $< $(SRC) $(LDFLAGS) $(LDLIBS) -o $@
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDFLAGS) $(LDLIBS) -o $@
 
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz_}; mkdir -p build-fuzz/corpus-$$name; \

@@ -7,7 +7,7 @@ if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
     exit 0
 fi
 rm -f /tmp/mt_fuzz_probe.$$
-make -s fuzz FUZZ_SECONDS="${MT_FUZZ_SECONDS:-15}" >/tmp/mt_fuzz.$$ 2>&1
+make -s -j2 fuzz FUZZ_SECONDS="${MT_FUZZ_SECONDS:-15}" >/tmp/mt_fuzz.$$ 2>&1
 rc=$?
 cat /tmp/mt_fuzz.$$ | grep -vE "^(clang|  )" | tail -20
 rm -f /tmp/mt_fuzz.$$

@@ -39,6 +39,32 @@ static int n_parts(const layout *L) { return (L->N + part_len(L) - 1) / part_len
 
 /* ---- per-sample helpers over channels; the loop order follows the unit stride --------------- */
 
+/* sum_i (x_i - m)^p, p = 1 or 2, and sum_i a_i b_i (b NULL: ones): 8 explicit lanes, then the
+   tail and the lanes in order. Vectorises without reassociation and stays fast for the short
+   runs of a group (OpenMP simd reductions spill their lanes for a short tail). */
+#define LANES 8
+static float lane_sum(const float *x, int n, float m, int p) {
+    float acc[LANES] = {0}, s = 0;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++)
+            acc[l] += p == 1 ? x[i + l] - m : (x[i + l] - m) * (x[i + l] - m);
+    for (; i < n; i++) s += p == 1 ? x[i] - m : (x[i] - m) * (x[i] - m);
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
+static float lane_dot(const float *a, const float *b, int n) {
+    if (!b) return lane_sum(a, n, 0.0f, 1);
+    float acc[LANES] = {0}, s = 0;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
 /* acc[c] += sum_s (x - m[c]), or sum_s (x - m[c])^2 when sq; x at one sample. */
 static void chan_sums(float *acc, const float *x, const float *m, bool sq, const layout *L) {
     int C = L->C, S = L->S;
@@ -140,26 +166,39 @@ static void chan_dx(float *dx, const float *x, const float *dy, const float *mu,
     }
 }
 
+/* dst[c] = a[g] for the channels c of group g: a per-group value per channel */
+static void expand(float *dst, const float *a, int G, int cpg) {
+    for (int g = 0; g < G; g++) {
+        float v = a[g];
+#pragma omp simd
+        for (int c = g * cpg; c < (g + 1) * cpg; c++) dst[c] = v;
+    }
+}
+
 /* Group statistics of nb consecutive samples from x: mean[g] and M2[g] = sum (x - mean)^2,
-   two passes, the first shifted by the group's first element. acc, m: (C) scratch. */
+   two passes, the first shifted by the group's first element. acc, m: (C) scratch. A group of
+   one channels-first sample is contiguous and reduced directly; otherwise per-channel sums in
+   the order of the unit stride are added up per group. */
 static void block_stats(float *mean, float *m2, float *acc, float *m, const float *x, int nb,
                         const layout *L) {
     int C = L->C, cpg = C / L->G;
     float cnt = (float)nb * cpg * L->S;
-    for (int c = 0; c < C; c++) m[c] = x[(c / cpg) * cpg * L->sC], acc[c] = 0;
+    if (nb == 1 && L->sS == 1) { /* channels-first: a group of one sample is one run */
+        for (int g = 0; g < L->G; g++) {
+            const float *xg = x + (long)g * cpg * L->S;
+            mean[g] = xg[0] + lane_sum(xg, cpg * L->S, xg[0], 1) / cnt;
+            m2[g] = lane_sum(xg, cpg * L->S, mean[g], 2);
+        }
+        return;
+    }
+    for (int g = 0; g < L->G; g++)
+        for (int c = g * cpg; c < (g + 1) * cpg; c++) m[c] = x[g * cpg * L->sC], acc[c] = 0;
     for (int n = 0; n < nb; n++) chan_sums(acc, x + n * L->sN, m, false, L);
-    for (int g = 0; g < L->G; g++) {
-        float s = 0;
-        for (int c = g * cpg; c < (g + 1) * cpg; c++) s += acc[c];
-        mean[g] = m[g * cpg] + s / cnt;
-    }
-    for (int c = 0; c < C; c++) m[c] = mean[c / cpg], acc[c] = 0;
+    for (int g = 0; g < L->G; g++) mean[g] = m[g * cpg] + lane_sum(acc + g * cpg, cpg, 0.0f, 1) / cnt;
+    expand(m, mean, L->G, cpg);
+    for (int c = 0; c < C; c++) acc[c] = 0;
     for (int n = 0; n < nb; n++) chan_sums(acc, x + n * L->sN, m, true, L);
-    for (int g = 0; g < L->G; g++) {
-        float s = 0;
-        for (int c = g * cpg; c < (g + 1) * cpg; c++) s += acc[c];
-        m2[g] = s;
-    }
+    for (int g = 0; g < L->G; g++) m2[g] = lane_sum(acc + g * cpg, cpg, 0.0f, 1);
 }
 
 /* ---- forward --------------------------------------------------------------------------------
@@ -209,12 +248,12 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
                 block_stats(mg, rg, acc, mm, xn, 1, L);
                 for (int g = 0; g < G; g++) rg[g] = 1.0f / sqrtf(rg[g] / ((float)cpg * L->S) + eps);
             }
-            if (!L->batch || n == p * len)
-                for (int c = 0; c < C; c++) {
-                    int i = L->batch ? c : n * G + c / cpg;
-                    mc[c] = mean[i];
-                    ac[c] = rstd[i] * (w ? w[c] : 1.0f);
-                }
+            if (!L->batch || n == p * len) {
+                size_t i = L->batch ? 0 : (size_t)n * G;
+                expand(mc, mean + i, L->batch ? C : G, L->batch ? 1 : cpg);
+                expand(ac, rstd + i, L->batch ? C : G, L->batch ? 1 : cpg);
+                for (int c = 0; w && c < C; c++) ac[c] *= w[c];
+            }
             chan_apply(y + n * L->sN, xn, mc, ac, b, L);
         }
     }
@@ -232,20 +271,19 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
  * scratch: (n_parts, 9, C). */
 static void coefficients(float *al, float *be, float *ga, const float *d1, const float *d2,
                          const float *w, const float *mu_g, const float *r_g, float *mc,
-                         float *rc, bool training, double K, const layout *L) {
+                         float *rc, bool training, float inv_k, const layout *L) {
     int cpg = L->C / L->G;
     for (int g = 0; g < L->G; g++) {
-        float s1 = 0, s2 = 0, r = r_g[g];
-        for (int c = g * cpg; c < (g + 1) * cpg; c++) {
-            s1 += (w ? w[c] : 1.0f) * d1[c];
-            s2 += (w ? w[c] : 1.0f) * d2[c];
-        }
+        float r = r_g[g], s1 = lane_dot(d1 + g * cpg, w ? w + g * cpg : NULL, cpg),
+              s2 = lane_dot(d2 + g * cpg, w ? w + g * cpg : NULL, cpg);
+        float bg = training ? -r * r * s2 * inv_k : 0.0f, gg = training ? -r * s1 * inv_k : 0.0f;
+#pragma omp simd
         for (int c = g * cpg; c < (g + 1) * cpg; c++) {
             mc[c] = mu_g[g];
             rc[c] = r;
             al[c] = r * (w ? w[c] : 1.0f);
-            be[c] = training ? (float)(-r * r * s2 / K) : 0.0f;
-            ga[c] = training ? (float)(-r * s1 / K) : 0.0f;
+            be[c] = bg;
+            ga[c] = gg;
         }
     }
 }
@@ -256,7 +294,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
                                            const layout *L) {
     int C = L->C, G = L->G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
-    double K = (double)(L->batch ? L->N : 1) * (C / G) * L->S;
+    float inv_k = (float)(1.0 / ((double)(L->batch ? L->N : 1) * (C / G) * L->S));
 #pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
     for (int p = 0; p < P; p++) {
         float *pd1 = scratch + (size_t)p * 9 * C, *pd2 = pd1 + C, *d1 = pd1 + 2 * C,
@@ -272,16 +310,14 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
                 chan_grad_sums(pd1, pd2, xn, dyn, mc, rc, L);
                 continue;
             }
-            for (int c = 0; c < C; c++) {
-                mc[c] = mean[(size_t)n * G + c / (C / G)];
-                rc[c] = rstd[(size_t)n * G + c / (C / G)];
-                d1[c] = d2[c] = 0;
-            }
+            expand(mc, mean + (size_t)n * G, G, C / G);
+            expand(rc, rstd + (size_t)n * G, G, C / G);
+            for (int c = 0; c < C; c++) d1[c] = d2[c] = 0;
             chan_grad_sums(d1, d2, xn, dyn, mc, rc, L);
             for (int c = 0; c < C; c++) pd1[c] += d1[c], pd2[c] += d2[c];
             if (dx) {
                 coefficients(al, be, ga, d1, d2, w, mean + (size_t)n * G, rstd + (size_t)n * G,
-                             mc, rc, true, K, L);
+                             mc, rc, true, inv_k, L);
                 chan_dx(dx + n * L->sN, xn, dyn, mc, al, be, ga, L);
             }
         }
@@ -300,7 +336,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
     }
     if (!L->batch || !dx) return;
     float *mc = scratch + 4 * C, *rc = mc + C, *al = mc + 2 * C, *be = mc + 3 * C, *ga = mc + 4 * C;
-    coefficients(al, be, ga, s1, s2, w, mean, rstd, mc, rc, training, K, L);
+    coefficients(al, be, ga, s1, s2, w, mean, rstd, mc, rc, training, inv_k, L);
 #pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
     for (int n = 0; n < L->N; n++)
         chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L);

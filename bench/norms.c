@@ -1,0 +1,137 @@
+/* Benchmark (not a test): forward + backward of every mt norm on a (8192, 768) float32 input, and
+ * the machine's triad bandwidth (a[i] = b[i] + s c[i]) as the ceiling.
+ *   build/bench/norms [reps] [threads] [cpu]    prints one JSON line per measurement
+ * cpu: time with the process's CPU clock instead of the wall clock, which on a loaded machine
+ * with 1 thread estimates the time the work would take alone.
+ * Time: the op's builder (forward) plus its backward node on a given dy, the median of reps.
+ * Effective GB/s counts the minimum traffic: forward reads x and writes y, backward reads x and
+ * dy and writes dx: 5 N C 4 bytes (mt's backward accumulates into dx, one read more, not counted).
+ * InstanceNorm runs on tokens (8, 1024, 768) channels-last, the same bytes. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../src/mt.h"
+
+enum { N = 8192, C = 768 };
+
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(clock_id, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Best of 5 runs of a[i] = b[i] + s c[i] on 3 arrays of 32M floats (3 x 128 MB, beyond the
+   caches); bytes counted as STREAM does: 3 x 4 per element. */
+static double triad_gbs(void) {
+    size_t n = (size_t)32 << 20;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t = now();
+#pragma omp parallel for simd
+        for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
+        t = now() - t;
+        if (12.0 * n / t / 1e9 > best) best = 12.0 * n / t / 1e9;
+    }
+    if (a[n / 2] != 7.0f) fprintf(stderr, "triad: wrong result\n");
+    free(a), free(b), free(c);
+    return best;
+}
+
+typedef struct {
+    const char *name;
+    mt_norm_kind kind;
+    mt_rms_form form;
+} bench_case;
+
+static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *x3,
+                      mt_tensor *w, mt_tensor *b, mt_tensor *g, mt_tensor *rm, mt_tensor *rv) {
+    switch (k->kind) {
+    case MT_NORM_LN: return mt_layernorm(c, x, w, b, 1e-5f);
+    case MT_NORM_RMS: return mt_rmsnorm(c, x, w, NULL, 1e-5f, k->form);
+    case MT_NORM_PRMS: return mt_prmsnorm(c, x, w, NULL, 0.0625f, 1e-5f, k->form);
+    case MT_NORM_SCALE: return mt_scalenorm(c, x, g, 1e-5f);
+    case MT_NORM_BN: return mt_batchnorm(c, x, w, b, rm, rv, 0.1f, 1e-5f, false);
+    case MT_NORM_IN: return mt_instancenorm(c, x3, w, b, 1e-5f, true);
+    case MT_NORM_GN: return mt_groupnorm(c, x, 32, w, b, 1e-5f, false);
+    case MT_NORM_NONE: break;
+    }
+    return x;
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 15, threads = argc > 2 ? atoi(argv[2]) : 0;
+    if (argc > 3 && strcmp(argv[3], "cpu") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    mt_set_threads(threads);
+    printf("{\"what\": \"triad\", \"impl\": \"machine\", \"threads\": %d, \"gbs\": %.2f}\n",
+           mt_threads(), triad_gbs());
+    fflush(stdout);
+
+    mt_rng r;
+    mt_rng_seed(&r, 1);
+    size_t n = (size_t)N * C;
+    float *xd = malloc(n * 4), *dxd = calloc(n, 4), *dy = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) xd[i] = mt_rng_normal(&r), dy[i] = mt_rng_normal(&r);
+    mt_params P;
+    mt_params_init_table(&P);
+    int iw = mt_params_add(&P, "w", 1, (int[]){C}, MT_ROLE_NORM, MT_INIT_ONES, 0);
+    int ib = mt_params_add(&P, "b", 1, (int[]){C}, MT_ROLE_NORM, MT_INIT_ZEROS, 0);
+    int ig = mt_params_add(&P, "g", 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST, sqrtf(C));
+    int im = mt_params_add(&P, "rm", 1, (int[]){C}, MT_ROLE_BUFFER, MT_INIT_ZEROS, 0);
+    int iv = mt_params_add(&P, "rv", 1, (int[]){C}, MT_ROLE_BUFFER, MT_INIT_ONES, 0);
+    mt_params_alloc(&P, NULL);
+    mt_params_initialize(&P, &r);
+    mt_tensor x = mt_tensor_view(xd, dxd, 2, (int[]){N, C});
+    mt_tensor x3 = mt_tensor_view(xd, dxd, 3, (int[]){8, N / 8, C});
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)256 << 20, 1, NULL);
+
+    const bench_case cases[] = {
+        {"layernorm", MT_NORM_LN, MT_RMS_LLAMA},  {"rmsnorm", MT_NORM_RMS, MT_RMS_LLAMA},
+        {"rmsnorm_paper", MT_NORM_RMS, MT_RMS_PAPER}, {"prmsnorm", MT_NORM_PRMS, MT_RMS_LLAMA},
+        {"scalenorm", MT_NORM_SCALE, MT_RMS_LLAMA}, {"batchnorm", MT_NORM_BN, MT_RMS_LLAMA},
+        {"instancenorm", MT_NORM_IN, MT_RMS_LLAMA}, {"groupnorm", MT_NORM_GN, MT_RMS_LLAMA},
+    };
+    double *tf = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double)),
+           *tt = malloc(reps * sizeof(double));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (int i = -2; i < reps; i++) { /* two warm-up runs */
+            mt_ctx_reset(&c);
+            double t0 = now();
+            mt_tensor *y = run(&c, &cases[k], &x, &x3, &P.t[iw], &P.t[ib], &P.t[ig], &P.t[im],
+                               &P.t[iv]);
+            double t1 = now();
+            y->grad = dy;
+            c.tape->op->backward(c.tape);
+            double t2 = now();
+            if (i >= 0) tf[i] = t1 - t0, tb[i] = t2 - t1, tt[i] = t2 - t0;
+        }
+        double f = median(tf, reps), b = median(tb, reps), tot = median(tt, reps);
+        printf("{\"what\": \"%s\", \"impl\": \"mt\", \"threads\": %d, \"fwd_ms\": %.3f, "
+               "\"bwd_ms\": %.3f, \"ms\": %.3f, \"gbs\": %.2f}\n",
+               cases[k].name, mt_threads(), 1e3 * f, 1e3 * b, 1e3 * tot, 5.0 * n * 4 / tot / 1e9);
+        fflush(stdout);
+    }
+    mt_ctx_free(&c);
+    mt_params_free(&P);
+    free(xd), free(dxd), free(dy), free(tf), free(tb), free(tt);
+    return 0;
+}

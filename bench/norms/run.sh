@@ -9,19 +9,22 @@ PY=/usr/bin/python3
 BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 HAVE_TORCH=$($PY -c 'import torch' 2>/dev/null && echo 1 || echo 0)
 
-# ---- norms (issue 3): forward + backward of every norm on (8192, 768); about 1-2 minutes.
-# REPS repetitions each (median); mt and torch alternate twice, torch in both settings.
-REPS=${REPS:-15}
+# 1-2 minutes when the machine is idle. REPS repetitions each (median). 2 threads on the wall clock, mt and torch
+# (both settings) alternating twice; then 1 thread on the process CPU clock, which a loaded
+# machine disturbs less.
+REPS=${REPS:-11}
 RAW=$BUILD/bench/norms.jsonl
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$RAW"
-for round in 1 2; do
-    "$BUILD/bench/norms" "$REPS" 2 | tee -a "$RAW"
-    if [ "$HAVE_TORCH" = 1 ]; then
-        LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 \
-            $PY bench/norms/torch_norms.py "$REPS" 2 openmp-openblas+avx512 | tee -a "$RAW"
-        $PY bench/norms/torch_norms.py "$REPS" 2 default | tee -a "$RAW"
-    fi
-done
+norms_round() { # threads [cpu]
+    "$BUILD/bench/norms" "$REPS" "$@" | tee -a "$RAW"
+    [ "$HAVE_TORCH" = 1 ] || return 0
+    LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 \
+        $PY bench/norms/torch_norms.py "$REPS" "$1" openmp-openblas+avx512 $2 | tee -a "$RAW"
+    $PY bench/norms/torch_norms.py "$REPS" "$1" default $2 | tee -a "$RAW"
+}
+norms_round 2
+norms_round 2
+norms_round 1 cpu
 $PY bench/norms/report.py "$RAW" "$LOAD" "make bench (REPS=$REPS)" >bench/NORMS.md
 echo "wrote bench/NORMS.md"

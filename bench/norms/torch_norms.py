@@ -1,7 +1,9 @@
 """Benchmark (not a test): forward + backward of every norm in torch on the inputs of
 bench/norms.c: (8192, 768) float32; InstanceNorm on (8, 768, 1024), channels-first as torch
 takes it (the same bytes). Prints one JSON line per norm, as bench/norms does.
-   python3 bench/norms_torch.py REPS THREADS SETTING
+   python3 bench/norms_torch.py REPS THREADS SETTING [cpu]
+cpu: time with the process's CPU clock (with 1 thread: the time the work would take alone on a
+loaded machine), as bench/norms does.
 RMSNorm, pRMSNorm and ScaleNorm are not in torch 1.13: their formulas (REFERENCE.md) in torch ops."""
 import json
 import sys
@@ -11,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 reps, threads, setting = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+clock = "cpu" if sys.argv[4:] == ["cpu"] else "wall"
+now = time.process_time if clock == "cpu" else time.perf_counter
 torch.set_num_threads(threads)
 N, C = 8192, 768
 g = torch.Generator().manual_seed(1)
@@ -47,11 +51,11 @@ for name, (fn, channels_first) in CASES.items():
     tf, tt = [], []
     for i in range(reps + 2):
         x.grad = None
-        t0 = time.perf_counter()
+        t0 = now()
         y = fn(x)
-        t1 = time.perf_counter()
+        t1 = now()
         y.backward(d)
-        t2 = time.perf_counter()
+        t2 = now()
         if i >= 2:
             tf.append(t1 - t0)
             tt.append(t2 - t0)
@@ -59,5 +63,6 @@ for name, (fn, channels_first) in CASES.items():
     tt.sort()
     med = tt[len(tt) // 2]
     print(json.dumps({"what": name, "impl": "torch", "setting": setting, "threads": threads,
+                      "clock": clock,
                       "fwd_ms": round(1e3 * tf[len(tf) // 2], 3), "ms": round(1e3 * med, 3),
                       "gbs": round(5 * N * C * 4 / med / 1e9, 2)}), flush=True)

@@ -60,37 +60,29 @@ static void row_stats(const float *x, int C, int k, row_mode mode, float eps, fl
     st[0] = mu, st[1] = s, st[2] = q;
 }
 
-/* y (N, C), st (N, 3) = (mu, s, q) per row; x (N, C); w (C) or (1) when wscalar, or NULL;
-   b (C) or NULL. */
+/* y (N, C), st (N, 3) = (mu, s, q) per row; x (N, C); w (C) (ones when there is no weight, g
+   repeated for ScaleNorm); b (C) or NULL. */
 static void rownorm_forward_kernel(float *y, float *st, const float *x, const float *w,
-                                   const float *b, bool wscalar, int N, int C, int k,
-                                   row_mode mode, float eps) {
+                                   const float *b, int N, int C, int k, row_mode mode, float eps) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
     for (int r = 0; r < N; r++) {
         const float *xr = x + (size_t)r * C;
         float *yr = y + (size_t)r * C, *sr = st + 3 * (size_t)r;
         row_stats(xr, C, k, mode, eps, sr);
         float mu = sr[0], s = sr[1];
-        if (w && !wscalar) {
 #pragma omp simd
-            for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i] + (b ? b[i] : 0.0f);
-        } else {
-            float a = s * (w ? w[0] : 1.0f);
-#pragma omp simd
-            for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * a + (b ? b[i] : 0.0f);
-        }
+        for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i] + (b ? b[i] : 0.0f);
     }
 }
 
-/* The derivative is in the file comment. dx (N, C), dw (C) or (1), db (C), each NULL when not
-   needed, accumulate; part (row_parts(N), 2, C) is scratch for the weight gradients. */
+/* The derivative is in the file comment. dx (N, C), dw (C) or (1) when wscalar, db (C), each
+   NULL when not needed, accumulate; w (C) as in the forward; part (row_parts(N), 2, C) is
+   scratch for the weight gradients. */
 static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part,
                                     const float *dy, const float *x, const float *w,
                                     bool wscalar, const float *st, int N, int C, int k,
                                     bool center) {
     int P = row_parts(N), rows = (N + P - 1) / P;
-    bool wv = w && !wscalar;
-    float a = w && wscalar ? w[0] : 1.0f;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
     for (int p = 0; p < P; p++) {
         float *pw = part ? part + (size_t)p * 2 * C : NULL, *pb = pw ? pw + C : NULL;
@@ -104,16 +96,16 @@ static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part
                 float sg = 0, sgx = 0;
                 if (center) {
 #pragma omp simd reduction(+ : sg)
-                    for (int i = 0; i < C; i++) sg += dyr[i] * (wv ? w[i] : a);
+                    for (int i = 0; i < C; i++) sg += dyr[i] * w[i];
                 }
 #pragma omp simd reduction(+ : sgx)
-                for (int i = 0; i < C; i++) sgx += dyr[i] * (wv ? w[i] : a) * (xr[i] - mu) * s;
+                for (int i = 0; i < C; i++) sgx += dyr[i] * w[i] * (xr[i] - mu) * s;
                 float c0 = s * sg / C, c1 = q * sgx;
 #pragma omp simd
                 for (int i = 0; i < k; i++)
-                    dxr[i] += s * dyr[i] * (wv ? w[i] : a) - c0 - (xr[i] - mu) * s * c1;
+                    dxr[i] += s * dyr[i] * w[i] - c0 - (xr[i] - mu) * s * c1;
 #pragma omp simd
-                for (int i = k; i < C; i++) dxr[i] += s * dyr[i] * (wv ? w[i] : a) - c0;
+                for (int i = k; i < C; i++) dxr[i] += s * dyr[i] * w[i] - c0;
             }
             if (dw || db) {
 #pragma omp simd
@@ -140,12 +132,14 @@ static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part
 }
 
 /* node: in = {x, w, b}; i[0] N, i[1] C, i[2] k, i[3] mode, i[4] w is a scalar; f[0] eps;
-   saved[0] the row statistics (N, 3). */
+   saved[0] the row statistics (N, 3), saved[1] the weight as (C) when it is not. */
 static void rownorm_forward(mt_node *n) {
     const mt_tensor *w = n->in[1], *b = n->in[2];
-    rownorm_forward_kernel(n->out->data, n->saved[0], n->in[0]->data, w ? w->data : NULL,
-                           b ? b->data : NULL, n->i[4], n->i[0], n->i[1], n->i[2],
-                           (row_mode)n->i[3], n->f[0]);
+    int C = n->i[1];
+    const float *wc = w && !n->i[4] ? w->data : n->saved[1];
+    for (int i = 0; wc == n->saved[1] && i < C; i++) n->saved[1][i] = w ? w->data[0] : 1.0f;
+    rownorm_forward_kernel(n->out->data, n->saved[0], n->in[0]->data, wc, b ? b->data : NULL,
+                           n->i[0], C, n->i[2], (row_mode)n->i[3], n->f[0]);
 }
 
 static void rownorm_backward(mt_node *n) {
@@ -154,8 +148,8 @@ static void rownorm_backward(mt_node *n) {
     float *dw = w ? w->grad : NULL, *db = b ? b->grad : NULL;
     float *part = dw || db ? mt_arena_floats(n->ctx, (size_t)row_parts(N) * 2 * C) : NULL;
     rownorm_backward_kernel(x->grad, dw, db, part, n->out->grad, x->data,
-                            w ? w->data : NULL, n->i[4], n->saved[0], N, C, n->i[2],
-                            n->i[3] == ROW_LN);
+                            w && !n->i[4] ? w->data : n->saved[1], n->i[4], n->saved[0], N, C,
+                            n->i[2], n->i[3] == ROW_LN);
 }
 
 static const mt_op OP_LAYERNORM = {"layernorm", rownorm_forward, rownorm_backward};
@@ -180,6 +174,7 @@ static mt_tensor *rownorm(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_tensor *w
     for (int i = 0; i < 5; i++) n->i[i] = args[i];
     n->f[0] = eps;
     n->saved[0] = mt_arena_floats(c, 3 * (size_t)mt_rows(x));
+    n->saved[1] = w && !wscalar ? NULL : mt_arena_floats(c, (size_t)C);
     mt_node_run(c, n);
     return out;
 }

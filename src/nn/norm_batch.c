@@ -270,8 +270,8 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
  *   dw_c += sum over everything of dy xhat (the sum of d2_c),  db_c += sum of dy (of d1_c).
  * scratch: (n_parts, 9, C). */
 static void coefficients(float *al, float *be, float *ga, const float *d1, const float *d2,
-                         const float *w, const float *mu_g, const float *r_g, float *mc,
-                         float *rc, bool training, float inv_k, const layout *L) {
+                         const float *w, const float *r_g, bool training, float inv_k,
+                         const layout *L) {
     int cpg = L->C / L->G;
     for (int g = 0; g < L->G; g++) {
         float r = r_g[g], s1 = lane_dot(d1 + g * cpg, w ? w + g * cpg : NULL, cpg),
@@ -279,8 +279,6 @@ static void coefficients(float *al, float *be, float *ga, const float *d1, const
         float bg = training ? -r * r * s2 * inv_k : 0.0f, gg = training ? -r * s1 * inv_k : 0.0f;
 #pragma omp simd
         for (int c = g * cpg; c < (g + 1) * cpg; c++) {
-            mc[c] = mu_g[g];
-            rc[c] = r;
             al[c] = r * (w ? w[c] : 1.0f);
             be[c] = bg;
             ga[c] = gg;
@@ -316,8 +314,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
             chan_grad_sums(d1, d2, xn, dyn, mc, rc, L);
             for (int c = 0; c < C; c++) pd1[c] += d1[c], pd2[c] += d2[c];
             if (dx) {
-                coefficients(al, be, ga, d1, d2, w, mean + (size_t)n * G, rstd + (size_t)n * G,
-                             mc, rc, true, inv_k, L);
+                coefficients(al, be, ga, d1, d2, w, rstd + (size_t)n * G, true, inv_k, L);
                 chan_dx(dx + n * L->sN, xn, dyn, mc, al, be, ga, L);
             }
         }
@@ -335,8 +332,8 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
         if (dw) dw[c] += b;
     }
     if (!L->batch || !dx) return;
-    float *mc = scratch + 4 * C, *rc = mc + C, *al = mc + 2 * C, *be = mc + 3 * C, *ga = mc + 4 * C;
-    coefficients(al, be, ga, s1, s2, w, mean, rstd, mc, rc, training, inv_k, L);
+    float *mc = scratch + 4 * C, *al = mc + 2 * C, *be = mc + 3 * C, *ga = mc + 4 * C;
+    coefficients(al, be, ga, s1, s2, w, rstd, training, inv_k, L); /* mc: mean, from part 0 */
 #pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
     for (int n = 0; n < L->N; n++)
         chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L);

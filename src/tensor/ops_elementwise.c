@@ -187,25 +187,43 @@ static inline float silu_df(float x) {
 }
 ACTIVATION(silu)
 
-/* ---- dropout: y = x * mask, mask_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout);
- * saved[0] = mask, drawn in order from c->rng so a seed fixes it whatever the thread count. */
+/* ---- dropout: y = x * m, m_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout) --------
+ * m_i is a function of (key, i): dropped when u_i < p, u_i = the top 24 bits of
+ * splitmix64(key + (i + 1) gamma) / 2^24 (a SplitMix64 stream, Steele et al. 2014). key is drawn
+ * from c->rng once per call, so the seed fixes every mask whatever the thread count, the loop runs
+ * in parallel, and backward regenerates the forward's mask instead of keeping it in the arena.
+ * f[0] = p, f[1] = 1/(1-p), p = key. */
 
-static void dropout_forward(mt_node *n) {
-    const float *x = n->in[0]->data, *m = n->saved[0];
-    float *y = n->out->data;
-    size_t N = n->out->n;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) y[i] = x[i] * m[i];
+static inline float dropout_mask(uint64_t key, size_t i, float p, float keep) {
+    uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)(int32_t)(z >> 40) * (1.0f / 16777216.0f) < p ? 0.0f : keep;
 }
 
-/* dx += dy * mask (the forward's mask) */
-static void dropout_backward(mt_node *n) {
-    const float *dy = n->out->grad, *m = n->saved[0];
-    float *dx = n->in[0]->grad;
-    size_t N = n->out->n;
-    if (!dx) return;
+/* forward: y = x * m;  backward (acc): dx += dy * m, the same m (two loops: a select on acc
+   inside one stops the vectoriser) */
+static void dropout_kernel(float *y, const float *x, size_t N, uint64_t key, float p, float keep,
+                           bool acc) {
+    if (acc) {
 #pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
+        for (size_t i = 0; i < N; i++) y[i] += x[i] * dropout_mask(key, i, p, keep);
+    } else {
+#pragma omp parallel for simd if (N >= MT_PAR_MIN)
+        for (size_t i = 0; i < N; i++) y[i] = x[i] * dropout_mask(key, i, p, keep);
+    }
+}
+
+static void dropout_forward(mt_node *n) {
+    dropout_kernel(n->out->data, n->in[0]->data, n->out->n, *(uint64_t *)n->p, n->f[0], n->f[1],
+                   false);
+}
+
+static void dropout_backward(mt_node *n) {
+    if (n->in[0]->grad)
+        dropout_kernel(n->in[0]->grad, n->out->grad, n->out->n, *(uint64_t *)n->p, n->f[0],
+                       n->f[1], true);
 }
 
 static const mt_op OP_DROPOUT = {"dropout", dropout_forward, dropout_backward};
@@ -215,8 +233,10 @@ mt_tensor *mt_dropout(mt_ctx *c, mt_tensor *x, float p) {
     if (!c->training || p == 0.0f) return x;
     mt_tensor *out = mt_tensor_like(c, x);
     mt_node *n = mt_node_new(c, &OP_DROPOUT, out, 1, (mt_tensor *[]){x});
-    float *m = n->saved[0] = mt_arena_floats(c, x->n), keep = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < x->n; i++) m[i] = mt_rng_uniform(&c->rng) < p ? 0.0f : keep;
+    uint64_t *key = n->p = mt_arena_alloc(c, sizeof(uint64_t));
+    *key = mt_rng_u64(&c->rng);
+    n->f[0] = p;
+    n->f[1] = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     mt_node_run(c, n);
     return out;
 }

@@ -1,4 +1,4 @@
-/* ./train: trains a GPT on a text or token file. Flags, config files, progress, exit codes; the
+/* ./train: trains a GPT on a text or token file, or a ViT on images (--model vit). Flags, config files, progress, exit codes; the
  * work itself is src/train. Exit status: 0 done, 1 runtime failure (diverged, I/O), 2 usage. */
 #include <math.h>
 #include <stdio.h>
@@ -12,8 +12,10 @@
 /* Every option: the flag --name, the config key name (or name_with_underscores). */
 static struct {
     char data[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], config[MT_OPT_STR_MAX],
-        prepare[MT_OPT_STR_MAX];
-    int tokenizer;
+        prepare[MT_OPT_STR_MAX], classes[MT_OPT_STR_MAX];
+    int model, tokenizer;
+    int patch, pool, image_size, channels, bad_images;
+    bool no_resize;
     float val_fraction;
     int seed, threads, steps, batch, arena_mb;
     int n_layer, n_head, n_embd, n_ctx, n_ff;
@@ -31,7 +33,7 @@ static struct {
     .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
     .seed = 1337, .steps = 1000, .batch = 32,
     .n_layer = 4, .n_head = 4, .n_embd = 64, .n_ctx = 64,
-    .norm_eps = -1, .prms_p = 0.0625f, .init = 3 /* auto */,
+    .norm_eps = -1, .prms_p = 0.0625f, .init = 3 /* auto */, .patch = 7,
     .optim = 2 /* adamw */, .schedule = 1 /* cosine */, .warmup = -1,
     .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
     .weight_decay = 0.1f, .clip = 1.0f,
@@ -39,9 +41,17 @@ static struct {
 };
 
 static const mt_opt OPTS[] = {
-    {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin", 0},
+    {"model", MT_OPT_CHOICE, &o.model, "gpt|vit", "gpt: a language model on text; vit: an image classifier", 0},
+    {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin; vit: an image folder (a subdirectory per class) or MNIST-format idx files", 0},
     {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, "byte|char", "tokenizer of a text file", 0},
-    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation", 0},
+    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (vit: a random part, unless the data has a test part)", 0},
+    {"image-size", MT_OPT_INT, &o.image_size, NULL, "vit: images resized to N x N; 0: the data's size", 0},
+    {"channels", MT_OPT_INT, &o.channels, NULL, "vit: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0},
+    {"no-resize", MT_OPT_BOOL, &o.no_resize, NULL, "vit: an image of another size is bad instead of resized", 0},
+    {"bad-images", MT_OPT_CHOICE, &o.bad_images, "skip|reject", "vit: unreadable or mismatched images are skipped (and listed) or stop the run", 0},
+    {"classes", MT_OPT_STR, o.classes, NULL, "vit: class names, one per line (idx data; default: classes.txt beside it)", 0},
+    {"patch", MT_OPT_INT, &o.patch, NULL, "vit: patch size (divides the image size)", 0},
+    {"pool", MT_OPT_CHOICE, &o.pool, "cls|mean", "vit: the class token's output, or the mean over tokens", 0},
     {"prepare", MT_OPT_STR, o.prepare, NULL, "write --data as a token file FILE.bin and exit", MT_OPT_CLI},
     {"out", MT_OPT_STR, o.out, NULL, "directory of model.safetensors, optim.safetensors, metrics.csv", 0},
     {"config", MT_OPT_STR, o.config, NULL, "config file of key = value lines (flags override it)", MT_OPT_CLI},
@@ -91,9 +101,11 @@ enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
 
 static const char *USAGE =
     "usage: ./train [--config FILE.ini] [--flag value ...]\n"
-    "Trains a GPT on --data and writes <out>/model.safetensors, optim.safetensors and\n"
-    "metrics.csv. Config files use the flag names as keys (n-layer = 4 or n_layer = 4).\n"
-    "Example: ./train --config configs/tiny-gpt.ini --steps 500\n\n";
+    "Trains a GPT (or with --model vit a ViT on images) on --data and writes\n"
+    "<out>/model.safetensors, optim.safetensors and metrics.csv. Config files use the flag\n"
+    "names as keys (n-layer = 4 or n_layer = 4).\n"
+    "Examples: ./train --config configs/tiny-gpt.ini --steps 500\n"
+    "          ./train --config configs/vit-mnist.ini\n\n";
 
 static _Noreturn void die(int code, const char *msg) {
     fprintf(stderr, "train: %s\n", msg);
@@ -125,26 +137,49 @@ static void layer_options(const void *defaults, const char *saved, int argc, cha
     mt_opts_parse_args(OPTS, N_OPTS, argc, argv, NULL);
 }
 
-static mt_gpt_config model_config(void) {
-    mt_gpt_config c = mt_gpt_config_default();
+/* What both models take from the same options: the norm (with its own options), the placement,
+   the init scheme and the activation. */
+static void shared_choices(mt_norm_cfg *norm, mt_placement *placement, mt_init_scheme *init,
+                           mt_act *act) {
     mt_err e;
     mt_norm_kind kind;
     if (mt_norm_parse(choice("norm"), &kind, &e) != MT_OK ||
-        mt_placement_parse(choice("placement"), &c.placement, &e) != MT_OK ||
-        mt_init_scheme_parse(choice("init"), &c.init, &e) != MT_OK ||
-        mt_act_parse(choice("act"), &c.act, &e) != MT_OK)
+        mt_placement_parse(choice("placement"), placement, &e) != MT_OK ||
+        mt_init_scheme_parse(choice("init"), init, &e) != MT_OK ||
+        mt_act_parse(choice("act"), act, &e) != MT_OK)
         die(2, e.msg);
-    c.norm = mt_norm_default(kind);
-    if (o.norm_eps >= 0) c.norm.eps = o.norm_eps;
-    c.norm.prms_p = o.prms_p;
-    if (o.gn_groups > 0) c.norm.gn_groups = o.gn_groups;
-    c.norm.rms_form = o.rms_form == 1 ? MT_RMS_PAPER : MT_RMS_LLAMA;
+    *norm = mt_norm_default(kind);
+    if (o.norm_eps >= 0) norm->eps = o.norm_eps;
+    norm->prms_p = o.prms_p;
+    if (o.gn_groups > 0) norm->gn_groups = o.gn_groups;
+    norm->rms_form = o.rms_form == 1 ? MT_RMS_PAPER : MT_RMS_LLAMA;
+}
+
+static mt_gpt_config model_config(void) {
+    mt_gpt_config c = mt_gpt_config_default();
+    shared_choices(&c.norm, &c.placement, &c.init, &c.act);
     c.n_layer = o.n_layer;
     c.n_head = o.n_head;
     c.n_embd = o.n_embd;
     c.n_ctx = o.n_ctx;
     c.n_ff = o.n_ff;
     c.tied = !o.untie;
+    c.bias = !o.no_bias;
+    c.dropout = o.dropout;
+    return c;
+}
+
+/* The ViT's size comes from the data (image size, channels, classes: the trainer sets them). */
+static mt_vit_config vit_config(void) {
+    mt_vit_config c = mt_vit_config_default();
+    mt_err e;
+    shared_choices(&c.norm, &c.placement, &c.init, &c.act);
+    if (mt_vit_pool_parse(choice("pool"), &c.pool, &e) != MT_OK) die(2, e.msg);
+    c.patch = o.patch;
+    c.n_layer = o.n_layer;
+    c.n_head = o.n_head;
+    c.n_embd = o.n_embd;
+    c.n_ff = o.n_ff;
     c.bias = !o.no_bias;
     c.dropout = o.dropout;
     return c;
@@ -212,6 +247,8 @@ int main(int argc, char **argv) {
         free(help);
         return 0;
     }
+    bool vit = o.model == 1;
+    if (o.prepare[0] && vit) die(2, "--prepare writes token files for --model gpt");
     if (o.prepare[0]) return prepare();
 
     char *saved = NULL, path[MT_OPT_STR_MAX + 32];
@@ -230,6 +267,7 @@ int main(int argc, char **argv) {
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
     mt_gpt_config mc = model_config();
+    mt_vit_config vc = vit_config();
     mt_optim_config oc = optim_config();
     char *options = mt_opts_to_ini(OPTS, N_OPTS);
     mt_train_cfg tc = {
@@ -237,6 +275,9 @@ int main(int argc, char **argv) {
         .val_fraction = o.val_fraction, .out = o.out, .seed = (uint64_t)o.seed,
         .steps = o.steps, .batch = o.batch, .eval_batches = o.eval_batches,
         .arena_bytes = (size_t)(o.arena_mb > 0 ? o.arena_mb : 0) << 20, .options = options,
+        .model = vit ? MT_MODEL_VIT : MT_MODEL_GPT, .vit = &vc,
+        .images = {.H = o.image_size, .W = o.image_size, .C = o.channels, .resize = !o.no_resize,
+                   .skip_bad = o.bad_images == 0, .classes = o.classes[0] ? o.classes : NULL},
     };
     if (o.log_every < 1 || o.eval_every < 0 || o.save_every < 0)
         die(2, "--log-every must be at least 1, --eval-every and --save-every at least 0");
@@ -246,15 +287,33 @@ int main(int argc, char **argv) {
     if (o.resume && (s = mt_trainer_resume(&tr, &e)) != MT_OK) die(exit_code(s), e.msg);
 
     const mt_gpt_config *m = &tr.model.cfg;
-    printf("data    %s: %zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu\n", o.data,
-           tr.all.n, mt_tok_name(tr.tok.kind), tr.tok.n_vocab, tr.train.n, tr.val.n);
-    printf("model   %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, placement %s, "
-           "init %s: %.3fM parameters\n",
-           m->n_layer, m->n_head, m->n_embd, m->n_ff, m->n_ctx, mt_norm_name(m->norm.kind),
-           mt_placement_name(m->placement), mt_init_scheme_name(m->init),
-           mt_params_count_trainable(&tr.model.P) / 1e6);
-    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d tokens, %d threads, %s -> %s\n",
-           choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch, m->n_ctx, mt_threads(),
+    const mt_vit_config *v = &tr.vit.cfg;
+    const mt_images *d = &tr.imgs;
+    if (vit && d->n_skipped)
+        fprintf(stderr, "train: skipped %d unreadable or mismatched image(s) (--bad-images "
+                "reject stops instead):\n%s", d->n_skipped, d->skipped);
+    if (vit)
+        printf("data    %s: %d images %dx%dx%d, %d classes, train %d, val %d%s\n", o.data, d->n,
+               d->H, d->W, d->C, d->n_classes, tr.n_train_img, tr.n_val_img,
+               d->n_train < d->n ? " (its test part)" : "");
+    else
+        printf("data    %s: %zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu\n",
+               o.data, tr.all.n, mt_tok_name(tr.tok.kind), tr.tok.n_vocab, tr.train.n, tr.val.n);
+    if (vit)
+        printf("model   vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
+               "%d, norm %s, placement %s, init %s: %.3fM parameters\n",
+               v->patch, mt_vit_tokens(v), mt_vit_pool_name(v->pool), v->n_layer, v->n_head,
+               v->n_embd, v->n_ff, mt_norm_name(v->norm.kind), mt_placement_name(v->placement),
+               mt_init_scheme_name(v->init), mt_params_count_trainable(tr.P) / 1e6);
+    else
+        printf("model   %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, placement %s, "
+               "init %s: %.3fM parameters\n",
+               m->n_layer, m->n_head, m->n_embd, m->n_ff, m->n_ctx, mt_norm_name(m->norm.kind),
+               mt_placement_name(m->placement), mt_init_scheme_name(m->init),
+               mt_params_count_trainable(tr.P) / 1e6);
+    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d %s, %d threads, %s -> %s\n",
+           choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch,
+           vit ? 1 : m->n_ctx, vit ? "image" : "tokens", mt_threads(),
            o.resume ? "resumed" : "from scratch", o.out);
 
     mt_metrics metrics;
@@ -267,7 +326,8 @@ int main(int argc, char **argv) {
     }
 
     bool tty = isatty(fileno(stdout));
-    long first = tr.step, tokens = (long)o.batch * m->n_ctx;
+    /* tokens per step, or images for the vit (the metrics' tok_per_s column is then images/s) */
+    long first = tr.step, tokens = (long)o.batch * (vit ? 1 : m->n_ctx);
     double t0 = now();
     char el[32], eta[32];
     while (tr.step < o.steps) {
@@ -276,7 +336,7 @@ int main(int argc, char **argv) {
         mt_trainer_step(&tr, &st);
         double ms = 1e3 * (now() - ts);
         if (!st.finite) {
-            int bad = mt_params_first_nonfinite(&tr.model.P);
+            int bad = mt_params_first_nonfinite(tr.P);
             if (tty) putchar('\n');
             fprintf(stderr,
                     "train: step %ld: the loss is %g and the gradient norm %g; %s%s. Nothing was "
@@ -284,7 +344,7 @@ int main(int argc, char **argv) {
                     "--warmup or --clip.\n",
                     tr.step + 1, st.loss, st.grad_norm,
                     bad >= 0 ? "the first non-finite gradient is in " : "every gradient is finite",
-                    bad >= 0 ? tr.model.P.p[bad].name : "", o.out);
+                    bad >= 0 ? tr.P->p[bad].name : "", o.out);
             return 1;
         }
         long step = tr.step;
@@ -295,12 +355,13 @@ int main(int argc, char **argv) {
             double elapsed = now() - t0, per = elapsed / (double)(step - first);
             mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
             if ((s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
-            printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f tok/s | %s | "
+            printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",
                    tty ? "\r" : "", (int)snprintf(NULL, 0, "%d", o.steps), step, o.steps,
-                   st.loss, st.lr, st.grad_norm, tokens / per, hms(elapsed, el, sizeof el),
-                   hms(per * (double)(o.steps - step), eta, sizeof eta));
+                   st.loss, st.lr, st.grad_norm, tokens / per, vit ? "img" : "tok",
+                   hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
             if (eval && !isnan(val)) printf(" | val %.4f", val);
+            if (eval && vit) printf(" acc %.4f", tr.val_accuracy);
             printf(tty && !eval ? "\033[K" : "\n");
             fflush(stdout);
         }

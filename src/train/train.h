@@ -1,5 +1,5 @@
-/* mt train: a GPT trained on a token dataset (the loop's step, evaluation, scoring) and its
- * checkpoints. The programs train.c and infer.c are thin shells over this module.
+/* mt train: a GPT trained on a token dataset, or a ViT on an image dataset (the loop's step,
+ * evaluation, scoring) and their checkpoints. The programs train.c and infer.c are thin shells over this module.
  * Dimension letters: B batch, T time (n_ctx), C channels, V vocabulary. */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
@@ -30,17 +30,36 @@ mt_status mt_ckpt_save(const char *path, const mt_gpt *m, const mt_tokenizer *to
 mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
                        char **options, mt_err *err);
 
+/* A ViT's checkpoint has, instead of the tokenizer,
+ *   model      "vit" (a GPT's has no "model")
+ *   config     mt_vit_config_to_json
+ *   images     what new images need: mt_images_meta_to_json (size, normalisation, classes) */
+mt_status mt_vit_ckpt_save(const char *path, const mt_vit *m, const mt_images *meta,
+                           const mt_ckpt_state *state, const char *options, mt_err *err);
+/* As mt_ckpt_load; meta gets the images' size, channels, normalisation and class names. */
+mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt_state *state,
+                           char **options, mt_err *err);
+/* True when path holds a ViT checkpoint (its metadata says model = vit); false otherwise, also
+   when it cannot be read (the loader then says why). */
+bool mt_ckpt_is_vit(const char *path);
+
 /* ---- training -------------------------------------------------------------------------------- */
+typedef enum { MT_MODEL_GPT, MT_MODEL_VIT } mt_model_kind;
+
 typedef struct {
-    const char *data;     /* text file or token file (.bin) */
+    mt_model_kind model;  /* gpt on text, or vit on images */
+    const char *data;     /* text file or token file (.bin); vit: an image dataset (data.h) */
     mt_tok_kind tokenizer; /* for text */
-    double val_fraction;
+    double val_fraction;  /* vit: a random fraction, unless the data has a held-out part */
     const char *out;      /* directory, created when missing */
     uint64_t seed;        /* weights, sampler and dropout */
     int steps, batch;
-    int eval_batches;     /* validation batches of `batch` windows, the same ones every time */
+    int eval_batches;     /* validation batches of `batch` windows, the same ones every time;
+                             vit: every validation image is evaluated */
     size_t arena_bytes;   /* 0: estimated from the model and batch */
     const char *options;  /* saved in checkpoints (config-file lines) */
+    const mt_vit_config *vit; /* vit: the model; image size, channels, classes from the data */
+    mt_image_opts images;     /* vit: how the images are read */
 } mt_train_cfg;
 
 typedef struct {
@@ -51,13 +70,23 @@ typedef struct {
     mt_tokens all, train, val;
     mt_sampler sampler;
     mt_ctx ctx;
-    int *x, *y; /* (B, T) of the current batch; eval windows reuse them */
+    int *x, *y; /* (B, T) of the current batch; eval windows reuse them; vit: (B) image indices
+                   and labels */
     long step;  /* steps taken */
+    mt_params *P; /* the parameters of the model trained */
+    /* vit */
+    mt_vit vit;
+    mt_images imgs;
+    int *order;          /* (n) image indices: the training split, then validation */
+    int n_train_img, n_val_img;
+    float *images;       /* (B, CH, H, W) of the current batch */
+    double val_accuracy; /* of the last mt_trainer_eval */
     char model_path[1024], optim_path[1024];
 } mt_trainer;
 
 /* Loads the data, builds and initialises the model (seeded) and the optimizer (oc->sched.steps
-   is set to cfg->steps) and allocates everything the loop needs. */
+   is set to cfg->steps) and allocates everything the loop needs. mc: the GPT (unused for vit,
+   whose config is cfg->vit). Vit: the normalisation comes from the training split. */
 mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
                           const mt_optim_config *oc, mt_err *err);
 /* Continues from the checkpoint in cfg->out: its model (mc must describe the same model), the
@@ -73,7 +102,8 @@ typedef struct {
 /* One step: a batch, forward, backward, clip, the optimizer update (skipped when the loss or
    the gradient norm is not finite). No allocation: the step arena and the trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
-/* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split. */
+/* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split.
+   Vit: over every validation image, and tr->val_accuracy is set. */
 double mt_trainer_eval(mt_trainer *tr);
 /* Writes the optimizer state, then the model (which commits the step). */
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);

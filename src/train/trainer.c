@@ -1,4 +1,6 @@
-/* The training loop's pieces: setup, one step, evaluation, checkpoints, resume; and scoring. */
+/* The training loop's pieces: setup, one step, evaluation, checkpoints, resume; and scoring.
+   A GPT on tokens or a ViT on images: the model-specific parts are the setup, the batch and its
+   loss, the evaluation and the checkpoint; the rest is shared. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -12,6 +14,7 @@
 #define SEED_SAMPLER 0x53414d504c455221ULL
 #define SEED_DROPOUT 0x44524f504f555421ULL
 #define SEED_EVAL 0x4556414c5549414eULL
+#define SEED_SPLIT 0x53504c4954494d47ULL
 
 /* mkdir -p */
 static mt_status make_dirs(const char *path, mt_err *err) {
@@ -27,6 +30,62 @@ static mt_status make_dirs(const char *path, mt_err *err) {
                              strerror(errno));
         if (!(*p = c)) break;
     }
+    return MT_OK;
+}
+
+/* The GPT and its data; *arena: the step arena it needs. */
+static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, size_t *arena, mt_err *err) {
+    const mt_train_cfg *cfg = &tr->cfg;
+    mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
+    if (s != MT_OK) return s;
+    mt_gpt_config model_cfg = *mc;
+    model_cfg.n_vocab = tr->tok.n_vocab;
+    if ((s = mt_gpt_config_validate(&model_cfg, err)) != MT_OK ||
+        (s = mt_tokens_split(&tr->all, cfg->val_fraction, model_cfg.n_ctx, &tr->train, &tr->val,
+                             err)) != MT_OK ||
+        (s = mt_gpt_build(&tr->model, &model_cfg, err)) != MT_OK)
+        return s;
+    tr->P = &tr->model.P;
+    mt_rng r;
+    mt_rng_seed(&r, cfg->seed);
+    mt_gpt_init_weights(&tr->model, &r);
+    *arena = mt_gpt_arena_bytes(&model_cfg, cfg->batch, true);
+    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx;
+    tr->x = malloc(n * sizeof *tr->x);
+    tr->y = malloc(n * sizeof *tr->y);
+    if (!tr->x || !tr->y)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
+    return MT_OK;
+}
+
+/* The ViT and its images: the split (seeded), the normalisation from the training part, the
+   image size, channels and classes from the data. */
+static mt_status vit_setup(mt_trainer *tr, size_t *arena, mt_err *err) {
+    const mt_train_cfg *cfg = &tr->cfg;
+    mt_images *d = &tr->imgs;
+    mt_status s = mt_images_load(cfg->data, &cfg->images, d, err);
+    if (s != MT_OK) return s;
+    if (!(tr->order = malloc((size_t)d->n * sizeof *tr->order)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory for %d image indices", d->n);
+    if ((s = mt_images_split(d, (float)cfg->val_fraction, cfg->seed ^ SEED_SPLIT, tr->order,
+                             &tr->n_train_img, err)) != MT_OK)
+        return s;
+    tr->n_val_img = d->n - tr->n_train_img;
+    mt_images_normalize_from(d, tr->order, tr->n_train_img);
+    mt_vit_config vc = *cfg->vit;
+    vc.image_h = d->H, vc.image_w = d->W, vc.channels = d->C, vc.n_classes = d->n_classes;
+    if ((s = mt_vit_build(&tr->vit, &vc, err)) != MT_OK) return s;
+    tr->P = &tr->vit.P;
+    mt_rng r;
+    mt_rng_seed(&r, cfg->seed);
+    mt_vit_init_weights(&tr->vit, &r);
+    *arena = mt_vit_arena_bytes(&tr->vit.cfg, cfg->batch, true);
+    size_t B = (size_t)cfg->batch;
+    tr->x = malloc(B * sizeof *tr->x);
+    tr->y = malloc(B * sizeof *tr->y);
+    tr->images = malloc(B * (size_t)d->C * d->H * d->W * sizeof *tr->images);
+    if (!tr->x || !tr->y || !tr->images)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
     return MT_OK;
 }
 
@@ -46,33 +105,17 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
         snprintf(tr->optim_path, sizeof tr->optim_path, "%s/optim.safetensors", cfg->out) >=
             (int)sizeof tr->optim_path)
         return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
-    mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
-    if (s != MT_OK) return s;
-    mt_gpt_config model_cfg = *mc;
-    model_cfg.n_vocab = tr->tok.n_vocab;
-    if ((s = mt_gpt_config_validate(&model_cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&tr->all, cfg->val_fraction, model_cfg.n_ctx, &tr->train, &tr->val,
-                             err)) != MT_OK ||
-        (s = mt_gpt_build(&tr->model, &model_cfg, err)) != MT_OK)
-        goto fail;
-    mt_rng r;
-    mt_rng_seed(&r, cfg->seed);
-    mt_gpt_init_weights(&tr->model, &r);
+    size_t arena = 0;
+    mt_status s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, &arena, err)
+                                             : gpt_setup(tr, mc, &arena, err);
+    if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
     opt_cfg.sched.steps = cfg->steps > 0 ? cfg->steps : oc->sched.warmup > 0 ? oc->sched.warmup : 1;
-    if ((s = mt_optim_init(&tr->opt, &opt_cfg, &tr->model.P, err)) != MT_OK) goto fail;
-    size_t arena = cfg->arena_bytes ? cfg->arena_bytes
-                                    : mt_gpt_arena_bytes(&model_cfg, cfg->batch, true);
+    if ((s = mt_optim_init(&tr->opt, &opt_cfg, tr->P, err)) != MT_OK) goto fail;
+    if (cfg->arena_bytes) arena = cfg->arena_bytes;
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK) goto fail;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
-    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx;
-    tr->x = malloc(n * sizeof *tr->x);
-    tr->y = malloc(n * sizeof *tr->y);
-    if (!tr->x || !tr->y) {
-        s = mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
-        goto fail;
-    }
     if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
@@ -106,31 +149,65 @@ static bool json_same(const char *a, const char *b, char *msg, size_t len) {
     return same;
 }
 
-mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
+/* A resumed run keeps its model and data: the model configs a (checkpoint) and b (now) as JSON,
+   then the data descriptions da and db (the tokenizer, or the image metadata). */
+static mt_status check_same(const mt_trainer *tr, const char *a, const char *b, const char *da,
+                            const char *db, const char *data_hint, mt_err *err) {
+    char diff[512];
+    if (!json_same(a, b, diff, sizeof diff))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: a resumed run keeps its model, but the model options differ: %s",
+                         tr->model_path, diff);
+    if (strcmp(da, db) != 0)
+        return mt_errorf(err, MT_EINVAL, "%s: the checkpoint's %s differs from the one of %s",
+                         tr->model_path, data_hint, tr->cfg.data);
+    return MT_OK;
+}
+
+static mt_status gpt_resume(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     mt_gpt saved;
     mt_tokenizer tok;
-    mt_ckpt_state state;
-    mt_status s = mt_ckpt_load(tr->model_path, &saved, &tok, &state, NULL, err);
+    mt_status s = mt_ckpt_load(tr->model_path, &saved, &tok, state, NULL, err);
     if (s != MT_OK) return s;
     char *a = mt_gpt_config_to_json(&saved.cfg), *b = mt_gpt_config_to_json(&tr->model.cfg);
-    char *ta = mt_tok_to_json(&tok), *tb = mt_tok_to_json(&tr->tok), diff[512];
-    if (!json_same(a, b, diff, sizeof diff))
-        s = mt_errorf(err, MT_EINVAL,
-                      "%s: a resumed run keeps its model, but the model options differ: %s",
-                      tr->model_path, diff);
-    else if (strcmp(ta, tb) != 0)
-        s = mt_errorf(err, MT_EINVAL,
-                      "%s: the checkpoint's tokenizer differs from the one of %s (a resumed run "
-                      "needs the same data and --tokenizer)",
-                      tr->model_path, tr->cfg.data);
+    char *ta = mt_tok_to_json(&tok), *tb = mt_tok_to_json(&tr->tok);
+    s = check_same(tr, a, b, ta, tb,
+                   "tokenizer (a resumed run needs the same data and --tokenizer)", err);
+    if (s == MT_OK) memcpy(tr->model.P.data, saved.P.data, saved.P.total * sizeof(float));
     free(a);
     free(b);
     free(ta);
     free(tb);
-    if (s == MT_OK) {
-        memcpy(tr->model.P.data, saved.P.data, saved.P.total * sizeof(float));
-        s = mt_optim_load(&tr->opt, &tr->model.P, tr->optim_path, err);
-    }
+    mt_gpt_free(&saved);
+    mt_tok_free(&tok);
+    return s;
+}
+
+static mt_status vit_resume(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
+    mt_vit saved;
+    mt_images meta;
+    mt_status s = mt_vit_ckpt_load(tr->model_path, &saved, &meta, state, NULL, err);
+    if (s != MT_OK) return s;
+    char *a = mt_vit_config_to_json(&saved.cfg), *b = mt_vit_config_to_json(&tr->vit.cfg);
+    char *ma = mt_images_meta_to_json(&meta), *mb = mt_images_meta_to_json(&tr->imgs);
+    s = check_same(tr, a, b, ma, mb,
+                   "image size, normalisation or classes (a resumed run needs the same data, "
+                   "split and image options)", err);
+    if (s == MT_OK) memcpy(tr->vit.P.data, saved.P.data, saved.P.total * sizeof(float));
+    free(a);
+    free(b);
+    free(ma);
+    free(mb);
+    mt_vit_free(&saved);
+    mt_images_free(&meta);
+    return s;
+}
+
+mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
+    mt_ckpt_state state;
+    mt_status s = tr->cfg.model == MT_MODEL_VIT ? vit_resume(tr, &state, err)
+                                                : gpt_resume(tr, &state, err);
+    if (s == MT_OK) s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
     if (s == MT_OK && tr->opt.t != state.step)
         s = mt_errorf(err, MT_EFORMAT,
                       "%s holds the optimizer of step %ld, %s the model of step %ld (a save was "
@@ -141,8 +218,6 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
         tr->sampler.rng = state.sampler;
         tr->ctx.rng = state.dropout;
     }
-    mt_gpt_free(&saved);
-    mt_tok_free(&tok);
     return s;
 }
 
@@ -155,59 +230,108 @@ int mt_params_first_nonfinite(const mt_params *P) {
     return -1;
 }
 
+/* The loss of the next training batch (the sampler's draw). */
+static mt_tensor *batch_loss(mt_trainer *tr) {
+    mt_ctx *c = &tr->ctx;
+    int B = tr->cfg.batch;
+    if (tr->cfg.model == MT_MODEL_VIT) { /* B training images, drawn with replacement */
+        for (int b = 0; b < B; b++)
+            tr->x[b] = tr->order[mt_rng_below(&tr->sampler.rng, (uint32_t)tr->n_train_img)];
+        mt_images_batch(&tr->imgs, tr->x, B, tr->images, tr->y);
+        return mt_vit_loss(c, &tr->vit, tr->images, tr->y, B);
+    }
+    int T = tr->model.cfg.n_ctx;
+    mt_sampler_next(&tr->sampler, &tr->train, B, T, tr->x, tr->y);
+    return mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T);
+}
+
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     mt_ctx *c = &tr->ctx;
-    int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
     mt_ctx_reset(c);
     c->training = true;
     c->grad_enabled = true;
-    mt_sampler_next(&tr->sampler, &tr->train, B, T, tr->x, tr->y);
-    mt_params_zero_grad(&tr->model.P);
-    mt_tensor *loss = mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T);
+    mt_params_zero_grad(tr->P);
+    mt_tensor *loss = batch_loss(tr);
     mt_backward(c, loss);
     st->loss = loss->data[0];
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
-    st->grad_norm = mt_optim_clip(&tr->model.P, tr->opt.cfg.clip);
+    st->grad_norm = mt_optim_clip(tr->P, tr->opt.cfg.clip);
     st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
     if (!st->finite) return;
-    mt_optim_step(&tr->opt, &tr->model.P, st->lr);
+    mt_optim_step(&tr->opt, tr->P, st->lr);
     tr->step++;
 }
 
-double mt_trainer_eval(mt_trainer *tr) {
+/* Mean loss over every validation image, in batches; sets val_accuracy (argmax = label). */
+static double vit_eval(mt_trainer *tr) {
+    mt_ctx *c = &tr->ctx;
+    int K = tr->vit.cfg.n_classes;
+    double sum = 0;
+    long correct = 0;
+    for (int i = 0; i < tr->n_val_img; i += tr->cfg.batch) {
+        int nb = tr->n_val_img - i < tr->cfg.batch ? tr->n_val_img - i : tr->cfg.batch;
+        mt_ctx_reset(c);
+        mt_images_batch(&tr->imgs, tr->order + tr->n_train_img + i, nb, tr->images, tr->y);
+        mt_tensor *logits = mt_vit_forward(c, &tr->vit, tr->images, nb);
+        sum += (double)mt_cross_entropy(c, logits, tr->y, -1)->data[0] * nb;
+        for (int b = 0; b < nb; b++) {
+            const float *z = logits->data + (size_t)b * K;
+            int best = 0;
+            for (int k = 1; k < K; k++)
+                if (z[k] > z[best]) best = k;
+            correct += best == tr->y[b];
+        }
+    }
+    tr->val_accuracy = (double)correct / tr->n_val_img;
+    return sum / tr->n_val_img;
+}
+
+static double gpt_eval(mt_trainer *tr) {
     if (tr->val.n == 0) return NAN;
     mt_ctx *c = &tr->ctx;
     int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
     mt_sampler s;
     mt_sampler_init(&s, tr->cfg.seed ^ SEED_EVAL); /* the same windows at every evaluation */
-    c->training = false;
-    c->grad_enabled = false;
     double sum = 0;
     for (int i = 0; i < tr->cfg.eval_batches; i++) {
         mt_ctx_reset(c);
         mt_sampler_next(&s, &tr->val, B, T, tr->x, tr->y);
         sum += mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T)->data[0];
     }
-    c->training = true;
-    c->grad_enabled = true;
     return sum / tr->cfg.eval_batches;
 }
 
+double mt_trainer_eval(mt_trainer *tr) {
+    mt_ctx *c = &tr->ctx;
+    c->training = false;
+    c->grad_enabled = false;
+    double loss = tr->cfg.model == MT_MODEL_VIT ? vit_eval(tr) : gpt_eval(tr);
+    c->training = true;
+    c->grad_enabled = true;
+    return loss;
+}
+
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
-    mt_status s = mt_optim_save(&tr->opt, &tr->model.P, tr->optim_path, err);
+    mt_status s = mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
     if (s != MT_OK) return s;
     mt_ckpt_state state = {tr->step, tr->sampler.rng, tr->ctx.rng};
+    if (tr->cfg.model == MT_MODEL_VIT)
+        return mt_vit_ckpt_save(tr->model_path, &tr->vit, &tr->imgs, &state, tr->cfg.options, err);
     return mt_ckpt_save(tr->model_path, &tr->model, &tr->tok, &state, tr->cfg.options, err);
 }
 
 void mt_trainer_free(mt_trainer *tr) {
     mt_gpt_free(&tr->model);
+    mt_vit_free(&tr->vit);
     mt_optim_free(&tr->opt);
     mt_tok_free(&tr->tok);
     mt_tokens_free(&tr->all);
+    mt_images_free(&tr->imgs);
     mt_ctx_free(&tr->ctx);
     free(tr->x);
     free(tr->y);
+    free(tr->order);
+    free(tr->images);
     memset(tr, 0, sizeof *tr);
 }
 

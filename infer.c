@@ -1,5 +1,5 @@
-/* ./infer: samples text from a checkpoint (streamed, with a KV cache), scores a text file, or
- * describes a checkpoint. Exit status: 0 done, 1 runtime failure (I/O, bad checkpoint), 2 usage. */
+/* ./infer: samples text from a checkpoint (streamed, with a KV cache), scores a text file,
+ * classifies images with a ViT checkpoint, or describes a checkpoint. Exit status: 0 done, 1 runtime failure (I/O, bad checkpoint), 2 usage. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 static struct {
     char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
-        info[MT_OPT_STR_MAX];
+        info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX];
     int tokens, top_k, seed, threads;
     float temperature, top_p;
     bool no_cache, help;
@@ -27,6 +27,7 @@ static const mt_opt OPTS[] = {
     {"threads", MT_OPT_INT, &o.threads, NULL, "threads; 0: OMP_NUM_THREADS or all cores", 0},
     {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0},
     {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0},
+    {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0},
     {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0},
 };
@@ -43,7 +44,77 @@ static void load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *
     if (mt_ckpt_load(path, m, tok, state, options, &e) != MT_OK) die(1, e.msg);
 }
 
+static int vit_info(void) {
+    mt_vit m;
+    mt_images meta;
+    mt_ckpt_state state;
+    char *options;
+    mt_err e;
+    if (mt_vit_ckpt_load(o.info, &m, &meta, &state, &options, &e) != MT_OK) die(1, e.msg);
+    char *config = mt_vit_config_to_json(&m.cfg), *images = mt_images_meta_to_json(&meta);
+    printf("checkpoint  %s\nmodel       vit\nconfig      %s\nimages      %s\n"
+           "parameters  %zu (%.3fM)\nsteps       %ld\n",
+           o.info, config, images, mt_params_count_trainable(&m.P),
+           mt_params_count_trainable(&m.P) / 1e6, state.step);
+    if (*options) printf("options (./train --resume starts from these):\n%s", options);
+    free(config);
+    free(images);
+    free(options);
+    mt_images_free(&meta);
+    mt_vit_free(&m);
+    return 0;
+}
+
+/* Each image of o.classify (files, or directories of them): "path: class (p = probability)".
+   An unreadable image is reported and the others classified; the exit status is then 1. */
+static int classify(void) {
+    mt_vit m;
+    mt_images meta;
+    mt_err e;
+    if (mt_vit_ckpt_load(o.checkpoint, &m, &meta, NULL, NULL, &e) != MT_OK)
+        die(e.status == MT_EINVAL ? 2 : 1, e.msg);
+    mt_ctx c;
+    if (mt_ctx_init(&c, mt_vit_arena_bytes(&m.cfg, 1, false), 0, &e) != MT_OK) die(1, e.msg);
+    c.training = false;
+    c.grad_enabled = false;
+    mt_image_opts io = {.H = meta.H, .W = meta.W, .C = meta.C, .resize = true};
+    int K = meta.n_classes, rc = 0;
+    uint8_t *pix = malloc((size_t)meta.H * meta.W * meta.C);
+    float *x = malloc((size_t)meta.H * meta.W * meta.C * sizeof *x);
+    if (!pix || !x) die(1, "out of memory");
+    for (char *item = strtok(o.classify, ","); item; item = strtok(NULL, ",")) {
+        char **files;
+        int n;
+        if (mt_image_files(item, &files, &n, &e) != MT_OK) die(2, e.msg);
+        for (int i = 0; i < n; i++) {
+            if (mt_image_read(files[i], &io, pix, &e) != MT_OK) {
+                fprintf(stderr, "infer: %s\n", e.msg);
+                rc = 1;
+            } else {
+                mt_image_to_floats(pix, meta.H, meta.W, meta.C, meta.mean, meta.std, x);
+                mt_ctx_reset(&c);
+                const float *z = mt_vit_forward(&c, &m, x, 1)->data;
+                int best = 0;
+                double sum = 0;
+                for (int k = 1; k < K; k++)
+                    if (z[k] > z[best]) best = k;
+                for (int k = 0; k < K; k++) sum += exp((double)z[k] - z[best]);
+                printf("%s: %s (p = %.3f)\n", files[i], meta.class_names[best], 1 / sum);
+            }
+            free(files[i]);
+        }
+        free(files);
+    }
+    free(pix);
+    free(x);
+    mt_ctx_free(&c);
+    mt_images_free(&meta);
+    mt_vit_free(&m);
+    return rc;
+}
+
 static int info(void) {
+    if (mt_ckpt_is_vit(o.info)) return vit_info();
     mt_gpt m;
     mt_tokenizer tok;
     mt_ckpt_state state;
@@ -91,7 +162,9 @@ int main(int argc, char **argv) {
         memcpy(&o, defaults, sizeof o);
         char *help = mt_opts_help(OPTS, N_OPTS);
         printf("usage: ./infer --checkpoint out/model.safetensors [--prompt TEXT] [--tokens N] ...\n"
-               "       ./infer --checkpoint F --score TEXTFILE\n       ./infer --info F\n\n%s",
+               "       ./infer --checkpoint F --score TEXTFILE\n"
+               "       ./infer --checkpoint VIT --classify IMAGE[,IMAGE|DIR...]\n"
+               "       ./infer --info F\n\n%s",
                help);
         free(help);
         return 0;
@@ -102,6 +175,7 @@ int main(int argc, char **argv) {
         die(2, "expected --tokens >= 0, --top-k >= 0, --top-p in (0, 1] and --temperature >= 0");
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (o.classify[0]) return classify();
 
     mt_gpt m;
     mt_tokenizer tok;

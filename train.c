@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
         layer_options(defaults, saved, argc, argv);
     }
 
+    vit = o.model == 1; /* a resumed run's */
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
     mt_gpt_config mc = model_config();

@@ -188,8 +188,9 @@ static void test_folder(void) {
     mt_err e;
     mt_image_opts o = mt_image_opts_default();
     CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_OK, "folder: %s", e.msg);
-    CHECK(ds.n == 5 && ds.n_classes == 2 && ds.H == 4 && ds.W == 4 && ds.C == 3,
-          "folder: n %d classes %d %dx%dx%d", ds.n, ds.n_classes, ds.H, ds.W, ds.C);
+    CHECK(ds.n == 5 && ds.n_train == 5 && ds.n_classes == 2 && ds.H == 4 && ds.W == 4 && ds.C == 3,
+          "folder: n %d (train %d) classes %d %dx%dx%d", ds.n, ds.n_train, ds.n_classes, ds.H,
+          ds.W, ds.C);
     CHECK(strcmp(ds.class_names[0], "cat") == 0 && strcmp(ds.class_names[1], "dog") == 0,
           "classes sorted");
     CHECK(ds.n_skipped == 1 && ds.skipped && strstr(ds.skipped, "img/dog/bad.png: unreadable"),

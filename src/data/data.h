@@ -129,6 +129,9 @@ void mt_images_free(mt_images *ds);
 mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_t **data,
                       mt_err *err);
 
+/* The files path names: itself when a file, a directory's regular files (sorted, dot files left
+   out) when a directory. *files (n malloc'd paths) is freed by the caller, each and the array. */
+mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err);
 /* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. */
 mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, mt_err *err);
 /* src (sh, sw, C) -> dst (dh, dw, C), each axis on its own: bilinear (half-pixel centres) when

@@ -83,6 +83,28 @@ static mt_status list_dir(const char *dir, bool want_dirs, char ***names, int *n
     return MT_OK;
 }
 
+mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err) {
+    *files = NULL, *n = 0;
+    if (is_file(path)) {
+        *files = xrealloc(NULL, sizeof **files);
+        (*files)[(*n)++] = xstrdup(path);
+        return MT_OK;
+    }
+    if (!is_dir(path))
+        return mt_errorf(err, MT_EIO, "%s: no such file or directory", path);
+    char **names;
+    int k;
+    mt_status st = list_dir(path, false, &names, &k, err);
+    if (st != MT_OK) return st;
+    for (int i = 0; i < k; i++) {
+        char *p = path_join(path, names[i]);
+        free(names[i]);
+        names[i] = p;
+    }
+    *files = names, *n = k;
+    return MT_OK;
+}
+
 /* ---- idx files ------------------------------------------------------------------------------------
  * Format (LeCun's MNIST page): bytes 0 0, a type code (0x08 unsigned byte), the number of dims,
  * each dim as a big-endian uint32, then the data in row-major order. */
@@ -334,6 +356,7 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
                 st = mt_errorf(err, e.status, "%s (the skip-bad option leaves such files out)",
                                e.msg);
         }
+        ds->n_train = ds->n; /* no held-out part */
         ds->n_classes = n_classes;
         ds->class_names = classes;
         classes = NULL;
@@ -526,6 +549,9 @@ mt_status mt_images_split(const mt_images *ds, float val_frac, uint64_t seed, in
     for (int i = 0; i < ds->n; i++) idx[i] = i;
     if (ds->n_train < ds->n) {
         *n_train = ds->n_train;
+        if (ds->n_train < 1)
+            return mt_errorf(err, MT_EINVAL, "the data has a test part of %d images but no "
+                             "training part (the train-* idx files)", ds->n);
         return MT_OK;
     }
     int n_val = (int)lround((double)val_frac * ds->n);

@@ -97,7 +97,8 @@ static void test_attention(void) {
         int B, T, C, NH;
         bool gradcheck;
     } cases[] = {{1, 1, 4, 2, true}, {2, 5, 8, 2, true},  {2, 19, 12, 3, true},
-                 {1, 16, 8, 1, true}, {3, 37, 16, 4, false}, {4, 64, 64, 4, false}};
+                 {1, 16, 8, 1, true}, {1, 41, 4, 2, true}, {3, 37, 16, 4, false},
+                 {4, 64, 64, 4, false}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int causal = 0; causal < 2; causal++) {
             int shape[] = {cases[k].B, cases[k].T, cases[k].C};

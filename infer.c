@@ -122,9 +122,9 @@ static int info(void) {
     load(o.info, &m, &tok, &state, &options);
     char *config = mt_gpt_config_to_json(&m.cfg);
     printf("checkpoint  %s\nconfig      %s\ntokenizer   %s, vocabulary %d\n"
-           "parameters  %zu (%.3fM)\nsteps       %ld\n",
-           o.info, config, mt_tok_name(tok.kind), tok.n_vocab,
-           mt_params_count_trainable(&m.P), mt_params_count_trainable(&m.P) / 1e6, state.step);
+           "parameters  %zu (%.3fM) in %d tensors\nsteps       %ld\n",
+           o.info, config, mt_tok_name(tok.kind), tok.n_vocab, mt_params_count_trainable(&m.P),
+           mt_params_count_trainable(&m.P) / 1e6, m.P.n, state.step);
     if (*options) printf("options (./train --resume starts from these):\n%s", options);
     free(config);
     free(options);

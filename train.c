@@ -255,8 +255,12 @@ int main(int argc, char **argv) {
     if (o.resume) {
         snprintf(path, sizeof path, "%s/model.safetensors", o.out);
         mt_safetensors st;
-        mt_status s = mt_st_load(path, &st, &e);
-        if (s != MT_OK) die(1, e.msg);
+        if (access(path, F_OK) != 0) {
+            fprintf(stderr, "train: --resume: no checkpoint %s (--out names the run to continue)\n",
+                    path);
+            return 2;
+        }
+        if (mt_st_load(path, &st, &e) != MT_OK) die(1, e.msg);
         const char *opts = mt_st_meta(&st, "options");
         if (!opts) die(1, "the checkpoint has no saved options: was it written by ./train?");
         saved = strdup(opts);
@@ -363,7 +367,7 @@ int main(int argc, char **argv) {
                    hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
             if (eval && !isnan(val)) printf(" | val %.4f", val);
             if (eval && vit) printf(" acc %.4f", tr.val_accuracy);
-            printf(tty && !eval ? "\033[K" : "\n");
+            printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
             fflush(stdout);
         }
         if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps)

@@ -53,6 +53,7 @@ train --n-layers 3; [ $? -eq 2 ] && grep -q "unknown flag --n-layers (did you me
 printf 'lr = 1e-3\nbatchsize = 4\n' >"$T/bad.ini"
 train --config "$T/bad.ini"; [ $? -eq 2 ] && grep -q "bad.ini:2: unknown key 'batchsize'" "$T/log" ||
     fail "unknown config key: $(cat "$T/log")"
+train --resume --out "$T/none"; [ $? -eq 2 ] && grep -q "no checkpoint" "$T/log" || fail "resume without a run"
 train $TINY --norm batch; [ $? -eq 2 ] && grep -q "is not one of ln|rms" "$T/log" || fail "bad choice"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"

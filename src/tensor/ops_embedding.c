@@ -1,7 +1,6 @@
 /* Embedding lookup: weight (V, C), ids (n) in [0, V) -> y (n, C), y[i] = weight[ids[i]]. */
 #include <omp.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "tensor.h"
 
@@ -11,8 +10,11 @@ static void embedding_forward(mt_node *n) {
     long N = n->i[0];
     int C = n->i[1];
 #pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long i = 0; i < N; i++)
-        memcpy(y + i * C, w + (size_t)n->ids[i] * C, (size_t)C * sizeof(float));
+    for (long i = 0; i < N; i++) {
+        const float *wr = w + (size_t)n->ids[i] * C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) y[i * C + j] = wr[j];
+    }
 }
 
 /* dw[v] += sum_{i: ids[i] = v} dy[i], summed in order of i. Thread t owns the rows

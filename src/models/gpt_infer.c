@@ -12,8 +12,8 @@ size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training) {
     size_t T = (size_t)cfg->n_ctx, NH = (size_t)cfg->n_head;
     /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
        scratch; then the logits; doubled for gradients; times 3 to spare */
-    size_t floats = N * ((size_t)cfg->n_layer * (16 * C + 4 * F) + 4 * C + 4 * (size_t)cfg->n_vocab) +
-                    (size_t)cfg->n_layer * 4 * NH * T * T;
+    size_t V = (size_t)cfg->n_vocab, L = (size_t)cfg->n_layer;
+    size_t floats = N * (L * (16 * C + 4 * F) + 4 * C + 4 * V) + L * 4 * NH * T * T;
     return (training ? 2 : 1) * 3 * floats * sizeof(float) + ((size_t)64 << 20);
 }
 
@@ -67,7 +67,8 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
-    float *K = arg->kv->k + (size_t)arg->layer * T * C, *V = arg->kv->v + (size_t)arg->layer * T * C;
+    size_t layer = (size_t)arg->layer * T * C;
+    float *K = arg->kv->k + layer, *V = arg->kv->v + layer;
     memcpy(K + (size_t)pos0 * C, k->data, (size_t)n * C * sizeof(float));
     memcpy(V + (size_t)pos0 * C, v->data, (size_t)n * C * sizeof(float));
     mt_tensor *y = mt_tensor_new(c, 3, (int[]){1, n, C});
@@ -132,10 +133,11 @@ void mt_kv_feed(mt_kv_cache *kv, const int *ids, int n) {
     run(kv, 0);
 }
 
+/* ids by decreasing p[id], ties by increasing id (qsort_r's argument: p) */
 static int cmp_desc(const void *a, const void *b, void *p) {
-    const float *x = p;
-    float u = x[*(const int *)a], v = x[*(const int *)b];
-    return u > v ? -1 : u < v ? 1 : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+    int i = *(const int *)a, j = *(const int *)b;
+    float u = ((const float *)p)[i], v = ((const float *)p)[j];
+    return u > v ? -1 : u < v ? 1 : (i > j) - (i < j);
 }
 
 int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r, float *pscratch,

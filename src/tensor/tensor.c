@@ -224,15 +224,47 @@ float *mt_grad(mt_ctx *c, mt_tensor *x) {
     return x->grad;
 }
 
+/* Activation gradients die early: every consumer of a tensor comes later on the tape, so once
+   its own node's backward has run, nothing reads its gradient again. Its arena block is then
+   released (the list lives in the blocks themselves) and handed, zeroed, to the next gradient of
+   the same size. A training step's gradients then take the memory of a few layers instead of
+   all of them. Parameter gradients (not in the arena) and y's own are never released. */
+typedef struct released {
+    struct released *next;
+    size_t bytes;
+} released;
+
+static size_t grad_bytes(const mt_tensor *x) { return (x->n * sizeof(float) + 63) / 64 * 64; }
+
+static float *grad_reuse(mt_ctx *c, mt_tensor *x, released **pool) {
+    if (x->grad) return x->grad;
+    for (released **p = pool; *p; p = &(*p)->next)
+        if ((*p)->bytes == grad_bytes(x)) {
+            float *g = (float *)*p;
+            *p = (*p)->next;
+            memset(g, 0, x->n * sizeof(float));
+            return x->grad = g;
+        }
+    return mt_grad(c, x);
+}
+
 void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
     MT_ASSERT(y->requires_grad, "backward: the output does not depend on any parameter");
     float *g = mt_grad(c, y);
     for (size_t i = 0; i < y->n; i++) g[i] += dy[i];
+    released *pool = NULL;
+    const unsigned char *lo = c->arena.base, *hi = lo + c->arena.cap;
     for (mt_node *n = c->tape; n; n = n->prev) {
         if (!n->out->grad) continue; /* nothing flows back through this node */
         for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] && n->in[i]->requires_grad) mt_grad(c, n->in[i]);
+            if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
         n->op->backward(n);
+        unsigned char *dead = (unsigned char *)n->out->grad;
+        if (n->out == y || dead < lo || dead >= hi) continue;
+        released *r = (released *)dead;
+        *r = (released){pool, grad_bytes(n->out)};
+        pool = r;
+        n->out->grad = NULL;
     }
 }
 

@@ -1,5 +1,7 @@
 /* ./infer: samples text from a checkpoint (streamed, with a KV cache), scores a text file,
- * classifies images with a ViT checkpoint, or describes a checkpoint. Exit status: 0 done, 1 runtime failure (I/O, bad checkpoint), 2 usage. */
+ * classifies images with a ViT checkpoint, or describes a checkpoint. Exit status: 0 done, 1
+ * runtime failure (I/O, out of memory, an unreadable image), 2 usage (a flag, a missing or
+ * malformed checkpoint or input file). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +21,12 @@ static struct {
 static const mt_opt OPTS[] = {
     {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0},
     {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0},
-    {"tokens", MT_OPT_INT, &o.tokens, NULL, "tokens to generate", 0},
-    {"temperature", MT_OPT_FLOAT, &o.temperature, NULL, "sampling temperature; 0: always the most likely token", 0},
-    {"top-k", MT_OPT_INT, &o.top_k, NULL, "sample among the k most likely tokens; 0: all", 0},
-    {"top-p", MT_OPT_FLOAT, &o.top_p, NULL, "sample among the most likely tokens holding this probability; 1: all", 0},
-    {"seed", MT_OPT_INT, &o.seed, NULL, "sampling seed", 0},
-    {"threads", MT_OPT_INT, &o.threads, NULL, "threads; 0: OMP_NUM_THREADS or all cores", 0},
+    {"tokens", MT_OPT_INT, &o.tokens, "0..", "tokens to generate", 0},
+    {"temperature", MT_OPT_FLOAT, &o.temperature, "0..", "sampling temperature; 0: always the most likely token", 0},
+    {"top-k", MT_OPT_INT, &o.top_k, "0..", "sample among the k most likely tokens; 0: all", 0},
+    {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0},
+    {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0},
+    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0},
     {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0},
     {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0},
     {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0},
@@ -38,10 +40,13 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
+static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
+
 static void load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
                  char **options) {
     mt_err e;
-    if (mt_ckpt_load(path, m, tok, state, options, &e) != MT_OK) die(1, e.msg);
+    mt_status s = mt_ckpt_load(path, m, tok, state, options, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
 }
 
 static int vit_info(void) {
@@ -50,7 +55,8 @@ static int vit_info(void) {
     mt_ckpt_state state;
     char *options;
     mt_err e;
-    if (mt_vit_ckpt_load(o.info, &m, &meta, &state, &options, &e) != MT_OK) die(1, e.msg);
+    mt_status s = mt_vit_ckpt_load(o.info, &m, &meta, &state, &options, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
     char *config = mt_vit_config_to_json(&m.cfg), *images = mt_images_meta_to_json(&meta);
     printf("checkpoint  %s\nmodel       vit\nconfig      %s\nimages      %s\n"
            "parameters  %zu (%.3fM)\nsteps       %ld\n",
@@ -71,8 +77,8 @@ static int classify(void) {
     mt_vit m;
     mt_images meta;
     mt_err e;
-    if (mt_vit_ckpt_load(o.checkpoint, &m, &meta, NULL, NULL, &e) != MT_OK)
-        die(e.status == MT_EINVAL ? 2 : 1, e.msg);
+    mt_status s = mt_vit_ckpt_load(o.checkpoint, &m, &meta, NULL, NULL, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
     mt_ctx c;
     if (mt_ctx_init(&c, mt_vit_arena_bytes(&m.cfg, 1, false), 0, &e) != MT_OK) die(1, e.msg);
     c.training = false;
@@ -169,10 +175,14 @@ int main(int argc, char **argv) {
         free(help);
         return 0;
     }
-    if (o.info[0]) return info();
+    if (o.info[0]) {
+        if (mt_file_check("--info", o.info, &e) != MT_OK) die(2, e.msg);
+        return info();
+    }
     if (!o.checkpoint[0]) die(2, "--checkpoint FILE is required (./infer --help lists the flags)");
-    if (o.tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
-        die(2, "expected --tokens >= 0, --top-k >= 0, --top-p in (0, 1] and --temperature >= 0");
+    if (mt_file_check("--checkpoint", o.checkpoint, &e) != MT_OK ||
+        (o.score[0] && mt_file_check("--score", o.score, &e) != MT_OK))
+        die(2, e.msg);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
     if (o.classify[0]) return classify();

@@ -1,5 +1,7 @@
-/* ./train: trains a GPT on a text or token file, or a ViT on images (--model vit). Flags, config files, progress, exit codes; the
- * work itself is src/train. Exit status: 0 done, 1 runtime failure (diverged, I/O), 2 usage. */
+/* ./train: trains a GPT on a text or token file, or a ViT on images (--model vit). Flags, config
+ * files, progress, exit codes; the work itself is src/train. Exit status: 0 done, 1 runtime
+ * failure (diverged, I/O, out of memory), 2 usage (a flag, a config value, a missing or malformed
+ * input file; nothing was written). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,30 +47,30 @@ static const mt_opt OPTS[] = {
     {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin; vit: an image folder (a subdirectory per class) or MNIST-format idx files", 0},
     {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, "byte|char", "tokenizer of a text file", 0},
     {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (vit: a random part, unless the data has a test part)", 0},
-    {"image-size", MT_OPT_INT, &o.image_size, NULL, "vit: images resized to N x N; 0: the data's size", 0},
-    {"channels", MT_OPT_INT, &o.channels, NULL, "vit: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0},
+    {"image-size", MT_OPT_INT, &o.image_size, "0..", "vit: images resized to N x N; 0: the data's size", 0},
+    {"channels", MT_OPT_INT, &o.channels, "0..4", "vit: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0},
     {"no-resize", MT_OPT_BOOL, &o.no_resize, NULL, "vit: an image of another size is bad instead of resized", 0},
     {"bad-images", MT_OPT_CHOICE, &o.bad_images, "skip|reject", "vit: unreadable or mismatched images are skipped (and listed) or stop the run", 0},
     {"classes", MT_OPT_STR, o.classes, NULL, "vit: class names, one per line (idx data; default: classes.txt beside it)", 0},
-    {"patch", MT_OPT_INT, &o.patch, NULL, "vit: patch size (divides the image size)", 0},
+    {"patch", MT_OPT_INT, &o.patch, "1..", "vit: patch size (divides the image size)", 0},
     {"pool", MT_OPT_CHOICE, &o.pool, "cls|mean", "vit: the class token's output, or the mean over tokens", 0},
     {"prepare", MT_OPT_STR, o.prepare, NULL, "write --data as a token file FILE.bin and exit", MT_OPT_CLI},
     {"out", MT_OPT_STR, o.out, NULL, "directory of model.safetensors, optim.safetensors, metrics.csv", 0},
     {"config", MT_OPT_STR, o.config, NULL, "config file of key = value lines (flags override it)", MT_OPT_CLI},
     {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue the run in --out (its options, then the config, then flags)", MT_OPT_CLI},
-    {"seed", MT_OPT_INT, &o.seed, NULL, "seed of the weights, batches and dropout", 0},
-    {"threads", MT_OPT_INT, &o.threads, NULL, "threads; 0: OMP_NUM_THREADS or all cores", 0},
-    {"steps", MT_OPT_INT, &o.steps, NULL, "optimizer steps; 0 writes the initialised model", 0},
-    {"batch", MT_OPT_INT, &o.batch, NULL, "sequences per step", 0},
-    {"n-layer", MT_OPT_INT, &o.n_layer, NULL, "blocks", 0},
-    {"n-head", MT_OPT_INT, &o.n_head, NULL, "attention heads", 0},
-    {"n-embd", MT_OPT_INT, &o.n_embd, NULL, "channels", 0},
-    {"n-ctx", MT_OPT_INT, &o.n_ctx, NULL, "context length (tokens)", 0},
-    {"n-ff", MT_OPT_INT, &o.n_ff, NULL, "FFN width; 0: 4 n-embd", 0},
+    {"seed", MT_OPT_INT, &o.seed, "0..", "seed of the weights, batches and dropout", 0},
+    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0},
+    {"steps", MT_OPT_INT, &o.steps, "0..", "optimizer steps; 0 writes the initialised model", 0},
+    {"batch", MT_OPT_INT, &o.batch, "1..", "sequences per step", 0},
+    {"n-layer", MT_OPT_INT, &o.n_layer, "1..", "blocks", 0},
+    {"n-head", MT_OPT_INT, &o.n_head, "1..", "attention heads", 0},
+    {"n-embd", MT_OPT_INT, &o.n_embd, "1..", "channels", 0},
+    {"n-ctx", MT_OPT_INT, &o.n_ctx, "1..", "context length (tokens)", 0},
+    {"n-ff", MT_OPT_INT, &o.n_ff, "0..", "FFN width; 0: 4 n-embd", 0},
     {"norm", MT_OPT_CHOICE, &o.norm, "ln|rms|prms|bn|in|gn|scale|none", "normalization", 0},
-    {"norm-eps", MT_OPT_FLOAT, &o.norm_eps, NULL, "norm epsilon; -1: the norm's default", 0},
+    {"norm-eps", MT_OPT_FLOAT, &o.norm_eps, "-1..", "norm epsilon; -1: the norm's default", 0},
     {"prms-p", MT_OPT_FLOAT, &o.prms_p, NULL, "pRMSNorm: fraction of channels the RMS is taken from", 0},
-    {"gn-groups", MT_OPT_INT, &o.gn_groups, NULL, "GroupNorm groups; 0: the norm's default", 0},
+    {"gn-groups", MT_OPT_INT, &o.gn_groups, "0..", "GroupNorm groups; 0: the norm's default", 0},
     {"rms-form", MT_OPT_CHOICE, &o.rms_form, "llama|paper", "RMSNorm form: eps inside or outside the sqrt", 0},
     {"placement", MT_OPT_CHOICE, &o.placement, "pre|post|deepnorm", "residual placement of the norm", 0},
     {"init", MT_OPT_CHOICE, &o.init, "gpt2|xavier|deepnorm|auto", "weight init (auto: deepnorm for --placement deepnorm, else gpt2)", 0},
@@ -78,8 +80,8 @@ static const mt_opt OPTS[] = {
     {"dropout", MT_OPT_FLOAT, &o.dropout, NULL, "dropout probability", 0},
     {"optim", MT_OPT_CHOICE, &o.optim, "sgd|adam|adamw", "optimizer", 0},
     {"lr", MT_OPT_FLOAT, &o.lr, NULL, "peak learning rate", 0},
-    {"min-lr", MT_OPT_FLOAT, &o.min_lr, NULL, "learning rate at the end of cosine and linear decays; -1: lr / 10", 0},
-    {"warmup", MT_OPT_INT, &o.warmup, NULL, "linear warmup steps; -1: steps / 10, at most 100", 0},
+    {"min-lr", MT_OPT_FLOAT, &o.min_lr, "-1..", "learning rate at the end of cosine and linear decays; -1: lr / 10", 0},
+    {"warmup", MT_OPT_INT, &o.warmup, "-1..", "linear warmup steps; -1: steps / 10, at most 100", 0},
     {"warmup-init-lr", MT_OPT_FLOAT, &o.warmup_init_lr, NULL, "learning rate at step 0 of the warmup", 0},
     {"schedule", MT_OPT_CHOICE, &o.schedule, "const|cosine|linear|invsqrt", "learning-rate schedule after warmup", 0},
     {"beta1", MT_OPT_FLOAT, &o.beta1, NULL, "Adam beta1", 0},
@@ -90,11 +92,11 @@ static const mt_opt OPTS[] = {
     {"momentum", MT_OPT_FLOAT, &o.momentum, NULL, "SGD momentum", 0},
     {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0},
     {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0},
-    {"eval-every", MT_OPT_INT, &o.eval_every, NULL, "validation every N steps (and at the end); 0: only at the end", 0},
-    {"eval-batches", MT_OPT_INT, &o.eval_batches, NULL, "validation batches (the same ones each time)", 0},
-    {"save-every", MT_OPT_INT, &o.save_every, NULL, "checkpoint every N steps (and at the end); 0: only at the end", 0},
-    {"log-every", MT_OPT_INT, &o.log_every, NULL, "progress and a metrics row every N steps", 0},
-    {"arena-mb", MT_OPT_INT, &o.arena_mb, NULL, "step arena in MiB; 0: estimated", 0},
+    {"eval-every", MT_OPT_INT, &o.eval_every, "0..", "validation every N steps (and at the end); 0: only at the end", 0},
+    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "validation batches (the same ones each time)", 0},
+    {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0},
+    {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0},
+    {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
 };
 enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
@@ -112,7 +114,9 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
-static int exit_code(mt_status s) { return s == MT_EINVAL ? 2 : 1; }
+/* 2: the run cannot start as asked (a flag, a config value, an input file that is missing or
+   malformed); 1: a failure while working (I/O, out of memory, divergence). */
+static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 /* The text of a choice option ("rms"). */
 static const char *choice(const char *name) {
@@ -132,7 +136,7 @@ static void layer_options(const void *defaults, const char *saved, int argc, cha
     memcpy(config, o.config, sizeof config);
     memcpy(&o, defaults, sizeof o);
     if (saved && mt_opts_parse_ini(OPTS, N_OPTS, saved, "the checkpoint's options", &e) != MT_OK)
-        die(1, e.msg);
+        die(2, e.msg);
     if (config[0] && mt_opts_read_ini(OPTS, N_OPTS, config, &e) != MT_OK) die(2, e.msg);
     mt_opts_parse_args(OPTS, N_OPTS, argc, argv, NULL);
 }
@@ -260,9 +264,11 @@ int main(int argc, char **argv) {
                     path);
             return 2;
         }
-        if (mt_st_load(path, &st, &e) != MT_OK) die(1, e.msg);
+        if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
+        mt_status s = mt_st_load(path, &st, &e);
+        if (s != MT_OK) die(exit_code(s), e.msg);
         const char *opts = mt_st_meta(&st, "options");
-        if (!opts) die(1, "the checkpoint has no saved options: was it written by ./train?");
+        if (!opts) die(2, "the checkpoint has no saved options: was it written by ./train?");
         saved = strdup(opts);
         mt_st_free(&st);
         layer_options(defaults, saved, argc, argv);
@@ -283,9 +289,8 @@ int main(int argc, char **argv) {
         .model = vit ? MT_MODEL_VIT : MT_MODEL_GPT, .vit = &vc,
         .images = {.H = o.image_size, .W = o.image_size, .C = o.channels, .resize = !o.no_resize,
                    .skip_bad = o.bad_images == 0, .classes = o.classes[0] ? o.classes : NULL},
+        .resume = o.resume,
     };
-    if (o.log_every < 1 || o.eval_every < 0 || o.save_every < 0)
-        die(2, "--log-every must be at least 1, --eval-every and --save-every at least 0");
     mt_trainer tr;
     mt_status s = mt_trainer_init(&tr, &tc, &mc, &oc, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);

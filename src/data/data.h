@@ -60,7 +60,8 @@ mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_
 
 /* Loads a dataset. A path ending in ".bin" is a token file and brings its own tokenizer (kind is
    ignored); anything else is UTF-8 (byte: any) text encoded with a new tokenizer of the given
-   kind, a char vocabulary being built from the whole text. */
+   kind, a char vocabulary being built from the whole text. An empty text, or one holding a NUL
+   byte (binary), is MT_EINVAL. */
 mt_status mt_data_load(const char *path, mt_tok_kind kind, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err);
 void mt_tokens_free(mt_tokens *d);

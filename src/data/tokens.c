@@ -174,6 +174,18 @@ mt_status mt_data_load(const char *path, mt_tok_kind kind, mt_tokenizer *tok, mt
     size_t len = 0;
     mt_status s = read_file(path, &text, &len, err);
     if (s != MT_OK) return s;
+    const char *nul = memchr(text, 0, len);
+    if (len == 0 || nul) {
+        s = len == 0 ? mt_errorf(err, MT_EINVAL, "%s is empty: expected a text file or a token "
+                                 "file FILE.bin", path)
+                     : mt_errorf(err, MT_EINVAL, "%s holds a NUL byte at offset %zu: it looks "
+                                 "binary, not text%s; make a token file with ./train --data TEXT "
+                                 "--prepare FILE.bin", path, (size_t)(nul - text),
+                                 strncmp(text, MT_TOKFILE_MAGIC, 8) == 0
+                                     ? " (it is an mt token file: name it FILE.bin)" : "");
+        free(text);
+        return s;
+    }
     mt_err e;
     if (kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
     else if ((s = mt_tok_build_char(tok, text, len, &e)) != MT_OK) {

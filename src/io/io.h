@@ -76,13 +76,14 @@ typedef struct {
     const char *name; /* the flag without its dashes, and the config key: "n-layer" */
     mt_opt_type type;
     void *value;         /* where the value goes; its content at help time is the default */
-    const char *choices; /* MT_OPT_CHOICE */
+    const char *choices; /* MT_OPT_CHOICE: "a|b|c"; MT_OPT_INT, MT_OPT_FLOAT: the accepted range
+                            "lo..hi" or "lo.." (no upper bound), or NULL: any value */
     const char *help;
     unsigned flags;
 } mt_opt;
 
-/* Applies argv[1..argc-1]. An unknown flag, a missing or malformed value, or a positional
-   argument is an error that names it (and the nearest known flag). */
+/* Applies argv[1..argc-1]. An unknown flag, a missing, malformed or out-of-range value, or a
+   positional argument is an error that names it (and the nearest known flag). */
 mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, mt_err *err);
 /* Applies the lines of text; source names it in messages ("configs/tiny.ini:3: ..."). */
 mt_status mt_opts_parse_ini(const mt_opt *opts, int n, const char *text, const char *source,
@@ -95,6 +96,18 @@ char *mt_opts_to_ini(const mt_opt *opts, int n);
 /* The value of an option as text ("4", "rms", "true") into buf. */
 const char *mt_opt_format(const mt_opt *o, char *buf, size_t len);
 const mt_opt *mt_opts_find(const mt_opt *opts, int n, const char *name);
+
+/* ---- paths and memory, checked before any work ----------------------------------------------
+ * flag names the option in messages ("--data"); every failure is MT_EINVAL but the memory one. */
+/* path is an existing, readable regular file (not a directory). */
+mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
+/* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
+   created there (probed: a file is created and removed). */
+mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
+/* Bytes that can be allocated now: MemAvailable of /proc/meminfo, else the free pages. */
+double mt_mem_available(void);
+/* MT_ENOMEM "needs X GiB, Y GiB available (what)" when need (bytes) exceeds mt_mem_available. */
+mt_status mt_mem_check(double need, const char *what, mt_err *err);
 
 /* ---- metrics: a CSV file, one row per logged step ----------------------------------------------
  * Header: step,loss,val_loss,lr,grad_norm,ms,tok_per_s. val_loss is empty when not evaluated. */

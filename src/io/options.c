@@ -86,6 +86,22 @@ const char *mt_opt_format(const mt_opt *o, char *buf, size_t len) {
     return buf;
 }
 
+/* The range "lo..hi" or "lo.." of a number option: out of it is an error quoting the help (which
+   explains special values such as -1: default). */
+static mt_status check_range(const mt_opt *o, double v, const char *text, const char *where,
+                             mt_err *err) {
+    if (!o->choices) return MT_OK;
+    const char *dots = strstr(o->choices, "..");
+    MT_ASSERT(dots, "option --%s: range '%s' is not lo..hi", o->name, o->choices);
+    double lo = strtod(o->choices, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
+    if (v >= lo && v <= hi) return MT_OK;
+    char range[96];
+    if (isinf(hi)) snprintf(range, sizeof range, "at least %g", lo);
+    else snprintf(range, sizeof range, "from %g to %g", lo, hi);
+    return mt_errorf(err, MT_EINVAL, "%s: %s is out of range: expected %s (%s)", where, text,
+                     range, o->help);
+}
+
 /* Parses text into the option; where names the source in messages ("--lr", "f.ini:3: lr"). */
 static mt_status set_value(const mt_opt *o, const char *text, const char *where, mt_err *err) {
     char *end;
@@ -95,6 +111,7 @@ static mt_status set_value(const mt_opt *o, const char *text, const char *where,
         long v = strtol(text, &end, 10);
         if (!*text || *end || errno || v < INT_MIN || v > INT_MAX)
             return mt_errorf(err, MT_EINVAL, "%s: '%s' is not an integer", where, text);
+        if (check_range(o, (double)v, text, where, err) != MT_OK) return MT_EINVAL;
         *(int *)o->value = (int)v;
         return MT_OK;
     }
@@ -102,6 +119,7 @@ static mt_status set_value(const mt_opt *o, const char *text, const char *where,
         float v = strtof(text, &end);
         if (!*text || *end || !isfinite(v))
             return mt_errorf(err, MT_EINVAL, "%s: '%s' is not a finite number", where, text);
+        if (check_range(o, (double)v, text, where, err) != MT_OK) return MT_EINVAL;
         *(float *)o->value = v;
         return MT_OK;
     }
@@ -150,7 +168,8 @@ mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, m
         if (!value && o->type == MT_OPT_BOOL) value = "true";
         if (!value && i + 1 >= argc)
             return mt_errorf(err, MT_EINVAL, "--%s needs a value%s%s", o->name,
-                             o->choices ? ": one of " : "", o->choices ? o->choices : "");
+                             o->type == MT_OPT_CHOICE ? ": one of " : "",
+                             o->type == MT_OPT_CHOICE ? o->choices : "");
         if (!value) value = argv[++i];
         mt_status s = set_value(o, value, where, err);
         if (s != MT_OK) return s;

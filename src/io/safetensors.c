@@ -266,7 +266,8 @@ mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_met
         free(json);
         return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
     }
-    snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
+    /* one name per target: a save killed midway leaves a file the next save overwrites */
+    snprintf(tmp, plen, "%s.tmp", path);
     mt_status s = MT_OK;
     FILE *f = fopen(tmp, "wb");
     if (!f) {

@@ -139,6 +139,12 @@ mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *
 /* ---- build and init ----------------------------------------------------------------------------- */
 
 mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
+    mt_status st = mt_gpt_build_table(m, cfg, err);
+    if (st == MT_OK && (st = mt_params_alloc(&m->P, err)) != MT_OK) mt_gpt_free(m);
+    return st;
+}
+
+mt_status mt_gpt_build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
@@ -182,9 +188,7 @@ mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
         L->lm_head = mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
                                    MT_INIT_NORMAL,
                                    g->init == MT_SCHEME_GPT2 ? 0.02f : sqrtf(2.0f / (C + V)));
-    st = mt_params_alloc(P, err);
-    if (st != MT_OK) mt_gpt_free(m);
-    return st;
+    return MT_OK;
 }
 
 void mt_gpt_init_weights(mt_gpt *m, mt_rng *r) { mt_params_initialize(&m->P, r); }

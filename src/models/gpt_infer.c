@@ -7,14 +7,18 @@
 
 #include "gpt_internal.h"
 
-size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training) {
-    size_t N = (size_t)B * (size_t)cfg->n_ctx, C = (size_t)cfg->n_embd, F = (size_t)cfg->n_ff;
-    size_t T = (size_t)cfg->n_ctx, NH = (size_t)cfg->n_head;
+double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
+    double N = (double)B * cfg->n_ctx, C = cfg->n_embd, F = cfg->n_ff, T = cfg->n_ctx;
     /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
-       scratch; then the logits; doubled for gradients; times 3 to spare */
-    size_t V = (size_t)cfg->n_vocab, L = (size_t)cfg->n_layer;
-    size_t floats = N * (L * (16 * C + 4 * F) + 4 * C + 4 * V) + L * 4 * NH * T * T;
-    return (training ? 2 : 1) * 3 * floats * sizeof(float) + ((size_t)64 << 20);
+       scratch; then the logits; doubled for gradients */
+    double floats = N * (cfg->n_layer * (16 * C + 4 * F) + 4 * C + 4.0 * cfg->n_vocab) +
+                    cfg->n_layer * 4.0 * cfg->n_head * T * T;
+    return (training ? 2 : 1) * floats * sizeof(float);
+}
+
+size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training) {
+    double bytes = 3 * mt_gpt_activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
+    return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
 }
 
 mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {

@@ -45,6 +45,9 @@ mt_gpt_config mt_gpt_config_default(void);
    the decoder-only row when not set, init AUTO). */
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err);
 mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err);
+/* mt_gpt_build but for the allocation of the parameters: m->P.total is known (a memory estimate
+   can come first) and mt_params_alloc(&m->P, err) completes the build. */
+mt_status mt_gpt_build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err);
 void mt_gpt_init_weights(mt_gpt *m, mt_rng *r);
 /* ids (B*T) -> logits (B, T, V) */
 mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T);
@@ -76,8 +79,11 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err);
 void mt_kv_feed(mt_kv_cache *kv, const int *ids, int n);
 void mt_kv_free(mt_kv_cache *kv);
 
-/* Step-arena bytes for B sequences of n_ctx tokens (training: with gradients), generously:
-   pages the arena never touches cost nothing. */
+/* Estimated activation bytes of a step of B sequences of n_ctx tokens (training: with
+   gradients): what the step arena will touch. In double: absurd configs do not overflow. */
+double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training);
+/* Step-arena bytes to reserve: the activation estimate, generously (3x + 64 MiB): pages the arena
+   never touches cost nothing. */
 size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training);
 
 typedef struct {
@@ -133,8 +139,12 @@ mt_vit_config mt_vit_config_default(void); /* 28x28x1, patch 7, 10 classes, 4 la
 mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err);
 int mt_vit_tokens(const mt_vit_config *cfg); /* the sequence length: patches (+ 1 with cls) */
 mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
+/* As mt_gpt_build_table: the table only; mt_params_alloc(&m->P, err) completes the build. */
+mt_status mt_vit_build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
 void mt_vit_init_weights(mt_vit *m, mt_rng *r);
-/* Step-arena bytes for B images (training: with gradients), generously: pages the arena never
+/* Estimated activation bytes of a step of B images (training: with gradients), in double. */
+double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training);
+/* Step-arena bytes to reserve: the estimate, generously (3x + 64 MiB): pages the arena never
    touches cost nothing. */
 size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training);
 /* images (B, CH, H, W) -> logits (B, K) */

@@ -157,6 +157,12 @@ mt_status mt_vit_config_from_json(const char *json, mt_vit_config *cfg, mt_err *
 /* ---- build and init ---------------------------------------------------------------------------- */
 
 mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
+    mt_status st = mt_vit_build_table(m, cfg, err);
+    if (st == MT_OK && (st = mt_params_alloc(&m->P, err)) != MT_OK) mt_vit_free(m);
+    return st;
+}
+
+mt_status mt_vit_build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
@@ -208,9 +214,7 @@ mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
     L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_MATRIX, MT_INIT_NORMAL,
                               gpt2 ? 0.02f : sqrtf(2.0f / (C + K)));
     L->head_b = mt_params_add(P, "head.bias", 1, &K, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
-    st = mt_params_alloc(P, err);
-    if (st != MT_OK) mt_vit_free(m);
-    return st;
+    return MT_OK;
 }
 
 void mt_vit_init_weights(mt_vit *m, mt_rng *r) { mt_params_initialize(&m->P, r); }
@@ -222,16 +226,19 @@ void mt_vit_free(mt_vit *m) {
     memset(m, 0, sizeof *m);
 }
 
-size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training) {
-    size_t T = (size_t)mt_vit_tokens(cfg), N = (size_t)B * T, C = (size_t)cfg->n_embd;
-    size_t F = (size_t)cfg->n_ff, NH = (size_t)cfg->n_head;
-    size_t D = (size_t)cfg->channels * cfg->patch * cfg->patch;
+double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training) {
+    double T = mt_vit_tokens(cfg), N = (double)B * T, C = cfg->n_embd, F = cfg->n_ff;
+    double D = (double)cfg->channels * cfg->patch * cfg->patch;
     /* the patches and their embedding; per block about 16 (B, T, C) and 4 (B, T, F) tensors and
-       (T, T) attention scratch per head; the logits; doubled for gradients, times 3 to spare */
-    size_t floats = N * (D + 4 * C + (size_t)cfg->n_layer * (16 * C + 4 * F)) +
-                    (size_t)cfg->n_layer * 4 * (size_t)B * NH * T * T +
-                    4 * (size_t)B * cfg->n_classes;
-    return (training ? 2 : 1) * 3 * floats * sizeof(float) + ((size_t)64 << 20);
+       (T, T) attention scratch per head; the logits; doubled for gradients */
+    double floats = N * (D + 4 * C + cfg->n_layer * (16 * C + 4 * F)) +
+                    cfg->n_layer * 4.0 * B * cfg->n_head * T * T + 4.0 * B * cfg->n_classes;
+    return (training ? 2 : 1) * floats * sizeof(float);
+}
+
+size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training) {
+    double bytes = 3 * mt_vit_activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
+    return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
 }
 
 /* ---- forward ------------------------------------------------------------------------------------ */

@@ -60,6 +60,7 @@ typedef struct {
     const char *options;  /* saved in checkpoints (config-file lines) */
     const mt_vit_config *vit; /* vit: the model; image size, channels, classes from the data */
     mt_image_opts images;     /* vit: how the images are read */
+    bool resume;          /* false: an out directory holding a run with other options is refused */
 } mt_train_cfg;
 
 typedef struct {
@@ -81,11 +82,15 @@ typedef struct {
     int n_train_img, n_val_img;
     float *images;       /* (B, CH, H, W) of the current batch */
     double val_accuracy; /* of the last mt_trainer_eval */
-    char model_path[1024], optim_path[1024];
+    char model_path[1024], optim_path[1024], optim_prev_path[1024];
 } mt_trainer;
 
-/* Loads the data, builds and initialises the model (seeded) and the optimizer (oc->sched.steps
-   is set to cfg->steps) and allocates everything the loop needs. mc: the GPT (unused for vit,
+/* Checks the paths (--data a readable file, --out a writable directory that holds no run with
+   other options unless cfg->resume) and that the model, its gradients, the optimizer state and
+   a step's activations fit in the available memory (MT_ENOMEM "needs X GiB, Y GiB available"),
+   then loads the data, builds and initialises the model (seeded) and the optimizer
+   (oc->sched.steps is set to cfg->steps) and allocates everything the loop needs. Nothing is
+   written but the out directory, created last. mc: the GPT (unused for vit,
    whose config is cfg->vit). Vit: the normalisation comes from the training split. */
 mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
                           const mt_optim_config *oc, mt_err *err);
@@ -105,7 +110,9 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 /* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split.
    Vit: over every validation image, and tr->val_accuracy is set. */
 double mt_trainer_eval(mt_trainer *tr);
-/* Writes the optimizer state, then the model (which commits the step). */
+/* Writes the optimizer state, then the model (which commits the step). The previous optimizer
+   state is kept as optim.prev.safetensors until then: a run killed between the two writes
+   resumes from the model's step with the optimizer state of that step. */
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
 void mt_trainer_free(mt_trainer *tr);
 

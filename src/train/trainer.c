@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,8 +34,62 @@ static mt_status make_dirs(const char *path, mt_err *err) {
     return MT_OK;
 }
 
+/* A run in out that is not the one asked for (other options) is refused without --resume: its
+   checkpoint would be overwritten. The same options start the run over. */
+static mt_status check_fresh_out(const char *out, const char *model_path, const char *options,
+                                 mt_err *err) {
+    struct stat sb;
+    if (stat(model_path, &sb) != 0) return MT_OK;
+    mt_safetensors st;
+    mt_err e;
+    if (mt_st_load(model_path, &st, &e) != MT_OK)
+        return mt_errorf(err, MT_EINVAL,
+                         "--out %s holds a model.safetensors that cannot be read (%s): remove it "
+                         "or choose another --out",
+                         out, e.msg);
+    const char *saved = mt_st_meta(&st, "options");
+    mt_status s = MT_OK;
+    if (!saved || strcmp(saved, options ? options : "") != 0) {
+        /* the first line that differs names the option */
+        char a[160] = "", b[160] = "";
+        const char *p = saved ? saved : "", *q = options ? options : "";
+        while (*p || *q) {
+            size_t la = strcspn(p, "\n"), lb = strcspn(q, "\n");
+            if (la != lb || strncmp(p, q, la) != 0) {
+                snprintf(a, sizeof a, "%.*s", (int)la, p);
+                snprintf(b, sizeof b, "%.*s", (int)lb, q);
+                break;
+            }
+            p += la + (p[la] == '\n');
+            q += lb + (q[lb] == '\n');
+        }
+        s = mt_errorf(err, MT_EINVAL,
+                      "--out %s already holds another run (there '%s', now '%s'): --resume "
+                      "continues it, or choose another --out",
+                      out, a, b);
+    }
+    mt_st_free(&st);
+    return s;
+}
+
+/* The parameter table P (not yet allocated), its gradients, the optimizer state and act bytes
+   of a step's activations (batch names the batch) against the available memory. */
+static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
+                              double act, const char *batch, mt_err *err) {
+    double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
+    int slots = oc->kind == MT_OPTIM_SGD ? (oc->momentum > 0) : 2; /* Adam: m and v */
+    if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
+    char what[256];
+    snprintf(what, sizeof what,
+             "parameters and gradients %.2f GiB, optimizer state %.2f GiB, activations of a "
+             "batch of %s %.2f GiB",
+             2 * params / gib, slots * params / gib, batch, act / gib);
+    return mt_mem_check((2 + slots) * params + act, what, err);
+}
+
 /* The GPT and its data; *arena: the step arena it needs. */
-static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, size_t *arena, mt_err *err) {
+static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_optim_config *oc,
+                           size_t *arena, mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
     mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
     if (s != MT_OK) return s;
@@ -43,7 +98,14 @@ static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, size_t *aren
     if ((s = mt_gpt_config_validate(&model_cfg, err)) != MT_OK ||
         (s = mt_tokens_split(&tr->all, cfg->val_fraction, model_cfg.n_ctx, &tr->train, &tr->val,
                              err)) != MT_OK ||
-        (s = mt_gpt_build(&tr->model, &model_cfg, err)) != MT_OK)
+        (s = mt_gpt_build_table(&tr->model, &model_cfg, err)) != MT_OK)
+        return s;
+    char batch[64];
+    snprintf(batch, sizeof batch, "%d x %d tokens", cfg->batch, model_cfg.n_ctx);
+    if ((s = check_memory(tr, &tr->model.P, oc,
+                          mt_gpt_activation_bytes(&tr->model.cfg, cfg->batch, true), batch,
+                          err)) != MT_OK ||
+        (s = mt_params_alloc(&tr->model.P, err)) != MT_OK)
         return s;
     tr->P = &tr->model.P;
     mt_rng r;
@@ -60,7 +122,8 @@ static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, size_t *aren
 
 /* The ViT and its images: the split (seeded), the normalisation from the training part, the
    image size, channels and classes from the data. */
-static mt_status vit_setup(mt_trainer *tr, size_t *arena, mt_err *err) {
+static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, size_t *arena,
+                           mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
     mt_images *d = &tr->imgs;
     mt_status s = mt_images_load(cfg->data, &cfg->images, d, err);
@@ -74,7 +137,14 @@ static mt_status vit_setup(mt_trainer *tr, size_t *arena, mt_err *err) {
     mt_images_normalize_from(d, tr->order, tr->n_train_img);
     mt_vit_config vc = *cfg->vit;
     vc.image_h = d->H, vc.image_w = d->W, vc.channels = d->C, vc.n_classes = d->n_classes;
-    if ((s = mt_vit_build(&tr->vit, &vc, err)) != MT_OK) return s;
+    if ((s = mt_vit_build_table(&tr->vit, &vc, err)) != MT_OK) return s;
+    char batch[64];
+    snprintf(batch, sizeof batch, "%d images of %d x %d", cfg->batch, d->H, d->W);
+    if ((s = check_memory(tr, &tr->vit.P, oc,
+                          mt_vit_activation_bytes(&tr->vit.cfg, cfg->batch, true), batch, err)) !=
+            MT_OK ||
+        (s = mt_params_alloc(&tr->vit.P, err)) != MT_OK)
+        return s;
     tr->P = &tr->vit.P;
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
@@ -103,11 +173,23 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
     if (snprintf(tr->model_path, sizeof tr->model_path, "%s/model.safetensors", cfg->out) >=
             (int)sizeof tr->model_path ||
         snprintf(tr->optim_path, sizeof tr->optim_path, "%s/optim.safetensors", cfg->out) >=
-            (int)sizeof tr->optim_path)
+            (int)sizeof tr->optim_path ||
+        snprintf(tr->optim_prev_path, sizeof tr->optim_prev_path, "%s/optim.prev.safetensors",
+                 cfg->out) >= (int)sizeof tr->optim_prev_path)
         return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
+    mt_status s;
+    struct stat sb;
+    if (cfg->model == MT_MODEL_VIT && stat(cfg->data, &sb) != 0) /* a file or a directory */
+        return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected an image folder or idx files",
+                         cfg->data, strerror(errno));
+    if ((cfg->model != MT_MODEL_VIT && (s = mt_file_check("--data", cfg->data, err)) != MT_OK) ||
+        (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
+        (!cfg->resume &&
+         (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
+        return s;
     size_t arena = 0;
-    mt_status s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, &arena, err)
-                                             : gpt_setup(tr, mc, &arena, err);
+    s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, oc, &arena, err)
+                                   : gpt_setup(tr, mc, oc, &arena, err);
     if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
@@ -207,12 +289,25 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     mt_ckpt_state state;
     mt_status s = tr->cfg.model == MT_MODEL_VIT ? vit_resume(tr, &state, err)
                                                 : gpt_resume(tr, &state, err);
-    if (s == MT_OK) s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
-    if (s == MT_OK && tr->opt.t != state.step)
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s holds the optimizer of step %ld, %s the model of step %ld (a save was "
-                      "interrupted): start again without --resume",
-                      tr->optim_path, tr->opt.t, tr->model_path, state.step);
+    if (s == MT_OK) {
+        /* the optimizer state of the model's step: optim, or optim.prev when a kill came
+           between the two writes of a save (mt_trainer_save) */
+        mt_err e;
+        s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
+        if ((s != MT_OK || tr->opt.t != state.step) &&
+            mt_optim_load(&tr->opt, tr->P, tr->optim_prev_path, &e) == MT_OK &&
+            tr->opt.t == state.step) {
+            /* back in place, or the next save would keep the newer, orphaned state as prev */
+            s = rename(tr->optim_prev_path, tr->optim_path) == 0
+                    ? MT_OK
+                    : mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_prev_path,
+                                tr->optim_path, strerror(errno));
+        } else if (s == MT_OK && tr->opt.t != state.step)
+            s = mt_errorf(err, MT_EFORMAT,
+                          "%s holds the optimizer of step %ld, %s the model of step %ld: start "
+                          "again without --resume",
+                          tr->optim_path, tr->opt.t, tr->model_path, state.step);
+    }
     if (s == MT_OK) {
         tr->step = state.step;
         tr->sampler.rng = state.sampler;
@@ -312,6 +407,9 @@ double mt_trainer_eval(mt_trainer *tr) {
 }
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
+    if (rename(tr->optim_path, tr->optim_prev_path) != 0 && errno != ENOENT)
+        return mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_path,
+                         tr->optim_prev_path, strerror(errno));
     mt_status s = mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
     if (s != MT_OK) return s;
     mt_ckpt_state state = {tr->step, tr->sampler.rng, tr->ctx.rng};

@@ -1,0 +1,78 @@
+/* Paths named by the user, checked before any work: input files, output directories, memory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io.h"
+
+mt_status mt_file_check(const char *flag, const char *path, mt_err *err) {
+    struct stat sb;
+    if (!*path) return mt_errorf(err, MT_EINVAL, "%s: no file given: expected a path", flag);
+    if (stat(path, &sb) != 0)
+        return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected an existing file", flag, path,
+                         strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return mt_errorf(err, MT_EINVAL, "%s %s is a directory: expected a file", flag, path);
+    if (!S_ISREG(sb.st_mode))
+        return mt_errorf(err, MT_EINVAL, "%s %s is not a regular file: expected a file", flag,
+                         path);
+    if (access(path, R_OK) != 0)
+        return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a readable file", flag, path,
+                         strerror(errno));
+    return MT_OK;
+}
+
+mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) {
+    char probe[1100], parent[1024];
+    struct stat sb;
+    if (!*dir) return mt_errorf(err, MT_EINVAL, "%s: no directory given: expected a path", flag);
+    if (snprintf(parent, sizeof parent, "%s", dir) >= (int)sizeof parent)
+        return mt_errorf(err, MT_EINVAL, "%s: the path is longer than %zu characters", flag,
+                         sizeof parent - 1);
+    /* the directory itself, or the nearest ancestor that exists (mkdir -p creates the rest) */
+    while (stat(parent, &sb) != 0) {
+        if (errno != ENOENT)
+            return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a writable directory", flag,
+                             dir, strerror(errno));
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == 0) *slash = 0, slash = strrchr(parent, '/');
+        if (!slash) strcpy(parent, ".");
+        else if (slash == parent) strcpy(parent, "/");
+        else *slash = 0;
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return mt_errorf(err, MT_EINVAL, "%s %s: %s is a file, expected a directory", flag, dir,
+                         parent);
+    /* access() says yes to root everywhere but on read-only mounts: create and remove a file */
+    snprintf(probe, sizeof probe, "%s/.mt-write-probe.%d", parent, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return mt_errorf(err, MT_EINVAL, "%s %s: cannot write in %s: %s: expected a writable "
+                         "directory", flag, dir, parent, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return MT_OK;
+}
+
+/* MemAvailable from /proc/meminfo (what can be allocated without swapping), else the free
+   physical pages. */
+double mt_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib >= 0) return kib * 1024;
+    return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+mt_status mt_mem_check(double need, const char *what, mt_err *err) {
+    double avail = mt_mem_available(), gib = 1024.0 * 1024 * 1024;
+    if (need <= avail) return MT_OK;
+    return mt_errorf(err, MT_ENOMEM, "needs %.2f GiB, %.2f GiB available (%s): use a smaller "
+                     "model or batch", need / gib, avail / gib, what);
+}

@@ -1,0 +1,152 @@
+#!/bin/sh
+# Reliability of ./train and ./infer (README "Reliability"):
+#  1. a table of bad inputs: each exits with its status (2: usage, 1: out of memory), prints a
+#     message naming the culprit, and writes nothing (no file newer than a stamp, no --out);
+#  2. crash safety and exact resume: a run saving every step is killed with SIGKILL at random
+#     moments 20 times; each time the checkpoint on disk loads (./infer --info) and --resume
+#     continues; the run resumed to the end ends with the same bits (model, optimizer state,
+#     every logged loss) as an uninterrupted one, with a cosine schedule, warmup and dropout.
+# MT_BUILD names the build directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_rel_XXXXXX)
+L=$(mktemp /tmp/mt_test_rel_log_XXXXXX)
+trap 'rm -rf "$T" "$L"' EXIT
+fails=0
+fail() { echo "FAIL test_reliability: $*"; fails=$((fails + 1)); }
+
+D=$T/d                 # inputs
+W=$T/w                 # the working directory of the bad runs: must stay empty
+mkdir -p "$D" "$W" "$D/adir"
+head -c 20000 data/tinyshakespeare.txt >"$D/t.txt"
+: >"$D/empty.txt"
+printf 'text\000with a NUL\n' >"$D/nul.txt"
+printf 'NOTMTTOK and more bytes than a header has' >"$D/bad.bin"
+TINY="--data $D/t.txt --n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 2 --threads 1"
+"$B/train" $TINY --steps 2 --out "$D/run" >"$L" 2>&1 || { fail "the reference run: $(cat "$L")"; }
+"$B/train" --data "$D/t.txt" --prepare "$D/ok.bin" >"$L" 2>&1 || fail "prepare"
+head -c 100 "$D/ok.bin" >"$D/trunc.bin"
+printf 'lr = 1e-3\nn_layers = 4\n' >"$D/key.ini"
+printf 'lr = fast\n' >"$D/type.ini"
+printf '[train]\nlr = 1e-3\n' >"$D/section.ini"
+printf 'resume = true\n' >"$D/cli.ini"
+M=$D/run/model.safetensors
+
+# status|text the message must hold|program and arguments (split on spaces)
+cases() {
+    cat <<EOF
+2|unknown flag --n-layers (did you mean --n-layer?)|train $TINY --n-layers 2
+2|unknown flag --lrr (did you mean --lr?)|train $TINY --lrr 0.1
+2|unexpected argument 'foo'|train $TINY foo
+2|--lr: 'abc' is not a finite number|train $TINY --lr abc
+2|--steps: '1.5' is not an integer|train $TINY --steps 1.5
+2|--untie: 'maybe' is not true or false|train $TINY --untie=maybe
+2|--norm: 'batchnorm' is not one of ln|train $TINY --norm batchnorm
+2|--batch needs a value|train $TINY --batch
+2|--steps: -1 is out of range: expected at least 0|train $TINY --steps -1
+2|--batch: 0 is out of range: expected at least 1|train $TINY --batch 0
+2|--threads: -3 is out of range: expected from 0 to 1024|train $TINY --threads -3
+2|--warmup: -5 is out of range: expected at least -1|train $TINY --warmup -5
+2|--n-layer: 0 is out of range|train $TINY --n-layer 0
+2|--lr is -1; it must be a finite number >= 0|train $TINY --lr -1
+2|--beta2 is 1; it must be in [0, 1)|train $TINY --beta2 1
+2|dropout = 1.5, must be in [0, 1)|train $TINY --dropout 1.5
+2|n_head = 3 does not divide n_embd = 16|train $TINY --n-head 3
+2|n_ctx + 1 = 100001 needs more data or a smaller --n-ctx|train $TINY --n-ctx 100000
+2|--val-fraction 1.5: expected a fraction in [0, 1)|train $TINY --val-fraction 1.5
+2|the validation split has 1 tokens (--val-fraction 0.0001 of 20000)|train $TINY --val-fraction 0.0001
+2|--gn-groups: 3 groups do not divide the 16 channels|train $TINY --norm gn --gn-groups 3
+2|--prms-p: 2 is outside (0, 1]|train $TINY --norm prms --prms-p 2
+2|--min-lr 0.1 is larger than --lr 0.01|train $TINY --lr 0.01 --min-lr 0.1
+2|--momentum and --nesterov apply to --optim sgd only|train $TINY --momentum 0.9
+2|--schedule invsqrt needs --warmup >= 1|train $TINY --schedule invsqrt --warmup 0
+2|--data $D/none.txt: No such file or directory|train $TINY --data $D/none.txt
+2|--data $D/adir is a directory: expected a file|train $TINY --data $D/adir
+2|$D/empty.txt is empty|train $TINY --data $D/empty.txt
+2|$D/nul.txt holds a NUL byte at offset 4|train $TINY --data $D/nul.txt
+2|$D/bad.bin: not an mt token file|train $TINY --data $D/bad.bin
+2|$D/trunc.bin: the header announces|train $TINY --data $D/trunc.bin
+2|--out $D/t.txt: $D/t.txt is a file, expected a directory|train $TINY --out $D/t.txt
+2|--out /proc/mt-test: cannot write in /proc|train $TINY --out /proc/mt-test
+2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run
+2|$D/key.ini:2: unknown key 'n_layers' (did you mean n-layer?)|train $TINY --config $D/key.ini
+2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
+2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini
+2|$D/cli.ini:1: 'resume' is a command-line flag only|train $TINY --config $D/cli.ini
+2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
+2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
+1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
+1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
+2|unknown flag --temperatur (did you mean --temperature?)|infer --checkpoint $M --temperatur 1
+2|--checkpoint FILE is required|infer --prompt hi
+2|--checkpoint $D/none: No such file or directory|infer --checkpoint $D/none
+2|--checkpoint $D/adir is a directory|infer --checkpoint $D/adir
+2|$D/t.txt: header length|infer --checkpoint $D/t.txt
+2|not an mt GPT checkpoint|infer --checkpoint $D/run/optim.safetensors
+2|--top-p: 0 is out of range: expected from 1e-09 to 1|infer --checkpoint $M --top-p 0
+2|--tokens: -1 is out of range|infer --checkpoint $M --tokens -1
+2|--temperature: -1 is out of range|infer --checkpoint $M --temperature -1
+2|--prompt is empty|infer --checkpoint $M --prompt=
+2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
+2|--info $D/none: No such file or directory|infer --info $D/none
+EOF
+}
+
+n=0
+cp -p "$M" "$T/model.before"
+cases >"$T/cases"
+while IFS='|' read -r want text cmd; do
+    n=$((n + 1))
+    touch "$T/stamp"
+    prog=${cmd%% *}
+    (cd "$W" && exec "$OLDPWD/$B/$prog" ${cmd#* } >"$L" 2>&1 </dev/null)
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "case $n ($cmd): exit $rc, expected $want: $(cat "$L")"
+    grep -qF -- "$text" "$L" || fail "case $n ($cmd): the message does not say '$text': $(cat "$L")"
+    written=$(find "$T" -newer "$T/stamp" ! -type d)
+    [ -z "$written" ] && [ -z "$(ls -A "$W")" ] && [ ! -e /proc/mt-test ] ||
+        fail "case $n ($cmd) wrote: $written $(ls -A "$W")"
+done <"$T/cases"
+cmp -s "$M" "$T/model.before" || fail "a refused run changed the checkpoint in its --out"
+[ $n -ge 50 ] || fail "only $n cases ran"
+
+# crash safety and exact resume
+R="$TINY --batch 4 --steps 600 --save-every 1 --log-every 1 --eval-every 0 --eval-batches 1
+   --schedule cosine --warmup 20 --dropout 0.1"
+"$B/train" $R --out "$T/ref" >"$L" 2>&1 || fail "uninterrupted run: $(cat "$L")"
+kills=0 starts=0
+while [ $kills -lt 20 ] && [ $starts -lt 60 ]; do
+    starts=$((starts + 1))
+    if [ -e "$T/k/model.safetensors" ]; then
+        "$B/train" --resume --out "$T/k" >"$L" 2>&1 &
+    else
+        "$B/train" $R --out "$T/k" >"$L" 2>&1 &
+    fi
+    pid=$!
+    # 20 to 275 ms: anywhere in the start, a step or a save
+    sleep "0.$(printf '%03d' $((20 + $(od -An -N2 -tu2 /dev/urandom) % 256)))"
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    rc=$?
+    if [ $rc -eq 0 ]; then fail "the run finished after $kills kills: use more steps"; break; fi
+    [ $rc -eq 137 ] || { fail "a (resumed) run exited $rc: $(cat "$L")"; break; }
+    kills=$((kills + 1))
+    if [ -e "$T/k/model.safetensors" ]; then
+        "$B/infer" --info "$T/k/model.safetensors" >"$L" 2>&1 ||
+            fail "after kill $kills the checkpoint does not load: $(cat "$L")"
+    fi
+done
+[ $kills -ge 20 ] || fail "only $kills kills"
+step=$(grep '^steps  ' "$L" | tr -s ' ' | cut -d' ' -f2)
+"$B/train" --resume --out "$T/k" >"$L" 2>&1 || fail "the last resume exited $?: $(cat "$L")"
+grep -q "resumed" "$L" || fail "the last run did not resume"
+# the tensors (the headers differ in the saved --out)
+tensors() { tail -c +$(($(od -An -tu8 -N8 "$1" | tr -d ' ') + 9)) "$1"; }
+tensors "$T/ref/model.safetensors" >"$T/ref.data"
+tensors "$T/k/model.safetensors" >"$T/k.data"
+[ -s "$T/ref.data" ] && cmp -s "$T/ref.data" "$T/k.data" || fail "killed and resumed: other weights"
+cmp -s "$T/ref/optim.safetensors" "$T/k/optim.safetensors" || fail "killed and resumed: other optimizer state"
+[ "$(cut -d, -f1,2,4,5 "$T/ref/metrics.csv")" = "$(cut -d, -f1,2,4,5 "$T/k/metrics.csv")" ] ||
+    fail "killed and resumed: other losses, learning rates or gradient norms"
+echo "test_reliability: $n bad inputs; $kills kills (the last at step ${step:-?} of 600), resumed to identical bits"
+[ $fails -eq 0 ] && echo "test_reliability: ok"
+[ $fails -eq 0 ]

@@ -50,7 +50,7 @@ grep -q "12 images 28x28x1, 2 classes, train 9, val 3" "$T/log" || fail "folder 
 grep -q "img/two/broken.png: unreadable" "$T/log" || fail "broken file not named: $(cat "$T/log")"
 train $F --bad-images reject --out "$T/g"
 rc=$?
-[ $rc -eq 1 ] && grep -q "broken.png: unreadable" "$T/log" || fail "reject: exit $rc: $(cat "$T/log")"
+[ $rc -eq 2 ] && grep -q "broken.png: unreadable" "$T/log" || fail "reject: exit $rc: $(cat "$T/log")"
 train $F --image-size 14 --patch 7 --out "$T/s" && grep -q "12 images 14x14x1" "$T/log" ||
     fail "resize: $(cat "$T/log")"
 

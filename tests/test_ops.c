@@ -564,9 +564,10 @@ static void run_model(mt_params *P, const int *ids, const int *tgt, float *out, 
     int N = 512, C = 64, V = 97;
     mt_tensor *h = mt_embedding(&c, &P->t[0], ids, N); /* (N, C) */
     h = mt_dropout(&c, mt_gelu(&c, h), 0.1f);
-    mt_tensor *q = mt_reshape(&c, h, 3, (int[]){8, 64, C});          /* (B, T, C) */
-    mt_tensor *a = mt_softmax(&c, mt_matmul(&c, q, q, false, true)); /* (B, T, T) */
-    mt_tensor *z = mt_matmul(&c, a, q, false, false);                /* (B, T, C) */
+    mt_tensor *q = mt_reshape(&c, h, 3, (int[]){8, 64, C});            /* (B, T, C) */
+    mt_tensor *kt = mt_transpose(&c, q, 1, 2);                         /* (B, C, T) */
+    mt_tensor *a = mt_softmax(&c, mt_matmul(&c, q, kt, false, false)); /* (B, T, T) */
+    mt_tensor *z = mt_matmul(&c, a, q, false, false);                  /* (B, T, C) */
     mt_tensor *parts[2];
     mt_split(&c, z, 2, (int[]){30, 34}, parts);
     z = mt_concat(&c, 2, (mt_tensor *[]){mt_silu(&c, parts[1]), parts[0]});
@@ -577,7 +578,6 @@ static void run_model(mt_params *P, const int *ids, const int *tgt, float *out, 
     memcpy(out, loss->data, sizeof(float));
     memcpy(out + 1, logits->data, (size_t)N * V * sizeof(float));
     memcpy(out + 1 + N * V, P->grad, P->total * sizeof(float));
-    (void)C;
     mt_ctx_free(&c);
 }
 

@@ -6,6 +6,14 @@
 
 #include <math.h>
 
+/* a * b + c in one rounding where the CPU has FMA (-march=native on x86-64-v3 and later), else
+   two: results differ between such builds, never between runs of one build */
+#ifdef __FMA__
+#define MT_MADD(a, b, c) fmaf(a, b, c)
+#else
+#define MT_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* 2^n for an integer n in [-126, 127], built in the exponent bits */
 static inline float mt_vpow2i(int n) {
     union {
@@ -26,11 +34,11 @@ static inline float mt_vexpf(float x) {
     float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = c - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    p = MT_MADD(p, r, 1.3981999507e-3f);
+    p = MT_MADD(p, r, 8.3334519073e-3f);
+    p = MT_MADD(p, r, 4.1665795894e-2f);
+    p = MT_MADD(p, r, 1.6666665459e-1f);
+    p = MT_MADD(p, r, 5.0000001201e-1f);
     p = p * r * r + r + 1.0f;
     int ni = (int)n, h = ni >> 1;
     float y = p * mt_vpow2i(h) * mt_vpow2i(ni - h);
@@ -49,15 +57,15 @@ static inline float mt_vtanhf(float x) { return 1.0f - 2.0f / (mt_vexpf(2.0f * x
 static inline float mt_verfcf(float x) {
     float z = fabsf(x), t = 1.0f / (1.0f + 0.5f * z);
     float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
+    p = MT_MADD(p, t, -0.82215223f);
+    p = MT_MADD(p, t, 1.48851587f);
+    p = MT_MADD(p, t, -1.13520398f);
+    p = MT_MADD(p, t, 0.27886807f);
+    p = MT_MADD(p, t, -0.18628806f);
+    p = MT_MADD(p, t, 0.09678418f);
+    p = MT_MADD(p, t, 0.37409196f);
+    p = MT_MADD(p, t, 1.00002368f);
+    p = MT_MADD(p, t, -1.26551223f);
     float e = t * mt_vexpf(p - z * z);
     return x < 0.0f ? 2.0f - e : e;
 }

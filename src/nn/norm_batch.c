@@ -383,6 +383,8 @@ static mt_tensor *batchnorm_like(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_te
               mt_shape_str(x, sx, 64));
     int N = x->shape[0], C = channels_last ? x->shape[x->ndim - 1] : x->shape[1];
     int S = (int)(x->n / ((size_t)N * C));
+    if (batch && channels_last) N *= S, S = 1; /* BatchNorm does not tell samples from positions:
+                                                  rows of C, split in parts of any size */
     if (G == 0) G = C;
     MT_ASSERT(G >= 1 && C % G == 0, "%s: %d groups do not divide %d channels", op->name, G, C);
     mt_tensor *ps[] = {w, b, rm, rv};

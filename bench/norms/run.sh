@@ -26,5 +26,6 @@ norms_round() { # threads [cpu]
 norms_round 2
 norms_round 2
 norms_round 1 cpu
-$PY bench/norms/report.py "$RAW" "$LOAD" "make bench (REPS=$REPS)" >bench/NORMS.md
+$PY bench/norms/report.py "$RAW" "$LOAD" "sh bench/norms/run.sh (REPS=$REPS), part of make bench" \
+    >bench/NORMS.md
 echo "wrote bench/NORMS.md"

@@ -1,7 +1,7 @@
 """Benchmark (not a test): forward + backward of every norm in torch on the inputs of
 bench/norms.c: (8192, 768) float32; InstanceNorm on (8, 768, 1024), channels-first as torch
 takes it (the same bytes). Prints one JSON line per norm, as bench/norms does.
-   python3 bench/norms_torch.py REPS THREADS SETTING [cpu]
+   python3 bench/norms/torch_norms.py REPS THREADS SETTING [cpu]
 cpu: time with the process's CPU clock (with 1 thread: the time the work would take alone on a
 loaded machine), as bench/norms does.
 RMSNorm, pRMSNorm and ScaleNorm are not in torch 1.13: their formulas (REFERENCE.md) in torch ops."""

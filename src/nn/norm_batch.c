@@ -398,6 +398,9 @@ static mt_tensor *batchnorm_like(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_te
     MT_ASSERT(!batch || !training || (size_t)N * S > 1,
               "%s: x %s has 1 value per channel; training needs more", op->name,
               mt_shape_str(x, sx, 64));
+    MT_ASSERT(op != &OP_INSTANCENORM || S > 1,
+              "instancenorm: x %s has 1 spatial element per channel; it needs more (as torch)",
+              mt_shape_str(x, sx, 64));
     mt_tensor *out = mt_tensor_like(c, x);
     mt_node *n = mt_node_new(c, op, out, 5, (mt_tensor *[]){x, w, b, rm, rv});
     int args[] = {N, C, S, G, channels_last, batch, training};

@@ -267,8 +267,10 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
  *   d1_c = sum dy,  d2_c = sum dy xhat  over the statistic's (n, s);
  * so per channel dx = al dy + be (x - mu) + ga with al = rstd w_c, be = -rstd^2 mean_K(gw xhat),
  * ga = -rstd mean_K(gw). With running statistics (eval) mu and rstd are constants: be = ga = 0.
- *   dw_c += sum over everything of dy xhat (the sum of d2_c),  db_c += sum of dy (of d1_c).
- * scratch: (n_parts, 9, C). */
+ *   dw_c += sum over everything of dy xhat (the sum of d2_c),  db_c += sum of dy (of d1_c). */
+
+/* al, be, ga (C) from one statistic's per-channel sums d1, d2 (C), w (C) or NULL, and rstd per
+   group r_g (G); inv_k = 1/K. */
 static void coefficients(float *al, float *be, float *ga, const float *d1, const float *d2,
                          const float *w, const float *r_g, bool training, float inv_k,
                          const layout *L) {
@@ -286,6 +288,8 @@ static void coefficients(float *al, float *be, float *ga, const float *d1, const
     }
 }
 
+/* dx (x's shape), dw, db (C) accumulate, each NULL when not needed; mean, rstd as the forward
+   saved them; scratch: (n_parts, 9, C). */
 static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, const float *dy,
                                            const float *x, const float *w, const float *mean,
                                            const float *rstd, bool training, float *scratch,

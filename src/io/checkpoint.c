@@ -24,8 +24,8 @@ static const char *shape_str(int ndim, const int *shape, char *buf, size_t len) 
     return buf;
 }
 
-mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
-                            mt_err *err) {
+mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
+                             mt_err *err) {
     char a[64], b[64];
     for (int i = 0; i < P->n; i++) {
         const mt_param *p = &P->p[i];
@@ -44,6 +44,13 @@ mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_param
         if (mt_params_find(P, st->t[i].name) < 0)
             return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' is not a parameter of the model",
                              path, st->t[i].name);
+    return MT_OK;
+}
+
+mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
+                            mt_err *err) {
+    mt_status s = mt_st_check_params(st, path, P, err);
+    if (s != MT_OK) return s;
     for (int i = 0; i < P->n; i++)
         memcpy(P->data + P->p[i].offset, mt_st_find(st, P->p[i].name)->data,
                P->p[i].n * sizeof(float));

@@ -55,6 +55,10 @@ mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
    shape, and st may hold nothing else. Errors name the tensor. */
 mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
                             mt_err *err);
+/* The checks of mt_st_load_params alone: P's table suffices (its data need not be allocated, so
+   a file's config claiming a huge model is refused before any allocation). */
+mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
+                             mt_err *err);
 
 /* ---- options: one table drives the flags, the config files and the help -------------------------
  * A flag is --name VALUE or --name=VALUE (a bool: --name alone, or --name=true|false); a config

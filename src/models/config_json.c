@@ -45,7 +45,8 @@ static mt_status set_field(const mt_cf_field *f, void *cfg, const cJSON *v, mt_e
         double d = v->valuedouble;
         if (t == MT_CF_FLOAT) return *(float *)p = (float)d, MT_OK;
         if (d != floor(d) || fabs(d) > 1e9)
-            return mt_errorf(err, MT_EINVAL, "config: %s = %g, must be a whole number", k, d);
+            return mt_errorf(err, MT_EINVAL, "config: %s = %g, must be a whole number within "
+                             "+-1e9", k, d);
         return *(int *)p = (int)d, MT_OK;
     }
     if (t == MT_CF_BOOL) {

@@ -1,6 +1,7 @@
 /* GPT (Radford et al. 2019): token and learned position embeddings, n_layer causal blocks from
    src/nn with the configured norm and placement, a head tied to the token embedding by default.
    B T C V as in nn.h; ids and targets are (B*T), row-major over (B, T). */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -87,6 +88,9 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
                          cfg->dropout);
     mt_status st = mt_norm_validate(&cfg->norm, cfg->n_embd, true, err);
     if (st != MT_OK) return st;
+    if (cfg->n_ff == 0 && cfg->n_embd > INT_MAX / 4)
+        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
+                         "overflows an int; give n_ff", cfg->n_embd);
     if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
     float alpha, beta;
     mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, cfg->n_layer, &alpha, &beta);

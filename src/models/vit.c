@@ -1,6 +1,7 @@
 /* ViT (models.h): patches -> linear embedding -> [cls] + position -> bidirectional blocks from
    src/nn -> final norm (pre) -> pooling -> head. B batch, CH image channels, H W image size,
    P patch size, T tokens (patches, + 1 with the class token), C n_embd, K classes. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -104,6 +105,9 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          "config: norm in with pool mean: InstanceNorm sets every channel's mean "
                          "over the tokens to its bias, so mean pooling would see the same "
                          "features for every image; use pool cls with norm in");
+    if (cfg->n_ff == 0 && cfg->n_embd > INT_MAX / 4)
+        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
+                         "overflows an int; give n_ff", cfg->n_embd);
     if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
     float alpha, beta;
     mt_deepnorm_constants(MT_DEEPNORM_ENCODER_ONLY, cfg->n_layer, 0, &alpha, &beta);

@@ -46,6 +46,22 @@ static mt_status parse_state(const mt_safetensors *st, const char *path, mt_ckpt
     return MT_OK;
 }
 
+/* Allocates P once its table is known to match the file's tensors: a config claiming a huge
+   model is refused before any allocation (P's size is then bounded by the file's). */
+static mt_status alloc_checked(const mt_safetensors *st, const char *path, mt_params *P,
+                               mt_err *err) {
+    mt_status s = mt_st_check_params(st, path, P, err);
+    return s == MT_OK ? mt_params_alloc(P, err) : s;
+}
+
+/* n_layer is bounded before the table is built: that takes time and memory in n_layer. */
+static mt_status check_layers(const mt_safetensors *st, const char *path, int n_layer,
+                              mt_err *err) {
+    if (n_layer <= st->n) return MT_OK; /* every block holds several tensors */
+    return mt_errorf(err, MT_EFORMAT, "%s: the config has n_layer %d, the file only %d tensors",
+                     path, n_layer, st->n);
+}
+
 /* What every checkpoint loads after its model is built: the weights, the state, the options. */
 static mt_status load_common(const mt_safetensors *st, const char *path, mt_params *P,
                              mt_ckpt_state *state, char **options, mt_err *err) {
@@ -72,10 +88,21 @@ mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_s
     mt_safetensors st;
     mt_status s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
-    const char *config = mt_st_meta(&st, "config"), *tokj = mt_st_meta(&st, "tokenizer");
+    s = mt_ckpt_parse(&st, path, m, tok, state, options, err);
+    mt_st_free(&st);
+    return s;
+}
+
+mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_gpt *m, mt_tokenizer *tok,
+                        mt_ckpt_state *state, char **options, mt_err *err) {
+    memset(m, 0, sizeof *m);
+    memset(tok, 0, sizeof *tok);
+    if (options) *options = NULL;
+    mt_status s;
+    const char *config = mt_st_meta(st, "config"), *tokj = mt_st_meta(st, "tokenizer");
     mt_gpt_config cfg;
     mt_err e;
-    if (is_vit(&st)) {
+    if (is_vit(st)) {
         s = mt_errorf(err, MT_EINVAL, "%s is a ViT checkpoint: it classifies images (./infer "
                       "--checkpoint FILE --classify IMAGES) and does not generate text", path);
         goto out;
@@ -97,10 +124,12 @@ mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_s
                       path, cfg.n_vocab, tok->n_vocab);
         goto out;
     }
-    if ((s = mt_gpt_build(m, &cfg, err)) != MT_OK) goto out;
-    s = load_common(&st, path, &m->P, state, options, err);
+    if ((s = check_layers(st, path, cfg.n_layer, err)) != MT_OK ||
+        (s = mt_gpt_build_table(m, &cfg, err)) != MT_OK ||
+        (s = alloc_checked(st, path, &m->P, err)) != MT_OK)
+        goto out;
+    s = load_common(st, path, &m->P, state, options, err);
 out:
-    mt_st_free(&st);
     if (s != MT_OK) {
         mt_gpt_free(m);
         mt_tok_free(tok);
@@ -131,13 +160,24 @@ mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt
     mt_safetensors st;
     mt_status s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
-    const char *config = mt_st_meta(&st, "config"), *images = mt_st_meta(&st, "images");
+    s = mt_vit_ckpt_parse(&st, path, m, meta, state, options, err);
+    mt_st_free(&st);
+    return s;
+}
+
+mt_status mt_vit_ckpt_parse(const mt_safetensors *st, const char *path, mt_vit *m,
+                            mt_images *meta, mt_ckpt_state *state, char **options, mt_err *err) {
+    memset(m, 0, sizeof *m);
+    memset(meta, 0, sizeof *meta);
+    if (options) *options = NULL;
+    mt_status s;
+    const char *config = mt_st_meta(st, "config"), *images = mt_st_meta(st, "images");
     mt_vit_config cfg;
     mt_err e;
-    if (!is_vit(&st) || !config || !images) {
+    if (!is_vit(st) || !config || !images) {
         s = mt_errorf(err, MT_EINVAL, "%s: not an mt ViT checkpoint (its metadata has no model = "
                       "vit, config and images)%s", path,
-                      mt_st_meta(&st, "tokenizer") ? "; it is a GPT's, which generates text" : "");
+                      mt_st_meta(st, "tokenizer") ? "; it is a GPT's, which generates text" : "");
         goto out;
     }
     if ((s = mt_vit_config_from_json(config, &cfg, &e)) != MT_OK ||
@@ -152,10 +192,12 @@ mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt
                       cfg.channels, cfg.n_classes, meta->H, meta->W, meta->C, meta->n_classes);
         goto out;
     }
-    if ((s = mt_vit_build(m, &cfg, err)) != MT_OK) goto out;
-    s = load_common(&st, path, &m->P, state, options, err);
+    if ((s = check_layers(st, path, cfg.n_layer, err)) != MT_OK ||
+        (s = mt_vit_build_table(m, &cfg, err)) != MT_OK ||
+        (s = alloc_checked(st, path, &m->P, err)) != MT_OK)
+        goto out;
+    s = load_common(st, path, &m->P, state, options, err);
 out:
-    mt_st_free(&st);
     if (s != MT_OK) {
         mt_vit_free(m);
         mt_images_free(meta);

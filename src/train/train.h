@@ -29,6 +29,10 @@ mt_status mt_ckpt_save(const char *path, const mt_gpt *m, const mt_tokenizer *to
    name the tensor); fills tok, and state and options (malloc'd) when not NULL. */
 mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
                        char **options, mt_err *err);
+/* The same from a safetensors file already read (path names it in messages). The model's
+   tensors are checked against its config before anything is allocated. */
+mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_gpt *m, mt_tokenizer *tok,
+                        mt_ckpt_state *state, char **options, mt_err *err);
 
 /* A ViT's checkpoint has, instead of the tokenizer,
  *   model      "vit" (a GPT's has no "model")
@@ -39,6 +43,8 @@ mt_status mt_vit_ckpt_save(const char *path, const mt_vit *m, const mt_images *m
 /* As mt_ckpt_load; meta gets the images' size, channels, normalisation and class names. */
 mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt_state *state,
                            char **options, mt_err *err);
+mt_status mt_vit_ckpt_parse(const mt_safetensors *st, const char *path, mt_vit *m,
+                            mt_images *meta, mt_ckpt_state *state, char **options, mt_err *err);
 /* True when path holds a ViT checkpoint (its metadata says model = vit); false otherwise, also
    when it cannot be read (the loader then says why). */
 bool mt_ckpt_is_vit(const char *path);

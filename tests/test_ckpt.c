@@ -1,0 +1,190 @@
+/* Checkpoint and token-file loaders against files that disagree with themselves: a config that
+ * is not an object or holds bad values, tensors missing, extra, of another shape or dtype, a
+ * config claiming a huge model (refused before any allocation), malformed state, a truncated
+ * file; each is refused with a message naming the problem, and nothing is kept. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[] = "/tmp/mt_test_ckpt_XXXXXX";
+static char path[256];
+static mt_tokenizer tok;
+static char *tok_json;
+
+static mt_gpt_config tiny(bool tied) {
+    mt_gpt_config c = mt_gpt_config_default();
+    c.n_layer = 1;
+    c.n_head = 2;
+    c.n_embd = 8;
+    c.n_ctx = 4;
+    c.n_vocab = 5;
+    c.tied = tied;
+    return c;
+}
+
+/* Writes the parameters of a model built from c with the given metadata (NULL: left out). */
+static void write_ckpt(mt_gpt_config c, const char *config, const char *tokj, const char *step,
+                       const char *rng) {
+    mt_gpt m;
+    mt_err e;
+    CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
+    const char *keys[4], *vals[4];
+    int n = 0;
+    const char *k[] = {"config", "tokenizer", "step", "rng"}, *v[] = {config, tokj, step, rng};
+    for (int i = 0; i < 4; i++)
+        if (v[i]) keys[n] = k[i], vals[n++] = v[i];
+    CHECK(mt_st_save_params(path, &m.P, n, keys, vals, &e) == MT_OK, "save: %s", e.msg);
+    mt_gpt_free(&m);
+}
+
+/* The checkpoint at path is refused with status want and a message holding expect. */
+static void refused(const char *what, mt_status want, const char *expect) {
+    mt_gpt m;
+    mt_tokenizer t;
+    mt_ckpt_state st;
+    mt_err e;
+    mt_status s = mt_ckpt_load(path, &m, &t, &st, NULL, &e);
+    CHECK(s == want && strstr(e.msg, expect) && strstr(e.msg, path),
+          "%s: status %d (want %d), message: %s", what, s, want, e.msg);
+    CHECK(m.P.data == NULL && m.P.p == NULL && t.chars == NULL, "%s: something was kept", what);
+}
+
+static const char *RNG = "1 2 3 4 5 6 7 8";
+
+static void test_gpt_checkpoints(void) {
+    mt_gpt_config c = tiny(true);
+    char *good = mt_gpt_config_to_json(&c), cfg[512];
+    write_ckpt(c, good, tok_json, "3", RNG);
+    mt_gpt m;
+    mt_tokenizer t;
+    mt_ckpt_state st;
+    mt_err e;
+    CHECK(mt_ckpt_load(path, &m, &t, &st, NULL, &e) == MT_OK && st.step == 3, "good: %s", e.msg);
+    mt_gpt_free(&m);
+    mt_tok_free(&t);
+
+    struct {
+        const char *what, *config, *expect;
+    } configs[] = {
+        {"config an array", "[1, 2]", "config: not a JSON object"},
+        {"config a number", "7", "config: not a JSON object"},
+        {"config not JSON", "{\"n_layer\": ", "config: not a JSON object"},
+        {"wrong type", "{\"n_layer\": \"one\"}", "config: n_layer must be a number"},
+        {"fraction", "{\"n_layer\": 1.5}", "n_layer = 1.5, must be a whole number"},
+        {"unknown key", "{\"n_layers\": 1}", "config: unknown key 'n_layers'"},
+        {"n_head does not divide n_embd", "{\"n_head\": 3}", "n_head = 3 does not divide n_embd"},
+        {"negative n_embd", "{\"n_embd\": -8}", "n_embd = -8, must be at least 1"},
+        {"dropout", "{\"dropout\": 2}", "dropout = 2, must be in [0, 1)"},
+        {"beyond an int", "{\"n_ctx\": 3e9}", "n_ctx = 3e+09, must be a whole number within +-1e9"},
+        {"4 n_embd beyond an int", "{\"n_embd\": 536870912, \"n_head\": 1, \"n_ff\": 0}",
+         "4 n_embd (the default n_ff) overflows an int"},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        /* the good config with the case's keys merged in (or the case's text alone) */
+        if (configs[i].config[0] == '{' && strchr(configs[i].config, '}'))
+            snprintf(cfg, sizeof cfg, "%.*s, %s", (int)strlen(good) - 1, good,
+                     configs[i].config + 1);
+        else snprintf(cfg, sizeof cfg, "%s", configs[i].config);
+        write_ckpt(c, cfg, tok_json, "3", RNG);
+        refused(configs[i].what, MT_EFORMAT, configs[i].expect);
+    }
+
+    write_ckpt(c, good, "42", "3", RNG);
+    refused("tokenizer not an object", MT_EFORMAT, "tokenizer: expected {\"type\"");
+    write_ckpt(c, good, "{\"type\": \"char\", \"chars\": [97, 98]}", "3", RNG);
+    refused("tokenizer of another vocabulary", MT_EFORMAT, "the config has n_vocab 5, the tokenizer 2");
+    write_ckpt(c, NULL, NULL, "3", RNG);
+    refused("no metadata", MT_EFORMAT, "not an mt GPT checkpoint");
+    write_ckpt(c, good, tok_json, "-3", RNG);
+    refused("negative step", MT_EFORMAT, "'step' and 'rng'");
+    write_ckpt(c, good, tok_json, "3", "1 2 3");
+    refused("short rng", MT_EFORMAT, "'step' and 'rng'");
+
+    /* tensors: the file of an untied model under a tied config has one too many, and the other
+       way round one is missing */
+    write_ckpt(tiny(false), good, tok_json, "3", RNG);
+    refused("extra tensor", MT_EFORMAT, "tensor 'lm_head.weight' is not a parameter of the model");
+    mt_gpt_config u = tiny(false);
+    char *untied = mt_gpt_config_to_json(&u);
+    write_ckpt(c, untied, tok_json, "3", RNG);
+    refused("missing tensor", MT_EFORMAT, "tensor 'lm_head.weight' (5, 8) is missing");
+    free(untied);
+    mt_gpt_config wide = c;
+    wide.n_embd = 16;
+    write_ckpt(wide, good, tok_json, "3", RNG);
+    refused("shape", MT_EFORMAT, "'tok_emb.weight' has shape (5, 16), the model needs (5, 8)");
+
+    /* a config claiming a huge model over a tiny file: refused before allocating it */
+    snprintf(cfg, sizeof cfg, "%.*s, \"n_embd\": 536870912, \"n_head\": 1, \"n_ff\": 8}", (int)strlen(good) - 1,
+             good);
+    write_ckpt(c, cfg, tok_json, "3", RNG);
+    refused("huge n_embd", MT_EFORMAT, "'tok_emb.weight' has shape (5, 8), the model needs (5, 536870912)");
+    snprintf(cfg, sizeof cfg, "%.*s, \"n_layer\": 900000000}", (int)strlen(good) - 1, good);
+    write_ckpt(c, cfg, tok_json, "3", RNG);
+    refused("huge n_layer", MT_EFORMAT, "the config has n_layer 900000000, the file only");
+
+    /* dtype: F16 in place of F32 (same length: the offsets stay valid) */
+    write_ckpt(c, good, tok_json, "3", RNG);
+    FILE *f = fopen(path, "rb");
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char *dt = memmem(buf, n, "\"F32\"", 5);
+    CHECK(dt, "no dtype in the header");
+    if (dt) memcpy(dt, "\"F16\"", 5);
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    refused("dtype", MT_EFORMAT, "F16");
+    /* truncated: the data section cut short */
+    f = fopen(path, "wb");
+    if (dt) memcpy(dt, "\"F32\"", 5);
+    fwrite(buf, 1, n - 7, f);
+    fclose(f);
+    refused("truncated", MT_EFORMAT, "");
+
+    /* a ViT loader given a GPT checkpoint */
+    write_ckpt(c, good, tok_json, "3", RNG);
+    mt_vit v;
+    mt_images meta;
+    mt_status s = mt_vit_ckpt_load(path, &v, &meta, NULL, NULL, &e);
+    CHECK(s != MT_OK && strstr(e.msg, "not an mt ViT checkpoint") && v.P.data == NULL,
+          "vit loader on a GPT file: %d %s", s, e.msg);
+    free(good);
+}
+
+static void test_tokfile_json(void) {
+    /* a token file whose tokenizer JSON is not an object */
+    mt_tokens d = {(uint16_t[]){0, 1, 2, 3}, 4, 5};
+    char bin[300];
+    snprintf(bin, sizeof bin, "%s/t.bin", dir);
+    mt_err e;
+    CHECK(mt_tokfile_write(bin, &tok, &d, &e) == MT_OK, "write: %s", e.msg);
+    FILE *f = fopen(bin, "r+b");
+    fseek(f, 28, SEEK_SET); /* the JSON's '{' */
+    fputc('[', f);
+    fclose(f);
+    mt_tokenizer t;
+    mt_tokens d2;
+    mt_status s = mt_tokfile_read(bin, &t, &d2, &e);
+    CHECK(s == MT_EFORMAT && strstr(e.msg, "tokenizer: expected {\"type\"") && d2.tok == NULL,
+          "token file with a JSON array: %d %s", s, e.msg);
+    unlink(bin);
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    mt_err e;
+    CHECK(mt_tok_build_char(&tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    tok_json = mt_tok_to_json(&tok);
+    test_gpt_checkpoints();
+    test_tokfile_json();
+    free(tok_json);
+    mt_tok_free(&tok);
+    unlink(path);
+    rmdir(dir);
+    return check_finish("test_ckpt");
+}

@@ -95,7 +95,7 @@ valgrind-run: $(TESTS)
 	@pass=0; fail=0; failed=; for t in $(TESTS); do \
 	  if OMP_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell $(VALGRIND) $$t >$$t.valgrind 2>&1; \
 	  then pass=$$((pass + 1)); else fail=$$((fail + 1)); failed="$$failed $${t##*/}"; \
-	    tail -30 $$t.valgrind; fi; echo "  ($${t##*/}: $$(tail -1 $$t.valgrind))"; \
+	    tail -30 $$t.valgrind; fi; echo "  ($$(grep -v '^==' $$t.valgrind | tail -1))"; \
 	done; [ -z "$$failed" ] || echo "failed:$$failed"; echo "$$pass passed, $$fail failed"; \
 	[ $$fail -eq 0 ]
 

@@ -153,7 +153,7 @@ static void shared_choices(mt_norm_cfg *norm, mt_placement *placement, mt_init_s
         mt_act_parse(choice("act"), act, &e) != MT_OK)
         die(2, e.msg);
     *norm = mt_norm_default(kind);
-    if (o.norm_eps >= 0) norm->eps = o.norm_eps;
+    norm->eps = o.norm_eps; /* -1 = MT_NORM_EPS_DEFAULT; other negatives are refused by validation */
     norm->prms_p = o.prms_p;
     if (o.gn_groups > 0) norm->gn_groups = o.gn_groups;
     norm->rms_form = o.rms_form == 1 ? MT_RMS_PAPER : MT_RMS_LLAMA;

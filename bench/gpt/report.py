@@ -77,6 +77,11 @@ def main():
     if d:
         p(f"- torch default setting: {d['threads']} thread(s), the system BLAS, "
           f"ATEN_CPU_CAPABILITY unset")
+    if os.environ.get("OMP_WAIT_POLICY"):
+        p(f"- OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} for both programs (set by bench/run.sh "
+          "when the load average exceeds the CPU count)")
+    p("- the issue's quiet-machine sgemm figure is about 380 GFLOP/s; MFU here is against the "
+      "peak measured in this run, under the same load")
     p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt and torch-best "
       "alternate in one run; a figure is the median step over all rounds")
     p("- the machine is shared: figures move with the load average above; compare columns "
@@ -94,7 +99,7 @@ def main():
         params = (m or b)["params"]
         p(f"| {cfg} | {params:,} | {f(m, 'tok_s', '%.0f')} | {f(m, 'ms', '%.1f')} "
           f"| {f(b, 'tok_s', '%.0f')} | {f(b, 'ms', '%.1f')} | {ratio(m, b)} "
-          f"| {'>= %.2gx' % goal if goal else '-'} | {f(df, 'tok_s', '%.0f')} | {ratio(m, df)} "
+          f"| {'>= %.3gx' % goal if goal else '-'} | {f(df, 'tok_s', '%.0f')} | {ratio(m, df)} "
           f"| {f(m, 'gflops', '%.0f')} | {pct(m)} | {pct(b)} |")
     p("\nMemory (peak RSS from getrusage; torch's includes its Python and library runtime, "
       "measured before the model was built as 'runtime'):\n")

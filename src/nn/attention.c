@@ -13,6 +13,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "../tensor/vmath.h"
 #include "nn.h"
 
 enum { ROWS = 32 }; /* query rows per causal block */
@@ -65,7 +66,8 @@ static void attention_forward(mt_node *n) {
                 int len = d.causal ? t + 1 : T;
                 float m = row[0], sum = 0.0f;
                 for (int s = 1; s < len; s++) m = row[s] > m ? row[s] : m;
-                for (int s = 0; s < len; s++) sum += row[s] = expf(row[s] - m);
+                for (int s = 0; s < len; s++) row[s] = mt_vexpf(row[s] - m); /* vectorised */
+                for (int s = 0; s < len; s++) sum += row[s];
                 float inv = 1.0f / sum;
                 for (int s = 0; s < len; s++) row[s] *= inv;
                 for (int s = len; s < ns; s++) row[s] = 0.0f;
@@ -103,7 +105,7 @@ static void attention_backward(mt_node *n) {
                 float *row = P + (size_t)(t - t0) * T;
                 int len = d.causal ? t + 1 : T;
                 float m = rmax[(size_t)bh * T + t], inv = rinv[(size_t)bh * T + t];
-                for (int s = 0; s < len; s++) row[s] = expf(row[s] - m) * inv;
+                for (int s = 0; s < len; s++) row[s] = mt_vexpf(row[s] - m) * inv;
                 for (int s = len; s < ns; s++) row[s] = 0.0f;
             }
             if (dv)

@@ -30,6 +30,7 @@ static struct {
     float lr, min_lr, warmup_init_lr, beta1, beta2, eps, weight_decay, momentum, clip;
     bool nesterov;
     int eval_every, eval_batches, save_every, log_every;
+    int diag_grad_every, diag_update_steps, diag_resid_every, diag_batch;
     bool resume, help;
 } o = { /* the defaults: a tiny GPT on tiny Shakespeare in a few minutes (configs/tiny-gpt.ini) */
     .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
@@ -96,6 +97,10 @@ static const mt_opt OPTS[] = {
     {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "validation batches (the same ones each time)", 0},
     {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0},
     {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0},
+    {"diag-grad-every", MT_OPT_INT, &o.diag_grad_every, "0..", "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off", 0},
+    {"diag-update-steps", MT_OPT_INT, &o.diag_update_steps, "0..", "model update ||F(x,theta_t) - F(x,theta_0)|| for steps 0..N to diag_update.csv; 0: off", 0},
+    {"diag-resid-every", MT_OPT_INT, &o.diag_resid_every, "0..", "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off", 0},
+    {"diag-batch", MT_OPT_INT, &o.diag_batch, "0..", "sequences of the fixed held-out batch of the diagnostics; 0: min(4, batch)", 0},
     {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
 };
@@ -296,6 +301,9 @@ int main(int argc, char **argv) {
     if (s != MT_OK) die(exit_code(s), e.msg);
     if (o.resume && (s = mt_trainer_resume(&tr, &e)) != MT_OK) die(exit_code(s), e.msg);
 
+    mt_diag diag;
+    mt_diag_cfg dc = {o.diag_grad_every, o.diag_update_steps, o.diag_resid_every, o.diag_batch};
+    if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(exit_code(s), e.msg);
     const mt_gpt_config *m = &tr.model.cfg;
     const mt_vit_config *v = &tr.vit.cfg;
     const mt_images *d = &tr.imgs;
@@ -357,6 +365,7 @@ int main(int argc, char **argv) {
                     bad >= 0 ? tr.P->p[bad].name : "", o.out);
             return 1;
         }
+        if ((s = mt_diag_after_step(&diag, &tr, &st, &e)) != MT_OK) die(1, e.msg);
         long step = tr.step;
         bool eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
         bool log = step % o.log_every == 0 || eval;
@@ -382,6 +391,7 @@ int main(int argc, char **argv) {
         printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", tr.step - first,
                hms(now() - t0, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
     mt_metrics_close(&metrics);
+    mt_diag_close(&diag);
     mt_trainer_free(&tr);
     free(options);
     free(saved);

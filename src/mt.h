@@ -9,5 +9,6 @@
 #include "data/data.h"
 #include "io/io.h"
 #include "train/train.h"
+#include "diag/diag.h"
 
 #endif

@@ -1,0 +1,188 @@
+/* Depth-study diagnostics: per-sublayer gradient norms, the model update against theta_0 and the
+   residual-stream norms (diag.h). Memory is allocated at open; a diagnostic step uses the step
+   arena only. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/gpt_internal.h"
+#include "diag.h"
+
+#define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */
+
+/* Mean over the B*T tokens of ||x_t||_2; x (B, T, C). */
+static double mean_token_norm(const mt_tensor *x) {
+    int C = x->shape[x->ndim - 1];
+    size_t n = x->n / (size_t)C;
+    double sum = 0;
+    for (size_t t = 0; t < n; t++) {
+        double s = 0;
+        for (int j = 0; j < C; j++) s += (double)x->data[t * C + j] * x->data[t * C + j];
+        sum += sqrt(s);
+    }
+    return sum / (double)n;
+}
+
+mt_tensor *mt_gpt_final_hidden(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, double *resid) {
+    const mt_gpt_layout *L = m->layout;
+    mt_tensor *x = mt_gpt_embed(c, m, ids, B, T, 0);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        if (resid) resid[i] = mean_token_norm(x);
+        x = mt_block_forward(c, &L->block, &m->P, &L->blocks[i], x);
+    }
+    if (resid) resid[m->cfg.n_layer] = mean_token_norm(x);
+    return L->final_norm_on ? mt_norm_tokens(c, &m->cfg.norm, &m->P, &L->final_norm, x) : x;
+}
+
+/* The sublayer of a parameter named blocks.<i>.<sub>...: 4 i + (attn_norm 0, attn 1, ffn_norm 2,
+   ffn 3), or -1. */
+static int param_group(const char *name) {
+    static const char *const SUB[] = {"attn_norm.", "attn.", "ffn_norm.", "ffn."};
+    int i, len;
+    if (sscanf(name, "blocks.%d.%n", &i, &len) != 1) return -1;
+    for (int s = 0; s < 4; s++)
+        if (strncmp(name + len, SUB[s], strlen(SUB[s])) == 0) return 4 * i + s;
+    return -1;
+}
+
+static FILE *open_csv(const char *dir, const char *name, const char *header, mt_err *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fputs(header, f) == EOF) {
+        mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
+        if (f) fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Evaluates F(x, theta) on the fixed batch: the update row (step <= update_steps) and the
+   residual rows (resid due) for step. */
+static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update, bool resid,
+                              mt_err *err) {
+    mt_ctx *c = &tr->ctx;
+    mt_ctx_reset(c);
+    c->training = false;
+    c->grad_enabled = false;
+    mt_tensor *f = mt_gpt_final_hidden(c, &tr->model, d->x, d->B, d->T, resid ? d->resid_norm : NULL);
+    c->training = true;
+    c->grad_enabled = true;
+    int ok = 0;
+    if (step == 0 && d->f0) memcpy(d->f0, f->data, f->n * sizeof(float));
+    if (update) {
+        double s = 0;
+        for (size_t i = 0; i < f->n; i++) {
+            double e = (double)f->data[i] - d->f0[i];
+            s += e * e;
+        }
+        ok |= fprintf(d->update, "%ld,%.9g\n", step, sqrt(s / (double)f->n)) < 0 || fflush(d->update);
+    }
+    if (resid) {
+        for (int i = 0; i <= d->L; i++)
+            ok |= fprintf(d->resid, "%ld,%d,%.9g\n", step, i, d->resid_norm[i]) < 0;
+        ok |= fflush(d->resid);
+    }
+    return ok ? mt_errorf(err, MT_EIO, "cannot write a diagnostics file in %s: %s", tr->cfg.out,
+                          strerror(errno))
+              : MT_OK;
+}
+
+mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
+    memset(d, 0, sizeof *d);
+    d->cfg = *cfg;
+    if (cfg->grad_every < 0 || cfg->update_steps < 0 || cfg->resid_every < 0 || cfg->batch < 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
+                         "--diag-batch %d: expected 0 (off) or more",
+                         cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
+    if (cfg->update_steps > 0 && tr->step > 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "--diag-update-steps measures against the initial weights: a run resumed "
+                         "at step %ld has lost them (start from scratch, or set it to 0)",
+                         tr->step);
+    const mt_gpt_config *g = &tr->model.cfg;
+    const mt_params *P = &tr->model.P;
+    d->L = g->n_layer;
+    d->T = g->n_ctx;
+    d->C = g->n_embd;
+    d->B = cfg->batch > 0 ? cfg->batch : tr->cfg.batch < 4 ? tr->cfg.batch : 4;
+    bool fwd = cfg->update_steps > 0 || cfg->resid_every > 0;
+    size_t n = (size_t)d->B * (size_t)d->T;
+    d->group = malloc((size_t)P->n * sizeof *d->group);
+    d->sq = malloc((4 * (size_t)d->L + 1) * sizeof *d->sq);
+    d->resid_norm = malloc(((size_t)d->L + 1) * sizeof *d->resid_norm);
+    d->x = malloc(2 * n * sizeof *d->x);
+    d->f0 = cfg->update_steps > 0 ? malloc(n * (size_t)d->C * sizeof *d->f0) : NULL;
+    if (!d->group || !d->sq || !d->resid_norm || !d->x || (cfg->update_steps > 0 && !d->f0)) {
+        mt_diag_close(d);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
+    }
+    d->y = d->x + n;
+    for (int i = 0; i < P->n; i++) d->group[i] = param_group(P->p[i].name);
+    const mt_tokens *src = tr->val.n > (size_t)d->T ? &tr->val : &tr->train;
+    mt_sampler s;
+    mt_sampler_init(&s, tr->cfg.seed ^ SEED_DIAG);
+    if (fwd) mt_sampler_next(&s, src, d->B, d->T, d->x, d->y);
+    const char *out = tr->cfg.out;
+    if ((cfg->grad_every &&
+         !(d->grad = open_csv(out, "diag_grad.csv", "step,layer,attn_norm,attn,ffn_norm,ffn,total\n", err))) ||
+        (cfg->update_steps && !(d->update = open_csv(out, "diag_update.csv", "step,update\n", err))) ||
+        (cfg->resid_every && !(d->resid = open_csv(out, "diag_resid.csv", "step,layer,norm\n", err)))) {
+        mt_diag_close(d);
+        return MT_EIO;
+    }
+    mt_status st = MT_OK;
+    if (fwd) st = forward_rows(d, tr, tr->step, cfg->update_steps > 0, cfg->resid_every > 0, err);
+    if (st != MT_OK) mt_diag_close(d);
+    return st;
+}
+
+/* The gradient rows of the weights after `step` updates; the gradients in P are clipped by
+   st->grad_norm's coefficient, undone here (mt_optim_clip). */
+static mt_status grad_rows(mt_diag *d, const mt_params *P, long step, double clip,
+                           double grad_norm, mt_err *err) {
+    double coef = clip / (grad_norm + 1e-6);
+    double unscale = clip > 0 && coef < 1 ? 1 / coef : 1, rest = 0;
+    memset(d->sq, 0, (4 * (size_t)d->L + 1) * sizeof *d->sq);
+    for (int i = 0; i < P->n; i++) {
+        const float *g = P->grad + P->p[i].offset;
+        double s = 0;
+        for (size_t j = 0; j < P->p[i].n; j++) s += (double)g[j] * g[j];
+        if (d->group[i] >= 0) d->sq[d->group[i]] += s;
+        else rest += s;
+    }
+    int bad = 0;
+    for (int l = 0; l < d->L; l++) {
+        const double *q = d->sq + 4 * l;
+        bad |= fprintf(d->grad, "%ld,%d,%.9g,%.9g,%.9g,%.9g,%.9g\n", step, l, sqrt(q[0]) * unscale,
+                       sqrt(q[1]) * unscale, sqrt(q[2]) * unscale, sqrt(q[3]) * unscale,
+                       sqrt(q[0] + q[1] + q[2] + q[3]) * unscale) < 0;
+    }
+    bad |= fprintf(d->grad, "%ld,-1,,,,,%.9g\n", step, sqrt(rest) * unscale) < 0 || fflush(d->grad);
+    return bad ? mt_errorf(err, MT_EIO, "cannot write diag_grad.csv: %s", strerror(errno)) : MT_OK;
+}
+
+mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st, mt_err *err) {
+    long step = tr->step; /* the weights after `step` updates; the gradients of step - 1 */
+    mt_status s = MT_OK;
+    if (d->grad && (step - 1) % d->cfg.grad_every == 0)
+        s = grad_rows(d, &tr->model.P, step - 1, tr->opt.cfg.clip, st->grad_norm, err);
+    bool update = d->update && step <= d->cfg.update_steps;
+    bool resid = d->resid && step % d->cfg.resid_every == 0;
+    if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
+    return s;
+}
+
+void mt_diag_close(mt_diag *d) {
+    if (d->grad) fclose(d->grad);
+    if (d->update) fclose(d->update);
+    if (d->resid) fclose(d->resid);
+    free(d->group);
+    free(d->sq);
+    free(d->resid_norm);
+    free(d->x);
+    free(d->f0);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,146 @@
+/* Depth-study diagnostics (src/diag): the CSVs' columns, the gradient norms adding up in squares
+   to the global norm (clipped or not), the update 0 at init and > 0 after, residual norms per
+   block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[] = "/tmp/mt_test_diag_XXXXXX";
+
+/* The file's lines into a malloc'd buffer; *n lines (header included). */
+static char **read_lines(const char *name, int *n) {
+    char path[256], line[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    *n = 0;
+    if (!f) return NULL;
+    char **lines = NULL;
+    while (fgets(line, sizeof line, f)) {
+        lines = realloc(lines, (size_t)(*n + 1) * sizeof *lines);
+        lines[(*n)++] = strdup(line);
+    }
+    fclose(f);
+    return lines;
+}
+
+static void free_lines(char **lines, int n) {
+    for (int i = 0; i < n; i++) free(lines[i]);
+    free(lines);
+}
+
+enum { L = 3, STEPS = 5 };
+
+static void run(mt_placement place, double clip) {
+    mt_train_cfg tc = {.data = "data/tinyshakespeare.txt", .val_fraction = 0.1, .out = dir,
+                       .seed = 7, .steps = STEPS, .batch = 4, .eval_batches = 1};
+    mt_gpt_config mc = mt_gpt_config_default();
+    mc.n_layer = L;
+    mc.n_head = 2;
+    mc.n_embd = 16;
+    mc.n_ff = 32;
+    mc.n_ctx = 16;
+    mc.placement = place;
+    mt_optim_config oc = mt_optim_defaults();
+    oc.clip = clip;
+    oc.sched.lr = 1e-2;
+    mt_trainer tr;
+    mt_err e;
+    mt_diag d;
+    if (mt_trainer_init(&tr, &tc, &mc, &oc, &e) != MT_OK) {
+        CHECK(0, "trainer: %s", e.msg);
+        return;
+    }
+    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_OK, "open: %s", e.msg);
+    double norms[STEPS];
+    for (int s = 0; s < STEPS; s++) {
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st);
+        norms[s] = st.grad_norm;
+        CHECK(st.finite, "step %d", s);
+        CHECK(mt_diag_after_step(&d, &tr, &st, &e) == MT_OK, "after step: %s", e.msg);
+    }
+    mt_diag_close(&d);
+
+    int n;
+    char **g = read_lines("diag_grad.csv", &n);
+    CHECK(n == 1 + 3 * (L + 1), "diag_grad.csv: %d lines, expected a header and %d rows", n,
+          3 * (L + 1));
+    CHECK(n > 0 && strcmp(g[0], "step,layer,attn_norm,attn,ffn_norm,ffn,total\n") == 0, "header");
+    for (int k = 0; k < 3 && n == 1 + 3 * (L + 1); k++) {
+        double sum = 0;
+        for (int i = 0; i <= L; i++) { /* layers 0..L-1, then -1 */
+            int l = i < L ? i : -1;
+            const char *row = g[1 + k * (L + 1) + i];
+            long step;
+            int layer;
+            double a, b, c2, f, total;
+            if (l < 0) {
+                CHECK(sscanf(row, "%ld,%d,,,,,%lf", &step, &layer, &total) == 3, "row %s", row);
+            } else {
+                CHECK(sscanf(row, "%ld,%d,%lf,%lf,%lf,%lf,%lf", &step, &layer, &a, &b, &c2, &f,
+                             &total) == 7,
+                      "row %s", row);
+                CHECK(a > 0 && b > 0 && c2 > 0 && f > 0, "every sublayer has a gradient: %s", row);
+                CHECK(fabs(a * a + b * b + c2 * c2 + f * f - total * total) <= 1e-5 * total * total,
+                      "sublayers vs total: %s", row);
+            }
+            CHECK(step == 2 * k && layer == l, "row %s: step %d layer %d", row, 2 * k, l);
+            sum += total * total;
+        }
+        CHECK(fabs(sqrt(sum) - norms[2 * k]) <= 1e-4 * norms[2 * k],
+              "step %d: per-layer norms give %.7g, the global norm is %.7g (clip %g)", 2 * k,
+              sqrt(sum), norms[2 * k], clip);
+    }
+    free_lines(g, n);
+
+    char **u = read_lines("diag_update.csv", &n);
+    CHECK(n == 1 + 4 && strcmp(u[0], "step,update\n") == 0, "diag_update.csv: %d lines", n);
+    for (int i = 1; i < n; i++) {
+        long step;
+        double v;
+        CHECK(sscanf(u[i], "%ld,%lf", &step, &v) == 2 && step == i - 1, "row %s", u[i]);
+        CHECK(step == 0 ? v == 0 : v > 1e-4 && v < 10, "update at step %ld: %g", step, v);
+    }
+    free_lines(u, n);
+
+    char **r = read_lines("diag_resid.csv", &n);
+    CHECK(n == 1 + 3 * (L + 1) && strcmp(r[0], "step,layer,norm\n") == 0, "diag_resid.csv: %d lines", n);
+    for (int i = 1; i < n; i++) {
+        long step;
+        int layer;
+        double v;
+        CHECK(sscanf(r[i], "%ld,%d,%lf", &step, &layer, &v) == 3 && step == 2 * ((i - 1) / (L + 1)) &&
+                  layer == (i - 1) % (L + 1) && v > 0 && isfinite(v),
+              "row %s", r[i]);
+    }
+    free_lines(r, n);
+
+    /* a resumed run cannot measure against theta_0; negative settings are refused */
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-update-steps"),
+          "update after step 0: %s", e.msg);
+    dc = (mt_diag_cfg){.grad_every = -1};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "expected 0"),
+          "negative: %s", e.msg);
+    mt_trainer_free(&tr);
+}
+
+int main(void) {
+    mt_set_threads(1);
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    run(MT_PLACE_PRE, 0);
+    run(MT_PLACE_POST, 0.05); /* clipped: the rows are the gradients before clipping */
+    run(MT_PLACE_DEEPNORM, 1.0);
+    const char *names[] = {"diag_grad.csv", "diag_update.csv", "diag_resid.csv",
+                           "model.safetensors", "optim.safetensors"};
+    for (int i = 0; i < 5; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    return check_finish("test_diag");
+}

@@ -4,6 +4,7 @@
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
 #   make valgrind   the C tests under valgrind memcheck (build-valgrind/)
+#   make depth-study  the depth study (docs/depth-study.md; -quick: ~10 min; -1000: 1000 layers)
 #   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c) under ASan + UBSan, FUZZ_SECONDS each
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean
@@ -43,7 +44,7 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
              zlib1g-dev gnuplot-nox dataset-fashion-mnist
 DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind
 
-.PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean
+.PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
 $(BUILD)/%.o: %.c
@@ -75,6 +76,14 @@ $(PROGS): %: $(BUILD)/%
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# scripts/depth_study.py: trains, plots with gnuplot, writes docs/depth-study*.md and PNGs.
+depth-study: all
+	python3 scripts/depth_study.py
+depth-study-quick: all
+	python3 scripts/depth_study.py --quick
+depth-study-1000: all
+	python3 scripts/depth_study.py --thousand
 
 # bench/run.sh: the GPT step against torch, then each bench/*.py; writes bench/RESULTS.md (~10 min).
 bench: all $(BENCHES)

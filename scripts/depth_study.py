@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""The depth study (make depth-study): trains GPTs of growing depth with the norm after the
+residual (Post-LN), inside it (Pre-LN) and DeepNorm, on byte-level tiny Shakespeare, with the
+diagnostics of ./train --diag-*, then plots with gnuplot and writes docs/depth-study.md. Every
+number in the document comes from this run.
+
+  scripts/depth_study.py            the full sweep: {post, pre, deepnorm} x {6, 25, 50, 100} layers
+                                    with LayerNorm, the 100-layer trio with RMSNorm, two seeds at 100
+  scripts/depth_study.py --quick    the 100-layer LayerNorm trio only, fewer steps (~10 minutes)
+  scripts/depth_study.py --thousand 1000-layer DeepNorm, Pre-LN and Post-LN (separate: slow)
+  scripts/depth_study.py --self-test  the divergence and stall labelling on synthetic metrics
+
+A run that ends with a non-finite loss (./train exits 1) is labelled diverged, one whose final
+validation loss is at or above the unigram entropy of the validation split minus 0.1 nats is
+labelled stalled; neither stops the sweep. Python 3 standard library and gnuplot; runs ./train
+as built by make all.
+"""
+import argparse
+import concurrent.futures as cf
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+PLACEMENTS = ["post", "pre", "deepnorm"]
+NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
+COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c"}
+STALL_MARGIN = 0.1
+DATA = "data/tinyshakespeare.txt"
+VAL_FRACTION = 0.1  # ./train's default: the last tenth of the bytes
+
+
+# ---- measures --------------------------------------------------------------------------------
+
+def unigram_entropy(path=DATA, val_fraction=VAL_FRACTION):
+    """Entropy (nats) of the byte distribution of the validation split, the loss of a model
+    that predicts the byte frequencies and ignores the context (mt_tokens_split's split)."""
+    data = open(path, "rb").read()
+    val = data[len(data) - int(len(data) * val_fraction):]
+    counts = [0] * 256
+    for b in val:
+        counts[b] += 1
+    n = len(val)
+    return -sum(c / n * math.log(c / n) for c in counts if c)
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def label(returncode, metrics, entropy, log=""):
+    """'diverged' (non-finite loss: ./train exits 1 saying so, or a non-finite value in the
+    metrics), 'stalled' (final validation loss >= entropy - 0.1), 'failed' (any other error),
+    'trained'."""
+    losses = [num(r.get("loss")) for r in metrics] + [num(r.get("val_loss")) for r in metrics
+                                                      if r.get("val_loss")]
+    nonfinite = any(math.isnan(x) or math.isinf(x) for x in losses)
+    if returncode != 0:
+        return "diverged" if nonfinite or "the loss is" in log else "failed"
+    if nonfinite:
+        return "diverged"
+    vals = [num(r["val_loss"]) for r in metrics if r.get("val_loss")]
+    if not vals:
+        return "failed"
+    return "stalled" if vals[-1] >= entropy - STALL_MARGIN else "trained"
+
+
+def self_test():
+    H = 3.0
+    rows = lambda *v: [{"step": str(i), "loss": "%g" % x, "val_loss": "%g" % x}
+                       for i, x in enumerate(v, 1)]
+    cases = [
+        (0, rows(5, 4, 2.5, 2.0), "", "trained"),
+        (0, rows(5, 3.5, 3.0, 2.95), "", "stalled"),        # 2.95 >= 3.0 - 0.1
+        (0, rows(5, 3.5, 3.0, 2.89), "", "trained"),        # just below the line
+        (1, rows(5, 4), "train: step 3: the loss is nan and the gradient norm inf", "diverged"),
+        (0, rows(5, float("nan"), 4, 3), "", "diverged"),
+        (1, [], "train: data/x: cannot open", "failed"),
+        (0, [{"step": "1", "loss": "4", "val_loss": ""}], "", "failed"),  # no validation row
+    ]
+    bad = 0
+    for rc, m, log, want in cases:
+        got = label(rc, m, H, log)
+        if got != want:
+            print("FAIL label(rc=%d, %s): %s, expected %s" % (rc, m, got, want))
+            bad += 1
+    print("depth_study self-test: %s" % ("ok" if not bad else "%d failed" % bad))
+    return 1 if bad else 0
+
+
+def warmup(steps):
+    """The configs' 100 steps, shortened for short runs (a quarter of them at most)."""
+    return min(100, steps // 4)
+
+
+# ---- runs ------------------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, extra=()):
+        self.placement, self.depth, self.norm, self.seed, self.steps = placement, depth, norm, seed, steps
+        self.width, self.ff, self.extra = width, ff, list(extra)
+        self.name = "%s-%s-L%d-s%d" % (norm, placement, depth, seed)
+        if width != 64:
+            self.name += "-w%d" % width
+
+    def command(self, root, diag_update):
+        return ["./train", "--config", "configs/deep100-%s.ini" % self.placement,
+                "--out", os.path.join(root, self.name), "--n-layer", str(self.depth),
+                "--n-embd", str(self.width), "--n-ff", str(self.ff), "--norm", self.norm,
+                "--seed", str(self.seed), "--steps", str(self.steps), "--threads", "1",
+                "--warmup", str(warmup(self.steps)), "--diag-update-steps", str(diag_update)] + self.extra
+
+    def execute(self, root, diag_update):
+        d = os.path.join(root, self.name)
+        os.makedirs(d, exist_ok=True)
+        t = time.time()
+        with open(os.path.join(d, "log.txt"), "w") as log:
+            p = subprocess.run(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)
+        self.seconds = time.time() - t
+        self.rc = p.returncode
+        self.log = open(os.path.join(d, "log.txt")).read()
+        self.load(root)
+        return self
+
+    def load(self, root):
+        d = os.path.join(root, self.name)
+        self.metrics = read_csv(os.path.join(d, "metrics.csv"))
+        self.grad = read_csv(os.path.join(d, "diag_grad.csv"))
+        self.update = read_csv(os.path.join(d, "diag_update.csv"))
+        self.resid = read_csv(os.path.join(d, "diag_resid.csv"))
+
+    def val(self):
+        return [(int(r["step"]), num(r["val_loss"])) for r in self.metrics if r.get("val_loss")]
+
+    def final_val(self):
+        v = self.val()
+        return v[-1][1] if v else math.nan
+
+    def final_train(self):
+        """Mean training loss of the last 5 logged rows (one batch is noisy)."""
+        t = [num(r["loss"]) for r in self.metrics][-5:]
+        return sum(t) / len(t) if t else math.nan
+
+
+def run_all(runs, root, jobs, diag_update):
+    order = sorted(runs, key=lambda r: -r.depth * r.steps * r.width)
+    with cf.ThreadPoolExecutor(jobs) as ex:
+        futs = [ex.submit(r.execute, root, diag_update) for r in order]
+        for f in cf.as_completed(futs):
+            r = f.result()
+            print("  %-28s %4.0f s  exit %d" % (r.name, r.seconds, r.rc), flush=True)
+
+
+# ---- plots -----------------------------------------------------------------------------------
+
+def gnuplot(script, path):
+    with open(path + ".gp", "w") as f:
+        f.write(script)
+    subprocess.run(["gnuplot", path + ".gp"], check=True)
+    os.remove(path + ".gp")
+
+
+def header(png, title, xlabel, ylabel, extra=""):
+    return ("set terminal pngcairo size 760,460 font 'DejaVu Sans,10'\nset output '%s'\n"
+            "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\nset grid\nset key outside right\n%s\n"
+            % (png, title, xlabel, ylabel, extra))
+
+
+def write_dat(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(" ".join("%.9g" % x if isinstance(x, float) else str(x) for x in r) + "\n")
+
+
+def plot_loss(runs, png, tmp, H, title):
+    plots = []
+    for r in runs:
+        tr = [(int(m["step"]), num(m["loss"])) for m in r.metrics]
+        if not tr:
+            continue
+        a, b = os.path.join(tmp, r.name + ".train"), os.path.join(tmp, r.name + ".val")
+        write_dat(a, tr)
+        write_dat(b, r.val())
+        c = COLORS[r.placement]
+        lab = "%s seed %d" % (NAMES[r.placement], r.seed)
+        dash = "dt 1" if r.seed == 1 else "dt 2"
+        plots.append("'%s' w l lc rgb '%s' lw 1 %s title '%s train'" % (a, c, dash, lab))
+        if r.val():
+            plots.append("'%s' w lp lc rgb '%s' lw 2 pt 7 ps 0.6 %s title '%s val (%s)'"
+                         % (b, c, dash, lab, r.label))
+    plots.append("%.6f w l lc rgb 'black' dt 3 lw 2 title 'unigram entropy %.3f'" % (H, H))
+    gnuplot(header(png, title, "step", "loss (nats per byte)", "set yrange [1:6]") +
+            "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def plot_depth(runs, png, tmp, H):
+    plots = []
+    for p in PLACEMENTS:
+        pts = {}
+        for r in runs:
+            if r.placement == p and r.norm == "ln":
+                v = r.final_val()
+                pts.setdefault(r.depth, []).append(v if math.isfinite(v) else 6.0)
+        if not pts:
+            continue
+        f = os.path.join(tmp, "depth-" + p)
+        write_dat(f, [(d, sum(v) / len(v)) for d, v in sorted(pts.items())])
+        plots.append("'%s' w lp lc rgb '%s' lw 2 pt 7 title '%s'" % (f, COLORS[p], NAMES[p]))
+    plots.append("%.6f w l lc rgb 'black' dt 3 lw 2 title 'unigram entropy'" % H)
+    gnuplot(header(png, "Final validation loss against depth (LayerNorm; diverged runs drawn at 6)",
+                   "layers", "validation loss (nats per byte)",
+                   "set logscale x\nset xtics (6, 25, 50, 100, 1000)\nset yrange [1:6.2]") +
+            "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def plot_grad_init(runs, png, tmp):
+    plots = []
+    for r in runs:
+        rows = [(int(g["layer"]), num(g["total"])) for g in r.grad
+                if g["step"] == "0" and int(g["layer"]) >= 0]
+        if not rows:
+            continue
+        f = os.path.join(tmp, r.name + ".grad0")
+        write_dat(f, rows)
+        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, COLORS[r.placement], NAMES[r.placement]))
+    if plots:
+        gnuplot(header(png, "Gradient norm of each block at init (%d layers, before any update)"
+                       % runs[0].depth, "block (0: next to the embedding)",
+                       "||grad|| of the block's parameters", "set logscale y") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def plot_update(runs, png, tmp):
+    plots = []
+    for r in runs:
+        rows = [(int(u["step"]), num(u["update"])) for u in r.update if int(u["step"]) > 0]
+        if not rows:
+            continue
+        f = os.path.join(tmp, r.name + ".upd")
+        write_dat(f, rows)
+        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, COLORS[r.placement], NAMES[r.placement]))
+    if plots:
+        gnuplot(header(png, "Model update ||F(x,θ_t) - F(x,θ_0)|| / sqrt(d) on a fixed held-out batch (%d layers)"
+                       % runs[0].depth, "step", "update (RMS per channel)", "set logscale y") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def update_at(r, step):
+    for u in r.update:
+        if int(u["step"]) == step:
+            return num(u["update"])
+    return math.nan
+
+
+def plot_update_depth(runs, png, tmp, step):
+    plots = []
+    for p in PLACEMENTS:
+        pts = sorted((r.depth, update_at(r, step)) for r in runs
+                     if r.placement == p and r.norm == "ln" and r.seed == 1)
+        pts = [x for x in pts if math.isfinite(x[1])]
+        if not pts:
+            continue
+        f = os.path.join(tmp, "upd-depth-" + p)
+        write_dat(f, pts)
+        plots.append("'%s' w lp lc rgb '%s' lw 2 pt 7 title '%s'" % (f, COLORS[p], NAMES[p]))
+    if plots:
+        gnuplot(header(png, "Model update at step %d against depth (LayerNorm)" % step, "layers",
+                       "update (RMS per channel)", "set logscale x\nset logscale y\nset xtics (6, 25, 50, 100)") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def plot_resid(runs, png, tmp):
+    plots = []
+    for r in runs:
+        steps = sorted({int(x["step"]) for x in r.resid})
+        for s, dash in ((steps[0], "dt 1"), (steps[-1], "dt 2")) if steps else ():
+            rows = [(int(x["layer"]), num(x["norm"])) for x in r.resid if int(x["step"]) == s]
+            f = os.path.join(tmp, "%s.resid%d" % (r.name, s))
+            write_dat(f, rows)
+            plots.append("'%s' w l lc rgb '%s' lw 2 %s title '%s, step %d'"
+                         % (f, COLORS[r.placement], dash, NAMES[r.placement], s))
+    if plots:
+        gnuplot(header(png, "Residual stream entering each block: mean token norm (%d layers)"
+                       % runs[0].depth, "block", "mean ||x_t||", "set logscale y") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+# ---- the document ----------------------------------------------------------------------------
+
+def fmt(x, d=3):
+    return "%.*f" % (d, x) if math.isfinite(x) else "—"
+
+
+def table(runs):
+    lines = ["| run | placement | norm | layers | width | seed | steps | train loss (last 5 logs) "
+             "| final val loss | best val loss | label | time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: (r.width, r.norm, r.depth, PLACEMENTS.index(r.placement), r.seed)):
+        v = r.val()
+        best = min((x[1] for x in v if math.isfinite(x[1])), default=math.nan)
+        done = int(r.metrics[-1]["step"]) if r.metrics else 0
+        lab = r.label if r.label != "diverged" else "diverged after step %d" % done
+        lines.append("| %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | **%s** | %.0f s |" % (
+            r.name, NAMES[r.placement], r.norm, r.depth, r.width, r.seed, r.steps,
+            fmt(r.final_train()), fmt(r.final_val()), fmt(best), lab, r.seconds))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the 100-layer trio only, fewer steps")
+    ap.add_argument("--thousand", action="store_true", help="1000-layer runs (narrow)")
+    ap.add_argument("--steps", type=int, help="steps of every run (default: 600, --quick 200)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each")
+    ap.add_argument("--out", default="out/depth-study", help="run directories")
+    ap.add_argument("--doc", default="docs/depth-study.md")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    t0 = time.time()
+    H = unigram_entropy()
+    upd_steps = 100
+    if a.thousand:
+        steps = a.steps or 300
+        runs = [Run("deepnorm", 1000, "ln", 1, steps, 32, 64),
+                Run("pre", 1000, "ln", 1, steps // 3, 32, 64),
+                Run("post", 1000, "ln", 1, steps // 3, 32, 64)]
+        for r in runs:
+            r.extra = ["--batch", "8", "--n-ctx", "32", "--eval-every", "25", "--eval-batches", "4",
+                       "--diag-grad-every", "0", "--diag-resid-every", "0"]
+        upd_steps = 50
+        name, doc = "depth-1000", a.doc.replace(".md", "-1000.md")
+    elif a.quick:
+        steps = a.steps or 200
+        runs = [Run(p, 100, "ln", 1, steps) for p in PLACEMENTS]
+        name, doc = "quick", a.doc
+    else:
+        steps = a.steps or 600
+        runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 50, 100)]
+        runs += [Run(p, 100, "ln", 2, steps) for p in PLACEMENTS]
+        runs += [Run(p, 100, "rms", s, steps) for p in PLACEMENTS for s in (1, 2)]
+        name, doc = "full", a.doc
+    root = os.path.join(a.out, name)
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+    os.makedirs(root)
+    cmd = "make depth-study" + {"quick": "-quick", "full": "", "depth-1000": "-1000"}[name]
+    print("depth study (%s): %d runs, %d steps, %d at a time; unigram entropy of the validation "
+          "split %.4f nats" % (name, len(runs), steps, a.jobs, H), flush=True)
+    run_all(runs, root, a.jobs, upd_steps)
+    for r in runs:
+        r.label = label(r.rc, r.metrics, H, r.log)
+    elapsed = time.time() - t0
+
+    figdir = os.path.join(os.path.dirname(doc) or ".", "depth-study" if name != "depth-1000" else "depth-study-1000")
+    os.makedirs(figdir, exist_ok=True)
+    tmp = os.path.join(root, "plot")
+    os.makedirs(tmp, exist_ok=True)
+    figs = []
+
+    def fig(fname, caption):
+        figs.append("![%s](%s/%s)\n\n*%s*\n" % (caption, os.path.basename(figdir), fname, caption))
+        return os.path.join(figdir, fname)
+
+    deep = max(r.depth for r in runs)
+    main_runs = [r for r in runs if r.depth == deep and r.norm == "ln"]
+    s1 = [r for r in main_runs if r.seed == 1]
+    plot_loss(main_runs, fig("loss-%d-ln.png" % deep, "Training (thin) and validation (points) loss, %d layers, LayerNorm; dotted: unigram entropy of the validation split" % deep),
+              tmp, H, "%d layers, LayerNorm: loss against step" % deep)
+    rms = [r for r in runs if r.norm == "rms"]
+    if rms:
+        plot_loss(rms, fig("loss-100-rms.png", "The same with RMSNorm"), tmp, H, "100 layers, RMSNorm: loss against step")
+    if len({r.depth for r in runs}) > 1:
+        plot_depth(runs, fig("val-vs-depth.png", "Final validation loss against depth per placement (mean over seeds)"), tmp, H)
+    if any(r.grad for r in s1):
+        plot_grad_init(s1, fig("grad-init-%d.png" % deep, "Per-block gradient norm at init (step 0), %d layers, LayerNorm, seed 1" % deep), tmp)
+    plot_update(s1, fig("update-%d.png" % deep, "Model update against step on a fixed held-out batch, %d layers, seed 1" % deep), tmp)
+    early = 10
+    if len({r.depth for r in runs}) > 1:
+        plot_update_depth(runs, fig("update-vs-depth.png", "Model update at step %d against depth (seed 1)" % early), tmp, early)
+    if any(r.resid for r in s1):
+        plot_resid(s1, fig("resid-%d.png" % deep, "Residual-stream norm entering each block at init (solid) and at the end (dashed), %d layers" % deep), tmp)
+
+    # measured statements: each a number from the runs
+    facts = []
+    for r in s1:
+        g0 = [num(g["total"]) for g in r.grad if g["step"] == "0" and int(g["layer"]) >= 0]
+        if g0:
+            facts.append("- %s, %d layers, at init: block gradient norm %.3g at the first block, "
+                         "%.3g at the last (ratio last/first %.3g)."
+                         % (NAMES[r.placement], r.depth, g0[0], g0[-1], g0[-1] / g0[0] if g0[0] else math.nan))
+        res = [x for x in r.resid if x["step"] == "0"]
+        if res:
+            facts.append("- %s, %d layers, at init: residual stream mean token norm %.3g entering block 0, "
+                         "%.3g leaving the last block."
+                         % (NAMES[r.placement], r.depth, num(res[0]["norm"]), num(res[-1]["norm"])))
+        u = update_at(r, early), update_at(r, upd_steps)
+        facts.append("- %s, %d layers: model update %s at step %d, %s at step %d."
+                     % (NAMES[r.placement], r.depth, fmt(u[0], 4), early, fmt(u[1], 4), upd_steps))
+
+    per_step = {}
+    for r in runs:
+        ms = [num(m["ms"]) for m in r.metrics][1:]
+        if ms and r.depth == deep:
+            per_step.setdefault(r.placement, []).append(sorted(ms)[len(ms) // 2])
+    timing = ", ".join("%s %.0f ms" % (NAMES[p], sum(v) / len(v)) for p, v in per_step.items())
+
+    md = []
+    md.append("# The depth study%s\n" % ("" if name == "full" else
+                                          {"quick": " (quick: the 100-layer trio only)",
+                                           "depth-1000": ": 1000 layers"}[name]))
+    md.append("Generated by `%s` (scripts/depth_study.py) on %s; every number and figure below "
+              "comes from that run. It took **%.1f minutes** on this machine (%d runs, %d at a time, "
+              "one thread each; `nproc` = %d, load average at the end %.1f, so times are noisy).\n"
+              % (cmd, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), elapsed / 60, len(runs),
+                 a.jobs, os.cpu_count(), os.getloadavg()[0]))
+    md.append("**Setup.** Byte-level tiny Shakespeare (last 10%% held out), context 64, batch 16, "
+              "width %d, FFN %d, 2 heads, LayerNorm unless marked rms. The same optimizer for every "
+              "placement: AdamW (beta 0.9/0.99, weight decay 0.1 on matrices), peak learning rate "
+              "1e-3 with a %s-step linear warmup then cosine decay to 1e-4 over %d steps, gradient "
+              "clipping at 1.0. Only the placement (and its init: GPT-2 for Post-LN and Pre-LN, "
+              "DeepNorm's for DeepNorm, `init = auto`) changes, so differences are the "
+              "architecture's. Warmup is on for everyone because Post-LN is known to need it "
+              "(Xiong et al.); giving it to all is the fair, Post-LN-friendly choice. Validation: "
+              "the same %s fixed batches at every evaluation. Unigram entropy of the validation "
+              "split: **%.4f** nats; a run is *stalled* if its final validation loss is >= %.4f "
+              "and *diverged* if the loss became non-finite (./train exits 1).\n"
+              % (runs[0].width, runs[0].ff, warmup(steps), steps,
+                 "4" if name == "depth-1000" else "8", H, H - STALL_MARGIN))
+    if name == "depth-1000":
+        md.append("1000-layer runs: width 32, FFN 64, batch 8 of 32 tokens (to fit the machine); "
+                  "Pre-LN and Post-LN get a third of DeepNorm's steps.\n")
+    md.append("Median step time at %d layers (one thread, with other work on the machine): %s.\n"
+              % (deep, timing))
+    md.append("## Results\n\n" + table(runs) + "\n")
+    md.append("## Measured diagnostics (seed 1)\n\nThe update is sqrt(mean over tokens of "
+              "||F(x,θ_t) - F(x,θ_0)||² / d), F the final hidden state the head sees (after the "
+              "final norm for Pre-LN), on %d fixed held-out sequences; θ_0's output is computed "
+              "once at the start.\n\n" % 4 + "\n".join(facts) + "\n")
+    md.append("## Figures\n\n" + "\n".join(figs))
+    os.makedirs(os.path.dirname(doc) or ".", exist_ok=True)
+    # the hand-written discussion (doc.notes, if any) follows the generated part
+    notes = doc.replace(".md", ".notes.md")
+    text = "\n".join(md)
+    if os.path.exists(notes):
+        text += "\n" + open(notes).read()
+    with open(doc, "w") as f:
+        f.write(text)
+    print("wrote %s and %s/*.png in %.1f minutes" % (doc, figdir, elapsed / 60))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

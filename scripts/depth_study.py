@@ -117,7 +117,7 @@ class Run:
             self.name += "-w%d" % width
 
     def command(self, root, diag_update):
-        return ["./train", "--config", "configs/deep100-%s.ini" % self.placement,
+        return [os.path.join(root, "train"), "--config", "configs/deep100-%s.ini" % self.placement,
                 "--out", os.path.join(root, self.name), "--n-layer", str(self.depth),
                 "--n-embd", str(self.width), "--n-ff", str(self.ff), "--norm", self.norm,
                 "--seed", str(self.seed), "--steps", str(self.steps), "--threads", "1",
@@ -358,6 +358,7 @@ def main():
     if os.path.isdir(root):
         shutil.rmtree(root)
     os.makedirs(root)
+    shutil.copy2("./train", root)  # rebuilding ./train during the study changes nothing
     cmd = "make depth-study" + {"quick": "-quick", "full": "", "depth-1000": "-1000"}[name]
     print("depth study (%s): %d runs, %d steps, %d at a time; unigram entropy of the validation "
           "split %.4f nats" % (name, len(runs), steps, a.jobs, H), flush=True)

@@ -97,6 +97,9 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
+    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
+    if (tr->cfg.model != MT_MODEL_GPT)
+        return mt_errorf(err, MT_EINVAL, "the --diag-* diagnostics are those of a GPT (--model gpt)");
     if (cfg->update_steps > 0 && tr->step > 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-update-steps measures against the initial weights: a run resumed "

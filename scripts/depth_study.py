@@ -9,6 +9,7 @@ number in the document comes from this run.
   scripts/depth_study.py --quick    the 100-layer LayerNorm trio only, fewer steps (~10 minutes)
   scripts/depth_study.py --thousand 1000-layer DeepNorm, Pre-LN and Post-LN (separate: slow)
   scripts/depth_study.py --self-test  the divergence and stall labelling on synthetic metrics
+  scripts/depth_study.py [--quick|--thousand] --report   the document again from the runs on disk
 
 A run that ends with a non-finite loss (./train exits 1) is labelled diverged, one whose final
 validation loss is at or above the unigram entropy of the validation split minus 0.1 nats is
@@ -18,6 +19,7 @@ as built by make all.
 import argparse
 import concurrent.futures as cf
 import csv
+import json
 import math
 import os
 import shutil
@@ -112,6 +114,7 @@ class Run:
     def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, extra=()):
         self.placement, self.depth, self.norm, self.seed, self.steps = placement, depth, norm, seed, steps
         self.width, self.ff, self.extra = width, ff, list(extra)
+        self.batch, self.ctx = 16, 64
         self.name = "%s-%s-L%d-s%d" % (norm, placement, depth, seed)
         if width != 64:
             self.name += "-w%d" % width
@@ -129,14 +132,16 @@ class Run:
         t = time.time()
         with open(os.path.join(d, "log.txt"), "w") as log:
             p = subprocess.run(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)
-        self.seconds = time.time() - t
-        self.rc = p.returncode
-        self.log = open(os.path.join(d, "log.txt")).read()
+        with open(os.path.join(d, "result.json"), "w") as f:
+            json.dump({"rc": p.returncode, "seconds": time.time() - t}, f)
         self.load(root)
         return self
 
     def load(self, root):
         d = os.path.join(root, self.name)
+        self.log = open(os.path.join(d, "log.txt")).read()
+        res = json.load(open(os.path.join(d, "result.json")))
+        self.rc, self.seconds = res["rc"], res["seconds"]
         self.metrics = read_csv(os.path.join(d, "metrics.csv"))
         self.grad = read_csv(os.path.join(d, "diag_grad.csv"))
         self.update = read_csv(os.path.join(d, "diag_update.csv"))
@@ -323,11 +328,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the 100-layer trio only, fewer steps")
     ap.add_argument("--thousand", action="store_true", help="1000-layer runs (narrow)")
-    ap.add_argument("--steps", type=int, help="steps of every run (default: 600, --quick 200)")
+    ap.add_argument("--steps", type=int, help="steps of every run (default: 500, --quick 200, --thousand 300)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each")
     ap.add_argument("--out", default="out/depth-study", help="run directories")
     ap.add_argument("--doc", default="docs/depth-study.md")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--report", action="store_true", help="no training: the document from the runs in --out")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
@@ -340,6 +346,7 @@ def main():
                 Run("pre", 1000, "ln", 1, steps // 3, 32, 64),
                 Run("post", 1000, "ln", 1, steps // 3, 32, 64)]
         for r in runs:
+            r.batch, r.ctx = 8, 32
             r.extra = ["--batch", "8", "--n-ctx", "32", "--eval-every", "25", "--eval-batches", "4",
                        "--diag-grad-every", "0", "--diag-resid-every", "0"]
         upd_steps = 50
@@ -349,23 +356,32 @@ def main():
         runs = [Run(p, 100, "ln", 1, steps) for p in PLACEMENTS]
         name, doc = "quick", a.doc
     else:
-        steps = a.steps or 600
+        steps = a.steps or 500
         runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 50, 100)]
         runs += [Run(p, 100, "ln", 2, steps) for p in PLACEMENTS]
         runs += [Run(p, 100, "rms", s, steps) for p in PLACEMENTS for s in (1, 2)]
         name, doc = "full", a.doc
     root = os.path.join(a.out, name)
-    if os.path.isdir(root):
-        shutil.rmtree(root)
-    os.makedirs(root)
-    shutil.copy2("./train", root)  # rebuilding ./train during the study changes nothing
     cmd = "make depth-study" + {"quick": "-quick", "full": "", "depth-1000": "-1000"}[name]
-    print("depth study (%s): %d runs, %d steps, %d at a time; unigram entropy of the validation "
-          "split %.4f nats" % (name, len(runs), steps, a.jobs, H), flush=True)
-    run_all(runs, root, a.jobs, upd_steps)
+    if a.report:
+        for r in runs:
+            r.load(root)
+        study = json.load(open(os.path.join(root, "study.json")))
+    else:
+        if os.path.isdir(root):
+            shutil.rmtree(root)
+        os.makedirs(root)
+        shutil.copy2("./train", root)  # rebuilding ./train during the study changes nothing
+        print("depth study (%s): %d runs, %d steps, %d at a time; unigram entropy of the "
+              "validation split %.4f nats" % (name, len(runs), steps, a.jobs, H), flush=True)
+        run_all(runs, root, a.jobs, upd_steps)
+        study = {"elapsed": time.time() - t0, "jobs": a.jobs, "load": os.getloadavg()[0],
+                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        with open(os.path.join(root, "study.json"), "w") as f:
+            json.dump(study, f)
     for r in runs:
         r.label = label(r.rc, r.metrics, H, r.log)
-    elapsed = time.time() - t0
+    elapsed = study["elapsed"]
 
     figdir = os.path.join(os.path.dirname(doc) or ".", "depth-study" if name != "depth-1000" else "depth-study-1000")
     os.makedirs(figdir, exist_ok=True)
@@ -427,24 +443,26 @@ def main():
     md.append("Generated by `%s` (scripts/depth_study.py) on %s; every number and figure below "
               "comes from that run. It took **%.1f minutes** on this machine (%d runs, %d at a time, "
               "one thread each; `nproc` = %d, load average at the end %.1f, so times are noisy).\n"
-              % (cmd, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), elapsed / 60, len(runs),
-                 a.jobs, os.cpu_count(), os.getloadavg()[0]))
-    md.append("**Setup.** Byte-level tiny Shakespeare (last 10%% held out), context 64, batch 16, "
+              % (cmd, study["date"], elapsed / 60, len(runs), study["jobs"], os.cpu_count(),
+                 study["load"]))
+    md.append("**Setup.** Byte-level tiny Shakespeare (last 10%% held out), context %d, batch %d, "
               "width %d, FFN %d, 2 heads, LayerNorm unless marked rms. The same optimizer for every "
               "placement: AdamW (beta 0.9/0.99, weight decay 0.1 on matrices), peak learning rate "
-              "1e-3 with a %s-step linear warmup then cosine decay to 1e-4 over %d steps, gradient "
-              "clipping at 1.0. Only the placement (and its init: GPT-2 for Post-LN and Pre-LN, "
+              "1e-3 with a linear warmup over a quarter of the run's steps, at most 100 (%s), then "
+              "cosine decay to 1e-4 at the run's last step, gradient clipping at 1.0. Only the placement (and its init: GPT-2 for Post-LN and Pre-LN, "
               "DeepNorm's for DeepNorm, `init = auto`) changes, so differences are the "
               "architecture's. Warmup is on for everyone because Post-LN is known to need it "
               "(Xiong et al.); giving it to all is the fair, Post-LN-friendly choice. Validation: "
               "the same %s fixed batches at every evaluation. Unigram entropy of the validation "
               "split: **%.4f** nats; a run is *stalled* if its final validation loss is >= %.4f "
               "and *diverged* if the loss became non-finite (./train exits 1).\n"
-              % (runs[0].width, runs[0].ff, warmup(steps), steps,
+              % (runs[0].ctx, runs[0].batch, runs[0].width, runs[0].ff,
+                 ", ".join("%d steps for %d-step runs" % (warmup(n), n)
+                           for n in sorted({r.steps for r in runs}, reverse=True)),
                  "4" if name == "depth-1000" else "8", H, H - STALL_MARGIN))
     if name == "depth-1000":
-        md.append("1000-layer runs: width 32, FFN 64, batch 8 of 32 tokens (to fit the machine); "
-                  "Pre-LN and Post-LN get a third of DeepNorm's steps.\n")
+        md.append("1000-layer runs are narrow to fit the machine's time; Pre-LN and Post-LN get a "
+                  "third of DeepNorm's steps.\n")
     md.append("Median step time at %d layers (one thread, with other work on the machine): %s.\n"
               % (deep, timing))
     md.append("## Results\n\n" + table(runs) + "\n")

@@ -111,20 +111,27 @@ def warmup(steps):
 # ---- runs ------------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, extra=()):
+    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, init=None):
         self.placement, self.depth, self.norm, self.seed, self.steps = placement, depth, norm, seed, steps
-        self.width, self.ff, self.extra = width, ff, list(extra)
-        self.batch, self.ctx = 16, 64
+        self.width, self.ff, self.init = width, ff, init
+        self.batch, self.ctx, self.extra = 16, 64, []
         self.name = "%s-%s-L%d-s%d" % (norm, placement, depth, seed)
         if width != 64:
             self.name += "-w%d" % width
+        # a control run: another init than the placement's own (init = auto)
+        self.title, self.color = NAMES[placement], COLORS[placement]
+        if init:
+            self.name += "-" + init
+            self.title += " (%s init)" % init
+            self.color = "#ff7f0e"
 
     def command(self, root, diag_update):
         return [os.path.join(root, "train"), "--config", "configs/deep100-%s.ini" % self.placement,
                 "--out", os.path.join(root, self.name), "--n-layer", str(self.depth),
                 "--n-embd", str(self.width), "--n-ff", str(self.ff), "--norm", self.norm,
                 "--seed", str(self.seed), "--steps", str(self.steps), "--threads", "1",
-                "--warmup", str(warmup(self.steps)), "--diag-update-steps", str(diag_update)] + self.extra
+                "--warmup", str(warmup(self.steps)), "--diag-update-steps", str(diag_update)] + \
+            (["--init", self.init] if self.init else []) + self.extra
 
     def execute(self, root, diag_update):
         d = os.path.join(root, self.name)
@@ -158,6 +165,11 @@ class Run:
         """Mean training loss of the last 5 logged rows (one batch is noisy)."""
         t = [num(r["loss"]) for r in self.metrics][-5:]
         return sum(t) / len(t) if t else math.nan
+
+
+def CONTROL(steps):
+    """Post-LN with DeepNet's baseline init (Xavier, gain 1) instead of GPT-2's small one."""
+    return Run("post", 100, "ln", 1, steps, init="xavier")
 
 
 def run_all(runs, root, jobs, diag_update):
@@ -199,8 +211,8 @@ def plot_loss(runs, png, tmp, H, title):
         a, b = os.path.join(tmp, r.name + ".train"), os.path.join(tmp, r.name + ".val")
         write_dat(a, tr)
         write_dat(b, r.val())
-        c = COLORS[r.placement]
-        lab = "%s seed %d" % (NAMES[r.placement], r.seed)
+        c = r.color
+        lab = "%s seed %d" % (r.title, r.seed)
         dash = "dt 1" if r.seed == 1 else "dt 2"
         plots.append("'%s' w l lc rgb '%s' lw 1 %s title '%s train'" % (a, c, dash, lab))
         if r.val():
@@ -216,7 +228,7 @@ def plot_depth(runs, png, tmp, H):
     for p in PLACEMENTS:
         pts = {}
         for r in runs:
-            if r.placement == p and r.norm == "ln":
+            if r.placement == p and r.norm == "ln" and not r.init:
                 v = r.final_val()
                 pts.setdefault(r.depth, []).append(v if math.isfinite(v) else 6.0)
         if not pts:
@@ -240,7 +252,7 @@ def plot_grad_init(runs, png, tmp):
             continue
         f = os.path.join(tmp, r.name + ".grad0")
         write_dat(f, rows)
-        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, COLORS[r.placement], NAMES[r.placement]))
+        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, r.color, r.title))
     if plots:
         gnuplot(header(png, "Gradient norm of each block at init (%d layers, before any update)"
                        % runs[0].depth, "block (0: next to the embedding)",
@@ -256,7 +268,7 @@ def plot_update(runs, png, tmp):
             continue
         f = os.path.join(tmp, r.name + ".upd")
         write_dat(f, rows)
-        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, COLORS[r.placement], NAMES[r.placement]))
+        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, r.color, r.title))
     if plots:
         gnuplot(header(png, "Model update ||F(x,θ_t) - F(x,θ_0)|| / sqrt(d) on a fixed held-out batch (%d layers)"
                        % runs[0].depth, "step", "update (RMS per channel)", "set logscale y") +
@@ -274,7 +286,7 @@ def plot_update_depth(runs, png, tmp, step):
     plots = []
     for p in PLACEMENTS:
         pts = sorted((r.depth, update_at(r, step)) for r in runs
-                     if r.placement == p and r.norm == "ln" and r.seed == 1)
+                     if r.placement == p and r.norm == "ln" and r.seed == 1 and not r.init)
         pts = [x for x in pts if math.isfinite(x[1])]
         if not pts:
             continue
@@ -296,7 +308,7 @@ def plot_resid(runs, png, tmp):
             f = os.path.join(tmp, "%s.resid%d" % (r.name, s))
             write_dat(f, rows)
             plots.append("'%s' w l lc rgb '%s' lw 2 %s title '%s, step %d'"
-                         % (f, COLORS[r.placement], dash, NAMES[r.placement], s))
+                         % (f, r.color, dash, r.title, s))
     if plots:
         gnuplot(header(png, "Residual stream entering each block: mean token norm (%d layers)"
                        % runs[0].depth, "block", "mean ||x_t||", "set logscale y") +
@@ -319,7 +331,7 @@ def table(runs):
         done = int(r.metrics[-1]["step"]) if r.metrics else 0
         lab = r.label if r.label != "diverged" else "diverged after step %d" % done
         lines.append("| %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | **%s** | %.0f s |" % (
-            r.name, NAMES[r.placement], r.norm, r.depth, r.width, r.seed, r.steps,
+            r.name, r.title, r.norm, r.depth, r.width, r.seed, r.steps,
             fmt(r.final_train()), fmt(r.final_val()), fmt(best), lab, r.seconds))
     return "\n".join(lines)
 
@@ -334,6 +346,7 @@ def main():
     ap.add_argument("--doc", default="docs/depth-study.md")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--report", action="store_true", help="no training: the document from the runs in --out")
+    ap.add_argument("--only", help="run only the runs whose name contains this, keeping the others on disk")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
@@ -353,13 +366,13 @@ def main():
         name, doc = "depth-1000", a.doc.replace(".md", "-1000.md")
     elif a.quick:
         steps = a.steps or 200
-        runs = [Run(p, 100, "ln", 1, steps) for p in PLACEMENTS]
+        runs = [Run(p, 100, "ln", 1, steps) for p in PLACEMENTS] + [CONTROL(steps)]
         name, doc = "quick", a.doc
     else:
         steps = a.steps or 500
         runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 50, 100)]
         runs += [Run(p, 100, "ln", 2, steps) for p in PLACEMENTS]
-        runs += [Run(p, 100, "rms", s, steps) for p in PLACEMENTS for s in (1, 2)]
+        runs += [Run(p, 100, "rms", s, steps) for p in PLACEMENTS for s in (1, 2)] + [CONTROL(steps)]
         name, doc = "full", a.doc
     root = os.path.join(a.out, name)
     cmd = "make depth-study" + {"quick": "-quick", "full": "", "depth-1000": "-1000"}[name]
@@ -367,6 +380,15 @@ def main():
         for r in runs:
             r.load(root)
         study = json.load(open(os.path.join(root, "study.json")))
+    elif a.only:  # the rest is on disk; the time adds to the study's
+        todo = [r for r in runs if a.only in r.name]
+        run_all(todo, root, a.jobs, upd_steps)
+        for r in runs:
+            r.load(root)
+        study = json.load(open(os.path.join(root, "study.json")))
+        study["elapsed"] += time.time() - t0
+        with open(os.path.join(root, "study.json"), "w") as f:
+            json.dump(study, f)
     else:
         if os.path.isdir(root):
             shutil.rmtree(root)
@@ -419,22 +441,22 @@ def main():
         if g0:
             facts.append("- %s, %d layers, at init: block gradient norm %.3g at the first block, "
                          "%.3g at the last (ratio last/first %.3g)."
-                         % (NAMES[r.placement], r.depth, g0[0], g0[-1], g0[-1] / g0[0] if g0[0] else math.nan))
+                         % (r.title, r.depth, g0[0], g0[-1], g0[-1] / g0[0] if g0[0] else math.nan))
         res = [x for x in r.resid if x["step"] == "0"]
         if res:
             facts.append("- %s, %d layers, at init: residual stream mean token norm %.3g entering block 0, "
                          "%.3g leaving the last block."
-                         % (NAMES[r.placement], r.depth, num(res[0]["norm"]), num(res[-1]["norm"])))
+                         % (r.title, r.depth, num(res[0]["norm"]), num(res[-1]["norm"])))
         u = update_at(r, early), update_at(r, upd_steps)
         facts.append("- %s, %d layers: model update %s at step %d, %s at step %d."
-                     % (NAMES[r.placement], r.depth, fmt(u[0], 4), early, fmt(u[1], 4), upd_steps))
+                     % (r.title, r.depth, fmt(u[0], 4), early, fmt(u[1], 4), upd_steps))
 
     per_step = {}
     for r in runs:
         ms = [num(m["ms"]) for m in r.metrics][1:]
         if ms and r.depth == deep:
-            per_step.setdefault(r.placement, []).append(sorted(ms)[len(ms) // 2])
-    timing = ", ".join("%s %.0f ms" % (NAMES[p], sum(v) / len(v)) for p, v in per_step.items())
+            per_step.setdefault(r.title, []).append(sorted(ms)[len(ms) // 2])
+    timing = ", ".join("%s %.0f ms" % (t, sum(v) / len(v)) for t, v in per_step.items())
 
     md = []
     md.append("# The depth study%s\n" % ("" if name == "full" else

@@ -357,7 +357,8 @@ def main():
         steps = a.steps or 300
         runs = [Run("deepnorm", 1000, "ln", 1, steps, 32, 64),
                 Run("pre", 1000, "ln", 1, steps // 3, 32, 64),
-                Run("post", 1000, "ln", 1, steps // 3, 32, 64)]
+                Run("post", 1000, "ln", 1, steps // 3, 32, 64),
+                Run("post", 1000, "ln", 1, steps // 3, 32, 64, init="xavier")]
         for r in runs:
             r.batch, r.ctx = 8, 32
             r.extra = ["--batch", "8", "--n-ctx", "32", "--eval-every", "25", "--eval-batches", "4",

@@ -138,9 +138,11 @@ class Run:
         os.makedirs(d, exist_ok=True)
         t = time.time()
         with open(os.path.join(d, "log.txt"), "w") as log:
-            p = subprocess.run(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(p.pid, 0)  # the run's own CPU time, whatever the load
         with open(os.path.join(d, "result.json"), "w") as f:
-            json.dump({"rc": p.returncode, "seconds": time.time() - t}, f)
+            json.dump({"rc": os.waitstatus_to_exitcode(status), "seconds": time.time() - t,
+                       "cpu": usage.ru_utime + usage.ru_stime}, f)
         self.load(root)
         return self
 
@@ -148,7 +150,7 @@ class Run:
         d = os.path.join(root, self.name)
         self.log = open(os.path.join(d, "log.txt")).read()
         res = json.load(open(os.path.join(d, "result.json")))
-        self.rc, self.seconds = res["rc"], res["seconds"]
+        self.rc, self.seconds, self.cpu = res["rc"], res["seconds"], res.get("cpu", math.nan)
         self.metrics = read_csv(os.path.join(d, "metrics.csv"))
         self.grad = read_csv(os.path.join(d, "diag_grad.csv"))
         self.update = read_csv(os.path.join(d, "diag_update.csv"))
@@ -458,6 +460,10 @@ def main():
         if ms and r.depth == deep:
             per_step.setdefault(r.title, []).append(sorted(ms)[len(ms) // 2])
     timing = ", ".join("%s %.0f ms" % (t, sum(v) / len(v)) for t, v in per_step.items())
+    cpu = [r.cpu / r.steps for r in runs if r.depth == deep and math.isfinite(r.cpu)]
+    if cpu:
+        timing += ("; CPU time per step (the run's own, load-independent up to cache effects, "
+                   "evaluations and diagnostics included): %.2f s" % (sum(cpu) / len(cpu)))
 
     md = []
     md.append("# The depth study%s\n" % ("" if name == "full" else

@@ -195,7 +195,7 @@ def gnuplot(script, path):
 
 def header(png, title, xlabel, ylabel, extra=""):
     return ("set terminal pngcairo size 760,460 font 'DejaVu Sans,10'\nset output '%s'\n"
-            "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\nset grid\nset key outside right\n%s\n"
+            "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\nset grid\nset key top right box opaque font ',9' samplen 2\n%s\n"
             % (png, title, xlabel, ylabel, extra))
 
 
@@ -434,7 +434,7 @@ def main():
     if any(r.grad for r in s1):
         plot_grad_init(s1, fig("grad-init-%d.png" % deep, "Per-block gradient norm at init (step 0), %d layers, LayerNorm, seed 1" % deep), tmp)
     plot_update(s1, fig("update-%d.png" % deep, "Model update against step on a fixed held-out batch, %d layers, seed 1" % deep), tmp)
-    early = 10
+    early = 5  # before the update saturates (outputs of unit RMS decorrelated from theta_0: sqrt(2))
     if len({r.depth for r in runs}) > 1:
         plot_update_depth(runs, fig("update-vs-depth.png", "Model update at step %d against depth (seed 1)" % early), tmp, early)
     if any(r.resid for r in s1):

@@ -119,6 +119,7 @@ class Run:
         if width != 64:
             self.name += "-w%d" % width
         self.name += suffix
+        self.sweep = not init and not suffix  # a point of the placements x depths grid
         # a control run: another init than the placement's own (init = auto)
         self.title, self.color = NAMES[placement], COLORS[placement]
         if init:
@@ -231,7 +232,7 @@ def plot_depth(runs, png, tmp, H):
     for p in PLACEMENTS:
         pts = {}
         for r in runs:
-            if r.placement == p and r.norm == "ln" and not r.init:
+            if r.placement == p and r.norm == "ln" and r.sweep:
                 v = r.final_val()
                 pts.setdefault(r.depth, []).append(v if math.isfinite(v) else 6.0)
         if not pts:
@@ -289,7 +290,7 @@ def plot_update_depth(runs, png, tmp, step):
     plots = []
     for p in PLACEMENTS:
         pts = sorted((r.depth, update_at(r, step)) for r in runs
-                     if r.placement == p and r.norm == "ln" and r.seed == 1 and not r.init)
+                     if r.placement == p and r.norm == "ln" and r.seed == 1 and r.sweep)
         pts = [x for x in pts if math.isfinite(x[1])]
         if not pts:
             continue
@@ -314,7 +315,7 @@ def plot_resid(runs, png, tmp):
                          % (f, r.color, dash, r.title, s))
     if plots:
         gnuplot(header(png, "Residual stream entering each block: mean token norm (%d layers)"
-                       % runs[0].depth, "block", "mean ||x_t||", "set logscale y") +
+                       % runs[0].depth, "block", "mean ||x_t||", "set logscale y\nset yrange [0.1:1000]") +
                 "plot " + ", \\\n  ".join(plots) + "\n", png)
 
 
@@ -343,7 +344,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the trio at 6, 25 and 100 layers, fewer steps")
     ap.add_argument("--thousand", action="store_true", help="1000-layer runs (narrow)")
-    ap.add_argument("--steps", type=int, help="steps of every run (default: 500, --quick 200, --thousand 300)")
+    ap.add_argument("--steps", type=int, help="steps of every run (default: 500, --quick 200, --thousand 240)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each")
     ap.add_argument("--out", default="out/depth-study", help="run directories")
     ap.add_argument("--doc", default="docs/depth-study.md")
@@ -357,7 +358,7 @@ def main():
     H = unigram_entropy()
     upd_steps = 100
     if a.thousand:
-        steps = a.steps or 300
+        steps = a.steps or 240
         runs = [Run("deepnorm", 1000, "ln", 1, steps, 32, 64),
                 Run("pre", 1000, "ln", 1, steps // 3, 32, 64),
                 Run("post", 1000, "ln", 1, steps // 3, 32, 64),

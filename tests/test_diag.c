@@ -33,7 +33,8 @@ static void free_lines(char **lines, int n) {
 
 enum { L = 3, STEPS = 5 };
 
-static void run(mt_placement place, double clip) {
+/* The losses of STEPS training steps, with the diagnostics on or off. */
+static void train(mt_placement place, double clip, bool diag, double *losses, double *norms) {
     mt_train_cfg tc = {.data = "data/tinyshakespeare.txt", .val_fraction = 0.1, .out = dir,
                        .seed = 7, .steps = STEPS, .batch = 4, .eval_batches = 1};
     mt_gpt_config mc = mt_gpt_config_default();
@@ -43,6 +44,7 @@ static void run(mt_placement place, double clip) {
     mc.n_ff = 32;
     mc.n_ctx = 16;
     mc.placement = place;
+    mc.dropout = 0.1f; /* so that a draw from the dropout RNG would show */
     mt_optim_config oc = mt_optim_defaults();
     oc.clip = clip;
     oc.sched.lr = 1e-2;
@@ -53,17 +55,21 @@ static void run(mt_placement place, double clip) {
         CHECK(0, "trainer: %s", e.msg);
         return;
     }
-    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2};
-    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_OK, "open: %s", e.msg);
-    double norms[STEPS];
+    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2}, off = {0};
+    CHECK(mt_diag_open(&d, diag ? &dc : &off, &tr, &e) == MT_OK, "open: %s", e.msg);
     for (int s = 0; s < STEPS; s++) {
         mt_step_stats st;
         mt_trainer_step(&tr, &st);
+        losses[s] = st.loss;
         norms[s] = st.grad_norm;
         CHECK(st.finite, "step %d", s);
         CHECK(mt_diag_after_step(&d, &tr, &st, &e) == MT_OK, "after step: %s", e.msg);
     }
     mt_diag_close(&d);
+    if (!diag) {
+        mt_trainer_free(&tr);
+        return;
+    }
 
     int n;
     char **g = read_lines("diag_grad.csv", &n);
@@ -126,6 +132,15 @@ static void run(mt_placement place, double clip) {
     CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "expected 0"),
           "negative: %s", e.msg);
     mt_trainer_free(&tr);
+}
+
+static void run(mt_placement place, double clip) {
+    double with[STEPS], without[STEPS], norms[STEPS];
+    train(place, clip, true, with, norms);
+    train(place, clip, false, without, norms);
+    /* the diagnostics' forward runs in eval mode on the step arena: training is unchanged */
+    CHECK(memcmp(with, without, sizeof with) == 0, "the diagnostics changed the losses: %.9g vs %.9g",
+          with[STEPS - 1], without[STEPS - 1]);
 }
 
 int main(void) {

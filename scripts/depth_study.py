@@ -137,7 +137,8 @@ class Run:
 
     def execute(self, root, diag_update):
         d = os.path.join(root, self.name)
-        os.makedirs(d, exist_ok=True)
+        shutil.rmtree(d, ignore_errors=True)  # ./train refuses a directory holding another run
+        os.makedirs(d)
         t = time.time()
         with open(os.path.join(d, "log.txt"), "w") as log:
             p = subprocess.Popen(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)

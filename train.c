@@ -210,7 +210,8 @@ static mt_optim_config optim_config(void) {
     c.clip = o.clip;
     c.sched.lr = o.lr;
     bool decays = c.sched.kind == MT_SCHED_COSINE || c.sched.kind == MT_SCHED_LINEAR;
-    c.sched.min_lr = o.min_lr >= 0 ? o.min_lr : decays ? o.lr / 10 : 0;
+    /* -1: lr / 10; any other negative value reaches validation, which refuses it */
+    c.sched.min_lr = o.min_lr != -1 ? o.min_lr : decays ? o.lr / 10 : 0;
     c.sched.warmup = o.warmup >= 0 ? o.warmup : o.steps / 10 < 100 ? o.steps / 10 : 100;
     c.sched.warmup_init_lr = o.warmup_init_lr;
     return c;

@@ -57,6 +57,7 @@ cases() {
 2|--gn-groups: 3 groups do not divide the 16 channels|train $TINY --norm gn --gn-groups 3
 2|--prms-p: 2 is outside (0, 1]|train $TINY --norm prms --prms-p 2
 2|--norm-eps: -0.5; eps must be >= 0|train $TINY --norm-eps -0.5
+2|--min-lr is -0.5; it must be a finite number >= 0|train $TINY --min-lr -0.5
 2|--min-lr 0.1 is larger than --lr 0.01|train $TINY --lr 0.01 --min-lr 0.1
 2|--momentum and --nesterov apply to --optim sgd only|train $TINY --momentum 0.9
 2|--schedule invsqrt needs --warmup >= 1|train $TINY --schedule invsqrt --warmup 0

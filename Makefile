@@ -9,11 +9,19 @@
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean
 # PORTABLE=1 builds for any x86-64-v2 CPU instead of -march=native.
+# MPI=1 builds with mpicc into build-mpi/ (./build-mpi/train runs under mpirun; docs/mpi.md).
 
+MPI      ?= 0
+ifeq ($(MPI),1)
+BUILD    ?= build-mpi
+CC       := mpicc
+MPI_FLAGS := -DMT_MPI
+else
 BUILD    ?= build
+CC       := gcc
+endif
 PORTABLE ?= 0
 OPT      ?= -O3
-CC       := gcc
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 
@@ -25,7 +33,7 @@ endif
 
 # -fno-math-errno: sqrtf vectorises (mt never reads errno)
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -fno-math-errno -g -fopenmp -Wall -Wextra -Isrc \
-           -I$(BLAS_INC) -MMD -MP $(EXTRA_CFLAGS)
+           -I$(BLAS_INC) -MMD -MP $(MPI_FLAGS) $(EXTRA_CFLAGS)
 # rpath: always the OpenMP build of OpenBLAS, whatever the system's libblas alternative says
 LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(EXTRA_LDFLAGS)
 LDLIBS  := -lopenblas -lcjson -lstb -lz -lm
@@ -42,7 +50,9 @@ BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs)
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
              zlib1g-dev gnuplot-nox dataset-fashion-mnist
-DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind
+# make MPI=1 (and the MPI test, tests/test_mpi.sh)
+DEPS_MPI  := libopenmpi-dev openmpi-bin
+DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
 
 .PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
@@ -132,7 +142,8 @@ fuzz: $(FUZZERS)
 	done
 
 # Installs what is missing; does nothing when everything is present.
-deps deps-test: PKGS = $(DEPS_RUN) $(if $(filter deps-test,$@),$(DEPS_TEST))
+deps deps-test: PKGS = $(DEPS_RUN) $(if $(filter deps-test,$@),$(DEPS_TEST)) \
+                       $(if $(filter 1,$(MPI)),$(DEPS_MPI))
 deps deps-test:
 	@missing=$$(for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
@@ -145,7 +156,7 @@ deps deps-test:
 	fi
 
 clean:
-	rm -rf build build-asan build-valgrind build-fuzz $(PROGS)
+	rm -rf build build-asan build-valgrind build-fuzz build-mpi $(PROGS)
 
 .SECONDARY: $(TESTLIB) $(OBJ)
 

@@ -19,7 +19,7 @@ static struct {
     int patch, pool, image_size, channels, bad_images;
     bool no_resize;
     float val_fraction;
-    int seed, threads, steps, batch, arena_mb;
+    int seed, threads, steps, batch, arena_mb, bucket_kb;
     int n_layer, n_head, n_embd, n_ctx, n_ff;
     int norm, gn_groups, rms_form;
     float norm_eps, prms_p;
@@ -40,7 +40,7 @@ static struct {
     .optim = 2 /* adamw */, .schedule = 1 /* cosine */, .warmup = -1,
     .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
     .weight_decay = 0.1f, .clip = 1.0f,
-    .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10,
+    .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10, .bucket_kb = 1024,
 };
 
 static const mt_opt OPTS[] = {
@@ -102,6 +102,7 @@ static const mt_opt OPTS[] = {
     {"diag-resid-every", MT_OPT_INT, &o.diag_resid_every, "0..", "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off", 0},
     {"diag-batch", MT_OPT_INT, &o.diag_batch, "0..", "sequences of the fixed held-out batch of the diagnostics; 0: min(4, batch)", 0},
     {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0},
+    {"bucket-kb", MT_OPT_INT, &o.bucket_kb, "1..", "MPI: gradients are summed across ranks in buckets of this many KiB, each sent once the backward pass has finished it", 0},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
 };
 enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
@@ -114,8 +115,11 @@ static const char *USAGE =
     "Examples: ./train --config configs/tiny-gpt.ini --steps 500\n"
     "          ./train --config configs/vit-mnist.ini\n\n";
 
+/* Under MPI only rank 0 reports: the options are the same on every rank, the setup's errors are
+   agreed on (mt_dist_agree), the checkpoints and metrics are rank 0's. A non-zero exit of one
+   rank makes mpirun stop the others. */
 static _Noreturn void die(int code, const char *msg) {
-    fprintf(stderr, "train: %s\n", msg);
+    if (mt_dist_rank() == 0) fprintf(stderr, "train: %s\n", msg);
     exit(code);
 }
 
@@ -245,7 +249,24 @@ static const char *hms(double s, char *buf, size_t len) {
     return buf;
 }
 
+/* mpirun binds each rank to one core unless told otherwise: warn when that leaves cores idle,
+   or when ranks x threads oversubscribe the cores. */
+static void check_threads(void) {
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), per_node = mt_dist_local_size();
+    if (mt_dist_size() == 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return;
+    if (mt_threads() == 1 && per_node < cores)
+        fprintf(stderr, "train: warning: each of the %d rank(s) on this machine runs 1 thread on %d "
+                "cores; mpirun binds a rank to one core unless given --bind-to none (or --map-by "
+                "slot:PE=N) and -x OMP_NUM_THREADS=N\n", per_node, cores);
+    else if (mt_threads() * per_node > cores)
+        fprintf(stderr, "train: warning: %d rank(s) x %d threads on %d cores: oversubscribed, "
+                "set --threads or OMP_NUM_THREADS to %d\n", per_node, mt_threads(), cores,
+                cores / per_node > 0 ? cores / per_node : 1);
+}
+
 int main(int argc, char **argv) {
+    mt_dist_init(&argc, &argv);
+    bool rank0 = mt_dist_rank() == 0;
     static char defaults[sizeof o];
     memcpy(defaults, &o, sizeof o);
     mt_err e;
@@ -253,12 +274,14 @@ int main(int argc, char **argv) {
     if (o.help) {
         memcpy(&o, defaults, sizeof o); /* the help shows the defaults */
         char *help = mt_opts_help(OPTS, N_OPTS);
-        printf("%s%s", USAGE, help);
+        if (rank0) printf("%s%s", USAGE, help);
         free(help);
+        mt_dist_finalize();
         return 0;
     }
     bool vit = o.model == 1;
     if (o.prepare[0] && vit) die(2, "--prepare writes token files for --model gpt");
+    if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
     if (o.prepare[0]) return prepare();
 
     char *saved = NULL, path[MT_OPT_STR_MAX + 32];
@@ -266,9 +289,9 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/model.safetensors", o.out);
         mt_safetensors st;
         if (access(path, F_OK) != 0) {
-            fprintf(stderr, "train: --resume: no checkpoint %s (--out names the run to continue)\n",
-                    path);
-            return 2;
+            snprintf(e.msg, sizeof e.msg,
+                     "--resume: no checkpoint %s (--out names the run to continue)", path);
+            die(2, e.msg);
         }
         if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
         mt_status s = mt_st_load(path, &st, &e);
@@ -292,23 +315,30 @@ int main(int argc, char **argv) {
         .val_fraction = o.val_fraction, .out = o.out, .seed = (uint64_t)o.seed,
         .steps = o.steps, .batch = o.batch, .eval_batches = o.eval_batches,
         .arena_bytes = (size_t)(o.arena_mb > 0 ? o.arena_mb : 0) << 20, .options = options,
+        .bucket_floats = (size_t)(o.bucket_kb > 0 ? o.bucket_kb : 1) * 1024 / sizeof(float),
         .model = vit ? MT_MODEL_VIT : MT_MODEL_GPT, .vit = &vc,
         .images = {.H = o.image_size, .W = o.image_size, .C = o.channels, .resize = !o.no_resize,
                    .skip_bad = o.bad_images == 0, .classes = o.classes[0] ? o.classes : NULL},
         .resume = o.resume,
     };
+    /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
+    if (!rank0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
     mt_trainer tr;
     mt_status s = mt_trainer_init(&tr, &tc, &mc, &oc, &e);
+    if (s == MT_OK && o.resume) s = mt_trainer_resume(&tr, &e);
+    mt_dist_agree(&s, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
-    if (o.resume && (s = mt_trainer_resume(&tr, &e)) != MT_OK) die(exit_code(s), e.msg);
 
     mt_diag diag;
     mt_diag_cfg dc = {o.diag_grad_every, o.diag_update_steps, o.diag_resid_every, o.diag_batch};
+    if (mt_dist_size() > 1 && (dc.grad_every || dc.update_steps || dc.resid_every))
+        die(2, "the --diag-* diagnostics run in one process, not under mpirun");
     if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(exit_code(s), e.msg);
     const mt_gpt_config *m = &tr.model.cfg;
     const mt_vit_config *v = &tr.vit.cfg;
     const mt_images *d = &tr.imgs;
-    if (vit && d->n_skipped)
+    if (rank0) check_threads();
+    if (vit && d->n_skipped && rank0)
         fprintf(stderr, "train: skipped %d unreadable or mismatched image(s) (--bad-images "
                 "reject stops instead):\n%s", d->n_skipped, d->skipped);
     if (vit)
@@ -334,17 +364,22 @@ int main(int argc, char **argv) {
            choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch,
            vit ? 1 : m->n_ctx, vit ? "image" : "tokens", mt_threads(),
            o.resume ? "resumed" : "from scratch", o.out);
+    if (mt_dist_size() > 1)
+        printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
+               "gradients summed in %d buckets\n", mt_dist_size(), mt_dist_local_size(),
+               o.batch / mt_dist_size(), (o.batch + mt_dist_size() - 1) / mt_dist_size(),
+               tr.dist.n_buckets);
 
     mt_metrics metrics;
     snprintf(path, sizeof path, "%s/metrics.csv", o.out);
-    if ((s = mt_metrics_open(&metrics, path, o.resume ? tr.step : -1, &e)) != MT_OK)
+    if (rank0 && (s = mt_metrics_open(&metrics, path, o.resume ? tr.step : -1, &e)) != MT_OK)
         die(1, e.msg);
-    if (tr.step >= o.steps) {
+    if (tr.step >= o.steps && rank0) {
         if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
         printf("step %ld of %d: wrote %s\n", tr.step, o.steps, tr.model_path);
     }
 
-    bool tty = isatty(fileno(stdout));
+    bool tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     /* tokens per step, or images for the vit (the metrics' tok_per_s column is then images/s) */
     long first = tr.step, tokens = (long)o.batch * (vit ? 1 : m->n_ctx);
     double t0 = now();
@@ -357,13 +392,15 @@ int main(int argc, char **argv) {
         if (!st.finite) {
             int bad = mt_params_first_nonfinite(tr.P);
             if (tty) putchar('\n');
-            fprintf(stderr,
+            if (rank0) /* every rank has the same loss and gradients: all stop here */
+                fprintf(stderr,
                     "train: step %ld: the loss is %g and the gradient norm %g; %s%s. Nothing was "
                     "updated; the last checkpoint in %s stays as it was. Try a lower --lr, "
                     "--warmup or --clip.\n",
                     tr.step + 1, st.loss, st.grad_norm,
                     bad >= 0 ? "the first non-finite gradient is in " : "every gradient is finite",
                     bad >= 0 ? tr.P->p[bad].name : "", o.out);
+            mt_dist_finalize();
             return 1;
         }
         if ((s = mt_diag_after_step(&diag, &tr, &st, &e)) != MT_OK) die(1, e.msg);
@@ -374,7 +411,7 @@ int main(int argc, char **argv) {
         if (log) {
             double elapsed = now() - t0, per = elapsed / (double)(step - first);
             mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
-            if ((s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
+            if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",
                    tty ? "\r" : "", (int)snprintf(NULL, 0, "%d", o.steps), step, o.steps,
@@ -385,16 +422,21 @@ int main(int argc, char **argv) {
             printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
             fflush(stdout);
         }
-        if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps)
+        if (rank0 && ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps))
             if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
     }
+    double total = now() - t0;
     if (tr.step > first)
         printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", tr.step - first,
-               hms(now() - t0, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
-    mt_metrics_close(&metrics);
+               hms(total, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
+    if (tr.step > first && mt_dist_size() > 1)
+        printf("mpi     rank 0 spent %.2f ms per step in the gradient sums (%.1f%% of the run)\n",
+               1e3 * tr.dist.comm_s / (double)(tr.step - first), 100 * tr.dist.comm_s / total);
+    if (rank0) mt_metrics_close(&metrics);
     mt_diag_close(&diag);
     mt_trainer_free(&tr);
     free(options);
     free(saved);
+    mt_dist_finalize();
     return 0;
 }

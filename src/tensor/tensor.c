@@ -259,6 +259,7 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
         n->op->backward(n);
+        if (c->after_backward) c->after_backward(n, c->after_backward_arg);
         unsigned char *dead = (unsigned char *)n->out->grad;
         if (n->out == y || dead < lo || dead >= hi) continue;
         released *r = (released *)dead;

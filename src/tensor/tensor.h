@@ -119,6 +119,10 @@ struct mt_ctx {
     bool grad_enabled; /* false: no-grad mode, nothing is recorded (inference) */
     bool training;     /* dropout active, BatchNorm uses batch statistics */
     mt_rng rng;        /* dropout masks */
+    /* Optional: called after each node's backward has run (data parallelism starts sending the
+       gradients of parameters the node was the last reader of). */
+    void (*after_backward)(mt_node *n, void *arg);
+    void *after_backward_arg;
 };
 
 /* arena_bytes is reserved up front; pages are only touched as the arena fills. */

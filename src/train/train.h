@@ -49,6 +49,44 @@ mt_status mt_vit_ckpt_parse(const mt_safetensors *st, const char *path, mt_vit *
    when it cannot be read (the loader then says why). */
 bool mt_ckpt_is_vit(const char *path);
 
+/* ---- data parallelism (MPI) ------------------------------------------------------------------
+ * Built with MT_MPI (make MPI=1), ./train is one rank of an MPI job: every rank holds the whole
+ * model and computes a slice of each global batch (mt_dist_slice); the gradients are summed
+ * across ranks in buckets, each started (MPI_Iallreduce) as soon as the backward pass has
+ * finished every gradient in it. Without MT_MPI the process is rank 0 of 1 and these do nothing. */
+void mt_dist_init(int *argc, char ***argv);
+void mt_dist_finalize(void);
+int mt_dist_rank(void);
+int mt_dist_size(void);
+int mt_dist_local_size(void); /* ranks on this machine */
+/* This rank's rows [lo, lo + n) of B: consecutive slices in rank order, n = B / size +- 1. */
+void mt_dist_slice(int B, int *lo, int *n);
+/* x (n) summed across ranks, in place. */
+void mt_dist_sum(double *x, int n);
+/* Collective: when *s failed on any rank, every rank gets the status and message (naming the
+   rank) of the lowest such rank, so that all stop together with one message. */
+void mt_dist_agree(mt_status *s, mt_err *err);
+
+typedef struct {
+    mt_params *P;
+    int n_buckets;
+    int *bucket;           /* (P->n) the bucket of each entry */
+    const mt_node **last;  /* (P->n) the node whose backward finishes entry i this step */
+    size_t *lo, *hi;       /* (n_buckets) the bucket's range of P->grad, in floats */
+    int *pending;          /* (n_buckets) its entries not final yet */
+    bool *started;         /* (n_buckets) */
+    void *req;             /* (n_buckets) MPI requests */
+    double comm_s;         /* seconds spent in MPI calls by this rank (starting, testing, waiting) */
+} mt_dist_grads;
+
+/* Buckets of about bucket_floats gradients. */
+mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats, mt_err *err);
+/* Between the forward and the backward pass: marks each parameter's last reader on c's tape and
+   hooks c's backward; mt_dist_grads_end (after it) waits until P->grad is summed everywhere. */
+void mt_dist_grads_begin(mt_dist_grads *g, mt_ctx *c);
+void mt_dist_grads_end(mt_dist_grads *g, mt_ctx *c);
+void mt_dist_grads_free(mt_dist_grads *g);
+
 /* ---- training -------------------------------------------------------------------------------- */
 typedef enum { MT_MODEL_GPT, MT_MODEL_VIT } mt_model_kind;
 
@@ -63,6 +101,7 @@ typedef struct {
     int eval_batches;     /* validation batches of `batch` windows, the same ones every time;
                              vit: every validation image is evaluated */
     size_t arena_bytes;   /* 0: estimated from the model and batch */
+    size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: 256 Ki (1 MiB) */
     const char *options;  /* saved in checkpoints (config-file lines) */
     const mt_vit_config *vit; /* vit: the model; image size, channels, classes from the data */
     mt_image_opts images;     /* vit: how the images are read */
@@ -89,6 +128,7 @@ typedef struct {
     float *images;       /* (B, CH, H, W) of the current batch */
     double val_accuracy; /* of the last mt_trainer_eval */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
+    mt_dist_grads dist;
 } mt_trainer;
 
 /* Checks the paths (--data a readable file, --out a writable directory that holds no run with
@@ -110,11 +150,13 @@ typedef struct {
     bool finite;                /* false: nothing was updated; see mt_params_first_nonfinite */
 } mt_step_stats;
 
-/* One step: a batch, forward, backward, clip, the optimizer update (skipped when the loss or
+/* One step: a batch (under MPI this rank's slice of it), forward, backward (the gradients
+   averaged across ranks), clip, the optimizer update (skipped when the loss or
    the gradient norm is not finite). No allocation: the step arena and the trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 /* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split.
-   Vit: over every validation image, and tr->val_accuracy is set. */
+   Vit: over every validation image, and tr->val_accuracy is set. Under MPI each rank evaluates
+   its slice of every batch and the sums are combined: every rank gets the same value. */
 double mt_trainer_eval(mt_trainer *tr);
 /* Writes the optimizer state, then the model (which commits the step). The previous optimizer
    state is kept as optim.prev.safetensors until then: a run killed between the two writes

@@ -17,6 +17,9 @@
 #define SEED_EVAL 0x4556414c5549414eULL
 #define SEED_SPLIT 0x53504c4954494d47ULL
 
+/* The most rows of a batch of B one rank computes. */
+static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
+
 /* mkdir -p */
 static mt_status make_dirs(const char *path, mt_err *err) {
     char buf[1024];
@@ -111,8 +114,8 @@ static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_opt
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_gpt_init_weights(&tr->model, &r);
-    *arena = mt_gpt_arena_bytes(&model_cfg, cfg->batch, true);
-    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx;
+    *arena = mt_gpt_arena_bytes(&model_cfg, local_rows(cfg->batch), true);
+    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx; /* the global batch */
     tr->x = malloc(n * sizeof *tr->x);
     tr->y = malloc(n * sizeof *tr->y);
     if (!tr->x || !tr->y)
@@ -149,11 +152,12 @@ static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, size_t *ar
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_vit_init_weights(&tr->vit, &r);
-    *arena = mt_vit_arena_bytes(&tr->vit.cfg, cfg->batch, true);
+    *arena = mt_vit_arena_bytes(&tr->vit.cfg, local_rows(cfg->batch), true);
     size_t B = (size_t)cfg->batch;
     tr->x = malloc(B * sizeof *tr->x);
     tr->y = malloc(B * sizeof *tr->y);
-    tr->images = malloc(B * (size_t)d->C * d->H * d->W * sizeof *tr->images);
+    tr->images =
+        malloc((size_t)local_rows(cfg->batch) * d->C * d->H * d->W * sizeof *tr->images);
     if (!tr->x || !tr->y || !tr->images)
         return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
     return MT_OK;
@@ -167,6 +171,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
         return mt_errorf(err, MT_EINVAL, "--steps %d: expected 0 or more", cfg->steps);
     if (cfg->batch < 1)
         return mt_errorf(err, MT_EINVAL, "--batch %d: expected 1 or more", cfg->batch);
+    if (cfg->batch < mt_dist_size())
+        return mt_errorf(err, MT_EINVAL,
+                         "--batch %d: smaller than the %d MPI ranks (each computes a slice of "
+                         "the batch): expected %d or more", cfg->batch, mt_dist_size(),
+                         mt_dist_size());
     if (cfg->eval_batches < 1)
         return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
                          cfg->eval_batches);
@@ -198,6 +207,9 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
     if (cfg->arena_bytes) arena = cfg->arena_bytes;
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK) goto fail;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
+    if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
+                                err)) != MT_OK)
+        goto fail;
     if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
@@ -325,19 +337,20 @@ int mt_params_first_nonfinite(const mt_params *P) {
     return -1;
 }
 
-/* The loss of the next training batch (the sampler's draw). */
-static mt_tensor *batch_loss(mt_trainer *tr) {
+/* The loss of this rank's rows [lo, lo + n) of the next training batch (the sampler's draw of
+   the whole batch, the same on every rank). */
+static mt_tensor *batch_loss(mt_trainer *tr, int lo, int n) {
     mt_ctx *c = &tr->ctx;
     int B = tr->cfg.batch;
     if (tr->cfg.model == MT_MODEL_VIT) { /* B training images, drawn with replacement */
         for (int b = 0; b < B; b++)
             tr->x[b] = tr->order[mt_rng_below(&tr->sampler.rng, (uint32_t)tr->n_train_img)];
-        mt_images_batch(&tr->imgs, tr->x, B, tr->images, tr->y);
-        return mt_vit_loss(c, &tr->vit, tr->images, tr->y, B);
+        mt_images_batch(&tr->imgs, tr->x + lo, n, tr->images, tr->y + lo);
+        return mt_vit_loss(c, &tr->vit, tr->images, tr->y + lo, n);
     }
     int T = tr->model.cfg.n_ctx;
     mt_sampler_next(&tr->sampler, &tr->train, B, T, tr->x, tr->y);
-    return mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T);
+    return mt_gpt_loss(c, &tr->model, tr->x + (size_t)lo * T, tr->y + (size_t)lo * T, n, T);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
@@ -346,9 +359,22 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     c->training = true;
     c->grad_enabled = true;
     mt_params_zero_grad(tr->P);
-    mt_tensor *loss = batch_loss(tr);
-    mt_backward(c, loss);
-    st->loss = loss->data[0];
+    int lo, n;
+    mt_dist_slice(tr->cfg.batch, &lo, &n);
+    /* Several ranks: each draws its own dropout masks, from a stream derived from the shared
+       one, which advances by one draw (the checkpoint saves the shared one). */
+    mt_rng shared = c->rng;
+    if (mt_dist_size() > 1) mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
+    mt_tensor *loss = batch_loss(tr, lo, n);
+    /* this rank's mean over n rows weighs n / B in the batch's mean; the sum across ranks (in
+       mt_dist_grads_end) gives the gradient of the batch's mean */
+    float w = (float)n / (float)tr->cfg.batch;
+    mt_dist_grads_begin(&tr->dist, c);
+    mt_backward_from(c, loss, &w);
+    mt_dist_grads_end(&tr->dist, c);
+    if (mt_dist_size() > 1) c->rng = shared;
+    st->loss = (double)loss->data[0] * w;
+    mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
     st->grad_norm = mt_optim_clip(tr->P, tr->opt.cfg.clip);
     st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
@@ -364,9 +390,11 @@ static double vit_eval(mt_trainer *tr) {
     double sum = 0;
     long correct = 0;
     for (int i = 0; i < tr->n_val_img; i += tr->cfg.batch) {
-        int nb = tr->n_val_img - i < tr->cfg.batch ? tr->n_val_img - i : tr->cfg.batch;
+        int lo, nb = tr->n_val_img - i < tr->cfg.batch ? tr->n_val_img - i : tr->cfg.batch;
+        mt_dist_slice(nb, &lo, &nb);
+        if (nb == 0) continue; /* a last batch smaller than the ranks */
         mt_ctx_reset(c);
-        mt_images_batch(&tr->imgs, tr->order + tr->n_train_img + i, nb, tr->images, tr->y);
+        mt_images_batch(&tr->imgs, tr->order + tr->n_train_img + i + lo, nb, tr->images, tr->y);
         mt_tensor *logits = mt_vit_forward(c, &tr->vit, tr->images, nb);
         sum += (double)mt_cross_entropy(c, logits, tr->y, -1)->data[0] * nb;
         for (int b = 0; b < nb; b++) {
@@ -377,8 +405,10 @@ static double vit_eval(mt_trainer *tr) {
             correct += best == tr->y[b];
         }
     }
-    tr->val_accuracy = (double)correct / tr->n_val_img;
-    return sum / tr->n_val_img;
+    double sums[2] = {sum, (double)correct};
+    mt_dist_sum(sums, 2);
+    tr->val_accuracy = sums[1] / tr->n_val_img;
+    return sums[0] / tr->n_val_img;
 }
 
 static double gpt_eval(mt_trainer *tr) {
@@ -387,12 +417,16 @@ static double gpt_eval(mt_trainer *tr) {
     int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
     mt_sampler s;
     mt_sampler_init(&s, tr->cfg.seed ^ SEED_EVAL); /* the same windows at every evaluation */
-    double sum = 0;
+    int lo, n;
+    mt_dist_slice(B, &lo, &n);
+    double sum = 0; /* of this rank's rows' means, weighted as in mt_trainer_step */
     for (int i = 0; i < tr->cfg.eval_batches; i++) {
         mt_ctx_reset(c);
         mt_sampler_next(&s, &tr->val, B, T, tr->x, tr->y);
-        sum += mt_gpt_loss(c, &tr->model, tr->x, tr->y, B, T)->data[0];
+        sum += (double)mt_gpt_loss(c, &tr->model, tr->x + (size_t)lo * T, tr->y + (size_t)lo * T,
+                                   n, T)->data[0] * n / B;
     }
+    mt_dist_sum(&sum, 1);
     return sum / tr->cfg.eval_batches;
 }
 
@@ -426,6 +460,7 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_tokens_free(&tr->all);
     mt_images_free(&tr->imgs);
     mt_ctx_free(&tr->ctx);
+    mt_dist_grads_free(&tr->dist);
     free(tr->x);
     free(tr->y);
     free(tr->order);

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Data parallelism under MPI (docs/mpi.md): builds build-mpi/train (make MPI=1) and checks that
+# 2 ranks with a global batch of 8 give the losses, validation losses and gradient norms of one
+# process with batch 8 (the default build) to a relative 2e-5 (float32 sums in another order:
+# each rank's half of a gradient, then the two halves), 3 ranks with 3 + 3 + 2 rows too; that a
+# run resumed under MPI ends bit-identical to an uninterrupted one (with dropout: each rank's
+# masks come from the shared stream in the checkpoint); that a setup error stops every rank with
+# one message. Skipped (with a line saying so) when mpicc or mpirun is missing.
+B=${MT_BUILD:-build}
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    echo "SKIPPED test_mpi: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
+    exit 0
+fi
+# a make of ours (make test, make asan) must not pass its variables to this build
+MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { echo "FAIL test_mpi: make MPI=1"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+T=$(mktemp -d /tmp/mt_test_mpi_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_mpi: $*"; fails=$((fails + 1)); }
+mpi() { # ranks, flags...
+    n=$1
+    shift
+    mpirun --allow-run-as-root --oversubscribe -np "$n" build-mpi/train --threads 1 "$@" >"$T/log" 2>&1
+}
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
+      --warmup 5 --schedule const --eval-every 5 --eval-batches 2 --log-every 1 --bucket-kb 16"
+
+# step, loss, val_loss, grad_norm of two runs agree to a relative tol
+same() { # a.csv b.csv what
+    paste -d, "$1" "$2" | awk -F, -v what="$3" 'NR > 1 {
+        for (k = 2; k <= 5; k++) {
+            if (k == 4) continue
+            a = $k; b = $(k + 7); d = a - b; if (d < 0) d = -d
+            if ((a == "") != (b == "") || d > 2e-5 * (a < 0 ? -a : a) + 1e-12) {
+                printf "FAIL test_mpi: %s: step %s column %d: %s vs %s\n", what, $1, k, a, b; bad = 1
+            }
+        }
+        n++ } END { exit bad || n != 12 }' || fails=$((fails + 1))
+}
+"$B/train" --threads 1 $TINY --steps 12 --out "$T/one" >"$T/log" 2>&1 || { fail "1 process"; cat "$T/log"; }
+mpi 2 $TINY --steps 12 --out "$T/two" || { fail "2 ranks exited $?"; cat "$T/log"; }
+grep -q "^mpi     2 ranks" "$T/log" || fail "no mpi line: $(cat "$T/log")"
+[ "$(grep -c '^step ' "$T/log")" -eq 12 ] || fail "progress not from rank 0 alone: $(cat "$T/log")"
+same "$T/one/metrics.csv" "$T/two/metrics.csv" "2 ranks x 4 vs 1 x 8"
+mpi 3 $TINY --steps 12 --out "$T/three" || { fail "3 ranks exited $?"; cat "$T/log"; }
+same "$T/one/metrics.csv" "$T/three/metrics.csv" "3 ranks (3 + 3 + 2) vs 1 x 8"
+
+# resumed under MPI: the same bits as at once (with dropout: per-rank masks)
+R="$TINY --dropout 0.1 --steps 10 --save-every 5"
+mpi 2 $R --out "$T/r" && mv "$T/r" "$T/once" || fail "run once"
+mpi 2 $R --steps 5 --out "$T/r" || fail "first half"
+mpi 2 --resume --out "$T/r" --steps 10 || { fail "resume exited $?"; cat "$T/log"; }
+cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ"
+cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
+
+# a setup error: one message, exit 2
+mpi 2 $TINY --batch 1 --out "$T/b"
+[ $? -eq 2 ] || fail "--batch 1 on 2 ranks: exit code"
+[ "$(grep -c '^train: ' "$T/log")" -eq 1 ] && grep -q "smaller than the 2 MPI ranks" "$T/log" ||
+    fail "--batch 1 on 2 ranks: $(cat "$T/log")"
+
+[ $fails -eq 0 ] && echo "test_mpi: ok"
+[ $fails -eq 0 ]

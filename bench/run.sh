@@ -71,9 +71,9 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
         MT_BUILD=$BUILD $PY "$p" | tee -a bench/RESULTS.md
     done
 fi
-echo "wrote bench/RESULTS.md"
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     echo "mpi: bench/mpi.sh"
     printf '\n' >>bench/RESULTS.md
     sh bench/mpi.sh | tee -a bench/RESULTS.md
 fi
+echo "wrote bench/RESULTS.md"

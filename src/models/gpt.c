@@ -56,6 +56,45 @@ mt_gpt_config mt_gpt_config_default(void) {
                            .act = MT_ACT_GELU};
 }
 
+mt_status mt_blocks_config_check(int n_layer, int n_head, int n_embd, int *n_ff,
+                                 mt_norm_cfg *norm, bool causal, mt_placement placement,
+                                 mt_init_scheme *init, mt_act act, float dropout, float *alpha,
+                                 float *beta, mt_err *err) {
+    if (n_embd % n_head)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_head = %d does not divide n_embd = %d (each head gets "
+                         "n_embd / n_head channels)",
+                         n_head, n_embd);
+    if (*n_ff < 0)
+        return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
+                         *n_ff);
+    if ((unsigned)placement > MT_PLACE_DEEPNORM)
+        return mt_errorf(err, MT_EINVAL, "config: placement %d (accepted: pre, post, deepnorm)",
+                         (int)placement);
+    if ((unsigned)*init > MT_SCHEME_AUTO)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: init %d (accepted: gpt2, xavier, deepnorm, auto)", (int)*init);
+    if ((unsigned)act > MT_ACT_SILU)
+        return mt_errorf(err, MT_EINVAL, "config: act %d (accepted: gelu, gelu_erf, relu, silu)",
+                         (int)act);
+    if (!(dropout >= 0 && dropout < 1))
+        return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", dropout);
+    mt_status st = mt_norm_validate(norm, n_embd, causal, err);
+    if (st != MT_OK) return st;
+    if (*n_ff == 0 && n_embd > INT_MAX / 4)
+        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
+                         "overflows an int; give n_ff", n_embd);
+    if (*n_ff == 0) *n_ff = 4 * n_embd;
+    float a, b;
+    if (causal) mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, n_layer, &a, &b);
+    else mt_deepnorm_constants(MT_DEEPNORM_ENCODER_ONLY, n_layer, 0, &a, &b);
+    if (!(*alpha > 0)) *alpha = a;
+    if (!(*beta > 0)) *beta = b;
+    if (*init == MT_SCHEME_AUTO)
+        *init = placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
+    return MT_OK;
+}
+
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     const struct {
         const char *key;
@@ -66,39 +105,9 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
         if (dims[i].v < 1)
             return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1", dims[i].key,
                              dims[i].v);
-    if (cfg->n_embd % cfg->n_head)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: n_head = %d does not divide n_embd = %d (each head gets "
-                         "n_embd / n_head channels)",
-                         cfg->n_head, cfg->n_embd);
-    if (cfg->n_ff < 0)
-        return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
-                         cfg->n_ff);
-    if ((unsigned)cfg->placement > MT_PLACE_DEEPNORM)
-        return mt_errorf(err, MT_EINVAL, "config: placement %d (accepted: pre, post, deepnorm)",
-                         (int)cfg->placement);
-    if ((unsigned)cfg->init > MT_SCHEME_AUTO)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: init %d (accepted: gpt2, xavier, deepnorm, auto)", (int)cfg->init);
-    if ((unsigned)cfg->act > MT_ACT_SILU)
-        return mt_errorf(err, MT_EINVAL, "config: act %d (accepted: gelu, gelu_erf, relu, silu)",
-                         (int)cfg->act);
-    if (!(cfg->dropout >= 0 && cfg->dropout < 1))
-        return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)",
-                         cfg->dropout);
-    mt_status st = mt_norm_validate(&cfg->norm, cfg->n_embd, true, err);
-    if (st != MT_OK) return st;
-    if (cfg->n_ff == 0 && cfg->n_embd > INT_MAX / 4)
-        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
-                         "overflows an int; give n_ff", cfg->n_embd);
-    if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
-    float alpha, beta;
-    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, cfg->n_layer, &alpha, &beta);
-    if (!(cfg->deepnorm_alpha > 0)) cfg->deepnorm_alpha = alpha;
-    if (!(cfg->deepnorm_beta > 0)) cfg->deepnorm_beta = beta;
-    if (cfg->init == MT_SCHEME_AUTO)
-        cfg->init = cfg->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
-    return MT_OK;
+    return mt_blocks_config_check(cfg->n_layer, cfg->n_head, cfg->n_embd, &cfg->n_ff, &cfg->norm,
+                                  true, cfg->placement, &cfg->init, cfg->act, cfg->dropout,
+                                  &cfg->deepnorm_alpha, &cfg->deepnorm_beta, err);
 }
 
 /* ---- config as JSON: one table of fields for both directions (config_json.h) ---------------- */

@@ -20,6 +20,15 @@ mt_status mt_init_scheme_parse(const char *name, mt_init_scheme *s, mt_err *err)
 /* The std of every block matrix under scheme s (not AUTO) for n_layer blocks of width C, FFN
    width F; beta is DeepNorm's. Embeddings are N(0, 0.02) in every scheme. */
 mt_block_init mt_block_init_stds(mt_init_scheme s, int n_layer, float beta, int C, int F);
+/* What the GPT and the ViT check alike about their stack of blocks, filling the derived fields:
+   n_head divides n_embd; n_ff >= 0 (0: 4 n_embd); placement, init and act in range (init AUTO:
+   deepnorm's for the deepnorm placement, gpt2 otherwise); dropout in [0, 1); the norm for
+   n_embd channels; DeepNorm's alpha and beta, decoder-only when causal, encoder-only otherwise,
+   for n_layer blocks unless set (> 0). */
+mt_status mt_blocks_config_check(int n_layer, int n_head, int n_embd, int *n_ff,
+                                 mt_norm_cfg *norm, bool causal, mt_placement placement,
+                                 mt_init_scheme *init, mt_act act, float dropout, float *alpha,
+                                 float *beta, mt_err *err);
 
 typedef struct {
     int n_layer, n_head, n_embd, n_ctx, n_vocab, n_ff;

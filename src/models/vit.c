@@ -1,7 +1,6 @@
 /* ViT (models.h): patches -> linear embedding -> [cls] + position -> bidirectional blocks from
    src/nn -> final norm (pre) -> pooling -> head. B batch, CH image channels, H W image size,
    P patch size, T tokens (patches, + 1 with the class token), C n_embd, K classes. */
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -74,28 +73,13 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          "config: patch = %d does not divide the image size %dx%d (height x "
                          "width); pick a patch size that divides both",
                          cfg->patch, cfg->image_h, cfg->image_w);
-    if (cfg->n_embd % cfg->n_head)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: n_head = %d does not divide n_embd = %d (each head gets "
-                         "n_embd / n_head channels)", cfg->n_head, cfg->n_embd);
-    if (cfg->n_ff < 0)
-        return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
-                         cfg->n_ff);
-    if ((unsigned)cfg->placement > MT_PLACE_DEEPNORM)
-        return mt_errorf(err, MT_EINVAL, "config: placement %d (accepted: pre, post, deepnorm)",
-                         (int)cfg->placement);
-    if ((unsigned)cfg->init > MT_SCHEME_AUTO)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: init %d (accepted: gpt2, xavier, deepnorm, auto)", (int)cfg->init);
-    if ((unsigned)cfg->act > MT_ACT_SILU)
-        return mt_errorf(err, MT_EINVAL, "config: act %d (accepted: gelu, gelu_erf, relu, silu)",
-                         (int)cfg->act);
     if ((unsigned)cfg->pool > MT_VIT_POOL_MEAN)
         return mt_errorf(err, MT_EINVAL, "config: pool %d (accepted: cls, mean)", (int)cfg->pool);
-    if (!(cfg->dropout >= 0 && cfg->dropout < 1))
-        return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", cfg->dropout);
     /* not causal: an image's patches may all see each other, so bn and in are fine here */
-    mt_status st = mt_norm_validate(&cfg->norm, cfg->n_embd, false, err);
+    mt_status st = mt_blocks_config_check(cfg->n_layer, cfg->n_head, cfg->n_embd, &cfg->n_ff,
+                                          &cfg->norm, false, cfg->placement, &cfg->init,
+                                          cfg->act, cfg->dropout, &cfg->deepnorm_alpha,
+                                          &cfg->deepnorm_beta, err);
     if (st != MT_OK) return st;
     /* Every placement ends in a norm (pre: the final norm; post, deepnorm: the last block's), and
        InstanceNorm gives each channel mean 0 (its bias) over the tokens: the mean over tokens
@@ -105,16 +89,6 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          "config: norm in with pool mean: InstanceNorm sets every channel's mean "
                          "over the tokens to its bias, so mean pooling would see the same "
                          "features for every image; use pool cls with norm in");
-    if (cfg->n_ff == 0 && cfg->n_embd > INT_MAX / 4)
-        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
-                         "overflows an int; give n_ff", cfg->n_embd);
-    if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
-    float alpha, beta;
-    mt_deepnorm_constants(MT_DEEPNORM_ENCODER_ONLY, cfg->n_layer, 0, &alpha, &beta);
-    if (!(cfg->deepnorm_alpha > 0)) cfg->deepnorm_alpha = alpha;
-    if (!(cfg->deepnorm_beta > 0)) cfg->deepnorm_beta = beta;
-    if (cfg->init == MT_SCHEME_AUTO)
-        cfg->init = cfg->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
     return MT_OK;
 }
 

@@ -113,18 +113,25 @@ double parity_opt(const mt_safetensors *in, const char *key) {
     return atof(v);
 }
 
-int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
+int parity_open(int argc, char **argv, mt_safetensors *in) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);
         return 2;
     }
     mt_set_threads(0);
     mt_err err;
-    mt_safetensors in;
-    if (mt_st_load(argv[1], &in, &err) != MT_OK) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (mt_st_load(argv[1], in, &err) != MT_OK) {
+        fprintf(stderr, "%s: %s\n", argv[0], err.msg);
         return 1;
     }
+    return 0;
+}
+
+int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
+    mt_err err;
+    mt_safetensors in;
+    int rc = parity_open(argc, argv, &in);
+    if (rc) return rc;
     const char *opname = mt_st_meta(&in, "op"), *grad = mt_st_meta(&in, "grad");
     const parity_op *op = NULL;
     for (int i = 0; opname && i < n_ops; i++)
@@ -163,7 +170,7 @@ int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
         const float *g = x[i]->grad ? x[i]->grad : mt_arena_zeros(&c, x[i]->n);
         items[n_items++] = (mt_st_item){names[i], x[i]->ndim, x[i]->shape, g};
     }
-    int rc = 0;
+    rc = 0;
     if (mt_st_save(argv[2], n_items, items, 0, NULL, NULL, &err) != MT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         rc = 1;

@@ -55,5 +55,8 @@ typedef struct {
 } parity_op;
 
 int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops);
+/* Every driver's start: the usage check, all threads, argv[1] read into in. Returns 0, or the
+   exit code after saying why (2 usage, 1 an unreadable file). */
+int parity_open(int argc, char **argv, mt_safetensors *in);
 /* Option key of the input file as a number; fatal when absent. */
 double parity_opt(const mt_safetensors *in, const char *key);

@@ -14,14 +14,10 @@ static int fail(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);
-        return 2;
-    }
-    mt_set_threads(0);
     mt_err err;
     mt_safetensors in;
-    if (mt_st_load(argv[1], &in, &err) != MT_OK) return fail(err.msg);
+    int rc = parity_open(argc, argv, &in);
+    if (rc) return rc;
     const char *json = mt_st_meta(&in, "config");
     mt_gpt_config cfg;
     if (!json) return fail("no 'config' in the metadata");
@@ -62,7 +58,7 @@ int main(int argc, char **argv) {
         items[n++] = (mt_st_item){names[i], m.P.p[i].ndim, m.P.p[i].shape,
                                   m.P.grad + m.P.p[i].offset};
     }
-    int rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
+    rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
     free(items);
     free(names);
     free(ids);

@@ -148,17 +148,10 @@ static void schedule(const mt_safetensors *in, outputs *out) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);
-        return 2;
-    }
-    mt_set_threads(0);
     mt_err err;
     mt_safetensors in;
-    if (mt_st_load(argv[1], &in, &err) != MT_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    int rc = parity_open(argc, argv, &in);
+    if (rc) return rc;
     const char *mode = mt_st_meta(&in, "mode");
     char state_path[4096];
     snprintf(state_path, sizeof state_path, "%s.state", argv[2]);
@@ -170,7 +163,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: unknown mode '%s' (run|clip|schedule)\n", argv[0], mode ? mode : "");
         return 2;
     }
-    int rc = 0;
+    rc = 0;
     if (mt_st_save(argv[2], out.n, out.items, 0, NULL, NULL, &err) != MT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         rc = 1;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mt.h"
 
@@ -218,8 +217,7 @@ int main(int argc, char **argv) {
         mt_rng_seed(&r, (uint64_t)o.seed);
         fputs(o.prompt, stdout);
         fflush(stdout);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = mt_clock();
         mt_kv_feed(&kv, prompt, (int)n);
         for (int i = 0; i < o.tokens; i++) {
             int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
@@ -228,8 +226,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
             if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double s = mt_clock() - t0;
         fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", o.tokens, s, o.tokens / s,
                 o.no_cache ? ", no cache" : "");
         free(p16);

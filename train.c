@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mt.h"
@@ -31,7 +30,7 @@ static struct {
     bool nesterov;
     int eval_every, eval_batches, save_every, log_every;
     int diag_grad_every, diag_update_steps, diag_resid_every, diag_batch;
-    bool resume, help;
+    bool resume, help, profile;
 } o = { /* the defaults: a tiny GPT on tiny Shakespeare in a few minutes (configs/tiny-gpt.ini) */
     .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
     .seed = 1337, .steps = 1000, .batch = 32,
@@ -101,6 +100,7 @@ static const mt_opt OPTS[] = {
     {"diag-update-steps", MT_OPT_INT, &o.diag_update_steps, "0..", "model update ||F(x,theta_t) - F(x,theta_0)|| for steps 0..N to diag_update.csv; 0: off", 0},
     {"diag-resid-every", MT_OPT_INT, &o.diag_resid_every, "0..", "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off", 0},
     {"diag-batch", MT_OPT_INT, &o.diag_batch, "0..", "sequences of the fixed held-out batch of the diagnostics; 0: min(4, batch)", 0},
+    {"profile", MT_OPT_BOOL, &o.profile, NULL, "time per op of the training steps (forward, backward, share), printed at the end", MT_OPT_CLI},
     {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0},
     {"bucket-kb", MT_OPT_INT, &o.bucket_kb, "1..", "MPI: gradients are summed across ranks in buckets of this many KiB, each sent once the backward pass has finished it", 0},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
@@ -234,12 +234,6 @@ static int prepare(void) {
     mt_tokens_free(&d);
     mt_tok_free(&tok);
     return 0;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static const char *hms(double s, char *buf, size_t len) {
@@ -382,13 +376,17 @@ int main(int argc, char **argv) {
     bool tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     /* tokens per step, or images for the vit (the metrics' tok_per_s column is then images/s) */
     long first = tr.step, tokens = (long)o.batch * (vit ? 1 : m->n_ctx);
-    double t0 = now();
+    double t0 = mt_clock();
     char el[32], eta[32];
+    mt_profile prof = {0};
     while (tr.step < o.steps) {
-        double ts = now();
+        double ts = mt_clock();
         mt_step_stats st;
+        tr.ctx.profile = o.profile ? &prof : NULL; /* the training step only, not evaluations */
         mt_trainer_step(&tr, &st);
-        double ms = 1e3 * (now() - ts);
+        tr.ctx.profile = NULL;
+        double ms = 1e3 * (mt_clock() - ts);
+        prof.steps++, prof.step_s += ms / 1e3;
         if (!st.finite) {
             int bad = mt_params_first_nonfinite(tr.P);
             if (tty) putchar('\n');
@@ -409,7 +407,7 @@ int main(int argc, char **argv) {
         bool log = step % o.log_every == 0 || eval;
         double val = eval ? mt_trainer_eval(&tr) : NAN;
         if (log) {
-            double elapsed = now() - t0, per = elapsed / (double)(step - first);
+            double elapsed = mt_clock() - t0, per = elapsed / (double)(step - first);
             mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
             if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
@@ -425,13 +423,14 @@ int main(int argc, char **argv) {
         if (rank0 && ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps))
             if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
     }
-    double total = now() - t0;
+    double total = mt_clock() - t0;
     if (tr.step > first)
         printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", tr.step - first,
                hms(total, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
     if (tr.step > first && mt_dist_size() > 1)
         printf("mpi     rank 0 spent %.2f ms per step in the gradient sums (%.1f%% of the run)\n",
                1e3 * tr.dist.comm_s / (double)(tr.step - first), 100 * tr.dist.comm_s / total);
+    if (o.profile && tr.step > first && rank0) mt_profile_print(&prof, stdout);
     if (rank0) mt_metrics_close(&metrics);
     mt_diag_close(&diag);
     mt_trainer_free(&tr);

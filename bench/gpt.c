@@ -4,20 +4,14 @@
    one JSON line: median ms per step over --steps steps after --warmup, tokens/s, trainable
    parameters, peak RSS (getrusage) and the arena's peak. bench/gpt/torch_gpt.py is the reference.
    usage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] [--batch B] [--norm ln|rms]
-              [--steps n] [--warmup n] [--threads n] [--arena-mb n] */
+              [--steps n] [--warmup n] [--threads n] [--arena-mb n] [--profile 0|1]
+   --profile 1 also prints the time per op of the timed steps (mt_profile) to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "mt.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -34,7 +28,7 @@ static int usage(const char *msg) {
     fprintf(stderr,
             "gpt: %s\nusage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] "
             "[--batch B] [--norm ln|rms] [--steps n >= 1] [--warmup n] [--threads n] "
-            "[--arena-mb n]\n",
+            "[--arena-mb n] [--profile 0|1]\n",
             msg);
     return 2;
 }
@@ -42,7 +36,7 @@ static int usage(const char *msg) {
 int main(int argc, char **argv) {
     const char *name = "tiny", *norm = "ln";
     int L = 4, C = 128, NH = 4, T = 128, B = 16, steps = 10, warmup = 3, threads = 2;
-    int arena_mb = 4096;
+    int arena_mb = 4096, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 == argc) return usage("every flag takes a value");
         const char *f = argv[i], *v = argv[++i];
@@ -51,10 +45,11 @@ int main(int argc, char **argv) {
             int *p;
         } ints[] = {{"--layers", &L},   {"--embd", &C},      {"--heads", &NH},
                     {"--ctx", &T},      {"--batch", &B},     {"--steps", &steps},
-                    {"--warmup", &warmup}, {"--threads", &threads}, {"--arena-mb", &arena_mb}};
-        int k = 0;
-        while (k < 9 && strcmp(f, ints[k].flag)) k++;
-        if (k < 9) *ints[k].p = atoi(v);
+                    {"--warmup", &warmup}, {"--threads", &threads}, {"--arena-mb", &arena_mb},
+                    {"--profile", &profile}};
+        int k = 0, n_ints = sizeof ints / sizeof *ints;
+        while (k < n_ints && strcmp(f, ints[k].flag)) k++;
+        if (k < n_ints) *ints[k].p = atoi(v);
         else if (!strcmp(f, "--name")) name = v;
         else if (!strcmp(f, "--norm")) norm = v;
         else return usage(f);
@@ -83,21 +78,23 @@ int main(int argc, char **argv) {
     double *ms = malloc((size_t)steps * sizeof *ms);
     if (!data || !ids || !targets || !ms) return usage("out of memory for the batch");
     float loss_first = 0, loss_last = 0;
+    mt_profile prof = {0};
     for (int s = 0; s < warmup + steps; s++) {
         for (int i = 0; i < B * (T + 1); i++) data[i] = (int)mt_rng_below(&rng, 256);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++)
                 ids[b * T + t] = data[b * (T + 1) + t], targets[b * T + t] = data[b * (T + 1) + t + 1];
-        double t0 = now();
+        ctx.profile = profile && s >= warmup ? &prof : NULL;
+        double t0 = mt_clock();
         mt_ctx_reset(&ctx);
         mt_tensor *loss = mt_gpt_loss(&ctx, &m, ids, targets, B, T);
         mt_backward(&ctx, loss);
         mt_optim_step(&opt, &m.P, mt_optim_lr_at(&oc.sched, opt.t));
         mt_params_zero_grad(&m.P);
-        double dt = now() - t0;
+        double dt = mt_clock() - t0;
         if (s == 0) loss_first = loss->data[0];
         loss_last = loss->data[0];
-        if (s >= warmup) ms[s - warmup] = dt * 1e3;
+        if (s >= warmup) ms[s - warmup] = dt * 1e3, prof.steps++, prof.step_s += dt;
     }
     double *sorted = malloc((size_t)steps * sizeof *sorted);
     memcpy(sorted, ms, (size_t)steps * sizeof *ms);
@@ -111,6 +108,7 @@ int main(int argc, char **argv) {
     printf("], \"rss_mib\": %.1f, \"arena_peak_mib\": %.1f, \"loss_first\": %.4f, "
            "\"loss_last\": %.4f}\n",
            rss_mib(), ctx.arena.peak / 1048576.0, loss_first, loss_last);
+    if (profile) mt_profile_print(&prof, stderr);
     free(data), free(ids), free(targets), free(ms), free(sorted);
     mt_optim_free(&opt);
     mt_ctx_free(&ctx);

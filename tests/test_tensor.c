@@ -179,12 +179,48 @@ static void test_tape(void) {
     mt_ctx_free(&c);
 }
 
+/* The op profile: a forward and a backward per recorded node, counted under the node's op, with
+   results equal to an unprofiled run. */
+static void test_profile(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 10);
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 1, NULL);
+    mt_profile prof = {0};
+    c.profile = &prof;
+    mt_tensor *x = test_tensor(&r, 2, (int[]){4, 3}, -1, 1, true);
+    mt_tensor *w = test_tensor(&r, 2, (int[]){3, 5}, -1, 1, true);
+    mt_tensor *h = mt_matmul(&c, x, w, false, false);
+    mt_tensor *y = mt_add(&c, mt_add(&c, h, h), mt_scale(&c, h, 2.0f)); /* 4 x w */
+    mt_backward(&c, mt_sum(&c, y));
+    CHECK(prof.n == 4, "profile rows: %d kinds of op, expected 4", prof.n);
+    const char *names[] = {"matmul", "add", "scale", "sum"};
+    long calls[] = {1, 2, 1, 1};
+    for (int k = 0; k < 4; k++) {
+        int i = 0;
+        while (i < prof.n && strcmp(prof.row[i].op->name, names[k])) i++;
+        CHECK(i < prof.n && prof.row[i].fwd_n == calls[k] && prof.row[i].bwd_n == calls[k] &&
+                  prof.row[i].fwd_s >= 0 && prof.row[i].bwd_s >= 0,
+              "profile of %s: expected %ld forward and backward calls", names[k], calls[k]);
+    }
+    for (int i = 0; i < 12; i++) { /* d sum(4 x w) / dx_ij = 4 sum_k w_jk */
+        double g = 0;
+        for (int k = 0; k < 5; k++) g += 4.0 * w->data[(i % 3) * 5 + k];
+        CHECK(fabs(x->grad[i] - g) < 1e-5, "profiled backward: dx[%d] = %g, expected %g", i,
+              x->grad[i], g);
+    }
+    test_tensor_free(x);
+    test_tensor_free(w);
+    mt_ctx_free(&c);
+}
+
 int main(void) {
     mt_set_threads(0);
     test_rng();
     test_params();
     test_arena();
     test_tape();
+    test_profile();
     test_matmul();
     test_add();
     return check_finish("test_tensor");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- errors -------------------------------------------------------------------------------- */
 
@@ -206,8 +207,58 @@ mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
     return n;
 }
 
+/* The profile's row of op, added on first use. */
+static int profile_row(mt_profile *p, const mt_op *op) {
+    int i = 0;
+    while (i < p->n && p->row[i].op != op) i++;
+    MT_ASSERT(i < MT_PROFILE_OPS, "profile: more than %d kinds of op", MT_PROFILE_OPS);
+    if (i == p->n) p->row[p->n++].op = op;
+    return i;
+}
+
+double mt_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int profile_cmp(const void *a, const void *b) {
+    const double *x = a, *y = b; /* {total, index} pairs, largest total first */
+    return (x[0] < y[0]) - (x[0] > y[0]);
+}
+
+void mt_profile_print(const mt_profile *p, FILE *f) {
+    double steps = p->steps > 0 ? (double)p->steps : 1.0, ops = 0.0, order[MT_PROFILE_OPS][2];
+    for (int i = 0; i < p->n; i++) {
+        order[i][0] = p->row[i].fwd_s + p->row[i].bwd_s;
+        order[i][1] = i;
+        ops += order[i][0];
+    }
+    qsort(order, (size_t)p->n, sizeof order[0], profile_cmp);
+    double total = p->step_s > ops ? p->step_s : ops;
+    fprintf(f, "op profile: %ld steps, %.2f ms per step\n", p->steps, 1e3 * total / steps);
+    fprintf(f, "%-16s %9s %12s %12s %7s\n", "op", "calls", "forward ms", "backward ms", "share");
+    for (int k = 0; k < p->n; k++) {
+        int i = (int)order[k][1];
+        fprintf(f, "%-16s %9.0f %12.3f %12.3f %6.1f%%\n", p->row[i].op->name,
+                (double)p->row[i].fwd_n / steps, 1e3 * p->row[i].fwd_s / steps,
+                1e3 * p->row[i].bwd_s / steps, 100.0 * order[k][0] / total);
+    }
+    if (p->step_s > 0)
+        fprintf(f, "%-16s %9s %12.3f %12s %6.1f%%\n", "(outside ops)", "-",
+                1e3 * (p->step_s - ops) / steps, "-", 100.0 * (p->step_s - ops) / total);
+}
+
 void mt_node_run(mt_ctx *c, mt_node *n) {
-    n->op->forward(n);
+    if (c->profile) {
+        double t = mt_clock();
+        n->op->forward(n);
+        int i = profile_row(c->profile, n->op);
+        c->profile->row[i].fwd_s += mt_clock() - t;
+        c->profile->row[i].fwd_n++;
+    } else {
+        n->op->forward(n);
+    }
     if (!c->grad_enabled) return;
     bool needs = false;
     for (int i = 0; i < n->n_in; i++) needs |= n->in[i] && n->in[i]->requires_grad;
@@ -258,7 +309,15 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
         if (!n->out->grad) continue; /* nothing flows back through this node */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
-        n->op->backward(n);
+        if (c->profile) {
+            double t = mt_clock();
+            n->op->backward(n);
+            int i = profile_row(c->profile, n->op);
+            c->profile->row[i].bwd_s += mt_clock() - t;
+            c->profile->row[i].bwd_n++;
+        } else {
+            n->op->backward(n);
+        }
         if (c->after_backward) c->after_backward(n, c->after_backward_arg);
         unsigned char *dead = (unsigned char *)n->out->grad;
         if (n->out == y || dead < lo || dead >= hi) continue;

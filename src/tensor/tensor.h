@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MT_MAX_DIMS 4
 
@@ -88,6 +89,7 @@ const char *mt_shape_str(const mt_tensor *x, char *buf, size_t len);
 /* ---- context: arena + tape + modes ----------------------------------------------------------- */
 typedef struct mt_node mt_node;
 typedef struct mt_ctx mt_ctx;
+typedef struct mt_profile mt_profile;
 
 typedef struct mt_op {
     const char *name;
@@ -123,6 +125,7 @@ struct mt_ctx {
        gradients of parameters the node was the last reader of). */
     void (*after_backward)(mt_node *n, void *arg);
     void *after_backward_arg;
+    mt_profile *profile; /* NULL: off; else every node's forward and backward time adds to it */
 };
 
 /* arena_bytes is reserved up front; pages are only touched as the arena fills. */
@@ -240,5 +243,24 @@ mt_tensor *mt_dropout(mt_ctx *c, mt_tensor *x, float p);
 mt_tensor *mt_concat(mt_ctx *c, int n, mt_tensor *const xs[]);
 mt_tensor *mt_slice(mt_ctx *c, mt_tensor *x, int start, int len);
 void mt_split(mt_ctx *c, mt_tensor *x, int n, const int sizes[], mt_tensor *out[]);
+
+/* ---- op profile: where a step's time goes, per op (./train --profile, bench/gpt --profile) ----
+ * With c->profile set, mt_node_run times each forward and mt_backward_from each backward
+ * (CLOCK_MONOTONIC, two clock reads per node). The caller counts the steps and adds their whole
+ * time to step_s, so the table also shows the time outside the ops (optimizer, zero grad). */
+enum { MT_PROFILE_OPS = 48 };
+struct mt_profile {
+    struct {
+        const mt_op *op;
+        double fwd_s, bwd_s;
+        long fwd_n, bwd_n;
+    } row[MT_PROFILE_OPS];
+    int n;
+    long steps;
+    double step_s;
+};
+double mt_clock(void); /* seconds, CLOCK_MONOTONIC */
+/* The table, slowest op first: calls, forward and backward ms per step, share of the steps. */
+void mt_profile_print(const mt_profile *p, FILE *f);
 
 #endif

@@ -70,9 +70,11 @@ rc=$?
 grep -q "first non-finite gradient is in\|every gradient is finite" "$T/log" || fail "divergence message"
 infer --info "$T/nan/model.safetensors" >/dev/null || fail "no checkpoint after divergence"
 
-# --profile: the time per op of the training steps, after the run (2 layers: 12 linears a step)
+# --profile: the time per op of the training steps, after the run (2 layers: 8 linears and 2 ffns
+# a step)
 train $TINY --steps 5 --out "$T/prof" --profile || fail "--profile: $(cat "$T/log")"
-grep -q "^op profile: 5 steps" "$T/log" && grep -Eq "^linear +12 " "$T/log" &&
+grep -q "^op profile: 5 steps" "$T/log" && grep -Eq "^linear +8 " "$T/log" &&
+    grep -Eq "^ffn +2 " "$T/log" &&
     grep -q "^(outside ops)" "$T/log" || fail "--profile table: $(tail -n 12 "$T/log")"
 
 # sampling: the same seed gives the same text, another seed another text

@@ -1,4 +1,5 @@
-/* src/nn layers: linear and attention against naive loops and by finite differences; DeepNorm's
+/* src/nn layers: linear and attention against naive loops and by finite differences, the fused
+   FFN by finite differences and against the unfused chain; DeepNorm's
    constants against the paper's table; one block of each placement against its formula. */
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +48,122 @@ static void test_linear(void) {
         test_tensor_free(b);
     }
     mt_ctx_free(&c);
+}
+
+/* ---- fused FFN ---- */
+typedef struct {
+    mt_act act;
+    bool bias;
+} ffn_arg;
+
+/* in: x, w1, b1, w2, b2, or x, w1, w2 without biases */
+static mt_tensor *build_ffn(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const ffn_arg *a = arg;
+    if (!a->bias) return mt_ffn(c, in[0], in[1], NULL, in[2], NULL, a->act);
+    return mt_ffn(c, in[0], in[1], in[2], in[3], in[4], a->act);
+}
+
+/* The same as three ops: mt_linear, the activation op, mt_linear. */
+static mt_tensor *build_ffn_chain(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const ffn_arg *a = arg;
+    mt_tensor *w2 = in[a->bias ? 3 : 2];
+    mt_tensor *h = mt_activation(c, a->act, mt_linear(c, in[0], in[1], a->bias ? in[2] : NULL));
+    return mt_linear(c, h, w2, a->bias ? in[4] : NULL);
+}
+
+/* x (B, T, C), w1 (F, C), b1 (F), w2 (C, F), b2 (C); weights scaled as an init would. Input i
+   requires grad when bit i of grads is set. */
+static void ffn_inputs(mt_rng *r, int B, int T, int C, int F, unsigned grads, mt_tensor *in[5]) {
+    float s1 = 1.0f / sqrtf((float)C), s2 = 1.0f / sqrtf((float)F);
+    in[0] = test_tensor(r, 3, (int[]){B, T, C}, -2, 2, grads & 1);
+    in[1] = test_tensor(r, 2, (int[]){F, C}, -s1, s1, grads & 2);
+    in[2] = test_tensor(r, 1, &F, -0.5f, 0.5f, grads & 4);
+    in[3] = test_tensor(r, 2, (int[]){C, F}, -s2, s2, grads & 8);
+    in[4] = test_tensor(r, 1, &C, -0.5f, 0.5f, grads & 16);
+}
+
+/* Forward and backward from a fixed dy on a fresh arena; returns the arena's peak in bytes, sets
+   *kept to the bytes in use after the forward, and leaves y in y_out (n floats) and the input
+   grads (zeroed first) in the tensors. */
+static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y_out,
+                      size_t *kept) {
+    mt_ctx c;
+    MT_ASSERT(mt_ctx_init(&c, (size_t)64 << 20, 1, NULL) == MT_OK, "ffn test: no arena");
+    for (int i = 0; i < (a->bias ? 5 : 3); i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
+    mt_tensor *y = build(&c, in, a);
+    *kept = c.arena.used;
+    float *dy = mt_arena_floats(&c, y->n);
+    for (size_t i = 0; i < y->n; i++) dy[i] = sinf(0.37f * (float)i);
+    mt_backward_from(&c, y, dy);
+    memcpy(y_out, y->data, y->n * sizeof(float));
+    size_t peak = c.arena.peak;
+    mt_ctx_free(&c);
+    return peak;
+}
+
+static void test_ffn(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 23);
+    const mt_act acts[] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU};
+    mt_tensor *in[5];
+
+    /* Finite differences, every activation with and without biases; C and F not multiples of
+       16. ReLU's kink: a perturbation that moves some a = x W1^T + b1 across 0 breaks the
+       central difference, so its step is smaller (and the tolerance with it). */
+    ffn_inputs(&r, 2, 5, 13, 21, 31, in);
+    for (int k = 0; k < 8; k++) {
+        ffn_arg a = {acts[k / 2], k % 2 == 0};
+        char name[48];
+        snprintf(name, sizeof name, "ffn[%s%s]", mt_act_name(a.act), a.bias ? "" : ", no bias");
+        bool relu = a.act == MT_ACT_RELU;
+        gradcheck(name, build_ffn, &a, a.bias ? 5 : 3,
+                  a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]}, relu ? 1e-3 : 1e-2,
+                  relu ? 1e-2 : 1e-3);
+    }
+    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+
+    /* N x F = 160 x 103 >= MT_PAR_MIN: the OpenMP paths of the activation (forward, recompute,
+       derivative), fc1's bias and db1 loops, all on the way to b1's grad. Only b1 is perturbed:
+       each element costs two forwards, and a loaded machine makes every parallel region slow. */
+    ffn_inputs(&r, 2, 80, 5, 103, 4, in);
+    gradcheck("ffn[gelu, N F >= MT_PAR_MIN]", build_ffn, &(ffn_arg){MT_ACT_GELU, true}, 5, in,
+              1e-2, 1e-3);
+    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+
+    /* Against the unfused chain: y and every gradient. Memory: the forward keeps N x F floats
+       less (h), and the peak of forward + backward is 2 N x F lower (the chain holds h, dh and
+       da at once, the fused op one N x F scratch buffer). */
+    int B = 4, T = 64, C = 40, F = 100, N = B * T;
+    ffn_inputs(&r, B, T, C, F, 31, in);
+    float *y1 = malloc((size_t)N * C * sizeof(float)), *y2 = malloc((size_t)N * C * sizeof(float));
+    float *g1[5];
+    for (int i = 0; i < 5; i++) g1[i] = malloc(in[i]->n * sizeof(float));
+    for (int k = 0; k < 8; k++) {
+        ffn_arg a = {acts[k / 2], k % 2 == 0};
+        mt_tensor **ins = a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]};
+        size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, ins, y1, &kept1);
+        for (int i = 0; i < 5; i++) memcpy(g1[i], in[i]->grad, in[i]->n * sizeof(float));
+        size_t peak2 = ffn_run(build_ffn_chain, &a, ins, y2, &kept2);
+        const char *an = mt_act_name(a.act);
+        CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g",
+              an, a.bias, max_rel_err(y1, y2, (size_t)N * C));
+        for (int i = 0; i < 5; i++) {
+            if (!a.bias && (i == 2 || i == 4)) continue;
+            double e = max_rel_err(g1[i], in[i]->grad, in[i]->n);
+            CHECK(e < 1e-6, "ffn %s bias %d: grad of input %d vs the chain: %g", an, a.bias, i, e);
+        }
+        size_t nf = (size_t)N * F * sizeof(float);
+        CHECK(kept2 >= kept1 + nf, "ffn %s bias %d: %zu bytes kept for backward, the chain %zu: "
+              "expected at least %zu less", an, a.bias, kept1, kept2, nf);
+        CHECK(peak2 >= peak1 + 2 * nf, "ffn %s bias %d: arena peak %zu bytes, the chain's %zu: "
+              "expected at least %zu less", an, a.bias, peak1, peak2, 2 * nf);
+    }
+    free(y1);
+    free(y2);
+    for (int i = 0; i < 5; i++) {
+        free(g1[i]);
+        test_tensor_free(in[i]);
+    }
 }
 
 /* ---- attention ---- */
@@ -237,6 +354,7 @@ static void test_block_formula(void) {
 
 int main(void) {
     test_linear();
+    test_ffn();
     test_attention();
     test_deepnorm_constants();
     test_block_formula();

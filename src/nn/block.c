@@ -120,8 +120,8 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg) {
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
-    mt_tensor *h = mt_activation(c, cfg->act, mt_param_linear(c, P, f->fc1_w, f->fc1_b, x));
-    return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
+    return mt_ffn(c, x, &P->t[f->fc1_w], f->fc1_b >= 0 ? &P->t[f->fc1_b] : NULL, &P->t[f->fc2_w],
+                  f->fc2_b >= 0 ? &P->t[f->fc2_b] : NULL, cfg->act);
 }
 
 /* ---- the residual placement: the one place it is decided -------------------------------------- */

@@ -1,35 +1,31 @@
 /* Linear layer y = x W^T + b (torch.nn.Linear): one sgemm, W read through the transpose flag.
-   N rows of x, K inputs, O outputs. */
+   N rows of x, K inputs, O outputs. And the FFN fc2(act(fc1(x))) as one op on the same two
+   kernels, C channels, F FFN width. */
 #include <cblas.h>
 #include <string.h>
 
+#include "../tensor/activation.h"
 #include "nn.h"
 
-/* i[0] N, i[1] K, i[2] O. y (N, O) = b (each row) + x (N, K) W^T, W (O, K). */
-static void linear_forward(mt_node *n) {
-    int N = n->i[0], K = n->i[1], O = n->i[2];
-    const float *b = n->in[2] ? n->in[2]->data : NULL;
-    float *y = n->out->data;
+/* y (N, O) = b (each row; 0 when NULL) + x (N, K) W^T, W (O, K). */
+static void linear_kernel(float *y, const float *x, const float *w, const float *b, int N, int K,
+                          int O) {
     if (b) {
 #pragma omp parallel for if ((size_t)N * O >= MT_PAR_MIN)
         for (int r = 0; r < N; r++) memcpy(y + (size_t)r * O, b, (size_t)O * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, K, 1.0f, n->in[0]->data, K,
-                n->in[1]->data, K, b ? 1.0f : 0.0f, y, O);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, K, 1.0f, x, K, w, K,
+                b ? 1.0f : 0.0f, y, O);
 }
 
-/* dx (N, K) += dy W;  dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within
-   each column block, whatever the thread count (deterministic). */
-static void linear_backward(mt_node *n) {
-    int N = n->i[0], K = n->i[1], O = n->i[2];
-    const float *dy = n->out->grad;
-    float *dx = n->in[0]->grad, *dw = n->in[1]->grad, *db = n->in[2] ? n->in[2]->grad : NULL;
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, O, 1.0f, dy, O,
-                    n->in[1]->data, K, 1.0f, dx, K);
+/* dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within each column block,
+   whatever the thread count (deterministic);  then dx (N, K) = dy W, added to dx when acc.
+   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped. */
+static void linear_backward_kernel(float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const float *w, int N, int K, int O, bool acc) {
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, N, 1.0f, dy, O,
-                    n->in[0]->data, K, 1.0f, dw, K);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, N, 1.0f, dy, O, x, K, 1.0f, dw,
+                    K);
     if (db) {
         enum { BLK = 64 };
 #pragma omp parallel for if ((size_t)N * O >= MT_PAR_MIN)
@@ -40,6 +36,22 @@ static void linear_backward(mt_node *n) {
                 for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
         }
     }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, O, 1.0f, dy, O, w, K,
+                    acc ? 1.0f : 0.0f, dx, K);
+}
+
+/* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O ----------------------------------- */
+
+static void linear_forward(mt_node *n) {
+    linear_kernel(n->out->data, n->in[0]->data, n->in[1]->data,
+                  n->in[2] ? n->in[2]->data : NULL, n->i[0], n->i[1], n->i[2]);
+}
+
+static void linear_backward(mt_node *n) {
+    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL,
+                           n->out->grad, n->in[0]->data, n->in[1]->data, n->i[0], n->i[1],
+                           n->i[2], true);
 }
 
 static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
@@ -60,6 +72,66 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     n->i[0] = mt_rows(x);
     n->i[1] = K;
     n->i[2] = O;
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- FFN: y = h W2^T + b2, h = act(a), a = x W1^T + b1 ------------------------------------------
+ * in x (N, C), W1 (F, C), b1 (F) or NULL, W2 (C, F), b2 (C) or NULL; saved[0] a (N, F), the only
+ * N x F buffer kept for backward: h lives in an arena scratch buffer, given back after fc2, and
+ * backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act. */
+
+static void ffn_forward(mt_node *n) {
+    mt_ctx *c = n->ctx;
+    int N = n->i[0], C = n->i[1], F = n->i[2];
+    float *a = n->saved[0];
+    linear_kernel(a, n->in[0]->data, n->in[1]->data, n->in[2] ? n->in[2]->data : NULL, N, C, F);
+    size_t mark = mt_arena_mark(c);
+    float *h = mt_arena_floats(c, (size_t)N * F);
+    mt_act_forward((mt_act)n->i[3], h, a, (size_t)N * F);
+    linear_kernel(n->out->data, h, n->in[3]->data, n->in[4] ? n->in[4]->data : NULL, N, F, C);
+    mt_arena_release(c, mark);
+}
+
+/* dW2 += dy^T h, db2 += colsum dy, dh = dy W2 (fc2's backward, dh over h in the one scratch
+   buffer); da = dh * act'(a) in place; dW1 += da^T x, db1 += colsum da, dx += da W1. */
+static void ffn_backward(mt_node *n) {
+    mt_ctx *c = n->ctx;
+    int N = n->i[0], C = n->i[1], F = n->i[2];
+    mt_act act = (mt_act)n->i[3];
+    const float *a = n->saved[0];
+    size_t mark = mt_arena_mark(c);
+    float *t = mt_arena_floats(c, (size_t)N * F);
+    mt_act_forward(act, t, a, (size_t)N * F);
+    linear_backward_kernel(t, n->in[3]->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t,
+                           n->in[3]->data, N, F, C, false);
+    mt_act_backward(act, t, t, a, (size_t)N * F, false);
+    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL, t,
+                           n->in[0]->data, n->in[1]->data, N, C, F, true);
+    mt_arena_release(c, mark);
+}
+
+static const mt_op OP_FFN = {"ffn", ffn_forward, ffn_backward};
+
+mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
+                  mt_tensor *b2, mt_act act) {
+    char sx[64], s1[64], s2[64];
+    int C = mt_cols(x), F = w1->ndim == 2 ? w1->shape[0] : -1;
+    MT_ASSERT(w1->ndim == 2 && w1->shape[1] == C && w2->ndim == 2 && w2->shape[0] == C &&
+                  w2->shape[1] == F,
+              "ffn: input %s, fc1 weight %s, fc2 weight %s: the weights must be (F, %d), (%d, F)",
+              mt_shape_str(x, sx, 64), mt_shape_str(w1, s1, 64), mt_shape_str(w2, s2, 64), C, C);
+    MT_ASSERT(!b1 || (b1->ndim == 1 && b1->shape[0] == F), "ffn: fc1 bias %s for %d outputs",
+              mt_shape_str(b1, sx, 64), F);
+    MT_ASSERT(!b2 || (b2->ndim == 1 && b2->shape[0] == C), "ffn: fc2 bias %s for %d outputs",
+              mt_shape_str(b2, sx, 64), C);
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_FFN, out, 5, (mt_tensor *[]){x, w1, b1, w2, b2});
+    n->saved[0] = mt_arena_floats(c, (size_t)mt_rows(x) * F);
+    n->i[0] = mt_rows(x);
+    n->i[1] = C;
+    n->i[2] = F;
+    n->i[3] = (int)act;
     mt_node_run(c, n);
     return out;
 }

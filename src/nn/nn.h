@@ -84,11 +84,16 @@ mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor 
                         bool channels_last);
 
 /* ---- linear, embedding, attention, FFN, residual blocks (issue 4) ----------------------------- */
-typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU } mt_act; /* GELU: tanh form */
 typedef enum { MT_PLACE_PRE, MT_PLACE_POST, MT_PLACE_DEEPNORM } mt_placement;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
+
+/* The FFN fc2(act(fc1(x))) as one fused op: y = act(x W1^T + b1) W2^T + b2, x (..., C),
+   w1 (F, C), b1 (F) or NULL, w2 (C, F), b2 (C) or NULL -> (..., C). Keeps only x W1^T + b1 for
+   backward (which recomputes the activation), one N x F buffer instead of the chain's two. */
+mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
+                  mt_tensor *b2, mt_act act);
 
 /* Multi-head scaled dot-product attention, one fused op: q, k, v (B, T, C), C = NH * HS, head h
    the channels [h HS, (h+1) HS). Per (b, h): softmax(q k^T / sqrt(HS), masked to s <= t when
@@ -170,7 +175,7 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
 /* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg unused. */
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);
-/* fc2(act(fc1(x))); arg unused. */
+/* fc2(act(fc1(x))), one mt_ffn; arg unused. */
 mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg);
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "activation.h"
 #include "tensor.h"
 #include "vmath.h"
 
@@ -126,32 +127,9 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
 }
 
 /* ---- activations: y = F(x), dx += dy * F'(x) --------------------------------------------------
- * ACTIVATION(name) defines, from the inline functions name_f (F) and name_df (F'), the forward and
- * backward kernels, the op record and the builder mt_<name>(c, x). */
-// clang-format off
-#define ACTIVATION(NAME)                                                                          \
-    static void NAME##_forward(mt_node *n) {                                                      \
-        const float *X = n->in[0]->data;                                                          \
-        float *Y = n->out->data;                                                                  \
-        size_t N = n->out->n;                                                                     \
-        _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
-        for (size_t i = 0; i < N; i++) Y[i] = NAME##_f(X[i]);                                     \
-    }                                                                                             \
-    static void NAME##_backward(mt_node *n) {                                                     \
-        const float *X = n->in[0]->data, *dY = n->out->grad;                                      \
-        float *dX = n->in[0]->grad;                                                               \
-        size_t N = n->out->n;                                                                     \
-        if (!dX) return;                                                                          \
-        _Pragma("omp parallel for simd if (N >= MT_PAR_MIN)")                                     \
-        for (size_t i = 0; i < N; i++) dX[i] += dY[i] * NAME##_df(X[i]);                          \
-    }                                                                                             \
-    static const mt_op OP_##NAME = {#NAME, NAME##_forward, NAME##_backward};                      \
-    mt_tensor *mt_##NAME(mt_ctx *c, mt_tensor *x) {                                               \
-        mt_tensor *out = mt_tensor_like(c, x);                                                    \
-        mt_node_run(c, mt_node_new(c, &OP_##NAME, out, 1, (mt_tensor *[]){x}));                   \
-        return out;                                                                               \
-    }
-// clang-format on
+ * The value/derivative pairs F (name_f) and F' (name_df) below are the only ones in mt: the
+ * standalone ops here and the fused FFN (nn/linear.c) both run them through mt_act_forward and
+ * mt_act_backward (activation.h). */
 
 /* GELU, tanh form (Hendrycks and Gimpel 2016; GPT-2; torch's approximate='tanh'):
    y = x/2 (1 + t),  t = tanh(u),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi)
@@ -164,7 +142,6 @@ static inline float gelu_df(float x) {
     return 0.5f * (1.0f + t) +
            0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 0.134145f * x * x);
 }
-ACTIVATION(gelu)
 
 /* GELU, exact: y = x Phi(x),  Phi(x) = erfc(-x / sqrt 2) / 2;  y' = Phi(x) + x phi(x),
    phi(x) = exp(-x^2/2) / sqrt(2 pi) */
@@ -172,12 +149,10 @@ static inline float gelu_erf_f(float x) { return 0.5f * x * mt_verfcf(-0.7071067
 static inline float gelu_erf_df(float x) {
     return 0.5f * mt_verfcf(-0.7071067812f * x) + x * 0.3989422804f * mt_vexpf(-0.5f * x * x);
 }
-ACTIVATION(gelu_erf)
 
 /* ReLU: y = max(x, 0);  y' = [x > 0] (0 at 0, as torch) */
 static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
 static inline float relu_df(float x) { return x > 0.0f ? 1.0f : 0.0f; }
-ACTIVATION(relu)
 
 /* SiLU (swish): y = x s,  s = sigmoid(x) = 1 / (1 + e^-x);  y' = s (1 + x (1 - s)) */
 static inline float silu_f(float x) { return x / (1.0f + mt_vexpf(-x)); }
@@ -185,7 +160,67 @@ static inline float silu_df(float x) {
     float s = 1.0f / (1.0f + mt_vexpf(-x));
     return s * (1.0f + x * (1.0f - s));
 }
-ACTIVATION(silu)
+
+/* One vectorised loop per kind: the switch stays outside the loops. */
+// clang-format off
+#define ACT_LOOP(EXPR)                                                                            \
+    _Pragma("omp parallel for simd if (n >= MT_PAR_MIN)")                                         \
+    for (size_t i = 0; i < n; i++) EXPR;
+#define ACT_SWITCH(EXPR_OF)                                                                       \
+    switch (act) {                                                                                \
+    case MT_ACT_GELU: ACT_LOOP(EXPR_OF(gelu)) return;                                             \
+    case MT_ACT_GELU_ERF: ACT_LOOP(EXPR_OF(gelu_erf)) return;                                     \
+    case MT_ACT_RELU: ACT_LOOP(EXPR_OF(relu)) return;                                             \
+    case MT_ACT_SILU: ACT_LOOP(EXPR_OF(silu)) return;                                             \
+    }                                                                                             \
+    MT_ASSERT(0, "activation: unknown kind %d", (int)act);
+#define ACT_Y(NAME) y[i] = NAME##_f(x[i])
+#define ACT_DX_SET(NAME) dx[i] = dy[i] * NAME##_df(x[i])
+#define ACT_DX_ADD(NAME) dx[i] += dy[i] * NAME##_df(x[i])
+// clang-format on
+
+void mt_act_forward(mt_act act, float *y, const float *x, size_t n) { ACT_SWITCH(ACT_Y) }
+
+/* Two sets of loops: a select on acc inside one stops the vectoriser. */
+void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, size_t n, bool acc) {
+    if (acc) {
+        ACT_SWITCH(ACT_DX_ADD)
+    } else {
+        ACT_SWITCH(ACT_DX_SET)
+    }
+}
+
+/* The ops: one node pair for the four, the kind in i[0]; an op record each, so the profile
+   names them. */
+static void act_forward(mt_node *n) {
+    mt_act_forward((mt_act)n->i[0], n->out->data, n->in[0]->data, n->out->n);
+}
+
+static void act_backward(mt_node *n) {
+    if (n->in[0]->grad)
+        mt_act_backward((mt_act)n->i[0], n->in[0]->grad, n->out->grad, n->in[0]->data, n->out->n,
+                        true);
+}
+
+static const mt_op OP_GELU = {"gelu", act_forward, act_backward};
+static const mt_op OP_GELU_ERF = {"gelu_erf", act_forward, act_backward};
+static const mt_op OP_RELU = {"relu", act_forward, act_backward};
+static const mt_op OP_SILU = {"silu", act_forward, act_backward};
+
+static mt_tensor *activation(mt_ctx *c, const mt_op *op, mt_act act, mt_tensor *x) {
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, op, out, 1, (mt_tensor *[]){x});
+    n->i[0] = (int)act;
+    mt_node_run(c, n);
+    return out;
+}
+
+mt_tensor *mt_gelu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_GELU, MT_ACT_GELU, x); }
+mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x) {
+    return activation(c, &OP_GELU_ERF, MT_ACT_GELU_ERF, x);
+}
+mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU, MT_ACT_RELU, x); }
+mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_SILU, MT_ACT_SILU, x); }
 
 /* ---- dropout: y = x * m, m_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout) --------
  * m_i is a function of (key, i): dropped when u_i < p, u_i = the top 24 bits of

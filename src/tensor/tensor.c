@@ -162,6 +162,14 @@ void *mt_arena_alloc(mt_ctx *c, size_t bytes) {
 
 float *mt_arena_floats(mt_ctx *c, size_t n) { return mt_arena_alloc(c, n * sizeof(float)); }
 
+size_t mt_arena_mark(mt_ctx *c) { return c->arena.used; }
+
+void mt_arena_release(mt_ctx *c, size_t mark) {
+    MT_ASSERT(mark <= c->arena.used, "arena release to %zu above the %zu bytes in use", mark,
+              c->arena.used);
+    c->arena.used = mark;
+}
+
 float *mt_arena_zeros(mt_ctx *c, size_t n) {
     float *p = mt_arena_floats(c, n);
     memset(p, 0, n * sizeof(float));

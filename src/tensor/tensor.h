@@ -138,6 +138,13 @@ void mt_ctx_reset(mt_ctx *c);
 void *mt_arena_alloc(mt_ctx *c, size_t bytes);
 float *mt_arena_floats(mt_ctx *c, size_t n);
 float *mt_arena_zeros(mt_ctx *c, size_t n);
+/* Scratch inside one kernel: m = mt_arena_mark(c), allocate, use, mt_arena_release(c, m) gives
+   back everything allocated since m (the peak keeps it). Only when nothing allocated after the
+   mark must survive: an op's forward or backward uses it for its temporaries, after its outputs,
+   saved buffers and input grads are allocated (released gradients that backward hands on lie
+   below the mark and are untouched). */
+size_t mt_arena_mark(mt_ctx *c);
+void mt_arena_release(mt_ctx *c, size_t mark);
 
 mt_tensor *mt_tensor_new(mt_ctx *c, int ndim, const int shape[]); /* uninitialised */
 mt_tensor *mt_tensor_zeros(mt_ctx *c, int ndim, const int shape[]);
@@ -227,6 +234,7 @@ mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
 /* out.shape[i] = x.shape[perm[i]]; a copy. */
 mt_tensor *mt_permute(mt_ctx *c, mt_tensor *x, const int perm[]);
 mt_tensor *mt_transpose(mt_ctx *c, mt_tensor *x, int d0, int d1);
+typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU } mt_act; /* GELU: tanh form */
 mt_tensor *mt_gelu(mt_ctx *c, mt_tensor *x);     /* tanh approximation, as GPT-2 */
 mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x); /* exact: x * Phi(x) */
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x);

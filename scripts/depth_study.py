@@ -5,7 +5,8 @@ diagnostics of ./train --diag-*, then plots with gnuplot and writes docs/depth-s
 number in the document comes from this run.
 
   scripts/depth_study.py            the full sweep: {post, pre, deepnorm} x {6, 25, 50, 100} layers
-                                    with LayerNorm, the 100-layer trio with RMSNorm, two seeds at 100
+                                    with LayerNorm, the 100-layer trio with RMSNorm, two seeds at 100,
+                                    Post-LN with Xavier init, Pre-LN and DeepNorm with a constant lr
   scripts/depth_study.py --quick    the LayerNorm trio at 6, 25 and 100 layers, fewer steps (~10 minutes)
   scripts/depth_study.py --thousand 1000-layer DeepNorm, Pre-LN and Post-LN (separate: slow)
   scripts/depth_study.py --self-test  the divergence and stall labelling on synthetic metrics
@@ -99,6 +100,15 @@ def self_test():
         if got != want:
             print("FAIL label(rc=%d, %s): %s, expected %s" % (rc, m, got, want))
             bad += 1
+    class Fake:  # plateau_exit reads only the validation rows
+        def __init__(self, m):
+            self.metrics = m
+        val = Run.val
+    for m, want in ((rows(5, 3.5, 3.0, 2.5), 4), (rows(5, 3.5, 2.95), None)):
+        got = plateau_exit(Fake(m), H)
+        if got != want:
+            print("FAIL plateau_exit(%s): %s, expected %s" % (m, got, want))
+            bad += 1
     print("depth_study self-test: %s" % ("ok" if not bad else "%d failed" % bad))
     return 1 if bad else 0
 
@@ -111,21 +121,27 @@ def warmup(steps):
 # ---- runs ------------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, init=None, suffix=""):
+    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, init=None, suffix="",
+                 schedule=None):
         self.placement, self.depth, self.norm, self.seed, self.steps = placement, depth, norm, seed, steps
-        self.width, self.ff, self.init = width, ff, init
+        self.width, self.ff, self.init, self.schedule = width, ff, init, schedule
         self.batch, self.ctx, self.extra = 16, 64, []
         self.name = "%s-%s-L%d-s%d" % (norm, placement, depth, seed)
         if width != 64:
             self.name += "-w%d" % width
         self.name += suffix
-        self.sweep = not init and not suffix  # a point of the placements x depths grid
+        self.sweep = not init and not suffix and not schedule  # a point of the placements x depths grid
         # a control run: another init than the placement's own (init = auto)
         self.title, self.color = NAMES[placement], COLORS[placement]
         if init:
             self.name += "-" + init
             self.title += " (%s init)" % init
             self.color = "#ff7f0e"
+        # an ablation: another learning-rate schedule after the warmup than the configs' cosine
+        if schedule:
+            self.name += "-" + schedule
+            self.title += " (%s lr)" % schedule
+            self.extra += ["--schedule", schedule]
 
     def command(self, root, diag_update):
         return [os.path.join(root, "train"), "--config", "configs/deep100-%s.ini" % self.placement,
@@ -326,18 +342,26 @@ def fmt(x, d=3):
     return "%.*f" % (d, x) if math.isfinite(x) else "—"
 
 
-def table(runs):
+def plateau_exit(r, H):
+    """The first evaluation step whose validation loss is below the stall line (unigram entropy
+    minus the margin): when the run left the unigram plateau; None if it never did."""
+    return next((s for s, v in r.val() if v < H - STALL_MARGIN), None)
+
+
+def table(runs, H):
     lines = ["| run | placement | norm | layers | width | seed | steps | train loss (last 5 logs) "
-             "| final val loss | best val loss | label | time |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| final val loss | best val loss | below the stall line from step | label | time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: (r.width, r.norm, r.depth, PLACEMENTS.index(r.placement), r.seed)):
         v = r.val()
         best = min((x[1] for x in v if math.isfinite(x[1])), default=math.nan)
         done = int(r.metrics[-1]["step"]) if r.metrics else 0
         lab = r.label if r.label != "diverged" else "diverged after step %d" % done
-        lines.append("| %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | **%s** | %.0f s |" % (
+        exit_step = plateau_exit(r, H)
+        lines.append("| %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | **%s** | %.0f s |" % (
             r.name, r.title, r.norm, r.depth, r.width, r.seed, r.steps,
-            fmt(r.final_train()), fmt(r.final_val()), fmt(best), lab, r.seconds))
+            fmt(r.final_train()), fmt(r.final_val()), fmt(best),
+            "—" if exit_step is None else exit_step, lab, r.seconds))
     return "\n".join(lines)
 
 
@@ -381,6 +405,9 @@ def main():
         runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 50, 100)]
         runs += [Run(p, 100, "ln", 2, steps) for p in PLACEMENTS]
         runs += [Run(p, 100, "rms", s, steps) for p in PLACEMENTS for s in (1, 2)] + [CONTROL(steps)]
+        # does the cosine decay, well under way when the post-norm runs leave the plateau, make
+        # DeepNorm's gap to Pre-LN? the same two with a constant learning rate after the warmup
+        runs += [Run(p, 100, "ln", 1, steps, schedule="const") for p in ("pre", "deepnorm")]
         name, doc = "full", a.doc
     root = os.path.join(a.out, name)
     cmd = "make depth-study" + {"quick": "-quick", "full": "", "depth-1000": "-1000"}[name]
@@ -424,10 +451,18 @@ def main():
         return os.path.join(figdir, fname)
 
     deep = max(r.depth for r in runs)
-    main_runs = [r for r in runs if r.depth == deep and r.norm == "ln"]
+    main_runs = [r for r in runs if r.depth == deep and r.norm == "ln" and not r.schedule]
     s1 = [r for r in main_runs if r.seed == 1]
     plot_loss(main_runs, fig("loss-%d-ln.png" % deep, "Training (thin) and validation (points) loss, %d layers, LayerNorm; dotted: unigram entropy of the validation split" % deep),
               tmp, H, "%d layers, LayerNorm: loss against step" % deep)
+    sched = [r for r in runs if r.schedule]
+    if sched:
+        base = [r for r in main_runs if r.seed == 1 and r.sweep and r.placement in
+                {x.placement for x in sched}]
+        for r in sched:
+            r.color = {"pre": "#17becf", "deepnorm": "#bcbd22"}.get(r.placement, r.color)
+        plot_loss(base + sched, fig("loss-%d-schedule.png" % deep, "Cosine decay (the configs') against a constant learning rate after the warmup, %d layers, seed 1" % deep),
+                  tmp, H, "%d layers: cosine against constant learning rate" % deep)
     rms = [r for r in runs if r.norm == "rms"]
     if rms:
         plot_loss(rms, fig("loss-100-rms.png", "The same with RMSNorm"), tmp, H, "100 layers, RMSNorm: loss against step")
@@ -499,7 +534,7 @@ def main():
                   "third of DeepNorm's steps.\n")
     md.append("Median step time at %d layers (one thread, with other work on the machine): %s.\n"
               % (deep, timing))
-    md.append("## Results\n\n" + table(runs) + "\n")
+    md.append("## Results\n\n" + table(runs, H) + "\n")
     md.append("## Measured diagnostics (seed 1)\n\nThe update is sqrt(mean over tokens of "
               "||F(x,θ_t) - F(x,θ_0)||² / d), F the final hidden state the head sees (after the "
               "final norm for Pre-LN), on %d fixed held-out sequences; θ_0's output is computed "

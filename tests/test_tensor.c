@@ -124,6 +124,43 @@ static void test_matmul(void) {
     mt_ctx_free(&c);
 }
 
+/* mt_gemm on a size above its split threshold, M not a multiple of 16, every transpose, with and
+   without bias, beta 0 and 1, on 1 and 2 threads: the row blocks must cover C exactly once. */
+static void test_gemm_split(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    enum { M = 100, N = 70, K = 60 };
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+    float bias[N];
+    for (int i = 0; i < M * K; i++) A[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < K * N; i++) B[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < M * N; i++) C0[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < N; i++) bias[i] = 2 * mt_rng_uniform(&r) - 1;
+    int threads = mt_threads();
+    for (int th = 1; th <= 2; th++)
+        for (int v = 0; v < 12; v++) {
+            bool ta = v & 1, tb = v & 2;
+            int mode = v >> 2; /* 0: beta 0, 1: beta 1, 2: bias */
+            mt_set_threads(th);
+            memcpy(C, C0, sizeof(float) * M * N);
+            mt_gemm(ta, tb, M, N, K, A, B, mode == 1 ? 1.0f : 0.0f, C, mode == 2 ? bias : NULL);
+            double worst = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double s = mode == 1 ? C0[i * N + j] : mode == 2 ? bias[j] : 0;
+                    for (int k = 0; k < K; k++)
+                        s += (double)(ta ? A[k * M + i] : A[i * K + k]) *
+                             (tb ? B[j * K + k] : B[k * N + j]);
+                    worst = fmax(worst, fabs(C[i * N + j] - s));
+                }
+            CHECK(worst < 1e-4, "mt_gemm ta %d tb %d mode %d on %d threads: error %g", ta, tb,
+                  mode, th, worst);
+        }
+    mt_set_threads(threads);
+    free(A), free(B), free(C), free(C0);
+}
+
 /* ---- add ---- */
 static mt_tensor *build_add(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)arg;
@@ -222,6 +259,7 @@ int main(void) {
     test_tape();
     test_profile();
     test_matmul();
+    test_gemm_split();
     test_add();
     return check_finish("test_tensor");
 }

@@ -1,7 +1,6 @@
 /* Linear layer y = x W^T + b (torch.nn.Linear): one sgemm, W read through the transpose flag.
    N rows of x, K inputs, O outputs. And the FFN fc2(act(fc1(x))) as one op on the same two
    kernels, C channels, F FFN width. */
-#include <cblas.h>
 #include <string.h>
 
 #include "../tensor/activation.h"
@@ -10,12 +9,7 @@
 /* y (N, O) = b (each row; 0 when NULL) + x (N, K) W^T, W (O, K). */
 static void linear_kernel(float *y, const float *x, const float *w, const float *b, int N, int K,
                           int O) {
-    if (b) {
-#pragma omp parallel for if ((size_t)N * O >= MT_PAR_MIN)
-        for (int r = 0; r < N; r++) memcpy(y + (size_t)r * O, b, (size_t)O * sizeof(float));
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, K, 1.0f, x, K, w, K,
-                b ? 1.0f : 0.0f, y, O);
+    mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
 }
 
 /* dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within each column block,
@@ -23,9 +17,7 @@ static void linear_kernel(float *y, const float *x, const float *w, const float 
    dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped. */
 static void linear_backward_kernel(float *dx, float *dw, float *db, const float *dy,
                                    const float *x, const float *w, int N, int K, int O, bool acc) {
-    if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, N, 1.0f, dy, O, x, K, 1.0f, dw,
-                    K);
+    if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
     if (db) {
         enum { BLK = 64 };
 #pragma omp parallel for if ((size_t)N * O >= MT_PAR_MIN)
@@ -36,9 +28,7 @@ static void linear_backward_kernel(float *dx, float *dw, float *db, const float 
                 for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
         }
     }
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, O, 1.0f, dy, O, w, K,
-                    acc ? 1.0f : 0.0f, dx, K);
+    if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
 }
 
 /* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O ----------------------------------- */

@@ -222,6 +222,11 @@ void mt_params_free(mt_params *P);
  * a: (..., M, K), or (..., K, M) when ta; b: (..., K, N), or (..., N, K) when tb.
  * b may be 2-D and is then shared by every batch (x @ W^T for a Linear). Out: (..., M, N). */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
+/* The sgemm under every op outside a parallel region, row-major with dense leading dimensions:
+   C (M, N) = op(A) op(B) + beta C, A stored (M, K) or (K, M) when ta, B (K, N) or (N, K) when tb;
+   with bias (N floats) every row of C is set to bias first and beta is ignored. */
+void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
+             float *C, const float *bias);
 /* a + b: same shape, or b of shape (C,) added to every row of a (..., C). */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 /* The ops below are declared here as the contract other modules build on (issue 2). */

@@ -494,6 +494,25 @@ def main():
         facts.append("- %s, %d layers: model update %s at step %d, %s at step %d."
                      % (r.title, r.depth, fmt(u[0], 4), early, fmt(u[1], 4), upd_steps))
 
+    # the comparisons the discussion rests on: final validation loss against Pre-LN's, same
+    # depth, norm and schedule (mean over seeds)
+    def mean_val(placement, depth, norm, schedule=None, init=None):
+        v = [r.final_val() for r in runs if (r.placement, r.depth, r.norm, r.schedule, r.init)
+             == (placement, depth, norm, schedule, init) and not r.name.endswith("-long")]
+        return sum(v) / len(v) if v else math.nan
+    gaps = []
+    for (depth, norm, sched) in sorted({(r.depth, r.norm, r.schedule) for r in runs},
+                                       key=lambda k: (k[1], k[2] or "", k[0])):
+        pre = mean_val("pre", depth, norm, sched)
+        for p in ("deepnorm", "post"):
+            other = mean_val(p, depth, norm, sched)
+            if math.isfinite(pre) and math.isfinite(other):
+                gaps.append("%s %s-%d%s %+.3f" % (NAMES[p], norm.upper() if norm != "ln" else "LN",
+                                                  depth, ", %s lr" % sched if sched else "", other - pre))
+    if gaps:
+        facts.append("- Final validation loss minus Pre-LN's at the same depth, norm and schedule "
+                     "(mean over seeds; positive: behind Pre-LN): " + "; ".join(gaps) + ".")
+
     per_step = {}
     for r in runs:
         ms = [num(m["ms"]) for m in r.metrics][1:]

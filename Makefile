@@ -4,7 +4,7 @@
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
 #   make valgrind   the C tests under valgrind memcheck (build-valgrind/)
-#   make depth-study  the depth study (docs/depth-study.md; -quick: ~10 min; -1000: 1000 layers)
+#   make depth-study  the depth study (docs/depth-study.md, ~50 min; -quick: ~6 min; -1000: 1000 layers)
 #   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c) under ASan + UBSan, FUZZ_SECONDS each
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean

@@ -7,7 +7,8 @@ number in the document comes from this run.
   scripts/depth_study.py            the full sweep: {post, pre, deepnorm} x {6, 25, 50, 100} layers
                                     with LayerNorm, the 100-layer trio with RMSNorm, two seeds at 100,
                                     Post-LN with Xavier init, Pre-LN and DeepNorm with a constant lr
-  scripts/depth_study.py --quick    the LayerNorm trio at 6, 25 and 100 layers, fewer steps (~10 minutes)
+  scripts/depth_study.py --quick    the 100-layer LayerNorm trio, 400 steps (~6 minutes on 2 idle cores),
+                                    to docs/depth-study-quick.md (the full sweep's document stays)
   scripts/depth_study.py --thousand 1000-layer DeepNorm, Pre-LN and Post-LN (separate: slow)
   scripts/depth_study.py --self-test  the divergence and stall labelling on synthetic metrics
   scripts/depth_study.py [--quick|--thousand] --report   the document again from the runs on disk
@@ -121,7 +122,7 @@ def warmup(steps):
 # ---- runs ------------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, init=None, suffix="",
+    def __init__(self, placement, depth, norm, seed, steps, width=64, ff=128, init=None,
                  schedule=None):
         self.placement, self.depth, self.norm, self.seed, self.steps = placement, depth, norm, seed, steps
         self.width, self.ff, self.init, self.schedule = width, ff, init, schedule
@@ -129,8 +130,7 @@ class Run:
         self.name = "%s-%s-L%d-s%d" % (norm, placement, depth, seed)
         if width != 64:
             self.name += "-w%d" % width
-        self.name += suffix
-        self.sweep = not init and not suffix and not schedule  # a point of the placements x depths grid
+        self.sweep = not init and not schedule  # a point of the placements x depths grid
         # a control run: another init than the placement's own (init = auto)
         self.title, self.color = NAMES[placement], COLORS[placement]
         if init:
@@ -367,9 +367,9 @@ def table(runs, H):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the trio at 6, 25 and 100 layers, fewer steps")
+    ap.add_argument("--quick", action="store_true", help="the 100-layer trio, 400 steps, to docs/depth-study-quick.md")
     ap.add_argument("--thousand", action="store_true", help="1000-layer runs (narrow)")
-    ap.add_argument("--steps", type=int, help="steps of every run (default: 600, as the PyTorch pilot; --thousand 240)")
+    ap.add_argument("--steps", type=int, help="steps of every run (default: 600, as the PyTorch pilot; --quick 400; --thousand 240)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each")
     ap.add_argument("--out", default="out/depth-study", help="run directories")
     ap.add_argument("--doc", default="docs/depth-study.md")
@@ -395,11 +395,9 @@ def main():
         upd_steps = 50
         name, doc = "depth-1000", a.doc.replace(".md", "-1000.md")
     elif a.quick:
-        steps = a.steps or 600
-        runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 100)] + [CONTROL(steps)]
-        # does the post-norm plateau end with more steps? (cheap at 6 layers)
-        runs += [Run(p, 6, "ln", 1, 3 * steps, suffix="-long") for p in ("post", "deepnorm")]
-        name, doc = "quick", a.doc
+        steps = a.steps or 400
+        runs = [Run(p, 100, "ln", 1, steps) for p in PLACEMENTS]
+        name, doc = "quick", a.doc.replace(".md", "-quick.md")
     else:
         steps = a.steps or 600
         runs = [Run(p, d, "ln", 1, steps) for p in PLACEMENTS for d in (6, 25, 50, 100)]
@@ -440,7 +438,7 @@ def main():
         r.label = label(r.rc, r.metrics, H, r.log)
     elapsed = study["elapsed"]
 
-    figdir = os.path.join(os.path.dirname(doc) or ".", "depth-study" if name != "depth-1000" else "depth-study-1000")
+    figdir = doc[:-len(".md")]  # docs/depth-study.md: figures in docs/depth-study/
     os.makedirs(figdir, exist_ok=True)
     tmp = os.path.join(root, "plot")
     os.makedirs(tmp, exist_ok=True)
@@ -498,7 +496,7 @@ def main():
     # depth, norm and schedule (mean over seeds)
     def mean_val(placement, depth, norm, schedule=None, init=None):
         v = [r.final_val() for r in runs if (r.placement, r.depth, r.norm, r.schedule, r.init)
-             == (placement, depth, norm, schedule, init) and not r.name.endswith("-long")]
+             == (placement, depth, norm, schedule, init)]
         return sum(v) / len(v) if v else math.nan
     gaps = []
     for (depth, norm, sched) in sorted({(r.depth, r.norm, r.schedule) for r in runs},
@@ -526,7 +524,7 @@ def main():
 
     md = []
     md.append("# The depth study%s\n" % ("" if name == "full" else
-                                          {"quick": " (quick: the trio at 6, 25 and 100 layers, %d steps)" % steps,
+                                          {"quick": " (quick: the 100-layer trio, %d steps)" % steps,
                                            "depth-1000": ": 1000 layers"}[name]))
     md.append("Generated by `%s` (scripts/depth_study.py) on %s; every number and figure below "
               "comes from that run. It took **%.1f minutes** on this machine (%d runs, %d at a time, "

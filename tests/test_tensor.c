@@ -236,8 +236,8 @@ static void test_profile(void) {
     for (int k = 0; k < 4; k++) {
         int i = 0;
         while (i < prof.n && strcmp(prof.row[i].op->name, names[k])) i++;
-        CHECK(i < prof.n && prof.row[i].fwd_n == calls[k] && prof.row[i].bwd_n == calls[k] &&
-                  prof.row[i].fwd_s >= 0 && prof.row[i].bwd_s >= 0,
+        CHECK(i < prof.n && prof.row[i].calls[0] == calls[k] && prof.row[i].calls[1] == calls[k] &&
+                  prof.row[i].s[0] >= 0 && prof.row[i].s[1] >= 0,
               "profile of %s: expected %ld forward and backward calls", names[k], calls[k]);
     }
     for (int i = 0; i < 12; i++) { /* d sum(4 x w) / dx_ij = 4 sum_k w_jk */

@@ -238,7 +238,7 @@ static int profile_cmp(const void *a, const void *b) {
 void mt_profile_print(const mt_profile *p, FILE *f) {
     double steps = p->steps > 0 ? (double)p->steps : 1.0, ops = 0.0, order[MT_PROFILE_OPS][2];
     for (int i = 0; i < p->n; i++) {
-        order[i][0] = p->row[i].fwd_s + p->row[i].bwd_s;
+        order[i][0] = p->row[i].s[0] + p->row[i].s[1];
         order[i][1] = i;
         ops += order[i][0];
     }
@@ -249,24 +249,30 @@ void mt_profile_print(const mt_profile *p, FILE *f) {
     for (int k = 0; k < p->n; k++) {
         int i = (int)order[k][1];
         fprintf(f, "%-16s %9.0f %12.3f %12.3f %6.1f%%\n", p->row[i].op->name,
-                (double)p->row[i].fwd_n / steps, 1e3 * p->row[i].fwd_s / steps,
-                1e3 * p->row[i].bwd_s / steps, 100.0 * order[k][0] / total);
+                (double)p->row[i].calls[0] / steps, 1e3 * p->row[i].s[0] / steps,
+                1e3 * p->row[i].s[1] / steps, 100.0 * order[k][0] / total);
     }
     if (p->step_s > 0)
         fprintf(f, "%-16s %9s %12.3f %12s %6.1f%%\n", "(outside ops)", "-",
                 1e3 * (p->step_s - ops) / steps, "-", 100.0 * (p->step_s - ops) / total);
 }
 
-void mt_node_run(mt_ctx *c, mt_node *n) {
-    if (c->profile) {
-        double t = mt_clock();
-        n->op->forward(n);
-        int i = profile_row(c->profile, n->op);
-        c->profile->row[i].fwd_s += mt_clock() - t;
-        c->profile->row[i].fwd_n++;
-    } else {
-        n->op->forward(n);
+/* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set. */
+static void run_op(mt_ctx *c, mt_node *n, int dir) {
+    void (*fn)(mt_node *) = dir ? n->op->backward : n->op->forward;
+    if (!c->profile) {
+        fn(n);
+        return;
     }
+    double t = mt_clock();
+    fn(n);
+    int i = profile_row(c->profile, n->op);
+    c->profile->row[i].s[dir] += mt_clock() - t;
+    c->profile->row[i].calls[dir]++;
+}
+
+void mt_node_run(mt_ctx *c, mt_node *n) {
+    run_op(c, n, 0);
     if (!c->grad_enabled) return;
     bool needs = false;
     for (int i = 0; i < n->n_in; i++) needs |= n->in[i] && n->in[i]->requires_grad;
@@ -317,15 +323,7 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
         if (!n->out->grad) continue; /* nothing flows back through this node */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
-        if (c->profile) {
-            double t = mt_clock();
-            n->op->backward(n);
-            int i = profile_row(c->profile, n->op);
-            c->profile->row[i].bwd_s += mt_clock() - t;
-            c->profile->row[i].bwd_n++;
-        } else {
-            n->op->backward(n);
-        }
+        run_op(c, n, 1);
         if (c->after_backward) c->after_backward(n, c->after_backward_arg);
         unsigned char *dead = (unsigned char *)n->out->grad;
         if (n->out == y || dead < lo || dead >= hi) continue;

@@ -265,8 +265,8 @@ enum { MT_PROFILE_OPS = 48 };
 struct mt_profile {
     struct {
         const mt_op *op;
-        double fwd_s, bwd_s;
-        long fwd_n, bwd_n;
+        double s[2];    /* seconds in [0] forward, [1] backward */
+        long calls[2];
     } row[MT_PROFILE_OPS];
     int n;
     long steps;

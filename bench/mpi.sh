@@ -12,7 +12,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 T=$(mktemp -d /tmp/mt_bench_mpi_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 RUN="--config configs/tiny-gpt.ini --steps $STEPS --eval-every 0 --save-every 0 --log-every $STEPS --threads 1"
-echo "## MPI (bench/mpi.sh, $(nproc) cores shared with other work: noisy)"
+echo "## MPI (bench/mpi.sh, $(nproc) cores, load average $(cut -d" " -f1-3 /proc/loadavg) at its start)"
 echo
 echo "MPI_Allreduce between 2 local ranks (median of 30):"
 echo

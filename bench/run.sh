@@ -4,9 +4,9 @@
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
 #      mt and torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) for ROUNDS rounds,
 #      then torch once in its default setting; every program reports the median of its steps.
-#   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), then each
-#      bench/*.py (one module against its torch counterpart, printing a Markdown table),
-#      appended to bench/RESULTS.md.
+#   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
+#      (mt_gemm's row split against OpenBLAS's own threading), then each bench/*.py (one module
+#      against its torch counterpart, printing a Markdown table), appended to bench/RESULTS.md.
 # Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (2), CONFIGS (all, by name),
 # BENCH_GPT_ONLY=1 (skip 3).
 set -e
@@ -64,6 +64,9 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
     MT_BUILD=$BUILD sh bench/norms/run.sh
     printf '\n## norms\n\nForward + backward of every norm against torch: bench/NORMS.md.\n' \
         >>bench/RESULTS.md
+    echo "gemm: $BUILD/bench/gemm"
+    printf '\n## bench/gemm.c: mt_gemm against the plain OpenBLAS call\n\n' >>bench/RESULTS.md
+    "$BUILD/bench/gemm" 200 2 | tee -a bench/RESULTS.md
     for p in bench/*.py; do
         [ -e "$p" ] || continue
         echo "component benchmark $p"

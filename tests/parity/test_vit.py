@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, run_driver
+from torch_gpt import TorchBlocks
 
 rng = np.random.default_rng(0)
 R = Report("parity vit")
@@ -83,74 +84,11 @@ def random_params(cfg):
     return out
 
 
-class TorchViT:
-    """The ViT of models.h in plain torch, float64, parameters under the mt names."""
+class TorchViT(TorchBlocks):
+    """The ViT of models.h: patch embedding, class token, the bidirectional block stack, the head."""
 
     def __init__(self, cfg, params):
-        self.cfg = cfg
-        self.p = {k: torch.tensor(v, dtype=torch.float64,
-                                  requires_grad=not k.endswith(("running_mean", "running_var")))
-                  for k, v in params.items()}
-        self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet, encoder-only
-        self.training = True
-        self.g_terms = {}
-
-    def norm(self, x, prefix):
-        cfg, p, C = self.cfg, self.p, self.cfg["n_embd"]
-        kind, eps = cfg["norm"], cfg["norm_eps"]
-        w, b = p.get(prefix + ".weight"), p.get(prefix + ".bias")
-        if kind == "ln":
-            return F.layer_norm(x, (C,), w, b, eps)
-        if kind == "bn":  # over B*T per channel; running stats with momentum 0.1
-            y = F.batch_norm(x.reshape(-1, C), p[prefix + ".running_mean"],
-                             p[prefix + ".running_var"], w, b, self.training, 0.1, eps)
-            return y.reshape(x.shape)
-        if kind == "in":  # per image and channel over the tokens, in eval mode too
-            return F.instance_norm(x.transpose(1, 2), weight=w, bias=b, eps=eps).transpose(1, 2)
-        if kind == "gn":  # per token, groups of C / G channels
-            return F.group_norm(x.reshape(-1, C), cfg["gn_groups"], w, b, eps).reshape(x.shape)
-        if kind == "rms" and cfg["rms_form"] == "llama":
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-        if kind == "rms":  # the paper's code: eps outside the sqrt, optional bias
-            y = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w
-            return y + b if cfg.get("rms_bias") else y
-        if kind == "prms":
-            k = max(1, int(C * cfg["prms_p"]))
-            return x * torch.rsqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + eps) * w
-        if kind == "scale":
-            xh = x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
-            if xh.requires_grad:  # the scale of dL/dg = sum(dy * xh): the sum of |terms|
-                xh.register_hook(lambda d: self.g_terms.__setitem__(
-                    prefix, (d * xh.detach()).abs().sum().item() / p[prefix + ".g"].item()))
-            return p[prefix + ".g"] * xh
-        assert kind == "none"
-        return x
-
-    def linear(self, x, prefix):
-        return F.linear(x, self.p[prefix + ".weight"], self.p.get(prefix + ".bias"))
-
-    def attn(self, x, i):  # bidirectional: no mask
-        B, T, C = x.shape
-        NH = self.cfg["n_head"]
-        pre = f"blocks.{i}.attn."
-        q, k, v = (self.linear(x, pre + n).view(B, T, NH, C // NH).transpose(1, 2)
-                   for n in ("q_proj", "k_proj", "v_proj"))
-        s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
-        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
-        return self.linear(y, pre + "out_proj")
-
-    def ffn(self, x, i):
-        act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
-               "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
-        return self.linear(act(self.linear(x, f"blocks.{i}.ffn.fc1")), f"blocks.{i}.ffn.fc2")
-
-    def residual(self, x, prefix, f):
-        pl = self.cfg["placement"]
-        if pl == "pre":
-            return x + f(self.norm(x, prefix))
-        if pl == "post":
-            return self.norm(x + f(x), prefix)
-        return self.norm(self.alpha * x + f(x), prefix)
+        super().__init__(cfg, params, causal=False)
 
     def forward(self, images):
         p, cfg = self.p, self.cfg
@@ -160,12 +98,7 @@ class TorchViT:
         x = x.flatten(2).transpose(1, 2)  # (B, np, C), patches in raster order
         if cfg["pool"] == "cls":
             x = torch.cat([p["cls_token"].expand(x.shape[0], 1, C), x], 1)
-        x = x + p["pos_emb.weight"]
-        for i in range(cfg["n_layer"]):
-            x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
-            x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
-        if cfg["placement"] == "pre":
-            x = self.norm(x, "final_norm")
+        x = self.blocks(x + p["pos_emb.weight"])
         x = x[:, 0] if cfg["pool"] == "cls" else x.mean(1)
         return self.linear(x, "head")
 

@@ -1,44 +1,54 @@
-"""The GPT of REFERENCE.md in plain torch, shared by the parity tests (test_gpt.py, test_score.py):
-parameters held under mt's names (tok_emb.weight, blocks.{i}.attn.q_proj.weight, ...) in
-torch.nn's layout."""
+"""The GPT of REFERENCE.md in plain torch, shared by the parity tests (test_gpt.py, test_score.py),
+and its block stack, which the ViT's reference (test_vit.py) shares: parameters held under mt's
+names (tok_emb.weight, blocks.{i}.attn.q_proj.weight, ...) in torch.nn's layout."""
 import math
 
 import torch
 import torch.nn.functional as F
 
 
-class TorchGPT(torch.nn.Module):
-    """The GPT of REFERENCE.md in plain torch: parameters held under the mt names."""
+class TorchBlocks(torch.nn.Module):
+    """The block stack of models.h in plain torch, float64, parameters under the mt names; the
+    GPT (causal attention) and the ViT (tests/parity/test_vit.py) add their ends to it."""
 
-    def __init__(self, cfg, params):
+    def __init__(self, cfg, params, causal):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.causal = cfg, causal
         # float64: the reference's own rounding stays out of the comparison
-        self.p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        self.p = {k: torch.tensor(v, dtype=torch.float64,
+                                  requires_grad=not k.endswith(("running_mean", "running_var")))
                   for k, v in params.items()}
-        L = cfg["n_layer"]
-        self.alpha = (2 * L) ** 0.25  # DeepNet, decoder-only
+        self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet: decoder-only and encoder-only alike
+        self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
 
     def norm(self, x, prefix):
         cfg, p, C = self.cfg, self.p, self.cfg["n_embd"]
         kind, eps = cfg["norm"], cfg["norm_eps"]
+        w, b = p.get(prefix + ".weight"), p.get(prefix + ".bias")
         if kind == "ln":
-            return F.layer_norm(x, (C,), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+            return F.layer_norm(x, (C,), w, b, eps)
+        if kind == "bn":  # over B*T per channel; running stats with momentum 0.1
+            y = F.batch_norm(x.reshape(-1, C), p[prefix + ".running_mean"],
+                             p[prefix + ".running_var"], w, b, self.training, 0.1, eps)
+            return y.reshape(x.shape)
+        if kind == "in":  # per sequence and channel over the tokens, in eval mode too
+            return F.instance_norm(x.transpose(1, 2), weight=w, bias=b, eps=eps).transpose(1, 2)
+        if kind == "gn":  # per token, groups of C / G channels
+            return F.group_norm(x.reshape(-1, C), cfg["gn_groups"], w, b, eps).reshape(x.shape)
         if kind == "rms" and cfg["rms_form"] == "llama":
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * p[prefix + ".weight"]
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
         if kind == "rms":  # the paper's code: eps outside the sqrt, optional bias
-            y = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * p[prefix + ".weight"]
-            return y + p[prefix + ".bias"] if cfg.get("rms_bias") else y
+            y = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w
+            return y + b if cfg.get("rms_bias") else y
         if kind == "prms":  # RMS of the first k = floor(C p) channels scales all C
             k = max(1, int(C * cfg["prms_p"]))
-            ms = x[..., :k].pow(2).mean(-1, keepdim=True)
-            return x * torch.rsqrt(ms + eps) * p[prefix + ".weight"]
-        if kind == "gn":  # per token, groups of C / G channels
-            y = F.group_norm(x.reshape(-1, C), cfg["gn_groups"], p[prefix + ".weight"],
-                             p[prefix + ".bias"], eps)
-            return y.reshape(x.shape)
+            return x * torch.rsqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + eps) * w
         if kind == "scale":
-            return p[prefix + ".g"] * x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
+            xh = x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
+            if xh.requires_grad:  # the scale of dL/dg = sum(dy * xh): the sum of |terms|
+                xh.register_hook(lambda d: self.g_terms.__setitem__(
+                    prefix, (d * xh.detach()).abs().sum().item() / p[prefix + ".g"].item()))
+            return p[prefix + ".g"] * xh
         assert kind == "none"
         return x
 
@@ -52,7 +62,8 @@ class TorchGPT(torch.nn.Module):
         q, k, v = (self.linear(x, pre + n).view(B, T, NH, C // NH).transpose(1, 2)
                    for n in ("q_proj", "k_proj", "v_proj"))
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
-        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        if self.causal:
+            s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
         y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
         return self.linear(y, pre + "out_proj")
 
@@ -69,15 +80,24 @@ class TorchGPT(torch.nn.Module):
             return self.norm(x + f(x), prefix)
         return self.norm(self.alpha * x + f(x), prefix)  # deepnorm: alpha on the skip branch
 
+    def blocks(self, x):
+        """Every block, then the final norm of Pre-LN."""
+        for i in range(self.cfg["n_layer"]):
+            x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
+            x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
+        return self.norm(x, "final_norm") if self.cfg["placement"] == "pre" else x
+
+
+class TorchGPT(TorchBlocks):
+    """The GPT of REFERENCE.md: token and position embeddings, the causal block stack, the head."""
+
+    def __init__(self, cfg, params):
+        super().__init__(cfg, params, causal=True)
+
     def forward(self, ids, targets):
         p, cfg = self.p, self.cfg
         T = ids.shape[1]
-        x = p["tok_emb.weight"][ids] + p["pos_emb.weight"][:T]
-        for i in range(cfg["n_layer"]):
-            x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
-            x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
-        if cfg["placement"] == "pre":
-            x = self.norm(x, "final_norm")
+        x = self.blocks(p["tok_emb.weight"][ids] + p["pos_emb.weight"][:T])
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = x @ head.t()
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),

@@ -8,12 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench.h"
 #include "mt.h"
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One product both ways; C (M, N) = op(A) op(B), median GFLOP/s of each into gf[0] (mt_gemm) and
    gf[1] (cblas_sgemm). */
@@ -30,7 +26,7 @@ static void measure(bool ta, bool tb, int M, int N, int K, const float *A, const
                             tb ? K : N, 0.0f, C, N);
             if (i >= 0) t[i] = mt_clock() - t0;
         }
-        qsort(t, (size_t)reps, sizeof *t, cmp);
+        qsort(t, (size_t)reps, sizeof *t, bench_cmp);
         gf[way] = 2.0 * M * N * K / t[reps / 2] / 1e9;
     }
 }

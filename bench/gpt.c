@@ -11,12 +11,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bench.h"
 #include "mt.h"
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double rss_mib(void) {
     struct rusage u;
@@ -98,7 +94,7 @@ int main(int argc, char **argv) {
     }
     double *sorted = malloc((size_t)steps * sizeof *sorted);
     memcpy(sorted, ms, (size_t)steps * sizeof *ms);
-    qsort(sorted, (size_t)steps, sizeof *sorted, cmp);
+    qsort(sorted, (size_t)steps, sizeof *sorted, bench_cmp);
     double med = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
     printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"params\": %zu, \"layers\": %d, "
            "\"embd\": %d, \"batch\": %d, \"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",

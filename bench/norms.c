@@ -15,26 +15,11 @@
 #include <time.h>
 
 #include "../src/mt.h"
+#include "bench.h"
 
 enum { N = 8192, C = 768 };
 
 static clockid_t clock_id = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(clock_id, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Best of 5 runs of a[i] = b[i] + s c[i] on 3 arrays of 32M floats (3 x 128 MB, beyond the
    caches); bytes counted as STREAM does: 3 x 4 per element. */
@@ -45,10 +30,10 @@ static double triad_gbs(void) {
     for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
     double best = 0;
     for (int r = 0; r < 5; r++) {
-        double t = now();
+        double t = bench_now(clock_id);
 #pragma omp parallel for simd
         for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
-        t = now() - t;
+        t = bench_now(clock_id) - t;
         if (12.0 * n / t / 1e9 > best) best = 12.0 * n / t / 1e9;
     }
     if (a[n / 2] != 7.0f) fprintf(stderr, "triad: wrong result\n");
@@ -116,16 +101,16 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         for (int i = -2; i < reps; i++) { /* two warm-up runs */
             mt_ctx_reset(&c);
-            double t0 = now();
+            double t0 = bench_now(clock_id);
             mt_tensor *y = run(&c, &cases[k], &x, &x3, &P.t[iw], &P.t[ib], &P.t[ig], &P.t[im],
                                &P.t[iv]);
-            double t1 = now();
+            double t1 = bench_now(clock_id);
             y->grad = dy;
             c.tape->op->backward(c.tape);
-            double t2 = now();
+            double t2 = bench_now(clock_id);
             if (i >= 0) tf[i] = t1 - t0, tb[i] = t2 - t1, tt[i] = t2 - t0;
         }
-        double f = median(tf, reps), b = median(tb, reps), tot = median(tt, reps);
+        double f = bench_median(tf, reps), b = bench_median(tb, reps), tot = bench_median(tt, reps);
         printf("{\"what\": \"%s\", \"impl\": \"mt\", \"threads\": %d, \"clock\": \"%s\", "
                "\"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"ms\": %.3f, \"gbs\": %.2f}\n",
                cases[k].name, mt_threads(), clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", 1e3 * f,

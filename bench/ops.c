@@ -10,22 +10,12 @@
 #include <time.h>
 
 #include "../src/mt.h"
+#include "bench.h"
 
 enum { N = 8192, C = 768 };
 
 static clockid_t clock_id = CLOCK_MONOTONIC;
 static int ids[N];
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(clock_id, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef mt_tensor *(*build_fn)(mt_ctx *c, mt_tensor **x);
 static mt_tensor *b_mul(mt_ctx *c, mt_tensor **x) { return mt_mul(c, x[0], x[1]); }
@@ -97,16 +87,16 @@ int main(int argc, char **argv) {
         }
         for (int rep = -2; rep < reps; rep++) { /* two warm-up calls */
             mt_ctx_reset(&c);
-            double t0 = now();
+            double t0 = bench_now(clock_id);
             mt_tensor *y = ops[o].build(&c, xp);
-            double t1 = now();
+            double t1 = bench_now(clock_id);
             y->grad = dy; /* the op's backward alone: no zeroing of y's grad */
             c.tape->op->backward(c.tape);
-            double t2 = now();
+            double t2 = bench_now(clock_id);
             if (rep >= 0) tf[rep] = 1e3 * (t1 - t0), tb[rep] = 1e3 * (t2 - t1);
         }
-        qsort(tf, reps, sizeof *tf, cmp);
-        qsort(tb, reps, sizeof *tb, cmp);
+        qsort(tf, reps, sizeof *tf, bench_cmp);
+        qsort(tb, reps, sizeof *tb, bench_cmp);
         printf("%s %.3f %.3f %.3f %.3f\n", ops[o].name, tf[0], tf[reps / 2], tb[0], tb[reps / 2]);
     }
     mt_ctx_free(&c);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench.h"
 #include "mt.h"
 
 /* The table of a GPT block stack: per layer two norms, qkv, proj, fc1 (4x wide), fc2 and biases. */
@@ -36,11 +37,6 @@ static void make_table(mt_params *P, int L, int C) {
     for (size_t i = 0; i < P->total; i++) P->grad[i] = 1e-3f * mt_rng_normal(&r);
 }
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: %s LAYERS WIDTH REPEATS THREADS\n", argv[0]);
@@ -65,7 +61,7 @@ int main(int argc, char **argv) {
             else mt_optim_step(&o, &P, 1e-4);
             if (r >= 0) t[r] = 1e3 * (omp_get_wtime() - t0);
         }
-        qsort(t, (size_t)R, sizeof *t, cmp);
+        qsort(t, (size_t)R, sizeof *t, bench_cmp);
         printf("%s %.3f %.3f\n", names[k], t[0], t[R / 2]);
         mt_optim_free(&o);
     }

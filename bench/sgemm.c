@@ -6,12 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench.h"
 #include "mt.h"
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 2048, reps = argc > 2 ? atoi(argv[2]) : 15;
@@ -38,7 +34,7 @@ int main(int argc, char **argv) {
         double dt = mt_clock() - t0;
         if (i >= 0) gf[i] = 2.0 * n * nn / dt / 1e9;
     }
-    qsort(gf, (size_t)reps, sizeof *gf, cmp);
+    qsort(gf, (size_t)reps, sizeof *gf, bench_cmp);
     printf("{\"prog\": \"sgemm\", \"n\": %d, \"threads\": %d, \"reps\": %d, \"gflops_median\": %.1f, "
            "\"gflops_best\": %.1f}\n",
            n, mt_threads(), reps, gf[reps / 2], gf[reps - 1]);

@@ -25,6 +25,23 @@ typedef struct {
     size_t off; /* offsetof the field in the config struct */
 } mt_cf_field;
 
+/* The fields of the block stack, which both model configs (mt_gpt_config, mt_vit_config) hold
+   under the same names: entries of the field table of config type T. */
+#define MT_CF_FIELD(T, key, type, field) {key, MT_CF_##type, offsetof(T, field)}
+#define MT_CF_BLOCK_FIELDS(T)                                                                      \
+    MT_CF_FIELD(T, "n_layer", INT, n_layer), MT_CF_FIELD(T, "n_head", INT, n_head),                \
+    MT_CF_FIELD(T, "n_embd", INT, n_embd), MT_CF_FIELD(T, "n_ff", INT, n_ff),                      \
+    MT_CF_FIELD(T, "norm", NORM, norm.kind), MT_CF_FIELD(T, "placement", PLACE, placement),        \
+    MT_CF_FIELD(T, "norm_eps", FLOAT, norm.eps), MT_CF_FIELD(T, "prms_p", FLOAT, norm.prms_p),     \
+    MT_CF_FIELD(T, "gn_groups", INT, norm.gn_groups),                                              \
+    MT_CF_FIELD(T, "rms_form", RMS_FORM, norm.rms_form),                                           \
+    MT_CF_FIELD(T, "rms_bias", BOOL, norm.rms_bias),                                               \
+    MT_CF_FIELD(T, "in_affine", BOOL, norm.in_affine),                                             \
+    MT_CF_FIELD(T, "deepnorm_alpha", FLOAT, deepnorm_alpha),                                       \
+    MT_CF_FIELD(T, "deepnorm_beta", FLOAT, deepnorm_beta), MT_CF_FIELD(T, "init", INIT, init),     \
+    MT_CF_FIELD(T, "bias", BOOL, bias), MT_CF_FIELD(T, "act", ACT, act),                           \
+    MT_CF_FIELD(T, "dropout", FLOAT, dropout)
+
 /* Every field of cfg as one JSON object; malloc'd. */
 char *mt_cf_to_json(const mt_cf_field *fields, int n, const void *cfg);
 /* Sets the fields json names (others keep their values); an unknown key, a value of the wrong

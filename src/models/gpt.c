@@ -112,31 +112,12 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
 
 /* ---- config as JSON: one table of fields for both directions (config_json.h) ---------------- */
 
-#define F(key, type, field) {key, MT_CF_##type, offsetof(mt_gpt_config, field)}
 static const mt_cf_field FIELDS[] = {
-    F("n_layer", INT, n_layer),
-    F("n_head", INT, n_head),
-    F("n_embd", INT, n_embd),
-    F("n_ctx", INT, n_ctx),
-    F("n_vocab", INT, n_vocab),
-    F("n_ff", INT, n_ff),
-    F("norm", NORM, norm.kind),
-    F("placement", PLACE, placement),
-    F("norm_eps", FLOAT, norm.eps),
-    F("prms_p", FLOAT, norm.prms_p),
-    F("gn_groups", INT, norm.gn_groups),
-    F("rms_form", RMS_FORM, norm.rms_form),
-    F("rms_bias", BOOL, norm.rms_bias),
-    F("in_affine", BOOL, norm.in_affine),
-    F("deepnorm_alpha", FLOAT, deepnorm_alpha),
-    F("deepnorm_beta", FLOAT, deepnorm_beta),
-    F("init", INIT, init),
-    F("tied", BOOL, tied),
-    F("bias", BOOL, bias),
-    F("act", ACT, act),
-    F("dropout", FLOAT, dropout),
+    MT_CF_FIELD(mt_gpt_config, "n_ctx", INT, n_ctx),
+    MT_CF_FIELD(mt_gpt_config, "n_vocab", INT, n_vocab),
+    MT_CF_FIELD(mt_gpt_config, "tied", BOOL, tied),
+    MT_CF_BLOCK_FIELDS(mt_gpt_config),
 };
-#undef F
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
 char *mt_gpt_config_to_json(const mt_gpt_config *cfg) {

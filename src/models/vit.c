@@ -92,34 +92,15 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key, type, field) {key, MT_CF_##type, offsetof(mt_vit_config, field)}
 static const mt_cf_field FIELDS[] = {
-    F("image_h", INT, image_h),
-    F("image_w", INT, image_w),
-    F("channels", INT, channels),
-    F("patch", INT, patch),
-    F("n_classes", INT, n_classes),
-    F("n_layer", INT, n_layer),
-    F("n_head", INT, n_head),
-    F("n_embd", INT, n_embd),
-    F("n_ff", INT, n_ff),
-    F("norm", NORM, norm.kind),
-    F("placement", PLACE, placement),
-    F("norm_eps", FLOAT, norm.eps),
-    F("prms_p", FLOAT, norm.prms_p),
-    F("gn_groups", INT, norm.gn_groups),
-    F("rms_form", RMS_FORM, norm.rms_form),
-    F("rms_bias", BOOL, norm.rms_bias),
-    F("in_affine", BOOL, norm.in_affine),
-    F("deepnorm_alpha", FLOAT, deepnorm_alpha),
-    F("deepnorm_beta", FLOAT, deepnorm_beta),
-    F("init", INIT, init),
-    F("bias", BOOL, bias),
-    F("act", ACT, act),
-    F("dropout", FLOAT, dropout),
-    F("pool", POOL, pool),
+    MT_CF_FIELD(mt_vit_config, "image_h", INT, image_h),
+    MT_CF_FIELD(mt_vit_config, "image_w", INT, image_w),
+    MT_CF_FIELD(mt_vit_config, "channels", INT, channels),
+    MT_CF_FIELD(mt_vit_config, "patch", INT, patch),
+    MT_CF_FIELD(mt_vit_config, "n_classes", INT, n_classes),
+    MT_CF_FIELD(mt_vit_config, "pool", POOL, pool),
+    MT_CF_BLOCK_FIELDS(mt_vit_config),
 };
-#undef F
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
 char *mt_vit_config_to_json(const mt_vit_config *cfg) {

@@ -264,36 +264,34 @@ def plot_depth(runs, png, tmp, H):
             "plot " + ", \\\n  ".join(plots) + "\n", png)
 
 
-def plot_grad_init(runs, png, tmp):
+def plot_per_run(runs, png, tmp, rows_of, suffix, title, xlabel, ylabel):
+    """One line per run, (x, y) from rows_of(run), log y; nothing when no run has rows."""
     plots = []
     for r in runs:
-        rows = [(int(g["layer"]), num(g["total"])) for g in r.grad
-                if g["step"] == "0" and int(g["layer"]) >= 0]
+        rows = rows_of(r)
         if not rows:
             continue
-        f = os.path.join(tmp, r.name + ".grad0")
+        f = os.path.join(tmp, r.name + suffix)
         write_dat(f, rows)
         plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, r.color, r.title))
     if plots:
-        gnuplot(header(png, "Gradient norm of each block at init (%d layers, before any update)"
-                       % runs[0].depth, "block (0: next to the embedding)",
-                       "||grad|| of the block's parameters", "set logscale y") +
+        gnuplot(header(png, title, xlabel, ylabel, "set logscale y") +
                 "plot " + ", \\\n  ".join(plots) + "\n", png)
+
+
+def plot_grad_init(runs, png, tmp):
+    plot_per_run(runs, png, tmp, lambda r: [(int(g["layer"]), num(g["total"])) for g in r.grad
+                                            if g["step"] == "0" and int(g["layer"]) >= 0],
+                 ".grad0", "Gradient norm of each block at init (%d layers, before any update)"
+                 % runs[0].depth, "block (0: next to the embedding)",
+                 "||grad|| of the block's parameters")
 
 
 def plot_update(runs, png, tmp):
-    plots = []
-    for r in runs:
-        rows = [(int(u["step"]), num(u["update"])) for u in r.update if int(u["step"]) > 0]
-        if not rows:
-            continue
-        f = os.path.join(tmp, r.name + ".upd")
-        write_dat(f, rows)
-        plots.append("'%s' w l lc rgb '%s' lw 2 title '%s'" % (f, r.color, r.title))
-    if plots:
-        gnuplot(header(png, "Model update ||F(x,θ_t) - F(x,θ_0)|| / sqrt(d) on a fixed held-out batch (%d layers)"
-                       % runs[0].depth, "step", "update (RMS per channel)", "set logscale y") +
-                "plot " + ", \\\n  ".join(plots) + "\n", png)
+    plot_per_run(runs, png, tmp, lambda r: [(int(u["step"]), num(u["update"])) for u in r.update
+                                            if int(u["step"]) > 0],
+                 ".upd", "Model update ||F(x,θ_t) - F(x,θ_0)|| / sqrt(d) on a fixed held-out batch "
+                 "(%d layers)" % runs[0].depth, "step", "update (RMS per channel)")
 
 
 def update_at(r, step):

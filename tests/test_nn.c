@@ -177,34 +177,60 @@ static mt_tensor *build_attention(mt_ctx *c, mt_tensor **in, const void *arg) {
     return mt_attention(c, in[0], in[1], in[2], a->n_head, a->causal);
 }
 
-/* The textbook loop, in double: out[b,t,h] = sum_s softmax_s(q.k / sqrt(HS)) v[b,s,h]. */
+/* The textbook loops, in double: out[b,t,h] = sum_s P_ts v[b,s,h], P = softmax_s(q.k / sqrt(HS));
+   with dy, the gradients dq, dk, dv (each (B, T, C)) of sum(dy * out):
+   dv_s = sum_t P_ts dy_t, dP_ts = dy_t . v_s, dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
+   dq_t = sum_s dS_ts k_s / sqrt(HS), dk_s = sum_t dS_ts q_t / sqrt(HS). */
 static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int NH,
-                          bool causal, float *out) {
+                          bool causal, float *out, const float *dy, float *dq, float *dk,
+                          float *dv) {
     int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH;
-    double *p = malloc((size_t)T * sizeof(double));
+    double *p = malloc((size_t)T * T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
+    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, q->n * sizeof(float)),
+            memset(dv, 0, q->n * sizeof(float));
+#define AT(x, t, i) ((x)[((size_t)b * T + (t)) * C + h * HS + (i)])
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *qt = q->data + ((size_t)b * T + t) * C + h * HS;
-                double m = -INFINITY, sum = 0;
+                double *pt = p + (size_t)t * T, m = -INFINITY, sum = 0;
                 for (int s = 0; s < T; s++) {
-                    const float *ks = k->data + ((size_t)b * T + s) * C + h * HS;
                     double dot = 0;
-                    for (int i = 0; i < HS; i++) dot += (double)qt[i] * ks[i];
-                    p[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
-                    if (p[s] > m) m = p[s];
+                    for (int i = 0; i < HS; i++)
+                        dot += (double)AT(q->data, t, i) * AT(k->data, s, i);
+                    pt[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
+                    if (pt[s] > m) m = pt[s];
                 }
-                for (int s = 0; s < T; s++) sum += p[s] = exp(p[s] - m);
+                for (int s = 0; s < T; s++) sum += pt[s] = exp(pt[s] - m);
+                for (int s = 0; s < T; s++) pt[s] /= sum;
                 for (int i = 0; i < HS; i++) {
                     double o = 0;
-                    for (int s = 0; s < T; s++)
-                        o += p[s] / sum * v->data[((size_t)b * T + s) * C + h * HS + i];
-                    out[((size_t)b * T + t) * C + h * HS + i] = (float)o;
+                    for (int s = 0; s < T; s++) o += pt[s] * AT(v->data, s, i);
+                    AT(out, t, i) = (float)o;
+                }
+                if (!dy) continue;
+                double rowdot = 0;
+                for (int s = 0; s < T; s++) {
+                    dp[s] = 0;
+                    for (int i = 0; i < HS; i++) dp[s] += (double)AT(dy, t, i) * AT(v->data, s, i);
+                    rowdot += pt[s] * dp[s];
+                }
+                for (int s = 0; s < T; s++) {
+                    double ds = pt[s] * (dp[s] - rowdot) / sqrt((double)HS);
+                    for (int i = 0; i < HS; i++) {
+                        AT(dv, s, i) += (float)(pt[s] * AT(dy, t, i));
+                        AT(dq, t, i) += (float)(ds * AT(k->data, s, i));
+                        AT(dk, s, i) += (float)(ds * AT(q->data, t, i));
+                    }
                 }
             }
+#undef AT
     free(p);
+    free(dp);
 }
 
+/* Both ways mt runs a head: register tiles (HS a multiple of 16, T <= 128) and strided sgemm
+   (the rest), causal and not, T not a multiple of the tiles (8 rows, 16 or 32 keys), one head of
+   one batch, against the loops above (output and gradients) and by finite differences. */
 static void test_attention(void) {
     mt_rng r;
     mt_rng_seed(&r, 12);
@@ -213,9 +239,12 @@ static void test_attention(void) {
     struct {
         int B, T, C, NH;
         bool gradcheck;
-    } cases[] = {{1, 1, 4, 2, true}, {2, 5, 8, 2, true},  {2, 19, 12, 3, true},
-                 {1, 16, 8, 1, true}, {1, 41, 4, 2, true}, {3, 37, 16, 4, false},
-                 {4, 64, 64, 4, false}};
+    } cases[] = {/* sgemm path: HS 2, 4, 4, 8, 2, 4; T 150 > 128 */
+                 {1, 1, 4, 2, true}, {2, 5, 8, 2, true}, {2, 19, 12, 3, true}, {1, 16, 8, 1, true},
+                 {1, 41, 4, 2, true}, {3, 37, 16, 4, false}, {2, 150, 32, 2, false},
+                 /* register tiles: HS 16, 32, 48, 16, 32 */
+                 {1, 1, 16, 1, true}, {2, 19, 32, 1, true}, {1, 37, 48, 1, false},
+                 {4, 64, 64, 4, false}, {2, 128, 64, 2, false}, {3, 71, 96, 3, false}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int causal = 0; causal < 2; causal++) {
             int shape[] = {cases[k].B, cases[k].T, cases[k].C};
@@ -223,12 +252,22 @@ static void test_attention(void) {
             mt_tensor *q = test_tensor(&r, 3, shape, -2, 2, true);
             mt_tensor *kk = test_tensor(&r, 3, shape, -2, 2, true);
             mt_tensor *v = test_tensor(&r, 3, shape, -1, 1, true);
+            mt_tensor *dy = test_tensor(&r, 3, shape, -1, 1, false);
+            size_t n = q->n;
+            float *ref = malloc(4 * n * sizeof(float)), *g[3] = {ref + n, ref + 2 * n, ref + 3 * n};
+            ref_attention(q, kk, v, a.n_head, causal, ref, dy->data, g[0], g[1], g[2]);
             mt_ctx_reset(&c);
+            mt_tensor *in[3] = {q, kk, v};
+            for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, n * sizeof(float));
             mt_tensor *y = mt_attention(&c, q, kk, v, a.n_head, causal);
-            float *ref = malloc(y->n * sizeof(float));
-            ref_attention(q, kk, v, a.n_head, causal, ref);
-            double e = max_rel_err(y->data, ref, y->n);
+            double e = max_rel_err(y->data, ref, n);
             CHECK(e < 1e-5, "attention case %zu causal %d vs naive: %g", k, causal, e);
+            mt_backward_from(&c, y, dy->data);
+            for (int i = 0; i < 3; i++) {
+                e = max_rel_err(in[i]->grad, g[i], n);
+                CHECK(e < 1e-5, "attention case %zu causal %d: d%s vs naive: %g", k, causal,
+                      (const char *[]){"q", "k", "v"}[i], e);
+            }
             if (cases[k].gradcheck) {
                 char name[48];
                 snprintf(name, sizeof name, "attention[%zu]%s", k, causal ? " causal" : "");
@@ -238,6 +277,7 @@ static void test_attention(void) {
             test_tensor_free(q);
             test_tensor_free(kk);
             test_tensor_free(v);
+            test_tensor_free(dy);
         }
     mt_ctx_free(&c);
 }

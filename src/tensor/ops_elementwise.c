@@ -132,15 +132,13 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
  * mt_act_backward (activation.h). */
 
 /* GELU, tanh form (Hendrycks and Gimpel 2016; GPT-2; torch's approximate='tanh'):
-   y = x/2 (1 + t),  t = tanh(u),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi)
-   y' = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2) */
-static inline float gelu_f(float x) {
-    return 0.5f * x * (1.0f + mt_vtanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
-}
+   y = x/2 (1 + tanh(u)),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi); as 1 + tanh(u) = 2 s,
+   s = sigmoid(2u):  y = x s,  y' = s + x s (1 - s) 2u',  2u' = 2k (1 + 3 * 0.044715 x^2). */
+static inline float gelu_2u(float x) { return 1.5957691216f * (x + 0.044715f * x * x * x); }
+static inline float gelu_f(float x) { return x * mt_vsigmoidf(gelu_2u(x)); }
 static inline float gelu_df(float x) {
-    float t = mt_vtanhf(0.7978845608f * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) +
-           0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 0.134145f * x * x);
+    float s = mt_vsigmoidf(gelu_2u(x));
+    return s + x * s * (1.0f - s) * 1.5957691216f * (1.0f + 0.134145f * x * x);
 }
 
 /* GELU, exact: y = x Phi(x),  Phi(x) = erfc(-x / sqrt 2) / 2;  y' = Phi(x) + x phi(x),
@@ -154,10 +152,10 @@ static inline float gelu_erf_df(float x) {
 static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
 static inline float relu_df(float x) { return x > 0.0f ? 1.0f : 0.0f; }
 
-/* SiLU (swish): y = x s,  s = sigmoid(x) = 1 / (1 + e^-x);  y' = s (1 + x (1 - s)) */
-static inline float silu_f(float x) { return x / (1.0f + mt_vexpf(-x)); }
+/* SiLU (swish): y = x s,  s = sigmoid(x);  y' = s (1 + x (1 - s)) */
+static inline float silu_f(float x) { return x * mt_vsigmoidf(x); }
 static inline float silu_df(float x) {
-    float s = 1.0f / (1.0f + mt_vexpf(-x));
+    float s = mt_vsigmoidf(x);
     return s * (1.0f + x * (1.0f - s));
 }
 

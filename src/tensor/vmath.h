@@ -1,4 +1,4 @@
-/* Float exp, tanh and erfc written so that loops over them vectorise (libm's expf, tanhf and erfcf
+/* Float exp, sigmoid and erfc written so that loops over them vectorise (libm's expf and erfcf
  * are scalar calls that stop the vectoriser). Internal to the ops; deterministic (no table, no
  * state). Errors are measured against double precision in tests/test_ops.c. */
 #ifndef MT_VMATH_H
@@ -23,31 +23,43 @@ static inline float mt_vpow2i(int n) {
     return u.f;
 }
 
-/* exp(x): x = n ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in two parts; n rounded by adding and
-   subtracting 1.5 * 2^23, as floorf does not vectorise without -ffast-math), exp(r) by the Cephes
-   expf polynomial, times 2^n as two halves so that n = 128 (x near 88.7) stays representable.
-   Relative error < 3e-7. 0 below -87.33 (where floats turn subnormal), inf above 88.72, NaN
-   stays NaN. */
-static inline float mt_vexpf(float x) {
-    float c = x > -87.5f ? x : -87.5f; /* NaN -> -87.5, put back at the end */
-    c = c < 88.75f ? c : 88.75f;
-    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+/* exp(c) = 2^n exp(r) for c in [-87.5, 88.75]: c = n ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in
+   two parts; n rounded by adding and subtracting 1.5 * 2^23, as floorf does not vectorise without
+   -ffast-math), exp(r) by the Cephes expf polynomial; *n receives n. */
+static inline float mt_vexp_reduced(float c, float *n) {
+    *n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = c - *n * 0.693359375f + *n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = MT_MADD(p, r, 1.3981999507e-3f);
     p = MT_MADD(p, r, 8.3334519073e-3f);
     p = MT_MADD(p, r, 4.1665795894e-2f);
     p = MT_MADD(p, r, 1.6666665459e-1f);
     p = MT_MADD(p, r, 5.0000001201e-1f);
-    p = p * r * r + r + 1.0f;
+    return p * r * r + r + 1.0f;
+}
+
+/* exp(x): exp(r) times 2^n as two halves so that n = 128 (x near 88.7) stays representable.
+   Relative error < 3e-7. 0 below -87.33 (where floats turn subnormal), inf above 88.72, NaN
+   stays NaN. */
+static inline float mt_vexpf(float x) {
+    float c = x > -87.5f ? x : -87.5f; /* NaN -> -87.5, put back at the end */
+    c = c < 88.75f ? c : 88.75f;
+    float n, p = mt_vexp_reduced(c, &n);
     int ni = (int)n, h = ni >> 1;
     float y = p * mt_vpow2i(h) * mt_vpow2i(ni - h);
     return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : x != x ? x : y;
 }
 
-/* tanh(x) = 1 - 2 / (exp(2x) + 1); absolute error < 3e-7 (the relative error of tiny x is large:
-   use it where tanh is added to something of order 1, as in GELU). +-1 for large |x|. */
-static inline float mt_vtanhf(float x) { return 1.0f - 2.0f / (mt_vexpf(2.0f * x) + 1.0f); }
+/* sigmoid(z) = 1 / (1 + exp(-z)), z clamped to [-80, 80] first: 2^n then fits one exponent and
+   exp needs none of the selects at its edges (1.6x faster than through mt_vexpf). Relative error
+   < 4e-7 on [-80, 80]; beyond, 1 or sigmoid(-80) = 1.8e-35 (absolute error < 2e-35). NaN gives a
+   number: multiply it by its argument (x sigmoid(..), as GELU and SiLU do) to keep the NaN. */
+static inline float mt_vsigmoidf(float z) {
+    float c = z < 80.0f ? z : 80.0f; /* NaN -> 80 */
+    c = c > -80.0f ? -c : 80.0f;
+    float n, p = mt_vexp_reduced(c, &n);
+    return 1.0f / (1.0f + p * mt_vpow2i((int)n));
+}
 
 /* erfc(x) = 1 - erf(x) (Numerical Recipes' erfcc, a Chebyshev fit with fractional error 1.2e-7):
    t = 1/(1 + |x|/2),  erfc(|x|) = t exp(-x^2 + P(t)),  erfc(-x) = 2 - erfc(x). In float the

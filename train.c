@@ -18,7 +18,7 @@ static struct {
     int patch, pool, image_size, channels, bad_images;
     bool no_resize;
     float val_fraction;
-    int seed, threads, steps, batch, arena_mb, bucket_kb;
+    int seed, threads, replicas, steps, batch, arena_mb, bucket_kb;
     int n_layer, n_head, n_embd, n_ctx, n_ff;
     int norm, gn_groups, rms_form;
     float norm_eps, prms_p;
@@ -60,6 +60,7 @@ static const mt_opt OPTS[] = {
     {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue the run in --out (its options, then the config, then flags)", MT_OPT_CLI},
     {"seed", MT_OPT_INT, &o.seed, "0..", "seed of the weights, batches and dropout", 0},
     {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0},
+    {"replicas", MT_OPT_INT, &o.replicas, "0..1024", "threads that each run a slice of every batch (data parallel: no fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI ranks); 1: every op split across the threads", 0},
     {"steps", MT_OPT_INT, &o.steps, "0..", "optimizer steps; 0 writes the initialised model", 0},
     {"batch", MT_OPT_INT, &o.batch, "1..", "sequences per step", 0},
     {"n-layer", MT_OPT_INT, &o.n_layer, "1..", "blocks", 0},
@@ -313,7 +314,7 @@ int main(int argc, char **argv) {
         .model = vit ? MT_MODEL_VIT : MT_MODEL_GPT, .vit = &vc,
         .images = {.H = o.image_size, .W = o.image_size, .C = o.channels, .resize = !o.no_resize,
                    .skip_bad = o.bad_images == 0, .classes = o.classes[0] ? o.classes : NULL},
-        .resume = o.resume,
+        .resume = o.resume, .replicas = o.replicas,
     };
     /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
     if (!rank0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
@@ -354,9 +355,10 @@ int main(int argc, char **argv) {
                m->n_layer, m->n_head, m->n_embd, m->n_ff, m->n_ctx, mt_norm_name(m->norm.kind),
                mt_placement_name(m->placement), mt_init_scheme_name(m->init),
                mt_params_count_trainable(tr.P) / 1e6);
-    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d %s, %d threads, %s -> %s\n",
+    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d %s, %d threads (%d replicas), %s "
+           "-> %s\n",
            choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch,
-           vit ? 1 : m->n_ctx, vit ? "image" : "tokens", mt_threads(),
+           vit ? 1 : m->n_ctx, vit ? "image" : "tokens", mt_threads(), tr.replicas.n,
            o.resume ? "resumed" : "from scratch", o.out);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "

@@ -1,10 +1,13 @@
-/* One full mt training step, timed: reset the step arena, forward + cross-entropy, backward,
-   AdamW, zero grad. The GPT and the optimizer are the library's (mt_gpt_loss, mt_optim_step);
+/* One full mt training step, timed: forward + cross-entropy and backward (mt_replicas_backward:
+   the batch split across --replicas threads, as ./train does), AdamW, zero grad. The GPT and the
+   optimizer are the library's (mt_gpt_loss, mt_optim_step);
    the batch is uniform random tokens from a seeded RNG, drawn outside the timed region. Prints
    one JSON line: median ms per step over --steps steps after --warmup, tokens/s, trainable
    parameters, peak RSS (getrusage) and the arena's peak. bench/gpt/torch_gpt.py is the reference.
    usage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] [--batch B] [--norm ln|rms]
-              [--steps n] [--warmup n] [--threads n] [--arena-mb n] [--profile 0|1]
+              [--steps n] [--warmup n] [--threads n] [--replicas n] [--arena-mb n]
+              [--profile 0|1]
+   --replicas: 0 (default) as many as the threads, 1 every op split across the threads instead.
    --profile 1 also prints the time per op of the timed steps (mt_profile) to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +23,25 @@ static double rss_mib(void) {
     return u.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
+/* The rows [lo, lo + n) of the batch on the parameters P (mt_rows_loss) */
+struct batch {
+    mt_gpt *m;
+    const int *ids, *targets;
+    int T;
+};
+static mt_tensor *batch_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
+    struct batch *b = arg;
+    mt_gpt m = *b->m;
+    m.P = *P;
+    size_t at = (size_t)lo * b->T;
+    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
+}
+
 static int usage(const char *msg) {
     fprintf(stderr,
             "gpt: %s\nusage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] "
             "[--batch B] [--norm ln|rms] [--steps n >= 1] [--warmup n] [--threads n] "
-            "[--arena-mb n] [--profile 0|1]\n",
+            "[--replicas n] [--arena-mb n] [--profile 0|1]\n",
             msg);
     return 2;
 }
@@ -32,7 +49,7 @@ static int usage(const char *msg) {
 int main(int argc, char **argv) {
     const char *name = "tiny", *norm = "ln";
     int L = 4, C = 128, NH = 4, T = 128, B = 16, steps = 10, warmup = 3, threads = 2;
-    int arena_mb = 4096, profile = 0;
+    int arena_mb = 4096, profile = 0, replicas = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 == argc) return usage("every flag takes a value");
         const char *f = argv[i], *v = argv[++i];
@@ -42,7 +59,7 @@ int main(int argc, char **argv) {
         } ints[] = {{"--layers", &L},   {"--embd", &C},      {"--heads", &NH},
                     {"--ctx", &T},      {"--batch", &B},     {"--steps", &steps},
                     {"--warmup", &warmup}, {"--threads", &threads}, {"--arena-mb", &arena_mb},
-                    {"--profile", &profile}};
+                    {"--profile", &profile}, {"--replicas", &replicas}};
         int k = 0, n_ints = sizeof ints / sizeof *ints;
         while (k < n_ints && strcmp(f, ints[k].flag)) k++;
         if (k < n_ints) *ints[k].p = atoi(v);
@@ -50,7 +67,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--norm")) norm = v;
         else return usage(f);
     }
-    if (steps < 1 || warmup < 0 || B < 1 || arena_mb < 1) return usage("a value is out of range");
+    if (steps < 1 || warmup < 0 || B < 1 || arena_mb < 1 || replicas < 0)
+        return usage("a value is out of range");
     mt_set_threads(threads);
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
@@ -58,11 +76,14 @@ int main(int argc, char **argv) {
     mt_norm_kind kind;
     mt_gpt m;
     mt_ctx ctx;
+    mt_replicas R;
     mt_optim opt;
     mt_optim_config oc = mt_optim_defaults(); /* AdamW, torch's defaults */
     if (mt_norm_parse(norm, &kind, &err) || (cfg.norm = mt_norm_default(kind), 0) ||
         mt_gpt_build(&m, &cfg, &err) || mt_optim_init(&opt, &oc, &m.P, &err) ||
-        mt_ctx_init(&ctx, (size_t)arena_mb << 20, 1, &err)) {
+        mt_ctx_init(&ctx, (size_t)arena_mb << 20, 1, &err) ||
+        mt_replicas_init(&R, replicas ? replicas : mt_threads(), &m.P, (size_t)arena_mb << 20, 1,
+                         &err)) {
         fprintf(stderr, "gpt: %s\n", err.msg);
         return 2;
     }
@@ -82,23 +103,22 @@ int main(int argc, char **argv) {
                 ids[b * T + t] = data[b * (T + 1) + t], targets[b * T + t] = data[b * (T + 1) + t + 1];
         ctx.profile = profile && s >= warmup ? &prof : NULL;
         double t0 = mt_clock();
-        mt_ctx_reset(&ctx);
-        mt_tensor *loss = mt_gpt_loss(&ctx, &m, ids, targets, B, T);
-        mt_backward(&ctx, loss);
+        struct batch b = {&m, ids, targets, T};
+        double loss = mt_replicas_backward(&R, &ctx, &m.P, 0, B, B, batch_loss, &b);
         mt_optim_step(&opt, &m.P, mt_optim_lr_at(&oc.sched, opt.t));
         mt_params_zero_grad(&m.P);
         double dt = mt_clock() - t0;
-        if (s == 0) loss_first = loss->data[0];
-        loss_last = loss->data[0];
+        if (s == 0) loss_first = (float)loss;
+        loss_last = (float)loss;
         if (s >= warmup) ms[s - warmup] = dt * 1e3, prof.steps++, prof.step_s += dt;
     }
     double *sorted = malloc((size_t)steps * sizeof *sorted);
     memcpy(sorted, ms, (size_t)steps * sizeof *ms);
     qsort(sorted, (size_t)steps, sizeof *sorted, bench_cmp);
     double med = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
-    printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"params\": %zu, \"layers\": %d, "
+    printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"replicas\": %d, \"params\": %zu, \"layers\": %d, "
            "\"embd\": %d, \"batch\": %d, \"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",
-           name, mt_threads(), mt_params_count_trainable(&m.P), L, C, B, T, steps, med,
+           name, mt_threads(), R.n, mt_params_count_trainable(&m.P), L, C, B, T, steps, med,
            B * T / (med / 1e3));
     for (int s = 0; s < steps; s++) printf("%s%.3f", s ? ", " : "", ms[s]);
     printf("], \"rss_mib\": %.1f, \"arena_peak_mib\": %.1f, \"loss_first\": %.4f, "
@@ -108,6 +128,7 @@ int main(int argc, char **argv) {
     free(data), free(ids), free(targets), free(ms), free(sorted);
     mt_optim_free(&opt);
     mt_ctx_free(&ctx);
+    mt_replicas_free(&R);
     mt_gpt_free(&m);
     return 0;
 }

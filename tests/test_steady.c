@@ -1,5 +1,6 @@
 /* A steady-state training step allocates nothing: after the first step, steps 2..N of a small
-   GPT training loop (reset, loss, backward, gradient clipping, AdamW, zero grad) make no call to
+   GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, gradient
+   clipping, AdamW, zero grad) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -46,30 +47,42 @@ WRAP int posix_memalign(void **p, size_t align, size_t n) {
 #define WRAPPED 0
 #endif
 
-/* One training step on batch (ids, targets); returns the loss. */
-static float step(mt_ctx *c, mt_gpt *m, mt_optim *o, const int *ids, const int *targets, int B,
-                  int T) {
-    mt_ctx_reset(c);
-    mt_tensor *loss = mt_gpt_loss(c, m, ids, targets, B, T);
-    mt_backward(c, loss);
+/* mt_rows_loss of a GPT on a batch (ids, targets) of rows of T tokens */
+struct rows {
+    mt_gpt *m;
+    const int *ids, *targets;
+    int T;
+};
+static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
+    struct rows *b = arg;
+    mt_gpt m = *b->m;
+    m.P = *P;
+    return mt_gpt_loss(c, &m, b->ids + lo * b->T, b->targets + lo * b->T, n, b->T);
+}
+
+/* One training step on batch b of B rows, forward and backward by R; returns the loss. */
+static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, struct rows *b, int B) {
+    double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, rows_loss, b);
     mt_optim_clip(&m->P, 1.0);
     mt_optim_step(o, &m->P, mt_optim_lr_at(&o->cfg.sched, o->t));
     mt_params_zero_grad(&m->P);
-    return loss->data[0];
+    return loss;
 }
 
-int main(void) {
+/* The training loop with n replicas (1: every op split across the threads; 2: the batch). */
+static void steady(int n) {
     enum { B = 4, T = 32, STEPS = 6 };
-    mt_set_threads(2); /* the OpenMP and OpenBLAS paths of a real run */
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
     cfg.n_layer = 2, cfg.n_embd = 64, cfg.n_head = 4, cfg.n_ctx = T;
     mt_gpt m;
     mt_optim o;
     mt_ctx c;
+    mt_replicas R;
     mt_optim_config oc = mt_optim_defaults();
     MT_ASSERT(!mt_gpt_build(&m, &cfg, &err) && !mt_optim_init(&o, &oc, &m.P, &err) &&
-                  !mt_ctx_init(&c, 64 << 20, 1, &err),
+                  !mt_ctx_init(&c, 64 << 20, 1, &err) &&
+                  !mt_replicas_init(&R, n, &m.P, 64 << 20, 1, &err),
               "setup: %s", err.msg);
     mt_rng r;
     mt_rng_seed(&r, 3);
@@ -77,24 +90,41 @@ int main(void) {
     int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 256);
     for (int i = 0; i < B * T; i++) targets[i] = (int)mt_rng_below(&r, 256);
+    struct rows b = {&m, ids, targets, T};
 
-    float first = step(&c, &m, &o, ids, targets, B, T), last = first;
-    size_t peak1 = c.arena.peak;
+    double first = step(&R, &c, &m, &o, &b, B), last = first;
+    size_t peak1 = c.arena.peak, peak1_r = n > 1 ? R.ctx[0].arena.peak : 0;
+    atomic_store(&n_mt, 0);
+    atomic_store(&n_lib, 0);
     atomic_store(&counting, true);
-    for (int s = 1; s < STEPS; s++) last = step(&c, &m, &o, ids, targets, B, T);
+    for (int s = 1; s < STEPS; s++) last = step(&R, &c, &m, &o, &b, B);
     atomic_store(&counting, false);
     long mt_calls = atomic_load(&n_mt), lib_calls = atomic_load(&n_lib);
 
-    CHECK(mt_calls == 0, "steps 2..%d: mt's code called the allocator %ld times", STEPS, mt_calls);
-    CHECK(c.arena.peak == peak1, "the arena grew from %zu to %zu bytes after step 1", peak1,
-          c.arena.peak);
-    CHECK(last < first, "training on one batch did not lower the loss (%g -> %g)", first, last);
+    CHECK(mt_calls == 0, "%d replicas, steps 2..%d: mt's code called the allocator %ld times", n,
+          STEPS, mt_calls);
+    CHECK(c.arena.peak == peak1 && (n == 1 || R.ctx[0].arena.peak == peak1_r),
+          "%d replicas: an arena grew after step 1", n);
+    CHECK(last < first, "%d replicas: training on one batch did not lower the loss (%g -> %g)", n,
+          first, last);
     if (WRAPPED)
-        printf("test_steady: steps 2..%d: %ld allocations by mt, %ld by the libraries under it\n",
-               STEPS, mt_calls, lib_calls);
-    else
+        printf("test_steady: %d replicas, steps 2..%d: %ld allocations by mt, %ld by the "
+               "libraries under it\n",
+               n, STEPS, mt_calls, lib_calls);
+    mt_replicas_free(&R);
+    mt_ctx_free(&c);
+    mt_optim_free(&o);
+    mt_gpt_free(&m);
+}
+
+int main(void) {
+    mt_set_threads(2); /* the OpenMP and OpenBLAS paths of a real run */
+    steady(1);
+    steady(2);
+    if (!WRAPPED)
         printf("test_steady: allocator not wrapped under AddressSanitizer; arena checked only\n");
     /* the wrapper sees mt's allocations: one while counting is counted */
+    long mt_calls = atomic_load(&n_mt);
     void *volatile p;
     atomic_store(&counting, true);
     p = malloc(16);
@@ -102,8 +132,5 @@ int main(void) {
     free(p);
     CHECK(!WRAPPED || atomic_load(&n_mt) == mt_calls + 1, "the malloc wrapper did not count");
 
-    mt_ctx_free(&c);
-    mt_optim_free(&o);
-    mt_gpt_free(&m);
     return check_finish("test_steady");
 }

@@ -1,4 +1,5 @@
-/* GPT checkpoints (bit-exact round trip, errors naming the tensor) and the scoring windows. */
+/* GPT checkpoints (bit-exact round trip, errors naming the tensor), the scoring windows and data
+   parallelism across threads (mt_replicas). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,11 +113,91 @@ static void test_score_windows(void) {
     mt_gpt_free(&m);
 }
 
+/* mt_rows_loss of a GPT on a batch (ids, targets) of rows of T tokens */
+struct rows {
+    mt_gpt *m;
+    const int *ids, *targets;
+    int T;
+};
+static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
+    struct rows *b = arg;
+    mt_gpt m = *b->m;
+    m.P = *P;
+    return mt_gpt_loss(c, &m, b->ids + lo * b->T, b->targets + lo * b->T, n, b->T);
+}
+
+/* Replicas on rows [lo, lo + rows) of a batch of B: the loss and gradients of one context on
+   those rows weighted rows / B, to float rounding, with every replica (2, 3 of 5 rows: uneven
+   slices; 4 replicas on 3 rows: fewer replicas run); the other replicas' gradients are left
+   zeroed; two runs give the same bits. */
+static void test_replicas(void) {
+    enum { B = 5, T = 8 };
+    mt_gpt_config c = mt_gpt_config_default();
+    c.n_layer = 2, c.n_embd = 16, c.n_head = 2, c.n_ctx = T, c.n_vocab = 11;
+    mt_gpt m;
+    mt_err e;
+    CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 4);
+    mt_gpt_init_weights(&m, &r);
+    int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++)
+        ids[i] = (int)mt_rng_below(&r, 11), targets[i] = (int)mt_rng_below(&r, 11);
+    struct rows b = {&m, ids, targets, T};
+    size_t n = m.P.total;
+    float *want = malloc(n * sizeof *want), *first = malloc(n * sizeof *first);
+    mt_ctx ctx;
+    CHECK(mt_ctx_init(&ctx, mt_gpt_arena_bytes(&c, B, true), 1, &e) == MT_OK, "ctx: %s", e.msg);
+    const struct {
+        int lo, rows, replicas;
+    } cases[] = {{0, 5, 2}, {0, 5, 3}, {2, 3, 4}, {0, 5, 1}};
+    for (int k = 0; k < 4; k++) {
+        int lo = cases[k].lo, rows = cases[k].rows;
+        mt_params_zero_grad(&m.P);
+        mt_ctx_reset(&ctx);
+        float w = (float)rows / B;
+        mt_tensor *l = rows_loss(&ctx, &m.P, lo, rows, &b);
+        double want_loss = (double)l->data[0] * w;
+        mt_backward_from(&ctx, l, &w);
+        memcpy(want, m.P.grad, n * sizeof *want);
+        mt_replicas R;
+        CHECK(mt_replicas_init(&R, cases[k].replicas, &m.P, mt_gpt_arena_bytes(&c, B, true), 7,
+                               &e) == MT_OK,
+              "replicas: %s", e.msg);
+        for (int run = 0; run < 2; run++) {
+            mt_params_zero_grad(&m.P);
+            double loss = mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, rows_loss, &b);
+            CHECK(fabs(loss - want_loss) < 1e-6 * want_loss, "%d replicas: loss %.9g, want %.9g",
+                  R.n, loss, want_loss);
+            double err = max_rel_err(m.P.grad, want, n);
+            CHECK(err < 1e-5, "%d replicas of rows [%d, %d): gradient relative error %g", R.n, lo,
+                  lo + rows, err);
+            if (run == 0) memcpy(first, m.P.grad, n * sizeof *first);
+            else
+                CHECK(memcmp(first, m.P.grad, n * sizeof *first) == 0,
+                      "%d replicas: two runs differ", R.n);
+            for (int q = 0; q + 1 < R.n; q++)
+                for (size_t i = 0; i < n; i++)
+                    if (R.P[q].grad[i] != 0) {
+                        CHECK(false, "replica %d: gradient %zu left at %g", q + 1, i,
+                              R.P[q].grad[i]);
+                        break;
+                    }
+        }
+        mt_replicas_free(&R);
+    }
+    free(want);
+    free(first);
+    mt_ctx_free(&ctx);
+    mt_gpt_free(&m);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     mt_set_threads(2);
     test_checkpoint();
     test_score_windows();
+    test_replicas();
     rmdir(dir);
     return check_finish("test_train");
 }

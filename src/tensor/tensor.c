@@ -369,6 +369,17 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     return P->n++;
 }
 
+/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers). */
+static void params_bind(mt_params *P) {
+    memset(P->grad, 0, (P->total ? P->total : 16) * sizeof(float));
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        bool trained = e->role != MT_ROLE_BUFFER;
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
+                                 e->ndim, e->shape);
+    }
+}
+
 mt_status mt_params_alloc(mt_params *P, mt_err *err) {
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
     P->data = aligned_alloc(64, bytes);
@@ -378,14 +389,28 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err) {
         return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
                          2.0 * bytes / 1048576.0, P->total);
     memset(P->data, 0, bytes);
-    memset(P->grad, 0, bytes);
-    for (int i = 0; i < P->n; i++) {
-        mt_param *e = &P->p[i];
-        bool trained = e->role != MT_ROLE_BUFFER;
-        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
-                                 e->ndim, e->shape);
-    }
+    params_bind(P);
     return MT_OK;
+}
+
+mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
+    *V = *P;
+    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    V->grad = aligned_alloc(64, bytes);
+    V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
+    if (!V->grad || !V->t) {
+        mt_params_view_free(V);
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for a copy of the gradients",
+                         bytes / 1048576.0);
+    }
+    params_bind(V);
+    return MT_OK;
+}
+
+void mt_params_view_free(mt_params *V) {
+    free(V->grad);
+    free(V->t);
+    memset(V, 0, sizeof *V);
 }
 
 void mt_params_initialize(mt_params *P, mt_rng *r) {

@@ -215,6 +215,11 @@ int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
 size_t mt_params_count_trainable(const mt_params *P);
 void mt_params_zero_grad(mt_params *P);
 void mt_params_free(mt_params *P);
+/* V: P's table and data with gradients of its own (zeroed) and tensors t viewing them, for a
+   replica of the model that runs on another thread (mt_replicas). Free it with
+   mt_params_view_free only (P keeps the table and the data). */
+mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err);
+void mt_params_view_free(mt_params *V);
 
 /* ---- primitive ops --------------------------------------------------------------------------- */
 

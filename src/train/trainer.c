@@ -75,24 +75,64 @@ static mt_status check_fresh_out(const char *out, const char *model_path, const 
     return s;
 }
 
+/* The step arena for a slice of rows of the batch: --arena-mb, or the model's estimate. */
+static size_t step_arena(const mt_trainer *tr, int rows) {
+    if (tr->cfg.arena_bytes) return tr->cfg.arena_bytes;
+    return tr->cfg.model == MT_MODEL_VIT ? mt_vit_arena_bytes(&tr->vit.cfg, rows, true)
+                                         : mt_gpt_arena_bytes(&tr->model.cfg, rows, true);
+}
+
+static bool has_buffers(const mt_params *P) {
+    for (int i = 0; i < P->n; i++)
+        if (P->p[i].role == MT_ROLE_BUFFER) return true;
+    return false;
+}
+
+/* The replicas a step runs (mt_train_cfg.replicas; checked by check_replicas): at most one per
+   row of this rank's slice of the batch. */
+static int replica_count(const mt_train_cfg *cfg, const mt_params *P) {
+    int n = cfg->replicas;
+    if (n == 0) n = mt_dist_size() > 1 || has_buffers(P) ? 1 : mt_threads();
+    return n < local_rows(cfg->batch) ? n : local_rows(cfg->batch);
+}
+
+static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_err *err) {
+    if (cfg->replicas < 0 || cfg->replicas > mt_threads())
+        return mt_errorf(err, MT_EINVAL,
+                         "--replicas %d: expected 0 (one per thread) to %d (the threads)",
+                         cfg->replicas, mt_threads());
+    if (cfg->replicas > 1 && has_buffers(P))
+        return mt_errorf(err, MT_EINVAL,
+                         "--replicas %d: the model keeps running statistics (BatchNorm), which "
+                         "replicas would all write: expected 0 or 1", cfg->replicas);
+    if (cfg->replicas > 1 && mt_dist_size() > 1)
+        return mt_errorf(err, MT_EINVAL,
+                         "--replicas %d: MPI runs %d ranks: expected 0 or 1 (one thread of "
+                         "replicas per rank is not supported)", cfg->replicas, mt_dist_size());
+    return MT_OK;
+}
+
 /* The parameter table P (not yet allocated), its gradients, the optimizer state and act bytes
    of a step's activations (batch names the batch) against the available memory. */
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
     int slots = oc->kind == MT_OPTIM_SGD ? (oc->momentum > 0) : 2; /* Adam: m and v */
+    mt_status s = check_replicas(&tr->cfg, P, err);
+    if (s != MT_OK) return s;
+    slots += replica_count(&tr->cfg, P) - 1; /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
     snprintf(what, sizeof what,
-             "parameters and gradients %.2f GiB, optimizer state %.2f GiB, activations of a "
-             "batch of %s %.2f GiB",
+             "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
+             "GiB, activations of a batch of %s %.2f GiB",
              2 * params / gib, slots * params / gib, batch, act / gib);
     return mt_mem_check((2 + slots) * params + act, what, err);
 }
 
-/* The GPT and its data; *arena: the step arena it needs. */
+/* The GPT and its data. */
 static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_optim_config *oc,
-                           size_t *arena, mt_err *err) {
+                           mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
     mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
     if (s != MT_OK) return s;
@@ -114,7 +154,6 @@ static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_opt
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_gpt_init_weights(&tr->model, &r);
-    *arena = mt_gpt_arena_bytes(&model_cfg, local_rows(cfg->batch), true);
     size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx; /* the global batch */
     tr->x = malloc(n * sizeof *tr->x);
     tr->y = malloc(n * sizeof *tr->y);
@@ -125,8 +164,7 @@ static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_opt
 
 /* The ViT and its images: the split (seeded), the normalisation from the training part, the
    image size, channels and classes from the data. */
-static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, size_t *arena,
-                           mt_err *err) {
+static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
     mt_images *d = &tr->imgs;
     mt_status s = mt_images_load(cfg->data, &cfg->images, d, err);
@@ -152,7 +190,6 @@ static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, size_t *ar
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_vit_init_weights(&tr->vit, &r);
-    *arena = mt_vit_arena_bytes(&tr->vit.cfg, local_rows(cfg->batch), true);
     size_t B = (size_t)cfg->batch;
     tr->x = malloc(B * sizeof *tr->x);
     tr->y = malloc(B * sizeof *tr->y);
@@ -196,16 +233,19 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
         (!cfg->resume &&
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
         return s;
-    size_t arena = 0;
-    s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, oc, &arena, err)
-                                   : gpt_setup(tr, mc, oc, &arena, err);
+    s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, oc, err) : gpt_setup(tr, mc, oc, err);
     if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
     opt_cfg.sched.steps = cfg->steps > 0 ? cfg->steps : oc->sched.warmup > 0 ? oc->sched.warmup : 1;
     if ((s = mt_optim_init(&tr->opt, &opt_cfg, tr->P, err)) != MT_OK) goto fail;
-    if (cfg->arena_bytes) arena = cfg->arena_bytes;
-    if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK) goto fail;
+    /* replica 0's arena (tr->ctx) also serves evaluations of whole batches */
+    int n_rep = replica_count(cfg, tr->P), rows = local_rows(cfg->batch);
+    size_t arena = step_arena(tr, rows), rep_arena = step_arena(tr, (rows + n_rep - 1) / n_rep);
+    if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK ||
+        (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, rep_arena, cfg->seed ^ SEED_DROPOUT,
+                              err)) != MT_OK)
+        goto fail;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
                                 err)) != MT_OK)
@@ -337,43 +377,61 @@ int mt_params_first_nonfinite(const mt_params *P) {
     return -1;
 }
 
-/* The loss of this rank's rows [lo, lo + n) of the next training batch (the sampler's draw of
-   the whole batch, the same on every rank). */
-static mt_tensor *batch_loss(mt_trainer *tr, int lo, int n) {
-    mt_ctx *c = &tr->ctx;
+/* Draws the next training batch (the sampler's draw of the whole batch, the same on every rank)
+   and, for the ViT, reads this rank's rows [lo, lo + n) of it into tr->images. */
+static void draw_batch(mt_trainer *tr, int lo, int n) {
     int B = tr->cfg.batch;
+    tr->batch_lo = lo;
     if (tr->cfg.model == MT_MODEL_VIT) { /* B training images, drawn with replacement */
         for (int b = 0; b < B; b++)
             tr->x[b] = tr->order[mt_rng_below(&tr->sampler.rng, (uint32_t)tr->n_train_img)];
         mt_images_batch(&tr->imgs, tr->x + lo, n, tr->images, tr->y + lo);
-        return mt_vit_loss(c, &tr->vit, tr->images, tr->y + lo, n);
+    } else
+        mt_sampler_next(&tr->sampler, &tr->train, B, tr->model.cfg.n_ctx, tr->x, tr->y);
+}
+
+/* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
+static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
+    mt_trainer *tr = arg;
+    if (tr->cfg.model == MT_MODEL_VIT) {
+        mt_vit m = tr->vit;
+        m.P = *P;
+        size_t pixels = (size_t)tr->imgs.C * tr->imgs.H * tr->imgs.W;
+        return mt_vit_loss(c, &m, tr->images + (size_t)(lo - tr->batch_lo) * pixels, tr->y + lo,
+                           n);
     }
-    int T = tr->model.cfg.n_ctx;
-    mt_sampler_next(&tr->sampler, &tr->train, B, T, tr->x, tr->y);
-    return mt_gpt_loss(c, &tr->model, tr->x + (size_t)lo * T, tr->y + (size_t)lo * T, n, T);
+    mt_gpt m = tr->model;
+    m.P = *P;
+    size_t at = (size_t)lo * m.cfg.n_ctx;
+    return mt_gpt_loss(c, &m, tr->x + at, tr->y + at, n, m.cfg.n_ctx);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     mt_ctx *c = &tr->ctx;
-    mt_ctx_reset(c);
     c->training = true;
     c->grad_enabled = true;
     mt_params_zero_grad(tr->P);
     int lo, n;
     mt_dist_slice(tr->cfg.batch, &lo, &n);
-    /* Several ranks: each draws its own dropout masks, from a stream derived from the shared
-       one, which advances by one draw (the checkpoint saves the shared one). */
-    mt_rng shared = c->rng;
-    if (mt_dist_size() > 1) mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
-    mt_tensor *loss = batch_loss(tr, lo, n);
-    /* this rank's mean over n rows weighs n / B in the batch's mean; the sum across ranks (in
-       mt_dist_grads_end) gives the gradient of the batch's mean */
-    float w = (float)n / (float)tr->cfg.batch;
-    mt_dist_grads_begin(&tr->dist, c);
-    mt_backward_from(c, loss, &w);
-    mt_dist_grads_end(&tr->dist, c);
-    if (mt_dist_size() > 1) c->rng = shared;
-    st->loss = (double)loss->data[0] * w;
+    draw_batch(tr, lo, n);
+    if (mt_dist_size() > 1) {
+        /* Each rank draws its own dropout masks, from a stream derived from the shared one,
+           which advances by one draw (the checkpoint saves the shared one). */
+        mt_rng shared = c->rng;
+        mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
+        mt_ctx_reset(c);
+        mt_tensor *loss = rows_loss(c, tr->P, lo, n, tr);
+        /* this rank's mean over n rows weighs n / B in the batch's mean; the sum across ranks
+           (in mt_dist_grads_end) gives the gradient of the batch's mean */
+        float w = (float)n / (float)tr->cfg.batch;
+        mt_dist_grads_begin(&tr->dist, c);
+        mt_backward_from(c, loss, &w);
+        mt_dist_grads_end(&tr->dist, c);
+        c->rng = shared;
+        st->loss = (double)loss->data[0] * w;
+    } else
+        st->loss = mt_replicas_backward(&tr->replicas, c, tr->P, lo, n, tr->cfg.batch, rows_loss,
+                                        tr);
     mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
     st->grad_norm = mt_optim_clip(tr->P, tr->opt.cfg.clip);
@@ -460,6 +518,7 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_tokens_free(&tr->all);
     mt_images_free(&tr->imgs);
     mt_ctx_free(&tr->ctx);
+    mt_replicas_free(&tr->replicas);
     mt_dist_grads_free(&tr->dist);
     free(tr->x);
     free(tr->y);

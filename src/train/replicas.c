@@ -1,0 +1,77 @@
+/* Data parallelism across the threads of one process (train.h). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t arena_bytes,
+                           uint64_t seed, mt_err *err) {
+    memset(R, 0, sizeof *R);
+    R->n = 1;
+    if (n <= 1) return MT_OK;
+    R->ctx = calloc((size_t)n - 1, sizeof *R->ctx);
+    R->P = calloc((size_t)n - 1, sizeof *R->P);
+    if (!R->ctx || !R->P) {
+        mt_replicas_free(R);
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %d replicas", n);
+    }
+    for (int r = 1; r < n; r++) {
+        mt_status s = mt_ctx_init(&R->ctx[r - 1], arena_bytes, seed ^ (uint64_t)r, err);
+        if (s == MT_OK) s = mt_params_view(P, &R->P[r - 1], err);
+        R->n = r + 1; /* what to free */
+        if (s != MT_OK) {
+            mt_replicas_free(R);
+            return s;
+        }
+    }
+    return MT_OK;
+}
+
+/* Replica r of n: its slice of rows [lo, lo + rows), forward and backward; its weighted loss. */
+static double replica_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int r, int n, int lo,
+                               int rows, int B, mt_rows_loss loss, void *arg) {
+    int r0 = (int)((long)r * rows / n), r1 = (int)((long)(r + 1) * rows / n);
+    mt_ctx *cr = r ? &R->ctx[r - 1] : c;
+    mt_ctx_reset(cr);
+    mt_tensor *l = loss(cr, r ? &R->P[r - 1] : P, lo + r0, r1 - r0, arg);
+    float w = (float)(r1 - r0) / (float)B;
+    mt_backward_from(cr, l, &w);
+    return (double)l->data[0] * w;
+}
+
+double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int rows, int B,
+                            mt_rows_loss loss, void *arg) {
+    int n = R->n < rows ? R->n : rows;
+    /* one replica: no parallel region, whose (inactive) team would make every op's own
+       parallel region a nested one, with threads created afresh each time */
+    if (n <= 1) return replica_backward(R, c, P, 0, 1, lo, rows, B, loss, arg);
+    for (int r = 1; r < n; r++) {
+        mt_ctx *cr = &R->ctx[r - 1];
+        cr->training = c->training;
+        cr->grad_enabled = c->grad_enabled;
+        mt_rng_seed(&cr->rng, mt_rng_u64(&c->rng) ^ (uint64_t)r);
+    }
+    double sum = 0;
+#pragma omp parallel num_threads(n) reduction(+ : sum)
+    sum += replica_backward(R, c, P, omp_get_thread_num(), n, lo, rows, B, loss, arg);
+    /* P->grad += the replicas' gradients, which are zeroed for the next step on the way */
+    size_t total = P->total;
+#pragma omp parallel for if (total >= MT_PAR_MIN)
+    for (size_t i = 0; i < total; i++) {
+        float g = P->grad[i];
+        for (int r = 1; r < n; r++) g += R->P[r - 1].grad[i], R->P[r - 1].grad[i] = 0.0f;
+        P->grad[i] = g;
+    }
+    return sum;
+}
+
+void mt_replicas_free(mt_replicas *R) {
+    for (int r = 1; r < R->n; r++) {
+        if (R->ctx) mt_ctx_free(&R->ctx[r - 1]);
+        if (R->P) mt_params_view_free(&R->P[r - 1]);
+    }
+    free(R->ctx);
+    free(R->P);
+    memset(R, 0, sizeof *R);
+}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* ---- errors -------------------------------------------------------------------------------- */
@@ -121,6 +122,12 @@ const char *mt_shape_str(const mt_tensor *x, char *buf, size_t len) {
 
 /* ---- context and arena --------------------------------------------------------------------- */
 
+void mt_huge_pages(void *p, size_t bytes) {
+    uintptr_t lo = ((uintptr_t)p + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)((2u << 20) - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
+
 mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err) {
     memset(c, 0, sizeof *c);
     /* A large block from malloc is an mmap: untouched pages cost no memory. */
@@ -129,6 +136,7 @@ mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err)
         return mt_errorf(err, MT_ENOMEM, "cannot reserve a %.1f MiB step arena",
                          arena_bytes / 1048576.0);
     c->arena.cap = (arena_bytes + 63) / 64 * 64;
+    mt_huge_pages(c->arena.base, c->arena.cap);
     c->grad_enabled = true;
     c->training = true;
     mt_rng_seed(&c->rng, seed);
@@ -384,6 +392,8 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err) {
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
     P->data = aligned_alloc(64, bytes);
     P->grad = aligned_alloc(64, bytes);
+    if (P->data) mt_huge_pages(P->data, bytes);
+    if (P->grad) mt_huge_pages(P->grad, bytes);
     P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
     if (!P->data || !P->grad || !P->t)
         return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
@@ -397,6 +407,7 @@ mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
     *V = *P;
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
     V->grad = aligned_alloc(64, bytes);
+    if (V->grad) mt_huge_pages(V->grad, bytes);
     V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
     if (!V->grad || !V->t) {
         mt_params_view_free(V);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # ./train --model vit, ./infer --classify and ./preview end to end on tiny models: the shipped
-# MNIST set trains and reports accuracy, a resumed run ends bit-identical, an image folder with
+# MNIST set trains and reports accuracy, 2 replicas train as 1, a resumed run ends bit-identical, an image folder with
 # a broken file is skipped or rejected as asked, the InstanceNorm + mean-pooling trap is refused,
 # a ViT checkpoint classifies image files and refuses to generate text, the preview PNG has the
 # documented size. MT_BUILD names the build directory (default: build).
@@ -27,6 +27,15 @@ train $TINY --steps 20 --out "$T/a" || { fail "train exited $?"; cat "$T/log"; }
 grep -q "train 9000, val 1000" "$T/log" || fail "split: $(head -n 1 "$T/log")"
 grep -Eq "step 20/20 .*\| val [0-9.]+ acc 0\.[0-9]+" "$T/log" || fail "no accuracy: $(tail -n 2 "$T/log")"
 [ "$(wc -l <"$T/a/metrics.csv")" -eq 5 ] || fail "metrics rows: $(wc -l <"$T/a/metrics.csv")"
+
+# the batch split across 2 replicas (2 threads) trains as one: the same loss to float rounding
+for r in 1 2; do
+    train $TINY --threads 2 --replicas $r --steps 10 --out "$T/rep$r" || fail "replicas $r: $(cat "$T/log")"
+    grep -q "2 threads ($r replicas)" "$T/log" || fail "replicas $r: $(grep '^train' "$T/log")"
+    grep -o 'step 10/10 | loss [0-9.]*' "$T/log" | cut -d' ' -f5 >"$T/loss$r"
+done
+awk -v a="$(cat "$T/loss1")" -v b="$(cat "$T/loss2")" 'BEGIN { exit !(a > 0 && (a - b) ^ 2 < (1e-4 * a) ^ 2) }' ||
+    fail "loss after 10 steps: $(cat "$T/loss1") with 1 replica, $(cat "$T/loss2") with 2"
 
 # 20 steps at once and 10 + 10 resumed give the same bits (BatchNorm: its running statistics too)
 R="$TINY --norm bn --schedule const --steps 20 --save-every 10"

@@ -116,26 +116,28 @@ static vf vload(const float *p) {
     return v;
 }
 
-/* D (TR, TK TW), row stride ldd, = alpha A (nr, K) Bt (K, TK TW): A row stride lda, its rows
+/* D (TR, nv TW), row stride ldd, = alpha A (nr, K) Bt (K, nv TW): A row stride lda, its rows
    nr..TR-1 (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt
-   row stride ldb. */
-static void tile_abt(float *D, int ldd, float alpha, const float *A, int lda, int nr,
-                     const float *Bt, int ldb, int K) {
+   row stride ldb. nv <= TK is a constant once inlined: the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile_abt(int nv, float *D, int ldd,
+                                                           float alpha, const float *A, int lda,
+                                                           int nr, const float *Bt, int ldb,
+                                                           int K) {
     const float *a[TR];
     vf acc[TR][TK];
     for (int r = 0; r < TR; r++) {
         a[r] = A + (size_t)(r < nr ? r : nr - 1) * lda;
-        for (int j = 0; j < TK; j++) acc[r][j] = (vf){0};
+        for (int j = 0; j < nv; j++) acc[r][j] = (vf){0};
     }
     for (int i = 0; i < K; i++) {
         vf b[TK];
-        for (int j = 0; j < TK; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
+        for (int j = 0; j < nv; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
 #pragma GCC unroll 8
         for (int r = 0; r < TR; r++)
-            for (int j = 0; j < TK; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
+            for (int j = 0; j < nv; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
     }
     for (int r = 0; r < TR; r++)
-        for (int j = 0; j < TK; j++) {
+        for (int j = 0; j < nv; j++) {
             vf y = alpha * acc[r][j];
             memcpy(D + (size_t)r * ldd + j * TW, &y, sizeof y);
         }
@@ -178,12 +180,14 @@ static int key_end(const attn_dims *d, int t0) {
 static int key_vec(int kend) { return (kend + TW - 1) / TW * TW; }
 
 /* S rows [t0, t0 + TR) (row stride Tp) = scale X[t0:] Yt[:, 0:kv]: X the head's Q or dO (T, HS)
-   row stride C, Yt (HS, Tp) K^T or V^T; whole TK TW tiles of keys. */
+   row stride C, Yt (HS, Tp) K^T or V^T; tiles of TK vectors of keys, then one. */
 static void score_rows(float *S, const attn_dims *d, float scale, const float *X,
                        const float *Yt, int t0, int kv) {
-    int nr = d->T - t0 < TR ? d->T - t0 : TR;
-    for (int s0 = 0; s0 < kv; s0 += TK * TW)
-        tile_abt(S + s0, d->Tp, scale, X + (size_t)t0 * d->C, d->C, nr, Yt + s0, d->Tp, d->HS);
+    int nr = d->T - t0 < TR ? d->T - t0 : TR, s0 = 0;
+    X += (size_t)t0 * d->C;
+    for (; s0 + TK * TW <= kv; s0 += TK * TW)
+        tile_abt(TK, S + s0, d->Tp, scale, X, d->C, nr, Yt + s0, d->Tp, d->HS);
+    for (; s0 < kv; s0 += TW) tile_abt(1, S + s0, d->Tp, scale, X, d->C, nr, Yt + s0, d->Tp, d->HS);
 }
 
 /* Floats of per-thread scratch: Kt (HS, Tp), S (TR, Tp) forward; Kt, Vt (HS, Tp), P, dS (Tp, Tp)

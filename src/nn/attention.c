@@ -7,11 +7,11 @@
    log-sum-exp m + log(sum) would round away the low bits of large scores: 6e-5 absolute at
    |S| ~ 1000.)
    Two ways to run a head, chosen by its size (dims_of):
-   - small heads (HS a multiple of the vector width TW, T <= SMALL_T; deep100 and tiny): per-thread
-     K^T (and V^T) (HS, Tp) copies, so that a row of scores is a run of vectors, and every product
-     is a register tile of TR rows by whole vectors, read straight from the (B, T, C) buffers: no
-     sgemm call overhead on 32 x 32 blocks. Causal attention computes only the tiles on or below
-     the diagonal.
+   - small heads (HS a multiple of the vector width TW, T <= SMALL_T; all the bench configs):
+     per-thread K^T (and V^T) (HS, Tp) copies, so that a row of scores is a run of vectors, and
+     every product is a register tile of TR rows by whole vectors, read straight from the
+     (B, T, C) buffers: no sgemm call overhead on 32 x 32 blocks. Causal attention computes only
+     the tiles on or below the diagonal.
    - large heads: strided cblas_sgemm calls on the (B, T, C) buffers, causal attention in blocks
      of ROWS query rows against keys [0, t1) only. */
 #include <cblas.h>
@@ -35,7 +35,7 @@ enum {
     ROWS = 32,     /* query rows per causal block of the sgemm path */
     TR = 8,        /* rows of a register tile; its columns are vectors */
     TK = 2,        /* vectors per row of a score tile (TK TW keys) */
-    SMALL_T = 128, /* longest T on the small path (measured: see README, performance) */
+    SMALL_T = 512, /* longest T on the small path: beyond, P and dS (T, T) leave L2 (measured) */
 };
 
 typedef struct {

@@ -280,6 +280,20 @@ static void test_attention(void) {
             test_tensor_free(v);
             test_tensor_free(dy);
         }
+    /* a NaN in one key reaches the rows that see it, on both paths (the softmax must not turn its
+       score into a 0 probability) */
+    for (int HS = 16; HS >= 4; HS -= 12) {
+        int shape[] = {1, 9, HS};
+        mt_tensor *q = test_tensor(&r, 3, shape, -1, 1, false);
+        mt_tensor *kk = test_tensor(&r, 3, shape, -1, 1, false);
+        kk->data[HS + 1] = NAN; /* key 1 */
+        mt_ctx_reset(&c);
+        mt_tensor *y = mt_attention(&c, q, kk, q, 1, true);
+        CHECK(isnan(y->data[8 * HS]) && !isnan(y->data[0]), "attention, HS %d: the last row "
+              "(sees key 1) %g, row 0 %g", HS, y->data[8 * HS], y->data[0]);
+        test_tensor_free(q);
+        test_tensor_free(kk);
+    }
     mt_ctx_free(&c);
 }
 

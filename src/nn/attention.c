@@ -66,6 +66,14 @@ static float *scratch(mt_ctx *c, size_t n, size_t *per_thread) {
     return mt_arena_floats(c, (size_t)mt_threads() * *per_thread);
 }
 
+/* exp(x) for x <= 0, a score minus its row's max: 0 below -80 (where exp is 1.8e-35, an absolute
+   error below that on probabilities summing to 1), NaN stays NaN. 2^n then fits one exponent and
+   mt_vexpf's selects for its edges are not needed. */
+static inline float exp_le0(float x) {
+    float c = x > -80.0f ? x : -80.0f, n, p = mt_vexp_reduced(c, &n);
+    return x >= -80.0f ? p * mt_vpow2i((int)n) : x != x ? x : 0.0f;
+}
+
 /* Row t of scores turned into probabilities in place over n keys: exp(S - m) r over the keys it
    sees, [0, len), 0 over [len, n). With fresh, m and r are found and saved (the masked keys set
    to -inf, which exp turns into 0), else (backward) read: the same operations on the same scores
@@ -74,7 +82,7 @@ static void softmax_row(float *row, int len, int n, float *m, float *r, bool fre
     if (!fresh) {
         float mb = *m, inv = *r;
 #pragma omp simd
-        for (int s = 0; s < n; s++) row[s] = s < len ? mt_vexpf(row[s] - mb) * inv : 0.0f;
+        for (int s = 0; s < n; s++) row[s] = s < len ? exp_le0(row[s] - mb) * inv : 0.0f;
         return;
     }
     float mx = -INFINITY, sum = 0.0f;
@@ -84,7 +92,7 @@ static void softmax_row(float *row, int len, int n, float *m, float *r, bool fre
         mx = row[s] > mx ? row[s] : mx;
     }
 #pragma omp simd reduction(+ : sum)
-    for (int s = 0; s < n; s++) sum += row[s] = mt_vexpf(row[s] - mx);
+    for (int s = 0; s < n; s++) sum += row[s] = exp_le0(row[s] - mx);
     float inv = 1.0f / sum;
 #pragma omp simd
     for (int s = 0; s < n; s++) row[s] *= inv;

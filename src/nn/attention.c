@@ -160,6 +160,8 @@ static inline __attribute__((always_inline)) void tile_abt(int nv, float *D, int
 static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, const float *A,
                     int ar, int ak, const float *B, int ldb, int k0, int k1) {
     vf acc[TR];
+    /* D's rows, read at the end: their cache misses overlap the products */
+    for (int r = 0; r < nr; r++) __builtin_prefetch(D + (size_t)r * ldd, 1);
     for (int r = 0; r < TR; r++) acc[r] = (vf){0};
     for (int k = k0; k < k1; k++) {
         vf b = vload(B + (size_t)k * ldb);

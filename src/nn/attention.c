@@ -6,14 +6,15 @@
    forward's (the same code computes S in both), instead of keeping B NH T^2 probabilities. (One
    log-sum-exp m + log(sum) would round away the low bits of large scores: 6e-5 absolute at
    |S| ~ 1000.)
-   Two ways to run a head, chosen by its size (dims_of):
+   Scores are kept transposed, S^T (keys, queries), in blocks of QB queries: a row of a block is
+   QB queries' scores for one key, so the softmax's max and sum over keys run down the columns
+   as vector operations, with no reduction across a vector. Causal blocks stop at the block's
+   last query, kend = q0 + QB keys. Two ways to compute the products, chosen by the head's size:
    - small heads (HS a multiple of the vector width TW, T <= SMALL_T; all the bench configs):
-     per-thread K^T (and V^T) (HS, Tp) copies, so that a row of scores is a run of vectors, and
-     every product is a register tile of TR rows by whole vectors, read straight from the
-     (B, T, C) buffers: no sgemm call overhead on 32 x 32 blocks. Causal attention computes only
-     the tiles on or below the diagonal.
-   - large heads: strided cblas_sgemm calls on the (B, T, C) buffers, causal attention in blocks
-     of ROWS query rows against keys [0, t1) only. */
+     register tiles of TR rows by whole vectors, read straight from the (B, T, C) buffers and a
+     per-head Q^T (and dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks. Causal
+     products stop at each tile's last row.
+   - large heads: strided cblas_sgemm calls on the (B, T, C) buffers. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -32,9 +33,8 @@
 #endif
 typedef float vf __attribute__((vector_size(TW * sizeof(float))));
 enum {
-    ROWS = 32,     /* query rows per causal block of the sgemm path */
     TR = 8,        /* rows of a register tile; its columns are vectors */
-    TK = 2,        /* vectors per row of a score tile (TK TW keys) */
+    QB = 2 * TW,   /* queries per block of transposed scores (a multiple of TR) */
     SMALL_T = 512, /* longest T on the small path: beyond, P and dS (T, T) leave L2 (measured) */
 };
 
@@ -42,16 +42,14 @@ typedef struct {
     int B, T, C, NH, HS;
     bool causal;
     bool small; /* the register-tile path */
-    int rows;   /* sgemm path: rows per block, ROWS when causal, T otherwise */
-    int Tp;     /* row stride of the score buffers: T rounded up to TK TW (a multiple of TR) */
+    int Tp;     /* T rounded up to QB: the rows and row stride of the score buffers */
 } attn_dims;
 
 static attn_dims dims_of(const mt_node *n) {
     int T = n->i[1], HS = n->i[2] / n->i[3];
     bool causal = n->i[4];
-    return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal,
-                       HS % TW == 0 && T <= SMALL_T, causal && T > ROWS ? ROWS : T,
-                       (T + TK * TW - 1) / (TK * TW) * (TK * TW)};
+    return (attn_dims){n->i[0], T,    n->i[2], n->i[3], HS, causal, HS % TW == 0 && T <= SMALL_T,
+                       (T + QB - 1) / QB * QB};
 }
 
 /* Work large enough to be worth the fork: about 2 B NH T^2 HS flops. */
@@ -59,56 +57,68 @@ static bool parallel_worth(const attn_dims *d) {
     return (size_t)d->B * d->NH * d->T * d->T * d->HS >= 64 * (size_t)MT_PAR_MIN;
 }
 
-/* Per-thread scratch of n floats for each thread of the pool, 64-byte aligned per thread; the
-   caller gives it back with mt_arena_release. */
-static float *scratch(mt_ctx *c, size_t n, size_t *per_thread) {
-    *per_thread = (n + 15) / 16 * 16;
-    return mt_arena_floats(c, (size_t)mt_threads() * *per_thread);
+/* Keys [0, kend) that the queries [q0, q0 + QB) see. */
+static int key_end(const attn_dims *d, int q0) {
+    return d->causal && q0 + QB < d->T ? q0 + QB : d->T;
 }
 
-/* exp(x) for x <= 0, a score minus its row's max: 0 below -80 (where exp is 1.8e-35, an absolute
-   error below that on probabilities summing to 1), NaN stays NaN. 2^n then fits one exponent and
-   mt_vexpf's selects for its edges are not needed. */
+/* exp(x) for x <= 0, a score minus its query's max: 0 below -80 (where exp is 1.8e-35, an
+   absolute error below that on probabilities summing to 1), NaN stays NaN. 2^n then fits one
+   exponent and mt_vexpf's selects for its edges are not needed. */
 static inline float exp_le0(float x) {
     float c = x > -80.0f ? x : -80.0f, n, p = mt_vexp_reduced(c, &n);
     return x >= -80.0f ? p * mt_vpow2i((int)n) : x != x ? x : 0.0f;
 }
 
-/* Row t of scores turned into probabilities in place over n keys: exp(S - m) r over the keys it
-   sees, [0, len), 0 over [len, n). With fresh, m and r are found and saved (the masked keys set
-   to -inf, which exp turns into 0), else (backward) read: the same operations on the same scores
-   give the same bits. */
-static void softmax_row(float *row, int len, int n, float *m, float *r, bool fresh) {
+/* A block of transposed scores St (keys [0, kend), QB queries from q0; row stride ld) turned
+   into probabilities in place: for query t (column t - q0) exp(S - m_t) r_t over the keys it
+   sees (s <= t when causal), 0 over the rest. With fresh, m and r of the block's queries below T
+   are found and written, else read: the same operations on the same scores give the same bits.
+   The loops over a row's QB columns are vector instructions. */
+static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int kend, float *m,
+                          float *r, bool fresh) {
+    int nq = d->T - q0 < QB ? d->T - q0 : QB;
+    float mx[QB], sum[QB];
     if (!fresh) {
-        float mb = *m, inv = *r;
-#pragma omp simd
-        for (int s = 0; s < n; s++) row[s] = s < len ? exp_le0(row[s] - mb) * inv : 0.0f;
+        for (int j = 0; j < QB; j++) mx[j] = j < nq ? m[j] : 0.0f, sum[j] = j < nq ? r[j] : 0.0f;
+        for (int s = 0; s < kend; s++) {
+            float *row = St + (size_t)s * ld;
+            for (int j = 0; j < QB; j++)
+                row[j] = d->causal && s > q0 + j ? 0.0f : exp_le0(row[j] - mx[j]) * sum[j];
+        }
         return;
     }
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int s = 0; s < n; s++) {
-        row[s] = s < len ? row[s] : -INFINITY;
-        mx = row[s] > mx ? row[s] : mx;
+    for (int j = 0; j < QB; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
+    for (int s = 0; s < kend; s++) {
+        float *row = St + (size_t)s * ld;
+        for (int j = 0; j < QB; j++) {
+            row[j] = d->causal && s > q0 + j ? -INFINITY : row[j];
+            mx[j] = row[j] > mx[j] ? row[j] : mx[j];
+        }
     }
-    float part[TW] = {0}; /* lane sums, added as a tree: 4 dependent adds, not 16 */
-    for (int s0 = 0; s0 < n; s0 += TW)
-        for (int j = 0; j < TW; j++) part[j] += row[s0 + j] = exp_le0(row[s0 + j] - mx);
-    for (int w = TW / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) part[j] += part[j + w];
-    float inv = 1.0f / part[0];
-#pragma omp simd
-    for (int s = 0; s < n; s++) row[s] *= inv;
-    *m = mx, *r = inv;
+    for (int s = 0; s < kend; s++) {
+        float *row = St + (size_t)s * ld;
+        for (int j = 0; j < QB; j++) sum[j] += row[j] = exp_le0(row[j] - mx[j]);
+    }
+    for (int j = 0; j < QB; j++) sum[j] = 1.0f / sum[j];
+    for (int s = 0; s < kend; s++) {
+        float *row = St + (size_t)s * ld;
+        for (int j = 0; j < QB; j++) row[j] *= sum[j];
+    }
+    for (int j = 0; j < nq; j++) m[j] = mx[j], r[j] = sum[j];
 }
 
-/* dS_s = P_s (dP_s - sum_u P_u dP_u) over one row of n keys, in place over dP. */
-static void ds_row(float *g, const float *p, int n) {
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int s = 0; s < n; s++) dot += p[s] * g[s];
-#pragma omp simd
-    for (int s = 0; s < n; s++) g[s] = p[s] * (g[s] - dot);
+/* dS_st = P_st (dP_st - sum_u P_ut dP_ut) down the QB columns of keys [0, kend), in place over
+   dP (transposed blocks, row stride ld). */
+static void ds_block(float *dSt, const float *Pt, int ld, int kend) {
+    float dot[QB] = {0};
+    for (int s = 0; s < kend; s++)
+        for (int j = 0; j < QB; j++) dot[j] += Pt[(size_t)s * ld + j] * dSt[(size_t)s * ld + j];
+    for (int s = 0; s < kend; s++)
+        for (int j = 0; j < QB; j++) {
+            float *g = dSt + (size_t)s * ld + j;
+            *g = Pt[(size_t)s * ld + j] * (*g - dot[j]);
+        }
 }
 
 /* ---- small path: register tiles ---- */
@@ -127,28 +137,27 @@ static vf vload(const float *p) {
     return v;
 }
 
-/* D (TR, nv TW), row stride ldd, = alpha A (nr, K) Bt (K, nv TW): A row stride lda, its rows
-   nr..TR-1 (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt
-   row stride ldb. nv <= TK is a constant once inlined: the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile_abt(int nv, float *D, int ldd,
-                                                           float alpha, const float *A, int lda,
-                                                           int nr, const float *Bt, int ldb,
-                                                           int K) {
+/* D (TR, QB), row stride ldd, = alpha A (nr, K) Bt (K, QB): A row stride lda, its rows nr..TR-1
+   (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt row stride
+   ldb. The accumulators stay in registers. */
+static void tile_abt(float *D, int ldd, float alpha, const float *A, int lda, int nr,
+                     const float *Bt, int ldb, int K) {
+    enum { NV = QB / TW };
     const float *a[TR];
-    vf acc[TR][TK];
+    vf acc[TR][NV];
     for (int r = 0; r < TR; r++) {
         a[r] = A + (size_t)(r < nr ? r : nr - 1) * lda;
-        for (int j = 0; j < nv; j++) acc[r][j] = (vf){0};
+        for (int j = 0; j < NV; j++) acc[r][j] = (vf){0};
     }
     for (int i = 0; i < K; i++) {
-        vf b[TK];
-        for (int j = 0; j < nv; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
+        vf b[NV];
+        for (int j = 0; j < NV; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
 #pragma GCC unroll 8
         for (int r = 0; r < TR; r++)
-            for (int j = 0; j < nv; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
+            for (int j = 0; j < NV; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
     }
     for (int r = 0; r < TR; r++)
-        for (int j = 0; j < nv; j++) {
+        for (int j = 0; j < NV; j++) {
             vf y = alpha * acc[r][j];
             memcpy(D + (size_t)r * ldd + j * TW, &y, sizeof y);
         }
@@ -157,8 +166,11 @@ static inline __attribute__((always_inline)) void tile_abt(int nv, float *D, int
 /* D (nr, TW) row stride ldd, nr <= TR, (+)= alpha sum_{k0 <= k < k1} A(r, k) B[k, 0:TW]:
    A(r, k) = A[r ar + k ak] (ar, ak pick A or A^T) for r < TR, B row stride ldb; = when
    !accumulate. */
-static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, const float *A,
-                    int ar, int ak, const float *B, int ldb, int k0, int k1) {
+static inline __attribute__((always_inline)) void tile_ab_(float *D, int ldd, int nr,
+                                                           float alpha, bool accumulate,
+                                                           const float *A, int ar, int ak,
+                                                           const float *B, int ldb, int k0,
+                                                           int k1) {
     vf acc[TR];
     /* D's rows, read at the end: their cache misses overlap the products */
     for (int r = 0; r < nr; r++) __builtin_prefetch(D + (size_t)r * ldd, 1);
@@ -177,6 +189,25 @@ static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, con
     }
 }
 
+/* tile_ab_, with ar == 1 (A^T: a row's TR values are adjacent) compiled apart: constant offsets */
+static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, const float *A,
+                    int ar, int ak, const float *B, int ldb, int k0, int k1) {
+    if (ar == 1)
+        tile_ab_(D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
+    else
+        tile_ab_(D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
+}
+
+/* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride C) (+)= alpha sum_{k0 <= k < k1} A(r, k)
+   X[k, :], X the head's K, V, Q or dO: tile_ab over the head's columns. */
+static void head_rows(float *D, const attn_dims *d, int t0, float alpha, bool accumulate,
+                      const float *A, int ar, int ak, const float *X, int k0, int k1) {
+    int nr = d->T - t0 < TR ? d->T - t0 : TR;
+    for (int c0 = 0; c0 < d->HS; c0 += TW)
+        tile_ab(D + (size_t)t0 * d->C + c0, d->C, nr, alpha, accumulate, A, ar, ak, X + c0, d->C,
+                k0, k1);
+}
+
 /* Xt (HS, Tp) = the head's X (T, HS) row stride C, transposed, zero padded columns. */
 static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
     for (int i = 0; i < d->HS; i++) {
@@ -185,143 +216,131 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
     }
 }
 
-/* Keys [0, kend) that rows [t0, t0 + TR) see (later rows of a causal tile see fewer, P = 0 there),
-   and the whole vectors kv >= kend over which the rows' softmax runs. */
-static int key_end(const attn_dims *d, int t0) {
+/* St (keys [0, kend) rounded up to TR, QB queries; row stride ld) = scale X[0:kend] Yt: X the
+   head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or dO^T. */
+static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
+                        const float *Yt, int kend) {
+    for (int s0 = 0; s0 < kend; s0 += TR)
+        tile_abt(St + (size_t)s0 * ld, ld, scale, X + (size_t)s0 * d->C, d->C,
+                 d->T - s0 < TR ? d->T - s0 : TR, Yt, d->Tp, d->HS);
+}
+
+/* Keys a causal row tile [t0, t0 + TR) of O or dQ sums over: [0, k1) */
+static int tile_keys(const attn_dims *d, int t0) {
     return d->causal && t0 + TR < d->T ? t0 + TR : d->T;
 }
-static int key_vec(int kend) { return (kend + TW - 1) / TW * TW; }
 
-/* S rows [t0, t0 + TR) (row stride Tp) = scale X[t0:] Yt[:, 0:kv]: X the head's Q or dO (T, HS)
-   row stride C, Yt (HS, Tp) K^T or V^T; tiles of TK vectors of keys, then one. */
-static void score_rows(float *S, const attn_dims *d, float scale, const float *X,
-                       const float *Yt, int t0, int kv) {
-    int nr = d->T - t0 < TR ? d->T - t0 : TR, s0 = 0;
-    X += (size_t)t0 * d->C;
-    for (; s0 + TK * TW <= kv; s0 += TK * TW)
-        tile_abt(TK, S + s0, d->Tp, scale, X, d->C, nr, Yt + s0, d->Tp, d->HS);
-    for (; s0 < kv; s0 += TW) tile_abt(1, S + s0, d->Tp, scale, X, d->C, nr, Yt + s0, d->Tp, d->HS);
-}
-
-/* Floats of per-thread scratch: Kt (HS, Tp), S (TR, Tp) forward; Kt, Vt (HS, Tp), P, dS (Tp, Tp)
-   backward. */
+/* Floats of per-thread scratch: Qt (HS, Tp), St (Tp, QB) forward; Qt, dOt (HS, Tp), Pt, dSt
+   (Tp, Tp) backward. */
 static size_t small_scratch(const attn_dims *d, bool backward) {
     size_t ht = (size_t)d->HS * d->Tp;
-    return backward ? 2 * ht + 2 * (size_t)d->Tp * d->Tp : ht + (size_t)TR * d->Tp;
+    return backward ? 2 * ht + 2 * (size_t)d->Tp * d->Tp : ht + (size_t)d->Tp * QB;
 }
 
-/* One head (q, k, v, o at the head's block, rmax, rinv its T rows) on the small path. */
+/* One head (q, k, v, o at the head's block, rmax, rinv its T rows) on the small path:
+   O[t] = sum_s P_ts V[s] = sum_s St[s, t - q0] V[s]. */
 static void small_forward(const attn_dims *d, const float *q, const float *k, const float *v,
                           float *o, float *rmax, float *rinv, float *w) {
-    int T = d->T, Tp = d->Tp, C = d->C;
-    float *Kt = w, *S = Kt + (size_t)d->HS * Tp;
-    transpose_head(Kt, k, d);
-    for (int t0 = 0; t0 < T; t0 += TR) {
-        int kend = key_end(d, t0), kv = key_vec(kend), nr = T - t0 < TR ? T - t0 : TR;
-        score_rows(S, d, 1.0f / sqrtf((float)d->HS), q, Kt, t0, kv);
-        for (int t = t0; t < t0 + nr; t++)
-            softmax_row(S + (size_t)(t - t0) * Tp, d->causal ? t + 1 : T, kv, rmax + t, rinv + t,
-                        true);
-        for (int c0 = 0; c0 < d->HS; c0 += TW)
-            tile_ab(o + (size_t)t0 * C + c0, C, nr, 1.0f, false, S, Tp, 1, v + c0, C, 0, kend);
+    float *Qt = w, *St = Qt + (size_t)d->HS * d->Tp, scale = 1.0f / sqrtf((float)d->HS);
+    transpose_head(Qt, q, d);
+    for (int q0 = 0; q0 < d->T; q0 += QB) {
+        int kend = key_end(d, q0);
+        score_block(St, QB, d, scale, k, Qt + q0, kend);
+        softmax_block(St, QB, d, q0, kend, rmax + q0, rinv + q0, true);
+        for (int t0 = q0; t0 < q0 + QB && t0 < d->T; t0 += TR)
+            head_rows(o, d, t0, 1.0f, false, St + (t0 - q0), 1, QB, v, 0, tile_keys(d, t0));
     }
 }
 
-/* The small path's backward of one head (dq, dk, dv NULL: skipped), the products of
-   attention_backward: row tiles give P, dP, dS and dQ, then column tiles of P and dS against
-   rows t >= s0 (causal; P = dS = 0 above the diagonal) give dV and dK. */
+/* The small path's backward of one head (dq, dk, dv NULL: skipped; rmax, rinv read), the
+   products of large_backward: query blocks give P^T, dP^T = V dO^T, dS^T and dQ, then row tiles
+   of keys over all the queries that see them (t >= s0 when causal; P = dS = 0 above the
+   diagonal) give dV and dK. */
 static void small_backward(const attn_dims *d, const float *q, const float *k, const float *v,
-                           const float *dout, const float *rmax, const float *rinv, float *dq,
-                           float *dk, float *dv, float *w) {
-    int T = d->T, Tp = d->Tp, HS = d->HS, C = d->C;
-    float *Kt = w, *Vt = Kt + (size_t)HS * Tp, *P = Vt + (size_t)HS * Tp;
-    float *dS = P + (size_t)Tp * Tp, scale = 1.0f / sqrtf((float)HS);
-    transpose_head(Kt, k, d);
-    transpose_head(Vt, v, d);
-    for (int t0 = 0; t0 < T; t0 += TR) {
-        int kend = key_end(d, t0), kv = key_vec(kend), nr = T - t0 < TR ? T - t0 : TR;
-        float *Pt = P + (size_t)t0 * Tp, *dSt = dS + (size_t)t0 * Tp;
-        score_rows(Pt, d, scale, q, Kt, t0, kv);
-        for (int t = t0; t < t0 + nr; t++) {
-            float m = rmax[t], r = rinv[t];
-            softmax_row(P + (size_t)t * Tp, d->causal ? t + 1 : T, kv, &m, &r, false);
-        }
+                           const float *dout, float *rmax, float *rinv, float *dq, float *dk,
+                           float *dv, float *w) {
+    int T = d->T, Tp = d->Tp, HS = d->HS;
+    float *Qt = w, *dOt = Qt + (size_t)HS * Tp, *Pt = dOt + (size_t)HS * Tp;
+    float *dSt = Pt + (size_t)Tp * Tp, scale = 1.0f / sqrtf((float)HS);
+    transpose_head(Qt, q, d);
+    transpose_head(dOt, dout, d);
+    for (int q0 = 0; q0 < T; q0 += QB) {
+        int kend = key_end(d, q0);
+        score_block(Pt + q0, Tp, d, scale, k, Qt + q0, kend);
+        softmax_block(Pt + q0, Tp, d, q0, kend, rmax + q0, rinv + q0, false);
         if (!dq && !dk) continue;
-        score_rows(dSt, d, 1.0f, dout, Vt, t0, kv); /* dP */
-        for (int t = t0; t < t0 + nr; t++) ds_row(dS + (size_t)t * Tp, P + (size_t)t * Tp, kv);
+        score_block(dSt + q0, Tp, d, 1.0f, v, dOt + q0, kend); /* dP^T */
+        ds_block(dSt + q0, Pt + q0, Tp, kend);
         if (dq)
-            for (int c0 = 0; c0 < HS; c0 += TW)
-                tile_ab(dq + (size_t)t0 * C + c0, C, nr, scale, true, dSt, Tp, 1, k + c0, C, 0,
-                        kend);
+            for (int t0 = q0; t0 < q0 + QB && t0 < T; t0 += TR)
+                head_rows(dq, d, t0, scale, true, dSt + t0, 1, Tp, k, 0, tile_keys(d, t0));
     }
     for (int s0 = 0; s0 < T; s0 += TR) {
-        int nr = T - s0 < TR ? T - s0 : TR, tbeg = d->causal ? s0 : 0;
-        for (int c0 = 0; c0 < HS; c0 += TW) {
-            if (dv)
-                tile_ab(dv + (size_t)s0 * C + c0, C, nr, 1.0f, true, P + s0, 1, Tp, dout + c0, C,
-                        tbeg, T);
-            if (dk)
-                tile_ab(dk + (size_t)s0 * C + c0, C, nr, scale, true, dS + s0, 1, Tp, q + c0, C,
-                        tbeg, T);
-        }
+        int tbeg = d->causal ? s0 : 0;
+        if (dv) head_rows(dv, d, s0, 1.0f, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
+        if (dk) head_rows(dk, d, s0, scale, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
     }
 }
 
-/* ---- large path: strided sgemm ---- */
+/* ---- large path: strided sgemm on blocks of QB queries ---- */
 
-/* S (t1 - t0, ns), row stride Tp, = Q[t0:t1] K[0:ns]^T / sqrt(HS); q, k at the head's block. */
-static void scores(const attn_dims *d, const float *q, const float *k, int t0, int t1, int ns,
-                   float *S) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, ns, d->HS,
-                1.0f / sqrtf((float)d->HS), q + (size_t)t0 * d->C, d->C, k, d->C, 0.0f, S, d->Tp);
+/* St (kend, nq) row stride QB = scale X[0:kend] Y[q0:q0 + nq]^T, X and Y the head's (T, HS). */
+static void score_gemm(float *St, const attn_dims *d, float scale, const float *X,
+                       const float *Y, int q0, int nq, int kend) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kend, nq, d->HS, scale, X, d->C,
+                Y + (size_t)q0 * d->C, d->C, 0.0f, St, QB);
 }
 
 static void large_forward(const attn_dims *d, const float *q, const float *k, const float *v,
-                          float *o, float *rmax, float *rinv, float *S) {
-    int T = d->T, Tp = d->Tp, C = d->C;
-    for (int t0 = 0; t0 < T; t0 += d->rows) {
-        int t1 = t0 + d->rows < T ? t0 + d->rows : T, ns = d->causal ? t1 : T;
-        scores(d, q, k, t0, t1, ns, S);
-        for (int t = t0; t < t1; t++)
-            softmax_row(S + (size_t)(t - t0) * Tp, d->causal ? t + 1 : T, key_vec(ns), rmax + t,
-                        rinv + t, true);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, d->HS, ns, 1.0f, S, Tp, v,
-                    C, 0.0f, o + (size_t)t0 * C, C);
+                          float *o, float *rmax, float *rinv, float *St) {
+    for (int q0 = 0; q0 < d->T; q0 += QB) {
+        int kend = key_end(d, q0), nq = d->T - q0 < QB ? d->T - q0 : QB;
+        score_gemm(St, d, 1.0f / sqrtf((float)d->HS), k, q, q0, nq, kend);
+        softmax_block(St, QB, d, q0, kend, rmax + q0, rinv + q0, true);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, d->HS, kend, 1.0f, St, QB, v,
+                    d->C, 0.0f, o + (size_t)q0 * d->C, d->C);
     }
 }
 
-/* Per block of rows [t0, t1) with keys [0, ns), P recomputed from m and r, dO = out->grad:
-     dV[0:ns] += P^T dO[t0:t1],  dP = dO[t0:t1] V[0:ns]^T,  dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
-     dQ[t0:t1] += dS K[0:ns] / sqrt(HS),  dK[0:ns] += dS^T Q[t0:t1] / sqrt(HS).
+/* Per block of queries [q0, q0 + nq) with keys [0, kend), P^T recomputed from m and r,
+   dO = out->grad:
+     dV[0:kend] += P^T dO[q0:],  dP^T = V[0:kend] dO[q0:]^T,
+     dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
+     dQ[q0:] += dS K[0:kend] / sqrt(HS),  dK[0:kend] += dS^T Q[q0:] / sqrt(HS).
    Masked entries have P = 0, hence dS = 0. */
 static void large_backward(const attn_dims *d, const float *q, const float *k, const float *v,
-                           const float *dout, const float *rmax, const float *rinv, float *dq,
-                           float *dk, float *dv, float *P) {
-    int T = d->T, Tp = d->Tp, C = d->C;
-    float scale = 1.0f / sqrtf((float)d->HS), *dP = P + (size_t)d->rows * Tp;
-    for (int t0 = 0; t0 < T; t0 += d->rows) {
-        int t1 = t0 + d->rows < T ? t0 + d->rows : T, ns = d->causal ? t1 : T, nr = t1 - t0;
-        const float *dO = dout + (size_t)t0 * C;
-        scores(d, q, k, t0, t1, ns, P);
-        for (int t = t0; t < t1; t++) {
-            float m = rmax[t], r = rinv[t];
-            softmax_row(P + (size_t)(t - t0) * Tp, d->causal ? t + 1 : T, key_vec(ns), &m, &r,
-                        false);
-        }
+                           const float *dout, float *rmax, float *rinv, float *dq, float *dk,
+                           float *dv, float *Pt) {
+    int C = d->C, HS = d->HS;
+    float scale = 1.0f / sqrtf((float)HS), *dSt = Pt + (size_t)d->Tp * QB;
+    for (int q0 = 0; q0 < d->T; q0 += QB) {
+        int kend = key_end(d, q0), nq = d->T - q0 < QB ? d->T - q0 : QB;
+        const float *dO = dout + (size_t)q0 * C;
+        score_gemm(Pt, d, scale, k, q, q0, nq, kend);
+        softmax_block(Pt, QB, d, q0, kend, rmax + q0, rinv + q0, false);
         if (dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, d->HS, nr, 1.0f, P, Tp, dO, C,
-                        1.0f, dv, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, 1.0f, Pt, QB,
+                        dO, C, 1.0f, dv, C);
         if (!dq && !dk) continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, ns, d->HS, 1.0f, dO, C, v, C,
-                    0.0f, dP, Tp);
-        for (int t = 0; t < nr; t++) ds_row(dP + (size_t)t * Tp, P + (size_t)t * Tp, ns);
+        score_gemm(dSt, d, 1.0f, v, dout, q0, nq, kend); /* dP^T */
+        ds_block(dSt, Pt, QB, kend);
         if (dq)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d->HS, ns, scale, dP, Tp, k,
-                        C, 1.0f, dq + (size_t)t0 * C, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, HS, kend, scale, dSt, QB, k,
+                        C, 1.0f, dq + (size_t)q0 * C, C);
         if (dk)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ns, d->HS, nr, scale, dP, Tp,
-                        q + (size_t)t0 * C, C, 1.0f, dk, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, scale, dSt, QB,
+                        q + (size_t)q0 * C, C, 1.0f, dk, C);
     }
+}
+
+/* Per-thread scratch for each thread of the pool, 64-byte aligned per thread: the small path's
+   or the large path's n floats, zeroed for the large path (its last block leaves columns past T
+   unwritten, and they must stay finite); the caller gives it back with mt_arena_release. */
+static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, size_t *per_thread) {
+    size_t n = d->small ? small_scratch(d, backward) : (backward ? 2 : 1) * (size_t)d->Tp * QB;
+    *per_thread = (n + 15) / 16 * 16;
+    n = (size_t)mt_threads() * *per_thread;
+    return d->small ? mt_arena_floats(c, n) : mt_arena_zeros(c, n);
 }
 
 /* ---- the op: each (b, h) by one thread, in a fixed order ---- */
@@ -331,8 +350,7 @@ static void attention_forward(mt_node *n) {
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
     float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1];
     size_t mark = mt_arena_mark(n->ctx), per;
-    float *work =
-        scratch(n->ctx, d.small ? small_scratch(&d, false) : (size_t)d.rows * d.Tp, &per);
+    float *work = scratch(n->ctx, &d, false, &per);
 #pragma omp parallel for if (parallel_worth(&d))
     for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = (size_t)(bh / d.NH) * d.T * d.C + (size_t)(bh % d.NH) * d.HS;
@@ -349,11 +367,11 @@ static void attention_forward(mt_node *n) {
 static void attention_backward(mt_node *n) {
     attn_dims d = dims_of(n);
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
-    const float *dout = n->out->grad, *rmax = n->saved[0], *rinv = n->saved[1];
+    const float *dout = n->out->grad;
+    float *rmax = n->saved[0], *rinv = n->saved[1];
     float *dq = n->in[0]->grad, *dk = n->in[1]->grad, *dv = n->in[2]->grad;
     size_t mark = mt_arena_mark(n->ctx), per;
-    float *work =
-        scratch(n->ctx, d.small ? small_scratch(&d, true) : 2 * (size_t)d.rows * d.Tp, &per);
+    float *work = scratch(n->ctx, &d, true, &per);
 #pragma omp parallel for if (parallel_worth(&d))
     for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = (size_t)(bh / d.NH) * d.T * d.C + (size_t)(bh % d.NH) * d.HS;

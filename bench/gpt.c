@@ -23,20 +23,6 @@ static double rss_mib(void) {
     return u.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
-/* The rows [lo, lo + n) of the batch on the parameters P (mt_rows_loss) */
-struct batch {
-    mt_gpt *m;
-    const int *ids, *targets;
-    int T;
-};
-static mt_tensor *batch_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
-    struct batch *b = arg;
-    mt_gpt m = *b->m;
-    m.P = *P;
-    size_t at = (size_t)lo * b->T;
-    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
-}
-
 static int usage(const char *msg) {
     fprintf(stderr,
             "gpt: %s\nusage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] "
@@ -103,8 +89,8 @@ int main(int argc, char **argv) {
                 ids[b * T + t] = data[b * (T + 1) + t], targets[b * T + t] = data[b * (T + 1) + t + 1];
         ctx.profile = profile && s >= warmup ? &prof : NULL;
         double t0 = mt_clock();
-        struct batch b = {&m, ids, targets, T};
-        double loss = mt_replicas_backward(&R, &ctx, &m.P, 0, B, B, batch_loss, &b);
+        mt_gpt_batch b = {&m, ids, targets, T};
+        double loss = mt_replicas_backward(&R, &ctx, &m.P, 0, B, B, mt_gpt_rows_loss, &b);
         mt_optim_step(&opt, &m.P, mt_optim_lr_at(&oc.sched, opt.t));
         mt_params_zero_grad(&m.P);
         double dt = mt_clock() - t0;

@@ -47,22 +47,10 @@ WRAP int posix_memalign(void **p, size_t align, size_t n) {
 #define WRAPPED 0
 #endif
 
-/* mt_rows_loss of a GPT on a batch (ids, targets) of rows of T tokens */
-struct rows {
-    mt_gpt *m;
-    const int *ids, *targets;
-    int T;
-};
-static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
-    struct rows *b = arg;
-    mt_gpt m = *b->m;
-    m.P = *P;
-    return mt_gpt_loss(c, &m, b->ids + lo * b->T, b->targets + lo * b->T, n, b->T);
-}
-
 /* One training step on batch b of B rows, forward and backward by R; returns the loss. */
-static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, struct rows *b, int B) {
-    double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, rows_loss, b);
+static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_batch *b,
+                   int B) {
+    double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, mt_gpt_rows_loss, b);
     mt_optim_clip(&m->P, 1.0);
     mt_optim_step(o, &m->P, mt_optim_lr_at(&o->cfg.sched, o->t));
     mt_params_zero_grad(&m->P);
@@ -90,7 +78,7 @@ static void steady(int n) {
     int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 256);
     for (int i = 0; i < B * T; i++) targets[i] = (int)mt_rng_below(&r, 256);
-    struct rows b = {&m, ids, targets, T};
+    mt_gpt_batch b = {&m, ids, targets, T};
 
     double first = step(&R, &c, &m, &o, &b, B), last = first;
     size_t peak1 = c.arena.peak, peak1_r = n > 1 ? R.ctx[0].arena.peak : 0;

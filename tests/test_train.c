@@ -113,19 +113,6 @@ static void test_score_windows(void) {
     mt_gpt_free(&m);
 }
 
-/* mt_rows_loss of a GPT on a batch (ids, targets) of rows of T tokens */
-struct rows {
-    mt_gpt *m;
-    const int *ids, *targets;
-    int T;
-};
-static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
-    struct rows *b = arg;
-    mt_gpt m = *b->m;
-    m.P = *P;
-    return mt_gpt_loss(c, &m, b->ids + lo * b->T, b->targets + lo * b->T, n, b->T);
-}
-
 /* Replicas on rows [lo, lo + rows) of a batch of B: the loss and gradients of one context on
    those rows weighted rows / B, to float rounding, with every replica (2, 3 of 5 rows: uneven
    slices; 4 replicas on 3 rows: fewer replicas run); the other replicas' gradients are left
@@ -143,7 +130,7 @@ static void test_replicas(void) {
     int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++)
         ids[i] = (int)mt_rng_below(&r, 11), targets[i] = (int)mt_rng_below(&r, 11);
-    struct rows b = {&m, ids, targets, T};
+    mt_gpt_batch b = {&m, ids, targets, T};
     size_t n = m.P.total;
     float *want = malloc(n * sizeof *want), *first = malloc(n * sizeof *first);
     mt_ctx ctx;
@@ -156,7 +143,7 @@ static void test_replicas(void) {
         mt_params_zero_grad(&m.P);
         mt_ctx_reset(&ctx);
         float w = (float)rows / B;
-        mt_tensor *l = rows_loss(&ctx, &m.P, lo, rows, &b);
+        mt_tensor *l = mt_gpt_rows_loss(&ctx, &m.P, lo, rows, &b);
         double want_loss = (double)l->data[0] * w;
         mt_backward_from(&ctx, l, &w);
         memcpy(want, m.P.grad, n * sizeof *want);
@@ -166,7 +153,8 @@ static void test_replicas(void) {
               "replicas: %s", e.msg);
         for (int run = 0; run < 2; run++) {
             mt_params_zero_grad(&m.P);
-            double loss = mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, rows_loss, &b);
+            double loss =
+                mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, mt_gpt_rows_loss, &b);
             CHECK(fabs(loss - want_loss) < 1e-6 * want_loss, "%d replicas: loss %.9g, want %.9g",
                   R.n, loss, want_loss);
             double err = max_rel_err(m.P.grad, want, n);

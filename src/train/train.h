@@ -119,6 +119,16 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
                             mt_rows_loss loss, void *arg);
 void mt_replicas_free(mt_replicas *R);
 
+/* A GPT's batch of rows of T tokens, ids and targets (B, T), and its mt_rows_loss:
+   mt_gpt_rows_loss(c, P, lo, n, &batch) is the model's mean loss on rows [lo, lo + n) with the
+   parameters P. */
+typedef struct {
+    const mt_gpt *m;
+    const int *ids, *targets;
+    int T;
+} mt_gpt_batch;
+mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch);
+
 /* ---- training -------------------------------------------------------------------------------- */
 typedef enum { MT_MODEL_GPT, MT_MODEL_VIT } mt_model_kind;
 

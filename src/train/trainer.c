@@ -400,10 +400,8 @@ static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
         return mt_vit_loss(c, &m, tr->images + (size_t)(lo - tr->batch_lo) * pixels, tr->y + lo,
                            n);
     }
-    mt_gpt m = tr->model;
-    m.P = *P;
-    size_t at = (size_t)lo * m.cfg.n_ctx;
-    return mt_gpt_loss(c, &m, tr->x + at, tr->y + at, n, m.cfg.n_ctx);
+    mt_gpt_batch b = {&tr->model, tr->x, tr->y, tr->model.cfg.n_ctx};
+    return mt_gpt_rows_loss(c, P, lo, n, &b);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {

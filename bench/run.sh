@@ -3,7 +3,8 @@
 #   1. this machine's sgemm peak (OpenBLAS, 2 threads), the ceiling for MFU;
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
 #      mt and torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) for ROUNDS rounds,
-#      then torch once in its default setting; every program reports the median of its steps.
+#      then torch once in its default setting and mt once with every op split across the threads
+#      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (mt_gemm's row split against OpenBLAS's own threading), then each bench/*.py (one module
 #      against its torch counterpart, printing a Markdown table), appended to bench/RESULTS.md.
@@ -44,7 +45,7 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm; do
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
     args="--name $name --layers $L --embd $C --heads $NH --ctx $T --batch $B --norm $norm"
     args="$args --steps $STEPS --warmup $WARMUP --threads"
-    echo "$name: mt and torch (best setting) alternating, $ROUNDS rounds; torch (default)"
+    echo "$name: mt and torch (best setting) alternating, $ROUNDS rounds; torch (default); mt (--replicas 1)"
     r=0
     while [ $r -lt "$ROUNDS" ]; do
         "$BUILD/bench/gpt" $args 2 | tee -a "$RAW"
@@ -53,6 +54,7 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm; do
         r=$((r + 1))
     done
     $PY bench/gpt/torch_gpt.py $args 0 --setting default | tee -a "$RAW"
+    "$BUILD/bench/gpt" $args 2 --replicas 1 | tee -a "$RAW"
 done
 
 $PY bench/gpt/report.py "$RAW" --load-start "$LOAD0" --seconds $(($(date +%s) - START)) \

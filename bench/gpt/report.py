@@ -39,7 +39,10 @@ def main():
     for r in rows:
         if r["prog"] == "sgemm":
             continue
-        who = "mt" if r["prog"] == "mt" else "torch_" + r["setting"]
+        if r["prog"] == "mt":  # replicas: as many as the threads, or 1 (every op split)
+            who = "mt" if r.get("replicas", r["threads"]) == r["threads"] else "mt_ops"
+        else:
+            who = "torch_" + r["setting"]
         runs.setdefault((r["config"], who), []).append(r)
         if r["config"] not in order:
             order.append(r["config"])
@@ -84,14 +87,17 @@ def main():
       "peak measured in this run, under the same load")
     p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt and torch-best "
       "alternate in one run; a figure is the median step over all rounds")
+    p("- mt runs as ./train does by default: each thread a replica with its slice of the batch; "
+      "'mt, ops split' is one run with `--replicas 1`, every op split across the threads instead")
     p("- the machine is shared: figures move with the load average above; compare columns "
       "of one run, not runs\n")
     p("| config | params | mt tok/s | mt ms/step | torch best tok/s | torch best ms/step "
       "| mt / torch best | goal | torch default tok/s | mt / torch default "
-      "| mt GFLOP/s | mt MFU | torch best MFU |")
-    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| mt GFLOP/s | mt MFU | torch best MFU | mt, ops split tok/s |")
+    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for cfg in order:
         m, b, df = stat(cfg, "mt"), stat(cfg, "torch_best"), stat(cfg, "torch_default")
+        ops = stat(cfg, "mt_ops")
         f = lambda s, k, fmt: (fmt % s[k]) if s else "-"
         pct = lambda s: "%.0f%%" % (100 * s["mfu"]) if s else "-"
         ratio = lambda x, y: f"{x['tok_s'] / y['tok_s']:.2f}x" if x and y else "-"
@@ -100,7 +106,7 @@ def main():
         p(f"| {cfg} | {params:,} | {f(m, 'tok_s', '%.0f')} | {f(m, 'ms', '%.1f')} "
           f"| {f(b, 'tok_s', '%.0f')} | {f(b, 'ms', '%.1f')} | {ratio(m, b)} "
           f"| {'>= %.3gx' % goal if goal else '-'} | {f(df, 'tok_s', '%.0f')} | {ratio(m, df)} "
-          f"| {f(m, 'gflops', '%.0f')} | {pct(m)} | {pct(b)} |")
+          f"| {f(m, 'gflops', '%.0f')} | {pct(m)} | {pct(b)} | {f(ops, 'tok_s', '%.0f')} |")
     p("\nMemory (peak RSS from getrusage; torch's includes its Python and library runtime, "
       "measured before the model was built as 'runtime'):\n")
     p("| config | mt peak RSS MiB | mt arena peak MiB | goal (half of llm.c) | torch best peak RSS MiB "

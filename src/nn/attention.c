@@ -139,9 +139,12 @@ static vf vload(const float *p) {
 
 /* D (TR, QB), row stride ldd, = alpha A (nr, K) Bt (K, QB): A row stride lda, its rows nr..TR-1
    (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt row stride
-   ldb. The accumulators stay in registers. */
-static void tile_abt(float *D, int ldd, float alpha, const float *A, int lda, int nr,
-                     const float *Bt, int ldb, int K) {
+   ldb. Vectors [0, j0) of each row are set to 0 instead (causal: keys those queries do not see);
+   j0 is a constant once inlined and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int ldd,
+                                                           float alpha, const float *A, int lda,
+                                                           int nr, const float *Bt, int ldb,
+                                                           int K) {
     enum { NV = QB / TW };
     const float *a[TR];
     vf acc[TR][NV];
@@ -151,10 +154,10 @@ static void tile_abt(float *D, int ldd, float alpha, const float *A, int lda, in
     }
     for (int i = 0; i < K; i++) {
         vf b[NV];
-        for (int j = 0; j < NV; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
+        for (int j = j0; j < NV; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
 #pragma GCC unroll 8
         for (int r = 0; r < TR; r++)
-            for (int j = 0; j < NV; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
+            for (int j = j0; j < NV; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
     }
     for (int r = 0; r < TR; r++)
         for (int j = 0; j < NV; j++) {
@@ -216,13 +219,20 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
     }
 }
 
-/* St (keys [0, kend) rounded up to TR, QB queries; row stride ld) = scale X[0:kend] Yt: X the
-   head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or dO^T. */
+/* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt:
+   X the head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or
+   dO^T. Causal key tiles from q0 + TW on are seen by the second vector of queries only. */
 static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
-                        const float *Yt, int kend) {
-    for (int s0 = 0; s0 < kend; s0 += TR)
-        tile_abt(St + (size_t)s0 * ld, ld, scale, X + (size_t)s0 * d->C, d->C,
-                 d->T - s0 < TR ? d->T - s0 : TR, Yt, d->Tp, d->HS);
+                        const float *Yt, int q0, int kend) {
+    for (int s0 = 0; s0 < kend; s0 += TR) {
+        float *D = St + (size_t)s0 * ld;
+        const float *A = X + (size_t)s0 * d->C;
+        int nr = d->T - s0 < TR ? d->T - s0 : TR;
+        if (d->causal && s0 >= q0 + TW)
+            tile_abt(1, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
+        else
+            tile_abt(0, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
+    }
 }
 
 /* Keys a causal row tile [t0, t0 + TR) of O or dQ sums over: [0, k1) */
@@ -245,7 +255,7 @@ static void small_forward(const attn_dims *d, const float *q, const float *k, co
     transpose_head(Qt, q, d);
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0);
-        score_block(St, QB, d, scale, k, Qt + q0, kend);
+        score_block(St, QB, d, scale, k, Qt + q0, q0, kend);
         softmax_block(St, QB, d, q0, kend, rmax + q0, rinv + q0, true);
         for (int t0 = q0; t0 < q0 + QB && t0 < d->T; t0 += TR)
             head_rows(o, d, t0, 1.0f, false, St + (t0 - q0), 1, QB, v, 0, tile_keys(d, t0));
@@ -266,10 +276,10 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
     transpose_head(dOt, dout, d);
     for (int q0 = 0; q0 < T; q0 += QB) {
         int kend = key_end(d, q0);
-        score_block(Pt + q0, Tp, d, scale, k, Qt + q0, kend);
+        score_block(Pt + q0, Tp, d, scale, k, Qt + q0, q0, kend);
         softmax_block(Pt + q0, Tp, d, q0, kend, rmax + q0, rinv + q0, false);
         if (!dq && !dk) continue;
-        score_block(dSt + q0, Tp, d, 1.0f, v, dOt + q0, kend); /* dP^T */
+        score_block(dSt + q0, Tp, d, 1.0f, v, dOt + q0, q0, kend); /* dP^T */
         ds_block(dSt + q0, Pt + q0, Tp, kend);
         if (dq)
             for (int t0 = q0; t0 < q0 + QB && t0 < T; t0 += TR)

@@ -169,36 +169,48 @@ static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int
 /* D (nr, TW) row stride ldd, nr <= TR, (+)= alpha sum_{k0 <= k < k1} A(r, k) B[k, 0:TW]:
    A(r, k) = A[r ar + k ak] (ar, ak pick A or A^T) for r < TR, B row stride ldb; = when
    !accumulate. */
-static inline __attribute__((always_inline)) void tile_ab_(float *D, int ldd, int nr,
+static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int ldd, int nr,
                                                            float alpha, bool accumulate,
                                                            const float *A, int ar, int ak,
                                                            const float *B, int ldb, int k0,
                                                            int k1) {
-    vf acc[TR];
+    vf acc[TR][2];
     /* D's rows, read at the end: their cache misses overlap the products */
-    for (int r = 0; r < nr; r++) __builtin_prefetch(D + (size_t)r * ldd, 1);
-    for (int r = 0; r < TR; r++) acc[r] = (vf){0};
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nv; j++) __builtin_prefetch(D + (size_t)r * ldd + j * TW, 1);
+    for (int r = 0; r < TR; r++)
+        for (int j = 0; j < nv; j++) acc[r][j] = (vf){0};
     for (int k = k0; k < k1; k++) {
-        vf b = vload(B + (size_t)k * ldb);
+        vf b[2];
+        for (int j = 0; j < nv; j++) b[j] = vload(B + (size_t)k * ldb + j * TW);
         const float *a = A + (size_t)k * ak;
 #pragma GCC unroll 8
-        for (int r = 0; r < TR; r++) acc[r] = vmadd(b, a[(size_t)r * ar] - (vf){0}, acc[r]);
+        for (int r = 0; r < TR; r++) {
+            vf x = a[(size_t)r * ar] - (vf){0};
+            for (int j = 0; j < nv; j++) acc[r][j] = vmadd(b[j], x, acc[r][j]);
+        }
     }
-    for (int r = 0; r < nr; r++) {
-        float *d = D + (size_t)r * ldd;
-        vf y = alpha * acc[r];
-        if (accumulate) y += vload(d);
-        memcpy(d, &y, sizeof y);
-    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nv; j++) {
+            float *d = D + (size_t)r * ldd + j * TW;
+            vf y = alpha * acc[r][j];
+            if (accumulate) y += vload(d);
+            memcpy(d, &y, sizeof y);
+        }
 }
 
-/* tile_ab_, with ar == 1 (A^T: a row's TR values are adjacent) compiled apart: constant offsets */
-static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, const float *A,
-                    int ar, int ak, const float *B, int ldb, int k0, int k1) {
-    if (ar == 1)
-        tile_ab_(D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
+/* tile_ab_ on nv (1 or 2) vectors, with ar == 1 (A^T: a row's TR values are adjacent) compiled
+   apart: constant offsets */
+static void tile_ab(int nv, float *D, int ldd, int nr, float alpha, bool accumulate,
+                    const float *A, int ar, int ak, const float *B, int ldb, int k0, int k1) {
+    if (nv == 2 && ar == 1)
+        tile_ab_(2, D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
+    else if (nv == 2)
+        tile_ab_(2, D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
+    else if (ar == 1)
+        tile_ab_(1, D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
     else
-        tile_ab_(D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
+        tile_ab_(1, D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
 }
 
 /* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride C) (+)= alpha sum_{k0 <= k < k1} A(r, k)
@@ -206,9 +218,11 @@ static void tile_ab(float *D, int ldd, int nr, float alpha, bool accumulate, con
 static void head_rows(float *D, const attn_dims *d, int t0, float alpha, bool accumulate,
                       const float *A, int ar, int ak, const float *X, int k0, int k1) {
     int nr = d->T - t0 < TR ? d->T - t0 : TR;
-    for (int c0 = 0; c0 < d->HS; c0 += TW)
-        tile_ab(D + (size_t)t0 * d->C + c0, d->C, nr, alpha, accumulate, A, ar, ak, X + c0, d->C,
-                k0, k1);
+    for (int c0 = 0; c0 < d->HS; c0 += 2 * TW) {
+        int nv = d->HS - c0 >= 2 * TW ? 2 : 1;
+        tile_ab(nv, D + (size_t)t0 * d->C + c0, d->C, nr, alpha, accumulate, A, ar, ak, X + c0,
+                d->C, k0, k1);
+    }
 }
 
 /* Xt (HS, Tp) = the head's X (T, HS) row stride C, transposed, zero padded columns. */

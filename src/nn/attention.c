@@ -225,11 +225,34 @@ static void head_rows(float *D, const attn_dims *d, int t0, float alpha, bool ac
     }
 }
 
-/* Xt (HS, Tp) = the head's X (T, HS) row stride C, transposed, zero padded columns. */
+/* Xt (HS, Tp) = the head's X (T, HS) row stride C, transposed, zero padded columns: 8 x 8
+   blocks in registers (three rounds of shuffles, as _MM_TRANSPOSE8_PS), the edges one by one. */
 static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
-    for (int i = 0; i < d->HS; i++) {
-        for (int t = 0; t < d->T; t++) Xt[(size_t)i * d->Tp + t] = X[(size_t)t * d->C + i];
-        for (int t = d->T; t < d->Tp; t++) Xt[(size_t)i * d->Tp + t] = 0.0f;
+    typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+    int T = d->T, Tp = d->Tp, HS = d->HS, C = d->C, T8 = T / 8 * 8, H8 = HS / 8 * 8;
+    for (int t0 = 0; t0 < T8; t0 += 8)
+        for (int i0 = 0; i0 < H8; i0 += 8) {
+            v8 r[8], u[8];
+            for (int j = 0; j < 8; j++) memcpy(&r[j], X + (size_t)(t0 + j) * C + i0, sizeof r[j]);
+            for (int j = 0; j < 8; j += 2) { /* interleave row pairs within 4-float halves */
+                u[j] = __builtin_shufflevector(r[j], r[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+                u[j + 1] = __builtin_shufflevector(r[j], r[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+            }
+            for (int j = 0; j < 8; j += 4) { /* then pairs of pairs */
+                r[j] = __builtin_shufflevector(u[j], u[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+                r[j + 1] = __builtin_shufflevector(u[j], u[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+                r[j + 2] = __builtin_shufflevector(u[j + 1], u[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+                r[j + 3] = __builtin_shufflevector(u[j + 1], u[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+            }
+            for (int j = 0; j < 4; j++) { /* then the halves: column j and column j + 4 */
+                u[j] = __builtin_shufflevector(r[j], r[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+                u[j + 4] = __builtin_shufflevector(r[j], r[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+            }
+            for (int j = 0; j < 8; j++) memcpy(Xt + (size_t)(i0 + j) * Tp + t0, &u[j], sizeof u[j]);
+        }
+    for (int i = 0; i < HS; i++) {
+        for (int t = i < H8 ? T8 : 0; t < T; t++) Xt[(size_t)i * Tp + t] = X[(size_t)t * C + i];
+        for (int t = T; t < Tp; t++) Xt[(size_t)i * Tp + t] = 0.0f;
     }
 }
 

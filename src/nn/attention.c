@@ -13,7 +13,8 @@
    - small heads (HS a multiple of the vector width TW, T <= SMALL_T; all the bench configs):
      register tiles of TR rows by whole vectors, read straight from the (B, T, C) buffers and a
      per-head Q^T (and dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks. Causal
-     products stop at each tile's last row.
+     products stop at each tile's last row, and score tiles skip the vector of queries that
+     sees none of their keys.
    - large heads: strided cblas_sgemm calls on the (B, T, C) buffers. */
 #include <cblas.h>
 #include <math.h>
@@ -48,7 +49,7 @@ typedef struct {
 static attn_dims dims_of(const mt_node *n) {
     int T = n->i[1], HS = n->i[2] / n->i[3];
     bool causal = n->i[4];
-    return (attn_dims){n->i[0], T,    n->i[2], n->i[3], HS, causal, HS % TW == 0 && T <= SMALL_T,
+    return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal, HS % TW == 0 && T <= SMALL_T,
                        (T + QB - 1) / QB * QB};
 }
 

@@ -8,14 +8,14 @@
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (mt_gemm's row split against OpenBLAS's own threading), then each bench/*.py (one module
 #      against its torch counterpart, printing a Markdown table), appended to bench/RESULTS.md.
-# Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (2), CONFIGS (all, by name),
+# Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
 # BENCH_GPT_ONLY=1 (skip 3).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-3}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-4}
 PY=/usr/bin/python3
 BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 RAW=$BUILD/bench/results.jsonl

@@ -65,8 +65,7 @@ static void apply_decay_scope(mt_params *P, mt_decay_scope scope) {
 }
 
 static float *zeros(size_t n) {
-    float *x = aligned_alloc(64, (n ? n : 16) * sizeof(float));
-    if (x) mt_huge_pages(x, (n ? n : 16) * sizeof(float));
+    float *x = mt_alloc_big(n * sizeof(float));
     if (x) memset(x, 0, n * sizeof(float));
     return x;
 }

@@ -122,21 +122,23 @@ const char *mt_shape_str(const mt_tensor *x, char *buf, size_t len) {
 
 /* ---- context and arena --------------------------------------------------------------------- */
 
-void mt_huge_pages(void *p, size_t bytes) {
+void *mt_alloc_big(size_t bytes) {
+    bytes = (bytes ? bytes + 63 : 64) / 64 * 64;
+    void *p = aligned_alloc(64, bytes);
     uintptr_t lo = ((uintptr_t)p + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
     uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)((2u << 20) - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    if (p && hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    return p;
 }
 
 mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err) {
     memset(c, 0, sizeof *c);
     /* A large block from malloc is an mmap: untouched pages cost no memory. */
-    c->arena.base = aligned_alloc(64, (arena_bytes + 63) / 64 * 64);
+    c->arena.base = mt_alloc_big(arena_bytes);
     if (!c->arena.base)
         return mt_errorf(err, MT_ENOMEM, "cannot reserve a %.1f MiB step arena",
                          arena_bytes / 1048576.0);
     c->arena.cap = (arena_bytes + 63) / 64 * 64;
-    mt_huge_pages(c->arena.base, c->arena.cap);
     c->grad_enabled = true;
     c->training = true;
     mt_rng_seed(&c->rng, seed);
@@ -390,10 +392,8 @@ static void params_bind(mt_params *P) {
 
 mt_status mt_params_alloc(mt_params *P, mt_err *err) {
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
-    P->data = aligned_alloc(64, bytes);
-    P->grad = aligned_alloc(64, bytes);
-    if (P->data) mt_huge_pages(P->data, bytes);
-    if (P->grad) mt_huge_pages(P->grad, bytes);
+    P->data = mt_alloc_big(bytes);
+    P->grad = mt_alloc_big(bytes);
     P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
     if (!P->data || !P->grad || !P->t)
         return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
@@ -406,8 +406,7 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err) {
 mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
     *V = *P;
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
-    V->grad = aligned_alloc(64, bytes);
-    if (V->grad) mt_huge_pages(V->grad, bytes);
+    V->grad = mt_alloc_big(bytes);
     V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
     if (!V->grad || !V->t) {
         mt_params_view_free(V);

@@ -128,10 +128,11 @@ struct mt_ctx {
     mt_profile *profile; /* NULL: off; else every node's forward and backward time adds to it */
 };
 
-/* Asks the kernel for transparent huge pages (2 MiB) for the whole 2 MiB pages inside a large
-   buffer (arenas, parameters, gradients, optimizer state): fewer TLB misses when kernels stream
-   through them. Advice only: nothing changes where the kernel does not do it. */
-void mt_huge_pages(void *p, size_t bytes);
+/* A large, long-lived buffer (arenas, parameters, gradients, optimizer state): 64-byte aligned,
+   its size rounded up to 64 bytes, transparent huge pages (2 MiB) asked for its whole 2 MiB pages
+   (fewer TLB misses when kernels stream through it; advice only). NULL when out of memory;
+   give it back with free. */
+void *mt_alloc_big(size_t bytes);
 /* arena_bytes is reserved up front; pages are only touched as the arena fills. */
 mt_status mt_ctx_init(mt_ctx *c, size_t arena_bytes, uint64_t seed, mt_err *err);
 void mt_ctx_free(mt_ctx *c);

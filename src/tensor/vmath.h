@@ -51,9 +51,10 @@ static inline float mt_vexpf(float x) {
 }
 
 /* sigmoid(z) = 1 / (1 + exp(-z)), z clamped to [-80, 80] first: 2^n then fits one exponent and
-   exp needs none of the selects at its edges (1.6x faster than through mt_vexpf). Relative error
-   < 4e-7 on [-80, 80]; beyond, 1 or sigmoid(-80) = 1.8e-35 (absolute error < 2e-35). NaN gives a
-   number: multiply it by its argument (x sigmoid(..), as GELU and SiLU do) to keep the NaN. */
+   exp needs none of the selects at its edges (GELU in bench/ops.py: 1.56x faster than through
+   mt_vexpf). Relative error < 4e-7 on [-80, 80]; beyond, 1 or sigmoid(-80) = 1.8e-35 (absolute
+   error < 2e-35). NaN gives a number: multiply it by its argument (x sigmoid(..), as GELU and
+   SiLU do) to keep the NaN. */
 static inline float mt_vsigmoidf(float z) {
     float c = z < 80.0f ? z : 80.0f; /* NaN -> 80 */
     c = c > -80.0f ? -c : 80.0f;

@@ -88,8 +88,8 @@ static bool has_buffers(const mt_params *P) {
     return false;
 }
 
-/* The replicas a step runs (mt_train_cfg.replicas; checked by check_replicas): at most one per
-   row of this rank's slice of the batch. */
+/* The replicas a step runs (mt_train_cfg.replicas, checked by check_replicas once the model
+   exists): at most one per row of this rank's slice of the batch. */
 static int replica_count(const mt_train_cfg *cfg, const mt_params *P) {
     int n = cfg->replicas;
     if (n == 0) n = mt_dist_size() > 1 || has_buffers(P) ? 1 : mt_threads();
@@ -118,8 +118,6 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
     int slots = oc->kind == MT_OPTIM_SGD ? (oc->momentum > 0) : 2; /* Adam: m and v */
-    mt_status s = check_replicas(&tr->cfg, P, err);
-    if (s != MT_OK) return s;
     slots += replica_count(&tr->cfg, P) - 1; /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
@@ -234,6 +232,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
         return s;
     s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, oc, err) : gpt_setup(tr, mc, oc, err);
+    if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */

@@ -602,12 +602,11 @@ void mt_image_to_floats(const uint8_t *pix, int H, int W, int C, const float *me
 
 void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *y) {
     size_t sz = (size_t)ds->H * ds->W * ds->C;
-#pragma omp parallel for if ((size_t)B * sz >= MT_PAR_MIN)
-    for (int b = 0; b < B; b++) {
+    MT_PARALLEL_FOR((size_t)B * sz >= MT_PAR_MIN, for (int b = 0; b < B; b++) {
         mt_image_to_floats(ds->pix + (size_t)idx[b] * sz, ds->H, ds->W, ds->C, ds->mean, ds->std,
                            x + b * sz);
         if (y) y[b] = ds->label[idx[b]];
-    }
+    });
 }
 
 /* ---- metadata for checkpoints ------------------------------------------------------------------ */

@@ -77,8 +77,7 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     memcpy(V + (size_t)pos0 * C, v->data, (size_t)n * C * sizeof(float));
     mt_tensor *y = mt_tensor_new(c, 3, (int[]){1, n, C});
     float *S = mt_arena_floats(c, (size_t)NH * n * L);
-    #pragma omp parallel for if ((size_t)NH * n * L >= MT_PAR_MIN)
-    for (int h = 0; h < NH; h++) {
+    MT_PARALLEL_FOR((size_t)NH * n * L >= MT_PAR_MIN, for (int h = 0; h < NH; h++) {
         float *Sh = S + (size_t)h * n * L;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, HS, 1.0f / sqrtf((float)HS),
                     q->data + h * HS, C, K + h * HS, C, 0.0f, Sh, L);
@@ -92,7 +91,7 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L, V + h * HS,
                     C, 0.0f, y->data + h * HS, C);
-    }
+    });
     return mt_param_linear(c, P, a->out_w, a->out_b, y);
 }
 

@@ -207,8 +207,7 @@ size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training) {
    without gradient: the images are inputs. */
 static void patchify(const float *img, float *out, int B, int CH, int H, int W, int P) {
     int gw = W / P, np = (H / P) * gw, D = CH * P * P;
-#pragma omp parallel for if ((size_t)B * CH * H * W >= MT_PAR_MIN)
-    for (int bt = 0; bt < B * np; bt++) {
+    MT_PARALLEL_FOR((size_t)B * CH * H * W >= MT_PAR_MIN, for (int bt = 0; bt < B * np; bt++) {
         int b = bt / np, i = bt % np / gw, j = bt % gw;
         float *o = out + (size_t)bt * D;
         for (int ch = 0; ch < CH; ch++)
@@ -216,7 +215,7 @@ static void patchify(const float *img, float *out, int B, int CH, int H, int W, 
                 memcpy(o + (ch * P + y) * P,
                        img + (((size_t)b * CH + ch) * H + i * P + y) * W + j * P,
                        (size_t)P * sizeof(float));
-    }
+    });
 }
 
 mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {

@@ -20,13 +20,11 @@ static void linear_backward_kernel(float *dx, float *dw, float *db, const float 
     if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
     if (db) {
         enum { BLK = 64 };
-#pragma omp parallel for if ((size_t)N * O >= MT_PAR_MIN)
-        for (int j0 = 0; j0 < O; j0 += BLK) {
+        MT_PARALLEL_FOR((size_t)N * O >= MT_PAR_MIN, for (int j0 = 0; j0 < O; j0 += BLK) {
             int j1 = j0 + BLK < O ? j0 + BLK : O;
             for (int r = 0; r < N; r++)
-#pragma omp simd
-                for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
-        }
+                _Pragma("omp simd") for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
+        });
     }
     if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
 }

@@ -65,8 +65,7 @@ static void mul_forward(mt_node *n) {
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
     size_t N = n->out->n;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) y[i] = a[i] * b[i];
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) y[i] = a[i] * b[i];);
 }
 
 /* da += dy * b;  db += dy * a (two loops: a and b may be the same tensor). */
@@ -75,12 +74,12 @@ static void mul_backward(mt_node *n) {
     float *da = n->in[0]->grad, *db = n->in[1]->grad;
     size_t N = n->out->n;
     if (da) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) da[i] += dy[i] * b[i];
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN,
+                             for (size_t i = 0; i < N; i++) da[i] += dy[i] * b[i];);
     }
     if (db) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) db[i] += dy[i] * a[i];
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN,
+                             for (size_t i = 0; i < N; i++) db[i] += dy[i] * a[i];);
     }
 }
 
@@ -102,8 +101,7 @@ static void scale_forward(mt_node *n) {
     const float *x = n->in[0]->data, s = n->f[0];
     float *y = n->out->data;
     size_t N = n->out->n;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) y[i] = s * x[i];
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) y[i] = s * x[i];);
 }
 
 /* dx += s * dy */
@@ -112,8 +110,7 @@ static void scale_backward(mt_node *n) {
     float *dx = n->in[0]->grad;
     size_t N = n->out->n;
     if (!dx) return;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];);
 }
 
 static const mt_op OP_SCALE = {"scale", scale_forward, scale_backward};
@@ -161,9 +158,7 @@ static inline float silu_df(float x) {
 
 /* One vectorised loop per kind: the switch stays outside the loops. */
 // clang-format off
-#define ACT_LOOP(EXPR)                                                                            \
-    _Pragma("omp parallel for simd if (n >= MT_PAR_MIN)")                                         \
-    for (size_t i = 0; i < n; i++) EXPR;
+#define ACT_LOOP(EXPR) MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) EXPR;);
 #define ACT_SWITCH(EXPR_OF)                                                                       \
     switch (act) {                                                                                \
     case MT_ACT_GELU: ACT_LOOP(EXPR_OF(gelu)) return;                                             \
@@ -240,11 +235,11 @@ static inline float dropout_mask(uint64_t key, size_t i, float p, float keep) {
 static void dropout_kernel(float *y, const float *x, size_t N, uint64_t key, float p, float keep,
                            bool acc) {
     if (acc) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) y[i] += x[i] * dropout_mask(key, i, p, keep);
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++)
+                                                  y[i] += x[i] * dropout_mask(key, i, p, keep););
     } else {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) y[i] = x[i] * dropout_mask(key, i, p, keep);
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++)
+                                                  y[i] = x[i] * dropout_mask(key, i, p, keep););
     }
 }
 

@@ -9,12 +9,11 @@ static void embedding_forward(mt_node *n) {
     float *y = n->out->data;
     long N = n->i[0];
     int C = n->i[1];
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long i = 0; i < N; i++) {
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long i = 0; i < N; i++) {
         const float *wr = w + (size_t)n->ids[i] * C;
-#pragma omp simd
+        _Pragma("omp simd")
         for (int j = 0; j < C; j++) y[i * C + j] = wr[j];
-    }
+    });
 }
 
 /* dw[v] += sum_{i: ids[i] = v} dy[i], summed in order of i. Thread t owns the rows

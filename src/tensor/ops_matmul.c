@@ -12,8 +12,8 @@ static void gemm_rows(bool ta, bool tb, int M, int N, int K, const float *A, con
                       float beta, float *C, const float *bias, int r0, int r1) {
     if (r1 <= r0) return;
     if (bias) { /* on the pool when called outside a parallel region (the unsplit product) */
-#pragma omp parallel for if (!omp_in_parallel() && (size_t)(r1 - r0) * N >= MT_PAR_MIN)
-        for (int r = r0; r < r1; r++) memcpy(C + (size_t)r * N, bias, (size_t)N * sizeof(float));
+        MT_PARALLEL_FOR((size_t)(r1 - r0) * N >= MT_PAR_MIN, for (int r = r0; r < r1; r++)
+                            memcpy(C + (size_t)r * N, bias, (size_t)N * sizeof(float)););
         beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

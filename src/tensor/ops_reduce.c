@@ -14,14 +14,13 @@
 /* sum_i x_i in double: blocks of SUM_BLOCK in parallel into part[], then the parts in order. */
 static double sum_kernel(const float *x, size_t n, double *part) {
     long nb = (long)((n + SUM_BLOCK - 1) / SUM_BLOCK);
-#pragma omp parallel for if (n >= MT_PAR_MIN)
-    for (long b = 0; b < nb; b++) {
+    MT_PARALLEL_FOR(n >= MT_PAR_MIN, for (long b = 0; b < nb; b++) {
         size_t lo = (size_t)b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
         double s = 0;
-#pragma omp simd reduction(+ : s)
+        _Pragma("omp simd reduction(+ : s)")
         for (size_t i = lo; i < hi; i++) s += x[i];
         part[b] = s;
-    }
+    });
     double s = 0;
     for (long b = 0; b < nb; b++) s += part[b];
     return s;
@@ -36,8 +35,7 @@ static void sum_backward(mt_node *n) {
     float *dx = n->in[0]->grad, g = n->f[0] * n->out->grad[0];
     size_t N = n->in[0]->n;
     if (!dx) return;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) dx[i] += g;
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += g;);
 }
 
 static const mt_op OP_SUM = {"sum", sum_forward, sum_backward};
@@ -62,18 +60,17 @@ static void softmax_forward(mt_node *n) {
     float *y = n->out->data;
     long N = mt_rows(n->out);
     int C = mt_cols(n->out);
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++) {
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * C;
         float *yr = y + r * C, mx = -INFINITY, s = 0;
-#pragma omp simd reduction(max : mx)
+        _Pragma("omp simd reduction(max : mx)")
         for (int j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
-#pragma omp simd reduction(+ : s)
+        _Pragma("omp simd reduction(+ : s)")
         for (int j = 0; j < C; j++) s += yr[j] = mt_vexpf(xr[j] - mx);
         float inv = 1.0f / s;
-#pragma omp simd
+        _Pragma("omp simd")
         for (int j = 0; j < C; j++) yr[j] *= inv;
-    }
+    });
 }
 
 /* dx_j += y_j (dy_j - sum_k dy_k y_k) */
@@ -83,15 +80,14 @@ static void softmax_backward(mt_node *n) {
     long N = mt_rows(n->out);
     int C = mt_cols(n->out);
     if (!dx) return;
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++) {
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *yr = y + r * C, *dyr = dy + r * C;
         float *dxr = dx + r * C, d = 0;
-#pragma omp simd reduction(+ : d)
+        _Pragma("omp simd reduction(+ : d)")
         for (int j = 0; j < C; j++) d += dyr[j] * yr[j];
-#pragma omp simd
+        _Pragma("omp simd")
         for (int j = 0; j < C; j++) dxr[j] += yr[j] * (dyr[j] - d);
-    }
+    });
 }
 
 static const mt_op OP_SOFTMAX = {"softmax", softmax_forward, softmax_backward};
@@ -113,17 +109,16 @@ static void cross_entropy_forward(mt_node *n) {
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
-#pragma omp parallel for if (n->in[0]->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++) {
+    MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
         float mx = -INFINITY, s = 0;
-#pragma omp simd reduction(max : mx)
+        _Pragma("omp simd reduction(max : mx)")
         for (int j = 0; j < V; j++) mx = xr[j] > mx ? xr[j] : mx;
-#pragma omp simd reduction(+ : s)
+        _Pragma("omp simd reduction(+ : s)")
         for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
         lse[r] = mx + logf(s);
         loss[r] = t[r] == ignore ? 0.0f : lse[r] - xr[t[r]];
-    }
+    });
     double s = 0;
     for (long r = 0; r < N; r++) s += loss[r];
     n->out->data[0] = (float)(s / n->f[0]);
@@ -137,15 +132,14 @@ static void cross_entropy_backward(mt_node *n) {
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
     if (!dx) return;
-#pragma omp parallel for if (n->in[0]->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++) {
+    MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         if (t[r] == ignore) continue;
         const float *xr = x + r * V;
         float *dxr = dx + r * V, l = lse[r];
-#pragma omp simd
+        _Pragma("omp simd")
         for (int j = 0; j < V; j++) dxr[j] += g * mt_vexpf(xr[j] - l);
         dxr[t[r]] -= g;
-    }
+    });
 }
 
 static const mt_op OP_CROSS_ENTROPY = {"cross_entropy", cross_entropy_forward,

@@ -15,8 +15,7 @@ static void reshape_backward(mt_node *n) {
     float *dx = n->in[0]->grad;
     size_t N = n->out->n;
     if (!dx) return;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-    for (size_t i = 0; i < N; i++) dx[i] += dy[i];
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += dy[i];);
 }
 
 static const mt_op OP_RESHAPE = {"reshape", reshape_forward, reshape_backward};
@@ -128,14 +127,13 @@ static void concat_forward(mt_node *n) {
     long N = mt_rows(n->out);
     int C = mt_cols(n->out);
     float *y = n->out->data;
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++)
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++)
         for (int k = 0, off = 0; k < n->n_in; off += n->i[k], k++) {
             const float *xk = n->in[k]->data + r * n->i[k];
             float *yr = y + r * C + off;
-#pragma omp simd
+            _Pragma("omp simd")
             for (int j = 0; j < n->i[k]; j++) yr[j] = xk[j];
-        }
+        });
 }
 
 /* dx_k[r, j] += dy[r, off_k + j] */
@@ -143,15 +141,14 @@ static void concat_backward(mt_node *n) {
     long N = mt_rows(n->out);
     int C = mt_cols(n->out);
     const float *dy = n->out->grad;
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++)
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++)
         for (int k = 0, off = 0; k < n->n_in; off += n->i[k], k++) {
             float *dx = n->in[k]->grad;
             int Ck = n->i[k];
             if (!dx) continue;
-#pragma omp simd
+            _Pragma("omp simd")
             for (int j = 0; j < Ck; j++) dx[r * Ck + j] += dy[r * C + off + j];
-        }
+        });
 }
 
 static const mt_op OP_CONCAT = {"concat", concat_forward, concat_backward};
@@ -183,10 +180,9 @@ static void slice_forward(mt_node *n) {
     long N = mt_rows(n->out);
     int C = mt_cols(n->in[0]), L = mt_cols(n->out), s = n->i[0];
     const float *x = n->in[0]->data;
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++)
-#pragma omp simd
-        for (int j = 0; j < L; j++) n->out->data[r * L + j] = x[r * C + s + j];
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++)
+        _Pragma("omp simd")
+        for (int j = 0; j < L; j++) n->out->data[r * L + j] = x[r * C + s + j];);
 }
 
 /* dx[r, start + j] += dy[r, j] */
@@ -196,10 +192,9 @@ static void slice_backward(mt_node *n) {
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
     if (!dx) return;
-#pragma omp parallel for if (n->out->n >= MT_PAR_MIN)
-    for (long r = 0; r < N; r++)
-#pragma omp simd
-        for (int j = 0; j < L; j++) dx[r * C + s + j] += dy[r * L + j];
+    MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++)
+        _Pragma("omp simd")
+        for (int j = 0; j < L; j++) dx[r * C + s + j] += dy[r * L + j];);
 }
 
 static const mt_op OP_SLICE = {"slice", slice_forward, slice_backward};

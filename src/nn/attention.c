@@ -2,10 +2,10 @@
    q, k, v, out (B, T, C), C = NH * HS; head h of batch b is the (T, HS) block at
    b T C + h HS with row stride C. Forward per (b, h): S = Q K^T / sqrt(HS) (T, T), masked to
    s <= t when causal, P = softmax_rows(S), O = P V. Saved per row: the max m and
-   r = 1 / sum exp(S - m), (B, NH, T) each; backward recomputes P = exp(S - m) r, bit for bit the
-   forward's (the same code computes S in both), instead of keeping B NH T^2 probabilities. (One
-   log-sum-exp m + log(sum) would round away the low bits of large scores: 6e-5 absolute at
-   |S| ~ 1000.)
+   r = 1 / sum exp(S - m), (B, NH, T) each; backward recomputes P = exp(S - m) r from the
+   forward's exp(S - m), bit for bit (the same code computes S in both), instead of keeping
+   B NH T^2 probabilities. (One log-sum-exp m + log(sum) would round away the low bits of large
+   scores: 6e-5 absolute at |S| ~ 1000.)
    Scores are kept transposed, S^T (keys, queries), in blocks of QB queries: a row of a block is
    QB queries' scores for one key, so the softmax's max and sum over keys run down the columns
    as vector operations, with no reduction across a vector. Causal blocks stop at the block's
@@ -14,7 +14,8 @@
      register tiles of TR rows by whole vectors, read straight from the (B, T, C) buffers and a
      per-head Q^T (and dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks. Causal
      products stop at each tile's last row, and score tiles skip the vector of queries that
-     sees none of their keys.
+     sees none of their keys. The mask, max and (backward) exp run on each score tile while it
+     is in L1; the forward scales O's rows by r instead of P's.
    - large heads: strided cblas_sgemm calls on the (B, T, C) buffers. */
 #include <cblas.h>
 #include <math.h>
@@ -71,42 +72,69 @@ static inline float exp_le0(float x) {
     return x >= -80.0f ? p * mt_vpow2i((int)n) : x != x ? x : 0.0f;
 }
 
-/* A block of transposed scores St (keys [0, kend), QB queries from q0; row stride ld) turned
-   into probabilities in place: for query t (column t - q0) exp(S - m_t) r_t over the keys it
-   sees (s <= t when causal), 0 over the rest. With fresh, m and r of the block's queries below T
-   are found and written, else read: the same operations on the same scores give the same bits.
-   The loops over a row's QB columns are vector instructions. */
-static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int kend, float *m,
-                          float *r, bool fresh) {
+enum { RAW, SCORES, PROBS }; /* what score_block leaves: y as is, or block_rows' */
+
+/* Rows [s0, s1) (keys) of a block of transposed scores St (QB queries from q0, row stride ld)
+   holding y (scores or dP), per key s and query t (masked: s > t when causal) turned into
+   SCORES  y, -inf masked; u[t - q0] = max(u[t - q0], y) (forward: the running max);
+   PROBS   P = exp(y - u_t) w_t, 0 masked, with u = m and w = r (QB each): the forward's
+           exp(S - m) (softmax_block) times r, bit for bit (the same operations on the same y).
+   A row's vectors of queries that all come before its key get the masked value without the
+   arithmetic. The loops over a vector's TW lanes are vector instructions. */
+static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, int s0, int s1,
+                       float *u, const float *w) {
+    float a[QB], b[QB]; /* u and w, which rows cannot alias */
+    memcpy(a, u, sizeof a);
+    if (kind == PROBS) memcpy(b, w, sizeof b);
+    for (int s = s0; s < s1; s++) {
+        float *row = St + (size_t)s * ld;
+        for (int j0 = 0; j0 < QB; j0 += TW) {
+            if (d->causal && s >= q0 + j0 + TW) { /* every query of the vector masked */
+                for (int j = j0; j < j0 + TW; j++) row[j] = kind == SCORES ? -INFINITY : 0.0f;
+                continue;
+            }
+            for (int j = j0; j < j0 + TW; j++) {
+                bool masked = d->causal && s > q0 + j;
+                if (kind == SCORES) {
+                    row[j] = masked ? -INFINITY : row[j];
+                    a[j] = row[j] > a[j] ? row[j] : a[j];
+                } else
+                    row[j] = masked ? 0.0f : exp_le0(row[j] - a[j]) * b[j];
+            }
+        }
+    }
+    if (kind == SCORES) memcpy(u, a, sizeof a);
+}
+
+/* A block of transposed scores St (keys [0, kend), QB queries from q0; row stride ld) with its
+   mask applied and its maxima mx (block_rows' SCORES) turned into exp(S - m_t) in place, m and
+   r = 1 / sum_s exp(S_ts - m_t) of the block's queries below T written; normalize: into the
+   probabilities exp(S - m) r (else O's rows are scaled by r instead). */
+static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int kend,
+                          const float *mx, float *m, float *r, bool normalize) {
     int nq = d->T - q0 < QB ? d->T - q0 : QB;
-    float mx[QB], sum[QB];
-    if (!fresh) {
-        for (int j = 0; j < QB; j++) mx[j] = j < nq ? m[j] : 0.0f, sum[j] = j < nq ? r[j] : 0.0f;
-        for (int s = 0; s < kend; s++) {
-            float *row = St + (size_t)s * ld;
-            for (int j = 0; j < QB; j++)
-                row[j] = d->causal && s > q0 + j ? 0.0f : exp_le0(row[j] - mx[j]) * sum[j];
-        }
-        return;
-    }
-    for (int j = 0; j < QB; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
+    float sum[QB] = {0};
     for (int s = 0; s < kend; s++) {
         float *row = St + (size_t)s * ld;
-        for (int j = 0; j < QB; j++) {
-            row[j] = d->causal && s > q0 + j ? -INFINITY : row[j];
-            mx[j] = row[j] > mx[j] ? row[j] : mx[j];
+        for (int j0 = 0; j0 < QB; j0 += TW) {
+            if (d->causal && s >= q0 + j0 + TW) { /* masked: exp(-inf) */
+                for (int j = j0; j < j0 + TW; j++) row[j] = 0.0f;
+                continue;
+            }
+            for (int j = j0; j < j0 + TW; j++) sum[j] += row[j] = exp_le0(row[j] - mx[j]);
         }
-    }
-    for (int s = 0; s < kend; s++) {
-        float *row = St + (size_t)s * ld;
-        for (int j = 0; j < QB; j++) sum[j] += row[j] = exp_le0(row[j] - mx[j]);
     }
     for (int j = 0; j < QB; j++) sum[j] = 1.0f / sum[j];
-    for (int s = 0; s < kend; s++) {
+    for (int s = 0; normalize && s < kend; s++) {
         float *row = St + (size_t)s * ld;
         for (int j = 0; j < QB; j++) row[j] *= sum[j];
     }
     for (int j = 0; j < nq; j++) m[j] = mx[j], r[j] = sum[j];
+}
+
+/* u (QB) = the block's m or r from q0, 0 past T */
+static void block_vec(float *u, const float *m, const attn_dims *d, int q0) {
+    for (int j = 0; j < QB; j++) u[j] = q0 + j < d->T ? m[j] : 0.0f;
 }
 
 /* dS_st = P_st (dP_st - sum_u P_ut dP_ut) down the QB columns of keys [0, kend), in place over
@@ -167,11 +195,12 @@ static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int
         }
 }
 
-/* D (nr, TW) row stride ldd, nr <= TR, (+)= alpha sum_{k0 <= k < k1} A(r, k) B[k, 0:TW]:
+/* D (nr, nv TW) row stride ldd, nr <= TR, (+)= alpha_r sum_{k0 <= k < k1} A(r, k) B[k, :]:
    A(r, k) = A[r ar + k ak] (ar, ak pick A or A^T) for r < TR, B row stride ldb; = when
-   !accumulate. */
+   !accumulate; alpha_r = alpha, or rs[r] when rs. */
 static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int ldd, int nr,
-                                                           float alpha, bool accumulate,
+                                                           float alpha, const float *rs,
+                                                           bool accumulate,
                                                            const float *A, int ar, int ak,
                                                            const float *B, int ldb, int k0,
                                                            int k1) {
@@ -194,7 +223,7 @@ static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nv; j++) {
             float *d = D + (size_t)r * ldd + j * TW;
-            vf y = alpha * acc[r][j];
+            vf y = (rs ? rs[r] : alpha) * acc[r][j];
             if (accumulate) y += vload(d);
             memcpy(d, &y, sizeof y);
         }
@@ -202,27 +231,29 @@ static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int
 
 /* tile_ab_ on nv (1 or 2) vectors, with ar == 1 (A^T: a row's TR values are adjacent) compiled
    apart: constant offsets */
-static void tile_ab(int nv, float *D, int ldd, int nr, float alpha, bool accumulate,
-                    const float *A, int ar, int ak, const float *B, int ldb, int k0, int k1) {
+static void tile_ab(int nv, float *D, int ldd, int nr, float alpha, const float *rs,
+                    bool accumulate, const float *A, int ar, int ak, const float *B, int ldb,
+                    int k0, int k1) {
     if (nv == 2 && ar == 1)
-        tile_ab_(2, D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
+        tile_ab_(2, D, ldd, nr, alpha, rs, accumulate, A, 1, ak, B, ldb, k0, k1);
     else if (nv == 2)
-        tile_ab_(2, D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
+        tile_ab_(2, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
     else if (ar == 1)
-        tile_ab_(1, D, ldd, nr, alpha, accumulate, A, 1, ak, B, ldb, k0, k1);
+        tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, 1, ak, B, ldb, k0, k1);
     else
-        tile_ab_(1, D, ldd, nr, alpha, accumulate, A, ar, ak, B, ldb, k0, k1);
+        tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
 }
 
-/* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride C) (+)= alpha sum_{k0 <= k < k1} A(r, k)
-   X[k, :], X the head's K, V, Q or dO: tile_ab over the head's columns. */
-static void head_rows(float *D, const attn_dims *d, int t0, float alpha, bool accumulate,
-                      const float *A, int ar, int ak, const float *X, int k0, int k1) {
+/* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride C) (+)= alpha_r sum_{k0 <= k < k1}
+   A(r, k) X[k, :], X the head's K, V, Q or dO: tile_ab over the head's columns. */
+static void head_rows(float *D, const attn_dims *d, int t0, float alpha, const float *rs,
+                      bool accumulate, const float *A, int ar, int ak, const float *X, int k0,
+                      int k1) {
     int nr = d->T - t0 < TR ? d->T - t0 : TR;
     for (int c0 = 0; c0 < d->HS; c0 += 2 * TW) {
         int nv = d->HS - c0 >= 2 * TW ? 2 : 1;
-        tile_ab(nv, D + (size_t)t0 * d->C + c0, d->C, nr, alpha, accumulate, A, ar, ak, X + c0,
-                d->C, k0, k1);
+        tile_ab(nv, D + (size_t)t0 * d->C + c0, d->C, nr, alpha, rs, accumulate, A, ar, ak,
+                X + c0, d->C, k0, k1);
     }
 }
 
@@ -257,11 +288,15 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
     }
 }
 
-/* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt:
+/* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt,
    X the head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or
-   dO^T. Causal key tiles from q0 + TW on are seen by the second vector of queries only. */
-static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
-                        const float *Yt, int q0, int kend) {
+   dO^T, then (kind SCORES or PROBS) block_rows(kind, u, w) tile by tile, while the tile is in
+   L1. Causal key tiles from q0 + TW on are seen by the second vector of queries only. Not
+   inlined: inlined into small_backward, the backward ran 4% slower (deep100, measured). */
+static __attribute__((noinline)) void score_block(int kind, float *St, int ld,
+                                                  const attn_dims *d, float scale, const float *X,
+                                                  const float *Yt, int q0, int kend, float *u,
+                                                  const float *w) {
     for (int s0 = 0; s0 < kend; s0 += TR) {
         float *D = St + (size_t)s0 * ld;
         const float *A = X + (size_t)s0 * d->C;
@@ -270,6 +305,8 @@ static void score_block(float *St, int ld, const attn_dims *d, float scale, cons
             tile_abt(1, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
         else
             tile_abt(0, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
+        if (kind != RAW)
+            block_rows(kind, St, ld, d, q0, s0, s0 + TR < kend ? s0 + TR : kend, u, w);
     }
 }
 
@@ -286,17 +323,20 @@ static size_t small_scratch(const attn_dims *d, bool backward) {
 }
 
 /* One head (q, k, v, o at the head's block, rmax, rinv its T rows) on the small path:
-   O[t] = sum_s P_ts V[s] = sum_s St[s, t - q0] V[s]. */
+   O[t] = r_t sum_s exp(S_ts - m_t) V[s] = r_t sum_s St[s, t - q0] V[s]. */
 static void small_forward(const attn_dims *d, const float *q, const float *k, const float *v,
                           float *o, float *rmax, float *rinv, float *w) {
     float *Qt = w, *St = Qt + (size_t)d->HS * d->Tp, scale = 1.0f / sqrtf((float)d->HS);
     transpose_head(Qt, q, d);
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0);
-        score_block(St, QB, d, scale, k, Qt + q0, q0, kend);
-        softmax_block(St, QB, d, q0, kend, rmax + q0, rinv + q0, true);
+        float mx[QB];
+        for (int j = 0; j < QB; j++) mx[j] = -INFINITY;
+        score_block(SCORES, St, QB, d, scale, k, Qt + q0, q0, kend, mx, NULL);
+        softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, false);
         for (int t0 = q0; t0 < q0 + QB && t0 < d->T; t0 += TR)
-            head_rows(o, d, t0, 1.0f, false, St + (t0 - q0), 1, QB, v, 0, tile_keys(d, t0));
+            head_rows(o, d, t0, 1.0f, rinv + t0, false, St + (t0 - q0), 1, QB, v, 0,
+                      tile_keys(d, t0));
     }
 }
 
@@ -314,19 +354,23 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
     transpose_head(dOt, dout, d);
     for (int q0 = 0; q0 < T; q0 += QB) {
         int kend = key_end(d, q0);
-        score_block(Pt + q0, Tp, d, scale, k, Qt + q0, q0, kend);
-        softmax_block(Pt + q0, Tp, d, q0, kend, rmax + q0, rinv + q0, false);
+        float m[QB], r[QB];
+        block_vec(m, rmax + q0, d, q0);
+        block_vec(r, rinv + q0, d, q0);
+        score_block(PROBS, Pt + q0, Tp, d, scale, k, Qt + q0, q0, kend, m, r);
         if (!dq && !dk) continue;
-        score_block(dSt + q0, Tp, d, 1.0f, v, dOt + q0, q0, kend); /* dP^T */
+        score_block(RAW, dSt + q0, Tp, d, 1.0f, v, dOt + q0, q0, kend, NULL, NULL); /* dP^T */
         ds_block(dSt + q0, Pt + q0, Tp, kend);
         if (dq)
             for (int t0 = q0; t0 < q0 + QB && t0 < T; t0 += TR)
-                head_rows(dq, d, t0, scale, true, dSt + t0, 1, Tp, k, 0, tile_keys(d, t0));
+                head_rows(dq, d, t0, scale, NULL, true, dSt + t0, 1, Tp, k, 0, tile_keys(d, t0));
     }
     for (int s0 = 0; s0 < T; s0 += TR) {
         int tbeg = d->causal ? s0 : 0;
-        if (dv) head_rows(dv, d, s0, 1.0f, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
-        if (dk) head_rows(dk, d, s0, scale, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
+        if (dv)
+            head_rows(dv, d, s0, 1.0f, NULL, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
+        if (dk)
+            head_rows(dk, d, s0, scale, NULL, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
     }
 }
 
@@ -343,8 +387,11 @@ static void large_forward(const attn_dims *d, const float *q, const float *k, co
                           float *o, float *rmax, float *rinv, float *St) {
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0), nq = d->T - q0 < QB ? d->T - q0 : QB;
+        float mx[QB];
+        for (int j = 0; j < QB; j++) mx[j] = -INFINITY;
         score_gemm(St, d, 1.0f / sqrtf((float)d->HS), k, q, q0, nq, kend);
-        softmax_block(St, QB, d, q0, kend, rmax + q0, rinv + q0, true);
+        block_rows(SCORES, St, QB, d, q0, 0, kend, mx, NULL);
+        softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, true);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, d->HS, kend, 1.0f, St, QB, v,
                     d->C, 0.0f, o + (size_t)q0 * d->C, d->C);
     }
@@ -364,8 +411,11 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0), nq = d->T - q0 < QB ? d->T - q0 : QB;
         const float *dO = dout + (size_t)q0 * C;
+        float m[QB], r[QB];
+        block_vec(m, rmax + q0, d, q0);
+        block_vec(r, rinv + q0, d, q0);
         score_gemm(Pt, d, scale, k, q, q0, nq, kend);
-        softmax_block(Pt, QB, d, q0, kend, rmax + q0, rinv + q0, false);
+        block_rows(PROBS, Pt, QB, d, q0, 0, kend, m, r);
         if (dv)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, 1.0f, Pt, QB,
                         dO, C, 1.0f, dv, C);
@@ -393,6 +443,11 @@ static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, size_t *per_
 
 /* ---- the op: each (b, h) by one thread, in a fixed order ---- */
 
+/* Where head bh = b NH + h starts in a (B, T, C) buffer */
+static size_t head_offset(const attn_dims *d, int bh) {
+    return (size_t)(bh / d->NH) * d->T * d->C + (size_t)(bh % d->NH) * d->HS;
+}
+
 static void attention_forward(mt_node *n) {
     attn_dims d = dims_of(n);
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
@@ -401,7 +456,7 @@ static void attention_forward(mt_node *n) {
     float *work = scratch(n->ctx, &d, false, &per);
 #pragma omp parallel for if (parallel_worth(&d))
     for (int bh = 0; bh < d.B * d.NH; bh++) {
-        size_t off = (size_t)(bh / d.NH) * d.T * d.C + (size_t)(bh % d.NH) * d.HS;
+        size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
         if (d.small)
@@ -422,7 +477,7 @@ static void attention_backward(mt_node *n) {
     float *work = scratch(n->ctx, &d, true, &per);
 #pragma omp parallel for if (parallel_worth(&d))
     for (int bh = 0; bh < d.B * d.NH; bh++) {
-        size_t off = (size_t)(bh / d.NH) * d.T * d.C + (size_t)(bh % d.NH) * d.HS;
+        size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
         float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;

@@ -15,7 +15,8 @@
      per-head Q^T (and dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks. Causal
      products stop at each tile's last row, and score tiles skip the vector of queries that
      sees none of their keys. The mask, max and (backward) exp run on each score tile while it
-     is in L1; the forward scales O's rows by r instead of P's.
+     is in L1; the forward scales O's rows by r instead of P's; the backward asks for the next
+     head's q, k, v while it works on this one (in a training step they are out of cache).
    - large heads: strided cblas_sgemm calls on the (B, T, C) buffers. */
 #include <cblas.h>
 #include <math.h>
@@ -315,6 +316,21 @@ static int tile_keys(const attn_dims *d, int t0) {
     return d->causal && t0 + TR < d->T ? t0 + TR : d->T;
 }
 
+/* Rows [t0, t0 + TR) of the next head's q, k, v (next floats on from this head's; 0: none)
+   asked into L2, a cache line at a time. Spread over this head's row tiles, they arrive before
+   the next head needs them, when a training step's backward finds them out of cache. */
+static inline __attribute__((always_inline)) void prefetch_next(const float *q, const float *k,
+                                                                const float *v, ptrdiff_t next,
+                                                                const attn_dims *d, int t0) {
+    for (int t = t0; next && t < t0 + TR && t < d->T; t++)
+        for (int i = 0; i < d->HS; i += 64 / (int)sizeof(float)) {
+            size_t o = (size_t)(next + (ptrdiff_t)t * d->C + i);
+            __builtin_prefetch(q + o, 0, 2);
+            __builtin_prefetch(k + o, 0, 2);
+            __builtin_prefetch(v + o, 0, 2);
+        }
+}
+
 /* Floats of per-thread scratch: Qt (HS, Tp), St (Tp, QB) forward; Qt, dOt (HS, Tp), Pt, dSt
    (Tp, Tp) backward. */
 static size_t small_scratch(const attn_dims *d, bool backward) {
@@ -340,13 +356,13 @@ static void small_forward(const attn_dims *d, const float *q, const float *k, co
     }
 }
 
-/* The small path's backward of one head (dq, dk, dv NULL: skipped; rmax, rinv read), the
-   products of large_backward: query blocks give P^T, dP^T = V dO^T, dS^T and dQ, then row tiles
-   of keys over all the queries that see them (t >= s0 when causal; P = dS = 0 above the
-   diagonal) give dV and dK. */
+/* The small path's backward of one head (dq, dk, dv NULL: skipped; rmax, rinv read; next: where
+   the next head's q, k, v start, from this head's, 0 if none), the products of large_backward:
+   query blocks give P^T, dP^T = V dO^T, dS^T and dQ, then row tiles of keys over all the queries
+   that see them (t >= s0 when causal; P = dS = 0 above the diagonal) give dV and dK. */
 static void small_backward(const attn_dims *d, const float *q, const float *k, const float *v,
                            const float *dout, float *rmax, float *rinv, float *dq, float *dk,
-                           float *dv, float *w) {
+                           float *dv, float *w, ptrdiff_t next) {
     int T = d->T, Tp = d->Tp, HS = d->HS;
     float *Qt = w, *dOt = Qt + (size_t)HS * Tp, *Pt = dOt + (size_t)HS * Tp;
     float *dSt = Pt + (size_t)Tp * Tp, scale = 1.0f / sqrtf((float)HS);
@@ -371,6 +387,7 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
             head_rows(dv, d, s0, 1.0f, NULL, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
         if (dk)
             head_rows(dk, d, s0, scale, NULL, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
+        prefetch_next(q, k, v, next, d, s0);
     }
 }
 
@@ -481,9 +498,10 @@ static void attention_backward(mt_node *n) {
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
         float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;
+        ptrdiff_t next = bh + 1 < d.B * d.NH ? (ptrdiff_t)(head_offset(&d, bh + 1) - off) : 0;
         if (d.small)
             small_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
-                           gk, gv, w);
+                           gk, gv, w, next);
         else
             large_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
                            gk, gv, w);

@@ -448,9 +448,10 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
     }
 }
 
-/* Per-thread scratch for each thread of the pool, 64-byte aligned per thread: the small path's
-   or the large path's n floats, zeroed for the large path (its last block leaves columns past T
-   unwritten, and they must stay finite); the caller gives it back with mt_arena_release. */
+/* Per-thread scratch for each thread of the pool (omp_get_thread_num(); inside a replica, the
+   replica's), 64-byte aligned per thread: the small path's or the large path's n floats, zeroed
+   for the large path (its last block leaves columns past T unwritten, and they must stay
+   finite); the caller gives it back with mt_arena_release. */
 static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, size_t *per_thread) {
     size_t n = d->small ? small_scratch(d, backward) : (backward ? 2 : 1) * (size_t)d->Tp * QB;
     *per_thread = (n + 15) / 16 * 16;
@@ -471,8 +472,7 @@ static void attention_forward(mt_node *n) {
     float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1];
     size_t mark = mt_arena_mark(n->ctx), per;
     float *work = scratch(n->ctx, &d, false, &per);
-#pragma omp parallel for if (parallel_worth(&d))
-    for (int bh = 0; bh < d.B * d.NH; bh++) {
+    MT_PARALLEL_FOR(parallel_worth(&d), for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
@@ -480,7 +480,7 @@ static void attention_forward(mt_node *n) {
             small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w);
         else
             large_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w);
-    }
+    });
     mt_arena_release(n->ctx, mark);
 }
 
@@ -492,8 +492,7 @@ static void attention_backward(mt_node *n) {
     float *dq = n->in[0]->grad, *dk = n->in[1]->grad, *dv = n->in[2]->grad;
     size_t mark = mt_arena_mark(n->ctx), per;
     float *work = scratch(n->ctx, &d, true, &per);
-#pragma omp parallel for if (parallel_worth(&d))
-    for (int bh = 0; bh < d.B * d.NH; bh++) {
+    MT_PARALLEL_FOR(parallel_worth(&d), for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
@@ -505,7 +504,7 @@ static void attention_backward(mt_node *n) {
         else
             large_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
                            gk, gv, w);
-    }
+    });
     mt_arena_release(n->ctx, mark);
 }
 static const mt_op OP_ATTENTION = {"attention", attention_forward, attention_backward};

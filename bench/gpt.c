@@ -1,6 +1,7 @@
 /* One full mt training step, timed: forward + cross-entropy and backward (mt_replicas_backward:
-   the batch split across --replicas threads, as ./train does), AdamW, zero grad. The GPT and the
-   optimizer are the library's (mt_gpt_loss, mt_optim_step);
+   the batch split across --replicas threads, as ./train does), AdamW on the replicas' summed
+   gradients, which it zeroes (mt_optim_update: one pass; no clipping). The GPT and the
+   optimizer are the library's (mt_gpt_loss, mt_optim_update);
    the batch is uniform random tokens from a seeded RNG, drawn outside the timed region. Prints
    one JSON line: median ms per step over --steps steps after --warmup, tokens/s, trainable
    parameters, peak RSS (getrusage) and the arena's peak. bench/gpt/torch_gpt.py is the reference.
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
         double t0 = mt_clock();
         mt_gpt_batch b = {&m, ids, targets, T};
         double loss = mt_replicas_backward(&R, &ctx, &m.P, 0, B, B, mt_gpt_rows_loss, &b);
-        mt_optim_step(&opt, &m.P, mt_optim_lr_at(&oc.sched, opt.t));
-        mt_params_zero_grad(&m.P);
+        mt_grads G = mt_replicas_grads(&R);
+        mt_optim_update(&opt, &m.P, &G, mt_optim_lr_at(&oc.sched, opt.t), 1.0f, false);
         double dt = mt_clock() - t0;
         if (s == 0) loss_first = (float)loss;
         loss_last = (float)loss;

@@ -224,6 +224,88 @@ static void test_threads(void) {
     mt_params_free(&P2);
 }
 
+/* ---- the fused step: gradient in several buffers, clipping and zeroing in the update -------- */
+
+/* mt_optim_update on a gradient in n buffers (1, 2, 3: a step's replicas), clipped or not, kept
+   or consumed, against the unfused sequence on a copy (the buffers summed in order into P->grad,
+   mt_optim_clip, mt_optim_step): the same norm, parameters and state to the bit, the buffers
+   zeroed (or g[0] = the clipped sum when kept); mt_grads_sum gives the sum. Large tables run the
+   parallel paths, small ones the short tails. */
+static void test_fused(void) {
+    const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW};
+    for (int scale = 1; scale <= 2000; scale += 1999)
+        for (int k = 0; k < 4; k++)
+            for (int n = 1; n <= 3; n++)
+                for (int clip = 0; clip < 2; clip++) {
+                    bool keep = (k + n + clip) % 2;
+                    mt_params P, Q; /* fused, unfused */
+                    make_params(&P, scale, 9);
+                    make_params(&Q, scale, 9);
+                    size_t N = P.total;
+                    mt_optim_config c = config(kinds[k]);
+                    if (k == 0) c.momentum = 0, c.nesterov = false; /* plain SGD */
+                    c.clip = clip ? 0.5 : 0; /* every step's norm is above 0.5 */
+                    mt_optim o, q;
+                    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK &&
+                              mt_optim_init(&q, &c, &Q, NULL) == MT_OK,
+                          "init");
+                    float *buf[3] = {P.grad, malloc(N * sizeof(float)), malloc(N * sizeof(float))};
+                    mt_grads G = {buf, n};
+                    mt_rng r;
+                    mt_rng_seed(&r, 10);
+                    bool same = true;
+                    for (int s = 0; s < 3; s++) {
+                        /* the buffers: random where P has gradients, zero elsewhere */
+                        for (int b = 0; b < n; b++) {
+                            memset(buf[b], 0, N * sizeof(float));
+                            for (int i = 0; i < P.n; i++)
+                                if (P.t[i].grad)
+                                    for (size_t j = 0; j < P.p[i].n; j++)
+                                        buf[b][P.p[i].offset + j] = 2 * mt_rng_uniform(&r) - 1;
+                        }
+                        for (size_t i = 0; i < N; i++) {
+                            float g = buf[0][i];
+                            for (int b = 1; b < n; b++) g += buf[b][i];
+                            Q.grad[i] = g;
+                        }
+                        double want = mt_optim_clip(&Q, c.clip);
+                        mt_optim_step(&q, &Q, 0.01);
+                        double norm = mt_grads_norm(&G, N);
+                        CHECK(norm == want, "norm %.17g, unfused %.17g", norm, want);
+                        mt_optim_update(&o, &P, &G, 0.01, mt_optim_clip_coef(norm, c.clip), keep);
+                        same &= memcmp(P.data, Q.data, N * sizeof(float)) == 0 &&
+                                (!o.m || memcmp(o.m, q.m, N * sizeof(float)) == 0) &&
+                                (!o.v || memcmp(o.v, q.v, N * sizeof(float)) == 0);
+                        for (int b = 0; b < n; b++)
+                            for (size_t i = 0; i < N; i++)
+                                same &= buf[b][i] == (keep && b == 0 ? Q.grad[i] : 0.0f);
+                    }
+                    CHECK(same,
+                          "%s%s, %d gradient buffers, clip %g, %s, %zu floats: the fused update "
+                          "differs from sum, clip, step",
+                          mt_optim_kind_name(c.kind), k == 0 ? " (plain)" : "", n, c.clip,
+                          keep ? "kept" : "consumed", N);
+                    /* mt_grads_sum: the sum in g[0], the others zeroed */
+                    for (int b = 0; b < n; b++)
+                        for (size_t i = 0; i < N; i++) buf[b][i] = (float)(b + 1) * (float)i;
+                    mt_grads_sum(&G, N);
+                    bool summed = true;
+                    for (size_t i = 0; i < N; i++) {
+                        float g = 0;
+                        for (int b = 0; b < n; b++) g += (float)(b + 1) * (float)i;
+                        summed &= buf[0][i] == g;
+                        for (int b = 1; b < n; b++) summed &= buf[b][i] == 0;
+                    }
+                    CHECK(summed, "mt_grads_sum of %d buffers", n);
+                    free(buf[1]);
+                    free(buf[2]);
+                    mt_optim_free(&o);
+                    mt_optim_free(&q);
+                    mt_params_free(&P);
+                    mt_params_free(&Q);
+                }
+}
+
 /* ---- state: save after 3 steps, load into a fresh optimizer, the 4th step is the same -------- */
 
 static void test_state(const char *dir) {
@@ -383,6 +465,7 @@ int main(void) {
     test_decay_and_buffers();
     test_against_formula();
     test_threads();
+    test_fused();
     test_state(dir);
     test_errors();
     rmdir(dir);

@@ -1,6 +1,6 @@
 /* A steady-state training step allocates nothing: after the first step, steps 2..N of a small
-   GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, gradient
-   clipping, AdamW, zero grad) make no call to
+   GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, the
+   gradient's norm, clipping, AdamW and zero grad in mt_optim_update) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -51,9 +51,10 @@ WRAP int posix_memalign(void **p, size_t align, size_t n) {
 static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_batch *b,
                    int B) {
     double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, mt_gpt_rows_loss, b);
-    mt_optim_clip(&m->P, 1.0);
-    mt_optim_step(o, &m->P, mt_optim_lr_at(&o->cfg.sched, o->t));
-    mt_params_zero_grad(&m->P);
+    mt_grads G = mt_replicas_grads(R);
+    double norm = mt_grads_norm(&G, m->P.total);
+    mt_optim_update(o, &m->P, &G, mt_optim_lr_at(&o->cfg.sched, o->t),
+                    mt_optim_clip_coef(norm, 1.0), false);
     return loss;
 }
 

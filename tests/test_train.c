@@ -113,10 +113,11 @@ static void test_score_windows(void) {
     mt_gpt_free(&m);
 }
 
-/* Replicas on rows [lo, lo + rows) of a batch of B: the loss and gradients of one context on
-   those rows weighted rows / B, to float rounding, with every replica (2, 3 of 5 rows: uneven
-   slices; 4 replicas on 3 rows: fewer replicas run); the other replicas' gradients are left
-   zeroed; two runs give the same bits. */
+/* Replicas on rows [lo, lo + rows) of a batch of B: the loss and gradients (their buffers summed,
+   mt_grads_sum) of one context on those rows weighted rows / B, to float rounding, with every
+   replica (2, 3 of 5 rows: uneven slices; 4 replicas on 3 rows: fewer replicas run); the sum
+   leaves the other replicas' gradients zeroed; two runs give the same bits; two passes before
+   the sum give twice the gradient (to rounding: each pass adds to what the buffers hold). */
 static void test_replicas(void) {
     enum { B = 5, T = 8 };
     mt_gpt_config c = mt_gpt_config_default();
@@ -155,6 +156,8 @@ static void test_replicas(void) {
             mt_params_zero_grad(&m.P);
             double loss =
                 mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, mt_gpt_rows_loss, &b);
+            mt_grads G = mt_replicas_grads(&R);
+            mt_grads_sum(&G, n);
             CHECK(fabs(loss - want_loss) < 1e-6 * want_loss, "%d replicas: loss %.9g, want %.9g",
                   R.n, loss, want_loss);
             double err = max_rel_err(m.P.grad, want, n);
@@ -172,6 +175,16 @@ static void test_replicas(void) {
                         break;
                     }
         }
+        /* two backward passes before the sum accumulate (micro-batches): twice the gradient */
+        mt_params_zero_grad(&m.P);
+        for (int pass = 0; pass < 2; pass++)
+            mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, mt_gpt_rows_loss, &b);
+        mt_grads G = mt_replicas_grads(&R);
+        mt_grads_sum(&G, n);
+        for (size_t i = 0; i < n; i++) want[i] = 2 * first[i];
+        double err2 = max_rel_err(m.P.grad, want, n);
+        CHECK(err2 < 1e-5, "%d replicas: two backward passes: relative error %g against twice "
+              "the gradient", R.n, err2);
         mt_replicas_free(&R);
     }
     free(want);

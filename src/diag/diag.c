@@ -105,6 +105,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-update-steps measures against the initial weights: a run resumed "
                          "at step %ld has lost them (start from scratch, or set it to 0)",
                          tr->step);
+    tr->keep_grad = cfg->grad_every > 0; /* grad_rows reads the gradients after a step */
     const mt_gpt_config *g = &tr->model.cfg;
     const mt_params *P = &tr->model.P;
     d->L = g->n_layer;

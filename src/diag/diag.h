@@ -45,7 +45,8 @@ typedef struct {
 
 /* Nothing when every diagnostic is off; else (a GPT's trainer only) opens the CSVs that cfg asks
    for in tr->cfg.out and writes the step-0 rows of the update and residual files. The trainer
-   must be at step 0 when update_steps > 0 (theta_0 is the init). */
+   must be at step 0 when update_steps > 0 (theta_0 is the init). grad_every sets
+   tr->keep_grad (the steps leave their gradients in P->grad). */
 mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err);
 /* After mt_trainer_step returned with st->finite: the rows due at tr->step. */
 mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st, mt_err *err);

@@ -53,6 +53,38 @@ static void adam_kernel(float *restrict p, const float *restrict g, float *restr
     }
 }
 
+/* ---- reading the gradient where it lies (mt_grads) ------------------------------------------ */
+
+enum { CHUNK = 512 }; /* floats of the gradient read at a time: 2 KiB, kept in L1 */
+
+/* The gradient at [off, off + n), n <= CHUNK: coef * (g[0] + g[1] + ...), added in that order and
+   scaled once, in x; or g[0] + off itself when it alone holds it unscaled. */
+static const float *grads_read(const mt_grads *G, size_t off, size_t n, float coef,
+                               float *restrict x) {
+    if (G->n == 1 && coef == 1.0f) return G->g[0] + off;
+    memcpy(x, G->g[0] + off, n * sizeof *x);
+    for (int r = 1; r < G->n; r++) {
+        const float *restrict g = G->g[r] + off;
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] += g[i];
+    }
+    if (coef != 1.0f)
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] *= coef;
+    return x;
+}
+
+/* What a pass leaves in the buffers: the gradient it used in g[0] (KEEP), or zeros (ZERO); both
+   zero the other buffers, whose part is then in g[0] or consumed. */
+typedef enum { GRADS_KEEP, GRADS_ZERO } grads_after;
+
+/* After a pass over [off, off + n) that read x = grads_read(...). */
+static void grads_done(const mt_grads *G, size_t off, size_t n, const float *x, grads_after a) {
+    if (a == GRADS_ZERO) memset(G->g[0] + off, 0, n * sizeof(float));
+    else if (x != G->g[0] + off) memcpy(G->g[0] + off, x, n * sizeof(float));
+    for (int r = 1; r < G->n; r++) memset(G->g[r] + off, 0, n * sizeof(float));
+}
+
 /* ---- init, step, free ------------------------------------------------------------------------ */
 
 static void apply_decay_scope(mt_params *P, mt_decay_scope scope) {
@@ -101,9 +133,11 @@ mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_
     return MT_OK;
 }
 
-void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
+void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
+                     bool keep) {
     MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
               P->total, o->total);
+    MT_ASSERT(G->n >= 1 && G->g[0] == P->grad, "optim: the gradient's first buffer is not P->grad");
     const mt_optim_config *c = &o->cfg;
     o->t++;
     double wd = c->weight_decay;
@@ -117,30 +151,38 @@ void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
         .eps = (float)c->eps,
     };
     float l2 = c->kind == MT_OPTIM_ADAMW ? 0.0f : (float)wd;
-    float keep = c->kind == MT_OPTIM_ADAMW ? (float)(1 - lr * wd) : 1.0f;
+    float keep_p = c->kind == MT_OPTIM_ADAMW ? (float)(1 - lr * wd) : 1.0f;
+    grads_after after = keep ? GRADS_KEEP : GRADS_ZERO;
 
     size_t W = 0; /* floats in all spans, a multiple of 16 */
     for (int j = 0; j < o->n_spans; j++) W += o->spans[j].n;
 #pragma omp parallel if (W >= MT_PAR_MIN)
     {
+        float x[CHUNK] __attribute__((aligned(64)));
         size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         size_t lo = W * id / T / 16 * 16, hi = id + 1 == T ? W : W * (id + 1) / T / 16 * 16;
         size_t at = 0; /* start of span j in the concatenation */
         for (int j = 0; j < o->n_spans && at < hi; at += o->spans[j++].n) {
             const mt_optim_span *s = &o->spans[j];
             size_t a = lo > at ? lo : at, b = hi < at + s->n ? hi : at + s->n;
-            if (a >= b) continue;
-            size_t off = s->off + (a - at), n = b - a;
-            float *p = P->data + off, *m = o->m ? o->m + off : NULL;
-            const float *g = P->grad + off;
-            if (c->kind == MT_OPTIM_SGD)
-                sgd_kernel(p, g, m, n, (float)lr, s->decay ? l2 : 0.0f, (float)c->momentum,
-                           c->nesterov);
-            else
-                adam_kernel(p, g, m, o->v + off, n, &k, s->decay ? l2 : 0.0f,
-                            s->decay ? keep : 1.0f);
+            for (size_t off = s->off + (a - at), end = s->off + (b - at); off < end; off += CHUNK) {
+                size_t n = end - off < CHUNK ? end - off : CHUNK;
+                float *p = P->data + off, *m = o->m ? o->m + off : NULL;
+                const float *g = grads_read(G, off, n, coef, x);
+                if (c->kind == MT_OPTIM_SGD)
+                    sgd_kernel(p, g, m, n, (float)lr, s->decay ? l2 : 0.0f, (float)c->momentum,
+                               c->nesterov);
+                else
+                    adam_kernel(p, g, m, o->v + off, n, &k, s->decay ? l2 : 0.0f,
+                                s->decay ? keep_p : 1.0f);
+                grads_done(G, off, n, g, after);
+            }
         }
     }
+}
+
+void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
+    mt_optim_update(o, P, &(mt_grads){&P->grad, 1}, lr, 1.0f, true);
 }
 
 void mt_optim_free(mt_optim *o) {
@@ -150,20 +192,35 @@ void mt_optim_free(mt_optim *o) {
     memset(o, 0, sizeof *o);
 }
 
-/* ---- clipping -------------------------------------------------------------------------------- */
+/* ---- the gradient's passes: norm, sum, clipping --------------------------------------------- */
 
-double mt_optim_grad_norm(const mt_params *P) {
-    const float *g = P->grad;
-    size_t N = P->total;
-    int nt = N >= MT_PAR_MIN ? omp_get_max_threads() : 1, used = 1;
+/* The partial sums of squares of x[0..n): acc[j] += x[i]^2 for i = j mod 16 over x's whole
+   16-float groups, the rest into acc[0] (the order of GCC's `omp simd reduction`, which the norm
+   used before its passes read several buffers, written out: it does not depend on the compiler's
+   choice of vectors). A range read in pieces of whole groups adds up as one. */
+static void sumsq(const float *x, size_t n, double acc[16]) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+#pragma omp simd
+        for (int j = 0; j < 16; j++) acc[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++) acc[0] += (double)x[i] * x[i];
+}
+
+double mt_grads_norm(const mt_grads *G, size_t total) {
+    int nt = total >= MT_PAR_MIN ? omp_get_max_threads() : 1, used = 1;
     double part[nt];
 #pragma omp parallel num_threads(nt)
     {
+        float x[CHUNK] __attribute__((aligned(64)));
         size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-        size_t lo = N * id / T, hi = N * (id + 1) / T;
+        size_t lo = total * id / T, hi = total * (id + 1) / T;
+        double acc[16] = {0};
+        for (size_t off = lo; off < hi; off += CHUNK) {
+            size_t n = hi - off < CHUNK ? hi - off : CHUNK;
+            sumsq(grads_read(G, off, n, 1.0f, x), n, acc);
+        }
         double s = 0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
+        for (int j = 0; j < 16; j++) s += acc[j];
         part[id] = s;
         if (id == 0) used = (int)T;
     }
@@ -172,14 +229,36 @@ double mt_optim_grad_norm(const mt_params *P) {
     return sqrt(s);
 }
 
+double mt_optim_grad_norm(const mt_params *P) {
+    return mt_grads_norm(&(mt_grads){&P->grad, 1}, P->total);
+}
+
+/* g[0] = coef * the sum, the other buffers zeroed: one pass over [0, total). */
+static void grads_store(const mt_grads *G, size_t total, float coef) {
+#pragma omp parallel if (total >= MT_PAR_MIN)
+    {
+        float x[CHUNK] __attribute__((aligned(64)));
+        size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+        size_t lo = total * id / T / 16 * 16, hi = id + 1 == T ? total : total * (id + 1) / T / 16 * 16;
+        for (size_t off = lo; off < hi; off += CHUNK) {
+            size_t n = hi - off < CHUNK ? hi - off : CHUNK;
+            grads_done(G, off, n, grads_read(G, off, n, coef, x), GRADS_KEEP);
+        }
+    }
+}
+
+void mt_grads_sum(const mt_grads *G, size_t total) {
+    if (G->n > 1) grads_store(G, total, 1.0f);
+}
+
+float mt_optim_clip_coef(double norm, double max_norm) {
+    double coef = max_norm / (norm + 1e-6);
+    return max_norm > 0 && isfinite(norm) && coef < 1 ? (float)coef : 1.0f;
+}
+
 double mt_optim_clip(mt_params *P, double max_norm) {
     double norm = mt_optim_grad_norm(P);
-    double coef = max_norm / (norm + 1e-6);
-    if (max_norm > 0 && isfinite(norm) && coef < 1) {
-        float *g = P->grad, f = (float)coef;
-        size_t N = P->total;
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) g[i] *= f;
-    }
+    float coef = mt_optim_clip_coef(norm, max_norm);
+    if (coef != 1.0f) grads_store(&(mt_grads){&P->grad, 1}, P->total, coef);
     return norm;
 }

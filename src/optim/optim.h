@@ -102,17 +102,43 @@ typedef struct {
 /* Validates c, applies c->decay_scope to P's decay flags (once) and allocates the state (zeroed,
    t = 0). P must be allocated. */
 mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err);
-/* One update of every trainable entry of P from P->grad with learning rate lr (usually
-   mt_optim_lr_at(&cfg.sched, o->t)). One OpenMP region, no allocation, deterministic. */
-void mt_optim_step(mt_optim *o, mt_params *P, double lr);
 void mt_optim_free(mt_optim *o);
 
-/* sqrt of the sum of squares of every gradient, accumulated in double over a fixed partition and
-   combined in thread order: the same bits for the same thread count. */
+/* ---- a step's gradient ----------------------------------------------------------------------
+ * The gradient of a batch split across replicas (mt_replicas) lies in several buffers laid out as
+ * P->grad, one per replica: it is their sum, added in buffer order (g[0] + g[1] + ..., the same
+ * bits on every run). The passes below read it where it lies, so the sum takes no pass of its
+ * own, and the update zeroes the buffers on its way (no zero_grad pass): a training step reads
+ * the gradient twice, for its norm and for the update. The same for one buffer (n = 1). */
+typedef struct {
+    float *const *g; /* (n) g[0] is P->grad */
+    int n;
+} mt_grads;
+
+/* One update of every trainable entry of P from the gradient coef * G (coef: clipping's,
+   mt_optim_clip_coef, or 1) with learning rate lr (usually mt_optim_lr_at(&cfg.sched, o->t)),
+   which it consumes: every buffer of G is left zeroed, except that keep leaves the gradient used
+   (summed, scaled) in g[0] = P->grad for inspection. One OpenMP region, one pass over P, the
+   state and G; no allocation; deterministic; the same bits as summing, clipping, then updating
+   (mt_grads_sum, mt_optim_clip, mt_optim_step). */
+void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
+                     bool keep);
+/* The same from P->grad alone, unscaled, which it leaves as it is (torch's optimizer.step()). */
+void mt_optim_step(mt_optim *o, mt_params *P, double lr);
+
+/* sqrt of the sum of squares of the summed gradient G (total floats a buffer), accumulated in
+   double over a fixed partition and combined in thread order: the same bits for the same thread
+   count. mt_optim_grad_norm: of P->grad. */
+double mt_grads_norm(const mt_grads *G, size_t total);
 double mt_optim_grad_norm(const mt_params *P);
-/* As torch.nn.utils.clip_grad_norm_: with n the norm, when max_norm > 0 and max_norm / (n + 1e-6)
-   < 1 every gradient is scaled by that factor. Returns the norm before clipping. A non-finite
-   norm leaves the gradients alone (the caller stops the run). */
+/* g[0] = P->grad becomes the summed gradient; the other buffers are zeroed. */
+void mt_grads_sum(const mt_grads *G, size_t total);
+/* Clipping's factor for a gradient of norm `norm`: max_norm / (norm + 1e-6) when max_norm > 0,
+   the norm is finite and that is < 1; otherwise 1 (nothing to scale). */
+float mt_optim_clip_coef(double norm, double max_norm);
+/* As torch.nn.utils.clip_grad_norm_ on P->grad: every gradient scaled by
+   mt_optim_clip_coef(its norm, max_norm). Returns the norm before clipping. A non-finite norm
+   leaves the gradients alone (the caller stops the run). */
 double mt_optim_clip(mt_params *P, double max_norm);
 
 /* ---- state for exact resume ---------------------------------------------------------------

@@ -8,8 +8,12 @@
 mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t arena_bytes,
                            uint64_t seed, mt_err *err) {
     memset(R, 0, sizeof *R);
-    R->n = 1;
-    if (n <= 1) return MT_OK;
+    R->n = R->ran = 1;
+    if (n < 1) n = 1;
+    R->grad = calloc((size_t)n, sizeof *R->grad);
+    if (!R->grad) return mt_errorf(err, MT_ENOMEM, "cannot allocate %d replicas", n);
+    R->grad[0] = P->grad;
+    if (n == 1) return MT_OK;
     R->ctx = calloc((size_t)n - 1, sizeof *R->ctx);
     R->P = calloc((size_t)n - 1, sizeof *R->P);
     if (!R->ctx || !R->P) {
@@ -20,6 +24,7 @@ mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t are
         mt_status s = mt_ctx_init(&R->ctx[r - 1], arena_bytes, seed ^ (uint64_t)r, err);
         if (s == MT_OK) s = mt_params_view(P, &R->P[r - 1], err);
         R->n = r + 1; /* what to free */
+        R->grad[r] = R->P[r - 1].grad;
         if (s != MT_OK) {
             mt_replicas_free(R);
             return s;
@@ -43,6 +48,8 @@ static double replica_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int r, i
 double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int rows, int B,
                             mt_rows_loss loss, void *arg) {
     int n = R->n < rows ? R->n : rows;
+    MT_ASSERT(P->grad == R->grad[0], "replicas: P is not the parameters they were made for");
+    if (n > R->ran) R->ran = n;
     /* one replica: no parallel region, whose (inactive) team would make every op's own
        parallel region a nested one, with threads created afresh each time */
     if (n <= 1) return replica_backward(R, c, P, 0, 1, lo, rows, B, loss, arg);
@@ -55,16 +62,10 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
     double sum = 0;
 #pragma omp parallel num_threads(n) reduction(+ : sum)
     sum += replica_backward(R, c, P, omp_get_thread_num(), n, lo, rows, B, loss, arg);
-    /* P->grad += the replicas' gradients, which are zeroed for the next step on the way */
-    size_t total = P->total;
-#pragma omp parallel for if (total >= MT_PAR_MIN)
-    for (size_t i = 0; i < total; i++) {
-        float g = P->grad[i];
-        for (int r = 1; r < n; r++) g += R->P[r - 1].grad[i], R->P[r - 1].grad[i] = 0.0f;
-        P->grad[i] = g;
-    }
     return sum;
 }
+
+mt_grads mt_replicas_grads(const mt_replicas *R) { return (mt_grads){R->grad, R->ran}; }
 
 void mt_replicas_free(mt_replicas *R) {
     for (int r = 1; r < R->n; r++) {
@@ -73,6 +74,7 @@ void mt_replicas_free(mt_replicas *R) {
     }
     free(R->ctx);
     free(R->P);
+    free(R->grad);
     memset(R, 0, sizeof *R);
 }
 

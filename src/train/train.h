@@ -90,8 +90,9 @@ void mt_dist_grads_free(mt_dist_grads *g);
 /* ---- data parallelism across threads ------------------------------------------------------------
  * A step's rows split across the threads of the process: replica r runs the forward and backward
  * of its consecutive slice on one thread, with single-threaded kernels, in a step arena of its
- * own and into gradients of its own (mt_params_view: the weights are shared); then the replicas'
- * gradients are summed into the model's in a fixed order (the same bits on every run). For a
+ * own and into gradients of its own (mt_params_view: the weights are shared); the batch's
+ * gradient is the sum of the replicas', in a fixed order (the same bits on every run), which the
+ * optimizer reads where it lies (mt_grads). For a
  * small model this beats splitting every op across the threads: no fork and join per op, each
  * core on its own rows (deep100, 2 threads: 1.2x). It needs a model without buffers (BatchNorm's
  * running statistics would be written by every replica). */
@@ -104,19 +105,25 @@ typedef struct {
     int n;        /* replicas; 1: only the caller's context, every op split across the threads */
     mt_ctx *ctx;  /* (n - 1) the step arenas of replicas 1.. (replica 0 runs in the caller's) */
     mt_params *P; /* (n - 1) their parameter views */
+    float **grad; /* (n) the gradient buffers: P->grad (replica 0's), then replicas 1..'s */
+    int ran;      /* the most replicas a backward has run: the buffers that hold gradients */
 } mt_replicas;
 
-/* n replicas of the model whose parameters are P (n = 1 allocates nothing), each with an arena
-   of arena_bytes for its slice of the batch; dropout streams seeded from seed. */
+/* n replicas of the model whose parameters are P, each with an arena of arena_bytes for its slice
+   of the batch; dropout streams seeded from seed. */
 mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t arena_bytes,
                            uint64_t seed, mt_err *err);
 /* Forward and backward of rows [lo, lo + rows) of a batch of B rows: replica r computes
-   loss(c_r, P_r, its slice) and its backward with the weight n_r / B, so that the summed
-   gradients (added to P->grad) are those of the batch's mean loss. c is replica 0's context
-   (reset here); the others draw their dropout keys from streams reseeded from c->rng. Returns
-   sum_r loss_r n_r / B. */
+   loss(c_r, P_r, its slice) and its backward with the weight n_r / B into its gradient buffer,
+   so that the sum of the buffers, mt_replicas_grads, is the gradient of the batch's mean loss
+   (added to what they held: calls accumulate until an update consumes them). c is replica 0's
+   context (reset here); the others draw their dropout keys from streams reseeded from c->rng.
+   Returns sum_r loss_r n_r / B. */
 double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int rows, int B,
                             mt_rows_loss loss, void *arg);
+/* The gradient the backward passes left: for mt_optim_update (which zeroes the buffers), or
+   mt_grads_sum to have it in P->grad. */
+mt_grads mt_replicas_grads(const mt_replicas *R);
 void mt_replicas_free(mt_replicas *R);
 
 /* A GPT's batch of rows of T tokens, ids and targets (B, T), and its mt_rows_loss:
@@ -176,6 +183,8 @@ typedef struct {
     mt_dist_grads dist;
     mt_replicas replicas;
     int batch_lo; /* this rank's first row of the batch (the images buffer starts there) */
+    bool keep_grad;  /* set by a caller that reads P->grad after a step (the diagnostics) */
+    bool grad_held;  /* P->grad holds the last step's gradient: the next step zeroes it first */
 } mt_trainer;
 
 /* Checks the paths (--data a readable file, --out a writable directory that holds no run with
@@ -198,8 +207,10 @@ typedef struct {
 } mt_step_stats;
 
 /* One step: a batch (under MPI this rank's slice of it), forward, backward (the gradients
-   averaged across ranks), clip, the optimizer update (skipped when the loss or
-   the gradient norm is not finite). No allocation: the step arena and the trainer's buffers. */
+   averaged across ranks), clip, the optimizer update (skipped when the loss or the gradient norm
+   is not finite), zero grad; the last three in one pass (mt_optim_update). After a step that
+   updated nothing, or with tr->keep_grad, P->grad holds the gradient (summed; clipped when the
+   update ran). No allocation: the step arena and the trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 /* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split.
    Vit: over every validation image, and tr->val_accuracy is set. Under MPI each rank evaluates

@@ -407,10 +407,12 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     mt_ctx *c = &tr->ctx;
     c->training = true;
     c->grad_enabled = true;
-    mt_params_zero_grad(tr->P);
+    /* the gradients start at zero: the last update consumed them, unless they were kept */
+    if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
     int lo, n;
     mt_dist_slice(tr->cfg.batch, &lo, &n);
     draw_batch(tr, lo, n);
+    mt_grads G = {&tr->P->grad, 1};
     if (mt_dist_size() > 1) {
         /* Each rank draws its own dropout masks, from a stream derived from the shared one,
            which advances by one draw (the checkpoint saves the shared one). */
@@ -426,15 +428,24 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
         mt_dist_grads_end(&tr->dist, c);
         c->rng = shared;
         st->loss = (double)loss->data[0] * w;
-    } else
+    } else {
         st->loss = mt_replicas_backward(&tr->replicas, c, tr->P, lo, n, tr->cfg.batch, rows_loss,
                                         tr);
+        G = mt_replicas_grads(&tr->replicas);
+    }
     mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
-    st->grad_norm = mt_optim_clip(tr->P, tr->opt.cfg.clip);
+    st->grad_norm = mt_grads_norm(&G, tr->P->total);
     st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
-    if (!st->finite) return;
-    mt_optim_step(&tr->opt, tr->P, st->lr);
+    /* clip, update and zero the gradients in one pass; or leave them summed in P->grad for
+       whoever looks (keep_grad, or a step that updates nothing) */
+    tr->grad_held = tr->keep_grad || !st->finite;
+    if (!st->finite) {
+        mt_grads_sum(&G, tr->P->total);
+        return;
+    }
+    mt_optim_update(&tr->opt, tr->P, &G, st->lr,
+                    mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
     tr->step++;
 }
 

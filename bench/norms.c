@@ -1,12 +1,16 @@
 /* Benchmark (not a test): forward + backward of every mt norm on a (8192, 768) float32 input, and
  * the machine's triad bandwidth (a[i] = b[i] + s c[i]) as the ceiling.
- *   build/bench/norms [reps] [threads] [cpu]    prints one JSON line per measurement
+ *   build/bench/norms [reps] [threads] [cpu|wall] [N C]   prints one JSON line per measurement
  * cpu: time with the process's CPU clock instead of the wall clock, which on a loaded machine
  * with 1 thread estimates the time the work would take alone.
  * Time: the op's builder (forward) plus its backward node on a given dy, the median of reps.
  * Effective GB/s counts the minimum traffic: forward reads x and writes y, backward reads x and
  * dy and writes dx: 5 N C 4 bytes (mt's backward accumulates into dx, one read more, not counted).
- * InstanceNorm runs on tokens (8, 1024, 768) channels-last, the same bytes. */
+ * InstanceNorm runs on tokens (8, N / 8, C) channels-last, the same bytes.
+ * A smaller (N, C), e.g. 256 64 (the rows of a deep100 replica, whose ops run on 1 thread), runs
+ * as the norms of a training step do: K calls, each on the output of the one before (in cache),
+ * into fresh arena outputs that span 96 MB (a deep100 replica's arena, beyond the caches), then
+ * their backwards in reverse order (reading cold inputs, hot gradients); times are per call. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -17,7 +21,8 @@
 #include "../src/mt.h"
 #include "bench.h"
 
-enum { N = 8192, C = 768 };
+enum { SPAN = 8192 * 768 }; /* the default input's floats */
+static int N = 8192, C = 768;
 
 static clockid_t clock_id = CLOCK_MONOTONIC;
 
@@ -47,15 +52,16 @@ typedef struct {
     mt_rms_form form;
 } bench_case;
 
-static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *x3,
-                      mt_tensor *w, mt_tensor *b, mt_tensor *g, mt_tensor *rm, mt_tensor *rv) {
+/* x is (N, C), or (8, N / 8, C) for InstanceNorm */
+static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *w, mt_tensor *b,
+                      mt_tensor *g, mt_tensor *rm, mt_tensor *rv) {
     switch (k->kind) {
     case MT_NORM_LN: return mt_layernorm(c, x, w, b, 1e-5f);
     case MT_NORM_RMS: return mt_rmsnorm(c, x, w, NULL, 1e-5f, k->form);
     case MT_NORM_PRMS: return mt_prmsnorm(c, x, w, NULL, 0.0625f, 1e-5f, k->form);
     case MT_NORM_SCALE: return mt_scalenorm(c, x, g, 1e-5f);
     case MT_NORM_BN: return mt_batchnorm(c, x, w, b, rm, rv, 0.1f, 1e-5f, false);
-    case MT_NORM_IN: return mt_instancenorm(c, x3, w, b, 1e-5f, true);
+    case MT_NORM_IN: return mt_instancenorm(c, x, w, b, 1e-5f, true);
     case MT_NORM_GN: return mt_groupnorm(c, x, 32, w, b, 1e-5f, false);
     case MT_NORM_NONE: break;
     }
@@ -65,6 +71,13 @@ static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *x
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 15, threads = argc > 2 ? atoi(argv[2]) : 0;
     if (argc > 3 && strcmp(argv[3], "cpu") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    if (argc > 5) N = atoi(argv[4]), C = atoi(argv[5]);
+    if (N < 8 || N % 8 || C < 32 || C % 32 || N * C > SPAN || SPAN % (N * C)) {
+        fprintf(stderr, "norms: N %d, C %d: need N a multiple of 8, C of 32, N C dividing %d\n",
+                N, C, SPAN);
+        return 1;
+    }
+    int K = N * C == SPAN ? 1 : 4 * SPAN / (N * C);
     mt_set_threads(threads);
     printf("{\"what\": \"triad\", \"impl\": \"machine\", \"threads\": %d, \"clock\": \"%s\", "
            "\"gbs\": %.2f}\n",
@@ -74,8 +87,11 @@ int main(int argc, char **argv) {
     mt_rng r;
     mt_rng_seed(&r, 1);
     size_t n = (size_t)N * C;
-    float *xd = malloc(n * 4), *dxd = calloc(n, 4), *dy = malloc(n * 4);
-    for (size_t i = 0; i < n; i++) xd[i] = mt_rng_normal(&r), dy[i] = mt_rng_normal(&r);
+    /* the gradients of the outputs alternate between dy[0] and dy[1] (a call's backward reads
+       one and accumulates into the other) */
+    float *xd = malloc(n * 4), *dxd = calloc(n, 4), *dy[2] = {malloc(n * 4), malloc(n * 4)};
+    for (size_t i = 0; i < n; i++)
+        xd[i] = mt_rng_normal(&r), dy[0][i] = mt_rng_normal(&r), dy[1][i] = mt_rng_normal(&r);
     mt_params P;
     mt_params_init_table(&P);
     int iw = mt_params_add(&P, "w", 1, (int[]){C}, MT_ROLE_NORM, MT_INIT_ONES, 0);
@@ -88,7 +104,7 @@ int main(int argc, char **argv) {
     mt_tensor x = mt_tensor_view(xd, dxd, 2, (int[]){N, C});
     mt_tensor x3 = mt_tensor_view(xd, dxd, 3, (int[]){8, N / 8, C});
     mt_ctx c;
-    mt_ctx_init(&c, (size_t)256 << 20, 1, NULL);
+    mt_ctx_init(&c, (size_t)640 << 20, 1, NULL); /* K calls: ~100 MB of outputs, BatchNorm more */
 
     const bench_case cases[] = {
         {"layernorm", MT_NORM_LN, MT_RMS_LLAMA},  {"rmsnorm", MT_NORM_RMS, MT_RMS_LLAMA},
@@ -101,24 +117,27 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         for (int i = -2; i < reps; i++) { /* two warm-up runs */
             mt_ctx_reset(&c);
+            mt_tensor *y = cases[k].kind == MT_NORM_IN ? &x3 : &x;
             double t0 = bench_now(clock_id);
-            mt_tensor *y = run(&c, &cases[k], &x, &x3, &P.t[iw], &P.t[ib], &P.t[ig], &P.t[im],
-                               &P.t[iv]);
+            for (int j = 0; j < K; j++) {
+                y = run(&c, &cases[k], y, &P.t[iw], &P.t[ib], &P.t[ig], &P.t[im], &P.t[iv]);
+                y->grad = dy[j % 2];
+            }
             double t1 = bench_now(clock_id);
-            y->grad = dy;
-            c.tape->op->backward(c.tape);
+            for (mt_node *nd = c.tape; nd; nd = nd->prev) nd->op->backward(nd);
             double t2 = bench_now(clock_id);
-            if (i >= 0) tf[i] = t1 - t0, tb[i] = t2 - t1, tt[i] = t2 - t0;
+            if (i >= 0) tf[i] = (t1 - t0) / K, tb[i] = (t2 - t1) / K, tt[i] = (t2 - t0) / K;
         }
         double f = bench_median(tf, reps), b = bench_median(tb, reps), tot = bench_median(tt, reps);
         printf("{\"what\": \"%s\", \"impl\": \"mt\", \"threads\": %d, \"clock\": \"%s\", "
-               "\"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"ms\": %.3f, \"gbs\": %.2f}\n",
-               cases[k].name, mt_threads(), clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", 1e3 * f,
-               1e3 * b, 1e3 * tot, 5.0 * n * 4 / tot / 1e9);
+               "\"N\": %d, \"C\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"ms\": %.4f, "
+               "\"gbs\": %.2f}\n",
+               cases[k].name, mt_threads(), clock_id == CLOCK_MONOTONIC ? "wall" : "cpu", N, C,
+               1e3 * f, 1e3 * b, 1e3 * tot, 5.0 * n * 4 / tot / 1e9);
         fflush(stdout);
     }
     mt_ctx_free(&c);
     mt_params_free(&P);
-    free(xd), free(dxd), free(dy), free(tf), free(tb), free(tt);
+    free(xd), free(dxd), free(dy[0]), free(dy[1]), free(tf), free(tb), free(tt);
     return 0;
 }

@@ -19,114 +19,233 @@
  * The statistics (mu, s, q) are saved per row; backward recomputes xhat from x. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "../tensor/vmath.h"
 #include "nn.h"
 
 typedef enum { ROW_LN, ROW_RMS, ROW_RMS_PAPER, ROW_SCALE } row_mode;
 
-/* Fixed partition of the rows for the weight gradients: partial sums per part, then summed in
-   part order, so the bits do not depend on the thread count. */
-static int row_parts(int N) { return N < 64 ? 1 : 64; }
+/* Fixed partition of the rows for the weight gradients, parts of at least 64 rows: partial sums
+   per part, then summed in part order, so the bits do not depend on the thread count. */
+static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
 
-static void row_stats(const float *x, int C, int k, row_mode mode, float eps, float *st) {
-    float mu = 0, s, q;
-    if (mode == ROW_LN) { /* two passes over the row (in L1), the first shifted by x_0: the
+/* The kernels take the rows in blocks of up to 8, each row in vectors of 8 floats. A block's
+   row sums are up to 8 vector accumulators reduced together by one transposing tree (sum_lanes:
+   lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are
+   vector operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16
+   dependent scalar adds: with the per-row scalar work that was most of the time on rows of 64
+   floats.) The rows themselves are read one after another, as the hardware prefetcher expects,
+   and a block holds at most 1024 floats of each operand (8 rows up to C = 128, 2 at C = 384,
+   1 from C = 512 on), so that the rows are still in L1 for the pass that writes: blocks of 8
+   rows of 768 floats made LayerNorm on (8192, 768) 40% slower, from memory. */
+typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+enum { RB = 8 };
+
+static int block_rows(int C) { return C <= 1024 / RB ? RB : C <= 1024 ? 1024 / C : 1; }
+
+static inline v8 ld8(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void st8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+
+/* lane r = the sum of a[r]'s lanes */
+static inline v8 sum_lanes(const v8 a[RB]) {
+    v8 u[4], v[2];
+    for (int j = 0; j < 4; j++) /* rows 2j, 2j + 1: lanes (0, 2), (1, 3), (4, 6), (5, 7) */
+        u[j] = __builtin_shufflevector(a[2 * j], a[2 * j + 1], 0, 8, 1, 9, 4, 12, 5, 13) +
+               __builtin_shufflevector(a[2 * j], a[2 * j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    for (int j = 0; j < 2; j++) /* rows 4j .. 4j + 3: their two halves */
+        v[j] = __builtin_shufflevector(u[2 * j], u[2 * j + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+               __builtin_shufflevector(u[2 * j], u[2 * j + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+    return __builtin_shufflevector(v[0], v[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(v[0], v[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+/* A block of nr rows: its rows of x, dy and y (dx in the backward; NULL when absent), and per
+   row (lane) mu, s, q and the backward's dx_i = s gw_i - c0 - [i < k] xhat_i c1. */
+typedef struct {
+    int nr;
+    const float *x[RB], *dy[RB];
+    float *y[RB];
+    v8 mu, s, q, c0, c1;
+} row_block;
+
+/* b = rows [r0, min(r0 + nb, r1)) of (N, C) x, dy, y; mu, s, q from st when given */
+static inline void block_at(row_block *b, int r0, int r1, int nb, int C, const float *x,
+                            const float *dy, float *y, const float *st) {
+    b->nr = r1 - r0 < nb ? r1 - r0 : nb;
+    b->mu = b->s = b->q = b->c0 = b->c1 = (v8){0};
+    for (int r = 0; r < b->nr; r++) {
+        size_t row = (size_t)(r0 + r);
+        b->x[r] = x + row * C;
+        b->dy[r] = dy ? dy + row * C : NULL;
+        b->y[r] = y ? y + row * C : NULL;
+        if (st) b->mu[r] = st[3 * row], b->s[r] = st[3 * row + 1], b->q[r] = st[3 * row + 2];
+    }
+}
+
+/* lane r: sum_{i < n} d_i, d_i = x_ri - m_r, or sum d_i^2 when sq; 4 accumulators a row */
+static inline v8 block_sums(const row_block *b, int n, v8 m, bool sq) {
+    v8 a[RB] = {0};
+    float t[RB] = {0};
+    for (int r = 0; r < b->nr; r++) {
+        const float *x = b->x[r];
+        v8 acc[4] = {0};
+        int i = 0;
+        for (; i + 32 <= n; i += 32)
+            for (int u = 0; u < 4; u++) {
+                v8 d = ld8(x + i + 8 * u) - m[r];
+                acc[u] += sq ? d * d : d;
+            }
+        for (; i + 8 <= n; i += 8) {
+            v8 d = ld8(x + i) - m[r];
+            acc[0] += sq ? d * d : d;
+        }
+        a[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for (; i < n; i++) t[r] += sq ? (x[i] - m[r]) * (x[i] - m[r]) : x[i] - m[r];
+    }
+    return sum_lanes(a) + ld8(t);
+}
+
+/* lane r: sg = sum_i gw_i, sgx = sum_i gw_i (x_ri - mu_r), gw_i = dy_ri w_i: one pass */
+static inline void block_dots(const row_block *b, const float *w, int C, v8 *sg, v8 *sgx) {
+    v8 a[RB] = {0}, ax[RB] = {0};
+    float t[RB] = {0}, tx[RB] = {0};
+    for (int r = 0; r < b->nr; r++) {
+        const float *x = b->x[r], *dy = b->dy[r], mu = b->mu[r];
+        v8 acc[2] = {0}, accx[2] = {0};
+        int i = 0;
+        for (; i + 16 <= C; i += 16)
+            for (int u = 0; u < 2; u++) {
+                v8 g = ld8(dy + i + 8 * u) * ld8(w + i + 8 * u);
+                acc[u] += g, accx[u] += g * (ld8(x + i + 8 * u) - mu);
+            }
+        for (; i + 8 <= C; i += 8) {
+            v8 g = ld8(dy + i) * ld8(w + i);
+            acc[0] += g, accx[0] += g * (ld8(x + i) - mu);
+        }
+        a[r] = acc[0] + acc[1], ax[r] = accx[0] + accx[1];
+        for (; i < C; i++) t[r] += dy[i] * w[i], tx[r] += dy[i] * w[i] * (x[i] - mu);
+    }
+    *sg = sum_lanes(a) + ld8(t), *sgx = sum_lanes(ax) + ld8(tx);
+}
+
+/* b->mu, s, q of the block's rows */
+static inline void block_stats(row_block *b, int C, int k, row_mode mode, float eps) {
+    if (mode == ROW_LN) { /* two passes over the rows (in L1), the first shifted by x_0: the
                              mean of 1e3 + small noise keeps the noise's digits */
-        float sum = 0, v = 0, x0 = x[0];
-#pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < C; i++) sum += x[i] - x0;
-        mu = x0 + sum / C;
-#pragma omp simd reduction(+ : v)
-        for (int i = 0; i < C; i++) v += (x[i] - mu) * (x[i] - mu);
-        s = 1.0f / sqrtf(v / C + eps);
-        q = s / C;
-    } else {
-        float ss = 0;
-#pragma omp simd reduction(+ : ss)
-        for (int i = 0; i < k; i++) ss += x[i] * x[i];
-        if (mode == ROW_RMS) {
-            s = 1.0f / sqrtf(ss / k + eps);
-            q = s / k;
+        v8 x0 = {0};
+        for (int r = 0; r < b->nr; r++) x0[r] = b->x[r][0];
+        b->mu = x0 + block_sums(b, C, x0, false) / (float)C;
+    }
+    v8 ss = block_sums(b, mode == ROW_LN ? C : k, b->mu, true);
+    float s[RB], q[RB];
+#pragma omp simd
+    for (int r = 0; r < RB; r++) {
+        if (mode == ROW_LN) {
+            s[r] = 1.0f / sqrtf(ss[r] / C + eps);
+            q[r] = s[r] / C;
+        } else if (mode == ROW_RMS) {
+            s[r] = 1.0f / sqrtf(ss[r] / k + eps);
+            q[r] = s[r] / k;
         } else if (mode == ROW_RMS_PAPER) {
-            float rms = sqrtf(ss / k);
-            s = 1.0f / (rms + eps);
-            q = rms > 0 ? 1.0f / (k * rms) : 0.0f;
+            float rms = sqrtf(ss[r] / k);
+            s[r] = 1.0f / (rms + eps);
+            q[r] = rms > 0 ? 1.0f / (k * rms) : 0.0f;
         } else {
-            float norm = sqrtf(ss);
-            s = 1.0f / fmaxf(norm, eps);
-            q = norm > eps ? s : 0.0f;
+            float norm = sqrtf(ss[r]);
+            s[r] = 1.0f / fmaxf(norm, eps);
+            q[r] = norm > eps ? s[r] : 0.0f;
         }
     }
-    st[0] = mu, st[1] = s, st[2] = q;
+    memcpy(&b->s, s, sizeof s);
+    memcpy(&b->q, q, sizeof q);
 }
 
 /* y (N, C), st (N, 3) = (mu, s, q) per row; x (N, C); w (C) (ones when there is no weight, g
-   repeated for ScaleNorm); b (C) or NULL. */
+   repeated for ScaleNorm); bias (C) or NULL. */
 static void rownorm_forward_kernel(float *y, float *st, const float *x, const float *w,
-                                   const float *b, int N, int C, int k, row_mode mode, float eps) {
+                                   const float *bias, int N, int C, int k, row_mode mode,
+                                   float eps) {
+    int nb = block_rows(C);
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
-    for (int r = 0; r < N; r++) {
-        const float *xr = x + (size_t)r * C;
-        float *yr = y + (size_t)r * C, *sr = st + 3 * (size_t)r;
-        row_stats(xr, C, k, mode, eps, sr);
-        float mu = sr[0], s = sr[1];
+    for (int r0 = 0; r0 < N; r0 += nb) {
+        row_block b;
+        block_at(&b, r0, N, nb, C, x, NULL, y, NULL);
+        block_stats(&b, C, k, mode, eps);
+        for (int r = 0; r < b.nr; r++) {
+            const float *xr = b.x[r], mu = b.mu[r], s = b.s[r];
+            float *yr = b.y[r], *sr = st + 3 * (size_t)(r0 + r);
+            sr[0] = mu, sr[1] = s, sr[2] = b.q[r];
+            if (bias) {
 #pragma omp simd
-        for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i] + (b ? b[i] : 0.0f);
+                for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i] + bias[i];
+            } else {
+#pragma omp simd
+                for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i];
+            }
+        }
+    }
+}
+
+/* Row r of a block's backward, columns [i0, i1): dx += s gw - c0 - [xterm] xhat c1,
+   pw += dy xhat, pb += dy. */
+static inline void row_backward(const row_block *b, int r, const float *w, float *dx, float *pw,
+                                float *pb, int i0, int i1, bool xterm) {
+    const float *x = b->x[r], *dy = b->dy[r], mu = b->mu[r], s = b->s[r], c0 = b->c0[r];
+    const float c1 = xterm ? b->c1[r] : 0.0f;
+#pragma omp simd
+    for (int i = i0; i < i1; i++) {
+        float xh = (x[i] - mu) * s;
+        dx[i] += MT_MADD(s * dy[i], w[i], -MT_MADD(xh, c1, c0));
+        pw[i] = MT_MADD(dy[i], xh, pw[i]);
+        pb[i] += dy[i];
     }
 }
 
 /* The derivative is in the file comment. dx (N, C), dw (C) or (1) when wscalar, db (C), each
-   NULL when not needed, accumulate; w (C) as in the forward; part (row_parts(N), 2, C) is
-   scratch for the weight gradients. */
+   NULL when not needed, accumulate; w (C) as in the forward; part (row_parts(N), 3, C) is
+   scratch: the weight gradients' partial sums, and a row that takes dx when there is none (one
+   loop computes all three). */
 static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part,
                                     const float *dy, const float *x, const float *w,
                                     bool wscalar, const float *st, int N, int C, int k,
                                     bool center) {
-    int P = row_parts(N), rows = (N + P - 1) / P;
+    int P = row_parts(N), rows = (N + P - 1) / P, nb = block_rows(C);
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
     for (int p = 0; p < P; p++) {
-        float *pw = part ? part + (size_t)p * 2 * C : NULL, *pb = pw ? pw + C : NULL;
-        for (int i = 0; pw && i < 2 * C; i++) pw[i] = 0;
+        float *pw = part + (size_t)p * 3 * C, *pb = pw + C;
+        memset(pw, 0, 2 * C * sizeof(float));
         int r1 = (p + 1) * rows < N ? (p + 1) * rows : N;
-        for (int r = p * rows; r < r1; r++) {
-            const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
-            float mu = st[3 * r], s = st[3 * r + 1], q = st[3 * r + 2];
+        for (int r0 = p * rows; r0 < r1; r0 += nb) {
+            row_block b;
+            block_at(&b, r0, r1, nb, C, x, dy, dx, st);
             if (dx) {
-                float *dxr = dx + (size_t)r * C;
-                float sg = 0, sgx = 0;
-                if (center) {
-#pragma omp simd reduction(+ : sg)
-                    for (int i = 0; i < C; i++) sg += dyr[i] * w[i];
-                }
-#pragma omp simd reduction(+ : sgx)
-                for (int i = 0; i < C; i++) sgx += dyr[i] * w[i] * (xr[i] - mu) * s;
-                float c0 = s * sg / C, c1 = q * sgx;
-#pragma omp simd
-                for (int i = 0; i < k; i++)
-                    dxr[i] += s * dyr[i] * w[i] - c0 - (xr[i] - mu) * s * c1;
-#pragma omp simd
-                for (int i = k; i < C; i++) dxr[i] += s * dyr[i] * w[i] - c0;
+                v8 sg, sgx;
+                block_dots(&b, w, C, &sg, &sgx);
+                b.c0 = center ? b.s * sg / (float)C : (v8){0};
+                b.c1 = b.q * b.s * sgx;
             }
-            if (dw || db) {
-#pragma omp simd
-                for (int i = 0; i < C; i++) {
-                    pw[i] += dyr[i] * (xr[i] - mu) * s;
-                    pb[i] += dyr[i];
-                }
+            for (int r = 0; r < b.nr; r++) {
+                float *dxr = dx ? b.y[r] : pb + C;
+                row_backward(&b, r, w, dxr, pw, pb, 0, k, true);
+                row_backward(&b, r, w, dxr, pw, pb, k, C, false);
             }
         }
     }
     if (!dw && !db) return;
+    for (int p = 1; p < P; p++) /* part 0 += part p, in part order */
+#pragma omp simd
+        for (int i = 0; i < 2 * C; i++) part[i] += part[(size_t)p * 3 * C + i];
     float tw = 0;
     for (int i = 0; i < C; i++) {
-        float sw = 0, sb = 0;
-        for (int p = 0; p < P; p++) {
-            sw += part[(size_t)p * 2 * C + i];
-            sb += part[(size_t)p * 2 * C + C + i];
-        }
-        if (dw && !wscalar) dw[i] += sw;
-        tw += sw;
-        if (db) db[i] += sb;
+        if (dw && !wscalar) dw[i] += part[i];
+        tw += part[i];
+        if (db) db[i] += part[C + i];
     }
     if (dw && wscalar) dw[0] += tw;
 }
@@ -146,7 +265,7 @@ static void rownorm_backward(mt_node *n) {
     mt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = n->i[0], C = n->i[1];
     float *dw = w ? w->grad : NULL, *db = b ? b->grad : NULL;
-    float *part = dw || db ? mt_arena_floats(n->ctx, (size_t)row_parts(N) * 2 * C) : NULL;
+    float *part = mt_arena_floats(n->ctx, (size_t)row_parts(N) * 3 * C);
     rownorm_backward_kernel(x->grad, dw, db, part, n->out->grad, x->data,
                             w && !n->i[4] ? w->data : n->saved[1], n->i[4], n->saved[0], N, C,
                             n->i[2], n->i[3] == ROW_LN);

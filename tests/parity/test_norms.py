@@ -48,7 +48,7 @@ def scale_norm(x, g, eps):
 # C = 1 is left to the finite-difference checks of test_norms.c: there LayerNorm's output and
 # every RMS-type input gradient are exactly 0 up to eps, and torch returns rounding noise (its
 # mean of one float is not the float), so a relative comparison would compare noise.
-SHAPES = [(4, 17), (2, 5, 64), (3, 3), (8, 768)]
+SHAPES = [(4, 17), (2, 5, 64), (3, 3), (8, 768), (2, 65, 64)]  # the last: 2 parts of 65 rows
 
 for shape in SHAPES:
     C = shape[-1]

@@ -166,30 +166,33 @@ static inline void block_stats(row_block *b, int C, int k, row_mode mode, float 
     memcpy(&b->q, q, sizeof q);
 }
 
+/* Row r of a block, forward: y = (x - mu) s w + bias (bias NULL: none); sr = (mu, s, q). */
+static inline void row_forward(const row_block *b, int r, const float *w, const float *bias,
+                               int C, float *sr) {
+    const float *x = b->x[r], mu = b->mu[r], s = b->s[r];
+    float *y = b->y[r];
+    sr[0] = mu, sr[1] = s, sr[2] = b->q[r];
+    if (bias) {
+#pragma omp simd
+        for (int i = 0; i < C; i++) y[i] = (x[i] - mu) * s * w[i] + bias[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < C; i++) y[i] = (x[i] - mu) * s * w[i];
+    }
+}
+
 /* y (N, C), st (N, 3) = (mu, s, q) per row; x (N, C); w (C) (ones when there is no weight, g
    repeated for ScaleNorm); bias (C) or NULL. */
 static void rownorm_forward_kernel(float *y, float *st, const float *x, const float *w,
                                    const float *bias, int N, int C, int k, row_mode mode,
                                    float eps) {
     int nb = block_rows(C);
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
-    for (int r0 = 0; r0 < N; r0 += nb) {
+    MT_PARALLEL_FOR((size_t)N * C >= MT_PAR_MIN, for (int r0 = 0; r0 < N; r0 += nb) {
         row_block b;
         block_at(&b, r0, N, nb, C, x, NULL, y, NULL);
         block_stats(&b, C, k, mode, eps);
-        for (int r = 0; r < b.nr; r++) {
-            const float *xr = b.x[r], mu = b.mu[r], s = b.s[r];
-            float *yr = b.y[r], *sr = st + 3 * (size_t)(r0 + r);
-            sr[0] = mu, sr[1] = s, sr[2] = b.q[r];
-            if (bias) {
-#pragma omp simd
-                for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i] + bias[i];
-            } else {
-#pragma omp simd
-                for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * s * w[i];
-            }
-        }
-    }
+        for (int r = 0; r < b.nr; r++) row_forward(&b, r, w, bias, C, st + 3 * (size_t)(r0 + r));
+    });
 }
 
 /* Row r of a block's backward, columns [i0, i1): dx += s gw - c0 - [xterm] xhat c1,
@@ -216,8 +219,7 @@ static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part
                                     bool wscalar, const float *st, int N, int C, int k,
                                     bool center) {
     int P = row_parts(N), rows = (N + P - 1) / P, nb = block_rows(C);
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= MT_PAR_MIN)
-    for (int p = 0; p < P; p++) {
+    MT_PARALLEL_FOR((size_t)N * C >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *pw = part + (size_t)p * 3 * C, *pb = pw + C;
         memset(pw, 0, 2 * C * sizeof(float));
         int r1 = (p + 1) * rows < N ? (p + 1) * rows : N;
@@ -236,7 +238,7 @@ static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part
                 row_backward(&b, r, w, dxr, pw, pb, k, C, false);
             }
         }
-    }
+    });
     if (!dw && !db) return;
     for (int p = 1; p < P; p++) /* part 0 += part p, in part order */
 #pragma omp simd

@@ -14,14 +14,12 @@ static void add_forward(mt_node *n) {
     float *y = n->out->data;
     size_t N = n->out->n, C = (size_t)n->i[0]; /* C = 0: same shape */
     if (!C) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) y[i] = a[i] + b[i];
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) y[i] = a[i] + b[i];);
     } else {
         long R = (long)(N / C);
-#pragma omp parallel for if (N >= MT_PAR_MIN)
-        for (long r = 0; r < R; r++)
-#pragma omp simd
-            for (size_t j = 0; j < C; j++) y[r * C + j] = a[r * C + j] + b[j];
+        MT_PARALLEL_FOR(N >= MT_PAR_MIN, for (long r = 0; r < R; r++) {
+            _Pragma("omp simd") for (size_t j = 0; j < C; j++) y[r * C + j] = a[r * C + j] + b[j];
+        });
     }
 }
 
@@ -30,13 +28,9 @@ static void add_backward(mt_node *n) {
     const float *dy = n->out->grad;
     float *da = n->in[0]->grad, *db = n->in[1]->grad;
     size_t N = n->out->n, C = (size_t)n->i[0];
-    if (da) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) da[i] += dy[i];
-    }
+    if (da) MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) da[i] += dy[i];);
     if (db && !C) {
-#pragma omp parallel for simd if (N >= MT_PAR_MIN)
-        for (size_t i = 0; i < N; i++) db[i] += dy[i];
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) db[i] += dy[i];);
     } else if (db) {
         for (size_t r = 0; r < N / C; r++)
 #pragma omp simd

@@ -28,6 +28,7 @@
 
 /* TW: floats in one vector register */
 #if defined(__AVX512F__)
+#include <immintrin.h>
 #define TW 16
 #elif defined(__AVX__)
 #define TW 8
@@ -65,12 +66,48 @@ static int key_end(const attn_dims *d, int q0) {
     return d->causal && q0 + QB < d->T ? q0 + QB : d->T;
 }
 
-/* exp(x) for x <= 0, a score minus its query's max: 0 below -80 (where exp is 1.8e-35, an
-   absolute error below that on probabilities summing to 1), NaN stays NaN. 2^n then fits one
-   exponent and mt_vexpf's selects for its edges are not needed. */
-static inline float exp_le0(float x) {
-    float c = x > -80.0f ? x : -80.0f, n, p = mt_vexp_reduced(c, &n);
-    return x >= -80.0f ? p * mt_vpow2i((int)n) : x != x ? x : 0.0f;
+/* a b + c lane by lane, in one rounding where the CPU has FMA (MT_MADD): a loop over the TW lanes
+   that the compiler turns into one vector instruction */
+static vf vmadd(vf a, vf b, vf c) {
+    vf y;
+    for (int j = 0; j < TW; j++) y[j] = MT_MADD(a[j], b[j], c[j]);
+    return y;
+}
+
+static vf vload(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* exp(x) lane by lane for x <= 0, a score minus its query's max, -inf included; NaN stays NaN.
+   With AVX-512: x clamped to -104 (below, exp is 0 in float), exp(r) by mt_vexp_reduced's
+   reduction and polynomial in FMAs, 2^n by vscalefps (denormals and 0 included, no edge
+   selects). Else: 0 below -80 (where exp is 1.8e-35, an absolute error below that on
+   probabilities summing to 1), so that 2^n fits one exponent. */
+static inline vf vexp_le0(vf x) {
+#if defined(__AVX512F__)
+    __m512 c = _mm512_max_ps(_mm512_set1_ps(-104.0f), (__m512)x); /* NaN: x */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    return (vf)_mm512_scalef_ps(p, n);
+#else
+    vf y;
+    for (int j = 0; j < TW; j++) {
+        float c = x[j] > -80.0f ? x[j] : -80.0f, n, p = mt_vexp_reduced(c, &n);
+        y[j] = x[j] >= -80.0f ? p * mt_vpow2i((int)n) : x[j] != x[j] ? x[j] : 0.0f;
+    }
+    return y;
+#endif
 }
 
 enum { RAW, SCORES, PROBS }; /* what score_block leaves: y as is, or block_rows' */
@@ -94,13 +131,15 @@ static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, 
                 for (int j = j0; j < j0 + TW; j++) row[j] = kind == SCORES ? -INFINITY : 0.0f;
                 continue;
             }
+            vf e = kind == PROBS ? vexp_le0(vload(row + j0) - vload(a + j0)) * vload(b + j0)
+                                 : (vf){0};
             for (int j = j0; j < j0 + TW; j++) {
                 bool masked = d->causal && s > q0 + j;
                 if (kind == SCORES) {
                     row[j] = masked ? -INFINITY : row[j];
                     a[j] = row[j] > a[j] ? row[j] : a[j];
                 } else
-                    row[j] = masked ? 0.0f : exp_le0(row[j] - a[j]) * b[j];
+                    row[j] = masked ? 0.0f : e[j - j0];
             }
         }
     }
@@ -122,7 +161,8 @@ static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int ken
                 for (int j = j0; j < j0 + TW; j++) row[j] = 0.0f;
                 continue;
             }
-            for (int j = j0; j < j0 + TW; j++) sum[j] += row[j] = exp_le0(row[j] - mx[j]);
+            vf e = vexp_le0(vload(row + j0) - vload(mx + j0));
+            for (int j = j0; j < j0 + TW; j++) sum[j] += row[j] = e[j - j0];
         }
     }
     for (int j = 0; j < QB; j++) sum[j] = 1.0f / sum[j];
@@ -152,20 +192,6 @@ static void ds_block(float *dSt, const float *Pt, int ld, int kend) {
 }
 
 /* ---- small path: register tiles ---- */
-
-/* a b + c lane by lane, in one rounding where the CPU has FMA (MT_MADD): a loop over the TW lanes
-   that the compiler turns into one vector instruction */
-static vf vmadd(vf a, vf b, vf c) {
-    vf y;
-    for (int j = 0; j < TW; j++) y[j] = MT_MADD(a[j], b[j], c[j]);
-    return y;
-}
-
-static vf vload(const float *p) {
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* D (TR, QB), row stride ldd, = alpha A (nr, K) Bt (K, QB): A row stride lda, its rows nr..TR-1
    (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt row stride

@@ -1,6 +1,6 @@
 /* Benchmark (not a test): forward + backward of every mt norm on a (8192, 768) float32 input, and
  * the machine's triad bandwidth (a[i] = b[i] + s c[i]) as the ceiling.
- *   build/bench/norms [reps] [threads] [cpu|wall] [N C]   prints one JSON line per measurement
+ *   build/bench/norms [reps] [threads] [cpu|wall] [N C [K]]   one JSON line per measurement
  * cpu: time with the process's CPU clock instead of the wall clock, which on a loaded machine
  * with 1 thread estimates the time the work would take alone.
  * Time: the op's builder (forward) plus its backward node on a given dy, the median of reps.
@@ -10,7 +10,8 @@
  * A smaller (N, C), e.g. 256 64 (the rows of a deep100 replica, whose ops run on 1 thread), runs
  * as the norms of a training step do: K calls, each on the output of the one before (in cache),
  * into fresh arena outputs that span 96 MB (a deep100 replica's arena, beyond the caches), then
- * their backwards in reverse order (reading cold inputs, hot gradients); times are per call. */
+ * their backwards in reverse order (reading cold inputs, hot gradients); times are per call.
+ * A given K (e.g. 4) keeps all of it in cache: the kernels' own speed. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -72,12 +73,13 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 15, threads = argc > 2 ? atoi(argv[2]) : 0;
     if (argc > 3 && strcmp(argv[3], "cpu") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
     if (argc > 5) N = atoi(argv[4]), C = atoi(argv[5]);
-    if (N < 8 || N % 8 || C < 32 || C % 32 || N * C > SPAN || SPAN % (N * C)) {
-        fprintf(stderr, "norms: N %d, C %d: need N a multiple of 8, C of 32, N C dividing %d\n",
-                N, C, SPAN);
+    if (N < 8 || N % 8 || C < 32 || C % 32 || N * C > SPAN || SPAN % (N * C) ||
+        (argc > 6 && (atoi(argv[6]) < 1 || (size_t)atoi(argv[6]) * N * C > 4u * SPAN))) {
+        fprintf(stderr, "norms: N %d, C %d: need N a multiple of 8, C of 32, N C dividing %d, "
+                "and K from 1 to 4 %d / (N C)\n", N, C, SPAN, SPAN);
         return 1;
     }
-    int K = N * C == SPAN ? 1 : 4 * SPAN / (N * C);
+    int K = argc > 6 ? atoi(argv[6]) : N * C == SPAN ? 1 : 4 * SPAN / (N * C);
     mt_set_threads(threads);
     printf("{\"what\": \"triad\", \"impl\": \"machine\", \"threads\": %d, \"clock\": \"%s\", "
            "\"gbs\": %.2f}\n",

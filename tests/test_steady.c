@@ -5,7 +5,8 @@
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
    which holds all of libmt.a (OpenBLAS's threaded sgemm mallocs its job array on every call:
-   counted apart and only reported). Under AddressSanitizer, which owns malloc, only the arena
+   counted apart and only reported with 1 replica; with 2, where each op keeps to its thread,
+   none is allowed). Under AddressSanitizer, which owns malloc, only the arena
    half runs. Nothing is timed. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -92,6 +93,11 @@ static void steady(int n) {
 
     CHECK(mt_calls == 0, "%d replicas, steps 2..%d: mt's code called the allocator %ld times", n,
           STEPS, mt_calls);
+    /* inside a replica no op opens an OpenMP region: libgomp would allocate a team for each */
+    CHECK(n == 1 || lib_calls == 0,
+          "%d replicas, steps 2..%d: the libraries called the allocator %ld times (an OpenMP "
+          "region inside a replica?)",
+          n, STEPS, lib_calls);
     CHECK(c.arena.peak == peak1 && (n == 1 || R.ctx[0].arena.peak == peak1_r),
           "%d replicas: an arena grew after step 1", n);
     CHECK(last < first, "%d replicas: training on one batch did not lower the loss (%g -> %g)", n,

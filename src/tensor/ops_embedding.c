@@ -16,26 +16,25 @@ static void embedding_forward(mt_node *n) {
     });
 }
 
-/* dw[v] += sum_{i: ids[i] = v} dy[i], summed in order of i. Thread t owns the rows
-   [V t / T, V (t + 1) / T) and scans all ids: no two threads write a row, and the sum order (hence
-   the bits) does not depend on the thread count. */
+/* dw[v] += sum_{i: ids[i] = v} dy[i], summed in order of i. Part t of P owns the rows
+   [V t / P, V (t + 1) / P) and scans all ids: no two threads write a row, and the sum order (hence
+   the bits) does not depend on the thread count. One part inline (small, or inside a replica). */
 static void embedding_backward(mt_node *n) {
     const float *dy = n->out->grad;
     float *dw = n->in[0]->grad;
     long N = n->i[0];
     int C = n->i[1], V = n->in[0]->shape[0];
     if (!dw) return;
-#pragma omp parallel if (n->out->n >= MT_PAR_MIN)
-    {
-        int T = omp_get_num_threads(), t = omp_get_thread_num();
-        int lo = (int)((long)V * t / T), hi = (int)((long)V * (t + 1) / T);
+    int P = n->out->n >= MT_PAR_MIN && !omp_in_parallel() ? mt_threads() : 1;
+    MT_PARALLEL_FOR(P > 1, for (int t = 0; t < P; t++) {
+        int lo = (int)((long)V * t / P), hi = (int)((long)V * (t + 1) / P);
         for (long i = 0; i < N; i++) {
             int v = n->ids[i];
             if (v < lo || v >= hi) continue;
-#pragma omp simd
+            _Pragma("omp simd")
             for (int j = 0; j < C; j++) dw[(size_t)v * C + j] += dy[i * C + j];
         }
-    }
+    });
 }
 
 static const mt_op OP_EMBEDDING = {"embedding", embedding_forward, embedding_backward};

@@ -216,6 +216,34 @@ static void test_tape(void) {
     mt_ctx_free(&c);
 }
 
+/* An add hands its output's gradient on to its first input when that has none yet (the tape's
+   grad_through): the same gradients as summing, with an input used twice and with the first
+   input's other consumers adding into the handed-on buffer afterwards. */
+static void test_grad_through(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 1, NULL);
+    mt_tensor *x = test_tensor(&r, 2, (int[]){3, 5}, -1, 1, true);
+    float dy[15];
+    for (int i = 0; i < 15; i++) dy[i] = (float)(i + 1);
+    for (int k = 0; k < 2; k++) {
+        memset(x->grad, 0, sizeof dy);
+        mt_ctx_reset(&c);
+        mt_tensor *h = mt_scale(&c, x, 3.0f), *y;
+        if (k == 0) /* h + h: h takes the gradient, then adds it to itself */
+            y = mt_scale(&c, mt_add(&c, h, h), 1.0f); /* 6 x */
+        else /* (h + h) + h: h + h takes it, h's own adds come later */
+            y = mt_scale(&c, mt_add(&c, mt_add(&c, h, h), h), 1.0f); /* 9 x */
+        mt_backward_from(&c, y, dy);
+        for (int i = 0; i < 15; i++)
+            CHECK(x->grad[i] == (k ? 9.0f : 6.0f) * dy[i], "grad through add, case %d: dx[%d] = "
+                  "%g, expected %g", k, i, x->grad[i], (k ? 9.0f : 6.0f) * dy[i]);
+    }
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+}
+
 /* The op profile: a forward and a backward per recorded node, counted under the node's op, with
    results equal to an unprofiled run. */
 static void test_profile(void) {
@@ -257,6 +285,7 @@ int main(void) {
     test_params();
     test_arena();
     test_tape();
+    test_grad_through();
     test_profile();
     test_matmul();
     test_gemm_split();

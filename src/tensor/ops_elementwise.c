@@ -23,12 +23,14 @@ static void add_forward(mt_node *n) {
     }
 }
 
-/* da += dy;  db += dy, or for a broadcast row db_j += sum_r dy_rj (rows summed in order). */
+/* da += dy (nothing when da is dy: the tape handed dy on to a);  db += dy, or for a broadcast
+   row db_j += sum_r dy_rj (rows summed in order). */
 static void add_backward(mt_node *n) {
     const float *dy = n->out->grad;
     float *da = n->in[0]->grad, *db = n->in[1]->grad;
     size_t N = n->out->n, C = (size_t)n->i[0];
-    if (da) MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) da[i] += dy[i];);
+    if (da && da != dy)
+        MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) da[i] += dy[i];);
     if (db && !C) {
         MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) db[i] += dy[i];);
     } else if (db) {
@@ -49,6 +51,7 @@ mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     mt_tensor *out = mt_tensor_like(c, a);
     mt_node *n = mt_node_new(c, &OP_ADD, out, 2, (mt_tensor *[]){a, b});
     n->i[0] = row ? mt_cols(a) : 0;
+    n->grad_through = true;
     mt_node_run(c, n);
     return out;
 }

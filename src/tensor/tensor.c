@@ -303,7 +303,9 @@ float *mt_grad(mt_ctx *c, mt_tensor *x) {
    its own node's backward has run, nothing reads its gradient again. Its arena block is then
    released (the list lives in the blocks themselves) and handed, zeroed, to the next gradient of
    the same size. A training step's gradients then take the memory of a few layers instead of
-   all of them. Parameter gradients (not in the arena) and y's own are never released. */
+   all of them. Parameter gradients (not in the arena) and y's own are never released. An op
+   whose first input's gradient is its output's (grad_through: add) hands the block on to that
+   input when it has none yet: the residual stream's gradient then costs no zeroing and no sum. */
 typedef struct released {
     struct released *next;
     size_t bytes;
@@ -331,16 +333,21 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
     const unsigned char *lo = c->arena.base, *hi = lo + c->arena.cap;
     for (mt_node *n = c->tape; n; n = n->prev) {
         if (!n->out->grad) continue; /* nothing flows back through this node */
+        unsigned char *dead = (unsigned char *)n->out->grad;
+        bool owned = n->out != y && dead >= lo && dead < hi, handed = false;
+        mt_tensor *a = n->in[0];
+        if (owned && n->grad_through && a && a->requires_grad && !a->grad)
+            a->grad = n->out->grad, handed = true; /* not zeroed, summed nor released */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
         run_op(c, n, 1);
         if (c->after_backward) c->after_backward(n, c->after_backward_arg);
-        unsigned char *dead = (unsigned char *)n->out->grad;
-        if (n->out == y || dead < lo || dead >= hi) continue;
+        if (!owned) continue;
+        n->out->grad = NULL;
+        if (handed) continue;
         released *r = (released *)dead;
         *r = (released){pool, grad_bytes(n->out)};
         pool = r;
-        n->out->grad = NULL;
     }
 }
 

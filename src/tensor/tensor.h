@@ -132,6 +132,10 @@ struct mt_node {
     float f[4];                      /* scalar arguments */
     int i[8];                        /* integer arguments (dims, flags) */
     void *p;                         /* op-specific pointer (e.g. a persistent buffer) */
+    /* set by the builder when in[0] has out's shape and its gradient is out's plus its own (add):
+       an arena in[0] with no gradient yet then takes out's gradient buffer (mt_backward_from),
+       and the backward skips in[0] when in[0]->grad is out->grad */
+    bool grad_through;
 };
 
 struct mt_ctx {

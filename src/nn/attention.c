@@ -2,21 +2,23 @@
    q, k, v, out (B, T, C), C = NH * HS; head h of batch b is the (T, HS) block at
    b T C + h HS with row stride C. Forward per (b, h): S = Q K^T / sqrt(HS) (T, T), masked to
    s <= t when causal, P = softmax_rows(S), O = P V. Saved per row: the max m and
-   r = 1 / sum exp(S - m), (B, NH, T) each; backward recomputes P = exp(S - m) r from the
-   forward's exp(S - m), bit for bit (the same code computes S in both), instead of keeping
-   B NH T^2 probabilities. (One log-sum-exp m + log(sum) would round away the low bits of large
-   scores: 6e-5 absolute at |S| ~ 1000.)
+   r = 1 / sum exp(S - m), (B, NH, T) each. The small path (below) also keeps E = exp(S - m) of
+   its score blocks when the node is recorded (causal: about B NH T^2 / 2 floats), and its
+   backward takes P = E r from it; the large path's backward recomputes P = exp(S - m) r, bit for
+   bit the forward's (the same code computes S in both). (One log-sum-exp m + log(sum) would
+   round away the low bits of large scores: 6e-5 absolute at |S| ~ 1000.)
    Scores are kept transposed, S^T (keys, queries), in blocks of QB queries: a row of a block is
    QB queries' scores for one key, so the softmax's max and sum over keys run down the columns
    as vector operations, with no reduction across a vector. Causal blocks stop at the block's
    last query, kend = q0 + QB keys. Two ways to compute the products, chosen by the head's size:
    - small heads (HS a multiple of the vector width TW, T <= SMALL_T; all the bench configs):
      register tiles of TR rows by whole vectors, read straight from the (B, T, C) buffers and a
-     per-head Q^T (and dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks. Causal
-     products stop at each tile's last row, and score tiles skip the vector of queries that
-     sees none of their keys. The mask, max and (backward) exp run on each score tile while it
-     is in L1; the forward scales O's rows by r instead of P's; the backward asks for the next
-     head's q, k, v while it works on this one (in a training step they are out of cache).
+     per-head Q^T (backward: dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks.
+     Causal products stop at each tile's last row, and score tiles skip the vector of queries
+     that sees none of their keys. The mask and max run on each score tile while it is in L1;
+     the forward scales O's rows by r instead of P's; the backward asks for the next head's
+     q, k, v and E while it works on this one (in a training step they are out of cache).
+     Keeping E spares the backward S's recompute, a fifth of its products, and the exp.
    - large heads: strided cblas_sgemm calls on the (B, T, C) buffers. */
 #include <cblas.h>
 #include <math.h>
@@ -110,13 +112,14 @@ static inline vf vexp_le0(vf x) {
 #endif
 }
 
-enum { RAW, SCORES, PROBS }; /* what score_block leaves: y as is, or block_rows' */
+enum { SCORES, PROBS }; /* what block_rows leaves */
 
 /* Rows [s0, s1) (keys) of a block of transposed scores St (QB queries from q0, row stride ld)
-   holding y (scores or dP), per key s and query t (masked: s > t when causal) turned into
+   holding scores y, per key s and query t (masked: s > t when causal) turned into
    SCORES  y, -inf masked; u[t - q0] = max(u[t - q0], y) (forward: the running max);
    PROBS   P = exp(y - u_t) w_t, 0 masked, with u = m and w = r (QB each): the forward's
-           exp(S - m) (softmax_block) times r, bit for bit (the same operations on the same y).
+           exp(S - m) (softmax_block) times r, bit for bit (the same operations on the same y;
+           the large path's backward).
    A row's vectors of queries that all come before its key get the masked value without the
    arithmetic. The loops over a vector's TW lanes are vector instructions. */
 static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, int s0, int s1,
@@ -317,13 +320,10 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
 
 /* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt,
    X the head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or
-   dO^T, then (kind SCORES or PROBS) block_rows(kind, u, w) tile by tile, while the tile is in
-   L1. Causal key tiles from q0 + TW on are seen by the second vector of queries only. Not
-   inlined: inlined into small_backward, the backward ran 4% slower (deep100, measured). */
-static __attribute__((noinline)) void score_block(int kind, float *St, int ld,
-                                                  const attn_dims *d, float scale, const float *X,
-                                                  const float *Yt, int q0, int kend, float *u,
-                                                  const float *w) {
+   dO^T; with mx (QB maxima), block_rows' SCORES on each tile while it is in L1. Causal key tiles
+   from q0 + TW on are seen by the second vector of queries only. */
+static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
+                        const float *Yt, int q0, int kend, float *mx) {
     for (int s0 = 0; s0 < kend; s0 += TR) {
         float *D = St + (size_t)s0 * ld;
         const float *A = X + (size_t)s0 * d->C;
@@ -332,8 +332,7 @@ static __attribute__((noinline)) void score_block(int kind, float *St, int ld,
             tile_abt(1, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
         else
             tile_abt(0, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
-        if (kind != RAW)
-            block_rows(kind, St, ld, d, q0, s0, s0 + TR < kend ? s0 + TR : kend, u, w);
+        if (mx) block_rows(SCORES, St, ld, d, q0, s0, s0 + TR < kend ? s0 + TR : kend, mx, NULL);
     }
 }
 
@@ -342,39 +341,55 @@ static int tile_keys(const attn_dims *d, int t0) {
     return d->causal && t0 + TR < d->T ? t0 + TR : d->T;
 }
 
-/* Rows [t0, t0 + TR) of the next head's q, k, v (next floats on from this head's; 0: none)
-   asked into L2, a cache line at a time. Spread over this head's row tiles, they arrive before
-   the next head needs them, when a training step's backward finds them out of cache. */
+/* Floats of a head's kept E on the small path: per query block, keys [0, kend) rounded up to TR
+   (the rows its score tiles write) by QB */
+static size_t kept_floats(const attn_dims *d) {
+    size_t n = 0;
+    for (int q0 = 0; q0 < d->T; q0 += QB) n += (size_t)(key_end(d, q0) + TR - 1) / TR * TR * QB;
+    return n;
+}
+
+/* Rows [t0, t0 + TR) of the next head's q, k, v (next floats on from this head's; 0: none) and
+   the matching share of its kept E (En, n floats) asked into L2, a cache line at a time. Spread
+   over this head's row tiles, they arrive before the next head needs them, when a training
+   step's backward finds them out of cache. */
 static inline __attribute__((always_inline)) void prefetch_next(const float *q, const float *k,
                                                                 const float *v, ptrdiff_t next,
+                                                                const float *En, size_t n,
                                                                 const attn_dims *d, int t0) {
-    for (int t = t0; next && t < t0 + TR && t < d->T; t++)
-        for (int i = 0; i < d->HS; i += 64 / (int)sizeof(float)) {
+    enum { LINE = 64 / sizeof(float) };
+    if (!next) return;
+    for (int t = t0; t < t0 + TR && t < d->T; t++)
+        for (int i = 0; i < d->HS; i += LINE) {
             size_t o = (size_t)(next + (ptrdiff_t)t * d->C + i);
             __builtin_prefetch(q + o, 0, 2);
             __builtin_prefetch(k + o, 0, 2);
             __builtin_prefetch(v + o, 0, 2);
         }
+    size_t e0 = n * (size_t)t0 / (size_t)d->T, e1 = n * (size_t)(t0 + TR) / (size_t)d->T;
+    for (size_t i = e0 / LINE * LINE; i < e1 && i < n; i += LINE) __builtin_prefetch(En + i, 0, 2);
 }
 
-/* Floats of per-thread scratch: Qt (HS, Tp), St (Tp, QB) forward; Qt, dOt (HS, Tp), Pt, dSt
+/* Floats of per-thread scratch: Qt (HS, Tp), St (Tp, QB) forward; dOt (HS, Tp), Pt, dSt
    (Tp, Tp) backward. */
 static size_t small_scratch(const attn_dims *d, bool backward) {
     size_t ht = (size_t)d->HS * d->Tp;
-    return backward ? 2 * ht + 2 * (size_t)d->Tp * d->Tp : ht + (size_t)d->Tp * QB;
+    return backward ? ht + 2 * (size_t)d->Tp * d->Tp : ht + (size_t)d->Tp * QB;
 }
 
-/* One head (q, k, v, o at the head's block, rmax, rinv its T rows) on the small path:
-   O[t] = r_t sum_s exp(S_ts - m_t) V[s] = r_t sum_s St[s, t - q0] V[s]. */
+/* One head (q, k, v, o at the head's block, rmax, rinv its T rows, E its kept_floats or NULL:
+   not kept) on the small path: O[t] = r_t sum_s exp(S_ts - m_t) V[s] = r_t sum_s St[s, t - q0]
+   V[s], each block's St in E (then kept, one block after another) or in the scratch. */
 static void small_forward(const attn_dims *d, const float *q, const float *k, const float *v,
-                          float *o, float *rmax, float *rinv, float *w) {
+                          float *o, float *rmax, float *rinv, float *w, float *E) {
     float *Qt = w, *St = Qt + (size_t)d->HS * d->Tp, scale = 1.0f / sqrtf((float)d->HS);
     transpose_head(Qt, q, d);
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0);
+        if (E) St = E, E += (size_t)(kend + TR - 1) / TR * TR * QB;
         float mx[QB];
         for (int j = 0; j < QB; j++) mx[j] = -INFINITY;
-        score_block(SCORES, St, QB, d, scale, k, Qt + q0, q0, kend, mx, NULL);
+        score_block(St, QB, d, scale, k, Qt + q0, q0, kend, mx);
         softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, false);
         for (int t0 = q0; t0 < q0 + QB && t0 < d->T; t0 += TR)
             head_rows(o, d, t0, 1.0f, rinv + t0, false, St + (t0 - q0), 1, QB, v, 0,
@@ -382,26 +397,29 @@ static void small_forward(const attn_dims *d, const float *q, const float *k, co
     }
 }
 
-/* The small path's backward of one head (dq, dk, dv NULL: skipped; rmax, rinv read; next: where
-   the next head's q, k, v start, from this head's, 0 if none), the products of large_backward:
-   query blocks give P^T, dP^T = V dO^T, dS^T and dQ, then row tiles of keys over all the queries
-   that see them (t >= s0 when causal; P = dS = 0 above the diagonal) give dV and dK. */
+/* The small path's backward of one head (dq, dk, dv NULL: skipped; rinv and E, the forward's
+   kept_floats, read; next: where the next head's q, k, v start, from this head's, 0 if none),
+   the products of large_backward: query blocks give P^T = E r, dP^T = V dO^T, dS^T and dQ,
+   then row tiles of keys over all the queries that see them (t >= s0 when causal; P = dS = 0
+   above the diagonal) give dV and dK. */
 static void small_backward(const attn_dims *d, const float *q, const float *k, const float *v,
-                           const float *dout, float *rmax, float *rinv, float *dq, float *dk,
-                           float *dv, float *w, ptrdiff_t next) {
+                           const float *dout, const float *rinv, const float *E, float *dq,
+                           float *dk, float *dv, float *w, ptrdiff_t next) {
     int T = d->T, Tp = d->Tp, HS = d->HS;
-    float *Qt = w, *dOt = Qt + (size_t)HS * Tp, *Pt = dOt + (size_t)HS * Tp;
-    float *dSt = Pt + (size_t)Tp * Tp, scale = 1.0f / sqrtf((float)HS);
-    transpose_head(Qt, q, d);
+    float *dOt = w, *Pt = dOt + (size_t)HS * Tp, *dSt = Pt + (size_t)Tp * Tp;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t nE = kept_floats(d);
+    const float *En = E + nE;
     transpose_head(dOt, dout, d);
     for (int q0 = 0; q0 < T; q0 += QB) {
-        int kend = key_end(d, q0);
-        float m[QB], r[QB];
-        block_vec(m, rmax + q0, d, q0);
+        int kend = key_end(d, q0), rows = (kend + TR - 1) / TR * TR;
+        float r[QB];
         block_vec(r, rinv + q0, d, q0);
-        score_block(PROBS, Pt + q0, Tp, d, scale, k, Qt + q0, q0, kend, m, r);
+        for (int s = 0; s < rows; s++) /* P^T: the forward's exp(S - m) r, as block_rows' PROBS */
+            for (int j = 0; j < QB; j++) Pt[(size_t)s * Tp + q0 + j] = E[(size_t)s * QB + j] * r[j];
+        E += (size_t)rows * QB;
         if (!dq && !dk) continue;
-        score_block(RAW, dSt + q0, Tp, d, 1.0f, v, dOt + q0, q0, kend, NULL, NULL); /* dP^T */
+        score_block(dSt + q0, Tp, d, 1.0f, v, dOt + q0, q0, kend, NULL); /* dP^T */
         ds_block(dSt + q0, Pt + q0, Tp, kend);
         if (dq)
             for (int t0 = q0; t0 < q0 + QB && t0 < T; t0 += TR)
@@ -413,7 +431,7 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
             head_rows(dv, d, s0, 1.0f, NULL, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
         if (dk)
             head_rows(dk, d, s0, scale, NULL, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
-        prefetch_next(q, k, v, next, d, s0);
+        prefetch_next(q, k, v, next, En, nE, d, s0);
     }
 }
 
@@ -495,7 +513,7 @@ static size_t head_offset(const attn_dims *d, int bh) {
 static void attention_forward(mt_node *n) {
     attn_dims d = dims_of(n);
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
-    float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1];
+    float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1], *E = n->saved[2];
     size_t mark = mt_arena_mark(n->ctx), per;
     float *work = scratch(n->ctx, &d, false, &per);
     MT_PARALLEL_FOR(parallel_worth(&d), for (int bh = 0; bh < d.B * d.NH; bh++) {
@@ -503,7 +521,8 @@ static void attention_forward(mt_node *n) {
         size_t row = (size_t)bh * d.T;
         float *w = work + (size_t)omp_get_thread_num() * per;
         if (d.small)
-            small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w);
+            small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w,
+                          E ? E + (size_t)bh * kept_floats(&d) : NULL);
         else
             large_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w);
     });
@@ -525,8 +544,8 @@ static void attention_backward(mt_node *n) {
         float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;
         ptrdiff_t next = bh + 1 < d.B * d.NH ? (ptrdiff_t)(head_offset(&d, bh + 1) - off) : 0;
         if (d.small)
-            small_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
-                           gk, gv, w, next);
+            small_backward(&d, q + off, k + off, v + off, dout + off, rinv + row,
+                           n->saved[2] + (size_t)bh * kept_floats(&d), gq, gk, gv, w, next);
         else
             large_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
                            gk, gv, w);
@@ -550,6 +569,9 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     for (int i = 0; i < 5; i++) n->i[i] = args[i];
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * T);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * T);
+    attn_dims d = dims_of(n);
+    bool recorded = c->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
+    if (d.small && recorded) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
     mt_node_run(c, n);
     return out;
 }

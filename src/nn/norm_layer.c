@@ -40,19 +40,24 @@ static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
    rows of 768 floats made LayerNorm on (8192, 768) 40% slower, from memory. */
 typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
 enum { RB = 8 };
+/* Functions taking or returning v8 are always inlined, never an ABI boundary: the warning of
+   builds without AVX (PORTABLE=1) that passing a v8 changes the ABI is moot. */
+#define V8_FN static inline __attribute__((always_inline))
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 static int block_rows(int C) { return C <= 1024 / RB ? RB : C <= 1024 ? 1024 / C : 1; }
 
-static inline v8 ld8(const float *p) {
+V8_FN v8 ld8(const float *p) {
     v8 v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline void st8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+/* stores v8 v at p (a macro: GCC notes an ABI change for a v8 parameter even when inlined) */
+#define ST8(p, v) memcpy((p), (v8[]){v}, sizeof(v8))
 
 /* lane r = the sum of a[r]'s lanes */
-static inline v8 sum_lanes(const v8 a[RB]) {
+V8_FN v8 sum_lanes(const v8 a[RB]) {
     v8 u[4], v[2];
     for (int j = 0; j < 4; j++) /* rows 2j, 2j + 1: lanes (0, 2), (1, 3), (4, 6), (5, 7) */
         u[j] = __builtin_shufflevector(a[2 * j], a[2 * j + 1], 0, 8, 1, 9, 4, 12, 5, 13) +
@@ -87,8 +92,8 @@ static inline void block_at(row_block *b, int r0, int r1, int nb, int C, const f
     }
 }
 
-/* lane r: sum_{i < n} d_i, d_i = x_ri - m_r, or sum d_i^2 when sq; 4 accumulators a row */
-static inline v8 block_sums(const row_block *b, int n, v8 m, bool sq) {
+/* lane r: sum_{i < n} d_i, d_i = x_ri - (*m)_r, or sum d_i^2 when sq; 4 accumulators a row */
+V8_FN v8 block_sums(const row_block *b, int n, const v8 *m, bool sq) {
     v8 a[RB] = {0};
     float t[RB] = {0};
     for (int r = 0; r < b->nr; r++) {
@@ -97,15 +102,15 @@ static inline v8 block_sums(const row_block *b, int n, v8 m, bool sq) {
         int i = 0;
         for (; i + 32 <= n; i += 32)
             for (int u = 0; u < 4; u++) {
-                v8 d = ld8(x + i + 8 * u) - m[r];
+                v8 d = ld8(x + i + 8 * u) - (*m)[r];
                 acc[u] += sq ? d * d : d;
             }
         for (; i + 8 <= n; i += 8) {
-            v8 d = ld8(x + i) - m[r];
+            v8 d = ld8(x + i) - (*m)[r];
             acc[0] += sq ? d * d : d;
         }
         a[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        for (; i < n; i++) t[r] += sq ? (x[i] - m[r]) * (x[i] - m[r]) : x[i] - m[r];
+        for (; i < n; i++) t[r] += sq ? (x[i] - (*m)[r]) * (x[i] - (*m)[r]) : x[i] - (*m)[r];
     }
     return sum_lanes(a) + ld8(t);
 }
@@ -139,9 +144,9 @@ static inline void block_stats(row_block *b, int C, int k, row_mode mode, float 
                              mean of 1e3 + small noise keeps the noise's digits */
         v8 x0 = {0};
         for (int r = 0; r < b->nr; r++) x0[r] = b->x[r][0];
-        b->mu = x0 + block_sums(b, C, x0, false) / (float)C;
+        b->mu = x0 + block_sums(b, C, &x0, false) / (float)C;
     }
-    v8 ss = block_sums(b, mode == ROW_LN ? C : k, b->mu, true);
+    v8 ss = block_sums(b, mode == ROW_LN ? C : k, &b->mu, true);
     float s[RB], q[RB];
 #pragma omp simd
     for (int r = 0; r < RB; r++) {
@@ -207,10 +212,10 @@ static inline void block_backward(const row_block *b, const float *w, float *scr
         for (int r = 0; r < b->nr; r++) {
             float *dx = b->y[r] ? b->y[r] : scratch;
             v8 dyv = ld8(b->dy[r] + i), xh = (ld8(b->x[r] + i) - b->mu[r]) * b->s[r];
-            st8(dx + i, ld8(dx + i) + b->s[r] * dyv * wv - b->c0[r] - xh * c1[r]);
+            ST8(dx + i, ld8(dx + i) + b->s[r] * dyv * wv - b->c0[r] - xh * c1[r]);
             aw += dyv * xh, ab += dyv;
         }
-        st8(pw + i, ld8(pw + i) + aw), st8(pb + i, ld8(pb + i) + ab);
+        ST8(pw + i, ld8(pw + i) + aw), ST8(pb + i, ld8(pb + i) + ab);
     }
     for (; i < i1; i++) {
         float aw = 0, ab = 0;

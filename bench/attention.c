@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
                 bench_sink = sink;
                 double t0 = bench_now(CLOCK_THREAD_CPUTIME_ID);
                 y[s] = mt_attention(&c, &x[3 * s], &x[3 * s + 1], &x[3 * s + 2], cfg[k].NH, true);
-                if (rep >= 0) tf[(size_t)rep * sets + s] = 1e3 * (bench_now(CLOCK_THREAD_CPUTIME_ID) - t0);
+                double t1 = bench_now(CLOCK_THREAD_CPUTIME_ID);
+                if (rep >= 0) tf[(size_t)rep * sets + s] = 1e3 * (t1 - t0);
             }
             mt_node *node = c.tape; /* the last set's */
             for (int s = sets - 1; s >= 0; s--, node = node->prev) {
@@ -78,7 +79,8 @@ int main(int argc, char **argv) {
                 memcpy(y[s]->grad, buf + 4 * n * s + 3 * n, n * sizeof(float));
                 double t0 = bench_now(CLOCK_THREAD_CPUTIME_ID);
                 node->op->backward(node);
-                if (rep >= 0) tb[(size_t)rep * sets + s] = 1e3 * (bench_now(CLOCK_THREAD_CPUTIME_ID) - t0);
+                double t1 = bench_now(CLOCK_THREAD_CPUTIME_ID);
+                if (rep >= 0) tb[(size_t)rep * sets + s] = 1e3 * (t1 - t0);
             }
         }
         double fb = tf[0], bb = tb[0];

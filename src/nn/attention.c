@@ -570,8 +570,10 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * T);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * T);
     attn_dims d = dims_of(n);
+    /* E only for a node that mt_node_run will record */
     bool recorded = c->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
-    if (d.small && recorded) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
+    if (d.small && recorded)
+        n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
     mt_node_run(c, n);
     return out;
 }

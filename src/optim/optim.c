@@ -3,7 +3,8 @@
  * The update is elementwise, so one OpenMP region splits the concatenated spans of trainable
  * entries into equal 16-float-aligned ranges, one per thread (a deep model has ~1600 small
  * entries: forking per entry would cost more than the update). Per-step scalars are computed in
- * double, as torch does in Python, and rounded to float once. */
+ * double, as torch does in Python, and rounded to float once. The gradient may lie in several
+ * buffers (mt_grads: a step's replicas'): the passes add them up a chunk at a time as they go. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -239,7 +240,8 @@ static void grads_store(const mt_grads *G, size_t total, float coef) {
     {
         float x[CHUNK] __attribute__((aligned(64)));
         size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-        size_t lo = total * id / T / 16 * 16, hi = id + 1 == T ? total : total * (id + 1) / T / 16 * 16;
+        size_t lo = total * id / T / 16 * 16;
+        size_t hi = id + 1 == T ? total : total * (id + 1) / T / 16 * 16;
         for (size_t off = lo; off < hi; off += CHUNK) {
             size_t n = hi - off < CHUNK ? hi - off : CHUNK;
             grads_done(G, off, n, grads_read(G, off, n, coef, x), GRADS_KEEP);

@@ -332,6 +332,13 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
     released *pool = NULL;
     const unsigned char *lo = c->arena.base, *hi = lo + c->arena.cap;
     for (mt_node *n = c->tape; n; n = n->prev) {
+        /* The tape was written during the forward, long ago: the node after next and the tensors
+           of the next one are asked for while this one runs (the next node came in this way) */
+        mt_node *p = n->prev;
+        if (p && p->prev)
+            __builtin_prefetch(p->prev), __builtin_prefetch((char *)p->prev + 64);
+        for (int i = 0; p && i < p->n_in; i++) __builtin_prefetch(p->in[i]);
+        if (p) __builtin_prefetch(p->out);
         if (!n->out->grad) continue; /* nothing flows back through this node */
         unsigned char *dead = (unsigned char *)n->out->grad;
         bool owned = n->out != y && dead >= lo && dead < hi, handed = false;

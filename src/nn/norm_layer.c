@@ -34,10 +34,11 @@ static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
    lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are
    vector operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16
    dependent scalar adds: with the per-row scalar work that was most of the time on rows of 64
-   floats.) The rows themselves are read one after another, as the hardware prefetcher expects,
-   and a block holds at most 1024 floats of each operand (8 rows up to C = 128, 2 at C = 384,
-   1 from C = 512 on), so that the rows are still in L1 for the pass that writes: blocks of 8
-   rows of 768 floats made LayerNorm on (8192, 768) 40% slower, from memory. */
+   floats.) The rows themselves are read one after another, as the hardware prefetcher expects.
+   Rows longer than 128 floats go one at a time, their sums as GCC's `omp simd` reduction (its
+   16 adds are small against a long row): in the small config's step (C = 384) blocks of 2 rows
+   made layernorm 4.6 -> 6.6 ms a step (op profile), blocks of 8 rows of 768 floats 40% slower
+   on (8192, 768) from memory; one row at a time with the vector sums still took 6.3 ms. */
 typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
 enum { RB = 8 };
 /* Functions taking or returning v8 are always inlined, never an ABI boundary: the warning of
@@ -45,7 +46,7 @@ enum { RB = 8 };
 #define V8_FN static inline __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-static int block_rows(int C) { return C <= 1024 / RB ? RB : C <= 1024 ? 1024 / C : 1; }
+static int block_rows(int C) { return C <= 128 ? RB : 1; }
 
 V8_FN v8 ld8(const float *p) {
     v8 v;
@@ -92,12 +93,20 @@ static inline void block_at(row_block *b, int r0, int r1, int nb, int C, const f
     }
 }
 
-/* lane r: sum_{i < n} d_i, d_i = x_ri - (*m)_r, or sum d_i^2 when sq; 4 accumulators a row */
+/* lane r: sum_{i < n} d_i, d_i = x_ri - (*m)_r, or sum d_i^2 when sq; 4 accumulators a row, or
+   a lone row (block_rows) as an `omp simd` reduction */
 V8_FN v8 block_sums(const row_block *b, int n, const v8 *m, bool sq) {
     v8 a[RB] = {0};
     float t[RB] = {0};
     for (int r = 0; r < b->nr; r++) {
         const float *x = b->x[r];
+        if (b->nr == 1) {
+            float s = 0, mr = (*m)[r];
+#pragma omp simd reduction(+ : s)
+            for (int i = 0; i < n; i++) s += sq ? (x[i] - mr) * (x[i] - mr) : x[i] - mr;
+            t[r] = s;
+            continue;
+        }
         v8 acc[4] = {0};
         int i = 0;
         for (; i + 32 <= n; i += 32)

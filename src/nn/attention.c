@@ -492,15 +492,21 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
     }
 }
 
-/* Per-thread scratch for each thread of the pool (omp_get_thread_num(); inside a replica, the
-   replica's), 64-byte aligned per thread: the small path's or the large path's n floats, zeroed
-   for the large path (its last block leaves columns past T unwritten, and they must stay
-   finite); the caller gives it back with mt_arena_release. */
-static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, size_t *per_thread) {
+/* Scratch for each of `slots` threads, 64-byte aligned per thread: the small path's or the large
+   path's n floats, zeroed for the large path (its last block leaves columns past T unwritten,
+   and they must stay finite); the caller gives it back with mt_arena_release. */
+static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, int slots,
+                      size_t *per_thread) {
     size_t n = d->small ? small_scratch(d, backward) : (backward ? 2 : 1) * (size_t)d->Tp * QB;
     *per_thread = (n + 15) / 16 * 16;
-    n = (size_t)mt_threads() * *per_thread;
+    n = (size_t)slots * *per_thread;
     return d->small ? mt_arena_floats(c, n) : mt_arena_zeros(c, n);
+}
+
+/* The threads the (b, h) loop runs on: the pool when worth it and not inside a parallel region
+   (a replica), else 1, whose scratch slot is 0 whatever omp_get_thread_num() says there. */
+static int loop_threads(const attn_dims *d) {
+    return parallel_worth(d) && !omp_in_parallel() ? mt_threads() : 1;
 }
 
 /* ---- the op: each (b, h) by one thread, in a fixed order ---- */
@@ -515,11 +521,12 @@ static void attention_forward(mt_node *n) {
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
     float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1], *E = n->saved[2];
     size_t mark = mt_arena_mark(n->ctx), per;
-    float *work = scratch(n->ctx, &d, false, &per);
-    MT_PARALLEL_FOR(parallel_worth(&d), for (int bh = 0; bh < d.B * d.NH; bh++) {
+    int slots = loop_threads(&d);
+    float *work = scratch(n->ctx, &d, false, slots, &per);
+    MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
-        float *w = work + (size_t)omp_get_thread_num() * per;
+        float *w = work + (size_t)(slots > 1 ? omp_get_thread_num() : 0) * per;
         if (d.small)
             small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w,
                           E ? E + (size_t)bh * kept_floats(&d) : NULL);
@@ -536,11 +543,12 @@ static void attention_backward(mt_node *n) {
     float *rmax = n->saved[0], *rinv = n->saved[1];
     float *dq = n->in[0]->grad, *dk = n->in[1]->grad, *dv = n->in[2]->grad;
     size_t mark = mt_arena_mark(n->ctx), per;
-    float *work = scratch(n->ctx, &d, true, &per);
-    MT_PARALLEL_FOR(parallel_worth(&d), for (int bh = 0; bh < d.B * d.NH; bh++) {
+    int slots = loop_threads(&d);
+    float *work = scratch(n->ctx, &d, true, slots, &per);
+    MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
-        float *w = work + (size_t)omp_get_thread_num() * per;
+        float *w = work + (size_t)(slots > 1 ? omp_get_thread_num() : 0) * per;
         float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;
         ptrdiff_t next = bh + 1 < d.B * d.NH ? (ptrdiff_t)(head_offset(&d, bh + 1) - off) : 0;
         if (d.small)

@@ -2,6 +2,7 @@
    FFN by finite differences and against the unfused chain; DeepNorm's
    constants against the paper's table; one block of each placement against its formula. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -415,10 +416,58 @@ static void test_block_formula(void) {
     mt_ctx_free(&c);
 }
 
+/* Inside a parallel region (as in a replica) attention runs inline on its thread with scratch for
+   one thread, whatever omp_get_thread_num() says there: on a pool of 1 thread, each of 2 threads
+   runs forward and backward in an arena of exactly the peak a run outside needed and gets that
+   run's bits. Scratch indexed by the thread number overruns thread 1's arena (a heap overflow
+   under make asan). Register-tile and sgemm paths. */
+static void test_attention_in_replica(void) {
+    int cases[][4] = {{2, 64, 64, 2}, {2, 19, 12, 3}}; /* B, T, C, NH */
+    for (int k = 0; k < 2; k++) {
+        int shape[] = {cases[k][0], cases[k][1], cases[k][2]}, NH = cases[k][3];
+        size_t peak = 0, n = (size_t)shape[0] * shape[1] * shape[2];
+        float *want = NULL;
+        for (int inside = 0; inside < 2; inside++) {
+            if (inside) mt_set_threads(1);
+#pragma omp parallel num_threads(2) if (inside)
+            {
+                mt_rng r;
+                mt_rng_seed(&r, 5);
+                mt_tensor *q = test_tensor(&r, 3, shape, -2, 2, true);
+                mt_tensor *kk = test_tensor(&r, 3, shape, -2, 2, true);
+                mt_tensor *v = test_tensor(&r, 3, shape, -1, 1, true);
+                mt_tensor *dy = test_tensor(&r, 3, shape, -1, 1, false);
+                mt_ctx c;
+                mt_ctx_init(&c, inside ? peak : 64 << 20, 1, NULL);
+                mt_tensor *y = mt_attention(&c, q, kk, v, NH, true);
+                mt_backward_from(&c, y, dy->data);
+                const float *got[] = {y->data, q->grad, kk->grad, v->grad};
+                if (!inside) {
+                    peak = c.arena.peak;
+                    want = malloc(4 * n * sizeof(float));
+                    for (int i = 0; i < 4; i++) memcpy(want + i * n, got[i], n * sizeof(float));
+                }
+                bool same = true;
+                for (int i = 0; i < 4; i++) same &= !memcmp(want + i * n, got[i], n * sizeof(float));
+                CHECK(same, "attention case %d, thread %d of a parallel region: not the bits of "
+                      "the run outside", k, omp_get_thread_num());
+                mt_ctx_free(&c);
+                test_tensor_free(q);
+                test_tensor_free(kk);
+                test_tensor_free(v);
+                test_tensor_free(dy);
+            }
+        }
+        mt_set_threads(0);
+        free(want);
+    }
+}
+
 int main(void) {
     test_linear();
     test_ffn();
     test_attention();
+    test_attention_in_replica();
     test_deepnorm_constants();
     test_block_formula();
     return check_finish("test_nn");

@@ -509,6 +509,11 @@ static int loop_threads(const attn_dims *d) {
     return parallel_worth(d) && !omp_in_parallel() ? mt_threads() : 1;
 }
 
+/* This thread's slot of scratch made for `slots` threads, per floats each */
+static float *thread_slot(float *work, int slots, size_t per) {
+    return work + (size_t)(slots > 1 ? omp_get_thread_num() : 0) * per;
+}
+
 /* ---- the op: each (b, h) by one thread, in a fixed order ---- */
 
 /* Where head bh = b NH + h starts in a (B, T, C) buffer */
@@ -526,7 +531,7 @@ static void attention_forward(mt_node *n) {
     MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
-        float *w = work + (size_t)(slots > 1 ? omp_get_thread_num() : 0) * per;
+        float *w = thread_slot(work, slots, per);
         if (d.small)
             small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w,
                           E ? E + (size_t)bh * kept_floats(&d) : NULL);
@@ -548,7 +553,7 @@ static void attention_backward(mt_node *n) {
     MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
         size_t off = head_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
-        float *w = work + (size_t)(slots > 1 ? omp_get_thread_num() : 0) * per;
+        float *w = thread_slot(work, slots, per);
         float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;
         ptrdiff_t next = bh + 1 < d.B * d.NH ? (ptrdiff_t)(head_offset(&d, bh + 1) - off) : 0;
         if (d.small)

@@ -55,9 +55,11 @@ int mt_threads(void);
    no parallel region is active, else run inline (inside a replica every op keeps to its thread).
    `#pragma omp parallel for if (cond)` would open a region of one thread instead, and libgomp's
    set-up of it costs ~0.4 us at top level and ~1.3 us nested (a team allocated and freed each
-   time): a deep100 step opens ~2700 of them a replica. A pragma inside `loop` is written
-   _Pragma("..."). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". (A bare
-   `omp parallel` block that splits work by omp_get_thread_num() cannot run inline this way.) */
+   time): a deep100 step opened ~2700 of them a replica. A pragma inside `loop` is written
+   _Pragma("..."). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". Inline,
+   omp_get_thread_num() is the enclosing team's (a replica's): per-thread scratch must not be
+   indexed by it there (attention.c's thread_slot); for the same reason a bare `omp parallel`
+   block that splits work by thread number cannot run inline this way. */
 #define MT_PARALLEL_FOR(cond, ...) MT_PARALLEL_(cond, "omp parallel for", , __VA_ARGS__)
 #define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
     MT_PARALLEL_(cond, "omp parallel for simd", _Pragma("omp simd"), __VA_ARGS__)

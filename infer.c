@@ -18,19 +18,19 @@ static struct {
 } o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1};
 
 static const mt_opt OPTS[] = {
-    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0},
-    {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0},
-    {"tokens", MT_OPT_INT, &o.tokens, "0..", "tokens to generate", 0},
-    {"temperature", MT_OPT_FLOAT, &o.temperature, "0..", "sampling temperature; 0: always the most likely token", 0},
-    {"top-k", MT_OPT_INT, &o.top_k, "0..", "sample among the k most likely tokens; 0: all", 0},
-    {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0},
-    {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0},
-    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0},
-    {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0},
-    {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0},
-    {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0},
-    {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0},
-    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0},
+    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0, NULL},
+    {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0, NULL},
+    {"tokens", MT_OPT_INT, &o.tokens, "0..", "tokens to generate", 0, NULL},
+    {"temperature", MT_OPT_FLOAT, &o.temperature, "0..", "sampling temperature; 0: always the most likely token", 0, NULL},
+    {"top-k", MT_OPT_INT, &o.top_k, "0..", "sample among the k most likely tokens; 0: all", 0, NULL},
+    {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0, NULL},
+    {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0, NULL},
+    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
+    {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0, NULL},
+    {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0, NULL},
+    {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0, NULL},
+    {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0, NULL},
+    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
 };
 enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
 
@@ -41,45 +41,23 @@ static _Noreturn void die(int code, const char *msg) {
 
 static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
-static void load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
-                 char **options) {
+/* The model of a checkpoint. */
+static mt_model *load(const char *path, mt_ckpt_state *state, char **options) {
     mt_err e;
-    mt_status s = mt_ckpt_load(path, m, tok, state, options, &e);
+    mt_model *m;
+    mt_status s = mt_ckpt_load(path, &m, state, options, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
-}
-
-static int vit_info(void) {
-    mt_vit m;
-    mt_images meta;
-    mt_ckpt_state state;
-    char *options;
-    mt_err e;
-    mt_status s = mt_vit_ckpt_load(o.info, &m, &meta, &state, &options, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
-    char *config = mt_vit_config_to_json(&m.cfg), *images = mt_images_meta_to_json(&meta);
-    printf("checkpoint  %s\nmodel       vit\nconfig      %s\nimages      %s\n"
-           "parameters  %zu (%.3fM)\nsteps       %ld\n",
-           o.info, config, images, mt_params_count_trainable(&m.P),
-           mt_params_count_trainable(&m.P) / 1e6, state.step);
-    if (*options) printf("options (./train --resume starts from these):\n%s", options);
-    free(config);
-    free(images);
-    free(options);
-    mt_images_free(&meta);
-    mt_vit_free(&m);
-    return 0;
+    return m;
 }
 
 /* Each image of o.classify (files, or directories of them): "path: class (p = probability)".
    An unreadable image is reported and the others classified; the exit status is then 1. */
-static int classify(void) {
-    mt_vit m;
-    mt_images meta;
+static int classify(mt_vit *m) {
     mt_err e;
-    mt_status s = mt_vit_ckpt_load(o.checkpoint, &m, &meta, NULL, NULL, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    const mt_images meta = m->meta;
     mt_ctx c;
-    if (mt_ctx_init(&c, mt_vit_arena_bytes(&m.cfg, 1, false), 0, &e) != MT_OK) die(1, e.msg);
+    if (mt_ctx_init(&c, mt_model_arena_bytes(&mt_vit_type, &m->cfg, 1, false), 0, &e) != MT_OK)
+        die(1, e.msg);
     c.training = false;
     c.grad_enabled = false;
     mt_image_opts io = {.H = meta.H, .W = meta.W, .C = meta.C, .resize = true};
@@ -98,7 +76,7 @@ static int classify(void) {
             } else {
                 mt_image_to_floats(pix, meta.H, meta.W, meta.C, meta.mean, meta.std, x);
                 mt_ctx_reset(&c);
-                const float *z = mt_vit_forward(&c, &m, x, 1)->data;
+                const float *z = mt_vit_forward(&c, m, x, 1)->data;
                 int best = 0;
                 double sum = 0;
                 for (int k = 1; k < K; k++)
@@ -113,28 +91,24 @@ static int classify(void) {
     free(pix);
     free(x);
     mt_ctx_free(&c);
-    mt_images_free(&meta);
-    mt_vit_free(&m);
     return rc;
 }
 
 static int info(void) {
-    if (mt_ckpt_is_vit(o.info)) return vit_info();
-    mt_gpt m;
-    mt_tokenizer tok;
     mt_ckpt_state state;
-    char *options;
-    load(o.info, &m, &tok, &state, &options);
-    char *config = mt_gpt_config_to_json(&m.cfg);
-    printf("checkpoint  %s\nconfig      %s\ntokenizer   %s, vocabulary %d\n"
+    char *options, line[1024];
+    mt_model *m = load(o.info, &state, &options);
+    char *config = mt_model_config_json(m);
+    m->type->meta_describe(m, line, sizeof line);
+    printf("checkpoint  %s\nmodel       %s\nconfig      %s\n%-11s %s\n"
            "parameters  %zu (%.3fM) in %d tensors\nsteps       %ld\n",
-           o.info, config, mt_tok_name(tok.kind), tok.n_vocab, mt_params_count_trainable(&m.P),
-           mt_params_count_trainable(&m.P) / 1e6, m.P.n, state.step);
+           o.info, m->type->name, config, m->type->meta_key, line,
+           mt_params_count_trainable(m->P), mt_params_count_trainable(m->P) / 1e6, m->P->n,
+           state.step);
     if (*options) printf("options (./train --resume starts from these):\n%s", options);
     free(config);
     free(options);
-    mt_tok_free(&tok);
-    mt_gpt_free(&m);
+    mt_model_free(m);
     return 0;
 }
 
@@ -184,21 +158,37 @@ int main(int argc, char **argv) {
         die(2, e.msg);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
-    if (o.classify[0]) return classify();
-
-    mt_gpt m;
-    mt_tokenizer tok;
-    load(o.checkpoint, &m, &tok, NULL, NULL);
+    mt_model *model = load(o.checkpoint, NULL, NULL);
+    mt_vit *vit = mt_vit_of(model);
+    mt_gpt *gpt = mt_gpt_of(model);
+    char msg[MT_OPT_STR_MAX + 160];
+    if (o.classify[0] && !vit) {
+        snprintf(msg, sizeof msg, "--classify: %s is a %s checkpoint, which does not classify "
+                 "images; --classify takes a vit checkpoint", o.checkpoint, model->type->name);
+        die(2, msg);
+    }
+    if (o.classify[0]) {
+        int rc = classify(vit);
+        mt_model_free(model);
+        return rc;
+    }
+    if (!gpt) {
+        snprintf(msg, sizeof msg, "%s is a %s checkpoint: it does not generate text (a vit "
+                 "classifies images: ./infer --checkpoint FILE --classify IMAGES)", o.checkpoint,
+                 model->type->name);
+        die(2, msg);
+    }
+    const mt_tokenizer *tok = &gpt->tok;
     mt_kv_cache kv;
-    if (mt_kv_init(&kv, &m, o.no_cache, &e) != MT_OK) die(1, e.msg);
+    if (mt_kv_init(&kv, gpt, o.no_cache, &e) != MT_OK) die(1, e.msg);
 
     if (o.score[0]) {
         size_t n;
-        uint16_t *ids = encode_file(o.score, &tok, &n);
+        uint16_t *ids = encode_file(o.score, tok, &n);
         if (n < 2) die(2, "--score: the file holds fewer than 2 tokens: nothing to predict");
         double nll;
         long count;
-        mt_gpt_score(&kv.ctx, &m, ids, n, &nll, &count);
+        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count);
         printf("loss=%.6f ppl=%.4f tokens=%ld\n", nll / count, exp(nll / count), count);
         free(ids);
     } else {
@@ -206,10 +196,10 @@ int main(int argc, char **argv) {
         uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
         int *prompt = malloc((plen ? plen : 1) * sizeof *prompt);
         if (!p16 || !prompt) die(1, "out of memory");
-        if (mt_tok_encode(&tok, o.prompt, plen, p16, &n, &e) != MT_OK) die(2, e.msg);
+        if (mt_tok_encode(tok, o.prompt, plen, p16, &n, &e) != MT_OK) die(2, e.msg);
         if (n == 0) die(2, "--prompt is empty: give at least one character");
         for (size_t i = 0; i < n; i++) prompt[i] = p16[i];
-        int V = m.cfg.n_vocab, *iscratch = malloc((size_t)V * sizeof(int));
+        int V = gpt->cfg.n_vocab, *iscratch = malloc((size_t)V * sizeof(int));
         float *pscratch = malloc((size_t)V * sizeof(float));
         if (!iscratch || !pscratch) die(1, "out of memory");
         mt_sampling sp = {o.temperature, o.top_k, o.top_p};
@@ -222,7 +212,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < o.tokens; i++) {
             int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
             char bytes[4];
-            fwrite(bytes, 1, (size_t)mt_tok_decode(&tok, next, bytes), stdout);
+            fwrite(bytes, 1, (size_t)mt_tok_decode(tok, next, bytes), stdout);
             fflush(stdout);
             if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
         }
@@ -235,7 +225,6 @@ int main(int argc, char **argv) {
         free(pscratch);
     }
     mt_kv_free(&kv);
-    mt_tok_free(&tok);
-    mt_gpt_free(&m);
+    mt_model_free(model);
     return 0;
 }

@@ -1,7 +1,7 @@
-/* ./train: trains a GPT on a text or token file, or a ViT on images (--model vit). Flags, config
- * files, progress, exit codes; the work itself is src/train. Exit status: 0 done, 1 runtime
- * failure (diverged, I/O, out of memory), 2 usage (a flag, a config value, a missing or malformed
- * input file; nothing was written). */
+/* ./train: trains a model (--model, one of the registered types) on --data. Flags,
+ * config files, progress, exit codes; the work itself is src/train, the model behind its type.
+ * Exit status: 0 done, 1 runtime failure (diverged, I/O, out of memory), 2 usage (a flag, a
+ * config value, a missing or malformed input file; nothing was written). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,107 +10,127 @@
 
 #include "mt.h"
 
-/* Every option: the flag --name, the config key name (or name_with_underscores). */
+static const mt_enum_item BAD_IMAGES[] = {{"skip", "and list them"}, {"reject", "stop"}};
+static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
+
+/* The options of training itself: the flag --name, the config key name (or name_with_underscores).
+   A model's own options (its config, with the block stack's) are added from its type. */
 static struct {
     char data[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], config[MT_OPT_STR_MAX],
-        prepare[MT_OPT_STR_MAX], classes[MT_OPT_STR_MAX];
-    int model, tokenizer;
-    int patch, pool, image_size, channels, bad_images;
+        prepare[MT_OPT_STR_MAX], classes[MT_OPT_STR_MAX], model[MT_OPT_STR_MAX];
+    int tokenizer;
+    int image_size, channels, bad_images;
     bool no_resize;
     float val_fraction;
     int seed, threads, replicas, steps, batch, arena_mb, bucket_kb;
-    int n_layer, n_head, n_embd, n_ctx, n_ff;
-    int norm, gn_groups, rms_form;
-    float norm_eps, prms_p;
-    int placement, init, act;
-    bool untie, no_bias;
-    float dropout;
     int optim, schedule, warmup, decay_scope;
     float lr, min_lr, warmup_init_lr, beta1, beta2, eps, weight_decay, momentum, clip;
     bool nesterov;
     int eval_every, eval_batches, save_every, log_every;
     int diag_grad_every, diag_update_steps, diag_resid_every, diag_batch;
     bool resume, help, profile;
-} o = { /* the defaults: a tiny GPT on tiny Shakespeare in a few minutes (configs/tiny-gpt.ini) */
+} o = { /* the defaults: a tiny GPT on tiny Shakespeare in a minute (configs/tiny-gpt.ini) */
     .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
+    .tokenizer = MT_TOK_BYTE, .bad_images = 0 /* skip */,
     .seed = 1337, .steps = 1000, .batch = 32,
-    .n_layer = 4, .n_head = 4, .n_embd = 64, .n_ctx = 64,
-    .norm_eps = -1, .prms_p = 0.0625f, .init = 3 /* auto */, .patch = 7,
-    .optim = 2 /* adamw */, .schedule = 1 /* cosine */, .warmup = -1,
-    .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
+    .optim = MT_OPTIM_ADAMW, .schedule = MT_SCHED_COSINE, .decay_scope = MT_DECAY_MATRICES,
+    .warmup = -1, .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
     .weight_decay = 0.1f, .clip = 1.0f,
     .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10, .bucket_kb = 1024,
 };
 
-static const mt_opt OPTS[] = {
-    {"model", MT_OPT_CHOICE, &o.model, "gpt|vit", "gpt: a language model on text; vit: an image classifier", 0},
-    {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin; vit: an image folder (a subdirectory per class) or MNIST-format idx files", 0},
-    {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, "byte|char", "tokenizer of a text file", 0},
-    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (vit: a random part, unless the data has a test part)", 0},
-    {"image-size", MT_OPT_INT, &o.image_size, "0..", "vit: images resized to N x N; 0: the data's size", 0},
-    {"channels", MT_OPT_INT, &o.channels, "0..4", "vit: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0},
-    {"no-resize", MT_OPT_BOOL, &o.no_resize, NULL, "vit: an image of another size is bad instead of resized", 0},
-    {"bad-images", MT_OPT_CHOICE, &o.bad_images, "skip|reject", "vit: unreadable or mismatched images are skipped (and listed) or stop the run", 0},
-    {"classes", MT_OPT_STR, o.classes, NULL, "vit: class names, one per line (idx data; default: classes.txt beside it)", 0},
-    {"patch", MT_OPT_INT, &o.patch, "1..", "vit: patch size (divides the image size)", 0},
-    {"pool", MT_OPT_CHOICE, &o.pool, "cls|mean", "vit: the class token's output, or the mean over tokens", 0},
-    {"prepare", MT_OPT_STR, o.prepare, NULL, "write --data as a token file FILE.bin and exit", MT_OPT_CLI},
-    {"out", MT_OPT_STR, o.out, NULL, "directory of model.safetensors, optim.safetensors, metrics.csv", 0},
-    {"config", MT_OPT_STR, o.config, NULL, "config file of key = value lines (flags override it)", MT_OPT_CLI},
-    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue the run in --out (its options, then the config, then flags)", MT_OPT_CLI},
-    {"seed", MT_OPT_INT, &o.seed, "0..", "seed of the weights, batches and dropout", 0},
-    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0},
-    {"replicas", MT_OPT_INT, &o.replicas, "0..1024", "threads that each run a slice of every batch (data parallel: no fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI ranks); 1: every op split across the threads", 0},
-    {"steps", MT_OPT_INT, &o.steps, "0..", "optimizer steps; 0 writes the initialised model", 0},
-    {"batch", MT_OPT_INT, &o.batch, "1..", "sequences per step", 0},
-    {"n-layer", MT_OPT_INT, &o.n_layer, "1..", "blocks", 0},
-    {"n-head", MT_OPT_INT, &o.n_head, "1..", "attention heads", 0},
-    {"n-embd", MT_OPT_INT, &o.n_embd, "1..", "channels", 0},
-    {"n-ctx", MT_OPT_INT, &o.n_ctx, "1..", "context length (tokens)", 0},
-    {"n-ff", MT_OPT_INT, &o.n_ff, "0..", "FFN width; 0: 4 n-embd", 0},
-    {"norm", MT_OPT_CHOICE, &o.norm, "ln|rms|prms|bn|in|gn|scale|none", "normalization", 0},
-    {"norm-eps", MT_OPT_FLOAT, &o.norm_eps, "-1..", "norm epsilon; -1: the norm's default", 0},
-    {"prms-p", MT_OPT_FLOAT, &o.prms_p, NULL, "pRMSNorm: fraction of channels the RMS is taken from", 0},
-    {"gn-groups", MT_OPT_INT, &o.gn_groups, "0..", "GroupNorm groups; 0: the norm's default", 0},
-    {"rms-form", MT_OPT_CHOICE, &o.rms_form, "llama|paper", "RMSNorm form: eps inside or outside the sqrt", 0},
-    {"placement", MT_OPT_CHOICE, &o.placement, "pre|post|deepnorm", "residual placement of the norm", 0},
-    {"init", MT_OPT_CHOICE, &o.init, "gpt2|xavier|deepnorm|auto", "weight init (auto: deepnorm for --placement deepnorm, else gpt2)", 0},
-    {"untie", MT_OPT_BOOL, &o.untie, NULL, "a separate output head instead of the token embedding", 0},
-    {"no-bias", MT_OPT_BOOL, &o.no_bias, NULL, "no biases in the linear layers", 0},
-    {"act", MT_OPT_CHOICE, &o.act, "gelu|gelu_erf|relu|silu", "FFN activation", 0},
-    {"dropout", MT_OPT_FLOAT, &o.dropout, NULL, "dropout probability", 0},
-    {"optim", MT_OPT_CHOICE, &o.optim, "sgd|adam|adamw", "optimizer", 0},
-    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "peak learning rate", 0},
-    {"min-lr", MT_OPT_FLOAT, &o.min_lr, "-1..", "learning rate at the end of cosine and linear decays; -1: lr / 10", 0},
-    {"warmup", MT_OPT_INT, &o.warmup, "-1..", "linear warmup steps; -1: steps / 10, at most 100", 0},
-    {"warmup-init-lr", MT_OPT_FLOAT, &o.warmup_init_lr, NULL, "learning rate at step 0 of the warmup", 0},
-    {"schedule", MT_OPT_CHOICE, &o.schedule, "const|cosine|linear|invsqrt", "learning-rate schedule after warmup", 0},
-    {"beta1", MT_OPT_FLOAT, &o.beta1, NULL, "Adam beta1", 0},
-    {"beta2", MT_OPT_FLOAT, &o.beta2, NULL, "Adam beta2", 0},
-    {"eps", MT_OPT_FLOAT, &o.eps, NULL, "Adam epsilon", 0},
-    {"weight-decay", MT_OPT_FLOAT, &o.weight_decay, NULL, "weight decay (decoupled for adamw)", 0},
-    {"decay-scope", MT_OPT_CHOICE, &o.decay_scope, "matrices|embeddings|all", "what weight decay reaches", 0},
-    {"momentum", MT_OPT_FLOAT, &o.momentum, NULL, "SGD momentum", 0},
-    {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0},
-    {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0},
-    {"eval-every", MT_OPT_INT, &o.eval_every, "0..", "validation every N steps (and at the end); 0: only at the end", 0},
-    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "validation batches (the same ones each time)", 0},
-    {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0},
-    {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0},
-    {"diag-grad-every", MT_OPT_INT, &o.diag_grad_every, "0..", "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off", 0},
-    {"diag-update-steps", MT_OPT_INT, &o.diag_update_steps, "0..", "model update ||F(x,theta_t) - F(x,theta_0)|| for steps 0..N to diag_update.csv; 0: off", 0},
-    {"diag-resid-every", MT_OPT_INT, &o.diag_resid_every, "0..", "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off", 0},
-    {"diag-batch", MT_OPT_INT, &o.diag_batch, "0..", "sequences of the fixed held-out batch of the diagnostics; 0: min(4, batch)", 0},
-    {"profile", MT_OPT_BOOL, &o.profile, NULL, "time per op of the training steps (forward, backward, share), printed at the end", MT_OPT_CLI},
-    {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0},
-    {"bucket-kb", MT_OPT_INT, &o.bucket_kb, "1..", "MPI: gradients are summed across ranks in buckets of this many KiB, each sent once the backward pass has finished it", 0},
-    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI},
+static const mt_opt TRAIN_OPTS[] = {
+    {"model", MT_OPT_STR, o.model, NULL, "the model (listed below)", 0, NULL},
+    {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin; images: an image folder (a subdirectory per class) or MNIST-format idx files", 0, NULL},
+    {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, NULL, "tokenizer of a text file", 0, &MT_TOKENIZERS},
+    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (images: a random part, unless the data has a test part)", 0, NULL},
+    {"image-size", MT_OPT_INT, &o.image_size, "0..", "images resized to N x N; 0: the data's size", 0, NULL},
+    {"channels", MT_OPT_INT, &o.channels, "0..4", "images: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0, NULL},
+    {"no-resize", MT_OPT_BOOL, &o.no_resize, NULL, "images: one of another size is bad instead of resized", 0, NULL},
+    {"bad-images", MT_OPT_CHOICE, &o.bad_images, NULL, "unreadable or mismatched images are skipped (and listed) or stop the run", 0, &MT_BAD_IMAGES},
+    {"classes", MT_OPT_STR, o.classes, NULL, "images: class names, one per line (idx data; default: classes.txt beside it)", 0, NULL},
+    {"prepare", MT_OPT_STR, o.prepare, NULL, "write --data as a token file FILE.bin and exit", MT_OPT_CLI, NULL},
+    {"out", MT_OPT_STR, o.out, NULL, "directory of model.safetensors, optim.safetensors, metrics.csv", 0, NULL},
+    {"config", MT_OPT_STR, o.config, NULL, "config file of key = value lines (flags override it)", MT_OPT_CLI, NULL},
+    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue the run in --out (its options, then the config, then flags)", MT_OPT_CLI, NULL},
+    {"seed", MT_OPT_INT, &o.seed, "0..", "seed of the weights, batches and dropout", 0, NULL},
+    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
+    {"replicas", MT_OPT_INT, &o.replicas, "0..1024", "threads that each run a slice of every batch (data parallel: no fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI ranks); 1: every op split across the threads", 0, NULL},
+    {"steps", MT_OPT_INT, &o.steps, "0..", "optimizer steps; 0 writes the initialised model", 0, NULL},
+    {"batch", MT_OPT_INT, &o.batch, "1..", "rows (sequences, images) per step", 0, NULL},
+    {"optim", MT_OPT_CHOICE, &o.optim, NULL, "optimizer", 0, &MT_OPTIMS},
+    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "peak learning rate", 0, NULL},
+    {"min-lr", MT_OPT_FLOAT, &o.min_lr, "-1..", "learning rate at the end of cosine and linear decays; -1: lr / 10", 0, NULL},
+    {"warmup", MT_OPT_INT, &o.warmup, "-1..", "linear warmup steps; -1: steps / 10, at most 100", 0, NULL},
+    {"warmup-init-lr", MT_OPT_FLOAT, &o.warmup_init_lr, NULL, "learning rate at step 0 of the warmup", 0, NULL},
+    {"schedule", MT_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule after warmup", 0, &MT_SCHEDULES},
+    {"beta1", MT_OPT_FLOAT, &o.beta1, NULL, "Adam beta1", 0, NULL},
+    {"beta2", MT_OPT_FLOAT, &o.beta2, NULL, "Adam beta2", 0, NULL},
+    {"eps", MT_OPT_FLOAT, &o.eps, NULL, "Adam epsilon", 0, NULL},
+    {"weight-decay", MT_OPT_FLOAT, &o.weight_decay, NULL, "weight decay (decoupled for adamw)", 0, NULL},
+    {"decay-scope", MT_OPT_CHOICE, &o.decay_scope, NULL, "what weight decay reaches", 0, &MT_DECAY_SCOPES},
+    {"momentum", MT_OPT_FLOAT, &o.momentum, NULL, "SGD momentum", 0, NULL},
+    {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0, NULL},
+    {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0, NULL},
+    {"eval-every", MT_OPT_INT, &o.eval_every, "0..", "validation every N steps (and at the end); 0: only at the end", 0, NULL},
+    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "text: validation batches (the same ones each time)", 0, NULL},
+    {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0, NULL},
+    {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0, NULL},
+    {"diag-grad-every", MT_OPT_INT, &o.diag_grad_every, "0..", "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off", 0, NULL},
+    {"diag-update-steps", MT_OPT_INT, &o.diag_update_steps, "0..", "model update ||F(x,theta_t) - F(x,theta_0)|| for steps 0..N to diag_update.csv; 0: off", 0, NULL},
+    {"diag-resid-every", MT_OPT_INT, &o.diag_resid_every, "0..", "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off", 0, NULL},
+    {"diag-batch", MT_OPT_INT, &o.diag_batch, "0..", "rows of the fixed held-out batch of the diagnostics; 0: min(4, batch)", 0, NULL},
+    {"profile", MT_OPT_BOOL, &o.profile, NULL, "time per op of the training steps (forward, backward, share), printed at the end", MT_OPT_CLI, NULL},
+    {"arena-mb", MT_OPT_INT, &o.arena_mb, "0..", "step arena in MiB; 0: estimated", 0, NULL},
+    {"bucket-kb", MT_OPT_INT, &o.bucket_kb, "1..", "MPI: gradients are summed across ranks in buckets of this many KiB, each sent once the backward pass has finished it", 0, NULL},
+    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", MT_OPT_CLI, NULL},
 };
-enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+enum { N_TRAIN_OPTS = sizeof TRAIN_OPTS / sizeof *TRAIN_OPTS, MAX_OPTS = 256, MAX_TYPES = 16 };
+
+/* The option table in use: the training options, the block stack's (every config starts with
+   it), then the models' own; n_stack and n_own[i] mark where each part ends. The values of a
+   model's options lie in its config, cfgs[i]. */
+static mt_opt opts[MAX_OPTS];
+static mt_cf_name names[MAX_OPTS];
+static int n_opts, n_stack, n_own[MAX_TYPES], n_types;
+static void *cfgs[MAX_TYPES];
+static char defaults[sizeof o];
+
+/* The options of every model type (only: of that one), each config at its defaults. */
+static void build_options(const mt_model_type *only) {
+    memcpy(opts, TRAIN_OPTS, sizeof TRAIN_OPTS);
+    n_opts = N_TRAIN_OPTS;
+    int stack_of = 0; /* the config whose stack the stack's options set */
+    for (n_types = 0; mt_model_types[n_types]; n_types++) {
+        const mt_model_type *t = mt_model_types[n_types];
+        MT_ASSERT(n_types < MAX_TYPES, "train: more than %d model types", MAX_TYPES);
+        if (!cfgs[n_types] && !(cfgs[n_types] = malloc(t->config_size))) {
+            fprintf(stderr, "train: out of memory\n");
+            exit(1);
+        }
+        t->config_default(cfgs[n_types]);
+        if (t == only) stack_of = n_types;
+    }
+    n_stack = n_opts = mt_cf_options(&MT_STACK_FIELDS, cfgs[stack_of], opts, names, n_opts,
+                                     MAX_OPTS);
+    for (int i = 0; i < n_types; i++) {
+        const mt_model_type *t = mt_model_types[i];
+        if (!only || t == only)
+            n_opts = mt_cf_options(t->fields, cfgs[i], opts, names, n_opts, MAX_OPTS);
+        n_own[i] = n_opts;
+    }
+    MT_ASSERT(n_opts <= MAX_OPTS, "train: more than %d options", MAX_OPTS);
+}
+
+/* Every option at its default. */
+static void reset_options(void) {
+    memcpy(&o, defaults, sizeof o);
+    for (int i = 0; i < n_types; i++) mt_model_types[i]->config_default(cfgs[i]);
+}
 
 static const char *USAGE =
     "usage: ./train [--config FILE.ini] [--flag value ...]\n"
-    "Trains a GPT (or with --model vit a ViT on images) on --data and writes\n"
+    "Trains a model (a GPT on text unless --model says otherwise) on --data and writes\n"
     "<out>/model.safetensors, optim.safetensors and metrics.csv. Config files use the flag\n"
     "names as keys (n-layer = 4 or n_layer = 4).\n"
     "Examples: ./train --config configs/tiny-gpt.ini --steps 500\n"
@@ -128,84 +148,57 @@ static _Noreturn void die(int code, const char *msg) {
    malformed); 1: a failure while working (I/O, out of memory, divergence). */
 static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
-/* The text of a choice option ("rms"). */
-static const char *choice(const char *name) {
-    static char buf[8][64];
-    static int k;
-    k = (k + 1) % 8;
-    return mt_opt_format(mt_opts_find(OPTS, N_OPTS, name), buf[k], sizeof buf[k]);
-}
-
 /* The options from defaults, then saved (a resumed run's), then the config file named by the
    flags, then the flags. */
-static void layer_options(const void *defaults, const char *saved, int argc, char **argv) {
+static void layer_options(const char *saved, int argc, char **argv) {
     mt_err e;
     char config[MT_OPT_STR_MAX];
-    memcpy(&o, defaults, sizeof o);
-    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    reset_options();
+    if (mt_opts_parse_args(opts, n_opts, argc, argv, &e) != MT_OK) die(2, e.msg);
     memcpy(config, o.config, sizeof config);
-    memcpy(&o, defaults, sizeof o);
-    if (saved && mt_opts_parse_ini(OPTS, N_OPTS, saved, "the checkpoint's options", &e) != MT_OK)
+    reset_options();
+    if (saved && mt_opts_parse_ini(opts, n_opts, saved, "the checkpoint's options", &e) != MT_OK)
         die(2, e.msg);
-    if (config[0] && mt_opts_read_ini(OPTS, N_OPTS, config, &e) != MT_OK) die(2, e.msg);
-    mt_opts_parse_args(OPTS, N_OPTS, argc, argv, NULL);
+    if (config[0] && mt_opts_read_ini(opts, n_opts, config, &e) != MT_OK) die(2, e.msg);
+    mt_opts_parse_args(opts, n_opts, argc, argv, NULL);
 }
 
-/* What both models take from the same options: the norm (with its own options), the placement,
-   the init scheme and the activation. */
-static void shared_choices(mt_norm_cfg *norm, mt_placement *placement, mt_init_scheme *init,
-                           mt_act *act) {
+/* The options of the model --model names, layered again: another model's flag is an error. */
+static const mt_model_type *model_options(const char *saved, int argc, char **argv) {
+    const mt_model_type *type;
     mt_err e;
-    mt_norm_kind kind;
-    if (mt_norm_parse(choice("norm"), &kind, &e) != MT_OK ||
-        mt_placement_parse(choice("placement"), placement, &e) != MT_OK ||
-        mt_init_scheme_parse(choice("init"), init, &e) != MT_OK ||
-        mt_act_parse(choice("act"), act, &e) != MT_OK)
-        die(2, e.msg);
-    *norm = mt_norm_default(kind);
-    norm->eps = o.norm_eps; /* -1 = MT_NORM_EPS_DEFAULT; other negatives are refused by validation */
-    norm->prms_p = o.prms_p;
-    if (o.gn_groups > 0) norm->gn_groups = o.gn_groups;
-    norm->rms_form = o.rms_form == 1 ? MT_RMS_PAPER : MT_RMS_LLAMA;
+    layer_options(saved, argc, argv);
+    if (mt_model_type_find(o.model, &type, &e) != MT_OK) die(2, e.msg);
+    build_options(type);
+    layer_options(saved, argc, argv);
+    return type;
 }
 
-static mt_gpt_config model_config(void) {
-    mt_gpt_config c = mt_gpt_config_default();
-    shared_choices(&c.norm, &c.placement, &c.init, &c.act);
-    c.n_layer = o.n_layer;
-    c.n_head = o.n_head;
-    c.n_embd = o.n_embd;
-    c.n_ctx = o.n_ctx;
-    c.n_ff = o.n_ff;
-    c.tied = !o.untie;
-    c.bias = !o.no_bias;
-    c.dropout = o.dropout;
-    return c;
+static void *model_config(const mt_model_type *type) {
+    for (int i = 0; i < n_types; i++)
+        if (mt_model_types[i] == type) return cfgs[i];
+    MT_ASSERT(0, "train: model type %s is not registered", type->name);
 }
 
-/* The ViT's size comes from the data (image size, channels, classes: the trainer sets them). */
-static mt_vit_config vit_config(void) {
-    mt_vit_config c = mt_vit_config_default();
-    mt_err e;
-    shared_choices(&c.norm, &c.placement, &c.init, &c.act);
-    if (mt_vit_pool_parse(choice("pool"), &c.pool, &e) != MT_OK) die(2, e.msg);
-    c.patch = o.patch;
-    c.n_layer = o.n_layer;
-    c.n_head = o.n_head;
-    c.n_embd = o.n_embd;
-    c.n_ff = o.n_ff;
-    c.bias = !o.no_bias;
-    c.dropout = o.dropout;
-    return c;
+/* --help: the training options, the block stack's, each model's own. */
+static void print_help(void) {
+    char *parts[3 + MAX_TYPES];
+    printf("%s", USAGE);
+    printf("%s\nthe block stack (every model):\n%s", parts[0] = mt_opts_help(opts, N_TRAIN_OPTS),
+           parts[1] = mt_opts_help(opts + N_TRAIN_OPTS, n_stack - N_TRAIN_OPTS));
+    for (int i = 0, from = n_stack; i < n_types; from = n_own[i++]) {
+        printf("\n--model %s: %s (--data: %s)\n", mt_model_types[i]->name, mt_model_types[i]->about,
+               mt_model_types[i]->data);
+        fputs(parts[2 + i] = mt_opts_help(opts + from, n_own[i] - from), stdout);
+    }
+    for (int i = 0; i < 2 + n_types; i++) free(parts[i]);
 }
 
 static mt_optim_config optim_config(void) {
     mt_optim_config c = mt_optim_defaults();
-    mt_err e;
-    if (mt_optim_parse_kind(choice("optim"), &c.kind, &e) != MT_OK ||
-        mt_optim_parse_schedule(choice("schedule"), &c.sched.kind, &e) != MT_OK ||
-        mt_optim_parse_decay_scope(choice("decay-scope"), &c.decay_scope, &e) != MT_OK)
-        die(2, e.msg);
+    c.kind = (mt_optim_kind)o.optim;
+    c.sched.kind = (mt_sched_kind)o.schedule;
+    c.decay_scope = (mt_decay_scope)o.decay_scope;
     c.beta1 = o.beta1;
     c.beta2 = o.beta2;
     c.eps = o.eps;
@@ -226,12 +219,11 @@ static int prepare(void) {
     mt_tokenizer tok;
     mt_tokens d;
     mt_err e;
-    mt_tok_kind kind = o.tokenizer == 1 ? MT_TOK_CHAR : MT_TOK_BYTE;
-    mt_status s = mt_data_load(o.data, kind, &tok, &d, &e);
+    mt_status s = mt_data_load(o.data, (mt_tok_kind)o.tokenizer, &tok, &d, &e);
     if (s == MT_OK) s = mt_tokfile_write(o.prepare, &tok, &d, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
     printf("wrote %s: %zu tokens, %s tokenizer, vocabulary %d\n", o.prepare, d.n,
-           mt_tok_name(tok.kind), tok.n_vocab);
+           mt_enum_name(&MT_TOKENIZERS, tok.kind), tok.n_vocab);
     mt_tokens_free(&d);
     mt_tok_free(&tok);
     return 0;
@@ -262,23 +254,17 @@ static void check_threads(void) {
 int main(int argc, char **argv) {
     mt_dist_init(&argc, &argv);
     bool rank0 = mt_dist_rank() == 0;
-    static char defaults[sizeof o];
+    snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
     memcpy(defaults, &o, sizeof o);
     mt_err e;
-    layer_options(defaults, NULL, argc, argv);
+    build_options(NULL);
+    layer_options(NULL, argc, argv);
     if (o.help) {
-        memcpy(&o, defaults, sizeof o); /* the help shows the defaults */
-        char *help = mt_opts_help(OPTS, N_OPTS);
-        if (rank0) printf("%s%s", USAGE, help);
-        free(help);
+        reset_options(); /* the help shows the defaults */
+        if (rank0) print_help();
         mt_dist_finalize();
         return 0;
     }
-    bool vit = o.model == 1;
-    if (o.prepare[0] && vit) die(2, "--prepare writes token files for --model gpt");
-    if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
-    if (o.prepare[0]) return prepare();
-
     char *saved = NULL, path[MT_OPT_STR_MAX + 32];
     if (o.resume) {
         snprintf(path, sizeof path, "%s/model.safetensors", o.out);
@@ -291,35 +277,37 @@ int main(int argc, char **argv) {
         if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
         mt_status s = mt_st_load(path, &st, &e);
         if (s != MT_OK) die(exit_code(s), e.msg);
-        const char *opts = mt_st_meta(&st, "options");
-        if (!opts) die(2, "the checkpoint has no saved options: was it written by ./train?");
-        saved = strdup(opts);
+        const char *opts_saved = mt_st_meta(&st, "options");
+        if (!opts_saved) die(2, "the checkpoint has no saved options: was it written by ./train?");
+        saved = strdup(opts_saved);
         mt_st_free(&st);
-        layer_options(defaults, saved, argc, argv);
     }
+    const mt_model_type *type = model_options(saved, argc, argv); /* a resumed run's */
+    if (o.prepare[0] && !type->data_file)
+        die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
+    if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
+    if (o.prepare[0]) return prepare();
 
-    vit = o.model == 1; /* a resumed run's */
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
-    mt_gpt_config mc = model_config();
-    mt_vit_config vc = vit_config();
     mt_optim_config oc = optim_config();
-    char *options = mt_opts_to_ini(OPTS, N_OPTS);
+    char *options = mt_opts_to_ini(opts, n_opts);
     mt_train_cfg tc = {
-        .data = o.data, .tokenizer = o.tokenizer == 1 ? MT_TOK_CHAR : MT_TOK_BYTE,
-        .val_fraction = o.val_fraction, .out = o.out, .seed = (uint64_t)o.seed,
-        .steps = o.steps, .batch = o.batch, .eval_batches = o.eval_batches,
+        .model = type, .model_cfg = model_config(type),
+        .data = {.path = o.data, .tokenizer = (mt_tok_kind)o.tokenizer,
+                 .val_fraction = o.val_fraction, .eval_batches = o.eval_batches,
+                 .images = {.H = o.image_size, .W = o.image_size, .C = o.channels,
+                            .resize = !o.no_resize, .skip_bad = o.bad_images == 0,
+                            .classes = o.classes[0] ? o.classes : NULL}},
+        .out = o.out, .seed = (uint64_t)o.seed, .steps = o.steps, .batch = o.batch,
         .arena_bytes = (size_t)(o.arena_mb > 0 ? o.arena_mb : 0) << 20, .options = options,
         .bucket_floats = (size_t)(o.bucket_kb > 0 ? o.bucket_kb : 1) * 1024 / sizeof(float),
-        .model = vit ? MT_MODEL_VIT : MT_MODEL_GPT, .vit = &vc,
-        .images = {.H = o.image_size, .W = o.image_size, .C = o.channels, .resize = !o.no_resize,
-                   .skip_bad = o.bad_images == 0, .classes = o.classes[0] ? o.classes : NULL},
         .resume = o.resume, .replicas = o.replicas,
     };
     /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
     if (!rank0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
     mt_trainer tr;
-    mt_status s = mt_trainer_init(&tr, &tc, &mc, &oc, &e);
+    mt_status s = mt_trainer_init(&tr, &tc, &oc, &e);
     if (s == MT_OK && o.resume) s = mt_trainer_resume(&tr, &e);
     mt_dist_agree(&s, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
@@ -329,36 +317,20 @@ int main(int argc, char **argv) {
     if (mt_dist_size() > 1 && (dc.grad_every || dc.update_steps || dc.resid_every))
         die(2, "the --diag-* diagnostics run in one process, not under mpirun");
     if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(exit_code(s), e.msg);
-    const mt_gpt_config *m = &tr.model.cfg;
-    const mt_vit_config *v = &tr.vit.cfg;
-    const mt_images *d = &tr.imgs;
     if (rank0) check_threads();
-    if (vit && d->n_skipped && rank0)
-        fprintf(stderr, "train: skipped %d unreadable or mismatched image(s) (--bad-images "
-                "reject stops instead):\n%s", d->n_skipped, d->skipped);
-    if (vit)
-        printf("data    %s: %d images %dx%dx%d, %d classes, train %d, val %d%s\n", o.data, d->n,
-               d->H, d->W, d->C, d->n_classes, tr.n_train_img, tr.n_val_img,
-               d->n_train < d->n ? " (its test part)" : "");
-    else
-        printf("data    %s: %zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu\n",
-               o.data, tr.all.n, mt_tok_name(tr.tok.kind), tr.tok.n_vocab, tr.train.n, tr.val.n);
-    if (vit)
-        printf("model   vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
-               "%d, norm %s, placement %s, init %s: %.3fM parameters\n",
-               v->patch, mt_vit_tokens(v), mt_vit_pool_name(v->pool), v->n_layer, v->n_head,
-               v->n_embd, v->n_ff, mt_norm_name(v->norm.kind), mt_placement_name(v->placement),
-               mt_init_scheme_name(v->init), mt_params_count_trainable(tr.P) / 1e6);
-    else
-        printf("model   %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, placement %s, "
-               "init %s: %.3fM parameters\n",
-               m->n_layer, m->n_head, m->n_embd, m->n_ff, m->n_ctx, mt_norm_name(m->norm.kind),
-               mt_placement_name(m->placement), mt_init_scheme_name(m->init),
-               mt_params_count_trainable(tr.P) / 1e6);
+    char line[512];
+    char *warning = type->task_warning(tr.task);
+    if (warning && rank0) fprintf(stderr, "train: %s", warning);
+    free(warning);
+    type->task_describe(tr.task, line, sizeof line);
+    printf("data    %s: %s\n", o.data, line);
+    type->config_describe(tr.model->cfg, line, sizeof line);
+    printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr.P) / 1e6);
+    int units = type->row_units(tr.model->cfg);
     printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d %s, %d threads (%d replicas), %s "
            "-> %s\n",
-           choice("optim"), o.lr, choice("schedule"), tr.opt.cfg.sched.warmup, o.batch,
-           vit ? 1 : m->n_ctx, vit ? "image" : "tokens", mt_threads(), tr.replicas.n,
+           mt_enum_name(&MT_OPTIMS, o.optim), o.lr, mt_enum_name(&MT_SCHEDULES, o.schedule),
+           tr.opt.cfg.sched.warmup, o.batch, units, type->unit, mt_threads(), tr.replicas.n,
            o.resume ? "resumed" : "from scratch", o.out);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
@@ -376,8 +348,8 @@ int main(int argc, char **argv) {
     }
 
     bool tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
-    /* tokens per step, or images for the vit (the metrics' tok_per_s column is then images/s) */
-    long first = tr.step, tokens = (long)o.batch * (vit ? 1 : m->n_ctx);
+    /* units (tokens, images) per step: the metrics' tok_per_s column counts them */
+    long first = tr.step, tokens = (long)o.batch * units;
     double t0 = mt_clock();
     char el[32], eta[32];
     mt_profile prof = {0};
@@ -415,10 +387,10 @@ int main(int argc, char **argv) {
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",
                    tty ? "\r" : "", (int)snprintf(NULL, 0, "%d", o.steps), step, o.steps,
-                   st.loss, st.lr, st.grad_norm, tokens / per, vit ? "img" : "tok",
+                   st.loss, st.lr, st.grad_norm, tokens / per, type->unit,
                    hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
             if (eval && !isnan(val)) printf(" | val %.4f", val);
-            if (eval && vit) printf(" acc %.4f", tr.val_accuracy);
+            if (eval && type->accuracy) printf(" acc %.4f", tr.val_accuracy);
             printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
             fflush(stdout);
         }

@@ -59,14 +59,15 @@ int main(int argc, char **argv) {
     mt_set_threads(threads);
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
-    cfg.n_layer = L, cfg.n_embd = C, cfg.n_head = NH, cfg.n_ctx = T, cfg.n_vocab = 256;
-    mt_norm_kind kind;
+    cfg.stack.n_layer = L, cfg.stack.n_embd = C, cfg.stack.n_head = NH, cfg.n_ctx = T, cfg.n_vocab = 256;
+    int kind;
     mt_gpt m;
     mt_ctx ctx;
     mt_replicas R;
     mt_optim opt;
     mt_optim_config oc = mt_optim_defaults(); /* AdamW, torch's defaults */
-    if (mt_norm_parse(norm, &kind, &err) || (cfg.norm = mt_norm_default(kind), 0) ||
+    if (mt_enum_parse(&MT_NORMS, norm, &kind, &err) ||
+        (cfg.stack.norm = mt_norm_default((mt_norm_kind)kind), 0) ||
         mt_gpt_build(&m, &cfg, &err) || mt_optim_init(&opt, &oc, &m.P, &err) ||
         mt_ctx_init(&ctx, (size_t)arena_mb << 20, 1, &err) ||
         mt_replicas_init(&R, replicas ? replicas : mt_threads(), &m.P, (size_t)arena_mb << 20, 1,
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
     }
     mt_rng rng;
     mt_rng_seed(&rng, 1);
-    mt_gpt_init_weights(&m, &rng);
+    mt_params_initialize(&m.P, &rng);
     int *data = malloc((size_t)B * (T + 1) * sizeof *data), *ids = malloc((size_t)B * T * sizeof *ids);
     int *targets = malloc((size_t)B * T * sizeof *targets);
     double *ms = malloc((size_t)steps * sizeof *ms);

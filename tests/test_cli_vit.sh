@@ -74,7 +74,7 @@ infer --checkpoint "$M" --classify "$T/img/seven,$T/d0.pgm" >"$T/out" || fail "c
 [ "$(wc -l <"$T/out")" -eq 7 ] || fail "classify lines: $(cat "$T/out")"
 grep -Eq "d0.pgm: [0-9] \(p = [01]\.[0-9]{3}\)$" "$T/out" || fail "classify format: $(cat "$T/out")"
 infer --checkpoint "$M" --prompt "x" >/dev/null
-grep -q "is a ViT checkpoint" "$T/log" || fail "text from a ViT: $(cat "$T/log")"
+grep -q "is a vit checkpoint" "$T/log" || fail "text from a ViT: $(cat "$T/log")"
 infer --info "$M" | grep -q "^model       vit$" || fail "--info of a ViT"
 
 # the preview: 5 images at scale 2 -> 3 x 2 cells of (2*28 + 4) x (2*28 + 16) pixels

@@ -35,23 +35,26 @@ enum { L = 3, STEPS = 5 };
 
 /* The losses of STEPS training steps, with the diagnostics on or off. */
 static void train(mt_placement place, double clip, bool diag, double *losses, double *norms) {
-    mt_train_cfg tc = {.data = "data/tinyshakespeare.txt", .val_fraction = 0.1, .out = dir,
-                       .seed = 7, .steps = STEPS, .batch = 4, .eval_batches = 1};
+    mt_train_cfg tc = {.model = &mt_gpt_type,
+                       .data = {.path = "data/tinyshakespeare.txt", .val_fraction = 0.1,
+                                .eval_batches = 1},
+                       .out = dir, .seed = 7, .steps = STEPS, .batch = 4};
     mt_gpt_config mc = mt_gpt_config_default();
-    mc.n_layer = L;
-    mc.n_head = 2;
-    mc.n_embd = 16;
-    mc.n_ff = 32;
+    mc.stack.n_layer = L;
+    mc.stack.n_head = 2;
+    mc.stack.n_embd = 16;
+    mc.stack.n_ff = 32;
     mc.n_ctx = 16;
-    mc.placement = place;
-    mc.dropout = 0.1f; /* so that a draw from the dropout RNG would show */
+    mc.stack.placement = place;
+    mc.stack.dropout = 0.1f; /* so that a draw from the dropout RNG would show */
     mt_optim_config oc = mt_optim_defaults();
     oc.clip = clip;
     oc.sched.lr = 1e-2;
     mt_trainer tr;
     mt_err e;
     mt_diag d;
-    if (mt_trainer_init(&tr, &tc, &mc, &oc, &e) != MT_OK) {
+    tc.model_cfg = &mc;
+    if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) {
         CHECK(0, "trainer: %s", e.msg);
         return;
     }

@@ -17,12 +17,12 @@ static double expected_std(const mt_gpt_config *g, const char *name, int fan_out
     bool resid = strstr(name, "out_proj") || strstr(name, "fc2");
     bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1");
     if (strstr(name, "_emb.")) return 0.02;
-    switch (g->init) {
-    case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->n_layer) : 0.02;
+    switch (g->stack.init) {
+    case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->stack.n_layer) : 0.02;
     case MT_SCHEME_XAVIER: return xavier;
     case MT_SCHEME_DEEPNORM:
         if (strstr(name, "lm_head")) return xavier;
-        return beta ? xavier * pow(8.0 * g->n_layer, -0.25) : xavier;
+        return beta ? xavier * pow(8.0 * g->stack.n_layer, -0.25) : xavier;
     default: return -1;
     }
 }
@@ -37,16 +37,16 @@ static void test_init(void) {
                  {MT_PLACE_PRE, MT_SCHEME_DEEPNORM}};
     for (int k = 0; k < 4; k++) {
         mt_gpt_config g = mt_gpt_config_default();
-        g.n_layer = 3, g.n_head = 4, g.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
-        g.placement = cases[k].placement, g.init = cases[k].init, g.tied = false;
+        g.stack.n_layer = 3, g.stack.n_head = 4, g.stack.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
+        g.stack.placement = cases[k].placement, g.stack.init = cases[k].init, g.tied = false;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
         if (cases[k].init == MT_SCHEME_AUTO)
-            CHECK(m.cfg.init == MT_SCHEME_DEEPNORM, "deepnorm placement defaults to its init");
+            CHECK(m.cfg.stack.init == MT_SCHEME_DEEPNORM, "deepnorm placement defaults to its init");
         mt_rng r;
         mt_rng_seed(&r, 100 + k);
-        mt_gpt_init_weights(&m, &r);
+        mt_params_initialize(&m.P, &r);
         int matrices = 0;
         for (int i = 0; i < m.P.n; i++) {
             const mt_param *e = &m.P.p[i];
@@ -57,7 +57,7 @@ static void test_init(void) {
             if (e->ndim == 2) {
                 double want = expected_std(&m.cfg, e->name, e->shape[0], e->shape[1]);
                 CHECK(fabs(std / want - 1) < 0.05 && fabs(mean) < 0.1 * want,
-                      "%s %s: std %.5f (mean %.2g), want %.5f", mt_init_scheme_name(m.cfg.init),
+                      "%s %s: std %.5f (mean %.2g), want %.5f", mt_enum_name(&MT_INIT_SCHEMES, m.cfg.stack.init),
                       e->name, std, mean, want);
                 matrices++;
             } else if (ends_with(e->name, "norm.weight")) {
@@ -66,7 +66,7 @@ static void test_init(void) {
                 CHECK(mean == 0 && std == 0, "%s: biases must start at 0", e->name);
             }
         }
-        CHECK(matrices == 3 + 6 * g.n_layer, "%d matrices checked", matrices);
+        CHECK(matrices == 3 + 6 * g.stack.n_layer, "%d matrices checked", matrices);
         mt_gpt_free(&m);
     }
 }
@@ -92,19 +92,19 @@ static void test_gradcheck(void) {
     targets[4] = -1; /* ignored */
     for (int k = 0; k < 4; k++) {
         mt_gpt_config g = mt_gpt_config_default();
-        g.n_layer = 2, g.n_head = 2, g.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.n_ff = 12;
-        g.placement = (mt_placement)(k % 3), g.init = MT_SCHEME_XAVIER;
-        g.tied = k != 3, g.bias = k != 3;
+        g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.stack.n_ff = 12;
+        g.stack.placement = (mt_placement)(k % 3), g.stack.init = MT_SCHEME_XAVIER;
+        g.tied = k != 3, g.stack.bias = k != 3;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
-        mt_gpt_init_weights(&m, &r);
+        mt_params_initialize(&m.P, &r);
         for (size_t i = 0; i < m.P.total; i++) m.P.data[i] += 0.2f * mt_rng_normal(&r);
         mt_tensor **in = malloc((size_t)m.P.n * sizeof *in);
         for (int i = 0; i < m.P.n; i++) in[i] = &m.P.t[i];
         gpt_arg a = {&m, ids, targets, B, T};
         char name[64];
-        snprintf(name, sizeof name, "gpt %s%s", mt_placement_name(g.placement),
+        snprintf(name, sizeof name, "gpt %s%s", mt_enum_name(&MT_PLACEMENTS, g.stack.placement),
                  k == 3 ? " untied no-bias" : "");
         gradcheck(name, build_gpt_loss, &a, m.P.n, in, 1e-2, 5e-3);
         free(in);
@@ -115,13 +115,13 @@ static void test_gradcheck(void) {
 /* ---- same inputs and thread count, same bits (sizes where attention and the ops go parallel) ---- */
 static void test_deterministic(void) {
     mt_gpt_config g = mt_gpt_config_default();
-    g.n_layer = 2, g.n_ctx = 64, g.n_embd = 64, g.n_head = 4, g.placement = MT_PLACE_DEEPNORM;
+    g.stack.n_layer = 2, g.n_ctx = 64, g.stack.n_embd = 64, g.stack.n_head = 4, g.stack.placement = MT_PLACE_DEEPNORM;
     mt_gpt m;
     mt_err err;
     CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
     mt_rng r;
     mt_rng_seed(&r, 5);
-    mt_gpt_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     int B = 8, T = 64, *ids = malloc(B * T * sizeof(int)), *targets = malloc(B * T * sizeof(int));
     for (int i = 0; i < B * T; i++)
         ids[i] = (int)mt_rng_below(&r, 256), targets[i] = (int)mt_rng_below(&r, 256);
@@ -151,13 +151,13 @@ static void test_deterministic(void) {
 /* ---- config ---- */
 static void test_json(void) {
     mt_gpt_config g = mt_gpt_config_default();
-    g.n_layer = 7, g.n_head = 3, g.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000, g.n_ff = 100;
-    g.norm.kind = MT_NORM_RMS, g.norm.eps = 1e-7f, g.norm.prms_p = 0.125f, g.norm.gn_groups = 4;
-    g.norm.rms_form = MT_RMS_PAPER, g.norm.rms_bias = true, g.norm.in_affine = true;
-    g.placement = MT_PLACE_DEEPNORM, g.deepnorm_alpha = 1.25f, g.deepnorm_beta = 0.3f;
-    g.init = MT_SCHEME_XAVIER, g.tied = false, g.bias = false, g.act = MT_ACT_SILU;
-    g.dropout = 0.1f;
-    char *json = mt_gpt_config_to_json(&g);
+    g.stack.n_layer = 7, g.stack.n_head = 3, g.stack.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000, g.stack.n_ff = 100;
+    g.stack.norm.kind = MT_NORM_RMS, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f, g.stack.norm.gn_groups = 4;
+    g.stack.norm.rms_form = MT_RMS_PAPER, g.stack.norm.rms_bias = true, g.stack.norm.in_affine = true;
+    g.stack.placement = MT_PLACE_DEEPNORM, g.stack.deepnorm_alpha = 1.25f, g.stack.deepnorm_beta = 0.3f;
+    g.stack.init = MT_SCHEME_XAVIER, g.tied = false, g.stack.bias = false, g.stack.act = MT_ACT_SILU;
+    g.stack.dropout = 0.1f;
+    char *json = mt_cf_to_json(mt_gpt_type.fields, &g);
     const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
                           "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
                           "deepnorm_alpha", "deepnorm_beta", "init", "tied", "bias", "act",
@@ -169,17 +169,17 @@ static void test_json(void) {
     }
     mt_gpt_config h;
     mt_err err;
-    CHECK(mt_gpt_config_from_json(json, &h, &err) == MT_OK, "from_json: %s", err.msg);
-    CHECK(h.n_layer == 7 && h.n_head == 3 && h.n_embd == 48 && h.n_ctx == 33 &&
-              h.n_vocab == 1000 && h.n_ff == 100,
+    CHECK(mt_model_config_from_json(&mt_gpt_type, json, &h, &err) == MT_OK, "from_json: %s", err.msg);
+    CHECK(h.stack.n_layer == 7 && h.stack.n_head == 3 && h.stack.n_embd == 48 && h.n_ctx == 33 &&
+              h.n_vocab == 1000 && h.stack.n_ff == 100,
           "dims round trip");
-    CHECK(h.norm.kind == MT_NORM_RMS && h.norm.eps == 1e-7f && h.norm.prms_p == 0.125f &&
-              h.norm.gn_groups == 4 && h.norm.rms_form == MT_RMS_PAPER && h.norm.rms_bias &&
-              h.norm.in_affine,
+    CHECK(h.stack.norm.kind == MT_NORM_RMS && h.stack.norm.eps == 1e-7f && h.stack.norm.prms_p == 0.125f &&
+              h.stack.norm.gn_groups == 4 && h.stack.norm.rms_form == MT_RMS_PAPER && h.stack.norm.rms_bias &&
+              h.stack.norm.in_affine,
           "norm round trip");
-    CHECK(h.placement == MT_PLACE_DEEPNORM && h.deepnorm_alpha == 1.25f &&
-              h.deepnorm_beta == 0.3f && h.init == MT_SCHEME_XAVIER && !h.tied && !h.bias &&
-              h.act == MT_ACT_SILU && h.dropout == 0.1f,
+    CHECK(h.stack.placement == MT_PLACE_DEEPNORM && h.stack.deepnorm_alpha == 1.25f &&
+              h.stack.deepnorm_beta == 0.3f && h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
+              h.stack.act == MT_ACT_SILU && h.stack.dropout == 0.1f,
           "placement, init, head, act, dropout round trip");
     free(json);
 }
@@ -196,7 +196,7 @@ static void expect_error(const mt_gpt_config *g, const char *want) {
 static void expect_json_error(const char *json, const char *want) {
     mt_gpt_config h;
     mt_err err = {0};
-    CHECK(mt_gpt_config_from_json(json, &h, &err) != MT_OK && strstr(err.msg, want),
+    CHECK(mt_model_config_from_json(&mt_gpt_type, json, &h, &err) != MT_OK && strstr(err.msg, want),
           "JSON %s: expected an error naming '%s', got '%s'", json, want, err.msg);
 }
 
@@ -204,29 +204,29 @@ static void test_bad_config(void) {
     mt_gpt_config g = mt_gpt_config_default(), h;
     mt_err err;
     h = g;
-    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.n_ff == 4 * h.n_embd &&
-              h.init == MT_SCHEME_GPT2,
-          "defaults validate: n_ff %d", h.n_ff);
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.stack.n_ff == 4 * h.stack.n_embd &&
+              h.stack.init == MT_SCHEME_GPT2,
+          "defaults validate: n_ff %d", h.stack.n_ff);
     float a, b;
-    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, h.n_layer, &a, &b);
-    CHECK(h.deepnorm_alpha == a && h.deepnorm_beta == b, "DeepNorm constants filled");
-    h = g, h.n_head = 3;
+    mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, h.stack.n_layer, &a, &b);
+    CHECK(h.stack.deepnorm_alpha == a && h.stack.deepnorm_beta == b, "DeepNorm constants filled");
+    h = g, h.stack.n_head = 3;
     expect_error(&h, "n_head");
-    h = g, h.n_layer = 0;
+    h = g, h.stack.n_layer = 0;
     expect_error(&h, "n_layer");
-    h = g, h.n_ff = -1;
+    h = g, h.stack.n_ff = -1;
     expect_error(&h, "n_ff");
-    h = g, h.dropout = 1.5f;
+    h = g, h.stack.dropout = 1.5f;
     expect_error(&h, "dropout");
-    h = g, h.norm = mt_norm_default(MT_NORM_BN);
+    h = g, h.stack.norm = mt_norm_default(MT_NORM_BN);
     mt_err e2 = {0};
     CHECK(mt_gpt_config_validate(&h, &e2) == MT_EINVAL && e2.msg[0], "BatchNorm refused: '%s'",
           e2.msg);
-    h = g, h.norm = mt_norm_default(MT_NORM_IN);
+    h = g, h.stack.norm = mt_norm_default(MT_NORM_IN);
     e2.msg[0] = 0;
     CHECK(mt_gpt_config_validate(&h, &e2) == MT_EINVAL && e2.msg[0], "InstanceNorm refused");
     mt_gpt m;
-    h = g, h.n_head = 5;
+    h = g, h.stack.n_head = 5;
     CHECK(mt_gpt_build(&m, &h, &err) == MT_EINVAL && strstr(err.msg, "n_head"), "build refuses");
     expect_json_error("{\"n_layer\": 2, \"n_heads\": 4}", "n_heads");
     expect_json_error("{\"placement\": \"sandwich\"}", "pre, post, deepnorm");

@@ -9,13 +9,13 @@
 /* A small GPT with weights far from init, so the logits are far from uniform. */
 static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint64_t seed) {
     mt_gpt_config c = mt_gpt_config_default();
-    c.n_layer = 2;
-    c.n_head = 2;
-    c.n_embd = 16;
+    c.stack.n_layer = 2;
+    c.stack.n_head = 2;
+    c.stack.n_embd = 16;
     c.n_ctx = n_ctx;
     c.n_vocab = 11;
-    c.placement = pl;
-    c.norm = mt_norm_default(norm);
+    c.stack.placement = pl;
+    c.stack.norm = mt_norm_default(norm);
     mt_err e;
     CHECK(mt_gpt_build(m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
@@ -62,8 +62,8 @@ static void test_cache(mt_placement pl, mt_norm_kind norm) {
             CHECK(a.len == T / 2 && a.ids[a.len - 1] == t, "a slide keeps n_ctx / 2 tokens");
         }
     }
-    CHECK(worst <= 1e-5, "%s %s: cached logits differ by %.3g", mt_placement_name(pl),
-          mt_norm_name(norm), worst);
+    CHECK(worst <= 1e-5, "%s %s: cached logits differ by %.3g", mt_enum_name(&MT_PLACEMENTS, pl),
+          mt_enum_name(&MT_NORMS, norm), worst);
     CHECK(slides >= 3, "only %d slides", slides);
     /* a prompt longer than n_ctx keeps its last n_ctx tokens */
     int longp[20];

@@ -28,17 +28,21 @@ static struct {
     int n_layer;
     float lr;
     char data[MT_OPT_STR_MAX];
-    bool untie, resume;
+    bool untie, resume, bias;
     int norm;
 } o;
 
+static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL}, {"rms", NULL}, {"prms", NULL}};
+static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
+
 static const mt_opt OPTS[] = {
-    {"n-layer", MT_OPT_INT, &o.n_layer, NULL, "blocks", 0},
-    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "learning rate", 0},
-    {"data", MT_OPT_STR, &o.data, NULL, "text file", 0},
-    {"untie", MT_OPT_BOOL, &o.untie, NULL, "separate head", 0},
-    {"norm", MT_OPT_CHOICE, &o.norm, "ln|rms|prms", "normalization", 0},
-    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue", MT_OPT_CLI},
+    {"n-layer", MT_OPT_INT, &o.n_layer, NULL, "blocks", 0, NULL},
+    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "learning rate", 0, NULL},
+    {"data", MT_OPT_STR, &o.data, NULL, "text file", 0, NULL},
+    {"untie", MT_OPT_BOOL, &o.untie, NULL, "separate head", 0, NULL},
+    {"norm", MT_OPT_CHOICE, &o.norm, NULL, "normalization", 0, &NORMS},
+    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue", MT_OPT_CLI, NULL},
+    {"no-bias", MT_OPT_BOOL, &o.bias, NULL, "no biases", MT_OPT_NEGATE, NULL},
 };
 enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
 
@@ -46,6 +50,7 @@ static void defaults(void) {
     memset(&o, 0, sizeof o);
     o.n_layer = 4;
     o.lr = 3e-3f;
+    o.bias = true;
     strcpy(o.data, "data/x.txt");
 }
 
@@ -65,6 +70,10 @@ static void test_flags(void) {
     CHECK(o.n_layer == 6 && o.lr == 1e-4f && strcmp(o.data, "a.txt") == 0 && o.untie &&
               o.norm == 1 && o.resume,
           "flag values");
+    CHECK(args("--no-bias", &e) == MT_OK && !o.bias, "--no-bias negates bias");
+    char nb[16];
+    CHECK(strcmp(mt_opt_format(&OPTS[6], nb, sizeof nb), "true") == 0, "--no-bias formats %s", nb);
+    defaults();
     CHECK(args("--n_layer 7 --untie=false", &e) == MT_OK && o.n_layer == 7 && !o.untie,
           "underscore and bool value");
     struct {

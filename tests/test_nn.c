@@ -115,7 +115,7 @@ static void test_ffn(void) {
     for (int k = 0; k < 8; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
         char name[48];
-        snprintf(name, sizeof name, "ffn[%s%s]", mt_act_name(a.act), a.bias ? "" : ", no bias");
+        snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act), a.bias ? "" : ", no bias");
         bool relu = a.act == MT_ACT_RELU;
         gradcheck(name, build_ffn, &a, a.bias ? 5 : 3,
                   a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]}, relu ? 1e-3 : 1e-2,
@@ -145,7 +145,7 @@ static void test_ffn(void) {
         size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, ins, y1, &kept1);
         for (int i = 0; i < 5; i++) memcpy(g1[i], in[i]->grad, in[i]->n * sizeof(float));
         size_t peak2 = ffn_run(build_ffn_chain, &a, ins, y2, &kept2);
-        const char *an = mt_act_name(a.act);
+        const char *an = mt_enum_name(&MT_ACTS, a.act);
         CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g",
               an, a.bias, max_rel_err(y1, y2, (size_t)N * C));
         for (int i = 0; i < 5; i++) {
@@ -406,7 +406,7 @@ static void test_block_formula(void) {
             in = h1;
         }
         double e = max_rel_err(y->data, ref, n);
-        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_placement_name(cfg.placement), e);
+        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_enum_name(&MT_PLACEMENTS, cfg.placement), e);
         free(h1);
         free(ref);
         free(tmp);

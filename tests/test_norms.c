@@ -373,24 +373,24 @@ static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char 
     mt_err err = {0};
     mt_status st = mt_norm_validate(cfg, C, causal, &err);
     CHECK(st == MT_EINVAL && strstr(err.msg, a) && strstr(err.msg, b),
-          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'", mt_norm_name(cfg->kind),
+          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'", mt_enum_name(&MT_NORMS, cfg->kind),
           C, a, b, err.msg);
 }
 
 static void test_options(void) {
     mt_err err;
-    mt_norm_kind k;
+    int k;
     for (int i = MT_NORM_LN; i <= MT_NORM_NONE; i++) {
-        CHECK(mt_norm_parse(mt_norm_name((mt_norm_kind)i), &k, &err) == MT_OK && (int)k == i,
+        CHECK(mt_enum_parse(&MT_NORMS, mt_enum_name(&MT_NORMS, i), &k, &err) == MT_OK && k == i,
               "parse(name(%d))", i);
         mt_norm_cfg cfg = mt_norm_default((mt_norm_kind)i);
         bool causal_ok = i != MT_NORM_BN && i != MT_NORM_IN;
         CHECK(mt_norm_validate(&cfg, 64, false, &err) == MT_OK, "default %s: %s",
-              mt_norm_name((mt_norm_kind)i), err.msg);
+              mt_enum_name(&MT_NORMS, (mt_norm_kind)i), err.msg);
         CHECK((mt_norm_validate(&cfg, 64, true, &err) == MT_OK) == causal_ok, "default %s, causal",
-              mt_norm_name((mt_norm_kind)i));
+              mt_enum_name(&MT_NORMS, (mt_norm_kind)i));
     }
-    CHECK(mt_norm_parse("layernorm", &k, &err) == MT_EINVAL && strstr(err.msg, "layernorm") &&
+    CHECK(mt_enum_parse(&MT_NORMS, "layernorm", &k, &err) == MT_EINVAL && strstr(err.msg, "layernorm") &&
               strstr(err.msg, "ln") && strstr(err.msg, "scale") && strstr(err.msg, "none"),
           "unknown name: %s", err.msg);
     mt_norm_cfg cfg = mt_norm_default(MT_NORM_PRMS);
@@ -449,7 +449,7 @@ static void test_params_and_tokens(void) {
                   "%s: role", P.p[j].name);
         }
         CHECK(strcmp(got, cases[i].names) == 0, "norm %s params '%s', want '%s'",
-              mt_norm_name(cases[i].kind), got, cases[i].names);
+              mt_enum_name(&MT_NORMS, cases[i].kind), got, cases[i].names);
         mt_params_alloc(&P, NULL);
         mt_rng r;
         mt_rng_seed(&r, 1);
@@ -495,7 +495,7 @@ static void test_params_and_tokens(void) {
             o = mt_groupnorm(&c, x2, 4, &P.t[np.weight], &P.t[np.bias], 1e-5f, false);
         if (kind == MT_NORM_IN) o = mt_permute(&c, o, (int[]){0, 2, 1});
         CHECK(t->ndim == 3 && max_rel_err(t->data, o->data, x->n) < 1e-6,
-              "norm_tokens(%s) differs from the op", mt_norm_name((mt_norm_kind)kind));
+              "norm_tokens(%s) differs from the op", mt_enum_name(&MT_NORMS, (mt_norm_kind)kind));
     }
     test_tensor_free(x2);
     mt_ctx_free(&c);

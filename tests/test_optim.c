@@ -35,7 +35,7 @@ static void test_schedules(void) {
         for (int i = 0; i < 5; i++) {
             double got = mt_optim_lr_at(&cfg.sched, at[i]);
             bool ok = fabs(got - cases[c].want[i]) <= 1e-9 * fabs(cases[c].want[i]) + 1e-15;
-            CHECK(ok, "%s at step %ld: %.12g, want %.12g", mt_optim_schedule_name(cases[c].kind),
+            CHECK(ok, "%s at step %ld: %.12g, want %.12g", mt_enum_name(&MT_SCHEDULES, cases[c].kind),
                   at[i], got, cases[c].want[i]);
         }
     }
@@ -189,7 +189,7 @@ static void test_against_formula(void) {
             mt_optim_step(&o, &P, lr[t - 1]);
             for (size_t i = 0; i < N; i++) err = fmax(err, fabs(P.data[i] - p[i]));
         }
-        CHECK(err < 2e-6, "%s vs the formula: max error %g", mt_optim_kind_name(c.kind), err);
+        CHECK(err < 2e-6, "%s vs the formula: max error %g", mt_enum_name(&MT_OPTIMS, c.kind), err);
         CHECK(o.t == 3, "step count %ld", o.t);
         free(p), free(m), free(v);
         mt_optim_free(&o);
@@ -216,7 +216,7 @@ static void test_threads(void) {
         }
         mt_set_threads(threads);
         CHECK(memcmp(P1.data, P2.data, P1.total * sizeof(float)) == 0,
-              "%s: threads changed the result", mt_optim_kind_name(c.kind));
+              "%s: threads changed the result", mt_enum_name(&MT_OPTIMS, c.kind));
         mt_optim_free(&o1);
         mt_optim_free(&o2);
     }
@@ -283,7 +283,7 @@ static void test_fused(void) {
                     CHECK(same,
                           "%s%s, %d gradient buffers, clip %g, %s, %zu floats: the fused update "
                           "differs from sum, clip, step",
-                          mt_optim_kind_name(c.kind), k == 0 ? " (plain)" : "", n, c.clip,
+                          mt_enum_name(&MT_OPTIMS, c.kind), k == 0 ? " (plain)" : "", n, c.clip,
                           keep ? "kept" : "consumed", N);
                     /* mt_grads_sum: the sum in g[0], the others zeroed */
                     for (int b = 0; b < n; b++)
@@ -330,7 +330,7 @@ static void test_state(const char *dir) {
         mt_optim_step(&o, &P, 0.04);
         mt_optim_step(&q, &Q, 0.04);
         CHECK(memcmp(P.data, Q.data, P.total * sizeof(float)) == 0,
-              "%s: the step after a resume differs", mt_optim_kind_name(c.kind));
+              "%s: the step after a resume differs", mt_enum_name(&MT_OPTIMS, c.kind));
         mt_optim_free(&q);
 
         /* a state file of another optimizer or another model is refused, the state untouched */
@@ -439,22 +439,26 @@ static void test_errors(void) {
     CHECK(mt_optim_validate(&ok, NULL) == MT_OK, "const without steps");
 
     mt_err err;
-    mt_optim_kind k;
-    mt_sched_kind sk;
-    mt_decay_scope ds;
-    CHECK(mt_optim_parse_kind("adamw", &k, &err) == MT_OK && k == MT_OPTIM_ADAMW, "adamw");
-    CHECK(mt_optim_parse_kind("sgd", &k, &err) == MT_OK && k == MT_OPTIM_SGD, "sgd");
-    CHECK(mt_optim_parse_kind("lamb", &k, &err) == MT_EINVAL && strstr(err.msg, "'lamb'") &&
-              strstr(err.msg, "--optim") && strstr(err.msg, "sgd|adam|adamw"),
+    int v;
+    CHECK(mt_enum_parse(&MT_OPTIMS, "adamw", &v, &err) == MT_OK && v == MT_OPTIM_ADAMW, "adamw");
+    CHECK(mt_enum_parse(&MT_OPTIMS, "sgd", &v, &err) == MT_OK && v == MT_OPTIM_SGD, "sgd");
+    CHECK(mt_enum_parse(&MT_OPTIMS, "lamb", &v, &err) == MT_EINVAL && strstr(err.msg, "'lamb'") &&
+              strstr(err.msg, "optimizer") && strstr(err.msg, "sgd, adam, adamw"),
           "unknown optimizer: %s", err.msg);
-    CHECK(mt_optim_parse_schedule("invsqrt", &sk, &err) == MT_OK && sk == MT_SCHED_INVSQRT, "sched");
-    CHECK(mt_optim_parse_schedule("step", &sk, &err) == MT_EINVAL &&
-              strstr(err.msg, "const|cosine|linear|invsqrt") && strstr(err.msg, "--schedule"),
+    CHECK(mt_enum_parse(&MT_SCHEDULES, "invsqrt", &v, &err) == MT_OK && v == MT_SCHED_INVSQRT,
+          "sched");
+    CHECK(mt_enum_parse(&MT_SCHEDULES, "step", &v, &err) == MT_EINVAL &&
+              strstr(err.msg, "const, cosine, linear, invsqrt") && strstr(err.msg, "schedule"),
           "unknown schedule: %s", err.msg);
-    CHECK(mt_optim_parse_decay_scope("all", &ds, &err) == MT_OK && ds == MT_DECAY_ALL, "scope");
-    CHECK(mt_optim_parse_decay_scope(NULL, &ds, &err) == MT_EINVAL &&
-              strstr(err.msg, "matrices|embeddings|all"),
+    CHECK(mt_enum_parse(&MT_DECAY_SCOPES, "all", &v, &err) == MT_OK && v == MT_DECAY_ALL, "scope");
+    CHECK(mt_enum_parse(&MT_DECAY_SCOPES, NULL, &v, &err) == MT_EINVAL &&
+              strstr(err.msg, "matrices, embeddings, all"),
           "unknown scope: %s", err.msg);
+    char buf[64];
+    CHECK(strcmp(mt_enum_choices(&MT_SCHEDULES, buf, sizeof buf), "const|cosine|linear|invsqrt") ==
+              0 && strcmp(mt_enum_name(&MT_OPTIMS, MT_OPTIM_ADAM), "adam") == 0 &&
+              strcmp(mt_enum_name(&MT_OPTIMS, 7), "?") == 0,
+          "choices %s", buf);
 }
 
 int main(void) {

@@ -58,6 +58,9 @@ cases() {
 2|the validation split has 1 tokens (--val-fraction 0.0001 of 20000)|train $TINY --val-fraction 0.0001
 2|--gn-groups: 3 groups do not divide the 16 channels|train $TINY --norm gn --gn-groups 3
 2|--prms-p: 2 is outside (0, 1]|train $TINY --norm prms --prms-p 2
+2|--arena-mb 1: a step of this model and batch takes|train --data $D/t.txt --n-ctx 64 --batch 8 --threads 1 --arena-mb 1 --out $D/arena
+2|unknown flag --patch|train $TINY --patch 4 --out $D/patch
+2|unknown model 'rnn' (accepted: gpt (a language model), vit|train $TINY --model rnn --out $D/rnn
 2|--norm-eps: -0.5; eps must be >= 0|train $TINY --norm-eps -0.5
 2|--min-lr is -0.5; it must be a finite number >= 0|train $TINY --min-lr -0.5
 2|--min-lr 0.1 is larger than --lr 0.01|train $TINY --lr 0.01 --min-lr 0.1
@@ -85,7 +88,7 @@ cases() {
 2|--checkpoint $D/none: No such file or directory|infer --checkpoint $D/none
 2|--checkpoint $D/adir is a directory|infer --checkpoint $D/adir
 2|$D/t.txt: header length|infer --checkpoint $D/t.txt
-2|not an mt GPT checkpoint|infer --checkpoint $D/run/optim.safetensors
+2|not an mt checkpoint of a gpt model|infer --checkpoint $D/run/optim.safetensors
 2|--top-p: 0 is out of range: expected from 1e-09 to 1|infer --checkpoint $M --top-p 0
 2|--tokens: -1 is out of range|infer --checkpoint $M --tokens -1
 2|--temperature: -1 is out of range|infer --checkpoint $M --temperature -1

@@ -64,7 +64,7 @@ static void steady(int n) {
     enum { B = 4, T = 32, STEPS = 6 };
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
-    cfg.n_layer = 2, cfg.n_embd = 64, cfg.n_head = 4, cfg.n_ctx = T;
+    cfg.stack.n_layer = 2, cfg.stack.n_embd = 64, cfg.stack.n_head = 4, cfg.n_ctx = T;
     mt_gpt m;
     mt_optim o;
     mt_ctx c;
@@ -76,7 +76,7 @@ static void steady(int n) {
               "setup: %s", err.msg);
     mt_rng r;
     mt_rng_seed(&r, 3);
-    mt_gpt_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 256);
     for (int i = 0; i < B * T; i++) targets[i] = (int)mt_rng_below(&r, 256);

@@ -13,74 +13,77 @@ static void test_checkpoint(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     mt_gpt_config c = mt_gpt_config_default();
-    c.n_layer = 2;
-    c.n_embd = 16;
+    c.stack.n_layer = 2;
+    c.stack.n_embd = 16;
     c.n_ctx = 8;
     c.n_vocab = 5;
-    c.norm = mt_norm_default(MT_NORM_RMS);
-    c.placement = MT_PLACE_POST;
+    c.stack.norm = mt_norm_default(MT_NORM_RMS);
+    c.stack.placement = MT_PLACE_POST;
     c.tied = false;
-    mt_gpt m, back;
+    mt_gpt m, *back;
+    mt_model *loaded;
     mt_err e;
     CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 9);
-    mt_gpt_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     m.P.data[m.P.p[0].offset] = -0.0f;
-    mt_tokenizer tok;
-    CHECK(mt_tok_build_char(&tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    mt_tok_free(&m.tok);
+    CHECK(mt_tok_build_char(&m.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
     mt_ckpt_state st = {123, {{1, 2, 3, 4}}, {{5, 6, 7, 0xffffffffffffffffULL}}}, st2;
-    CHECK(mt_ckpt_save(path, &m, &tok, &st, "lr = 0.5\n", &e) == MT_OK, "save: %s", e.msg);
-    mt_tokenizer tok2;
+    CHECK(mt_ckpt_save(path, &m.base, &st, "lr = 0.5\n", &e) == MT_OK, "save: %s", e.msg);
     char *options;
-    CHECK(mt_ckpt_load(path, &back, &tok2, &st2, &options, &e) == MT_OK, "load: %s", e.msg);
-    CHECK(back.P.total == m.P.total &&
-              memcmp(back.P.data, m.P.data, m.P.total * sizeof(float)) == 0,
+    CHECK(mt_ckpt_load(path, &loaded, &st2, &options, &e) == MT_OK, "load: %s", e.msg);
+    back = mt_gpt_of(loaded);
+    CHECK(back && back->P.total == m.P.total &&
+              memcmp(back->P.data, m.P.data, m.P.total * sizeof(float)) == 0,
           "weights are not bit-exact");
-    char *j1 = mt_gpt_config_to_json(&m.cfg), *j2 = mt_gpt_config_to_json(&back.cfg);
+    char *j1 = mt_model_config_json(&m.base), *j2 = mt_model_config_json(loaded);
     CHECK(strcmp(j1, j2) == 0, "config: %s vs %s", j1, j2);
-    CHECK(tok2.kind == MT_TOK_CHAR && tok2.n_vocab == 5 && tok2.chars[4] == 'e', "tokenizer");
+    const mt_tokenizer *tok2 = &back->tok;
+    CHECK(tok2->kind == MT_TOK_CHAR && tok2->n_vocab == 5 && tok2->chars[4] == 'e', "tokenizer");
     CHECK(memcmp(&st, &st2, sizeof st) == 0, "state: step %ld", st2.step);
     CHECK(strcmp(options, "lr = 0.5\n") == 0, "options");
     free(j1);
     free(j2);
     free(options);
-    mt_tok_free(&tok2);
-    mt_gpt_free(&back);
+    mt_model_free(loaded);
 
     /* a tokenizer that does not fit the model's vocabulary */
-    mt_tokenizer byte;
-    mt_tok_init_byte(&byte);
-    CHECK(mt_ckpt_save(path, &m, &byte, &st, "", &e) == MT_OK, "save");
-    CHECK(mt_ckpt_load(path, &back, &tok2, NULL, NULL, &e) == MT_EFORMAT &&
+    mt_tokenizer tok = m.tok;
+    mt_tok_init_byte(&m.tok);
+    CHECK(mt_ckpt_save(path, &m.base, &st, "", &e) == MT_OK, "save");
+    m.tok = tok;
+    CHECK(mt_ckpt_load(path, &loaded, NULL, NULL, &e) == MT_EFORMAT &&
               strstr(e.msg, "n_vocab 5, the tokenizer 256"),
           "vocab mismatch: %s", e.msg);
     /* weights of another model under this config: the error names the tensor */
     mt_gpt other;
-    c.n_embd = 8;
+    c.stack.n_embd = 8;
     CHECK(mt_gpt_build(&other, &c, &e) == MT_OK, "build");
+    mt_tok_free(&other.tok);
+    CHECK(mt_tok_build_char(&other.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
     mt_safetensors s;
-    CHECK(mt_ckpt_save(path, &other, &tok, &st, "", &e) == MT_OK, "save");
+    CHECK(mt_ckpt_save(path, &other.base, &st, "", &e) == MT_OK, "save");
     CHECK(mt_st_load(path, &s, &e) == MT_OK, "st");
-    char *wrong = mt_gpt_config_to_json(&m.cfg);
+    char *wrong = mt_model_config_json(&m.base);
     const char *keys[] = {"config", "tokenizer"}, *vals[] = {wrong, mt_st_meta(&s, "tokenizer")};
     CHECK(mt_st_save_params(path, &other.P, 2, keys, vals, &e) == MT_OK, "save");
-    CHECK(mt_ckpt_load(path, &back, &tok2, NULL, NULL, &e) == MT_EFORMAT &&
+    CHECK(mt_ckpt_load(path, &loaded, NULL, NULL, &e) == MT_EFORMAT &&
               strstr(e.msg, "'tok_emb.weight' has shape (5, 8), the model needs (5, 16)"),
           "shape mismatch: %s", e.msg);
     free(wrong);
     mt_st_free(&s);
     mt_gpt_free(&other);
-    mt_tok_free(&tok);
     mt_gpt_free(&m);
     unlink(path);
 }
 
 static void test_score_windows(void) {
     mt_gpt_config c = mt_gpt_config_default();
-    c.n_layer = 1;
-    c.n_embd = 8;
-    c.n_head = 2;
+    c.stack.n_layer = 1;
+    c.stack.n_embd = 8;
+    c.stack.n_head = 2;
     c.n_ctx = 12;
     c.n_vocab = 7;
     mt_gpt m;
@@ -88,9 +91,9 @@ static void test_score_windows(void) {
     CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 2);
-    mt_gpt_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     mt_ctx ctx;
-    CHECK(mt_ctx_init(&ctx, mt_gpt_arena_bytes(&m.cfg, 1, false), 0, &e) == MT_OK, "ctx");
+    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &m.cfg, 1, false), 0, &e) == MT_OK, "ctx");
     uint16_t tok[53];
     for (int i = 0; i < 53; i++) tok[i] = (uint16_t)(i * 3 % 7);
     /* windows of 13: 13 + 13 + 13 + 13 + 1 -> 12 + 12 + 12 + 12 predicted, the lone last token
@@ -121,13 +124,13 @@ static void test_score_windows(void) {
 static void test_replicas(void) {
     enum { B = 5, T = 8 };
     mt_gpt_config c = mt_gpt_config_default();
-    c.n_layer = 2, c.n_embd = 16, c.n_head = 2, c.n_ctx = T, c.n_vocab = 11;
+    c.stack.n_layer = 2, c.stack.n_embd = 16, c.stack.n_head = 2, c.n_ctx = T, c.n_vocab = 11;
     mt_gpt m;
     mt_err e;
     CHECK(mt_gpt_build(&m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 4);
-    mt_gpt_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++)
         ids[i] = (int)mt_rng_below(&r, 11), targets[i] = (int)mt_rng_below(&r, 11);
@@ -135,7 +138,7 @@ static void test_replicas(void) {
     size_t n = m.P.total;
     float *want = malloc(n * sizeof *want), *first = malloc(n * sizeof *first);
     mt_ctx ctx;
-    CHECK(mt_ctx_init(&ctx, mt_gpt_arena_bytes(&c, B, true), 1, &e) == MT_OK, "ctx: %s", e.msg);
+    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 1, &e) == MT_OK, "ctx: %s", e.msg);
     const struct {
         int lo, rows, replicas;
     } cases[] = {{0, 5, 2}, {0, 5, 3}, {2, 3, 4}, {0, 5, 1}};
@@ -149,7 +152,7 @@ static void test_replicas(void) {
         mt_backward_from(&ctx, l, &w);
         memcpy(want, m.P.grad, n * sizeof *want);
         mt_replicas R;
-        CHECK(mt_replicas_init(&R, cases[k].replicas, &m.P, mt_gpt_arena_bytes(&c, B, true), 7,
+        CHECK(mt_replicas_init(&R, cases[k].replicas, &m.P, mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 7,
                                &e) == MT_OK,
               "replicas: %s", e.msg);
         for (int run = 0; run < 2; run++) {

@@ -11,7 +11,7 @@
 static mt_vit_config tiny(void) {
     mt_vit_config g = mt_vit_config_default();
     g.image_h = 8, g.image_w = 12, g.channels = 2, g.patch = 4, g.n_classes = 3;
-    g.n_layer = 2, g.n_head = 2, g.n_embd = 8;
+    g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8;
     return g;
 }
 
@@ -25,48 +25,48 @@ static void test_config(void) {
     mt_vit_config g = tiny();
     mt_err e;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "tiny: %s", e.msg);
-    CHECK(g.n_ff == 32 && g.init == MT_SCHEME_GPT2, "derived n_ff %d init %d", g.n_ff, g.init);
+    CHECK(g.stack.n_ff == 32 && g.stack.init == MT_SCHEME_GPT2, "derived n_ff %d init %d", g.stack.n_ff, g.stack.init);
     CHECK(mt_vit_tokens(&g) == 7, "2 x 3 patches + cls: %d", mt_vit_tokens(&g));
     g.pool = MT_VIT_POOL_MEAN;
     CHECK(mt_vit_tokens(&g) == 6, "mean pooling has no cls token");
     g = tiny(), g.patch = 3;
     expect_invalid(g, "patch = 3 does not divide the image size 8x12");
-    g = tiny(), g.n_head = 3;
+    g = tiny(), g.stack.n_head = 3;
     expect_invalid(g, "n_head = 3 does not divide n_embd = 8");
     g = tiny(), g.channels = 5;
     expect_invalid(g, "channels = 5, must be 1 to 4");
     g = tiny(), g.n_classes = 0;
     expect_invalid(g, "n_classes = 0");
-    g = tiny(), g.dropout = 1;
+    g = tiny(), g.stack.dropout = 1;
     expect_invalid(g, "dropout");
-    g = tiny(), g.norm = mt_norm_default(MT_NORM_IN), g.pool = MT_VIT_POOL_MEAN;
+    g = tiny(), g.stack.norm = mt_norm_default(MT_NORM_IN), g.pool = MT_VIT_POOL_MEAN;
     expect_invalid(g, "norm in with pool mean");
     g.pool = MT_VIT_POOL_CLS;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "in with cls: %s", e.msg);
-    g = tiny(), g.norm = mt_norm_default(MT_NORM_BN);
+    g = tiny(), g.stack.norm = mt_norm_default(MT_NORM_BN);
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "bn is fine in an encoder: %s", e.msg);
 
     /* DeepNorm, encoder-only row: alpha = (2N)^(1/4), beta = (8N)^(-1/4), init deepnorm */
-    g = tiny(), g.n_layer = 6, g.placement = MT_PLACE_DEEPNORM;
+    g = tiny(), g.stack.n_layer = 6, g.stack.placement = MT_PLACE_DEEPNORM;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "deepnorm: %s", e.msg);
-    CHECK(fabsf(g.deepnorm_alpha - powf(12, 0.25f)) < 1e-6f &&
-              fabsf(g.deepnorm_beta - powf(48, -0.25f)) < 1e-6f && g.init == MT_SCHEME_DEEPNORM,
-          "deepnorm constants %g %g", g.deepnorm_alpha, g.deepnorm_beta);
+    CHECK(fabsf(g.stack.deepnorm_alpha - powf(12, 0.25f)) < 1e-6f &&
+              fabsf(g.stack.deepnorm_beta - powf(48, -0.25f)) < 1e-6f && g.stack.init == MT_SCHEME_DEEPNORM,
+          "deepnorm constants %g %g", g.stack.deepnorm_alpha, g.stack.deepnorm_beta);
 
     /* JSON both ways */
-    g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.norm = mt_norm_default(MT_NORM_RMS), g.bias = false;
+    g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS), g.stack.bias = false;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "rms: %s", e.msg);
-    char *json = mt_vit_config_to_json(&g);
+    char *json = mt_cf_to_json(mt_vit_type.fields, &g);
     mt_vit_config h;
-    CHECK(mt_vit_config_from_json(json, &h, &e) == MT_OK, "from_json: %s", e.msg);
-    char *again = mt_vit_config_to_json(&h);
+    CHECK(mt_model_config_from_json(&mt_vit_type, json, &h, &e) == MT_OK, "from_json: %s", e.msg);
+    char *again = mt_cf_to_json(mt_vit_type.fields, &h);
     CHECK(strcmp(json, again) == 0, "round trip:\n%s\n%s", json, again);
     CHECK(strstr(json, "\"pool\":\"mean\"") && strstr(json, "\"image_w\":12"), "json: %s", json);
     free(json);
     free(again);
-    CHECK(mt_vit_config_from_json("{\"pool\":\"max\"}", &h, &e) == MT_EINVAL &&
+    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"pool\":\"max\"}", &h, &e) == MT_EINVAL &&
               strstr(e.msg, "accepted: cls, mean"), "bad pool: %s", e.msg);
-    CHECK(mt_vit_config_from_json("{\"n_vocab\":3}", &h, &e) == MT_EINVAL &&
+    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"n_vocab\":3}", &h, &e) == MT_EINVAL &&
               strstr(e.msg, "unknown key 'n_vocab'") && strstr(e.msg, "patch"), "bad key: %s", e.msg);
 }
 
@@ -89,7 +89,7 @@ static void test_params(void) {
               "%s missing or of the wrong shape", want[i].name);
     }
     mt_vit_free(&m);
-    g.pool = MT_VIT_POOL_MEAN, g.placement = MT_PLACE_POST;
+    g.pool = MT_VIT_POOL_MEAN, g.stack.placement = MT_PLACE_POST;
     CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     CHECK(mt_params_find(&m.P, "cls_token") < 0 && mt_params_find(&m.P, "final_norm.weight") < 0,
           "mean pooling: no cls token; post: no final norm");
@@ -97,17 +97,17 @@ static void test_params(void) {
     mt_vit_free(&m);
 
     /* DeepNorm init per matrix: v_proj and fc1 scaled by beta, q_proj not (REFERENCE.md) */
-    g = tiny(), g.n_embd = 64, g.n_head = 4, g.n_layer = 3, g.placement = MT_PLACE_DEEPNORM;
+    g = tiny(), g.stack.n_embd = 64, g.stack.n_head = 4, g.stack.n_layer = 3, g.stack.placement = MT_PLACE_DEEPNORM;
     CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 3);
-    mt_vit_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     const struct {
         const char *name;
         double std;
     } inits[] = {{"blocks.2.attn.q_proj.weight", sqrt(2.0 / 128)},
-                 {"blocks.2.attn.v_proj.weight", m.cfg.deepnorm_beta * sqrt(2.0 / 128)},
-                 {"blocks.2.ffn.fc1.weight", m.cfg.deepnorm_beta * sqrt(2.0 / 320)},
+                 {"blocks.2.attn.v_proj.weight", m.cfg.stack.deepnorm_beta * sqrt(2.0 / 128)},
+                 {"blocks.2.ffn.fc1.weight", m.cfg.stack.deepnorm_beta * sqrt(2.0 / 320)},
                  {"patch_embed.weight", sqrt(2.0 / (64 + 32))}};
     for (int i = 0; i < 4; i++) {
         const mt_param *p = &m.P.p[mt_params_find(&m.P, inits[i].name)];
@@ -126,13 +126,13 @@ static void test_params(void) {
 static void test_patches_and_pooling(void) {
     for (int pool = 0; pool < 2; pool++) {
         mt_vit_config g = tiny();
-        g.pool = (mt_vit_pool)pool, g.placement = MT_PLACE_POST, g.norm = mt_norm_default(MT_NORM_NONE);
+        g.pool = (mt_vit_pool)pool, g.stack.placement = MT_PLACE_POST, g.stack.norm = mt_norm_default(MT_NORM_NONE);
         mt_vit m;
         mt_err e;
         CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
         mt_rng r;
         mt_rng_seed(&r, 5);
-        mt_vit_init_weights(&m, &r);
+        mt_params_initialize(&m.P, &r);
         for (int i = 0; i < m.P.n; i++) {
             bool block = strncmp(m.P.p[i].name, "blocks.", 7) == 0;
             for (size_t j = 0; j < m.P.p[i].n; j++) {
@@ -180,7 +180,7 @@ static void test_patches_and_pooling(void) {
             }
         }
         CHECK(maxerr < 1e-5, "pool %s: logits differ from the naive ViT by %g",
-              mt_vit_pool_name((mt_vit_pool)pool), maxerr);
+              mt_enum_name(&MT_VIT_POOLS, (mt_vit_pool)pool), maxerr);
         mt_ctx_free(&c);
         mt_vit_free(&m);
     }
@@ -189,21 +189,21 @@ static void test_patches_and_pooling(void) {
 /* Which half of a 1-channel 8x8 image is bright: a few Adam steps must learn it. */
 static void test_learns(void) {
     mt_vit_config g = mt_vit_config_default();
-    g.image_h = g.image_w = 8, g.patch = 4, g.n_classes = 2, g.n_layer = 2, g.n_head = 2;
-    g.n_embd = 16;
+    g.image_h = g.image_w = 8, g.patch = 4, g.n_classes = 2, g.stack.n_layer = 2, g.stack.n_head = 2;
+    g.stack.n_embd = 16;
     mt_vit m;
     mt_err e;
     CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 1);
-    mt_vit_init_weights(&m, &r);
+    mt_params_initialize(&m.P, &r);
     mt_optim_config oc = mt_optim_defaults();
     oc.sched.lr = 3e-3;
     mt_optim o;
     CHECK(mt_optim_init(&o, &oc, &m.P, &e) == MT_OK, "optim: %s", e.msg);
     enum { B = 16 };
     mt_ctx c;
-    size_t arena = mt_vit_arena_bytes(&m.cfg, B, true);
+    size_t arena = mt_model_arena_bytes(&mt_vit_type, &m.cfg, B, true);
     MT_ASSERT(mt_ctx_init(&c, arena, 1, NULL) == MT_OK, "ctx");
     c.training = true;
     float img[B * 64];

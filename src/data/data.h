@@ -31,7 +31,7 @@ int mt_tok_decode(const mt_tokenizer *t, int id, char out[4]);
 /* {"type":"byte"} or {"type":"char","chars":[10,32,33,...]} (code points by id); malloc'd. */
 char *mt_tok_to_json(const mt_tokenizer *t);
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err);
-const char *mt_tok_name(mt_tok_kind kind); /* "byte", "char" */
+extern const mt_enum MT_TOKENIZERS; /* "byte", "char" */
 void mt_tok_free(mt_tokenizer *t);
 
 /* ---- token datasets ---------------------------------------------------------------------------- */

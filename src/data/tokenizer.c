@@ -170,11 +170,15 @@ int mt_tok_decode(const mt_tokenizer *t, int id, char out[4]) {
     return utf8_put(t->chars[id], out);
 }
 
-const char *mt_tok_name(mt_tok_kind kind) { return kind == MT_TOK_BYTE ? "byte" : "char"; }
+static const mt_enum_item TOKENIZERS[] = {
+    [MT_TOK_BYTE] = {"byte", "every byte a token"},
+    [MT_TOK_CHAR] = {"char", "every character of the text a token"},
+};
+const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 
 char *mt_tok_to_json(const mt_tokenizer *t) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", mt_tok_name(t->kind));
+    cJSON_AddStringToObject(o, "type", mt_enum_name(&MT_TOKENIZERS, t->kind));
     if (t->kind == MT_TOK_CHAR) {
         cJSON *a = cJSON_AddArrayToObject(o, "chars");
         for (int i = 0; i < t->n_vocab; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));

@@ -6,34 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../models/gpt_internal.h"
 #include "diag.h"
 
 #define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */
-
-/* Mean over the B*T tokens of ||x_t||_2; x (B, T, C). */
-static double mean_token_norm(const mt_tensor *x) {
-    int C = x->shape[x->ndim - 1];
-    size_t n = x->n / (size_t)C;
-    double sum = 0;
-    for (size_t t = 0; t < n; t++) {
-        double s = 0;
-        for (int j = 0; j < C; j++) s += (double)x->data[t * C + j] * x->data[t * C + j];
-        sum += sqrt(s);
-    }
-    return sum / (double)n;
-}
-
-mt_tensor *mt_gpt_final_hidden(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, double *resid) {
-    const mt_gpt_layout *L = m->layout;
-    mt_tensor *x = mt_gpt_embed(c, m, ids, B, T, 0);
-    for (int i = 0; i < m->cfg.n_layer; i++) {
-        if (resid) resid[i] = mean_token_norm(x);
-        x = mt_block_forward(c, &L->block, &m->P, &L->blocks[i], x);
-    }
-    if (resid) resid[m->cfg.n_layer] = mean_token_norm(x);
-    return L->final_norm_on ? mt_norm_tokens(c, &m->cfg.norm, &m->P, &L->final_norm, x) : x;
-}
 
 /* The sublayer of a parameter named blocks.<i>.<sub>...: 4 i + (attn_norm 0, attn 1, ffn_norm 2,
    ffn 3), or -1. */
@@ -66,11 +41,14 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
     mt_ctx_reset(c);
     c->training = false;
     c->grad_enabled = false;
-    mt_tensor *f = mt_gpt_final_hidden(c, &tr->model, d->x, d->B, d->T, resid ? d->resid_norm : NULL);
+    mt_tensor *f = tr->model->type->probe(c, tr->model, tr->task, tr->cfg.seed ^ SEED_DIAG, d->B,
+                                          resid ? d->resid_norm : NULL);
     c->training = true;
     c->grad_enabled = true;
     int ok = 0;
-    if (step == 0 && d->f0) memcpy(d->f0, f->data, f->n * sizeof(float));
+    if (step == 0 && update && !(d->f0 = malloc(f->n * sizeof *d->f0)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
+    if (step == 0 && update) memcpy(d->f0, f->data, f->n * sizeof(float));
     if (update) {
         double s = 0;
         for (size_t i = 0; i < f->n; i++) {
@@ -98,37 +76,27 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
     if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
-    if (tr->cfg.model != MT_MODEL_GPT)
-        return mt_errorf(err, MT_EINVAL, "the --diag-* diagnostics are those of a GPT (--model gpt)");
+    if (!tr->model->type->probe)
+        return mt_errorf(err, MT_EINVAL, "the --diag-* diagnostics need a model with a probe of "
+                         "its hidden state; --model %s has none", tr->model->type->name);
     if (cfg->update_steps > 0 && tr->step > 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-update-steps measures against the initial weights: a run resumed "
                          "at step %ld has lost them (start from scratch, or set it to 0)",
                          tr->step);
     tr->keep_grad = cfg->grad_every > 0; /* grad_rows reads the gradients after a step */
-    const mt_gpt_config *g = &tr->model.cfg;
-    const mt_params *P = &tr->model.P;
-    d->L = g->n_layer;
-    d->T = g->n_ctx;
-    d->C = g->n_embd;
+    const mt_params *P = tr->P;
+    d->L = tr->model->stack->n_layer;
     d->B = cfg->batch > 0 ? cfg->batch : tr->cfg.batch < 4 ? tr->cfg.batch : 4;
     bool fwd = cfg->update_steps > 0 || cfg->resid_every > 0;
-    size_t n = (size_t)d->B * (size_t)d->T;
     d->group = malloc((size_t)P->n * sizeof *d->group);
     d->sq = malloc((4 * (size_t)d->L + 1) * sizeof *d->sq);
     d->resid_norm = malloc(((size_t)d->L + 1) * sizeof *d->resid_norm);
-    d->x = malloc(2 * n * sizeof *d->x);
-    d->f0 = cfg->update_steps > 0 ? malloc(n * (size_t)d->C * sizeof *d->f0) : NULL;
-    if (!d->group || !d->sq || !d->resid_norm || !d->x || (cfg->update_steps > 0 && !d->f0)) {
+    if (!d->group || !d->sq || !d->resid_norm) {
         mt_diag_close(d);
         return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
     }
-    d->y = d->x + n;
     for (int i = 0; i < P->n; i++) d->group[i] = param_group(P->p[i].name);
-    const mt_tokens *src = tr->val.n > (size_t)d->T ? &tr->val : &tr->train;
-    mt_sampler s;
-    mt_sampler_init(&s, tr->cfg.seed ^ SEED_DIAG);
-    if (fwd) mt_sampler_next(&s, src, d->B, d->T, d->x, d->y);
     const char *out = tr->cfg.out;
     if ((cfg->grad_every &&
          !(d->grad = open_csv(out, "diag_grad.csv", "step,layer,attn_norm,attn,ffn_norm,ffn,total\n", err))) ||
@@ -172,7 +140,7 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     long step = tr->step; /* the weights after `step` updates; the gradients of step - 1 */
     mt_status s = MT_OK;
     if (d->grad && (step - 1) % d->cfg.grad_every == 0)
-        s = grad_rows(d, &tr->model.P, step - 1, tr->opt.cfg.clip, st->grad_norm, err);
+        s = grad_rows(d, tr->P, step - 1, tr->opt.cfg.clip, st->grad_norm, err);
     bool update = d->update && step <= d->cfg.update_steps;
     bool resid = d->resid && step % d->cfg.resid_every == 0;
     if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
@@ -186,7 +154,6 @@ void mt_diag_close(mt_diag *d) {
     free(d->group);
     free(d->sq);
     free(d->resid_norm);
-    free(d->x);
     free(d->f0);
     memset(d, 0, sizeof *d);
 }

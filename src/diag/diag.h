@@ -1,5 +1,6 @@
-/* mt diag: what a depth study measures while a GPT trains (./train --diag-*), as CSV files in the
- * run's directory. Every diagnostic is off by default and costs nothing when off.
+/* mt diag: what a depth study measures while a model trains (./train --diag-*), as CSV files in
+ * the run's directory, for a model type with a probe (model.h). Every diagnostic is off by
+ * default and costs nothing when off.
  *
  * diag_grad.csv   step,layer,attn_norm,attn,ffn_norm,ffn,total
  *   The L2 norm of the gradient (before clipping) of each block's sublayers: its two norms'
@@ -9,10 +10,10 @@
  *   to the squared global gradient norm. Step s is the gradient at the weights after s updates
  *   (step 0: at init), written every grad_every steps.
  * diag_update.csv step,update
- *   DeepNet's model update on a fixed held-out batch x (diag batch sequences of the validation
- *   split): sqrt(mean over tokens of ||F(x, theta_s) - F(x, theta_0)||^2 / C), F the final
- *   hidden state, i.e. what the head sees (after the final norm for Pre-LN; Post-LN and DeepNorm
- *   end with a norm in the last block). Steps 0..update_steps; F(x, theta_0) is kept from the
+ *   DeepNet's model update on a fixed held-out batch x (diag batch rows of the validation
+ *   split, the type's probe): sqrt(mean over tokens of ||F(x, theta_s) - F(x, theta_0)||^2 / C),
+ *   F the final hidden state, i.e. what the head sees (after the final norm for Pre-LN; Post-LN
+ *   and DeepNorm end with a norm in the last block). Steps 0..update_steps; F(x, theta_0) is kept from the
  *   start.
  * diag_resid.csv  step,layer,norm
  *   The residual stream entering block layer (layer n_layer: leaving the last block) on the same
@@ -35,15 +36,14 @@ typedef struct {
 typedef struct {
     mt_diag_cfg cfg;
     FILE *grad, *update, *resid;
-    int B, T, C, L;
-    int *x, *y;     /* (B, T) the fixed batch (y unused) */
-    float *f0;      /* (B, T, C) F(x, theta_0) */
+    int B, L;
+    float *f0;      /* F(x, theta_0) of the fixed batch */
     int *group;     /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
     double *sq;     /* 4 L + 1 sums of squares */
     double *resid_norm; /* L + 1 */
 } mt_diag;
 
-/* Nothing when every diagnostic is off; else (a GPT's trainer only) opens the CSVs that cfg asks
+/* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks
    for in tr->cfg.out and writes the step-0 rows of the update and residual files. The trainer
    must be at step 0 when update_steps > 0 (theta_0 is the init). grad_every sets
    tr->keep_grad (the steps leave their gradients in P->grad). */
@@ -51,9 +51,5 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
 /* After mt_trainer_step returned with st->finite: the rows due at tr->step. */
 mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st, mt_err *err);
 void mt_diag_close(mt_diag *d);
-
-/* F(x, theta) (B, T, C) of a GPT (see above); resid (n_layer + 1) gets the mean token norms of
-   the residual stream entering each block and leaving the last, when not NULL. */
-mt_tensor *mt_gpt_final_hidden(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, double *resid);
 
 #endif

@@ -69,21 +69,23 @@ typedef enum {
     MT_OPT_FLOAT,  /* float, finite */
     MT_OPT_STR,    /* char[MT_OPT_STR_MAX] */
     MT_OPT_BOOL,   /* bool */
-    MT_OPT_CHOICE, /* int: the index of the value in choices ("ln|rms|..." in enum order) */
+    MT_OPT_CHOICE, /* int: a value of the option's mt_enum, by its name */
 } mt_opt_type;
 
 #define MT_OPT_STR_MAX 512
 
-#define MT_OPT_CLI 1u /* flags: a command-line flag only, not a config key, not in mt_opts_to_ini */
+#define MT_OPT_CLI 1u    /* a command-line flag only, not a config key, not in mt_opts_to_ini */
+#define MT_OPT_NEGATE 2u /* a bool that holds the opposite of its flag: --untie sets tied false */
 
 typedef struct {
     const char *name; /* the flag without its dashes, and the config key: "n-layer" */
     mt_opt_type type;
-    void *value;         /* where the value goes; its content at help time is the default */
-    const char *choices; /* MT_OPT_CHOICE: "a|b|c"; MT_OPT_INT, MT_OPT_FLOAT: the accepted range
-                            "lo..hi" or "lo.." (no upper bound), or NULL: any value */
+    void *value;       /* where the value goes; its content at help time is the default */
+    const char *range; /* MT_OPT_INT, MT_OPT_FLOAT: the accepted range "lo..hi" or "lo.." (no
+                          upper bound), or NULL: any value */
     const char *help;
     unsigned flags;
+    const mt_enum *choices; /* MT_OPT_CHOICE: the names it accepts */
 } mt_opt;
 
 /* Applies argv[1..argc-1]. An unknown flag, a missing, malformed or out-of-range value, or a

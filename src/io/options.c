@@ -73,15 +73,13 @@ const char *mt_opt_format(const mt_opt *o, char *buf, size_t len) {
     case MT_OPT_INT: snprintf(buf, len, "%d", *(const int *)o->value); break;
     case MT_OPT_FLOAT: format_float(*(const float *)o->value, buf, len); break;
     case MT_OPT_STR: snprintf(buf, len, "%s", (const char *)o->value); break;
-    case MT_OPT_BOOL: snprintf(buf, len, "%s", *(const bool *)o->value ? "true" : "false"); break;
-    case MT_OPT_CHOICE: {
-        int k = *(const int *)o->value;
-        const char *c = o->choices;
-        for (; k > 0 && c; k--) c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL;
-        size_t n = c ? strcspn(c, "|") : 0;
-        snprintf(buf, len, "%.*s", (int)n, c ? c : "");
+    case MT_OPT_BOOL:
+        snprintf(buf, len, "%s", *(const bool *)o->value != !!(o->flags & MT_OPT_NEGATE) ? "true"
+                                                                                         : "false");
         break;
-    }
+    case MT_OPT_CHOICE:
+        snprintf(buf, len, "%s", mt_enum_name(o->choices, *(const int *)o->value));
+        break;
     }
     return buf;
 }
@@ -90,10 +88,10 @@ const char *mt_opt_format(const mt_opt *o, char *buf, size_t len) {
    explains special values such as -1: default). */
 static mt_status check_range(const mt_opt *o, double v, const char *text, const char *where,
                              mt_err *err) {
-    if (!o->choices) return MT_OK;
-    const char *dots = strstr(o->choices, "..");
-    MT_ASSERT(dots, "option --%s: range '%s' is not lo..hi", o->name, o->choices);
-    double lo = strtod(o->choices, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
+    if (!o->range) return MT_OK;
+    const char *dots = strstr(o->range, "..");
+    MT_ASSERT(dots, "option --%s: range '%s' is not lo..hi", o->name, o->range);
+    double lo = strtod(o->range, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
     if (v >= lo && v <= hi) return MT_OK;
     char range[96];
     if (isinf(hi)) snprintf(range, sizeof range, "at least %g", lo);
@@ -132,20 +130,20 @@ static mt_status set_value(const mt_opt *o, const char *text, const char *where,
     case MT_OPT_BOOL: {
         static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
         for (int i = 0; i < 4; i++) {
-            if (strcmp(text, yes[i]) == 0) return *(bool *)o->value = true, MT_OK;
-            if (strcmp(text, no[i]) == 0) return *(bool *)o->value = false, MT_OK;
+            bool negate = o->flags & MT_OPT_NEGATE;
+            if (strcmp(text, yes[i]) == 0) return *(bool *)o->value = !negate, MT_OK;
+            if (strcmp(text, no[i]) == 0) return *(bool *)o->value = negate, MT_OK;
         }
         return mt_errorf(err, MT_EINVAL, "%s: '%s' is not true or false", where, text);
     }
     case MT_OPT_CHOICE: {
-        size_t len = strlen(text);
-        int k = 0;
-        for (const char *c = o->choices; c; c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL, k++)
-            if (strcspn(c, "|") == len && strncmp(c, text, len) == 0 && len) {
-                *(int *)o->value = k;
-                return MT_OK;
-            }
-        return mt_errorf(err, MT_EINVAL, "%s: '%s' is not one of %s", where, text, o->choices);
+        int v;
+        char choices[256];
+        if (mt_enum_parse(o->choices, text, &v, NULL) != MT_OK)
+            return mt_errorf(err, MT_EINVAL, "%s: '%s' is not one of %s", where, text,
+                             mt_enum_choices(o->choices, choices, sizeof choices));
+        *(int *)o->value = v;
+        return MT_OK;
     }
     }
     return MT_OK;
@@ -166,10 +164,11 @@ mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, m
         snprintf(where, sizeof where, "--%s", o->name);
         const char *value = eq ? eq + 1 : NULL;
         if (!value && o->type == MT_OPT_BOOL) value = "true";
+        char choices[256] = "";
+        if (o->type == MT_OPT_CHOICE) mt_enum_choices(o->choices, choices, sizeof choices);
         if (!value && i + 1 >= argc)
             return mt_errorf(err, MT_EINVAL, "--%s needs a value%s%s", o->name,
-                             o->type == MT_OPT_CHOICE ? ": one of " : "",
-                             o->type == MT_OPT_CHOICE ? o->choices : "");
+                             *choices ? ": one of " : "", choices);
         if (!value) value = argv[++i];
         mt_status s = set_value(o, value, where, err);
         if (s != MT_OK) return s;
@@ -279,12 +278,15 @@ char *mt_opts_help(const mt_opt *opts, int n) {
                            : o->type == MT_OPT_FLOAT ? " X"
                            : o->type == MT_OPT_STR   ? " S"
                                                      : "";
-        if (o->type == MT_OPT_CHOICE) snprintf(flag, sizeof flag, "--%s %s", o->name, o->choices);
+        char choices[256];
+        if (o->type == MT_OPT_CHOICE)
+            snprintf(flag, sizeof flag, "--%s %s", o->name,
+                     mt_enum_choices(o->choices, choices, sizeof choices));
         else snprintf(flag, sizeof flag, "--%s%s", o->name, meta);
         mt_opt_format(o, val, sizeof val);
         if (strlen(flag) > 26) sb_printf(&b, "  %s\n  %-26s %s", flag, "", o->help);
         else sb_printf(&b, "  %-26s %s", flag, o->help);
-        if (o->type != MT_OPT_BOOL || *(const bool *)o->value)
+        if (o->type != MT_OPT_BOOL || strcmp(val, "true") == 0)
             sb_printf(&b, " (default: %s)", *val ? val : "none");
         sb_printf(&b, "\n");
     }

@@ -1,200 +1,87 @@
 /* GPT (Radford et al. 2019): token and learned position embeddings, n_layer causal blocks from
-   src/nn with the configured norm and placement, a head tied to the token embedding by default.
-   B T C V as in nn.h; ids and targets are (B*T), row-major over (B, T). */
-#include <limits.h>
+   src/nn with the configured norm and placement, a head tied to the token embedding by default;
+   trained on tokens (models.h). B T C V as in nn.h; ids and targets are (B*T), row-major over
+   (B, T). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_json.h"
 #include "gpt_internal.h"
-
-/* ---- init schemes ------------------------------------------------------------------------------ */
-
-static const char *const SCHEME_NAMES[] = {"gpt2", "xavier", "deepnorm", "auto"};
-
-const char *mt_init_scheme_name(mt_init_scheme s) { return SCHEME_NAMES[s]; }
-
-mt_status mt_init_scheme_parse(const char *name, mt_init_scheme *s, mt_err *err) {
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, SCHEME_NAMES[i]) == 0) return *s = (mt_init_scheme)i, MT_OK;
-    return mt_errorf(err, MT_EINVAL,
-                     "unknown init '%s' (accepted: gpt2, xavier, deepnorm, auto)", name);
-}
-
-mt_block_init mt_block_init_stds(mt_init_scheme s, int n_layer, float beta, int C, int F) {
-    float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)); /* Xavier, gain 1 */
-    switch (s) {
-    case MT_SCHEME_GPT2: {
-        float r = 0.02f / sqrtf(2.0f * n_layer); /* residual output projections */
-        return (mt_block_init){0.02f, 0.02f, 0.02f, r, 0.02f, r};
-    }
-    case MT_SCHEME_XAVIER: return (mt_block_init){sq, sq, sq, sq, sf, sf};
-    case MT_SCHEME_DEEPNORM:
-        return (mt_block_init){sq, sq, beta * sq, beta * sq, beta * sf, beta * sf};
-    case MT_SCHEME_AUTO: break;
-    }
-    MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s);
-}
 
 /* ---- config -------------------------------------------------------------------------------- */
 
 mt_gpt_config mt_gpt_config_default(void) {
-    return (mt_gpt_config){.n_layer = 4,
-                           .n_head = 4,
-                           .n_embd = 128,
-                           .n_ctx = 128,
-                           .n_vocab = 256,
-                           .n_ff = 0,
-                           .norm = mt_norm_default(MT_NORM_LN),
-                           .placement = MT_PLACE_PRE,
-                           .init = MT_SCHEME_AUTO,
-                           .tied = true,
-                           .bias = true,
-                           .act = MT_ACT_GELU};
-}
-
-mt_status mt_blocks_config_check(int n_layer, int n_head, int n_embd, int *n_ff,
-                                 mt_norm_cfg *norm, bool causal, mt_placement placement,
-                                 mt_init_scheme *init, mt_act act, float dropout, float *alpha,
-                                 float *beta, mt_err *err) {
-    if (n_embd % n_head)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: n_head = %d does not divide n_embd = %d (each head gets "
-                         "n_embd / n_head channels)",
-                         n_head, n_embd);
-    if (*n_ff < 0)
-        return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
-                         *n_ff);
-    if ((unsigned)placement > MT_PLACE_DEEPNORM)
-        return mt_errorf(err, MT_EINVAL, "config: placement %d (accepted: pre, post, deepnorm)",
-                         (int)placement);
-    if ((unsigned)*init > MT_SCHEME_AUTO)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: init %d (accepted: gpt2, xavier, deepnorm, auto)", (int)*init);
-    if ((unsigned)act > MT_ACT_SILU)
-        return mt_errorf(err, MT_EINVAL, "config: act %d (accepted: gelu, gelu_erf, relu, silu)",
-                         (int)act);
-    if (!(dropout >= 0 && dropout < 1))
-        return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", dropout);
-    mt_status st = mt_norm_validate(norm, n_embd, causal, err);
-    if (st != MT_OK) return st;
-    if (*n_ff == 0 && n_embd > INT_MAX / 4)
-        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
-                         "overflows an int; give n_ff", n_embd);
-    if (*n_ff == 0) *n_ff = 4 * n_embd;
-    float a, b;
-    if (causal) mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, n_layer, &a, &b);
-    else mt_deepnorm_constants(MT_DEEPNORM_ENCODER_ONLY, n_layer, 0, &a, &b);
-    if (!(*alpha > 0)) *alpha = a;
-    if (!(*beta > 0)) *beta = b;
-    if (*init == MT_SCHEME_AUTO)
-        *init = placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
-    return MT_OK;
+    return (mt_gpt_config){.stack = mt_stack_default(), .n_ctx = 64, .n_vocab = 256,
+                           .tied = true};
 }
 
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
-    const struct {
-        const char *key;
-        int v;
-    } dims[] = {{"n_layer", cfg->n_layer}, {"n_head", cfg->n_head}, {"n_embd", cfg->n_embd},
-                {"n_ctx", cfg->n_ctx}, {"n_vocab", cfg->n_vocab}};
-    for (int i = 0; i < 5; i++)
-        if (dims[i].v < 1)
-            return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1", dims[i].key,
-                             dims[i].v);
-    return mt_blocks_config_check(cfg->n_layer, cfg->n_head, cfg->n_embd, &cfg->n_ff, &cfg->norm,
-                                  true, cfg->placement, &cfg->init, cfg->act, cfg->dropout,
-                                  &cfg->deepnorm_alpha, &cfg->deepnorm_beta, err);
+    if (cfg->n_ctx < 1 || cfg->n_vocab < 1)
+        return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1",
+                         cfg->n_ctx < 1 ? "n_ctx" : "n_vocab",
+                         cfg->n_ctx < 1 ? cfg->n_ctx : cfg->n_vocab);
+    return mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
+                             err);
 }
-
-/* ---- config as JSON: one table of fields for both directions (config_json.h) ---------------- */
 
 static const mt_cf_field FIELDS[] = {
-    MT_CF_FIELD(mt_gpt_config, "n_ctx", INT, n_ctx),
-    MT_CF_FIELD(mt_gpt_config, "n_vocab", INT, n_vocab),
-    MT_CF_FIELD(mt_gpt_config, "tied", BOOL, tied),
-    MT_CF_BLOCK_FIELDS(mt_gpt_config),
+    {"n_ctx", MT_CF_INT, offsetof(mt_gpt_config, n_ctx), "context length (tokens)", "1..", NULL,
+     NULL},
+    {"n_vocab", MT_CF_INT, offsetof(mt_gpt_config, n_vocab), NULL, NULL, NULL, NULL},
+    {"tied", MT_CF_BOOL, offsetof(mt_gpt_config, tied),
+     "a separate output head instead of the token embedding", NULL, NULL, "untie"},
+    {"stack", MT_CF_TABLE, offsetof(mt_gpt_config, stack), NULL, NULL, &MT_STACK_FIELDS, NULL},
 };
-#define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
+static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
 
-char *mt_gpt_config_to_json(const mt_gpt_config *cfg) {
-    return mt_cf_to_json(FIELDS, N_FIELDS, cfg);
-}
+/* ---- build ----------------------------------------------------------------------------------- */
 
-mt_status mt_gpt_config_from_json(const char *json, mt_gpt_config *cfg, mt_err *err) {
-    *cfg = mt_gpt_config_default();
-    mt_status st = mt_cf_from_json(FIELDS, N_FIELDS, json, cfg, err);
-    return st == MT_OK ? mt_gpt_config_validate(cfg, err) : st;
-}
-
-/* ---- build and init ----------------------------------------------------------------------------- */
-
-mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
-    mt_status st = mt_gpt_build_table(m, cfg, err);
-    if (st == MT_OK && (st = mt_params_alloc(&m->P, err)) != MT_OK) mt_gpt_free(m);
-    return st;
-}
-
-mt_status mt_gpt_build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
+static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
+    m->base = (mt_model){&mt_gpt_type, &m->cfg, &m->cfg.stack, &m->P};
+    mt_tok_init_byte(&m->tok);
     const mt_gpt_config *g = &m->cfg;
-    int C = g->n_embd, V = g->n_vocab;
+    int C = g->stack.n_embd, V = g->n_vocab;
     mt_gpt_layout *L = calloc(1, sizeof *L);
-    if (L) L->blocks = calloc((size_t)g->n_layer, sizeof *L->blocks);
-    if (!L || !L->blocks) {
-        free(L);
-        return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", g->n_layer);
-    }
+    if (!L) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
     m->layout = L;
-    L->block = (mt_block_cfg){.C = C,
-                              .F = g->n_ff,
-                              .n_head = g->n_head,
-                              .bias = g->bias,
-                              .causal = true,
-                              .norm = g->norm,
-                              .placement = g->placement,
-                              .alpha = g->deepnorm_alpha,
-                              .act = g->act,
-                              .dropout = g->dropout};
     mt_params *P = &m->P;
     mt_params_init_table(P);
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
                                MT_INIT_NORMAL, 0.02f);
     L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
                                MT_INIT_NORMAL, 0.02f);
-    mt_block_init stds = mt_block_init_stds(g->init, g->n_layer, g->deepnorm_beta, C, g->n_ff);
-    for (int i = 0; i < g->n_layer; i++) {
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "blocks.%d", i);
-        mt_block_add_params(P, prefix, &L->block, &stds, &L->blocks[i]);
-    }
-    L->final_norm_on = mt_placement_final_norm(g->placement);
-    L->final_norm = (mt_norm_params){-1, -1, -1, -1, -1};
-    if (L->final_norm_on) mt_norm_add_params(P, "final_norm", &g->norm, C, &L->final_norm);
-    L->lm_head = -1;
-    if (!g->tied) /* gpt2: N(0, 0.02); xavier and deepnorm: Xavier-normal, gain 1 */
-        L->lm_head = mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
-                                   MT_INIT_NORMAL,
-                                   g->init == MT_SCHEME_GPT2 ? 0.02f : sqrtf(2.0f / (C + V)));
+    if ((st = mt_stack_build(&L->stack, &g->stack, true, P, "blocks", "final_norm", err)) != MT_OK)
+        return st;
+    L->lm_head = g->tied ? -1
+                         : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
+                                         MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
     return MT_OK;
 }
 
-void mt_gpt_init_weights(mt_gpt *m, mt_rng *r) { mt_params_initialize(&m->P, r); }
+mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
+    mt_status st = build_table(m, cfg, err);
+    if (st == MT_OK) st = mt_params_alloc(&m->P, err);
+    if (st != MT_OK) mt_gpt_free(m);
+    return st;
+}
 
 void mt_gpt_free(mt_gpt *m) {
-    if (m->layout) free(m->layout->blocks);
+    if (m->layout) mt_stack_free(&m->layout->stack);
     free(m->layout);
     mt_params_free(&m->P);
+    mt_tok_free(&m->tok);
     memset(m, 0, sizeof *m);
 }
 
-/* ---- forward ------------------------------------------------------------------------------------ */
+mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *)m : NULL; }
+
+/* ---- forward --------------------------------------------------------------------------------- */
 
 mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int pos0) {
     const mt_gpt_layout *L = m->layout;
@@ -204,25 +91,270 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int 
     for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
     mt_tensor *x = mt_add(c, mt_embedding(c, &m->P.t[L->tok_emb], ids, n),
                           mt_embedding(c, &m->P.t[L->pos_emb], pos, n));
-    x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.n_embd});
-    return m->cfg.dropout > 0 ? mt_dropout(c, x, m->cfg.dropout) : x;
+    x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
+    return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }
 
 mt_tensor *mt_gpt_head(mt_ctx *c, mt_gpt *m, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
-    if (L->final_norm_on) x = mt_norm_tokens(c, &m->cfg.norm, &m->P, &L->final_norm, x);
+    x = mt_stack_final(c, &L->stack, &m->P, x);
     if (L->lm_head >= 0) return mt_linear(c, x, &m->P.t[L->lm_head], NULL);
     return mt_matmul(c, x, &m->P.t[L->tok_emb], false, true); /* x tok_emb^T */
 }
 
 mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {
-    const mt_gpt_layout *L = m->layout;
     mt_tensor *x = mt_gpt_embed(c, m, ids, B, T, 0);
-    for (int i = 0; i < m->cfg.n_layer; i++)
-        x = mt_block_forward(c, &L->block, &m->P, &L->blocks[i], x);
-    return mt_gpt_head(c, m, x);
+    return mt_gpt_head(c, m, mt_stack_forward(c, &m->layout->stack, &m->P, x, NULL));
 }
 
 mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T) {
     return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1);
 }
+
+mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
+    const mt_gpt_batch *b = batch;
+    mt_gpt m = *b->m;
+    m.P = *P;
+    size_t at = (size_t)lo * (size_t)b->T;
+    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
+}
+
+void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count) {
+    int W = m->cfg.n_ctx + 1;
+    c->training = false;
+    c->grad_enabled = false;
+    *nll = 0;
+    *count = 0;
+    for (size_t start = 0; start + 1 < n; start += (size_t)W) {
+        int len = n - start < (size_t)W ? (int)(n - start) : W, T = len - 1;
+        mt_ctx_reset(c);
+        int *ids = mt_arena_alloc(c, 2 * (size_t)T * sizeof *ids), *targets = ids + T;
+        for (int t = 0; t < T; t++) {
+            ids[t] = tok[start + (size_t)t];
+            targets[t] = tok[start + (size_t)t + 1];
+        }
+        /* the mean over T targets, back to a sum */
+        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T)->data[0] * T;
+        *count += T;
+    }
+}
+
+double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
+    const mt_stack_config *s = &cfg->stack;
+    double N = (double)B * cfg->n_ctx, C = s->n_embd, F = s->n_ff, T = cfg->n_ctx;
+    /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
+       scratch; then the logits; doubled for gradients */
+    double floats = N * (s->n_layer * (16 * C + 4 * F) + 4 * C + 4.0 * cfg->n_vocab) +
+                    s->n_layer * 4.0 * s->n_head * T * T;
+    return (training ? 2 : 1) * floats * sizeof(float);
+}
+
+/* ---- training on tokens ---------------------------------------------------------------------- */
+
+#define SEED_EVAL 0x4556414c5549414eULL /* the validation windows */
+
+typedef struct {
+    mt_task base;
+    mt_tokenizer tok;
+    mt_tokens all, train, val;
+    int B, T, eval_batches;
+    uint64_t seed;
+    int *x, *y;        /* (B, T) the drawn batch: inputs and next tokens */
+    mt_sampler eval;   /* the validation windows' draws */
+    int *probe, probe_B; /* (probe_B, T) the diagnostics' fixed windows */
+} gpt_task;
+
+static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
+    mt_gpt_config *cfg = cfgp;
+    gpt_task *t = calloc(1, sizeof *t);
+    if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    *tp = &t->base;
+    t->base.type = &mt_gpt_type;
+    t->B = d->batch;
+    t->T = cfg->n_ctx;
+    t->eval_batches = d->eval_batches;
+    t->seed = d->seed;
+    mt_status s = mt_data_load(d->path, d->tokenizer, &t->tok, &t->all, err);
+    if (s != MT_OK) return s;
+    cfg->n_vocab = t->tok.n_vocab;
+    if ((s = mt_gpt_config_validate(cfg, err)) != MT_OK ||
+        (s = mt_tokens_split(&t->all, d->val_fraction, cfg->n_ctx, &t->train, &t->val, err)) !=
+            MT_OK)
+        return s;
+    size_t n = (size_t)d->batch * (size_t)cfg->n_ctx; /* the whole batch: every rank draws it */
+    t->x = malloc(n * sizeof *t->x);
+    t->y = malloc(n * sizeof *t->y);
+    if (!t->x || !t->y)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
+    return MT_OK;
+}
+
+static void task_free(mt_task *tp) {
+    gpt_task *t = (gpt_task *)tp;
+    if (!t) return;
+    mt_tok_free(&t->tok);
+    mt_tokens_free(&t->all);
+    free(t->x);
+    free(t->y);
+    free(t->probe);
+    free(t);
+}
+
+static void task_describe(const mt_task *tp, char *buf, size_t len) {
+    const gpt_task *t = (const gpt_task *)tp;
+    snprintf(buf, len, "%zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu", t->all.n,
+             mt_enum_name(&MT_TOKENIZERS, t->tok.kind), t->tok.n_vocab, t->train.n, t->val.n);
+}
+
+static char *task_warning(const mt_task *t) { return (void)t, NULL; }
+
+static char *task_meta(const mt_task *tp) { return mt_tok_to_json(&((const gpt_task *)tp)->tok); }
+
+static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
+    gpt_task *t = (gpt_task *)tp;
+    (void)lo, (void)n; /* every row of the batch is drawn */
+    mt_sampler s = {*r};
+    mt_sampler_next(&s, &t->train, t->B, t->T, t->x, t->y);
+    *r = s.rng;
+}
+
+static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
+                            int n) {
+    gpt_task *t = (gpt_task *)tp;
+    mt_gpt_batch b = {(const mt_gpt *)m, t->x, t->y, t->T};
+    return mt_gpt_rows_loss(c, P, lo, n, &b);
+}
+
+static int eval_count(const mt_task *tp) {
+    const gpt_task *t = (const gpt_task *)tp;
+    return t->val.n ? t->eval_batches : 0;
+}
+
+static int eval_draw(mt_task *tp, int i) {
+    gpt_task *t = (gpt_task *)tp;
+    if (i == 0) mt_sampler_init(&t->eval, t->seed ^ SEED_EVAL); /* the same windows every time */
+    mt_sampler_next(&t->eval, &t->val, t->B, t->T, t->x, t->y);
+    return t->B;
+}
+
+static void eval_rows(mt_ctx *c, mt_model *m, mt_task *tp, int lo, int n, double sums[2]) {
+    gpt_task *t = (gpt_task *)tp;
+    size_t at = (size_t)lo * t->T;
+    sums[0] += (double)mt_gpt_loss(c, (mt_gpt *)m, t->x + at, t->y + at, n, t->T)->data[0] * n;
+}
+
+static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
+                        double *resid) {
+    gpt_task *t = (gpt_task *)tp;
+    mt_gpt *m = (mt_gpt *)mp;
+    if (t->probe_B != B) { /* once, when the diagnostics open */
+        free(t->probe);
+        t->probe = malloc(2 * (size_t)B * t->T * sizeof *t->probe);
+        MT_ASSERT(t->probe, "gpt: out of memory for %d probe windows", B);
+        const mt_tokens *src = t->val.n > (size_t)t->T ? &t->val : &t->train;
+        mt_sampler s;
+        mt_sampler_init(&s, seed);
+        mt_sampler_next(&s, src, B, t->T, t->probe, t->probe + (size_t)B * t->T);
+        t->probe_B = B;
+    }
+    mt_tensor *x = mt_gpt_embed(c, m, t->probe, B, t->T, 0);
+    x = mt_stack_forward(c, &m->layout->stack, &m->P, x, resid);
+    return mt_stack_final(c, &m->layout->stack, &m->P, x);
+}
+
+/* ---- the type -------------------------------------------------------------------------------- */
+
+static void config_default(void *cfg) { *(mt_gpt_config *)cfg = mt_gpt_config_default(); }
+static mt_status config_validate(void *cfg, mt_err *err) {
+    return mt_gpt_config_validate(cfg, err);
+}
+
+static void config_describe(const void *cfgp, char *buf, size_t len) {
+    const mt_gpt_config *g = cfgp;
+    const mt_stack_config *s = &g->stack;
+    snprintf(buf, len, "gpt, %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
+             "placement %s, init %s", s->n_layer, s->n_head, s->n_embd, s->n_ff, g->n_ctx,
+             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
+             mt_enum_name(&MT_INIT_SCHEMES, s->init));
+}
+
+static double activation_bytes(const void *cfg, int B, bool training) {
+    return mt_gpt_activation_bytes(cfg, B, training);
+}
+
+static int row_units(const void *cfg) { return ((const mt_gpt_config *)cfg)->n_ctx; }
+
+static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
+    mt_gpt *m = malloc(sizeof *m);
+    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    mt_status s = build_table(m, cfg, err);
+    if (s != MT_OK) {
+        mt_gpt_free(m);
+        free(m);
+        return s;
+    }
+    *mp = &m->base;
+    return MT_OK;
+}
+
+static void type_free(mt_model *m) {
+    mt_gpt_free((mt_gpt *)m);
+    free(m);
+}
+
+static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }
+
+static mt_status meta_from_json(mt_model *mp, const char *json, mt_err *err) {
+    mt_gpt *m = (mt_gpt *)mp;
+    mt_tokenizer tok;
+    mt_status s = mt_tok_from_json(json, &tok, err);
+    if (s != MT_OK) return s;
+    if (tok.n_vocab != m->cfg.n_vocab) {
+        s = mt_errorf(err, MT_EFORMAT, "the config has n_vocab %d, the tokenizer %d tokens",
+                      m->cfg.n_vocab, tok.n_vocab);
+        mt_tok_free(&tok);
+        return s;
+    }
+    mt_tok_free(&m->tok);
+    m->tok = tok;
+    return MT_OK;
+}
+
+static void meta_describe(const mt_model *mp, char *buf, size_t len) {
+    const mt_tokenizer *t = &((const mt_gpt *)mp)->tok;
+    snprintf(buf, len, "%s, vocabulary %d", mt_enum_name(&MT_TOKENIZERS, t->kind), t->n_vocab);
+}
+
+const mt_model_type mt_gpt_type = {
+    .name = "gpt",
+    .about = "a language model",
+    .data = "a text or token file",
+    .data_file = true,
+    .meta_key = "tokenizer",
+    .units = "tokens",
+    .unit = "tok",
+    .config_size = sizeof(mt_gpt_config),
+    .fields = &GPT_FIELDS,
+    .config_default = config_default,
+    .config_validate = config_validate,
+    .config_describe = config_describe,
+    .activation_bytes = activation_bytes,
+    .row_units = row_units,
+    .build_table = type_build_table,
+    .free = type_free,
+    .meta_to_json = meta_to_json,
+    .meta_from_json = meta_from_json,
+    .meta_describe = meta_describe,
+    .task_load = task_load,
+    .task_free = task_free,
+    .task_describe = task_describe,
+    .task_warning = task_warning,
+    .task_meta = task_meta,
+    .draw_batch = draw_batch,
+    .rows_loss = rows_loss,
+    .eval_count = eval_count,
+    .eval_draw = eval_draw,
+    .eval_rows = eval_rows,
+    .accuracy = false,
+    .probe = probe,
+};

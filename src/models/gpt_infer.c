@@ -7,25 +7,12 @@
 
 #include "gpt_internal.h"
 
-double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
-    double N = (double)B * cfg->n_ctx, C = cfg->n_embd, F = cfg->n_ff, T = cfg->n_ctx;
-    /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
-       scratch; then the logits; doubled for gradients */
-    double floats = N * (cfg->n_layer * (16 * C + 4 * F) + 4 * C + 4.0 * cfg->n_vocab) +
-                    cfg->n_layer * 4.0 * cfg->n_head * T * T;
-    return (training ? 2 : 1) * floats * sizeof(float);
-}
-
-size_t mt_gpt_arena_bytes(const mt_gpt_config *cfg, int B, bool training) {
-    double bytes = 3 * mt_gpt_activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
-    return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
-}
-
 mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
     memset(kv, 0, sizeof *kv);
     kv->m = m;
     kv->no_cache = no_cache;
-    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)m->cfg.n_embd, L = (size_t)m->cfg.n_layer;
+    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)m->cfg.stack.n_embd;
+    size_t L = (size_t)m->cfg.stack.n_layer;
     kv->ids = malloc(T * sizeof *kv->ids);
     kv->k = malloc(L * T * C * sizeof *kv->k);
     kv->v = malloc(L * T * C * sizeof *kv->v);
@@ -34,7 +21,8 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
         mt_kv_free(kv);
         return mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache of %zu tokens", T);
     }
-    mt_status s = mt_ctx_init(&kv->ctx, mt_gpt_arena_bytes(&m->cfg, 1, false), 0, err);
+    mt_status s =
+        mt_ctx_init(&kv->ctx, mt_model_arena_bytes(&mt_gpt_type, &m->cfg, 1, false), 0, err);
     if (s != MT_OK) {
         mt_kv_free(kv);
         return s;
@@ -107,11 +95,12 @@ static void run(mt_kv_cache *kv, int pos0) {
     } else {
         const mt_gpt_layout *Lo = m->layout;
         mt_tensor *x = mt_gpt_embed(c, m, kv->ids + pos0, 1, n, pos0);
-        for (int l = 0; l < m->cfg.n_layer; l++) {
-            const mt_block_params *bp = &Lo->blocks[l];
+        const mt_stack *st = &Lo->stack;
+        for (int l = 0; l < st->n_layer; l++) {
+            const mt_block_params *bp = &st->blocks[l];
             cached_attn_arg arg = {kv, l, pos0};
-            x = mt_residual(c, &Lo->block, &m->P, bp, &bp->attn_norm, x, cached_attn, &arg);
-            x = mt_residual(c, &Lo->block, &m->P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+            x = mt_residual(c, &st->block, &m->P, bp, &bp->attn_norm, x, cached_attn, &arg);
+            x = mt_residual(c, &st->block, &m->P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
         }
         logits = mt_gpt_head(c, m, x);
     }

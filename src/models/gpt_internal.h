@@ -1,17 +1,13 @@
-/* The GPT's private layout, shared by gpt.c and the KV-cache decoder (gpt_infer.c).
- * A block is src/nn's: mt_residual around mt_attn_sublayer and mt_ffn_sublayer. */
+/* The GPT's private layout, shared by gpt.c and the KV-cache decoder (gpt_infer.c). */
 #ifndef MT_GPT_INTERNAL_H
 #define MT_GPT_INTERNAL_H
 
 #include "models.h"
 
 struct mt_gpt_layout {
-    int tok_emb, pos_emb;      /* (V, C), (n_ctx, C) */
-    int lm_head;               /* (V, C), -1 when tied to tok_emb */
-    bool final_norm_on;        /* pre only (mt_placement_final_norm) */
-    mt_norm_params final_norm;
-    mt_block_cfg block;        /* the same for every block (causal) */
-    mt_block_params *blocks;   /* n_layer */
+    int tok_emb, pos_emb; /* (V, C), (n_ctx, C) */
+    int lm_head;          /* (V, C), -1 when tied to tok_emb */
+    mt_stack stack;       /* causal blocks, the final norm (pre only) */
 };
 
 /* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (then dropout when configured); ids (B*T),

@@ -7,46 +7,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_json.h"
+#include "models.h"
 
 struct mt_vit_layout {
     int patch_w, patch_b;     /* (C, CH P P), (C) or -1 */
     int cls_token;            /* (1, C), -1 with mean pooling */
     int pos_emb;              /* (T, C) */
     int head_w, head_b;       /* (K, C), (K) */
-    bool final_norm_on;       /* pre only (mt_placement_final_norm) */
-    mt_norm_params final_norm;
-    mt_block_cfg block;       /* the same for every block (bidirectional) */
-    mt_block_params *blocks;  /* n_layer */
+    mt_stack stack;           /* bidirectional blocks, the final norm (pre only) */
 };
 
-static const char *const POOL_NAMES[] = {"cls", "mean"};
-
-const char *mt_vit_pool_name(mt_vit_pool p) { return POOL_NAMES[p]; }
-
-mt_status mt_vit_pool_parse(const char *name, mt_vit_pool *p, mt_err *err) {
-    for (int i = 0; i < 2; i++)
-        if (strcmp(name, POOL_NAMES[i]) == 0) return *p = (mt_vit_pool)i, MT_OK;
-    return mt_errorf(err, MT_EINVAL, "unknown pool '%s' (accepted: cls, mean)", name);
-}
+static const mt_enum_item POOLS[] = {
+    [MT_VIT_POOL_CLS] = {"cls", "the class token's output"},
+    [MT_VIT_POOL_MEAN] = {"mean", "the mean over tokens"},
+};
+const mt_enum MT_VIT_POOLS = MT_ENUM("pool", POOLS);
 
 /* ---- config ---------------------------------------------------------------------------------- */
 
 mt_vit_config mt_vit_config_default(void) {
-    return (mt_vit_config){.image_h = 28,
+    return (mt_vit_config){.stack = mt_stack_default(),
+                           .image_h = 28,
                            .image_w = 28,
                            .channels = 1,
                            .patch = 7,
                            .n_classes = 10,
-                           .n_layer = 4,
-                           .n_head = 4,
-                           .n_embd = 64,
-                           .n_ff = 0,
-                           .norm = mt_norm_default(MT_NORM_LN),
-                           .placement = MT_PLACE_PRE,
-                           .init = MT_SCHEME_AUTO,
-                           .bias = true,
-                           .act = MT_ACT_GELU,
                            .pool = MT_VIT_POOL_CLS};
 }
 
@@ -60,9 +45,8 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
         const char *key;
         int v;
     } dims[] = {{"image_h", cfg->image_h}, {"image_w", cfg->image_w}, {"patch", cfg->patch},
-                {"n_classes", cfg->n_classes}, {"n_layer", cfg->n_layer},
-                {"n_head", cfg->n_head}, {"n_embd", cfg->n_embd}};
-    for (int i = 0; i < 7; i++)
+                {"n_classes", cfg->n_classes}};
+    for (int i = 0; i < 4; i++)
         if (dims[i].v < 1)
             return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1", dims[i].key,
                              dims[i].v);
@@ -73,18 +57,16 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          "config: patch = %d does not divide the image size %dx%d (height x "
                          "width); pick a patch size that divides both",
                          cfg->patch, cfg->image_h, cfg->image_w);
-    if ((unsigned)cfg->pool > MT_VIT_POOL_MEAN)
+    if ((unsigned)cfg->pool >= (unsigned)MT_VIT_POOLS.n)
         return mt_errorf(err, MT_EINVAL, "config: pool %d (accepted: cls, mean)", (int)cfg->pool);
     /* not causal: an image's patches may all see each other, so bn and in are fine here */
-    mt_status st = mt_blocks_config_check(cfg->n_layer, cfg->n_head, cfg->n_embd, &cfg->n_ff,
-                                          &cfg->norm, false, cfg->placement, &cfg->init,
-                                          cfg->act, cfg->dropout, &cfg->deepnorm_alpha,
-                                          &cfg->deepnorm_beta, err);
+    mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCODER_ONLY, cfg->stack.n_layer, 0,
+                                     false, err);
     if (st != MT_OK) return st;
     /* Every placement ends in a norm (pre: the final norm; post, deepnorm: the last block's), and
        InstanceNorm gives each channel mean 0 (its bias) over the tokens: the mean over tokens
        would be the same for every image. */
-    if (cfg->norm.kind == MT_NORM_IN && cfg->pool == MT_VIT_POOL_MEAN)
+    if (cfg->stack.norm.kind == MT_NORM_IN && cfg->pool == MT_VIT_POOL_MEAN)
         return mt_errorf(err, MT_EINVAL,
                          "config: norm in with pool mean: InstanceNorm sets every channel's mean "
                          "over the tokens to its bias, so mean pooling would see the same "
@@ -92,67 +74,42 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
+#define F(key, type, field, help, range, of) \
+    {key, MT_CF_##type, offsetof(mt_vit_config, field), help, range, of, NULL}
 static const mt_cf_field FIELDS[] = {
-    MT_CF_FIELD(mt_vit_config, "image_h", INT, image_h),
-    MT_CF_FIELD(mt_vit_config, "image_w", INT, image_w),
-    MT_CF_FIELD(mt_vit_config, "channels", INT, channels),
-    MT_CF_FIELD(mt_vit_config, "patch", INT, patch),
-    MT_CF_FIELD(mt_vit_config, "n_classes", INT, n_classes),
-    MT_CF_FIELD(mt_vit_config, "pool", POOL, pool),
-    MT_CF_BLOCK_FIELDS(mt_vit_config),
+    F("image_h", INT, image_h, NULL, NULL, NULL),
+    F("image_w", INT, image_w, NULL, NULL, NULL),
+    F("channels", INT, channels, NULL, NULL, NULL),
+    F("patch", INT, patch, "patch size (divides the image size)", "1..", NULL),
+    F("n_classes", INT, n_classes, NULL, NULL, NULL),
+    F("pool", ENUM, pool, "what the head reads", NULL, &MT_VIT_POOLS),
+    F("stack", TABLE, stack, NULL, NULL, &MT_STACK_FIELDS),
 };
-#define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
+#undef F
+static const mt_cf_table VIT_FIELDS = MT_CF_TABLE_OF(FIELDS);
 
-char *mt_vit_config_to_json(const mt_vit_config *cfg) {
-    return mt_cf_to_json(FIELDS, N_FIELDS, cfg);
-}
+/* ---- build ----------------------------------------------------------------------------------- */
 
-mt_status mt_vit_config_from_json(const char *json, mt_vit_config *cfg, mt_err *err) {
-    *cfg = mt_vit_config_default();
-    mt_status st = mt_cf_from_json(FIELDS, N_FIELDS, json, cfg, err);
-    return st == MT_OK ? mt_vit_config_validate(cfg, err) : st;
-}
-
-/* ---- build and init ---------------------------------------------------------------------------- */
-
-mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
-    mt_status st = mt_vit_build_table(m, cfg, err);
-    if (st == MT_OK && (st = mt_params_alloc(&m->P, err)) != MT_OK) mt_vit_free(m);
-    return st;
-}
-
-mt_status mt_vit_build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
+static mt_status build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
+    m->base = (mt_model){&mt_vit_type, &m->cfg, &m->cfg.stack, &m->P};
     const mt_vit_config *g = &m->cfg;
-    int C = g->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;
+    const mt_stack_config *s = &g->stack;
+    int C = s->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;
+    m->meta = (mt_images){.H = g->image_h, .W = g->image_w, .C = g->channels,
+                          .n_classes = g->n_classes};
     mt_vit_layout *L = calloc(1, sizeof *L);
-    if (L) L->blocks = calloc((size_t)g->n_layer, sizeof *L->blocks);
-    if (!L || !L->blocks) {
-        free(L);
-        return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", g->n_layer);
-    }
+    if (!L) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
     m->layout = L;
-    L->block = (mt_block_cfg){.C = C,
-                              .F = g->n_ff,
-                              .n_head = g->n_head,
-                              .bias = g->bias,
-                              .causal = false,
-                              .norm = g->norm,
-                              .placement = g->placement,
-                              .alpha = g->deepnorm_alpha,
-                              .act = g->act,
-                              .dropout = g->dropout};
     mt_params *P = &m->P;
     mt_params_init_table(P);
-    /* the patch embedding and the head as the GPT's untied head: N(0, 0.02) under gpt2,
-       Xavier-normal with gain 1 otherwise */
-    bool gpt2 = g->init == MT_SCHEME_GPT2;
+    /* the patch embedding and the head as the GPT's untied head */
     L->patch_w = mt_params_add(P, "patch_embed.weight", 2, (int[]){C, D}, MT_ROLE_MATRIX,
-                               MT_INIT_NORMAL, gpt2 ? 0.02f : sqrtf(2.0f / (C + D)));
-    L->patch_b = g->bias ? mt_params_add(P, "patch_embed.bias", 1, &C, MT_ROLE_BIAS,
+                               MT_INIT_NORMAL, mt_stack_other_std(s, C, D));
+    L->patch_b = s->bias ? mt_params_add(P, "patch_embed.bias", 1, &C, MT_ROLE_BIAS,
                                          MT_INIT_ZEROS, 0.0f)
                          : -1;
     L->cls_token = g->pool == MT_VIT_POOL_CLS
@@ -161,46 +118,43 @@ mt_status mt_vit_build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
                        : -1;
     L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){mt_vit_tokens(g), C},
                                MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 0.02f);
-    mt_block_init stds = mt_block_init_stds(g->init, g->n_layer, g->deepnorm_beta, C, g->n_ff);
-    for (int i = 0; i < g->n_layer; i++) {
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "blocks.%d", i);
-        mt_block_add_params(P, prefix, &L->block, &stds, &L->blocks[i]);
-    }
-    L->final_norm_on = mt_placement_final_norm(g->placement);
-    L->final_norm = (mt_norm_params){-1, -1, -1, -1, -1};
-    if (L->final_norm_on) mt_norm_add_params(P, "final_norm", &g->norm, C, &L->final_norm);
+    if ((st = mt_stack_build(&L->stack, s, false, P, "blocks", "final_norm", err)) != MT_OK)
+        return st;
     L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_MATRIX, MT_INIT_NORMAL,
-                              gpt2 ? 0.02f : sqrtf(2.0f / (C + K)));
+                              mt_stack_other_std(s, C, K));
     L->head_b = mt_params_add(P, "head.bias", 1, &K, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
     return MT_OK;
 }
 
-void mt_vit_init_weights(mt_vit *m, mt_rng *r) { mt_params_initialize(&m->P, r); }
+mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
+    mt_status st = build_table(m, cfg, err);
+    if (st == MT_OK) st = mt_params_alloc(&m->P, err);
+    if (st != MT_OK) mt_vit_free(m);
+    return st;
+}
 
 void mt_vit_free(mt_vit *m) {
-    if (m->layout) free(m->layout->blocks);
+    if (m->layout) mt_stack_free(&m->layout->stack);
     free(m->layout);
     mt_params_free(&m->P);
+    mt_images_free(&m->meta);
     memset(m, 0, sizeof *m);
 }
 
+mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *)m : NULL; }
+
 double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training) {
-    double T = mt_vit_tokens(cfg), N = (double)B * T, C = cfg->n_embd, F = cfg->n_ff;
+    const mt_stack_config *s = &cfg->stack;
+    double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd, F = s->n_ff;
     double D = (double)cfg->channels * cfg->patch * cfg->patch;
     /* the patches and their embedding; per block about 16 (B, T, C) and 4 (B, T, F) tensors and
        (T, T) attention scratch per head; the logits; doubled for gradients */
-    double floats = N * (D + 4 * C + cfg->n_layer * (16 * C + 4 * F)) +
-                    cfg->n_layer * 4.0 * B * cfg->n_head * T * T + 4.0 * B * cfg->n_classes;
+    double floats = N * (D + 4 * C + s->n_layer * (16 * C + 4 * F)) +
+                    s->n_layer * 4.0 * B * s->n_head * T * T + 4.0 * B * cfg->n_classes;
     return (training ? 2 : 1) * floats * sizeof(float);
 }
 
-size_t mt_vit_arena_bytes(const mt_vit_config *cfg, int B, bool training) {
-    double bytes = 3 * mt_vit_activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
-    return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
-}
-
-/* ---- forward ------------------------------------------------------------------------------------ */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 /* images (B, CH, H, W) -> patches (B, NP, CH P P), NP = (H / P)(W / P): patch (i, j) is token
    i (W / P) + j, its element (ch, y, x) is images[b][ch][i P + y][j P + x]. A copy of data
@@ -222,7 +176,8 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
     const mt_vit_config *g = &m->cfg;
     const mt_vit_layout *L = m->layout;
     mt_params *P = &m->P;
-    int C = g->n_embd, p = g->patch, np = (g->image_h / p) * (g->image_w / p), T = mt_vit_tokens(g);
+    int C = g->stack.n_embd, p = g->patch, np = (g->image_h / p) * (g->image_w / p);
+    int T = mt_vit_tokens(g);
     MT_ASSERT(B >= 1, "vit: batch of %d images", B);
     mt_tensor *patches = mt_tensor_new(c, 3, (int[]){B, np, g->channels * p * p});
     patchify(images, patches->data, B, g->channels, g->image_h, g->image_w, p);
@@ -238,9 +193,8 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
     for (int i = 0; i < B * T; i++) pos[i] = i % T;
     x = mt_add(c, x, mt_reshape(c, mt_embedding(c, &P->t[L->pos_emb], pos, B * T), 3,
                                 (int[]){B, T, C}));
-    if (g->dropout > 0) x = mt_dropout(c, x, g->dropout);
-    for (int i = 0; i < g->n_layer; i++) x = mt_block_forward(c, &L->block, P, &L->blocks[i], x);
-    if (L->final_norm_on) x = mt_norm_tokens(c, &g->norm, P, &L->final_norm, x);
+    if (g->stack.dropout > 0) x = mt_dropout(c, x, g->stack.dropout);
+    x = mt_stack_final(c, &L->stack, P, mt_stack_forward(c, &L->stack, P, x, NULL));
     mt_tensor *pooled;
     if (L->cls_token >= 0) { /* the class token's output: token 0 */
         pooled = mt_slice(c, mt_reshape(c, x, 2, (int[]){B, T * C}), 0, C);
@@ -255,3 +209,229 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
 mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B) {
     return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1);
 }
+
+/* ---- training on images ---------------------------------------------------------------------- */
+
+#define SEED_SPLIT 0x53504c4954494d47ULL /* the random validation part */
+
+typedef struct {
+    mt_task base;
+    mt_images imgs;
+    int *order;        /* (n) image indices: the training split, then validation */
+    int n_train, n_val;
+    int B;
+    int *idx, *label;  /* (B) the drawn batch's images and labels */
+    float *images;     /* (rows, CH, H, W) this process's rows of it */
+    int lo;            /* the first of those rows */
+    int eval_at;       /* the first validation image of the evaluation batch drawn */
+} vit_task;
+
+static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
+    mt_vit_config *cfg = cfgp;
+    vit_task *t = calloc(1, sizeof *t);
+    if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    *tp = &t->base;
+    t->base.type = &mt_vit_type;
+    t->B = d->batch;
+    mt_images *ds = &t->imgs;
+    mt_status s = mt_images_load(d->path, &d->images, ds, err);
+    if (s != MT_OK) return s;
+    if (!(t->order = malloc((size_t)ds->n * sizeof *t->order)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory for %d image indices", ds->n);
+    if ((s = mt_images_split(ds, (float)d->val_fraction, d->seed ^ SEED_SPLIT, t->order,
+                             &t->n_train, err)) != MT_OK)
+        return s;
+    t->n_val = ds->n - t->n_train;
+    mt_images_normalize_from(ds, t->order, t->n_train);
+    cfg->image_h = ds->H, cfg->image_w = ds->W, cfg->channels = ds->C;
+    cfg->n_classes = ds->n_classes;
+    size_t B = (size_t)d->batch;
+    t->idx = malloc(B * sizeof *t->idx);
+    t->label = malloc(B * sizeof *t->label);
+    t->images = malloc((size_t)d->rows * ds->C * ds->H * ds->W * sizeof *t->images);
+    if (!t->idx || !t->label || !t->images)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
+    return mt_vit_config_validate(cfg, err);
+}
+
+static void task_free(mt_task *tp) {
+    vit_task *t = (vit_task *)tp;
+    if (!t) return;
+    mt_images_free(&t->imgs);
+    free(t->order);
+    free(t->idx);
+    free(t->label);
+    free(t->images);
+    free(t);
+}
+
+static void task_describe(const mt_task *tp, char *buf, size_t len) {
+    const vit_task *t = (const vit_task *)tp;
+    const mt_images *d = &t->imgs;
+    snprintf(buf, len, "%d images %dx%dx%d, %d classes, train %d, val %d%s", d->n, d->H, d->W,
+             d->C, d->n_classes, t->n_train, t->n_val, d->n_train < d->n ? " (its test part)" : "");
+}
+
+static char *task_warning(const mt_task *tp) {
+    const mt_images *d = &((const vit_task *)tp)->imgs;
+    if (!d->n_skipped) return NULL;
+    const char *head = "skipped %d unreadable or mismatched image(s) (--bad-images reject stops "
+                       "instead):\n%s";
+    size_t len = strlen(head) + 16 + strlen(d->skipped);
+    char *w = malloc(len);
+    if (w) snprintf(w, len, head, d->n_skipped, d->skipped);
+    return w;
+}
+
+static char *task_meta(const mt_task *tp) {
+    return mt_images_meta_to_json(&((const vit_task *)tp)->imgs);
+}
+
+/* B training images drawn with replacement; rows [lo, lo + n) read into t->images. */
+static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
+    vit_task *t = (vit_task *)tp;
+    for (int b = 0; b < t->B; b++) t->idx[b] = t->order[mt_rng_below(r, (uint32_t)t->n_train)];
+    t->lo = lo;
+    mt_images_batch(&t->imgs, t->idx + lo, n, t->images, t->label + lo);
+}
+
+static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task *tp, int lo,
+                            int n) {
+    vit_task *t = (vit_task *)tp;
+    mt_vit m = *(const mt_vit *)mp;
+    m.P = *P;
+    size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
+    return mt_vit_loss(c, &m, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n);
+}
+
+/* every validation image, in batches of B */
+static int eval_count(const mt_task *tp) {
+    const vit_task *t = (const vit_task *)tp;
+    return (t->n_val + t->B - 1) / t->B;
+}
+
+static int eval_draw(mt_task *tp, int i) {
+    vit_task *t = (vit_task *)tp;
+    t->eval_at = i * t->B;
+    return t->n_val - t->eval_at < t->B ? t->n_val - t->eval_at : t->B;
+}
+
+static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, double sums[2]) {
+    vit_task *t = (vit_task *)tp;
+    mt_vit *m = (mt_vit *)mp;
+    int K = m->cfg.n_classes;
+    mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, t->images, t->label);
+    mt_tensor *logits = mt_vit_forward(c, m, t->images, n);
+    sums[0] += (double)mt_cross_entropy(c, logits, t->label, -1)->data[0] * n;
+    for (int b = 0; b < n; b++) { /* right when the argmax is the label */
+        const float *z = logits->data + (size_t)b * K;
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (z[k] > z[best]) best = k;
+        sums[1] += best == t->label[b];
+    }
+}
+
+/* ---- the type -------------------------------------------------------------------------------- */
+
+static void config_default(void *cfg) { *(mt_vit_config *)cfg = mt_vit_config_default(); }
+static mt_status config_validate(void *cfg, mt_err *err) {
+    return mt_vit_config_validate(cfg, err);
+}
+
+static void config_describe(const void *cfgp, char *buf, size_t len) {
+    const mt_vit_config *v = cfgp;
+    const mt_stack_config *s = &v->stack;
+    snprintf(buf, len, "vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
+             "%d, norm %s, placement %s, init %s", v->patch, mt_vit_tokens(v),
+             mt_enum_name(&MT_VIT_POOLS, v->pool), s->n_layer, s->n_head, s->n_embd, s->n_ff,
+             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
+             mt_enum_name(&MT_INIT_SCHEMES, s->init));
+}
+
+static double activation_bytes(const void *cfg, int B, bool training) {
+    return mt_vit_activation_bytes(cfg, B, training);
+}
+
+static int row_units(const void *cfg) { return (void)cfg, 1; }
+
+static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
+    mt_vit *m = malloc(sizeof *m);
+    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    mt_status s = build_table(m, cfg, err);
+    if (s != MT_OK) {
+        mt_vit_free(m);
+        free(m);
+        return s;
+    }
+    *mp = &m->base;
+    return MT_OK;
+}
+
+static void type_free(mt_model *m) {
+    mt_vit_free((mt_vit *)m);
+    free(m);
+}
+
+static char *meta_to_json(const mt_model *m) {
+    return mt_images_meta_to_json(&((const mt_vit *)m)->meta);
+}
+
+static mt_status meta_from_json(mt_model *mp, const char *json, mt_err *err) {
+    mt_vit *m = (mt_vit *)mp;
+    const mt_vit_config *g = &m->cfg;
+    mt_images meta;
+    mt_status s = mt_images_meta_from_json(json, &meta, err);
+    if (s != MT_OK) return s;
+    if (meta.H != g->image_h || meta.W != g->image_w || meta.C != g->channels ||
+        meta.n_classes != g->n_classes) {
+        s = mt_errorf(err, MT_EFORMAT, "the model takes %dx%dx%d images into %d classes, the "
+                      "image metadata says %dx%dx%d and %d", g->image_h, g->image_w, g->channels,
+                      g->n_classes, meta.H, meta.W, meta.C, meta.n_classes);
+        mt_images_free(&meta);
+        return s;
+    }
+    mt_images_free(&m->meta);
+    m->meta = meta;
+    return MT_OK;
+}
+
+static void meta_describe(const mt_model *m, char *buf, size_t len) {
+    char *json = meta_to_json(m);
+    snprintf(buf, len, "%s", json);
+    free(json);
+}
+
+const mt_model_type mt_vit_type = {
+    .name = "vit",
+    .about = "an image classifier",
+    .data = "an image folder or idx files",
+    .data_file = false,
+    .meta_key = "images",
+    .units = "images",
+    .unit = "img",
+    .config_size = sizeof(mt_vit_config),
+    .fields = &VIT_FIELDS,
+    .config_default = config_default,
+    .config_validate = config_validate,
+    .config_describe = config_describe,
+    .activation_bytes = activation_bytes,
+    .row_units = row_units,
+    .build_table = type_build_table,
+    .free = type_free,
+    .meta_to_json = meta_to_json,
+    .meta_from_json = meta_from_json,
+    .meta_describe = meta_describe,
+    .task_load = task_load,
+    .task_free = task_free,
+    .task_describe = task_describe,
+    .task_warning = task_warning,
+    .task_meta = task_meta,
+    .draw_batch = draw_batch,
+    .rows_loss = rows_loss,
+    .eval_count = eval_count,
+    .eval_draw = eval_draw,
+    .eval_rows = eval_rows,
+    .accuracy = true,
+    .probe = NULL,
+};

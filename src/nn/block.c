@@ -8,25 +8,19 @@
 
 /* ---- names ----------------------------------------------------------------------------------- */
 
-static const char *const ACT_NAMES[] = {"gelu", "gelu_erf", "relu", "silu"};
-static const char *const PLACE_NAMES[] = {"pre", "post", "deepnorm"};
-
-const char *mt_act_name(mt_act act) { return ACT_NAMES[act]; }
-const char *mt_placement_name(mt_placement p) { return PLACE_NAMES[p]; }
-
-mt_status mt_act_parse(const char *name, mt_act *act, mt_err *err) {
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, ACT_NAMES[i]) == 0) return *act = (mt_act)i, MT_OK;
-    return mt_errorf(err, MT_EINVAL,
-                     "unknown activation '%s' (accepted: gelu, gelu_erf, relu, silu)", name);
-}
-
-mt_status mt_placement_parse(const char *name, mt_placement *p, mt_err *err) {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, PLACE_NAMES[i]) == 0) return *p = (mt_placement)i, MT_OK;
-    return mt_errorf(err, MT_EINVAL, "unknown placement '%s' (accepted: pre, post, deepnorm)",
-                     name);
-}
+static const mt_enum_item ACTS[] = {
+    [MT_ACT_GELU] = {"gelu", "GELU, tanh form"},
+    [MT_ACT_GELU_ERF] = {"gelu_erf", "GELU, exact erf form"},
+    [MT_ACT_RELU] = {"relu", NULL},
+    [MT_ACT_SILU] = {"silu", "x sigmoid(x)"},
+};
+static const mt_enum_item PLACEMENTS[] = {
+    [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm"},
+    [MT_PLACE_POST] = {"post", "N(x + F(x))"},
+    [MT_PLACE_DEEPNORM] = {"deepnorm", "N(alpha x + F(x))"},
+};
+const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
+const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
     switch (act) {

@@ -35,8 +35,7 @@ typedef struct {
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
-const char *mt_norm_name(mt_norm_kind kind); /* "ln", "rms", "prms", "bn", "in", "gn", ... */
-mt_status mt_norm_parse(const char *name, mt_norm_kind *kind, mt_err *err);
+extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none" */
 /* Checks the options for C channels. causal: a model that reads tokens left to right, where
    BatchNorm's and InstanceNorm's statistics over time would let it see the future. */
 mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err);
@@ -102,10 +101,8 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
                         bool causal);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
-const char *mt_act_name(mt_act act); /* "gelu", "gelu_erf", "relu", "silu" */
-mt_status mt_act_parse(const char *name, mt_act *act, mt_err *err);
-const char *mt_placement_name(mt_placement p); /* "pre", "post", "deepnorm" */
-mt_status mt_placement_parse(const char *name, mt_placement *p, mt_err *err);
+extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
+extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm" */
 
 /* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in REFERENCE.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.

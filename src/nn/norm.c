@@ -6,12 +6,13 @@
 
 #include "nn.h"
 
-static const char *const NAMES[] = {
-    [MT_NORM_LN] = "ln", [MT_NORM_RMS] = "rms", [MT_NORM_PRMS] = "prms",
-    [MT_NORM_BN] = "bn", [MT_NORM_IN] = "in",   [MT_NORM_GN] = "gn",
-    [MT_NORM_SCALE] = "scale", [MT_NORM_NONE] = "none",
+static const mt_enum_item NORMS[] = {
+    [MT_NORM_LN] = {"ln", "LayerNorm"},         [MT_NORM_RMS] = {"rms", "RMSNorm"},
+    [MT_NORM_PRMS] = {"prms", "partial RMSNorm"}, [MT_NORM_BN] = {"bn", "BatchNorm"},
+    [MT_NORM_IN] = {"in", "InstanceNorm"},      [MT_NORM_GN] = {"gn", "GroupNorm"},
+    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},   [MT_NORM_NONE] = {"none", "identity"},
 };
-#define N_KINDS ((int)(sizeof NAMES / sizeof NAMES[0]))
+const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 
 /* BatchNorm's running statistics: r = (1 - momentum) r + momentum * batch, as torch. */
 #define BN_MOMENTUM 0.1f
@@ -20,23 +21,6 @@ mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
     return (mt_norm_cfg){.kind = kind, .eps = MT_NORM_EPS_DEFAULT, .prms_p = 0.0625f,
                          .gn_groups = 32, .rms_form = MT_RMS_LLAMA, .rms_bias = false,
                          .in_affine = false};
-}
-
-const char *mt_norm_name(mt_norm_kind kind) {
-    return kind >= 0 && (int)kind < N_KINDS ? NAMES[kind] : "?";
-}
-
-mt_status mt_norm_parse(const char *name, mt_norm_kind *kind, mt_err *err) {
-    for (int k = 0; k < N_KINDS; k++)
-        if (name && strcmp(name, NAMES[k]) == 0) {
-            *kind = (mt_norm_kind)k;
-            return MT_OK;
-        }
-    return mt_errorf(err, MT_EINVAL,
-                     "--norm: unknown norm '%s'; accepted: ln (LayerNorm), rms (RMSNorm), prms "
-                     "(partial RMSNorm), bn (BatchNorm), in (InstanceNorm), gn (GroupNorm), "
-                     "scale (ScaleNorm), none",
-                     name ? name : "(none)");
 }
 
 static bool rms_like(const mt_norm_cfg *cfg) {
@@ -49,8 +33,8 @@ float mt_norm_eps(const mt_norm_cfg *cfg) {
 }
 
 mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err) {
-    const char *name = mt_norm_name(cfg->kind);
-    if (cfg->kind < 0 || (int)cfg->kind >= N_KINDS)
+    const char *name = mt_enum_name(&MT_NORMS, cfg->kind);
+    if (cfg->kind < 0 || (int)cfg->kind >= MT_NORMS.n)
         return mt_errorf(err, MT_EINVAL, "--norm: unknown norm kind %d", (int)cfg->kind);
     if (C < 1) return mt_errorf(err, MT_EINVAL, "--norm %s: %d channels, need at least 1", name, C);
     if (isnan(cfg->eps) || (cfg->eps < 0 && cfg->eps != MT_NORM_EPS_DEFAULT))

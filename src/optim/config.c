@@ -18,58 +18,32 @@ mt_optim_config mt_optim_defaults(void) {
 
 /* ---- names ---------------------------------------------------------------------------------- */
 
-static const char *const KIND_NAMES[] = {"sgd", "adam", "adamw"};
-static const char *const SCHED_NAMES[] = {"const", "cosine", "linear", "invsqrt"};
-static const char *const SCOPE_NAMES[] = {"matrices", "embeddings", "all"};
-
-/* The index of name in names[n], or an error "unknown <what> 'x' (<flag>): expected a|b|c". */
-static mt_status parse_name(const char *name, const char *const names[], int n, const char *what,
-                            const char *flag, int *out, mt_err *err) {
-    for (int i = 0; i < n; i++)
-        if (name && strcmp(name, names[i]) == 0) {
-            *out = i;
-            return MT_OK;
-        }
-    char list[128] = "";
-    for (int i = 0; i < n; i++) {
-        if (i) strcat(list, "|");
-        strcat(list, names[i]);
-    }
-    return mt_errorf(err, MT_EINVAL, "unknown %s '%s' (%s): expected %s", what,
-                     name ? name : "(none)", flag, list);
-}
-
-mt_status mt_optim_parse_kind(const char *name, mt_optim_kind *out, mt_err *err) {
-    int i = 0;
-    mt_status s = parse_name(name, KIND_NAMES, 3, "optimizer", "--optim", &i, err);
-    if (s == MT_OK) *out = (mt_optim_kind)i;
-    return s;
-}
-
-mt_status mt_optim_parse_schedule(const char *name, mt_sched_kind *out, mt_err *err) {
-    int i = 0;
-    mt_status s = parse_name(name, SCHED_NAMES, 4, "schedule", "--schedule", &i, err);
-    if (s == MT_OK) *out = (mt_sched_kind)i;
-    return s;
-}
-
-mt_status mt_optim_parse_decay_scope(const char *name, mt_decay_scope *out, mt_err *err) {
-    int i = 0;
-    mt_status s = parse_name(name, SCOPE_NAMES, 3, "decay scope", "--decay-scope", &i, err);
-    if (s == MT_OK) *out = (mt_decay_scope)i;
-    return s;
-}
-
-const char *mt_optim_kind_name(mt_optim_kind k) { return KIND_NAMES[k]; }
-const char *mt_optim_schedule_name(mt_sched_kind k) { return SCHED_NAMES[k]; }
-const char *mt_optim_decay_scope_name(mt_decay_scope s) { return SCOPE_NAMES[s]; }
+static const mt_enum_item OPTIMS[] = {
+    [MT_OPTIM_SGD] = {"sgd", NULL},
+    [MT_OPTIM_ADAM] = {"adam", "L2 weight decay"},
+    [MT_OPTIM_ADAMW] = {"adamw", "decoupled weight decay"},
+};
+static const mt_enum_item SCHEDULES[] = {
+    [MT_SCHED_CONST] = {"const", NULL},
+    [MT_SCHED_COSINE] = {"cosine", "to min-lr"},
+    [MT_SCHED_LINEAR] = {"linear", "to min-lr"},
+    [MT_SCHED_INVSQRT] = {"invsqrt", "lr sqrt(warmup / step)"},
+};
+static const mt_enum_item DECAY_SCOPES[] = {
+    [MT_DECAY_MATRICES] = {"matrices", NULL},
+    [MT_DECAY_EMBEDDINGS] = {"embeddings", "and the matrices"},
+    [MT_DECAY_ALL] = {"all", "every trainable entry"},
+};
+const mt_enum MT_OPTIMS = MT_ENUM("optimizer", OPTIMS);
+const mt_enum MT_SCHEDULES = MT_ENUM("schedule", SCHEDULES);
+const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
 
 /* ---- validation ------------------------------------------------------------------------------
  * Comparisons are written so that NaN fails them. */
 
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
     const mt_schedule *s = &c->sched;
-    const char *sname = (unsigned)s->kind < 4 ? SCHED_NAMES[s->kind] : "?";
+    const char *sname = mt_enum_name(&MT_SCHEDULES, s->kind);
     bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR;
     if ((unsigned)c->kind > MT_OPTIM_ADAMW)
         return mt_errorf(err, MT_EINVAL, "--optim: unknown optimizer %d", (int)c->kind);
@@ -102,7 +76,7 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
         return mt_errorf(err, MT_EINVAL,
                          "--momentum and --nesterov apply to --optim sgd only (this run uses %s, "
                          "whose momentum is --beta1)",
-                         KIND_NAMES[c->kind]);
+                         mt_enum_name(&MT_OPTIMS, c->kind));
     if (c->nesterov && c->momentum == 0)
         return mt_errorf(err, MT_EINVAL, "--nesterov needs --momentum > 0 (it is 0)");
     if (s->warmup < 0 || s->steps < 0)

@@ -69,13 +69,10 @@ mt_optim_config mt_optim_defaults(void);
    linear need steps >= 1, warmup <= steps and min_lr <= lr; min_lr only with cosine and linear. */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
 
-/* Names <-> values; an unknown name is an error listing the accepted ones. */
-mt_status mt_optim_parse_kind(const char *name, mt_optim_kind *out, mt_err *err);
-mt_status mt_optim_parse_schedule(const char *name, mt_sched_kind *out, mt_err *err);
-mt_status mt_optim_parse_decay_scope(const char *name, mt_decay_scope *out, mt_err *err);
-const char *mt_optim_kind_name(mt_optim_kind k);
-const char *mt_optim_schedule_name(mt_sched_kind k);
-const char *mt_optim_decay_scope_name(mt_decay_scope s);
+/* The names of the enums' values (mt_enum_name, mt_enum_parse). */
+extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw" */
+extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt" */
+extern const mt_enum MT_DECAY_SCOPES; /* "matrices", "embeddings", "all" */
 
 /* The lr of step s >= 0 (see mt_schedule). A pure function. */
 double mt_optim_lr_at(const mt_schedule *s, long step);

@@ -48,7 +48,7 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
         }
     char step[32];
     snprintf(step, sizeof step, "%ld", o->t);
-    const char *keys[] = {"optim", "step"}, *vals[] = {mt_optim_kind_name(o->cfg.kind), step};
+    const char *keys[] = {"optim", "step"}, *vals[] = {mt_enum_name(&MT_OPTIMS, o->cfg.kind), step};
     mt_status s = mt_st_save(path, n, items, 2, keys, vals, err);
     free(items);
     free(names);
@@ -62,7 +62,7 @@ mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_er
     mt_status s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
     const char *kind = mt_st_meta(&st, "optim"), *step = mt_st_meta(&st, "step");
-    const char *want = mt_optim_kind_name(o->cfg.kind);
+    const char *want = mt_enum_name(&MT_OPTIMS, o->cfg.kind);
     char *end = NULL;
     long t = step ? strtol(step, &end, 10) : -1;
     float *buf[2];

@@ -23,6 +23,31 @@ mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...) {
     return status;
 }
 
+const char *mt_enum_name(const mt_enum *e, int v) {
+    return v >= 0 && v < e->n ? e->items[v].name : "?";
+}
+
+mt_status mt_enum_parse(const mt_enum *e, const char *name, int *v, mt_err *err) {
+    for (int i = 0; i < e->n; i++)
+        if (name && strcmp(name, e->items[i].name) == 0) return *v = i, MT_OK;
+    char list[512] = "";
+    for (int i = 0; i < e->n; i++) {
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", e->items[i].name);
+    }
+    return mt_errorf(err, MT_EINVAL, "unknown %s '%s' (accepted: %s)", e->what,
+                     name ? name : "(none)", list);
+}
+
+const char *mt_enum_choices(const mt_enum *e, char *buf, size_t len) {
+    buf[0] = 0;
+    for (int i = 0; i < e->n; i++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", i ? "|" : "", e->items[i].name);
+    }
+    return buf;
+}
+
 void mt_fatal(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -36,6 +36,25 @@ typedef struct {
 mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- names of enums ------------------------------------------------------------------------
+ * An enum whose values are 0..n-1 has one table of {name, help}: the flags, config keys, --help
+ * and JSON all read it, so a value's name is written once. what names the enum in messages. */
+typedef struct {
+    const char *name, *help;
+} mt_enum_item;
+typedef struct {
+    const char *what; /* "norm" */
+    int n;
+    const mt_enum_item *items;
+} mt_enum;
+#define MT_ENUM(what, items) {what, (int)(sizeof items / sizeof items[0]), items}
+
+const char *mt_enum_name(const mt_enum *e, int v); /* "?" out of range */
+/* *v = the value named name; else MT_EINVAL "unknown <what> 'x' (accepted: a (help), b, ...)". */
+mt_status mt_enum_parse(const mt_enum *e, const char *name, int *v, mt_err *err);
+/* "a|b|c" into buf (truncated to len). */
+const char *mt_enum_choices(const mt_enum *e, char *buf, size_t len);
+
 _Noreturn void mt_fatal(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define MT_ASSERT(cond, ...)                                                                       \

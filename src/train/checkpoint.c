@@ -1,5 +1,5 @@
-/* GPT and ViT checkpoints: the parameter table plus config, tokenizer (GPT) or image metadata
-   (ViT), step, RNG states and options. */
+/* Checkpoints of any model: the parameter table plus the model type, its config, what it reads
+   inputs with, the step, the RNG states and the options (train.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +17,16 @@ static void format_state(const mt_ckpt_state *state, char step[32], char rng[8 *
              a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]);
 }
 
-mt_status mt_ckpt_save(const char *path, const mt_gpt *m, const mt_tokenizer *tok,
-                       const mt_ckpt_state *state, const char *options, mt_err *err) {
+mt_status mt_ckpt_save(const char *path, const mt_model *m, const mt_ckpt_state *state,
+                       const char *options, mt_err *err) {
     char step[32], rng[8 * 17 + 1];
     format_state(state, step, rng);
-    char *config = mt_gpt_config_to_json(&m->cfg), *tokj = mt_tok_to_json(tok);
-    const char *keys[] = {"config", "tokenizer", "step", "rng", "options"};
-    const char *vals[] = {config, tokj, step, rng, options ? options : ""};
-    mt_status s = mt_st_save_params(path, &m->P, 5, keys, vals, err);
+    char *config = mt_model_config_json(m), *meta = m->type->meta_to_json(m);
+    const char *keys[] = {"model", "config", m->type->meta_key, "step", "rng", "options"};
+    const char *vals[] = {m->type->name, config, meta, step, rng, options ? options : ""};
+    mt_status s = mt_st_save_params(path, m->P, 6, keys, vals, err);
     free(config);
-    free(tokj);
+    free(meta);
     return s;
 }
 
@@ -75,140 +75,51 @@ static mt_status load_common(const mt_safetensors *st, const char *path, mt_para
     return s;
 }
 
-static bool is_vit(const mt_safetensors *st) {
-    const char *model = mt_st_meta(st, "model");
-    return model && strcmp(model, "vit") == 0;
-}
-
-mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
-                       char **options, mt_err *err) {
-    memset(m, 0, sizeof *m);
-    memset(tok, 0, sizeof *tok);
+mt_status mt_ckpt_load(const char *path, mt_model **m, mt_ckpt_state *state, char **options,
+                       mt_err *err) {
+    *m = NULL;
     if (options) *options = NULL;
     mt_safetensors st;
     mt_status s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
-    s = mt_ckpt_parse(&st, path, m, tok, state, options, err);
+    s = mt_ckpt_parse(&st, path, m, state, options, err);
     mt_st_free(&st);
     return s;
 }
 
-mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_gpt *m, mt_tokenizer *tok,
+mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m,
                         mt_ckpt_state *state, char **options, mt_err *err) {
-    memset(m, 0, sizeof *m);
-    memset(tok, 0, sizeof *tok);
+    *m = NULL;
     if (options) *options = NULL;
-    mt_status s;
-    const char *config = mt_st_meta(st, "config"), *tokj = mt_st_meta(st, "tokenizer");
-    mt_gpt_config cfg;
+    /* files from before models were named hold the first registered type */
+    const char *name = mt_st_meta(st, "model"), *config = mt_st_meta(st, "config");
+    const mt_model_type *type = mt_model_types[0];
+    void *cfg = NULL;
     mt_err e;
-    if (is_vit(st)) {
-        s = mt_errorf(err, MT_EINVAL, "%s is a ViT checkpoint: it classifies images (./infer "
-                      "--checkpoint FILE --classify IMAGES) and does not generate text", path);
-        goto out;
-    }
-    if (!config || !tokj) {
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s: not an mt GPT checkpoint (no 'config' and 'tokenizer' in __metadata__)",
-                      path);
-        goto out;
-    }
-    if ((s = mt_gpt_config_from_json(config, &cfg, &e)) != MT_OK ||
-        (s = mt_gpt_config_validate(&cfg, &e)) != MT_OK ||
-        (s = mt_tok_from_json(tokj, tok, &e)) != MT_OK) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
-        goto out;
-    }
-    if (tok->n_vocab != cfg.n_vocab) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: the config has n_vocab %d, the tokenizer %d tokens",
-                      path, cfg.n_vocab, tok->n_vocab);
-        goto out;
-    }
-    if ((s = check_layers(st, path, cfg.n_layer, err)) != MT_OK ||
-        (s = mt_gpt_build_table(m, &cfg, err)) != MT_OK ||
-        (s = alloc_checked(st, path, &m->P, err)) != MT_OK)
-        goto out;
-    s = load_common(st, path, &m->P, state, options, err);
-out:
-    if (s != MT_OK) {
-        mt_gpt_free(m);
-        mt_tok_free(tok);
-    }
-    return s;
-}
-
-/* ---- ViT ------------------------------------------------------------------------------------------ */
-
-mt_status mt_vit_ckpt_save(const char *path, const mt_vit *m, const mt_images *meta,
-                           const mt_ckpt_state *state, const char *options, mt_err *err) {
-    char step[32], rng[8 * 17 + 1];
-    format_state(state, step, rng);
-    char *config = mt_vit_config_to_json(&m->cfg), *images = mt_images_meta_to_json(meta);
-    const char *keys[] = {"model", "config", "images", "step", "rng", "options"};
-    const char *vals[] = {"vit", config, images, step, rng, options ? options : ""};
-    mt_status s = mt_st_save_params(path, &m->P, 6, keys, vals, err);
-    free(config);
-    free(images);
-    return s;
-}
-
-mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt_state *state,
-                           char **options, mt_err *err) {
-    memset(m, 0, sizeof *m);
-    memset(meta, 0, sizeof *meta);
-    if (options) *options = NULL;
-    mt_safetensors st;
-    mt_status s = mt_st_load(path, &st, err);
-    if (s != MT_OK) return s;
-    s = mt_vit_ckpt_parse(&st, path, m, meta, state, options, err);
-    mt_st_free(&st);
-    return s;
-}
-
-mt_status mt_vit_ckpt_parse(const mt_safetensors *st, const char *path, mt_vit *m,
-                            mt_images *meta, mt_ckpt_state *state, char **options, mt_err *err) {
-    memset(m, 0, sizeof *m);
-    memset(meta, 0, sizeof *meta);
-    if (options) *options = NULL;
     mt_status s;
-    const char *config = mt_st_meta(st, "config"), *images = mt_st_meta(st, "images");
-    mt_vit_config cfg;
-    mt_err e;
-    if (!is_vit(st) || !config || !images) {
-        s = mt_errorf(err, MT_EINVAL, "%s: not an mt ViT checkpoint (its metadata has no model = "
-                      "vit, config and images)%s", path,
-                      mt_st_meta(st, "tokenizer") ? "; it is a GPT's, which generates text" : "");
-        goto out;
+    if (name && mt_model_type_find(name, &type, &e) != MT_OK)
+        return mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
+    const char *meta = mt_st_meta(st, type->meta_key);
+    if (!config || !meta)
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: not an mt checkpoint of a %s model (no 'config' and '%s' in "
+                         "__metadata__)", path, type->name, type->meta_key);
+    if (!(cfg = malloc(type->config_size)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
+    if ((s = mt_model_config_from_json(type, config, cfg, &e)) != MT_OK) {
+        free(cfg);
+        return mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
     }
-    if ((s = mt_vit_config_from_json(config, &cfg, &e)) != MT_OK ||
-        (s = mt_images_meta_from_json(images, meta, &e)) != MT_OK) {
+    s = check_layers(st, path, ((const mt_stack_config *)cfg)->n_layer, err);
+    if (s == MT_OK) s = type->build_table(m, cfg, err);
+    free(cfg);
+    if (s == MT_OK && (s = type->meta_from_json(*m, meta, &e)) != MT_OK)
         s = mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
-        goto out;
-    }
-    if (meta->H != cfg.image_h || meta->W != cfg.image_w || meta->C != cfg.channels ||
-        meta->n_classes != cfg.n_classes) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: the model takes %dx%dx%d images into %d classes, the "
-                      "image metadata says %dx%dx%d and %d", path, cfg.image_h, cfg.image_w,
-                      cfg.channels, cfg.n_classes, meta->H, meta->W, meta->C, meta->n_classes);
-        goto out;
-    }
-    if ((s = check_layers(st, path, cfg.n_layer, err)) != MT_OK ||
-        (s = mt_vit_build_table(m, &cfg, err)) != MT_OK ||
-        (s = alloc_checked(st, path, &m->P, err)) != MT_OK)
-        goto out;
-    s = load_common(st, path, &m->P, state, options, err);
-out:
+    if (s == MT_OK && (s = alloc_checked(st, path, (*m)->P, err)) == MT_OK)
+        s = load_common(st, path, (*m)->P, state, options, err);
     if (s != MT_OK) {
-        mt_vit_free(m);
-        mt_images_free(meta);
+        mt_model_free(*m);
+        *m = NULL;
     }
     return s;
-}
-
-bool mt_ckpt_is_vit(const char *path) {
-    mt_safetensors st;
-    if (mt_st_load(path, &st, NULL) != MT_OK) return false;
-    bool vit = is_vit(&st);
-    mt_st_free(&st);
-    return vit;
 }

@@ -78,10 +78,3 @@ void mt_replicas_free(mt_replicas *R) {
     memset(R, 0, sizeof *R);
 }
 
-mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
-    const mt_gpt_batch *b = batch;
-    mt_gpt m = *b->m;
-    m.P = *P;
-    size_t at = (size_t)lo * b->T;
-    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
-}

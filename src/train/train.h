@@ -1,19 +1,21 @@
-/* mt train: a GPT trained on a token dataset, or a ViT on an image dataset (the loop's step,
- * evaluation, scoring) and their checkpoints. The programs train.c and infer.c are thin shells over this module.
- * Dimension letters: B batch, T time (n_ctx), C channels, V vocabulary. */
+/* mt train: a model trained on its data (the loop's step, evaluation, resume) and the
+ * checkpoints; data parallelism across threads (replicas) and processes (MPI). The programs
+ * train.c and infer.c are thin shells over this module; what is particular to a model is behind
+ * its type (src/models/model.h). */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 
 #include "../data/data.h"
 #include "../io/io.h"
-#include "../models/models.h"
+#include "../models/model.h"
 #include "../optim/optim.h"
 
 /* ---- checkpoints ----------------------------------------------------------------------------------
  * <out>/model.safetensors: every entry of the model's parameter table by its name, and the
  * __metadata__ strings
- *   config     the model config (mt_gpt_config_to_json)
- *   tokenizer  the tokenizer (mt_tok_to_json)
+ *   model      the model type's name (a file without it holds the first registered type)
+ *   config     the model config (mt_model_config_json): the resolved values the model computes
+ *   <meta_key> what the model reads inputs with (type->meta_to_json), e.g. "tokenizer"
  *   step       training steps taken
  *   rng        the sampler's and the dropout RNG's states, 8 hex u64 "s0 s1 s2 s3 d0 d1 d2 d3"
  *   options    the training options as config-file lines (what a resume starts from)
@@ -23,31 +25,17 @@ typedef struct {
     mt_rng sampler, dropout;
 } mt_ckpt_state;
 
-mt_status mt_ckpt_save(const char *path, const mt_gpt *m, const mt_tokenizer *tok,
-                       const mt_ckpt_state *state, const char *options, mt_err *err);
-/* Builds m from the checkpoint's config and loads its weights (names and shapes checked, errors
-   name the tensor); fills tok, and state and options (malloc'd) when not NULL. */
-mt_status mt_ckpt_load(const char *path, mt_gpt *m, mt_tokenizer *tok, mt_ckpt_state *state,
-                       char **options, mt_err *err);
+mt_status mt_ckpt_save(const char *path, const mt_model *m, const mt_ckpt_state *state,
+                       const char *options, mt_err *err);
+/* Builds *m from the checkpoint's model type and config and loads its weights (names and shapes
+   checked, errors name the tensor) and what it reads inputs with; fills state and options
+   (malloc'd) when not NULL. */
+mt_status mt_ckpt_load(const char *path, mt_model **m, mt_ckpt_state *state, char **options,
+                       mt_err *err);
 /* The same from a safetensors file already read (path names it in messages). The model's
    tensors are checked against its config before anything is allocated. */
-mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_gpt *m, mt_tokenizer *tok,
+mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m,
                         mt_ckpt_state *state, char **options, mt_err *err);
-
-/* A ViT's checkpoint has, instead of the tokenizer,
- *   model      "vit" (a GPT's has no "model")
- *   config     mt_vit_config_to_json
- *   images     what new images need: mt_images_meta_to_json (size, normalisation, classes) */
-mt_status mt_vit_ckpt_save(const char *path, const mt_vit *m, const mt_images *meta,
-                           const mt_ckpt_state *state, const char *options, mt_err *err);
-/* As mt_ckpt_load; meta gets the images' size, channels, normalisation and class names. */
-mt_status mt_vit_ckpt_load(const char *path, mt_vit *m, mt_images *meta, mt_ckpt_state *state,
-                           char **options, mt_err *err);
-mt_status mt_vit_ckpt_parse(const mt_safetensors *st, const char *path, mt_vit *m,
-                            mt_images *meta, mt_ckpt_state *state, char **options, mt_err *err);
-/* True when path holds a ViT checkpoint (its metadata says model = vit); false otherwise, also
-   when it cannot be read (the loader then says why). */
-bool mt_ckpt_is_vit(const char *path);
 
 /* ---- data parallelism (MPI) ------------------------------------------------------------------
  * Built with MT_MPI (make MPI=1), ./train is one rank of an MPI job: every rank holds the whole
@@ -126,34 +114,17 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
 mt_grads mt_replicas_grads(const mt_replicas *R);
 void mt_replicas_free(mt_replicas *R);
 
-/* A GPT's batch of rows of T tokens, ids and targets (B, T), and its mt_rows_loss:
-   mt_gpt_rows_loss(c, P, lo, n, &batch) is the model's mean loss on rows [lo, lo + n) with the
-   parameters P. */
-typedef struct {
-    const mt_gpt *m;
-    const int *ids, *targets;
-    int T;
-} mt_gpt_batch;
-mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch);
-
 /* ---- training -------------------------------------------------------------------------------- */
-typedef enum { MT_MODEL_GPT, MT_MODEL_VIT } mt_model_kind;
-
 typedef struct {
-    mt_model_kind model;  /* gpt on text, or vit on images */
-    const char *data;     /* text file or token file (.bin); vit: an image dataset (data.h) */
-    mt_tok_kind tokenizer; /* for text */
-    double val_fraction;  /* vit: a random fraction, unless the data has a held-out part */
-    const char *out;      /* directory, created when missing */
-    uint64_t seed;        /* weights, sampler and dropout */
+    const mt_model_type *model;
+    const void *model_cfg; /* the model's config (the data sets what it decides) */
+    mt_data_cfg data;      /* data.seed and .batch are set from seed and batch */
+    const char *out;       /* directory, created when missing */
+    uint64_t seed;         /* weights, sampler and dropout */
     int steps, batch;
-    int eval_batches;     /* validation batches of `batch` windows, the same ones every time;
-                             vit: every validation image is evaluated */
     size_t arena_bytes;   /* 0: estimated from the model and batch */
     size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: 256 Ki (1 MiB) */
     const char *options;  /* saved in checkpoints (config-file lines) */
-    const mt_vit_config *vit; /* vit: the model; image size, channels, classes from the data */
-    mt_image_opts images;     /* vit: how the images are read */
     bool resume;          /* false: an out directory holding a run with other options is refused */
     int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =
                              every thread, unless the model has buffers or MPI runs several ranks
@@ -162,27 +133,17 @@ typedef struct {
 
 typedef struct {
     mt_train_cfg cfg;
-    mt_gpt model;
+    mt_model *model;
+    mt_task *task;
     mt_optim opt;
-    mt_tokenizer tok;
-    mt_tokens all, train, val;
-    mt_sampler sampler;
     mt_ctx ctx;
-    int *x, *y; /* (B, T) of the current batch; eval windows reuse them; vit: (B) image indices
-                   and labels */
-    long step;  /* steps taken */
-    mt_params *P; /* the parameters of the model trained */
-    /* vit */
-    mt_vit vit;
-    mt_images imgs;
-    int *order;          /* (n) image indices: the training split, then validation */
-    int n_train_img, n_val_img;
-    float *images;       /* (B, CH, H, W) of the current batch */
-    double val_accuracy; /* of the last mt_trainer_eval */
+    mt_sampler sampler;
+    long step;     /* steps taken */
+    mt_params *P;  /* the parameters of the model trained */
+    double val_accuracy; /* of the last mt_trainer_eval, for a type with accuracy */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
     mt_replicas replicas;
-    int batch_lo; /* this rank's first row of the batch (the images buffer starts there) */
     bool keep_grad;  /* set by a caller that reads P->grad after a step (the diagnostics) */
     bool grad_held;  /* P->grad holds the last step's gradient: the next step zeroes it first */
 } mt_trainer;
@@ -191,11 +152,11 @@ typedef struct {
    other options unless cfg->resume) and that the model, its gradients, the optimizer state and
    a step's activations fit in the available memory (MT_ENOMEM "needs X GiB, Y GiB available"),
    then loads the data, builds and initialises the model (seeded) and the optimizer
-   (oc->sched.steps is set to cfg->steps) and allocates everything the loop needs. Nothing is
-   written but the out directory, created last. mc: the GPT (unused for vit,
-   whose config is cfg->vit). Vit: the normalisation comes from the training split. */
-mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
-                          const mt_optim_config *oc, mt_err *err);
+   (oc->sched.steps is set to cfg->steps) and allocates everything the loop needs. A given
+   arena_bytes smaller than a step needs is refused (MT_EINVAL, naming --arena-mb and the size
+   measured). Nothing is written but the out directory, created last. */
+mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_optim_config *oc,
+                          mt_err *err);
 /* Continues from the checkpoint in cfg->out: its model (mc must describe the same model), the
    optimizer state, the step and the RNG states. The data and tokenizer must be those of the
    checkpoint. */
@@ -212,9 +173,10 @@ typedef struct {
    updated nothing, or with tr->keep_grad, P->grad holds the gradient (summed; clipped when the
    update ran). No allocation: the step arena and the trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
-/* Mean validation loss over cfg.eval_batches fixed batches; NAN without a validation split.
-   Vit: over every validation image, and tr->val_accuracy is set. Under MPI each rank evaluates
-   its slice of every batch and the sums are combined: every rank gets the same value. */
+/* Mean validation loss over the rows of the type's evaluation batches (the same every time);
+   NAN without a validation split. tr->val_accuracy is set for a type with accuracy. Under MPI
+   each rank evaluates its slice of every batch and the sums are combined: every rank gets the
+   same value. */
 double mt_trainer_eval(mt_trainer *tr);
 /* Writes the optimizer state, then the model (which commits the step). The previous optimizer
    state is kept as optim.prev.safetensors until then: a run killed between the two writes
@@ -224,11 +186,5 @@ void mt_trainer_free(mt_trainer *tr);
 
 /* The first parameter whose gradient holds a NaN or an infinity, or -1. */
 int mt_params_first_nonfinite(const mt_params *P);
-
-/* ---- scoring ----------------------------------------------------------------------------------
- * The tokens cut into consecutive non-overlapping windows of n_ctx + 1 (the last may be shorter,
- * at least 2), each window's first tokens predicting its next: the summed negative
- * log-likelihood (nats) and the number of predicted tokens. */
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count);
 
 #endif

@@ -1,6 +1,5 @@
-/* The training loop's pieces: setup, one step, evaluation, checkpoints, resume; and scoring.
-   A GPT on tokens or a ViT on images: the model-specific parts are the setup, the batch and its
-   loss, the evaluation and the checkpoint; the rest is shared. */
+/* The training loop's pieces: setup, one step, evaluation, checkpoints, resume, for any model
+   through its type (src/models/model.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -14,8 +13,6 @@
 /* independent RNG streams from one seed */
 #define SEED_SAMPLER 0x53414d504c455221ULL
 #define SEED_DROPOUT 0x44524f504f555421ULL
-#define SEED_EVAL 0x4556414c5549414eULL
-#define SEED_SPLIT 0x53504c4954494d47ULL
 
 /* The most rows of a batch of B one rank computes. */
 static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
@@ -78,8 +75,7 @@ static mt_status check_fresh_out(const char *out, const char *model_path, const 
 /* The step arena for a slice of rows of the batch: --arena-mb, or the model's estimate. */
 static size_t step_arena(const mt_trainer *tr, int rows) {
     if (tr->cfg.arena_bytes) return tr->cfg.arena_bytes;
-    return tr->cfg.model == MT_MODEL_VIT ? mt_vit_arena_bytes(&tr->vit.cfg, rows, true)
-                                         : mt_gpt_arena_bytes(&tr->model.cfg, rows, true);
+    return mt_model_arena_bytes(tr->model->type, tr->model->cfg, rows, true);
 }
 
 static bool has_buffers(const mt_params *P) {
@@ -128,80 +124,90 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
     return mt_mem_check((2 + slots) * params + act, what, err);
 }
 
-/* The GPT and its data. */
-static mt_status gpt_setup(mt_trainer *tr, const mt_gpt_config *mc, const mt_optim_config *oc,
-                           mt_err *err) {
+/* The data, then the model it decides the rest of (vocabulary, image size), its memory checked,
+   allocated and initialised (seeded). */
+static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
-    mt_status s = mt_data_load(cfg->data, cfg->tokenizer, &tr->tok, &tr->all, err);
+    const mt_model_type *type = cfg->model;
+    void *mc = malloc(type->config_size);
+    if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
+    memcpy(mc, cfg->model_cfg, type->config_size);
+    mt_status s = type->task_load(&tr->task, &cfg->data, mc, err);
+    if (s == MT_OK) s = type->build_table(&tr->model, mc, err);
+    free(mc);
+    char *meta = s == MT_OK ? type->task_meta(tr->task) : NULL;
+    if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
+    free(meta);
     if (s != MT_OK) return s;
-    mt_gpt_config model_cfg = *mc;
-    model_cfg.n_vocab = tr->tok.n_vocab;
-    if ((s = mt_gpt_config_validate(&model_cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&tr->all, cfg->val_fraction, model_cfg.n_ctx, &tr->train, &tr->val,
-                             err)) != MT_OK ||
-        (s = mt_gpt_build_table(&tr->model, &model_cfg, err)) != MT_OK)
-        return s;
     char batch[64];
-    snprintf(batch, sizeof batch, "%d x %d tokens", cfg->batch, model_cfg.n_ctx);
-    if ((s = check_memory(tr, &tr->model.P, oc,
-                          mt_gpt_activation_bytes(&tr->model.cfg, cfg->batch, true), batch,
-                          err)) != MT_OK ||
-        (s = mt_params_alloc(&tr->model.P, err)) != MT_OK)
-        return s;
-    tr->P = &tr->model.P;
-    mt_rng r;
-    mt_rng_seed(&r, cfg->seed);
-    mt_gpt_init_weights(&tr->model, &r);
-    size_t n = (size_t)cfg->batch * (size_t)model_cfg.n_ctx; /* the global batch */
-    tr->x = malloc(n * sizeof *tr->x);
-    tr->y = malloc(n * sizeof *tr->y);
-    if (!tr->x || !tr->y)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
-    return MT_OK;
-}
-
-/* The ViT and its images: the split (seeded), the normalisation from the training part, the
-   image size, channels and classes from the data. */
-static mt_status vit_setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
-    const mt_train_cfg *cfg = &tr->cfg;
-    mt_images *d = &tr->imgs;
-    mt_status s = mt_images_load(cfg->data, &cfg->images, d, err);
-    if (s != MT_OK) return s;
-    if (!(tr->order = malloc((size_t)d->n * sizeof *tr->order)))
-        return mt_errorf(err, MT_ENOMEM, "out of memory for %d image indices", d->n);
-    if ((s = mt_images_split(d, (float)cfg->val_fraction, cfg->seed ^ SEED_SPLIT, tr->order,
-                             &tr->n_train_img, err)) != MT_OK)
-        return s;
-    tr->n_val_img = d->n - tr->n_train_img;
-    mt_images_normalize_from(d, tr->order, tr->n_train_img);
-    mt_vit_config vc = *cfg->vit;
-    vc.image_h = d->H, vc.image_w = d->W, vc.channels = d->C, vc.n_classes = d->n_classes;
-    if ((s = mt_vit_build_table(&tr->vit, &vc, err)) != MT_OK) return s;
-    char batch[64];
-    snprintf(batch, sizeof batch, "%d images of %d x %d", cfg->batch, d->H, d->W);
-    if ((s = check_memory(tr, &tr->vit.P, oc,
-                          mt_vit_activation_bytes(&tr->vit.cfg, cfg->batch, true), batch, err)) !=
+    int units = type->row_units(tr->model->cfg);
+    if (units > 1) snprintf(batch, sizeof batch, "%d x %d %s", cfg->batch, units, type->units);
+    else snprintf(batch, sizeof batch, "%d %s", cfg->batch, type->units);
+    if ((s = check_memory(tr, tr->model->P, oc,
+                          type->activation_bytes(tr->model->cfg, cfg->batch, true), batch, err)) !=
             MT_OK ||
-        (s = mt_params_alloc(&tr->vit.P, err)) != MT_OK)
+        (s = mt_params_alloc(tr->model->P, err)) != MT_OK)
         return s;
-    tr->P = &tr->vit.P;
+    tr->P = tr->model->P;
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
-    mt_vit_init_weights(&tr->vit, &r);
-    size_t B = (size_t)cfg->batch;
-    tr->x = malloc(B * sizeof *tr->x);
-    tr->y = malloc(B * sizeof *tr->y);
-    tr->images =
-        malloc((size_t)local_rows(cfg->batch) * d->C * d->H * d->W * sizeof *tr->images);
-    if (!tr->x || !tr->y || !tr->images)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
+    mt_params_initialize(tr->P, &r);
     return MT_OK;
 }
 
-mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_config *mc,
-                          const mt_optim_config *oc, mt_err *err) {
+/* With --arena-mb: the bytes one batch takes, measured in an arena of the estimated size on the
+   first training batch (the largest replica slice, forward and backward) and the first
+   evaluation batch, against the arena asked for. The draws use copies of the RNGs; the
+   gradients and the buffers (BatchNorm's running statistics) are put back. */
+static mt_status check_arena(mt_trainer *tr, int rep_rows, mt_err *err) {
+    const mt_train_cfg *cfg = &tr->cfg;
+    const mt_model_type *type = tr->model->type;
+    int lo, n;
+    mt_dist_slice(cfg->batch, &lo, &n);
+    mt_ctx c;
+    float *saved = malloc(tr->P->total * sizeof *saved);
+    mt_status s = saved ? mt_ctx_init(&c, mt_model_arena_bytes(type, tr->model->cfg,
+                                                               local_rows(cfg->batch), true),
+                                      0, err)
+                        : mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (s != MT_OK) {
+        free(saved);
+        return s;
+    }
+    memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
+    mt_rng r = tr->sampler.rng;
+    type->draw_batch(tr->task, &r, lo, n);
+    mt_tensor *loss = type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
+                                      rep_rows < n ? rep_rows : n);
+    float one = 1;
+    mt_backward_from(&c, loss, &one);
+    mt_params_zero_grad(tr->P);
+    if (type->eval_count(tr->task) > 0) {
+        int eval_lo, eval_n, rows = type->eval_draw(tr->task, 0);
+        mt_dist_slice(rows, &eval_lo, &eval_n);
+        double sums[2] = {0, 0};
+        mt_ctx_reset(&c);
+        c.training = c.grad_enabled = false;
+        if (eval_n > 0) type->eval_rows(&c, tr->model, tr->task, eval_lo, eval_n, sums);
+    }
+    memcpy(tr->P->data, saved, tr->P->total * sizeof *saved);
+    size_t need = c.arena.peak;
+    free(saved);
+    mt_ctx_free(&c);
+    if (cfg->arena_bytes >= need) return MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "--arena-mb %zu: a step of this model and batch takes %.1f MiB of step arena "
+                     "(measured on one batch): give at least %zu, or 0 for the estimate",
+                     cfg->arena_bytes >> 20, need / 1048576.0, (need + (1 << 20) - 1) >> 20);
+}
+
+mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_optim_config *oc,
+                          mt_err *err) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = *cfg;
+    tr->cfg.data.seed = cfg->seed;
+    tr->cfg.data.batch = cfg->batch;
+    tr->cfg.data.rows = local_rows(cfg->batch);
     if (cfg->steps < 0)
         return mt_errorf(err, MT_EINVAL, "--steps %d: expected 0 or more", cfg->steps);
     if (cfg->batch < 1)
@@ -211,9 +217,9 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
                          "--batch %d: smaller than the %d MPI ranks (each computes a slice of "
                          "the batch): expected %d or more", cfg->batch, mt_dist_size(),
                          mt_dist_size());
-    if (cfg->eval_batches < 1)
+    if (cfg->data.eval_batches < 1)
         return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
-                         cfg->eval_batches);
+                         cfg->data.eval_batches);
     if (snprintf(tr->model_path, sizeof tr->model_path, "%s/model.safetensors", cfg->out) >=
             (int)sizeof tr->model_path ||
         snprintf(tr->optim_path, sizeof tr->optim_path, "%s/optim.safetensors", cfg->out) >=
@@ -223,15 +229,16 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
         return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
     mt_status s;
     struct stat sb;
-    if (cfg->model == MT_MODEL_VIT && stat(cfg->data, &sb) != 0) /* a file or a directory */
-        return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected an image folder or idx files",
-                         cfg->data, strerror(errno));
-    if ((cfg->model != MT_MODEL_VIT && (s = mt_file_check("--data", cfg->data, err)) != MT_OK) ||
+    const char *data = cfg->data.path;
+    if (!cfg->model->data_file && stat(data, &sb) != 0) /* a file or a directory */
+        return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected %s (--model %s)", data,
+                         strerror(errno), cfg->model->data, cfg->model->name);
+    if ((cfg->model->data_file && (s = mt_file_check("--data", data, err)) != MT_OK) ||
         (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
         (!cfg->resume &&
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
         return s;
-    s = cfg->model == MT_MODEL_VIT ? vit_setup(tr, oc, err) : gpt_setup(tr, mc, oc, err);
+    s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
@@ -246,6 +253,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_gpt_
                               err)) != MT_OK)
         goto fail;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
+    if (cfg->arena_bytes && (s = check_arena(tr, (rows + n_rep - 1) / n_rep, err)) != MT_OK)
+        goto fail;
     if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
                                 err)) != MT_OK)
         goto fail;
@@ -282,64 +291,40 @@ static bool json_same(const char *a, const char *b, char *msg, size_t len) {
     return same;
 }
 
-/* A resumed run keeps its model and data: the model configs a (checkpoint) and b (now) as JSON,
-   then the data descriptions da and db (the tokenizer, or the image metadata). */
-static mt_status check_same(const mt_trainer *tr, const char *a, const char *b, const char *da,
-                            const char *db, const char *data_hint, mt_err *err) {
+/* The checkpoint's model into the trainer's, which must be the same model (config) trained on the
+   same data (what it reads inputs with); state gets the checkpoint's step and RNGs. */
+static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
+    mt_model *saved;
+    mt_status s = mt_ckpt_load(tr->model_path, &saved, state, NULL, err);
+    if (s != MT_OK) return s;
+    const mt_model_type *type = tr->model->type;
+    char *a = mt_model_config_json(saved), *b = mt_model_config_json(tr->model);
+    char *ma = saved->type->meta_to_json(saved), *mb = type->meta_to_json(tr->model);
     char diff[512];
-    if (!json_same(a, b, diff, sizeof diff))
-        return mt_errorf(err, MT_EINVAL,
-                         "%s: a resumed run keeps its model, but the model options differ: %s",
-                         tr->model_path, diff);
-    if (strcmp(da, db) != 0)
-        return mt_errorf(err, MT_EINVAL, "%s: the checkpoint's %s differs from the one of %s",
-                         tr->model_path, data_hint, tr->cfg.data);
-    return MT_OK;
-}
-
-static mt_status gpt_resume(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
-    mt_gpt saved;
-    mt_tokenizer tok;
-    mt_status s = mt_ckpt_load(tr->model_path, &saved, &tok, state, NULL, err);
-    if (s != MT_OK) return s;
-    char *a = mt_gpt_config_to_json(&saved.cfg), *b = mt_gpt_config_to_json(&tr->model.cfg);
-    char *ta = mt_tok_to_json(&tok), *tb = mt_tok_to_json(&tr->tok);
-    s = check_same(tr, a, b, ta, tb,
-                   "tokenizer (a resumed run needs the same data and --tokenizer)", err);
-    if (s == MT_OK) memcpy(tr->model.P.data, saved.P.data, saved.P.total * sizeof(float));
-    free(a);
-    free(b);
-    free(ta);
-    free(tb);
-    mt_gpt_free(&saved);
-    mt_tok_free(&tok);
-    return s;
-}
-
-static mt_status vit_resume(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
-    mt_vit saved;
-    mt_images meta;
-    mt_status s = mt_vit_ckpt_load(tr->model_path, &saved, &meta, state, NULL, err);
-    if (s != MT_OK) return s;
-    char *a = mt_vit_config_to_json(&saved.cfg), *b = mt_vit_config_to_json(&tr->vit.cfg);
-    char *ma = mt_images_meta_to_json(&meta), *mb = mt_images_meta_to_json(&tr->imgs);
-    s = check_same(tr, a, b, ma, mb,
-                   "image size, normalisation or classes (a resumed run needs the same data, "
-                   "split and image options)", err);
-    if (s == MT_OK) memcpy(tr->vit.P.data, saved.P.data, saved.P.total * sizeof(float));
+    if (saved->type != type)
+        s = mt_errorf(err, MT_EINVAL, "%s holds a %s model, not a %s: a resumed run keeps its "
+                      "model", tr->model_path, saved->type->name, type->name);
+    else if (!json_same(a, b, diff, sizeof diff))
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: a resumed run keeps its model, but the model options differ: %s",
+                      tr->model_path, diff);
+    else if (strcmp(ma, mb) != 0)
+        s = mt_errorf(err, MT_EINVAL, "%s: the checkpoint's %s differs from the one of %s (a "
+                      "resumed run needs the same data and data options)", tr->model_path,
+                      type->meta_key, tr->cfg.data.path);
+    else
+        memcpy(tr->P->data, saved->P->data, saved->P->total * sizeof(float));
     free(a);
     free(b);
     free(ma);
     free(mb);
-    mt_vit_free(&saved);
-    mt_images_free(&meta);
+    mt_model_free(saved);
     return s;
 }
 
 mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     mt_ckpt_state state;
-    mt_status s = tr->cfg.model == MT_MODEL_VIT ? vit_resume(tr, &state, err)
-                                                : gpt_resume(tr, &state, err);
+    mt_status s = load_same(tr, &state, err);
     if (s == MT_OK) {
         /* the optimizer state of the model's step: optim, or optim.prev when a kill came
            between the two writes of a save (mt_trainer_save) */
@@ -376,31 +361,10 @@ int mt_params_first_nonfinite(const mt_params *P) {
     return -1;
 }
 
-/* Draws the next training batch (the sampler's draw of the whole batch, the same on every rank)
-   and, for the ViT, reads this rank's rows [lo, lo + n) of it into tr->images. */
-static void draw_batch(mt_trainer *tr, int lo, int n) {
-    int B = tr->cfg.batch;
-    tr->batch_lo = lo;
-    if (tr->cfg.model == MT_MODEL_VIT) { /* B training images, drawn with replacement */
-        for (int b = 0; b < B; b++)
-            tr->x[b] = tr->order[mt_rng_below(&tr->sampler.rng, (uint32_t)tr->n_train_img)];
-        mt_images_batch(&tr->imgs, tr->x + lo, n, tr->images, tr->y + lo);
-    } else
-        mt_sampler_next(&tr->sampler, &tr->train, B, tr->model.cfg.n_ctx, tr->x, tr->y);
-}
-
 /* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
 static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
     mt_trainer *tr = arg;
-    if (tr->cfg.model == MT_MODEL_VIT) {
-        mt_vit m = tr->vit;
-        m.P = *P;
-        size_t pixels = (size_t)tr->imgs.C * tr->imgs.H * tr->imgs.W;
-        return mt_vit_loss(c, &m, tr->images + (size_t)(lo - tr->batch_lo) * pixels, tr->y + lo,
-                           n);
-    }
-    mt_gpt_batch b = {&tr->model, tr->x, tr->y, tr->model.cfg.n_ctx};
-    return mt_gpt_rows_loss(c, P, lo, n, &b);
+    return tr->model->type->rows_loss(c, tr->model, P, tr->task, lo, n);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
@@ -411,7 +375,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
     int lo, n;
     mt_dist_slice(tr->cfg.batch, &lo, &n);
-    draw_batch(tr, lo, n);
+    tr->model->type->draw_batch(tr->task, &tr->sampler.rng, lo, n);
     mt_grads G = {&tr->P->grad, 1};
     if (mt_dist_size() > 1) {
         /* Each rank draws its own dropout masks, from a stream derived from the shared one,
@@ -449,61 +413,26 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     tr->step++;
 }
 
-/* Mean loss over every validation image, in batches; sets val_accuracy (argmax = label). */
-static double vit_eval(mt_trainer *tr) {
-    mt_ctx *c = &tr->ctx;
-    int K = tr->vit.cfg.n_classes;
-    double sum = 0;
-    long correct = 0;
-    for (int i = 0; i < tr->n_val_img; i += tr->cfg.batch) {
-        int lo, nb = tr->n_val_img - i < tr->cfg.batch ? tr->n_val_img - i : tr->cfg.batch;
-        mt_dist_slice(nb, &lo, &nb);
-        if (nb == 0) continue; /* a last batch smaller than the ranks */
-        mt_ctx_reset(c);
-        mt_images_batch(&tr->imgs, tr->order + tr->n_train_img + i + lo, nb, tr->images, tr->y);
-        mt_tensor *logits = mt_vit_forward(c, &tr->vit, tr->images, nb);
-        sum += (double)mt_cross_entropy(c, logits, tr->y, -1)->data[0] * nb;
-        for (int b = 0; b < nb; b++) {
-            const float *z = logits->data + (size_t)b * K;
-            int best = 0;
-            for (int k = 1; k < K; k++)
-                if (z[k] > z[best]) best = k;
-            correct += best == tr->y[b];
-        }
-    }
-    double sums[2] = {sum, (double)correct};
-    mt_dist_sum(sums, 2);
-    tr->val_accuracy = sums[1] / tr->n_val_img;
-    return sums[0] / tr->n_val_img;
-}
-
-static double gpt_eval(mt_trainer *tr) {
-    if (tr->val.n == 0) return NAN;
-    mt_ctx *c = &tr->ctx;
-    int B = tr->cfg.batch, T = tr->model.cfg.n_ctx;
-    mt_sampler s;
-    mt_sampler_init(&s, tr->cfg.seed ^ SEED_EVAL); /* the same windows at every evaluation */
-    int lo, n;
-    mt_dist_slice(B, &lo, &n);
-    double sum = 0; /* of this rank's rows' means, weighted as in mt_trainer_step */
-    for (int i = 0; i < tr->cfg.eval_batches; i++) {
-        mt_ctx_reset(c);
-        mt_sampler_next(&s, &tr->val, B, T, tr->x, tr->y);
-        sum += (double)mt_gpt_loss(c, &tr->model, tr->x + (size_t)lo * T, tr->y + (size_t)lo * T,
-                                   n, T)->data[0] * n / B;
-    }
-    mt_dist_sum(&sum, 1);
-    return sum / tr->cfg.eval_batches;
-}
-
 double mt_trainer_eval(mt_trainer *tr) {
+    const mt_model_type *type = tr->model->type;
     mt_ctx *c = &tr->ctx;
     c->training = false;
     c->grad_enabled = false;
-    double loss = tr->cfg.model == MT_MODEL_VIT ? vit_eval(tr) : gpt_eval(tr);
+    double sums[3] = {0, 0, 0}; /* loss over rows, rows right, rows */
+    int batches = type->eval_count(tr->task);
+    for (int i = 0; i < batches; i++) {
+        int lo, n, rows = type->eval_draw(tr->task, i);
+        mt_dist_slice(rows, &lo, &n);
+        sums[2] += rows;
+        if (n == 0) continue; /* a last batch smaller than the ranks */
+        mt_ctx_reset(c);
+        type->eval_rows(c, tr->model, tr->task, lo, n, sums);
+    }
+    mt_dist_sum(sums, 2);
     c->training = true;
     c->grad_enabled = true;
-    return loss;
+    tr->val_accuracy = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    return sums[2] > 0 ? sums[0] / sums[2] : NAN;
 }
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
@@ -513,44 +442,15 @@ mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
     mt_status s = mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
     if (s != MT_OK) return s;
     mt_ckpt_state state = {tr->step, tr->sampler.rng, tr->ctx.rng};
-    if (tr->cfg.model == MT_MODEL_VIT)
-        return mt_vit_ckpt_save(tr->model_path, &tr->vit, &tr->imgs, &state, tr->cfg.options, err);
-    return mt_ckpt_save(tr->model_path, &tr->model, &tr->tok, &state, tr->cfg.options, err);
+    return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
 }
 
 void mt_trainer_free(mt_trainer *tr) {
-    mt_gpt_free(&tr->model);
-    mt_vit_free(&tr->vit);
+    if (tr->task) tr->task->type->task_free(tr->task);
+    mt_model_free(tr->model);
     mt_optim_free(&tr->opt);
-    mt_tok_free(&tr->tok);
-    mt_tokens_free(&tr->all);
-    mt_images_free(&tr->imgs);
     mt_ctx_free(&tr->ctx);
     mt_replicas_free(&tr->replicas);
     mt_dist_grads_free(&tr->dist);
-    free(tr->x);
-    free(tr->y);
-    free(tr->order);
-    free(tr->images);
     memset(tr, 0, sizeof *tr);
-}
-
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count) {
-    int W = m->cfg.n_ctx + 1;
-    c->training = false;
-    c->grad_enabled = false;
-    *nll = 0;
-    *count = 0;
-    for (size_t start = 0; start + 1 < n; start += (size_t)W) {
-        int len = n - start < (size_t)W ? (int)(n - start) : W, T = len - 1;
-        mt_ctx_reset(c);
-        int *ids = mt_arena_alloc(c, 2 * (size_t)T * sizeof *ids), *targets = ids + T;
-        for (int t = 0; t < T; t++) {
-            ids[t] = tok[start + (size_t)t];
-            targets[t] = tok[start + (size_t)t + 1];
-        }
-        /* the mean over T targets, back to a sum */
-        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T)->data[0] * T;
-        *count += T;
-    }
 }

@@ -12,13 +12,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float lr = 1e-3f;
     bool untie = false;
     char path[MT_OPT_STR_MAX] = "data/x.txt";
+    static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL}, {"rms", NULL}, {"prms", NULL},
+                                              {"bn", NULL}, {"in", NULL}, {"gn", NULL},
+                                              {"scale", NULL}, {"none", NULL}};
+    static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
     const mt_opt opts[] = {
-        {"n-layer", MT_OPT_INT, &n_layer, NULL, "layers", 0},
-        {"lr", MT_OPT_FLOAT, &lr, NULL, "learning rate", 0},
-        {"data", MT_OPT_STR, path, NULL, "data file", 0},
-        {"untie", MT_OPT_BOOL, &untie, NULL, "untie", 0},
-        {"norm", MT_OPT_CHOICE, &norm, "ln|rms|prms|bn|in|gn|scale|none", "norm", 0},
-        {"resume", MT_OPT_BOOL, &untie, NULL, "flag only", MT_OPT_CLI},
+        {"n-layer", MT_OPT_INT, &n_layer, NULL, "layers", 0, NULL},
+        {"lr", MT_OPT_FLOAT, &lr, NULL, "learning rate", 0, NULL},
+        {"data", MT_OPT_STR, path, NULL, "data file", 0, NULL},
+        {"untie", MT_OPT_BOOL, &untie, NULL, "untie", 0, NULL},
+        {"norm", MT_OPT_CHOICE, &norm, NULL, "norm", 0, &NORMS},
+        {"resume", MT_OPT_BOOL, &untie, NULL, "flag only", MT_OPT_CLI, NULL},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
     char *text = malloc(size + 1);

@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
     const char *json = mt_st_meta(&in, "config");
     mt_gpt_config cfg;
     if (!json) return fail("no 'config' in the metadata");
-    if (mt_gpt_config_from_json(json, &cfg, &err) != MT_OK) return fail(err.msg);
+    if (mt_model_config_from_json(&mt_gpt_type, json, &cfg, &err) != MT_OK) return fail(err.msg);
     mt_gpt m;
     if (mt_gpt_build(&m, &cfg, &err) != MT_OK) return fail(err.msg);
     int B = (int)parity_opt(&in, "B"), T = (int)parity_opt(&in, "T"), n_named = 0;

@@ -44,12 +44,15 @@ static void build_params(mt_params *P, const mt_safetensors *in, const char *pre
 
 static mt_optim_config read_config(const mt_safetensors *in) {
     mt_optim_config c = mt_optim_defaults();
-    MT_ASSERT(mt_optim_parse_kind(mt_st_meta(in, "optim"), &c.kind, NULL) == MT_OK, "optim");
-    MT_ASSERT(mt_optim_parse_schedule(mt_st_meta(in, "schedule"), &c.sched.kind, NULL) == MT_OK,
+    int kind, sched, scope;
+    MT_ASSERT(mt_enum_parse(&MT_OPTIMS, mt_st_meta(in, "optim"), &kind, NULL) == MT_OK, "optim");
+    MT_ASSERT(mt_enum_parse(&MT_SCHEDULES, mt_st_meta(in, "schedule"), &sched, NULL) == MT_OK,
               "schedule");
-    MT_ASSERT(mt_optim_parse_decay_scope(mt_st_meta(in, "decay_scope"), &c.decay_scope, NULL) ==
+    MT_ASSERT(mt_enum_parse(&MT_DECAY_SCOPES, mt_st_meta(in, "decay_scope"), &scope, NULL) ==
                   MT_OK,
               "decay_scope");
+    c.kind = (mt_optim_kind)kind, c.sched.kind = (mt_sched_kind)sched;
+    c.decay_scope = (mt_decay_scope)scope;
     c.beta1 = parity_opt(in, "beta1");
     c.beta2 = parity_opt(in, "beta2");
     c.eps = parity_opt(in, "eps");

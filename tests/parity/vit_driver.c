@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
     const char *json = mt_st_meta(&in, "config");
     mt_vit_config cfg;
     if (!json) return fail("no 'config' in the metadata");
-    if (mt_vit_config_from_json(json, &cfg, &err) != MT_OK) return fail(err.msg);
+    if (mt_model_config_from_json(&mt_vit_type, json, &cfg, &err) != MT_OK) return fail(err.msg);
     mt_vit m;
     if (mt_vit_build(&m, &cfg, &err) != MT_OK) return fail(err.msg);
     for (int i = 0; i < m.P.n; i++) {

@@ -1,0 +1,44 @@
+/* What every model does through its type (model.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_err *err) {
+    char names[256] = "";
+    for (int i = 0; mt_model_types[i]; i++) {
+        if (strcmp(mt_model_types[i]->name, name) == 0) return *type = mt_model_types[i], MT_OK;
+        size_t at = strlen(names);
+        snprintf(names + at, sizeof names - at, "%s%s (%s)", i ? ", " : "",
+                 mt_model_types[i]->name, mt_model_types[i]->about);
+    }
+    return mt_errorf(err, MT_EINVAL, "unknown model '%s' (accepted: %s)", name, names);
+}
+
+mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err) {
+    mt_status s = type->build_table(m, cfg, err);
+    if (s == MT_OK && (s = mt_params_alloc((*m)->P, err)) != MT_OK) {
+        mt_model_free(*m);
+        *m = NULL;
+    }
+    return s;
+}
+
+void mt_model_free(mt_model *m) {
+    if (m) m->type->free(m);
+}
+
+char *mt_model_config_json(const mt_model *m) { return mt_cf_to_json(m->type->fields, m->cfg); }
+
+mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
+                                    mt_err *err) {
+    type->config_default(cfg);
+    mt_status s = mt_cf_from_json(type->fields, json, cfg, err);
+    return s == MT_OK ? type->config_validate(cfg, err) : s;
+}
+
+size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training) {
+    double bytes = 3 * type->activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
+    return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
+}

@@ -1,0 +1,197 @@
+/* The block stack (stack.h): config, validation, fields, init stds, build and forward. */
+#include "stack.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const mt_enum_item INIT_SCHEMES[] = {
+    [MT_SCHEME_GPT2] = {"gpt2", "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
+    [MT_SCHEME_XAVIER] = {"xavier", "Xavier-normal"},
+    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1, fc2"},
+    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, else gpt2"},
+};
+static const mt_enum_item RMS_FORMS[] = {
+    [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
+    [MT_RMS_PAPER] = {"paper", "x / (sqrt(mean(x^2)) + eps)"},
+};
+const mt_enum MT_INIT_SCHEMES = MT_ENUM("init", INIT_SCHEMES);
+const mt_enum MT_RMS_FORMS = MT_ENUM("rms form", RMS_FORMS);
+
+mt_stack_config mt_stack_default(void) {
+    return (mt_stack_config){.n_layer = 4,
+                             .n_head = 4,
+                             .n_embd = 64,
+                             .norm = mt_norm_default(MT_NORM_LN),
+                             .placement = MT_PLACE_PRE,
+                             .init = MT_SCHEME_AUTO,
+                             .bias = true,
+                             .act = MT_ACT_GELU};
+}
+
+#define F(key, type, field, help, range, of) \
+    {key, MT_CF_##type, offsetof(mt_stack_config, field), help, range, of, NULL}
+static const mt_cf_field FIELDS[] = {
+    F("n_layer", INT, n_layer, "blocks", "1..", NULL),
+    F("n_head", INT, n_head, "attention heads", "1..", NULL),
+    F("n_embd", INT, n_embd, "channels", "1..", NULL),
+    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd", "0..", NULL),
+    F("norm", ENUM, norm.kind, "normalization", NULL, &MT_NORMS),
+    F("norm_eps", FLOAT, norm.eps, "norm epsilon; -1: the norm's default", "-1..", NULL),
+    F("prms_p", FLOAT, norm.prms_p, "pRMSNorm: fraction of channels the RMS is taken from",
+      NULL, NULL),
+    F("gn_groups", INT, norm.gn_groups, "GroupNorm groups", "1..", NULL),
+    F("rms_form", ENUM, norm.rms_form, "RMSNorm form: eps inside or outside the sqrt", NULL,
+      &MT_RMS_FORMS),
+    F("rms_bias", BOOL, norm.rms_bias, "RMSNorm paper form: a learned bias", NULL, NULL),
+    F("in_affine", BOOL, norm.in_affine, "InstanceNorm: a learned weight and bias", NULL, NULL),
+    F("placement", ENUM, placement, "residual placement of the norm", NULL, &MT_PLACEMENTS),
+    F("deepnorm_alpha", FLOAT, deepnorm_alpha, "DeepNorm's skip scale; 0: from the depth",
+      "0..", NULL),
+    F("deepnorm_beta", FLOAT, deepnorm_beta, "DeepNorm's init gain; 0: from the depth", "0..",
+      NULL),
+    F("init", ENUM, init, "weight init", NULL, &MT_INIT_SCHEMES),
+    {"bias", MT_CF_BOOL, offsetof(mt_stack_config, bias), "no biases in the linear layers", NULL,
+     NULL, "no_bias"},
+    F("act", ENUM, act, "FFN activation", NULL, &MT_ACTS),
+    F("dropout", FLOAT, dropout, "dropout probability", NULL, NULL),
+};
+#undef F
+const mt_cf_table MT_STACK_FIELDS = MT_CF_TABLE_OF(FIELDS);
+
+mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
+                            mt_err *err) {
+    const struct {
+        const char *key;
+        int v;
+    } dims[] = {{"n_layer", s->n_layer}, {"n_head", s->n_head}, {"n_embd", s->n_embd}};
+    for (int i = 0; i < 3; i++)
+        if (dims[i].v < 1)
+            return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1", dims[i].key,
+                             dims[i].v);
+    if (s->n_embd % s->n_head)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_head = %d does not divide n_embd = %d (each head gets "
+                         "n_embd / n_head channels)",
+                         s->n_head, s->n_embd);
+    if (s->n_ff < 0)
+        return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
+                         s->n_ff);
+    const struct {
+        const mt_enum *e;
+        int v;
+    } enums[] = {{&MT_PLACEMENTS, (int)s->placement}, {&MT_INIT_SCHEMES, (int)s->init},
+                 {&MT_ACTS, (int)s->act}, {&MT_RMS_FORMS, (int)s->norm.rms_form}};
+    for (int i = 0; i < 4; i++)
+        if (enums[i].v < 0 || enums[i].v >= enums[i].e->n)
+            return mt_errorf(err, MT_EINVAL, "config: %s %d is not one of its %d values",
+                             enums[i].e->what, enums[i].v, enums[i].e->n);
+    if (!(s->dropout >= 0 && s->dropout < 1))
+        return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
+    if (!(s->deepnorm_alpha >= 0) || !(s->deepnorm_beta >= 0))
+        return mt_errorf(err, MT_EINVAL, "config: deepnorm_alpha = %g, deepnorm_beta = %g: "
+                         "expected 0 (from the depth) or more", s->deepnorm_alpha,
+                         s->deepnorm_beta);
+    mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
+    if (st != MT_OK) return st;
+    if (s->n_ff == 0 && s->n_embd > INT_MAX / 4)
+        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
+                         "overflows an int; give n_ff", s->n_embd);
+    if (s->n_ff == 0) s->n_ff = 4 * s->n_embd;
+    s->norm.eps = mt_norm_eps(&s->norm);
+    float a, b;
+    mt_deepnorm_constants(arch, N, M, &a, &b);
+    if (!(s->deepnorm_alpha > 0)) s->deepnorm_alpha = a;
+    if (!(s->deepnorm_beta > 0)) s->deepnorm_beta = b;
+    if (s->init == MT_SCHEME_AUTO)
+        s->init = s->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
+    return MT_OK;
+}
+
+mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
+    return (mt_block_cfg){.C = s->n_embd,
+                          .F = s->n_ff,
+                          .n_head = s->n_head,
+                          .bias = s->bias,
+                          .causal = causal,
+                          .norm = s->norm,
+                          .placement = s->placement,
+                          .alpha = s->deepnorm_alpha,
+                          .act = s->act,
+                          .dropout = s->dropout};
+}
+
+mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
+    int C = s->n_embd, F = s->n_ff;
+    float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)), beta = s->deepnorm_beta;
+    switch (s->init) {
+    case MT_SCHEME_GPT2: {
+        float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
+        return (mt_block_init){0.02f, 0.02f, 0.02f, r, 0.02f, r};
+    }
+    case MT_SCHEME_XAVIER: return (mt_block_init){sq, sq, sq, sq, sf, sf};
+    case MT_SCHEME_DEEPNORM:
+        return (mt_block_init){sq, sq, beta * sq, beta * sq, beta * sf, beta * sf};
+    case MT_SCHEME_AUTO: break;
+    }
+    MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);
+}
+
+float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out) {
+    return s->init == MT_SCHEME_GPT2 ? 0.02f : sqrtf(2.0f / (float)(fan_in + fan_out));
+}
+
+mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
+                         const char *prefix, const char *final_name, mt_err *err) {
+    memset(st, 0, sizeof *st);
+    st->blocks = calloc((size_t)s->n_layer, sizeof *st->blocks);
+    if (!st->blocks)
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", s->n_layer);
+    st->n_layer = s->n_layer;
+    st->norm = &s->norm;
+    st->block = mt_stack_block(s, causal);
+    mt_block_init stds = mt_stack_init_stds(s);
+    for (int i = 0; i < s->n_layer; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%d", prefix, i);
+        mt_block_add_params(P, name, &st->block, &stds, &st->blocks[i]);
+    }
+    st->final_norm_on = mt_placement_final_norm(s->placement);
+    st->final_norm = (mt_norm_params){-1, -1, -1, -1, -1};
+    if (st->final_norm_on) mt_norm_add_params(P, final_name, &s->norm, s->n_embd, &st->final_norm);
+    return MT_OK;
+}
+
+/* Mean over the tokens of ||x_t||_2; x (..., C). */
+static double mean_token_norm(const mt_tensor *x) {
+    int C = x->shape[x->ndim - 1];
+    size_t n = x->n / (size_t)C;
+    double sum = 0;
+    for (size_t t = 0; t < n; t++) {
+        double s = 0;
+        for (int j = 0; j < C; j++) s += (double)x->data[t * C + j] * x->data[t * C + j];
+        sum += sqrt(s);
+    }
+    return sum / (double)n;
+}
+
+mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
+                            double *resid) {
+    for (int i = 0; i < st->n_layer; i++) {
+        if (resid) resid[i] = mean_token_norm(x);
+        x = mt_block_forward(c, &st->block, P, &st->blocks[i], x);
+    }
+    if (resid) resid[st->n_layer] = mean_token_norm(x);
+    return x;
+}
+
+mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x) {
+    return st->final_norm_on ? mt_norm_tokens(c, st->norm, P, &st->final_norm, x) : x;
+}
+
+void mt_stack_free(mt_stack *st) {
+    free(st->blocks);
+    memset(st, 0, sizeof *st);
+}

@@ -1,0 +1,76 @@
+/* The block stack every model holds: its config (one struct embedded in each model's config),
+ * its validation, its fields for JSON and flags, and the blocks it builds from src/nn.
+ * C n_embd, F n_ff, as in nn.h. */
+#ifndef MT_STACK_H
+#define MT_STACK_H
+
+#include "../nn/nn.h"
+#include "config.h"
+
+/* Weight init of the blocks' matrices. */
+typedef enum {
+    MT_SCHEME_GPT2,     /* N(0, 0.02); out_proj and fc2 N(0, (0.02 / sqrt(2 n_layer))^2) */
+    MT_SCHEME_XAVIER,   /* Xavier-normal, gain 1: std = sqrt(2 / (fan_in + fan_out)) */
+    MT_SCHEME_DEEPNORM, /* Xavier-normal, gain beta for fc1, fc2, v_proj, out_proj; 1 for q, k */
+    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, gpt2 otherwise (validate sets it) */
+} mt_init_scheme;
+extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "auto" */
+extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
+
+typedef struct {
+    int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd */
+    mt_norm_cfg norm;
+    mt_placement placement;
+    float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
+    mt_init_scheme init;
+    bool bias;
+    mt_act act;
+    float dropout;
+} mt_stack_config;
+
+/* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout. */
+mt_stack_config mt_stack_default(void);
+
+/* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
+   flags (--n-layer, --norm, ...): an entry of a model's field table (config.h). */
+extern const mt_cf_table MT_STACK_FIELDS;
+
+/* Checks every field and resolves the derived ones, so that a validated config says exactly what
+   the model computes: n_ff (0: 4 n_embd), the norm's eps (its default as a number), DeepNorm's
+   alpha and beta (unless set, > 0) from the row of arch for N encoder and M decoder layers (the
+   count arch does not have is ignored), init AUTO (deepnorm for the deepnorm placement, else
+   gpt2). causal: a model reading tokens left to right (bn and in are refused). */
+mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
+                            mt_err *err);
+
+/* The block of a validated stack. */
+mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
+/* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are
+   N(0, 0.02) in every scheme. */
+mt_block_init mt_stack_init_stds(const mt_stack_config *s);
+/* The std of a model's other matrices of fan_in x fan_out (an untied head, a patch embedding):
+   N(0, 0.02) under gpt2, Xavier-normal with gain 1 otherwise. */
+float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out);
+
+/* The blocks of a validated stack: n_layer blocks named <prefix>.{i}, their parameters added to
+   P, and the final norm (pre only) named <prefix_final>. */
+typedef struct {
+    mt_block_cfg block;      /* the same for every block */
+    mt_block_params *blocks; /* (n_layer) */
+    int n_layer;
+    bool final_norm_on;
+    mt_norm_params final_norm;
+    const mt_norm_cfg *norm; /* the stack's */
+} mt_stack;
+
+mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
+                         const char *prefix, const char *final_name, mt_err *err);
+/* x (B, T, C) through every block. resid, when not NULL, gets (n_layer + 1) the mean token norm
+   of the residual stream entering each block and leaving the last. */
+mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
+                            double *resid);
+/* The final norm of x (B, T, C) when the placement has one, else x. */
+mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x);
+void mt_stack_free(mt_stack *st);
+
+#endif

@@ -107,7 +107,7 @@ mt_status mt_act_parse(const char *name, mt_act *act, mt_err *err);
 const char *mt_placement_name(mt_placement p); /* "pre", "post", "deepnorm" */
 mt_status mt_placement_parse(const char *name, mt_placement *p, mt_err *err);
 
-/* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in REFERENCE.md):
+/* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
    N encoder layers, M decoder layers (a layer holds an attention and an FFN sublayer); the count
    an architecture does not have is ignored. */

@@ -6,6 +6,7 @@
 #   make valgrind   the C tests under valgrind memcheck (build-valgrind/)
 #   make depth-study  the depth study (docs/depth-study.md, ~50 min; -quick: ~6 min; -1000: 1000 layers)
 #   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c) under ASan + UBSan, FUZZ_SECONDS each
+#   make check-links  every relative link and image of README.md, docs/ and bench/*.md resolves
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean
 # PORTABLE=1 builds for any x86-64-v2 CPU instead of -march=native.
@@ -54,7 +55,8 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
 DEPS_MPI  := libopenmpi-dev openmpi-bin
 DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
 
-.PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000
+.PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+        check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
 $(BUILD)/%.o: %.c
@@ -86,6 +88,11 @@ $(PROGS): %: $(BUILD)/%
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# scripts/check_links.py: the Markdown pages' relative links and anchors (make test runs it too,
+# as tests/test_links.sh).
+check-links:
+	python3 scripts/check_links.py
 
 # scripts/depth_study.py: trains, plots with gnuplot, writes docs/depth-study*.md and PNGs.
 depth-study: all

@@ -33,7 +33,7 @@ START=$(date +%s)
 echo "sgemm peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
-# name layers embd heads ctx batch norm (issue 8)
+# name layers embd heads ctx batch norm
 CONFIG_TABLE="
 tiny     4   128 4 128 16 ln
 small    6   384 6 256 8  ln

@@ -11,7 +11,7 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* The std a matrix must have, from REFERENCE.md's formulas (not from the model's table). */
+/* The std a matrix must have, from docs/layers.md's formulas (not from the model's table). */
 static double expected_std(const mt_gpt_config *g, const char *name, int fan_out, int fan_in) {
     double xavier = sqrt(2.0 / (fan_in + fan_out));
     bool resid = strstr(name, "out_proj") || strstr(name, "fc2");

@@ -306,10 +306,10 @@ static void test_attention(void) {
     mt_ctx_free(&c);
 }
 
-/* ---- DeepNorm constants (REFERENCE.md's table, DeepNet Table 1 / Figure 2) ---- */
+/* ---- DeepNorm constants (docs/layers.md's table, DeepNet Table 1 / Figure 2) ---- */
 static void test_deepnorm_constants(void) {
     float a, b;
-    /* the two values REFERENCE.md spells out, decoder-only */
+    /* the two values docs/layers.md spells out, decoder-only */
     mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 100, &a, &b);
     CHECK(fabsf(a - 3.760603f) < 1e-5f && fabsf(b - 0.188030f) < 1e-6f, "M=100: %.6f %.6f", a, b);
     mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 1000, &a, &b);

@@ -32,7 +32,7 @@ static mt_tensor *build_row(mt_ctx *c, mt_tensor **in, const void *arg) {
     return NULL;
 }
 
-/* the formulas of REFERENCE.md, in double */
+/* the formulas of docs/norms.md, in double */
 static void ref_row(const row_arg *a, const float *x, const float *w, const float *b, int N, int C,
                     float *y) {
     int k = a->kind == K_PRMS || a->kind == K_PRMS_PAPER ? (int)floor((double)C * a->p) : C;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reliability of ./train and ./infer (README "Reliability"):
+# Reliability of ./train and ./infer (docs/reliability.md):
 #  1. a table of bad inputs: each exits with its status (2: usage, 1: out of memory), prints a
 #     message naming the culprit, and writes nothing (no file newer than a stamp, no --out);
 #  2. crash safety and exact resume: a run saving every step is killed with SIGKILL at random

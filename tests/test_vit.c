@@ -96,8 +96,9 @@ static void test_params(void) {
     CHECK(m.P.p[mt_params_find(&m.P, "pos_emb.weight")].shape[0] == 6, "6 positions");
     mt_vit_free(&m);
 
-    /* DeepNorm init per matrix: v_proj and fc1 scaled by beta, q_proj not (REFERENCE.md) */
-    g = tiny(), g.stack.n_embd = 64, g.stack.n_head = 4, g.stack.n_layer = 3, g.stack.placement = MT_PLACE_DEEPNORM;
+    /* DeepNorm init per matrix: v_proj and fc1 scaled by beta, q_proj not (docs/layers.md) */
+    g = tiny(), g.stack.n_embd = 64, g.stack.n_head = 4, g.stack.n_layer = 3;
+    g.stack.placement = MT_PLACE_DEEPNORM;
     CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, 3);

@@ -4,7 +4,7 @@ takes it (the same bytes). Prints one JSON line per norm, as bench/norms does.
    python3 bench/norms/torch_norms.py REPS THREADS SETTING [cpu]
 cpu: time with the process's CPU clock (with 1 thread: the time the work would take alone on a
 loaded machine), as bench/norms does.
-RMSNorm, pRMSNorm and ScaleNorm are not in torch 1.13: their formulas (REFERENCE.md) in torch ops."""
+RMSNorm, pRMSNorm and ScaleNorm are not in torch 1.13: their formulas (docs/norms.md) in torch ops."""
 import json
 import sys
 import time

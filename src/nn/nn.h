@@ -104,7 +104,7 @@ mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm" */
 
-/* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in REFERENCE.md):
+/* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
    N encoder layers, M decoder layers (a layer holds an attention and an FFN sublayer); the count
    an architecture does not have is ignored. */

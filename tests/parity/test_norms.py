@@ -1,5 +1,5 @@
 """Every norm against torch 1.13 (nn.LayerNorm's functional form, BatchNorm, InstanceNorm,
-GroupNorm) or against the torch formula of REFERENCE.md (RMSNorm in both forms, pRMSNorm,
+GroupNorm) or against the torch formula of docs/norms.md (RMSNorm in both forms, pRMSNorm,
 ScaleNorm): outputs and the gradients of every input, float32, to 1e-5 relative."""
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-"""The GPT of REFERENCE.md in plain torch, shared by the parity tests (test_gpt.py, test_score.py),
+"""The GPT of docs/layers.md in plain torch, shared by the parity tests (test_gpt.py, test_score.py),
 and its block stack, which the ViT's reference (test_vit.py) shares: parameters held under mt's
 names (tok_emb.weight, blocks.{i}.attn.q_proj.weight, ...) in torch.nn's layout."""
 import math
@@ -89,7 +89,7 @@ class TorchBlocks(torch.nn.Module):
 
 
 class TorchGPT(TorchBlocks):
-    """The GPT of REFERENCE.md: token and position embeddings, the causal block stack, the head."""
+    """The GPT of docs/layers.md: token and position embeddings, the causal block stack, the head."""
 
     def __init__(self, cfg, params):
         super().__init__(cfg, params, causal=True)

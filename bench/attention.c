@@ -1,4 +1,4 @@
-/* mt_attention's forward and backward alone on the attention shapes of the bench configs (issue 8),
+/* mt_attention's forward and backward alone on the attention shapes of the bench configs,
  * causal, on one thread unless told:
  *   build/bench/attention [REPEATS [THREADS [CONFIG [SETS]]]]
  * prints per config (or the one named) the best and median ms of one forward (the builder) and of

@@ -84,7 +84,7 @@ void mt_sampler_init(mt_sampler *s, uint64_t seed);
    by one). d->n >= T + 1. */
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y);
 
-/* ---- images (issue 10) -------------------------------------------------------------------------
+/* ---- images ------------------------------------------------------------------------------------
  * An image dataset holds n images of H x W pixels with C channels (1 gray, 3 RGB, 2 and 4 with
  * alpha) as the decoded bytes (n, H, W, C), and a label per image. Batches come out as floats
  * (B, C, H, W), channels first as in torch: x = (pixel / 255 - mean[c]) / std[c], with mean and

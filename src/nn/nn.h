@@ -6,7 +6,7 @@
 
 #include "../tensor/tensor.h"
 
-/* ---- normalization (issue 3) --------------------------------------------------------------------
+/* ---- normalization ------------------------------------------------------------------------------
  * The contract the models use; each norm is also a fused op of its own (declared below it). */
 typedef enum {
     MT_NORM_LN,    /* LayerNorm */
@@ -82,7 +82,7 @@ mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, 
 mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
                         bool channels_last);
 
-/* ---- linear, embedding, attention, FFN, residual blocks (issue 4) ----------------------------- */
+/* ---- linear, embedding, attention, FFN, residual blocks ----------------------------------------- */
 typedef enum { MT_PLACE_PRE, MT_PLACE_POST, MT_PLACE_DEEPNORM } mt_placement;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */

@@ -284,7 +284,7 @@ void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float 
              float *C, const float *bias);
 /* a + b: same shape, or b of shape (C,) added to every row of a (..., C). */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
-/* The ops below are declared here as the contract other modules build on (issue 2). */
+/* The ops below are declared here as the contract other modules build on. */
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b); /* elementwise, same shape */
 mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s);
 mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);  /* all elements -> (1,) */

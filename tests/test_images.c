@@ -256,6 +256,27 @@ static void test_folder(void) {
           "bad options: '%s'", e.msg);
     CHECK(mt_images_load(tpath("nowhere"), NULL, &ds, &e) == MT_EIO &&
               strstr(e.msg, "No such file"), "absent: '%s'", e.msg);
+
+    /* an image of 0 x 0 pixels (stb_image reads the PGM header) first: skipped, named, and the
+       size comes from the next one */
+    mkdir(tpath("zero"), 0700);
+    mkdir(tpath("zero/a"), 0700);
+    write_bytes(tpath("zero/a/a0.pgm"), "P5\n0 0\n255\n", 11, false);
+    write_png(tpath("zero/a/b.png"), 4, 4, 1, 10, false);
+    o = mt_image_opts_default();
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_OK && ds.n == 1 && ds.H == 4 &&
+              ds.n_skipped == 1 && strstr(ds.skipped, "a0.pgm: 0x0 pixels"),
+          "0x0 image: %s", ds.skipped ? ds.skipped : e.msg);
+    mt_images_free(&ds);
+    o.skip_bad = false;
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_EFORMAT && strstr(e.msg, "a0.pgm: 0x0"),
+          "0x0 image rejected: '%s'", e.msg);
+    /* no readable image, channels given: the size is still unknown */
+    write_bytes(tpath("zero/a/b.png"), "not a png", 9, false);
+    o = mt_image_opts_default();
+    o.C = 3;
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_EFORMAT &&
+              strstr(e.msg, "none of the 2 files"), "nothing readable, channels given: '%s'", e.msg);
 }
 
 static void test_resize(void) {

@@ -133,7 +133,8 @@ mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_
 /* The files path names: itself when a file, a directory's regular files (sorted, dot files left
    out) when a directory. *files (n malloc'd paths) is freed by the caller, each and the array. */
 mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err);
-/* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. */
+/* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. An
+   unreadable file, or one of no pixels, is MT_EFORMAT naming it. */
 mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, mt_err *err);
 /* src (sh, sw, C) -> dst (dh, dw, C), each axis on its own: bilinear (half-pixel centres) when
    growing, the exact area average of the covered input pixels when shrinking. */

@@ -277,7 +277,10 @@ mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, 
         return mt_errorf(err, MT_EFORMAT, "%s: unreadable (stb_image: %s)", path,
                          stbi_failure_reason());
     mt_status st = MT_OK;
-    if (w == o->W && h == o->H) memcpy(out, img, (size_t)h * w * o->C);
+    if (w < 1 || h < 1) /* stb_image decodes a PNM header of 0 x 0 */
+        st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height): an image has at least "
+                       "one", path, w, h);
+    else if (w == o->W && h == o->H) memcpy(out, img, (size_t)h * w * o->C);
     else if (o->resize) mt_image_resize(img, h, w, out, o->H, o->W, o->C);
     else
         st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height), the dataset's are %dx%d "
@@ -305,7 +308,7 @@ static void note_skipped(mt_images *ds, const char *msg) {
 static void first_image_shape(char **files, int n, mt_image_opts *o) {
     for (int i = 0; i < n; i++) {
         int w, h, comp;
-        if (!stbi_info(files[i], &w, &h, &comp)) continue;
+        if (!stbi_info(files[i], &w, &h, &comp) || w < 1 || h < 1) continue;
         if (!o->C) o->C = comp == 4 ? 3 : comp == 2 ? 1 : comp;
         if (!o->H) o->H = h;
         if (!o->W) o->W = w;
@@ -338,7 +341,7 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
     }
     if (st == MT_OK) {
         first_image_shape(files, n_files, &o);
-        if (!o.C)
+        if (!o.H || !o.C) /* the size (or, with channels given, only the size) is still unknown */
             st = mt_errorf(err, MT_EFORMAT, "%s: none of the %d files in its %d class "
                            "subdirectories is an image stb_image can read", root, n_files, n_classes);
     }

@@ -243,6 +243,15 @@ static void test_folder(void) {
     CHECK(mt_images_preview(&ds, all, 5, 2, tpath("grid.png"), &e) == MT_OK, "preview: %s", e.msg);
     CHECK(stbi_info(tpath("grid.png"), &w, &h, &comp) && w == 36 && h == 48 && comp == 3,
           "preview is %dx%d (%d channels), want 36x48x3", w, h, comp);
+    /* too large: 3 x 2 cells of 2000 * 4 + 4 by 2000 * 4 + 16 pixels; at scale 357913941 the
+       3 cells' width, 3 (4 s + 4) = 2^32 + 8, wrapped around an int to 8 pixels (./preview
+       wrote past its buffer when the height wrapped too) */
+    remove(tpath("grid.png"));
+    CHECK(mt_images_preview(&ds, all, 5, 2000, tpath("grid.png"), &e) == MT_EINVAL &&
+              strstr(e.msg, "make a 24012x16032 preview") && access(tpath("grid.png"), F_OK) != 0,
+          "preview too large: '%s'", e.msg);
+    CHECK(mt_images_preview(&ds, all, 5, 357913941, tpath("grid.png"), &e) == MT_EINVAL &&
+              strstr(e.msg, "at most 16384 pixels a side"), "preview wrapping around: '%s'", e.msg);
     mt_images_free(&ds);
 
     /* reject instead of skip: the error names the file */

@@ -172,7 +172,9 @@ mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err)
 /* Writes a labelled grid of the n images idx as an RGB PNG: cols = ceil(sqrt(n)) cells per row,
    rows = ceil(n / cols); a cell is the image scaled up scale times (nearest) with a 2-pixel
    border, over a 12-pixel strip with its class name. The PNG is
-   cols * (scale W + 4) wide and rows * (scale H + 16) high. */
+   cols * (scale W + 4) wide and rows * (scale H + 16) high, at most MT_PREVIEW_MAX_SIDE either
+   way (MT_EINVAL beyond: fewer images or a smaller scale). */
+#define MT_PREVIEW_MAX_SIDE 16384
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err);
 

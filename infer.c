@@ -61,7 +61,7 @@ static int classify(mt_vit *m) {
     c.training = false;
     c.grad_enabled = false;
     mt_image_opts io = {.H = meta.H, .W = meta.W, .C = meta.C, .resize = true};
-    int K = meta.n_classes, rc = 0;
+    int K = meta.n_classes, rc = 0, seen = 0;
     uint8_t *pix = malloc((size_t)meta.H * meta.W * meta.C);
     float *x = malloc((size_t)meta.H * meta.W * meta.C * sizeof *x);
     if (!pix || !x) die(1, "out of memory");
@@ -69,6 +69,12 @@ static int classify(mt_vit *m) {
         char **files;
         int n;
         if (mt_image_files(item, &files, &n, &e) != MT_OK) die(2, e.msg);
+        if (n == 0) {
+            snprintf(e.msg, sizeof e.msg, "--classify: the directory %s holds no files: expected "
+                     "image files or directories of them", item);
+            die(2, e.msg);
+        }
+        seen += n;
         for (int i = 0; i < n; i++) {
             if (mt_image_read(files[i], &io, pix, &e) != MT_OK) {
                 fprintf(stderr, "infer: %s\n", e.msg);
@@ -88,6 +94,8 @@ static int classify(mt_vit *m) {
         }
         free(files);
     }
+    if (!seen) die(2, "--classify: no image given: expected image files or directories, "
+                      "comma-separated");
     free(pix);
     free(x);
     mt_ctx_free(&c);

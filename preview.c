@@ -1,10 +1,13 @@
 /* preview: writes a labelled grid of random samples of an image dataset as a PNG.
  *   ./preview --data data/mnist --out grid.png [--n 64] [--scale 2] [--seed 1]
  *             [--size HxW] [--channels C] [--classes FILE]
- * Exit codes: 0 written, 1 the dataset or the PNG failed, 2 usage. */
+ * Exit codes: 0 written, 1 a runtime failure (I/O, out of memory), 2 usage (a flag, a missing
+ * --data, a malformed dataset, a grid too large). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mt.h"
 
@@ -14,6 +17,9 @@ static int usage(const char *msg, const char *arg) {
                     "[--seed N (1)] [--size HxW] [--channels 1-4] [--classes FILE]\n");
     return 2;
 }
+
+/* 2: the input or the flags are wrong; 1: a failure while working. */
+static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 /* A positive integer from a flag's value, or -1. */
 static int positive(const char *s) {
@@ -47,17 +53,28 @@ int main(int argc, char **argv) {
         } else return usage("unknown flag ", f);
     }
     if (!data || !out) return usage("--data and --out are required", NULL);
+    struct stat sb;
+    if (stat(data, &sb) != 0) {
+        fprintf(stderr, "preview: --data %s: %s: expected an image folder or idx files\n", data,
+                strerror(errno));
+        return 2;
+    }
 
     mt_images ds;
     mt_err err;
     if (mt_images_load(data, &o, &ds, &err) != MT_OK) {
         fprintf(stderr, "preview: %s\n", err.msg);
-        return err.status == MT_EINVAL ? 2 : 1;
+        return exit_code(err.status);
     }
     if (ds.n_skipped) fprintf(stderr, "preview: skipped %d file(s):\n%s", ds.n_skipped, ds.skipped);
     if (n > ds.n) n = ds.n;
     /* n distinct samples: the first n of a seeded shuffle */
     int *idx = malloc((size_t)ds.n * sizeof *idx);
+    if (!idx) {
+        fprintf(stderr, "preview: out of memory\n");
+        mt_images_free(&ds);
+        return 1;
+    }
     mt_rng r;
     mt_rng_seed(&r, (uint64_t)seed);
     for (int i = 0; i < ds.n; i++) idx[i] = i;
@@ -68,7 +85,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (mt_images_preview(&ds, idx, n, scale, out, &err) != MT_OK) {
         fprintf(stderr, "preview: %s\n", err.msg);
-        rc = 1;
+        rc = exit_code(err.status);
     } else
         printf("preview: %d of %d images (%dx%d, %d channel(s), %d classes) -> %s\n", n, ds.n, ds.H,
                ds.W, ds.C, ds.n_classes, out);

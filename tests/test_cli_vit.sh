@@ -73,6 +73,17 @@ digit 0 "$T/d0.pgm"
 infer --checkpoint "$M" --classify "$T/img/seven,$T/d0.pgm" >"$T/out" || fail "classify: $(cat "$T/log")"
 [ "$(wc -l <"$T/out")" -eq 7 ] || fail "classify lines: $(cat "$T/out")"
 grep -Eq "d0.pgm: [0-9] \(p = [01]\.[0-9]{3}\)$" "$T/out" || fail "classify format: $(cat "$T/out")"
+# bad input: nothing to classify (exit 2), an image of 0 x 0 pixels (unreadable: exit 1)
+mkdir "$T/empty"
+for arg in , "$T/empty"; do
+    infer --checkpoint "$M" --classify "$arg" >"$T/out"
+    [ $? -eq 2 ] && grep -q "no image given\|holds no files" "$T/log" && [ ! -s "$T/out" ] ||
+        fail "--classify '$arg': $(cat "$T/log" "$T/out")"
+done
+printf 'P5\n0 0\n255\n' >"$T/zero.pgm"
+infer --checkpoint "$M" --classify "$T/zero.pgm,$T/d0.pgm" >"$T/out"
+[ $? -eq 1 ] && grep -q "zero.pgm: 0x0 pixels" "$T/log" && [ "$(wc -l <"$T/out")" -eq 1 ] ||
+    fail "--classify of a 0x0 image: $(cat "$T/log" "$T/out")"
 infer --checkpoint "$M" --prompt "x" >/dev/null
 grep -q "is a vit checkpoint" "$T/log" || fail "text from a ViT: $(cat "$T/log")"
 infer --info "$M" | grep -q "^model       vit$" || fail "--info of a ViT"

@@ -1,6 +1,7 @@
 /* Tokenizers, the text and token-file datasets, the split and the batch sampler. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -168,6 +169,16 @@ static void test_tokfile(void) {
         CHECK(d2.tok == NULL && t2.chars == NULL, "%s: nothing kept", cases[i].what);
     }
     CHECK(mt_tokfile_read(tmp_path("missing.bin"), &t2, &d2, &e) == MT_EIO, "missing file");
+    /* a directory opens and its size reads as LONG_MAX: it was 'out of memory for
+       9223372036854775807 bytes' (an ASan abort) as text, 'truncated' as a token file */
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "dir.bin" : "dir";
+        mkdir(tmp_path(name), 0700);
+        mt_status s = mt_data_load(tmp_path(name), MT_TOK_BYTE, &t2, &d2, &e);
+        CHECK(s == MT_EINVAL && strstr(e.msg, "is a directory: expected a text file"),
+              "%s: status %d, message: %s", name, s, e.msg);
+        rmdir(tmp_path(name));
+    }
     mt_tokens_free(&d);
     mt_tok_free(&t);
 }

@@ -16,6 +16,12 @@
 
 static char tmp[64];
 
+/* Under make asan: an allocation too big to be had returns NULL, as malloc does, instead of
+   stopping the test (the loaders must say out of memory). */
+__attribute__((used)) const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
+
 static char *tpath(const char *name) { /* a path in the temp dir (rotating static buffers) */
     static char buf[8][256];
     static int k;
@@ -237,6 +243,15 @@ static void test_folder(void) {
     CHECK(mt_images_preview(&ds, all, 5, 2, tpath("grid.png"), &e) == MT_OK, "preview: %s", e.msg);
     CHECK(stbi_info(tpath("grid.png"), &w, &h, &comp) && w == 36 && h == 48 && comp == 3,
           "preview is %dx%d (%d channels), want 36x48x3", w, h, comp);
+    /* too large: 3 x 2 cells of 2000 * 4 + 4 by 2000 * 4 + 16 pixels; at scale 357913941 the
+       3 cells' width, 3 (4 s + 4) = 2^32 + 8, wrapped around an int to 8 pixels (./preview
+       wrote past its buffer when the height wrapped too) */
+    remove(tpath("grid.png"));
+    CHECK(mt_images_preview(&ds, all, 5, 2000, tpath("grid.png"), &e) == MT_EINVAL &&
+              strstr(e.msg, "make a 24012x16032 preview") && access(tpath("grid.png"), F_OK) != 0,
+          "preview too large: '%s'", e.msg);
+    CHECK(mt_images_preview(&ds, all, 5, 357913941, tpath("grid.png"), &e) == MT_EINVAL &&
+              strstr(e.msg, "at most 16384 pixels a side"), "preview wrapping around: '%s'", e.msg);
     mt_images_free(&ds);
 
     /* reject instead of skip: the error names the file */
@@ -256,6 +271,57 @@ static void test_folder(void) {
           "bad options: '%s'", e.msg);
     CHECK(mt_images_load(tpath("nowhere"), NULL, &ds, &e) == MT_EIO &&
               strstr(e.msg, "No such file"), "absent: '%s'", e.msg);
+
+    /* an image of 0 x 0 pixels (stb_image reads the PGM header) first: skipped, named, and the
+       size comes from the next one */
+    mkdir(tpath("zero"), 0700);
+    mkdir(tpath("zero/a"), 0700);
+    write_bytes(tpath("zero/a/a0.pgm"), "P5\n0 0\n255\n", 11, false);
+    write_png(tpath("zero/a/b.png"), 4, 4, 1, 10, false);
+    o = mt_image_opts_default();
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_OK && ds.n == 1 && ds.H == 4 &&
+              ds.n_skipped == 1 && strstr(ds.skipped, "a0.pgm: 0x0 pixels"),
+          "0x0 image: %s", ds.skipped ? ds.skipped : e.msg);
+    mt_images_free(&ds);
+    o.skip_bad = false;
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_EFORMAT && strstr(e.msg, "a0.pgm: 0x0"),
+          "0x0 image rejected: '%s'", e.msg);
+    /* no readable image, channels given: the size is still unknown */
+    write_bytes(tpath("zero/a/b.png"), "not a png", 9, false);
+    o = mt_image_opts_default();
+    o.C = 3;
+    CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_EFORMAT &&
+              strstr(e.msg, "none of the 2 files"), "nothing readable, channels given: '%s'", e.msg);
+}
+
+/* Sizes: asked for, the data's own, and more images than memory holds (statuses, not aborts). */
+static void test_sizes(void) {
+    mkdir(tpath("sz"), 0700);
+    int wide[3] = {1, 70000, 1}, many[3] = {10000, 1, 1};
+    write_idx(tpath("sz/wide-images-idx3-ubyte.gz"), 8, 3, wide, 70000, true);
+    write_labels(tpath("sz/wide-labels-idx1-ubyte.gz"), 1, 1);
+    write_idx(tpath("sz/many-images-idx3-ubyte.gz"), 8, 3, many, 10000, true);
+    write_labels(tpath("sz/many-labels-idx1-ubyte.gz"), 10000, 2);
+    mt_images ds;
+    mt_err e = {0};
+    mt_image_opts o = mt_image_opts_default();
+    o.H = o.W = 100000;
+    CHECK(mt_images_load(tpath("sz/many-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_EINVAL &&
+              strstr(e.msg, "each from 1 to 65536"), "size asked for: '%s'", e.msg);
+    o = mt_image_opts_default();
+    CHECK(mt_images_load(tpath("sz/wide-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_EFORMAT &&
+              strstr(e.msg, "70000x1 pixels (rows x columns); mt reads at most 65536"),
+          "idx images too large: '%s'", e.msg);
+    /* 10000 images of 65536 x 65536 x 4 bytes: 160 TiB, more than an address space */
+    o.H = o.W = 65536, o.C = 4;
+    CHECK(mt_images_load(tpath("sz/many-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_ENOMEM &&
+              strstr(e.msg, "out of memory for 10000 images of 65536x65536x4"),
+          "too many images for memory: '%s'", e.msg);
+    CHECK(ds.pix == NULL && ds.n == 0, "a failed load leaves nothing allocated");
+    mt_images meta;
+    CHECK(mt_images_meta_from_json("{\"height\":70000,\"width\":4,\"channels\":1,\"mean\":[0],"
+                                   "\"std\":[1],\"classes\":[\"a\"]}", &meta, &e) == MT_EFORMAT &&
+              strstr(e.msg, "70000x4 images"), "meta too large: %s", e.msg);
 }
 
 static void test_resize(void) {
@@ -263,18 +329,18 @@ static void test_resize(void) {
     uint8_t src[16], dst[4];
     for (int y = 0; y < 4; y++)
         for (int x = 0; x < 4; x++) src[y * 4 + x] = (uint8_t)((y / 2) * 100 + (x / 2) * 50 + (x % 2) * 2);
-    mt_image_resize(src, 4, 4, dst, 2, 2, 1);
+    CHECK(mt_image_resize(src, 4, 4, dst, 2, 2, 1, NULL) == MT_OK, "resize");
     CHECK(dst[0] == 1 && dst[1] == 51 && dst[2] == 101 && dst[3] == 151, "shrink: %d %d %d %d",
           dst[0], dst[1], dst[2], dst[3]);
     /* 1x2 -> 1x4: bilinear at half-pixel centres: a, .75a+.25b, .25a+.75b, b */
     uint8_t r2[2] = {0, 200}, r4[4];
-    mt_image_resize(r2, 1, 2, r4, 1, 4, 1);
+    CHECK(mt_image_resize(r2, 1, 2, r4, 1, 4, 1, NULL) == MT_OK, "resize");
     CHECK(r4[0] == 0 && r4[1] == 50 && r4[2] == 150 && r4[3] == 200, "grow: %d %d %d %d", r4[0], r4[1],
           r4[2], r4[3]);
     /* 3 channels stay apart; a constant stays constant through an odd ratio */
     uint8_t c3[7 * 5 * 3], o3[3 * 2 * 3];
     for (int i = 0; i < 7 * 5; i++) c3[i * 3] = 9, c3[i * 3 + 1] = 99, c3[i * 3 + 2] = 199;
-    mt_image_resize(c3, 5, 7, o3, 2, 3, 3);
+    CHECK(mt_image_resize(c3, 5, 7, o3, 2, 3, 3, NULL) == MT_OK, "resize");
     bool ok = true;
     for (int i = 0; i < 6; i++) ok &= o3[i * 3] == 9 && o3[i * 3 + 1] == 99 && o3[i * 3 + 2] == 199;
     CHECK(ok, "constant channels not preserved");
@@ -327,6 +393,7 @@ int main(void) {
     test_idx();
     test_idx_dataset();
     test_folder();
+    test_sizes();
     test_resize();
     test_split();
     test_shipped_mnist();

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reliability of ./train and ./infer (docs/reliability.md):
+# Reliability of ./train, ./infer and ./preview (docs/reliability.md):
 #  1. a table of bad inputs: each exits with its status (2: usage, 1: out of memory), prints a
 #     message naming the culprit, and writes nothing (no file newer than a stamp, no --out);
 #  2. crash safety and exact resume: a run saving every step is killed with SIGKILL at random
@@ -16,7 +16,8 @@ fail() { echo "FAIL test_reliability: $*"; fails=$((fails + 1)); }
 
 D=$T/d                 # inputs
 W=$T/w                 # the working directory of the bad runs: must stay empty
-mkdir -p "$D" "$W" "$D/adir"
+mkdir -p "$D" "$W" "$D/adir" "$D/junk/a"
+echo "not an image" >"$D/junk/a/x.png"
 head -c 20000 data/tinyshakespeare.txt >"$D/t.txt"
 : >"$D/empty.txt"
 printf 'text\000with a NUL\n' >"$D/nul.txt"
@@ -95,10 +96,17 @@ cases() {
 2|--prompt is empty|infer --checkpoint $M --prompt=
 2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
 2|--info $D/none: No such file or directory|infer --info $D/none
+2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png
+2|none of the 1 files in its 1 class subdirectories is an image|preview --data $D/junk --channels 3 --out $D/g.png
+2|make a 4294972194x4294972230 preview; it has at most 16384|preview --data $PWD/data/mnist --size 86x86 --scale 16647179 --n 9 --out $D/g.png
+1|out of memory for 10000 images of 65536x65536x4|preview --data $PWD/data/mnist --size 65536x65536 --channels 4 --out $D/g.png
 EOF
 }
 
 n=0
+# under make asan an allocation too big to be had returns NULL, as malloc does (out of memory is
+# a message and exit 1, not an ASan report)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
 cp -p "$M" "$T/model.before"
 cases >"$T/cases"
 while IFS='|' read -r want text cmd; do

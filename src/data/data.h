@@ -90,6 +90,10 @@ void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, in
  * (B, C, H, W), channels first as in torch: x = (pixel / 255 - mean[c]) / std[c], with mean and
  * std per channel computed from the training split (mt_images_normalize_from). */
 #define MT_IMG_MAX_C 4
+/* The largest height or width of a dataset's images, of the size a loader is asked to resize to
+   and of a checkpoint's image metadata: a model's input, never a photo's full resolution (such
+   files are read and resized down). It keeps every size computed from them far from overflow. */
+#define MT_IMG_MAX_SIDE 65536
 
 typedef struct {
     int n, H, W, C;
@@ -105,7 +109,7 @@ typedef struct {
 } mt_images;
 
 typedef struct {
-    int H, W;      /* target size; 0: the first readable image's */
+    int H, W;      /* target size, at most MT_IMG_MAX_SIDE; 0: the first readable image's */
     int C;         /* 1 to 4; 0: the first readable image's without alpha (4 -> 3, 2 -> 1) */
     bool resize;   /* resize other sizes to H x W; false: an image of another size is mismatched */
     bool skip_bad; /* an unreadable or mismatched file is skipped (listed in .skipped); false:
@@ -120,7 +124,9 @@ mt_image_opts mt_image_opts_default(void); /* size and channels of the first ima
    TGA, ... as stb_image reads them, sorted by name; dot files ignored), or a directory holding
    MNIST-format files (train-images-idx3-ubyte.gz with train-labels-idx1-ubyte.gz and/or the
    t10k-* pair; gzip or plain), or one such *-images-idx3-ubyte[.gz] file with its labels file.
-   Idx images are 1 channel and keep their size unless opts ask for another. */
+   Idx images are 1 channel and keep their size unless opts ask for another. A size above
+   MT_IMG_MAX_SIDE is MT_EINVAL (asked for) or MT_EFORMAT (the data's own); memory for the images
+   that cannot be had is MT_ENOMEM with the size. */
 mt_status mt_images_load(const char *path, const mt_image_opts *opts, mt_images *ds, mt_err *err);
 void mt_images_free(mt_images *ds);
 
@@ -133,11 +139,14 @@ mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_
 /* The files path names: itself when a file, a directory's regular files (sorted, dot files left
    out) when a directory. *files (n malloc'd paths) is freed by the caller, each and the array. */
 mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err);
-/* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. */
+/* One image file converted to o->H x o->W x o->C bytes (out), as the loader converts it. An
+   unreadable file, or one of no pixels, is MT_EFORMAT naming it. */
 mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, mt_err *err);
 /* src (sh, sw, C) -> dst (dh, dw, C), each axis on its own: bilinear (half-pixel centres) when
-   growing, the exact area average of the covered input pixels when shrinking. */
-void mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, int dw, int C);
+   growing, the exact area average of the covered input pixels when shrinking. Sizes from 1 to
+   2^24 (stb_image's limit); MT_ENOMEM when its scratch (sh x dw x C floats) cannot be had. */
+mt_status mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, int dw, int C,
+                          mt_err *err);
 
 /* Splits the samples into train and validation: the source's held-out part when it has one
    (val_frac is then ignored), otherwise a seeded random val_frac of them (at least one each).
@@ -155,14 +164,17 @@ void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *
 
 /* What a model trained on ds needs to read new images: {"height", "width", "channels", "mean":
    [...], "std": [...], "classes": [...]}; malloc'd. from_json fills those fields of an empty ds
-   (n = 0), checking types, lengths and ranges; errors name the key. */
+   (n = 0), checking types, lengths and ranges (height and width up to MT_IMG_MAX_SIDE); errors
+   name the key. */
 char *mt_images_meta_to_json(const mt_images *ds);
 mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err);
 
 /* Writes a labelled grid of the n images idx as an RGB PNG: cols = ceil(sqrt(n)) cells per row,
    rows = ceil(n / cols); a cell is the image scaled up scale times (nearest) with a 2-pixel
    border, over a 12-pixel strip with its class name. The PNG is
-   cols * (scale W + 4) wide and rows * (scale H + 16) high. */
+   cols * (scale W + 4) wide and rows * (scale H + 16) high, at most MT_PREVIEW_MAX_SIDE either
+   way (MT_EINVAL beyond: fewer images or a smaller scale). */
+#define MT_PREVIEW_MAX_SIDE 16384
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err);
 

@@ -211,12 +211,18 @@ done:
  * Shrinking (s > 1), area: output i covers [i s, (i + 1) s) and input j gets the length of
  *   [j, j + 1) inside it, divided by s (an exact average, as OpenCV's INTER_AREA). */
 
-/* For each output i: first input lo[i] and k weights w[i * k ...] (zero-padded). */
+/* For each output i: first input lo[i] and k weights w[i * k ...] (zero-padded). Returns k, or 0
+   when out of memory (then *lo and *w are NULL). n_out k <= n_in + 2 n_out: no int overflows. */
 static int resize_taps(int n_in, int n_out, int **lo, float **w) {
     double s = (double)n_in / n_out;
     int k = s > 1 ? (int)ceil(s) + 1 : 2;
-    *lo = xrealloc(NULL, (size_t)n_out * sizeof **lo);
-    *w = xrealloc(NULL, (size_t)n_out * k * sizeof **w);
+    *lo = malloc((size_t)n_out * sizeof **lo);
+    *w = malloc((size_t)n_out * k * sizeof **w);
+    if (!*lo || !*w) {
+        free(*lo), free(*w);
+        *lo = NULL, *w = NULL;
+        return 0;
+    }
     for (int i = 0; i < n_out; i++) {
         double a = i * s, b = a + s, u = (i + 0.5) * s - 0.5, sum = 0;
         int j0 = s > 1 ? (int)floor(a) : (int)floor(u);
@@ -235,11 +241,19 @@ static int resize_taps(int n_in, int n_out, int **lo, float **w) {
     return k;
 }
 
-void mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, int dw, int C) {
+mt_status mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, int dw, int C,
+                          mt_err *err) {
+    MT_ASSERT(sh >= 1 && sw >= 1 && dh >= 1 && dw >= 1 && C >= 1 && C <= MT_IMG_MAX_C,
+              "resize: %dx%d -> %dx%d with %d channels", sh, sw, dh, dw, C);
     int *lx, *ly;
     float *wx, *wy;
     int kx = resize_taps(sw, dw, &lx, &wx), ky = resize_taps(sh, dh, &ly, &wy);
-    float *tmp = xrealloc(NULL, (size_t)sh * dw * C * sizeof *tmp); /* (sh, dw, C) */
+    float *tmp = malloc((size_t)sh * dw * C * sizeof *tmp); /* (sh, dw, C) */
+    if (!kx || !ky || !tmp) {
+        free(tmp), free(lx), free(ly), free(wx), free(wy);
+        return mt_errorf(err, MT_ENOMEM, "out of memory resizing %dx%d pixels to %dx%d (width x "
+                         "height)", sw, sh, dw, dh);
+    }
     for (int y = 0; y < sh; y++)
         for (int x = 0; x < dw; x++)
             for (int c = 0; c < C; c++) {
@@ -262,6 +276,7 @@ void mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int dh, i
     free(ly);
     free(wx);
     free(wy);
+    return MT_OK;
 }
 
 /* ---- image files --------------------------------------------------------------------------------- */
@@ -277,9 +292,15 @@ mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, 
         return mt_errorf(err, MT_EFORMAT, "%s: unreadable (stb_image: %s)", path,
                          stbi_failure_reason());
     mt_status st = MT_OK;
-    if (w == o->W && h == o->H) memcpy(out, img, (size_t)h * w * o->C);
-    else if (o->resize) mt_image_resize(img, h, w, out, o->H, o->W, o->C);
-    else
+    if (w < 1 || h < 1) /* stb_image decodes a PNM header of 0 x 0 */
+        st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height): an image has at least "
+                       "one", path, w, h);
+    else if (w == o->W && h == o->H) memcpy(out, img, (size_t)h * w * o->C);
+    else if (o->resize) {
+        mt_err e;
+        if ((st = mt_image_resize(img, h, w, out, o->H, o->W, o->C, &e)) != MT_OK)
+            mt_errorf(err, st, "%s: %s", path, e.msg);
+    } else
         st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height), the dataset's are %dx%d "
                        "and resizing is off", path, w, h, o->W, o->H);
     stbi_image_free(img);
@@ -288,9 +309,20 @@ mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, 
 
 /* ---- building a dataset ------------------------------------------------------------------------ */
 
-static void ds_reserve(mt_images *ds, int n) {
-    ds->pix = xrealloc(ds->pix, (size_t)n * ds->H * ds->W * ds->C);
-    ds->label = xrealloc(ds->label, (size_t)n * sizeof *ds->label);
+/* Room for n images of ds's size; what cannot be had is MT_ENOMEM naming the size. */
+static mt_status ds_reserve(mt_images *ds, int n, mt_err *err) {
+    size_t one = (size_t)ds->H * ds->W * ds->C, bytes = (size_t)n * one;
+    bool fits = one == 0 || (size_t)n <= SIZE_MAX / one;
+    void *pix = fits ? realloc(ds->pix, bytes ? bytes : 1) : NULL;
+    if (pix) ds->pix = pix;
+    int *label = pix ? realloc(ds->label, (n ? (size_t)n : 1) * sizeof *ds->label) : NULL;
+    if (label) ds->label = label;
+    if (!pix || !label)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for %d images of %dx%dx%d (width x "
+                         "height x channels, %.2f GiB): ask for a smaller image size", n, ds->W,
+                         ds->H, ds->C,
+                         (double)n * (double)one / (1 << 30));
+    return MT_OK;
 }
 
 static void note_skipped(mt_images *ds, const char *msg) {
@@ -305,7 +337,7 @@ static void note_skipped(mt_images *ds, const char *msg) {
 static void first_image_shape(char **files, int n, mt_image_opts *o) {
     for (int i = 0; i < n; i++) {
         int w, h, comp;
-        if (!stbi_info(files[i], &w, &h, &comp)) continue;
+        if (!stbi_info(files[i], &w, &h, &comp) || w < 1 || h < 1) continue;
         if (!o->C) o->C = comp == 4 ? 3 : comp == 2 ? 1 : comp;
         if (!o->H) o->H = h;
         if (!o->W) o->W = w;
@@ -338,13 +370,17 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
     }
     if (st == MT_OK) {
         first_image_shape(files, n_files, &o);
-        if (!o.C)
+        if (!o.H || !o.C) /* the size (or, with channels given, only the size) is still unknown */
             st = mt_errorf(err, MT_EFORMAT, "%s: none of the %d files in its %d class "
                            "subdirectories is an image stb_image can read", root, n_files, n_classes);
+        else if (o.H > MT_IMG_MAX_SIDE || o.W > MT_IMG_MAX_SIDE)
+            st = mt_errorf(err, MT_EFORMAT, "%s: its first image is %dx%d pixels (width x height), "
+                           "more than %d a side: ask for a smaller image size to resize to", root,
+                           o.W, o.H, MT_IMG_MAX_SIDE);
     }
     if (st == MT_OK) {
         ds->H = o.H, ds->W = o.W, ds->C = o.C;
-        ds_reserve(ds, n_files);
+        st = ds_reserve(ds, n_files, err);
         size_t sz = (size_t)o.H * o.W * o.C;
         mt_err e;
         for (int i = 0; i < n_files && st == MT_OK; i++) {
@@ -376,6 +412,9 @@ static mt_status load_idx_pair(const char *images, const char *labels, const mt_
     if (st != MT_OK) return st;
     if (nd_i != 3)
         st = mt_errorf(err, MT_EFORMAT, "%s: %d dims; images are (n, rows, columns)", images, nd_i);
+    if (st == MT_OK && (di[1] > MT_IMG_MAX_SIDE || di[2] > MT_IMG_MAX_SIDE))
+        st = mt_errorf(err, MT_EFORMAT, "%s: images of %dx%d pixels (rows x columns); mt reads at "
+                       "most %d a side", images, di[1], di[2], MT_IMG_MAX_SIDE);
     if (st == MT_OK) st = mt_idx_read(labels, &nd_l, dl, &lab, err);
     if (st == MT_OK && (nd_l != 1 || dl[0] != di[0]))
         st = mt_errorf(err, MT_EFORMAT, "%s: %d labels (%d dims) for the %d images of %s; there must "
@@ -388,25 +427,32 @@ static mt_status load_idx_pair(const char *images, const char *labels, const mt_
     if (st == MT_OK && !o->resize && (di[1] != ds->H || di[2] != ds->W))
         st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d images, the dataset's are %dx%d and resizing is "
                        "off", images, di[2], di[1], ds->W, ds->H);
+    uint8_t *tmp = NULL;
+    if (st == MT_OK && di[0] > INT32_MAX - ds->n)
+        st = mt_errorf(err, MT_EFORMAT, "%s: %d images, with the %d before them more than %d",
+                       images, di[0], ds->n, INT32_MAX);
+    if (st == MT_OK) st = ds_reserve(ds, ds->n + di[0], err);
+    if (st == MT_OK && !(tmp = malloc((size_t)di[1] * di[2] * ds->C)))
+        st = mt_errorf(err, MT_ENOMEM, "%s: out of memory for an image of %dx%d pixels", images,
+                       di[2], di[1]);
     if (st == MT_OK) {
         int n = di[0], h = di[1], w = di[2], C = ds->C;
         size_t sz = (size_t)ds->H * ds->W * C;
-        ds_reserve(ds, ds->n + n);
-        uint8_t *tmp = xrealloc(NULL, (size_t)h * w * C);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && st == MT_OK; i++) {
             const uint8_t *g = img + (size_t)i * h * w;
             uint8_t *dst = ds->pix + (ds->n + i) * sz;
             /* gray to C channels (alpha, the last of 2 or 4, opaque), then the size */
             uint8_t *src = (h == ds->H && w == ds->W) ? dst : tmp;
             for (size_t p = 0; p < (size_t)h * w; p++)
                 for (int c = 0; c < C; c++) src[p * C + c] = C % 2 == 0 && c == C - 1 ? 255 : g[p];
-            if (src != dst) mt_image_resize(src, h, w, dst, ds->H, ds->W, C);
+            if (src != dst && (st = mt_image_resize(src, h, w, dst, ds->H, ds->W, C, err)) != MT_OK)
+                break;
             ds->label[ds->n + i] = lab[i];
             if (lab[i] + 1 > ds->n_classes) ds->n_classes = lab[i] + 1;
         }
-        free(tmp);
-        ds->n += n;
+        if (st == MT_OK) ds->n += n;
     }
+    free(tmp);
     free(img);
     free(lab);
     return st;
@@ -501,10 +547,12 @@ static bool has_idx(const char *dir) {
 mt_status mt_images_load(const char *path, const mt_image_opts *opts, mt_images *ds, mt_err *err) {
     memset(ds, 0, sizeof *ds);
     mt_image_opts o = opts ? *opts : mt_image_opts_default();
-    if (o.C < 0 || o.C > MT_IMG_MAX_C || o.H < 0 || o.W < 0 || (!o.H) != (!o.W))
-        return mt_errorf(err, MT_EINVAL, "image options: size %dx%d with %d channels; give both "
-                         "height and width (or neither) and 1 to %d channels (0: as the images)",
-                         o.H, o.W, o.C, MT_IMG_MAX_C);
+    if (o.C < 0 || o.C > MT_IMG_MAX_C || o.H < 0 || o.W < 0 || (!o.H) != (!o.W) ||
+        o.H > MT_IMG_MAX_SIDE || o.W > MT_IMG_MAX_SIDE)
+        return mt_errorf(err, MT_EINVAL, "image options: size %dx%d (height x width) with %d "
+                         "channels; give both height and width (or neither), each from 1 to %d, "
+                         "and 1 to %d channels (0: as the images)", o.H, o.W, o.C,
+                         MT_IMG_MAX_SIDE, MT_IMG_MAX_C);
     struct stat sb;
     if (stat(path, &sb) != 0)
         return mt_errorf(err, MT_EIO, "%s: %s; give an image folder (one subdirectory per class), "
@@ -648,7 +696,8 @@ mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err)
     }
     ds->H = h->valueint, ds->W = w->valueint, ds->C = c->valueint;
     ds->n_classes = cJSON_GetArraySize(k);
-    if (ds->H < 1 || ds->W < 1 || ds->C < 1 || ds->C > MT_IMG_MAX_C ||
+    if (ds->H < 1 || ds->W < 1 || ds->H > MT_IMG_MAX_SIDE || ds->W > MT_IMG_MAX_SIDE ||
+        ds->C < 1 || ds->C > MT_IMG_MAX_C ||
         cJSON_GetArraySize(m) != ds->C || cJSON_GetArraySize(s) != ds->C || ds->n_classes < 1) {
         st = mt_errorf(err, MT_EFORMAT, "image metadata: %dx%d images with %d channels, %d means, "
                        "%d stds and %d classes do not fit together", ds->H, ds->W, ds->C,

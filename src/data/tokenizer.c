@@ -206,8 +206,10 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
             goto out;
         }
         t->kind = MT_TOK_CHAR;
-        t->chars = malloc((size_t)n * sizeof *t->chars);
-        MT_ASSERT(t->chars, "tokenizer: out of memory");
+        if (!(t->chars = malloc((size_t)n * sizeof *t->chars))) {
+            s = mt_errorf(err, MT_ENOMEM, "tokenizer: out of memory for %d code points", n);
+            goto out;
+        }
         const cJSON *v;
         cJSON_ArrayForEach(v, a) {
             double d = cJSON_IsNumber(v) ? v->valuedouble : -1;

@@ -42,6 +42,10 @@ static mt_status parse_header(const char *path, const char *json, size_t data_le
                 }
                 st->meta_key[st->n_meta] = strdup(kv->string);
                 st->meta_val[st->n_meta++] = strdup(kv->valuestring);
+                if (!st->meta_key[st->n_meta - 1] || !st->meta_val[st->n_meta - 1]) {
+                    s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for the metadata", path);
+                    goto done;
+                }
             }
             continue;
         }

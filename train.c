@@ -219,6 +219,7 @@ static int prepare(void) {
     mt_tokenizer tok;
     mt_tokens d;
     mt_err e;
+    if (mt_file_check("--data", o.data, &e) != MT_OK) die(2, e.msg);
     mt_status s = mt_data_load(o.data, (mt_tok_kind)o.tokenizer, &tok, &d, &e);
     if (s == MT_OK) s = mt_tokfile_write(o.prepare, &tok, &d, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);

@@ -68,6 +68,12 @@ static void test_config(void) {
               strstr(e.msg, "accepted: cls, mean"), "bad pool: %s", e.msg);
     CHECK(mt_model_config_from_json(&mt_vit_type, "{\"n_vocab\":3}", &h, &e) == MT_EINVAL &&
               strstr(e.msg, "unknown key 'n_vocab'") && strstr(e.msg, "patch"), "bad key: %s", e.msg);
+    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"image_h\":65536,\"image_w\":65536,"
+                                    "\"patch\":65536}", &h, &e) == MT_EINVAL &&
+              strstr(e.msg, "4294967296 inputs a patch"), "huge patch: %s", e.msg);
+    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"image_h\":4096,\"image_w\":4096,"
+                                    "\"patch\":1}", &h, &e) == MT_EINVAL &&
+              strstr(e.msg, "16777217 tokens"), "too many tokens: %s", e.msg);
 }
 
 static void test_params(void) {

@@ -84,6 +84,9 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-update-steps measures against the initial weights: a run resumed "
                          "at step %ld has lost them (start from scratch, or set it to 0)",
                          tr->step);
+    if (cfg->batch > tr->cfg.batch) /* the step arena holds a batch */
+        return mt_errorf(err, MT_EINVAL, "--diag-batch %d: at most --batch (%d)", cfg->batch,
+                         tr->cfg.batch);
     tr->keep_grad = cfg->grad_every > 0; /* grad_rows reads the gradients after a step */
     const mt_params *P = tr->P;
     d->L = tr->model->stack->n_layer;

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t seed;         /* a random split */
     int batch;             /* rows of a training batch */
     int rows;              /* the most rows of a batch one process computes (its buffers) */
+    int min_rows;          /* the fewest */
     int eval_batches;      /* text: validation batches of `batch` windows */
 } mt_data_cfg;
 

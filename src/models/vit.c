@@ -40,6 +40,8 @@ int mt_vit_tokens(const mt_vit_config *cfg) {
            (cfg->pool == MT_VIT_POOL_CLS);
 }
 
+#define MAX_VIT_SIZE (1 << 20)
+
 mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     const struct {
         const char *key;
@@ -57,6 +59,15 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          "config: patch = %d does not divide the image size %dx%d (height x "
                          "width); pick a patch size that divides both",
                          cfg->patch, cfg->image_h, cfg->image_w);
+    /* every size below stays an int: a patch's inputs, the tokens, their products with C */
+    long inputs = (long)cfg->channels * cfg->patch * cfg->patch,
+         tokens = (long)(cfg->image_h / cfg->patch) * (cfg->image_w / cfg->patch) + 1;
+    if (inputs > MAX_VIT_SIZE || tokens > MAX_VIT_SIZE)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: patch = %d on %dx%dx%d images makes %ld inputs a patch and %ld "
+                         "tokens; each must be at most %d: use a smaller patch or image size",
+                         cfg->patch, cfg->image_h, cfg->image_w, cfg->channels, inputs, tokens,
+                         MAX_VIT_SIZE);
     if ((unsigned)cfg->pool >= (unsigned)MT_VIT_POOLS.n)
         return mt_errorf(err, MT_EINVAL, "config: pool %d (accepted: cls, mean)", (int)cfg->pool);
     /* not causal: an image's patches may all see each other, so bn and in are fine here */
@@ -251,7 +262,15 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_er
     t->images = malloc((size_t)d->rows * ds->C * ds->H * ds->W * sizeof *t->images);
     if (!t->idx || !t->label || !t->images)
         return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
-    return mt_vit_config_validate(cfg, err);
+    if ((s = mt_vit_config_validate(cfg, err)) != MT_OK) return s;
+    /* BatchNorm's statistics need two values per channel: rows x tokens in a process's slice */
+    if (cfg->stack.norm.kind == MT_NORM_BN && (long)d->min_rows * mt_vit_tokens(cfg) < 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "--norm bn needs at least 2 values per channel in a step, and %d row(s) "
+                         "of %d token(s) give %d: use --batch 2 or more (per MPI rank), a smaller "
+                         "--patch, or --pool cls", d->min_rows, mt_vit_tokens(cfg),
+                         d->min_rows * mt_vit_tokens(cfg));
+    return MT_OK;
 }
 
 static void task_free(mt_task *tp) {

@@ -69,8 +69,8 @@ static mt_status load_common(const mt_safetensors *st, const char *path, mt_para
     if (s == MT_OK && state) s = parse_state(st, path, state, err);
     if (s == MT_OK && options) {
         const char *o = mt_st_meta(st, "options");
-        *options = strdup(o ? o : "");
-        MT_ASSERT(*options, "checkpoint: out of memory");
+        if (!(*options = strdup(o ? o : "")))
+            s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for the options", path);
     }
     return s;
 }

@@ -208,6 +208,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     tr->cfg.data.seed = cfg->seed;
     tr->cfg.data.batch = cfg->batch;
     tr->cfg.data.rows = local_rows(cfg->batch);
+    tr->cfg.data.min_rows = cfg->batch / mt_dist_size();
     if (cfg->steps < 0)
         return mt_errorf(err, MT_EINVAL, "--steps %d: expected 0 or more", cfg->steps);
     if (cfg->batch < 1)

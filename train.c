@@ -327,11 +327,11 @@ int main(int argc, char **argv) {
     printf("data    %s: %s\n", o.data, line);
     type->config_describe(tr.model->cfg, line, sizeof line);
     printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr.P) / 1e6);
-    int units = type->row_units(tr.model->cfg);
-    printf("train   %s, lr %g (%s, warmup %ld), batch %d x %d %s, %d threads (%d replicas), %s "
-           "-> %s\n",
+    char batch[64];
+    mt_model_batch_words(type, tr.model->cfg, o.batch, batch, sizeof batch);
+    printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s -> %s\n",
            mt_enum_name(&MT_OPTIMS, o.optim), o.lr, mt_enum_name(&MT_SCHEDULES, o.schedule),
-           tr.opt.cfg.sched.warmup, o.batch, units, type->unit, mt_threads(), tr.replicas.n,
+           tr.opt.cfg.sched.warmup, batch, mt_threads(), tr.replicas.n,
            o.resume ? "resumed" : "from scratch", o.out);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
 
     bool tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     /* units (tokens, images) per step: the metrics' tok_per_s column counts them */
-    long first = tr.step, tokens = (long)o.batch * units;
+    long first = tr.step, tokens = (long)o.batch * type->row_units(tr.model->cfg);
     double t0 = mt_clock();
     char el[32], eta[32];
     mt_profile prof = {0};

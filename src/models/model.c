@@ -38,6 +38,14 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
     return s == MT_OK ? type->config_validate(cfg, err) : s;
 }
 
+const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
+                                 size_t len) {
+    int units = type->row_units(cfg);
+    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->units);
+    else snprintf(buf, len, "%d %s", B, type->units);
+    return buf;
+}
+
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training) {
     double bytes = 3 * type->activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
     return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;

@@ -115,6 +115,9 @@ char *mt_model_config_json(const mt_model *m); /* malloc'd */
 /* cfg (type->config_size bytes): the defaults, the keys json sets, validated. */
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err);
+/* "32 x 64 tokens", "64 images": a batch of B rows in words. */
+const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
+                                 size_t len);
 /* Step-arena bytes to reserve for B rows: the activation estimate, generously (3x + 64 MiB):
    pages the arena never touches cost nothing. */
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training);

@@ -140,9 +140,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     free(meta);
     if (s != MT_OK) return s;
     char batch[64];
-    int units = type->row_units(tr->model->cfg);
-    if (units > 1) snprintf(batch, sizeof batch, "%d x %d %s", cfg->batch, units, type->units);
-    else snprintf(batch, sizeof batch, "%d %s", cfg->batch, type->units);
+    mt_model_batch_words(type, tr->model->cfg, cfg->batch, batch, sizeof batch);
     if ((s = check_memory(tr, tr->model->P, oc,
                           type->activation_bytes(tr->model->cfg, cfg->batch, true), batch, err)) !=
             MT_OK ||

@@ -14,7 +14,7 @@
 
 mt_gpt_config mt_gpt_config_default(void) {
     return (mt_gpt_config){.stack = mt_stack_default(), .n_ctx = 64, .n_vocab = 256,
-                           .tied = true};
+                           .tied = true, .emb_std = 0.02f};
 }
 
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
@@ -22,6 +22,9 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
         return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1",
                          cfg->n_ctx < 1 ? "n_ctx" : "n_vocab",
                          cfg->n_ctx < 1 ? cfg->n_ctx : cfg->n_vocab);
+    if (!(cfg->emb_std >= 0 && isfinite(cfg->emb_std)))
+        return mt_errorf(err, MT_EINVAL, "config: emb_std = %g, must be a finite number >= 0",
+                         cfg->emb_std);
     return mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
                              err);
 }
@@ -32,6 +35,8 @@ static const mt_cf_field FIELDS[] = {
     {"n_vocab", MT_CF_INT, offsetof(mt_gpt_config, n_vocab), NULL, NULL, NULL, NULL},
     {"tied", MT_CF_BOOL, offsetof(mt_gpt_config, tied),
      "a separate output head instead of the token embedding", NULL, NULL, "untie"},
+    {"emb_std", MT_CF_FLOAT, offsetof(mt_gpt_config, emb_std),
+     "std of the token and position embeddings' normal init", "0..", NULL, NULL},
     {"stack", MT_CF_TABLE, offsetof(mt_gpt_config, stack), NULL, NULL, &MT_STACK_FIELDS, NULL},
 };
 static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
@@ -53,9 +58,9 @@ static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     mt_params *P = &m->P;
     mt_params_init_table(P);
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
-                               MT_INIT_NORMAL, 0.02f);
+                               MT_INIT_NORMAL, g->emb_std);
     L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
-                               MT_INIT_NORMAL, 0.02f);
+                               MT_INIT_NORMAL, g->emb_std);
     if ((st = mt_stack_build(&L->stack, &g->stack, true, P, "blocks", "final_norm", err)) != MT_OK)
         return st;
     L->lm_head = g->tied ? -1

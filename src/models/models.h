@@ -20,6 +20,7 @@ typedef struct {
     mt_stack_config stack;
     int n_ctx, n_vocab;
     bool tied;
+    float emb_std; /* the token and position embeddings' init: N(0, emb_std^2) */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */
@@ -32,7 +33,8 @@ typedef struct {
     mt_tokenizer tok; /* what its ids mean: set from the data or the checkpoint */
 } mt_gpt;
 
-mt_gpt_config mt_gpt_config_default(void); /* the stack's defaults, n_ctx 64, 256 bytes, tied */
+/* the stack's defaults, n_ctx 64, 256 bytes, tied, embeddings N(0, 0.02^2) as GPT-2 */
+mt_gpt_config mt_gpt_config_default(void);
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err);
 /* The model in m (its parameters allocated, not initialised: mt_params_initialize). */
 mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err);

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""The depth study, second round: each part tests one claim of the first round's reading with
+./train on byte-level tiny Shakespeare (100 layers of DeepNet's 64-128-2 size unless a part says
+otherwise). A part runs alone and keeps what it measured as small files in docs/depth-study-2/:
+<part>.csv (a row per run: its options, final validation loss, label, time) and <part>/<run>.csv
+(its curves); `report` writes docs/depth-study-2.md and its figures from those files alone, so
+the page can be rebuilt from parts run in different sessions.
+
+  scripts/depth_study2.py lead      mt's 100-layer configs changed one setting at a time towards
+                                    the PyTorch pilot's (~20 min on 2 idle cores)
+  scripts/depth_study2.py report    docs/depth-study-2.md from the parts on disk
+
+Runs go to out/depth-study-2/<part>/<run>/ (./train's own files); two run at once, one thread
+each. Labels (trained, stalled, diverged) are depth_study.py's. Python 3 standard library and
+gnuplot; runs ./train as built by make all.
+"""
+import argparse
+import concurrent.futures as cf
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from depth_study import gnuplot, header, label, num, read_csv, unigram_entropy, write_dat  # noqa: E402
+
+DOCS = "docs/depth-study-2"
+OUT = "out/depth-study-2"
+NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
+
+# The first round's 100-layer settings (configs/deep100-*.ini), shortened to 400 steps as
+# make depth-study-quick, and the pilot's values of the settings in which the two differ.
+BASE = ["--n-layer", "100", "--n-embd", "64", "--n-ff", "128", "--n-head", "2", "--steps", "400",
+        "--eval-every", "50", "--eval-batches", "8", "--save-every", "0", "--log-every", "10",
+        "--threads", "1", "--replicas", "1", "--seed", "1"]
+PILOT = {
+    "emb-std 1": ["--emb-std", "1"],
+    "untied head": ["--untie"],
+    "adam 0.9/0.98, no decay": ["--optim", "adam", "--beta2", "0.98", "--weight-decay", "0"],
+    "no clipping": ["--clip", "0"],
+    "no warmup, constant lr": ["--warmup", "0", "--schedule", "const", "--min-lr", "-1"],
+    "context 32": ["--n-ctx", "32"],
+    "xavier init": ["--init", "xavier"],  # pre only: DeepNorm's own init is Xavier already
+}
+
+
+class Run:
+    def __init__(self, part, placement, variant, flags):
+        self.part, self.placement, self.variant, self.flags = part, placement, variant, flags
+        self.name = "%s-%s" % (placement, "".join(c if c.isalnum() or c in "-." else "_"
+                                                  for c in variant).strip("_"))
+        self.dir = os.path.join(OUT, part, self.name)
+
+    def command(self):
+        return ["./train", "--config", "configs/deep100-%s.ini" % self.placement] + BASE + \
+            self.flags + ["--out", self.dir]
+
+    def execute(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        t = time.time()
+        with open(os.path.join(self.dir, "log.txt"), "w") as log:
+            rc = subprocess.run(self.command(), stdout=log, stderr=subprocess.STDOUT).returncode
+        self.seconds = time.time() - t
+        self.rc = rc
+        return self
+
+    def keep(self, H):
+        """The run's curves into docs/<part>/<name>.csv; its summary row."""
+        metrics = read_csv(os.path.join(self.dir, "metrics.csv"))
+        log = open(os.path.join(self.dir, "log.txt")).read()
+        os.makedirs(os.path.join(DOCS, self.part), exist_ok=True)
+        with open(os.path.join(DOCS, self.part, self.name + ".csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "loss", "val_loss", "grad_norm"])
+            for r in metrics:
+                w.writerow([r["step"], r["loss"], r.get("val_loss", ""), r["grad_norm"]])
+        vals = {int(r["step"]): num(r["val_loss"]) for r in metrics if r.get("val_loss")}
+        return {"placement": self.placement, "variant": self.variant,
+                "flags": " ".join(self.flags), "label": label(self.rc, metrics, H, log),
+                "val_100": vals.get(100, ""), "val_200": vals.get(200, ""),
+                "val_300": vals.get(300, ""), "val_final": vals[max(vals)] if vals else "",
+                "seconds": "%.0f" % self.seconds}
+
+
+def lead_runs():
+    runs = []
+    for p in ("pre", "deepnorm"):
+        runs.append(Run("lead", p, "mt", []))
+        everything = []
+        for variant, flags in PILOT.items():
+            if variant == "xavier init" and p != "pre":
+                continue
+            runs.append(Run("lead", p, variant, flags))
+            everything += flags
+        runs.append(Run("lead", p, "pilot (all of them)", everything))
+    return runs
+
+
+def run_part(part, runs, jobs):
+    H = unigram_entropy()
+    rows = []
+    with cf.ThreadPoolExecutor(jobs) as ex:
+        for r in ex.map(lambda r: r.execute(), runs):
+            print("  %-40s %4.0f s  exit %d" % (r.name, r.seconds, r.rc), flush=True)
+            rows.append(r.keep(H))
+    os.makedirs(DOCS, exist_ok=True)
+    with open(os.path.join(DOCS, part + ".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+def fmt(x):
+    v = num(x)
+    return "%.3f" % v if math.isfinite(v) else "-"
+
+
+def plot_lead(rows, H, placement, png):
+    plots = []
+    colors = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+              "#e377c2", "#17becf"]
+    tmp = png + ".d"
+    os.makedirs(tmp, exist_ok=True)
+    mine = [r for r in rows if r["placement"] == placement]
+    for i, r in enumerate(mine):
+        name = Run("lead", placement, r["variant"], []).name
+        curve = read_csv(os.path.join(DOCS, "lead", name + ".csv"))
+        pts = [(int(c["step"]), num(c["val_loss"])) for c in curve if c["val_loss"]]
+        f = os.path.join(tmp, name)
+        write_dat(f, pts)
+        lw = 3 if r["variant"] in ("mt", "pilot (all of them)") else 1.5
+        plots.append("'%s' w lp lc rgb '%s' lw %g pt 7 ps 0.5 title '%s'"
+                     % (f, colors[i % len(colors)], lw, r["variant"]))
+    plots.append("%.6f w l lc rgb 'black' dt 3 lw 2 title 'unigram entropy %.3f'" % (H, H))
+    gnuplot(header(png, "%s, 100 layers: mt's settings changed one at a time towards the pilot's"
+                   % NAMES[placement], "step", "validation loss (nats per byte)",
+                   "set yrange [2:3.6]\nset key outside right top") +
+            "plot " + ", \\\n  ".join(plots) + "\n", png)
+    shutil.rmtree(tmp)
+
+
+def report():
+    H = unigram_entropy()
+    out = ["# The depth study, second round", "",
+           "Generated by `scripts/depth_study2.py report` from the parts kept in "
+           "[depth-study-2/](depth-study-2/); each part's command is given with its section. "
+           "The first round is [depth-study.md](depth-study.md).", ""]
+    lead = read_csv(os.path.join(DOCS, "lead.csv"))
+    if lead:
+        cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0] \
+            if os.path.exists("/proc/cpuinfo") else "?"
+        out += ["## The lead: why DeepNorm started late in the first round", "",
+                "`scripts/depth_study2.py lead` (%s). 100 layers, 64-128-2, LayerNorm, 400 steps "
+                "of 16 x 64 bytes (32 with `context 32`), lr 1e-3, seed 1; each row changes one "
+                "setting of mt's configs (configs/deep100-*.ini) to the PyTorch pilot's, the last "
+                "changes them all. Validation loss (8 fixed batches):" % cpu.strip(), "",
+                "| placement | change | step 100 | step 200 | step 300 | final | label |",
+                "|---|---|---:|---:|---:|---:|---|"]
+        for r in lead:
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                NAMES[r["placement"]], r["variant"], fmt(r["val_100"]), fmt(r["val_200"]),
+                fmt(r["val_300"]), fmt(r["val_final"]), r["label"]))
+        out.append("")
+        for p in ("deepnorm", "pre"):
+            if any(r["placement"] == p for r in lead):
+                png = os.path.join(DOCS, "lead-%s.png" % p)
+                plot_lead(lead, H, p, png)
+                out += ["![%s](depth-study-2/lead-%s.png)" % (NAMES[p], p), ""]
+        notes = os.path.join(DOCS, "lead.notes.md")
+        if os.path.exists(notes):
+            out += [open(notes).read().strip(), ""]
+    with open("docs/depth-study-2.md", "w") as f:
+        f.write("\n".join(out))
+    print("wrote docs/depth-study-2.md")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("part", choices=["lead", "report"])
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    if a.part == "report":
+        report()
+        return 0
+    run_part(a.part, lead_runs(), a.jobs)
+    report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

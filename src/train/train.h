@@ -144,6 +144,7 @@ typedef struct {
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
     mt_replicas replicas;
+    int slice_rows;  /* the most rows one context computes at once: a replica's slice */
     bool keep_grad;  /* set by a caller that reads P->grad after a step (the diagnostics) */
     bool grad_held;  /* P->grad holds the last step's gradient: the next step zeroes it first */
 } mt_trainer;

@@ -374,23 +374,11 @@ static double activation_bytes(const void *cfg, int B, bool training) {
 
 static int row_units(const void *cfg) { return (void)cfg, 1; }
 
-static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
-    mt_vit *m = malloc(sizeof *m);
-    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
-    mt_status s = build_table(m, cfg, err);
-    if (s != MT_OK) {
-        mt_vit_free(m);
-        free(m);
-        return s;
-    }
-    *mp = &m->base;
-    return MT_OK;
+static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
+    return build_table(m, cfg, err);
 }
 
-static void type_free(mt_model *m) {
-    mt_vit_free((mt_vit *)m);
-    free(m);
-}
+static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
 
 static char *meta_to_json(const mt_model *m) {
     return mt_images_meta_to_json(&((const mt_vit *)m)->meta);
@@ -436,6 +424,7 @@ const mt_model_type mt_vit_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .row_units = row_units,
+    .size = sizeof(mt_vit),
     .build_table = type_build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,

@@ -133,7 +133,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_status s = type->task_load(&tr->task, &cfg->data, mc, err);
-    if (s == MT_OK) s = type->build_table(&tr->model, mc, err);
+    if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     free(mc);
     char *meta = s == MT_OK ? type->task_meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);

@@ -383,7 +383,8 @@ int main(int argc, char **argv) {
         double val = eval ? mt_trainer_eval(&tr) : NAN;
         if (log) {
             double elapsed = mt_clock() - t0, per = elapsed / (double)(step - first);
-            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
+            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3),
+                                  (rank0 ? metrics.elapsed0 : 0) + elapsed};
             if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",

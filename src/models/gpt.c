@@ -146,10 +146,10 @@ void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *n
 
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
-    double N = (double)B * cfg->n_ctx, C = s->n_embd, F = s->n_ff, T = cfg->n_ctx;
-    /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
-       scratch; then the logits; doubled for gradients */
-    double floats = N * (s->n_layer * (16 * C + 4 * F) + 4 * C + 4.0 * cfg->n_vocab) +
+    double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
+    /* the blocks (mt_stack_token_floats), per-thread (T, T) attention scratch; then the logits;
+       doubled for gradients */
+    double floats = N * (mt_stack_token_floats(s) + 4 * C + 4.0 * cfg->n_vocab) +
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }

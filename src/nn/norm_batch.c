@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "../tensor/simd.h"
 #include "nn.h"
 
 typedef struct {
@@ -39,29 +40,30 @@ static int n_parts(const layout *L) { return (L->N + part_len(L) - 1) / part_len
 
 /* ---- per-sample helpers over channels; the loop order follows the unit stride --------------- */
 
-/* sum_i (x_i - m)^p, p = 1 or 2, and sum_i a_i b_i (b NULL: ones): 8 explicit lanes, then the
-   tail and the lanes in order. Vectorises without reassociation and stays fast for the short
+/* sum_i (x_i - m)^p, p = 1 or 2, and sum_i a_i b_i (b NULL: ones): in the 8 lanes of a vector,
+   then the tail and the lanes in order. Vectorised without reassociation and fast for the short
    runs of a group (OpenMP simd reductions spill their lanes for a short tail). */
-#define LANES 8
 static float lane_sum(const float *x, int n, float m, int p) {
-    float acc[LANES] = {0}, s = 0;
+    mt_v8 acc = {0};
+    float s = 0;
     int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += p == 1 ? x[i + l] - m : (x[i + l] - m) * (x[i + l] - m);
+    for (; i + 8 <= n; i += 8) {
+        mt_v8 d = mt_v8_load(x + i) - m;
+        acc += p == 1 ? d : d * d;
+    }
     for (; i < n; i++) s += p == 1 ? x[i] - m : (x[i] - m) * (x[i] - m);
-    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (int l = 0; l < 8; l++) s += acc[l];
     return s;
 }
 
 static float lane_dot(const float *a, const float *b, int n) {
     if (!b) return lane_sum(a, n, 0.0f, 1);
-    float acc[LANES] = {0}, s = 0;
+    mt_v8 acc = {0};
+    float s = 0;
     int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i + 8 <= n; i += 8) acc += mt_v8_load(a + i) * mt_v8_load(b + i);
     for (; i < n; i++) s += a[i] * b[i];
-    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (int l = 0; l < 8; l++) s += acc[l];
     return s;
 }
 

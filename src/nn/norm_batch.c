@@ -214,12 +214,11 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
     int C = L->C, G = L->G, cpg = C / G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
     if (L->batch && training) { /* block statistics, merged in order in double */
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-        for (int p = 0; p < P; p++) {
+        MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
             float *s = scratch + (size_t)p * 4 * C;
             int nb = (p + 1) * len < L->N ? len : L->N - p * len;
             block_stats(s, s + C, s + 2 * C, s + 3 * C, x + (size_t)p * len * L->sN, nb, L);
-        }
+        });
         double K = (double)L->N * L->S;
         for (int c = 0; c < C; c++) {
             double n = 0, mu = 0, m2 = 0;
@@ -239,8 +238,7 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
     } else if (L->batch) {
         for (int c = 0; c < C; c++) mean[c] = rm[c], rstd[c] = 1.0f / sqrtf(rv[c] + eps);
     }
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int p = 0; p < P; p++) {
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *mc = scratch + (size_t)p * 4 * C, *ac = mc + C, *acc = mc + 2 * C, *mm = mc + 3 * C;
         int n1 = (p + 1) * len < L->N ? (p + 1) * len : L->N;
         for (int n = p * len; n < n1; n++) {
@@ -258,7 +256,7 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
             }
             chan_apply(y + n * L->sN, xn, mc, ac, b, L);
         }
-    }
+    });
 }
 
 /* ---- backward -------------------------------------------------------------------------------
@@ -299,8 +297,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
     int C = L->C, G = L->G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
     float inv_k = (float)(1.0 / ((double)(L->batch ? L->N : 1) * (C / G) * L->S));
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int p = 0; p < P; p++) {
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *pd1 = scratch + (size_t)p * 9 * C, *pd2 = pd1 + C, *d1 = pd1 + 2 * C,
               *d2 = pd1 + 3 * C, *mc = pd1 + 4 * C, *rc = pd1 + 5 * C, *al = pd1 + 6 * C,
               *be = pd1 + 7 * C, *ga = pd1 + 8 * C;
@@ -324,7 +321,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
                 chan_dx(dx + n * L->sN, xn, dyn, mc, al, be, ga, L);
             }
         }
-    }
+    });
     /* the parts' sums in order: the weight gradients, and BatchNorm's d1, d2 */
     float *s1 = scratch + 2 * C, *s2 = scratch + 3 * C; /* part 0's per-sample scratch */
     for (int c = 0; c < C; c++) {
@@ -340,9 +337,8 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
     if (!L->batch || !dx) return;
     float *mc = scratch + 4 * C, *al = mc + 2 * C, *be = mc + 3 * C, *ga = mc + 4 * C;
     coefficients(al, be, ga, s1, s2, w, rstd, training, inv_k, L); /* mc: mean, from part 0 */
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int n = 0; n < L->N; n++)
-        chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L);
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int n = 0; n < L->N; n++)
+                        chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L););
 }
 
 /* ---- nodes, op records and builders -----------------------------------------------------------

@@ -23,8 +23,8 @@ static inline float mt_vpow2i(int n) {
     return u.f;
 }
 
-/* exp(c) = 2^n exp(r) with c = n ln2 + r, |r| <= ln2/2, n = round(c log2(e)) (Cody-Waite: ln2 in
-   two parts, n HI exact for |n| < 2^15) */
+/* exp(c) = 2^n exp(r), n = round(c log2(e)), r = c - n ln2, |r| <= ln2/2; ln2 = HI + LO
+   (Cody-Waite): HI has 9 significant bits, so n HI is exact and r loses no digits */
 #define MT_LOG2E 1.44269504088896341f
 #define MT_LN2_HI 0.693359375f
 #define MT_LN2_LO (-2.12194440e-4f)

@@ -30,16 +30,16 @@ typedef enum { ROW_LN, ROW_RMS, ROW_RMS_PAPER, ROW_SCALE } row_mode;
    per part, then summed in part order, so the bits do not depend on the thread count. */
 static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
 
-/* The kernels take the rows in blocks of up to 8, each row in vectors of 8 floats. A block's
-   row sums are up to 8 vector accumulators reduced together by one transposing tree (sum_lanes:
-   lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are
-   vector operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16
-   dependent scalar adds: with the per-row scalar work that was most of the time on rows of 64
-   floats.) The rows themselves are read one after another, as the hardware prefetcher expects.
-   Rows longer than 128 floats go one at a time, their sums as GCC's `omp simd` reduction (its
-   16 adds are small against a long row): in the small config's step (C = 384) blocks of 2 rows
-   made layernorm 4.6 -> 6.6 ms a step (op profile), blocks of 8 rows of 768 floats 40% slower
-   on (8192, 768) from memory; one row at a time with the vector sums still took 6.3 ms. */
+/* The kernels take the rows in blocks of up to 8, each row in vectors of 8 floats. A block's row
+   sums are up to 8 vector accumulators reduced together by one transposing tree (mt_v8_sum_lanes:
+   lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are vector
+   operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16 dependent scalar
+   adds: with the per-row scalar work that was most of the time on rows of 64 floats.) The rows
+   themselves are read one after another, as the hardware prefetcher expects. Rows longer than 128
+   floats go one at a time, their sums as GCC's `omp simd` reduction (its 16 adds are small against
+   a long row): in the small config's step (C = 384) blocks of 2 rows made layernorm 4.6 -> 6.6 ms a
+   step (op profile), blocks of 8 rows of 768 floats 40% slower on (8192, 768) from memory; one row
+   at a time with the vector sums still took 6.3 ms. */
 enum { RB = 8 }; /* rows of a block: the lanes of an mt_v8 */
 
 static int block_rows(int C) { return C <= 128 ? RB : 1; }

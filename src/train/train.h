@@ -94,6 +94,7 @@ typedef struct {
     mt_ctx *ctx;  /* (n - 1) the step arenas of replicas 1.. (replica 0 runs in the caller's) */
     mt_params *P; /* (n - 1) their parameter views */
     float **grad; /* (n) the gradient buffers: P->grad (replica 0's), then replicas 1..'s */
+    double *loss; /* (n) each replica's weighted loss of the last backward */
     int ran;      /* the most replicas a backward has run: the buffers that hold gradients */
 } mt_replicas;
 

@@ -211,8 +211,9 @@ int main(int argc, char **argv) {
         mt_kv_feed(&kv, prompt, (int)n);
         for (int i = 0; i < o.tokens; i++) {
             int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
-            char bytes[4];
-            fwrite(bytes, 1, (size_t)mt_tok_decode(tok, next, bytes), stdout);
+            int len;
+            const char *bytes = mt_tok_decode(tok, next, &len);
+            fwrite(bytes, 1, (size_t)len, stdout);
             fflush(stdout);
             if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
         }

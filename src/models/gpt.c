@@ -174,12 +174,12 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_er
     t->T = cfg->n_ctx;
     t->eval_batches = d->eval_batches;
     t->seed = d->seed;
-    mt_status s = mt_data_load(d->path, d->tokenizer, &t->tok, &t->all, err);
+    mt_text_cfg tc = {d->tokenizer, d->vocab_size, d->val_fraction};
+    mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
     cfg->n_vocab = t->tok.n_vocab;
     if ((s = mt_gpt_config_validate(cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&t->all, d->val_fraction, cfg->n_ctx, &t->train, &t->val, err)) !=
-            MT_OK)
+        (s = mt_tokens_split(&t->all, cfg->n_ctx, &t->train, &t->val, err)) != MT_OK)
         return s;
     size_t n = (size_t)d->batch * (size_t)cfg->n_ctx; /* the whole batch: every rank draws it */
     t->x = malloc(n * sizeof *t->x);

@@ -187,9 +187,11 @@ int main(int argc, char **argv) {
         uint16_t *ids = encode_file(o.score, tok, &n);
         if (n < 2) die(2, "--score: the file holds fewer than 2 tokens: nothing to predict");
         double nll;
-        long count;
-        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count);
-        printf("loss=%.6f ppl=%.4f tokens=%ld\n", nll / count, exp(nll / count), count);
+        long count, bytes;
+        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count, &bytes);
+        /* bits per byte: comparable across tokenizers (bytes: those the predicted tokens hold) */
+        printf("loss=%.6f ppl=%.4f tokens=%ld bpb=%.4f bytes=%ld\n", nll / count,
+               exp(nll / count), count, nll / log(2.0) / (double)bytes, bytes);
         free(ids);
     } else {
         size_t plen = strlen(o.prompt), n;

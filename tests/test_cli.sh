@@ -92,8 +92,9 @@ case "$s1" in ROMEO:*) ;; *) fail "the sample does not start with the prompt" ;;
 # scoring: the last line's format; a token file scores as the text it came from
 tail -c 5000 data/tinyshakespeare.txt >"$T/s.txt"
 infer --checkpoint "$M" --score "$T/s.txt" | tail -n 1 >"$T/score"
-grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+$' "$T/score" || fail "score line: $(cat "$T/score")"
-grep -q "tokens=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
+grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+ bpb=[0-9]+\.[0-9]+ bytes=[0-9]+$' "$T/score" ||
+    fail "score line: $(cat "$T/score")"
+grep -q "tokens=4848 .* bytes=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
 "$B/train" --data "$T/text.txt" --tokenizer char --prepare "$T/text.bin" >"$T/log" || fail "prepare"
 train --data "$T/text.bin" --n-layer 1 --n-embd 16 --n-ctx 16 --steps 3 --out "$T/bin" ||
     fail "train on a token file: $(cat "$T/log")"
@@ -112,6 +113,9 @@ P=$(printf 'ROMEO: $ caf\303\251 \342\230\203')
 s=$(infer --checkpoint "$T/bpe/model.safetensors" --prompt "$P" --tokens 20 --seed 3) ||
     fail "bpe sample: $(cat "$T/log")"
 case "$s" in "$P"*) ;; *) fail "bpe sample: $s" ;; esac
+infer --checkpoint "$T/bpe/model.safetensors" --score "$T/s.txt" | tail -n 1 >"$T/score"
+# a bpe token holds several bytes: more bytes than tokens are predicted
+awk -F'[= ]' '{ exit !($10 > 1.5 * $6) }' "$T/score" || fail "bpe score: $(cat "$T/score")"
 "$B/train" $BPE --prepare "$T/bpe.bin" >"$T/log" && grep -q "bpe tokenizer, vocabulary 400" "$T/log" ||
     fail "bpe prepare: $(cat "$T/log")"
 train $BPE --vocab-size 256 --steps 1 --out "$T/bad"

@@ -91,8 +91,8 @@ static void test_train_small(void) {
     mt_err e;
     for (int v = 0; v < 2; v++) {
         int bad = v ? 65537 : 256;
-        CHECK(mt_tok_build_bpe(&t, "abc", 3, bad, &e) == MT_EINVAL && strstr(e.msg, "--vocab-size") &&
-                  strstr(e.msg, "257 to 65536"),
+        CHECK(mt_tok_build_bpe(&t, "abc", 3, bad, &e) == MT_EINVAL &&
+                  strstr(e.msg, "--vocab-size") && strstr(e.msg, "257 to 65536"),
               "vocab %d accepted: %s", bad, e.msg);
     }
     /* "abcabc": (a,b) and (b,c) tie at 2, (a,b) has the smaller left id; then (X,c) twice, then
@@ -204,7 +204,8 @@ static void test_shakespeare(void) {
             memcpy(buf, text + mt_rng_u64(&r) % (len - m), m);
             for (size_t i = 0; i < m / 50; i++) buf[mt_rng_u64(&r) % m] = (char)mt_rng_u64(&r);
         }
-        round_trip(it % 2 ? &t : &u, buf, m, kind == 0 ? "random bytes" : kind == 1 ? "random UTF-8" : "spliced text");
+        const char *what[] = {"random bytes", "random UTF-8", "spliced text"};
+        round_trip(it % 2 ? &t : &u, buf, m, what[kind]);
     }
     /* and a tokenizer learnt from random bytes */
     for (size_t i = 0; i < 5000; i++) buf[i] = (char)(mt_rng_u64(&r) % 7 + 0xfa);
@@ -257,7 +258,8 @@ static void test_load(void) {
     snprintf(path, sizeof path, "%s/t.txt", dir);
     char text[2000];
     size_t len = 0;
-    for (int i = 0; i < 90; i++) len += (size_t)sprintf(text + len, "%s", i % 2 ? " the cat" : " sat on it");
+    for (int i = 0; i < 90; i++)
+        len += (size_t)sprintf(text + len, "%s", i % 2 ? " the cat" : " sat on it");
     size_t cut = len;
     while (len < cut + cut / 9) len += (size_t)sprintf(text + len, " zebu yak");
     FILE *f = fopen(path, "wb");

@@ -100,7 +100,7 @@ static void *xrealloc(void *p, size_t bytes) {
     return q;
 }
 
-/* ---- the index: (left, right) -> merge k, open addressing ------------------------------------- */
+/* ---- the index: (left, right) -> merge k, open addressing ------------------------------------ */
 
 struct mt_bpe_index {
     uint32_t mask;
@@ -543,7 +543,8 @@ static void words_add(word_count *wc, const unsigned char *text, size_t at, int 
     size_t j = h & wc->mask;
     for (; wc->hash[j]; j = (j + 1) & wc->mask) {
         int32_t w = wc->word[j];
-        if (wc->hash[j] == h && wc->len[w] == len && memcmp(text + wc->at[w], text + at, (size_t)len) == 0) {
+        if (wc->hash[j] == h && wc->len[w] == len &&
+            memcmp(text + wc->at[w], text + at, (size_t)len) == 0) {
             wc->count[w] += count;
             return;
         }

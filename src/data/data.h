@@ -59,9 +59,9 @@ void mt_tok_free(mt_tokenizer *t);
 /* bpe.c's parts, for tokenizer.c and the tests. The pre-token that starts at s[i] ends at the
    returned index (i < end <= len; end - i <= MT_TOK_MAX_BYTES). */
 size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len);
-/* bpe tokenizer from its merges (n, taken over: freed on failure too): checks them (each id
-   below its own, no pair twice, no token longer than MT_TOK_MAX_BYTES) and builds the bytes and
-   the index. Errors name the merge. */
+/* bpe tokenizer from its merges (n, taken over: freed on failure too; each id below its own, which
+   the caller has checked): checks that no pair comes twice and no token is longer than
+   MT_TOK_MAX_BYTES, and builds the bytes and the index. Errors name the merge. */
 mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_err *err);
 void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, uint16_t *ids,
                    size_t *n);

@@ -239,7 +239,8 @@ static mt_status bpe_from_json(const cJSON *a, mt_tokenizer *t, mt_err *err) {
     const cJSON *m;
     cJSON_ArrayForEach(m, a) {
         const cJSON *l = cJSON_GetArrayItem(m, 0), *r = cJSON_GetArrayItem(m, 1);
-        double dl = cJSON_IsNumber(l) ? l->valuedouble : -1, dr = cJSON_IsNumber(r) ? r->valuedouble : -1;
+        double dl = cJSON_IsNumber(l) ? l->valuedouble : -1,
+               dr = cJSON_IsNumber(r) ? r->valuedouble : -1;
         if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != 2 || dl < 0 || dr < 0 ||
             dl >= 256 + k || dr >= 256 + k || dl != (int)dl || dr != (int)dr) {
             free(merges);

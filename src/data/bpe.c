@@ -8,8 +8,8 @@
  * as a letter), digit [0-9], space (' ' \t \n \v \f \r), other (the rest of ASCII). Scanning from
  * the left, a pre-token is
  *   1. a ' ' followed by a run of letters, or of digits, or of others: the space joins the word;
- *   2. else a run of spaces, but when it is followed by a non-space and ends in ' ' (and is
- *      longer than that ' '), its last ' ' is left to start the next pre-token (by rule 1);
+ *   2. else a run of spaces, but when it is followed by a non-space and ends in ' ', that last
+ *      ' ' is left to start the next pre-token (by rule 1);
  *   3. else a run of one class (letters, digits or others);
  * and a pre-token longer than MT_TOK_MAX_BYTES (64) bytes is cut into pieces of 64 bytes (the last
  * shorter), left to right. As a Python bytes regex, with each match then cut into 64-byte pieces:
@@ -50,7 +50,7 @@ size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len) {
         while (j < len && CLASS[s[j]] == c) j++;
     } else if (CLASS[s[i]] == 'S') { /* rule 2 */
         while (j < len && CLASS[s[j]] == 'S') j++;
-        if (j < len && s[j - 1] == ' ' && j - 1 > i) j--;
+        if (j < len && s[j - 1] == ' ') j--; /* j - 1 > i, or rule 1 would have applied */
     } else { /* rule 3 */
         char c = CLASS[s[i]];
         while (j < len && CLASS[s[j]] == c) j++;

@@ -195,9 +195,11 @@ int main(int argc, char **argv) {
         uint16_t *ids = encode_file(o.score, tok, &n);
         if (n < 2) die(2, "--score: the file holds fewer than 2 tokens: nothing to predict");
         double nll;
-        long count;
-        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count);
-        printf("loss=%.6f ppl=%.4f tokens=%ld\n", nll / count, exp(nll / count), count);
+        long count, bytes;
+        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count, &bytes);
+        /* bits per byte: comparable across tokenizers (bytes: those the predicted tokens hold) */
+        printf("loss=%.6f ppl=%.4f tokens=%ld bpb=%.4f bytes=%ld\n", nll / count,
+               exp(nll / count), count, nll / log(2.0) / (double)bytes, bytes);
         free(ids);
     } else {
         size_t plen = strlen(o.prompt), n;
@@ -219,8 +221,9 @@ int main(int argc, char **argv) {
         mt_kv_feed(&kv, prompt, (int)n);
         for (int i = 0; i < o.tokens; i++) {
             int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
-            char bytes[4];
-            fwrite(bytes, 1, (size_t)mt_tok_decode(tok, next, bytes), stdout);
+            int len;
+            const char *bytes = mt_tok_decode(tok, next, &len);
+            fwrite(bytes, 1, (size_t)len, stdout);
             fflush(stdout);
             if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
         }

@@ -18,7 +18,7 @@ static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
 static struct {
     char data[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], config[MT_OPT_STR_MAX],
         prepare[MT_OPT_STR_MAX], classes[MT_OPT_STR_MAX], model[MT_OPT_STR_MAX];
-    int tokenizer;
+    int tokenizer, vocab_size;
     int image_size, channels, bad_images;
     bool no_resize;
     float val_fraction;
@@ -31,7 +31,7 @@ static struct {
     bool resume, help, profile;
 } o = { /* the defaults: a tiny GPT on tiny Shakespeare in a minute (configs/tiny-gpt.ini) */
     .data = "data/tinyshakespeare.txt", .out = "out", .val_fraction = 0.1f,
-    .tokenizer = MT_TOK_BYTE, .bad_images = 0 /* skip */,
+    .tokenizer = MT_TOK_BYTE, .vocab_size = 4096, .bad_images = 0 /* skip */,
     .seed = 1337, .steps = 1000, .batch = 32,
     .optim = MT_OPTIM_ADAMW, .schedule = MT_SCHED_COSINE, .decay_scope = MT_DECAY_MATRICES,
     .warmup = -1, .lr = 3e-3f, .min_lr = -1, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
@@ -43,7 +43,8 @@ static const mt_opt TRAIN_OPTS[] = {
     {"model", MT_OPT_STR, o.model, NULL, "the model (listed below)", 0, NULL},
     {"data", MT_OPT_STR, o.data, NULL, "training text (UTF-8 for char) or token file FILE.bin; images: an image folder (a subdirectory per class) or MNIST-format idx files", 0, NULL},
     {"tokenizer", MT_OPT_CHOICE, &o.tokenizer, NULL, "tokenizer of a text file", 0, &MT_TOKENIZERS},
-    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (images: a random part, unless the data has a test part)", 0, NULL},
+    {"vocab-size", MT_OPT_INT, &o.vocab_size, "257..65536", "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)", 0, NULL},
+    {"val-fraction", MT_OPT_FLOAT, &o.val_fraction, NULL, "last part of the data held out for validation (text: of its bytes; images: a random part, unless the data has a test part)", 0, NULL},
     {"image-size", MT_OPT_INT, &o.image_size, "0..", "images resized to N x N; 0: the data's size", 0, NULL},
     {"channels", MT_OPT_INT, &o.channels, "0..4", "images: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's", 0, NULL},
     {"no-resize", MT_OPT_BOOL, &o.no_resize, NULL, "images: one of another size is bad instead of resized", 0, NULL},
@@ -220,7 +221,8 @@ static int prepare(void) {
     mt_tokens d;
     mt_err e;
     if (mt_file_check("--data", o.data, &e) != MT_OK) die(2, e.msg);
-    mt_status s = mt_data_load(o.data, (mt_tok_kind)o.tokenizer, &tok, &d, &e);
+    mt_text_cfg tc = {(mt_tok_kind)o.tokenizer, o.vocab_size, o.val_fraction};
+    mt_status s = mt_data_load(o.data, &tc, &tok, &d, &e);
     if (s == MT_OK) s = mt_tokfile_write(o.prepare, &tok, &d, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
     printf("wrote %s: %zu tokens, %s tokenizer, vocabulary %d\n", o.prepare, d.n,
@@ -295,7 +297,7 @@ int main(int argc, char **argv) {
     char *options = mt_opts_to_ini(opts, n_opts);
     mt_train_cfg tc = {
         .model = type, .model_cfg = model_config(type),
-        .data = {.path = o.data, .tokenizer = (mt_tok_kind)o.tokenizer,
+        .data = {.path = o.data, .tokenizer = (mt_tok_kind)o.tokenizer, .vocab_size = o.vocab_size,
                  .val_fraction = o.val_fraction, .eval_batches = o.eval_batches,
                  .images = {.H = o.image_size, .W = o.image_size, .C = o.channels,
                             .resize = !o.no_resize, .skip_bad = o.bad_images == 0,

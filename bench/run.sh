@@ -6,8 +6,9 @@
 #      then torch once in its default setting and mt once with every op split across the threads
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
-#      (mt_gemm's row split against OpenBLAS's own threading), then each bench/*.py (one module
-#      against its torch counterpart, printing a Markdown table), appended to bench/RESULTS.md.
+#      (mt_gemm's row split against OpenBLAS's own threading), bench/bpe.c (learning a BPE
+#      vocabulary and encoding), then each bench/*.py (one module against its torch
+#      counterpart, printing a Markdown table), appended to bench/RESULTS.md.
 # Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
 # BENCH_GPT_ONLY=1 (skip 3).
 set -e
@@ -69,6 +70,9 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
     echo "gemm: $BUILD/bench/gemm"
     printf '\n## bench/gemm.c: mt_gemm against the plain OpenBLAS call\n\n' >>bench/RESULTS.md
     "$BUILD/bench/gemm" 200 2 | tee -a bench/RESULTS.md
+    echo "bpe: $BUILD/bench/bpe"
+    printf '\n## bench/bpe.c: learning a BPE vocabulary and encoding\n\n' >>bench/RESULTS.md
+    "$BUILD/bench/bpe" data/tinyshakespeare.txt 4096 9 2 | tee -a bench/RESULTS.md
     for p in bench/*.py; do
         [ -e "$p" ] || continue
         echo "component benchmark $p"

@@ -159,7 +159,7 @@ static void test_gpt_checkpoints(void) {
 
 static void test_tokfile_json(void) {
     /* a token file whose tokenizer JSON is not an object */
-    mt_tokens d = {(uint16_t[]){0, 1, 2, 3}, 4, 5};
+    mt_tokens d = {(uint16_t[]){0, 1, 2, 3}, 4, 5, 0};
     char bin[300];
     snprintf(bin, sizeof bin, "%s/t.bin", dir);
     mt_err e;

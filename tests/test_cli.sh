@@ -2,7 +2,8 @@
 # ./train and ./infer end to end on a tiny model: the loss falls, --steps 0 writes a model, a
 # resumed run ends bit-identical to an uninterrupted one, flags and config errors exit 2, a
 # diverging run exits 1 and keeps its last checkpoint, sampling is reproducible, --score and
-# --prepare work. MT_BUILD names the build directory (default: build).
+# --prepare work, the bpe tokenizer trains, resumes, samples and prepares. MT_BUILD names the
+# build directory (default: build).
 B=${MT_BUILD:-build}
 T=$(mktemp -d /tmp/mt_test_cli_XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -94,14 +95,34 @@ case "$s1" in ROMEO:*) ;; *) fail "the sample does not start with the prompt" ;;
 # scoring: the last line's format; a token file scores as the text it came from
 tail -c 5000 data/tinyshakespeare.txt >"$T/s.txt"
 infer --checkpoint "$M" --score "$T/s.txt" | tail -n 1 >"$T/score"
-grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+$' "$T/score" || fail "score line: $(cat "$T/score")"
-grep -q "tokens=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
+grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+ bpb=[0-9]+\.[0-9]+ bytes=[0-9]+$' "$T/score" ||
+    fail "score line: $(cat "$T/score")"
+grep -q "tokens=4848 .* bytes=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
 "$B/train" --data "$T/text.txt" --tokenizer char --prepare "$T/text.bin" >"$T/log" || fail "prepare"
 train --data "$T/text.bin" --n-layer 1 --n-embd 16 --n-ctx 16 --steps 3 --out "$T/bin" ||
     fail "train on a token file: $(cat "$T/log")"
 infer --info "$T/bin/model.safetensors" | grep -q "tokenizer   char" || fail "char tokenizer from the token file"
 infer --checkpoint "$T/bin/model.safetensors" --prompt "ROMEO: \$" --tokens 5 >/dev/null
 [ $? -eq 2 ] && grep -q "character '\\$'" "$T/log" || fail "unknown character: $(cat "$T/log")"
+
+# bpe: learnt from the training part, in the checkpoint; a resumed run learns the same merges;
+# any prompt encodes; a token file carries the merges; a vocabulary out of range exits 2
+BPE="$TINY --tokenizer bpe --vocab-size 400 --schedule const"
+train $BPE --steps 4 --out "$T/bpe" || fail "bpe: $(cat "$T/log")"
+grep -q "bpe tokenizer, vocabulary 400" "$T/log" || fail "bpe data line: $(head -n 1 "$T/log")"
+train --resume --out "$T/bpe" --steps 6 || fail "bpe resume: $(cat "$T/log")"
+infer --info "$T/bpe/model.safetensors" | grep -q "tokenizer   bpe, vocabulary 400" || fail "bpe --info"
+P=$(printf 'ROMEO: $ caf\303\251 \342\230\203')
+s=$(infer --checkpoint "$T/bpe/model.safetensors" --prompt "$P" --tokens 20 --seed 3) ||
+    fail "bpe sample: $(cat "$T/log")"
+case "$s" in "$P"*) ;; *) fail "bpe sample: $s" ;; esac
+infer --checkpoint "$T/bpe/model.safetensors" --score "$T/s.txt" | tail -n 1 >"$T/score"
+# a bpe token holds several bytes: more bytes than tokens are predicted
+awk -F'[= ]' '{ exit !($10 > 1.5 * $6) }' "$T/score" || fail "bpe score: $(cat "$T/score")"
+"$B/train" $BPE --prepare "$T/bpe.bin" >"$T/log" && grep -q "bpe tokenizer, vocabulary 400" "$T/log" ||
+    fail "bpe prepare: $(cat "$T/log")"
+train $BPE --vocab-size 256 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q -- "--vocab-size.*256.*from 257 to 65536" "$T/log" || fail "vocab 256: $(cat "$T/log")"
 
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -1,4 +1,6 @@
-/* Tokenizers, the text and token-file datasets, the split and the batch sampler. */
+/* Tokenizers (byte, char, bpe), the text and token-file datasets, the split and the batch
+   sampler. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,9 +31,15 @@ static size_t read_bytes(const char *path, unsigned char *buf, size_t cap) {
 
 /* Decodes ids back to text (caller frees). */
 static char *decode_all(const mt_tokenizer *t, const uint16_t *ids, size_t n, size_t *len) {
-    char *s = malloc(4 * n + 1);
+    char *s = malloc(MT_TOK_MAX_BYTES * n + 1);
     *len = 0;
-    for (size_t i = 0; i < n; i++) *len += (size_t)mt_tok_decode(t, ids[i], s + *len);
+    for (size_t i = 0; i < n; i++) {
+        int k;
+        const char *b = mt_tok_decode(t, ids[i], &k);
+        CHECK(k >= 1 && k <= MT_TOK_MAX_BYTES, "token %u decodes to %d bytes", ids[i], k);
+        memcpy(s + *len, b, (size_t)k);
+        *len += (size_t)k;
+    }
     s[*len] = 0;
     return s;
 }
@@ -103,20 +111,46 @@ static void test_char(void) {
 static void test_split(void) {
     uint16_t tok[100];
     for (int i = 0; i < 100; i++) tok[i] = (uint16_t)i;
-    mt_tokens all = {tok, 100, 256}, tr, va;
+    mt_tokens all = {tok, 100, 256, 10}, tr, va;
     mt_err e;
-    CHECK(mt_tokens_split(&all, 0.1, 8, &tr, &va, &e) == MT_OK, "split: %s", e.msg);
+    CHECK(mt_tokens_split(&all, 8, &tr, &va, &e) == MT_OK, "split: %s", e.msg);
     CHECK(tr.n == 90 && va.n == 10 && va.tok == tok + 90 && tr.tok == tok, "split 90/10");
-    CHECK(mt_tokens_split(&all, 0.0, 8, &tr, &va, &e) == MT_OK && va.n == 0 && tr.n == 100,
+    all.n_val = 0;
+    CHECK(mt_tokens_split(&all, 8, &tr, &va, &e) == MT_OK && va.n == 0 && tr.n == 100,
           "no validation");
-    CHECK(mt_tokens_split(&all, 0.1, 10, &tr, &va, &e) == MT_EINVAL &&
+    all.n_val = 10;
+    CHECK(mt_tokens_split(&all, 10, &tr, &va, &e) == MT_EINVAL &&
               strstr(e.msg, "validation split has 10 tokens"),
           "val too short: %s", e.msg);
-    CHECK(mt_tokens_split(&all, 0.5, 60, &tr, &va, &e) == MT_EINVAL &&
+    all.n_val = 50;
+    CHECK(mt_tokens_split(&all, 60, &tr, &va, &e) == MT_EINVAL &&
               strstr(e.msg, "training split"),
           "train too short: %s", e.msg);
-    CHECK(mt_tokens_split(&all, 1.0, 8, &tr, &va, &e) == MT_EINVAL && strstr(e.msg, "[0, 1)"),
-          "fraction 1 accepted");
+}
+
+/* mt_data_load cuts a text in bytes, the same for every tokenizer: the validation part is the
+   last floor(len * val_fraction) bytes (char: from the next character start on). */
+static void test_text_split(void) {
+    /* 20 bytes, "\xc3\xa9" (2 bytes) straddling the cut of char at 0.25: 15 | 5 */
+    const char *text = "abcdefghijklmn\xc3\xa9opqr";
+    write_bytes(tmp_path("s.txt"), text, strlen(text));
+    mt_tokenizer t;
+    mt_tokens d;
+    mt_err e;
+    mt_text_cfg c = {MT_TOK_BYTE, 0, 0.25};
+    CHECK(mt_data_load(tmp_path("s.txt"), &c, &t, &d, &e) == MT_OK && d.n == 20 && d.n_val == 5,
+          "byte: %zu tokens, %zu val", d.n, d.n_val);
+    mt_tokens_free(&d);
+    mt_tok_free(&t);
+    c.kind = MT_TOK_CHAR;
+    CHECK(mt_data_load(tmp_path("s.txt"), &c, &t, &d, &e) == MT_OK && d.n == 19 && d.n_val == 4,
+          "char: %zu tokens, %zu val (from the next character)", d.n, d.n_val);
+    mt_tokens_free(&d);
+    mt_tok_free(&t);
+    c.val_fraction = 1.0;
+    CHECK(mt_data_load(tmp_path("s.txt"), &c, &t, &d, &e) == MT_EINVAL &&
+              strstr(e.msg, "--val-fraction 1") && strstr(e.msg, "[0, 1)"),
+          "fraction 1 accepted: %s", e.msg);
 }
 
 static void test_tokfile(void) {
@@ -125,12 +159,16 @@ static void test_tokfile(void) {
     const char *text = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
     write_bytes(tmp_path("a.txt"), text, strlen(text));
     mt_tokens d;
-    CHECK(mt_data_load(tmp_path("a.txt"), MT_TOK_CHAR, &t, &d, &e) == MT_OK, "load: %s", e.msg);
+    mt_text_cfg c = {MT_TOK_CHAR, 0, 0.0};
+    CHECK(mt_data_load(tmp_path("a.txt"), &c, &t, &d, &e) == MT_OK, "load: %s", e.msg);
     CHECK(d.n == strlen(text) && d.n_vocab == t.n_vocab, "text dataset: %zu tokens", d.n);
     CHECK(mt_tokfile_write(tmp_path("a.bin"), &t, &d, &e) == MT_OK, "write: %s", e.msg);
     mt_tokenizer t2;
     mt_tokens d2;
-    CHECK(mt_data_load(tmp_path("a.bin"), MT_TOK_BYTE, &t2, &d2, &e) == MT_OK, "read: %s", e.msg);
+    c = (mt_text_cfg){MT_TOK_BYTE, 0, 0.1}; /* a token file brings its tokenizer */
+    CHECK(mt_data_load(tmp_path("a.bin"), &c, &t2, &d2, &e) == MT_OK, "read: %s", e.msg);
+    CHECK(d2.n_val == d.n / 10, "a token file's validation part: %zu tokens of %zu", d2.n_val,
+          d2.n);
     CHECK(t2.kind == MT_TOK_CHAR && t2.n_vocab == t.n_vocab && d2.n == d.n &&
               d2.n_vocab == d.n_vocab && memcmp(d2.tok, d.tok, d.n * 2) == 0,
           "token file round trip");
@@ -186,7 +224,7 @@ static void test_tokfile(void) {
 static void test_sampler(void) {
     uint16_t tok[500];
     for (int i = 0; i < 500; i++) tok[i] = (uint16_t)i;
-    mt_tokens d = {tok, 500, 500};
+    mt_tokens d = {tok, 500, 500, 0};
     enum { B = 4, T = 16 };
     int x[B * T], y[B * T], x2[B * T], y2[B * T];
     mt_sampler a, b;
@@ -227,10 +265,11 @@ int main(void) {
     test_byte();
     test_char();
     test_split();
+    test_text_split();
     test_tokfile();
     test_sampler();
-    const char *files[] = {"a.txt", "a.bin", "bad.bin"};
-    for (int i = 0; i < 3; i++) unlink(tmp_path(files[i]));
+    const char *files[] = {"a.txt", "a.bin", "bad.bin", "s.txt"};
+    for (int i = 0; i < 4; i++) unlink(tmp_path(files[i]));
     rmdir(dir);
     return check_finish("test_data");
 }

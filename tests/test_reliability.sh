@@ -56,7 +56,7 @@ cases() {
 2|n_head = 3 does not divide n_embd = 16|train $TINY --n-head 3
 2|n_ctx + 1 = 100001 needs more data or a smaller --n-ctx|train $TINY --n-ctx 100000
 2|--val-fraction 1.5: expected a fraction in [0, 1)|train $TINY --val-fraction 1.5
-2|the validation split has 1 tokens (--val-fraction 0.0001 of 20000)|train $TINY --val-fraction 0.0001
+2|the validation split has 1 tokens (the last --val-fraction of 20000)|train $TINY --val-fraction 0.0001
 2|--gn-groups: 3 groups do not divide the 16 channels|train $TINY --norm gn --gn-groups 3
 2|--prms-p: 2 is outside (0, 1]|train $TINY --norm prms --prms-p 2
 2|--arena-mb 1: a step of this model and batch takes|train --data $D/t.txt --n-ctx 64 --batch 8 --threads 1 --arena-mb 1 --out $D/arena

@@ -99,10 +99,11 @@ static void test_score_windows(void) {
     /* windows of 13: 13 + 13 + 13 + 13 + 1 -> 12 + 12 + 12 + 12 predicted, the lone last token
        predicts nothing */
     double nll, nll2 = 0;
-    long count;
-    mt_gpt_score(&ctx, &m, tok, 53, &nll, &count);
-    CHECK(count == 48, "53 tokens: %ld predicted, expected 48", count);
-    mt_gpt_score(&ctx, &m, tok, 50, &nll, &count);
+    long count, bytes;
+    mt_gpt_score(&ctx, &m, tok, 53, &nll, &count, &bytes);
+    CHECK(count == 48 && bytes == 48, "53 tokens: %ld predicted (%ld bytes), expected 48", count,
+          bytes);
+    mt_gpt_score(&ctx, &m, tok, 50, &nll, &count, &bytes);
     CHECK(count == 46, "50 tokens: %ld predicted, expected 46", count);
     /* the same as the windows' losses one by one */
     for (int w = 0; w < 4; w++) {

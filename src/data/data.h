@@ -10,35 +10,69 @@
  * byte: every byte is a token (V = 256), any input, nothing to train.
  * char: one token per Unicode character of the UTF-8 training text (V = its distinct characters,
  * ids in code point order); the vocabulary travels in the checkpoint. A character outside it is
- * an error that names the character and where it is (there is no fallback token). */
-typedef enum { MT_TOK_BYTE, MT_TOK_CHAR } mt_tok_kind;
+ * an error that names the character and where it is (there is no fallback token).
+ * bpe: byte-level byte-pair encoding (Sennrich et al. 2016, byte-level as GPT-2's). Ids 0..255
+ * are the bytes, so any input encodes; id 256 + k is merge k, the concatenation of two earlier
+ * tokens, learnt from a text (bpe.c: the pre-tokenizer, the training and its tie rule). The
+ * merges travel in the checkpoint. */
+typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE } mt_tok_kind;
+
+#define MT_BPE_MIN_VOCAB 257   /* the 256 bytes and a merge */
+#define MT_BPE_MAX_VOCAB 65536 /* 16-bit ids */
+#define MT_TOK_MAX_BYTES 64    /* the longest token: bpe's pre-tokens are cut at 64 bytes */
+
+typedef struct mt_bpe_index mt_bpe_index;
 
 typedef struct {
     mt_tok_kind kind;
     int n_vocab;
-    uint32_t *chars; /* char: the code point of each id, ascending (malloc'd); NULL for byte */
+    uint32_t *chars;       /* char: the code point of each id, ascending (malloc'd); else NULL */
+    uint16_t (*merges)[2]; /* bpe: n_vocab - 256 merges, merge k makes id 256 + k of the ids
+                              merges[k][0] then merges[k][1] (malloc'd); else NULL */
+    char *bytes;           /* char, bpe: the bytes of id i are bytes[off[i] .. off[i + 1]) */
+    uint32_t *off;         /* (n_vocab + 1); both malloc'd, NULL for byte */
+    mt_bpe_index *index;   /* bpe: (left, right) -> merge, for encoding */
 } mt_tokenizer;
 
 void mt_tok_init_byte(mt_tokenizer *t);
 /* The char vocabulary of len bytes of UTF-8 text (invalid UTF-8 is an error with its offset). */
 mt_status mt_tok_build_char(mt_tokenizer *t, const char *text, size_t len, mt_err *err);
+/* Learns a bpe vocabulary of at most vocab_size tokens (MT_BPE_MIN_VOCAB..MT_BPE_MAX_VOCAB) from
+   len bytes of any text; fewer when no pair of tokens occurs twice any more. Deterministic. */
+mt_status mt_tok_build_bpe(mt_tokenizer *t, const char *text, size_t len, int vocab_size,
+                           mt_err *err);
 /* Encodes len bytes of text into ids (room for len ids: never more than one per byte);
    *n receives the count. */
 mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uint16_t *ids,
                         size_t *n, mt_err *err);
-/* The bytes of token id (0 <= id < V) into out; returns their count (1 to 4). */
-int mt_tok_decode(const mt_tokenizer *t, int id, char out[4]);
-/* {"type":"byte"} or {"type":"char","chars":[10,32,33,...]} (code points by id); malloc'd. */
+/* The bytes of token id (0 <= id < V): *len of them (1 to MT_TOK_MAX_BYTES) at the pointer
+   returned, which lives as long as t. A char token is a whole UTF-8 character; a bpe token may
+   be part of one. */
+const char *mt_tok_decode(const mt_tokenizer *t, int id, int *len);
+/* {"type":"byte"}, {"type":"char","chars":[10,32,33,...]} (code points by id) or
+   {"type":"bpe","merges":[[104,101],[32,116],...]} (merge k: the ids it joins); malloc'd. */
 char *mt_tok_to_json(const mt_tokenizer *t);
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err);
-extern const mt_enum MT_TOKENIZERS; /* "byte", "char" */
+extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe" */
 void mt_tok_free(mt_tokenizer *t);
+
+/* bpe.c's parts, for tokenizer.c and the tests. The pre-token that starts at s[i] ends at the
+   returned index (i < end <= len; end - i <= MT_TOK_MAX_BYTES). */
+size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len);
+/* bpe tokenizer from its merges (n, taken over: freed on failure too; each id below its own, which
+   the caller has checked): checks that no pair comes twice and no token is longer than
+   MT_TOK_MAX_BYTES, and builds the bytes and the index. Errors name the merge. */
+mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_err *err);
+void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, uint16_t *ids,
+                   size_t *n);
+void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
 
 /* ---- token datasets ---------------------------------------------------------------------------- */
 typedef struct {
     uint16_t *tok; /* n ids < n_vocab; owned by what mt_data_load filled, split views borrow it */
     size_t n;
     int n_vocab;
+    size_t n_val;  /* the last n_val tokens are the validation part (mt_data_load) */
 } mt_tokens;
 
 /* A token file (all integers little-endian):
@@ -58,19 +92,30 @@ mt_status mt_tokfile_write(const char *path, const mt_tokenizer *tok, const mt_t
 /* Reads and checks a token file: magic, version, sizes, the tokenizer, every token < n_vocab. */
 mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_err *err);
 
-/* Loads a dataset. A path ending in ".bin" is a token file and brings its own tokenizer (kind is
-   ignored); anything else is UTF-8 (byte: any) text encoded with a new tokenizer of the given
-   kind, a char vocabulary being built from the whole text. An empty text, or one holding a NUL
-   byte (binary), is MT_EINVAL. */
-mt_status mt_data_load(const char *path, mt_tok_kind kind, mt_tokenizer *tok, mt_tokens *d,
+/* How mt_data_load reads a text. */
+typedef struct {
+    mt_tok_kind kind;
+    int vocab_size;      /* bpe: the vocabulary to learn */
+    double val_fraction; /* in [0, 1): the part held out for validation */
+} mt_text_cfg;
+
+/* Loads a dataset and where its validation part starts (d->n_val).
+   A path ending in ".bin" is a token file: it brings its own tokenizer (c->kind is ignored) and
+   its last floor(n * val_fraction) tokens are the validation part.
+   Anything else is UTF-8 (byte, bpe: any) text, cut in bytes: the validation part is the text's
+   last floor(len * val_fraction) bytes (char: from the next character start on), so every
+   tokenizer holds out the same text. A new tokenizer of c->kind reads it: char's vocabulary is
+   built from the whole text, bpe's learnt from the training part only. The two parts are
+   encoded each on its own. An empty text, or one holding a NUL byte (binary), is MT_EINVAL. */
+mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err);
 void mt_tokens_free(mt_tokens *d);
 
-/* Splits all into train (the first part) and val (the last floor(n * val_fraction) tokens), both
-   views into all. Each non-empty split must hold a window of n_ctx + 1 tokens; val_fraction 0
-   leaves val empty (no validation). */
-mt_status mt_tokens_split(const mt_tokens *all, double val_fraction, int n_ctx, mt_tokens *train,
-                          mt_tokens *val, mt_err *err);
+/* Splits all into train (the first part) and val (the last all->n_val tokens), both views into
+   all. Each non-empty split must hold a window of n_ctx + 1 tokens; n_val 0 leaves val empty
+   (no validation). */
+mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_tokens *val,
+                          mt_err *err);
 
 /* ---- batch sampler ------------------------------------------------------------------------------
  * B windows of T + 1 consecutive tokens at uniform random starts in [0, n - T - 1]; the state is

@@ -1,4 +1,5 @@
-/* Byte and character tokenizers. Characters are Unicode code points of UTF-8 text. */
+/* The tokenizers' common parts (encode, decode, JSON) and the byte and character tokenizers.
+ * Characters are Unicode code points of UTF-8 text; bpe.c holds the byte-pair encoding. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,20 @@ void mt_tok_init_byte(mt_tokenizer *t) {
     t->n_vocab = 256;
 }
 
+/* The UTF-8 bytes of every char id into t->bytes and t->off. */
+static mt_status char_bytes(mt_tokenizer *t, mt_err *err) {
+    t->bytes = malloc((size_t)t->n_vocab * 4);
+    t->off = malloc(((size_t)t->n_vocab + 1) * sizeof *t->off);
+    if (!t->bytes || !t->off) {
+        mt_tok_free(t);
+        return mt_errorf(err, MT_ENOMEM, "out of memory building the char vocabulary");
+    }
+    t->off[0] = 0;
+    for (int i = 0; i < t->n_vocab; i++)
+        t->off[i + 1] = t->off[i] + (uint32_t)utf8_put(t->chars[i], t->bytes + t->off[i]);
+    return MT_OK;
+}
+
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
@@ -119,7 +134,7 @@ mt_status mt_tok_build_char(mt_tokenizer *t, const char *text, size_t len, mt_er
     for (size_t i = 0; i < n_other; i++)
         if (i == 0 || other[i] != other[i - 1]) t->chars[t->n_vocab++] = other[i];
     free(other);
-    return MT_OK;
+    return char_bytes(t, err);
 }
 
 /* The id of code point c, or -1. */
@@ -143,6 +158,10 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
         *n = len;
         return MT_OK;
     }
+    if (t->kind == MT_TOK_BPE) {
+        mt_bpe_encode(t, s, len, ids, n);
+        return MT_OK;
+    }
     uint32_t cp;
     for (size_t i = 0; i < len;) {
         size_t at = i;
@@ -161,18 +180,30 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
     return MT_OK;
 }
 
-int mt_tok_decode(const mt_tokenizer *t, int id, char out[4]) {
+/* The 256 bytes, each byte token's text. */
+static const unsigned char BYTES[256] = {
+#define B4(i) i, i + 1, i + 2, i + 3
+#define B16(i) B4(i), B4(i + 4), B4(i + 8), B4(i + 12)
+    B16(0), B16(16), B16(32), B16(48), B16(64), B16(80), B16(96), B16(112),
+    B16(128), B16(144), B16(160), B16(176), B16(192), B16(208), B16(224), B16(240),
+#undef B16
+#undef B4
+};
+
+const char *mt_tok_decode(const mt_tokenizer *t, int id, int *len) {
     MT_ASSERT(id >= 0 && id < t->n_vocab, "decode: id %d outside [0, %d)", id, t->n_vocab);
     if (t->kind == MT_TOK_BYTE) {
-        out[0] = (char)id;
-        return 1;
+        *len = 1;
+        return (const char *)BYTES + id;
     }
-    return utf8_put(t->chars[id], out);
+    *len = (int)(t->off[id + 1] - t->off[id]);
+    return t->bytes + t->off[id];
 }
 
 static const mt_enum_item TOKENIZERS[] = {
     [MT_TOK_BYTE] = {"byte", "every byte a token"},
     [MT_TOK_CHAR] = {"char", "every character of the text a token"},
+    [MT_TOK_BPE] = {"bpe", "byte-level BPE learnt from the training part, --vocab-size tokens"},
 };
 const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 
@@ -183,10 +214,47 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
         cJSON *a = cJSON_AddArrayToObject(o, "chars");
         for (int i = 0; i < t->n_vocab; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));
     }
+    if (t->kind == MT_TOK_BPE) {
+        cJSON *a = cJSON_AddArrayToObject(o, "merges");
+        for (int k = 0; k < t->n_vocab - 256; k++) {
+            const int pair[2] = {t->merges[k][0], t->merges[k][1]};
+            cJSON_AddItemToArray(a, cJSON_CreateIntArray(pair, 2));
+        }
+    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     MT_ASSERT(s, "tokenizer: out of memory writing JSON");
     return s;
+}
+
+/* The merges [[left, right], ...] of a bpe tokenizer's JSON into t. */
+static mt_status bpe_from_json(const cJSON *a, mt_tokenizer *t, mt_err *err) {
+    int n = cJSON_GetArraySize(a);
+    if (!cJSON_IsArray(a) || n > MT_BPE_MAX_VOCAB - 256)
+        return mt_errorf(err, MT_EFORMAT, "tokenizer: bpe needs 'merges', 0 to %d pairs of ids",
+                         MT_BPE_MAX_VOCAB - 256);
+    uint16_t(*merges)[2] = malloc(((size_t)n + 1) * sizeof *merges);
+    MT_ASSERT(merges, "tokenizer: out of memory");
+    int k = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, a) {
+        const cJSON *l = cJSON_GetArrayItem(m, 0), *r = cJSON_GetArrayItem(m, 1);
+        double dl = cJSON_IsNumber(l) ? l->valuedouble : -1,
+               dr = cJSON_IsNumber(r) ? r->valuedouble : -1;
+        if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != 2 || dl < 0 || dr < 0 ||
+            dl >= 256 + k || dr >= 256 + k || dl != (int)dl || dr != (int)dr) {
+            free(merges);
+            return mt_errorf(err, MT_EFORMAT,
+                             "tokenizer: merges[%d] is not a pair of ids below its own, %d", k,
+                             256 + k);
+        }
+        merges[k][0] = (uint16_t)dl;
+        merges[k][1] = (uint16_t)dr;
+        k++;
+    }
+    mt_err e;
+    mt_status s = mt_bpe_from_merges(t, merges, n, &e);
+    return s == MT_OK ? MT_OK : mt_errorf(err, s, "tokenizer: %s", e.msg);
 }
 
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
@@ -195,7 +263,8 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
     mt_status s = MT_OK;
     if (!cJSON_IsString(type)) {
-        s = mt_errorf(err, MT_EFORMAT, "tokenizer: expected {\"type\": \"byte\" or \"char\", ...}");
+        s = mt_errorf(err, MT_EFORMAT,
+                      "tokenizer: expected {\"type\": \"byte\", \"char\" or \"bpe\", ...}");
     } else if (strcmp(type->valuestring, "byte") == 0) {
         mt_tok_init_byte(t);
     } else if (strcmp(type->valuestring, "char") == 0) {
@@ -223,8 +292,11 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
             }
             t->chars[t->n_vocab++] = (uint32_t)d;
         }
+        s = char_bytes(t, err);
+    } else if (strcmp(type->valuestring, "bpe") == 0) {
+        s = bpe_from_json(cJSON_GetObjectItemCaseSensitive(o, "merges"), t, err);
     } else {
-        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte or char)",
+        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char or bpe)",
                       type->valuestring);
     }
 out:
@@ -234,5 +306,9 @@ out:
 
 void mt_tok_free(mt_tokenizer *t) {
     free(t->chars);
+    free(t->merges);
+    free(t->bytes);
+    free(t->off);
+    mt_bpe_index_free(t->index);
     memset(t, 0, sizeof *t);
 }

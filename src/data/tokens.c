@@ -180,10 +180,26 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-mt_status mt_data_load(const char *path, mt_tok_kind kind, mt_tokenizer *tok, mt_tokens *d,
+/* The text's validation part starts at the returned byte: len - floor(len * val_fraction), for
+   char moved on to the next character start. */
+static size_t text_cut(const char *text, size_t len, const mt_text_cfg *c) {
+    size_t at = len - (size_t)((double)len * c->val_fraction);
+    if (c->kind == MT_TOK_CHAR)
+        while (at < len && ((unsigned char)text[at] & 0xc0) == 0x80) at++;
+    return at;
+}
+
+mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err) {
-    if (ends_with(path, ".bin")) return mt_tokfile_read(path, tok, d, err);
     memset(d, 0, sizeof *d);
+    if (!(c->val_fraction >= 0 && c->val_fraction < 1))
+        return mt_errorf(err, MT_EINVAL, "--val-fraction %g: expected a fraction in [0, 1)",
+                         c->val_fraction);
+    if (ends_with(path, ".bin")) {
+        mt_status s = mt_tokfile_read(path, tok, d, err);
+        if (s == MT_OK) d->n_val = (size_t)((double)d->n * c->val_fraction);
+        return s;
+    }
     char *text;
     size_t len = 0;
     mt_status s = read_file(path, &text, &len, err);
@@ -200,17 +216,23 @@ mt_status mt_data_load(const char *path, mt_tok_kind kind, mt_tokenizer *tok, mt
         free(text);
         return s;
     }
+    size_t cut = text_cut(text, len, c), n_train = 0;
     mt_err e;
-    if (kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
-    else if ((s = mt_tok_build_char(tok, text, len, &e)) != MT_OK) {
+    if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
+    else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
+    else s = mt_tok_build_bpe(tok, text, cut, c->vocab_size, &e); /* the training part only */
+    if (s != MT_OK) {
         free(text);
         return mt_errorf(err, s, "%s: %s", path, e.msg);
     }
     d->tok = malloc((len ? len : 1) * sizeof *d->tok);
     d->n_vocab = tok->n_vocab;
     if (!d->tok) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, len);
-    else if ((s = mt_tok_encode(tok, text, len, d->tok, &d->n, &e)) != MT_OK)
+    else if ((s = mt_tok_encode(tok, text, cut, d->tok, &n_train, &e)) != MT_OK ||
+             (s = mt_tok_encode(tok, text + cut, len - cut, d->tok + n_train, &d->n_val, &e)) !=
+                 MT_OK)
         s = mt_errorf(err, s, "%s: %s", path, e.msg);
+    d->n = n_train + d->n_val;
     free(text);
     if (s != MT_OK) {
         mt_tokens_free(d);
@@ -224,14 +246,12 @@ void mt_tokens_free(mt_tokens *d) {
     memset(d, 0, sizeof *d);
 }
 
-mt_status mt_tokens_split(const mt_tokens *all, double val_fraction, int n_ctx, mt_tokens *train,
-                          mt_tokens *val, mt_err *err) {
-    if (!(val_fraction >= 0 && val_fraction < 1))
-        return mt_errorf(err, MT_EINVAL, "--val-fraction %g: expected a fraction in [0, 1)",
-                         val_fraction);
-    size_t n_val = (size_t)((double)all->n * val_fraction);
-    *train = (mt_tokens){all->tok, all->n - n_val, all->n_vocab};
-    *val = (mt_tokens){all->tok + train->n, n_val, all->n_vocab};
+mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_tokens *val,
+                          mt_err *err) {
+    MT_ASSERT(all->n_val <= all->n, "split: %zu validation tokens of %zu", all->n_val, all->n);
+    size_t n_val = all->n_val;
+    *train = (mt_tokens){all->tok, all->n - n_val, all->n_vocab, 0};
+    *val = (mt_tokens){all->tok + train->n, n_val, all->n_vocab, 0};
     size_t need = (size_t)n_ctx + 1;
     if (train->n < need)
         return mt_errorf(err, MT_EINVAL,
@@ -240,9 +260,10 @@ mt_status mt_tokens_split(const mt_tokens *all, double val_fraction, int n_ctx, 
                          train->n, need);
     if (n_val > 0 && n_val < need)
         return mt_errorf(err, MT_EINVAL,
-                         "the validation split has %zu tokens (--val-fraction %g of %zu); a window "
-                         "of n_ctx + 1 = %zu needs a larger --val-fraction (or 0: no validation)",
-                         n_val, val_fraction, all->n, need);
+                         "the validation split has %zu tokens (the last --val-fraction of %zu); a "
+                         "window of n_ctx + 1 = %zu needs a larger --val-fraction (or 0: no "
+                         "validation)",
+                         n_val, all->n, need);
     return MT_OK;
 }
 

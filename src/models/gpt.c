@@ -124,19 +124,24 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
     return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
 }
 
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count) {
+void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count,
+                  long *bytes) {
     int W = m->cfg.n_ctx + 1;
     c->training = false;
     c->grad_enabled = false;
     *nll = 0;
     *count = 0;
+    *bytes = 0;
     for (size_t start = 0; start + 1 < n; start += (size_t)W) {
         int len = n - start < (size_t)W ? (int)(n - start) : W, T = len - 1;
         mt_ctx_reset(c);
         int *ids = mt_arena_alloc(c, 2 * (size_t)T * sizeof *ids), *targets = ids + T;
         for (int t = 0; t < T; t++) {
+            int nb;
             ids[t] = tok[start + (size_t)t];
             targets[t] = tok[start + (size_t)t + 1];
+            mt_tok_decode(&m->tok, targets[t], &nb);
+            *bytes += nb;
         }
         /* the mean over T targets, back to a sum */
         *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T)->data[0] * T;
@@ -179,12 +184,12 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_er
     t->T = cfg->n_ctx;
     t->eval_batches = d->eval_batches;
     t->seed = d->seed;
-    mt_status s = mt_data_load(d->path, d->tokenizer, &t->tok, &t->all, err);
+    mt_text_cfg tc = {d->tokenizer, d->vocab_size, d->val_fraction};
+    mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
     cfg->n_vocab = t->tok.n_vocab;
     if ((s = mt_gpt_config_validate(cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&t->all, d->val_fraction, cfg->n_ctx, &t->train, &t->val, err)) !=
-            MT_OK)
+        (s = mt_tokens_split(&t->all, cfg->n_ctx, &t->train, &t->val, err)) != MT_OK)
         return s;
     size_t n = (size_t)d->batch * (size_t)cfg->n_ctx; /* the whole batch: every rank draws it */
     t->x = malloc(n * sizeof *t->x);

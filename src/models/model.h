@@ -30,7 +30,9 @@ typedef struct {
 typedef struct {
     const char *path;      /* a text or token file, or an image dataset (data.h) */
     mt_tok_kind tokenizer; /* text */
-    double val_fraction;   /* the last part of a text; a random part of images (but a test part) */
+    int vocab_size;        /* text, bpe: the vocabulary to learn from the training part */
+    double val_fraction;   /* the last part of a text (in bytes); a random part of images (but a
+                              test part) */
     mt_image_opts images;  /* images */
     uint64_t seed;         /* a random split */
     int batch;             /* rows of a training batch */

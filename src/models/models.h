@@ -62,8 +62,10 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
 
 /* The tokens cut into consecutive non-overlapping windows of n_ctx + 1 (the last may be shorter,
    at least 2), each window's first tokens predicting its next: the summed negative
-   log-likelihood (nats) and the number of predicted tokens. */
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count);
+   log-likelihood (nats), the number of predicted tokens and the bytes they decode to (bits per
+   byte = nll / ln 2 / bytes). */
+void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count,
+                  long *bytes);
 
 /* ---- generation -------------------------------------------------------------------------------
  * A KV cache keeps every block's keys and values of the tokens in the context window, so a new

@@ -1,6 +1,7 @@
 """./infer --score against PyTorch: the same checkpoint (trained a few steps by ./train) through
 the torch GPT of torch_gpt.py, on the same windows (consecutive, non-overlapping, n_ctx + 1
-tokens, the last shorter): the mean loss per predicted token and the token count must agree."""
+tokens, the last shorter): the mean loss per predicted token, the token count, the bytes the
+predicted tokens hold and the bits per byte must agree, for the byte, char and bpe tokenizers."""
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import tempfile
 import numpy as np
 import torch
 
+import bpe_ref
 from harness import BUILD, Report, load
 from torch_gpt import TorchGPT
 
@@ -16,11 +18,14 @@ R = Report("parity score")
 
 
 def encode(text, tok):
-    """The ids of text under the checkpoint's tokenizer (byte or char)."""
+    """The ids of text under the checkpoint's tokenizer, and the bytes of each id."""
     if tok["type"] == "byte":
-        return list(text.encode())
+        return list(text.encode()), [1] * 256
+    if tok["type"] == "bpe":
+        merges = [tuple(m) for m in tok["merges"]]
+        return bpe_ref.encode(text.encode(), merges), [len(b) for b in bpe_ref.token_bytes(merges)]
     index = {c: i for i, c in enumerate(tok["chars"])}
-    return [index[ord(ch)] for ch in text]
+    return [index[ord(ch)] for ch in text], [len(chr(c).encode()) for c in tok["chars"]]
 
 
 def torch_score(path, text):
@@ -29,8 +34,8 @@ def torch_score(path, text):
     if cfg["norm_eps"] < 0:  # the norm's default
         cfg["norm_eps"] = 1e-8 if cfg["norm"] == "rms" and cfg["rms_form"] == "paper" else 1e-5
     model = TorchGPT(cfg, params)
-    ids = encode(text, json.loads(meta["tokenizer"]))
-    W, nll, count = cfg["n_ctx"] + 1, 0.0, 0
+    ids, size = encode(text, json.loads(meta["tokenizer"]))
+    W, nll, count, nbytes = cfg["n_ctx"] + 1, 0.0, 0, 0
     with torch.no_grad():
         for start in range(0, len(ids) - 1, W):
             w = torch.tensor(ids[start:start + W])
@@ -39,7 +44,8 @@ def torch_score(path, text):
             _, loss = model(w[None, :-1], w[None, 1:])
             nll += float(loss) * (len(w) - 1)
             count += len(w) - 1
-    return nll / count, count, cfg["n_vocab"]
+            nbytes += sum(size[int(t)] for t in w[1:])
+    return nll / count, count, nbytes, nll / np.log(2) / nbytes, cfg["n_vocab"]
 
 
 def mt(prog, *args):
@@ -55,7 +61,8 @@ train_text = shakespeare[:40000] + score_text  # so the char vocabulary covers t
 CASES = [("byte ln pre", ["--tokenizer", "byte", "--norm", "ln", "--placement", "pre"]),
          ("char rms post untied", ["--tokenizer", "char", "--norm", "rms", "--placement", "post",
                                    "--untie", "--act", "gelu_erf"]),
-         ("byte rms deepnorm", ["--norm", "rms", "--placement", "deepnorm", "--n-ctx", "20"])]
+         ("byte rms deepnorm", ["--norm", "rms", "--placement", "deepnorm", "--n-ctx", "20"]),
+         ("bpe 400 ln pre", ["--tokenizer", "bpe", "--vocab-size", "400"])]
 with tempfile.TemporaryDirectory() as d:
     data = os.path.join(d, "train.txt")
     text = os.path.join(d, "score.txt")
@@ -70,9 +77,12 @@ with tempfile.TemporaryDirectory() as d:
            "--eval-every", "0", "--eval-batches", "1", *flags)
         line = mt("infer", "--checkpoint", os.path.join(out, "model.safetensors"), "--score", text)
         got = dict(kv.split("=") for kv in line.split())
-        want_loss, want_count, V = torch_score(os.path.join(out, "model.safetensors"), score_text)
+        want_loss, want_count, want_bytes, want_bpb, V = torch_score(
+            os.path.join(out, "model.safetensors"), score_text)
         R.check(f"{label} loss", float(got["loss"]), want_loss)
         R.check(f"{label} tokens", int(got["tokens"]), want_count, tol=0)
+        R.check(f"{label} bytes", int(got["bytes"]), want_bytes, tol=0)
+        R.check(f"{label} bpb", float(got["bpb"]), want_bpb, tol=1e-4)
         R.check(f"{label} ppl", float(got["ppl"]), np.exp(want_loss), tol=1e-4)
         assert want_loss < np.log(V) - 0.3, f"{label}: {want_loss} does not beat uniform, log {V}"
 R.finish()

@@ -212,7 +212,8 @@ static void test_tokfile(void) {
     for (int i = 0; i < 2; i++) {
         const char *name = i ? "dir.bin" : "dir";
         mkdir(tmp_path(name), 0700);
-        mt_status s = mt_data_load(tmp_path(name), MT_TOK_BYTE, &t2, &d2, &e);
+        mt_text_cfg byte = {MT_TOK_BYTE, 0, 0.1};
+        mt_status s = mt_data_load(tmp_path(name), &byte, &t2, &d2, &e);
         CHECK(s == MT_EINVAL && strstr(e.msg, "is a directory: expected a text file"),
               "%s: status %d, message: %s", name, s, e.msg);
         rmdir(tmp_path(name));

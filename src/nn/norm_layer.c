@@ -37,9 +37,8 @@ static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
    adds: with the per-row scalar work that was most of the time on rows of 64 floats.) The rows
    themselves are read one after another, as the hardware prefetcher expects. Rows longer than 128
    floats go one at a time, their sums as GCC's `omp simd` reduction (its 16 adds are small against
-   a long row): in the small config's step (C = 384) blocks of 2 rows made layernorm 4.6 -> 6.6 ms a
-   step (op profile), blocks of 8 rows of 768 floats 40% slower on (8192, 768) from memory; one row
-   at a time with the vector sums still took 6.3 ms. */
+   a long row): there, blocks of rows measured slower in the models' steps and from memory
+   (bench/norms), whether of 2 rows or 8. */
 enum { RB = 8 }; /* rows of a block: the lanes of an mt_v8 */
 
 static int block_rows(int C) { return C <= 128 ? RB : 1; }

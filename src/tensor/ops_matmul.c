@@ -23,10 +23,10 @@ static void gemm_rows(bool ta, bool tb, int M, int N, int K, const float *A, con
 
 /* C's rows are split across the pool's threads in blocks of whole 16-row tiles, each block one
    single-threaded sgemm. For the narrow matrices of deep models this beats OpenBLAS's own split
-   (bench/gemm.c, 2 threads: x (512, 64) W^T (64, 64) at 165 against 91 GFLOP/s), and it is one
-   fork/join with the bias copy inside. Each thread packs all of B, so a B above 64K floats
-   (256 KiB) is left to OpenBLAS, which shares its packed B (splitting small's 384 x 1536 products
-   made its step ~3% slower); so are products below OpenBLAS's own threading threshold
+   (bench/gemm.c compares the two), and it is one fork/join with the bias copy inside. Each thread
+   packs all of B, so a B above 64K floats (256 KiB) is left to OpenBLAS, which shares its packed
+   B (splitting the small config's 384 x 1536 products was slower); so are products below
+   OpenBLAS's own threading threshold
    (M N K <= 4 * 65536) and C of fewer than two 16-row tiles. */
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias) {

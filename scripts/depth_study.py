@@ -150,7 +150,8 @@ class Run:
                 "--n-embd", str(self.width), "--n-ff", str(self.ff), "--norm", self.norm,
                 "--seed", str(self.seed), "--steps", str(self.steps), "--threads", "1",
                 "--warmup", str(warmup(self.steps)), "--diag-update-steps", str(diag_update)] + \
-            (["--init", self.init] if self.init else []) + self.extra
+            (["--init", self.init] if self.init else []) + self.extra + \
+            ["--untie=false"]  # the first round's tied head (the configs untie it since)
 
     def execute(self, root, diag_update):
         d = os.path.join(root, self.name)

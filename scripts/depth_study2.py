@@ -31,8 +31,9 @@ DOCS = "docs/depth-study-2"
 OUT = "out/depth-study-2"
 NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
 
-# The first round's 100-layer settings (configs/deep100-*.ini), shortened to 400 steps as
-# make depth-study-quick, and the pilot's values of the settings in which the two differ.
+# The 100-layer settings (configs/deep100-*.ini), shortened to 400 steps as make
+# depth-study-quick, and the pilot's values of the settings in which the first round's differ
+# (the lead starts from the first round's tied head; the configs untie it since).
 BASE = ["--n-layer", "100", "--n-embd", "64", "--n-ff", "128", "--n-head", "2", "--steps", "400",
         "--eval-every", "50", "--eval-batches", "8", "--save-every", "0", "--log-every", "10",
         "--threads", "1", "--replicas", "1", "--seed", "1"]
@@ -47,6 +48,9 @@ PILOT = {
 }
 
 
+FIRST_ROUND = {"lead": ["--untie=false"]}  # a part's settings before its variant's
+
+
 class Run:
     def __init__(self, part, placement, variant, flags):
         self.part, self.placement, self.variant, self.flags = part, placement, variant, flags
@@ -56,7 +60,7 @@ class Run:
 
     def command(self):
         return ["./train", "--config", "configs/deep100-%s.ini" % self.placement] + BASE + \
-            self.flags + ["--out", self.dir]
+            FIRST_ROUND.get(self.part, []) + self.flags + ["--out", self.dir]
 
     def execute(self):
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -341,7 +341,8 @@ int main(int argc, char **argv) {
 
     mt_metrics metrics;
     snprintf(path, sizeof path, "%s/metrics.csv", o.out);
-    if (rank0 && (s = mt_metrics_open(&metrics, path, o.resume ? tr.step : -1, &e)) != MT_OK)
+    if (rank0 && (s = mt_metrics_open_with(&metrics, path, o.resume ? tr.step : -1, type->metrics,
+                                           &e)) != MT_OK)
         die(1, e.msg);
     if (tr.step >= o.steps && rank0) {
         if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
@@ -383,7 +384,11 @@ int main(int argc, char **argv) {
         double val = eval ? mt_trainer_eval(&tr) : NAN;
         if (log) {
             double elapsed = mt_clock() - t0, per = elapsed / (double)(step - first);
-            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3)};
+            double extra[MT_EVAL_METRICS];
+            for (int k = 0; k < mt_model_metric_count(type); k++)
+                extra[k] = eval ? tr.val_metrics[k] : NAN;
+            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms,
+                                  tokens / (ms / 1e3), extra};
             if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",
@@ -392,6 +397,8 @@ int main(int argc, char **argv) {
                    hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
             if (eval && !isnan(val)) printf(" | val %.4f", val);
             if (eval && type->accuracy) printf(" acc %.4f", tr.val_accuracy);
+            for (int k = 0; eval && k < mt_model_metric_count(type); k++)
+                printf(" %s %.4f", type->metrics[k], tr.val_metrics[k]);
             printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
             fflush(stdout);
         }

@@ -188,6 +188,24 @@ void mt_encdec_greedy(mt_ctx *c, const mt_encdec *m, const int *src, const int *
     decode_end(c, mode);
 }
 
+void mt_encdec_cached_logits(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
+                             int B, int S, const int *tgt, int T, float *logits) {
+    decode_mode mode = decode_begin(c);
+    size_t mark = mt_arena_mark(c);
+    int V = m->cfg.n_vocab, *tok = mt_arena_alloc(c, (size_t)B * sizeof(int));
+    float *z = mt_arena_floats(c, (size_t)B * V);
+    dec_state st;
+    dec_start(c, &st, m, src, src_len, B, S);
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++) tok[b] = tgt[(size_t)b * T + t];
+        dec_step(c, &st, tok, z);
+        for (int b = 0; b < B; b++)
+            memcpy(logits + ((size_t)b * T + t) * V, z + (size_t)b * V, (size_t)V * sizeof(float));
+    }
+    mt_arena_release(c, mark);
+    decode_end(c, mode);
+}
+
 typedef struct {
     float score;
     int row, tok;

@@ -17,6 +17,10 @@ mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, int pos_table, const i
 /* The encoder's output (B, S, C), after its final norm (pre). */
 mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
                             int B, int S);
+/* The logits (B, T, V) of tgt (B, T) fed one position at a time through the KV-cache decoder
+   (what decoding computes; the tests compare it with mt_encdec_forward). */
+void mt_encdec_cached_logits(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
+                             int B, int S, const int *tgt, int T, float *logits);
 /* The decoder's final norm (pre) and the head: (B, T, C) -> (B, T, V). */
 mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_tensor *x);
 

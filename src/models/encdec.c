@@ -484,7 +484,8 @@ static void meta_describe(const mt_model *mp, char *buf, size_t len) {
 const mt_model_type mt_encdec_type = {
     .name = "encdec",
     .about = "an encoder-decoder: grapheme-to-phoneme",
-    .data = "a pronunciation dictionary (CMUdict)",
+    .data = "a pronunciation dictionary (CMUdict 0.4: apt-get install festlex-cmu, then "
+            "/usr/share/festival/dicts/cmu/cmudict-0.4.out)",
     .data_file = false,
     .meta_key = "g2p",
     .units = "words",

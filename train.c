@@ -73,7 +73,7 @@ static const mt_opt TRAIN_OPTS[] = {
     {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0, NULL},
     {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0, NULL},
     {"eval-every", MT_OPT_INT, &o.eval_every, "0..", "validation every N steps (and at the end); 0: only at the end", 0, NULL},
-    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "text: validation batches (the same ones each time)", 0, NULL},
+    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "text: validation batches (the same ones each time); encdec: at most this many batches of validation words", 0, NULL},
     {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0, NULL},
     {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0, NULL},
     {"diag-grad-every", MT_OPT_INT, &o.diag_grad_every, "0..", "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off", 0, NULL},

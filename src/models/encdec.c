@@ -215,6 +215,7 @@ typedef struct {
     int *split, n_part[3]; /* word indices: train, valid, test (mt_g2p_split) */
     int *ex, n_ex;         /* training examples: (word, pronunciation) pairs, 2 ints each */
     int B, max_len;        /* rows of a batch; the longest pronunciation + 1 */
+    int eval_batches;      /* the most validation batches an evaluation reads */
     int *drawn;            /* (B) the drawn batch's examples */
     double drawn_tokens;   /* target tokens (phones + eos) in the whole drawn batch */
     double val_tokens;     /* per validation word: the mean target tokens of its first
@@ -268,6 +269,7 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
     *tp = &t->base;
     t->base.type = &mt_encdec_type;
     t->B = dc->batch;
+    t->eval_batches = dc->eval_batches;
     mt_g2p_dict *d = &t->dict;
     mt_status s = mt_g2p_load(dc->path, NULL, d, err);
     if (s != MT_OK) return s;
@@ -366,7 +368,8 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
 
 static int eval_count(const mt_task *tp) {
     const encdec_task *t = (const encdec_task *)tp;
-    return (t->n_part[1] + t->B - 1) / t->B;
+    int all = (t->n_part[1] + t->B - 1) / t->B;
+    return all < t->eval_batches ? all : t->eval_batches;
 }
 
 static int eval_draw(mt_task *tp, int i) {

@@ -16,7 +16,7 @@ mt_encdec_config mt_encdec_config_default(void) {
     mt_encdec_config c = {.stack = mt_stack_default(), .enc_layers = 4, .dec_layers = 4,
                           .src_ctx = 32, .tgt_ctx = 32, .n_vocab = 128, .tied = true,
                           .emb_std = 0.02f};
-    c.stack.n_layer = 0; /* enc_layers + dec_layers (validate) */
+    c.stack.n_layer = 1; /* unset: validate makes it enc_layers + dec_layers (at least 2) */
     return c;
 }
 
@@ -37,7 +37,7 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
                          "src_ctx %d, tgt_ctx %d (at most %d)", cfg->enc_layers, cfg->dec_layers,
                          MT_ENCDEC_MAX_LAYERS, cfg->src_ctx, cfg->tgt_ctx, MT_ENCDEC_MAX_CTX);
     int total = cfg->enc_layers + cfg->dec_layers;
-    if (cfg->stack.n_layer != 0 && cfg->stack.n_layer != total)
+    if (cfg->stack.n_layer != 1 && cfg->stack.n_layer != total)
         return mt_errorf(err, MT_EINVAL, "config: n_layer = %d; an encoder-decoder counts its "
                          "blocks with enc_layers (%d) and dec_layers (%d): give --enc-layers and "
                          "--dec-layers, not --n-layer", cfg->stack.n_layer, cfg->enc_layers,

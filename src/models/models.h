@@ -150,7 +150,7 @@ mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *lab
  * length), dec_layers blocks of causal self-attention, cross-attention on the encoder's output
  * (keys masked likewise) and FFN, a head tied to the token embedding unless untied. Every stack
  * option applies to both sides; the stack's n_layer is enc_layers + dec_layers (validate sets
- * it, and refuses another value). DeepNorm uses the encoder-decoder rows: the stack's
+ * it from its default 1, which no encoder-decoder has, and refuses another value). DeepNorm uses the encoder-decoder rows: the stack's
  * deepnorm_alpha and deepnorm_beta are the encoder's (0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16)),
  * dec_deepnorm_alpha and dec_deepnorm_beta the decoder's ((3M)^(1/4), (12M)^(-1/4)); beta is the
  * Xavier gain of v_proj, out_proj, fc1 and fc2 of every attention (self and cross) and FFN.

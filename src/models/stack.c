@@ -34,7 +34,8 @@ mt_stack_config mt_stack_default(void) {
 #define F(key, type, field, help, range, of) \
     {key, MT_CF_##type, offsetof(mt_stack_config, field), help, range, of, NULL}
 static const mt_cf_field FIELDS[] = {
-    F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, 0 sets it)", "0..", NULL),
+    F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
+      NULL),
     F("n_head", INT, n_head, "attention heads", "1..", NULL),
     F("n_embd", INT, n_embd, "channels", "1..", NULL),
     F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd", "0..", NULL),

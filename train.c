@@ -387,8 +387,8 @@ int main(int argc, char **argv) {
             double extra[MT_EVAL_METRICS];
             for (int k = 0; k < mt_model_metric_count(type); k++)
                 extra[k] = eval ? tr.val_metrics[k] : NAN;
-            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms,
-                                  tokens / (ms / 1e3), extra};
+            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3),
+                                  (rank0 ? metrics.elapsed0 : 0) + elapsed, extra};
             if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",

@@ -21,7 +21,7 @@ train $TINY --steps 60 --out "$T/a" || { fail "train exited $?"; cat "$T/log"; }
 first=$(sed -n 2p "$T/a/metrics.csv" | cut -d, -f2)
 last=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f2)
 val=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f3)
-[ "$(head -n 1 "$T/a/metrics.csv")" = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s" ] ||
+[ "$(head -n 1 "$T/a/metrics.csv")" = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s" ] ||
     fail "metrics header"
 [ "$(wc -l <"$T/a/metrics.csv")" -eq 13 ] || fail "metrics rows: $(wc -l <"$T/a/metrics.csv")"
 awk -v a="$first" -v b="$last" -v v="$val" 'BEGIN { exit !(b < a - 1.0 && v < a - 0.8) }' ||
@@ -44,6 +44,9 @@ cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed opt
 # step, loss, lr, grad_norm (the first half also evaluated at its last step)
 [ "$(cut -d, -f1,2,4,5 "$T/once/metrics.csv")" = "$(cut -d, -f1,2,4,5 "$T/r/metrics.csv")" ] ||
     fail "resumed metrics differ"
+# elapsed_s grows row by row, across the resume too
+awk -F, 'NR > 1 { if ($8 == "" || $8 + 0 < prev) exit 1; prev = $8 + 0 }' "$T/r/metrics.csv" ||
+    fail "elapsed_s does not grow: $(cut -d, -f1,8 "$T/r/metrics.csv" | tr '\n' ' ')"
 train --resume --out "$T/r" --n-layer 3 && fail "resume with another model accepted"
 grep -q "n_layer is 2 in the checkpoint, 3 now" "$T/log" || fail "resume mismatch message: $(cat "$T/log")"
 

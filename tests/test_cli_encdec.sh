@@ -28,11 +28,11 @@ TEST=$(sed -n 's/^data .*, test \([0-9]*\)$/\1/p' "$T/log")
 [ -n "$TEST" ] && [ "$TEST" -gt 0 ] || fail "data line: $(grep '^data' "$T/log")"
 grep -Eq "step 20/20 .*\| val [0-9.]+ wer [0-9.]+ per [0-9.]+ wer_nostress [0-9.]+ per_nostress" "$T/log" ||
     fail "no WER/PER: $(tail -n 2 "$T/log")"
-head -n 1 "$T/a/metrics.csv" | grep -q ",tok_per_s,val_wer,val_per,val_wer_nostress,val_per_nostress$" ||
+head -n 1 "$T/a/metrics.csv" | grep -q ",tok_per_s,elapsed_s,val_wer,val_per,val_wer_nostress,val_per_nostress$" ||
     fail "metrics header: $(head -n 1 "$T/a/metrics.csv")"
-awk -F, 'NR > 1 && $1 == 20 { ok = $8 != "" && $9 != "" } END { exit !ok }' "$T/a/metrics.csv" ||
+awk -F, 'NR > 1 && $1 == 20 { ok = $9 != "" && $10 != "" } END { exit !ok }' "$T/a/metrics.csv" ||
     fail "metrics row 20: $(tail -n 1 "$T/a/metrics.csv")"
-awk -F, 'NR > 1 && $1 == 5 { ok = $8 == "" } END { exit !ok }' "$T/a/metrics.csv" ||
+awk -F, 'NR > 1 && $1 == 5 { ok = $9 == "" } END { exit !ok }' "$T/a/metrics.csv" ||
     fail "metrics row 5 should have no WER: $(sed -n 2p "$T/a/metrics.csv")"
 
 # the batch split across 2 replicas trains as one: the same loss to float rounding

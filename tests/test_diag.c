@@ -1,5 +1,6 @@
 /* Depth-study diagnostics (src/diag): the CSVs' columns, the gradient norms adding up in squares
-   to the global norm (clipped or not), the update 0 at init and > 0 after, residual norms per
+   to the global norm (clipped or not), each column the norm of its parameters' gradients (the
+   inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0 after, residual norms per
    block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps. */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +33,28 @@ static void free_lines(char **lines, int n) {
 }
 
 enum { L = 3, STEPS = 5 };
+
+/* The gradient norms of layer l's columns attn_norm, attn, ffn_norm, ffn from P's gradients,
+   grouped by the names as diag.h says: a sublayer's own norms (attn.inner_norm, attn_out_norm,
+   ffn.inner_norm, ffn_out_norm) count with it. */
+static void columns(const mt_params *P, int l, double col[4]) {
+    static const char *const SUB[][3] = {{"attn_norm.", NULL, NULL},
+                                         {"attn.", "attn_out_norm.", NULL},
+                                         {"ffn_norm.", NULL, NULL},
+                                         {"ffn.", "ffn_out_norm.", NULL}};
+    char prefix[64];
+    for (int k = 0; k < 4; k++) {
+        col[k] = 0;
+        for (int i = 0; i < P->n; i++)
+            for (int j = 0; j < 3 && SUB[k][j]; j++) {
+                snprintf(prefix, sizeof prefix, "blocks.%d.%s", l, SUB[k][j]);
+                if (strncmp(P->p[i].name, prefix, strlen(prefix))) continue;
+                for (size_t e = 0; e < P->p[i].n; e++)
+                    col[k] += (double)P->grad[P->p[i].offset + e] * P->grad[P->p[i].offset + e];
+            }
+        col[k] = sqrt(col[k]);
+    }
+}
 
 /* The losses of STEPS training steps, with the diagnostics on or off. */
 static void train(mt_placement place, double clip, bool diag, double *losses, double *norms) {
@@ -96,6 +119,14 @@ static void train(mt_placement place, double clip, bool diag, double *losses, do
                 CHECK(a > 0 && b > 0 && c2 > 0 && f > 0, "every sublayer has a gradient: %s", row);
                 CHECK(fabs(a * a + b * b + c2 * c2 + f * f - total * total) <= 1e-5 * total * total,
                       "sublayers vs total: %s", row);
+                if (k == 2 && clip == 0) { /* the last step's gradients are still in P */
+                    double col[4], got[4] = {a, b, c2, f};
+                    columns(tr.P, l, col);
+                    for (int j = 0; j < 4; j++)
+                        CHECK(fabs(got[j] - col[j]) <= 1e-5 * col[j], "%s layer %d column %d: "
+                              "%.7g, its parameters' gradients %.7g",
+                              mt_enum_name(&MT_PLACEMENTS, place), l, j, got[j], col[j]);
+                }
             }
             CHECK(step == 2 * k && layer == l, "row %s: step %d layer %d", row, 2 * k, l);
             sum += total * total;
@@ -152,6 +183,8 @@ int main(void) {
     run(MT_PLACE_PRE, 0);
     run(MT_PLACE_POST, 0.05); /* clipped: the rows are the gradients before clipping */
     run(MT_PLACE_DEEPNORM, 1.0);
+    run(MT_PLACE_SUBLN, 0);
+    run(MT_PLACE_PERI, 0);
     const char *names[] = {"diag_grad.csv", "diag_update.csv", "diag_resid.csv",
                            "model.safetensors", "optim.safetensors"};
     for (int i = 0; i < 5; i++) {

@@ -111,7 +111,7 @@ static void test_deepnorm_forward(void) {
     for (size_t i = 0; i < x->n; i++) x->data[i] = mt_rng_normal(&r);
     const mt_stack *st = &m.layout->dec; /* the decoder's: its own alpha */
     const mt_block_params *bp = &st->blocks[0];
-    mt_tensor *y = mt_residual(&c, &st->block, &m.P, bp, &bp->attn_norm, x, mt_attn_sublayer, NULL);
+    mt_tensor *y = mt_residual(&c, &st->block, &m.P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, NULL);
     mt_tensor *f = mt_attn_sublayer(&c, &st->block, &m.P, bp, x, NULL);
     float alpha = m.cfg.dec_deepnorm_alpha;
     double worst = 0;

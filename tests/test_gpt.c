@@ -23,6 +23,9 @@ static double expected_std(const mt_gpt_config *g, const char *name, int fan_out
     case MT_SCHEME_DEEPNORM:
         if (strstr(name, "lm_head")) return xavier;
         return beta ? xavier * pow(8.0 * g->stack.n_layer, -0.25) : xavier;
+    case MT_SCHEME_SUBLN: /* Magneto: gain gamma = sqrt(log 2N) on v, out, fc1, fc2 */
+        if (strstr(name, "lm_head")) return xavier;
+        return beta ? xavier * sqrt(log(2.0 * g->stack.n_layer)) : xavier;
     default: return -1;
     }
 }
@@ -31,11 +34,16 @@ static void test_init(void) {
     struct {
         mt_placement placement;
         mt_init_scheme init;
-    } cases[] = {{MT_PLACE_PRE, MT_SCHEME_GPT2},
-                 {MT_PLACE_POST, MT_SCHEME_XAVIER},
-                 {MT_PLACE_DEEPNORM, MT_SCHEME_AUTO},
-                 {MT_PLACE_PRE, MT_SCHEME_DEEPNORM}};
-    for (int k = 0; k < 4; k++) {
+        mt_init_scheme want; /* what the init resolves to */
+    } cases[] = {{MT_PLACE_PRE, MT_SCHEME_GPT2, MT_SCHEME_GPT2},
+                 {MT_PLACE_POST, MT_SCHEME_XAVIER, MT_SCHEME_XAVIER},
+                 {MT_PLACE_DEEPNORM, MT_SCHEME_AUTO, MT_SCHEME_DEEPNORM},
+                 {MT_PLACE_PRE, MT_SCHEME_DEEPNORM, MT_SCHEME_DEEPNORM},
+                 {MT_PLACE_SUBLN, MT_SCHEME_AUTO, MT_SCHEME_SUBLN},
+                 {MT_PLACE_PERI, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
+                 {MT_PLACE_SUBLN, MT_SCHEME_GPT2, MT_SCHEME_GPT2},
+                 {MT_PLACE_PRE, MT_SCHEME_SUBLN, MT_SCHEME_SUBLN}};
+    for (int k = 0; k < 8; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 3, g.stack.n_head = 4, g.stack.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
         g.stack.placement = cases[k].placement, g.stack.init = cases[k].init, g.tied = false;
@@ -43,8 +51,12 @@ static void test_init(void) {
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
-        if (cases[k].init == MT_SCHEME_AUTO)
-            CHECK(m.cfg.stack.init == MT_SCHEME_DEEPNORM, "deepnorm placement defaults to its init");
+        CHECK(m.cfg.stack.init == cases[k].want, "%s placement, init %s: resolved to %s",
+              mt_enum_name(&MT_PLACEMENTS, cases[k].placement),
+              mt_enum_name(&MT_INIT_SCHEMES, cases[k].init),
+              mt_enum_name(&MT_INIT_SCHEMES, m.cfg.stack.init));
+        CHECK(fabs(m.cfg.stack.subln_gain - sqrt(log(6.0))) < 1e-6, "subln gain %g for 3 layers",
+              m.cfg.stack.subln_gain);
         mt_rng r;
         mt_rng_seed(&r, 100 + k);
         mt_params_initialize(&m.P, &r);
@@ -91,10 +103,10 @@ static void test_gradcheck(void) {
     mt_rng_seed(&r, 7);
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 7), targets[i] = (i * 3) % 7;
     targets[4] = -1; /* ignored */
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.stack.n_ff = 12;
-        g.stack.placement = (mt_placement)(k % 3), g.stack.init = MT_SCHEME_XAVIER;
+        g.stack.placement = (mt_placement)(k % MT_PLACEMENTS.n), g.stack.init = MT_SCHEME_XAVIER;
         g.tied = k != 3, g.stack.bias = k != 3;
         mt_gpt m;
         mt_err err;
@@ -156,13 +168,14 @@ static void test_json(void) {
     g.stack.norm.kind = MT_NORM_RMS, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f, g.stack.norm.gn_groups = 4;
     g.stack.norm.rms_form = MT_RMS_PAPER, g.stack.norm.rms_bias = true, g.stack.norm.in_affine = true;
     g.stack.placement = MT_PLACE_DEEPNORM, g.stack.deepnorm_alpha = 1.25f, g.stack.deepnorm_beta = 0.3f;
+    g.stack.subln_gain = 1.5f;
     g.stack.init = MT_SCHEME_XAVIER, g.tied = false, g.stack.bias = false, g.stack.act = MT_ACT_SILU;
     g.stack.dropout = 0.1f;
     char *json = mt_cf_to_json(mt_gpt_type.fields, &g);
     const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
                           "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
-                          "deepnorm_alpha", "deepnorm_beta", "init", "tied", "bias", "act",
-                          "dropout"};
+                          "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init", "tied",
+                          "bias", "act", "dropout"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char q[64];
         snprintf(q, sizeof q, "\"%s\":", keys[i]);
@@ -179,7 +192,7 @@ static void test_json(void) {
               h.stack.norm.in_affine,
           "norm round trip");
     CHECK(h.stack.placement == MT_PLACE_DEEPNORM && h.stack.deepnorm_alpha == 1.25f &&
-              h.stack.deepnorm_beta == 0.3f && h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
+              h.stack.deepnorm_beta == 0.3f && h.stack.subln_gain == 1.5f && h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
               h.stack.act == MT_ACT_SILU && h.stack.dropout == 0.1f,
           "placement, init, head, act, dropout round trip");
     free(json);
@@ -230,8 +243,17 @@ static void test_bad_config(void) {
     h = g, h.stack.n_head = 5;
     CHECK(mt_gpt_build(&m, &h, &err) == MT_EINVAL && strstr(err.msg, "n_head"), "build refuses");
     expect_json_error("{\"n_layer\": 2, \"n_heads\": 4}", "n_heads");
-    expect_json_error("{\"placement\": \"sandwich\"}", "pre, post, deepnorm");
-    expect_json_error("{\"init\": \"kaiming\"}", "gpt2, xavier, deepnorm");
+    expect_json_error("{\"placement\": \"sandwich\"}", "pre, post, deepnorm, subln, peri");
+    expect_json_error("{\"init\": \"kaiming\"}", "gpt2, xavier, deepnorm, subln, auto");
+    /* Sub-LN's FFN inner norm sees n_ff channels: GroupNorm's groups must divide them too */
+    h = g, h.stack.norm = mt_norm_default(MT_NORM_GN), h.stack.norm.gn_groups = 8;
+    h.stack.n_embd = 64, h.stack.n_ff = 100;
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK, "gn 8 groups of pre over 64 channels");
+    h = g, h.stack.norm = mt_norm_default(MT_NORM_GN), h.stack.norm.gn_groups = 8;
+    h.stack.n_embd = 64, h.stack.n_ff = 100, h.stack.placement = MT_PLACE_SUBLN;
+    expect_error(&h, "n_ff = 100");
+    h = g, h.stack.subln_gain = -1;
+    expect_error(&h, "subln_gain");
     expect_json_error("{\"act\": \"tanh\"}", "gelu");
     expect_json_error("{\"n_layer\": \"two\"}", "n_layer");
     expect_json_error("{\"n_layer\": 2.5}", "n_layer");

@@ -125,6 +125,10 @@ int main(void) {
     test_cache(MT_PLACE_PRE, MT_NORM_LN);
     test_cache(MT_PLACE_POST, MT_NORM_RMS);
     test_cache(MT_PLACE_DEEPNORM, MT_NORM_LN);
+    test_cache(MT_PLACE_SUBLN, MT_NORM_LN);
+    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS);
+    test_cache(MT_PLACE_PERI, MT_NORM_LN);
+    test_cache(MT_PLACE_PERI, MT_NORM_SCALE);
     test_sampling();
     return check_finish("test_gpt_infer");
 }

@@ -363,11 +363,46 @@ static void ref_combine(float a, const float *x, const float *f, bool norm, mt_p
     free(s);
 }
 
+static mt_tensor *ptensor(mt_params *P, int i) { return i >= 0 ? &P->t[i] : NULL; }
+
+/* LN(x) into the arena, x (..., K) rows of K; np the norm's parameters. */
+static mt_tensor *ref_ln_tensor(mt_ctx *c, mt_params *P, const mt_norm_params *np, mt_tensor *x) {
+    int K = x->shape[x->ndim - 1];
+    float *y = malloc(x->n * sizeof(float));
+    ref_layernorm(x->data, P->t[np->weight].data, P->t[np->bias].data, (int)(x->n / K), K, y);
+    mt_tensor *t = mt_tensor_from(c, y, x->ndim, x->shape);
+    free(y);
+    return t;
+}
+
+/* Sub-LN's sublayers written out: out_proj(LN_inner(attention(q, k, v))) and
+   fc2(LN_inner(gelu(fc1 x))), from the plain ops and the LayerNorm above. */
+static mt_tensor *subln_attn_by_hand(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                     const mt_block_params *bp, mt_tensor *x, void *arg) {
+    (void)arg;
+    const mt_attn_params *a = &bp->attn;
+    mt_tensor *q = mt_linear(c, x, &P->t[a->q_w], ptensor(P, a->q_b));
+    mt_tensor *k = mt_linear(c, x, &P->t[a->k_w], ptensor(P, a->k_b));
+    mt_tensor *v = mt_linear(c, x, &P->t[a->v_w], ptensor(P, a->v_b));
+    mt_tensor *y = ref_ln_tensor(c, P, &bp->attn_inner, mt_attention(c, q, k, v, cfg->n_head, true));
+    return mt_linear(c, y, &P->t[a->out_w], ptensor(P, a->out_b));
+}
+
+static mt_tensor *subln_ffn_by_hand(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                    const mt_block_params *bp, mt_tensor *x, void *arg) {
+    (void)arg, (void)cfg;
+    const mt_ffn_params *f = &bp->ffn;
+    mt_tensor *h = mt_gelu(c, mt_linear(c, x, &P->t[f->fc1_w], ptensor(P, f->fc1_b)));
+    CHECK(h->shape[2] == cfg->F, "the FFN's hidden width");
+    return mt_linear(c, ref_ln_tensor(c, P, &bp->ffn_inner, h), &P->t[f->fc2_w],
+                     ptensor(P, f->fc2_b));
+}
+
 static void test_block_formula(void) {
     int B = 2, T = 5, C = 16, F = 24;
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
-    for (int pl = 0; pl < 3; pl++) {
+    for (int pl = 0; pl < MT_PLACEMENTS.n; pl++) {
         mt_block_cfg cfg = {.C = C, .F = F, .n_head = 2, .bias = true, .causal = true,
                             .norm = mt_norm_default(MT_NORM_LN), .placement = (mt_placement)pl,
                             .alpha = 1.7f, .act = MT_ACT_GELU};
@@ -377,6 +412,27 @@ static void test_block_formula(void) {
         mt_params_init_table(&P);
         mt_block_add_params(&P, "blocks.0", &cfg, &init, &bp);
         CHECK(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
+        /* the extra norms and their widths: Sub-LN's inner norms see C and F channels */
+        bool sub = pl == MT_PLACE_SUBLN, peri = pl == MT_PLACE_PERI;
+        const struct {
+            const char *name;
+            int n;
+            bool on;
+        } extra[] = {{"blocks.0.attn.inner_norm.weight", C, sub},
+                     {"blocks.0.attn.inner_norm.bias", C, sub},
+                     {"blocks.0.ffn.inner_norm.weight", F, sub},
+                     {"blocks.0.ffn.inner_norm.bias", F, sub},
+                     {"blocks.0.attn_out_norm.weight", C, peri},
+                     {"blocks.0.attn_out_norm.bias", C, peri},
+                     {"blocks.0.ffn_out_norm.weight", C, peri},
+                     {"blocks.0.ffn_out_norm.bias", C, peri}};
+        for (int i = 0; i < 8; i++) {
+            int at = -1;
+            for (int j = 0; j < P.n; j++) at = strcmp(P.p[j].name, extra[i].name) ? at : j;
+            CHECK(extra[i].on ? at >= 0 && P.p[at].n == (size_t)extra[i].n : at < 0,
+                  "placement %d: %s %s", pl, extra[i].name, extra[i].on ? "missing" : "present");
+        }
+        CHECK(P.n == 16 + 4 * (sub || peri), "placement %d: %d parameters", pl, P.n);
         mt_rng r;
         mt_rng_seed(&r, 21);
         mt_params_initialize(&P, &r);
@@ -394,10 +450,16 @@ static void test_block_formula(void) {
             mt_sublayer f = s ? mt_ffn_sublayer : mt_attn_sublayer;
             float *out = s ? ref : h1;
             mt_tensor *xin = mt_tensor_from(&c, in, 3, (int[]){B, T, C});
-            if (pl == MT_PLACE_PRE) { /* x + F(LN(x)) */
+            if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN) { /* x + F(LN(x)) */
+                if (pl == MT_PLACE_SUBLN) f = s ? subln_ffn_by_hand : subln_attn_by_hand;
                 ref_layernorm(in, P.t[np->weight].data, P.t[np->bias].data, B * T, C, tmp);
                 mt_tensor *fx = f(&c, &cfg, &P, &bp, mt_tensor_from(&c, tmp, 3, xin->shape), NULL);
                 ref_combine(1.0f, in, fx->data, false, &P, np, n, C, out);
+            } else if (pl == MT_PLACE_PERI) { /* x + LN_out(F(LN_in(x))) */
+                ref_layernorm(in, P.t[np->weight].data, P.t[np->bias].data, B * T, C, tmp);
+                mt_tensor *fx = f(&c, &cfg, &P, &bp, mt_tensor_from(&c, tmp, 3, xin->shape), NULL);
+                mt_tensor *fo = ref_ln_tensor(&c, &P, s ? &bp.ffn_out : &bp.attn_out, fx);
+                ref_combine(1.0f, in, fo->data, false, &P, np, n, C, out);
             } else { /* LN(a x + F(x)), a = 1 (post) or alpha (deepnorm) */
                 mt_tensor *fx = f(&c, &cfg, &P, &bp, xin, NULL);
                 ref_combine(pl == MT_PLACE_DEEPNORM ? cfg.alpha : 1.0f, in, fx->data, true, &P, np,

@@ -52,6 +52,14 @@ static void test_config(void) {
     CHECK(fabsf(g.stack.deepnorm_alpha - powf(12, 0.25f)) < 1e-6f &&
               fabsf(g.stack.deepnorm_beta - powf(48, -0.25f)) < 1e-6f && g.stack.init == MT_SCHEME_DEEPNORM,
           "deepnorm constants %g %g", g.stack.deepnorm_alpha, g.stack.deepnorm_beta);
+    /* Sub-LN, encoder-only: gain sqrt(log 2N), init subln; Peri-LN keeps gpt2 */
+    g = tiny(), g.stack.n_layer = 6, g.stack.placement = MT_PLACE_SUBLN;
+    CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "subln: %s", e.msg);
+    CHECK(fabsf(g.stack.subln_gain - sqrtf(logf(12))) < 1e-6f && g.stack.init == MT_SCHEME_SUBLN,
+          "subln gain %g, init %d", g.stack.subln_gain, (int)g.stack.init);
+    g = tiny(), g.stack.placement = MT_PLACE_PERI;
+    CHECK(mt_vit_config_validate(&g, &e) == MT_OK && g.stack.init == MT_SCHEME_GPT2, "peri: %s",
+          e.msg);
 
     /* JSON both ways */
     g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS), g.stack.bias = false;

@@ -11,13 +11,19 @@
 #define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */
 
 /* The sublayer of a parameter named blocks.<i>.<sub>...: 4 i + (attn_norm 0, attn 1, ffn_norm 2,
-   ffn 3), or -1. */
+   ffn 3), or -1. A sublayer's own norms count with it: Sub-LN's attn.inner_norm and
+   ffn.inner_norm (by their prefix), Peri-LN's attn_out_norm and ffn_out_norm. */
 static int param_group(const char *name) {
-    static const char *const SUB[] = {"attn_norm.", "attn.", "ffn_norm.", "ffn."};
+    static const struct {
+        const char *prefix;
+        int group;
+    } SUB[] = {{"attn_norm.", 0}, {"attn.", 1}, {"attn_out_norm.", 1},
+               {"ffn_norm.", 2},  {"ffn.", 3},  {"ffn_out_norm.", 3}};
     int i, len;
     if (sscanf(name, "blocks.%d.%n", &i, &len) != 1) return -1;
-    for (int s = 0; s < 4; s++)
-        if (strncmp(name + len, SUB[s], strlen(SUB[s])) == 0) return 4 * i + s;
+    for (size_t s = 0; s < sizeof SUB / sizeof SUB[0]; s++)
+        if (strncmp(name + len, SUB[s].prefix, strlen(SUB[s].prefix)) == 0)
+            return 4 * i + SUB[s].group;
     return -1;
 }
 

@@ -4,7 +4,8 @@
  *
  * diag_grad.csv   step,layer,attn_norm,attn,ffn_norm,ffn,total
  *   The L2 norm of the gradient (before clipping) of each block's sublayers: its two norms'
- *   parameters and the attention (q, k, v, out projections) and FFN (fc1, fc2) parameters;
+ *   parameters and the attention (q, k, v, out projections) and FFN (fc1, fc2) parameters, the
+ *   latter with their sublayer's own norms (Sub-LN's inner norms, Peri-LN's output norms);
  *   total = the block's norm. Row layer -1: everything outside the blocks (embeddings, final
  *   norm, head) in total, the sublayer columns empty. The squares of the totals of one step sum
  *   to the squared global gradient norm. Step s is the gradient at the weights after s updates

@@ -1,4 +1,6 @@
-/* The metrics CSV: step,loss,val_loss,lr,grad_norm,ms,tok_per_s, one row per logged step. */
+/* The metrics CSV: step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s, one row per logged
+   step. Files of the older format (no elapsed_s) stay readable; a run resumed on one rewrites it
+   in this format. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -7,23 +9,58 @@
 
 #include "io.h"
 
-static const char HEADER[] = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s\n";
+static const char HEADER[] = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s\n";
+static const char OLD_HEADER[] = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s\n";
 
-/* Keeps the header and the rows of path with step <= keep_until (a resumed run's past). */
-static mt_status truncate_rows(const char *path, long keep_until, mt_err *err) {
+/* The 8th field of a row (elapsed_s), 0 when it is missing or empty. */
+static double row_elapsed(const char *line) {
+    for (int commas = 0; *line && commas < 7; line++) commas += *line == ',';
+    return *line && *line != '\n' ? strtod(line, NULL) : 0;
+}
+
+/* Keeps the header and the rows of path with step <= keep_until (a resumed run's past); *elapsed
+   gets the last kept row's elapsed_s. A file with the older header is rewritten with the current
+   one, its kept rows given an empty elapsed_s. */
+static mt_status truncate_rows(const char *path, long keep_until, double *elapsed, mt_err *err) {
+    *elapsed = 0;
     FILE *f = fopen(path, "r+b");
     if (!f)
         return errno == ENOENT ? MT_OK
                                : mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char line[512];
     long keep = 0; /* bytes kept */
-    bool header = true;
+    bool header = true, old = false;
+    char *rows = NULL; /* an old file's kept rows, each with ",\n" for its newline */
+    size_t len = 0;
     while (fgets(line, sizeof line, f)) {
-        if (!header && strtol(line, NULL, 10) > keep_until) break;
-        header = false;
+        if (header) {
+            old = strcmp(line, OLD_HEADER) == 0;
+            header = false;
+            keep = ftell(f);
+            continue;
+        }
+        if (strtol(line, NULL, 10) > keep_until) break;
         keep = ftell(f);
+        *elapsed = row_elapsed(line);
+        if (!old) continue;
+        size_t n = strcspn(line, "\n");
+        char *grown = realloc(rows, len + n + 3);
+        if (!grown) {
+            free(rows);
+            fclose(f);
+            return mt_errorf(err, MT_ENOMEM, "%s: out of memory to rewrite it", path);
+        }
+        rows = grown;
+        memcpy(rows + len, line, n);
+        memcpy(rows + len + n, ",\n", 3);
+        len += n + 2;
     }
-    bool ok = !ferror(f) && fflush(f) == 0 && ftruncate(fileno(f), keep) == 0;
+    bool ok = !ferror(f);
+    if (ok && old) /* the current header, then the rows with an empty elapsed_s */
+        ok = fseek(f, 0, SEEK_SET) == 0 && fputs(HEADER, f) != EOF &&
+             (len == 0 || fwrite(rows, 1, len, f) == len) && (keep = ftell(f)) >= 0;
+    ok = ok && fflush(f) == 0 && ftruncate(fileno(f), keep) == 0;
+    free(rows);
     fclose(f);
     return ok ? MT_OK : mt_errorf(err, MT_EIO, "%s: cannot rewrite: %s", path, strerror(errno));
 }
@@ -35,6 +72,7 @@ mt_status mt_metrics_open(mt_metrics *m, const char *path, long keep_until, mt_e
 mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
                                const char *const *extra, mt_err *err) {
     m->f = NULL;
+    m->elapsed0 = 0;
     m->n_extra = 0;
     char header[sizeof HEADER + 256];
     snprintf(header, sizeof header, "%.*s", (int)sizeof HEADER - 2, HEADER);
@@ -44,7 +82,7 @@ mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
     }
     strcat(header, "\n");
     if (keep_until >= 0) {
-        mt_status s = truncate_rows(path, keep_until, err);
+        mt_status s = truncate_rows(path, keep_until, &m->elapsed0, err);
         if (s != MT_OK) return s;
     }
     m->f = fopen(path, keep_until >= 0 ? "ab" : "wb");
@@ -60,8 +98,8 @@ mt_status mt_metrics_write(mt_metrics *m, const mt_metrics_row *r, mt_err *err) 
     char val[32] = "";
     if (!isnan(r->val_loss)) snprintf(val, sizeof val, "%.6f", r->val_loss);
     /* flushed every row, so the file can be followed (tail -f, a plotting loop) while training */
-    bool ok = fprintf(m->f, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f", r->step, r->loss, val, r->lr,
-                      r->grad_norm, r->ms, r->tok_per_s) >= 0;
+    bool ok = fprintf(m->f, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f,%.3f", r->step, r->loss, val, r->lr,
+                      r->grad_norm, r->ms, r->tok_per_s, r->elapsed_s) >= 0;
     for (int k = 0; k < m->n_extra && ok; k++)
         ok = r->extra && !isnan(r->extra[k]) ? fprintf(m->f, ",%.6f", r->extra[k]) >= 0
                                              : fputc(',', m->f) != EOF;

@@ -102,6 +102,8 @@ static mt_status build_table(mt_encdec *m, const mt_encdec_config *cfg, mt_err *
     L->dec_cfg.n_layer = g->dec_layers;
     L->dec_cfg.deepnorm_alpha = g->dec_deepnorm_alpha;
     L->dec_cfg.deepnorm_beta = g->dec_deepnorm_beta;
+    /* Sub-LN: the stack's subln_gain is the encoder's, the decoder's from its row */
+    L->dec_cfg.subln_gain = mt_subln_gain(MT_DEEPNORM_ENCDEC_DECODER, g->enc_layers, g->dec_layers);
     mt_block_cfg enc_block = mt_stack_block(&L->enc_cfg, false),
                  dec_block = mt_stack_block(&L->dec_cfg, true);
     dec_block.cross = true;
@@ -444,23 +446,11 @@ static double activation_bytes(const void *cfg, int B, bool training) {
 
 static int row_units(const void *cfg) { return (void)cfg, 1; }
 
-static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
-    mt_encdec *m = malloc(sizeof *m);
-    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
-    mt_status s = build_table(m, cfg, err);
-    if (s != MT_OK) {
-        mt_encdec_free(m);
-        free(m);
-        return s;
-    }
-    *mp = &m->base;
-    return MT_OK;
+static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
+    return build_table(m, cfg, err);
 }
 
-static void type_free(mt_model *m) {
-    mt_encdec_free((mt_encdec *)m);
-    free(m);
-}
+static void type_free(mt_model *m) { mt_encdec_free((mt_encdec *)m); }
 
 static char *meta_to_json(const mt_model *m) {
     return mt_g2p_vocab_to_json(&((const mt_encdec *)m)->vocab);
@@ -500,6 +490,7 @@ const mt_model_type mt_encdec_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .row_units = row_units,
+    .size = sizeof(mt_encdec),
     .build_table = type_build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,

@@ -69,7 +69,7 @@ static mt_tensor *cached_self(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
         attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->k + at, st->v + at, n, C,
                cfg->n_head, p);
     }
-    return mt_param_linear(c, P, ap->out_w, ap->out_b, y);
+    return mt_attn_output(c, cfg, P, bp, y);
 }
 
 /* The cross-attention of x (B, 1, C) on the cached keys and values of row b's src_len letters. */
@@ -87,6 +87,8 @@ static mt_tensor *cached_cross(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
         attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->ck + at, st->cv + at,
                st->src_len[b], C, cfg->n_head, p);
     }
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
     return mt_param_linear(c, P, ap->out_w, ap->out_b, y);
 }
 
@@ -126,9 +128,9 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
         layer_arg a = {st, l};
-        x = mt_residual(c, bc, P, bp, &bp->attn_norm, x, cached_self, &a);
-        x = mt_residual(c, bc, P, bp, &bp->cross_norm, x, cached_cross, &a);
-        x = mt_residual(c, bc, P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+        x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, cached_self, &a);
+        x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, cached_cross, &a);
+        x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
     }
     mt_tensor *y = mt_encdec_head(c, m, x);
     memcpy(logits, y->data, y->n * sizeof(float));

@@ -146,10 +146,10 @@ void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *n
 
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
-    double N = (double)B * cfg->n_ctx, C = s->n_embd, F = s->n_ff, T = cfg->n_ctx;
-    /* per block about 16 (B, T, C) and 4 (B, T, F) tensors, per-thread (T, T) attention
-       scratch; then the logits; doubled for gradients */
-    double floats = N * (s->n_layer * (16 * C + 4 * F) + 4 * C + 4.0 * cfg->n_vocab) +
+    double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
+    /* the blocks (mt_stack_token_floats), per-thread (T, T) attention scratch; then the logits;
+       doubled for gradients */
+    double floats = N * (mt_stack_token_floats(s) + 4 * C + 4.0 * cfg->n_vocab) +
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }
@@ -289,23 +289,11 @@ static double activation_bytes(const void *cfg, int B, bool training) {
 
 static int row_units(const void *cfg) { return ((const mt_gpt_config *)cfg)->n_ctx; }
 
-static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
-    mt_gpt *m = malloc(sizeof *m);
-    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
-    mt_status s = build_table(m, cfg, err);
-    if (s != MT_OK) {
-        mt_gpt_free(m);
-        free(m);
-        return s;
-    }
-    *mp = &m->base;
-    return MT_OK;
+static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
+    return build_table(m, cfg, err);
 }
 
-static void type_free(mt_model *m) {
-    mt_gpt_free((mt_gpt *)m);
-    free(m);
-}
+static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
 
 static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }
 
@@ -345,6 +333,7 @@ const mt_model_type mt_gpt_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .row_units = row_units,
+    .size = sizeof(mt_gpt),
     .build_table = type_build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,

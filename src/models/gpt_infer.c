@@ -48,8 +48,8 @@ typedef struct {
 
 /* The attention sublayer over the cache: q, k, v of the n new tokens (1, n, C); their k and v
    are stored at rows pos0.. of the layer's cache; per head h, S (n, L) = Q_h K_h^T / sqrt(HS)
-   masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_h; then out_proj. As mt_attention,
-   without the tape. */
+   masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_h; then the output projection
+   (mt_attn_output: with Sub-LN's inner norm). As mt_attention, without the tape. */
 static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                               const mt_block_params *bp, mt_tensor *x, void *argp) {
     cached_attn_arg *arg = argp;
@@ -80,7 +80,7 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L, V + h * HS,
                     C, 0.0f, y->data + h * HS, C);
     });
-    return mt_param_linear(c, P, a->out_w, a->out_b, y);
+    return mt_attn_output(c, cfg, P, bp, y);
 }
 
 /* Runs the window's tokens [pos0, len) through the model; the last one's logits -> kv->logits. */
@@ -99,8 +99,8 @@ static void run(mt_kv_cache *kv, int pos0) {
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
             cached_attn_arg arg = {kv, l, pos0};
-            x = mt_residual(c, &st->block, &m->P, bp, &bp->attn_norm, x, cached_attn, &arg);
-            x = mt_residual(c, &st->block, &m->P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_ATTN, x, cached_attn, &arg);
+            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
         }
         logits = mt_gpt_head(c, m, x);
     }

@@ -16,8 +16,20 @@ mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_er
     return mt_errorf(err, MT_EINVAL, "unknown model '%s' (accepted: %s)", name, names);
 }
 
+mt_status mt_model_table(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err) {
+    void *p = malloc(type->size);
+    *m = p;
+    if (!p) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    mt_status s = type->build_table(p, cfg, err);
+    if (s != MT_OK) {
+        mt_model_free(p);
+        *m = NULL;
+    }
+    return s;
+}
+
 mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err) {
-    mt_status s = type->build_table(m, cfg, err);
+    mt_status s = mt_model_table(m, type, cfg, err);
     if (s == MT_OK && (s = mt_params_alloc((*m)->P, err)) != MT_OK) {
         mt_model_free(*m);
         *m = NULL;
@@ -34,7 +46,8 @@ int mt_model_metric_count(const mt_model_type *type) {
 }
 
 void mt_model_free(mt_model *m) {
-    if (m) m->type->free(m);
+    if (m && m->type) m->type->free(m);
+    free(m);
 }
 
 char *mt_model_config_json(const mt_model *m) { return mt_cf_to_json(m->type->fields, m->cfg); }

@@ -64,9 +64,12 @@ struct mt_model_type {
     /* Units (tokens, images) in a row: throughput. */
     int (*row_units)(const void *cfg);
 
-    /* The model of a config (validated again here): its parameter table, not yet allocated
-       (mt_model_build allocates), so that its memory can be checked first. */
-    mt_status (*build_table)(mt_model **m, const void *cfg, mt_err *err);
+    /* The model of a config (validated again here) into m, the type's instance struct of size
+       bytes: its parameter table, not yet allocated (mt_model_build allocates), so that its
+       memory can be checked first. free releases what an instance holds, even a failed
+       build's. Both through mt_model_table and mt_model_free. */
+    size_t size;
+    mt_status (*build_table)(void *m, const void *cfg, mt_err *err);
     void (*free)(mt_model *m);
     /* What the model reads its inputs with (the tokenizer; image size, normalisation and class
        names) as JSON, both ways; from_json checks it against the config. */
@@ -116,7 +119,10 @@ extern const mt_model_type *const mt_model_types[];
 mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_err *err);
 
 /* ---- what every model does through its type -------------------------------------------------- */
-/* build_table, then the parameters allocated. */
+/* A model of type built from cfg, its parameter table not yet allocated (malloc'd: free it
+   with mt_model_free); NULL and the error on failure. */
+mt_status mt_model_table(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err);
+/* mt_model_table, then the parameters allocated. */
 mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err);
 void mt_model_free(mt_model *m); /* NULL: nothing */
 char *mt_model_config_json(const mt_model *m); /* malloc'd */

@@ -13,7 +13,9 @@
  * Parameter names follow torch.nn (Linear weight [out, in]): tok_emb.weight (V, C),
  * pos_emb.weight (T, C), blocks.{i}.attn_norm.*, blocks.{i}.ffn_norm.*,
  * blocks.{i}.attn.{q_proj,k_proj,v_proj,out_proj}.{weight,bias}, blocks.{i}.ffn.{fc1,fc2}.*,
- * final_norm.* (pre only), lm_head.weight (untied only). */
+ * (subln) blocks.{i}.attn.inner_norm.*, blocks.{i}.ffn.inner_norm.*, (peri)
+ * blocks.{i}.attn_out_norm.*, blocks.{i}.ffn_out_norm.*, final_norm.* (pre, subln, peri),
+ * lm_head.weight (untied only). */
 extern const mt_model_type mt_gpt_type;
 
 typedef struct {
@@ -103,9 +105,9 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * reshaped -- mapped to C channels; with the class token the sequence is [cls, patches] (T + 1);
  * a learned position embedding; n_layer bidirectional blocks from src/nn (any norm: bn, in, gn
  * too, their statistics over the tokens as mt_norm_tokens defines them; any placement, DeepNorm
- * with the encoder-only alpha and beta); the final norm (pre only) on every token; the class
- * token's output or the mean over tokens; a linear head to K classes. Trained on an image
- * dataset (data.h), cross-entropy of the labels.
+ * with the encoder-only alpha and beta, Sub-LN with the encoder-only gain); the final norm (pre,
+ * subln, peri) on every token; the class token's output or the mean over tokens; a linear head
+ * to K classes. Trained on an image dataset (data.h), cross-entropy of the labels.
  * Parameter names: patch_embed.{weight,bias}, cls_token (1, C) (cls pooling only),
  * pos_emb.weight (T or T + 1, C), blocks.{i}.* as the GPT's, final_norm.*, head.{weight,bias}. */
 extern const mt_model_type mt_vit_type;

@@ -11,7 +11,8 @@ static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_GPT2] = {"gpt2", "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
     [MT_SCHEME_XAVIER] = {"xavier", "Xavier-normal"},
     [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1, fc2"},
-    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, else gpt2"},
+    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1, fc2"},
+    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, else gpt2"},
 };
 static const mt_enum_item RMS_FORMS[] = {
     [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
@@ -53,6 +54,7 @@ static const mt_cf_field FIELDS[] = {
       "0..", NULL),
     F("deepnorm_beta", FLOAT, deepnorm_beta, "DeepNorm's init gain; 0: from the depth", "0..",
       NULL),
+    F("subln_gain", FLOAT, subln_gain, "Sub-LN's init gain; 0: from the depth", "0..", NULL),
     F("init", ENUM, init, "weight init", NULL, &MT_INIT_SCHEMES),
     {"bias", MT_CF_BOOL, offsetof(mt_stack_config, bias), "no biases in the linear layers", NULL,
      NULL, "no_bias"},
@@ -91,23 +93,32 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                              enums[i].e->what, enums[i].v, enums[i].e->n);
     if (!(s->dropout >= 0 && s->dropout < 1))
         return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
-    if (!(s->deepnorm_alpha >= 0) || !(s->deepnorm_beta >= 0))
-        return mt_errorf(err, MT_EINVAL, "config: deepnorm_alpha = %g, deepnorm_beta = %g: "
-                         "expected 0 (from the depth) or more", s->deepnorm_alpha,
-                         s->deepnorm_beta);
+    if (!(s->deepnorm_alpha >= 0) || !(s->deepnorm_beta >= 0) || !(s->subln_gain >= 0))
+        return mt_errorf(err, MT_EINVAL, "config: deepnorm_alpha = %g, deepnorm_beta = %g, "
+                         "subln_gain = %g: expected 0 (from the depth) or more", s->deepnorm_alpha,
+                         s->deepnorm_beta, s->subln_gain);
     mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
     if (s->n_ff == 0 && s->n_embd > INT_MAX / 4)
         return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
                          "overflows an int; give n_ff", s->n_embd);
     if (s->n_ff == 0) s->n_ff = 4 * s->n_embd;
+    mt_err inner;
+    if (mt_placement_inner_norm(s->placement) &&
+        mt_norm_validate(&s->norm, s->n_ff, causal, &inner) != MT_OK)
+        return mt_errorf(err, MT_EINVAL, "--placement %s also normalises the FFN's n_ff = %d "
+                         "channels: %s", mt_enum_name(&MT_PLACEMENTS, s->placement), s->n_ff,
+                         inner.msg);
     s->norm.eps = mt_norm_eps(&s->norm);
     float a, b;
     mt_deepnorm_constants(arch, N, M, &a, &b);
     if (!(s->deepnorm_alpha > 0)) s->deepnorm_alpha = a;
     if (!(s->deepnorm_beta > 0)) s->deepnorm_beta = b;
+    if (!(s->subln_gain > 0)) s->subln_gain = mt_subln_gain(arch, N, M);
     if (s->init == MT_SCHEME_AUTO)
-        s->init = s->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM : MT_SCHEME_GPT2;
+        s->init = s->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM
+                  : s->placement == MT_PLACE_SUBLN  ? MT_SCHEME_SUBLN
+                                                    : MT_SCHEME_GPT2;
     return MT_OK;
 }
 
@@ -127,6 +138,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     int C = s->n_embd, F = s->n_ff;
     float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)), beta = s->deepnorm_beta;
+    float gamma = s->subln_gain;
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
@@ -135,9 +147,18 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     case MT_SCHEME_XAVIER: return (mt_block_init){sq, sq, sq, sq, sf, sf};
     case MT_SCHEME_DEEPNORM:
         return (mt_block_init){sq, sq, beta * sq, beta * sq, beta * sf, beta * sf};
+    case MT_SCHEME_SUBLN: /* Magneto's Xavier-normal with gain gamma */
+        return (mt_block_init){sq, sq, gamma * sq, gamma * sq, gamma * sf, gamma * sf};
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);
+}
+
+double mt_stack_token_floats(const mt_stack_config *s) {
+    double C = s->n_embd, F = s->n_ff, block = 16 * C + 4 * F;
+    if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
+    if (mt_placement_out_norm(s->placement)) block += 4 * C;
+    return s->n_layer * block;
 }
 
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out) {

@@ -12,9 +12,11 @@ typedef enum {
     MT_SCHEME_GPT2,     /* N(0, 0.02); out_proj and fc2 N(0, (0.02 / sqrt(2 n_layer))^2) */
     MT_SCHEME_XAVIER,   /* Xavier-normal, gain 1: std = sqrt(2 / (fan_in + fan_out)) */
     MT_SCHEME_DEEPNORM, /* Xavier-normal, gain beta for fc1, fc2, v_proj, out_proj; 1 for q, k */
-    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, gpt2 otherwise (validate sets it) */
+    MT_SCHEME_SUBLN,    /* Xavier-normal, gain gamma for fc1, fc2, v_proj, out_proj; 1 for q, k */
+    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, subln for subln, gpt2 otherwise
+                           (validate sets it) */
 } mt_init_scheme;
-extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "auto" */
+extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "auto" */
 extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 
 typedef struct {
@@ -22,6 +24,7 @@ typedef struct {
     mt_norm_cfg norm;
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
+    float subln_gain;                    /* Sub-LN's gamma; 0: from the depth */
     mt_init_scheme init;
     bool bias;
     mt_act act;
@@ -37,9 +40,11 @@ extern const mt_cf_table MT_STACK_FIELDS;
 
 /* Checks every field and resolves the derived ones, so that a validated config says exactly what
    the model computes: n_ff (0: 4 n_embd), the norm's eps (its default as a number), DeepNorm's
-   alpha and beta (unless set, > 0) from the row of arch for N encoder and M decoder layers (the
-   count arch does not have is ignored), init AUTO (deepnorm for the deepnorm placement, else
-   gpt2). causal: a model reading tokens left to right (bn and in are refused). */
+   alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
+   decoder layers (the count arch does not have is ignored), init AUTO (deepnorm for the
+   deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right
+   (bn and in are refused). With subln the norm must also fit the n_ff channels of the FFN's
+   inner norm. */
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err);
 
@@ -48,12 +53,15 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
 /* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are
    N(0, 0.02) in every scheme. */
 mt_block_init mt_stack_init_stds(const mt_stack_config *s);
+/* Floats of one token's activations through the blocks, roughly (a model's memory estimate):
+   per block about 16 C and 4 F, more for the extra norms of subln and peri. */
+double mt_stack_token_floats(const mt_stack_config *s);
 /* The std of a model's other matrices of fan_in x fan_out (an untied head, a patch embedding):
    N(0, 0.02) under gpt2, Xavier-normal with gain 1 otherwise. */
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out);
 
 /* The blocks of a validated stack: n_layer blocks named <prefix>.{i}, their parameters added to
-   P, and the final norm (pre only) named <prefix_final>. */
+   P, and the final norm (pre, subln, peri) named <prefix_final>. */
 typedef struct {
     mt_block_cfg block;      /* the same for every block */
     mt_block_params *blocks; /* (n_layer) */

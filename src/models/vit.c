@@ -1,6 +1,6 @@
 /* ViT (models.h): patches -> linear embedding -> [cls] + position -> bidirectional blocks from
-   src/nn -> final norm (pre) -> pooling -> head. B batch, CH image channels, H W image size,
-   P patch size, T tokens (patches, + 1 with the class token), C n_embd, K classes. */
+   src/nn -> final norm (pre, subln, peri) -> pooling -> head. B batch, CH image channels, H W
+   image size, P patch size, T tokens (patches, + 1 with the class token), C n_embd, K classes. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@ struct mt_vit_layout {
     int cls_token;            /* (1, C), -1 with mean pooling */
     int pos_emb;              /* (T, C) */
     int head_w, head_b;       /* (K, C), (K) */
-    mt_stack stack;           /* bidirectional blocks, the final norm (pre only) */
+    mt_stack stack;           /* bidirectional blocks, the final norm (pre, subln, peri) */
 };
 
 static const mt_enum_item POOLS[] = {
@@ -156,11 +156,11 @@ mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *
 
 double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
-    double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd, F = s->n_ff;
+    double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd;
     double D = (double)cfg->channels * cfg->patch * cfg->patch;
-    /* the patches and their embedding; per block about 16 (B, T, C) and 4 (B, T, F) tensors and
-       (T, T) attention scratch per head; the logits; doubled for gradients */
-    double floats = N * (D + 4 * C + s->n_layer * (16 * C + 4 * F)) +
+    /* the patches and their embedding; the blocks (mt_stack_token_floats) and (T, T) attention
+       scratch per head; the logits; doubled for gradients */
+    double floats = N * (D + 4 * C + mt_stack_token_floats(s)) +
                     s->n_layer * 4.0 * B * s->n_head * T * T + 4.0 * B * cfg->n_classes;
     return (training ? 2 : 1) * floats * sizeof(float);
 }
@@ -374,23 +374,11 @@ static double activation_bytes(const void *cfg, int B, bool training) {
 
 static int row_units(const void *cfg) { return (void)cfg, 1; }
 
-static mt_status type_build_table(mt_model **mp, const void *cfg, mt_err *err) {
-    mt_vit *m = malloc(sizeof *m);
-    if (!m) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
-    mt_status s = build_table(m, cfg, err);
-    if (s != MT_OK) {
-        mt_vit_free(m);
-        free(m);
-        return s;
-    }
-    *mp = &m->base;
-    return MT_OK;
+static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
+    return build_table(m, cfg, err);
 }
 
-static void type_free(mt_model *m) {
-    mt_vit_free((mt_vit *)m);
-    free(m);
-}
+static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
 
 static char *meta_to_json(const mt_model *m) {
     return mt_images_meta_to_json(&((const mt_vit *)m)->meta);
@@ -436,6 +424,7 @@ const mt_model_type mt_vit_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .row_units = row_units,
+    .size = sizeof(mt_vit),
     .build_table = type_build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,

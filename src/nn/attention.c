@@ -11,7 +11,7 @@
    QB queries' scores for one key, so the softmax's max and sum over keys run down the columns
    as vector operations, with no reduction across a vector. Causal blocks stop at the block's
    last query, kend = q0 + QB keys. Two ways to compute the products, chosen by the head's size:
-   - small heads (HS a multiple of the vector width TW, T <= SMALL_T; all the bench configs):
+   - small heads (HS a multiple of the vector width MT_VW, T <= SMALL_T; all the bench configs):
      register tiles of TR rows by whole vectors, read straight from the (B, T, C) buffers and a
      per-head Q^T (backward: dO^T) (HS, Tp) copy: no sgemm call overhead on 32 x 32 blocks.
      Causal products stop at each tile's last row, and score tiles skip the vector of queries
@@ -25,23 +25,13 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../tensor/vmath.h"
+#include "../tensor/simd.h"
 #include "nn.h"
 
-/* TW: floats in one vector register */
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define TW 16
-#elif defined(__AVX__)
-#define TW 8
-#else
-#define TW 4
-#endif
-typedef float vf __attribute__((vector_size(TW * sizeof(float))));
 enum {
-    TR = 8,        /* rows of a register tile; its columns are vectors */
-    QB = 2 * TW,   /* queries per block of transposed scores (a multiple of TR) */
-    SMALL_T = 512, /* longest T on the small path: beyond, P and dS (T, T) leave L2 (measured) */
+    TR = 8,         /* rows of a register tile; its columns are vectors */
+    QB = 2 * MT_VW, /* queries per block of transposed scores (a multiple of TR) */
+    SMALL_T = 512,  /* longest T on the small path: beyond, P and dS (T, T) leave L2 (measured) */
 };
 
 typedef struct {
@@ -54,7 +44,7 @@ typedef struct {
 static attn_dims dims_of(const mt_node *n) {
     int T = n->i[1], HS = n->i[2] / n->i[3];
     bool causal = n->i[4];
-    return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal, HS % TW == 0 && T <= SMALL_T,
+    return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal, HS % MT_VW == 0 && T <= SMALL_T,
                        (T + QB - 1) / QB * QB};
 }
 
@@ -68,50 +58,6 @@ static int key_end(const attn_dims *d, int q0) {
     return d->causal && q0 + QB < d->T ? q0 + QB : d->T;
 }
 
-/* a b + c lane by lane, in one rounding where the CPU has FMA (MT_MADD): a loop over the TW lanes
-   that the compiler turns into one vector instruction */
-static vf vmadd(vf a, vf b, vf c) {
-    vf y;
-    for (int j = 0; j < TW; j++) y[j] = MT_MADD(a[j], b[j], c[j]);
-    return y;
-}
-
-static vf vload(const float *p) {
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* exp(x) lane by lane for x <= 0, a score minus its query's max, -inf included; NaN stays NaN.
-   With AVX-512: x clamped to -104 (below, exp is 0 in float), exp(r) by mt_vexp_reduced's
-   reduction and polynomial in FMAs, 2^n by vscalefps (denormals and 0 included, no edge
-   selects). Else: 0 below -80 (where exp is 1.8e-35, an absolute error below that on
-   probabilities summing to 1), so that 2^n fits one exponent. */
-static inline vf vexp_le0(vf x) {
-#if defined(__AVX512F__)
-    __m512 c = _mm512_max_ps(_mm512_set1_ps(-104.0f), (__m512)x); /* NaN: x */
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    return (vf)_mm512_scalef_ps(p, n);
-#else
-    vf y;
-    for (int j = 0; j < TW; j++) {
-        float c = x[j] > -80.0f ? x[j] : -80.0f, n, p = mt_vexp_reduced(c, &n);
-        y[j] = x[j] >= -80.0f ? p * mt_vpow2i((int)n) : x[j] != x[j] ? x[j] : 0.0f;
-    }
-    return y;
-#endif
-}
-
 enum { SCORES, PROBS }; /* what block_rows leaves */
 
 /* Rows [s0, s1) (keys) of a block of transposed scores St (QB queries from q0, row stride ld)
@@ -121,7 +67,7 @@ enum { SCORES, PROBS }; /* what block_rows leaves */
            exp(S - m) (softmax_block) times r, bit for bit (the same operations on the same y;
            the large path's backward).
    A row's vectors of queries that all come before its key get the masked value without the
-   arithmetic. The loops over a vector's TW lanes are vector instructions. */
+   arithmetic. The loops over a vector's MT_VW lanes are vector instructions. */
 static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, int s0, int s1,
                        float *u, const float *w) {
     float a[QB], b[QB]; /* u and w, which rows cannot alias */
@@ -129,14 +75,15 @@ static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, 
     if (kind == PROBS) memcpy(b, w, sizeof b);
     for (int s = s0; s < s1; s++) {
         float *row = St + (size_t)s * ld;
-        for (int j0 = 0; j0 < QB; j0 += TW) {
-            if (d->causal && s >= q0 + j0 + TW) { /* every query of the vector masked */
-                for (int j = j0; j < j0 + TW; j++) row[j] = kind == SCORES ? -INFINITY : 0.0f;
+        for (int j0 = 0; j0 < QB; j0 += MT_VW) {
+            if (d->causal && s >= q0 + j0 + MT_VW) { /* every query of the vector masked */
+                for (int j = j0; j < j0 + MT_VW; j++) row[j] = kind == SCORES ? -INFINITY : 0.0f;
                 continue;
             }
-            vf e = kind == PROBS ? vexp_le0(vload(row + j0) - vload(a + j0)) * vload(b + j0)
-                                 : (vf){0};
-            for (int j = j0; j < j0 + TW; j++) {
+            mt_vf e = {0};
+            if (kind == PROBS)
+                e = mt_vf_exp_le0(mt_vf_load(row + j0) - mt_vf_load(a + j0)) * mt_vf_load(b + j0);
+            for (int j = j0; j < j0 + MT_VW; j++) {
                 bool masked = d->causal && s > q0 + j;
                 if (kind == SCORES) {
                     row[j] = masked ? -INFINITY : row[j];
@@ -159,13 +106,13 @@ static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int ken
     float sum[QB] = {0};
     for (int s = 0; s < kend; s++) {
         float *row = St + (size_t)s * ld;
-        for (int j0 = 0; j0 < QB; j0 += TW) {
-            if (d->causal && s >= q0 + j0 + TW) { /* masked: exp(-inf) */
-                for (int j = j0; j < j0 + TW; j++) row[j] = 0.0f;
+        for (int j0 = 0; j0 < QB; j0 += MT_VW) {
+            if (d->causal && s >= q0 + j0 + MT_VW) { /* masked: exp(-inf) */
+                for (int j = j0; j < j0 + MT_VW; j++) row[j] = 0.0f;
                 continue;
             }
-            vf e = vexp_le0(vload(row + j0) - vload(mx + j0));
-            for (int j = j0; j < j0 + TW; j++) sum[j] += row[j] = e[j - j0];
+            mt_vf e = mt_vf_exp_le0(mt_vf_load(row + j0) - mt_vf_load(mx + j0));
+            for (int j = j0; j < j0 + MT_VW; j++) sum[j] += row[j] = e[j - j0];
         }
     }
     for (int j = 0; j < QB; j++) sum[j] = 1.0f / sum[j];
@@ -204,28 +151,27 @@ static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int
                                                            float alpha, const float *A, int lda,
                                                            int nr, const float *Bt, int ldb,
                                                            int K) {
-    enum { NV = QB / TW };
+    enum { NV = QB / MT_VW };
     const float *a[TR];
-    vf acc[TR][NV];
+    mt_vf acc[TR][NV];
     for (int r = 0; r < TR; r++) {
         a[r] = A + (size_t)(r < nr ? r : nr - 1) * lda;
-        for (int j = 0; j < NV; j++) acc[r][j] = (vf){0};
+        for (int j = 0; j < NV; j++) acc[r][j] = (mt_vf){0};
     }
     for (int i = 0; i < K; i++) {
-        vf b[NV];
-        for (int j = j0; j < NV; j++) b[j] = vload(Bt + (size_t)i * ldb + j * TW);
+        mt_vf b[NV];
+        for (int j = j0; j < NV; j++) b[j] = mt_vf_load(Bt + (size_t)i * ldb + j * MT_VW);
 #pragma GCC unroll 8
         for (int r = 0; r < TR; r++)
-            for (int j = j0; j < NV; j++) acc[r][j] = vmadd(b[j], a[r][i] - (vf){0}, acc[r][j]);
+            for (int j = j0; j < NV; j++)
+                acc[r][j] = mt_vf_madd(b[j], a[r][i] - (mt_vf){0}, acc[r][j]);
     }
     for (int r = 0; r < TR; r++)
-        for (int j = 0; j < NV; j++) {
-            vf y = alpha * acc[r][j];
-            memcpy(D + (size_t)r * ldd + j * TW, &y, sizeof y);
-        }
+        for (int j = 0; j < NV; j++)
+            MT_VSTORE(D + (size_t)r * ldd + j * MT_VW, alpha * acc[r][j]);
 }
 
-/* D (nr, nv TW) row stride ldd, nr <= TR, (+)= alpha_r sum_{k0 <= k < k1} A(r, k) B[k, :]:
+/* D (nr, nv MT_VW) row stride ldd, nr <= TR, (+)= alpha_r sum_{k0 <= k < k1} A(r, k) B[k, :]:
    A(r, k) = A[r ar + k ak] (ar, ak pick A or A^T) for r < TR, B row stride ldb; = when
    !accumulate; alpha_r = alpha, or rs[r] when rs. */
 static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int ldd, int nr,
@@ -234,28 +180,28 @@ static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int
                                                            const float *A, int ar, int ak,
                                                            const float *B, int ldb, int k0,
                                                            int k1) {
-    vf acc[TR][2];
+    mt_vf acc[TR][2];
     /* D's rows, read at the end: their cache misses overlap the products */
     for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nv; j++) __builtin_prefetch(D + (size_t)r * ldd + j * TW, 1);
+        for (int j = 0; j < nv; j++) __builtin_prefetch(D + (size_t)r * ldd + j * MT_VW, 1);
     for (int r = 0; r < TR; r++)
-        for (int j = 0; j < nv; j++) acc[r][j] = (vf){0};
+        for (int j = 0; j < nv; j++) acc[r][j] = (mt_vf){0};
     for (int k = k0; k < k1; k++) {
-        vf b[2];
-        for (int j = 0; j < nv; j++) b[j] = vload(B + (size_t)k * ldb + j * TW);
+        mt_vf b[2];
+        for (int j = 0; j < nv; j++) b[j] = mt_vf_load(B + (size_t)k * ldb + j * MT_VW);
         const float *a = A + (size_t)k * ak;
 #pragma GCC unroll 8
         for (int r = 0; r < TR; r++) {
-            vf x = a[(size_t)r * ar] - (vf){0};
-            for (int j = 0; j < nv; j++) acc[r][j] = vmadd(b[j], x, acc[r][j]);
+            mt_vf x = a[(size_t)r * ar] - (mt_vf){0};
+            for (int j = 0; j < nv; j++) acc[r][j] = mt_vf_madd(b[j], x, acc[r][j]);
         }
     }
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nv; j++) {
-            float *d = D + (size_t)r * ldd + j * TW;
-            vf y = (rs ? rs[r] : alpha) * acc[r][j];
-            if (accumulate) y += vload(d);
-            memcpy(d, &y, sizeof y);
+            float *d = D + (size_t)r * ldd + j * MT_VW;
+            mt_vf y = (rs ? rs[r] : alpha) * acc[r][j];
+            if (accumulate) y += mt_vf_load(d);
+            MT_VSTORE(d, y);
         }
 }
 
@@ -280,37 +226,23 @@ static void head_rows(float *D, const attn_dims *d, int t0, float alpha, const f
                       bool accumulate, const float *A, int ar, int ak, const float *X, int k0,
                       int k1) {
     int nr = d->T - t0 < TR ? d->T - t0 : TR;
-    for (int c0 = 0; c0 < d->HS; c0 += 2 * TW) {
-        int nv = d->HS - c0 >= 2 * TW ? 2 : 1;
+    for (int c0 = 0; c0 < d->HS; c0 += 2 * MT_VW) {
+        int nv = d->HS - c0 >= 2 * MT_VW ? 2 : 1;
         tile_ab(nv, D + (size_t)t0 * d->C + c0, d->C, nr, alpha, rs, accumulate, A, ar, ak,
                 X + c0, d->C, k0, k1);
     }
 }
 
 /* Xt (HS, Tp) = the head's X (T, HS) row stride C, transposed, zero padded columns: 8 x 8
-   blocks in registers (three rounds of shuffles, as _MM_TRANSPOSE8_PS), the edges one by one. */
+   blocks in registers (mt_v8_transpose), the edges one by one. */
 static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
-    typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
     int T = d->T, Tp = d->Tp, HS = d->HS, C = d->C, T8 = T / 8 * 8, H8 = HS / 8 * 8;
     for (int t0 = 0; t0 < T8; t0 += 8)
         for (int i0 = 0; i0 < H8; i0 += 8) {
-            v8 r[8], u[8];
-            for (int j = 0; j < 8; j++) memcpy(&r[j], X + (size_t)(t0 + j) * C + i0, sizeof r[j]);
-            for (int j = 0; j < 8; j += 2) { /* interleave row pairs within 4-float halves */
-                u[j] = __builtin_shufflevector(r[j], r[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-                u[j + 1] = __builtin_shufflevector(r[j], r[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-            }
-            for (int j = 0; j < 8; j += 4) { /* then pairs of pairs */
-                r[j] = __builtin_shufflevector(u[j], u[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-                r[j + 1] = __builtin_shufflevector(u[j], u[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-                r[j + 2] = __builtin_shufflevector(u[j + 1], u[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-                r[j + 3] = __builtin_shufflevector(u[j + 1], u[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-            }
-            for (int j = 0; j < 4; j++) { /* then the halves: column j and column j + 4 */
-                u[j] = __builtin_shufflevector(r[j], r[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-                u[j + 4] = __builtin_shufflevector(r[j], r[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-            }
-            for (int j = 0; j < 8; j++) memcpy(Xt + (size_t)(i0 + j) * Tp + t0, &u[j], sizeof u[j]);
+            mt_v8 r[8];
+            for (int j = 0; j < 8; j++) r[j] = mt_v8_load(X + (size_t)(t0 + j) * C + i0);
+            mt_v8_transpose(r);
+            for (int j = 0; j < 8; j++) MT_VSTORE(Xt + (size_t)(i0 + j) * Tp + t0, r[j]);
         }
     for (int i = 0; i < HS; i++) {
         for (int t = i < H8 ? T8 : 0; t < T; t++) Xt[(size_t)i * Tp + t] = X[(size_t)t * C + i];
@@ -321,14 +253,14 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
 /* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt,
    X the head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or
    dO^T; with mx (QB maxima), block_rows' SCORES on each tile while it is in L1. Causal key tiles
-   from q0 + TW on are seen by the second vector of queries only. */
+   from q0 + MT_VW on are seen by the second vector of queries only. */
 static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
                         const float *Yt, int q0, int kend, float *mx) {
     for (int s0 = 0; s0 < kend; s0 += TR) {
         float *D = St + (size_t)s0 * ld;
         const float *A = X + (size_t)s0 * d->C;
         int nr = d->T - s0 < TR ? d->T - s0 : TR;
-        if (d->causal && s0 >= q0 + TW)
+        if (d->causal && s0 >= q0 + MT_VW)
             tile_abt(1, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
         else
             tile_abt(0, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);

@@ -1,5 +1,6 @@
 /* Transformer blocks: activation, the attention and FFN sublayers, the residual placement
-   (Post-LN, Pre-LN, DeepNorm) and DeepNorm's constants. B T C as in nn.h, F the FFN width. */
+   (Post-LN, Pre-LN, DeepNorm, Sub-LN, Peri-LN), DeepNorm's constants and Sub-LN's gain.
+   B T C as in nn.h, F the FFN width. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,9 @@ static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm"},
     [MT_PLACE_POST] = {"post", "N(x + F(x))"},
     [MT_PLACE_DEEPNORM] = {"deepnorm", "N(alpha x + F(x))"},
+    [MT_PLACE_SUBLN] = {"subln", "x + F(N(x)), a norm inside F before its output projection, "
+                                 "final norm"},
+    [MT_PLACE_PERI] = {"peri", "x + N(F(N(x))), final norm"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
@@ -48,6 +52,19 @@ void mt_deepnorm_constants(mt_deepnorm_arch arch, int N, int M, float *alpha, fl
     }
     *alpha = (float)a;
     *beta = (float)b;
+}
+
+/* ---- Sub-LN's gain --------------------------------------------------------------------------- */
+
+float mt_subln_gain(mt_deepnorm_arch arch, int N, int M) {
+    double g2 = 0;
+    switch (arch) {
+    case MT_DEEPNORM_ENCODER_ONLY: g2 = log(2.0 * N); break;
+    case MT_DEEPNORM_DECODER_ONLY: g2 = log(2.0 * M); break;
+    case MT_DEEPNORM_ENCDEC_ENCODER: g2 = log(3.0 * M) * log(2.0 * N) / 3; break;
+    case MT_DEEPNORM_ENCDEC_DECODER: g2 = log(3.0 * M); break;
+    }
+    return (float)sqrt(g2);
 }
 
 /* ---- parameters ------------------------------------------------------------------------------ */
@@ -85,18 +102,30 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
         add_linear(P, name, C, C, bias, proj[i].std, proj[i].w, proj[i].b);
     }
-    bp->cross_norm = (mt_norm_params){-1, -1, -1, -1, -1};
+    bool inner = mt_placement_inner_norm(cfg->placement);
+    bool out = mt_placement_out_norm(cfg->placement);
+    const mt_norm_params none = {-1, -1, -1, -1, -1};
+    bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = none;
+    snprintf(name, sizeof name, "%s.attn.inner_norm", prefix);
+    if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_inner);
+    snprintf(name, sizeof name, "%s.attn_out_norm", prefix);
+    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
+    bp->cross_norm = bp->cross_inner = bp->cross_out = none;
     bp->cross = (mt_attn_params){-1, -1, -1, -1, -1, -1, -1, -1};
     if (cfg->cross) {
         mt_attn_params *x = &bp->cross;
-        int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w}, *b[] = {&x->q_b, &x->k_b, &x->v_b,
-                                                                    &x->out_b};
+        int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
+            *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};
         snprintf(name, sizeof name, "%s.cross_attn_norm", prefix);
         mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_norm);
         for (int i = 0; i < 4; i++) {
             snprintf(name, sizeof name, "%s.cross_attn.%s", prefix, proj[i].name);
             add_linear(P, name, C, C, bias, proj[i].std, w[i], b[i]);
         }
+        snprintf(name, sizeof name, "%s.cross_attn.inner_norm", prefix);
+        if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_inner);
+        snprintf(name, sizeof name, "%s.cross_attn_out_norm", prefix);
+        if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_out);
     }
     snprintf(name, sizeof name, "%s.ffn_norm", prefix);
     mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
@@ -104,6 +133,10 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
     snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
     add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
+    snprintf(name, sizeof name, "%s.ffn.inner_norm", prefix);
+    if (inner) mt_norm_add_params(P, name, &cfg->norm, F, &bp->ffn_inner);
+    snprintf(name, sizeof name, "%s.ffn_out_norm", prefix);
+    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_out);
 }
 
 /* ---- sublayers ------------------------------------------------------------------------------- */
@@ -121,7 +154,7 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
                           : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
-    return mt_param_linear(c, P, a->out_w, a->out_b, y);
+    return mt_attn_output(c, cfg, P, bp, y);
 }
 
 mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
@@ -132,20 +165,38 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, m->mem);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
     return mt_param_linear(c, P, a->out_w, a->out_b, y);
+}
+
+mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                          const mt_block_params *bp, mt_tensor *y) {
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->attn_inner, y);
+    return mt_param_linear(c, P, bp->attn.out_w, bp->attn.out_b, y);
 }
 
 mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg) {
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
+    if (mt_placement_inner_norm(cfg->placement)) { /* a norm between act and fc2: unfused */
+        mt_tensor *h = mt_activation(c, cfg->act, mt_param_linear(c, P, f->fc1_w, f->fc1_b, x));
+        h = mt_norm_tokens(c, &cfg->norm, P, &bp->ffn_inner, h);
+        return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
+    }
     return mt_ffn(c, x, &P->t[f->fc1_w], f->fc1_b >= 0 ? &P->t[f->fc1_b] : NULL, &P->t[f->fc2_w],
                   f->fc2_b >= 0 ? &P->t[f->fc2_b] : NULL, cfg->act);
 }
 
 /* ---- the residual placement: the one place it is decided -------------------------------------- */
 
-bool mt_placement_final_norm(mt_placement p) { return p == MT_PLACE_PRE; }
+bool mt_placement_final_norm(mt_placement p) {
+    return p == MT_PLACE_PRE || p == MT_PLACE_SUBLN || p == MT_PLACE_PERI;
+}
+bool mt_placement_inner_norm(mt_placement p) { return p == MT_PLACE_SUBLN; }
+bool mt_placement_out_norm(mt_placement p) { return p == MT_PLACE_PERI; }
 
 /* f(x), then dropout when configured. */
 static mt_tensor *sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
@@ -155,12 +206,24 @@ static mt_tensor *sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 }
 
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                       const mt_block_params *bp, const mt_norm_params *np, mt_tensor *x,
-                       mt_sublayer f, void *arg) {
+                       const mt_block_params *bp, mt_sub sub, mt_tensor *x, mt_sublayer f,
+                       void *arg) {
     const mt_norm_cfg *n = &cfg->norm;
+    const mt_norm_params *np = sub == MT_SUB_ATTN    ? &bp->attn_norm
+                               : sub == MT_SUB_CROSS ? &bp->cross_norm
+                                                     : &bp->ffn_norm;
     switch (cfg->placement) {
-    case MT_PLACE_PRE: /* x + F(N(x)) */
+    case MT_PLACE_PRE:   /* x + F(N(x)) */
+    case MT_PLACE_SUBLN: /* the same; F holds the inner norm (mt_attn_output, mt_ffn_sublayer) */
         return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x)));
+    case MT_PLACE_PERI: { /* x + N_out(F(N(x))), dropout after N_out */
+        const mt_norm_params *out = sub == MT_SUB_ATTN    ? &bp->attn_out
+                                    : sub == MT_SUB_CROSS ? &bp->cross_out
+                                                          : &bp->ffn_out;
+        mt_tensor *y = f(c, cfg, P, bp, mt_norm_tokens(c, n, P, np, x), arg);
+        y = mt_norm_tokens(c, n, P, out, y);
+        return mt_add(c, x, cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y);
+    }
     case MT_PLACE_POST: /* N(x + F(x)) */
         return mt_norm_tokens(c, n, P, np, mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, x)));
     case MT_PLACE_DEEPNORM: /* N(alpha x + F(x)) */
@@ -181,8 +244,8 @@ mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                const mt_cross_mem *mem) {
     MT_ASSERT(!cfg->cross == !mem, "block: cross-attention %s, memory %s",
               cfg->cross ? "on" : "off", mem ? "given" : "none");
-    x = mt_residual(c, cfg, P, bp, &bp->attn_norm, x, mt_attn_sublayer, (void *)x_len);
+    x = mt_residual(c, cfg, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, (void *)x_len);
     if (cfg->cross)
-        x = mt_residual(c, cfg, P, bp, &bp->cross_norm, x, mt_cross_attn_sublayer, (void *)mem);
-    return mt_residual(c, cfg, P, bp, &bp->ffn_norm, x, mt_ffn_sublayer, NULL);
+        x = mt_residual(c, cfg, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer, (void *)mem);
+    return mt_residual(c, cfg, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
 }

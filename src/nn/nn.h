@@ -83,7 +83,13 @@ mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor 
                         bool channels_last);
 
 /* ---- linear, embedding, attention, FFN, residual blocks ----------------------------------------- */
-typedef enum { MT_PLACE_PRE, MT_PLACE_POST, MT_PLACE_DEEPNORM } mt_placement;
+typedef enum {
+    MT_PLACE_PRE,
+    MT_PLACE_POST,
+    MT_PLACE_DEEPNORM,
+    MT_PLACE_SUBLN, /* Sub-LN (Magneto) */
+    MT_PLACE_PERI,  /* Peri-LN */
+} mt_placement;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
@@ -109,7 +115,7 @@ mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor 
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
-extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm" */
+extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri" */
 
 /* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
@@ -122,12 +128,20 @@ typedef enum {
     MT_DEEPNORM_ENCDEC_DECODER, /* alpha (3M)^(1/4),          beta (12M)^(-1/4) */
 } mt_deepnorm_arch;
 void mt_deepnorm_constants(mt_deepnorm_arch arch, int N, int M, float *alpha, float *beta);
+/* Sub-LN's init gain gamma (Magneto, Wang et al. 2022, arXiv 2210.06423, as torchscale computes
+   it) for the same rows: sqrt(log 2N) encoder-only, sqrt(log 2M) decoder-only,
+   sqrt(log(3M) log(2N) / 3) for an encoder-decoder's encoder, sqrt(log 3M) for its decoder. */
+float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
 
 /* ---- one Transformer block: an attention and an FFN sublayer, each in a residual ---------------
  * Pre-LN:   x = x + F(N(x))        (and a final norm before the head: mt_placement_final_norm)
  * Post-LN:  x = N(x + F(x))
  * DeepNorm: x = N(alpha x + F(x))  (alpha on the skip branch)
- * F is dropout(attention) or dropout(FFN); the FFN is fc2(act(fc1(x))). */
+ * Sub-LN:   x = x + F(N(x)), F with an inner norm before its output projection (final norm)
+ * Peri-LN:  x = x + N_out(F(N(x)))  (final norm)
+ * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
+ * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))), and with Sub-LN
+ * out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
 typedef struct {
     int C, F, n_head;   /* channels, FFN width, heads (divides C) */
     bool bias;          /* biases on every projection */
@@ -148,19 +162,31 @@ typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b;
 } mt_ffn_params;
 typedef struct {
-    mt_norm_params attn_norm, ffn_norm, cross_norm; /* cross_norm, cross: with cfg->cross */
-    mt_attn_params attn, cross;
+    mt_norm_params attn_norm, ffn_norm;
+    mt_attn_params attn;
     mt_ffn_params ffn;
+    mt_norm_params attn_inner, ffn_inner; /* Sub-LN: attn.inner_norm (C), ffn.inner_norm (F) */
+    mt_norm_params attn_out, ffn_out;     /* Peri-LN: attn_out_norm, ffn_out_norm (C) */
+    /* with cfg->cross: cross_attn_norm, cross_attn.*, (Sub-LN) cross_attn.inner_norm,
+       (Peri-LN) cross_attn_out_norm */
+    mt_norm_params cross_norm, cross_inner, cross_out;
+    mt_attn_params cross;
 } mt_block_params;
+
+/* The sublayers of a block: its self-attention, (encoder-decoder) cross-attention, FFN. */
+typedef enum { MT_SUB_ATTN, MT_SUB_FFN, MT_SUB_CROSS } mt_sub;
 
 /* The std of each matrix's N(0, std^2) initialiser, chosen by the model's init scheme. */
 typedef struct {
     float q, k, v, out, fc1, fc2;
 } mt_block_init;
 
-/* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias}, with cfg->cross
-   <prefix>.cross_attn_norm.* and <prefix>.cross_attn.{q,k,v,out}_proj.* (the attention's init
-   stds), <prefix>.ffn_norm.*, <prefix>.ffn.{fc1,fc2}.{weight,bias}; biases initialised to 0. */
+/* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias}, (Sub-LN)
+   <prefix>.attn.inner_norm.*, (Peri-LN) <prefix>.attn_out_norm.*, <prefix>.ffn_norm.*,
+   <prefix>.ffn.{fc1,fc2}.{weight,bias}, (Sub-LN) <prefix>.ffn.inner_norm.*, (Peri-LN)
+   <prefix>.ffn_out_norm.*; with cfg->cross, after the self-attention's, <prefix>.cross_attn_norm.*,
+   <prefix>.cross_attn.{q,k,v,out}_proj.* (the self-attention's init stds) and their Sub-LN or
+   Peri-LN norms as the self-attention's; biases initialised to 0, norms as their kind. */
 void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
                          const mt_block_init *init, mt_block_params *bp);
 /* x (B, T, C) -> (B, T, C) */
@@ -181,11 +207,14 @@ mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
    A sublayer maps x (B, T, C) to (B, T, C); arg is the caller's. */
 typedef mt_tensor *(*mt_sublayer)(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                   const mt_block_params *bp, mt_tensor *x, void *arg);
-/* The placement, decided here only: x and the sublayer f around norm np (see above). */
+/* The placement, decided here only: x and the sublayer f (sublayer sub of the block: its norms)
+   (see above). */
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                       const mt_block_params *bp, const mt_norm_params *np, mt_tensor *x,
-                       mt_sublayer f, void *arg);
-bool mt_placement_final_norm(mt_placement p); /* true for pre only */
+                       const mt_block_params *bp, mt_sub sub, mt_tensor *x, mt_sublayer f,
+                       void *arg);
+bool mt_placement_final_norm(mt_placement p); /* pre, subln, peri: a final norm before the head */
+bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each sublayer */
+bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
 /* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
 /* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg: NULL, or the keys' lengths
@@ -193,10 +222,15 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The cross-attention: out_proj(attention(q_proj(x), k_proj(mem), v_proj(mem))) with the
-   cross_attn projections, keys masked to mem_len; arg: the mt_cross_mem. */
+   cross_attn projections (Sub-LN: its inner norm before out_proj), keys masked to mem_len; arg:
+   the mt_cross_mem. */
 mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                   const mt_block_params *bp, mt_tensor *x, void *arg);
-/* fc2(act(fc1(x))), one mt_ffn; arg unused. */
+/* The attention's output projection of y (B, T, C), the heads side by side: out_proj(y), or
+   out_proj(N_inner(y)) with Sub-LN. */
+mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                          const mt_block_params *bp, mt_tensor *y);
+/* fc2(act(fc1(x))), one mt_ffn; with Sub-LN fc2(N_inner(act(fc1(x)))) as four ops; arg unused. */
 mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg);
 #endif

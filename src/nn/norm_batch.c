@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "../tensor/simd.h"
 #include "nn.h"
 
 typedef struct {
@@ -39,29 +40,30 @@ static int n_parts(const layout *L) { return (L->N + part_len(L) - 1) / part_len
 
 /* ---- per-sample helpers over channels; the loop order follows the unit stride --------------- */
 
-/* sum_i (x_i - m)^p, p = 1 or 2, and sum_i a_i b_i (b NULL: ones): 8 explicit lanes, then the
-   tail and the lanes in order. Vectorises without reassociation and stays fast for the short
+/* sum_i (x_i - m)^p, p = 1 or 2, and sum_i a_i b_i (b NULL: ones): in the 8 lanes of a vector,
+   then the tail and the lanes in order. Vectorised without reassociation and fast for the short
    runs of a group (OpenMP simd reductions spill their lanes for a short tail). */
-#define LANES 8
 static float lane_sum(const float *x, int n, float m, int p) {
-    float acc[LANES] = {0}, s = 0;
+    mt_v8 acc = {0};
+    float s = 0;
     int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += p == 1 ? x[i + l] - m : (x[i + l] - m) * (x[i + l] - m);
+    for (; i + 8 <= n; i += 8) {
+        mt_v8 d = mt_v8_load(x + i) - m;
+        acc += p == 1 ? d : d * d;
+    }
     for (; i < n; i++) s += p == 1 ? x[i] - m : (x[i] - m) * (x[i] - m);
-    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (int l = 0; l < 8; l++) s += acc[l];
     return s;
 }
 
 static float lane_dot(const float *a, const float *b, int n) {
     if (!b) return lane_sum(a, n, 0.0f, 1);
-    float acc[LANES] = {0}, s = 0;
+    mt_v8 acc = {0};
+    float s = 0;
     int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i + 8 <= n; i += 8) acc += mt_v8_load(a + i) * mt_v8_load(b + i);
     for (; i < n; i++) s += a[i] * b[i];
-    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (int l = 0; l < 8; l++) s += acc[l];
     return s;
 }
 
@@ -212,12 +214,11 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
     int C = L->C, G = L->G, cpg = C / G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
     if (L->batch && training) { /* block statistics, merged in order in double */
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-        for (int p = 0; p < P; p++) {
+        MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
             float *s = scratch + (size_t)p * 4 * C;
             int nb = (p + 1) * len < L->N ? len : L->N - p * len;
             block_stats(s, s + C, s + 2 * C, s + 3 * C, x + (size_t)p * len * L->sN, nb, L);
-        }
+        });
         double K = (double)L->N * L->S;
         for (int c = 0; c < C; c++) {
             double n = 0, mu = 0, m2 = 0;
@@ -237,8 +238,7 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
     } else if (L->batch) {
         for (int c = 0; c < C; c++) mean[c] = rm[c], rstd[c] = 1.0f / sqrtf(rv[c] + eps);
     }
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int p = 0; p < P; p++) {
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *mc = scratch + (size_t)p * 4 * C, *ac = mc + C, *acc = mc + 2 * C, *mm = mc + 3 * C;
         int n1 = (p + 1) * len < L->N ? (p + 1) * len : L->N;
         for (int n = p * len; n < n1; n++) {
@@ -256,7 +256,7 @@ static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, co
             }
             chan_apply(y + n * L->sN, xn, mc, ac, b, L);
         }
-    }
+    });
 }
 
 /* ---- backward -------------------------------------------------------------------------------
@@ -297,8 +297,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
     int C = L->C, G = L->G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
     float inv_k = (float)(1.0 / ((double)(L->batch ? L->N : 1) * (C / G) * L->S));
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int p = 0; p < P; p++) {
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *pd1 = scratch + (size_t)p * 9 * C, *pd2 = pd1 + C, *d1 = pd1 + 2 * C,
               *d2 = pd1 + 3 * C, *mc = pd1 + 4 * C, *rc = pd1 + 5 * C, *al = pd1 + 6 * C,
               *be = pd1 + 7 * C, *ga = pd1 + 8 * C;
@@ -322,7 +321,7 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
                 chan_dx(dx + n * L->sN, xn, dyn, mc, al, be, ga, L);
             }
         }
-    }
+    });
     /* the parts' sums in order: the weight gradients, and BatchNorm's d1, d2 */
     float *s1 = scratch + 2 * C, *s2 = scratch + 3 * C; /* part 0's per-sample scratch */
     for (int c = 0; c < C; c++) {
@@ -338,9 +337,8 @@ static void batchnorm_like_backward_kernel(float *dx, float *dw, float *db, cons
     if (!L->batch || !dx) return;
     float *mc = scratch + 4 * C, *al = mc + 2 * C, *be = mc + 3 * C, *ga = mc + 4 * C;
     coefficients(al, be, ga, s1, s2, w, rstd, training, inv_k, L); /* mc: mean, from part 0 */
-#pragma omp parallel for schedule(static) if (total >= MT_PAR_MIN)
-    for (int n = 0; n < L->N; n++)
-        chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L);
+    MT_PARALLEL_FOR(total >= MT_PAR_MIN, for (int n = 0; n < L->N; n++)
+                        chan_dx(dx + n * L->sN, x + n * L->sN, dy + n * L->sN, mc, al, be, ga, L););
 }
 
 /* ---- nodes, op records and builders -----------------------------------------------------------

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../tensor/simd.h"
 #include "nn.h"
 
 typedef enum { ROW_LN, ROW_RMS, ROW_RMS_PAPER, ROW_SCALE } row_mode;
@@ -29,46 +30,19 @@ typedef enum { ROW_LN, ROW_RMS, ROW_RMS_PAPER, ROW_SCALE } row_mode;
    per part, then summed in part order, so the bits do not depend on the thread count. */
 static int row_parts(int N) { return N < 128 ? 1 : N < 64 * 64 ? N / 64 : 64; }
 
-/* The kernels take the rows in blocks of up to 8, each row in vectors of 8 floats. A block's
-   row sums are up to 8 vector accumulators reduced together by one transposing tree (sum_lanes:
-   lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are
-   vector operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16
-   dependent scalar adds: with the per-row scalar work that was most of the time on rows of 64
-   floats.) The rows themselves are read one after another, as the hardware prefetcher expects.
-   Rows longer than 128 floats go one at a time, their sums as GCC's `omp simd` reduction (its
-   16 adds are small against a long row): in the small config's step (C = 384) blocks of 2 rows
-   made layernorm 4.6 -> 6.6 ms a step (op profile), blocks of 8 rows of 768 floats 40% slower
-   on (8192, 768) from memory; one row at a time with the vector sums still took 6.3 ms. */
-typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
-enum { RB = 8 };
-/* Functions taking or returning v8 are always inlined, never an ABI boundary: the warning of
-   builds without AVX (PORTABLE=1) that passing a v8 changes the ABI is moot. */
-#define V8_FN static inline __attribute__((always_inline))
-#pragma GCC diagnostic ignored "-Wpsabi"
+/* The kernels take the rows in blocks of up to 8, each row in vectors of 8 floats. A block's row
+   sums are up to 8 vector accumulators reduced together by one transposing tree (mt_v8_sum_lanes:
+   lane r = row r, 7 shuffle pairs), so the statistics, their square roots and divisions are vector
+   operations across the rows. (A per-row `omp simd` reduction ends, in GCC, in 16 dependent scalar
+   adds: with the per-row scalar work that was most of the time on rows of 64 floats.) The rows
+   themselves are read one after another, as the hardware prefetcher expects. Rows longer than 128
+   floats go one at a time, their sums as GCC's `omp simd` reduction (its 16 adds are small against
+   a long row): in the small config's step (C = 384) blocks of 2 rows made layernorm 4.6 -> 6.6 ms a
+   step (op profile), blocks of 8 rows of 768 floats 40% slower on (8192, 768) from memory; one row
+   at a time with the vector sums still took 6.3 ms. */
+enum { RB = 8 }; /* rows of a block: the lanes of an mt_v8 */
 
 static int block_rows(int C) { return C <= 128 ? RB : 1; }
-
-V8_FN v8 ld8(const float *p) {
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* stores v8 v at p (a macro: GCC notes an ABI change for a v8 parameter even when inlined) */
-#define ST8(p, v) memcpy((p), (v8[]){v}, sizeof(v8))
-
-/* lane r = the sum of a[r]'s lanes */
-V8_FN v8 sum_lanes(const v8 a[RB]) {
-    v8 u[4], v[2];
-    for (int j = 0; j < 4; j++) /* rows 2j, 2j + 1: lanes (0, 2), (1, 3), (4, 6), (5, 7) */
-        u[j] = __builtin_shufflevector(a[2 * j], a[2 * j + 1], 0, 8, 1, 9, 4, 12, 5, 13) +
-               __builtin_shufflevector(a[2 * j], a[2 * j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    for (int j = 0; j < 2; j++) /* rows 4j .. 4j + 3: their two halves */
-        v[j] = __builtin_shufflevector(u[2 * j], u[2 * j + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
-               __builtin_shufflevector(u[2 * j], u[2 * j + 1], 2, 3, 10, 11, 6, 7, 14, 15);
-    return __builtin_shufflevector(v[0], v[1], 0, 1, 2, 3, 8, 9, 10, 11) +
-           __builtin_shufflevector(v[0], v[1], 4, 5, 6, 7, 12, 13, 14, 15);
-}
 
 /* A block of nr rows: its rows of x, dy and y (dx in the backward; NULL when absent), and per
    row (lane) mu, s, q and the backward's dx_i = s gw_i - c0 - [i < k] xhat_i c1. */
@@ -76,14 +50,14 @@ typedef struct {
     int nr;
     const float *x[RB], *dy[RB];
     float *y[RB];
-    v8 mu, s, q, c0, c1;
+    mt_v8 mu, s, q, c0, c1;
 } row_block;
 
 /* b = rows [r0, min(r0 + nb, r1)) of (N, C) x, dy, y; mu, s, q from st when given */
 static inline void block_at(row_block *b, int r0, int r1, int nb, int C, const float *x,
                             const float *dy, float *y, const float *st) {
     b->nr = r1 - r0 < nb ? r1 - r0 : nb;
-    b->mu = b->s = b->q = b->c0 = b->c1 = (v8){0};
+    b->mu = b->s = b->q = b->c0 = b->c1 = (mt_v8){0};
     for (int r = 0; r < b->nr; r++) {
         size_t row = (size_t)(r0 + r);
         b->x[r] = x + row * C;
@@ -95,8 +69,8 @@ static inline void block_at(row_block *b, int r0, int r1, int nb, int C, const f
 
 /* lane r: sum_{i < n} d_i, d_i = x_ri - (*m)_r, or sum d_i^2 when sq; 4 accumulators a row, or
    a lone row (block_rows) as an `omp simd` reduction */
-V8_FN v8 block_sums(const row_block *b, int n, const v8 *m, bool sq) {
-    v8 a[RB] = {0};
+MT_VINLINE mt_v8 block_sums(const row_block *b, int n, const mt_v8 *m, bool sq) {
+    mt_v8 a[RB] = {0};
     float t[RB] = {0};
     for (int r = 0; r < b->nr; r++) {
         const float *x = b->x[r];
@@ -107,55 +81,55 @@ V8_FN v8 block_sums(const row_block *b, int n, const v8 *m, bool sq) {
             t[r] = s;
             continue;
         }
-        v8 acc[4] = {0};
+        mt_v8 acc[4] = {0};
         int i = 0;
         for (; i + 32 <= n; i += 32)
             for (int u = 0; u < 4; u++) {
-                v8 d = ld8(x + i + 8 * u) - (*m)[r];
+                mt_v8 d = mt_v8_load(x + i + 8 * u) - (*m)[r];
                 acc[u] += sq ? d * d : d;
             }
         for (; i + 8 <= n; i += 8) {
-            v8 d = ld8(x + i) - (*m)[r];
+            mt_v8 d = mt_v8_load(x + i) - (*m)[r];
             acc[0] += sq ? d * d : d;
         }
         a[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         for (; i < n; i++) t[r] += sq ? (x[i] - (*m)[r]) * (x[i] - (*m)[r]) : x[i] - (*m)[r];
     }
-    return sum_lanes(a) + ld8(t);
+    return mt_v8_sum_lanes(a) + mt_v8_load(t);
 }
 
 /* lane r: sg = sum_i gw_i, sgx = sum_i gw_i (x_ri - mu_r), gw_i = dy_ri w_i: one pass */
-static inline void block_dots(const row_block *b, const float *w, int C, v8 *sg, v8 *sgx) {
-    v8 a[RB] = {0}, ax[RB] = {0};
+static inline void block_dots(const row_block *b, const float *w, int C, mt_v8 *sg, mt_v8 *sgx) {
+    mt_v8 a[RB] = {0}, ax[RB] = {0};
     float t[RB] = {0}, tx[RB] = {0};
     for (int r = 0; r < b->nr; r++) {
         const float *x = b->x[r], *dy = b->dy[r], mu = b->mu[r];
-        v8 acc[2] = {0}, accx[2] = {0};
+        mt_v8 acc[2] = {0}, accx[2] = {0};
         int i = 0;
         for (; i + 16 <= C; i += 16)
             for (int u = 0; u < 2; u++) {
-                v8 g = ld8(dy + i + 8 * u) * ld8(w + i + 8 * u);
-                acc[u] += g, accx[u] += g * (ld8(x + i + 8 * u) - mu);
+                mt_v8 g = mt_v8_load(dy + i + 8 * u) * mt_v8_load(w + i + 8 * u);
+                acc[u] += g, accx[u] += g * (mt_v8_load(x + i + 8 * u) - mu);
             }
         for (; i + 8 <= C; i += 8) {
-            v8 g = ld8(dy + i) * ld8(w + i);
-            acc[0] += g, accx[0] += g * (ld8(x + i) - mu);
+            mt_v8 g = mt_v8_load(dy + i) * mt_v8_load(w + i);
+            acc[0] += g, accx[0] += g * (mt_v8_load(x + i) - mu);
         }
         a[r] = acc[0] + acc[1], ax[r] = accx[0] + accx[1];
         for (; i < C; i++) t[r] += dy[i] * w[i], tx[r] += dy[i] * w[i] * (x[i] - mu);
     }
-    *sg = sum_lanes(a) + ld8(t), *sgx = sum_lanes(ax) + ld8(tx);
+    *sg = mt_v8_sum_lanes(a) + mt_v8_load(t), *sgx = mt_v8_sum_lanes(ax) + mt_v8_load(tx);
 }
 
 /* b->mu, s, q of the block's rows */
 static inline void block_stats(row_block *b, int C, int k, row_mode mode, float eps) {
     if (mode == ROW_LN) { /* two passes over the rows (in L1), the first shifted by x_0: the
                              mean of 1e3 + small noise keeps the noise's digits */
-        v8 x0 = {0};
+        mt_v8 x0 = {0};
         for (int r = 0; r < b->nr; r++) x0[r] = b->x[r][0];
         b->mu = x0 + block_sums(b, C, &x0, false) / (float)C;
     }
-    v8 ss = block_sums(b, mode == ROW_LN ? C : k, &b->mu, true);
+    mt_v8 ss = block_sums(b, mode == ROW_LN ? C : k, &b->mu, true);
     float s[RB], q[RB];
 #pragma omp simd
     for (int r = 0; r < RB; r++) {
@@ -214,17 +188,19 @@ static void rownorm_forward_kernel(float *y, float *st, const float *x, const fl
    (row by row they were a load-add-store chain through memory, 40% of the samples). */
 static inline void block_backward(const row_block *b, const float *w, float *scratch, float *pw,
                                   float *pb, int i0, int i1, bool xterm) {
-    v8 c1 = xterm ? b->c1 : (v8){0};
+    mt_v8 c1 = xterm ? b->c1 : (mt_v8){0};
     int i = i0;
     for (; i + 8 <= i1; i += 8) {
-        v8 wv = ld8(w + i), aw = {0}, ab = {0};
+        mt_v8 wv = mt_v8_load(w + i), aw = {0}, ab = {0};
         for (int r = 0; r < b->nr; r++) {
             float *dx = b->y[r] ? b->y[r] : scratch;
-            v8 dyv = ld8(b->dy[r] + i), xh = (ld8(b->x[r] + i) - b->mu[r]) * b->s[r];
-            ST8(dx + i, ld8(dx + i) + b->s[r] * dyv * wv - b->c0[r] - xh * c1[r]);
+            mt_v8 dyv = mt_v8_load(b->dy[r] + i);
+            mt_v8 xh = (mt_v8_load(b->x[r] + i) - b->mu[r]) * b->s[r];
+            MT_VSTORE(dx + i, mt_v8_load(dx + i) + b->s[r] * dyv * wv - b->c0[r] - xh * c1[r]);
             aw += dyv * xh, ab += dyv;
         }
-        ST8(pw + i, ld8(pw + i) + aw), ST8(pb + i, ld8(pb + i) + ab);
+        MT_VSTORE(pw + i, mt_v8_load(pw + i) + aw);
+        MT_VSTORE(pb + i, mt_v8_load(pb + i) + ab);
     }
     for (; i < i1; i++) {
         float aw = 0, ab = 0;
@@ -255,9 +231,9 @@ static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part
             row_block b;
             block_at(&b, r0, r1, nb, C, x, dy, dx, st);
             if (dx) {
-                v8 sg, sgx;
+                mt_v8 sg, sgx;
                 block_dots(&b, w, C, &sg, &sgx);
-                b.c0 = center ? b.s * sg / (float)C : (v8){0};
+                b.c0 = center ? b.s * sg / (float)C : (mt_v8){0};
                 b.c1 = b.q * b.s * sgx;
             }
             block_backward(&b, w, pb + C, pw, pb, 0, k, true);

@@ -6,7 +6,6 @@
  * double, as torch does in Python, and rounded to float once. The gradient may lie in several
  * buffers (mt_grads: a step's replicas'): the passes add them up a chunk at a time as they go. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,10 +156,9 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
 
     size_t W = 0; /* floats in all spans, a multiple of 16 */
     for (int j = 0; j < o->n_spans; j++) W += o->spans[j].n;
-#pragma omp parallel if (W >= MT_PAR_MIN)
-    {
+    size_t T = W >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* ranges, one a thread */
+    MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {
         float x[CHUNK] __attribute__((aligned(64)));
-        size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         size_t lo = W * id / T / 16 * 16, hi = id + 1 == T ? W : W * (id + 1) / T / 16 * 16;
         size_t at = 0; /* start of span j in the concatenation */
         for (int j = 0; j < o->n_spans && at < hi; at += o->spans[j++].n) {
@@ -179,7 +177,7 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
                 grads_done(G, off, n, g, after);
             }
         }
-    }
+    });
 }
 
 void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
@@ -208,12 +206,10 @@ static void sumsq(const float *x, size_t n, double acc[16]) {
 }
 
 double mt_grads_norm(const mt_grads *G, size_t total) {
-    int nt = total >= MT_PAR_MIN ? omp_get_max_threads() : 1, used = 1;
-    double part[nt];
-#pragma omp parallel num_threads(nt)
-    {
+    size_t T = total >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* parts, one a thread */
+    double part[T];
+    MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {
         float x[CHUNK] __attribute__((aligned(64)));
-        size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         size_t lo = total * id / T, hi = total * (id + 1) / T;
         double acc[16] = {0};
         for (size_t off = lo; off < hi; off += CHUNK) {
@@ -223,10 +219,9 @@ double mt_grads_norm(const mt_grads *G, size_t total) {
         double s = 0;
         for (int j = 0; j < 16; j++) s += acc[j];
         part[id] = s;
-        if (id == 0) used = (int)T;
-    }
+    });
     double s = 0;
-    for (int i = 0; i < used; i++) s += part[i];
+    for (size_t i = 0; i < T; i++) s += part[i];
     return sqrt(s);
 }
 
@@ -236,17 +231,16 @@ double mt_optim_grad_norm(const mt_params *P) {
 
 /* g[0] = coef * the sum, the other buffers zeroed: one pass over [0, total). */
 static void grads_store(const mt_grads *G, size_t total, float coef) {
-#pragma omp parallel if (total >= MT_PAR_MIN)
-    {
+    size_t T = total >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* ranges, one a thread */
+    MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {
         float x[CHUNK] __attribute__((aligned(64)));
-        size_t T = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
         size_t lo = total * id / T / 16 * 16;
         size_t hi = id + 1 == T ? total : total * (id + 1) / T / 16 * 16;
         for (size_t off = lo; off < hi; off += CHUNK) {
             size_t n = hi - off < CHUNK ? hi - off : CHUNK;
             grads_done(G, off, n, grads_read(G, off, n, coef, x), GRADS_KEEP);
         }
-    }
+    });
 }
 
 void mt_grads_sum(const mt_grads *G, size_t total) {

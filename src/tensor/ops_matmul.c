@@ -31,16 +31,11 @@ static void gemm_rows(bool ta, bool tb, int M, int N, int K, const float *A, con
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias) {
     int nt = omp_in_parallel() ? 1 : mt_threads();
-    if (nt < 2 || M < 32 || (double)N * K > 65536 || (double)M * N * K <= 4.0 * 65536) {
-        gemm_rows(ta, tb, M, N, K, A, B, beta, C, bias, 0, M);
-        return;
-    }
-    int tiles = (M + 15) / 16, per = (tiles + nt - 1) / nt * 16;
-#pragma omp parallel num_threads(nt)
-    {
-        int r0 = omp_get_thread_num() * per, r1 = r0 + per < M ? r0 + per : M;
-        gemm_rows(ta, tb, M, N, K, A, B, beta, C, bias, r0, r1);
-    }
+    bool split = nt >= 2 && M >= 32 && (double)N * K <= 65536 && (double)M * N * K > 4.0 * 65536;
+    int per = split ? ((M + 15) / 16 + nt - 1) / nt * 16 : M; /* rows a block, one block a thread */
+    MT_PARALLEL_FOR(split, for (int r0 = 0; r0 < M; r0 += per)
+                        gemm_rows(ta, tb, M, N, K, A, B, beta, C, bias, r0,
+                                  r0 + per < M ? r0 + per : M););
 }
 
 /* Z (r x s) = op(X) op(Y) + beta * Z: mt_gemm without a bias. */

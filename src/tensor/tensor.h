@@ -78,7 +78,8 @@ int mt_threads(void);
    _Pragma("..."). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". Inline,
    omp_get_thread_num() is the enclosing team's (a replica's): per-thread scratch must not be
    indexed by it there (attention.c's thread_slot); for the same reason a bare `omp parallel`
-   block that splits work by thread number cannot run inline this way. */
+   block that splits work by thread number cannot run inline this way: make its parts the loop's
+   iterations instead, as many as mt_threads() (mt_gemm, optim.c). */
 #define MT_PARALLEL_FOR(cond, ...) MT_PARALLEL_(cond, "omp parallel for", , __VA_ARGS__)
 #define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
     MT_PARALLEL_(cond, "omp parallel for simd", _Pragma("omp simd"), __VA_ARGS__)

@@ -23,19 +23,28 @@ static inline float mt_vpow2i(int n) {
     return u.f;
 }
 
-/* exp(c) = 2^n exp(r) for c in [-87.5, 88.75]: c = n ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in
-   two parts; n rounded by adding and subtracting 1.5 * 2^23, as floorf does not vectorise without
-   -ffast-math), exp(r) by the Cephes expf polynomial; *n receives n. */
-static inline float mt_vexp_reduced(float c, float *n) {
-    *n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = c - *n * 0.693359375f + *n * 2.12194440e-4f;
+/* exp(c) = 2^n exp(r), n = round(c log2(e)), r = c - n ln2, |r| <= ln2/2; ln2 = HI + LO
+   (Cody-Waite): HI has 9 significant bits, so n HI is exact and r loses no digits */
+#define MT_LOG2E 1.44269504088896341f
+#define MT_LN2_HI 0.693359375f
+#define MT_LN2_LO (-2.12194440e-4f)
+
+/* P(r), exp(r) = 1 + r + r^2 P(r) for |r| <= ln2/2: the Cephes expf polynomial */
+static inline float mt_vexp_poly(float r) {
     float p = 1.9875691500e-4f;
     p = MT_MADD(p, r, 1.3981999507e-3f);
     p = MT_MADD(p, r, 8.3334519073e-3f);
     p = MT_MADD(p, r, 4.1665795894e-2f);
     p = MT_MADD(p, r, 1.6666665459e-1f);
-    p = MT_MADD(p, r, 5.0000001201e-1f);
-    return p * r * r + r + 1.0f;
+    return MT_MADD(p, r, 5.0000001201e-1f);
+}
+
+/* exp(c) = 2^n exp(r) for c in [-87.5, 88.75] (n rounded by adding and subtracting 1.5 * 2^23,
+   as floorf does not vectorise without -ffast-math); returns exp(r), *n receives n. */
+static inline float mt_vexp_reduced(float c, float *n) {
+    *n = (c * MT_LOG2E + 12582912.0f) - 12582912.0f;
+    float r = c - *n * MT_LN2_HI - *n * MT_LN2_LO;
+    return mt_vexp_poly(r) * r * r + r + 1.0f;
 }
 
 /* exp(x): exp(r) times 2^n as two halves so that n = 128 (x near 88.7) stays representable.

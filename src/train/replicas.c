@@ -1,5 +1,4 @@
 /* Data parallelism across the threads of one process (train.h). */
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +10,11 @@ mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t are
     R->n = R->ran = 1;
     if (n < 1) n = 1;
     R->grad = calloc((size_t)n, sizeof *R->grad);
-    if (!R->grad) return mt_errorf(err, MT_ENOMEM, "cannot allocate %d replicas", n);
+    R->loss = calloc((size_t)n, sizeof *R->loss);
+    if (!R->grad || !R->loss) {
+        mt_replicas_free(R);
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %d replicas", n);
+    }
     R->grad[0] = P->grad;
     if (n == 1) return MT_OK;
     R->ctx = calloc((size_t)n - 1, sizeof *R->ctx);
@@ -59,9 +62,12 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
         cr->grad_enabled = c->grad_enabled;
         mt_rng_seed(&cr->rng, mt_rng_u64(&c->rng) ^ (uint64_t)r);
     }
+    /* a replica a thread; with fewer threads than replicas a thread runs several in turn (they
+       share nothing). The losses are summed in replica order: the same bits on every run. */
+#pragma omp parallel for num_threads(n) schedule(static, 1)
+    for (int r = 0; r < n; r++) R->loss[r] = replica_backward(R, c, P, r, n, lo, rows, B, loss, arg);
     double sum = 0;
-#pragma omp parallel num_threads(n) reduction(+ : sum)
-    sum += replica_backward(R, c, P, omp_get_thread_num(), n, lo, rows, B, loss, arg);
+    for (int r = 0; r < n; r++) sum += R->loss[r];
     return sum;
 }
 
@@ -75,6 +81,7 @@ void mt_replicas_free(mt_replicas *R) {
     free(R->ctx);
     free(R->P);
     free(R->grad);
+    free(R->loss);
     memset(R, 0, sizeof *R);
 }
 

@@ -94,6 +94,7 @@ typedef struct {
     mt_ctx *ctx;  /* (n - 1) the step arenas of replicas 1.. (replica 0 runs in the caller's) */
     mt_params *P; /* (n - 1) their parameter views */
     float **grad; /* (n) the gradient buffers: P->grad (replica 0's), then replicas 1..'s */
+    double *loss; /* (n) each replica's weighted loss of the last backward */
     int ran;      /* the most replicas a backward has run: the buffers that hold gradients */
 } mt_replicas;
 
@@ -145,6 +146,7 @@ typedef struct {
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
     mt_replicas replicas;
+    int slice_rows;  /* the most rows one context computes at once: a replica's slice */
     bool keep_grad;  /* set by a caller that reads P->grad after a step (the diagnostics) */
     bool grad_held;  /* P->grad holds the last step's gradient: the next step zeroes it first */
 } mt_trainer;

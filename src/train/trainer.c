@@ -133,7 +133,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_status s = type->task_load(&tr->task, &cfg->data, mc, err);
-    if (s == MT_OK) s = type->build_table(&tr->model, mc, err);
+    if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     free(mc);
     char *meta = s == MT_OK ? type->task_meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
@@ -153,11 +153,11 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     return MT_OK;
 }
 
-/* With --arena-mb: the bytes one batch takes, measured in an arena of the estimated size on the
-   first training batch (the largest replica slice, forward and backward) and the first
-   evaluation batch, against the arena asked for. The draws use copies of the RNGs; the
+/* With --arena-mb: the bytes one slice of a batch takes, measured in an arena of the estimated
+   size on the first training batch (forward and backward) and the first evaluation batch,
+   against the arena asked for. The draws use copies of the RNGs; the
    gradients and the buffers (BatchNorm's running statistics) are put back. */
-static mt_status check_arena(mt_trainer *tr, int rep_rows, mt_err *err) {
+static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     const mt_train_cfg *cfg = &tr->cfg;
     const mt_model_type *type = tr->model->type;
     int lo, n;
@@ -176,7 +176,7 @@ static mt_status check_arena(mt_trainer *tr, int rep_rows, mt_err *err) {
     mt_rng r = tr->sampler.rng;
     type->draw_batch(tr->task, &r, lo, n);
     mt_tensor *loss = type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
-                                      rep_rows < n ? rep_rows : n);
+                                      tr->slice_rows < n ? tr->slice_rows : n);
     float one = 1;
     mt_backward_from(&c, loss, &one);
     mt_params_zero_grad(tr->P);
@@ -186,7 +186,9 @@ static mt_status check_arena(mt_trainer *tr, int rep_rows, mt_err *err) {
         double sums[2] = {0, 0};
         mt_ctx_reset(&c);
         c.training = c.grad_enabled = false;
-        if (eval_n > 0) type->eval_rows(&c, tr->model, tr->task, eval_lo, eval_n, sums);
+        if (eval_n > 0)
+            type->eval_rows(&c, tr->model, tr->task, eval_lo,
+                            tr->slice_rows < eval_n ? tr->slice_rows : eval_n, sums);
     }
     memcpy(tr->P->data, saved, tr->P->total * sizeof *saved);
     size_t need = c.arena.peak;
@@ -246,13 +248,14 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if ((s = mt_optim_init(&tr->opt, &opt_cfg, tr->P, err)) != MT_OK) goto fail;
     /* replica 0's arena (tr->ctx) also serves evaluations of whole batches */
     int n_rep = replica_count(cfg, tr->P), rows = local_rows(cfg->batch);
-    size_t arena = step_arena(tr, rows), rep_arena = step_arena(tr, (rows + n_rep - 1) / n_rep);
+    tr->slice_rows = (rows + n_rep - 1) / n_rep;
+    size_t arena = step_arena(tr, tr->slice_rows);
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK ||
-        (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, rep_arena, cfg->seed ^ SEED_DROPOUT,
+        (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT,
                               err)) != MT_OK)
         goto fail;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
-    if (cfg->arena_bytes && (s = check_arena(tr, (rows + n_rep - 1) / n_rep, err)) != MT_OK)
+    if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK)
         goto fail;
     if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
                                 err)) != MT_OK)
@@ -424,9 +427,12 @@ double mt_trainer_eval(mt_trainer *tr) {
         int lo, n, rows = type->eval_draw(tr->task, i);
         mt_dist_slice(rows, &lo, &n);
         rows_all += rows;
-        if (n == 0) continue; /* a last batch smaller than the ranks */
-        mt_ctx_reset(c);
-        type->eval_rows(c, tr->model, tr->task, lo, n, sums);
+        /* in slices of a replica's rows: the arenas are sized for those */
+        for (int at = lo; at < lo + n; at += tr->slice_rows) {
+            mt_ctx_reset(c);
+            type->eval_rows(c, tr->model, tr->task, at,
+                            lo + n - at < tr->slice_rows ? lo + n - at : tr->slice_rows, sums);
+        }
     }
     mt_dist_sum(sums, 2 + 2 * nm);
     c->training = true;

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, run_driver
-from torch_gpt import TorchBlocks
+from torch_gpt import FINAL_NORM, TorchBlocks
 
 rng = np.random.default_rng(0)
 R = Report("parity vit")
@@ -45,9 +45,9 @@ def param_shapes(cfg):
     T = (cfg["image_h"] // P) * (cfg["image_w"] // P) + (cfg["pool"] == "cls")
     shapes = {}
 
-    def norm(prefix):
+    def norm(prefix, width=C):
         for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (C,), kind)
+            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (width,), kind)
 
     def linear(prefix, out, inp, bias=cfg["bias"]):
         shapes[prefix + ".weight"] = ((out, inp), "m")
@@ -58,14 +58,23 @@ def param_shapes(cfg):
     if cfg["pool"] == "cls":
         shapes["cls_token"] = ((1, C), "e")
     shapes["pos_emb.weight"] = ((T, C), "e")
+    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
     for i in range(L):
         norm(f"blocks.{i}.attn_norm")
         for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
             linear(f"blocks.{i}.attn.{proj}", C, C)
+        if subln:
+            norm(f"blocks.{i}.attn.inner_norm")
+        if peri:
+            norm(f"blocks.{i}.attn_out_norm")
         norm(f"blocks.{i}.ffn_norm")
         linear(f"blocks.{i}.ffn.fc1", Fw, C)
         linear(f"blocks.{i}.ffn.fc2", C, Fw)
-    if cfg["placement"] == "pre":
+        if subln:
+            norm(f"blocks.{i}.ffn.inner_norm", Fw)
+        if peri:
+            norm(f"blocks.{i}.ffn_out_norm")
+    if cfg["placement"] in FINAL_NORM:
         norm("final_norm")
     linear("head", K, C, bias=True)
     return shapes
@@ -107,14 +116,17 @@ def zero_by_invariance(cfg, name):
     """Biases whose loss gradient is exactly 0: k_proj's (q.(k + b) shifts a softmax row by a
     constant), and with BatchNorm or InstanceNorm those adding a per-channel constant to every
     token before the next norm removes it (v_proj's passes attention unchanged since its rows
-    sum to 1; patch_embed's reaches every token only without the class token, and only pre
-    reads the embedded tokens through a norm alone)."""
+    sum to 1; Sub-LN's inner norms' pass a linear layer, Peri-LN's output norms' go straight to
+    the residual stream; patch_embed's reaches every token only without the class token, and only pre
+    reads the embedded tokens through a norm alone: pre, subln and peri)."""
     if name.endswith("k_proj.bias"):
         return True
     if cfg["norm"] not in ("bn", "in"):
         return False
-    return (name.endswith(("v_proj.bias", "out_proj.bias", "fc2.bias")) or
-            (name == "patch_embed.bias" and cfg["pool"] == "mean" and cfg["placement"] == "pre"))
+    return (name.endswith(("v_proj.bias", "out_proj.bias", "fc2.bias", "inner_norm.bias",
+                           "out_norm.bias")) or
+            (name == "patch_embed.bias" and cfg["pool"] == "mean" and
+             cfg["placement"] in FINAL_NORM))
 
 
 NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
@@ -125,7 +137,7 @@ ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
 case = 0
 for norm, opts in NORMS:
-    for placement in ("pre", "post", "deepnorm"):
+    for placement in ("pre", "post", "deepnorm", "subln", "peri"):
         rgb, wide = case % 2 == 1, case % 3 == 2
         cfg = {"image_h": 8, "image_w": 12 if wide else 8, "channels": 3 if rgb else 1,
                "patch": 4 if case % 4 else 2, "n_classes": 5, "n_layer": 2 + case % 2,

@@ -6,6 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+FINAL_NORM = ("pre", "subln", "peri")  # the placements with a norm before the head
+
 
 class TorchBlocks(torch.nn.Module):
     """The block stack of models.h in plain torch, float64, parameters under the mt names; the
@@ -22,7 +24,8 @@ class TorchBlocks(torch.nn.Module):
         self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
 
     def norm(self, x, prefix):
-        cfg, p, C = self.cfg, self.p, self.cfg["n_embd"]
+        """The configured norm over x's last dim (C, or F for Sub-LN's FFN inner norm)."""
+        cfg, p, C = self.cfg, self.p, x.shape[-1]
         kind, eps = cfg["norm"], cfg["norm_eps"]
         w, b = p.get(prefix + ".weight"), p.get(prefix + ".bias")
         if kind == "ln":
@@ -65,27 +68,35 @@ class TorchBlocks(torch.nn.Module):
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
         y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the concatenated heads
+            y = self.norm(y, pre + "inner_norm")
         return self.linear(y, pre + "out_proj")
 
     def ffn(self, x, i):
         act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
                "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
-        return self.linear(act(self.linear(x, f"blocks.{i}.ffn.fc1")), f"blocks.{i}.ffn.fc2")
+        h = act(self.linear(x, f"blocks.{i}.ffn.fc1"))
+        if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the F hidden channels
+            h = self.norm(h, f"blocks.{i}.ffn.inner_norm")
+        return self.linear(h, f"blocks.{i}.ffn.fc2")
 
     def residual(self, x, prefix, f):
+        """prefix: the sublayer's norm, blocks.{i}.attn_norm or blocks.{i}.ffn_norm."""
         pl = self.cfg["placement"]
-        if pl == "pre":
+        if pl in ("pre", "subln"):  # subln's inner norms are in attn and ffn
             return x + f(self.norm(x, prefix))
+        if pl == "peri":  # Peri-LN: the sublayer's output normalised too
+            return x + self.norm(f(self.norm(x, prefix)), prefix.replace("_norm", "_out_norm"))
         if pl == "post":
             return self.norm(x + f(x), prefix)
         return self.norm(self.alpha * x + f(x), prefix)  # deepnorm: alpha on the skip branch
 
     def blocks(self, x):
-        """Every block, then the final norm of Pre-LN."""
+        """Every block, then the final norm of Pre-LN, Sub-LN and Peri-LN."""
         for i in range(self.cfg["n_layer"]):
             x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
             x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
-        return self.norm(x, "final_norm") if self.cfg["placement"] == "pre" else x
+        return self.norm(x, "final_norm") if self.cfg["placement"] in FINAL_NORM else x
 
 
 class TorchGPT(TorchBlocks):

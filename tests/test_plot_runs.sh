@@ -1,0 +1,72 @@
+#!/bin/sh
+# scripts/plot-runs end to end: two tiny runs (one with the depth-study diagnostics, one without)
+# plotted side by side into a PNG of sensible size, labelled by the options they differ in; a
+# metrics.csv of the older format still plots; a directory holding no run, or none at all, is an
+# error naming it (exit 2). MT_BUILD names the build directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_plot_runs_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_plot_runs: $*"; fails=$((fails + 1)); }
+train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || fail "train $*: $(cat "$T/log")"; }
+# the PNG signature, then a width and height (IHDR) above min: $1 png, $2 min width, $3 min height
+png_ok() {
+    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || return 1
+    w=$(od -An -tu1 -j16 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+    h=$(od -An -tu1 -j20 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+    [ "$w" -ge "$2" ] && [ "$h" -ge "$3" ]
+}
+command -v gnuplot >/dev/null || { echo "test_plot_runs: gnuplot missing (make deps)"; exit 1; }
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 --steps 12
+      --eval-every 4 --eval-batches 1 --log-every 2"
+train $TINY --placement pre --out "$T/pre-run" --diag-grad-every 4 --diag-update-steps 4 \
+    --diag-resid-every 4
+train $TINY --placement subln --lr 1e-3 --out "$T/subln-run"
+
+out=$(python3 scripts/plot-runs "$T/pre-run" "$T/subln-run" -o "$T/compare.png" 2>&1) ||
+    fail "plot-runs exited $?: $out"
+echo "$out" | grep -q "2 runs, 7 panels" || fail "panels: $out"
+[ -f "$T/compare.png" ] && png_ok "$T/compare.png" 1000 1000 || fail "not a PNG of sensible size"
+size=$(wc -c <"$T/compare.png")
+[ "$size" -gt 20000 ] && [ "$size" -lt 2000000 ] || fail "PNG of $size bytes"
+
+# the labels: each run's directory and the options that differ (not --out), init resolved
+python3 - "$T" <<'EOF' || fail "labels"
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("plot_runs", "scripts/plot-runs")
+spec = importlib.util.spec_from_loader("plot_runs", loader)
+m = importlib.util.module_from_spec(spec)
+loader.exec_module(m)
+runs = [m.Run(sys.argv[1] + "/pre-run"), m.Run(sys.argv[1] + "/subln-run")]
+m.label_runs(runs)
+want = ["pre-run: lr=0.003 diag-grad-every=4 diag-update-steps=4 diag-resid-every=4 "
+        "placement=pre init=auto (gpt2)",
+        "subln-run: lr=0.001 diag-grad-every=0 diag-update-steps=0 diag-resid-every=0 "
+        "placement=subln init=auto (subln)"]
+got = [r.label for r in runs]
+if got != want:
+    sys.exit("labels %s, expected %s" % (got, want))
+EOF
+
+# a metrics.csv of the older format (no elapsed_s, no checkpoint) plots, its wall time estimated
+mkdir "$T/old"
+cut -d, -f1-7 "$T/subln-run/metrics.csv" >"$T/old/metrics.csv"
+out=$(python3 scripts/plot-runs "$T/old" "$T/pre-run" -o "$T/old.png" 2>&1) || fail "old: $out"
+png_ok "$T/old.png" 1000 500 || fail "old format: not a PNG"
+
+# a directory without a run, a missing one, no argument: exit 2 naming the culprit, no PNG
+mkdir "$T/empty"
+out=$(python3 scripts/plot-runs "$T/pre-run" "$T/empty" -o "$T/bad.png" 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "empty directory: exit $rc"
+echo "$out" | grep -q "$T/empty: holds no run: no metrics.csv" || fail "empty directory: $out"
+[ ! -e "$T/bad.png" ] || fail "a PNG written for a bad directory"
+out=$(python3 scripts/plot-runs "$T/nowhere" 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "$T/nowhere: no such directory" || fail "missing: $out"
+python3 scripts/plot-runs >/dev/null 2>&1
+[ $? -eq 2 ] || fail "no argument accepted"
+
+[ $fails -eq 0 ] && echo "test_plot_runs: ok"
+[ $fails -eq 0 ]

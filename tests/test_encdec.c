@@ -36,6 +36,7 @@ static void test_names(void) {
         "dec.blocks.0.cross_attn_norm.weight", "dec.blocks.0.cross_attn.k_proj.weight",
         "dec.blocks.0.cross_attn.out_proj.bias", "dec.blocks.0.ffn_norm.bias",
         "dec.final_norm.weight", "lm_head.weight"};
+
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         CHECK(mt_params_find(&m.P, want[i]) >= 0, "no tensor %s", want[i]);
     /* per encoder block 2 norms x 2 + 8 linears x 2; per decoder block 3 x 2 + 12 x 2 */
@@ -48,6 +49,17 @@ static void test_names(void) {
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     CHECK(mt_params_find(&m.P, "enc.final_norm.weight") < 0 &&
               mt_params_find(&m.P, "lm_head.weight") < 0, "post, tied: no final norms, no head");
+    mt_encdec_free(&m);
+    /* Sub-LN and Peri-LN: the cross-attention has its norms like the self-attention */
+    g = small(1, 1, MT_PLACE_SUBLN);
+    CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
+    CHECK(mt_params_find(&m.P, "dec.blocks.0.cross_attn.inner_norm.weight") >= 0,
+          "subln: cross_attn.inner_norm");
+    mt_encdec_free(&m);
+    g = small(1, 1, MT_PLACE_PERI);
+    CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
+    CHECK(mt_params_find(&m.P, "dec.blocks.0.cross_attn_out_norm.weight") >= 0,
+          "peri: cross_attn_out_norm");
     mt_encdec_free(&m);
 }
 
@@ -149,9 +161,9 @@ static mt_tensor *build_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
 static void test_gradcheck(void) {
     mt_rng r;
     mt_rng_seed(&r, 11);
-    for (int k = 0; k < 4; k++) {
-        mt_encdec_config g = small(2, 2, (mt_placement)(k % 3));
-        g.stack.init = MT_SCHEME_XAVIER, g.tied = k != 3, g.stack.bias = k != 3;
+    for (int k = 0; k < 6; k++) { /* pre, post, deepnorm, subln, peri, pre untied no-bias */
+        mt_encdec_config g = small(2, 2, (mt_placement)(k % 5));
+        g.stack.init = MT_SCHEME_XAVIER, g.tied = k != 5, g.stack.bias = k != 5;
         mt_encdec m;
         mt_err e;
         CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
@@ -162,7 +174,7 @@ static void test_gradcheck(void) {
         model_arg a = {&m};
         char name[64];
         snprintf(name, sizeof name, "encdec %s%s", mt_enum_name(&MT_PLACEMENTS, g.stack.placement),
-                 k == 3 ? " untied no-bias" : "");
+                 k == 5 ? " untied no-bias" : "");
         gradcheck(name, build_loss, &a, m.P.n, in, 3e-3, 5e-3); /* 1e-2: curvature */
         free(in);
         mt_encdec_free(&m);

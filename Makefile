@@ -48,9 +48,10 @@ DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
 TESTLIB := $(BUILD)/tests/check.o
 BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 
-# dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs)
+# dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
+# festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task)
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
-             zlib1g-dev gnuplot-nox dataset-fashion-mnist
+             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu
 # make MPI=1 (and the MPI test, tests/test_mpi.sh)
 DEPS_MPI  := libopenmpi-dev openmpi-bin
 DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)

@@ -1,5 +1,6 @@
 /* ./infer: samples text from a checkpoint (streamed, with a KV cache), scores a text file,
- * classifies images with a ViT checkpoint, or describes a checkpoint. Exit status: 0 done, 1
+ * classifies images with a ViT checkpoint, gives words' phones with an encoder-decoder (and scores
+ * it on a dictionary), or describes a checkpoint. Exit status: 0 done, 1
  * runtime failure (I/O, out of memory, an unreadable image), 2 usage (a flag, a missing or
  * malformed checkpoint or input file). */
 #include <math.h>
@@ -11,11 +12,13 @@
 
 static struct {
     char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
-        info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX];
-    int tokens, top_k, seed, threads;
+        info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX], source[MT_OPT_STR_MAX],
+        score_file[MT_OPT_STR_MAX];
+    int tokens, top_k, seed, threads, beam, split;
     float temperature, top_p;
     bool no_cache, help;
-} o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1};
+} o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1,
+       .beam = 1, .split = 3};
 
 static const mt_opt OPTS[] = {
     {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0, NULL},
@@ -29,6 +32,10 @@ static const mt_opt OPTS[] = {
     {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0, NULL},
     {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0, NULL},
     {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0, NULL},
+    {"source", MT_OPT_STR, o.source, NULL, "encdec: words (separated by spaces or commas) whose phones to print", 0, NULL},
+    {"beam", MT_OPT_INT, &o.beam, "1..64", "encdec: beam width; 1: greedy", 0, NULL},
+    {"score-file", MT_OPT_STR, o.score_file, NULL, "encdec: a pronunciation dictionary (CMUdict lines, or plain: word ph ph1 ...): WER and PER of the model on it", 0, NULL},
+    {"split", MT_OPT_CHOICE, &o.split, NULL, "encdec --score-file: the part of the dictionary scored (train's split by word)", 0, &MT_G2P_SPLITS},
     {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0, NULL},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
 };
@@ -102,6 +109,89 @@ static int classify(mt_vit *m) {
     return rc;
 }
 
+/* --source: each word's phones, "word  ph ph1 ..." (the plain dictionary format). Letters outside
+   the model's vocabulary are an error naming them (exit 2); upper case reads as lower. */
+static int g2p_source(mt_encdec *m, mt_ctx *c) {
+    const mt_g2p_vocab *v = &m->vocab;
+    int T = m->cfg.tgt_ctx, S = m->cfg.src_ctx, *out = malloc((size_t)T * sizeof *out),
+        *src = malloc((size_t)S * sizeof *src), seen = 0;
+    if (!out || !src) die(1, "out of memory");
+    for (char *w = strtok(o.source, " ,\t\n"); w; w = strtok(NULL, " ,\t\n")) {
+        char bad[MT_OPT_STR_MAX] = "", msg[2 * MT_OPT_STR_MAX + 200];
+        int n = (int)strlen(w);
+        for (int i = 0; i < n; i++) {
+            w[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] - 'A' + 'a' : w[i]);
+            if (mt_g2p_letter_id(v, w[i]) < 0 && !strchr(bad, w[i])) bad[strlen(bad)] = w[i];
+        }
+        if (bad[0]) {
+            snprintf(msg, sizeof msg, "--source: \"%s\" has characters outside the model's letters "
+                     "\"%.*s\": \"%s\"", w, v->n_letters, v->letters, bad);
+            die(2, msg);
+        }
+        if (n > S) {
+            snprintf(msg, sizeof msg, "--source: \"%s\" has %d letters; the model reads at most %d",
+                     w, n, S);
+            die(2, msg);
+        }
+        for (int i = 0; i < n; i++) src[i] = mt_g2p_letter_id(v, w[i]);
+        mt_ctx_reset(c);
+        int len;
+        if (o.beam > 1) len = mt_encdec_beam(c, m, src, n, o.beam, out);
+        else mt_encdec_greedy(c, m, src, &n, 1, n, out, &len);
+        printf("%s ", w);
+        for (int i = 0; i < len; i++) {
+            char buf[8];
+            printf(" %s", mt_g2p_token_name(v, out[i], buf));
+        }
+        putchar('\n');
+        seen++;
+    }
+    if (!seen) die(2, "--source: no word given");
+    free(out);
+    free(src);
+    return 0;
+}
+
+/* --score-file: WER and PER (with and without stress) of the words of a dictionary's --split. */
+static int g2p_score(mt_encdec *m, mt_ctx *c) {
+    mt_err e;
+    mt_g2p_dict d;
+    mt_status s = mt_g2p_load(o.score_file, &m->vocab, &d, &e);
+    if (s != MT_OK) die(s == MT_EIO || s == MT_ENOMEM ? 1 : 2, e.msg);
+    int *idx = malloc((size_t)d.n_words * sizeof *idx), n[3], from = 0, count = d.n_words;
+    if (!idx) die(1, "out of memory");
+    if (o.split < 3) {
+        mt_g2p_split(&d, idx, n);
+        for (int k = 0; k < o.split; k++) from += n[k];
+        count = n[o.split];
+    } else
+        for (int i = 0; i < d.n_words; i++) idx[i] = i;
+    for (int i = 0; i < count; i++) {
+        int w = idx[from + i], len = (int)strlen(d.words[w]);
+        if (len > m->cfg.src_ctx) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "--score-file: \"%s\" has %d letters; the model reads at "
+                     "most %d", d.words[w], len, m->cfg.src_ctx);
+            die(2, msg);
+        }
+    }
+    mt_g2p_tally t[2] = {{0}};
+    double t0 = mt_clock();
+    for (int i = 0; i < count; i += 64) {
+        mt_ctx_reset(c);
+        mt_encdec_tally(c, m, &d, idx + from + i, count - i < 64 ? count - i : 64, o.beam, t);
+    }
+    printf("words=%d wer=%.4f per=%.4f wer_nostress=%.4f per_nostress=%.4f beam=%d split=%s "
+           "seconds=%.1f\n", count, mt_g2p_wer(&t[0]), mt_g2p_per(&t[0]), mt_g2p_wer(&t[1]),
+           mt_g2p_per(&t[1]), o.beam, mt_enum_name(&MT_G2P_SPLITS, o.split), mt_clock() - t0);
+    if (d.n_skipped)
+        fprintf(stderr, "infer: skipped %d line(s) that are no dictionary entry (line %s%s)\n",
+                d.n_skipped, d.skipped, d.n_skipped > 5 ? ", ..." : "");
+    free(idx);
+    mt_g2p_free(&d);
+    return 0;
+}
+
 static int info(void) {
     mt_ckpt_state state;
     char *options, line[1024];
@@ -151,6 +241,8 @@ int main(int argc, char **argv) {
         printf("usage: ./infer --checkpoint out/model.safetensors [--prompt TEXT] [--tokens N] ...\n"
                "       ./infer --checkpoint F --score TEXTFILE\n"
                "       ./infer --checkpoint VIT --classify IMAGE[,IMAGE|DIR...]\n"
+               "       ./infer --checkpoint ENCDEC --source \"WORD ...\" [--beam K]\n"
+               "       ./infer --checkpoint ENCDEC --score-file DICT [--split test] [--beam K]\n"
                "       ./infer --info F\n\n%s",
                help);
         free(help);
@@ -162,7 +254,8 @@ int main(int argc, char **argv) {
     }
     if (!o.checkpoint[0]) die(2, "--checkpoint FILE is required (./infer --help lists the flags)");
     if (mt_file_check("--checkpoint", o.checkpoint, &e) != MT_OK ||
-        (o.score[0] && mt_file_check("--score", o.score, &e) != MT_OK))
+        (o.score[0] && mt_file_check("--score", o.score, &e) != MT_OK) ||
+        (o.score_file[0] && mt_file_check("--score-file", o.score_file, &e) != MT_OK))
         die(2, e.msg);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
@@ -177,6 +270,27 @@ int main(int argc, char **argv) {
     }
     if (o.classify[0]) {
         int rc = classify(vit);
+        mt_model_free(model);
+        return rc;
+    }
+    mt_encdec *ed = mt_encdec_of(model);
+    if ((o.source[0] || o.score_file[0]) && !ed) {
+        snprintf(msg, sizeof msg, "--source and --score-file take an encdec checkpoint; %s is a "
+                 "%s checkpoint", o.checkpoint, model->type->name);
+        die(2, msg);
+    }
+    if (ed) {
+        if (!o.source[0] && !o.score_file[0])
+            die(2, "an encdec checkpoint gives words' phones: --source \"WORD ...\" or "
+                   "--score-file DICT");
+        mt_ctx c;
+        if (mt_ctx_init(&c, mt_model_arena_bytes(&mt_encdec_type, &ed->cfg, 64 * o.beam, false), 0,
+                        &e) != MT_OK)
+            die(1, e.msg);
+        c.training = false;
+        c.grad_enabled = false;
+        int rc = o.source[0] ? g2p_source(ed, &c) : g2p_score(ed, &c);
+        mt_ctx_free(&c);
         mt_model_free(model);
         return rc;
     }

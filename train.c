@@ -74,7 +74,7 @@ static const mt_opt TRAIN_OPTS[] = {
     {"nesterov", MT_OPT_BOOL, &o.nesterov, NULL, "SGD Nesterov momentum", 0, NULL},
     {"clip", MT_OPT_FLOAT, &o.clip, NULL, "max gradient norm; 0: no clipping", 0, NULL},
     {"eval-every", MT_OPT_INT, &o.eval_every, "0..", "validation every N steps (and at the end); 0: only at the end", 0, NULL},
-    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "text: validation batches (the same ones each time)", 0, NULL},
+    {"eval-batches", MT_OPT_INT, &o.eval_batches, "1..", "text: validation batches (the same ones each time); encdec: at most this many batches of validation words", 0, NULL},
     {"save-every", MT_OPT_INT, &o.save_every, "0..", "checkpoint every N steps (and at the end); 0: only at the end", 0, NULL},
     {"log-every", MT_OPT_INT, &o.log_every, "1..", "progress and a metrics row every N steps", 0, NULL},
     {"diag-grad-every", MT_OPT_INT, &o.diag_grad_every, "0..", "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off", 0, NULL},
@@ -343,7 +343,8 @@ int main(int argc, char **argv) {
 
     mt_metrics metrics;
     snprintf(path, sizeof path, "%s/metrics.csv", o.out);
-    if (rank0 && (s = mt_metrics_open(&metrics, path, o.resume ? tr.step : -1, &e)) != MT_OK)
+    if (rank0 && (s = mt_metrics_open_with(&metrics, path, o.resume ? tr.step : -1, type->metrics,
+                                           &e)) != MT_OK)
         die(1, e.msg);
     if (tr.step >= o.steps && rank0) {
         if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
@@ -385,8 +386,11 @@ int main(int argc, char **argv) {
         double val = eval ? mt_trainer_eval(&tr) : NAN;
         if (log) {
             double elapsed = mt_clock() - t0, per = elapsed / (double)(step - first);
+            double extra[MT_EVAL_METRICS];
+            for (int k = 0; k < mt_model_metric_count(type); k++)
+                extra[k] = eval ? tr.val_metrics[k] : NAN;
             mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3),
-                                  (rank0 ? metrics.elapsed0 : 0) + elapsed};
+                                  (rank0 ? metrics.elapsed0 : 0) + elapsed, extra};
             if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
             printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
                    "ETA %s",
@@ -395,6 +399,8 @@ int main(int argc, char **argv) {
                    hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
             if (eval && !isnan(val)) printf(" | val %.4f", val);
             if (eval && type->accuracy) printf(" acc %.4f", tr.val_accuracy);
+            for (int k = 0; eval && k < mt_model_metric_count(type); k++)
+                printf(" %s %.4f", type->metrics[k], tr.val_metrics[k]);
             printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
             fflush(stdout);
         }

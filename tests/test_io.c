@@ -225,7 +225,7 @@ static void test_metrics(void) {
     const char *path = tmp_path("metrics.csv");
     CHECK(mt_metrics_open(&m, path, -1, &e) == MT_OK, "open: %s", e.msg);
     for (long s = 1; s <= 4; s++) {
-        mt_metrics_row r = {s, 4.0 / s, s == 2 ? 1.5 : NAN, 1e-3, 0.5, 12.25, 1000, 0.5 * s};
+        mt_metrics_row r = {s, 4.0 / s, s == 2 ? 1.5 : NAN, 1e-3, 0.5, 12.25, 1000, 0.5 * s, NULL};
         CHECK(mt_metrics_write(&m, &r, &e) == MT_OK, "write: %s", e.msg);
     }
     mt_metrics_close(&m);
@@ -238,7 +238,7 @@ static void test_metrics(void) {
     /* a run resumed from step 2 drops rows 3 and 4, appends, and counts its time on from row 2's */
     CHECK(mt_metrics_open(&m, path, 2, &e) == MT_OK, "reopen: %s", e.msg);
     CHECK(m.elapsed0 == 1.0, "elapsed of the last row kept: %g", m.elapsed0);
-    mt_metrics_row r = {3, 0.25, NAN, 1e-3, 0.5, 12.25, 1000, m.elapsed0 + 0.25};
+    mt_metrics_row r = {3, 0.25, NAN, 1e-3, 0.5, 12.25, 1000, m.elapsed0 + 0.25, NULL};
     CHECK(mt_metrics_write(&m, &r, &e) == MT_OK, "write: %s", e.msg);
     mt_metrics_close(&m);
     const char *want2 = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s\n"
@@ -255,7 +255,7 @@ static void test_metrics(void) {
                      "3,1.333333,,0.001,0.5,12.250,1000.0\n", f) != EOF, "old file");
     if (f) fclose(f);
     CHECK(mt_metrics_open(&m, path, 2, &e) == MT_OK && m.elapsed0 == 0, "reopen old: %s", e.msg);
-    r = (mt_metrics_row){3, 0.25, NAN, 1e-3, 0.5, 12.25, 1000, 0.75};
+    r = (mt_metrics_row){3, 0.25, NAN, 1e-3, 0.5, 12.25, 1000, 0.75, NULL};
     CHECK(mt_metrics_write(&m, &r, &e) == MT_OK, "write: %s", e.msg);
     mt_metrics_close(&m);
     const char *want3 = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s\n"
@@ -271,12 +271,32 @@ static void test_metrics(void) {
           "header");
 }
 
+/* A model's metrics: val_<name> columns after elapsed_s, empty when not evaluated. */
+static void test_metrics_extra(void) {
+    mt_metrics m;
+    mt_err e;
+    const char *path = tmp_path("metrics_extra.csv");
+    const char *names[] = {"wer", "per", NULL};
+    CHECK(mt_metrics_open_with(&m, path, -1, names, &e) == MT_OK, "open: %s", e.msg);
+    double v[2] = {0.25, NAN};
+    mt_metrics_row r = {1, 2.0, 1.5, 1e-3, 0.5, 12.25, 1000, 0.5, v};
+    CHECK(mt_metrics_write(&m, &r, &e) == MT_OK, "write: %s", e.msg);
+    r.step = 2, r.extra = NULL;
+    CHECK(mt_metrics_write(&m, &r, &e) == MT_OK, "write: %s", e.msg);
+    mt_metrics_close(&m);
+    const char *want = "step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s,val_wer,val_per\n"
+                       "1,2.000000,1.500000,0.001,0.5,12.250,1000.0,0.500,0.250000,\n"
+                       "2,2.000000,1.500000,0.001,0.5,12.250,1000.0,0.500,,\n";
+    CHECK(strcmp(slurp(path), want) == 0, "csv:\n%s", slurp(path));
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_flags();
     test_ini();
     test_checkpoint();
     test_metrics();
+    test_metrics_extra();
     const char *files[] = {"a.ini", "m.safetensors", "metrics.csv"};
     for (int i = 0; i < 3; i++) unlink(tmp_path(files[i]));
     rmdir(dir);

@@ -478,6 +478,120 @@ static void test_block_formula(void) {
     mt_ctx_free(&c);
 }
 
+/* ---- attention with a key-padding mask, queries and keys of different lengths ---- */
+typedef struct {
+    int n_head;
+    bool causal;
+    const int *len;
+} masked_arg;
+
+static mt_tensor *build_masked(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const masked_arg *a = arg;
+    return mt_attention_masked(c, in[0], in[1], in[2], a->n_head, a->causal, a->len);
+}
+
+/* The loops of ref_attention with Tq queries on the first len[b] of Tk keys, in double. */
+static void ref_masked(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int NH,
+                       bool causal, const int *len, float *out, const float *dy, float *dq,
+                       float *dk, float *dv) {
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2], HS = C / NH;
+    double *p = malloc((size_t)Tk * sizeof(double)), *dp = malloc((size_t)Tk * sizeof(double));
+    memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, k->n * sizeof(float)),
+        memset(dv, 0, k->n * sizeof(float));
+#define AQ(x, t, i) ((x)[((size_t)b * Tq + (t)) * C + h * HS + (i)])
+#define AK(x, s, i) ((x)[((size_t)b * Tk + (s)) * C + h * HS + (i)])
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++) {
+                int L = len ? len[b] : Tk;
+                double m = -INFINITY, sum = 0, rowdot = 0;
+                for (int s = 0; s < L; s++) {
+                    double dot = 0;
+                    for (int i = 0; i < HS; i++) dot += (double)AQ(q->data, t, i) * AK(k->data, s, i);
+                    p[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
+                    if (p[s] > m) m = p[s];
+                }
+                for (int s = 0; s < L; s++) sum += p[s] = exp(p[s] - m);
+                for (int s = 0; s < L; s++) p[s] /= sum;
+                for (int i = 0; i < HS; i++) {
+                    double o = 0;
+                    for (int s = 0; s < L; s++) o += p[s] * AK(v->data, s, i);
+                    AQ(out, t, i) = (float)o;
+                }
+                for (int s = 0; s < L; s++) {
+                    dp[s] = 0;
+                    for (int i = 0; i < HS; i++) dp[s] += (double)AQ(dy, t, i) * AK(v->data, s, i);
+                    rowdot += p[s] * dp[s];
+                }
+                for (int s = 0; s < L; s++) {
+                    double ds = p[s] * (dp[s] - rowdot) / sqrt((double)HS);
+                    for (int i = 0; i < HS; i++) {
+                        AK(dv, s, i) += (float)(p[s] * AQ(dy, t, i));
+                        AQ(dq, t, i) += (float)(ds * AK(k->data, s, i));
+                        AK(dk, s, i) += (float)(ds * AQ(q->data, t, i));
+                    }
+                }
+            }
+#undef AQ
+#undef AK
+    free(p);
+    free(dp);
+}
+
+/* Cross-attention shapes (Tq != Tk), padded keys (some rows shorter, one of a single key),
+   causal self-attention with padding, and a mask of full lengths (which takes mt_attention's
+   paths): against the loops above and by finite differences; padded keys get no gradient. */
+static void test_attention_masked(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 13);
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    static const int L1[] = {3, 5}, L2[] = {1, 7, 4}, L3[] = {9, 9}, L4[] = {13, 2, 20, 17};
+    struct {
+        int B, Tq, Tk, C, NH;
+        bool causal;
+        const int *len;
+        bool gradcheck;
+    } cases[] = {{2, 4, 5, 8, 2, false, L1, true},   {3, 6, 7, 12, 3, false, L2, true},
+                 {2, 9, 9, 8, 2, true, L3, true},    {3, 7, 7, 8, 1, true, L2, true},
+                 {2, 3, 9, 16, 1, false, NULL, true}, {2, 9, 9, 16, 2, false, L3, false},
+                 {4, 21, 20, 64, 4, false, L4, false}, {4, 20, 20, 64, 4, true, L4, false}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int qs[] = {cases[k].B, cases[k].Tq, cases[k].C}, ks[] = {cases[k].B, cases[k].Tk, cases[k].C};
+        masked_arg a = {cases[k].NH, cases[k].causal, cases[k].len};
+        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, true), *kk = test_tensor(&r, 3, ks, -2, 2, true);
+        mt_tensor *v = test_tensor(&r, 3, ks, -1, 1, true), *dy = test_tensor(&r, 3, qs, -1, 1, false);
+        float *ref = malloc((2 * q->n + 2 * kk->n) * sizeof(float)), *g[3] = {ref + q->n,
+            ref + 2 * q->n, ref + 2 * q->n + kk->n};
+        ref_masked(q, kk, v, a.n_head, a.causal, a.len, ref, dy->data, g[0], g[1], g[2]);
+        mt_ctx_reset(&c);
+        mt_tensor *in[3] = {q, kk, v};
+        for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
+        mt_tensor *y = mt_attention_masked(&c, q, kk, v, a.n_head, a.causal, a.len);
+        double e = max_rel_err(y->data, ref, q->n);
+        CHECK(e < 1e-5, "masked attention case %zu vs naive: %g", k, e);
+        mt_backward_from(&c, y, dy->data);
+        for (int i = 0; i < 3; i++) {
+            e = max_rel_err(in[i]->grad, g[i], in[i]->n);
+            CHECK(e < 1e-5, "masked attention case %zu: d%s vs naive: %g", k,
+                  (const char *[]){"q", "k", "v"}[i], e);
+        }
+        for (int b = 0; a.len && b < cases[k].B; b++) /* padded keys: exactly no gradient */
+            for (size_t j = ((size_t)b * cases[k].Tk + a.len[b]) * cases[k].C;
+                 j < (size_t)(b + 1) * cases[k].Tk * cases[k].C; j++)
+                CHECK(kk->grad[j] == 0 && v->grad[j] == 0, "case %zu: padded key %zu has a "
+                      "gradient", k, j);
+        if (cases[k].gradcheck) {
+            char name[48];
+            snprintf(name, sizeof name, "masked attention[%zu]", k);
+            gradcheck(name, build_masked, &a, 3, (mt_tensor *[]){q, kk, v}, 1e-2, 2e-3);
+        }
+        free(ref);
+        test_tensor_free(q), test_tensor_free(kk), test_tensor_free(v), test_tensor_free(dy);
+    }
+    mt_ctx_free(&c);
+}
+
 /* Inside a parallel region (as in a replica) attention runs inline on its thread with scratch for
    one thread, whatever omp_get_thread_num() says there: on a pool of 1 thread, each of 2 threads
    runs forward and backward in an arena of exactly the peak a run outside needed and gets that
@@ -529,6 +643,7 @@ int main(void) {
     test_linear();
     test_ffn();
     test_attention();
+    test_attention_masked();
     test_attention_in_replica();
     test_deepnorm_constants();
     test_block_formula();

@@ -223,4 +223,81 @@ mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err)
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err);
 
+/* ---- pronunciation dictionaries (grapheme-to-phoneme) --------------------------------------------
+ * Entries are read from either of two line formats, one entry a line:
+ *   festival's CMUdict 0.4: ("hello" nil (((hh ax) 0) ((l ow) 1)))   word, part of speech,
+ *                           syllables of phones each with a stress digit;
+ *   plain:                  hello hh ax0 l ow1                       word, then its phones.
+ * Targets are phones with each syllable's stress digit on its vowel, as CMUdict 0.7b writes
+ * them (hh ax0 l ow1): the vowel is the syllable's first phone whose name starts with a, e, i,
+ * o or u; a syllable without one (115 in CMUdict 0.4, "blouin": ((b l) 0)) keeps its phones
+ * without a digit. Words are lowercased, and all entries of one word (parts of speech, case
+ * variants) become one word with its distinct pronunciations. A line that does not parse is
+ * skipped and counted (n_skipped, the first few line numbers in skipped): festival's file opens
+ * with a line "MNCL" that is no entry. Letters are the bytes 33..126 but '"'; at most
+ * MT_G2P_MAX_LEN letters and phones an entry. */
+#define MT_G2P_MAX_LEN 64
+#define MT_G2P_MAX_PHONES 200 /* distinct phone symbols (with their stress digits) */
+typedef char mt_g2p_phone[8];
+
+/* The symbols: letters (sorted bytes) and phones (sorted names). Model token ids: 0 pad, 1 bos,
+   2 eos, then the letters, then the phones (MT_G2P_TOK_SPECIAL + n_letters + phone index). */
+enum { MT_G2P_PAD, MT_G2P_BOS, MT_G2P_EOS, MT_G2P_TOK_SPECIAL };
+typedef struct {
+    int n_letters, n_phones;
+    char letters[96];
+    mt_g2p_phone phones[MT_G2P_MAX_PHONES];
+    short base[MT_G2P_MAX_PHONES]; /* the first phone of the same name without its digit */
+} mt_g2p_vocab;
+
+typedef struct {
+    int n_words;
+    char **words;     /* (n_words) sorted, lowercase */
+    int *pron_start;  /* (n_words + 1) the word's pronunciations [pron_start[w], pron_start[w+1]) */
+    int n_prons;
+    int *phone_start; /* (n_prons + 1) a pronunciation's phones [phone_start[p], ...[p+1]) */
+    int *phones;      /* phone indices into vocab.phones */
+    mt_g2p_vocab vocab;
+    int n_lines, n_entries, n_skipped;
+    char skipped[128]; /* "line 1, ..." of the first skipped lines */
+} mt_g2p_dict;
+
+/* Reads a dictionary. vocab NULL: the symbols are those of the file; else the file must use
+   vocab's (a model's): a letter or phone outside it is MT_EFORMAT naming it and its line. A
+   missing file is MT_EINVAL with a hint (festival's dictionary comes in the package
+   festlex-cmu). A file with no entry is MT_EFORMAT. */
+mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *d, mt_err *err);
+void mt_g2p_free(mt_g2p_dict *d);
+
+/* The split by word, the same for every run on the same dictionary: the words shuffled with a
+   fixed seed, then 90% train, 5% validation, 5% test (valid and test at least one word each
+   when there are 3 or more). idx (n_words) receives train's word indices, then valid's, then
+   test's, each part ascending; n[0..2] the part sizes. */
+#define MT_G2P_SPLIT_SEED 0x47325053504c4954ULL
+void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[3]);
+extern const mt_enum MT_G2P_SPLITS; /* "train", "valid", "test", "all" */
+
+int mt_g2p_letter_id(const mt_g2p_vocab *v, char ch); /* token id, -1 when unknown */
+int mt_g2p_phone_id(const mt_g2p_vocab *v, const char *name); /* token id, -1 when unknown */
+/* A token id's text: a letter, a phone name, "<pad>", "<bos>", "<eos>". */
+const char *mt_g2p_token_name(const mt_g2p_vocab *v, int id, char buf[8]);
+/* {"letters":"ab...","phones":["aa0",...]}; malloc'd. from_json checks every symbol. */
+char *mt_g2p_vocab_to_json(const mt_g2p_vocab *v);
+mt_status mt_g2p_vocab_from_json(const char *json, mt_g2p_vocab *v, mt_err *err);
+int mt_g2p_vocab_size(const mt_g2p_vocab *v); /* tokens: 3 + letters + phones */
+
+/* Levenshtein distance between id sequences a (na) and b (nb), unit costs. */
+int mt_levenshtein(const int *a, int na, const int *b, int nb);
+
+/* Scoring against a word's references (WER, PER as in docs/g2p.md): with stress (ids as they
+   are) and without (each phone id mapped to its name's without the digit). */
+typedef struct {
+    double words, wrong, edits, ref_len; /* summed over words */
+} mt_g2p_tally;
+/* Adds one predicted phone sequence (token ids, no bos or eos) of word w: wrong when it equals
+   none of w's pronunciations; edits and ref_len of the closest (the first at the least distance). */
+void mt_g2p_tally_add(const mt_g2p_dict *d, int w, const int *pred, int n, mt_g2p_tally t[2]);
+double mt_g2p_wer(const mt_g2p_tally *t); /* wrong / words */
+double mt_g2p_per(const mt_g2p_tally *t); /* edits / ref_len */
+
 #endif

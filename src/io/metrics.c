@@ -66,15 +66,28 @@ static mt_status truncate_rows(const char *path, long keep_until, double *elapse
 }
 
 mt_status mt_metrics_open(mt_metrics *m, const char *path, long keep_until, mt_err *err) {
+    return mt_metrics_open_with(m, path, keep_until, NULL, err);
+}
+
+mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
+                               const char *const *extra, mt_err *err) {
     m->f = NULL;
     m->elapsed0 = 0;
+    m->n_extra = 0;
+    char header[sizeof HEADER + 256];
+    snprintf(header, sizeof header, "%.*s", (int)sizeof HEADER - 2, HEADER);
+    for (; extra && extra[m->n_extra]; m->n_extra++) {
+        size_t at = strlen(header);
+        snprintf(header + at, sizeof header - at, ",val_%s", extra[m->n_extra]);
+    }
+    strcat(header, "\n");
     if (keep_until >= 0) {
         mt_status s = truncate_rows(path, keep_until, &m->elapsed0, err);
         if (s != MT_OK) return s;
     }
     m->f = fopen(path, keep_until >= 0 ? "ab" : "wb");
     if (!m->f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (ftell(m->f) == 0 && (fputs(HEADER, m->f) == EOF || fflush(m->f) != 0)) {
+    if (ftell(m->f) == 0 && (fputs(header, m->f) == EOF || fflush(m->f) != 0)) {
         mt_metrics_close(m);
         return mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
@@ -85,9 +98,12 @@ mt_status mt_metrics_write(mt_metrics *m, const mt_metrics_row *r, mt_err *err) 
     char val[32] = "";
     if (!isnan(r->val_loss)) snprintf(val, sizeof val, "%.6f", r->val_loss);
     /* flushed every row, so the file can be followed (tail -f, a plotting loop) while training */
-    if (fprintf(m->f, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f,%.3f\n", r->step, r->loss, val, r->lr,
-                r->grad_norm, r->ms, r->tok_per_s, r->elapsed_s) < 0 ||
-        fflush(m->f) != 0)
+    bool ok = fprintf(m->f, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f,%.3f", r->step, r->loss, val, r->lr,
+                      r->grad_norm, r->ms, r->tok_per_s, r->elapsed_s) >= 0;
+    for (int k = 0; k < m->n_extra && ok; k++)
+        ok = r->extra && !isnan(r->extra[k]) ? fprintf(m->f, ",%.6f", r->extra[k]) >= 0
+                                             : fputc(',', m->f) != EOF;
+    if (!ok || fputc('\n', m->f) == EOF || fflush(m->f) != 0)
         return mt_errorf(err, MT_EIO, "cannot write the metrics file: %s", strerror(errno));
     return MT_OK;
 }

@@ -37,6 +37,14 @@ mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cf
     return s;
 }
 
+int mt_model_metric_count(const mt_model_type *type) {
+    int n = 0;
+    while (type->metrics && type->metrics[n]) n++;
+    MT_ASSERT(n <= MT_EVAL_METRICS, "model %s: %d metrics, at most %d", type->name, n,
+              MT_EVAL_METRICS);
+    return n;
+}
+
 void mt_model_free(mt_model *m) {
     if (m && m->type) m->type->free(m);
     free(m);

@@ -12,6 +12,8 @@
 
 typedef struct mt_model_type mt_model_type;
 
+#define MT_EVAL_METRICS 8
+
 /* A built model; the type's own struct holds it (first member) with the rest. */
 typedef struct {
     const mt_model_type *type;
@@ -95,11 +97,17 @@ struct mt_model_type {
     mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo, int n);
     /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws
        batch i (i = 0 first) and returns its rows; eval_rows: adds the loss summed over rows
-       [lo, lo + n) of it to sums[0] and, with accuracy, the rows predicted right to sums[1]. */
+       [lo, lo + n) of it to sums[0], with accuracy the rows predicted right to sums[1], and with
+       metrics the two terms of metric k to sums[2 + 2k] and sums[3 + 2k]. */
     int (*eval_count)(const mt_task *t);
     int (*eval_draw)(mt_task *t, int i);
     void (*eval_rows)(mt_ctx *c, mt_model *m, mt_task *t, int lo, int n, double sums[2]);
     bool accuracy;
+    /* Evaluation metrics besides loss and accuracy, NULL or NULL-terminated names (at most
+       MT_EVAL_METRICS; "wer"): metric k is sums[2 + 2k] / sums[3 + 2k] summed over every
+       evaluation batch (a share of wrong words: wrong, words). They become columns of
+       metrics.csv and are printed at evaluation. */
+    const char *const *metrics;
 
     /* Diagnostics (NULL: the type has none): the hidden state the head reads (rows, C) of B fixed
        held-out rows (the same every call for a seed), resid as mt_stack_forward's. */
@@ -123,6 +131,8 @@ char *mt_model_config_json(const mt_model *m); /* malloc'd */
 /* cfg (type->config_size bytes): the defaults, the keys json sets, validated. */
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err);
+/* The number of type->metrics. */
+int mt_model_metric_count(const mt_model_type *type);
 /* "32 x 64 tokens", "64 images": a batch of B rows in words. */
 const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
                                  size_t len);

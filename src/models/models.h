@@ -146,4 +146,78 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
 /* Mean cross-entropy of labels (B) in [0, K): a scalar. */
 mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B);
 
+/* ---- encoder-decoder ---------------------------------------------------------------------------
+ * A Transformer encoder-decoder (Vaswani et al. 2017) trained on grapheme-to-phoneme: the letters
+ * of a word in, its phones out (data.h's pronunciation dictionaries). One token embedding for
+ * letters, phones and the specials (pad, bos, eos), learned position embeddings for each side,
+ * enc_layers bidirectional blocks on the letters (self-attention keys masked to each word's
+ * length), dec_layers blocks of causal self-attention, cross-attention on the encoder's output
+ * (keys masked likewise) and FFN, a head tied to the token embedding unless untied. Every stack
+ * option applies to both sides; the stack's n_layer is enc_layers + dec_layers (validate sets
+ * it from its default 1, which no encoder-decoder has, and refuses another value). DeepNorm uses the encoder-decoder rows: the stack's
+ * deepnorm_alpha and deepnorm_beta are the encoder's (0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16)),
+ * dec_deepnorm_alpha and dec_deepnorm_beta the decoder's ((3M)^(1/4), (12M)^(-1/4)); beta is the
+ * Xavier gain of v_proj, out_proj, fc1 and fc2 of every attention (self and cross) and FFN.
+ * bn and in are refused (their statistics would cross time in the decoder and take in padding).
+ * Parameter names: tok_emb.weight (V, C), enc.pos_emb.weight (src_ctx, C),
+ * dec.pos_emb.weight (tgt_ctx, C), enc.blocks.{i}.{attn_norm, attn.{q,k,v,out}_proj, ffn_norm,
+ * ffn.{fc1,fc2}}.*, dec.blocks.{i}.{attn_norm, attn.*, cross_attn_norm,
+ * cross_attn.{q,k,v,out}_proj, ffn_norm, ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre
+ * only), lm_head.weight (untied only). */
+extern const mt_model_type mt_encdec_type;
+
+#define MT_ENCDEC_MAX_LAYERS 10000
+#define MT_ENCDEC_MAX_CTX 4096
+
+typedef struct {
+    mt_stack_config stack; /* n_layer = enc_layers + dec_layers; DeepNorm's constants: encoder */
+    int enc_layers, dec_layers;
+    float dec_deepnorm_alpha, dec_deepnorm_beta; /* 0: from the depths */
+    int src_ctx, tgt_ctx; /* positions: the longest word; the longest pronunciation + 1 (data) */
+    int n_vocab;          /* 3 + letters + phones (data) */
+    bool tied;
+    float emb_std;
+} mt_encdec_config;
+
+typedef struct mt_encdec_layout mt_encdec_layout; /* parameter indices, private to the model */
+
+typedef struct {
+    mt_model base;
+    mt_encdec_config cfg;
+    mt_params P;
+    mt_encdec_layout *layout;
+    mt_g2p_vocab vocab; /* what its ids mean: set from the data or the checkpoint */
+} mt_encdec;
+
+/* 4 + 4 layers, the stack's defaults, tied, embeddings N(0, 0.02^2) */
+mt_encdec_config mt_encdec_config_default(void);
+mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err);
+mt_status mt_encdec_build(mt_encdec *m, const mt_encdec_config *cfg, mt_err *err);
+void mt_encdec_free(mt_encdec *m);
+mt_encdec *mt_encdec_of(mt_model *m);
+double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training);
+
+/* src (B, S) letter ids padded with MT_G2P_PAD, src_len (B) each in [1, S]; tgt (B, T) decoder
+   inputs (bos, phones, padding) -> logits (B, T, V). */
+mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
+                             int S, const int *tgt, int B, int T);
+/* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1). */
+mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
+                          int S, const int *tgt, const int *targets, int B, int T);
+
+/* ---- decoding: the encoder once, its cross-attention keys and values once per decoder block,
+ * then a token at a time with a KV cache of the decoder's self-attention; in c's arena (no
+ * gradient), released at the end. out (B, tgt_ctx) receives phone token ids without bos and eos,
+ * len (B) their count (at most tgt_ctx - 1: a decoding that reaches it stops there). */
+void mt_encdec_greedy(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len, int B,
+                      int S, int *out, int *len);
+/* Beam search of width K for one word src (S letters): the hypothesis of highest summed
+   log-probability among those ended by eos (or, when none ends, the best at tgt_ctx - 1); K
+   hypotheses run as K rows of a batch; returns its length. K = 1 is greedy decoding. */
+int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, int *out);
+/* Decodes the dictionary's words (n, their indices; beam 1: greedy, in one batch) and adds them
+   to the tallies (with and without stress). */
+void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words,
+                     int n, int beam, mt_g2p_tally t[2]);
+
 #endif

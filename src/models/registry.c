@@ -5,5 +5,6 @@
 const mt_model_type *const mt_model_types[] = {
     &mt_gpt_type,
     &mt_vit_type,
+    &mt_encdec_type,
     NULL,
 };

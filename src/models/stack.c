@@ -35,7 +35,8 @@ mt_stack_config mt_stack_default(void) {
 #define F(key, type, field, help, range, of) \
     {key, MT_CF_##type, offsetof(mt_stack_config, field), help, range, of, NULL}
 static const mt_cf_field FIELDS[] = {
-    F("n_layer", INT, n_layer, "blocks", "1..", NULL),
+    F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
+      NULL),
     F("n_head", INT, n_head, "attention heads", "1..", NULL),
     F("n_embd", INT, n_embd, "channels", "1..", NULL),
     F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd", "0..", NULL),
@@ -166,13 +167,20 @@ float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out) {
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
                          const char *prefix, const char *final_name, mt_err *err) {
+    mt_block_cfg block = mt_stack_block(s, causal);
+    return mt_stack_build_blocks(st, s, &block, P, prefix, final_name, err);
+}
+
+mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt_block_cfg *block,
+                                mt_params *P, const char *prefix, const char *final_name,
+                                mt_err *err) {
     memset(st, 0, sizeof *st);
     st->blocks = calloc((size_t)s->n_layer, sizeof *st->blocks);
     if (!st->blocks)
         return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", s->n_layer);
     st->n_layer = s->n_layer;
     st->norm = &s->norm;
-    st->block = mt_stack_block(s, causal);
+    st->block = *block;
     mt_block_init stds = mt_stack_init_stds(s);
     for (int i = 0; i < s->n_layer; i++) {
         char name[64];
@@ -205,6 +213,13 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
         x = mt_block_forward(c, &st->block, P, &st->blocks[i], x);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
+    return x;
+}
+
+mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
+                               const int *x_len, const mt_cross_mem *mem) {
+    for (int i = 0; i < st->n_layer; i++)
+        x = mt_block_forward_ex(c, &st->block, P, &st->blocks[i], x, x_len, mem);
     return x;
 }
 

@@ -73,10 +73,18 @@ typedef struct {
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
                          const char *prefix, const char *final_name, mt_err *err);
+/* The same with every block's config given (an encoder-decoder's decoder: block.cross). */
+mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt_block_cfg *block,
+                                mt_params *P, const char *prefix, const char *final_name,
+                                mt_err *err);
 /* x (B, T, C) through every block. resid, when not NULL, gets (n_layer + 1) the mean token norm
    of the residual stream entering each block and leaving the last. */
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid);
+/* The blocks with mt_block_forward_ex: self-attention keys masked to x_len (B) or NULL, the
+   cross-attention (decoders) on mem or NULL. */
+mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
+                               const int *x_len, const mt_cross_mem *mem);
 /* The final norm of x (B, T, C) when the placement has one, else x. */
 mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x);
 void mt_stack_free(mt_stack *st);

@@ -110,6 +110,23 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_inner);
     snprintf(name, sizeof name, "%s.attn_out_norm", prefix);
     if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
+    bp->cross_norm = bp->cross_inner = bp->cross_out = none;
+    bp->cross = (mt_attn_params){-1, -1, -1, -1, -1, -1, -1, -1};
+    if (cfg->cross) {
+        mt_attn_params *x = &bp->cross;
+        int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
+            *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};
+        snprintf(name, sizeof name, "%s.cross_attn_norm", prefix);
+        mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_norm);
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "%s.cross_attn.%s", prefix, proj[i].name);
+            add_linear(P, name, C, C, bias, proj[i].std, w[i], b[i]);
+        }
+        snprintf(name, sizeof name, "%s.cross_attn.inner_norm", prefix);
+        if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_inner);
+        snprintf(name, sizeof name, "%s.cross_attn_out_norm", prefix);
+        if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_out);
+    }
     snprintf(name, sizeof name, "%s.ffn_norm", prefix);
     mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
     snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
@@ -130,12 +147,27 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) 
 
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
-    (void)arg;
     const mt_attn_params *a = &bp->attn;
+    const int *kv_len = arg;
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
-    return mt_attn_output(c, cfg, P, bp, mt_attention(c, q, k, v, cfg->n_head, cfg->causal));
+    mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
+                          : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    return mt_attn_output(c, cfg, P, bp, y);
+}
+
+mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                  const mt_block_params *bp, mt_tensor *x, void *arg) {
+    const mt_attn_params *a = &bp->cross;
+    const mt_cross_mem *m = arg;
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, m->mem);
+    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
+    mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
+    return mt_param_linear(c, P, a->out_w, a->out_b, y);
 }
 
 mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
@@ -177,13 +209,17 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                        const mt_block_params *bp, mt_sub sub, mt_tensor *x, mt_sublayer f,
                        void *arg) {
     const mt_norm_cfg *n = &cfg->norm;
-    const mt_norm_params *np = sub == MT_SUB_ATTN ? &bp->attn_norm : &bp->ffn_norm;
+    const mt_norm_params *np = sub == MT_SUB_ATTN    ? &bp->attn_norm
+                               : sub == MT_SUB_CROSS ? &bp->cross_norm
+                                                     : &bp->ffn_norm;
     switch (cfg->placement) {
     case MT_PLACE_PRE:   /* x + F(N(x)) */
     case MT_PLACE_SUBLN: /* the same; F holds the inner norm (mt_attn_output, mt_ffn_sublayer) */
         return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x)));
     case MT_PLACE_PERI: { /* x + N_out(F(N(x))), dropout after N_out */
-        const mt_norm_params *out = sub == MT_SUB_ATTN ? &bp->attn_out : &bp->ffn_out;
+        const mt_norm_params *out = sub == MT_SUB_ATTN    ? &bp->attn_out
+                                    : sub == MT_SUB_CROSS ? &bp->cross_out
+                                                          : &bp->ffn_out;
         mt_tensor *y = f(c, cfg, P, bp, mt_norm_tokens(c, n, P, np, x), arg);
         y = mt_norm_tokens(c, n, P, out, y);
         return mt_add(c, x, cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y);
@@ -200,6 +236,16 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 
 mt_tensor *mt_block_forward(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x) {
-    x = mt_residual(c, cfg, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, NULL);
+    return mt_block_forward_ex(c, cfg, P, bp, x, NULL, NULL);
+}
+
+mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                               const mt_block_params *bp, mt_tensor *x, const int *x_len,
+                               const mt_cross_mem *mem) {
+    MT_ASSERT(!cfg->cross == !mem, "block: cross-attention %s, memory %s",
+              cfg->cross ? "on" : "off", mem ? "given" : "none");
+    x = mt_residual(c, cfg, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, (void *)x_len);
+    if (cfg->cross)
+        x = mt_residual(c, cfg, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer, (void *)mem);
     return mt_residual(c, cfg, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
 }

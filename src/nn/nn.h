@@ -105,6 +105,13 @@ mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tens
    causal) v -> (B, T, C). Non-causal for encoders. */
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal);
+/* The same with queries and keys of different lengths and a key-padding mask: q (B, Tq, C),
+   k, v (B, Tk, C) -> (B, Tq, C); kv_len (B) or NULL (all Tk): row b's queries see keys
+   [0, kv_len[b]) only, 1 <= kv_len[b] <= Tk (the keys past a sequence's end are padding); causal
+   (Tq == Tk): also s <= t. Cross-attention (decoder queries on encoder keys) and variable-length
+   self-attention. */
+mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
+                               bool causal, const int *kv_len);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
@@ -139,6 +146,7 @@ typedef struct {
     int C, F, n_head;   /* channels, FFN width, heads (divides C) */
     bool bias;          /* biases on every projection */
     bool causal;        /* attention masked to the past (decoders) */
+    bool cross;         /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_placement placement;
     float alpha;        /* DeepNorm's skip scale */
@@ -159,10 +167,14 @@ typedef struct {
     mt_ffn_params ffn;
     mt_norm_params attn_inner, ffn_inner; /* Sub-LN: attn.inner_norm (C), ffn.inner_norm (F) */
     mt_norm_params attn_out, ffn_out;     /* Peri-LN: attn_out_norm, ffn_out_norm (C) */
+    /* with cfg->cross: cross_attn_norm, cross_attn.*, (Sub-LN) cross_attn.inner_norm,
+       (Peri-LN) cross_attn_out_norm */
+    mt_norm_params cross_norm, cross_inner, cross_out;
+    mt_attn_params cross;
 } mt_block_params;
 
-/* The two sublayers of a block. */
-typedef enum { MT_SUB_ATTN, MT_SUB_FFN } mt_sub;
+/* The sublayers of a block: its self-attention, (encoder-decoder) cross-attention, FFN. */
+typedef enum { MT_SUB_ATTN, MT_SUB_FFN, MT_SUB_CROSS } mt_sub;
 
 /* The std of each matrix's N(0, std^2) initialiser, chosen by the model's init scheme. */
 typedef struct {
@@ -172,12 +184,24 @@ typedef struct {
 /* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias}, (Sub-LN)
    <prefix>.attn.inner_norm.*, (Peri-LN) <prefix>.attn_out_norm.*, <prefix>.ffn_norm.*,
    <prefix>.ffn.{fc1,fc2}.{weight,bias}, (Sub-LN) <prefix>.ffn.inner_norm.*, (Peri-LN)
-   <prefix>.ffn_out_norm.*; biases initialised to 0, norms as their kind. */
+   <prefix>.ffn_out_norm.*; with cfg->cross, after the self-attention's, <prefix>.cross_attn_norm.*,
+   <prefix>.cross_attn.{q,k,v,out}_proj.* (the self-attention's init stds) and their Sub-LN or
+   Peri-LN norms as the self-attention's; biases initialised to 0, norms as their kind. */
 void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
                          const mt_block_init *init, mt_block_params *bp);
 /* x (B, T, C) -> (B, T, C) */
 mt_tensor *mt_block_forward(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x);
+/* What a cross-attention reads: the encoder's output mem (B, S, C) and its lengths (B) or NULL. */
+typedef struct {
+    mt_tensor *mem;
+    const int *mem_len;
+} mt_cross_mem;
+/* The block with its self-attention's keys masked to x_len (B) (NULL: none) and, with
+   cfg->cross, its cross-attention on mem. */
+mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                               const mt_block_params *bp, mt_tensor *x, const int *x_len,
+                               const mt_cross_mem *mem);
 
 /* The pieces of a block, for callers that run a sublayer their own way (the KV-cache decoder).
    A sublayer maps x (B, T, C) to (B, T, C); arg is the caller's. */
@@ -193,9 +217,15 @@ bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each subla
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
 /* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
-/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg unused. */
+/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg: NULL, or the keys' lengths
+   (const int *, B) of a padded batch. */
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);
+/* The cross-attention: out_proj(attention(q_proj(x), k_proj(mem), v_proj(mem))) with the
+   cross_attn projections (Sub-LN: its inner norm before out_proj), keys masked to mem_len; arg:
+   the mt_cross_mem. */
+mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                  const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The attention's output projection of y (B, T, C), the heads side by side: out_proj(y), or
    out_proj(N_inner(y)) with Sub-LN. */
 mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,

@@ -142,6 +142,7 @@ typedef struct {
     long step;     /* steps taken */
     mt_params *P;  /* the parameters of the model trained */
     double val_accuracy; /* of the last mt_trainer_eval, for a type with accuracy */
+    double val_metrics[MT_EVAL_METRICS]; /* of the last mt_trainer_eval: the type's metrics */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
     mt_replicas replicas;

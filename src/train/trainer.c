@@ -420,12 +420,13 @@ double mt_trainer_eval(mt_trainer *tr) {
     mt_ctx *c = &tr->ctx;
     c->training = false;
     c->grad_enabled = false;
-    double sums[3] = {0, 0, 0}; /* loss over rows, rows right, rows */
-    int batches = type->eval_count(tr->task);
+    /* loss over rows, rows right, each metric's two terms */
+    double sums[2 + 2 * MT_EVAL_METRICS] = {0}, rows_all = 0;
+    int batches = type->eval_count(tr->task), nm = mt_model_metric_count(type);
     for (int i = 0; i < batches; i++) {
         int lo, n, rows = type->eval_draw(tr->task, i);
         mt_dist_slice(rows, &lo, &n);
-        sums[2] += rows;
+        rows_all += rows;
         /* in slices of a replica's rows: the arenas are sized for those */
         for (int at = lo; at < lo + n; at += tr->slice_rows) {
             mt_ctx_reset(c);
@@ -433,11 +434,13 @@ double mt_trainer_eval(mt_trainer *tr) {
                             lo + n - at < tr->slice_rows ? lo + n - at : tr->slice_rows, sums);
         }
     }
-    mt_dist_sum(sums, 2);
+    mt_dist_sum(sums, 2 + 2 * nm);
     c->training = true;
     c->grad_enabled = true;
-    tr->val_accuracy = sums[2] > 0 ? sums[1] / sums[2] : NAN;
-    return sums[2] > 0 ? sums[0] / sums[2] : NAN;
+    tr->val_accuracy = rows_all > 0 ? sums[1] / rows_all : NAN;
+    for (int k = 0; k < nm; k++)
+        tr->val_metrics[k] = sums[3 + 2 * k] > 0 ? sums[2 + 2 * k] / sums[3 + 2 * k] : NAN;
+    return rows_all > 0 ? sums[0] / rows_all : NAN;
 }
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {

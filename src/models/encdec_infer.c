@@ -1,0 +1,298 @@
+/* Decoding with the encoder-decoder (models.h): the encoder and the cross-attention's keys and
+   values once, then one token a step through the decoder with a KV cache of its
+   self-attention; greedy and beam search. B rows, S source letters, T = tgt_ctx positions,
+   C = NH * HS, L decoder blocks. Everything lives in the caller's arena, released at the end. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encdec_internal.h"
+
+typedef struct {
+    const mt_encdec *m;
+    int B, S, T, C, L;
+    int *src_len; /* (B) */
+    float *k, *v;   /* (L, B, T, C) the decoder's self-attention keys and values so far */
+    float *ck, *cv; /* (L, B, S, C) the cross-attention's keys and values of the encoder output */
+    int len;        /* positions fed */
+} dec_state;
+
+typedef struct {
+    dec_state *st;
+    int layer;
+} layer_arg;
+
+/* y (C) = per head h, softmax_s(q_h . K[s]_h / sqrt(HS)) V[s]_h over the n keys K, V (n, C);
+   p scratch (n). */
+static void attend(float *y, const float *q, const float *K, const float *V, int n, int C,
+                   int NH, float *p) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    for (int h = 0; h < NH; h++) {
+        const float *qh = q + h * HS;
+        float mx = -INFINITY, sum = 0;
+        for (int s = 0; s < n; s++) {
+            const float *kh = K + (size_t)s * C + h * HS;
+            float dot = 0;
+            for (int i = 0; i < HS; i++) dot += qh[i] * kh[i];
+            p[s] = dot * scale;
+            mx = p[s] > mx ? p[s] : mx;
+        }
+        for (int s = 0; s < n; s++) sum += p[s] = expf(p[s] - mx);
+        float *yh = y + h * HS;
+        for (int i = 0; i < HS; i++) yh[i] = 0;
+        for (int s = 0; s < n; s++) {
+            const float *vh = V + (size_t)s * C + h * HS;
+            float w = p[s] / sum;
+            for (int i = 0; i < HS; i++) yh[i] += w * vh[i];
+        }
+    }
+}
+
+/* The decoder's self-attention on x (B, 1, C) at position len: its key and value join the cache,
+   the query attends to positions 0..len. As mt_attention with causal, without the tape. */
+static mt_tensor *cached_self(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                              const mt_block_params *bp, mt_tensor *x, void *argp) {
+    const layer_arg *a = argp;
+    dec_state *st = a->st;
+    const mt_attn_params *ap = &bp->attn;
+    int B = st->B, C = st->C, T = st->T, n = st->len + 1;
+    mt_tensor *q = mt_param_linear(c, P, ap->q_w, ap->q_b, x);
+    mt_tensor *k = mt_param_linear(c, P, ap->k_w, ap->k_b, x);
+    mt_tensor *v = mt_param_linear(c, P, ap->v_w, ap->v_b, x);
+    mt_tensor *y = mt_tensor_new(c, 3, (int[]){B, 1, C});
+    float *p = mt_arena_floats(c, (size_t)T);
+    for (int b = 0; b < B; b++) {
+        size_t at = ((size_t)a->layer * B + b) * T * C;
+        memcpy(st->k + at + (size_t)st->len * C, k->data + (size_t)b * C, (size_t)C * sizeof(float));
+        memcpy(st->v + at + (size_t)st->len * C, v->data + (size_t)b * C, (size_t)C * sizeof(float));
+        attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->k + at, st->v + at, n, C,
+               cfg->n_head, p);
+    }
+    return mt_attn_output(c, cfg, P, bp, y);
+}
+
+/* The cross-attention of x (B, 1, C) on the cached keys and values of row b's src_len letters. */
+static mt_tensor *cached_cross(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                               const mt_block_params *bp, mt_tensor *x, void *argp) {
+    const layer_arg *a = argp;
+    dec_state *st = a->st;
+    const mt_attn_params *ap = &bp->cross;
+    int B = st->B, C = st->C, S = st->S;
+    mt_tensor *q = mt_param_linear(c, P, ap->q_w, ap->q_b, x);
+    mt_tensor *y = mt_tensor_new(c, 3, (int[]){B, 1, C});
+    float *p = mt_arena_floats(c, (size_t)S);
+    for (int b = 0; b < B; b++) {
+        size_t at = ((size_t)a->layer * B + b) * S * C;
+        attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->ck + at, st->cv + at,
+               st->src_len[b], C, cfg->n_head, p);
+    }
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
+    return mt_param_linear(c, P, ap->out_w, ap->out_b, y);
+}
+
+/* Caches in c's arena; the encoder run and its cross keys and values stored. */
+static void dec_start(mt_ctx *c, dec_state *st, const mt_encdec *m, const int *src,
+                      const int *src_len, int B, int S) {
+    const mt_encdec_layout *Lo = m->layout;
+    mt_params *P = (mt_params *)&m->P;
+    *st = (dec_state){.m = m, .B = B, .S = S, .T = m->cfg.tgt_ctx, .C = m->cfg.stack.n_embd,
+                      .L = Lo->dec.n_layer};
+    size_t self = (size_t)st->L * B * st->T * st->C, cross = (size_t)st->L * B * S * st->C;
+    st->src_len = mt_arena_alloc(c, (size_t)B * sizeof(int));
+    memcpy(st->src_len, src_len, (size_t)B * sizeof(int));
+    st->k = mt_arena_floats(c, self);
+    st->v = mt_arena_floats(c, self);
+    st->ck = mt_arena_floats(c, cross);
+    st->cv = mt_arena_floats(c, cross);
+    size_t mark = mt_arena_mark(c);
+    mt_tensor *mem = mt_encdec_encode(c, m, src, src_len, B, S);
+    for (int l = 0; l < st->L; l++) {
+        const mt_attn_params *ap = &Lo->dec.blocks[l].cross;
+        size_t at = (size_t)l * B * S * st->C, n = (size_t)B * S * st->C;
+        memcpy(st->ck + at, mt_param_linear(c, P, ap->k_w, ap->k_b, mem)->data, n * sizeof(float));
+        memcpy(st->cv + at, mt_param_linear(c, P, ap->v_w, ap->v_b, mem)->data, n * sizeof(float));
+    }
+    mt_arena_release(c, mark);
+}
+
+/* Feeds tok (B) at position len; logits (B, V) of the next token. */
+static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
+    const mt_encdec *m = st->m;
+    const mt_encdec_layout *Lo = m->layout;
+    mt_params *P = (mt_params *)&m->P;
+    const mt_block_cfg *bc = &Lo->dec.block;
+    size_t mark = mt_arena_mark(c);
+    mt_tensor *x = mt_encdec_embed(c, m, Lo->dec_pos, tok, st->B, 1, st->len);
+    for (int l = 0; l < st->L; l++) {
+        const mt_block_params *bp = &Lo->dec.blocks[l];
+        layer_arg a = {st, l};
+        x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, cached_self, &a);
+        x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, cached_cross, &a);
+        x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
+    }
+    mt_tensor *y = mt_encdec_head(c, m, x);
+    memcpy(logits, y->data, y->n * sizeof(float));
+    mt_arena_release(c, mark);
+    st->len++;
+}
+
+/* Decoding runs on one thread: its ops are tiny (B rows of one token), and forking them across
+   the pool loses much when other processes hold the cores (5283 words, 3+3 layers of 256: 22 s
+   on one thread, 80 s on two at load 4). begin saves the modes and thread count, end restores. */
+typedef struct {
+    bool grad, training;
+    int threads;
+} decode_mode;
+
+static decode_mode decode_begin(mt_ctx *c) {
+    decode_mode d = {c->grad_enabled, c->training, mt_threads()};
+    c->grad_enabled = false, c->training = false;
+    mt_set_threads(1);
+    return d;
+}
+
+static void decode_end(mt_ctx *c, decode_mode d) {
+    c->grad_enabled = d.grad, c->training = d.training;
+    mt_set_threads(d.threads);
+}
+
+/* The outputs a decoding may choose: eos and the phones (not letters, pad or bos). */
+static int first_phone(const mt_encdec *m) { return MT_G2P_TOK_SPECIAL + m->vocab.n_letters; }
+
+void mt_encdec_greedy(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len, int B,
+                      int S, int *out, int *len) {
+    decode_mode mode = decode_begin(c);
+    size_t mark = mt_arena_mark(c);
+    dec_state st;
+    dec_start(c, &st, m, src, src_len, B, S);
+    int V = m->cfg.n_vocab, T = m->cfg.tgt_ctx, p0 = first_phone(m), live = B;
+    int *tok = mt_arena_alloc(c, (size_t)B * sizeof(int));
+    bool *done = mt_arena_alloc(c, (size_t)B * sizeof(bool));
+    float *logits = mt_arena_floats(c, (size_t)B * V);
+    for (int b = 0; b < B; b++) tok[b] = MT_G2P_BOS, len[b] = 0, done[b] = false;
+    for (int t = 0; t < T && live > 0; t++) {
+        dec_step(c, &st, tok, logits);
+        for (int b = 0; b < B; b++) {
+            if (done[b]) continue;
+            const float *z = logits + (size_t)b * V;
+            int best = MT_G2P_EOS;
+            for (int v = p0; v < V; v++) best = z[v] > z[best] ? v : best;
+            if (best == MT_G2P_EOS || len[b] == T - 1) {
+                done[b] = true, live--;
+                continue;
+            }
+            out[(size_t)b * T + len[b]++] = tok[b] = best;
+        }
+    }
+    mt_arena_release(c, mark);
+    decode_end(c, mode);
+}
+
+void mt_encdec_cached_logits(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
+                             int B, int S, const int *tgt, int T, float *logits) {
+    decode_mode mode = decode_begin(c);
+    size_t mark = mt_arena_mark(c);
+    int V = m->cfg.n_vocab, *tok = mt_arena_alloc(c, (size_t)B * sizeof(int));
+    float *z = mt_arena_floats(c, (size_t)B * V);
+    dec_state st;
+    dec_start(c, &st, m, src, src_len, B, S);
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++) tok[b] = tgt[(size_t)b * T + t];
+        dec_step(c, &st, tok, z);
+        for (int b = 0; b < B; b++)
+            memcpy(logits + ((size_t)b * T + t) * V, z + (size_t)b * V, (size_t)V * sizeof(float));
+    }
+    mt_arena_release(c, mark);
+    decode_end(c, mode);
+}
+
+typedef struct {
+    float score;
+    int row, tok;
+} cand;
+
+static int cmp_cand(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->row != y->row ? x->row - y->row : x->tok - y->tok;
+}
+
+int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, int *out) {
+    MT_ASSERT(K >= 1, "beam: width %d", K);
+    decode_mode mode = decode_begin(c);
+    size_t mark = mt_arena_mark(c);
+    int V = m->cfg.n_vocab, T = m->cfg.tgt_ctx, p0 = first_phone(m), C = m->cfg.stack.n_embd;
+    int *srcs = mt_arena_alloc(c, (size_t)K * S * sizeof(int)),
+        *lens = mt_arena_alloc(c, (size_t)K * sizeof(int));
+    for (int k = 0; k < K; k++) memcpy(srcs + (size_t)k * S, src, (size_t)S * sizeof(int)), lens[k] = S;
+    dec_state st;
+    dec_start(c, &st, m, srcs, lens, K, S);
+    int nc = V - p0 + 1; /* candidates per row: eos and the phones */
+    float *logits = mt_arena_floats(c, (size_t)K * V), *score = mt_arena_floats(c, (size_t)K);
+    float *tmp = mt_arena_floats(c, (size_t)K * T * C);
+    int *tok = mt_arena_alloc(c, (size_t)K * sizeof(int)),
+        *hyp = mt_arena_alloc(c, 2 * (size_t)K * T * sizeof(int)), *hyp2 = hyp + (size_t)K * T,
+        *best = mt_arena_alloc(c, (size_t)T * sizeof(int)), best_len = -1;
+    cand *cs = mt_arena_alloc(c, (size_t)K * nc * sizeof(cand));
+    float best_score = -INFINITY;
+    int alive = 1; /* rows [0, alive) hold hypotheses; at first the empty one */
+    tok[0] = MT_G2P_BOS, score[0] = 0;
+    for (int k = 1; k < K; k++) tok[k] = MT_G2P_BOS, score[k] = -INFINITY;
+    for (int t = 0; t < T && alive > 0; t++) {
+        dec_step(c, &st, tok, logits);
+        int n = 0;
+        for (int k = 0; k < alive; k++) {
+            const float *z = logits + (size_t)k * V;
+            float mx = -INFINITY;
+            double sum = 0;
+            for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+            for (int v = 0; v < V; v++) sum += exp((double)z[v] - mx);
+            float lse = mx + (float)log(sum);
+            cs[n++] = (cand){score[k] + z[MT_G2P_EOS] - lse, k, MT_G2P_EOS};
+            for (int v = p0; v < V && t < T - 1; v++) cs[n++] = (cand){score[k] + z[v] - lse, k, v};
+        }
+        qsort(cs, (size_t)n, sizeof *cs, cmp_cand);
+        int next = 0;
+        for (int i = 0; i < n && next < K; i++) {
+            if (cs[i].tok == MT_G2P_EOS) { /* a finished hypothesis */
+                if (cs[i].score > best_score) {
+                    best_score = cs[i].score, best_len = t;
+                    memcpy(best, hyp + (size_t)cs[i].row * T, (size_t)t * sizeof(int));
+                }
+                continue;
+            }
+            memcpy(hyp2 + (size_t)next * T, hyp + (size_t)cs[i].row * T, (size_t)t * sizeof(int));
+            hyp2[(size_t)next * T + t] = cs[i].tok;
+            score[next] = cs[i].score;
+            tok[next] = cs[i].row; /* for now: the row it extends */
+            next++;
+        }
+        /* the cache's rows follow their hypotheses: row j takes row tok[j]'s keys and values */
+        for (int l = 0; l < st.L; l++)
+            for (float *buf = st.k; buf; buf = buf == st.k ? st.v : NULL) {
+                float *layer = buf + (size_t)l * K * T * C;
+                for (int j = 0; j < next; j++)
+                    memcpy(tmp + (size_t)j * T * C, layer + (size_t)tok[j] * T * C,
+                           (size_t)st.len * C * sizeof(float));
+                for (int j = 0; j < next; j++)
+                    memcpy(layer + (size_t)j * T * C, tmp + (size_t)j * T * C,
+                           (size_t)st.len * C * sizeof(float));
+            }
+        int *sw = hyp;
+        hyp = hyp2, hyp2 = sw;
+        for (int j = 0; j < next; j++) tok[j] = hyp[(size_t)j * T + t];
+        alive = next;
+        /* scores only fall: no live hypothesis can beat the best finished one any more */
+        if (alive > 0 && score[0] <= best_score) alive = 0;
+    }
+    if (best_len < 0) { /* none ended: the best at the length limit */
+        best_len = T - 1 < st.len ? T - 1 : st.len;
+        memcpy(best, hyp, (size_t)best_len * sizeof(int));
+    }
+    memcpy(out, best, (size_t)best_len * sizeof(int));
+    mt_arena_release(c, mark);
+    decode_end(c, mode);
+    return best_len;
+}

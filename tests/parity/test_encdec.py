@@ -1,0 +1,171 @@
+"""The encoder-decoder against a PyTorch model written here (separate q, k, v projections, an
+explicit key-padding mask; not nn.Transformer), on the same weights passed by their mt names:
+logits, loss and the gradient of every parameter, to 1e-4 relative, for each placement (Pre-LN,
+Post-LN, DeepNorm with the encoder-decoder constants), LayerNorm and RMSNorm, a batch of words of
+different lengths (padded keys masked in the encoder's self-attention and the cross-attention),
+tied and untied, with and without biases."""
+import json
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness import Report, run_driver
+from torch_gpt import TorchBlocks
+
+rng = np.random.default_rng(1)
+R = Report("parity encdec")
+TOL = 1e-4
+
+
+class TorchEncDec(TorchBlocks):
+    """DeepNet's encoder-decoder constants: encoder alpha 0.81 (N^4 M)^(1/16), decoder alpha
+    (3M)^(1/4); Vaswani et al.'s decoder block: causal self-attention, cross-attention on the
+    encoder's output, FFN, each in the residual placement."""
+
+    def __init__(self, cfg, params):
+        super().__init__(cfg, params, causal=False)
+        N, M = cfg["enc_layers"], cfg["dec_layers"]
+        self.enc_alpha = 0.81 * (N ** 4 * M) ** (1 / 16)
+        self.dec_alpha = (3 * M) ** 0.25
+
+    def mha(self, x, mem, pre, causal, key_len):
+        B, T, C = x.shape
+        S, NH = mem.shape[1], self.cfg["n_head"]
+        q = self.linear(x, pre + "q_proj").view(B, T, NH, C // NH).transpose(1, 2)
+        k, v = (self.linear(mem, pre + n).view(B, S, NH, C // NH).transpose(1, 2)
+                for n in ("k_proj", "v_proj"))
+        s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
+        mask = torch.arange(S)[None, :] >= key_len[:, None]  # (B, S): padded keys
+        mask = mask[:, None, None, :].expand(B, NH, T, S)
+        if causal:
+            mask = mask | torch.triu(torch.ones(T, S, dtype=torch.bool), 1)
+        y = (s.masked_fill(mask, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        return self.linear(y, pre + "out_proj")
+
+    def ffn_at(self, x, pre):
+        act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
+               "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
+        return self.linear(act(self.linear(x, pre + "fc1")), pre + "fc2")
+
+    def res(self, x, prefix, f, alpha):
+        self.alpha = alpha
+        return self.residual(x, prefix, f)
+
+    def forward(self, src, src_len, tgt, targets):
+        p, cfg = self.p, self.cfg
+        S, T = src.shape[1], tgt.shape[1]
+        pre_ln = cfg["placement"] == "pre"
+        x = p["tok_emb.weight"][src] + p["enc.pos_emb.weight"][:S]
+        for i in range(cfg["enc_layers"]):
+            b = f"enc.blocks.{i}."
+            x = self.res(x, b + "attn_norm",
+                         lambda h: self.mha(h, h, b + "attn.", False, src_len), self.enc_alpha)
+            x = self.res(x, b + "ffn_norm", lambda h: self.ffn_at(h, b + "ffn."), self.enc_alpha)
+        mem = self.norm(x, "enc.final_norm") if pre_ln else x
+        y = p["tok_emb.weight"][tgt] + p["dec.pos_emb.weight"][:T]
+        full = torch.full((tgt.shape[0],), T)
+        for i in range(cfg["dec_layers"]):
+            b = f"dec.blocks.{i}."
+            y = self.res(y, b + "attn_norm",
+                         lambda h: self.mha(h, h, b + "attn.", True, full), self.dec_alpha)
+            y = self.res(y, b + "cross_attn_norm",
+                         lambda h: self.mha(h, mem, b + "cross_attn.", False, src_len),
+                         self.dec_alpha)
+            y = self.res(y, b + "ffn_norm", lambda h: self.ffn_at(h, b + "ffn."), self.dec_alpha)
+        if pre_ln:
+            y = self.norm(y, "dec.final_norm")
+        head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
+        logits = y @ head.t()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                               ignore_index=-1)
+        return logits, loss
+
+
+def param_shapes(cfg):
+    C, V, Fw = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"]
+    shapes = {"tok_emb.weight": ((V, C), "e"), "enc.pos_emb.weight": ((cfg["src_ctx"], C), "e"),
+              "dec.pos_emb.weight": ((cfg["tgt_ctx"], C), "e")}
+
+    def norm(prefix):
+        shapes[prefix + ".weight"] = ((C,), "w")
+        if cfg["norm"] == "ln":
+            shapes[prefix + ".bias"] = ((C,), "b")
+
+    def linear(prefix, out, inp):
+        shapes[prefix + ".weight"] = ((out, inp), "m")
+        if cfg["bias"]:
+            shapes[prefix + ".bias"] = ((out,), "b")
+
+    for side, L in (("enc", cfg["enc_layers"]), ("dec", cfg["dec_layers"])):
+        for i in range(L):
+            b = f"{side}.blocks.{i}."
+            subs = ["attn"] + (["cross_attn"] if side == "dec" else [])
+            for s in subs:
+                norm(b + s + "_norm")
+                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    linear(b + s + "." + proj, C, C)
+            norm(b + "ffn_norm")
+            linear(b + "ffn.fc1", Fw, C)
+            linear(b + "ffn.fc2", C, Fw)
+        if cfg["placement"] == "pre":
+            norm(side + ".final_norm")
+    if not cfg["tied"]:
+        shapes["lm_head.weight"] = ((V, C), "m")
+    return shapes
+
+
+def random_params(cfg):
+    out = {}
+    for name, (shape, kind) in param_shapes(cfg).items():
+        z = rng.standard_normal(shape)
+        v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
+             "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z}[kind]()
+        out[name] = v.astype(np.float32)
+    return out
+
+
+case = 0
+for norm in ("ln", "rms"):
+    for placement in ("pre", "post", "deepnorm"):
+        N, M = 2 + case % 2, 1 + (case + 1) % 3
+        cfg = {"enc_layers": N, "dec_layers": M, "n_layer": N + M, "n_head": 2 + 2 * (case % 2),
+               "n_embd": 16, "n_ff": 24, "src_ctx": 7, "tgt_ctx": 6, "n_vocab": 13,
+               "norm": norm, "norm_eps": 1e-5, "rms_form": "llama", "placement": placement,
+               "tied": case != 2, "bias": case != 4, "act": ("gelu", "relu", "silu")[case % 3],
+               "dropout": 0.0}
+        B, S, T = 3, 7, 5 + case % 2
+        src_len = np.array([4, 7, 1 + case % 3])
+        src = rng.integers(3, cfg["n_vocab"], (B, S))
+        for b in range(B):
+            src[b, src_len[b]:] = 0  # padding
+        tgt = rng.integers(3, cfg["n_vocab"], (B, T))
+        tgt[:, 0] = 1
+        targets = rng.integers(2, cfg["n_vocab"], (B, T))
+        targets[0, T - 2:] = -1  # a shorter pronunciation
+        params = random_params(cfg)
+        model = TorchEncDec(cfg, params)
+        logits, loss = model(torch.tensor(src), torch.tensor(src_len), torch.tensor(tgt),
+                             torch.tensor(targets))
+        loss.backward()
+        tensors = dict(params, src=src.astype(np.float32), src_len=src_len.astype(np.float32),
+                       tgt=tgt.astype(np.float32), targets=targets.astype(np.float32))
+        got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
+        label = (f"{norm} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
+                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
+        R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
+        R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
+        grads = {k[5:] for k in got if k.startswith("grad.")}
+        if grads != set(params):
+            R.check(f"{label} parameter names", sorted(grads), sorted(params))
+        for name, t in model.p.items():
+            want = t.grad.numpy().reshape(got["grad." + name].shape)
+            tol = TOL
+            if name.endswith("k_proj.bias"):  # true gradient 0: rounding noise on both sides
+                ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+                tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
+            R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+        case += 1
+
+R.finish()

@@ -127,6 +127,34 @@ int parity_open(int argc, char **argv, mt_safetensors *in) {
     return 0;
 }
 
+mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs) {
+    mt_err err;
+    const char *json = mt_st_meta(in, "config");
+    void *cfg = malloc(type->config_size);
+    mt_model *m = NULL;
+    if (!json) snprintf(err.msg, sizeof err.msg, "no 'config' in the metadata");
+    else if (mt_model_config_from_json(type, json, cfg, &err) == MT_OK)
+        mt_model_build(&m, type, cfg, &err);
+    free(cfg);
+    for (int i = 0; m && i < m->P->n; i++) {
+        const mt_param *e = &m->P->p[i];
+        const mt_st_entry *t = mt_st_find(in, e->name);
+        if (t && t->n == e->n) {
+            memcpy(m->P->data + e->offset, t->data, e->n * sizeof(float));
+            continue;
+        }
+        snprintf(err.msg, sizeof err.msg, "parameter %s missing or not of %zu elements", e->name,
+                 e->n);
+        mt_model_free(m), m = NULL;
+    }
+    if (m && m->P->n + n_inputs != in->n) {
+        snprintf(err.msg, sizeof err.msg, "the file holds tensors the model does not have");
+        mt_model_free(m), m = NULL;
+    }
+    if (!m) fprintf(stderr, "%s driver: %s\n", type->name, err.msg);
+    return m;
+}
+
 int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
     mt_err err;
     mt_safetensors in;

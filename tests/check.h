@@ -58,5 +58,9 @@ int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops);
 /* Every driver's start: the usage check, all threads, argv[1] read into in. Returns 0, or the
    exit code after saying why (2 usage, 1 an unreadable file). */
 int parity_open(int argc, char **argv, mt_safetensors *in);
+/* The model a parity file describes: type's config from its metadata "config", built, every
+   parameter copied from the file's tensor of its name (the contract checkpoints rely on); the
+   file holds n_inputs tensors besides. NULL, after a message naming what is wrong, otherwise. */
+mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs);
 /* Option key of the input file as a number; fatal when absent. */
 double parity_opt(const mt_safetensors *in, const char *key);

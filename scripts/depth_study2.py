@@ -8,7 +8,12 @@ the page can be rebuilt from parts run in different sessions.
 
   scripts/depth_study2.py lead      mt's 100-layer configs changed one setting at a time towards
                                     the PyTorch pilot's (~20 min on 2 idle cores)
+  scripts/depth_study2.py lr-12     the learning-rate sweep: {3e-4, 1e-3, 3e-3, 1e-2} x {post, pre,
+  scripts/depth_study2.py lr-100    deepnorm, subln, peri} at 12 or 100 layers (~25 min at 100)
+  scripts/depth_study2.py lr-seed2  seed 2 at each placement's best rate of lr-12 and lr-100
   scripts/depth_study2.py report    docs/depth-study-2.md from the parts on disk
+  --smoke                           any part at 2-3 layers and 20 steps into /tmp (a check of
+                                    the driver, not a result)
 
 Runs go to out/depth-study-2/<part>/<run>/ (./train's own files); two run at once, one thread
 each. Labels (trained, stalled, diverged) are depth_study.py's. Python 3 standard library and
@@ -29,7 +34,10 @@ from depth_study import gnuplot, header, label, num, read_csv, unigram_entropy, 
 
 DOCS = "docs/depth-study-2"
 OUT = "out/depth-study-2"
-NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
+PLACEMENTS = ["post", "pre", "deepnorm", "subln", "peri"]
+RATES = ["3e-4", "1e-3", "3e-3", "1e-2"]
+NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm", "subln": "Sub-LN",
+         "peri": "Peri-LN"}
 
 # The 100-layer settings (configs/deep100-*.ini), shortened to 400 steps as make
 # depth-study-quick, and the pilot's values of the settings in which the first round's differ
@@ -59,8 +67,11 @@ class Run:
         self.dir = os.path.join(OUT, part, self.name)
 
     def command(self):
-        return ["./train", "--config", "configs/deep100-%s.ini" % self.placement] + BASE + \
-            FIRST_ROUND.get(self.part, []) + self.flags + ["--out", self.dir]
+        # Sub-LN and Peri-LN: the Pre-LN config with their placement (init auto: each its own)
+        config = self.placement if self.placement in ("post", "pre", "deepnorm") else "pre"
+        return ["./train", "--config", "configs/deep100-%s.ini" % config, "--placement",
+                self.placement] + BASE + FIRST_ROUND.get(self.part, []) + self.flags + \
+            SMOKE + ["--out", self.dir]
 
     def execute(self):
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -101,6 +112,33 @@ def lead_runs():
             runs.append(Run("lead", p, variant, flags))
             everything += flags
         runs.append(Run("lead", p, "pilot (all of them)", everything))
+    return runs
+
+
+SMOKE = []  # --smoke: flags after every run's own
+
+
+def lr_runs(part, depth):
+    return [Run(part, p, "L%d lr %s" % (depth, lr), ["--n-layer", str(depth), "--lr", lr])
+            for p in PLACEMENTS for lr in RATES]
+
+
+def best_rate(rows, placement):
+    """The rate of the placement's lowest final validation loss among trained runs, or None."""
+    ok = [(num(r["val_final"]), r["variant"].split()[-1]) for r in rows
+          if r["placement"] == placement and r["label"] == "trained"]
+    return min(ok)[1] if ok else None
+
+
+def seed2_runs():
+    runs = []
+    for depth in (12, 100):
+        rows = read_csv(os.path.join(DOCS, "lr-%d.csv" % depth))
+        for p in PLACEMENTS:
+            lr = best_rate(rows, p)
+            if lr:
+                runs.append(Run("lr-seed2", p, "L%d lr %s seed 2" % (depth, lr),
+                                ["--n-layer", str(depth), "--lr", lr, "--seed", "2"]))
     return runs
 
 
@@ -149,6 +187,51 @@ def plot_lead(rows, H, placement, png):
     shutil.rmtree(tmp)
 
 
+def report_lr():
+    """The learning-rate sweep: final validation loss per placement and rate at each depth, each
+    placement's best rate and the largest at which it still trains; seed 2 at the best rates."""
+    out = []
+    seed2 = read_csv(os.path.join(DOCS, "lr-seed2.csv"))
+    for depth in (12, 100):
+        rows = read_csv(os.path.join(DOCS, "lr-%d.csv" % depth))
+        if not rows:
+            continue
+        out += ["## Learning rates at %d layers" % depth, "",
+                "`scripts/depth_study2.py lr-%d`: 64-128-2, LayerNorm, untied head, 400 steps of "
+                "16 x 64 bytes, AdamW (0.9, 0.99, decay 0.1), clip 1, 100 warmup steps then "
+                "cosine to 1e-4, seed 1. Final validation loss (label when not trained):"
+                % depth, "",
+                "| placement | " + " | ".join(RATES) + " | best rate | largest trained | "
+                "best, seed 2 | mean (spread) |",
+                "|---|" + "---:|" * len(RATES) + "---:|---:|---:|---|"]
+        for p in PLACEMENTS:
+            mine = {r["variant"].split()[-1]: r for r in rows if r["placement"] == p}
+            if not mine:
+                continue
+            cells = []
+            for lr in RATES:
+                r = mine.get(lr)
+                cells.append("-" if not r else fmt(r["val_final"]) +
+                             ("" if r["label"] == "trained" else " " + r["label"]))
+            best = best_rate(rows, p)
+            trained = [lr for lr in RATES if lr in mine and mine[lr]["label"] == "trained"]
+            two = [r for r in seed2 if r["placement"] == p and
+                   r["variant"].startswith("L%d lr %s " % (depth, best))]
+            s2 = fmt(two[0]["val_final"]) if two else "-"
+            if two and best:
+                a, b = num(mine[best]["val_final"]), num(two[0]["val_final"])
+                ms = "%.3f (%.3f)" % ((a + b) / 2, abs(a - b))
+            else:
+                ms = "-"
+            out.append("| %s | %s | %s | %s | %s | %s |" % (
+                NAMES[p], " | ".join(cells), best or "-", trained[-1] if trained else "-", s2, ms))
+        out.append("")
+        notes = os.path.join(DOCS, "lr-%d.notes.md" % depth)
+        if os.path.exists(notes):
+            out += [open(notes).read().strip(), ""]
+    return out
+
+
 def report():
     H = unigram_entropy()
     out = ["# The depth study, second round", "",
@@ -179,21 +262,36 @@ def report():
         notes = os.path.join(DOCS, "lead.notes.md")
         if os.path.exists(notes):
             out += [open(notes).read().strip(), ""]
-    with open("docs/depth-study-2.md", "w") as f:
+    out += report_lr()
+    page = os.path.join(os.path.dirname(DOCS), "depth-study-2.md")
+    with open(page, "w") as f:
         f.write("\n".join(out))
-    print("wrote docs/depth-study-2.md")
+    print("wrote " + page)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("part", choices=["lead", "report"])
+    ap.add_argument("part", choices=["lead", "lr-12", "lr-100", "lr-seed2", "report"])
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
+    if a.smoke:
+        global DOCS, OUT
+        DOCS, OUT = "/tmp/mt-depth-study-2/docs", "/tmp/mt-depth-study-2/out"
+        SMOKE.extend(["--n-layer", "3", "--steps", "20", "--warmup", "5", "--eval-every", "10",
+                      "--diag-grad-every", "0", "--diag-update-steps", "0",
+                      "--diag-resid-every", "0"])
     if a.part == "report":
         report()
         return 0
-    run_part(a.part, lead_runs(), a.jobs)
-    report()
+    runs = {"lead": lead_runs, "lr-12": lambda: lr_runs("lr-12", 12),
+            "lr-100": lambda: lr_runs("lr-100", 100), "lr-seed2": seed2_runs}[a.part]()
+    if not runs:
+        print("depth_study2: %s has nothing to run (lr-12 and lr-100 first)" % a.part)
+        return 2
+    run_part(a.part, runs, a.jobs)
+    if not a.smoke:
+        report()
     return 0
 
 

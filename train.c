@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
     if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(exit_code(s), e.msg);
     if (rank0) check_threads();
     char line[512];
-    char *warning = type->task_warning(tr.task);
+    char *warning = type->task_warning ? type->task_warning(tr.task) : NULL;
     if (warning && rank0) fprintf(stderr, "train: %s", warning);
     free(warning);
     type->task_describe(tr.task, line, sizeof line);

@@ -95,7 +95,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          tr->cfg.batch);
     tr->keep_grad = cfg->grad_every > 0; /* grad_rows reads the gradients after a step */
     const mt_params *P = tr->P;
-    d->L = tr->model->stack->n_layer;
+    d->L = mt_config_stack(tr->model->cfg)->n_layer;
     d->B = cfg->batch > 0 ? cfg->batch : tr->cfg.batch < 4 ? tr->cfg.batch : 4;
     bool fwd = cfg->update_steps > 0 || cfg->resid_every > 0;
     d->group = malloc((size_t)P->n * sizeof *d->group);

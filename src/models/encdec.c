@@ -90,7 +90,7 @@ static mt_status build_table(mt_encdec *m, const mt_encdec_config *cfg, mt_err *
     m->cfg = *cfg;
     mt_status st = mt_encdec_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_encdec_type, &m->cfg, &m->cfg.stack, &m->P};
+    m->base = (mt_model){&mt_encdec_type, &m->cfg, &m->P};
     const mt_encdec_config *g = &m->cfg;
     int C = g->stack.n_embd, V = g->n_vocab;
     mt_encdec_layout *L = calloc(1, sizeof *L);

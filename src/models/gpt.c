@@ -48,7 +48,7 @@ static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_gpt_type, &m->cfg, &m->cfg.stack, &m->P};
+    m->base = (mt_model){&mt_gpt_type, &m->cfg, &m->P};
     mt_tok_init_byte(&m->tok);
     const mt_gpt_config *g = &m->cfg;
     int C = g->stack.n_embd, V = g->n_vocab;
@@ -216,8 +216,6 @@ static void task_describe(const mt_task *tp, char *buf, size_t len) {
              mt_enum_name(&MT_TOKENIZERS, t->tok.kind), t->tok.n_vocab, t->train.n, t->val.n);
 }
 
-static char *task_warning(const mt_task *t) { return (void)t, NULL; }
-
 static char *task_meta(const mt_task *tp) { return mt_tok_to_json(&((const gpt_task *)tp)->tok); }
 
 static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
@@ -347,7 +345,6 @@ const mt_model_type mt_gpt_type = {
     .task_load = task_load,
     .task_free = task_free,
     .task_describe = task_describe,
-    .task_warning = task_warning,
     .task_meta = task_meta,
     .draw_batch = draw_batch,
     .rows_loss = rows_loss,

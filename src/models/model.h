@@ -17,9 +17,8 @@ typedef struct mt_model_type mt_model_type;
 /* A built model; the type's own struct holds it (first member) with the rest. */
 typedef struct {
     const mt_model_type *type;
-    void *cfg;              /* the type's config, validated (type->config_size bytes) */
-    mt_stack_config *stack; /* the config's block stack */
-    mt_params *P;           /* the parameter table */
+    void *cfg;    /* the type's config, validated (type->config_size bytes) */
+    mt_params *P; /* the parameter table */
 } mt_model;
 
 /* A model type's training data, drawn batches and evaluation state: the type's own struct holds
@@ -84,7 +83,8 @@ struct mt_model_type {
        image size, channels, classes). */
     mt_status (*task_load)(mt_task **t, const mt_data_cfg *d, void *cfg, mt_err *err);
     void (*task_free)(mt_task *t);
-    /* The data line of the programs; a warning about the data (malloc'd), or NULL. */
+    /* The data line of the programs; a warning about the data (malloc'd) or NULL (task_warning
+       NULL: the type never warns). */
     void (*task_describe)(const mt_task *t, char *buf, size_t len);
     char *(*task_warning)(const mt_task *t);
     /* The meta JSON (meta_to_json's) of the data: what a model trained on it reads inputs with. */
@@ -113,6 +113,9 @@ struct mt_model_type {
        held-out rows (the same every call for a seed), resid as mt_stack_forward's. */
     mt_tensor *(*probe)(mt_ctx *c, mt_model *m, mt_task *t, uint64_t seed, int B, double *resid);
 };
+
+/* The block stack of a config of any type: every config starts with it. */
+static inline const mt_stack_config *mt_config_stack(const void *cfg) { return cfg; }
 
 /* ---- the registry ---------------------------------------------------------------------------- */
 /* The types, NULL-terminated. */

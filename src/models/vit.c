@@ -106,7 +106,7 @@ static mt_status build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_vit_type, &m->cfg, &m->cfg.stack, &m->P};
+    m->base = (mt_model){&mt_vit_type, &m->cfg, &m->P};
     const mt_vit_config *g = &m->cfg;
     const mt_stack_config *s = &g->stack;
     int C = s->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;

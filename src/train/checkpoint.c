@@ -110,7 +110,7 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
         free(cfg);
         return mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
     }
-    s = check_layers(st, path, ((const mt_stack_config *)cfg)->n_layer, err);
+    s = check_layers(st, path, mt_config_stack(cfg)->n_layer, err);
     if (s == MT_OK) s = mt_model_table(m, type, cfg, err);
     free(cfg);
     if (s == MT_OK && (s = type->meta_from_json(*m, meta, &e)) != MT_OK)

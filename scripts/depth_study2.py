@@ -3,14 +3,23 @@
 ./train on byte-level tiny Shakespeare (100 layers of DeepNet's 64-128-2 size unless a part says
 otherwise). A part runs alone and keeps what it measured as small files in docs/depth-study-2/:
 <part>.csv (a row per run: its options, final validation loss, label, time) and <part>/<run>.csv
-(its curves); `report` writes docs/depth-study-2.md and its figures from those files alone, so
-the page can be rebuilt from parts run in different sessions.
+(its curves; <run>.update.csv too where the part records the model update); `report` writes
+docs/depth-study-2.md and its figures from those files alone, so the page can be rebuilt from
+parts run in different sessions.
 
   scripts/depth_study2.py lead      mt's 100-layer configs changed one setting at a time towards
                                     the PyTorch pilot's (~20 min on 2 idle cores)
   scripts/depth_study2.py lr-12     the learning-rate sweep: {3e-4, 1e-3, 3e-3, 1e-2} x {post, pre,
   scripts/depth_study2.py lr-100    deepnorm, subln, peri} at 12 or 100 layers (~25 min at 100)
   scripts/depth_study2.py lr-seed2  seed 2 at each placement's best rate of lr-12 and lr-100
+  scripts/depth_study2.py clip      no gradient clipping: post, pre, deepnorm at 50 and 100
+                                    layers, lr 1e-3 and 3e-3 (~15 min)
+  scripts/depth_study2.py warmup    post and pre at 6 and 12 layers, warmup 0, 100 and 1000 steps
+                                    (the last from 1e-6), lr 1e-3 and 3e-3, 2000 steps (~20 min)
+  scripts/depth_study2.py long-100  pre, deepnorm, subln at 100 layers, 3000 steps at the best rate
+                                    of lr-100, seeds 1 and 2 (~30 min)
+  scripts/depth_study2.py long-6    post and pre at 6 layers, 3000 steps at the best rate of
+                                    lr-12, seeds 1 and 2 (~5 min)
   scripts/depth_study2.py report    docs/depth-study-2.md from the parts on disk
   --smoke                           any part at 2-3 layers and 20 steps into /tmp (a check of
                                     the driver, not a result)
@@ -24,6 +33,7 @@ import concurrent.futures as cf
 import csv
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,11 +103,20 @@ class Run:
             w.writerow(["step", "loss", "val_loss", "grad_norm"])
             for r in metrics:
                 w.writerow([r["step"], r["loss"], r.get("val_loss", ""), r["grad_norm"]])
+        update = os.path.join(self.dir, "diag_update.csv")
+        if self.part in KEEP_UPDATE and os.path.exists(update):
+            shutil.copy(update, os.path.join(DOCS, self.part, self.name + ".update.csv"))
         vals = {int(r["step"]): num(r["val_loss"]) for r in metrics if r.get("val_loss")}
+        grads = [(num(r["grad_norm"]), int(r["step"])) for r in metrics
+                 if math.isfinite(num(r["grad_norm"]))]
+        nan_at = re.search(r"step (\d+): the loss is", log)
         return {"placement": self.placement, "variant": self.variant,
                 "flags": " ".join(self.flags), "label": label(self.rc, metrics, H, log),
                 "val_100": vals.get(100, ""), "val_200": vals.get(200, ""),
                 "val_300": vals.get(300, ""), "val_final": vals[max(vals)] if vals else "",
+                "diverged_at": nan_at.group(1) if nan_at else "",
+                "max_grad": "%.4g" % max(grads)[0] if grads else "",
+                "max_grad_step": max(grads)[1] if grads else "",
                 "seconds": "%.0f" % self.seconds}
 
 
@@ -139,6 +158,43 @@ def seed2_runs():
             if lr:
                 runs.append(Run("lr-seed2", p, "L%d lr %s seed 2" % (depth, lr),
                                 ["--n-layer", str(depth), "--lr", lr, "--seed", "2"]))
+    return runs
+
+
+KEEP_UPDATE = ("clip",)  # parts whose runs keep their model-update curve
+CLIP_RATES = ["1e-3", "3e-3"]
+WARMUPS = {"0": ["--warmup", "0"], "100": ["--warmup", "100"],
+           "1000 from 1e-6": ["--warmup", "1000", "--warmup-init-lr", "1e-6"]}
+NO_DIAG = ["--diag-grad-every", "0", "--diag-update-steps", "0", "--diag-resid-every", "0"]
+
+
+def clip_runs():
+    """Clipping off, a log row and a model-update point every step: what the gradient and the
+    update did just before a divergence."""
+    return [Run("clip", p, "L%d lr %s clip 0" % (depth, lr),
+                ["--n-layer", str(depth), "--lr", lr, "--clip", "0", "--log-every", "1",
+                 "--diag-update-steps", "400", "--diag-resid-every", "0"])
+            for depth in (50, 100) for p in ("post", "pre", "deepnorm") for lr in CLIP_RATES]
+
+
+def warmup_runs():
+    return [Run("warmup", p, "L%d lr %s warmup %s" % (depth, lr, w),
+                ["--n-layer", str(depth), "--lr", lr, "--steps", "2000", "--eval-every", "100"] +
+                flags + NO_DIAG)
+            for depth in (6, 12) for p in ("post", "pre") for lr in CLIP_RATES
+            for w, flags in WARMUPS.items()]
+
+
+def long_runs(part, depth, placements, sweep):
+    """3000 steps at each placement's best rate of the sweep (1e-3 if it has none), two seeds."""
+    rows = read_csv(os.path.join(DOCS, sweep + ".csv"))
+    runs = []
+    for p in placements:
+        lr = best_rate(rows, p) or "1e-3"
+        for seed in ("1", "2"):
+            runs.append(Run(part, p, "L%d lr %s seed %s" % (depth, lr, seed),
+                            ["--n-layer", str(depth), "--lr", lr, "--seed", seed,
+                             "--steps", "3000", "--eval-every", "100"] + NO_DIAG))
     return runs
 
 
@@ -232,6 +288,174 @@ def report_lr():
     return out
 
 
+COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "subln": "#9467bd",
+          "peri": "#ff7f0e"}
+
+
+def curve(part, name, column="val_loss"):
+    """(step, value) of a kept run's column, finite values only."""
+    rows = read_csv(os.path.join(DOCS, part, name + ".csv"))
+    return [(int(r["step"]), num(r[column])) for r in rows
+            if r.get(column) and math.isfinite(num(r[column]))]
+
+
+def run_name(part, row):
+    return Run(part, row["placement"], row["variant"], []).name
+
+
+def plot_runs(png, title, ylabel, lines, extra=""):
+    """lines: (title, color, dash, points); one gnuplot line each."""
+    tmp = png + ".d"
+    os.makedirs(tmp, exist_ok=True)
+    plots = []
+    for i, (t, color, dash, pts) in enumerate(lines):
+        if not pts:
+            continue
+        f = os.path.join(tmp, "%d" % i)
+        write_dat(f, pts)
+        plots.append("'%s' w l lc rgb '%s' dt %d lw 2 title '%s'" % (f, color, dash, t))
+    if plots:
+        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+    shutil.rmtree(tmp)
+
+
+def notes(part):
+    path = os.path.join(DOCS, part + ".notes.md")
+    return [open(path).read().strip(), ""] if os.path.exists(path) else []
+
+
+def report_clip(H):
+    rows = read_csv(os.path.join(DOCS, "clip.csv"))
+    if not rows:
+        return []
+    out = ["## Gradient clipping off", "",
+           "`scripts/depth_study2.py clip`: the learning-rate sweep's settings with `--clip 0`, "
+           "a log row and a model-update point (DeepNet's ||F(x,θ_t) - F(x,θ_0)||, the final "
+           "hidden state on a fixed held-out batch) every step. The gradient norm and the update "
+           "are those of the last five steps before the end (before the step whose loss was not "
+           "finite, for a diverged run).", "",
+           "| placement | layers | lr | label | final val | diverged at step | largest gradient "
+           "norm (step) | gradient norm, last 5 steps | update, last 5 steps |",
+           "|---|---:|---:|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        name = run_name("clip", r)
+        grads = curve("clip", name, "grad_norm")[-5:]
+        upd = read_csv(os.path.join(DOCS, "clip", name + ".update.csv"))
+        end = int(r["diverged_at"]) if r.get("diverged_at") else None
+        upd = [num(u["update"]) for u in upd if end is None or int(u["step"]) < end][-5:]
+        depth, lr = r["variant"].split()[0][1:], r["variant"].split()[2]
+        out.append("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s |" % (
+            NAMES[r["placement"]], depth, lr, r["label"], fmt(r["val_final"]),
+            r.get("diverged_at") or "-", r.get("max_grad") or "-", r.get("max_grad_step") or "-",
+            " ".join("%.3g" % g for _, g in grads), " ".join("%.3g" % u for u in upd)))
+    out.append("")
+    for depth in ("50", "100"):
+        mine = [r for r in rows if r["variant"].startswith("L%s " % depth)]
+        lines = [("%s lr %s" % (NAMES[r["placement"]], r["variant"].split()[2]),
+                  COLORS[r["placement"]], 1 if r["variant"].split()[2] == CLIP_RATES[0] else 2,
+                  curve("clip", run_name("clip", r), "loss")) for r in mine]
+        png = os.path.join(DOCS, "clip-L%s.png" % depth)
+        plot_runs(png, "No clipping, %s layers: training loss" % depth,
+                  "training loss (nats per byte)", lines, "set yrange [1.5:6]")
+        lines = [(t, c, d, curve("clip", run_name("clip", r), "grad_norm"))
+                 for (t, c, d, _), r in zip(lines, mine)]
+        png2 = os.path.join(DOCS, "clip-grad-L%s.png" % depth)
+        plot_runs(png2, "No clipping, %s layers: gradient norm" % depth, "gradient norm",
+                  lines, "set logscale y")
+        out += ["![clip %s](depth-study-2/clip-L%s.png)" % (depth, depth),
+                "![clip gradient %s](depth-study-2/clip-grad-L%s.png)" % (depth, depth), ""]
+    return out + notes("clip")
+
+
+def report_warmup(H):
+    rows = read_csv(os.path.join(DOCS, "warmup.csv"))
+    if not rows:
+        return []
+    out = ["## Warmup", "",
+           "`scripts/depth_study2.py warmup`: 64-128-2, LayerNorm, untied head, 2000 steps of "
+           "16 x 64 bytes, AdamW (0.9, 0.99, decay 0.1), clip 1, cosine to 1e-4 after the "
+           "warmup, seed 1; the 1000-step warmup starts at 1e-6 (the seeds' example), the "
+           "others at 0. Final validation loss (label when not trained), and in brackets the "
+           "first evaluation below the unigram line minus 0.1 (%.3f):" % (H - 0.1), "",
+           "| placement | layers | lr | " + " | ".join("warmup " + w for w in WARMUPS) + " |",
+           "|---|---:|---:|" + "---:|" * len(WARMUPS)]
+    seen = []
+    for r in rows:
+        depth, lr = r["variant"].split()[0][1:], r["variant"].split()[2]
+        key = (r["placement"], depth, lr)
+        if key in seen:
+            continue
+        seen.append(key)
+        cells = []
+        for w in WARMUPS:
+            m = [x for x in rows if (x["placement"], x["variant"]) ==
+                 (r["placement"], "L%s lr %s warmup %s" % (depth, lr, w))]
+            if not m:
+                cells.append("-")
+                continue
+            left = next((s for s, v in curve("warmup", run_name("warmup", m[0]))
+                         if v < H - 0.1), None)
+            cells.append(fmt(m[0]["val_final"]) + ("" if m[0]["label"] == "trained" else
+                                                   " " + m[0]["label"]) +
+                         (" (%d)" % left if left is not None else ""))
+        out.append("| %s | %s | %s | %s |" % (NAMES[r["placement"]], depth, lr,
+                                              " | ".join(cells)))
+    out.append("")
+    for depth in ("6", "12"):
+        mine = [r for r in rows if r["variant"].startswith("L%s " % depth)]
+        lines = [("%s lr %s warmup %s" % (NAMES[r["placement"]], r["variant"].split()[2],
+                                          " ".join(r["variant"].split()[4:])),
+                  COLORS[r["placement"]] if r["variant"].split()[2] == CLIP_RATES[0]
+                  else {"post": "#ff9896", "pre": "#aec7e8"}[r["placement"]],
+                  1 + list(WARMUPS).index(" ".join(r["variant"].split()[4:])),
+                  curve("warmup", run_name("warmup", r))) for r in mine]
+        png = os.path.join(DOCS, "warmup-L%s.png" % depth)
+        plot_runs(png, "Warmup, %s layers: validation loss" % depth,
+                  "validation loss (nats per byte)", lines, "set yrange [1.4:3.6]")
+        out += ["![warmup %s](depth-study-2/warmup-L%s.png)" % (depth, depth), ""]
+    return out + notes("warmup")
+
+
+def report_long(H):
+    out = []
+    for part, depth in (("long-100", 100), ("long-6", 6)):
+        rows = read_csv(os.path.join(DOCS, part + ".csv"))
+        if not rows:
+            continue
+        out += ["## Long runs at %d layers" % depth, "",
+                "`scripts/depth_study2.py %s`: 64-128-2, LayerNorm, untied head, 3000 steps of "
+                "16 x 64 bytes, AdamW (0.9, 0.99, decay 0.1), clip 1, 100 warmup steps, cosine "
+                "to 1e-4, each placement at its best rate of the %d-layer sweep, seeds 1 and 2. "
+                "Validation loss, mean of the seeds (half their difference):"
+                % (part, 12 if depth == 6 else 100), "",
+                "| placement | lr | step 500 | step 1000 | step 2000 | final | labels |",
+                "|---|---:|---:|---:|---:|---:|---|"]
+        lines = []
+        for p in PLACEMENTS:
+            mine = [r for r in rows if r["placement"] == p]
+            if not mine:
+                continue
+            curves = [dict(curve(part, run_name(part, r))) for r in mine]
+            cells = []
+            for step in (500, 1000, 2000, None):
+                v = [c[step if step else max(c)] for c in curves if c and (step in c or not step)]
+                cells.append("-" if not v else "%.3f" % (sum(v) / len(v)) +
+                             (" (%.3f)" % ((max(v) - min(v)) / 2) if len(v) > 1 else ""))
+            out.append("| %s | %s | %s | %s |" % (NAMES[p], mine[0]["variant"].split()[2],
+                                                  " | ".join(cells),
+                                                  ", ".join(r["label"] for r in mine)))
+            for r, c in zip(mine, curves):
+                lines.append(("%s seed %s" % (NAMES[p], r["variant"].split()[-1]), COLORS[p],
+                              int(r["variant"].split()[-1]), sorted(c.items())))
+        out.append("")
+        png = os.path.join(DOCS, "%s.png" % part)
+        plot_runs(png, "%d layers, 3000 steps: validation loss" % depth,
+                  "validation loss (nats per byte)", lines, "set yrange [1.3:3.0]")
+        out += ["![%s](depth-study-2/%s.png)" % (part, part), ""] + notes(part)
+    return out
+
+
 def report():
     H = unigram_entropy()
     out = ["# The depth study, second round", "",
@@ -262,7 +486,7 @@ def report():
         notes = os.path.join(DOCS, "lead.notes.md")
         if os.path.exists(notes):
             out += [open(notes).read().strip(), ""]
-    out += report_lr()
+    out += report_lr() + report_clip(H) + report_warmup(H) + report_long(H)
     page = os.path.join(os.path.dirname(DOCS), "depth-study-2.md")
     with open(page, "w") as f:
         f.write("\n".join(out))
@@ -271,7 +495,8 @@ def report():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("part", choices=["lead", "lr-12", "lr-100", "lr-seed2", "report"])
+    ap.add_argument("part", choices=["lead", "lr-12", "lr-100", "lr-seed2", "clip", "warmup",
+                                     "long-100", "long-6", "report"])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
@@ -285,7 +510,10 @@ def main():
         report()
         return 0
     runs = {"lead": lead_runs, "lr-12": lambda: lr_runs("lr-12", 12),
-            "lr-100": lambda: lr_runs("lr-100", 100), "lr-seed2": seed2_runs}[a.part]()
+            "lr-100": lambda: lr_runs("lr-100", 100), "lr-seed2": seed2_runs,
+            "clip": clip_runs, "warmup": warmup_runs,
+            "long-100": lambda: long_runs("long-100", 100, ("pre", "deepnorm", "subln"), "lr-100"),
+            "long-6": lambda: long_runs("long-6", 6, ("post", "pre"), "lr-12")}[a.part]()
     if not runs:
         print("depth_study2: %s has nothing to run (lr-12 and lr-100 first)" % a.part)
         return 2

@@ -15,7 +15,7 @@ parts run in different sessions.
   scripts/depth_study2.py clip      no gradient clipping: post, pre, deepnorm at 50 and 100
                                     layers, lr 1e-3 and 3e-3 (~15 min)
   scripts/depth_study2.py warmup    post and pre at 6 and 12 layers, warmup 0, 100 and 1000 steps
-                                    (the last from 1e-6), lr 1e-3 and 3e-3, 2000 steps (~20 min)
+                                    (the last from 1e-6), lr 1e-3 and 1e-2, 2000 steps (~20 min)
   scripts/depth_study2.py long-100  pre, deepnorm, subln at 100 layers, 3000 steps at the best rate
                                     of lr-100, seeds 1 and 2 (~30 min)
   scripts/depth_study2.py long-6    post and pre at 6 layers, 3000 steps at the best rate of
@@ -163,6 +163,7 @@ def seed2_runs():
 
 KEEP_UPDATE = ("clip",)  # parts whose runs keep their model-update curve
 CLIP_RATES = ["1e-3", "3e-3"]
+WARMUP_RATES = ["1e-3", "1e-2"]  # mt's rate, and the one at which Post-LN stalled at 12 layers
 WARMUPS = {"0": ["--warmup", "0"], "100": ["--warmup", "100"],
            "1000 from 1e-6": ["--warmup", "1000", "--warmup-init-lr", "1e-6"]}
 NO_DIAG = ["--diag-grad-every", "0", "--diag-update-steps", "0", "--diag-resid-every", "0"]
@@ -181,7 +182,7 @@ def warmup_runs():
     return [Run("warmup", p, "L%d lr %s warmup %s" % (depth, lr, w),
                 ["--n-layer", str(depth), "--lr", lr, "--steps", "2000", "--eval-every", "100"] +
                 flags + NO_DIAG)
-            for depth in (6, 12) for p in ("post", "pre") for lr in CLIP_RATES
+            for depth in (6, 12) for p in ("post", "pre") for lr in WARMUP_RATES
             for w, flags in WARMUPS.items()]
 
 
@@ -406,7 +407,7 @@ def report_warmup(H):
         mine = [r for r in rows if r["variant"].startswith("L%s " % depth)]
         lines = [("%s lr %s warmup %s" % (NAMES[r["placement"]], r["variant"].split()[2],
                                           " ".join(r["variant"].split()[4:])),
-                  COLORS[r["placement"]] if r["variant"].split()[2] == CLIP_RATES[0]
+                  COLORS[r["placement"]] if r["variant"].split()[2] == WARMUP_RATES[0]
                   else {"post": "#ff9896", "pre": "#aec7e8"}[r["placement"]],
                   1 + list(WARMUPS).index(" ".join(r["variant"].split()[4:])),
                   curve("warmup", run_name("warmup", r))) for r in mine]

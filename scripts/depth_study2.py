@@ -244,7 +244,7 @@ def plot_lead(rows, H, placement, png):
     shutil.rmtree(tmp)
 
 
-def report_lr():
+def report_lr(H):
     """The learning-rate sweep: final validation loss per placement and rate at each depth, each
     placement's best rate and the largest at which it still trains; seed 2 at the best rates."""
     out = []
@@ -283,9 +283,16 @@ def report_lr():
             out.append("| %s | %s | %s | %s | %s | %s |" % (
                 NAMES[p], " | ".join(cells), best or "-", trained[-1] if trained else "-", s2, ms))
         out.append("")
-        notes = os.path.join(DOCS, "lr-%d.notes.md" % depth)
-        if os.path.exists(notes):
-            out += [open(notes).read().strip(), ""]
+        lines = []
+        for p in PLACEMENTS:
+            pts = [(float(r["variant"].split()[-1]), num(r["val_final"]) if r["label"] ==
+                    "trained" else H) for r in rows if r["placement"] == p]
+            lines.append((NAMES[p], COLORS[p], 1, sorted(pts)))
+        png = os.path.join(DOCS, "lr-%d.png" % depth)
+        plot_runs(png, "%d layers, 400 steps (a run that did not train: on the unigram line)"
+                  % depth, "final validation loss (nats per byte)", lines,
+                  "set logscale x\nset xlabel 'peak learning rate'\nset yrange [2:3.5]", "lp")
+        out += ["![lr %d](depth-study-2/lr-%d.png)" % (depth, depth), ""] + notes("lr-%d" % depth)
     return out
 
 
@@ -304,7 +311,7 @@ def run_name(part, row):
     return Run(part, row["placement"], row["variant"], []).name
 
 
-def plot_runs(png, title, ylabel, lines, extra=""):
+def plot_runs(png, title, ylabel, lines, extra="", style="l"):
     """lines: (title, color, dash, points); one gnuplot line each."""
     tmp = png + ".d"
     os.makedirs(tmp, exist_ok=True)
@@ -314,7 +321,7 @@ def plot_runs(png, title, ylabel, lines, extra=""):
             continue
         f = os.path.join(tmp, "%d" % i)
         write_dat(f, pts)
-        plots.append("'%s' w l lc rgb '%s' dt %d lw 2 title '%s'" % (f, color, dash, t))
+        plots.append("'%s' w %s lc rgb '%s' dt %d lw 2 pt 7 title '%s'" % (f, style, color, dash, t))
     if plots:
         gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top") +
                 "plot " + ", \\\n  ".join(plots) + "\n", png)
@@ -487,7 +494,7 @@ def report():
         notes = os.path.join(DOCS, "lead.notes.md")
         if os.path.exists(notes):
             out += [open(notes).read().strip(), ""]
-    out += report_lr() + report_clip(H) + report_warmup(H) + report_long(H)
+    out += report_lr(H) + report_clip(H) + report_warmup(H) + report_long(H)
     page = os.path.join(os.path.dirname(DOCS), "depth-study-2.md")
     with open(page, "w") as f:
         f.write("\n".join(out))

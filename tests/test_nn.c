@@ -57,30 +57,56 @@ typedef struct {
     bool bias;
 } ffn_arg;
 
-/* in: x, w1, b1, w2, b2, or x, w1, w2 without biases */
+/* The inputs a case uses, of x, w1, b1, w2, b2, w3, b3 (in[0..6]): the biases only with bias,
+   w3 and b3 only with SwiGLU. Returns how many, written into out. */
+static int ffn_ins(const ffn_arg *a, mt_tensor **in, mt_tensor **out) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        bool b = i == 2 || i == 4 || i == 6, glu = i >= 5;
+        if ((!b || a->bias) && (!glu || a->act == MT_ACT_SWIGLU)) out[n++] = in[i];
+    }
+    return n;
+}
+
+/* in: ffn_ins' selection, back in the places of x, w1, b1, w2, b2, w3, b3 (NULL where unused) */
+static void ffn_unpack(const ffn_arg *a, mt_tensor **in, mt_tensor *t[7]) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        bool b = i == 2 || i == 4 || i == 6, glu = i >= 5;
+        t[i] = (!b || a->bias) && (!glu || a->act == MT_ACT_SWIGLU) ? in[n++] : NULL;
+    }
+}
+
 static mt_tensor *build_ffn(mt_ctx *c, mt_tensor **in, const void *arg) {
     const ffn_arg *a = arg;
-    if (!a->bias) return mt_ffn(c, in[0], in[1], NULL, in[2], NULL, a->act);
-    return mt_ffn(c, in[0], in[1], in[2], in[3], in[4], a->act);
+    mt_tensor *t[7];
+    ffn_unpack(a, in, t);
+    return mt_ffn(c, t[0], t[1], t[2], t[3], t[4], t[5], t[6], a->act);
 }
 
-/* The same as three ops: mt_linear, the activation op, mt_linear. */
+/* The same as separate ops: mt_linear, the activation op (SwiGLU: a second mt_linear and
+   mt_swiglu), mt_linear. */
 static mt_tensor *build_ffn_chain(mt_ctx *c, mt_tensor **in, const void *arg) {
     const ffn_arg *a = arg;
-    mt_tensor *w2 = in[a->bias ? 3 : 2];
-    mt_tensor *h = mt_activation(c, a->act, mt_linear(c, in[0], in[1], a->bias ? in[2] : NULL));
-    return mt_linear(c, h, w2, a->bias ? in[4] : NULL);
+    mt_tensor *t[7];
+    ffn_unpack(a, in, t);
+    mt_tensor *h = mt_linear(c, t[0], t[1], t[2]);
+    h = a->act == MT_ACT_SWIGLU ? mt_swiglu(c, h, mt_linear(c, t[0], t[5], t[6]))
+                                : mt_activation(c, a->act, h);
+    return mt_linear(c, h, t[3], t[4]);
 }
 
-/* x (B, T, C), w1 (F, C), b1 (F), w2 (C, F), b2 (C); weights scaled as an init would. Input i
-   requires grad when bit i of grads is set. */
-static void ffn_inputs(mt_rng *r, int B, int T, int C, int F, unsigned grads, mt_tensor *in[5]) {
+/* x (B, T, C), w1 (F, C), b1 (F), w2 (C, F), b2 (C), w3 (F, C), b3 (F); weights scaled as an
+   init would. Input i requires grad when bit i of grads is set. */
+static void ffn_inputs(mt_rng *r, int B, int T, int C, int F, unsigned grads, mt_tensor *in[7]) {
     float s1 = 1.0f / sqrtf((float)C), s2 = 1.0f / sqrtf((float)F);
     in[0] = test_tensor(r, 3, (int[]){B, T, C}, -2, 2, grads & 1);
     in[1] = test_tensor(r, 2, (int[]){F, C}, -s1, s1, grads & 2);
     in[2] = test_tensor(r, 1, &F, -0.5f, 0.5f, grads & 4);
     in[3] = test_tensor(r, 2, (int[]){C, F}, -s2, s2, grads & 8);
     in[4] = test_tensor(r, 1, &C, -0.5f, 0.5f, grads & 16);
+    in[5] = test_tensor(r, 2, (int[]){F, C}, -s1, s1, grads & 32);
+    in[6] = test_tensor(r, 1, &F, -0.5f, 0.5f, grads & 64);
 }
 
 /* Forward and backward from a fixed dy on a fresh arena; returns the arena's peak in bytes, sets
@@ -90,8 +116,10 @@ static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y
                       size_t *kept) {
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)64 << 20, 1, NULL) == MT_OK, "ffn test: no arena");
-    for (int i = 0; i < (a->bias ? 5 : 3); i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
-    mt_tensor *y = build(&c, in, a);
+    mt_tensor *used[7];
+    int n = ffn_ins(a, in, used);
+    for (int i = 0; i < n; i++) memset(used[i]->grad, 0, used[i]->n * sizeof(float));
+    mt_tensor *y = build(&c, used, a);
     *kept = c.arena.used;
     float *dy = mt_arena_floats(&c, y->n);
     for (size_t i = 0; i < y->n; i++) dy[i] = sinf(0.37f * (float)i);
@@ -105,52 +133,58 @@ static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y
 static void test_ffn(void) {
     mt_rng r;
     mt_rng_seed(&r, 23);
-    const mt_act acts[] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU};
-    mt_tensor *in[5];
+    enum { NA = 5 };
+    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU,
+                             MT_ACT_SWIGLU};
+    mt_tensor *in[7], *used[7];
 
     /* Finite differences, every activation with and without biases; C and F not multiples of
        16. ReLU's kink: a perturbation that moves some a = x W1^T + b1 across 0 breaks the
        central difference, so its step is smaller (and the tolerance with it). */
-    ffn_inputs(&r, 2, 5, 13, 21, 31, in);
-    for (int k = 0; k < 8; k++) {
+    ffn_inputs(&r, 2, 5, 13, 21, 127, in);
+    for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
         char name[48];
         snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act), a.bias ? "" : ", no bias");
         bool relu = a.act == MT_ACT_RELU;
-        gradcheck(name, build_ffn, &a, a.bias ? 5 : 3,
-                  a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]}, relu ? 1e-3 : 1e-2,
-                  relu ? 1e-2 : 1e-3);
+        int n = ffn_ins(&a, in, used);
+        gradcheck(name, build_ffn, &a, n, used, relu ? 1e-3 : 1e-2, relu ? 1e-2 : 1e-3);
     }
-    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+    for (int i = 0; i < 7; i++) test_tensor_free(in[i]);
 
     /* N x F = 160 x 103 >= MT_PAR_MIN: the OpenMP paths of the activation (forward, recompute,
-       derivative), fc1's bias and db1 loops, all on the way to b1's grad. Only b1 is perturbed:
-       each element costs two forwards, and a loaded machine makes every parallel region slow. */
-    ffn_inputs(&r, 2, 80, 5, 103, 4, in);
-    gradcheck("ffn[gelu, N F >= MT_PAR_MIN]", build_ffn, &(ffn_arg){MT_ACT_GELU, true}, 5, in,
-              1e-2, 1e-3);
-    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+       derivative), fc1's bias and db1 loops, all on the way to b1's grad (SwiGLU: b3's too).
+       Only the biases are perturbed: each element costs two forwards, and a loaded machine makes
+       every parallel region slow. */
+    ffn_inputs(&r, 2, 80, 5, 103, 4 | 64, in);
+    for (int k = 0; k < 2; k++) {
+        ffn_arg a = {k ? MT_ACT_SWIGLU : MT_ACT_GELU, true};
+        int n = ffn_ins(&a, in, used);
+        gradcheck(k ? "ffn[swiglu, N F >= MT_PAR_MIN]" : "ffn[gelu, N F >= MT_PAR_MIN]",
+                  build_ffn, &a, n, used, 1e-2, 1e-3);
+    }
+    for (int i = 0; i < 7; i++) test_tensor_free(in[i]);
 
     /* Against the unfused chain: y and every gradient. Memory: the forward keeps N x F floats
        less (h), and the peak of forward + backward is 2 N x F lower (the chain holds h, dh and
-       da at once, the fused op one N x F scratch buffer). */
+       da at once, the fused op one N x F scratch buffer; SwiGLU: a, g and h against a and g
+       kept, and dh, da, dg against two scratch buffers). */
     int B = 4, T = 64, C = 40, F = 100, N = B * T;
-    ffn_inputs(&r, B, T, C, F, 31, in);
+    ffn_inputs(&r, B, T, C, F, 127, in);
     float *y1 = malloc((size_t)N * C * sizeof(float)), *y2 = malloc((size_t)N * C * sizeof(float));
-    float *g1[5];
-    for (int i = 0; i < 5; i++) g1[i] = malloc(in[i]->n * sizeof(float));
-    for (int k = 0; k < 8; k++) {
+    float *g1[7];
+    for (int i = 0; i < 7; i++) g1[i] = malloc(in[0]->n * sizeof(float)); /* x is the largest */
+    for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
-        mt_tensor **ins = a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]};
-        size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, ins, y1, &kept1);
-        for (int i = 0; i < 5; i++) memcpy(g1[i], in[i]->grad, in[i]->n * sizeof(float));
-        size_t peak2 = ffn_run(build_ffn_chain, &a, ins, y2, &kept2);
+        int n = ffn_ins(&a, in, used);
+        size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, in, y1, &kept1);
+        for (int i = 0; i < n; i++) memcpy(g1[i], used[i]->grad, used[i]->n * sizeof(float));
+        size_t peak2 = ffn_run(build_ffn_chain, &a, in, y2, &kept2);
         const char *an = mt_enum_name(&MT_ACTS, a.act);
         CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g",
               an, a.bias, max_rel_err(y1, y2, (size_t)N * C));
-        for (int i = 0; i < 5; i++) {
-            if (!a.bias && (i == 2 || i == 4)) continue;
-            double e = max_rel_err(g1[i], in[i]->grad, in[i]->n);
+        for (int i = 0; i < n; i++) {
+            double e = max_rel_err(g1[i], used[i]->grad, used[i]->n);
             CHECK(e < 1e-6, "ffn %s bias %d: grad of input %d vs the chain: %g", an, a.bias, i, e);
         }
         size_t nf = (size_t)N * F * sizeof(float);
@@ -161,7 +195,7 @@ static void test_ffn(void) {
     }
     free(y1);
     free(y2);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         free(g1[i]);
         test_tensor_free(in[i]);
     }
@@ -178,18 +212,21 @@ static mt_tensor *build_attention(mt_ctx *c, mt_tensor **in, const void *arg) {
     return mt_attention(c, in[0], in[1], in[2], a->n_head, a->causal);
 }
 
-/* The textbook loops, in double: out[b,t,h] = sum_s P_ts v[b,s,h], P = softmax_s(q.k / sqrt(HS));
-   with dy, the gradients dq, dk, dv (each (B, T, C)) of sum(dy * out):
+/* The textbook loops, in double: out[b,t,h] = sum_s P_ts v[b,s,g], P = softmax_s(q.k / sqrt(HS)),
+   k and v (B, T, KC) of KC / HS heads, head h reading key-value head g = h / (NH HS / KC);
+   with dy, the gradients dq (B, T, C), dk, dv (B, T, KC) of sum(dy * out):
    dv_s = sum_t P_ts dy_t, dP_ts = dy_t . v_s, dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
    dq_t = sum_s dS_ts k_s / sqrt(HS), dk_s = sum_t dS_ts q_t / sqrt(HS). */
 static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int NH,
                           bool causal, float *out, const float *dy, float *dq, float *dk,
                           float *dv) {
-    int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH;
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH, KC = k->shape[2];
+    int G = NH / (KC / HS);
     double *p = malloc((size_t)T * T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
-    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, q->n * sizeof(float)),
-            memset(dv, 0, q->n * sizeof(float));
+    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, k->n * sizeof(float)),
+            memset(dv, 0, k->n * sizeof(float));
 #define AT(x, t, i) ((x)[((size_t)b * T + (t)) * C + h * HS + (i)])
+#define KV(x, t, i) ((x)[((size_t)b * T + (t)) * KC + h / G * HS + (i)])
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
@@ -197,7 +234,7 @@ static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tenso
                 for (int s = 0; s < T; s++) {
                     double dot = 0;
                     for (int i = 0; i < HS; i++)
-                        dot += (double)AT(q->data, t, i) * AT(k->data, s, i);
+                        dot += (double)AT(q->data, t, i) * KV(k->data, s, i);
                     pt[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
                     if (pt[s] > m) m = pt[s];
                 }
@@ -205,33 +242,35 @@ static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tenso
                 for (int s = 0; s < T; s++) pt[s] /= sum;
                 for (int i = 0; i < HS; i++) {
                     double o = 0;
-                    for (int s = 0; s < T; s++) o += pt[s] * AT(v->data, s, i);
+                    for (int s = 0; s < T; s++) o += pt[s] * KV(v->data, s, i);
                     AT(out, t, i) = (float)o;
                 }
                 if (!dy) continue;
                 double rowdot = 0;
                 for (int s = 0; s < T; s++) {
                     dp[s] = 0;
-                    for (int i = 0; i < HS; i++) dp[s] += (double)AT(dy, t, i) * AT(v->data, s, i);
+                    for (int i = 0; i < HS; i++) dp[s] += (double)AT(dy, t, i) * KV(v->data, s, i);
                     rowdot += pt[s] * dp[s];
                 }
                 for (int s = 0; s < T; s++) {
                     double ds = pt[s] * (dp[s] - rowdot) / sqrt((double)HS);
                     for (int i = 0; i < HS; i++) {
-                        AT(dv, s, i) += (float)(pt[s] * AT(dy, t, i));
-                        AT(dq, t, i) += (float)(ds * AT(k->data, s, i));
-                        AT(dk, s, i) += (float)(ds * AT(q->data, t, i));
+                        KV(dv, s, i) += (float)(pt[s] * AT(dy, t, i));
+                        AT(dq, t, i) += (float)(ds * KV(k->data, s, i));
+                        KV(dk, s, i) += (float)(ds * AT(q->data, t, i));
                     }
                 }
             }
 #undef AT
+#undef KV
     free(p);
     free(dp);
 }
 
 /* Both ways mt runs a head: register tiles (HS a multiple of 16, T <= 512) and strided sgemm
    (the rest), causal and not, T not a multiple of the tiles (8 rows, 16 or 32 keys), one head of
-   one batch, against the loops above (output and gradients) and by finite differences. */
+   one batch, against the loops above (output and gradients) and by finite differences; with
+   grouped-query attention (NKV key-value heads of NH) on both paths. */
 static void test_attention(void) {
     mt_rng r;
     mt_rng_seed(&r, 12);
@@ -240,27 +279,34 @@ static void test_attention(void) {
     struct {
         int B, T, C, NH;
         bool gradcheck;
+        int NKV; /* 0: NH */
     } cases[] = {/* sgemm path: HS 2, 4, 4, 8, 2, 4; T 520 > 512 */
-                 {1, 1, 4, 2, true}, {2, 5, 8, 2, true}, {2, 19, 12, 3, true}, {1, 16, 8, 1, true},
-                 {1, 41, 4, 2, true}, {3, 37, 16, 4, false}, {1, 520, 32, 2, false},
+                 {1, 1, 4, 2, true, 0}, {2, 5, 8, 2, true, 0}, {2, 19, 12, 3, true, 0}, {1, 16, 8, 1, true, 0},
+                 {1, 41, 4, 2, true, 0}, {3, 37, 16, 4, false, 0}, {1, 520, 32, 2, false, 0},
                  /* register tiles: HS 16, 32, 48, 16, 32, 32, 16 */
-                 {1, 1, 16, 1, true}, {2, 19, 32, 1, true}, {1, 37, 48, 1, false},
-                 {4, 64, 64, 4, false}, {2, 128, 64, 2, false}, {3, 71, 96, 3, false},
-                 {1, 150, 32, 2, false}};
+                 {1, 1, 16, 1, true, 0}, {2, 19, 32, 1, true, 0}, {1, 37, 48, 1, false, 0},
+                 {4, 64, 64, 4, false, 0}, {2, 128, 64, 2, false, 0}, {3, 71, 96, 3, false, 0},
+                 {1, 150, 32, 2, false, 0},
+                 /* grouped-query: sgemm path (HS 2, 4, 4), register tiles (HS 16, 32) */
+                 {2, 7, 8, 4, true, 2}, {1, 9, 16, 4, true, 1}, {3, 37, 24, 6, false, 2},
+                 {2, 19, 64, 4, true, 2}, {2, 70, 128, 4, false, 1}, {1, 520, 32, 2, false, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int causal = 0; causal < 2; causal++) {
+            int NH = cases[k].NH, NKV = cases[k].NKV ? cases[k].NKV : NH;
             int shape[] = {cases[k].B, cases[k].T, cases[k].C};
-            attn_arg a = {cases[k].NH, causal};
+            int kvshape[] = {cases[k].B, cases[k].T, cases[k].C / NH * NKV};
+            attn_arg a = {NH, causal};
             mt_tensor *q = test_tensor(&r, 3, shape, -2, 2, true);
-            mt_tensor *kk = test_tensor(&r, 3, shape, -2, 2, true);
-            mt_tensor *v = test_tensor(&r, 3, shape, -1, 1, true);
+            mt_tensor *kk = test_tensor(&r, 3, kvshape, -2, 2, true);
+            mt_tensor *v = test_tensor(&r, 3, kvshape, -1, 1, true);
             mt_tensor *dy = test_tensor(&r, 3, shape, -1, 1, false);
-            size_t n = q->n;
-            float *ref = malloc(4 * n * sizeof(float)), *g[3] = {ref + n, ref + 2 * n, ref + 3 * n};
+            size_t n = q->n, nkv = kk->n;
+            float *ref = malloc((2 * n + 2 * nkv) * sizeof(float));
+            float *g[3] = {ref + n, ref + 2 * n, ref + 2 * n + nkv};
             ref_attention(q, kk, v, a.n_head, causal, ref, dy->data, g[0], g[1], g[2]);
             mt_ctx_reset(&c);
             mt_tensor *in[3] = {q, kk, v};
-            for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, n * sizeof(float));
+            for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
             c.grad_enabled = false; /* not recorded: the register-tile path keeps no exp(S - m) */
             mt_tensor *y = mt_attention(&c, q, kk, v, a.n_head, causal);
             c.grad_enabled = true;
@@ -274,7 +320,7 @@ static void test_attention(void) {
             CHECK(e < 1e-5, "attention case %zu causal %d vs naive: %g", k, causal, e);
             mt_backward_from(&c, y, dy->data);
             for (int i = 0; i < 3; i++) {
-                e = max_rel_err(in[i]->grad, g[i], n);
+                e = max_rel_err(in[i]->grad, g[i], in[i]->n);
                 CHECK(e < 1e-5, "attention case %zu causal %d: d%s vs naive: %g", k, causal,
                       (const char *[]){"q", "k", "v"}[i], e);
             }
@@ -303,6 +349,66 @@ static void test_attention(void) {
         test_tensor_free(q);
         test_tensor_free(kk);
     }
+    mt_ctx_free(&c);
+}
+
+/* ---- RoPE ---- */
+typedef struct {
+    const mt_rope *rope;
+    int pos0;
+} rope_arg;
+
+static mt_tensor *build_rope(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const rope_arg *a = arg;
+    return mt_rope_apply(c, a->rope, in[0], a->pos0);
+}
+
+/* The rotation against its formula in double (llama2.c's adjacent pairs) at positions from 0
+   and beyond 1000, by finite differences, and the bad tables refused. */
+static void test_rope(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 21);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    struct {
+        int B, T, W, HS, pos0;
+        float theta;
+    } cases[] = {{2, 5, 12, 4, 0, 10000}, {1, 64, 16, 8, 1000, 10000}, {3, 9, 6, 6, 2, 3.5f},
+                 {2, 300, 64, 32, 700, 500000}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mt_rope rope;
+        mt_err e;
+        int T = cases[k].T, W = cases[k].W, HS = cases[k].HS, pos0 = cases[k].pos0;
+        CHECK(mt_rope_init(&rope, pos0 + T, HS, cases[k].theta, &e) == MT_OK, "rope: %s", e.msg);
+        mt_tensor *x = test_tensor(&r, 3, (int[]){cases[k].B, T, W}, -1, 1, true);
+        mt_ctx_reset(&c);
+        mt_tensor *y = mt_rope_apply(&c, &rope, x, pos0);
+        float *ref = malloc(x->n * sizeof *ref);
+        for (size_t row = 0; row < x->n / (size_t)W; row++)
+            for (int j = 0; j < W; j += 2) {
+                int i = j % HS / 2;
+                double ang = (pos0 + (int)(row % (size_t)T)) *
+                             pow((double)cases[k].theta, -2.0 * i / HS);
+                double a = x->data[row * W + j], b = x->data[row * W + j + 1];
+                ref[row * W + j] = (float)(a * cos(ang) - b * sin(ang));
+                ref[row * W + j + 1] = (float)(a * sin(ang) + b * cos(ang));
+            }
+        double err = max_rel_err(y->data, ref, x->n);
+        CHECK(err < 1e-6, "rope case %zu vs the formula: %g", k, err);
+        if (x->n < 2000) {
+            char name[32];
+            snprintf(name, sizeof name, "rope[%zu]", k);
+            gradcheck(name, build_rope, &(rope_arg){&rope, pos0}, 1, &x, 1e-2, 1e-3);
+        }
+        free(ref);
+        test_tensor_free(x);
+        mt_rope_free(&rope);
+    }
+    mt_rope bad;
+    mt_err e;
+    CHECK(mt_rope_init(&bad, 8, 5, 10000, &e) == MT_EINVAL && strstr(e.msg, "even"),
+          "an odd head size is refused");
+    CHECK(mt_rope_init(&bad, 8, 4, 0, &e) == MT_EINVAL, "theta 0 is refused");
     mt_ctx_free(&c);
 }
 
@@ -645,6 +751,7 @@ int main(void) {
     test_attention();
     test_attention_masked();
     test_attention_in_replica();
+    test_rope();
     test_deepnorm_constants();
     test_block_formula();
     return check_finish("test_nn");

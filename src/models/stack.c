@@ -10,8 +10,9 @@
 static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_GPT2] = {"gpt2", "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
     [MT_SCHEME_XAVIER] = {"xavier", "Xavier-normal"},
-    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1, fc2"},
-    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1, fc2"},
+    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
+    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
+                                  "fc2"},
     [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, else gpt2"},
 };
 static const mt_enum_item RMS_FORMS[] = {
@@ -29,7 +30,8 @@ mt_stack_config mt_stack_default(void) {
                              .placement = MT_PLACE_PRE,
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
-                             .act = MT_ACT_GELU};
+                             .act = MT_ACT_GELU,
+                             .ff_multiple = 32};
 }
 
 #define F(key, type, field, help, range, of) \
@@ -38,8 +40,13 @@ static const mt_cf_field FIELDS[] = {
     F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
       NULL),
     F("n_head", INT, n_head, "attention heads", "1..", NULL),
+    F("n_kv_head", INT, n_kv_head, "key-value heads (grouped-query attention), divides n-head; "
+      "0: n-head", "0..", NULL),
     F("n_embd", INT, n_embd, "channels", "1..", NULL),
-    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd", "0..", NULL),
+    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to ff-multiple)",
+      "0..", NULL),
+    F("ff_multiple", INT, ff_multiple, "swiglu: the default n-ff is a multiple of this", "1..",
+      NULL),
     F("norm", ENUM, norm.kind, "normalization", NULL, &MT_NORMS),
     F("norm_eps", FLOAT, norm.eps, "norm epsilon; -1: the norm's default", "-1..", NULL),
     F("prms_p", FLOAT, norm.prms_p, "pRMSNorm: fraction of channels the RMS is taken from",
@@ -79,6 +86,11 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "config: n_head = %d does not divide n_embd = %d (each head gets "
                          "n_embd / n_head channels)",
                          s->n_head, s->n_embd);
+    if (s->n_kv_head < 0 || (s->n_kv_head > 0 && s->n_head % s->n_kv_head))
+        return mt_errorf(err, MT_EINVAL, "config: n_kv_head = %d does not divide n_head = %d "
+                         "(each key-value head serves n_head / n_kv_head query heads; 0: n_head)",
+                         s->n_kv_head, s->n_head);
+    if (s->n_kv_head == 0) s->n_kv_head = s->n_head;
     if (s->n_ff < 0)
         return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
                          s->n_ff);
@@ -99,9 +111,21 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          s->deepnorm_beta, s->subln_gain);
     mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
+    if (s->ff_multiple < 1)
+        return mt_errorf(err, MT_EINVAL, "config: ff_multiple = %d, must be at least 1 (LLaMA: "
+                         "256; mt's default 32)", s->ff_multiple);
     if (s->n_ff == 0 && s->n_embd > INT_MAX / 4)
         return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
                          "overflows an int; give n_ff", s->n_embd);
+    if (s->n_ff == 0 && s->act == MT_ACT_SWIGLU) { /* LLaMA: int(2 hidden / 3), rounded up */
+        long long h = 2LL * 4 * s->n_embd / 3, m = s->ff_multiple;
+        h = (h + m - 1) / m * m;
+        if (h > INT_MAX)
+            return mt_errorf(err, MT_EINVAL, "config: the SwiGLU n_ff of n_embd = %d rounded up "
+                             "to ff_multiple = %d overflows an int; give n_ff", s->n_embd,
+                             s->ff_multiple);
+        s->n_ff = (int)h;
+    }
     if (s->n_ff == 0) s->n_ff = 4 * s->n_embd;
     mt_err inner;
     if (mt_placement_inner_norm(s->placement) &&
@@ -126,6 +150,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
     return (mt_block_cfg){.C = s->n_embd,
                           .F = s->n_ff,
                           .n_head = s->n_head,
+                          .n_kv_head = s->n_kv_head,
                           .bias = s->bias,
                           .causal = causal,
                           .norm = s->norm,
@@ -136,19 +161,19 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
 }
 
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
-    int C = s->n_embd, F = s->n_ff;
+    int C = s->n_embd, F = s->n_ff, KC = C / s->n_head * s->n_kv_head; /* k_proj's, v_proj's */
     float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)), beta = s->deepnorm_beta;
-    float gamma = s->subln_gain;
+    float skv = sqrtf(2.0f / (C + KC)), gamma = s->subln_gain;
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
         return (mt_block_init){0.02f, 0.02f, 0.02f, r, 0.02f, r};
     }
-    case MT_SCHEME_XAVIER: return (mt_block_init){sq, sq, sq, sq, sf, sf};
+    case MT_SCHEME_XAVIER: return (mt_block_init){sq, skv, skv, sq, sf, sf};
     case MT_SCHEME_DEEPNORM:
-        return (mt_block_init){sq, sq, beta * sq, beta * sq, beta * sf, beta * sf};
+        return (mt_block_init){sq, skv, beta * skv, beta * sq, beta * sf, beta * sf};
     case MT_SCHEME_SUBLN: /* Magneto's Xavier-normal with gain gamma */
-        return (mt_block_init){sq, sq, gamma * sq, gamma * sq, gamma * sf, gamma * sf};
+        return (mt_block_init){sq, skv, gamma * skv, gamma * sq, gamma * sf, gamma * sf};
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);
@@ -156,6 +181,7 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
 
 double mt_stack_token_floats(const mt_stack_config *s) {
     double C = s->n_embd, F = s->n_ff, block = 16 * C + 4 * F;
+    if (s->act == MT_ACT_SWIGLU) block += 3 * F; /* g kept, and dg's scratch */
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
     return s->n_layer * block;

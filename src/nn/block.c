@@ -14,6 +14,7 @@ static const mt_enum_item ACTS[] = {
     [MT_ACT_GELU_ERF] = {"gelu_erf", "GELU, exact erf form"},
     [MT_ACT_RELU] = {"relu", NULL},
     [MT_ACT_SILU] = {"silu", "x sigmoid(x)"},
+    [MT_ACT_SWIGLU] = {"swiglu", "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
 };
 static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm"},
@@ -32,8 +33,9 @@ mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
     case MT_ACT_GELU_ERF: return mt_gelu_erf(c, x);
     case MT_ACT_RELU: return mt_relu(c, x);
     case MT_ACT_SILU: return mt_silu(c, x);
+    case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu */
     }
-    MT_ASSERT(0, "activation: unknown kind %d", (int)act);
+    MT_ASSERT(0, "activation: %d is not a unary activation", (int)act);
 }
 
 /* ---- DeepNorm -------------------------------------------------------------------------------- */
@@ -98,9 +100,11 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
                 {"k_proj", init->k, &a->k_w, &a->k_b},
                 {"v_proj", init->v, &a->v_w, &a->v_b},
                 {"out_proj", init->out, &a->out_w, &a->out_b}};
-    for (int i = 0; i < 4; i++) {
+    int KC = C / cfg->n_head * (cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head);
+    for (int i = 0; i < 4; i++) { /* k_proj and v_proj: (KC, C) */
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
-        add_linear(P, name, C, C, bias, proj[i].std, proj[i].w, proj[i].b);
+        add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w,
+                   proj[i].b);
     }
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
@@ -112,7 +116,8 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
     bp->cross_norm = bp->cross_inner = bp->cross_out = none;
     bp->cross = (mt_attn_params){-1, -1, -1, -1, -1, -1, -1, -1};
-    if (cfg->cross) {
+    if (cfg->cross) { /* no grouped-query form: KC = C */
+        MT_ASSERT(KC == C, "block: a cross-attention with %d key-value channels of %d", KC, C);
         mt_attn_params *x = &bp->cross;
         int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
             *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};
@@ -131,6 +136,9 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
     snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
     add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
+    f->fc3_w = f->fc3_b = -1;
+    snprintf(name, sizeof name, "%s.ffn.fc3", prefix); /* SwiGLU's gated branch: fc1's init */
+    if (cfg->act == MT_ACT_SWIGLU) add_linear(P, name, F, C, bias, init->fc1, &f->fc3_w, &f->fc3_b);
     snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
     add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
     snprintf(name, sizeof name, "%s.ffn.inner_norm", prefix);
@@ -152,6 +160,7 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
                           : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
     return mt_attn_output(c, cfg, P, bp, y);
@@ -182,12 +191,17 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
     if (mt_placement_inner_norm(cfg->placement)) { /* a norm between act and fc2: unfused */
-        mt_tensor *h = mt_activation(c, cfg->act, mt_param_linear(c, P, f->fc1_w, f->fc1_b, x));
+        mt_tensor *a = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
+        mt_tensor *h = cfg->act == MT_ACT_SWIGLU
+                           ? mt_swiglu(c, a, mt_param_linear(c, P, f->fc3_w, f->fc3_b, x))
+                           : mt_activation(c, cfg->act, a);
         h = mt_norm_tokens(c, &cfg->norm, P, &bp->ffn_inner, h);
         return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
     }
-    return mt_ffn(c, x, &P->t[f->fc1_w], f->fc1_b >= 0 ? &P->t[f->fc1_b] : NULL, &P->t[f->fc2_w],
-                  f->fc2_b >= 0 ? &P->t[f->fc2_b] : NULL, cfg->act);
+#define OPT(i) ((i) >= 0 ? &P->t[i] : NULL)
+    return mt_ffn(c, x, &P->t[f->fc1_w], OPT(f->fc1_b), &P->t[f->fc2_w], OPT(f->fc2_b),
+                  OPT(f->fc3_w), OPT(f->fc3_b), cfg->act);
+#undef OPT
 }
 
 /* ---- the residual placement: the one place it is decided -------------------------------------- */

@@ -262,7 +262,9 @@ def report_lr(H):
         out += ["## Learning rates at %d layers" % depth, "",
                 "`scripts/depth_study2.py lr-%d`: 64-128-2, LayerNorm, untied head, 400 steps of "
                 "16 x 64 bytes, AdamW (0.9, 0.99, decay 0.1), clip 1, 100 warmup steps then "
-                "cosine to 1e-4, seed 1. Final validation loss (label when not trained):"
+                "cosine to 1e-4, seed 1. Final validation loss (label when not trained); at each "
+                "placement's best rate a second run with seed 2, and the mean of the two (their "
+                "spread: the difference) when both trained:"
                 % depth, "",
                 "| placement | " + " | ".join(RATES) + " | best rate | largest trained | "
                 "best, seed 2 | mean (spread) |",
@@ -280,8 +282,9 @@ def report_lr(H):
             trained = [lr for lr in RATES if lr in mine and mine[lr]["label"] == "trained"]
             two = [r for r in seed2 if r["placement"] == p and
                    r["variant"].startswith("L%d lr %s " % (depth, best))]
-            s2 = fmt(two[0]["val_final"]) if two else "-"
-            if two and best:
+            s2 = fmt(two[0]["val_final"]) + ("" if two[0]["label"] == "trained" else
+                                             " " + two[0]["label"]) if two else "-"
+            if two and best and two[0]["label"] == "trained":
                 a, b = num(mine[best]["val_final"]), num(two[0]["val_final"])
                 ms = "%.3f (%.3f)" % ((a + b) / 2, abs(a - b))
             else:
@@ -441,7 +444,7 @@ def report_long(H):
                 "`scripts/depth_study2.py %s`: 64-128-2, LayerNorm, untied head, 3000 steps of "
                 "16 x 64 bytes, AdamW (0.9, 0.99, decay 0.1), clip 1, 100 warmup steps, cosine "
                 "to 1e-4, each placement at its best rate of the %d-layer sweep, seeds 1 and 2. "
-                "Validation loss, mean of the seeds (half their difference):"
+                "Validation loss, mean of the seeds (their spread: the difference):"
                 % (part, 12 if depth == 6 else 100), "",
                 "| placement | lr | step 500 | step 1000 | step 2000 | final | labels |",
                 "|---|---:|---:|---:|---:|---:|---|"]
@@ -455,7 +458,7 @@ def report_long(H):
             for step in (500, 1000, 2000, None):
                 v = [c[step if step else max(c)] for c in curves if c and (step in c or not step)]
                 cells.append("-" if not v else "%.3f" % (sum(v) / len(v)) +
-                             (" (%.3f)" % ((max(v) - min(v)) / 2) if len(v) > 1 else ""))
+                             (" (%.3f)" % (max(v) - min(v)) if len(v) > 1 else ""))
             out.append("| %s | %s | %s | %s |" % (NAMES[p], mine[0]["variant"].split()[2],
                                                   " | ".join(cells),
                                                   ", ".join(r["label"] for r in mine)))
@@ -481,7 +484,7 @@ def report():
     if lead:
         cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0] \
             if os.path.exists("/proc/cpuinfo") else "?"
-        out += ["## The lead: why DeepNorm started late in the first round", "",
+        out += ["## The lead: why DeepNorm started late and Post-LN stalled in the first round", "",
                 "`scripts/depth_study2.py lead` and `lead-post` (%s). 100 layers, 64-128-2, LayerNorm, 400 steps "
                 "of 16 x 64 bytes (32 with `context 32`), lr 1e-3, seed 1; each row changes one "
                 "setting of mt's configs (configs/deep100-*.ini) to the PyTorch pilot's, the last "

@@ -1,4 +1,4 @@
-/* Linear layer y = x W^T + b (torch.nn.Linear): one sgemm, W read through the transpose flag.
+/* Linear layer y = x W^T + b (torch.nn.Linear): one GEMM, W read through the transpose flag.
    N rows of x, K inputs, O outputs. And the FFN fc2(act(fc1(x))) as one op on the same two
    kernels, C channels, F FFN width. */
 #include <string.h>
@@ -6,18 +6,60 @@
 #include "../tensor/activation.h"
 #include "nn.h"
 
+/* In bf16 precision (ctx->precision, weights with a bf16 copy) the products take x, dy and W
+   rounded to bf16 and accumulate in fp32 (mt_gemm_bf16); the bias, its gradient and everything
+   written stay fp32. xb is x in bf16 (NULL: fp32), wb the weight's bf16 copy. */
+static bool use_bf16(mt_ctx *c, const mt_tensor *w) {
+    if (c->precision != MT_BF16) return false;
+    char sw[64];
+    MT_ASSERT(w->bf16, "linear: weight %s has no bf16 copy in bf16 precision (a parameter of a "
+              "model whose parameters are not mt_params_enable_bf16'd?)", mt_shape_str(w, sw, 64));
+    return true;
+}
+
+/* x (n floats) rounded to bf16 in the arena, kept for the backward; the linear layers of one
+   input (q, k, v) share the copy of the first. */
+static const mt_bf16 *bf16_input(mt_ctx *c, const float *x, size_t n) {
+    if (c->bf16_input.of == x && c->bf16_input.n == n) return c->bf16_input.bf16;
+    mt_bf16 *xb = mt_arena_alloc(c, n * sizeof *xb);
+    mt_bf16_from_floats(xb, x, n);
+    c->bf16_input.of = x, c->bf16_input.n = n, c->bf16_input.bf16 = xb;
+    return xb;
+}
+
+/* hb = bf16(act(a)), n values, in one pass over a through a float tile on the stack. */
+static void act_to_bf16(mt_act act, mt_bf16 *hb, const float *a, size_t n) {
+    enum { TILE = 2048 };
+    MT_PARALLEL_FOR(n >= MT_PAR_MIN, for (size_t i0 = 0; i0 < n; i0 += TILE) {
+        float h[TILE];
+        size_t m = n - i0 < TILE ? n - i0 : TILE;
+        mt_act_forward(act, h, a + i0, m);
+        mt_bf16_from_floats(hb + i0, h, m);
+    });
+}
+
 /* y (N, O) = b (each row; 0 when NULL) + x (N, K) W^T, W (O, K). */
-static void linear_kernel(float *y, const float *x, const float *w, const float *b, int N, int K,
-                          int O) {
-    mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
+static void linear_kernel(float *y, const float *x, const mt_bf16 *xb, const float *w,
+                          const mt_bf16 *wb, const float *b, int N, int K, int O) {
+    if (xb) mt_gemm_bf16(false, true, N, O, K, xb, wb, 0.0f, y, b);
+    else mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
 }
 
 /* dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within each column block,
    whatever the thread count (deterministic);  then dx (N, K) = dy W, added to dx when acc.
-   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped. */
-static void linear_backward_kernel(float *dx, float *dw, float *db, const float *dy,
-                                   const float *x, const float *w, int N, int K, int O, bool acc) {
-    if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
+   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped.
+   bf16 (xb given): dy is rounded into arena scratch, the products read xb and wb. */
+static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const mt_bf16 *xb, const float *w,
+                                   const mt_bf16 *wb, int N, int K, int O, bool acc) {
+    size_t mark = mt_arena_mark(c);
+    mt_bf16 *dyb = NULL;
+    if (xb && (dw || dx)) {
+        dyb = mt_arena_alloc(c, (size_t)N * O * sizeof *dyb);
+        mt_bf16_from_floats(dyb, dy, (size_t)N * O);
+    }
+    if (dw && xb) mt_gemm_bf16(true, false, O, K, N, dyb, xb, 1.0f, dw, NULL);
+    else if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
     if (db) {
         enum { BLK = 64 };
         MT_PARALLEL_FOR((size_t)N * O >= MT_PAR_MIN, for (int j0 = 0; j0 < O; j0 += BLK) {
@@ -26,20 +68,25 @@ static void linear_backward_kernel(float *dx, float *dw, float *db, const float 
                 _Pragma("omp simd") for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
         });
     }
-    if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
+    if (dx && xb) mt_gemm_bf16(false, false, N, K, O, dyb, wb, acc ? 1.0f : 0.0f, dx, NULL);
+    else if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
+    mt_arena_release(c, mark);
 }
 
-/* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O ----------------------------------- */
+/* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O; p: x in bf16 (bf16 precision) -- */
 
 static void linear_forward(mt_node *n) {
-    linear_kernel(n->out->data, n->in[0]->data, n->in[1]->data,
-                  n->in[2] ? n->in[2]->data : NULL, n->i[0], n->i[1], n->i[2]);
+    const mt_tensor *x = n->in[0], *w = n->in[1];
+    if (use_bf16(n->ctx, w)) n->p = (void *)bf16_input(n->ctx, x->data, x->n);
+    linear_kernel(n->out->data, x->data, n->p, w->data, w->bf16, n->in[2] ? n->in[2]->data : NULL,
+                  n->i[0], n->i[1], n->i[2]);
 }
 
 static void linear_backward(mt_node *n) {
-    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL,
-                           n->out->grad, n->in[0]->data, n->in[1]->data, n->i[0], n->i[1],
-                           n->i[2], true);
+    const mt_tensor *w = n->in[1];
+    linear_backward_kernel(n->ctx, n->in[0]->grad, w->grad, n->in[2] ? n->in[2]->grad : NULL,
+                           n->out->grad, n->in[0]->data, n->p, w->data, w->bf16, n->i[0],
+                           n->i[1], n->i[2], true);
 }
 
 static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
@@ -66,36 +113,49 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
 
 /* ---- FFN: y = h W2^T + b2, h = act(a), a = x W1^T + b1 ------------------------------------------
  * in x (N, C), W1 (F, C), b1 (F) or NULL, W2 (C, F), b2 (C) or NULL; saved[0] a (N, F), the only
- * N x F buffer kept for backward: h lives in an arena scratch buffer, given back after fc2, and
- * backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act. */
+ * N x F buffer kept for backward: h lives in an arena scratch buffer (bf16: only its bf16
+ * rounding), given back after fc2, and backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act;
+ * p: x in bf16 (bf16 precision). */
 
 static void ffn_forward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
+    const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3];
     float *a = n->saved[0];
-    linear_kernel(a, n->in[0]->data, n->in[1]->data, n->in[2] ? n->in[2]->data : NULL, N, C, F);
+    bool bf16 = use_bf16(c, w1) && use_bf16(c, w2);
+    if (bf16) n->p = (void *)bf16_input(c, x->data, x->n);
+    linear_kernel(a, x->data, n->p, w1->data, w1->bf16, n->in[2] ? n->in[2]->data : NULL, N, C,
+                  F);
     size_t mark = mt_arena_mark(c);
-    float *h = mt_arena_floats(c, (size_t)N * F);
-    mt_act_forward((mt_act)n->i[3], h, a, (size_t)N * F);
-    linear_kernel(n->out->data, h, n->in[3]->data, n->in[4] ? n->in[4]->data : NULL, N, F, C);
+    float *h = NULL;
+    mt_bf16 *hb = NULL;
+    if (bf16) act_to_bf16((mt_act)n->i[3], hb = mt_arena_alloc(c, (size_t)N * F * 2), a,
+                          (size_t)N * F);
+    else mt_act_forward((mt_act)n->i[3], h = mt_arena_floats(c, (size_t)N * F), a, (size_t)N * F);
+    linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N,
+                  F, C);
     mt_arena_release(c, mark);
 }
 
 /* dW2 += dy^T h, db2 += colsum dy, dh = dy W2 (fc2's backward, dh over h in the one scratch
-   buffer); da = dh * act'(a) in place; dW1 += da^T x, db1 += colsum da, dx += da W1. */
+   buffer; bf16: h in a second one, bf16); da = dh * act'(a) in place; dW1 += da^T x,
+   db1 += colsum da, dx += da W1. */
 static void ffn_backward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
     mt_act act = (mt_act)n->i[3];
+    const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3];
     const float *a = n->saved[0];
     size_t mark = mt_arena_mark(c);
     float *t = mt_arena_floats(c, (size_t)N * F);
-    mt_act_forward(act, t, a, (size_t)N * F);
-    linear_backward_kernel(t, n->in[3]->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t,
-                           n->in[3]->data, N, F, C, false);
+    mt_bf16 *hb = NULL;
+    if (n->p) act_to_bf16(act, hb = mt_arena_alloc(c, (size_t)N * F * 2), a, (size_t)N * F);
+    else mt_act_forward(act, t, a, (size_t)N * F);
+    linear_backward_kernel(c, t, w2->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t, hb,
+                           w2->data, w2->bf16, N, F, C, false);
     mt_act_backward(act, t, t, a, (size_t)N * F, false);
-    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL, t,
-                           n->in[0]->data, n->in[1]->data, N, C, F, true);
+    linear_backward_kernel(c, x->grad, w1->grad, n->in[2] ? n->in[2]->grad : NULL, t, x->data,
+                           n->p, w1->data, w1->bf16, N, C, F, true);
     mt_arena_release(c, mark);
 }
 

@@ -187,7 +187,7 @@ static void gemm_dnnl(bool ta, bool tb, int M, int N, int K, const void *A, cons
     int slot = nested ? omp_get_thread_num() : MAX_SLOTS;
     MT_ASSERT(slot <= MAX_SLOTS, "oneDNN: thread %d of a parallel region: at most %d", slot,
               MAX_SLOTS);
-    /* a primitive created inside a parallel region must plan for the one thread it runs on */
+    /* inside a parallel region the product runs on the calling thread alone: plan it for one */
     int outer = omp_get_max_threads();
     if (nested) omp_set_num_threads(1);
     prim_key k;

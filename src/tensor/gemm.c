@@ -9,11 +9,10 @@
  *             with the primitive (user scratchpad mode). Debian's libdnnl is built on OpenMP
  *             (DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP): it forks on mt's pool, and inside
  *             a parallel region (a replica) it runs on the calling thread alone.
- * fp32 picks its backend by the rule in pick_fp32 (measured: docs/performance.md); MT_GEMM=openblas
- * or MT_GEMM=onednn in the environment, or mt_gemm_set_backend, forces one. bf16 is oneDNN's only,
- * on a CPU with AVX512_BF16 (mt_bf16_check). */
+ * fp32 picks its backend by the rule in pick_fp32 (OpenBLAS; why: docs/performance.md);
+ * MT_GEMM=openblas or MT_GEMM=onednn in the environment, or mt_gemm_set_backend, forces one.
+ * bf16 is oneDNN's only, on a CPU with AVX512_BF16 (mt_bf16_check). */
 #include <cblas.h>
-#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +284,9 @@ mt_status mt_bf16_check(mt_err *err) {
     return MT_OK;
 }
 
-/* fp32: OpenBLAS unless forced (the rule, from bench/gemm.c's rows, is in docs/performance.md). */
+/* fp32: OpenBLAS unless forced. oneDNN's fp32 gains a few percent of a step at most, and its
+   results depend on M (the KV cache's one-row products would differ from the full window's);
+   docs/performance.md has the measurements. */
 static mt_gemm_backend pick_fp32(int M, int N, int K) {
     (void)M, (void)N, (void)K;
     mt_gemm_backend f = mt_gemm_backend_forced();

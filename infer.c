@@ -261,6 +261,7 @@ int main(int argc, char **argv) {
         die(2, e.msg);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
     mt_model *model = load(o.checkpoint, NULL, NULL);
     if (o.precision == MT_BF16 && mt_bf16_check(&e) != MT_OK) die(2, e.msg);
     if (o.precision == MT_BF16 && mt_params_enable_bf16(model->P, &e) != MT_OK) die(1, e.msg);

@@ -294,6 +294,7 @@ int main(int argc, char **argv) {
 
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
     mt_optim_config oc = optim_config();
     char *options = mt_opts_to_ini(opts, n_opts);
     mt_train_cfg tc = {

@@ -81,10 +81,13 @@ grep -q "^op profile: 5 steps" "$T/log" && grep -Eq "^linear +9 " "$T/log" && # 
     grep -Eq "^ffn +2 " "$T/log" &&
     grep -q "^(outside ops)" "$T/log" || fail "--profile table: $(tail -n 12 "$T/log")"
 
-# --precision: a bad value names the accepted ones; bf16 trains, resumes and samples where this
-# build and CPU have it, and is refused with the reason (exit 2) where not
+# --precision and MT_GEMM: a bad value names the accepted ones; bf16 trains, resumes and samples
+# where this build and CPU have it, and is refused with the reason (exit 2) where not
 train $TINY --steps 1 --out "$T/prec" --precision fp16; [ $? -eq 2 ] &&
     grep -q "is not one of fp32|bf16" "$T/log" || fail "bad precision: $(cat "$T/log")"
+env MT_GEMM=mkl "$B/train" $TINY --steps 1 --out "$T/prec" >"$T/log" 2>&1; [ $? -eq 2 ] &&
+    grep -q "MT_GEMM: unknown GEMM backend 'mkl' (accepted: auto, openblas, onednn)" "$T/log" ||
+    fail "bad MT_GEMM: $(cat "$T/log")"
 if train $TINY --steps 10 --save-every 5 --out "$T/bf16" --precision bf16; then
     grep -q "bf16 products" "$T/log" || fail "bf16: not announced: $(head -n 3 "$T/log")"
     train $TINY --steps 10 --save-every 5 --out "$T/bf16" --precision bf16 --resume ||

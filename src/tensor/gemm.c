@@ -258,15 +258,22 @@ mt_status mt_gemm_set_backend(mt_gemm_backend b, mt_err *err) {
     return MT_OK;
 }
 
+mt_status mt_gemm_backend_from_env(mt_err *err) {
+    const char *env = getenv("MT_GEMM");
+    int b = MT_GEMM_AUTO;
+    mt_err e = {0};
+    mt_status s;
+    if (env && *env && ((s = mt_enum_parse(&MT_GEMM_BACKENDS, env, &b, &e)) != MT_OK ||
+                        (s = mt_gemm_set_backend((mt_gemm_backend)b, &e)) != MT_OK))
+        return mt_errorf(err, s, "environment variable MT_GEMM: %s", e.msg);
+    forced = b;
+    return MT_OK;
+}
+
 mt_gemm_backend mt_gemm_backend_forced(void) {
-    if (forced < 0) {
-        const char *env = getenv("MT_GEMM");
+    if (forced < 0) { /* a program that did not call mt_gemm_backend_from_env itself */
         mt_err err = {0};
-        int b = MT_GEMM_AUTO;
-        if (env && *env && (mt_enum_parse(&MT_GEMM_BACKENDS, env, &b, &err) ||
-                            mt_gemm_set_backend((mt_gemm_backend)b, &err)))
-            mt_fatal(__FILE__, __LINE__, "MT_GEMM: %s", err.msg);
-        forced = b;
+        MT_ASSERT(mt_gemm_backend_from_env(&err) == MT_OK, "%s", err.msg);
     }
     return (mt_gemm_backend)forced;
 }
@@ -284,6 +291,7 @@ mt_status mt_bf16_check(mt_err *err) {
     return MT_OK;
 }
 
+#ifdef MT_DNNL
 /* fp32: OpenBLAS unless forced. oneDNN's fp32 gains a few percent of a step at most, and its
    results depend on M (the KV cache's one-row products would differ from the full window's);
    docs/performance.md has the measurements. */
@@ -292,6 +300,7 @@ static mt_gemm_backend pick_fp32(int M, int N, int K) {
     mt_gemm_backend f = mt_gemm_backend_forced();
     return f == MT_GEMM_AUTO ? MT_GEMM_OPENBLAS : f;
 }
+#endif
 
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias) {

@@ -317,11 +317,13 @@ extern const mt_enum MT_PRECISIONS;
    MT_EINVAL with what is missing. */
 mt_status mt_bf16_check(mt_err *err);
 /* fp32's backend: AUTO picks per product; the environment's MT_GEMM=openblas|onednn|auto
-   forces one (read on first use; a bad value is fatal), as does mt_gemm_set_backend (MT_EINVAL
-   for onednn in a build without it). */
+   forces one, as does mt_gemm_set_backend (MT_EINVAL for onednn in a build without it).
+   mt_gemm_backend_from_env reads MT_GEMM (MT_EINVAL naming it when bad): the programs call it at
+   start; otherwise the first product reads it and a bad value is fatal. */
 typedef enum { MT_GEMM_AUTO, MT_GEMM_OPENBLAS, MT_GEMM_ONEDNN } mt_gemm_backend;
 extern const mt_enum MT_GEMM_BACKENDS;
 mt_status mt_gemm_set_backend(mt_gemm_backend b, mt_err *err);
+mt_status mt_gemm_backend_from_env(mt_err *err);
 mt_gemm_backend mt_gemm_backend_forced(void);
 bool mt_gemm_has_onednn(void);
 /* The name of oneDNN's implementation of a product without bias or beta (benchmarks). */

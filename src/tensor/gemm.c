@@ -103,15 +103,19 @@ typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, dst, bia, pad; /* pad: the scratchpad, or NULL */
     void *pad_buf;
+    unsigned long used; /* the slot's call count at its last use */
 } prim_entry;
 
 /* Slot s < MAX_SLOTS: thread s of a parallel region (a replica); slot MAX_SLOTS: outside one.
-   Each slot is touched by its own thread only: no lock. */
-enum { MAX_SLOTS = 64, SLOT_PRIMS = 96 };
+   Each slot is touched by its own thread only: no lock. A slot holds SLOT_PRIMS primitives, more
+   than a training step of fixed shapes uses; ragged batches (the encoder-decoder's lengths) can
+   ask for more, and then the least recently used one is destroyed to make room. */
+enum { MAX_SLOTS = 64, SLOT_PRIMS = 256 };
 typedef struct {
     dnnl_stream_t stream;
     prim_entry e[SLOT_PRIMS];
     int n;
+    unsigned long calls;
 } prim_slot;
 static prim_slot slots[MAX_SLOTS + 1];
 static dnnl_engine_t engine;
@@ -165,6 +169,14 @@ static void prim_create(prim_entry *e, const prim_key *k) {
     e->key = *k;
 }
 
+static void prim_destroy(prim_entry *e) {
+    DNNL_OK(dnnl_primitive_destroy(e->prim));
+    dnnl_memory_t m[] = {e->src, e->wei, e->dst, e->bia, e->pad};
+    for (int i = 0; i < 5; i++)
+        if (m[i]) DNNL_OK(dnnl_memory_destroy(m[i]));
+    free(e->pad_buf);
+}
+
 /* The primitive of k in the calling thread's slot, created on first use. */
 static prim_entry *prim_get(const prim_key *k, int slot) {
     if (!engine) {
@@ -172,12 +184,22 @@ static prim_entry *prim_get(const prim_key *k, int slot) {
         if (!engine) DNNL_OK(dnnl_engine_create(&engine, dnnl_cpu, 0));
     }
     prim_slot *s = &slots[slot];
+    s->calls++;
     for (int i = 0; i < s->n; i++)
-        if (!memcmp(&s->e[i].key, k, sizeof *k)) return &s->e[i];
-    MT_ASSERT(s->n < SLOT_PRIMS, "oneDNN: more than %d product shapes on one thread", SLOT_PRIMS);
+        if (!memcmp(&s->e[i].key, k, sizeof *k)) return s->e[i].used = s->calls, &s->e[i];
     if (!s->stream) DNNL_OK(dnnl_stream_create(&s->stream, engine, dnnl_stream_default_flags));
-    prim_create(&s->e[s->n], k);
-    return &s->e[s->n++];
+    int at = s->n;
+    if (s->n == SLOT_PRIMS) { /* full: the least recently used makes room */
+        at = 0;
+        for (int i = 1; i < s->n; i++)
+            if (s->e[i].used < s->e[at].used) at = i;
+        prim_destroy(&s->e[at]);
+    } else {
+        s->n++;
+    }
+    prim_create(&s->e[at], k);
+    s->e[at].used = s->calls;
+    return &s->e[at];
 }
 
 static void gemm_dnnl(bool ta, bool tb, int M, int N, int K, const void *A, const void *B,

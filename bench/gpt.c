@@ -11,7 +11,8 @@
    --replicas: 0 (default) as many as the threads, 1 every op split across the threads instead.
    --precision bf16: the linear layers' products in bf16 (as ./train --precision bf16), the bf16
    copy of the weights refreshed after each update inside the timed step. The JSON names the
-   precision, the fp32 GEMM backend forced by MT_GEMM (auto when unset) and OpenBLAS's core.
+   precision, the fp32 GEMM backend forced by MT_GEMM (auto when unset), the CPU model and
+   OpenBLAS's core.
    --profile 1 also prints the time per op of the timed steps (mt_profile) to stderr. */
 #include <cblas.h>
 #include <stdio.h>
@@ -26,6 +27,22 @@ static double rss_mib(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return u.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+/* /proc/cpuinfo's "model name" into buf ("?" when absent); quotes dropped for the JSON. */
+static const char *cpu_model(char *buf, size_t len) {
+    snprintf(buf, len, "?");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon) continue;
+        snprintf(buf, len, "%s", colon + 2);
+        buf[strcspn(buf, "\n\"\\")] = 0;
+        break;
+    }
+    if (f) fclose(f);
+    return buf;
 }
 
 static int usage(const char *msg) {
@@ -116,11 +133,13 @@ int main(int argc, char **argv) {
     memcpy(sorted, ms, (size_t)steps * sizeof *ms);
     qsort(sorted, (size_t)steps, sizeof *sorted, bench_cmp);
     double med = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
+    char cpu[128];
     printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"replicas\": %d, \"precision\": \"%s\", "
-           "\"gemm_fp32\": \"%s\", \"blas_core\": \"%s\", \"params\": %zu, \"layers\": %d, "
+           "\"gemm_fp32\": \"%s\", \"cpu\": \"%s\", \"blas_core\": \"%s\", \"params\": %zu, \"layers\": %d, "
            "\"embd\": %d, \"batch\": %d, \"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",
            name, mt_threads(), R.n, mt_enum_name(&MT_PRECISIONS, prec),
-           mt_enum_name(&MT_GEMM_BACKENDS, mt_gemm_backend_forced()), openblas_get_corename(),
+           mt_enum_name(&MT_GEMM_BACKENDS, mt_gemm_backend_forced()), cpu_model(cpu, sizeof cpu),
+           openblas_get_corename(),
            mt_params_count_trainable(&m.P), L, C, B, T, steps, med, B * T / (med / 1e3));
     for (int s = 0; s < steps; s++) printf("%s%.3f", s ? ", " : "", ms[s]);
     printf("], \"rss_mib\": %.1f, \"arena_peak_mib\": %.1f, \"loss_first\": %.4f, "

@@ -212,11 +212,18 @@ static void test_gemm(void) {
                 memcpy(C + M * N, C0, sizeof(float) * M * N);
                 float beta = mode == 1 ? 1.0f : 0.0f;
                 const float *bs = mode == 2 ? bias : NULL;
-#pragma omp parallel for num_threads(2) if (th == 3)
-                for (int t = 0; t < (th == 3 ? 2 : 1); t++) {
-                    if (way == 2) mt_gemm_bf16(ta, tb, M, N, K, Ab, Bb, beta, C + t * M * N, bs);
-                    else mt_gemm(ta, tb, M, N, K, A, B, beta, C + t * M * N, bs);
+                /* the replicas' case in a real region (an if(false) region would be an inactive
+                   one, where mt_gemm sees no parallel region and splits as at top level) */
+#define PRODUCT(t)                                                                                 \
+    (way == 2 ? mt_gemm_bf16(ta, tb, M, N, K, Ab, Bb, beta, C + (t) * M * N, bs)                  \
+              : mt_gemm(ta, tb, M, N, K, A, B, beta, C + (t) * M * N, bs))
+                if (th == 3) {
+#pragma omp parallel num_threads(2)
+                    PRODUCT(omp_get_thread_num());
+                } else {
+                    PRODUCT(0);
                 }
+#undef PRODUCT
                 const float *a = way == 2 ? Ar : A, *b = way == 2 ? Br : B;
                 double worst = 0;
                 for (int t = 0; t < (th == 3 ? 2 : 1); t++)

@@ -26,6 +26,14 @@ OPT      ?= -O3
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 
+# oneDNN (libdnnl-dev) when its header is present: the GEMM layer's second backend and bf16.
+# DNNL=0 builds without it (OpenBLAS only; --precision bf16 is refused).
+DNNL ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+ifeq ($(DNNL),1)
+DNNL_FLAGS := -DMT_DNNL
+DNNL_LIB   := -ldnnl
+endif
+
 ifeq ($(PORTABLE),1)
 ARCH := -march=x86-64-v2 -mtune=generic
 else
@@ -34,10 +42,10 @@ endif
 
 # -fno-math-errno: sqrtf vectorises (mt never reads errno)
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -fno-math-errno -g -fopenmp -Wall -Wextra -Isrc \
-           -I$(BLAS_INC) -MMD -MP $(MPI_FLAGS) $(EXTRA_CFLAGS)
+           -I$(BLAS_INC) -MMD -MP $(MPI_FLAGS) $(DNNL_FLAGS) $(EXTRA_CFLAGS)
 # rpath: always the OpenMP build of OpenBLAS, whatever the system's libblas alternative says
 LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(EXTRA_LDFLAGS)
-LDLIBS  := -lopenblas -lcjson -lstb -lz -lm
+LDLIBS  := -lopenblas $(DNNL_LIB) -lcjson -lstb -lz -lm
 
 SRC     := $(shell find src -name '*.c' | sort)
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
@@ -49,9 +57,10 @@ TESTLIB := $(BUILD)/tests/check.o
 BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
-# festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task)
+# festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task);
+# libdnnl-dev: oneDNN, the GEMM layer's second backend and --precision bf16
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
-             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu
+             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev
 # make MPI=1 (and the MPI test, tests/test_mpi.sh)
 DEPS_MPI  := libopenmpi-dev openmpi-bin
 DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)

@@ -14,7 +14,7 @@ static struct {
     char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
         info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX], source[MT_OPT_STR_MAX],
         score_file[MT_OPT_STR_MAX];
-    int tokens, top_k, seed, threads, beam, split;
+    int tokens, top_k, seed, threads, beam, split, precision;
     float temperature, top_p;
     bool no_cache, help;
 } o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1,
@@ -29,6 +29,7 @@ static const mt_opt OPTS[] = {
     {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0, NULL},
     {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0, NULL},
     {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
+    {"precision", MT_OPT_CHOICE, &o.precision, NULL, "number format of the linear layers' matrix products (bf16: docs/performance.md)", 0, &MT_PRECISIONS},
     {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0, NULL},
     {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0, NULL},
     {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0, NULL},
@@ -67,6 +68,7 @@ static int classify(mt_vit *m) {
         die(1, e.msg);
     c.training = false;
     c.grad_enabled = false;
+    c.precision = o.precision;
     mt_image_opts io = {.H = meta.H, .W = meta.W, .C = meta.C, .resize = true};
     int K = meta.n_classes, rc = 0, seen = 0;
     uint8_t *pix = malloc((size_t)meta.H * meta.W * meta.C);
@@ -259,7 +261,10 @@ int main(int argc, char **argv) {
         die(2, e.msg);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
     mt_model *model = load(o.checkpoint, NULL, NULL);
+    if (o.precision == MT_BF16 && mt_bf16_check(&e) != MT_OK) die(2, e.msg);
+    if (o.precision == MT_BF16 && mt_params_enable_bf16(model->P, &e) != MT_OK) die(1, e.msg);
     mt_vit *vit = mt_vit_of(model);
     mt_gpt *gpt = mt_gpt_of(model);
     char msg[MT_OPT_STR_MAX + 160];
@@ -289,6 +294,7 @@ int main(int argc, char **argv) {
             die(1, e.msg);
         c.training = false;
         c.grad_enabled = false;
+        c.precision = o.precision;
         int rc = o.source[0] ? g2p_source(ed, &c) : g2p_score(ed, &c);
         mt_ctx_free(&c);
         mt_model_free(model);
@@ -303,6 +309,7 @@ int main(int argc, char **argv) {
     const mt_tokenizer *tok = &gpt->tok;
     mt_kv_cache kv;
     if (mt_kv_init(&kv, gpt, o.no_cache, &e) != MT_OK) die(1, e.msg);
+    kv.ctx.precision = o.precision;
 
     if (o.score[0]) {
         size_t n;

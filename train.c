@@ -22,7 +22,7 @@ static struct {
     int image_size, channels, bad_images;
     bool no_resize;
     float val_fraction;
-    int seed, threads, replicas, steps, batch, arena_mb, bucket_kb;
+    int seed, threads, replicas, precision, steps, batch, arena_mb, bucket_kb;
     int optim, schedule, warmup, decay_scope;
     float lr, min_lr, warmup_init_lr, beta1, beta2, eps, weight_decay, momentum, clip;
     bool nesterov;
@@ -57,6 +57,7 @@ static const mt_opt TRAIN_OPTS[] = {
     {"seed", MT_OPT_INT, &o.seed, "0..", "seed of the weights, batches and dropout", 0, NULL},
     {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
     {"replicas", MT_OPT_INT, &o.replicas, "0..1024", "threads that each run a slice of every batch (data parallel: no fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI ranks); 1: every op split across the threads", 0, NULL},
+    {"precision", MT_OPT_CHOICE, &o.precision, NULL, "number format of the linear layers' matrix products (bf16: docs/performance.md)", 0, &MT_PRECISIONS},
     {"steps", MT_OPT_INT, &o.steps, "0..", "optimizer steps; 0 writes the initialised model", 0, NULL},
     {"batch", MT_OPT_INT, &o.batch, "1..", "rows (sequences, images) per step", 0, NULL},
     {"optim", MT_OPT_CHOICE, &o.optim, NULL, "optimizer", 0, &MT_OPTIMS},
@@ -293,6 +294,7 @@ int main(int argc, char **argv) {
 
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
     mt_optim_config oc = optim_config();
     char *options = mt_opts_to_ini(opts, n_opts);
     mt_train_cfg tc = {
@@ -305,7 +307,7 @@ int main(int argc, char **argv) {
         .out = o.out, .seed = (uint64_t)o.seed, .steps = o.steps, .batch = o.batch,
         .arena_bytes = (size_t)(o.arena_mb > 0 ? o.arena_mb : 0) << 20, .options = options,
         .bucket_floats = (size_t)(o.bucket_kb > 0 ? o.bucket_kb : 1) * 1024 / sizeof(float),
-        .resume = o.resume, .replicas = o.replicas,
+        .resume = o.resume, .replicas = o.replicas, .precision = o.precision,
     };
     /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
     if (!rank0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
@@ -331,10 +333,10 @@ int main(int argc, char **argv) {
     printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr.P) / 1e6);
     char batch[64];
     mt_model_batch_words(type, tr.model->cfg, o.batch, batch, sizeof batch);
-    printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s -> %s\n",
+    printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s%s -> %s\n",
            mt_enum_name(&MT_OPTIMS, o.optim), o.lr, mt_enum_name(&MT_SCHEDULES, o.schedule),
            tr.opt.cfg.sched.warmup, batch, mt_threads(), tr.replicas.n,
-           o.resume ? "resumed" : "from scratch", o.out);
+           o.precision == MT_BF16 ? "bf16 products, " : "", o.resume ? "resumed" : "from scratch", o.out);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
                "gradients summed in %d buckets\n", mt_dist_size(), mt_dist_local_size(),

@@ -2,11 +2,12 @@
 # make bench: mt against PyTorch on this machine; writes bench/RESULTS.md. About 10 minutes.
 #   1. this machine's sgemm peak (OpenBLAS, 2 threads), the ceiling for MFU;
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
-#      mt and torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) for ROUNDS rounds,
+#      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) and, where the build
+#      and CPU have bf16, mt --precision bf16, for ROUNDS rounds,
 #      then torch once in its default setting and mt once with every op split across the threads
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
-#      (mt_gemm's row split against OpenBLAS's own threading), bench/bpe.c (learning a BPE
+#      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md.
 # Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
@@ -31,6 +32,11 @@ if [ -z "${OMP_WAIT_POLICY+set}" ] && awk "BEGIN { exit !(${LOAD0%% *} > $(nproc
 fi
 START=$(date +%s)
 
+# bf16 rows where this build and CPU have bf16 (oneDNN, AVX512_BF16)
+BF16=0
+"$BUILD/bench/gpt" --precision bf16 --layers 1 --embd 16 --heads 1 --ctx 8 --batch 2 --steps 1 \
+    --warmup 0 --threads 1 >/dev/null 2>&1 && BF16=1
+
 echo "sgemm peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
@@ -46,12 +52,13 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm; do
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
     args="--name $name --layers $L --embd $C --heads $NH --ctx $T --batch $B --norm $norm"
     args="$args --steps $STEPS --warmup $WARMUP --threads"
-    echo "$name: mt and torch (best setting) alternating, $ROUNDS rounds; torch (default); mt (--replicas 1)"
+    echo "$name: mt, torch (best setting) and mt bf16 alternating, $ROUNDS rounds; torch (default); mt (--replicas 1)"
     r=0
     while [ $r -lt "$ROUNDS" ]; do
         "$BUILD/bench/gpt" $args 2 | tee -a "$RAW"
         LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/gpt/torch_gpt.py $args 2 \
             --setting best | tee -a "$RAW"
+        [ "$BF16" = 0 ] || "$BUILD/bench/gpt" $args 2 --precision bf16 | tee -a "$RAW"
         r=$((r + 1))
     done
     $PY bench/gpt/torch_gpt.py $args 0 --setting default | tee -a "$RAW"
@@ -68,8 +75,11 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
     printf '\n## norms\n\nForward + backward of every norm against torch: bench/NORMS.md.\n' \
         >>bench/RESULTS.md
     echo "gemm: $BUILD/bench/gemm"
-    printf '\n## bench/gemm.c: mt_gemm against the plain OpenBLAS call\n\n' >>bench/RESULTS.md
-    "$BUILD/bench/gemm" 200 2 | tee -a bench/RESULTS.md
+    printf '\n## bench/gemm.c: the GEMM backends, one product on the pool\n\n' >>bench/RESULTS.md
+    "$BUILD/bench/gemm" 30 2 pool | tee -a bench/RESULTS.md
+    printf '\n## bench/gemm.c: the GEMM backends, a product per thread (as the replicas)\n\n' \
+        >>bench/RESULTS.md
+    "$BUILD/bench/gemm" 30 2 replicas | tee -a bench/RESULTS.md
     echo "bpe: $BUILD/bench/bpe"
     printf '\n## bench/bpe.c: learning a BPE vocabulary and encoding\n\n' >>bench/RESULTS.md
     "$BUILD/bench/bpe" data/tinyshakespeare.txt 4096 9 2 | tee -a bench/RESULTS.md

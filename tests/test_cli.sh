@@ -77,9 +77,28 @@ infer --info "$T/nan/model.safetensors" >/dev/null || fail "no checkpoint after 
 # --profile: the time per op of the training steps, after the run (2 layers: 8 linears and 2 ffns
 # a step)
 train $TINY --steps 5 --out "$T/prof" --profile || fail "--profile: $(cat "$T/log")"
-grep -q "^op profile: 5 steps" "$T/log" && grep -Eq "^linear +8 " "$T/log" &&
+grep -q "^op profile: 5 steps" "$T/log" && grep -Eq "^linear +9 " "$T/log" && # 4 a layer, the tied head
     grep -Eq "^ffn +2 " "$T/log" &&
     grep -q "^(outside ops)" "$T/log" || fail "--profile table: $(tail -n 12 "$T/log")"
+
+# --precision and MT_GEMM: a bad value names the accepted ones; bf16 trains, resumes and samples
+# where this build and CPU have it, and is refused with the reason (exit 2) where not
+train $TINY --steps 1 --out "$T/prec" --precision fp16; [ $? -eq 2 ] &&
+    grep -q "is not one of fp32|bf16" "$T/log" || fail "bad precision: $(cat "$T/log")"
+env MT_GEMM=mkl "$B/train" $TINY --steps 1 --out "$T/prec" >"$T/log" 2>&1; [ $? -eq 2 ] &&
+    grep -q "MT_GEMM: unknown GEMM backend 'mkl' (accepted: auto, openblas, onednn)" "$T/log" ||
+    fail "bad MT_GEMM: $(cat "$T/log")"
+if train $TINY --steps 10 --save-every 5 --out "$T/bf16" --precision bf16; then
+    grep -q "bf16 products" "$T/log" || fail "bf16: not announced: $(head -n 3 "$T/log")"
+    train $TINY --steps 10 --save-every 5 --out "$T/bf16" --precision bf16 --resume ||
+        fail "bf16 resume: $(tail -n 3 "$T/log")"
+    infer --checkpoint "$T/bf16/model.safetensors" --prompt "ROMEO:" --tokens 20 \
+        --precision bf16 >/dev/null || fail "bf16 sampling: $(cat "$T/log")"
+else
+    rc=$?
+    [ $rc -eq 2 ] && grep -Eq "precision bf16 needs (oneDNN|a CPU with AVX512_BF16)" "$T/log" ||
+        fail "bf16 refused without the reason: exit $rc: $(cat "$T/log")"
+fi
 
 # sampling: the same seed gives the same text, another seed another text
 M="$T/a/model.safetensors"

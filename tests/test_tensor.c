@@ -124,41 +124,141 @@ static void test_matmul(void) {
     mt_ctx_free(&c);
 }
 
-/* mt_gemm on a size above its split threshold, M not a multiple of 16, every transpose, with and
-   without bias, beta 0 and 1, on 1 and 2 threads: the row blocks must cover C exactly once. */
-static void test_gemm_split(void) {
+/* bf16 rounding written another way than mt_bf16_from_floats: of the two bf16 values around f
+   (f with its low 16 bits cleared, and the next one away from zero), the nearer; on a tie the
+   one whose last kept bit is 0; above the largest bf16, infinity stands for 2^128 (IEEE's
+   overflow rule). */
+static float bf16_ref(float f) {
+    if (isnan(f) || isinf(f)) return f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t lo_u = u & 0xffff0000u, hi_u = lo_u + 0x10000u;
+    float lo, hi;
+    memcpy(&lo, &lo_u, 4);
+    memcpy(&hi, &hi_u, 4);
+    double dl = fabs((double)f - lo), dh = fabs((isinf(hi) ? copysign(0x1p128, f) : hi) - f);
+    return dl < dh ? lo : dh < dl ? hi : ((lo_u >> 16) & 1) ? hi : lo;
+}
+
+/* Round to nearest even at the ties, NaN and infinities kept, overflow to infinity. */
+static void test_bf16_rounding(void) {
+    const float cases[] = {1.0f + 0x1p-8f,       1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f),
+                           1.0f + 0x1p-8f + 0x1p-20f, 3.14159265f, -2.5e-30f, 1e-40f,
+                           0x1.fffffep127f,       INFINITY,           -INFINITY, 0.0f, -0.0f};
+    enum { N = sizeof cases / sizeof *cases };
+    mt_bf16 h[N];
+    mt_bf16_from_floats(h, cases, N);
+    for (int i = 0; i < N; i++) {
+        float got = mt_bf16_to_float(h[i]), want = bf16_ref(cases[i]);
+        CHECK(memcmp(&got, &want, 4) == 0, "bf16(%a) = %a, expected %a", cases[i], got, want);
+    }
+    float nan = NAN;
+    mt_bf16 hn;
+    mt_bf16_from_floats(&hn, &nan, 1);
+    CHECK(isnan(mt_bf16_to_float(hn)), "bf16(NaN) is not a NaN: %a", mt_bf16_to_float(hn));
+    /* many random values, and every sign and exponent */
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    enum { R = 4096 };
+    static float x[R];
+    static mt_bf16 y[R];
+    for (int i = 0; i < R; i++) {
+        uint32_t u = (uint32_t)mt_rng_u64(&r);
+        memcpy(&x[i], &u, 4);
+        if (isnan(x[i])) x[i] = 1.0f;
+    }
+    mt_bf16_from_floats(y, x, R);
+    int bad = 0;
+    for (int i = 0; i < R; i++) {
+        float got = mt_bf16_to_float(y[i]), want = bf16_ref(x[i]);
+        bad += memcmp(&got, &want, 4) != 0;
+    }
+    CHECK(bad == 0, "bf16 rounding: %d of %d random floats rounded wrongly", bad, R);
+}
+
+/* The GEMM layer on a size above mt's split threshold, M not a multiple of 16, every transpose,
+   with and without bias, beta 0 and 1; every backend (OpenBLAS, oneDNN fp32, oneDNN bf16 when
+   available), on 1 and 2 threads and inside a parallel region (each thread its own product, as
+   the replicas): the row blocks must cover C exactly once, and a bf16 product must equal the
+   fp32 product of the bf16-rounded operands (accumulation aside). */
+static void test_gemm(void) {
     mt_rng r;
     mt_rng_seed(&r, 11);
     enum { M = 100, N = 70, K = 60 };
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
-    float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+    float *C = malloc(sizeof(float) * 2 * M * N), *C0 = malloc(sizeof(float) * M * N);
+    float *Ar = malloc(sizeof(float) * M * K), *Br = malloc(sizeof(float) * K * N);
+    mt_bf16 *Ab = malloc(sizeof(mt_bf16) * M * K), *Bb = malloc(sizeof(mt_bf16) * K * N);
     float bias[N];
-    for (int i = 0; i < M * K; i++) A[i] = 2 * mt_rng_uniform(&r) - 1;
-    for (int i = 0; i < K * N; i++) B[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < M * K; i++) A[i] = 2 * mt_rng_uniform(&r) - 1, Ar[i] = bf16_ref(A[i]);
+    for (int i = 0; i < K * N; i++) B[i] = 2 * mt_rng_uniform(&r) - 1, Br[i] = bf16_ref(B[i]);
     for (int i = 0; i < M * N; i++) C0[i] = 2 * mt_rng_uniform(&r) - 1;
     for (int i = 0; i < N; i++) bias[i] = 2 * mt_rng_uniform(&r) - 1;
+    mt_bf16_from_floats(Ab, A, M * K);
+    mt_bf16_from_floats(Bb, B, K * N);
     int threads = mt_threads();
-    for (int th = 1; th <= 2; th++)
-        for (int v = 0; v < 12; v++) {
-            bool ta = v & 1, tb = v & 2;
-            int mode = v >> 2; /* 0: beta 0, 1: beta 1, 2: bias */
-            mt_set_threads(th);
-            memcpy(C, C0, sizeof(float) * M * N);
-            mt_gemm(ta, tb, M, N, K, A, B, mode == 1 ? 1.0f : 0.0f, C, mode == 2 ? bias : NULL);
-            double worst = 0;
-            for (int i = 0; i < M; i++)
-                for (int j = 0; j < N; j++) {
-                    double s = mode == 1 ? C0[i * N + j] : mode == 2 ? bias[j] : 0;
-                    for (int k = 0; k < K; k++)
-                        s += (double)(ta ? A[k * M + i] : A[i * K + k]) *
-                             (tb ? B[j * K + k] : B[k * N + j]);
-                    worst = fmax(worst, fabs(C[i * N + j] - s));
+    mt_gemm_backend forced = mt_gemm_backend_forced();
+    const char *way_names[] = {"OpenBLAS", "oneDNN fp32", "oneDNN bf16"};
+    for (int way = 0; way < 3; way++) {
+        if (way == 1 && !mt_gemm_has_onednn()) continue;
+        if (way == 2 && mt_bf16_check(NULL) != MT_OK) continue;
+        if (way < 2) mt_gemm_set_backend(way ? MT_GEMM_ONEDNN : MT_GEMM_OPENBLAS, NULL);
+        for (int th = 1; th <= 3; th++) /* 3: two threads, each its own product */
+            for (int v = 0; v < 12; v++) {
+                bool ta = v & 1, tb = v & 2;
+                int mode = v >> 2; /* 0: beta 0, 1: beta 1, 2: bias */
+                mt_set_threads(th == 1 ? 1 : 2);
+                memcpy(C, C0, sizeof(float) * M * N);
+                memcpy(C + M * N, C0, sizeof(float) * M * N);
+                float beta = mode == 1 ? 1.0f : 0.0f;
+                const float *bs = mode == 2 ? bias : NULL;
+                /* the replicas' case in a real region (an if(false) region would be an inactive
+                   one, where mt_gemm sees no parallel region and splits as at top level) */
+#define PRODUCT(t)                                                                                 \
+    (way == 2 ? mt_gemm_bf16(ta, tb, M, N, K, Ab, Bb, beta, C + (t) * M * N, bs)                  \
+              : mt_gemm(ta, tb, M, N, K, A, B, beta, C + (t) * M * N, bs))
+                if (th == 3) {
+#pragma omp parallel num_threads(2)
+                    PRODUCT(omp_get_thread_num());
+                } else {
+                    PRODUCT(0);
                 }
-            CHECK(worst < 1e-4, "mt_gemm ta %d tb %d mode %d on %d threads: error %g", ta, tb,
-                  mode, th, worst);
-        }
+#undef PRODUCT
+                const float *a = way == 2 ? Ar : A, *b = way == 2 ? Br : B;
+                double worst = 0;
+                for (int t = 0; t < (th == 3 ? 2 : 1); t++)
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            double s = mode == 1 ? C0[i * N + j] : mode == 2 ? bias[j] : 0;
+                            for (int k = 0; k < K; k++)
+                                s += (double)(ta ? a[k * M + i] : a[i * K + k]) *
+                                     (tb ? b[j * K + k] : b[k * N + j]);
+                            worst = fmax(worst, fabs(C[t * M * N + i * N + j] - s));
+                        }
+                CHECK(worst < 1e-4, "%s ta %d tb %d mode %d, %s: error %g", way_names[way], ta,
+                      tb, mode, th == 1 ? "1 thread" : th == 2 ? "2 threads" : "2 replicas",
+                      worst);
+            }
+    }
+    /* more shapes than oneDNN's cache holds on a thread (256): the least recently used
+       primitives are destroyed to make room, and every product stays right, twice over */
+    if (mt_bf16_check(NULL) == MT_OK) {
+        double worst = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int m = 1; m <= 300; m++) {
+                mt_gemm_bf16(false, false, m, 8, 8, Ab, Bb, 0.0f, C, NULL);
+                for (int i = 0; i < m; i += 7)
+                    for (int j = 0; j < 8; j++) {
+                        double sum = 0;
+                        for (int k = 0; k < 8; k++) sum += (double)Ar[i * 8 + k] * Br[k * 8 + j];
+                        worst = fmax(worst, fabs(C[i * 8 + j] - sum));
+                    }
+            }
+        CHECK(worst < 1e-5, "oneDNN bf16 on 300 shapes, twice: error %g", worst);
+    }
     mt_set_threads(threads);
-    free(A), free(B), free(C), free(C0);
+    mt_gemm_set_backend(forced, NULL);
+    free(A), free(B), free(C), free(C0), free(Ar), free(Br), free(Ab), free(Bb);
 }
 
 /* ---- add ---- */
@@ -288,7 +388,8 @@ int main(void) {
     test_grad_through();
     test_profile();
     test_matmul();
-    test_gemm_split();
+    test_bf16_rounding();
+    test_gemm();
     test_add();
     return check_finish("test_tensor");
 }

@@ -12,6 +12,8 @@ import statistics
 
 # The project's targets: the mt/torch-best ratio, and half of llm.c's peak RSS (MiB).
 GOAL_RATIO = {"tiny": 2.0, "small": 1.25, "deep100": 3.0, "tiny_rms": 2.0}
+# mt --precision bf16 against mt fp32 (a machine with AVX512_BF16, quiet)
+GOAL_BF16 = {"tiny": 1.6, "small": 1.6, "deep100": 1.3, "tiny_rms": 1.6}
 LLMC_RSS = {"tiny": 236, "small": 1125, "deep100": 633}
 
 
@@ -40,6 +42,8 @@ def main():
             continue
         if r["prog"] == "mt":  # replicas: as many as the threads, or 1 (every op split)
             who = "mt" if r.get("replicas", r["threads"]) == r["threads"] else "mt_ops"
+            if r.get("precision", "fp32") == "bf16":
+                who += "_bf16"
         else:
             who = "torch_" + r["setting"]
         runs.setdefault((r["config"], who), []).append(r)
@@ -69,6 +73,10 @@ def main():
       f"{platform.release()}; load average {a.load_start} at the start, "
       f"{' '.join(load_end)} at the end")
     p(f"- command: `{a.command}`")
+    m0 = next((r for r in rows if r["prog"] == "mt" and "blas_core" in r), None)
+    if m0:
+        p(f"- OpenBLAS core {m0['blas_core']}; mt's fp32 GEMM backend: {m0['gemm_fp32']} "
+          "(MT_GEMM); mt bf16: `--precision bf16`, oneDNN")
     p(f"- sgemm peak: {peak:.0f} GFLOP/s (OpenBLAS OpenMP build, {sgemm['threads']} threads, "
       f"{sgemm['n']}^3, median of {sgemm['reps']}; best {sgemm['gflops_best']:.0f})")
     t = next((r for r in rows if r.get("setting") == "best"), None)
@@ -105,6 +113,19 @@ def main():
           f"| {f(b, 'tok_s', '%.0f')} | {f(b, 'ms', '%.1f')} | {ratio(m, b)} "
           f"| {'>= %.3gx' % goal if goal else '-'} | {f(df, 'tok_s', '%.0f')} | {ratio(m, df)} "
           f"| {f(m, 'gflops', '%.0f')} | {pct(m)} | {pct(b)} | {f(ops, 'tok_s', '%.0f')} |")
+    if any(who == "mt_bf16" for _, who in runs):
+        p("\nmt's linear layers in bf16 (`--precision bf16`) against mt in fp32, alternating in "
+          "the same rounds:\n")
+        p("| config | mt fp32 ms/step | mt bf16 ms/step | bf16 / fp32 speed-up | goal "
+          "| first loss fp32 / bf16 |")
+        p("|---|---:|---:|---:|---:|---|")
+        for cfg in order:
+            m, h = stat(cfg, "mt"), stat(cfg, "mt_bf16")
+            if not (m and h):
+                continue
+            goal = GOAL_BF16.get(cfg)
+            p(f"| {cfg} | {m['ms']:.1f} | {h['ms']:.1f} | {m['ms'] / h['ms']:.2f}x "
+              f"| {'>= %.3gx' % goal if goal else '-'} | {m['loss']:.3f} / {h['loss']:.3f} |")
     p("\nMemory (peak RSS from getrusage; torch's includes its Python and library runtime, "
       "measured before the model was built as 'runtime'):\n")
     p("| config | mt peak RSS MiB | mt arena peak MiB | goal (half of llm.c) | torch best peak RSS MiB "

@@ -181,7 +181,7 @@ mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_tensor *x) {
     mt_params *P = (mt_params *)&m->P;
     x = mt_stack_final(c, &L->dec, P, x);
     if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
-    return mt_matmul(c, x, &P->t[L->tok_emb], false, true); /* x tok_emb^T */
+    return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
 mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,

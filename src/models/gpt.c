@@ -161,7 +161,7 @@ mt_tensor *mt_gpt_head(mt_ctx *c, mt_gpt *m, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
     x = mt_stack_final(c, &L->stack, &m->P, x);
     if (L->lm_head >= 0) return mt_linear(c, x, &m->P.t[L->lm_head], NULL);
-    return mt_matmul(c, x, &m->P.t[L->tok_emb], false, true); /* x tok_emb^T */
+    return mt_linear(c, x, &m->P.t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
 mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {

@@ -1,4 +1,4 @@
-/* Linear layer y = x W^T + b (torch.nn.Linear): one sgemm, W read through the transpose flag.
+/* Linear layer y = x W^T + b (torch.nn.Linear): one GEMM, W read through the transpose flag.
    N rows of x, K inputs, O outputs. And the FFN fc2(act(fc1(x))) as one op on the same two
    kernels, C channels, F FFN width. */
 #include <string.h>
@@ -6,18 +6,49 @@
 #include "../tensor/activation.h"
 #include "nn.h"
 
+/* In bf16 precision (ctx->precision, weights with a bf16 copy) the products take x, dy and W
+   rounded to bf16 and accumulate in fp32 (mt_gemm_bf16); the bias, its gradient and everything
+   written stay fp32. xb is x in bf16 (NULL: fp32), wb the weight's bf16 copy. */
+static bool use_bf16(mt_ctx *c, const mt_tensor *w) {
+    if (c->precision != MT_BF16) return false;
+    char sw[64];
+    MT_ASSERT(w->bf16, "linear: weight %s has no bf16 copy in bf16 precision (a parameter of a "
+              "model whose parameters are not mt_params_enable_bf16'd?)", mt_shape_str(w, sw, 64));
+    return true;
+}
+
+/* x (n floats) rounded to bf16 in the arena, kept for the backward; the linear layers of one
+   input (q, k, v) share the copy of the first. */
+static const mt_bf16 *bf16_input(mt_ctx *c, const float *x, size_t n) {
+    if (c->bf16_input.of == x && c->bf16_input.n == n) return c->bf16_input.bf16;
+    mt_bf16 *xb = mt_arena_alloc(c, n * sizeof *xb);
+    mt_bf16_from_floats(xb, x, n);
+    c->bf16_input.of = x, c->bf16_input.n = n, c->bf16_input.bf16 = xb;
+    return xb;
+}
+
 /* y (N, O) = b (each row; 0 when NULL) + x (N, K) W^T, W (O, K). */
-static void linear_kernel(float *y, const float *x, const float *w, const float *b, int N, int K,
-                          int O) {
-    mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
+static void linear_kernel(float *y, const float *x, const mt_bf16 *xb, const float *w,
+                          const mt_bf16 *wb, const float *b, int N, int K, int O) {
+    if (xb) mt_gemm_bf16(false, true, N, O, K, xb, wb, 0.0f, y, b);
+    else mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
 }
 
 /* dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within each column block,
    whatever the thread count (deterministic);  then dx (N, K) = dy W, added to dx when acc.
-   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped. */
-static void linear_backward_kernel(float *dx, float *dw, float *db, const float *dy,
-                                   const float *x, const float *w, int N, int K, int O, bool acc) {
-    if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
+   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped.
+   bf16 (xb given): dy is rounded into arena scratch, the products read xb and wb. */
+static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const mt_bf16 *xb, const float *w,
+                                   const mt_bf16 *wb, int N, int K, int O, bool acc) {
+    size_t mark = mt_arena_mark(c);
+    mt_bf16 *dyb = NULL;
+    if (xb && (dw || dx)) {
+        dyb = mt_arena_alloc(c, (size_t)N * O * sizeof *dyb);
+        mt_bf16_from_floats(dyb, dy, (size_t)N * O);
+    }
+    if (dw && xb) mt_gemm_bf16(true, false, O, K, N, dyb, xb, 1.0f, dw, NULL);
+    else if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
     if (db) {
         enum { BLK = 64 };
         MT_PARALLEL_FOR((size_t)N * O >= MT_PAR_MIN, for (int j0 = 0; j0 < O; j0 += BLK) {
@@ -26,20 +57,25 @@ static void linear_backward_kernel(float *dx, float *dw, float *db, const float 
                 _Pragma("omp simd") for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
         });
     }
-    if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
+    if (dx && xb) mt_gemm_bf16(false, false, N, K, O, dyb, wb, acc ? 1.0f : 0.0f, dx, NULL);
+    else if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
+    mt_arena_release(c, mark);
 }
 
-/* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O ----------------------------------- */
+/* ---- linear: in x, W, b (or NULL); i[0] N, i[1] K, i[2] O; p: x in bf16 (bf16 precision) -- */
 
 static void linear_forward(mt_node *n) {
-    linear_kernel(n->out->data, n->in[0]->data, n->in[1]->data,
-                  n->in[2] ? n->in[2]->data : NULL, n->i[0], n->i[1], n->i[2]);
+    const mt_tensor *x = n->in[0], *w = n->in[1];
+    if (use_bf16(n->ctx, w)) n->p = (void *)bf16_input(n->ctx, x->data, x->n);
+    linear_kernel(n->out->data, x->data, n->p, w->data, w->bf16, n->in[2] ? n->in[2]->data : NULL,
+                  n->i[0], n->i[1], n->i[2]);
 }
 
 static void linear_backward(mt_node *n) {
-    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL,
-                           n->out->grad, n->in[0]->data, n->in[1]->data, n->i[0], n->i[1],
-                           n->i[2], true);
+    const mt_tensor *w = n->in[1];
+    linear_backward_kernel(n->ctx, n->in[0]->grad, w->grad, n->in[2] ? n->in[2]->grad : NULL,
+                           n->out->grad, n->in[0]->data, n->p, w->data, w->bf16, n->i[0],
+                           n->i[1], n->i[2], true);
 }
 
 static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
@@ -67,54 +103,79 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
 /* ---- FFN: y = h W2^T + b2, h = act(a), a = x W1^T + b1; SwiGLU: h = silu(a) g, g = x W3^T + b3 --
  * in x (N, C), W1 (F, C), b1 (F) or NULL, W2 (C, F), b2 (C) or NULL, (SwiGLU) W3 (F, C), b3 (F)
  * or NULL; saved[0] a (N, F), (SwiGLU) saved[1] g (N, F): the N x F buffers kept for backward;
- * h lives in an arena scratch buffer, given back after fc2, and backward recomputes it.
- * i[0] N, i[1] C, i[2] F, i[3] act. */
+ * h lives in an arena scratch buffer (bf16: only its bf16 rounding), given back after fc2, and
+ * backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act; p: x in bf16 (bf16 precision). */
 
-/* h (N, F) = act(a), or silu(a) g */
-static void ffn_hidden(const mt_node *n, float *h) {
+/* h (N, F) = act(a), or silu(a) g, into h; bf16 (hb given): rounded into hb instead, in one pass
+   through a float tile on the stack. */
+static void ffn_hidden(const mt_node *n, float *h, mt_bf16 *hb) {
     size_t NF = (size_t)n->i[0] * n->i[2];
-    if ((mt_act)n->i[3] == MT_ACT_SWIGLU) mt_swiglu_forward(h, n->saved[0], n->saved[1], NF);
-    else mt_act_forward((mt_act)n->i[3], h, n->saved[0], NF);
+    mt_act act = (mt_act)n->i[3];
+    const float *a = n->saved[0], *g = n->saved[1];
+    if (!hb) {
+        if (act == MT_ACT_SWIGLU) mt_swiglu_forward(h, a, g, NF);
+        else mt_act_forward(act, h, a, NF);
+        return;
+    }
+    enum { TILE = 2048 };
+    MT_PARALLEL_FOR(NF >= MT_PAR_MIN, for (size_t i0 = 0; i0 < NF; i0 += TILE) {
+        float t[TILE];
+        size_t m = NF - i0 < TILE ? NF - i0 : TILE;
+        if (act == MT_ACT_SWIGLU) mt_swiglu_forward(t, a + i0, g + i0, m);
+        else mt_act_forward(act, t, a + i0, m);
+        mt_bf16_from_floats(hb + i0, t, m);
+    });
 }
 
 static void ffn_forward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
-    const float *x = n->in[0]->data;
-    linear_kernel(n->saved[0], x, n->in[1]->data, n->in[2] ? n->in[2]->data : NULL, N, C, F);
-    if (n->in[5])
-        linear_kernel(n->saved[1], x, n->in[5]->data, n->in[6] ? n->in[6]->data : NULL, N, C, F);
+    const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
+    bool bf16 = use_bf16(c, w1) && use_bf16(c, w2) && (!w3 || use_bf16(c, w3));
+    if (bf16) n->p = (void *)bf16_input(c, x->data, x->n);
+    linear_kernel(n->saved[0], x->data, n->p, w1->data, w1->bf16,
+                  n->in[2] ? n->in[2]->data : NULL, N, C, F);
+    if (w3)
+        linear_kernel(n->saved[1], x->data, n->p, w3->data, w3->bf16,
+                      n->in[6] ? n->in[6]->data : NULL, N, C, F);
     size_t mark = mt_arena_mark(c);
-    float *h = mt_arena_floats(c, (size_t)N * F);
-    ffn_hidden(n, h);
-    linear_kernel(n->out->data, h, n->in[3]->data, n->in[4] ? n->in[4]->data : NULL, N, F, C);
+    float *h = NULL;
+    mt_bf16 *hb = NULL;
+    if (bf16) hb = mt_arena_alloc(c, (size_t)N * F * sizeof *hb);
+    else h = mt_arena_floats(c, (size_t)N * F);
+    ffn_hidden(n, h, hb);
+    linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N,
+                  F, C);
     mt_arena_release(c, mark);
 }
 
 /* dW2 += dy^T h, db2 += colsum dy, dh = dy W2 (fc2's backward, dh over h in the one scratch
-   buffer); da = dh * act'(a) in place (SwiGLU: da = dh g silu'(a) in place, dg = dh silu(a) in a
-   second buffer); dW1 += da^T x, db1 += colsum da, dx += da W1 (and dW3, db3, dx from dg). */
+   buffer; bf16: h in a second one, bf16); da = dh * act'(a) in place (SwiGLU: da = dh g silu'(a)
+   in place, dg = dh silu(a) in a second buffer); dW1 += da^T x, db1 += colsum da, dx += da W1
+   (and dW3, db3, dx from dg). */
 static void ffn_backward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
     size_t NF = (size_t)N * F;
     mt_act act = (mt_act)n->i[3];
-    const float *a = n->saved[0], *x = n->in[0]->data;
+    const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
+    const float *a = n->saved[0];
     size_t mark = mt_arena_mark(c);
     float *t = mt_arena_floats(c, NF);
-    ffn_hidden(n, t);
-    linear_backward_kernel(t, n->in[3]->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t,
-                           n->in[3]->data, N, F, C, false);
+    mt_bf16 *hb = n->p ? mt_arena_alloc(c, NF * sizeof *hb) : NULL;
+    ffn_hidden(n, t, hb);
+    linear_backward_kernel(c, t, w2->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t, hb,
+                           w2->data, w2->bf16, N, F, C, false);
     if (act == MT_ACT_SWIGLU) {
         float *dg = mt_arena_floats(c, NF);
         mt_swiglu_backward(t, dg, t, a, n->saved[1], NF, false);
-        linear_backward_kernel(n->in[0]->grad, n->in[5]->grad, n->in[6] ? n->in[6]->grad : NULL,
-                               dg, x, n->in[5]->data, N, C, F, true);
+        linear_backward_kernel(c, x->grad, w3->grad, n->in[6] ? n->in[6]->grad : NULL, dg,
+                               x->data, n->p, w3->data, w3->bf16, N, C, F, true);
     } else {
         mt_act_backward(act, t, t, a, NF, false);
     }
-    linear_backward_kernel(n->in[0]->grad, n->in[1]->grad, n->in[2] ? n->in[2]->grad : NULL, t,
-                           x, n->in[1]->data, N, C, F, true);
+    linear_backward_kernel(c, x->grad, w1->grad, n->in[2] ? n->in[2]->grad : NULL, t, x->data,
+                           n->p, w1->data, w1->bf16, N, C, F, true);
     mt_arena_release(c, mark);
 }
 

@@ -1,42 +1,7 @@
-/* Matrix multiply through OpenBLAS cblas_sgemm; transposes are sgemm flags, never copies. */
-#include <cblas.h>
-#include <omp.h>
+/* Matrix multiply through the GEMM layer (mt_gemm); transposes are flags, never copies. */
 #include <stdio.h>
-#include <string.h>
 
 #include "tensor.h"
-
-/* Rows [r0, r1) of C: one single-threaded sgemm (OpenBLAS's OpenMP build runs one thread inside
-   a parallel region), C's rows first set to bias when given. */
-static void gemm_rows(bool ta, bool tb, int M, int N, int K, const float *A, const float *B,
-                      float beta, float *C, const float *bias, int r0, int r1) {
-    if (r1 <= r0) return;
-    if (bias) { /* on the pool when called outside a parallel region (the unsplit product) */
-        MT_PARALLEL_FOR((size_t)(r1 - r0) * N >= MT_PAR_MIN, for (int r = r0; r < r1; r++)
-                            memcpy(C + (size_t)r * N, bias, (size_t)N * sizeof(float)););
-        beta = 1.0f;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                r1 - r0, N, K, 1.0f, ta ? A + r0 : A + (size_t)r0 * K, ta ? M : K, B, tb ? K : N,
-                beta, C + (size_t)r0 * N, N);
-}
-
-/* C's rows are split across the pool's threads in blocks of whole 16-row tiles, each block one
-   single-threaded sgemm. For the narrow matrices of deep models this beats OpenBLAS's own split
-   (bench/gemm.c compares the two), and it is one fork/join with the bias copy inside. Each thread
-   packs all of B, so a B above 64K floats (256 KiB) is left to OpenBLAS, which shares its packed
-   B (splitting the small config's 384 x 1536 products was slower); so are products below
-   OpenBLAS's own threading threshold
-   (M N K <= 4 * 65536) and C of fewer than two 16-row tiles. */
-void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
-             float *C, const float *bias) {
-    int nt = omp_in_parallel() ? 1 : mt_threads();
-    bool split = nt >= 2 && M >= 32 && (double)N * K <= 65536 && (double)M * N * K > 4.0 * 65536;
-    int per = split ? ((M + 15) / 16 + nt - 1) / nt * 16 : M; /* rows a block, one block a thread */
-    MT_PARALLEL_FOR(split, for (int r0 = 0; r0 < M; r0 += per)
-                        gemm_rows(ta, tb, M, N, K, A, B, beta, C, bias, r0,
-                                  r0 + per < M ? r0 + per : M););
-}
 
 /* Z (r x s) = op(X) op(Y) + beta * Z: mt_gemm without a bias. */
 static void gemm(bool tx, bool ty, int r, int s, int k, const float *X, const float *Y, float *Z,

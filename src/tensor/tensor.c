@@ -177,6 +177,7 @@ void mt_ctx_free(mt_ctx *c) {
 
 void mt_ctx_reset(mt_ctx *c) {
     c->arena.used = 0;
+    c->bf16_input.of = NULL;
     c->tape = NULL;
     c->n_nodes = 0;
 }
@@ -203,6 +204,10 @@ void mt_arena_release(mt_ctx *c, size_t mark) {
     MT_ASSERT(mark <= c->arena.used, "arena release to %zu above the %zu bytes in use", mark,
               c->arena.used);
     c->arena.used = mark;
+    const unsigned char *lo = c->arena.base + mark; /* the cached input or its copy freed */
+    if ((const unsigned char *)c->bf16_input.of >= lo ||
+        (const unsigned char *)c->bf16_input.bf16 >= lo)
+        c->bf16_input.of = NULL;
 }
 
 float *mt_arena_zeros(mt_ctx *c, size_t n) {
@@ -426,7 +431,23 @@ static void params_bind(mt_params *P) {
         bool trained = e->role != MT_ROLE_BUFFER;
         P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
                                  e->ndim, e->shape);
+        P->t[i].bf16 = P->bf16 ? P->bf16 + e->offset : NULL;
     }
+}
+
+mt_status mt_params_enable_bf16(mt_params *P, mt_err *err) {
+    if (P->bf16) return MT_OK;
+    size_t bytes = (P->total ? P->total : 16) * sizeof *P->bf16;
+    if (!(P->bf16 = mt_alloc_big(bytes)))
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for the bf16 weights",
+                         bytes / 1048576.0);
+    for (int i = 0; i < P->n; i++) P->t[i].bf16 = P->bf16 + P->p[i].offset;
+    mt_params_refresh_bf16(P);
+    return MT_OK;
+}
+
+void mt_params_refresh_bf16(mt_params *P) {
+    if (P->bf16) mt_bf16_from_floats(P->bf16, P->data, P->total);
 }
 
 mt_status mt_params_alloc(mt_params *P, mt_err *err) {
@@ -496,6 +517,7 @@ void mt_params_zero_grad(mt_params *P) {
 
 void mt_params_free(mt_params *P) {
     free(P->p);
+    free(P->bf16);
     free(P->data);
     free(P->grad);
     free(P->t);

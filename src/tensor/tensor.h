@@ -117,6 +117,8 @@ typedef struct mt_tensor {
     int ndim;
     int shape[MT_MAX_DIMS];
     bool requires_grad; /* parameters, and every op output that depends on one */
+    const uint16_t *bf16; /* parameters under bf16 precision: data rounded to bf16 (mt_params's
+                             copy, refreshed after every update); else NULL */
 } mt_tensor;
 
 /* A tensor header over memory someone else owns (parameters, test inputs). */
@@ -172,6 +174,15 @@ struct mt_ctx {
     void (*after_backward)(mt_node *n, void *arg);
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else every node's forward and backward time adds to it */
+    int precision;       /* mt_precision of the linear layers' products (MT_FP32 by default) */
+    /* bf16 precision: the last activation a linear layer rounded to bf16 (its data and element
+       count) and the arena copy, kept for its backward: q, k and v of one input share it.
+       Cleared by mt_ctx_reset and by an mt_arena_release below it. */
+    struct {
+        const float *of;
+        size_t n;
+        uint16_t *bf16;
+    } bf16_input;
 };
 
 /* A large, long-lived buffer (arenas, parameters, gradients, optimizer state): 64-byte aligned,
@@ -252,6 +263,7 @@ typedef struct {
     size_t total; /* floats in data (and grad) */
     float *data;  /* all parameters and buffers, each entry 16-float aligned */
     float *grad;  /* same layout; zero for buffers */
+    uint16_t *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
     mt_tensor *t; /* t[i] views entry i; valid after mt_params_alloc */
 } mt_params;
 
@@ -263,6 +275,11 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err);
 /* Fills every entry from its initialiser, in table order, from r. */
 void mt_params_initialize(mt_params *P, mt_rng *r);
 int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
+/* bf16 precision: allocates P->bf16, points every tensor's bf16 at its part and fills it; before
+   mt_params_view (views share it). mt_params_refresh_bf16 rounds data into it again: after
+   every change of the weights (an optimizer update, a load). */
+mt_status mt_params_enable_bf16(mt_params *P, mt_err *err);
+void mt_params_refresh_bf16(mt_params *P);
 size_t mt_params_count_trainable(const mt_params *P);
 void mt_params_zero_grad(mt_params *P);
 void mt_params_free(mt_params *P);
@@ -278,11 +295,39 @@ void mt_params_view_free(mt_params *V);
  * a: (..., M, K), or (..., K, M) when ta; b: (..., K, N), or (..., N, K) when tb.
  * b may be 2-D and is then shared by every batch (x @ W^T for a Linear). Out: (..., M, N). */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
-/* The sgemm under every op outside a parallel region, row-major with dense leading dimensions:
-   C (M, N) = op(A) op(B) + beta C, A stored (M, K) or (K, M) when ta, B (K, N) or (N, K) when tb;
-   with bias (N floats) every row of C is set to bias first and beta is ignored. */
+/* ---- the GEMM layer (gemm.c): every product of the linear layers and mt_matmul ----------------
+ * Row-major with dense leading dimensions: C (M, N) = op(A) op(B) + beta C, A stored (M, K) or
+ * (K, M) when ta, B (K, N) or (N, K) when tb; with bias (N floats) every row of C is set to bias
+ * first and beta is ignored. Called outside a parallel region it runs on the pool's threads,
+ * inside one (a replica) on the calling thread. */
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias);
+/* bfloat16: the high half of a float32's bits. */
+typedef uint16_t mt_bf16;
+/* The same product on bf16 inputs, accumulated and written in fp32 (oneDNN only: mt_bf16_check
+   must have passed). */
+void mt_gemm_bf16(bool ta, bool tb, int M, int N, int K, const mt_bf16 *A, const mt_bf16 *B,
+                  float beta, float *C, const float *bias);
+/* dst = src rounded to nearest even (NaN stays NaN), n values. */
+void mt_bf16_from_floats(mt_bf16 *dst, const float *src, size_t n);
+float mt_bf16_to_float(mt_bf16 h);
+typedef enum { MT_FP32, MT_BF16 } mt_precision;
+extern const mt_enum MT_PRECISIONS;
+/* MT_OK when bf16 products can run here: mt built with oneDNN, a CPU with AVX512_BF16; else
+   MT_EINVAL with what is missing. */
+mt_status mt_bf16_check(mt_err *err);
+/* fp32's backend: AUTO picks per product; the environment's MT_GEMM=openblas|onednn|auto
+   forces one, as does mt_gemm_set_backend (MT_EINVAL for onednn in a build without it).
+   mt_gemm_backend_from_env reads MT_GEMM (MT_EINVAL naming it when bad): the programs call it at
+   start; otherwise the first product reads it and a bad value is fatal. */
+typedef enum { MT_GEMM_AUTO, MT_GEMM_OPENBLAS, MT_GEMM_ONEDNN } mt_gemm_backend;
+extern const mt_enum MT_GEMM_BACKENDS;
+mt_status mt_gemm_set_backend(mt_gemm_backend b, mt_err *err);
+mt_status mt_gemm_backend_from_env(mt_err *err);
+mt_gemm_backend mt_gemm_backend_forced(void);
+bool mt_gemm_has_onednn(void);
+/* The name of oneDNN's implementation of a product without bias or beta (benchmarks). */
+const char *mt_gemm_impl(bool ta, bool tb, int M, int N, int K, bool bf16);
 /* a + b: same shape, or b of shape (C,) added to every row of a (..., C). */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 /* The ops below are declared here as the contract other modules build on. */

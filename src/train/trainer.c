@@ -173,6 +173,7 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
         return s;
     }
     memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
+    c.precision = cfg->precision;
     mt_rng r = tr->sampler.rng;
     type->draw_batch(tr->task, &r, lo, n);
     mt_tensor *loss = type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
@@ -239,8 +240,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         (!cfg->resume &&
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
         return s;
+    if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
+    /* before the replicas' views of P, which share the copy */
+    if (s == MT_OK && cfg->precision == MT_BF16) s = mt_params_enable_bf16(tr->P, err);
     if (s != MT_OK) goto fail;
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
@@ -254,6 +258,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT,
                               err)) != MT_OK)
         goto fail;
+    tr->ctx.precision = cfg->precision;
+    for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK)
         goto fail;
@@ -350,6 +356,7 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
         tr->step = state.step;
         tr->sampler.rng = state.sampler;
         tr->ctx.rng = state.dropout;
+        mt_params_refresh_bf16(tr->P);
     }
     return s;
 }
@@ -412,6 +419,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     }
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
                     mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
+    mt_params_refresh_bf16(tr->P); /* bf16 precision: the products' copy of the new weights */
     tr->step++;
 }
 

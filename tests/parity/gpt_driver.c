@@ -2,7 +2,9 @@
    under its mt name, "ids" and "targets" (B*T, as floats) and the metadata "config" (the model's
    JSON), "B" and "T". OUT.safetensors gets "logits" (B, T, V), "loss" (1) and "grad.<name>" for
    every trained parameter. The file's names must be exactly the model's: that is the contract
-   checkpoints rely on. */
+   checkpoints rely on. Optional metadata "precision" = "bf16": the linear layers' products in
+   bf16 (tests/parity/test_bf16.py). `gpt_driver --bf16-check` exits 3 when this build or CPU
+   has no bf16. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,11 @@ static int fail(const char *msg) {
 
 int main(int argc, char **argv) {
     mt_err err;
+    if (argc == 2 && !strcmp(argv[1], "--bf16-check")) { /* exit 3: no bf16 here, and why */
+        if (mt_bf16_check(&err) == MT_OK) return 0;
+        fprintf(stderr, "%s\n", err.msg);
+        return 3;
+    }
     mt_safetensors in;
     int rc = parity_open(argc, argv, &in);
     if (rc) return rc;
@@ -29,6 +36,12 @@ int main(int argc, char **argv) {
 
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
+    const char *precision = mt_st_meta(&in, "precision");
+    if (precision && mt_enum_parse(&MT_PRECISIONS, precision, &c.precision, &err) != MT_OK)
+        return fail(err.msg);
+    if (c.precision == MT_BF16 &&
+        (mt_bf16_check(&err) != MT_OK || mt_params_enable_bf16(&m->P, &err) != MT_OK))
+        return fail(err.msg);
     mt_tensor *loss = mt_gpt_loss(&c, m, ids, targets, B, T);
     mt_backward(&c, loss);
     c.grad_enabled = false;

@@ -3,103 +3,16 @@ logits, loss and the gradient of every parameter, to 1e-4 relative, for every no
 accepts x every placement (Sub-LN's and Peri-LN's extra norms included; 2 to 3 layers, n_head > 1), with the head tied and once untied, biases
 on and once off, and each activation."""
 import json
-import math
 
 import numpy as np
 import torch
 
 from harness import Report, run_driver
-from torch_gpt import FINAL_NORM, TorchGPT
+from torch_gpt import TorchGPT, n_ff, random_params
 
 rng = np.random.default_rng(0)
 R = Report("parity gpt")
 TOL = 1e-4
-
-
-def norm_params(cfg):
-    """(suffix, kind) of a norm's parameters, as the mt table names them."""
-    kind = cfg["norm"]
-    if kind in ("ln", "gn"):
-        return [("weight", "w"), ("bias", "b")]
-    if kind == "rms" and cfg.get("rms_form") == "paper" and cfg.get("rms_bias"):
-        return [("weight", "w"), ("bias", "b")]
-    if kind in ("rms", "prms"):
-        return [("weight", "w")]
-    if kind == "scale":
-        return [("g", "g")]
-    return []
-
-
-def n_ff(cfg):
-    """The FFN width: n_ff, or by default 4 n_embd, and for SwiGLU LLaMA's int(2 (4 n_embd) / 3)
-    rounded up to a multiple of ff_multiple (its ModelArgs.multiple_of)."""
-    if cfg["n_ff"]:
-        return cfg["n_ff"]
-    if cfg["act"] != "swiglu":
-        return 4 * cfg["n_embd"]
-    m = cfg.get("ff_multiple", 32)
-    return (int(2 * 4 * cfg["n_embd"] / 3) + m - 1) // m * m
-
-
-def param_shapes(cfg):
-    """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
-    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg), cfg["n_layer"]
-    KV = C // cfg["n_head"] * cfg.get("n_kv_head", cfg["n_head"])  # k_proj's, v_proj's outputs
-    shapes = {"tok_emb.weight": ((V, C), "e")}
-    if cfg.get("pos", "learned") == "learned":
-        shapes["pos_emb.weight"] = ((cfg["n_ctx"], C), "e")
-
-    def norm(prefix, width=C):
-        for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (width,), kind)
-
-    def linear(prefix, out, inp):
-        shapes[prefix + ".weight"] = ((out, inp), "m")
-        if cfg["bias"]:
-            shapes[prefix + ".bias"] = ((out,), "b")
-
-    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
-    for i in range(L):
-        norm(f"blocks.{i}.attn_norm")
-        for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
-            linear(f"blocks.{i}.attn.{proj}", out, C)
-        if subln:
-            norm(f"blocks.{i}.attn.inner_norm")
-        if peri:
-            norm(f"blocks.{i}.attn_out_norm")
-        norm(f"blocks.{i}.ffn_norm")
-        linear(f"blocks.{i}.ffn.fc1", Fw, C)
-        linear(f"blocks.{i}.ffn.fc2", C, Fw)
-        if cfg["act"] == "swiglu":
-            linear(f"blocks.{i}.ffn.fc3", Fw, C)
-        if subln:
-            norm(f"blocks.{i}.ffn.inner_norm", Fw)
-        if peri:
-            norm(f"blocks.{i}.ffn_out_norm")
-    if cfg["placement"] in FINAL_NORM:
-        norm("final_norm")
-    if not cfg["tied"]:
-        shapes["lm_head.weight"] = ((V, C), "m")
-    return shapes
-
-
-def random_params(cfg):
-    C = cfg["n_embd"]
-    out = {}
-    for name, (shape, kind) in param_shapes(cfg).items():
-        z = rng.standard_normal(shape)
-        if kind == "m":
-            v = z * 1.2 / math.sqrt(shape[1])
-        elif kind == "e":
-            v = 0.5 * z
-        elif kind == "w":
-            v = 1 + 0.2 * z
-        elif kind == "g":
-            v = math.sqrt(C) * (1 + 0.1 * z)
-        else:
-            v = 0.1 * z
-        out[name] = v.astype(np.float32)
-    return out
 
 
 NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
@@ -114,7 +27,7 @@ def run_case(cfg, B, T, label, given=None):
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
-    params = random_params(cfg)
+    params = random_params(cfg, rng)
     model = TorchGPT(cfg, params)
     logits, loss = model(torch.tensor(ids), torch.tensor(targets))
     loss.backward()

@@ -1,0 +1,116 @@
+"""The GPT in bf16 precision against PyTorch: logits, loss and every parameter's gradient.
+
+The reference is test_gpt.py's float64 model whose linear layers and head multiply operands
+rounded to bf16 (torch's round to nearest even), the products of two bf16 values exact and summed
+in float64: forward y = r(x) r(W)^T + b, backward dx = r(dy) r(W), dW = r(dy)^T r(x), db = sum dy.
+That is what oneDNN computes, summing in fp32; attention, norms, softmax and loss stay fp32 on
+both sides. Without oneDNN or AVX512_BF16 the test is skipped (exit 0, and says so).
+
+Tolerance. The operands mt rounds are its fp32 activations, which differ from the float64
+reference's by fp32 rounding (~1e-7 relative); an element within that distance of a rounding
+boundary between two bf16 values rounds the other way, a 2^-8 change of that one element. Such
+flips are rare (a share of about 1e-7 / 2^-8 ~ 3e-5 of the elements) and are averaged over the
+K terms of a product, but they feed the rounding of the layers after them, and the backward
+carries them to the first blocks' gradients: measured, mt against this reference stays within
+1.1e-3 relative (of the largest |value|) for logits, loss and every gradient, most below 1e-4, so
+TOL = 3e-3. Against the same model without the rounding (plain float64, test_gpt.py's), mt's bf16
+run is off by 1.2e-2 to 0.2 in these cases; the test checks that the larger of those is above
+3 TOL, i.e. that it tells bf16 products from fp32 ones."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from harness import BUILD, Report, run_driver
+from torch_gpt import TorchGPT, random_params
+
+TOL = 3e-3
+
+
+def r(t):
+    """t rounded to bf16 (nearest even), back in t's float type."""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class BF16Product(torch.autograd.Function):
+    """x w^T on bf16-rounded operands; the backward rounds dy too."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return r(x) @ r(w).t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dyr = r(dy)
+        dw = dyr.reshape(-1, dy.shape[-1]).t() @ r(x).reshape(-1, x.shape[-1])
+        return dyr @ r(w), dw
+
+
+class TorchGPTBF16(TorchGPT):
+    def product(self, x, w):
+        return BF16Product.apply(x, w)
+
+
+def rel_err(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+
+
+probe = subprocess.run([os.path.join(BUILD, "tests", "parity", "gpt_driver"), "--bf16-check"],
+                       capture_output=True, text=True)
+if probe.returncode == 3:
+    print(f"parity bf16: skipped: {probe.stderr.strip()}")
+    sys.exit(0)
+
+rng = np.random.default_rng(5)
+R = Report("parity bf16")
+CASES = [
+    {"norm": "ln", "placement": "pre", "tied": True, "bias": True, "act": "gelu"},
+    {"norm": "rms", "placement": "post", "tied": False, "bias": False, "act": "silu"},
+    {"norm": "ln", "placement": "deepnorm", "tied": True, "bias": True, "act": "relu"},
+]
+worst_plain = 0.0
+for i, case in enumerate(CASES):
+    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_ctx": 16, "n_vocab": 29, "n_ff": 64,
+           "norm_eps": 1e-5, "rms_form": "llama", "prms_p": 0.0625, "gn_groups": 1,
+           "dropout": 0.0}
+    cfg.update(case)
+    B, T = 3, 16
+    ids = rng.integers(0, cfg["n_vocab"], (B, T))
+    targets = rng.integers(0, cfg["n_vocab"], (B, T))
+    params = random_params(cfg, rng)
+    tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
+    got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T,
+                                      "precision": "bf16"})
+    label = f"{cfg['norm']} {cfg['placement']}{'' if cfg['tied'] else ' untied'} {cfg['act']}"
+    plain = 0.0
+    for ref_type in (TorchGPTBF16, TorchGPT):
+        model = ref_type(cfg, params)
+        logits, loss = model(torch.tensor(ids), torch.tensor(targets))
+        loss.backward()
+        want = {"logits": logits.detach().numpy(), "loss": loss.detach().numpy().reshape(1)}
+        want.update({"grad." + k: t.grad.numpy().reshape(got["grad." + k].shape)
+                     for k, t in model.p.items()})
+        # the k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant):
+        # both sides hold rounding noise, measured against the q_proj bias's (as test_gpt.py)
+        scale = {k: max(1.0, np.abs(want[k.replace("k_proj", "q_proj")]).max() /
+                        max(np.abs(w).max(), 1e-30)) if k.endswith("k_proj.bias") else 1.0
+                 for k, w in want.items()}
+        errs = {k: rel_err(got[k], w) / scale[k] for k, w in want.items()}
+        if ref_type is TorchGPTBF16:
+            for k, w in want.items():
+                R.check(f"{label} {k}", got[k], w, TOL * scale[k])
+            if os.environ.get("VERBOSE"):
+                print("   ", " ".join(f"{k}:{e:.1e}" for k, e in errs.items()))
+        else:
+            plain = max(errs.values())
+    worst_plain = max(worst_plain, plain)
+    print(f"  {label}: against the unrounded float64 model, largest error {plain:.2g}")
+R.check("the unrounded model is told apart (error >= 3 TOL)", [min(worst_plain, 3 * TOL)],
+        [3 * TOL], 0.0)
+R.finish()

@@ -73,6 +73,8 @@ CASES = [
     {"norm": "ln", "placement": "pre", "tied": True, "bias": True, "act": "gelu"},
     {"norm": "rms", "placement": "post", "tied": False, "bias": False, "act": "silu"},
     {"norm": "ln", "placement": "deepnorm", "tied": True, "bias": True, "act": "relu"},
+    {"norm": "rms", "placement": "pre", "tied": True, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "n_kv_head": 1},  # the LLaMA pieces: fc3 in bf16
 ]
 worst_plain = 0.0
 for i, case in enumerate(CASES):

@@ -61,10 +61,25 @@ static void test_gpt_checkpoints(void) {
     mt_err e;
     CHECK(mt_ckpt_load(path, &m, &st, NULL, &e) == MT_OK && st.step == 3, "good: %s", e.msg);
     mt_model_free(m);
+    /* a checkpoint from before the LLaMA options (no arch, pos, rope_theta, n_kv_head,
+       ff_multiple keys) loads as the GPT it was: learned positions, GELU, every head its keys */
+    write_ckpt(c, "{\"n_ctx\": 4, \"n_vocab\": 5, \"tied\": true, \"n_layer\": 1, "
+               "\"n_head\": 2, \"n_embd\": 8, \"norm\": \"ln\", \"act\": \"gelu\"}",
+               tok_json, "3", RNG);
+    CHECK(mt_ckpt_load(path, &m, &st, NULL, &e) == MT_OK, "old config: %s", e.msg);
+    if (m) {
+        const mt_gpt_config *g = &mt_gpt_of(m)->cfg;
+        CHECK(g->arch == MT_ARCH_GPT && g->pos == MT_POS_LEARNED && g->stack.act == MT_ACT_GELU &&
+                  g->stack.bias && mt_params_find(&mt_gpt_of(m)->P, "pos_emb.weight") >= 0,
+              "an old config loads as a GPT with learned positions and GELU");
+        mt_model_free(m);
+    }
 
     struct {
         const char *what, *config, *expect;
     } configs[] = {
+        {"rope_theta 0", "{\"rope_theta\": 0}", "rope_theta = 0, must be a finite number > 0"},
+        {"pos unknown", "{\"pos\": \"alibi\"}", "alibi"},
         {"config an array", "[1, 2]", "config: not a JSON object"},
         {"config a number", "7", "config: not a JSON object"},
         {"config not JSON", "{\"n_layer\": ", "config: not a JSON object"},

@@ -6,8 +6,10 @@
 
 #include "check.h"
 
-/* A small GPT with weights far from init, so the logits are far from uniform. */
-static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint64_t seed) {
+/* A small GPT with weights far from init, so the logits are far from uniform; json: more of its
+   config (its keys as the checkpoint's) or NULL. */
+static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint64_t seed,
+                  const char *json) {
     mt_gpt_config c = mt_gpt_config_default();
     c.stack.n_layer = 2;
     c.stack.n_head = 2;
@@ -17,6 +19,7 @@ static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint
     c.stack.placement = pl;
     c.stack.norm = mt_norm_default(norm);
     mt_err e;
+    CHECK(!json || mt_cf_from_json(mt_gpt_type.fields, json, &c, &e) == MT_OK, "%s", e.msg);
     CHECK(mt_gpt_build(m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, seed);
@@ -28,10 +31,10 @@ static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint
     }
 }
 
-static void test_cache(mt_placement pl, mt_norm_kind norm) {
+static void test_cache(mt_placement pl, mt_norm_kind norm, const char *json) {
     mt_gpt m;
     int T = 12, V = 11;
-    build(&m, pl, norm, T, 7);
+    build(&m, pl, norm, T, 7, json);
     mt_kv_cache a, b;
     mt_err e;
     CHECK(mt_kv_init(&a, &m, false, &e) == MT_OK && mt_kv_init(&b, &m, true, &e) == MT_OK,
@@ -62,8 +65,9 @@ static void test_cache(mt_placement pl, mt_norm_kind norm) {
             CHECK(a.len == T / 2 && a.ids[a.len - 1] == t, "a slide keeps n_ctx / 2 tokens");
         }
     }
-    CHECK(worst <= 1e-5, "%s %s: cached logits differ by %.3g", mt_enum_name(&MT_PLACEMENTS, pl),
-          mt_enum_name(&MT_NORMS, norm), worst);
+    CHECK(worst <= 1e-5, "%s %s %s: cached logits differ by %.3g",
+          mt_enum_name(&MT_PLACEMENTS, pl), mt_enum_name(&MT_NORMS, norm), json ? json : "",
+          worst);
     CHECK(slides >= 3, "only %d slides", slides);
     /* a prompt longer than n_ctx keeps its last n_ctx tokens */
     int longp[20];
@@ -122,13 +126,16 @@ static void test_sampling(void) {
 
 int main(void) {
     mt_set_threads(2);
-    test_cache(MT_PLACE_PRE, MT_NORM_LN);
-    test_cache(MT_PLACE_POST, MT_NORM_RMS);
-    test_cache(MT_PLACE_DEEPNORM, MT_NORM_LN);
-    test_cache(MT_PLACE_SUBLN, MT_NORM_LN);
-    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS);
-    test_cache(MT_PLACE_PERI, MT_NORM_LN);
-    test_cache(MT_PLACE_PERI, MT_NORM_SCALE);
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, NULL);
+    test_cache(MT_PLACE_POST, MT_NORM_RMS, NULL);
+    test_cache(MT_PLACE_DEEPNORM, MT_NORM_LN, NULL);
+    test_cache(MT_PLACE_SUBLN, MT_NORM_LN, NULL);
+    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS, NULL);
+    test_cache(MT_PLACE_PERI, MT_NORM_LN, NULL);
+    test_cache(MT_PLACE_PERI, MT_NORM_SCALE, NULL);
+    /* RoPE: the cached keys rotated at their own positions, across the slides too */
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"pos\": \"rope\"}");
+    test_cache(MT_PLACE_POST, MT_NORM_LN, "{\"pos\": \"rope\", \"rope_theta\": 5}");
     test_sampling();
     return check_finish("test_gpt_infer");
 }

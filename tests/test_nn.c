@@ -306,6 +306,66 @@ static void test_attention(void) {
     mt_ctx_free(&c);
 }
 
+/* ---- RoPE ---- */
+typedef struct {
+    const mt_rope *rope;
+    int pos0;
+} rope_arg;
+
+static mt_tensor *build_rope(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const rope_arg *a = arg;
+    return mt_rope_apply(c, a->rope, in[0], a->pos0);
+}
+
+/* The rotation against its formula in double (llama2.c's adjacent pairs) at positions from 0
+   and beyond 1000, by finite differences, and the bad tables refused. */
+static void test_rope(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 21);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    struct {
+        int B, T, W, HS, pos0;
+        float theta;
+    } cases[] = {{2, 5, 12, 4, 0, 10000}, {1, 64, 16, 8, 1000, 10000}, {3, 9, 6, 6, 2, 3.5f},
+                 {2, 300, 64, 32, 700, 500000}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mt_rope rope;
+        mt_err e;
+        int T = cases[k].T, W = cases[k].W, HS = cases[k].HS, pos0 = cases[k].pos0;
+        CHECK(mt_rope_init(&rope, pos0 + T, HS, cases[k].theta, &e) == MT_OK, "rope: %s", e.msg);
+        mt_tensor *x = test_tensor(&r, 3, (int[]){cases[k].B, T, W}, -1, 1, true);
+        mt_ctx_reset(&c);
+        mt_tensor *y = mt_rope_apply(&c, &rope, x, pos0);
+        float *ref = malloc(x->n * sizeof *ref);
+        for (size_t row = 0; row < x->n / (size_t)W; row++)
+            for (int j = 0; j < W; j += 2) {
+                int i = j % HS / 2;
+                double ang = (pos0 + (int)(row % (size_t)T)) *
+                             pow((double)cases[k].theta, -2.0 * i / HS);
+                double a = x->data[row * W + j], b = x->data[row * W + j + 1];
+                ref[row * W + j] = (float)(a * cos(ang) - b * sin(ang));
+                ref[row * W + j + 1] = (float)(a * sin(ang) + b * cos(ang));
+            }
+        double err = max_rel_err(y->data, ref, x->n);
+        CHECK(err < 1e-6, "rope case %zu vs the formula: %g", k, err);
+        if (x->n < 2000) {
+            char name[32];
+            snprintf(name, sizeof name, "rope[%zu]", k);
+            gradcheck(name, build_rope, &(rope_arg){&rope, pos0}, 1, &x, 1e-2, 1e-3);
+        }
+        free(ref);
+        test_tensor_free(x);
+        mt_rope_free(&rope);
+    }
+    mt_rope bad;
+    mt_err e;
+    CHECK(mt_rope_init(&bad, 8, 5, 10000, &e) == MT_EINVAL && strstr(e.msg, "even"),
+          "an odd head size is refused");
+    CHECK(mt_rope_init(&bad, 8, 4, 0, &e) == MT_EINVAL, "theta 0 is refused");
+    mt_ctx_free(&c);
+}
+
 /* ---- DeepNorm constants (docs/layers.md's table, DeepNet Table 1 / Figure 2) ---- */
 static void test_deepnorm_constants(void) {
     float a, b;
@@ -645,6 +705,7 @@ int main(void) {
     test_attention();
     test_attention_masked();
     test_attention_in_replica();
+    test_rope();
     test_deepnorm_constants();
     test_block_formula();
     return check_finish("test_nn");

@@ -12,9 +12,22 @@
 
 /* ---- config -------------------------------------------------------------------------------- */
 
+static const mt_enum_item POS_KINDS[] = {
+    [MT_POS_LEARNED] = {"learned", "a learned position embedding added to the tokens"},
+    [MT_POS_ROPE] = {"rope", "rotary: q and k rotated by the position (llama2.c's pairs)"},
+};
+static const mt_enum_item ARCHS[] = {
+    [MT_ARCH_GPT] = {"gpt", "the pieces as the other flags say"},
+    [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given another "
+                                "value keeps it)"},
+};
+const mt_enum MT_POS_KINDS = MT_ENUM("position encoding", POS_KINDS);
+const mt_enum MT_GPT_ARCHS = MT_ENUM("arch", ARCHS);
+
 mt_gpt_config mt_gpt_config_default(void) {
     return (mt_gpt_config){.stack = mt_stack_default(), .n_ctx = 64, .n_vocab = 256,
-                           .tied = true, .emb_std = 0.02f};
+                           .tied = true, .emb_std = 0.02f, .arch = MT_ARCH_GPT,
+                           .pos = MT_POS_LEARNED, .rope_theta = 10000.0f};
 }
 
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
@@ -25,8 +38,20 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (!(cfg->emb_std >= 0 && isfinite(cfg->emb_std)))
         return mt_errorf(err, MT_EINVAL, "config: emb_std = %g, must be a finite number >= 0",
                          cfg->emb_std);
-    return mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
-                             err);
+    if ((int)cfg->arch < 0 || (int)cfg->arch >= MT_GPT_ARCHS.n || (int)cfg->pos < 0 ||
+        (int)cfg->pos >= MT_POS_KINDS.n)
+        return mt_errorf(err, MT_EINVAL, "config: arch %d or pos %d is not one of its values",
+                         (int)cfg->arch, (int)cfg->pos);
+    if (!(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
+        return mt_errorf(err, MT_EINVAL, "config: rope_theta = %g, must be a finite number > 0 "
+                         "(LLaMA's: 10000)", cfg->rope_theta);
+    mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0,
+                                     cfg->stack.n_layer, true, err);
+    if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
+        return mt_errorf(err, MT_EINVAL, "config: pos rope turns pairs of channels: the head size "
+                         "n_embd / n_head = %d / %d = %d must be even", cfg->stack.n_embd,
+                         cfg->stack.n_head, cfg->stack.n_embd / cfg->stack.n_head);
+    return st;
 }
 
 static const mt_cf_field FIELDS[] = {
@@ -37,6 +62,13 @@ static const mt_cf_field FIELDS[] = {
      "a separate output head instead of the token embedding", NULL, NULL, "untie"},
     {"emb_std", MT_CF_FLOAT, offsetof(mt_gpt_config, emb_std),
      "std of the token and position embeddings' normal init", "0..", NULL, NULL},
+    {"arch", MT_CF_ENUM, offsetof(mt_gpt_config, arch), "a preset of the pieces below", NULL,
+     &MT_GPT_ARCHS, NULL},
+    {"pos", MT_CF_ENUM, offsetof(mt_gpt_config, pos), "position encoding", NULL, &MT_POS_KINDS,
+     NULL},
+    {"rope_theta", MT_CF_FLOAT, offsetof(mt_gpt_config, rope_theta),
+     "RoPE's base: pair i of a head turns by position x theta^(-2i/head size)", NULL, NULL,
+     NULL},
     {"stack", MT_CF_TABLE, offsetof(mt_gpt_config, stack), NULL, NULL, &MT_STACK_FIELDS, NULL},
 };
 static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
@@ -59,9 +91,18 @@ static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     mt_params_init_table(P);
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
                                MT_INIT_NORMAL, g->emb_std);
-    L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
-                               MT_INIT_NORMAL, g->emb_std);
-    if ((st = mt_stack_build(&L->stack, &g->stack, true, P, "blocks", "final_norm", err)) != MT_OK)
+    mt_block_cfg block = mt_stack_block(&g->stack, true);
+    L->pos_emb = -1;
+    if (g->pos == MT_POS_LEARNED)
+        L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C},
+                                   MT_ROLE_EMBEDDING, MT_INIT_NORMAL, g->emb_std);
+    else if ((st = mt_rope_init(&L->rope, g->n_ctx, C / g->stack.n_head, g->rope_theta, err)) !=
+             MT_OK)
+        return st;
+    else
+        block.rope = &L->rope;
+    if ((st = mt_stack_build_blocks(&L->stack, &g->stack, &block, P, "blocks", "final_norm",
+                                    err)) != MT_OK)
         return st;
     L->lm_head = g->tied ? -1
                          : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
@@ -77,7 +118,7 @@ mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
 }
 
 void mt_gpt_free(mt_gpt *m) {
-    if (m->layout) mt_stack_free(&m->layout->stack);
+    if (m->layout) mt_stack_free(&m->layout->stack), mt_rope_free(&m->layout->rope);
     free(m->layout);
     mt_params_free(&m->P);
     mt_tok_free(&m->tok);
@@ -92,10 +133,13 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int 
     const mt_gpt_layout *L = m->layout;
     MT_ASSERT(B >= 1 && T >= 1 && pos0 >= 0 && pos0 + T <= m->cfg.n_ctx,
               "gpt: positions %d..%d do not fit n_ctx = %d", pos0, pos0 + T - 1, m->cfg.n_ctx);
-    int n = B * T, *pos = mt_arena_alloc(c, (size_t)n * sizeof(int));
-    for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
-    mt_tensor *x = mt_add(c, mt_embedding(c, &m->P.t[L->tok_emb], ids, n),
-                          mt_embedding(c, &m->P.t[L->pos_emb], pos, n));
+    int n = B * T;
+    mt_tensor *x = mt_embedding(c, &m->P.t[L->tok_emb], ids, n);
+    if (L->pos_emb >= 0) {
+        int *pos = mt_arena_alloc(c, (size_t)n * sizeof(int));
+        for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
+        x = mt_add(c, x, mt_embedding(c, &m->P.t[L->pos_emb], pos, n));
+    }
     x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }

@@ -59,6 +59,8 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    if (cfg->rope) /* each new token at its own position; the cached keys keep theirs */
+        q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     size_t layer = (size_t)arg->layer * T * C;
     float *K = arg->kv->k + layer, *V = arg->kv->v + layer;
     memcpy(K + (size_t)pos0 * C, k->data, (size_t)n * C * sizeof(float));

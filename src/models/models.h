@@ -7,22 +7,33 @@
 #include "model.h"
 
 /* ---- GPT ---------------------------------------------------------------------------------------
- * Token and learned position embeddings, n_layer causal blocks (any norm but bn and in, any
+ * Token and learned position embeddings (or RoPE), n_layer causal blocks (any norm but bn and in, any
  * placement; DeepNorm with the decoder-only constants), a head tied to the token embedding unless
  * untied. Trained on a text or token file, next-token cross-entropy.
  * Parameter names follow torch.nn (Linear weight [out, in]): tok_emb.weight (V, C),
- * pos_emb.weight (T, C), blocks.{i}.attn_norm.*, blocks.{i}.ffn_norm.*,
+ * pos_emb.weight (T, C) (learned positions only), blocks.{i}.attn_norm.*, blocks.{i}.ffn_norm.*,
  * blocks.{i}.attn.{q_proj,k_proj,v_proj,out_proj}.{weight,bias}, blocks.{i}.ffn.{fc1,fc2}.*,
  * (subln) blocks.{i}.attn.inner_norm.*, blocks.{i}.ffn.inner_norm.*, (peri)
  * blocks.{i}.attn_out_norm.*, blocks.{i}.ffn_out_norm.*, final_norm.* (pre, subln, peri),
  * lm_head.weight (untied only). */
 extern const mt_model_type mt_gpt_type;
 
+typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
+extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
+/* arch llama: a preset of pos rope, act swiglu, norm rms, no biases, that validation resolves
+   into those fields (each only where it still holds the GPT default: a flag given another value
+   keeps it). */
+typedef enum { MT_ARCH_GPT, MT_ARCH_LLAMA } mt_gpt_arch;
+extern const mt_enum MT_GPT_ARCHS; /* "gpt", "llama" */
+
 typedef struct {
     mt_stack_config stack;
     int n_ctx, n_vocab;
     bool tied;
-    float emb_std; /* the token and position embeddings' init: N(0, emb_std^2) */
+    float emb_std;     /* the token and position embeddings' init: N(0, emb_std^2) */
+    mt_gpt_arch arch;
+    mt_pos_kind pos;   /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
+    float rope_theta;  /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */

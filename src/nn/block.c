@@ -152,6 +152,7 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
                           : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
     return mt_attn_output(c, cfg, P, bp, y);

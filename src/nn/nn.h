@@ -113,6 +113,21 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
 mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                                bool causal, const int *kv_len);
 
+/* Rotary position embedding (RoPE; Su et al. 2021, arXiv 2104.09864), llama2.c's convention:
+   each head's adjacent channel pair (x[2i], x[2i+1]), i < HS/2, rotated by the angle
+   p theta^(-2i/HS) at position p (docs/layers.md). The cos and sin of every angle are tabled
+   once, in double, for positions [0, n_pos). */
+typedef struct {
+    int n_pos, HS;
+    float theta;
+    float *cs; /* (n_pos, HS/2, 2): cos, sin */
+} mt_rope;
+mt_status mt_rope_init(mt_rope *r, int n_pos, int HS, float theta, mt_err *err);
+void mt_rope_free(mt_rope *r);
+/* x (B, T, W), W heads of r->HS channels side by side -> x with row (b, t) rotated at position
+   pos0 + t; pos0 + T <= r->n_pos. */
+mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
+
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri" */
@@ -152,6 +167,7 @@ typedef struct {
     float alpha;        /* DeepNorm's skip scale */
     mt_act act;
     float dropout;      /* on each sublayer's output; 0: none */
+    const mt_rope *rope; /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none. */
@@ -217,8 +233,8 @@ bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each subla
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
 /* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
-/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))); arg: NULL, or the keys' lengths
-   (const int *, B) of a padded batch. */
+/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))), q and k rotated by cfg->rope when set;
+   arg: NULL, or the keys' lengths (const int *, B) of a padded batch. */
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The cross-attention: out_proj(attention(q_proj(x), k_proj(mem), v_proj(mem))) with the

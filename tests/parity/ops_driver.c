@@ -1,5 +1,7 @@
 /* Parity driver for the primitive ops (tests/parity/test_ops.py). Integer inputs (ids, targets)
    arrive as floats in x1; options are metadata numbers. */
+#include <stdlib.h>
+
 #include "../check.h"
 
 /* x's values as ints, in the arena */
@@ -122,7 +124,23 @@ static mt_tensor *b_split(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors 
     return mt_concat(c, k, rot);
 }
 
+/* RoPE (nn.h) on x0 (B, T, W) at positions pos0.., head size HS, base theta; the table for
+   pos0 + T positions lives until the driver exits */
+static mt_rope rope_table;
+static void free_rope(void) { mt_rope_free(&rope_table); }
+
+static mt_tensor *b_rope(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    int pos0 = (int)parity_opt(in, "pos0");
+    mt_err err;
+    MT_ASSERT(mt_rope_init(&rope_table, pos0 + x[0]->shape[1], (int)parity_opt(in, "HS"),
+                           (float)parity_opt(in, "theta"), &err) == MT_OK, "%s", err.msg);
+    atexit(free_rope);
+    return mt_rope_apply(c, &rope_table, x[0], pos0);
+}
+
 static const parity_op OPS[] = {
+    {"rope", b_rope},
     {"matmul", b_matmul},
     {"add", b_add},
     {"mul", b_mul},

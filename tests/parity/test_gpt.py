@@ -33,7 +33,10 @@ def norm_params(cfg):
 def param_shapes(cfg):
     """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
     C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"], cfg["n_layer"]
-    shapes = {"tok_emb.weight": ((V, C), "e"), "pos_emb.weight": ((cfg["n_ctx"], C), "e")}
+    KV = C // cfg["n_head"] * cfg.get("n_kv_head", cfg["n_head"])  # k_proj's, v_proj's outputs
+    shapes = {"tok_emb.weight": ((V, C), "e")}
+    if cfg.get("pos", "learned") == "learned":
+        shapes["pos_emb.weight"] = ((cfg["n_ctx"], C), "e")
 
     def norm(prefix, width=C):
         for suffix, kind in norm_params(cfg):
@@ -47,8 +50,8 @@ def param_shapes(cfg):
     subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
     for i in range(L):
         norm(f"blocks.{i}.attn_norm")
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            linear(f"blocks.{i}.attn.{proj}", C, C)
+        for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
+            linear(f"blocks.{i}.attn.{proj}", out, C)
         if subln:
             norm(f"blocks.{i}.attn.inner_norm")
         if peri:
@@ -56,6 +59,8 @@ def param_shapes(cfg):
         norm(f"blocks.{i}.ffn_norm")
         linear(f"blocks.{i}.ffn.fc1", Fw, C)
         linear(f"blocks.{i}.ffn.fc2", C, Fw)
+        if cfg["act"] == "swiglu":
+            linear(f"blocks.{i}.ffn.fc3", Fw, C)
         if subln:
             norm(f"blocks.{i}.ffn.inner_norm", Fw)
         if peri:
@@ -91,6 +96,41 @@ NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
          ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {})]
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
+
+def run_case(cfg, B, T, label):
+    """cfg through torch and the driver: logits, loss and every gradient."""
+    ids = rng.integers(0, cfg["n_vocab"], (B, T))
+    targets = rng.integers(0, cfg["n_vocab"], (B, T))
+    targets[0, 1] = -1  # ignored
+    params = random_params(cfg)
+    model = TorchGPT(cfg, params)
+    logits, loss = model(torch.tensor(ids), torch.tensor(targets))
+    loss.backward()
+
+    tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
+    got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T})
+    R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
+    R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
+    grads = {k[5:] for k in got if k.startswith("grad.")}
+    if grads != set(params):
+        R.check(f"{label} parameter names", sorted(grads), sorted(params))
+    for name, t in model.p.items():
+        want = t.grad.numpy().reshape(got["grad." + name].shape)
+        tol = TOL
+        if name.endswith("k_proj.bias"):
+            # q.(k + b) shifts a softmax row by a constant: the true gradient is 0, so both
+            # sides hold rounding noise; measure it against the q_proj bias gradient.
+            ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+            tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
+        if name.endswith(".g"):
+            # ScaleNorm's dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms (seen for
+            # a Pre-LN block's ffn_norm): measure the error against the sum of |terms|, as
+            # test_vit.py does.
+            terms = model.g_terms[name[:-2]]
+            tol = TOL * max(1.0, terms / max(np.abs(want).max(), 1e-30))
+        R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+
+
 case = 0
 for norm, opts in NORMS:
     for placement in ("pre", "post", "deepnorm", "subln", "peri"):
@@ -100,40 +140,24 @@ for norm, opts in NORMS:
                "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
                "act": ACTS[case % 4], "dropout": 0.0}
         cfg.update(opts)
-        B, T = 2, 7 + case % 3
-        ids = rng.integers(0, cfg["n_vocab"], (B, T))
-        targets = rng.integers(0, cfg["n_vocab"], (B, T))
-        targets[0, 1] = -1  # ignored
-        params = random_params(cfg)
-        model = TorchGPT(cfg, params)
-        logits, loss = model(torch.tensor(ids), torch.tensor(targets))
-        loss.backward()
-
-        tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
-        got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T})
         label = (f"{norm}{'/' + opts['rms_form'] if 'rms_form' in opts else ''} {placement}"
                  f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}"
                  f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
-        R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
-        R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
-        grads = {k[5:] for k in got if k.startswith("grad.")}
-        if grads != set(params):
-            R.check(f"{label} parameter names", sorted(grads), sorted(params))
-        for name, t in model.p.items():
-            want = t.grad.numpy().reshape(got["grad." + name].shape)
-            tol = TOL
-            if name.endswith("k_proj.bias"):
-                # q.(k + b) shifts a softmax row by a constant: the true gradient is 0, so both
-                # sides hold rounding noise; measure it against the q_proj bias gradient.
-                ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
-                tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
-            if name.endswith(".g"):
-                # ScaleNorm's dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms (seen for
-                # a Pre-LN block's ffn_norm): measure the error against the sum of |terms|, as
-                # test_vit.py does.
-                terms = model.g_terms[name[:-2]]
-                tol = TOL * max(1.0, terms / max(np.abs(want).max(), 1e-30))
-            R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+        run_case(cfg, 2, 7 + case % 3, label)
         case += 1
+
+# The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
+# a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
+# and 2 of 4 heads), and arch llama with what validation resolves it to.
+PIECES = [("rope", {"pos": "rope", "rope_theta": 10000.0}),
+          ("rope theta 7", {"pos": "rope", "rope_theta": 7.0})]
+for i, (what, opts) in enumerate(PIECES):
+    for placement in ("pre", "post", "deepnorm", "subln", "peri"):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 12, "n_vocab": 11,
+               "n_ff": 24, "norm": ("ln", "rms")[i % 2], "placement": placement,
+               "norm_eps": 1e-5, "rms_form": "llama", "tied": i % 2 == 0, "bias": True,
+               "act": "gelu", "dropout": 0.0}
+        cfg.update(opts)
+        run_case(cfg, 2, 11, f"{what} {cfg['norm']} {placement}")
 
 R.finish()

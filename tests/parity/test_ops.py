@@ -123,4 +123,24 @@ for shape, sizes in [((3, 17), (5, 1, 11)), ((2, 5, 33), (16, 17)), ((1, 4), (1,
                 [a.split(sizes, -1)[-1], *a.split(sizes, -1)[:-1]], -1),
             parts=len(sizes), **{f"k{i}": k for i, k in enumerate(sizes)})
 
+
+def rope(x, pos0, HS, theta):
+    """RoPE written out (llama2.c's run.c): each head's adjacent pair (2i, 2i+1) turned by
+    (pos0 + t) theta^(-2i/HS); angles in float64, where float32 would round them at t ~ 1000."""
+    B, T, W = x.shape
+    w = theta ** (-2.0 * torch.arange(HS // 2, dtype=torch.float64) / HS)
+    ang = (pos0 + torch.arange(T, dtype=torch.float64))[:, None] * w  # (T, HS/2)
+    cos, sin = ang.cos().repeat(1, W // HS), ang.sin().repeat(1, W // HS)
+    a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).reshape(B, T, W).float()
+
+
+# positions beyond 1000 (angles of ~1000 rad) and a small case from 0; q's and k's widths
+for shape, HS, pos0, theta in [((2, 64, 64), 16, 1000, 10000.0), ((3, 64, 24), 8, 1000, 500000.0),
+                               ((2, 7, 12), 2, 0, 10000.0), ((1, 300, 128), 64, 700, 10000.0)]:
+    compare(f"rope {shape} HS {HS} positions {pos0}..{pos0 + shape[1] - 1} theta {theta:g}",
+            "rope", [randn(*shape)], [True],
+            lambda a, pos0=pos0, HS=HS, theta=theta: rope(a, pos0, HS, theta),
+            pos0=pos0, HS=HS, theta=theta)
+
 R.finish()

@@ -9,6 +9,17 @@ import torch.nn.functional as F
 FINAL_NORM = ("pre", "subln", "peri")  # the placements with a norm before the head
 
 
+def rope(x, theta):
+    """RoPE written out in llama2.c's convention: x (B, NH, T, HS), each head's adjacent channel
+    pair (2i, 2i+1) at position t turned by the angle t theta^(-2i/HS)."""
+    HS, T = x.shape[-1], x.shape[-2]
+    w = theta ** (-2.0 * torch.arange(HS // 2, dtype=torch.float64) / HS)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * w  # (T, HS/2)
+    a, b = x[..., 0::2], x[..., 1::2]
+    y = torch.stack([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1)
+    return y.reshape(x.shape)
+
+
 class TorchBlocks(torch.nn.Module):
     """The block stack of models.h in plain torch, float64, parameters under the mt names; the
     GPT (causal attention) and the ViT (tests/parity/test_vit.py) add their ends to it."""
@@ -60,10 +71,15 @@ class TorchBlocks(torch.nn.Module):
 
     def attn(self, x, i):
         B, T, C = x.shape
-        NH = self.cfg["n_head"]
+        NH, HS = self.cfg["n_head"], C // self.cfg["n_head"]
+        NKV = self.cfg.get("n_kv_head", NH)
         pre = f"blocks.{i}.attn."
-        q, k, v = (self.linear(x, pre + n).view(B, T, NH, C // NH).transpose(1, 2)
-                   for n in ("q_proj", "k_proj", "v_proj"))
+        q = self.linear(x, pre + "q_proj").view(B, T, NH, HS).transpose(1, 2)
+        # grouped-query attention: head h reads key and value head h // (NH / NKV)
+        k, v = (self.linear(x, pre + n).view(B, T, NKV, HS).transpose(1, 2)
+                .repeat_interleave(NH // NKV, dim=1) for n in ("k_proj", "v_proj"))
+        if self.cfg.get("pos") == "rope":
+            q, k = rope(q, self.cfg["rope_theta"]), rope(k, self.cfg["rope_theta"])
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
@@ -74,8 +90,10 @@ class TorchBlocks(torch.nn.Module):
 
     def ffn(self, x, i):
         act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
-               "relu": F.relu, "silu": F.silu}[self.cfg["act"]]
+               "relu": F.relu, "silu": F.silu, "swiglu": F.silu}[self.cfg["act"]]
         h = act(self.linear(x, f"blocks.{i}.ffn.fc1"))
+        if self.cfg["act"] == "swiglu":  # silu(fc1 x) * fc3 x
+            h = h * self.linear(x, f"blocks.{i}.ffn.fc3")
         if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the F hidden channels
             h = self.norm(h, f"blocks.{i}.ffn.inner_norm")
         return self.linear(h, f"blocks.{i}.ffn.fc2")
@@ -100,7 +118,8 @@ class TorchBlocks(torch.nn.Module):
 
 
 class TorchGPT(TorchBlocks):
-    """The GPT of docs/layers.md: token and position embeddings, the causal block stack, the head."""
+    """The GPT of docs/layers.md: token and (learned) position embeddings, the causal block
+    stack (RoPE in its attention with pos rope), the head."""
 
     def __init__(self, cfg, params):
         super().__init__(cfg, params, causal=True)
@@ -108,7 +127,10 @@ class TorchGPT(TorchBlocks):
     def forward(self, ids, targets):
         p, cfg = self.p, self.cfg
         T = ids.shape[1]
-        x = self.blocks(p["tok_emb.weight"][ids] + p["pos_emb.weight"][:T])
+        x = p["tok_emb.weight"][ids]
+        if cfg.get("pos", "learned") == "learned":
+            x = x + p["pos_emb.weight"][:T]
+        x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = x @ head.t()
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),

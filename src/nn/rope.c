@@ -1,0 +1,92 @@
+/* Rotary position embedding (RoPE; Su et al. 2021, "RoFormer", arXiv 2104.09864) as one op, in
+   llama2.c's convention (its run.c): in each head of HS channels, the adjacent pair
+   (x[2i], x[2i+1]), i < HS/2, is rotated by the angle p w_i at position p, w_i = theta^(-2i/HS):
+     y[2i]   = x[2i] cos(p w_i) - x[2i+1] sin(p w_i)
+     y[2i+1] = x[2i] sin(p w_i) + x[2i+1] cos(p w_i)
+   (HF transformers' LLaMA rotates the halves (x[i], x[i + HS/2]) instead: the same model up to a
+   permutation of each head's q and k channels.) x, y (B, T, W), W a multiple of HS (any number
+   of heads: q's NH or k's n_kv_head). The cos and sin come from a table computed once in double
+   for positions [0, n_pos); the op reads rows pos0 .. pos0 + T - 1 of it. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "nn.h"
+
+mt_status mt_rope_init(mt_rope *r, int n_pos, int HS, float theta, mt_err *err) {
+    r->cs = NULL;
+    if (n_pos < 1 || HS < 2 || HS % 2 || !(theta > 0))
+        return mt_errorf(err, MT_EINVAL, "rope: head size %d must be even (at least 2), theta "
+                         "%g > 0 and %d positions at least 1", HS, theta, n_pos);
+    r->n_pos = n_pos, r->HS = HS, r->theta = theta;
+    size_t half = (size_t)HS / 2;
+    r->cs = malloc((size_t)n_pos * half * 2 * sizeof *r->cs);
+    if (!r->cs) return mt_errorf(err, MT_ENOMEM, "out of memory for a RoPE table of %d positions",
+                                 n_pos);
+    for (size_t i = 0; i < half; i++) {
+        double w = pow((double)theta, -2.0 * (double)i / HS);
+        for (int p = 0; p < n_pos; p++) {
+            float *cs = r->cs + ((size_t)p * half + i) * 2;
+            cs[0] = (float)cos(p * w);
+            cs[1] = (float)sin(p * w);
+        }
+    }
+    return MT_OK;
+}
+
+void mt_rope_free(mt_rope *r) {
+    free(r->cs);
+    r->cs = NULL;
+}
+
+/* y (B T, W) = x rotated, sign = 1; or the inverse rotation (sign = -1) added into y: the
+   backward, dx[2i] += dy[2i] cos + dy[2i+1] sin, dx[2i+1] += -dy[2i] sin + dy[2i+1] cos (the
+   transpose of a rotation is the rotation by minus the angle). Row (b, t) is at position
+   pos0 + t. */
+static void rope_kernel(float *y, const float *x, const float *table, int rows, int T, int W,
+                        int HS, int pos0, float sign, bool acc) {
+    int half = HS / 2;
+    MT_PARALLEL_FOR((size_t)rows * W >= MT_PAR_MIN, for (int r = 0; r < rows; r++) {
+        const float *cs = table + (size_t)(pos0 + r % T) * half * 2;
+        const float *xr = x + (size_t)r * W;
+        float *yr = y + (size_t)r * W;
+        for (int h0 = 0; h0 < W; h0 += HS)
+            _Pragma("omp simd") for (int i = 0; i < half; i++) {
+                float c = cs[2 * i], s = sign * cs[2 * i + 1];
+                float a = xr[h0 + 2 * i], b = xr[h0 + 2 * i + 1];
+                float u = a * c - b * s, v = a * s + b * c;
+                if (acc) yr[h0 + 2 * i] += u, yr[h0 + 2 * i + 1] += v;
+                else yr[h0 + 2 * i] = u, yr[h0 + 2 * i + 1] = v;
+            }
+    });
+}
+
+/* in x; p the table; i[0] rows B T, i[1] T, i[2] W, i[3] HS, i[4] pos0 */
+static void rope_forward(mt_node *n) {
+    rope_kernel(n->out->data, n->in[0]->data, n->p, n->i[0], n->i[1], n->i[2], n->i[3], n->i[4],
+                1.0f, false);
+}
+
+static void rope_backward(mt_node *n) {
+    if (n->in[0]->grad)
+        rope_kernel(n->in[0]->grad, n->out->grad, n->p, n->i[0], n->i[1], n->i[2], n->i[3],
+                    n->i[4], -1.0f, true);
+}
+
+static const mt_op OP_ROPE = {"rope", rope_forward, rope_backward};
+
+mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0) {
+    char sx[64];
+    MT_ASSERT(x->ndim == 3 && x->shape[2] % r->HS == 0,
+              "rope: x %s must be (B, T, heads x %d)", mt_shape_str(x, sx, 64), r->HS);
+    int T = x->shape[1];
+    MT_ASSERT(pos0 >= 0 && pos0 + T <= r->n_pos, "rope: positions %d..%d, the table has %d",
+              pos0, pos0 + T - 1, r->n_pos);
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_ROPE, out, 1, (mt_tensor *[]){x});
+    n->p = r->cs;
+    int args[] = {x->shape[0] * T, T, x->shape[2], r->HS, pos0};
+    for (int i = 0; i < 5; i++) n->i[i] = args[i];
+    mt_node_run(c, n);
+    return out;
+}

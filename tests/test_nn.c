@@ -57,30 +57,56 @@ typedef struct {
     bool bias;
 } ffn_arg;
 
-/* in: x, w1, b1, w2, b2, or x, w1, w2 without biases */
+/* The inputs a case uses, of x, w1, b1, w2, b2, w3, b3 (in[0..6]): the biases only with bias,
+   w3 and b3 only with SwiGLU. Returns how many, written into out. */
+static int ffn_ins(const ffn_arg *a, mt_tensor **in, mt_tensor **out) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        bool b = i == 2 || i == 4 || i == 6, glu = i >= 5;
+        if ((!b || a->bias) && (!glu || a->act == MT_ACT_SWIGLU)) out[n++] = in[i];
+    }
+    return n;
+}
+
+/* in: ffn_ins' selection, back in the places of x, w1, b1, w2, b2, w3, b3 (NULL where unused) */
+static void ffn_unpack(const ffn_arg *a, mt_tensor **in, mt_tensor *t[7]) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        bool b = i == 2 || i == 4 || i == 6, glu = i >= 5;
+        t[i] = (!b || a->bias) && (!glu || a->act == MT_ACT_SWIGLU) ? in[n++] : NULL;
+    }
+}
+
 static mt_tensor *build_ffn(mt_ctx *c, mt_tensor **in, const void *arg) {
     const ffn_arg *a = arg;
-    if (!a->bias) return mt_ffn(c, in[0], in[1], NULL, in[2], NULL, a->act);
-    return mt_ffn(c, in[0], in[1], in[2], in[3], in[4], a->act);
+    mt_tensor *t[7];
+    ffn_unpack(a, in, t);
+    return mt_ffn(c, t[0], t[1], t[2], t[3], t[4], t[5], t[6], a->act);
 }
 
-/* The same as three ops: mt_linear, the activation op, mt_linear. */
+/* The same as separate ops: mt_linear, the activation op (SwiGLU: a second mt_linear and
+   mt_swiglu), mt_linear. */
 static mt_tensor *build_ffn_chain(mt_ctx *c, mt_tensor **in, const void *arg) {
     const ffn_arg *a = arg;
-    mt_tensor *w2 = in[a->bias ? 3 : 2];
-    mt_tensor *h = mt_activation(c, a->act, mt_linear(c, in[0], in[1], a->bias ? in[2] : NULL));
-    return mt_linear(c, h, w2, a->bias ? in[4] : NULL);
+    mt_tensor *t[7];
+    ffn_unpack(a, in, t);
+    mt_tensor *h = mt_linear(c, t[0], t[1], t[2]);
+    h = a->act == MT_ACT_SWIGLU ? mt_swiglu(c, h, mt_linear(c, t[0], t[5], t[6]))
+                                : mt_activation(c, a->act, h);
+    return mt_linear(c, h, t[3], t[4]);
 }
 
-/* x (B, T, C), w1 (F, C), b1 (F), w2 (C, F), b2 (C); weights scaled as an init would. Input i
-   requires grad when bit i of grads is set. */
-static void ffn_inputs(mt_rng *r, int B, int T, int C, int F, unsigned grads, mt_tensor *in[5]) {
+/* x (B, T, C), w1 (F, C), b1 (F), w2 (C, F), b2 (C), w3 (F, C), b3 (F); weights scaled as an
+   init would. Input i requires grad when bit i of grads is set. */
+static void ffn_inputs(mt_rng *r, int B, int T, int C, int F, unsigned grads, mt_tensor *in[7]) {
     float s1 = 1.0f / sqrtf((float)C), s2 = 1.0f / sqrtf((float)F);
     in[0] = test_tensor(r, 3, (int[]){B, T, C}, -2, 2, grads & 1);
     in[1] = test_tensor(r, 2, (int[]){F, C}, -s1, s1, grads & 2);
     in[2] = test_tensor(r, 1, &F, -0.5f, 0.5f, grads & 4);
     in[3] = test_tensor(r, 2, (int[]){C, F}, -s2, s2, grads & 8);
     in[4] = test_tensor(r, 1, &C, -0.5f, 0.5f, grads & 16);
+    in[5] = test_tensor(r, 2, (int[]){F, C}, -s1, s1, grads & 32);
+    in[6] = test_tensor(r, 1, &F, -0.5f, 0.5f, grads & 64);
 }
 
 /* Forward and backward from a fixed dy on a fresh arena; returns the arena's peak in bytes, sets
@@ -90,8 +116,10 @@ static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y
                       size_t *kept) {
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)64 << 20, 1, NULL) == MT_OK, "ffn test: no arena");
-    for (int i = 0; i < (a->bias ? 5 : 3); i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
-    mt_tensor *y = build(&c, in, a);
+    mt_tensor *used[7];
+    int n = ffn_ins(a, in, used);
+    for (int i = 0; i < n; i++) memset(used[i]->grad, 0, used[i]->n * sizeof(float));
+    mt_tensor *y = build(&c, used, a);
     *kept = c.arena.used;
     float *dy = mt_arena_floats(&c, y->n);
     for (size_t i = 0; i < y->n; i++) dy[i] = sinf(0.37f * (float)i);
@@ -105,52 +133,58 @@ static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y
 static void test_ffn(void) {
     mt_rng r;
     mt_rng_seed(&r, 23);
-    const mt_act acts[] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU};
-    mt_tensor *in[5];
+    enum { NA = 5 };
+    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU,
+                             MT_ACT_SWIGLU};
+    mt_tensor *in[7], *used[7];
 
     /* Finite differences, every activation with and without biases; C and F not multiples of
        16. ReLU's kink: a perturbation that moves some a = x W1^T + b1 across 0 breaks the
        central difference, so its step is smaller (and the tolerance with it). */
-    ffn_inputs(&r, 2, 5, 13, 21, 31, in);
-    for (int k = 0; k < 8; k++) {
+    ffn_inputs(&r, 2, 5, 13, 21, 127, in);
+    for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
         char name[48];
         snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act), a.bias ? "" : ", no bias");
         bool relu = a.act == MT_ACT_RELU;
-        gradcheck(name, build_ffn, &a, a.bias ? 5 : 3,
-                  a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]}, relu ? 1e-3 : 1e-2,
-                  relu ? 1e-2 : 1e-3);
+        int n = ffn_ins(&a, in, used);
+        gradcheck(name, build_ffn, &a, n, used, relu ? 1e-3 : 1e-2, relu ? 1e-2 : 1e-3);
     }
-    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+    for (int i = 0; i < 7; i++) test_tensor_free(in[i]);
 
     /* N x F = 160 x 103 >= MT_PAR_MIN: the OpenMP paths of the activation (forward, recompute,
-       derivative), fc1's bias and db1 loops, all on the way to b1's grad. Only b1 is perturbed:
-       each element costs two forwards, and a loaded machine makes every parallel region slow. */
-    ffn_inputs(&r, 2, 80, 5, 103, 4, in);
-    gradcheck("ffn[gelu, N F >= MT_PAR_MIN]", build_ffn, &(ffn_arg){MT_ACT_GELU, true}, 5, in,
-              1e-2, 1e-3);
-    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+       derivative), fc1's bias and db1 loops, all on the way to b1's grad (SwiGLU: b3's too).
+       Only the biases are perturbed: each element costs two forwards, and a loaded machine makes
+       every parallel region slow. */
+    ffn_inputs(&r, 2, 80, 5, 103, 4 | 64, in);
+    for (int k = 0; k < 2; k++) {
+        ffn_arg a = {k ? MT_ACT_SWIGLU : MT_ACT_GELU, true};
+        int n = ffn_ins(&a, in, used);
+        gradcheck(k ? "ffn[swiglu, N F >= MT_PAR_MIN]" : "ffn[gelu, N F >= MT_PAR_MIN]",
+                  build_ffn, &a, n, used, 1e-2, 1e-3);
+    }
+    for (int i = 0; i < 7; i++) test_tensor_free(in[i]);
 
     /* Against the unfused chain: y and every gradient. Memory: the forward keeps N x F floats
        less (h), and the peak of forward + backward is 2 N x F lower (the chain holds h, dh and
-       da at once, the fused op one N x F scratch buffer). */
+       da at once, the fused op one N x F scratch buffer; SwiGLU: a, g and h against a and g
+       kept, and dh, da, dg against two scratch buffers). */
     int B = 4, T = 64, C = 40, F = 100, N = B * T;
-    ffn_inputs(&r, B, T, C, F, 31, in);
+    ffn_inputs(&r, B, T, C, F, 127, in);
     float *y1 = malloc((size_t)N * C * sizeof(float)), *y2 = malloc((size_t)N * C * sizeof(float));
-    float *g1[5];
-    for (int i = 0; i < 5; i++) g1[i] = malloc(in[i]->n * sizeof(float));
-    for (int k = 0; k < 8; k++) {
+    float *g1[7];
+    for (int i = 0; i < 7; i++) g1[i] = malloc(in[0]->n * sizeof(float)); /* x is the largest */
+    for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
-        mt_tensor **ins = a.bias ? in : (mt_tensor *[]){in[0], in[1], in[3]};
-        size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, ins, y1, &kept1);
-        for (int i = 0; i < 5; i++) memcpy(g1[i], in[i]->grad, in[i]->n * sizeof(float));
-        size_t peak2 = ffn_run(build_ffn_chain, &a, ins, y2, &kept2);
+        int n = ffn_ins(&a, in, used);
+        size_t kept1, kept2, peak1 = ffn_run(build_ffn, &a, in, y1, &kept1);
+        for (int i = 0; i < n; i++) memcpy(g1[i], used[i]->grad, used[i]->n * sizeof(float));
+        size_t peak2 = ffn_run(build_ffn_chain, &a, in, y2, &kept2);
         const char *an = mt_enum_name(&MT_ACTS, a.act);
         CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g",
               an, a.bias, max_rel_err(y1, y2, (size_t)N * C));
-        for (int i = 0; i < 5; i++) {
-            if (!a.bias && (i == 2 || i == 4)) continue;
-            double e = max_rel_err(g1[i], in[i]->grad, in[i]->n);
+        for (int i = 0; i < n; i++) {
+            double e = max_rel_err(g1[i], used[i]->grad, used[i]->n);
             CHECK(e < 1e-6, "ffn %s bias %d: grad of input %d vs the chain: %g", an, a.bias, i, e);
         }
         size_t nf = (size_t)N * F * sizeof(float);
@@ -161,7 +195,7 @@ static void test_ffn(void) {
     }
     free(y1);
     free(y2);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         free(g1[i]);
         test_tensor_free(in[i]);
     }

@@ -10,8 +10,9 @@
 static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_GPT2] = {"gpt2", "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
     [MT_SCHEME_XAVIER] = {"xavier", "Xavier-normal"},
-    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1, fc2"},
-    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1, fc2"},
+    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
+    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
+                                  "fc2"},
     [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, else gpt2"},
 };
 static const mt_enum_item RMS_FORMS[] = {
@@ -29,7 +30,8 @@ mt_stack_config mt_stack_default(void) {
                              .placement = MT_PLACE_PRE,
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
-                             .act = MT_ACT_GELU};
+                             .act = MT_ACT_GELU,
+                             .ff_multiple = 32};
 }
 
 #define F(key, type, field, help, range, of) \
@@ -39,7 +41,10 @@ static const mt_cf_field FIELDS[] = {
       NULL),
     F("n_head", INT, n_head, "attention heads", "1..", NULL),
     F("n_embd", INT, n_embd, "channels", "1..", NULL),
-    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd", "0..", NULL),
+    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to ff-multiple)",
+      "0..", NULL),
+    F("ff_multiple", INT, ff_multiple, "swiglu: the default n-ff is a multiple of this", "1..",
+      NULL),
     F("norm", ENUM, norm.kind, "normalization", NULL, &MT_NORMS),
     F("norm_eps", FLOAT, norm.eps, "norm epsilon; -1: the norm's default", "-1..", NULL),
     F("prms_p", FLOAT, norm.prms_p, "pRMSNorm: fraction of channels the RMS is taken from",
@@ -99,9 +104,21 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          s->deepnorm_beta, s->subln_gain);
     mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
+    if (s->ff_multiple < 1)
+        return mt_errorf(err, MT_EINVAL, "config: ff_multiple = %d, must be at least 1 (LLaMA: "
+                         "256; mt's default 32)", s->ff_multiple);
     if (s->n_ff == 0 && s->n_embd > INT_MAX / 4)
         return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
                          "overflows an int; give n_ff", s->n_embd);
+    if (s->n_ff == 0 && s->act == MT_ACT_SWIGLU) { /* LLaMA: int(2 hidden / 3), rounded up */
+        long long h = 2LL * 4 * s->n_embd / 3, m = s->ff_multiple;
+        h = (h + m - 1) / m * m;
+        if (h > INT_MAX)
+            return mt_errorf(err, MT_EINVAL, "config: the SwiGLU n_ff of n_embd = %d rounded up "
+                             "to ff_multiple = %d overflows an int; give n_ff", s->n_embd,
+                             s->ff_multiple);
+        s->n_ff = (int)h;
+    }
     if (s->n_ff == 0) s->n_ff = 4 * s->n_embd;
     mt_err inner;
     if (mt_placement_inner_norm(s->placement) &&
@@ -156,6 +173,7 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
 
 double mt_stack_token_floats(const mt_stack_config *s) {
     double C = s->n_embd, F = s->n_ff, block = 16 * C + 4 * F;
+    if (s->act == MT_ACT_SWIGLU) block += 3 * F; /* g kept, and dg's scratch */
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
     return s->n_layer * block;

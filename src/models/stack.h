@@ -20,7 +20,8 @@ extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", 
 extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 
 typedef struct {
-    int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd */
+    int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd (SwiGLU: LLaMA's rule, ff_multiple) */
+    int ff_multiple;                   /* SwiGLU's default n_ff is rounded up to a multiple */
     mt_norm_cfg norm;
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
@@ -31,7 +32,8 @@ typedef struct {
     float dropout;
 } mt_stack_config;
 
-/* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout. */
+/* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout,
+   ff_multiple 32. */
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
@@ -39,7 +41,8 @@ mt_stack_config mt_stack_default(void);
 extern const mt_cf_table MT_STACK_FIELDS;
 
 /* Checks every field and resolves the derived ones, so that a validated config says exactly what
-   the model computes: n_ff (0: 4 n_embd), the norm's eps (its default as a number), DeepNorm's
+   the model computes: n_ff (0: 4 n_embd; with SwiGLU LLaMA's int(2 (4 n_embd) / 3) rounded up to
+   a multiple of ff_multiple, the same parameter count as the 4 n_embd of two matrices), the norm's eps (its default as a number), DeepNorm's
    alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
    decoder layers (the count arch does not have is ignored), init AUTO (deepnorm for the
    deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right

@@ -14,6 +14,7 @@ static const mt_enum_item ACTS[] = {
     [MT_ACT_GELU_ERF] = {"gelu_erf", "GELU, exact erf form"},
     [MT_ACT_RELU] = {"relu", NULL},
     [MT_ACT_SILU] = {"silu", "x sigmoid(x)"},
+    [MT_ACT_SWIGLU] = {"swiglu", "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
 };
 static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm"},
@@ -32,8 +33,9 @@ mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
     case MT_ACT_GELU_ERF: return mt_gelu_erf(c, x);
     case MT_ACT_RELU: return mt_relu(c, x);
     case MT_ACT_SILU: return mt_silu(c, x);
+    case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu */
     }
-    MT_ASSERT(0, "activation: unknown kind %d", (int)act);
+    MT_ASSERT(0, "activation: %d is not a unary activation", (int)act);
 }
 
 /* ---- DeepNorm -------------------------------------------------------------------------------- */
@@ -131,6 +133,9 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
     snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
     add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
+    f->fc3_w = f->fc3_b = -1;
+    snprintf(name, sizeof name, "%s.ffn.fc3", prefix); /* SwiGLU's gated branch: fc1's init */
+    if (cfg->act == MT_ACT_SWIGLU) add_linear(P, name, F, C, bias, init->fc1, &f->fc3_w, &f->fc3_b);
     snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
     add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
     snprintf(name, sizeof name, "%s.ffn.inner_norm", prefix);
@@ -183,12 +188,17 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
     if (mt_placement_inner_norm(cfg->placement)) { /* a norm between act and fc2: unfused */
-        mt_tensor *h = mt_activation(c, cfg->act, mt_param_linear(c, P, f->fc1_w, f->fc1_b, x));
+        mt_tensor *a = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
+        mt_tensor *h = cfg->act == MT_ACT_SWIGLU
+                           ? mt_swiglu(c, a, mt_param_linear(c, P, f->fc3_w, f->fc3_b, x))
+                           : mt_activation(c, cfg->act, a);
         h = mt_norm_tokens(c, &cfg->norm, P, &bp->ffn_inner, h);
         return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
     }
-    return mt_ffn(c, x, &P->t[f->fc1_w], f->fc1_b >= 0 ? &P->t[f->fc1_b] : NULL, &P->t[f->fc2_w],
-                  f->fc2_b >= 0 ? &P->t[f->fc2_b] : NULL, cfg->act);
+#define OPT(i) ((i) >= 0 ? &P->t[i] : NULL)
+    return mt_ffn(c, x, &P->t[f->fc1_w], OPT(f->fc1_b), &P->t[f->fc2_w], OPT(f->fc2_b),
+                  OPT(f->fc3_w), OPT(f->fc3_b), cfg->act);
+#undef OPT
 }
 
 /* ---- the residual placement: the one place it is decided -------------------------------------- */

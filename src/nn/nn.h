@@ -96,9 +96,11 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
 
 /* The FFN fc2(act(fc1(x))) as one fused op: y = act(x W1^T + b1) W2^T + b2, x (..., C),
    w1 (F, C), b1 (F) or NULL, w2 (C, F), b2 (C) or NULL -> (..., C). Keeps only x W1^T + b1 for
-   backward (which recomputes the activation), one N x F buffer instead of the chain's two. */
+   backward (which recomputes the activation), one N x F buffer instead of the chain's two.
+   act MT_ACT_SWIGLU (LLaMA's FFN): y = (silu(x W1^T + b1) * (x W3^T + b3)) W2^T + b2 with
+   w3 (F, C), b3 (F) or NULL; keeps the two N x F products. w3 and b3 are NULL for the others. */
 mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
-                  mt_tensor *b2, mt_act act);
+                  mt_tensor *b2, mt_tensor *w3, mt_tensor *b3, mt_act act);
 
 /* Multi-head scaled dot-product attention, one fused op: q, k, v (B, T, C), C = NH * HS, head h
    the channels [h HS, (h+1) HS). Per (b, h): softmax(q k^T / sqrt(HS), masked to s <= t when
@@ -129,7 +131,7 @@ void mt_rope_free(mt_rope *r);
 mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
-extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu" */
+extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri" */
 
 /* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
@@ -155,8 +157,8 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * Sub-LN:   x = x + F(N(x)), F with an inner norm before its output projection (final norm)
  * Peri-LN:  x = x + N_out(F(N(x)))  (final norm)
  * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
- * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))), and with Sub-LN
- * out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
+ * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
+ * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
 typedef struct {
     int C, F, n_head;   /* channels, FFN width, heads (divides C) */
     bool bias;          /* biases on every projection */
@@ -175,7 +177,7 @@ typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
 } mt_attn_params;
 typedef struct {
-    int fc1_w, fc1_b, fc2_w, fc2_b;
+    int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;
 typedef struct {
     mt_norm_params attn_norm, ffn_norm;
@@ -199,7 +201,7 @@ typedef struct {
 
 /* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias}, (Sub-LN)
    <prefix>.attn.inner_norm.*, (Peri-LN) <prefix>.attn_out_norm.*, <prefix>.ffn_norm.*,
-   <prefix>.ffn.{fc1,fc2}.{weight,bias}, (Sub-LN) <prefix>.ffn.inner_norm.*, (Peri-LN)
+   <prefix>.ffn.{fc1,fc2}.{weight,bias} (SwiGLU: fc3 too, fc1's init), (Sub-LN) <prefix>.ffn.inner_norm.*, (Peri-LN)
    <prefix>.ffn_out_norm.*; with cfg->cross, after the self-attention's, <prefix>.cross_attn_norm.*,
    <prefix>.cross_attn.{q,k,v,out}_proj.* (the self-attention's init stds) and their Sub-LN or
    Peri-LN norms as the self-attention's; biases initialised to 0, norms as their kind. */
@@ -246,7 +248,8 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
    out_proj(N_inner(y)) with Sub-LN. */
 mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                           const mt_block_params *bp, mt_tensor *y);
-/* fc2(act(fc1(x))), one mt_ffn; with Sub-LN fc2(N_inner(act(fc1(x)))) as four ops; arg unused. */
+/* fc2(act(fc1(x))), one mt_ffn; with Sub-LN fc2(N_inner(act(fc1(x)))) as four ops (SwiGLU:
+   act(fc1(x)) is silu(fc1(x)) fc3(x)); arg unused. */
 mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg);
 #endif

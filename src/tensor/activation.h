@@ -6,9 +6,16 @@
 
 #include "tensor.h"
 
-/* y (n) = F(x) */
+/* y (n) = F(x); act is not MT_ACT_SWIGLU (two inputs: below) */
 void mt_act_forward(mt_act act, float *y, const float *x, size_t n);
 /* dx (n) = dy * F'(x), or dx += dy * F'(x) when acc; dx may be dy (in place). */
 void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, size_t n, bool acc);
+
+/* h (n) = silu(a) g;  backward: da = dh g silu'(a), dg = dh silu(a), set or added (acc); a NULL
+   da or dg is skipped (acc only); da may be dh (in place). silu'(a) = s (1 + a (1 - s)),
+   s = sigmoid(a). */
+void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n);
+void mt_swiglu_backward(float *da, float *dg, const float *dh, const float *a, const float *g,
+                        size_t n, bool acc);
 
 #endif

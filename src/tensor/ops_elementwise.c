@@ -162,8 +162,9 @@ static inline float silu_df(float x) {
     case MT_ACT_GELU_ERF: ACT_LOOP(EXPR_OF(gelu_erf)) return;                                     \
     case MT_ACT_RELU: ACT_LOOP(EXPR_OF(relu)) return;                                             \
     case MT_ACT_SILU: ACT_LOOP(EXPR_OF(silu)) return;                                             \
+    case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu_forward */                                \
     }                                                                                             \
-    MT_ASSERT(0, "activation: unknown kind %d", (int)act);
+    MT_ASSERT(0, "activation: %d is not a unary activation", (int)act);
 #define ACT_Y(NAME) y[i] = NAME##_f(x[i])
 #define ACT_DX_SET(NAME) dx[i] = dy[i] * NAME##_df(x[i])
 #define ACT_DX_ADD(NAME) dx[i] += dy[i] * NAME##_df(x[i])
@@ -211,6 +212,55 @@ mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x) {
 }
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU, MT_ACT_RELU, x); }
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_SILU, MT_ACT_SILU, x); }
+
+/* ---- SwiGLU's gate: h = silu(a) g -------------------------------------------------------------- */
+
+void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n) {
+    MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) h[i] = silu_f(a[i]) * g[i];);
+}
+
+/* One loop per case, so that no select on acc or NULL sits inside one (the vectoriser). dh[i] is
+   read before da[i] is written: da may be dh. */
+// clang-format off
+#define SWIGLU_LOOP(DA, DG)                                                                       \
+    MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) {                        \
+        float s = mt_vsigmoidf(a[i]), d = dh[i];                                                  \
+        DA; DG;                                                                                   \
+    });
+// clang-format on
+void mt_swiglu_backward(float *da, float *dg, const float *dh, const float *a, const float *g,
+                        size_t n, bool acc) {
+    MT_ASSERT(acc || (da && dg), "swiglu backward: set needs both gradients");
+    if (!acc)
+        SWIGLU_LOOP(da[i] = d * g[i] * s * (1.0f + a[i] * (1.0f - s)), dg[i] = d * a[i] * s)
+    else if (da && dg)
+        SWIGLU_LOOP(da[i] += d * g[i] * s * (1.0f + a[i] * (1.0f - s)), dg[i] += d * a[i] * s)
+    else if (da)
+        SWIGLU_LOOP(da[i] += d * g[i] * s * (1.0f + a[i] * (1.0f - s)), (void)0)
+    else if (dg)
+        SWIGLU_LOOP((void)0, dg[i] += d * a[i] * s)
+}
+
+static void swiglu_forward(mt_node *n) {
+    mt_swiglu_forward(n->out->data, n->in[0]->data, n->in[1]->data, n->out->n);
+}
+
+static void swiglu_backward(mt_node *n) {
+    mt_swiglu_backward(n->in[0]->grad, n->in[1]->grad, n->out->grad, n->in[0]->data,
+                       n->in[1]->data, n->out->n, true);
+}
+
+static const mt_op OP_SWIGLU = {"swiglu", swiglu_forward, swiglu_backward};
+
+mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
+    char sa[64], sb[64];
+    MT_ASSERT(mt_same_shape(a, b), "swiglu: a %s and b %s must have one shape",
+              mt_shape_str(a, sa, 64), mt_shape_str(b, sb, 64));
+    mt_tensor *out = mt_tensor_like(c, a);
+    mt_node *n = mt_node_new(c, &OP_SWIGLU, out, 2, (mt_tensor *[]){a, b});
+    mt_node_run(c, n);
+    return out;
+}
 
 /* ---- dropout: y = x * m, m_i = 1/(1-p) with probability 1-p, else 0 (inverted dropout) --------
  * m_i is a function of (key, i): dropped when u_i < p, u_i = the top 24 bits of

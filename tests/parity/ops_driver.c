@@ -81,6 +81,11 @@ UNARY(relu)
 UNARY(silu)
 UNARY(softmax)
 
+static mt_tensor *b_swiglu(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_swiglu(c, x[0], x[1]);
+}
+
 /* x0 logits, x1 targets */
 static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n;
@@ -155,6 +160,7 @@ static const parity_op OPS[] = {
     {"relu", b_relu},
     {"silu", b_silu},
     {"softmax", b_softmax},
+    {"swiglu", b_swiglu},
     {"cross_entropy", b_cross_entropy},
     {"embedding", b_embedding},
     {"dropout", b_dropout},

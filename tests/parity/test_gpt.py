@@ -30,9 +30,20 @@ def norm_params(cfg):
     return []
 
 
+def n_ff(cfg):
+    """The FFN width: n_ff, or by default 4 n_embd, and for SwiGLU LLaMA's int(2 (4 n_embd) / 3)
+    rounded up to a multiple of ff_multiple (its ModelArgs.multiple_of)."""
+    if cfg["n_ff"]:
+        return cfg["n_ff"]
+    if cfg["act"] != "swiglu":
+        return 4 * cfg["n_embd"]
+    m = cfg.get("ff_multiple", 32)
+    return (int(2 * 4 * cfg["n_embd"] / 3) + m - 1) // m * m
+
+
 def param_shapes(cfg):
     """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
-    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"], cfg["n_layer"]
+    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg), cfg["n_layer"]
     KV = C // cfg["n_head"] * cfg.get("n_kv_head", cfg["n_head"])  # k_proj's, v_proj's outputs
     shapes = {"tok_emb.weight": ((V, C), "e")}
     if cfg.get("pos", "learned") == "learned":
@@ -150,7 +161,10 @@ for norm, opts in NORMS:
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.
 PIECES = [("rope", {"pos": "rope", "rope_theta": 10000.0}),
-          ("rope theta 7", {"pos": "rope", "rope_theta": 7.0})]
+          ("rope theta 7", {"pos": "rope", "rope_theta": 7.0}),
+          ("swiglu", {"act": "swiglu"}),
+          ("swiglu n_ff from the rule", {"act": "swiglu", "n_ff": 0, "ff_multiple": 8}),
+          ("rope swiglu", {"pos": "rope", "act": "swiglu", "bias": False})]
 for i, (what, opts) in enumerate(PIECES):
     for placement in ("pre", "post", "deepnorm", "subln", "peri"):
         cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 12, "n_vocab": 11,

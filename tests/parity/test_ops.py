@@ -123,6 +123,12 @@ for shape, sizes in [((3, 17), (5, 1, 11)), ((2, 5, 33), (16, 17)), ((1, 4), (1,
                 [a.split(sizes, -1)[-1], *a.split(sizes, -1)[:-1]], -1),
             parts=len(sizes), **{f"k{i}": k for i, k in enumerate(sizes)})
 
+# SwiGLU's gate silu(a) * b; each input alone requiring grad too (the op's one-sided backward)
+for shape in SHAPES:
+    for grad in ([True, True], [True, False], [False, True]):
+        compare(f"swiglu {shape} grad {grad}", "swiglu", [randn(*shape), randn(*shape)], grad,
+                lambda a, b: F.silu(a) * b)
+
 
 def rope(x, pos0, HS, theta):
     """RoPE written out (llama2.c's run.c): each head's adjacent pair (2i, 2i+1) turned by

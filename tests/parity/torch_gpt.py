@@ -79,7 +79,8 @@ class TorchBlocks(torch.nn.Module):
         k, v = (self.linear(x, pre + n).view(B, T, NKV, HS).transpose(1, 2)
                 .repeat_interleave(NH // NKV, dim=1) for n in ("k_proj", "v_proj"))
         if self.cfg.get("pos") == "rope":
-            q, k = rope(q, self.cfg["rope_theta"]), rope(k, self.cfg["rope_theta"])
+            theta = self.cfg.get("rope_theta", 10000.0)
+            q, k = rope(q, theta), rope(k, theta)
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))

@@ -80,6 +80,8 @@ static void test_gpt_checkpoints(void) {
     } configs[] = {
         {"rope_theta 0", "{\"rope_theta\": 0}", "rope_theta = 0, must be a finite number > 0"},
         {"pos unknown", "{\"pos\": \"alibi\"}", "alibi"},
+        {"n_kv_head not dividing n_head", "{\"n_kv_head\": 3}", "n_kv_head = 3 does not divide n_head = 2"},
+        {"ff_multiple 0", "{\"ff_multiple\": 0}", "ff_multiple = 0, must be at least 1"},
         {"config an array", "[1, 2]", "config: not a JSON object"},
         {"config a number", "7", "config: not a JSON object"},
         {"config not JSON", "{\"n_layer\": ", "config: not a JSON object"},

@@ -124,5 +124,32 @@ awk -F'[= ]' '{ exit !($10 > 1.5 * $6) }' "$T/score" || fail "bpe score: $(cat "
 train $BPE --vocab-size 256 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q -- "--vocab-size.*256.*from 257 to 65536" "$T/log" || fail "vocab 256: $(cat "$T/log")"
 
+# the LLaMA preset: the loss falls, the checkpoint holds the resolved pieces, the cache samples as
+# the full forward does; a flag given alongside keeps its value
+train $TINY --arch llama --n-kv-head 1 --steps 40 --out "$T/llama" || fail "llama: $(cat "$T/log")"
+grep -q "^model   llama, 2 layers, 2 heads (1 key-value), .*norm rms, .*pos rope, act swiglu, no bias" \
+    "$T/log" || fail "llama model line: $(grep ^model "$T/log")"
+awk -F, 'NR == 2 { a = $2 } END { exit !($2 < a - 0.8) }' "$T/llama/metrics.csv" ||
+    fail "llama: the loss did not fall: $(cut -d, -f1,2 "$T/llama/metrics.csv" | tr '\n' ' ')"
+infer --info "$T/llama/model.safetensors" >"$T/info"
+grep -q '"arch":"llama","pos":"rope","rope_theta":10000,' "$T/info" &&
+    grep -q '"n_kv_head":1,' "$T/info" && grep -q '"n_ff":96,' "$T/info" &&
+    grep -q '"norm":"rms",' "$T/info" && grep -q '"bias":false,"act":"swiglu"' "$T/info" ||
+    fail "llama config: $(cat "$T/info")"
+s1=$(infer --checkpoint "$T/llama/model.safetensors" --prompt "ROMEO:" --tokens 80 --seed 7)
+s2=$(infer --checkpoint "$T/llama/model.safetensors" --prompt "ROMEO:" --tokens 80 --seed 7 --no-cache)
+[ -n "$s1" ] && [ "$s1" = "$s2" ] || fail "llama: the cache changes the text"
+train $TINY --arch llama --norm scale --steps 5 --out "$T/llama2" &&
+    grep -q "^model   llama, .*norm scale, .*act swiglu" "$T/log" || fail "llama --norm scale: $(cat "$T/log")"
+# their bad values exit 2 and say what is accepted
+train $TINY --n-head 4 --n-kv-head 3 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "n_kv_head = 3 does not divide n_head = 4" "$T/log" || fail "n-kv-head 3: $(cat "$T/log")"
+train $TINY --pos rope --rope-theta 0 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "rope_theta = 0, must be a finite number > 0" "$T/log" || fail "rope-theta 0: $(cat "$T/log")"
+train $TINY --act swiglu --ff-multiple 0 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q -- "--ff-multiple.*0" "$T/log" || fail "ff-multiple 0: $(cat "$T/log")"
+train $TINY --arch mistral --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "is not one of gpt|llama" "$T/log" || fail "arch mistral: $(cat "$T/log")"
+
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -252,6 +252,10 @@ static void test_bad_config(void) {
     g = small(2, 2, MT_PLACE_PRE);
     g.stack.norm.kind = MT_NORM_BN;
     CHECK(mt_encdec_config_validate(&g, &e) == MT_EINVAL, "BatchNorm refused");
+    g = small(2, 2, MT_PLACE_PRE);
+    g.stack.n_kv_head = 1;
+    CHECK(mt_encdec_config_validate(&g, &e) == MT_EINVAL && strstr(e.msg, "no grouped-query"),
+          "grouped-query attention refused: %s", e.msg);
     g = small(2, 2, MT_PLACE_DEEPNORM);
     g.dec_deepnorm_alpha = 2.5f;
     CHECK(mt_encdec_config_validate(&g, &e) == MT_OK && g.dec_deepnorm_alpha == 2.5f,

@@ -15,7 +15,7 @@ static bool ends_with(const char *s, const char *suffix) {
 static double expected_std(const mt_gpt_config *g, const char *name, int fan_out, int fan_in) {
     double xavier = sqrt(2.0 / (fan_in + fan_out));
     bool resid = strstr(name, "out_proj") || strstr(name, "fc2");
-    bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1");
+    bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1") || strstr(name, "fc3");
     if (strstr(name, "_emb.")) return g->emb_std;
     switch (g->stack.init) {
     case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->stack.n_layer) : 0.02;
@@ -42,12 +42,19 @@ static void test_init(void) {
                  {MT_PLACE_SUBLN, MT_SCHEME_AUTO, MT_SCHEME_SUBLN},
                  {MT_PLACE_PERI, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
                  {MT_PLACE_SUBLN, MT_SCHEME_GPT2, MT_SCHEME_GPT2},
-                 {MT_PLACE_PRE, MT_SCHEME_SUBLN, MT_SCHEME_SUBLN}};
-    for (int k = 0; k < 8; k++) {
+                 {MT_PLACE_PRE, MT_SCHEME_SUBLN, MT_SCHEME_SUBLN},
+                 /* with SwiGLU's fc3 (fc1's std) and 1 or 2 key-value heads of 4 (k_proj and
+                    v_proj of fan_out 16 or 32): */
+                 {MT_PLACE_DEEPNORM, MT_SCHEME_AUTO, MT_SCHEME_DEEPNORM},
+                 {MT_PLACE_SUBLN, MT_SCHEME_AUTO, MT_SCHEME_SUBLN},
+                 {MT_PLACE_POST, MT_SCHEME_XAVIER, MT_SCHEME_XAVIER},
+                 {MT_PLACE_PRE, MT_SCHEME_GPT2, MT_SCHEME_GPT2}};
+    for (int k = 0; k < 12; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 3, g.stack.n_head = 4, g.stack.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
         g.stack.placement = cases[k].placement, g.stack.init = cases[k].init, g.tied = false;
         if (k == 1) g.emb_std = 1.0f; /* the pilot's embeddings */
+        if (k >= 8) g.stack.act = MT_ACT_SWIGLU, g.stack.n_kv_head = 1 + k % 2;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
@@ -79,7 +86,14 @@ static void test_init(void) {
                 CHECK(mean == 0 && std == 0, "%s: biases must start at 0", e->name);
             }
         }
-        CHECK(matrices == 3 + 6 * g.stack.n_layer, "%d matrices checked", matrices);
+        int per_block = g.stack.act == MT_ACT_SWIGLU ? 7 : 6;
+        CHECK(matrices == 3 + per_block * g.stack.n_layer, "%d matrices checked", matrices);
+        if (k >= 8) {
+            int kp = mt_params_find(&m.P, "blocks.0.attn.k_proj.weight");
+            CHECK(kp >= 0 && m.P.p[kp].shape[0] == 16 * g.stack.n_kv_head &&
+                      m.P.p[kp].shape[1] == 64 && mt_params_find(&m.P, "pos_emb.weight") >= 0,
+                  "k_proj (n_kv_head HS, C) with %d key-value heads", g.stack.n_kv_head);
+        }
         mt_gpt_free(&m);
     }
 }
@@ -103,11 +117,13 @@ static void test_gradcheck(void) {
     mt_rng_seed(&r, 7);
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 7), targets[i] = (i * 3) % 7;
     targets[4] = -1; /* ignored */
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 9; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.stack.n_ff = 12;
         g.stack.placement = (mt_placement)(k % MT_PLACEMENTS.n), g.stack.init = MT_SCHEME_XAVIER;
         g.tied = k != 3, g.stack.bias = k != 3;
+        if (k >= 6) /* the LLaMA pieces: RoPE, SwiGLU, one key-value head of 2 */
+            g.arch = MT_ARCH_LLAMA, g.stack.n_kv_head = 1, g.rope_theta = k == 8 ? 3.0f : 1e4f;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
@@ -117,9 +133,10 @@ static void test_gradcheck(void) {
         for (int i = 0; i < m.P.n; i++) in[i] = &m.P.t[i];
         gpt_arg a = {&m, ids, targets, B, T};
         char name[64];
-        snprintf(name, sizeof name, "gpt %s%s", mt_enum_name(&MT_PLACEMENTS, g.stack.placement),
-                 k == 3 ? " untied no-bias" : "");
-        gradcheck(name, build_gpt_loss, &a, m.P.n, in, 1e-2, 5e-3);
+        snprintf(name, sizeof name, "gpt %s%s%s", mt_enum_name(&MT_PLACEMENTS, g.stack.placement),
+                 k == 3 ? " untied no-bias" : "", k >= 6 ? " llama gqa" : "");
+        /* RMSNorm and SwiGLU curve more: a smaller step */
+        gradcheck(name, build_gpt_loss, &a, m.P.n, in, k >= 6 ? 3e-3 : 1e-2, 5e-3);
         free(in);
         mt_gpt_free(&m);
     }
@@ -171,11 +188,14 @@ static void test_json(void) {
     g.stack.subln_gain = 1.5f;
     g.stack.init = MT_SCHEME_XAVIER, g.tied = false, g.stack.bias = false, g.stack.act = MT_ACT_SILU;
     g.stack.dropout = 0.1f;
+    g.arch = MT_ARCH_LLAMA, g.pos = MT_POS_ROPE, g.rope_theta = 5e5f, g.stack.n_kv_head = 1;
+    g.stack.ff_multiple = 64;
     char *json = mt_cf_to_json(mt_gpt_type.fields, &g);
     const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
                           "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
                           "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init", "tied",
-                          "bias", "act", "dropout"};
+                          "bias", "act", "dropout", "arch", "pos", "rope_theta", "n_kv_head",
+                          "ff_multiple"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char q[64];
         snprintf(q, sizeof q, "\"%s\":", keys[i]);
@@ -195,6 +215,9 @@ static void test_json(void) {
               h.stack.deepnorm_beta == 0.3f && h.stack.subln_gain == 1.5f && h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
               h.stack.act == MT_ACT_SILU && h.stack.dropout == 0.1f,
           "placement, init, head, act, dropout round trip");
+    CHECK(h.arch == MT_ARCH_LLAMA && h.pos == MT_POS_ROPE && h.rope_theta == 5e5f &&
+              h.stack.n_kv_head == 1 && h.stack.ff_multiple == 64,
+          "arch, pos, rope_theta, n_kv_head, ff_multiple round trip");
     free(json);
 }
 
@@ -260,6 +283,64 @@ static void test_bad_config(void) {
     expect_json_error("{\"tied\": 1}", "tied");
     expect_json_error("[1, 2]", "JSON object");
     expect_json_error("{\"n_embd\": 30, \"n_head\": 4}", "n_head");
+    /* the LLaMA pieces' bad values */
+    h = g, h.stack.n_kv_head = 3;
+    expect_error(&h, "n_kv_head = 3 does not divide n_head = 4");
+    h = g, h.stack.n_kv_head = -1;
+    expect_error(&h, "n_kv_head = -1");
+    h = g, h.stack.ff_multiple = 0;
+    expect_error(&h, "ff_multiple = 0, must be at least 1");
+    h = g, h.rope_theta = 0;
+    expect_error(&h, "rope_theta = 0, must be a finite number > 0");
+    h = g, h.pos = MT_POS_ROPE, h.stack.n_embd = 12, h.stack.n_head = 4;
+    expect_error(&h, "head size n_embd / n_head = 12 / 4 = 3 must be even");
+    expect_json_error("{\"arch\": \"mistral\"}", "gpt, llama");
+    expect_json_error("{\"pos\": \"alibi\"}", "learned, rope");
+}
+
+/* arch llama resolves in validation into the fields the checkpoint stores; a piece given another
+   value than the GPT's default keeps it; the resolved config validates to itself; n_ff by
+   LLaMA's rule; n_kv_head 0 is n_head. */
+static void test_arch(void) {
+    mt_gpt_config g = mt_gpt_config_default(), h;
+    mt_err err;
+    g.arch = MT_ARCH_LLAMA;
+    h = g;
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK, "llama: %s", err.msg);
+    CHECK(h.pos == MT_POS_ROPE && h.stack.act == MT_ACT_SWIGLU && h.stack.norm.kind == MT_NORM_RMS &&
+              h.stack.norm.rms_form == MT_RMS_LLAMA && h.stack.norm.eps == 1e-5f && !h.stack.bias &&
+              h.tied && h.rope_theta == 10000.0f && h.stack.n_kv_head == h.stack.n_head,
+          "llama resolves to rope, swiglu, rms (llama form, eps 1e-5), no bias, tied");
+    /* n_embd 64: int(2 * 256 / 3) = 170, up to a multiple of 32: 192 */
+    CHECK(h.stack.n_ff == 192, "llama n_ff %d, want 192", h.stack.n_ff);
+    mt_gpt_config again = h;
+    CHECK(mt_gpt_config_validate(&again, &err) == MT_OK && !memcmp(&again, &h, sizeof h),
+          "a resolved llama config validates to itself");
+    h = g, h.stack.ff_multiple = 256, h.stack.n_embd = 4096, h.stack.n_head = 32;
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.stack.n_ff == 11008,
+          "LLaMA-7B's n_ff: %d, want 11008", h.stack.n_ff);
+    /* explicit pieces other than the GPT's defaults stay */
+    h = g, h.stack.norm.kind = MT_NORM_SCALE, h.stack.act = MT_ACT_SILU, h.stack.n_ff = 100;
+    h.tied = false;
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.stack.norm.kind == MT_NORM_SCALE &&
+              h.stack.act == MT_ACT_SILU && h.stack.n_ff == 100 && !h.tied &&
+              h.pos == MT_POS_ROPE && !h.stack.bias,
+          "llama with --norm scale --act silu --n-ff 100 --untie keeps them");
+    /* arch gpt: nothing changes */
+    h = mt_gpt_config_default();
+    CHECK(mt_gpt_config_validate(&h, &err) == MT_OK && h.pos == MT_POS_LEARNED &&
+              h.stack.act == MT_ACT_GELU && h.stack.norm.kind == MT_NORM_LN && h.stack.bias,
+          "gpt keeps learned positions, GELU, LayerNorm, biases");
+    /* the model: no pos_emb with RoPE, fc3 with SwiGLU, no biases */
+    mt_gpt m;
+    h = g, h.stack.n_kv_head = 2;
+    CHECK(mt_gpt_build(&m, &h, &err) == MT_OK, "build llama: %s", err.msg);
+    CHECK(mt_params_find(&m.P, "pos_emb.weight") < 0 &&
+              mt_params_find(&m.P, "blocks.3.ffn.fc3.weight") >= 0 &&
+              mt_params_find(&m.P, "blocks.0.attn.q_proj.bias") < 0 &&
+              m.P.p[mt_params_find(&m.P, "blocks.1.attn.v_proj.weight")].shape[0] == 32,
+          "llama's tensors: no pos_emb, fc3, no biases, v_proj (2 x 16, 64)");
+    mt_gpt_free(&m);
 }
 
 int main(void) {
@@ -268,5 +349,6 @@ int main(void) {
     test_deterministic();
     test_json();
     test_bad_config();
+    test_arch();
     return check_finish("test_gpt");
 }

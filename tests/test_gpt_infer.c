@@ -1,5 +1,6 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
-   across the window's slides, for each placement; token sampling. */
+   across the window's slides, for each placement, with RoPE, grouped-query attention and the
+   LLaMA preset; token sampling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,11 @@ int main(void) {
     /* RoPE: the cached keys rotated at their own positions, across the slides too */
     test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"pos\": \"rope\"}");
     test_cache(MT_PLACE_POST, MT_NORM_LN, "{\"pos\": \"rope\", \"rope_theta\": 5}");
+    /* grouped-query attention: the cache holds n_kv_head heads */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"n_head\": 4, \"n_kv_head\": 2}");
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"pos\": \"rope\", \"n_head\": 4, \"n_kv_head\": 1}");
+    test_cache(MT_PLACE_SUBLN, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 4, \"n_kv_head\": 2}");
+    test_cache(MT_PLACE_PERI, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 2, \"n_kv_head\": 1}");
     test_sampling();
     return check_finish("test_gpt_infer");
 }

@@ -212,18 +212,21 @@ static mt_tensor *build_attention(mt_ctx *c, mt_tensor **in, const void *arg) {
     return mt_attention(c, in[0], in[1], in[2], a->n_head, a->causal);
 }
 
-/* The textbook loops, in double: out[b,t,h] = sum_s P_ts v[b,s,h], P = softmax_s(q.k / sqrt(HS));
-   with dy, the gradients dq, dk, dv (each (B, T, C)) of sum(dy * out):
+/* The textbook loops, in double: out[b,t,h] = sum_s P_ts v[b,s,g], P = softmax_s(q.k / sqrt(HS)),
+   k and v (B, T, KC) of KC / HS heads, head h reading key-value head g = h / (NH HS / KC);
+   with dy, the gradients dq (B, T, C), dk, dv (B, T, KC) of sum(dy * out):
    dv_s = sum_t P_ts dy_t, dP_ts = dy_t . v_s, dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
    dq_t = sum_s dS_ts k_s / sqrt(HS), dk_s = sum_t dS_ts q_t / sqrt(HS). */
 static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int NH,
                           bool causal, float *out, const float *dy, float *dq, float *dk,
                           float *dv) {
-    int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH;
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH, KC = k->shape[2];
+    int G = NH / (KC / HS);
     double *p = malloc((size_t)T * T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
-    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, q->n * sizeof(float)),
-            memset(dv, 0, q->n * sizeof(float));
+    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, k->n * sizeof(float)),
+            memset(dv, 0, k->n * sizeof(float));
 #define AT(x, t, i) ((x)[((size_t)b * T + (t)) * C + h * HS + (i)])
+#define KV(x, t, i) ((x)[((size_t)b * T + (t)) * KC + h / G * HS + (i)])
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
@@ -231,7 +234,7 @@ static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tenso
                 for (int s = 0; s < T; s++) {
                     double dot = 0;
                     for (int i = 0; i < HS; i++)
-                        dot += (double)AT(q->data, t, i) * AT(k->data, s, i);
+                        dot += (double)AT(q->data, t, i) * KV(k->data, s, i);
                     pt[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
                     if (pt[s] > m) m = pt[s];
                 }
@@ -239,33 +242,35 @@ static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tenso
                 for (int s = 0; s < T; s++) pt[s] /= sum;
                 for (int i = 0; i < HS; i++) {
                     double o = 0;
-                    for (int s = 0; s < T; s++) o += pt[s] * AT(v->data, s, i);
+                    for (int s = 0; s < T; s++) o += pt[s] * KV(v->data, s, i);
                     AT(out, t, i) = (float)o;
                 }
                 if (!dy) continue;
                 double rowdot = 0;
                 for (int s = 0; s < T; s++) {
                     dp[s] = 0;
-                    for (int i = 0; i < HS; i++) dp[s] += (double)AT(dy, t, i) * AT(v->data, s, i);
+                    for (int i = 0; i < HS; i++) dp[s] += (double)AT(dy, t, i) * KV(v->data, s, i);
                     rowdot += pt[s] * dp[s];
                 }
                 for (int s = 0; s < T; s++) {
                     double ds = pt[s] * (dp[s] - rowdot) / sqrt((double)HS);
                     for (int i = 0; i < HS; i++) {
-                        AT(dv, s, i) += (float)(pt[s] * AT(dy, t, i));
-                        AT(dq, t, i) += (float)(ds * AT(k->data, s, i));
-                        AT(dk, s, i) += (float)(ds * AT(q->data, t, i));
+                        KV(dv, s, i) += (float)(pt[s] * AT(dy, t, i));
+                        AT(dq, t, i) += (float)(ds * KV(k->data, s, i));
+                        KV(dk, s, i) += (float)(ds * AT(q->data, t, i));
                     }
                 }
             }
 #undef AT
+#undef KV
     free(p);
     free(dp);
 }
 
 /* Both ways mt runs a head: register tiles (HS a multiple of 16, T <= 512) and strided sgemm
    (the rest), causal and not, T not a multiple of the tiles (8 rows, 16 or 32 keys), one head of
-   one batch, against the loops above (output and gradients) and by finite differences. */
+   one batch, against the loops above (output and gradients) and by finite differences; with
+   grouped-query attention (NKV key-value heads of NH) on both paths. */
 static void test_attention(void) {
     mt_rng r;
     mt_rng_seed(&r, 12);
@@ -274,27 +279,34 @@ static void test_attention(void) {
     struct {
         int B, T, C, NH;
         bool gradcheck;
+        int NKV; /* 0: NH */
     } cases[] = {/* sgemm path: HS 2, 4, 4, 8, 2, 4; T 520 > 512 */
-                 {1, 1, 4, 2, true}, {2, 5, 8, 2, true}, {2, 19, 12, 3, true}, {1, 16, 8, 1, true},
-                 {1, 41, 4, 2, true}, {3, 37, 16, 4, false}, {1, 520, 32, 2, false},
+                 {1, 1, 4, 2, true, 0}, {2, 5, 8, 2, true, 0}, {2, 19, 12, 3, true, 0}, {1, 16, 8, 1, true, 0},
+                 {1, 41, 4, 2, true, 0}, {3, 37, 16, 4, false, 0}, {1, 520, 32, 2, false, 0},
                  /* register tiles: HS 16, 32, 48, 16, 32, 32, 16 */
-                 {1, 1, 16, 1, true}, {2, 19, 32, 1, true}, {1, 37, 48, 1, false},
-                 {4, 64, 64, 4, false}, {2, 128, 64, 2, false}, {3, 71, 96, 3, false},
-                 {1, 150, 32, 2, false}};
+                 {1, 1, 16, 1, true, 0}, {2, 19, 32, 1, true, 0}, {1, 37, 48, 1, false, 0},
+                 {4, 64, 64, 4, false, 0}, {2, 128, 64, 2, false, 0}, {3, 71, 96, 3, false, 0},
+                 {1, 150, 32, 2, false, 0},
+                 /* grouped-query: sgemm path (HS 2, 4, 4), register tiles (HS 16, 32) */
+                 {2, 7, 8, 4, true, 2}, {1, 9, 16, 4, true, 1}, {3, 37, 24, 6, false, 2},
+                 {2, 19, 64, 4, true, 2}, {2, 70, 128, 4, false, 1}, {1, 520, 32, 2, false, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int causal = 0; causal < 2; causal++) {
+            int NH = cases[k].NH, NKV = cases[k].NKV ? cases[k].NKV : NH;
             int shape[] = {cases[k].B, cases[k].T, cases[k].C};
-            attn_arg a = {cases[k].NH, causal};
+            int kvshape[] = {cases[k].B, cases[k].T, cases[k].C / NH * NKV};
+            attn_arg a = {NH, causal};
             mt_tensor *q = test_tensor(&r, 3, shape, -2, 2, true);
-            mt_tensor *kk = test_tensor(&r, 3, shape, -2, 2, true);
-            mt_tensor *v = test_tensor(&r, 3, shape, -1, 1, true);
+            mt_tensor *kk = test_tensor(&r, 3, kvshape, -2, 2, true);
+            mt_tensor *v = test_tensor(&r, 3, kvshape, -1, 1, true);
             mt_tensor *dy = test_tensor(&r, 3, shape, -1, 1, false);
-            size_t n = q->n;
-            float *ref = malloc(4 * n * sizeof(float)), *g[3] = {ref + n, ref + 2 * n, ref + 3 * n};
+            size_t n = q->n, nkv = kk->n;
+            float *ref = malloc((2 * n + 2 * nkv) * sizeof(float));
+            float *g[3] = {ref + n, ref + 2 * n, ref + 2 * n + nkv};
             ref_attention(q, kk, v, a.n_head, causal, ref, dy->data, g[0], g[1], g[2]);
             mt_ctx_reset(&c);
             mt_tensor *in[3] = {q, kk, v};
-            for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, n * sizeof(float));
+            for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
             c.grad_enabled = false; /* not recorded: the register-tile path keeps no exp(S - m) */
             mt_tensor *y = mt_attention(&c, q, kk, v, a.n_head, causal);
             c.grad_enabled = true;
@@ -308,7 +320,7 @@ static void test_attention(void) {
             CHECK(e < 1e-5, "attention case %zu causal %d vs naive: %g", k, causal, e);
             mt_backward_from(&c, y, dy->data);
             for (int i = 0; i < 3; i++) {
-                e = max_rel_err(in[i]->grad, g[i], n);
+                e = max_rel_err(in[i]->grad, g[i], in[i]->n);
                 CHECK(e < 1e-5, "attention case %zu causal %d: d%s vs naive: %g", k, causal,
                       (const char *[]){"q", "k", "v"}[i], e);
             }

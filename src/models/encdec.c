@@ -53,6 +53,10 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
+    if (cfg->stack.n_kv_head != cfg->stack.n_head)
+        return mt_errorf(err, MT_EINVAL, "config: n_kv_head = %d: the encoder-decoder's "
+                         "attention has no grouped-query form; give n_kv_head = n_head = %d or 0",
+                         cfg->stack.n_kv_head, cfg->stack.n_head);
     float a, b;
     mt_deepnorm_constants(MT_DEEPNORM_ENCDEC_DECODER, cfg->enc_layers, cfg->dec_layers, &a, &b);
     if (!(cfg->dec_deepnorm_alpha > 0)) cfg->dec_deepnorm_alpha = a;

@@ -30,6 +30,17 @@ mt_gpt_config mt_gpt_config_default(void) {
                            .pos = MT_POS_LEARNED, .rope_theta = 10000.0f};
 }
 
+/* arch llama: each piece of the preset where the field still holds the GPT default (a flag
+   given another value keeps it); idempotent, so a validated config validates to itself. */
+static void apply_arch(mt_gpt_config *cfg) {
+    if (cfg->arch != MT_ARCH_LLAMA) return;
+    mt_stack_config *s = &cfg->stack;
+    if (cfg->pos == MT_POS_LEARNED) cfg->pos = MT_POS_ROPE;
+    if (s->act == MT_ACT_GELU) s->act = MT_ACT_SWIGLU;
+    if (s->norm.kind == MT_NORM_LN) s->norm.kind = MT_NORM_RMS; /* rms_form llama by default */
+    s->bias = false; /* true is the GPT's default */
+}
+
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (cfg->n_ctx < 1 || cfg->n_vocab < 1)
         return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1",
@@ -45,6 +56,7 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (!(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
         return mt_errorf(err, MT_EINVAL, "config: rope_theta = %g, must be a finite number > 0 "
                          "(LLaMA's: 10000)", cfg->rope_theta);
+    apply_arch(cfg);
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0,
                                      cfg->stack.n_layer, true, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
@@ -324,10 +336,14 @@ static mt_status config_validate(void *cfg, mt_err *err) {
 static void config_describe(const void *cfgp, char *buf, size_t len) {
     const mt_gpt_config *g = cfgp;
     const mt_stack_config *s = &g->stack;
-    snprintf(buf, len, "gpt, %d layers, %d heads, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
-             "placement %s, init %s", s->n_layer, s->n_head, s->n_embd, s->n_ff, g->n_ctx,
+    char kv[32] = "";
+    if (s->n_kv_head != s->n_head) snprintf(kv, sizeof kv, " (%d key-value)", s->n_kv_head);
+    snprintf(buf, len, "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
+             "placement %s, init %s, pos %s, act %s%s", mt_enum_name(&MT_GPT_ARCHS, g->arch),
+             s->n_layer, s->n_head, kv, s->n_embd, s->n_ff, g->n_ctx,
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
-             mt_enum_name(&MT_INIT_SCHEMES, s->init));
+             mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
+             mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
 }
 
 static double activation_bytes(const void *cfg, int B, bool training) {

@@ -11,8 +11,9 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
     memset(kv, 0, sizeof *kv);
     kv->m = m;
     kv->no_cache = no_cache;
-    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)m->cfg.stack.n_embd;
-    size_t L = (size_t)m->cfg.stack.n_layer;
+    const mt_stack_config *sc = &m->cfg.stack;
+    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)(sc->n_embd / sc->n_head * sc->n_kv_head);
+    size_t L = (size_t)sc->n_layer; /* C: the keys' and values' channels */
     kv->ids = malloc(T * sizeof *kv->ids);
     kv->k = malloc(L * T * C * sizeof *kv->k);
     kv->v = malloc(L * T * C * sizeof *kv->v);
@@ -46,31 +47,34 @@ typedef struct {
     int layer, pos0;
 } cached_attn_arg;
 
-/* The attention sublayer over the cache: q, k, v of the n new tokens (1, n, C); their k and v
-   are stored at rows pos0.. of the layer's cache; per head h, S (n, L) = Q_h K_h^T / sqrt(HS)
-   masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_h; then the output projection
-   (mt_attn_output: with Sub-LN's inner norm). As mt_attention, without the tape. */
+/* The attention sublayer over the cache: q (1, n, C), k, v (1, n, KC) of the n new tokens (with
+   RoPE, q and k rotated at their positions pos0..); their k and v are stored at rows pos0.. of
+   the layer's cache (T, KC); per head h, g = h / (NH / NKV) its key-value head,
+   S (n, L) = Q_h K_g^T / sqrt(HS) masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_g;
+   then the output projection (mt_attn_output: with Sub-LN's inner norm). As mt_attention,
+   without the tape. */
 static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                               const mt_block_params *bp, mt_tensor *x, void *argp) {
     cached_attn_arg *arg = argp;
     const mt_attn_params *a = &bp->attn;
     int n = x->shape[1], C = cfg->C, NH = cfg->n_head, HS = C / NH, pos0 = arg->pos0;
+    int KC = HS * cfg->n_kv_head, G = NH / cfg->n_kv_head;
     int L = pos0 + n, T = arg->kv->m->cfg.n_ctx;
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) /* each new token at its own position; the cached keys keep theirs */
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
-    size_t layer = (size_t)arg->layer * T * C;
+    size_t layer = (size_t)arg->layer * T * KC;
     float *K = arg->kv->k + layer, *V = arg->kv->v + layer;
-    memcpy(K + (size_t)pos0 * C, k->data, (size_t)n * C * sizeof(float));
-    memcpy(V + (size_t)pos0 * C, v->data, (size_t)n * C * sizeof(float));
+    memcpy(K + (size_t)pos0 * KC, k->data, (size_t)n * KC * sizeof(float));
+    memcpy(V + (size_t)pos0 * KC, v->data, (size_t)n * KC * sizeof(float));
     mt_tensor *y = mt_tensor_new(c, 3, (int[]){1, n, C});
     float *S = mt_arena_floats(c, (size_t)NH * n * L);
     MT_PARALLEL_FOR((size_t)NH * n * L >= MT_PAR_MIN, for (int h = 0; h < NH; h++) {
         float *Sh = S + (size_t)h * n * L;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, HS, 1.0f / sqrtf((float)HS),
-                    q->data + h * HS, C, K + h * HS, C, 0.0f, Sh, L);
+                    q->data + h * HS, C, K + h / G * HS, KC, 0.0f, Sh, L);
         for (int t = 0; t < n; t++) {
             float *row = Sh + (size_t)t * L, mx = -INFINITY, sum = 0;
             int last = pos0 + t; /* causal: keys 0..last */
@@ -79,8 +83,8 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
             for (int j = 0; j <= last; j++) row[j] /= sum;
             for (int j = last + 1; j < L; j++) row[j] = 0;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L, V + h * HS,
-                    C, 0.0f, y->data + h * HS, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L,
+                    V + h / G * HS, KC, 0.0f, y->data + h * HS, C);
     });
     return mt_attn_output(c, cfg, P, bp, y);
 }

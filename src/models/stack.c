@@ -40,6 +40,8 @@ static const mt_cf_field FIELDS[] = {
     F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
       NULL),
     F("n_head", INT, n_head, "attention heads", "1..", NULL),
+    F("n_kv_head", INT, n_kv_head, "key-value heads (grouped-query attention), divides n-head; "
+      "0: n-head", "0..", NULL),
     F("n_embd", INT, n_embd, "channels", "1..", NULL),
     F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to ff-multiple)",
       "0..", NULL),
@@ -84,6 +86,11 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "config: n_head = %d does not divide n_embd = %d (each head gets "
                          "n_embd / n_head channels)",
                          s->n_head, s->n_embd);
+    if (s->n_kv_head < 0 || (s->n_kv_head > 0 && s->n_head % s->n_kv_head))
+        return mt_errorf(err, MT_EINVAL, "config: n_kv_head = %d does not divide n_head = %d "
+                         "(each key-value head serves n_head / n_kv_head query heads; 0: n_head)",
+                         s->n_kv_head, s->n_head);
+    if (s->n_kv_head == 0) s->n_kv_head = s->n_head;
     if (s->n_ff < 0)
         return mt_errorf(err, MT_EINVAL, "config: n_ff = %d, must be at least 1 (0: 4 n_embd)",
                          s->n_ff);
@@ -143,6 +150,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
     return (mt_block_cfg){.C = s->n_embd,
                           .F = s->n_ff,
                           .n_head = s->n_head,
+                          .n_kv_head = s->n_kv_head,
                           .bias = s->bias,
                           .causal = causal,
                           .norm = s->norm,
@@ -153,19 +161,19 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
 }
 
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
-    int C = s->n_embd, F = s->n_ff;
+    int C = s->n_embd, F = s->n_ff, KC = C / s->n_head * s->n_kv_head; /* k_proj's, v_proj's */
     float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)), beta = s->deepnorm_beta;
-    float gamma = s->subln_gain;
+    float skv = sqrtf(2.0f / (C + KC)), gamma = s->subln_gain;
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
         return (mt_block_init){0.02f, 0.02f, 0.02f, r, 0.02f, r};
     }
-    case MT_SCHEME_XAVIER: return (mt_block_init){sq, sq, sq, sq, sf, sf};
+    case MT_SCHEME_XAVIER: return (mt_block_init){sq, skv, skv, sq, sf, sf};
     case MT_SCHEME_DEEPNORM:
-        return (mt_block_init){sq, sq, beta * sq, beta * sq, beta * sf, beta * sf};
+        return (mt_block_init){sq, skv, beta * skv, beta * sq, beta * sf, beta * sf};
     case MT_SCHEME_SUBLN: /* Magneto's Xavier-normal with gain gamma */
-        return (mt_block_init){sq, sq, gamma * sq, gamma * sq, gamma * sf, gamma * sf};
+        return (mt_block_init){sq, skv, gamma * skv, gamma * sq, gamma * sf, gamma * sf};
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);

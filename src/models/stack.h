@@ -22,6 +22,7 @@ extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 typedef struct {
     int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd (SwiGLU: LLaMA's rule, ff_multiple) */
     int ff_multiple;                   /* SwiGLU's default n_ff is rounded up to a multiple */
+    int n_kv_head; /* key-value heads (grouped-query attention), divides n_head; 0: n_head */
     mt_norm_cfg norm;
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
@@ -44,7 +45,7 @@ extern const mt_cf_table MT_STACK_FIELDS;
    the model computes: n_ff (0: 4 n_embd; with SwiGLU LLaMA's int(2 (4 n_embd) / 3) rounded up to
    a multiple of ff_multiple, the same parameter count as the 4 n_embd of two matrices), the norm's eps (its default as a number), DeepNorm's
    alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
-   decoder layers (the count arch does not have is ignored), init AUTO (deepnorm for the
+   decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO (deepnorm for the
    deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right
    (bn and in are refused). With subln the norm must also fit the n_ff channels of the FFN's
    inner norm. */

@@ -42,13 +42,14 @@ typedef struct {
     bool causal;
     bool small; /* the register-tile path */
     int Tp;     /* T rounded up to QB: the rows and row stride of the score buffers */
+    int KC, G;  /* k's and v's row stride NKV HS; heads per key-value head NH / NKV */
 } attn_dims;
 
 static attn_dims dims_of(const mt_node *n) {
-    int T = n->i[1], HS = n->i[2] / n->i[3];
+    int T = n->i[1], HS = n->i[2] / n->i[3], KC = n->i[5];
     bool causal = n->i[4];
     return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal, HS % MT_VW == 0 && T <= SMALL_T,
-                       (T + QB - 1) / QB * QB};
+                       (T + QB - 1) / QB * QB, KC, n->i[3] / (KC / HS)};
 }
 
 /* Work large enough to be worth the fork: about 2 B NH T^2 HS flops. */
@@ -223,16 +224,17 @@ static void tile_ab(int nv, float *D, int ldd, int nr, float alpha, const float 
         tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
 }
 
-/* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride C) (+)= alpha_r sum_{k0 <= k < k1}
-   A(r, k) X[k, :], X the head's K, V, Q or dO: tile_ab over the head's columns. */
-static void head_rows(float *D, const attn_dims *d, int t0, float alpha, const float *rs,
-                      bool accumulate, const float *A, int ar, int ak, const float *X, int k0,
-                      int k1) {
+/* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride ldd) (+)= alpha_r sum_{k0 <= k < k1}
+   A(r, k) X[k, :], X the head's K, V, Q or dO (row stride ldx): tile_ab over the head's columns.
+   The strides are C for q, dO and their gradients, KC for k, v and theirs. */
+static void head_rows(float *D, int ldd, const attn_dims *d, int t0, float alpha,
+                      const float *rs, bool accumulate, const float *A, int ar, int ak,
+                      const float *X, int ldx, int k0, int k1) {
     int nr = d->T - t0 < TR ? d->T - t0 : TR;
     for (int c0 = 0; c0 < d->HS; c0 += 2 * MT_VW) {
         int nv = d->HS - c0 >= 2 * MT_VW ? 2 : 1;
-        tile_ab(nv, D + (size_t)t0 * d->C + c0, d->C, nr, alpha, rs, accumulate, A, ar, ak,
-                X + c0, d->C, k0, k1);
+        tile_ab(nv, D + (size_t)t0 * ldd + c0, ldd, nr, alpha, rs, accumulate, A, ar, ak, X + c0,
+                ldx, k0, k1);
     }
 }
 
@@ -254,19 +256,19 @@ static void transpose_head(float *Xt, const float *X, const attn_dims *d) {
 }
 
 /* St (keys [0, kend) rounded up to TR, queries [q0, q0 + QB); row stride ld) = scale X[0:kend] Yt,
-   X the head's K or V (T, HS) row stride C, Yt (HS, QB) at the block's first query of Q^T or
+   X the head's K or V (T, HS) row stride KC, Yt (HS, QB) at the block's first query of Q^T or
    dO^T; with mx (QB maxima), block_rows' SCORES on each tile while it is in L1. Causal key tiles
    from q0 + MT_VW on are seen by the second vector of queries only. */
 static void score_block(float *St, int ld, const attn_dims *d, float scale, const float *X,
                         const float *Yt, int q0, int kend, float *mx) {
     for (int s0 = 0; s0 < kend; s0 += TR) {
         float *D = St + (size_t)s0 * ld;
-        const float *A = X + (size_t)s0 * d->C;
+        const float *A = X + (size_t)s0 * d->KC;
         int nr = d->T - s0 < TR ? d->T - s0 : TR;
         if (d->causal && s0 >= q0 + MT_VW)
-            tile_abt(1, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
+            tile_abt(1, D, ld, scale, A, d->KC, nr, Yt, d->Tp, d->HS);
         else
-            tile_abt(0, D, ld, scale, A, d->C, nr, Yt, d->Tp, d->HS);
+            tile_abt(0, D, ld, scale, A, d->KC, nr, Yt, d->Tp, d->HS);
         if (mx) block_rows(SCORES, St, ld, d, q0, s0, s0 + TR < kend ? s0 + TR : kend, mx, NULL);
     }
 }
@@ -284,22 +286,28 @@ static size_t kept_floats(const attn_dims *d) {
     return n;
 }
 
-/* Rows [t0, t0 + TR) of the next head's q, k, v (next floats on from this head's; 0: none) and
-   the matching share of its kept E (En, n floats) asked into L2, a cache line at a time. Spread
-   over this head's row tiles, they arrive before the next head needs them, when a training
-   step's backward finds them out of cache. */
+/* Where the next head's q and k, v start, in floats on from this head's (0: no next head). */
+typedef struct {
+    ptrdiff_t q, kv;
+} next_head;
+
+/* Rows [t0, t0 + TR) of the next head's q, k, v (next; none when next.q is 0) and the matching
+   share of its kept E (En, n floats) asked into L2, a cache line at a time. Spread over this
+   head's row tiles, they arrive before the next head needs them, when a training step's backward
+   finds them out of cache. */
 static inline __attribute__((always_inline)) void prefetch_next(const float *q, const float *k,
-                                                                const float *v, ptrdiff_t next,
+                                                                const float *v, next_head next,
                                                                 const float *En, size_t n,
                                                                 const attn_dims *d, int t0) {
     enum { LINE = 64 / sizeof(float) };
-    if (!next) return;
+    if (!next.q) return;
     for (int t = t0; t < t0 + TR && t < d->T; t++)
         for (int i = 0; i < d->HS; i += LINE) {
-            size_t o = (size_t)(next + (ptrdiff_t)t * d->C + i);
+            size_t o = (size_t)(next.q + (ptrdiff_t)t * d->C + i);
+            size_t okv = (size_t)(next.kv + (ptrdiff_t)t * d->KC + i);
             __builtin_prefetch(q + o, 0, 2);
-            __builtin_prefetch(k + o, 0, 2);
-            __builtin_prefetch(v + o, 0, 2);
+            __builtin_prefetch(k + okv, 0, 2);
+            __builtin_prefetch(v + okv, 0, 2);
         }
     size_t e0 = n * (size_t)t0 / (size_t)d->T, e1 = n * (size_t)(t0 + TR) / (size_t)d->T;
     for (size_t i = e0 / LINE * LINE; i < e1 && i < n; i += LINE) __builtin_prefetch(En + i, 0, 2);
@@ -327,7 +335,7 @@ static void small_forward(const attn_dims *d, const float *q, const float *k, co
         score_block(St, QB, d, scale, k, Qt + q0, q0, kend, mx);
         softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, false);
         for (int t0 = q0; t0 < q0 + QB && t0 < d->T; t0 += TR)
-            head_rows(o, d, t0, 1.0f, rinv + t0, false, St + (t0 - q0), 1, QB, v, 0,
+            head_rows(o, d->C, d, t0, 1.0f, rinv + t0, false, St + (t0 - q0), 1, QB, v, d->KC, 0,
                       tile_keys(d, t0));
     }
 }
@@ -339,7 +347,7 @@ static void small_forward(const attn_dims *d, const float *q, const float *k, co
    above the diagonal) give dV and dK. */
 static void small_backward(const attn_dims *d, const float *q, const float *k, const float *v,
                            const float *dout, const float *rinv, const float *E, float *dq,
-                           float *dk, float *dv, float *w, ptrdiff_t next) {
+                           float *dk, float *dv, float *w, next_head next) {
     int T = d->T, Tp = d->Tp, HS = d->HS;
     float *dOt = w, *Pt = dOt + (size_t)HS * Tp, *dSt = Pt + (size_t)Tp * Tp;
     float scale = 1.0f / sqrtf((float)HS);
@@ -358,24 +366,28 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
         ds_block(dSt + q0, Pt + q0, Tp, kend);
         if (dq)
             for (int t0 = q0; t0 < q0 + QB && t0 < T; t0 += TR)
-                head_rows(dq, d, t0, scale, NULL, true, dSt + t0, 1, Tp, k, 0, tile_keys(d, t0));
+                head_rows(dq, d->C, d, t0, scale, NULL, true, dSt + t0, 1, Tp, k, d->KC, 0,
+                          tile_keys(d, t0));
     }
     for (int s0 = 0; s0 < T; s0 += TR) {
         int tbeg = d->causal ? s0 : 0;
         if (dv)
-            head_rows(dv, d, s0, 1.0f, NULL, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, tbeg, T);
+            head_rows(dv, d->KC, d, s0, 1.0f, NULL, true, Pt + (size_t)s0 * Tp, Tp, 1, dout, d->C,
+                      tbeg, T);
         if (dk)
-            head_rows(dk, d, s0, scale, NULL, true, dSt + (size_t)s0 * Tp, Tp, 1, q, tbeg, T);
+            head_rows(dk, d->KC, d, s0, scale, NULL, true, dSt + (size_t)s0 * Tp, Tp, 1, q, d->C,
+                      tbeg, T);
         prefetch_next(q, k, v, next, En, nE, d, s0);
     }
 }
 
 /* ---- large path: strided sgemm on blocks of QB queries ---- */
 
-/* St (kend, nq) row stride QB = scale X[0:kend] Y[q0:q0 + nq]^T, X and Y the head's (T, HS). */
+/* St (kend, nq) row stride QB = scale X[0:kend] Y[q0:q0 + nq]^T, X (K or V, row stride KC) and
+   Y (Q or dO, row stride C) the head's (T, HS). */
 static void score_gemm(float *St, const attn_dims *d, float scale, const float *X,
                        const float *Y, int q0, int nq, int kend) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kend, nq, d->HS, scale, X, d->C,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kend, nq, d->HS, scale, X, d->KC,
                 Y + (size_t)q0 * d->C, d->C, 0.0f, St, QB);
 }
 
@@ -389,7 +401,7 @@ static void large_forward(const attn_dims *d, const float *q, const float *k, co
         block_rows(SCORES, St, QB, d, q0, 0, kend, mx, NULL);
         softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, true);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, d->HS, kend, 1.0f, St, QB, v,
-                    d->C, 0.0f, o + (size_t)q0 * d->C, d->C);
+                    d->KC, 0.0f, o + (size_t)q0 * d->C, d->C);
     }
 }
 
@@ -402,7 +414,7 @@ static void large_forward(const attn_dims *d, const float *q, const float *k, co
 static void large_backward(const attn_dims *d, const float *q, const float *k, const float *v,
                            const float *dout, float *rmax, float *rinv, float *dq, float *dk,
                            float *dv, float *Pt) {
-    int C = d->C, HS = d->HS;
+    int C = d->C, KC = d->KC, HS = d->HS;
     float scale = 1.0f / sqrtf((float)HS), *dSt = Pt + (size_t)d->Tp * QB;
     for (int q0 = 0; q0 < d->T; q0 += QB) {
         int kend = key_end(d, q0), nq = d->T - q0 < QB ? d->T - q0 : QB;
@@ -414,16 +426,16 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
         block_rows(PROBS, Pt, QB, d, q0, 0, kend, m, r);
         if (dv)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, 1.0f, Pt, QB,
-                        dO, C, 1.0f, dv, C);
+                        dO, C, 1.0f, dv, KC);
         if (!dq && !dk) continue;
         score_gemm(dSt, d, 1.0f, v, dout, q0, nq, kend); /* dP^T */
         ds_block(dSt, Pt, QB, kend);
         if (dq)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, HS, kend, scale, dSt, QB, k,
-                        C, 1.0f, dq + (size_t)q0 * C, C);
+                        KC, 1.0f, dq + (size_t)q0 * C, C);
         if (dk)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, scale, dSt, QB,
-                        q + (size_t)q0 * C, C, 1.0f, dk, C);
+                        q + (size_t)q0 * C, C, 1.0f, dk, KC);
     }
 }
 
@@ -451,9 +463,13 @@ static float *thread_slot(float *work, int slots, size_t per) {
 
 /* ---- the op: each (b, h) by one thread, in a fixed order ---- */
 
-/* Where head bh = b NH + h starts in a (B, T, C) buffer */
+/* Where head bh = b NH + h starts in a (B, T, C) buffer (q, out), and where its key-value head
+   h / G starts in a (B, T, KC) buffer (k, v) */
 static size_t head_offset(const attn_dims *d, int bh) {
     return (size_t)(bh / d->NH) * d->T * d->C + (size_t)(bh % d->NH) * d->HS;
+}
+static size_t kv_offset(const attn_dims *d, int bh) {
+    return (size_t)(bh / d->NH) * d->T * d->KC + (size_t)(bh % d->NH / d->G) * d->HS;
 }
 
 static void attention_forward(mt_node *n) {
@@ -464,14 +480,14 @@ static void attention_forward(mt_node *n) {
     int slots = loop_threads(&d);
     float *work = scratch(n->ctx, &d, false, slots, &per);
     MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
-        size_t off = head_offset(&d, bh);
+        size_t off = head_offset(&d, bh), kv = kv_offset(&d, bh);
         size_t row = (size_t)bh * d.T;
         float *w = thread_slot(work, slots, per);
         if (d.small)
-            small_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w,
+            small_forward(&d, q + off, k + kv, v + kv, out + off, rmax + row, rinv + row, w,
                           E ? E + (size_t)bh * kept_floats(&d) : NULL);
         else
-            large_forward(&d, q + off, k + off, v + off, out + off, rmax + row, rinv + row, w);
+            large_forward(&d, q + off, k + kv, v + kv, out + off, rmax + row, rinv + row, w);
     });
     mt_arena_release(n->ctx, mark);
 }
@@ -485,18 +501,30 @@ static void attention_backward(mt_node *n) {
     size_t mark = mt_arena_mark(n->ctx), per;
     int slots = loop_threads(&d);
     float *work = scratch(n->ctx, &d, true, slots, &per);
-    MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
-        size_t off = head_offset(&d, bh);
-        size_t row = (size_t)bh * d.T;
+    /* one thread per key-value head: its G query heads, in order, add into its dk and dv */
+    int NKV = d.NH / d.G;
+    MT_PARALLEL_FOR(slots > 1, for (int u = 0; u < d.B * NKV; u++) {
         float *w = thread_slot(work, slots, per);
-        float *gq = dq ? dq + off : NULL, *gk = dk ? dk + off : NULL, *gv = dv ? dv + off : NULL;
-        ptrdiff_t next = bh + 1 < d.B * d.NH ? (ptrdiff_t)(head_offset(&d, bh + 1) - off) : 0;
-        if (d.small)
-            small_backward(&d, q + off, k + off, v + off, dout + off, rinv + row,
-                           n->saved[2] + (size_t)bh * kept_floats(&d), gq, gk, gv, w, next);
-        else
-            large_backward(&d, q + off, k + off, v + off, dout + off, rmax + row, rinv + row, gq,
-                           gk, gv, w);
+        for (int bh = u / NKV * d.NH + u % NKV * d.G, end = bh + d.G; bh < end; bh++) {
+            size_t off = head_offset(&d, bh), kv = kv_offset(&d, bh);
+            size_t row = (size_t)bh * d.T;
+            float *gq = dq ? dq + off : NULL, *gk = dk ? dk + kv : NULL,
+                  *gv = dv ? dv + kv : NULL;
+            /* the head this thread runs next: the group's next, or the next group's first */
+            int nb = bh + 1 < end ? bh + 1 : u + 1 < d.B * NKV ? (u + 1) / NKV * d.NH +
+                                                                     (u + 1) % NKV * d.G
+                                                               : -1;
+            next_head next = {0, 0};
+            if (nb >= 0)
+                next = (next_head){(ptrdiff_t)head_offset(&d, nb) - (ptrdiff_t)off,
+                                   (ptrdiff_t)kv_offset(&d, nb) - (ptrdiff_t)kv};
+            if (d.small)
+                small_backward(&d, q + off, k + kv, v + kv, dout + off, rinv + row,
+                               n->saved[2] + (size_t)bh * kept_floats(&d), gq, gk, gv, w, next);
+            else
+                large_backward(&d, q + off, k + kv, v + kv, dout + off, rmax + row, rinv + row,
+                               gq, gk, gv, w);
+        }
     });
     mt_arena_release(n->ctx, mark);
 }
@@ -505,16 +533,21 @@ static const mt_op OP_ATTENTION = {"attention", attention_forward, attention_bac
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal) {
     char sq[64], sk[64], sv[64];
-    MT_ASSERT(q->ndim == 3 && mt_same_shape(q, k) && mt_same_shape(q, v),
-              "attention: q %s, k %s, v %s must all be (B, T, C)", mt_shape_str(q, sq, 64),
+    MT_ASSERT(q->ndim == 3 && k->ndim == 3 && mt_same_shape(k, v) &&
+                  q->shape[0] == k->shape[0] && q->shape[1] == k->shape[1],
+              "attention: q %s (B, T, C), k %s and v %s (B, T, KC)", mt_shape_str(q, sq, 64),
               mt_shape_str(k, sk, 64), mt_shape_str(v, sv, 64));
-    int B = q->shape[0], T = q->shape[1], C = q->shape[2];
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], KC = k->shape[2];
     MT_ASSERT(n_head >= 1 && C % n_head == 0, "attention: %d heads do not divide C = %d", n_head,
               C);
+    int HS = C / n_head;
+    MT_ASSERT(KC % HS == 0 && n_head % (KC / HS) == 0,
+              "attention: k and v of %d channels are not a whole number of heads of %d that "
+              "divides the %d query heads", KC, HS, n_head);
     mt_tensor *out = mt_tensor_like(c, q);
     mt_node *n = mt_node_new(c, &OP_ATTENTION, out, 3, (mt_tensor *[]){q, k, v});
-    int args[] = {B, T, C, n_head, causal};
-    for (int i = 0; i < 5; i++) n->i[i] = args[i];
+    int args[] = {B, T, C, n_head, causal, KC};
+    for (int i = 0; i < 6; i++) n->i[i] = args[i];
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * T);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * T);
     attn_dims d = dims_of(n);

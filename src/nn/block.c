@@ -100,9 +100,11 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
                 {"k_proj", init->k, &a->k_w, &a->k_b},
                 {"v_proj", init->v, &a->v_w, &a->v_b},
                 {"out_proj", init->out, &a->out_w, &a->out_b}};
-    for (int i = 0; i < 4; i++) {
+    int KC = C / cfg->n_head * (cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head);
+    for (int i = 0; i < 4; i++) { /* k_proj and v_proj: (KC, C) */
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
-        add_linear(P, name, C, C, bias, proj[i].std, proj[i].w, proj[i].b);
+        add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w,
+                   proj[i].b);
     }
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
@@ -114,7 +116,8 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
     bp->cross_norm = bp->cross_inner = bp->cross_out = none;
     bp->cross = (mt_attn_params){-1, -1, -1, -1, -1, -1, -1, -1};
-    if (cfg->cross) {
+    if (cfg->cross) { /* no grouped-query form: KC = C */
+        MT_ASSERT(KC == C, "block: a cross-attention with %d key-value channels of %d", KC, C);
         mt_attn_params *x = &bp->cross;
         int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
             *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};

@@ -102,9 +102,11 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
 mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
                   mt_tensor *b2, mt_tensor *w3, mt_tensor *b3, mt_act act);
 
-/* Multi-head scaled dot-product attention, one fused op: q, k, v (B, T, C), C = NH * HS, head h
-   the channels [h HS, (h+1) HS). Per (b, h): softmax(q k^T / sqrt(HS), masked to s <= t when
-   causal) v -> (B, T, C). Non-causal for encoders. */
+/* Multi-head scaled dot-product attention, one fused op: q (B, T, C), C = NH * HS, head h the
+   channels [h HS, (h+1) HS); k, v (B, T, KC) with KC = NKV HS, NKV dividing NH (grouped-query
+   attention; KC = C: one key-value head per head), head h reading key-value head h / (NH / NKV).
+   Per (b, h): softmax(q k^T / sqrt(HS), masked to s <= t when causal) v -> (B, T, C).
+   Non-causal for encoders. */
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal);
 /* The same with queries and keys of different lengths and a key-padding mask: q (B, Tq, C),
@@ -161,6 +163,8 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
 typedef struct {
     int C, F, n_head;   /* channels, FFN width, heads (divides C) */
+    int n_kv_head;      /* the self-attention's key-value heads (divides n_head; 0: n_head):
+                           k_proj and v_proj (n_kv_head HS, C), head h reading h / (NH / NKV) */
     bool bias;          /* biases on every projection */
     bool causal;        /* attention masked to the past (decoders) */
     bool cross;         /* a cross-attention sublayer between the two (encoder-decoder) */

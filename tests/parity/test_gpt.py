@@ -108,8 +108,9 @@ NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
 
-def run_case(cfg, B, T, label):
-    """cfg through torch and the driver: logits, loss and every gradient."""
+def run_case(cfg, B, T, label, given=None):
+    """cfg through torch and the driver (given: the driver's config instead, which validation
+    must resolve to cfg): logits, loss and every gradient."""
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
@@ -119,7 +120,7 @@ def run_case(cfg, B, T, label):
     loss.backward()
 
     tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
-    got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T})
+    got = run_driver("gpt", tensors, {"config": json.dumps(given or cfg), "B": B, "T": T})
     R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
     R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
     grads = {k[5:] for k in got if k.startswith("grad.")}
@@ -164,7 +165,9 @@ PIECES = [("rope", {"pos": "rope", "rope_theta": 10000.0}),
           ("rope theta 7", {"pos": "rope", "rope_theta": 7.0}),
           ("swiglu", {"act": "swiglu"}),
           ("swiglu n_ff from the rule", {"act": "swiglu", "n_ff": 0, "ff_multiple": 8}),
-          ("rope swiglu", {"pos": "rope", "act": "swiglu", "bias": False})]
+          ("rope swiglu", {"pos": "rope", "act": "swiglu", "bias": False}),
+          ("gqa 2 of 4", {"n_kv_head": 2}),
+          ("gqa 1 of 4 rope", {"n_kv_head": 1, "pos": "rope"})]
 for i, (what, opts) in enumerate(PIECES):
     for placement in ("pre", "post", "deepnorm", "subln", "peri"):
         cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 12, "n_vocab": 11,
@@ -173,5 +176,21 @@ for i, (what, opts) in enumerate(PIECES):
                "act": "gelu", "dropout": 0.0}
         cfg.update(opts)
         run_case(cfg, 2, 11, f"{what} {cfg['norm']} {placement}")
+
+# arch llama: the driver gets the preset as the user gives it (arch, and any explicit pieces);
+# torch gets what validation must resolve it to: RoPE, SwiGLU with LLaMA's n_ff, RMSNorm
+# (x / sqrt(mean(x^2) + eps) w), no biases, tied; with grouped-query attention and untied once.
+# The register-tile path of the attention too (head size 16).
+for placement in ("pre", "post", "deepnorm", "subln", "peri"):
+    for extra in ({}, {"n_kv_head": 2, "tied": False, "rope_theta": 500000.0}):
+        given = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_ctx": 12,
+                 "n_vocab": 11, "n_ff": 0, "placement": placement, "dropout": 0.0}
+        given.update(extra)
+        resolved = dict(given, pos="rope", act="swiglu", norm="rms", rms_form="llama",
+                        norm_eps=1e-5, bias=False, tied=given.get("tied", True),
+                        rope_theta=given.get("rope_theta", 10000.0))
+        resolved["n_ff"] = n_ff(resolved)
+        run_case(resolved, 2, 11, f"llama {placement}{' gqa untied theta 5e5' if extra else ''}",
+                 given)
 
 R.finish()

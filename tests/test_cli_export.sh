@@ -40,8 +40,8 @@ for p in post deepnorm subln peri; do
         refused "placement $p" "placement = $p (--placement pre)" \
             --checkpoint "$T/$p/model.safetensors" --format gguf --out "$T/x.gguf"
 done
-train $TINY --arch llama --norm ln --out "$T/ln" &&
-    refused "norm ln" "norm = ln (--norm rms)" --checkpoint "$T/ln/model.safetensors" \
+train $TINY --arch llama --norm prms --out "$T/prms" &&
+    refused "norm prms" "norm = prms (--norm rms)" --checkpoint "$T/prms/model.safetensors" \
         --format llama2c --out "$T/x.bin"
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&
     refused "rms form paper" "rms_form = paper" --checkpoint "$T/paper/model.safetensors" \

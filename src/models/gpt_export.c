@@ -309,6 +309,8 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
     int V = tk->n_vocab;
     char a[TOKEN_TEXT_MAX], b[TOKEN_TEXT_MAX + 1 + TOKEN_TEXT_MAX];
     kv_string(o, "tokenizer.ggml.model", tk->kind == MT_TOK_CHAR ? "llama" : "gpt2");
+    if (tk->kind != MT_TOK_CHAR) /* GPT-2's pre-tokenizer regex: the nearest to mt's */
+        kv_string(o, "tokenizer.ggml.pre", "default");
     kv_array(o, "tokenizer.ggml.tokens", GGUF_STRING, (size_t)V);
     for (int id = 0; id < V; id++) put_str(o, a, token_text(m, id, a));
     kv_array(o, "tokenizer.ggml.scores", GGUF_F32, (size_t)V);

@@ -269,8 +269,8 @@ def run(cmd):
 def case(d, name, text_path, val_text, flags):
     out = os.path.join(d, name)
     run(["./train", "--data", text_path, "--arch", "llama", "--n-layer", "2", "--n-head", "4",
-         "--n-embd", "32", "--n-ctx", "128", "--steps", "60", "--batch", "8", "--lr", "1e-2",
-         "--eval-every", "0", "--log-every", "60", "--threads", "2", "--out", out] + flags)
+         "--n-embd", "32", "--n-ctx", "128", "--steps", "150", "--batch", "8", "--lr", "1e-2",
+         "--eval-every", "0", "--log-every", "150", "--threads", "2", "--out", out] + flags)
     ckpt = os.path.join(out, "model.safetensors")
     params, meta = load(ckpt)
     cfg, tok = json.loads(meta["config"]), json.loads(meta["tokenizer"])
@@ -301,9 +301,9 @@ def case(d, name, text_path, val_text, flags):
     if tok["type"] == "bpe":
         words = prompt.split(b" ")
         same = sum(tk.encode(x, False, False) == encode(x) for x in words)
-        print(f"     {name}: run.c's encoder gives mt's ids for {same} of {len(words)} "
-              f"space-separated pieces of the prompt; the whole prompt "
-              f"{'alike' if got == ids else f'differs ({len(got)} vs {len(ids)} tokens)'}")
+        # not so in general (docs/export.md), but so for this prompt and tokenizer
+        check(f"{name}: run.c's encoder gives mt's ids", got == ids,
+              f"{same} of {len(words)} space-separated pieces alike")
     else:
         check(f"{name}: run.c's encoder gives mt's ids", got == ids)
 
@@ -311,7 +311,7 @@ def case(d, name, text_path, val_text, flags):
     r = RunC(lc, w)
     ref = np.stack([r.forward(t, pos) for pos, t in enumerate(ids[:64])])
     drv = run_driver("gpt", {**params, "ids": np.array(ids[:64], np.float32),
-                             "targets": np.array(ids[1:65], np.float32)},
+                             "targets": np.array((ids + [0])[1:65], np.float32)},
                      {"config": meta["config"], "B": 1, "T": 64})
     err = np.abs(drv["logits"].reshape(64, V) - ref).max()
     check(f"{name}: run.c's logits on 64 tokens match mt's", err <= 1e-4, f"max error {err:.2e}")
@@ -352,7 +352,9 @@ def case(d, name, text_path, val_text, flags):
             "llama.rope.freq_base": np.float32(cfg["rope_theta"]),
             "llama.rope.dimension_count": HS, "llama.vocab_size": V,
             "tokenizer.ggml.model": b"llama" if tok["type"] == "char" else b"gpt2",
-            "tokenizer.ggml.add_bos_token": False}
+            "tokenizer.ggml.add_bos_token": False, "tokenizer.ggml.add_eos_token": False}
+    if tok["type"] != "char":
+        want["tokenizer.ggml.pre"] = b"default"
     bad = {k: kv.get(k) for k, v in want.items() if kv.get(k) != v}
     check(f"{name}: GGUF v3, its metadata", version == 3 and not bad, str(bad))
     check(f"{name}: GGUF key types", all(types[k] == 4 for k in want

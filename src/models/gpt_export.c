@@ -4,7 +4,6 @@
    refused with what does not fit. The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,32 +24,32 @@ typedef struct {
     float eps, theta;
 } llama_dims;
 
-/* The config key's value as text ("rope", "false"); absent keys read as absent_as. */
-static const char *key_text(const cJSON *cfg, const char *key, const char *absent_as, char *buf,
-                            size_t len) {
+/* The config key's value as text ("rope", "false", "1e-05"). */
+static const char *key_text(const cJSON *cfg, const char *key, char *buf, size_t len) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return absent_as;
     if (cJSON_IsString(v)) return v->valuestring;
     if (cJSON_IsBool(v)) return cJSON_IsTrue(v) ? "true" : "false";
     if (cJSON_IsNumber(v)) snprintf(buf, len, "%g", v->valuedouble);
-    else snprintf(buf, len, "?");
+    else snprintf(buf, len, "(none)");
     return buf;
 }
 
-static double key_num(const cJSON *cfg, const char *key, double absent_as) {
+static double key_num(const cJSON *cfg, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : absent_as;
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-/* What a Llama is, as config values; a model without a key is what it was before the key
-   existed (learned positions, GELU). */
+/* What a Llama is, as config values, and the flag that sets each. */
 static const struct {
-    const char *key, *want, *absent_as, *flag;
+    const char *key, *want, *flag;
 } REQUIRED[] = {
-    {"placement", "pre", "pre", "--placement pre"}, {"norm", "rms", "ln", "--norm rms"},
-    {"rms_form", "llama", "llama", "--rms-form llama"}, {"rms_bias", "false", "false", "no --rms-bias"},
-    {"bias", "false", "true", "--no-bias"}, {"act", "swiglu", "gelu", "--act swiglu"},
-    {"pos", "rope", "learned", "--pos rope"},
+    {"placement", "pre", "--placement pre"},
+    {"norm", "rms", "--norm rms"},
+    {"rms_form", "llama", "--rms-form llama"},
+    {"rms_bias", "false", "no --rms-bias"},
+    {"bias", "false", "--no-bias"},
+    {"act", "swiglu", "--act swiglu"},
+    {"pos", "rope", "--pos rope"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {
@@ -63,23 +62,22 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
     size_t at = 0;
     for (size_t i = 0; i < sizeof REQUIRED / sizeof *REQUIRED; i++) {
         char buf[64];
-        const char *v = key_text(cfg, REQUIRED[i].key, REQUIRED[i].absent_as, buf, sizeof buf);
+        const char *v = key_text(cfg, REQUIRED[i].key, buf, sizeof buf);
         if (strcmp(v, REQUIRED[i].want) != 0 && at < sizeof differ)
             at += (size_t)snprintf(differ + at, sizeof differ - at, "%s%s = %s (%s)",
                                    at ? ", " : "", REQUIRED[i].key, v, REQUIRED[i].flag);
     }
-    *d = (llama_dims){.L = (int)key_num(cfg, "n_layer", 0),
-                      .NH = (int)key_num(cfg, "n_head", 0),
-                      .C = (int)key_num(cfg, "n_embd", 0),
-                      .F = (int)key_num(cfg, "n_ff", 0),
-                      .T = (int)key_num(cfg, "n_ctx", 0),
-                      .V = (int)key_num(cfg, "n_vocab", 0),
-                      .eps = (float)key_num(cfg, "norm_eps", 0),
-                      .theta = (float)key_num(cfg, "rope_theta", 0)};
-    d->KVH = (int)key_num(cfg, "n_kv_head", 0);
-    if (d->KVH <= 0) d->KVH = d->NH; /* 0: as many as the query heads */
-    const cJSON *tied = cJSON_GetObjectItemCaseSensitive(cfg, "tied");
-    d->tied = !tied || cJSON_IsTrue(tied);
+    *d = (llama_dims){.L = (int)key_num(cfg, "n_layer"),
+                      .NH = (int)key_num(cfg, "n_head"),
+                      .KVH = (int)key_num(cfg, "n_kv_head"),
+                      .C = (int)key_num(cfg, "n_embd"),
+                      .F = (int)key_num(cfg, "n_ff"),
+                      .T = (int)key_num(cfg, "n_ctx"),
+                      .V = (int)key_num(cfg, "n_vocab"),
+                      .tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tied")),
+                      .eps = (float)key_num(cfg, "norm_eps"),
+                      .theta = (float)key_num(cfg, "rope_theta")};
+    if (d->KVH == 0) d->KVH = d->NH; /* 0: as many as the query heads */
     cJSON_Delete(cfg);
     if (at)
         return mt_errorf(err, MT_EINVAL, "--format %s holds a Llama: pre-norm RMSNorm blocks "
@@ -92,16 +90,7 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
     if (fmt == MT_EXPORT_LLAMA2C && d->theta != 10000.0f)
         return mt_errorf(err, MT_EINVAL, "--format llama2c: run.c's RoPE has theta 10000 built "
                          "in; this model has rope_theta = %g (--format gguf stores it)", d->theta);
-    if (d->C % d->NH || d->NH % d->KVH || (d->C / d->NH) % 2)
-        return mt_errorf(err, MT_EINVAL, "the model's heads do not fit a Llama: n_embd %d, "
-                         "n_head %d, n_kv_head %d (RoPE needs an even head size, the key/value "
-                         "heads must divide the query heads)", d->C, d->NH, d->KVH);
     return MT_OK;
-}
-
-mt_status mt_gpt_export_check(const mt_gpt *m, mt_export_format fmt, mt_err *err) {
-    llama_dims d;
-    return read_dims(m, fmt, &d, err);
 }
 
 /* Parameter fmt (with the layer number), of n floats: present in a model that passed read_dims. */

@@ -119,10 +119,8 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
 typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF } mt_export_format;
 extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf" */
-/* MT_EINVAL naming the first thing of the model the format cannot hold, with the flag that
-   would make a model it can. */
-mt_status mt_gpt_export_check(const mt_gpt *m, mt_export_format fmt, mt_err *err);
-/* Checks, then writes path (and, llama2c, tokenizer_path) atomically. */
+/* Writes path (and, llama2c, tokenizer_path) atomically; a model the format cannot hold is
+   MT_EINVAL naming every config key that differs and the flag that would make it fit. */
 mt_status mt_gpt_export(const mt_gpt *m, mt_export_format fmt, const char *path,
                         const char *tokenizer_path, mt_err *err);
 

@@ -11,7 +11,7 @@
 static struct {
     char checkpoint[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], tokenizer_out[MT_OPT_STR_MAX];
     int format;
-    bool help;
+    bool f16, help;
 } o = {.format = MT_EXPORT_LLAMA2C};
 
 static const mt_opt OPTS[] = {
@@ -19,6 +19,7 @@ static const mt_opt OPTS[] = {
     {"format", MT_OPT_CHOICE, &o.format, NULL, "the file format", 0, &MT_EXPORT_FORMATS},
     {"out", MT_OPT_STR, o.out, NULL, "the file to write (model.bin, model.gguf)", 0, NULL},
     {"tokenizer-out", MT_OPT_STR, o.tokenizer_out, NULL, "llama2c: the tokenizer file; empty: tokenizer.bin beside --out", 0, NULL},
+    {"f16", MT_OPT_BOOL, &o.f16, NULL, "gguf: the matrices as float16 (the norms stay float32)", 0, NULL},
     {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
 };
 enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
@@ -67,12 +68,13 @@ int main(int argc, char **argv) {
                  model->type->name, fname);
         die(2, msg);
     }
-    s = mt_gpt_export(gpt, (mt_export_format)o.format, o.out, o.tokenizer_out, &e);
+    mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
+    s = mt_gpt_export(gpt, &eo, &e);
     if (s != MT_OK) die(exit_code(s), e.msg);
     if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);
     else
-        printf("wrote %s (gguf)\n", o.out);
+        printf("wrote %s (gguf, %s)\n", o.out, o.f16 ? "float16 matrices" : "float32");
     mt_model_free(model);
     return 0;
 }

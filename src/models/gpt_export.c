@@ -12,7 +12,7 @@
 
 static const mt_enum_item FORMATS[] = {
     [MT_EXPORT_LLAMA2C] = {"llama2c", "llama2.c's model.bin (version 0) and tokenizer.bin"},
-    [MT_EXPORT_GGUF] = {"gguf", "GGUF v3, llama architecture, float32"},
+    [MT_EXPORT_GGUF] = {"gguf", "GGUF v3, llama architecture, float32 or float16"},
 };
 const mt_enum MT_EXPORT_FORMATS = MT_ENUM("export format", FORMATS);
 
@@ -320,11 +320,11 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
     kv_bool(o, "tokenizer.ggml.add_eos_token", false);
 }
 
-static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d) {
+static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d, bool f16) {
     kv_string(o, "general.architecture", "llama");
     kv_string(o, "general.name", "mt");
     kv_u32(o, "general.alignment", GGUF_ALIGN);
-    kv_u32(o, "general.file_type", 0); /* every tensor float32 */
+    kv_u32(o, "general.file_type", f16 ? 1 : 0); /* all float32, or matrices float16 */
     kv_u32(o, "llama.context_length", (uint32_t)d->T);
     kv_u32(o, "llama.embedding_length", (uint32_t)d->C);
     kv_u32(o, "llama.block_count", (uint32_t)d->L);
@@ -338,14 +338,42 @@ static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d) {
     put_tokenizer(o, m);
 }
 
+/* IEEE binary16 of f, rounded to the nearest (ties to even); beyond 65504 infinity. */
+static uint16_t half_of(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff, h, rem, tie;
+    int E = (int)e - 127 + 15; /* the half's biased exponent */
+    if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0)); /* inf, NaN */
+    if (E >= 31) return (uint16_t)(sign | 0x7c00);
+    if (E <= 0) { /* a subnormal half h 2^-24 = 1.m 2^(e-127): h = 1m >> (14 - E) */
+        if (E < -10) return (uint16_t)sign;
+        uint32_t M = m | 0x800000, shift = (uint32_t)(14 - E);
+        h = M >> shift, rem = M & ((1u << shift) - 1), tie = 1u << (shift - 1);
+    } else
+        h = ((uint32_t)E << 10) | (m >> 13), rem = m & 0x1fff, tie = 0x1000;
+    if (rem > tie || (rem == tie && (h & 1))) h++; /* a carry moves into the exponent */
+    return (uint16_t)(sign | h);
+}
+
+/* n floats as halves, through a buffer on the stack */
+static void put_halves(out *o, const float *x, size_t n) {
+    uint16_t buf[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        for (size_t j = 0; j < k; j++) buf[j] = half_of(x[i + j]);
+        put(o, buf, k * 2);
+    }
+}
+
 static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *t, int nt,
-                            const char *path, mt_err *err) {
+                            bool f16, const char *path, mt_err *err) {
     /* the key-values first, in memory: the header counts them */
     char *meta = NULL;
     size_t meta_len = 0;
     out mo = {open_memstream(&meta, &meta_len), true, 0};
     if (!mo.f) return mt_errorf(err, MT_ENOMEM, "out of memory for the GGUF metadata");
-    put_metadata(&mo, m, d);
+    put_metadata(&mo, m, d, f16);
     if (fclose(mo.f) != 0 || !mo.ok) {
         free(meta);
         return mt_errorf(err, MT_ENOMEM, "out of memory for the GGUF metadata");
@@ -364,40 +392,48 @@ static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *
     put(&o, meta, meta_len);
     free(meta);
     uint64_t off = 0, at = 24 + meta_len;
+/* with f16 the matrices are float16, the norms' vectors stay float32 (as llama.cpp's converter) */
+#define HALF(i) (f16 && t[i].ndim == 2)
+#define BYTES(i) ((uint64_t)t[i].rows * t[i].cols * (HALF(i) ? 2 : sizeof(float)))
     for (int i = 0; i < nt; i++) {
         size_t name_len = strlen(t[i].name);
         put_str(&o, t[i].name, name_len);
         put_u32(&o, (uint32_t)t[i].ndim);
         put_u64(&o, (uint64_t)t[i].cols); /* innermost first */
         if (t[i].ndim == 2) put_u64(&o, (uint64_t)t[i].rows);
-        put_u32(&o, 0); /* F32 */
+        put_u32(&o, HALF(i) ? 1 : 0); /* F16, F32 */
         put_u64(&o, off);
         at += 8 + name_len + 4 + 8 * (uint64_t)t[i].ndim + 4 + 8;
-        off += ((uint64_t)t[i].rows * t[i].cols * sizeof(float) + GGUF_ALIGN - 1) / GGUF_ALIGN *
-               GGUF_ALIGN;
+        off += (BYTES(i) + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
     }
     put_zeros(&o, (size_t)((GGUF_ALIGN - at % GGUF_ALIGN) % GGUF_ALIGN));
     for (int i = 0; i < nt; i++) {
-        size_t bytes = (size_t)t[i].rows * t[i].cols * sizeof(float);
-        put(&o, t[i].data, bytes);
-        put_zeros(&o, (GGUF_ALIGN - bytes % GGUF_ALIGN) % GGUF_ALIGN);
+        size_t n = (size_t)t[i].rows * t[i].cols;
+        if (HALF(i)) put_halves(&o, t[i].data, n);
+        else put(&o, t[i].data, n * sizeof(float));
+        put_zeros(&o, (GGUF_ALIGN - BYTES(i) % GGUF_ALIGN) % GGUF_ALIGN);
     }
+#undef HALF
+#undef BYTES
     return mt_atomic_close(&af, o.ok, err);
 }
 
-mt_status mt_gpt_export(const mt_gpt *m, mt_export_format fmt, const char *path,
-                        const char *tokenizer_path, mt_err *err) {
+mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err) {
     llama_dims d;
+    mt_export_format fmt = opts->format;
+    if (opts->f16 && fmt != MT_EXPORT_GGUF)
+        return mt_errorf(err, MT_EINVAL, "--f16: llama2.c's version-0 model.bin holds float32 "
+                         "only; --format gguf can hold float16");
     mt_status s = read_dims(m, fmt, &d, err);
     if (s != MT_OK) return s;
     tensor *t = malloc((size_t)(9 * d.L + 3) * sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory listing %d layers", d.L);
     int nt = list_tensors(m, &d, t);
     if (fmt == MT_EXPORT_LLAMA2C) {
-        s = write_llama2c(&d, t, nt, path, err);
-        if (s == MT_OK) s = write_llama2c_tokenizer(m, tokenizer_path, err);
+        s = write_llama2c(&d, t, nt, opts->path, err);
+        if (s == MT_OK) s = write_llama2c_tokenizer(m, opts->tokenizer_path, err);
     } else
-        s = write_gguf(m, &d, t, nt, path, err);
+        s = write_gguf(m, &d, t, nt, opts->f16, opts->path, err);
     free(t);
     return s;
 }

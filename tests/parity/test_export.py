@@ -13,7 +13,8 @@ continuation of 32 tokens must be ./infer --temperature 0's, token for token (th
 bytes equal ./infer's output, and each token is the argmax of mt's logits at its position).
 
 GGUF: a second reader parses the file: every metadata key is asserted, every tensor compared with
-the checkpoint's, the token strings and merges mapped back to mt's tokens."""
+the checkpoint's (with --f16: the matrices rounded to float16), the token strings and merges
+mapped back to mt's tokens."""
 import json
 import math
 import os
@@ -221,11 +222,11 @@ def read_gguf(path):
     start = (at + align - 1) // align * align
     assert all(b == 0 for b in raw[at:start]), "padding before the data"
     tensors, end = {}, start
-    for name, dims, ty, off in infos:
-        assert ty == 0 and off % align == 0, f"{name}: type {ty}, offset {off}"
-        n = int(np.prod(dims))
-        tensors[name] = np.frombuffer(raw, "<f4", n, start + off).reshape(dims[::-1])
-        end = max(end, start + off + 4 * n)
+    for name, dims, ty, off in infos:  # type 0 F32, 1 F16
+        assert ty in (0, 1) and off % align == 0, f"{name}: type {ty}, offset {off}"
+        n, dtype = int(np.prod(dims)), ("<f4", "<f2")[ty]
+        tensors[name] = np.frombuffer(raw, dtype, n, start + off).reshape(dims[::-1])
+        end = max(end, start + off + tensors[name].nbytes)
     assert len(raw) - end < align, f"{len(raw) - end} bytes after the last tensor"
     return version, kv, types, tensors
 
@@ -266,7 +267,7 @@ def run(cmd):
     return r.stdout
 
 
-def case(d, name, text_path, val_text, flags):
+def case(d, name, text_path, val_text, flags, f16=False):
     out = os.path.join(d, name)
     run(["./train", "--data", text_path, "--arch", "llama", "--n-layer", "2", "--n-head", "4",
          "--n-embd", "32", "--n-ctx", "128", "--steps", "150", "--batch", "8", "--lr", "1e-2",
@@ -370,9 +371,18 @@ def case(d, name, text_path, val_text, flags):
                      ("ffn_gate", "ffn.fc1"), ("ffn_up", "ffn.fc3"), ("ffn_down", "ffn.fc2")]:
             names[f"blk.{l}.{g}.weight"] = f"blocks.{l}.{m}.weight"
     same = sorted(t) == sorted(names) and all(
-        t[g].shape == params[m].shape and np.array_equal(t[g], params[m])
-        for g, m in names.items())
+        t[g].dtype == np.float32 and t[g].shape == params[m].shape and
+        np.array_equal(t[g], params[m]) for g, m in names.items())
     check(f"{name}: GGUF's {len(t)} tensors are the checkpoint's", same)
+    if f16:  # the matrices rounded to float16 (to nearest, ties to even), the norms float32
+        run(["./export", "--checkpoint", ckpt, "--format", "gguf", "--f16", "--out", ggufp])
+        _, kv16, _, t16 = read_gguf(ggufp)
+        same = sorted(t16) == sorted(names) and all(
+            np.array_equal(t16[g], params[m].astype(t16[g].dtype)) and
+            t16[g].dtype == (np.float16 if params[m].ndim == 2 else np.float32)
+            for g, m in names.items())
+        check(f"{name}: --f16: float16 matrices, float32 norms", same and
+              kv16["general.file_type"] == 1 and kv["general.file_type"] == 0)
     toks = kv["tokenizer.ggml.tokens"]
     if tok["type"] == "char":
         back = [s.replace("\u2581".encode(), b" ") for s in toks]
@@ -398,7 +408,7 @@ def main():
         val = text[90000:100000]  # the held-out tenth
         case(d, "byte", path, val, ["--n-kv-head", "2"])
         case(d, "bpe", path, val, ["--tokenizer", "bpe", "--vocab-size", "320",
-                                   "--n-kv-head", "1", "--untie"])
+                                   "--n-kv-head", "1", "--untie"], f16=True)
         case(d, "char", path, val, ["--tokenizer", "char", "--n-kv-head", "4"])
     if FAILED:
         print(f"export: {len(FAILED)} checks failed")

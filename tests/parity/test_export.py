@@ -261,6 +261,8 @@ def mt_tokens(tok):
 
 
 def run(cmd):
+    """cmd[0] names an mt program of the build (MT_BUILD: the sanitized ones under make asan)."""
+    cmd = [os.path.join(BUILD, cmd[0])] + cmd[1:]
     r = subprocess.run(cmd, capture_output=True)
     if r.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))}: exit {r.returncode}\n{r.stderr.decode()}")
@@ -269,15 +271,15 @@ def run(cmd):
 
 def case(d, name, text_path, val_text, flags, f16=False):
     out = os.path.join(d, name)
-    run(["./train", "--data", text_path, "--arch", "llama", "--n-layer", "2", "--n-head", "4",
+    run(["train", "--data", text_path, "--arch", "llama", "--n-layer", "2", "--n-head", "4",
          "--n-embd", "32", "--n-ctx", "128", "--steps", "150", "--batch", "8", "--lr", "1e-2",
          "--eval-every", "0", "--log-every", "150", "--threads", "2", "--out", out] + flags)
     ckpt = os.path.join(out, "model.safetensors")
     params, meta = load(ckpt)
     cfg, tok = json.loads(meta["config"]), json.loads(meta["tokenizer"])
     binp, tokp, ggufp = (os.path.join(out, f) for f in ("model.bin", "tokenizer.bin", "model.gguf"))
-    run(["./export", "--checkpoint", ckpt, "--format", "llama2c", "--out", binp])
-    run(["./export", "--checkpoint", ckpt, "--format", "gguf", "--out", ggufp])
+    run(["export", "--checkpoint", ckpt, "--format", "llama2c", "--out", binp])
+    run(["export", "--checkpoint", ckpt, "--format", "gguf", "--out", ggufp])
     pieces, encode = mt_tokens(tok)
     V, C, NH = cfg["n_vocab"], cfg["n_embd"], cfg["n_head"]
     KVH = cfg["n_kv_head"] or NH
@@ -328,7 +330,7 @@ def case(d, name, text_path, val_text, flags, f16=False):
         cont.append(int(top[0]))
         if i < 31:
             logits = r.forward(cont[-1], len(ids) + i)
-    text = run(["./infer", "--checkpoint", ckpt, "--prompt", prompt, "--tokens", "32",
+    text = run(["infer", "--checkpoint", ckpt, "--prompt", prompt, "--tokens", "32",
                 "--temperature", "0", "--threads", "1"])
     ours = b"".join(tk.decode(-1, t) for t in cont)
     check(f"{name}: run.c's greedy continuation is ./infer's", text == prompt + ours,
@@ -375,7 +377,7 @@ def case(d, name, text_path, val_text, flags, f16=False):
         np.array_equal(t[g], params[m]) for g, m in names.items())
     check(f"{name}: GGUF's {len(t)} tensors are the checkpoint's", same)
     if f16:  # the matrices rounded to float16 (to nearest, ties to even), the norms float32
-        run(["./export", "--checkpoint", ckpt, "--format", "gguf", "--f16", "--out", ggufp])
+        run(["export", "--checkpoint", ckpt, "--format", "gguf", "--f16", "--out", ggufp])
         _, kv16, _, t16 = read_gguf(ggufp)
         same = sorted(t16) == sorted(names) and all(
             np.array_equal(t16[g], params[m].astype(t16[g].dtype)) and

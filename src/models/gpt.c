@@ -74,7 +74,8 @@ static const mt_cf_field FIELDS[] = {
      "a separate output head instead of the token embedding", NULL, NULL, "untie"},
     {"emb_std", MT_CF_FLOAT, offsetof(mt_gpt_config, emb_std),
      "std of the token and position embeddings' normal init", "0..", NULL, NULL},
-    {"arch", MT_CF_ENUM, offsetof(mt_gpt_config, arch), "a preset of the pieces below", NULL,
+    {"arch", MT_CF_ENUM, offsetof(mt_gpt_config, arch), "llama: --pos rope --act swiglu --norm rms --no-bias where those hold the GPT's "
+     "defaults", NULL,
      &MT_GPT_ARCHS, NULL},
     {"pos", MT_CF_ENUM, offsetof(mt_gpt_config, pos), "position encoding", NULL, &MT_POS_KINDS,
      NULL},
@@ -208,9 +209,10 @@ void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *n
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
+    double rope = cfg->pos == MT_POS_ROPE ? 2 * C * s->n_layer : 0; /* rotated q and k */
     /* the blocks (mt_stack_token_floats), per-thread (T, T) attention scratch; then the logits;
        doubled for gradients */
-    double floats = N * (mt_stack_token_floats(s) + 4 * C + 4.0 * cfg->n_vocab) +
+    double floats = N * (mt_stack_token_floats(s) + rope + 4 * C + 4.0 * cfg->n_vocab) +
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }

@@ -58,7 +58,7 @@ static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     cached_attn_arg *arg = argp;
     const mt_attn_params *a = &bp->attn;
     int n = x->shape[1], C = cfg->C, NH = cfg->n_head, HS = C / NH, pos0 = arg->pos0;
-    int KC = HS * cfg->n_kv_head, G = NH / cfg->n_kv_head;
+    int NKV = cfg->n_kv_head ? cfg->n_kv_head : NH, KC = HS * NKV, G = NH / NKV;
     int L = pos0 + n, T = arg->kv->m->cfg.n_ctx;
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);

@@ -3,8 +3,8 @@
 # what llama2.c and GGUF cannot hold is refused with exit 2 and a message naming every config key
 # that differs (a GPT-2 model; a Llama in each other placement; another norm), llama2c refuses an
 # eps or rope_theta other than run.c's built-in ones (GGUF stores them), a ViT and an
-# encoder-decoder checkpoint are refused by type, a bad flag or path is named. MT_BUILD names the
-# build directory (default: build).
+# encoder-decoder checkpoint are refused by type, --f16 is gguf's only, a bad flag or path is
+# named. MT_BUILD names the build directory (default: build).
 B=${MT_BUILD:-build}
 T=$(mktemp -d /tmp/mt_test_cli_export_XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -88,6 +88,10 @@ refused "encdec" "encdec checkpoint" --checkpoint "$T/ed/model.safetensors" --fo
     --out "$T/x.bin"
 
 # flags
+refused "f16 to llama2c" "--f16 float32 --format gguf" --checkpoint "$T/llama/model.safetensors" \
+    --format llama2c --f16 --out "$T/x.bin"
+export_ --checkpoint "$T/llama/model.safetensors" --format gguf --f16 --out "$T/h.gguf" &&
+    [ "$(wc -c <"$T/h.gguf")" -lt "$(wc -c <"$T/m.gguf")" ] || fail "--f16: $(cat "$T/err")"
 refused "bad format" "--format onnx llama2c gguf" --checkpoint "$T/llama/model.safetensors" \
     --format onnx --out "$T/x"
 refused "no --out" "--out" --checkpoint "$T/llama/model.safetensors"

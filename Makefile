@@ -1,5 +1,5 @@
 # mt: a minimal Transformer training framework in C.
-#   make            library (build/libmt.a) and programs (./train, ./infer)
+#   make            library (build/libmt.a) and programs (./train, ./infer, ./preview, ./export)
 #   make test       every test; ends with "N passed, N failed"
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
@@ -50,7 +50,7 @@ LDLIBS  := -lopenblas $(DNNL_LIB) -lcjson -lstb -lz -lm
 SRC     := $(shell find src -name '*.c' | sort)
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libmt.a
-PROGS   := $(basename $(wildcard train.c infer.c preview.c))
+PROGS   := $(basename $(wildcard train.c infer.c preview.c export.c))
 TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
 TESTLIB := $(BUILD)/tests/check.o

@@ -1,7 +1,9 @@
 /* Paths named by the user, checked before any work: input files, output directories, memory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,4 +77,45 @@ mt_status mt_mem_check(double need, const char *what, mt_err *err) {
     if (need <= avail) return MT_OK;
     return mt_errorf(err, MT_ENOMEM, "needs %.2f GiB, %.2f GiB available (%s): use a smaller "
                      "model or batch", need / gib, avail / gib, what);
+}
+
+mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err) {
+    size_t plen = strlen(path) + 8;
+    a->path = path;
+    a->f = NULL;
+    if (!(a->tmp = malloc(plen))) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
+    snprintf(a->tmp, plen, "%s.tmp", path);
+    if (!(a->f = fopen(a->tmp, "wb"))) {
+        mt_status s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", a->tmp, strerror(errno));
+        free(a->tmp);
+        a->tmp = NULL;
+        return s;
+    }
+    return MT_OK;
+}
+
+/* fsync the directory holding path, so a rename survives a power cut */
+static void sync_dir(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err) {
+    mt_status s = MT_OK;
+    ok = ok && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
+    if (fclose(a->f) != 0) ok = false;
+    if (!ok || rename(a->tmp, a->path) != 0) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", a->path, strerror(errno));
+        unlink(a->tmp);
+    } else
+        sync_dir(a->path);
+    free(a->tmp);
+    memset(a, 0, sizeof *a);
+    return s;
 }

@@ -110,6 +110,19 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
    created there (probed: a file is created and removed). */
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
+/* A file written whole or not at all: writes go to path.tmp (one name per target: a write killed
+   midway leaves a file the next write overwrites), which mt_atomic_close flushes, fsyncs and
+   renames over path (then fsyncs the directory) when ok, and removes otherwise. */
+typedef struct {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} mt_atomic_file;
+mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err);
+/* ok: every write succeeded. MT_EIO naming path when ok is false or the file cannot be
+   completed. */
+mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err);
+
 /* Bytes that can be allocated now: MemAvailable of /proc/meminfo, else the free pages. */
 double mt_mem_available(void);
 /* MT_ENOMEM "needs X GiB, Y GiB available (what)" when need (bytes) exceeds mt_mem_available. */

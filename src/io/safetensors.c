@@ -2,7 +2,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,18 +224,6 @@ void mt_st_free(mt_safetensors *st) {
     memset(st, 0, sizeof *st);
 }
 
-/* fsync the directory holding path, so a rename survives a power cut */
-static void sync_dir(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(copy);
-}
-
 mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
                      const char *const *meta_keys, const char *const *meta_vals, mt_err *err) {
     cJSON *root = cJSON_CreateObject();
@@ -264,36 +251,20 @@ mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_met
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(padded >> (8 * i));
 
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
+    mt_atomic_file af;
+    mt_status s = mt_atomic_open(&af, path, err);
+    if (s != MT_OK) {
         free(json);
-        return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
+        return s;
     }
-    /* one name per target: a save killed midway leaves a file the next save overwrites */
-    snprintf(tmp, plen, "%s.tmp", path);
-    mt_status s = MT_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
-    }
+    FILE *f = af.f;
     bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
     for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
     for (int i = 0; ok && i < n; i++) {
         size_t numel = mt_shape_numel(items[i].ndim, items[i].shape);
         ok = fwrite(items[i].data, sizeof(float), numel, f) == numel;
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
-    sync_dir(path);
-out:
-    free(tmp);
+    s = mt_atomic_close(&af, ok, err);
     free(json);
     return s;
 }

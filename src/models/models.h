@@ -111,6 +111,24 @@ typedef struct {
 int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r, float *pscratch,
                     int *iscratch);
 
+/* ---- export ----------------------------------------------------------------------------------
+ * The GPT in the files other programs run (gpt_export.c, docs/export.md): llama2.c's version-0
+ * model.bin and tokenizer.bin (what its run.c reads), or a GGUF v3 file of llama.cpp's "llama"
+ * architecture, float32 (or float16 matrices). Both hold a Llama: pre-norm RMSNorm (eps inside
+ * the root, no bias), no biases, RoPE on adjacent pairs, the SwiGLU FFN, n_kv_head key/value
+ * heads; llama2c also fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
+typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF } mt_export_format;
+extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf" */
+typedef struct {
+    mt_export_format format;
+    const char *path;           /* model.bin, model.gguf */
+    const char *tokenizer_path; /* llama2c: tokenizer.bin */
+    bool f16;                   /* gguf: the matrices as float16 (MT_EINVAL with llama2c) */
+} mt_export_opts;
+/* Writes opts->path (and, llama2c, opts->tokenizer_path) atomically; a model the format cannot
+   hold is MT_EINVAL naming every config key that differs and the flag that would make it fit. */
+mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err);
+
 /* ---- ViT ---------------------------------------------------------------------------------------
  * Vision Transformer (Dosovitskiy et al. 2021, arXiv 2010.11929) on images x (B, CH, H, W):
  * P x P patches in raster order, T = (H / P)(W / P), each flattened as (CH, P, P) -- the layout of

@@ -1,0 +1,80 @@
+/* ./export: a GPT checkpoint in the files other programs run: llama2.c's model.bin and
+ * tokenizer.bin, or a GGUF file for llama.cpp (docs/export.md). Exit status: 0 written, 1 a
+ * failure while writing (I/O, out of memory), 2 a bad flag, a missing or malformed checkpoint, or
+ * a model the format cannot hold. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt.h"
+
+static struct {
+    char checkpoint[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], tokenizer_out[MT_OPT_STR_MAX];
+    int format;
+    bool f16, help;
+} o = {.format = MT_EXPORT_LLAMA2C};
+
+static const mt_opt OPTS[] = {
+    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors of a GPT written by ./train", 0, NULL},
+    {"format", MT_OPT_CHOICE, &o.format, NULL, "the file format", 0, &MT_EXPORT_FORMATS},
+    {"out", MT_OPT_STR, o.out, NULL, "the file to write (model.bin, model.gguf)", 0, NULL},
+    {"tokenizer-out", MT_OPT_STR, o.tokenizer_out, NULL, "llama2c: the tokenizer file; empty: tokenizer.bin beside --out", 0, NULL},
+    {"f16", MT_OPT_BOOL, &o.f16, NULL, "gguf: the matrices as float16 (the norms stay float32)", 0, NULL},
+    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
+};
+enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+
+static _Noreturn void die(int code, const char *msg) {
+    fprintf(stderr, "export: %s\n", msg);
+    exit(code);
+}
+
+static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
+
+int main(int argc, char **argv) {
+    mt_err e;
+    char defaults[sizeof o], msg[3 * MT_OPT_STR_MAX];
+    memcpy(defaults, &o, sizeof o);
+    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    if (o.help) {
+        memcpy(&o, defaults, sizeof o);
+        char *help = mt_opts_help(OPTS, N_OPTS);
+        printf("usage: ./export --checkpoint out/model.safetensors --format llama2c --out model.bin\n"
+               "       ./export --checkpoint out/model.safetensors --format gguf --out model.gguf\n\n%s",
+               help);
+        free(help);
+        return 0;
+    }
+    if (!o.checkpoint[0]) die(2, "--checkpoint FILE is required (./export --help lists the flags)");
+    if (!o.out[0]) die(2, "--out FILE is required: where the exported model goes");
+    if (mt_file_check("--checkpoint", o.checkpoint, &e) != MT_OK) die(2, e.msg);
+    if (o.format == MT_EXPORT_LLAMA2C && !o.tokenizer_out[0]) {
+        const char *slash = strrchr(o.out, '/');
+        int dir = slash ? (int)(slash - o.out + 1) : 0;
+        if (snprintf(o.tokenizer_out, sizeof o.tokenizer_out, "%.*stokenizer.bin", dir, o.out) >=
+            (int)sizeof o.tokenizer_out)
+            die(2, "--out: the path is too long");
+    }
+    if (o.format == MT_EXPORT_LLAMA2C && strcmp(o.out, o.tokenizer_out) == 0)
+        die(2, "--out and --tokenizer-out name the same file: give them different names");
+    mt_model *model;
+    mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
+    mt_gpt *gpt = mt_gpt_of(model);
+    const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
+    if (!gpt) {
+        snprintf(msg, sizeof msg, "%s is a %s checkpoint: --format %s holds a decoder-only "
+                 "language model (a gpt checkpoint, trained with --arch llama)", o.checkpoint,
+                 model->type->name, fname);
+        die(2, msg);
+    }
+    mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
+    s = mt_gpt_export(gpt, &eo, &e);
+    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (o.format == MT_EXPORT_LLAMA2C)
+        printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);
+    else
+        printf("wrote %s (gguf, %s)\n", o.out, o.f16 ? "float16 matrices" : "float32");
+    mt_model_free(model);
+    return 0;
+}

@@ -1,0 +1,439 @@
+/* A GPT in the files other programs run: llama2.c's checkpoint and tokenizer (what its run.c
+   reads) and GGUF (llama.cpp's "llama" architecture). Both hold a Llama: pre-norm RMSNorm blocks
+   without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
+   refused with what does not fit. The layouts and every mapping: docs/export.md.
+   C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_internal.h"
+
+static const mt_enum_item FORMATS[] = {
+    [MT_EXPORT_LLAMA2C] = {"llama2c", "llama2.c's model.bin (version 0) and tokenizer.bin"},
+    [MT_EXPORT_GGUF] = {"gguf", "GGUF v3, llama architecture, float32 or float16"},
+};
+const mt_enum MT_EXPORT_FORMATS = MT_ENUM("export format", FORMATS);
+
+/* ---- what the model is, read off its config's JSON (the keys of the flags) ------------------- */
+
+typedef struct {
+    int L, NH, KVH, C, F, T, V;
+    bool tied;
+    float eps, theta;
+} llama_dims;
+
+/* The config key's value as text ("rope", "false", "1e-05"). */
+static const char *key_text(const cJSON *cfg, const char *key, char *buf, size_t len) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (cJSON_IsString(v)) return v->valuestring;
+    if (cJSON_IsBool(v)) return cJSON_IsTrue(v) ? "true" : "false";
+    if (cJSON_IsNumber(v)) snprintf(buf, len, "%g", v->valuedouble);
+    else snprintf(buf, len, "(none)");
+    return buf;
+}
+
+static double key_num(const cJSON *cfg, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* What a Llama is, as config values, and the flag that sets each. */
+static const struct {
+    const char *key, *want, *flag;
+} REQUIRED[] = {
+    {"placement", "pre", "--placement pre"},
+    {"norm", "rms", "--norm rms"},
+    {"rms_form", "llama", "--rms-form llama"},
+    {"rms_bias", "false", "no --rms-bias"},
+    {"bias", "false", "--no-bias"},
+    {"act", "swiglu", "--act swiglu"},
+    {"pos", "rope", "--pos rope"},
+};
+
+static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {
+    char *json = mt_model_config_json(&m->base);
+    cJSON *cfg = json ? cJSON_Parse(json) : NULL;
+    free(json);
+    if (!cfg) return mt_errorf(err, MT_ENOMEM, "out of memory reading the model's config");
+    const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, (int)fmt);
+    char differ[512] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof REQUIRED / sizeof *REQUIRED; i++) {
+        char buf[64];
+        const char *v = key_text(cfg, REQUIRED[i].key, buf, sizeof buf);
+        if (strcmp(v, REQUIRED[i].want) != 0 && at < sizeof differ)
+            at += (size_t)snprintf(differ + at, sizeof differ - at, "%s%s = %s (%s)",
+                                   at ? ", " : "", REQUIRED[i].key, v, REQUIRED[i].flag);
+    }
+    *d = (llama_dims){.L = (int)key_num(cfg, "n_layer"),
+                      .NH = (int)key_num(cfg, "n_head"),
+                      .KVH = (int)key_num(cfg, "n_kv_head"),
+                      .C = (int)key_num(cfg, "n_embd"),
+                      .F = (int)key_num(cfg, "n_ff"),
+                      .T = (int)key_num(cfg, "n_ctx"),
+                      .V = (int)key_num(cfg, "n_vocab"),
+                      .tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tied")),
+                      .eps = (float)key_num(cfg, "norm_eps"),
+                      .theta = (float)key_num(cfg, "rope_theta")};
+    if (d->KVH == 0) d->KVH = d->NH; /* 0: as many as the query heads */
+    cJSON_Delete(cfg);
+    if (at)
+        return mt_errorf(err, MT_EINVAL, "--format %s holds a Llama: pre-norm RMSNorm blocks "
+                         "without biases, RoPE, a SwiGLU FFN; this model has %s: train with "
+                         "--arch llama", fname, differ);
+    if (fmt == MT_EXPORT_LLAMA2C && d->eps != 1e-5f)
+        return mt_errorf(err, MT_EINVAL, "--format llama2c: run.c's RMSNorm has eps 1e-5 built "
+                         "in; this model has norm_eps = %g (retrain with --norm-eps 1e-5, or "
+                         "--format gguf, which stores eps)", d->eps);
+    if (fmt == MT_EXPORT_LLAMA2C && d->theta != 10000.0f)
+        return mt_errorf(err, MT_EINVAL, "--format llama2c: run.c's RoPE has theta 10000 built "
+                         "in; this model has rope_theta = %g (--format gguf stores it)", d->theta);
+    return MT_OK;
+}
+
+/* Parameter fmt (with the layer number), of n floats: present in a model that passed read_dims. */
+static const float *param(const mt_gpt *m, const char *fmt, int layer, size_t n) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, layer);
+    int i = mt_params_find(&m->P, name);
+    MT_ASSERT(i >= 0 && m->P.t[i].n == n, "export: %s missing or not of %zu floats", name, n);
+    return m->P.t[i].data;
+}
+
+/* ---- the tensors, in GGUF's names, and where they come from ----------------------------------- */
+
+typedef struct {
+    char name[48];
+    const float *data;
+    int ndim, rows, cols; /* a matrix: torch's (out, in); a vector: rows 1 */
+} tensor;
+
+/* The model's tensors, in llama2.c's order within a layer: tok_embd, then per layer attn_norm,
+   q, k, v, output, ffn_norm, gate (w1, fc1), down (w2, fc2), up (w3, fc3); output_norm; output
+   (untied). Returns how many ((9 L + 3) at most). */
+static int list_tensors(const mt_gpt *m, const llama_dims *d, tensor *t) {
+    int n = 0, C = d->C, F = d->F, KV = d->KVH * (d->C / d->NH);
+    t[n++] = (tensor){"token_embd.weight", param(m, "tok_emb.weight", 0, (size_t)d->V * C), 2,
+                      d->V, C};
+    for (int l = 0; l < d->L; l++) {
+        const struct {
+            const char *gguf, *mt;
+            int rows, cols;
+        } B[] = {
+            {"attn_norm", "blocks.%d.attn_norm.weight", 1, C},
+            {"attn_q", "blocks.%d.attn.q_proj.weight", C, C},
+            {"attn_k", "blocks.%d.attn.k_proj.weight", KV, C},
+            {"attn_v", "blocks.%d.attn.v_proj.weight", KV, C},
+            {"attn_output", "blocks.%d.attn.out_proj.weight", C, C},
+            {"ffn_norm", "blocks.%d.ffn_norm.weight", 1, C},
+            {"ffn_gate", "blocks.%d.ffn.fc1.weight", F, C},
+            {"ffn_down", "blocks.%d.ffn.fc2.weight", C, F},
+            {"ffn_up", "blocks.%d.ffn.fc3.weight", F, C},
+        };
+        for (size_t i = 0; i < sizeof B / sizeof *B; i++) {
+            snprintf(t[n].name, sizeof t[n].name, "blk.%d.%s.weight", l, B[i].gguf);
+            t[n].data = param(m, B[i].mt, l, (size_t)B[i].rows * B[i].cols);
+            t[n].ndim = strstr(B[i].gguf, "norm") ? 1 : 2;
+            t[n].rows = B[i].rows;
+            t[n++].cols = B[i].cols;
+        }
+    }
+    t[n++] = (tensor){"output_norm.weight", param(m, "final_norm.weight", 0, C), 1, 1, C};
+    if (!d->tied)
+        t[n++] = (tensor){"output.weight", param(m, "lm_head.weight", 0, (size_t)d->V * C), 2,
+                          d->V, C};
+    return n;
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+typedef struct {
+    FILE *f;
+    bool ok;
+    int n_kv; /* GGUF key-values written */
+} out;
+
+static void put(out *o, const void *p, size_t n) { o->ok = o->ok && fwrite(p, 1, n, o->f) == n; }
+static void put_u32(out *o, uint32_t v) { put(o, &v, 4); } /* little-endian hosts (x86-64) */
+static void put_i32(out *o, int32_t v) { put(o, &v, 4); }
+static void put_u64(out *o, uint64_t v) { put(o, &v, 8); }
+static void put_f32(out *o, float v) { put(o, &v, 4); }
+static void put_zeros(out *o, size_t n) {
+    for (size_t i = 0; i < n && o->ok; i++) o->ok = fputc(0, o->f) != EOF;
+}
+
+/* The bytes of token id. */
+static const char *token(const mt_gpt *m, int id, int *len) { return mt_tok_decode(&m->tok, id, len); }
+
+/* ---- llama2.c --------------------------------------------------------------------------------
+ * model.bin: 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, negative when
+ * the classifier is not the embedding, seq_len), then float32: token_embedding (V, C); per kind,
+ * every layer's: rms_att (L, C), wq (L, C, C), wk (L, KV, C), wv (L, KV, C), wo (L, C, C),
+ * rms_ffn (L, C), w1 (L, F, C), w2 (L, C, F), w3 (L, F, C); rms_final (C); two RoPE tables of
+ * (T, HS / 2) run.c skips (written as zeros); wcls (V, C) when untied.
+ * tokenizer.bin: int32 max_token_length, then per id: float32 score, int32 length, the bytes. */
+
+static mt_status write_llama2c(const llama_dims *d, const tensor *t, int nt,
+                               const char *path, mt_err *err) {
+    mt_atomic_file af;
+    mt_status s = mt_atomic_open(&af, path, err);
+    if (s != MT_OK) return s;
+    out o = {af.f, true, 0};
+    int32_t head[7] = {d->C, d->F, d->L, d->NH, d->KVH, d->tied ? d->V : -d->V, d->T};
+    put(&o, head, sizeof head);
+    put(&o, t[0].data, (size_t)t[0].rows * t[0].cols * sizeof(float));
+    for (int kind = 0; kind < 9; kind++) /* tensor 1 + 9 l + kind is layer l's */
+        for (int l = 0; l < d->L; l++) {
+            const tensor *x = &t[1 + 9 * l + kind];
+            put(&o, x->data, (size_t)x->rows * x->cols * sizeof(float));
+        }
+    const tensor *final = &t[1 + 9 * d->L];
+    put(&o, final->data, (size_t)d->C * sizeof(float));
+    put_zeros(&o, 2 * (size_t)d->T * (d->C / d->NH / 2) * sizeof(float));
+    if (!d->tied) put(&o, t[nt - 1].data, (size_t)d->V * d->C * sizeof(float));
+    return mt_atomic_close(&af, o.ok, err);
+}
+
+/* Scores for run.c's encoder, which merges the adjacent pair whose joined bytes form the token of
+   the highest score: bytes and characters 0, bpe merge k -(k + 1), so merges apply in the order
+   training learnt them. */
+static float token_score(const mt_gpt *m, int id) {
+    return m->tok.kind == MT_TOK_BPE && id >= 256 ? -(float)(id - 256 + 1) : 0.0f;
+}
+
+static mt_status write_llama2c_tokenizer(const mt_gpt *m, const char *path, mt_err *err) {
+    mt_atomic_file af;
+    mt_status s = mt_atomic_open(&af, path, err);
+    if (s != MT_OK) return s;
+    out o = {af.f, true, 0};
+    int max_len = 0, len;
+    for (int id = 0; id < m->tok.n_vocab; id++) {
+        token(m, id, &len);
+        max_len = len > max_len ? len : max_len;
+    }
+    put_i32(&o, max_len);
+    for (int id = 0; id < m->tok.n_vocab; id++) {
+        const char *b = token(m, id, &len);
+        put_f32(&o, token_score(m, id));
+        put_i32(&o, len);
+        put(&o, b, (size_t)len);
+    }
+    return mt_atomic_close(&af, o.ok, err);
+}
+
+/* ---- GGUF ------------------------------------------------------------------------------------
+ * "GGUF", u32 version 3, u64 tensor count, u64 key-value count; the key-values (string key, u32
+ * type, value); per tensor its name, u32 n_dims, u64 dims innermost first (torch's (out, in) is
+ * (in, out)), u32 type (0: F32), u64 offset into the data; zeros to the alignment (32); the data,
+ * each tensor at its offset (a multiple of 32). A string is a u64 length and its bytes. */
+
+enum { GGUF_U32 = 4, GGUF_I32 = 5, GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9 };
+#define GGUF_ALIGN 32
+
+static void put_str(out *o, const char *s, size_t n) {
+    put_u64(o, n);
+    put(o, s, n);
+}
+static void kv_key(out *o, const char *key, uint32_t type) {
+    o->n_kv++;
+    put_str(o, key, strlen(key));
+    put_u32(o, type);
+}
+static void kv_u32(out *o, const char *key, uint32_t v) { kv_key(o, key, GGUF_U32), put_u32(o, v); }
+static void kv_f32(out *o, const char *key, float v) { kv_key(o, key, GGUF_F32), put_f32(o, v); }
+static void kv_bool(out *o, const char *key, bool v) {
+    kv_key(o, key, GGUF_BOOL);
+    put(o, &(uint8_t){v}, 1);
+}
+static void kv_string(out *o, const char *key, const char *v) {
+    kv_key(o, key, GGUF_STRING);
+    put_str(o, v, strlen(v));
+}
+static void kv_array(out *o, const char *key, uint32_t type, size_t n) {
+    kv_key(o, key, GGUF_ARRAY);
+    put_u32(o, type);
+    put_u64(o, n);
+}
+
+/* GPT-2's printable stand-in for a byte (its bytes_to_unicode): the printable Latin-1 bytes
+   ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves, the others (in order) for U+0100 on;
+   as UTF-8 into u (2 bytes at most); returns the length. */
+static int gpt2_char(unsigned char b, char *u) {
+    int cp;
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) cp = b;
+    else { /* the n-th byte that is not printable, n from 0 */
+        int n = 0;
+        for (int x = 0; x < b; x++)
+            n += !((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE);
+        cp = 256 + n;
+    }
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        return 1;
+    }
+    u[0] = (char)(0xC0 | (cp >> 6));
+    u[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+#define TOKEN_TEXT_MAX (2 * MT_TOK_MAX_BYTES)
+/* The GGUF text of token id into buf (TOKEN_TEXT_MAX bytes): gpt2: the GPT-2 stand-ins of its bytes; llama (char vocabularies): its UTF-8 with ' ' written
+   as sentencepiece's U+2581. Returns the length. */
+static size_t token_text(const mt_gpt *m, int id, char *buf) {
+    int len;
+    const unsigned char *b = (const unsigned char *)token(m, id, &len);
+    size_t n = 0;
+    for (int i = 0; i < len; i++) {
+        if (m->tok.kind != MT_TOK_CHAR) n += (size_t)gpt2_char(b[i], buf + n);
+        else if (b[i] == ' ') memcpy(buf + n, "\xe2\x96\x81", 3), n += 3;
+        else buf[n++] = (char)b[i];
+    }
+    return n;
+}
+
+static void put_tokenizer(out *o, const mt_gpt *m) {
+    const mt_tokenizer *tk = &m->tok;
+    int V = tk->n_vocab;
+    char a[TOKEN_TEXT_MAX], b[TOKEN_TEXT_MAX + 1 + TOKEN_TEXT_MAX];
+    kv_string(o, "tokenizer.ggml.model", tk->kind == MT_TOK_CHAR ? "llama" : "gpt2");
+    if (tk->kind != MT_TOK_CHAR) /* GPT-2's pre-tokenizer regex: the nearest to mt's */
+        kv_string(o, "tokenizer.ggml.pre", "default");
+    kv_array(o, "tokenizer.ggml.tokens", GGUF_STRING, (size_t)V);
+    for (int id = 0; id < V; id++) put_str(o, a, token_text(m, id, a));
+    kv_array(o, "tokenizer.ggml.scores", GGUF_F32, (size_t)V);
+    for (int id = 0; id < V; id++) put_f32(o, token_score(m, id));
+    kv_array(o, "tokenizer.ggml.token_type", GGUF_I32, (size_t)V);
+    for (int id = 0; id < V; id++) put_i32(o, 1); /* normal */
+    if (tk->kind != MT_TOK_CHAR) { /* "left right" of each merge, in rank order */
+        int n_merges = tk->kind == MT_TOK_BPE ? V - 256 : 0;
+        kv_array(o, "tokenizer.ggml.merges", GGUF_STRING, (size_t)n_merges);
+        for (int k = 0; k < n_merges; k++) {
+            size_t n = token_text(m, tk->merges[k][0], b);
+            b[n++] = ' ';
+            n += token_text(m, tk->merges[k][1], b + n);
+            put_str(o, b, n);
+        }
+    }
+    kv_bool(o, "tokenizer.ggml.add_bos_token", false);
+    kv_bool(o, "tokenizer.ggml.add_eos_token", false);
+}
+
+static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d, bool f16) {
+    kv_string(o, "general.architecture", "llama");
+    kv_string(o, "general.name", "mt");
+    kv_u32(o, "general.alignment", GGUF_ALIGN);
+    kv_u32(o, "general.file_type", f16 ? 1 : 0); /* all float32, or matrices float16 */
+    kv_u32(o, "llama.context_length", (uint32_t)d->T);
+    kv_u32(o, "llama.embedding_length", (uint32_t)d->C);
+    kv_u32(o, "llama.block_count", (uint32_t)d->L);
+    kv_u32(o, "llama.feed_forward_length", (uint32_t)d->F);
+    kv_u32(o, "llama.attention.head_count", (uint32_t)d->NH);
+    kv_u32(o, "llama.attention.head_count_kv", (uint32_t)d->KVH);
+    kv_f32(o, "llama.attention.layer_norm_rms_epsilon", d->eps);
+    kv_f32(o, "llama.rope.freq_base", d->theta);
+    kv_u32(o, "llama.rope.dimension_count", (uint32_t)(d->C / d->NH));
+    kv_u32(o, "llama.vocab_size", (uint32_t)d->V);
+    put_tokenizer(o, m);
+}
+
+/* IEEE binary16 of f, rounded to the nearest (ties to even); beyond 65504 infinity. */
+static uint16_t half_of(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff, h, rem, tie;
+    int E = (int)e - 127 + 15; /* the half's biased exponent */
+    if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0)); /* inf, NaN */
+    if (E >= 31) return (uint16_t)(sign | 0x7c00);
+    if (E <= 0) { /* a subnormal half h 2^-24 = 1.m 2^(e-127): h = 1m >> (14 - E) */
+        if (E < -10) return (uint16_t)sign;
+        uint32_t M = m | 0x800000, shift = (uint32_t)(14 - E);
+        h = M >> shift, rem = M & ((1u << shift) - 1), tie = 1u << (shift - 1);
+    } else
+        h = ((uint32_t)E << 10) | (m >> 13), rem = m & 0x1fff, tie = 0x1000;
+    if (rem > tie || (rem == tie && (h & 1))) h++; /* a carry moves into the exponent */
+    return (uint16_t)(sign | h);
+}
+
+/* n floats as halves, through a buffer on the stack */
+static void put_halves(out *o, const float *x, size_t n) {
+    uint16_t buf[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        for (size_t j = 0; j < k; j++) buf[j] = half_of(x[i + j]);
+        put(o, buf, k * 2);
+    }
+}
+
+static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *t, int nt,
+                            bool f16, const char *path, mt_err *err) {
+    /* the key-values first, in memory: the header counts them */
+    char *meta = NULL;
+    size_t meta_len = 0;
+    out mo = {open_memstream(&meta, &meta_len), true, 0};
+    if (!mo.f) return mt_errorf(err, MT_ENOMEM, "out of memory for the GGUF metadata");
+    put_metadata(&mo, m, d, f16);
+    if (fclose(mo.f) != 0 || !mo.ok) {
+        free(meta);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for the GGUF metadata");
+    }
+    mt_atomic_file af;
+    mt_status s = mt_atomic_open(&af, path, err);
+    if (s != MT_OK) {
+        free(meta);
+        return s;
+    }
+    out o = {af.f, true, 0};
+    put(&o, "GGUF", 4);
+    put_u32(&o, 3);
+    put_u64(&o, (uint64_t)nt);
+    put_u64(&o, (uint64_t)mo.n_kv);
+    put(&o, meta, meta_len);
+    free(meta);
+    uint64_t off = 0, at = 24 + meta_len;
+/* with f16 the matrices are float16, the norms' vectors stay float32 (as llama.cpp's converter) */
+#define HALF(i) (f16 && t[i].ndim == 2)
+#define BYTES(i) ((uint64_t)t[i].rows * t[i].cols * (HALF(i) ? 2 : sizeof(float)))
+    for (int i = 0; i < nt; i++) {
+        size_t name_len = strlen(t[i].name);
+        put_str(&o, t[i].name, name_len);
+        put_u32(&o, (uint32_t)t[i].ndim);
+        put_u64(&o, (uint64_t)t[i].cols); /* innermost first */
+        if (t[i].ndim == 2) put_u64(&o, (uint64_t)t[i].rows);
+        put_u32(&o, HALF(i) ? 1 : 0); /* F16, F32 */
+        put_u64(&o, off);
+        at += 8 + name_len + 4 + 8 * (uint64_t)t[i].ndim + 4 + 8;
+        off += (BYTES(i) + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+    }
+    put_zeros(&o, (size_t)((GGUF_ALIGN - at % GGUF_ALIGN) % GGUF_ALIGN));
+    for (int i = 0; i < nt; i++) {
+        size_t n = (size_t)t[i].rows * t[i].cols;
+        if (HALF(i)) put_halves(&o, t[i].data, n);
+        else put(&o, t[i].data, n * sizeof(float));
+        put_zeros(&o, (GGUF_ALIGN - BYTES(i) % GGUF_ALIGN) % GGUF_ALIGN);
+    }
+#undef HALF
+#undef BYTES
+    return mt_atomic_close(&af, o.ok, err);
+}
+
+mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err) {
+    llama_dims d;
+    mt_export_format fmt = opts->format;
+    if (opts->f16 && fmt != MT_EXPORT_GGUF)
+        return mt_errorf(err, MT_EINVAL, "--f16: llama2.c's version-0 model.bin holds float32 "
+                         "only; --format gguf can hold float16");
+    mt_status s = read_dims(m, fmt, &d, err);
+    if (s != MT_OK) return s;
+    tensor *t = malloc((size_t)(9 * d.L + 3) * sizeof *t);
+    if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory listing %d layers", d.L);
+    int nt = list_tensors(m, &d, t);
+    if (fmt == MT_EXPORT_LLAMA2C) {
+        s = write_llama2c(&d, t, nt, opts->path, err);
+        if (s == MT_OK) s = write_llama2c_tokenizer(m, opts->tokenizer_path, err);
+    } else
+        s = write_gguf(m, &d, t, nt, opts->f16, opts->path, err);
+    free(t);
+    return s;
+}

@@ -330,7 +330,8 @@ def plot_runs(png, title, ylabel, lines, extra="", style="l"):
             continue
         f = os.path.join(tmp, "%d" % i)
         write_dat(f, pts)
-        plots.append("'%s' w %s lc rgb '%s' dt %d lw 2 pt 7 title '%s'" % (f, style, color, dash, t))
+        plots.append("'%s' w %s lc rgb '%s' dt %d lw 2%s title '%s'"
+                     % (f, style, color, dash, " pt 7" if style == "lp" else "", t))
     if plots:
         gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top") +
                 "plot " + ", \\\n  ".join(plots) + "\n", png)

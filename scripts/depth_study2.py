@@ -333,7 +333,8 @@ def plot_runs(png, title, ylabel, lines, extra="", style="l"):
         plots.append("'%s' w %s lc rgb '%s' dt %d lw 2%s title '%s'"
                      % (f, style, color, dash, " pt 7" if style == "lp" else "", t))
     if plots:
-        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top") +
+        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top")
+                .replace("size 760,460", "size 1000,480") +
                 "plot " + ", \\\n  ".join(plots) + "\n", png)
     shutil.rmtree(tmp)
 

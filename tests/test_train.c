@@ -197,12 +197,56 @@ static void test_replicas(void) {
     mt_gpt_free(&m);
 }
 
+/* mt_trainer_eval on the replicas' threads (the GPT's eval_concurrent; 2 replicas, 5 rows in
+   slices of 3 and 2; 7 rows: two rounds of slices) gives the bits of the serial evaluation: every
+   slice in replica 0's context, one after another, its sums added in slice order. */
+static void test_eval_replicas(void) {
+    for (int batch = 5; batch <= 7; batch += 2) {
+        mt_train_cfg tc = {.model = &mt_gpt_type,
+                           .data = {.path = "data/tinyshakespeare.txt", .val_fraction = 0.1,
+                                    .eval_batches = 3},
+                           .out = dir, .seed = 3, .steps = 1, .batch = batch, .replicas = 2};
+        mt_gpt_config mc = mt_gpt_config_default();
+        mc.stack.n_layer = 2, mc.stack.n_head = 2, mc.stack.n_embd = 16, mc.n_ctx = 16;
+        mt_optim_config oc = mt_optim_defaults();
+        mt_trainer tr;
+        mt_err e;
+        tc.model_cfg = &mc;
+        if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) {
+            CHECK(0, "trainer: %s", e.msg);
+            return;
+        }
+        if (batch == 7) tr.slice_rows = 2; /* 4 slices: two rounds of the 2 replicas */
+        CHECK(tr.replicas.n == 2, "batch %d: %d replicas, want 2", batch, tr.replicas.n);
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st); /* weights away from init */
+        double got = mt_trainer_eval(&tr), sum = 0, rows = 0;
+        const mt_model_type *type = tr.model->type;
+        tr.ctx.training = tr.ctx.grad_enabled = false;
+        for (int i = 0; i < type->eval_count(tr.task); i++) {
+            int n = type->eval_draw(tr.task, i);
+            rows += n;
+            for (int at = 0; at < n; at += tr.slice_rows) {
+                double part[2] = {0, 0};
+                mt_ctx_reset(&tr.ctx);
+                type->eval_rows(&tr.ctx, tr.model, tr.task, at,
+                                n - at < tr.slice_rows ? n - at : tr.slice_rows, part);
+                sum += part[0];
+            }
+        }
+        CHECK(got == sum / rows, "batch %d: evaluation on replicas %.17g, serial %.17g", batch,
+              got, sum / rows);
+        mt_trainer_free(&tr);
+    }
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     mt_set_threads(2);
     test_checkpoint();
     test_score_windows();
     test_replicas();
+    test_eval_replicas();
     rmdir(dir);
     return check_finish("test_train");
 }

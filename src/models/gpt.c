@@ -413,6 +413,7 @@ const mt_model_type mt_gpt_type = {
     .eval_count = eval_count,
     .eval_draw = eval_draw,
     .eval_rows = eval_rows,
+    .eval_concurrent = true,
     .accuracy = false,
     .probe = probe,
 };

@@ -102,6 +102,10 @@ struct mt_model_type {
     int (*eval_count)(const mt_task *t);
     int (*eval_draw)(mt_task *t, int i);
     void (*eval_rows)(mt_ctx *c, mt_model *m, mt_task *t, int lo, int n, double sums[2]);
+    /* eval_rows may run on disjoint rows of a batch in several contexts at once (it writes
+       nothing but its context's arena and its sums): the trainer then evaluates a batch's slices
+       on the replicas' threads, else one slice after another */
+    bool eval_concurrent;
     bool accuracy;
     /* Evaluation metrics besides loss and accuracy, NULL or NULL-terminated names (at most
        MT_EVAL_METRICS; "wer"): metric k is sums[2 + 2k] / sums[3 + 2k] summed over every

@@ -339,15 +339,18 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     vit_task *t = (vit_task *)tp;
     mt_vit *m = (mt_vit *)mp;
     int K = m->cfg.n_classes;
-    mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, t->images, t->label);
-    mt_tensor *logits = mt_vit_forward(c, m, t->images, n);
-    sums[0] += (double)mt_cross_entropy(c, logits, t->label, -1)->data[0] * n;
+    /* the images and labels in c's arena: slices run concurrently (eval_concurrent) */
+    float *x = mt_arena_floats(c, (size_t)n * m->cfg.channels * m->cfg.image_h * m->cfg.image_w);
+    int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
+    mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, x, label);
+    mt_tensor *logits = mt_vit_forward(c, m, x, n);
+    sums[0] += (double)mt_cross_entropy(c, logits, label, -1)->data[0] * n;
     for (int b = 0; b < n; b++) { /* right when the argmax is the label */
         const float *z = logits->data + (size_t)b * K;
         int best = 0;
         for (int k = 1; k < K; k++)
             if (z[k] > z[best]) best = k;
-        sums[1] += best == t->label[b];
+        sums[1] += best == label[b];
     }
 }
 
@@ -440,6 +443,7 @@ const mt_model_type mt_vit_type = {
     .eval_count = eval_count,
     .eval_draw = eval_draw,
     .eval_rows = eval_rows,
+    .eval_concurrent = true,
     .accuracy = true,
     .probe = NULL,
 };

@@ -79,13 +79,15 @@ int mt_threads(void);
    omp_get_thread_num() is the enclosing team's (a replica's): per-thread scratch must not be
    indexed by it there (attention.c's thread_slot); for the same reason a bare `omp parallel`
    block that splits work by thread number cannot run inline this way: make its parts the loop's
-   iterations instead, as many as mt_threads() (mt_gemm, optim.c). */
+   iterations instead, as many as mt_threads() (mt_gemm, optim.c). With one thread in the pool
+   (--threads 1) the loop also runs inline: a team of one would cost the region's set-up for
+   nothing (a step of configs/nanogpt-char.ini opened 53 of them). */
 #define MT_PARALLEL_FOR(cond, ...) MT_PARALLEL_(cond, "omp parallel for", , __VA_ARGS__)
 #define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
     MT_PARALLEL_(cond, "omp parallel for simd", _Pragma("omp simd"), __VA_ARGS__)
 #define MT_PARALLEL_(cond, directive, inline_pragma, ...)                                          \
     do {                                                                                           \
-        if ((cond) && !omp_in_parallel()) {                                                        \
+        if ((cond) && !omp_in_parallel() && omp_get_max_threads() > 1) {                           \
             _Pragma(directive) __VA_ARGS__                                                         \
         } else {                                                                                   \
             inline_pragma __VA_ARGS__                                                              \

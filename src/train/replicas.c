@@ -71,6 +71,21 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
     return sum;
 }
 
+void mt_replicas_run(mt_replicas *R, mt_ctx *c, int k, void (*fn)(mt_ctx *c, int s, void *arg),
+                     void *arg) {
+    MT_ASSERT(k >= 1 && k <= R->n, "replicas: %d parts for %d replicas", k, R->n);
+    if (k == 1) { /* no region: the ops split across the threads as outside replicas */
+        fn(c, 0, arg);
+        return;
+    }
+    for (int s = 1; s < k; s++) {
+        R->ctx[s - 1].training = c->training;
+        R->ctx[s - 1].grad_enabled = c->grad_enabled;
+    }
+#pragma omp parallel for num_threads(k) schedule(static, 1)
+    for (int s = 0; s < k; s++) fn(s ? &R->ctx[s - 1] : c, s, arg);
+}
+
 mt_grads mt_replicas_grads(const mt_replicas *R) { return (mt_grads){R->grad, R->ran}; }
 
 void mt_replicas_free(mt_replicas *R) {

@@ -110,6 +110,11 @@ mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t are
    Returns sum_r loss_r n_r / B. */
 double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int rows, int B,
                             mt_rows_loss loss, void *arg);
+/* fn(c_s, s, arg) for s in [0, k), k <= R->n, each on a thread of its own in replica s's context
+   (c for s = 0; the others with c's training and grad modes); one after another when k == 1.
+   For work whose parts share nothing but read-only parameters (evaluation). */
+void mt_replicas_run(mt_replicas *R, mt_ctx *c, int k, void (*fn)(mt_ctx *c, int s, void *arg),
+                     void *arg);
 /* The gradient the backward passes left: for mt_optim_update (which zeroes the buffers), or
    mt_grads_sum to have it in P->grad. */
 mt_grads mt_replicas_grads(const mt_replicas *R);

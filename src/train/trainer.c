@@ -423,23 +423,48 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     tr->step++;
 }
 
+/* One evaluation batch's rows [lo, lo + n) in slices of a replica's rows (the arenas are sized
+   for those): slice s into part[s], evaluated by mt_replicas_run. */
+enum { EVAL_SUMS = 2 + 2 * MT_EVAL_METRICS }; /* loss over rows, rows right, metrics' two terms */
+typedef struct {
+    mt_trainer *tr;
+    int lo, n, first; /* the batch's rows, the first slice of this round */
+    double (*part)[EVAL_SUMS];
+} eval_batch;
+
+static void eval_slice(mt_ctx *c, int s, void *arg) {
+    eval_batch *b = arg;
+    int at = b->lo + (b->first + s) * b->tr->slice_rows, end = b->lo + b->n;
+    mt_ctx_reset(c);
+    memset(b->part[s], 0, sizeof b->part[s]);
+    b->tr->model->type->eval_rows(c, b->tr->model, b->tr->task, at,
+                                  end - at < b->tr->slice_rows ? end - at : b->tr->slice_rows,
+                                  b->part[s]);
+}
+
 double mt_trainer_eval(mt_trainer *tr) {
     const mt_model_type *type = tr->model->type;
     mt_ctx *c = &tr->ctx;
     c->training = false;
     c->grad_enabled = false;
-    /* loss over rows, rows right, each metric's two terms */
-    double sums[2 + 2 * MT_EVAL_METRICS] = {0}, rows_all = 0;
+    double sums[EVAL_SUMS] = {0}, rows_all = 0;
+    double part[tr->replicas.n][EVAL_SUMS];
     int batches = type->eval_count(tr->task), nm = mt_model_metric_count(type);
     for (int i = 0; i < batches; i++) {
-        int lo, n, rows = type->eval_draw(tr->task, i);
-        mt_dist_slice(rows, &lo, &n);
+        eval_batch b = {tr, 0, 0, 0, part};
+        int rows = type->eval_draw(tr->task, i);
+        mt_dist_slice(rows, &b.lo, &b.n);
         rows_all += rows;
-        /* in slices of a replica's rows: the arenas are sized for those */
-        for (int at = lo; at < lo + n; at += tr->slice_rows) {
-            mt_ctx_reset(c);
-            type->eval_rows(c, tr->model, tr->task, at,
-                            lo + n - at < tr->slice_rows ? lo + n - at : tr->slice_rows, sums);
+        /* rounds of as many slices as replicas (a training batch's rows make one round) */
+        int slices = (b.n + tr->slice_rows - 1) / tr->slice_rows;
+        for (; b.first < slices; b.first += tr->replicas.n) {
+            int k = slices - b.first < tr->replicas.n ? slices - b.first : tr->replicas.n;
+            if (type->eval_concurrent) mt_replicas_run(&tr->replicas, c, k, eval_slice, &b);
+            else
+                for (int s = 0; s < k; s++) eval_slice(c, s, &b);
+            /* in slice order: the sums a serial evaluation adds, in its order */
+            for (int s = 0; s < k; s++)
+                for (int j = 0; j < EVAL_SUMS; j++) sums[j] += part[s][j];
         }
     }
     mt_dist_sum(sums, 2 + 2 * nm);

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Time to quality on nanoGPT's CPU shakespeare_char recipe: ./train --config
+# configs/nanogpt-char.ini against its PyTorch twin (bench/nanogpt/torch_char.py, torch's best
+# setting here: 2 threads, the OpenMP OpenBLAS, AVX-512), alternating for ROUNDS rounds. Each
+# row: the whole program's seconds (mt: ./train, then ./infer --score of the validation split;
+# torch: training and the same scoring), tokens/s of the training steps, the validation loss over
+# the whole validation split. A separate script from bench/run.sh: about 3 minutes a round on 2
+# idle cores at the full 2000 steps.
+# Environment: STEPS (2000), WARMUP (100), ROUNDS (3), THREADS (2), MT_BEFORE (a second ./train to alternate
+# with, e.g. a build of another commit: its rows are labelled mt-before).
+set -e
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-2000}
+WARMUP=${WARMUP:-100}
+ROUNDS=${ROUNDS:-3}
+THREADS=${THREADS:-2}
+PY=/usr/bin/python3
+BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+tail -c 111539 data/tinyshakespeare.txt >"$TMP/val.txt" # the last 10%: ./train's validation split
+# on a machine loaded beyond its CPUs both wait passively (bench/run.sh says why)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ -z "${OMP_WAIT_POLICY+set}" ] && awk "BEGIN { exit !(${LOAD0%% *} > $(nproc)) }"; then
+    export OMP_WAIT_POLICY=passive
+fi
+now() { date +%s.%N; }
+
+run_mt() { # label binary
+    rm -rf "$TMP/out"
+    t0=$(now)
+    "$2" --config configs/nanogpt-char.ini --out "$TMP/out" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
+        --log-every "$STEPS" >"$TMP/train.log"
+    t1=$(now)
+    # one thread: scoring runs one window of 64 tokens at a time, too little to split
+    ./infer --checkpoint "$TMP/out/model.safetensors" --score "$TMP/val.txt" --threads 1 >"$TMP/score.log"
+    t2=$(now)
+    # tokens/s of the loop, its evaluations included: steps x 12 x 64 over the last elapsed_s
+    tok=$(awk -F, 'END { printf "%.0f", $1 * 768 / $8 }' "$TMP/out/metrics.csv")
+    val=$(sed -n 's/.*loss=\([0-9.]*\).*/\1/p' "$TMP/score.log")
+    echo "{\"prog\": \"$1\", \"threads\": $THREADS, \"steps\": $STEPS, \"prog_s\": $(echo "$t2 - $t0" | bc), \"train_s\": $(echo "$t1 - $t0" | bc), \"score_s\": $(echo "$t2 - $t1" | bc), \"tok_s\": $tok, \"val_loss\": $val}"
+}
+
+run_torch() { # prog_s: the whole program; train_s: its training steps; tok_s: of those
+    t0=$(now)
+    LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/nanogpt/torch_char.py \
+        --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" >"$TMP/torch.json"
+    t1=$(now)
+    sed "s/^{/{\"prog_s\": $(echo "$t1 - $t0" | bc), /" "$TMP/torch.json"
+}
+
+echo "# nanogpt-char: $STEPS steps, $THREADS threads, $ROUNDS rounds; load $LOAD0; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+    run_mt mt ./train
+    [ -z "$MT_BEFORE" ] || run_mt mt-before "$MT_BEFORE"
+    run_torch
+    r=$((r + 1))
+done
+echo "# load at the end $(cut -d' ' -f1-3 /proc/loadavg)"

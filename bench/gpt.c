@@ -6,8 +6,10 @@
    one JSON line: median ms per step over --steps steps after --warmup, tokens/s, trainable
    parameters, peak RSS (getrusage) and the arena's peak. bench/gpt/torch_gpt.py is the reference.
    usage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] [--batch B] [--norm ln|rms]
-              [--steps n] [--warmup n] [--threads n] [--replicas n] [--arena-mb n]
-              [--profile 0|1] [--precision fp32|bf16]
+              [--arch gpt|llama] [--steps n] [--warmup n] [--threads n] [--replicas n]
+              [--arena-mb n] [--profile 0|1] [--precision fp32|bf16]
+   --arch llama: the model ./train --arch llama builds (the preset resolved by the GPT's
+   validation: RoPE, SwiGLU, RMSNorm, no biases).
    --replicas: 0 (default) as many as the threads, 1 every op split across the threads instead.
    --precision bf16: the linear layers' products in bf16 (as ./train --precision bf16), the bf16
    copy of the weights refreshed after each update inside the timed step. The JSON names the
@@ -48,14 +50,14 @@ static const char *cpu_model(char *buf, size_t len) {
 static int usage(const char *msg) {
     fprintf(stderr,
             "gpt: %s\nusage: gpt [--name s] [--layers L] [--embd C] [--heads NH] [--ctx T] "
-            "[--batch B] [--norm ln|rms] [--steps n >= 1] [--warmup n] [--threads n] "
-            "[--replicas n] [--arena-mb n] [--profile 0|1] [--precision fp32|bf16]\n",
+            "[--batch B] [--norm ln|rms] [--arch gpt|llama] [--steps n >= 1] [--warmup n] "
+            "[--threads n] [--replicas n] [--arena-mb n] [--profile 0|1] [--precision fp32|bf16]\n",
             msg);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    const char *name = "tiny", *norm = "ln", *precision = "fp32";
+    const char *name = "tiny", *norm = "ln", *arch = "gpt", *precision = "fp32";
     int L = 4, C = 128, NH = 4, T = 128, B = 16, steps = 10, warmup = 3, threads = 2;
     int arena_mb = 4096, profile = 0, replicas = 0;
     for (int i = 1; i < argc; i++) {
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
         if (k < n_ints) *ints[k].p = atoi(v);
         else if (!strcmp(f, "--name")) name = v;
         else if (!strcmp(f, "--norm")) norm = v;
+        else if (!strcmp(f, "--arch")) arch = v;
         else if (!strcmp(f, "--precision")) precision = v;
         else return usage(f);
     }
@@ -82,16 +85,18 @@ int main(int argc, char **argv) {
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
     cfg.stack.n_layer = L, cfg.stack.n_embd = C, cfg.stack.n_head = NH, cfg.n_ctx = T, cfg.n_vocab = 256;
-    int kind, prec;
+    int kind, arch_kind, prec;
     mt_gpt m;
     mt_ctx ctx;
     mt_replicas R;
     mt_optim opt;
     mt_optim_config oc = mt_optim_defaults(); /* AdamW, torch's defaults */
     if (mt_enum_parse(&MT_NORMS, norm, &kind, &err) ||
+        mt_enum_parse(&MT_GPT_ARCHS, arch, &arch_kind, &err) ||
         mt_enum_parse(&MT_PRECISIONS, precision, &prec, &err) ||
         (prec == MT_BF16 && mt_bf16_check(&err)) ||
         (cfg.stack.norm = mt_norm_default((mt_norm_kind)kind), 0) ||
+        (cfg.arch = (mt_gpt_arch)arch_kind, 0) ||
         mt_gpt_build(&m, &cfg, &err) || mt_optim_init(&opt, &oc, &m.P, &err) ||
         mt_ctx_init(&ctx, (size_t)arena_mb << 20, 1, &err) ||
         (prec == MT_BF16 && mt_params_enable_bf16(&m.P, &err)) ||
@@ -134,10 +139,12 @@ int main(int argc, char **argv) {
     qsort(sorted, (size_t)steps, sizeof *sorted, bench_cmp);
     double med = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
     char cpu[128];
-    printf("{\"prog\": \"mt\", \"config\": \"%s\", \"threads\": %d, \"replicas\": %d, \"precision\": \"%s\", "
+    printf("{\"prog\": \"mt\", \"config\": \"%s\", \"arch\": \"%s\", "
+           "\"threads\": %d, \"replicas\": %d, \"precision\": \"%s\", "
            "\"gemm_fp32\": \"%s\", \"cpu\": \"%s\", \"blas_core\": \"%s\", \"params\": %zu, \"layers\": %d, "
            "\"embd\": %d, \"batch\": %d, \"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",
-           name, mt_threads(), R.n, mt_enum_name(&MT_PRECISIONS, prec),
+           name, mt_enum_name(&MT_GPT_ARCHS, m.cfg.arch), mt_threads(), R.n,
+           mt_enum_name(&MT_PRECISIONS, prec),
            mt_enum_name(&MT_GEMM_BACKENDS, mt_gemm_backend_forced()), cpu_model(cpu, sizeof cpu),
            openblas_get_corename(),
            mt_params_count_trainable(&m.P), L, C, B, T, steps, med, B * T / (med / 1e3));

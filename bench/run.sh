@@ -40,17 +40,19 @@ BF16=0
 echo "sgemm peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
-# name layers embd heads ctx batch norm
+# name layers embd heads ctx batch norm [arch: gpt unless given]
 CONFIG_TABLE="
 tiny     4   128 4 128 16 ln
+tiny_llama 4 128 4 128 16 rms llama
 small    6   384 6 256 8  ln
 deep100  100 64  2 64  8  ln
 tiny_rms 4   128 4 128 16 rms
 "
-echo "$CONFIG_TABLE" | while read -r name L C NH T B norm; do
+echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
     [ -n "$name" ] || continue
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
     args="--name $name --layers $L --embd $C --heads $NH --ctx $T --batch $B --norm $norm"
+    args="$args --arch ${arch:-gpt}"
     args="$args --steps $STEPS --warmup $WARMUP --threads"
     echo "$name: mt, torch (best setting) and mt bf16 alternating, $ROUNDS rounds; torch (default); mt (--replicas 1)"
     r=0

@@ -108,11 +108,32 @@ def main():
         pct = lambda s: "%.0f%%" % (100 * s["mfu"]) if s else "-"
         ratio = lambda x, y: f"{x['tok_s'] / y['tok_s']:.2f}x" if x and y else "-"
         goal = GOAL_RATIO.get(cfg)
-        params = (m or b)["params"]
-        p(f"| {cfg} | {params:,} | {f(m, 'tok_s', '%.0f')} | {f(m, 'ms', '%.1f')} "
+        params = f"{(m or b)['params']:,}"
+        if m and b and m["params"] != b["params"]:  # the two models differ: say so
+            params += f" (torch {b['params']:,})"
+        p(f"| {cfg} | {params} | {f(m, 'tok_s', '%.0f')} | {f(m, 'ms', '%.1f')} "
           f"| {f(b, 'tok_s', '%.0f')} | {f(b, 'ms', '%.1f')} | {ratio(m, b)} "
           f"| {'>= %.3gx' % goal if goal else '-'} | {f(df, 'tok_s', '%.0f')} | {ratio(m, df)} "
           f"| {f(m, 'gflops', '%.0f')} | {pct(m)} | {pct(b)} | {f(ops, 'tok_s', '%.0f')} |")
+    # the LLaMA preset (--arch llama) beside the GPT of its size: its step time over the GPT's
+    mt_r0 = {cfg: stat(cfg, "mt")["r0"] for cfg in order if stat(cfg, "mt")}
+    size = lambda cfg: tuple(mt_r0[cfg][k] for k in ("layers", "embd", "ctx", "batch"))
+    arch = lambda cfg: mt_r0[cfg].get("arch", "gpt")
+    pairs = [(g, c) for c in mt_r0 if arch(c) == "llama" for g in mt_r0
+             if arch(g) == "gpt" and size(g) == size(c)]
+    if pairs:
+        p("\nThe LLaMA preset (`--arch llama`: RoPE, SwiGLU, RMSNorm, no biases) beside the GPT "
+          "of its size, step times from the table above:\n")
+        p("| GPT | LLaMA | params GPT / LLaMA | mt ms/step GPT / LLaMA | mt LLaMA / GPT time "
+          "| torch best ms/step GPT / LLaMA | torch LLaMA / GPT time |")
+        p("|---|---|---:|---:|---:|---:|---:|")
+        for g, c in pairs:
+            mg, ml, tg, tl = (stat(g, "mt"), stat(c, "mt"), stat(g, "torch_best"),
+                              stat(c, "torch_best"))
+            tcols = (f"{tg['ms']:.1f} / {tl['ms']:.1f} | {tl['ms'] / tg['ms']:.2f}x"
+                     if tg and tl else "- | -")
+            p(f"| {g} | {c} | {mg['params']:,} / {ml['params']:,} | {mg['ms']:.1f} / {ml['ms']:.1f} "
+              f"| {ml['ms'] / mg['ms']:.2f}x | {tcols} |")
     if any(who == "mt_bf16" for _, who in runs):
         p("\nmt's linear layers in bf16 (`--precision bf16`) against mt in fp32, alternating in "
           "the same rounds:\n")

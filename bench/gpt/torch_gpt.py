@@ -5,6 +5,11 @@ on the Linear weights only, as mt's table decays matrices only) and the same bat
 uniform random tokens. One training step = zero grad + forward + loss + backward + AdamW step.
 Prints one JSON line: median ms per step over --steps steps after --warmup, tokens/s, peak RSS.
 
+--arch llama: LLaMA's decoder at the same size, as mt's --arch llama resolves it: no biases,
+RMSNorm (LLaMA form) whatever --norm says, no position embedding but RoPE on q and k (llama2.c's
+adjacent channel pairs), SwiGLU fc2(silu(fc1 x) * fc3 x) with n_ff = int(2 (4 C) / 3) rounded up to
+a multiple of 32; the head tied, the same init.
+
 Run it as bench/run.sh does: torch's best setting here is --threads 2 with
 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ATEN_CPU_CAPABILITY=avx512; without
 --threads torch keeps its default thread count."""
@@ -33,32 +38,56 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-class Block(nn.Module):
-    def __init__(self, C, NH, norm):
-        super().__init__()
-        self.NH = NH
-        self.attn_norm, self.ffn_norm = norm(C), norm(C)
-        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(C, C) for _ in range(3))
-        self.out_proj = nn.Linear(C, C)
-        self.fc1, self.fc2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+def rope_table(T, HS, theta=10000.0):
+    """cos, sin (T, 1, HS/2) of the angle t theta^(-2i/HS), as llama2.c's precompute_freqs_cis."""
+    w = theta ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS)
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), w).float()[:, None, :]
+    return ang.cos(), ang.sin()
 
-    def forward(self, x, mask):
+
+def rope(x, cos, sin):
+    """x (B, T, NH, HS): each head's adjacent pair (2i, 2i+1) turned, as llama2.c's model.py."""
+    a, b = x.reshape(x.shape[:-1] + (-1, 2)).unbind(-1)
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(3)
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH, norm, llama):
+        super().__init__()
+        self.NH, self.llama = NH, llama
+        self.attn_norm, self.ffn_norm = norm(C), norm(C)
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(C, C, bias=not llama) for _ in range(3))
+        self.out_proj = nn.Linear(C, C, bias=not llama)
+        F_ = (int(2 * 4 * C / 3) + 31) // 32 * 32 if llama else 4 * C
+        self.fc1, self.fc2 = nn.Linear(C, F_, bias=not llama), nn.Linear(F_, C, bias=not llama)
+        if llama:
+            self.fc3 = nn.Linear(C, F_, bias=False)
+
+    def forward(self, x, mask, cos_sin):
         B, T, C = x.shape
         h = self.attn_norm(x)
-        q, k, v = (p(h).view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        q, k, v = (p(h).view(B, T, self.NH, C // self.NH)
                    for p in (self.q_proj, self.k_proj, self.v_proj))
+        if self.llama:
+            q, k = rope(q, *cos_sin), rope(k, *cos_sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.NH))
         att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         x = x + self.out_proj(y)
-        return x + self.fc2(F.gelu(self.fc1(self.ffn_norm(x)), approximate="tanh"))
+        h = self.ffn_norm(x)
+        if self.llama:
+            return x + self.fc2(F.silu(self.fc1(h)) * self.fc3(h))
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self, L, C, NH, T, V, norm):
+    def __init__(self, L, C, NH, T, V, norm, llama):
         super().__init__()
-        self.tok_emb, self.pos_emb = nn.Embedding(V, C), nn.Embedding(T, C)
-        self.blocks = nn.ModuleList(Block(C, NH, norm) for _ in range(L))
+        self.tok_emb = nn.Embedding(V, C)
+        self.pos_emb = None if llama else nn.Embedding(T, C)
+        self.cos_sin = rope_table(T, C // NH) if llama else None
+        self.blocks = nn.ModuleList(Block(C, NH, norm, llama) for _ in range(L))
         self.final_norm = norm(C)
         self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
         # GPT-2 init, as mt's MT_SCHEME_GPT2: N(0, 0.02), the residual outputs (out_proj, fc2)
@@ -74,9 +103,12 @@ class GPT(nn.Module):
 
     def forward(self, ids, targets):
         B, T = ids.shape
-        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T))
+        x = self.tok_emb(ids)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T))
+        cos_sin = None if self.cos_sin is None else tuple(t[:T] for t in self.cos_sin)
         for b in self.blocks:
-            x = b(x, self.mask)
+            x = b(x, self.mask, cos_sin)
         logits = self.final_norm(x) @ self.tok_emb.weight.t()
         return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1))
 
@@ -94,6 +126,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--norm", choices=("ln", "rms"), default="ln")
+    ap.add_argument("--arch", choices=("gpt", "llama"), default="gpt")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: torch's default")
@@ -104,8 +137,9 @@ def main():
     torch.manual_seed(1)
     base = rss_mib()
     V, L, C, NH, T, B = 256, a.layers, a.embd, a.heads, a.ctx, a.batch
-    norm = (lambda c: nn.LayerNorm(c, eps=1e-5)) if a.norm == "ln" else RMSNorm
-    model = GPT(L, C, NH, T, V, norm)
+    llama = a.arch == "llama"
+    norm = (lambda c: nn.LayerNorm(c, eps=1e-5)) if a.norm == "ln" and not llama else RMSNorm
+    model = GPT(L, C, NH, T, V, norm, llama)
     decay = [p for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 2
              and "emb" not in n]
     other = [p for n, p in model.named_parameters() if not (n.endswith("weight") and p.dim() == 2
@@ -128,7 +162,8 @@ def main():
             times.append(dt)
     ms = statistics.median(times) * 1e3
     print(json.dumps({
-        "prog": "torch", "setting": a.setting, "config": a.name, "threads": torch.get_num_threads(),
+        "prog": "torch", "setting": a.setting, "config": a.name, "arch": a.arch,
+        "threads": torch.get_num_threads(),
         "blas": os.environ.get("LD_LIBRARY_PATH", "default"),
         "isa": os.environ.get("ATEN_CPU_CAPABILITY", "default"), "torch": torch.__version__,
         "params": sum(p.numel() for p in model.parameters()), "layers": L, "embd": C, "batch": B, "ctx": T,

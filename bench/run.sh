@@ -4,7 +4,8 @@
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
 #      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) and, where the build
 #      and CPU have bf16, mt --precision bf16, for ROUNDS rounds,
-#      then torch once in its default setting and mt once with every op split across the threads
+#      then torch once in its default setting (and once in its best with bf16 autocast, where mt
+#      has bf16) and mt once with every op split across the threads
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
@@ -64,6 +65,8 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
         r=$((r + 1))
     done
     $PY bench/gpt/torch_gpt.py $args 0 --setting default | tee -a "$RAW"
+    [ "$BF16" = 0 ] || LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/gpt/torch_gpt.py \
+        $args 2 --setting autocast --autocast | tee -a "$RAW"
     "$BUILD/bench/gpt" $args 2 --replicas 1 | tee -a "$RAW"
 done
 

@@ -138,15 +138,17 @@ def main():
         p("\nmt's linear layers in bf16 (`--precision bf16`) against mt in fp32, alternating in "
           "the same rounds:\n")
         p("| config | mt fp32 ms/step | mt bf16 ms/step | bf16 / fp32 speed-up | goal "
-          "| first loss fp32 / bf16 |")
-        p("|---|---:|---:|---:|---:|---|")
+          "| first loss fp32 / bf16 | torch bf16 autocast ms/step (one run) | mt bf16 / torch "
+          "autocast |")
+        p("|---|---:|---:|---:|---:|---|---:|---:|")
         for cfg in order:
-            m, h = stat(cfg, "mt"), stat(cfg, "mt_bf16")
+            m, h, t = stat(cfg, "mt"), stat(cfg, "mt_bf16"), stat(cfg, "torch_autocast")
             if not (m and h):
                 continue
             goal = GOAL_BF16.get(cfg)
             p(f"| {cfg} | {m['ms']:.1f} | {h['ms']:.1f} | {m['ms'] / h['ms']:.2f}x "
-              f"| {'>= %.3gx' % goal if goal else '-'} | {m['loss']:.3f} / {h['loss']:.3f} |")
+              f"| {'>= %.3gx' % goal if goal else '-'} | {m['loss']:.3f} / {h['loss']:.3f} "
+              f"| {'%.1f' % t['ms'] if t else '-'} | {'%.2fx' % (t['ms'] / h['ms']) if t else '-'} |")
     p("\nMemory (peak RSS from getrusage; torch's includes its Python and library runtime, "
       "measured before the model was built as 'runtime'):\n")
     p("| config | mt peak RSS MiB | mt arena peak MiB | goal (half of llm.c) | torch best peak RSS MiB "

@@ -10,6 +10,9 @@ RMSNorm (LLaMA form) whatever --norm says, no position embedding but RoPE on q a
 adjacent channel pairs), SwiGLU fc2(silu(fc1 x) * fc3 x) with n_ff = int(2 (4 C) / 3) rounded up to
 a multiple of 32; the head tied, the same init.
 
+--autocast: torch's CPU mixed precision (bf16 autocast around the forward and the loss; the
+backward follows the forward's types, master weights and AdamW stay fp32).
+
 Run it as bench/run.sh does: torch's best setting here is --threads 2 with
 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ATEN_CPU_CAPABILITY=avx512; without
 --threads torch keeps its default thread count."""
@@ -131,6 +134,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: torch's default")
     ap.add_argument("--setting", default="", help="a label for the report")
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward and loss under torch.autocast('cpu', torch.bfloat16): torch's "
+                         "CPU mixed precision, the counterpart of mt's --precision bf16")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -153,7 +159,8 @@ def main():
         ids, targets = data[:, :T], data[:, 1:]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            loss = model(ids, targets)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0

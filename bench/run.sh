@@ -10,9 +10,10 @@
 #   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), then each bench/*.py (one module against its torch
-#      counterpart, printing a Markdown table), appended to bench/RESULTS.md.
+#      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
+#   4. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
 # Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
-# BENCH_GPT_ONLY=1 (skip 3).
+# BENCH_GPT_ONLY=1 (skip 3 and 4).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
@@ -95,7 +96,7 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
         MT_BUILD=$BUILD $PY "$p" | tee -a bench/RESULTS.md
     done
 fi
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+if [ -z "$BENCH_GPT_ONLY" ] && command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     echo "mpi: bench/mpi.sh"
     printf '\n' >>bench/RESULTS.md
     sh bench/mpi.sh | tee -a bench/RESULTS.md

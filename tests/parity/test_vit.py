@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from harness import Report, run_driver
 from torch_gpt import FINAL_NORM, TorchBlocks
+from torch_gpt import norm_params as gpt_norm_params
 
 rng = np.random.default_rng(0)
 R = Report("parity vit")
@@ -21,21 +22,14 @@ TOL = 1e-4
 
 
 def norm_params(cfg):
-    """(suffix, kind) of a norm's parameters, as the mt table names them."""
+    """(suffix, kind) of a norm's parameters, as the mt table names them: the GPT's norms, and
+    the image-only BatchNorm (with its running statistics) and InstanceNorm."""
     kind = cfg["norm"]
-    if kind in ("ln", "gn"):
-        return [("weight", "w"), ("bias", "b")]
     if kind == "bn":
         return [("weight", "w"), ("bias", "b"), ("running_mean", "rm"), ("running_var", "rv")]
     if kind == "in":
         return [("weight", "w"), ("bias", "b")] if cfg.get("in_affine") else []
-    if kind == "rms" and cfg.get("rms_form") == "paper" and cfg.get("rms_bias"):
-        return [("weight", "w"), ("bias", "b")]
-    if kind in ("rms", "prms"):
-        return [("weight", "w")]
-    if kind == "scale":
-        return [("g", "g")]
-    return []
+    return gpt_norm_params(cfg)
 
 
 def param_shapes(cfg):

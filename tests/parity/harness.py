@@ -67,6 +67,29 @@ def run_op(driver, op, xs, dy, grad, **opts):
     return run_driver(driver, tensors, meta)
 
 
+def check_model(R, label, got, logits, loss, model, tol):
+    """A driver's output (got: logits, loss, grad.<name>) against a torch model's (logits, loss
+    and model.p, name -> parameter with its .grad): the values, every gradient, and the names.
+    The k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant), so both
+    sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
+    dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms: measured against the sum of |terms|
+    (model.g_terms, when the model records them)."""
+    R.check(f"{label} logits", got["logits"], logits.detach().numpy(), tol)
+    R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), tol)
+    names = {k[5:] for k in got if k.startswith("grad.")}
+    if names != set(model.p):
+        R.check(f"{label} parameter names", sorted(names), sorted(model.p))
+    for name, t in model.p.items():
+        want = t.grad.numpy().reshape(got["grad." + name].shape)
+        scale = 1.0
+        if name.endswith("k_proj.bias"):
+            scale = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+        elif name.endswith(".g") and hasattr(model, "g_terms"):
+            scale = model.g_terms[name[:-2]]
+        R.check(f"{label} grad {name}", got["grad." + name], want,
+                tol * max(1.0, scale / max(np.abs(want).max(), 1e-30)))
+
+
 class Report:
     """Counts comparisons; finish() prints a summary and exits non-zero on any failure."""
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, run_driver
+from harness import Report, check_model, run_driver
 from torch_gpt import TorchBlocks
 
 rng = np.random.default_rng(1)
@@ -154,18 +154,7 @@ for norm in ("ln", "rms"):
         got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
         label = (f"{norm} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
                  f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
-        R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
-        R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
-        grads = {k[5:] for k in got if k.startswith("grad.")}
-        if grads != set(params):
-            R.check(f"{label} parameter names", sorted(grads), sorted(params))
-        for name, t in model.p.items():
-            want = t.grad.numpy().reshape(got["grad." + name].shape)
-            tol = TOL
-            if name.endswith("k_proj.bias"):  # true gradient 0: rounding noise on both sides
-                ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
-                tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
-            R.check(f"{label} grad {name}", got["grad." + name], want, tol)
+        check_model(R, label, got, logits, loss, model, TOL)
         case += 1
 
 R.finish()

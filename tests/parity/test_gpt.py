@@ -7,7 +7,7 @@ import json
 import numpy as np
 import torch
 
-from harness import Report, run_driver
+from harness import Report, check_model, run_driver
 from torch_gpt import TorchGPT, n_ff, random_params
 
 rng = np.random.default_rng(0)
@@ -34,27 +34,7 @@ def run_case(cfg, B, T, label, given=None):
 
     tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
     got = run_driver("gpt", tensors, {"config": json.dumps(given or cfg), "B": B, "T": T})
-    R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
-    R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
-    grads = {k[5:] for k in got if k.startswith("grad.")}
-    if grads != set(params):
-        R.check(f"{label} parameter names", sorted(grads), sorted(params))
-    for name, t in model.p.items():
-        want = t.grad.numpy().reshape(got["grad." + name].shape)
-        tol = TOL
-        if name.endswith("k_proj.bias"):
-            # q.(k + b) shifts a softmax row by a constant: the true gradient is 0, so both
-            # sides hold rounding noise; measure it against the q_proj bias gradient.
-            ref = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
-            tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
-        if name.endswith(".g"):
-            # ScaleNorm's dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms (seen for
-            # a Pre-LN block's ffn_norm): measure the error against the sum of |terms|, as
-            # test_vit.py does.
-            terms = model.g_terms[name[:-2]]
-            tol = TOL * max(1.0, terms / max(np.abs(want).max(), 1e-30))
-        R.check(f"{label} grad {name}", got["grad." + name], want, tol)
-
+    check_model(R, label, got, logits, loss, model, TOL)
 
 case = 0
 for norm, opts in NORMS:

@@ -29,7 +29,6 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
-static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 int main(int argc, char **argv) {
     mt_err e;
@@ -59,7 +58,7 @@ int main(int argc, char **argv) {
         die(2, "--out and --tokenizer-out name the same file: give them different names");
     mt_model *model;
     mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
     mt_gpt *gpt = mt_gpt_of(model);
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
     if (!gpt) {
@@ -70,7 +69,7 @@ int main(int argc, char **argv) {
     }
     mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
     s = mt_gpt_export(gpt, &eo, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
     if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);
     else

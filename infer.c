@@ -47,14 +47,13 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
-static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 /* The model of a checkpoint. */
 static mt_model *load(const char *path, mt_ckpt_state *state, char **options) {
     mt_err e;
     mt_model *m;
     mt_status s = mt_ckpt_load(path, &m, state, options, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
     return m;
 }
 

@@ -19,7 +19,6 @@ static int usage(const char *msg, const char *arg) {
 }
 
 /* 2: the input or the flags are wrong; 1: a failure while working. */
-static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 /* A positive integer from a flag's value, or -1. */
 static int positive(const char *s) {
@@ -64,7 +63,7 @@ int main(int argc, char **argv) {
     mt_err err;
     if (mt_images_load(data, &o, &ds, &err) != MT_OK) {
         fprintf(stderr, "preview: %s\n", err.msg);
-        return exit_code(err.status);
+        return mt_exit_code(err.status);
     }
     if (ds.n_skipped) fprintf(stderr, "preview: skipped %d file(s):\n%s", ds.n_skipped, ds.skipped);
     if (n > ds.n) n = ds.n;
@@ -85,7 +84,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (mt_images_preview(&ds, idx, n, scale, out, &err) != MT_OK) {
         fprintf(stderr, "preview: %s\n", err.msg);
-        rc = exit_code(err.status);
+        rc = mt_exit_code(err.status);
     } else
         printf("preview: %d of %d images (%dx%d, %d channel(s), %d classes) -> %s\n", n, ds.n, ds.H,
                ds.W, ds.C, ds.n_classes, out);

@@ -146,9 +146,6 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
-/* 2: the run cannot start as asked (a flag, a config value, an input file that is missing or
-   malformed); 1: a failure while working (I/O, out of memory, divergence). */
-static int exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
 
 /* The options from defaults, then saved (a resumed run's), then the config file named by the
    flags, then the flags. */
@@ -225,7 +222,7 @@ static int prepare(void) {
     mt_text_cfg tc = {(mt_tok_kind)o.tokenizer, o.vocab_size, o.val_fraction};
     mt_status s = mt_data_load(o.data, &tc, &tok, &d, &e);
     if (s == MT_OK) s = mt_tokfile_write(o.prepare, &tok, &d, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
     printf("wrote %s: %zu tokens, %s tokenizer, vocabulary %d\n", o.prepare, d.n,
            mt_enum_name(&MT_TOKENIZERS, tok.kind), tok.n_vocab);
     mt_tokens_free(&d);
@@ -280,7 +277,7 @@ int main(int argc, char **argv) {
         }
         if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
         mt_status s = mt_st_load(path, &st, &e);
-        if (s != MT_OK) die(exit_code(s), e.msg);
+        if (s != MT_OK) die(mt_exit_code(s), e.msg);
         const char *opts_saved = mt_st_meta(&st, "options");
         if (!opts_saved) die(2, "the checkpoint has no saved options: was it written by ./train?");
         saved = strdup(opts_saved);
@@ -315,13 +312,13 @@ int main(int argc, char **argv) {
     mt_status s = mt_trainer_init(&tr, &tc, &oc, &e);
     if (s == MT_OK && o.resume) s = mt_trainer_resume(&tr, &e);
     mt_dist_agree(&s, &e);
-    if (s != MT_OK) die(exit_code(s), e.msg);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
 
     mt_diag diag;
     mt_diag_cfg dc = {o.diag_grad_every, o.diag_update_steps, o.diag_resid_every, o.diag_batch};
     if (mt_dist_size() > 1 && (dc.grad_every || dc.update_steps || dc.resid_every))
         die(2, "the --diag-* diagnostics run in one process, not under mpirun");
-    if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(exit_code(s), e.msg);
+    if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(mt_exit_code(s), e.msg);
     if (rank0) check_threads();
     char line[512];
     char *warning = type->task_warning ? type->task_warning(tr.task) : NULL;

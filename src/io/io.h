@@ -90,6 +90,10 @@ typedef struct {
 
 /* Applies argv[1..argc-1]. An unknown flag, a missing, malformed or out-of-range value, or a
    positional argument is an error that names it (and the nearest known flag). */
+/* A program's exit code for a failed status: 2 when the run cannot start as asked (MT_EINVAL:
+   a flag or config value; MT_EFORMAT: a malformed input file), 1 for a failure while working
+   (I/O, out of memory, divergence). */
+int mt_exit_code(mt_status s);
 mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, mt_err *err);
 /* Applies the lines of text; source names it in messages ("configs/tiny.ini:3: ..."). */
 mt_status mt_opts_parse_ini(const mt_opt *opts, int n, const char *text, const char *source,

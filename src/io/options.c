@@ -302,3 +302,5 @@ char *mt_opts_to_ini(const mt_opt *opts, int n) {
             sb_printf(&b, "%s = %s\n", opts[i].name, mt_opt_format(&opts[i], val, sizeof val));
     return b.s;
 }
+
+int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

@@ -22,6 +22,8 @@ parts run in different sessions.
   scripts/depth_study2.py long-6    post and pre at 6 layers, 3000 steps at the best rate of
                                     lr-12, seeds 1 and 2 (~5 min)
   scripts/depth_study2.py report    docs/depth-study-2.md from the parts on disk
+  --reuse                           run only the part's runs not yet kept (a part split across
+                                    sessions)
   --smoke                           any part at 2-3 layers and 20 steps into /tmp (a check of
                                     the driver, not a result)
 
@@ -32,6 +34,7 @@ gnuplot; runs ./train as built by make all.
 import argparse
 import concurrent.futures as cf
 import csv
+import json
 import math
 import os
 import re
@@ -111,14 +114,22 @@ class Run:
         grads = [(num(r["grad_norm"]), int(r["step"])) for r in metrics
                  if math.isfinite(num(r["grad_norm"]))]
         nan_at = re.search(r"step (\d+): the loss is", log)
-        return {"placement": self.placement, "variant": self.variant,
-                "flags": " ".join(self.flags), "label": label(self.rc, metrics, H, log),
-                "val_100": vals.get(100, ""), "val_200": vals.get(200, ""),
-                "val_300": vals.get(300, ""), "val_final": vals[max(vals)] if vals else "",
-                "diverged_at": nan_at.group(1) if nan_at else "",
-                "max_grad": "%.4g" % max(grads)[0] if grads else "",
-                "max_grad_step": max(grads)[1] if grads else "",
-                "seconds": "%.0f" % self.seconds}
+        row = {"placement": self.placement, "variant": self.variant,
+               "flags": " ".join(self.flags), "label": label(self.rc, metrics, H, log),
+               "val_100": vals.get(100, ""), "val_200": vals.get(200, ""),
+               "val_300": vals.get(300, ""), "val_final": vals[max(vals)] if vals else "",
+               "diverged_at": nan_at.group(1) if nan_at else "",
+               "max_grad": "%.4g" % max(grads)[0] if grads else "",
+               "max_grad_step": max(grads)[1] if grads else "",
+               "seconds": "%.0f" % self.seconds}
+        with open(self.row_path(), "w") as f:
+            json.dump(row, f)
+        return row
+
+    def row_path(self):
+        """The run's summary row, kept beside its curves so that a part can be finished in
+        another session (--reuse)."""
+        return os.path.join(DOCS, self.part, self.name + ".row.json")
 
 
 def lead_post_runs():
@@ -205,13 +216,18 @@ def long_runs(part, depth, placements, sweep):
     return runs
 
 
-def run_part(part, runs, jobs):
+def run_part(part, runs, jobs, reuse=False):
+    """Executes the runs (reuse: those without a kept summary, <run>.row.json) and writes the
+    part's CSV from every run's summary, in the runs' order."""
     H = unigram_entropy()
-    rows = []
+    kept = {r.name: json.load(open(r.row_path())) for r in runs
+            if reuse and os.path.exists(r.row_path())}
+    todo = [r for r in runs if r.name not in kept]
     with cf.ThreadPoolExecutor(jobs) as ex:
-        for r in ex.map(lambda r: r.execute(), runs):
+        for r in ex.map(lambda r: r.execute(), todo):
             print("  %-40s %4.0f s  exit %d" % (r.name, r.seconds, r.rc), flush=True)
-            rows.append(r.keep(H))
+            kept[r.name] = r.keep(H)
+    rows = [kept[r.name] for r in runs]
     os.makedirs(DOCS, exist_ok=True)
     with open(os.path.join(DOCS, part + ".csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -519,6 +535,9 @@ def main():
                                      "long-100", "long-6", "report"])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="run only the part's runs without a kept summary (<run>.row.json in "
+                         "docs/depth-study-2/<part>/), e.g. to finish a part in another session")
     a = ap.parse_args()
     if a.smoke:
         global DOCS, OUT
@@ -537,7 +556,7 @@ def main():
     if not runs:
         print("depth_study2: %s has nothing to run (lr-12 and lr-100 first)" % a.part)
         return 2
-    run_part(a.part, runs, a.jobs)
+    run_part(a.part, runs, a.jobs, a.reuse)
     if not a.smoke:
         report()
     return 0

@@ -452,10 +452,21 @@ def report_warmup(H):
     return out + notes("warmup")
 
 
+def part_rows(part):
+    """The part's summary rows: its CSV, or while the part is unfinished (run in sessions with
+    --reuse), the summaries of the runs kept so far."""
+    rows = read_csv(os.path.join(DOCS, part + ".csv"))
+    folder = os.path.join(DOCS, part)
+    if rows or not os.path.isdir(folder):
+        return rows
+    return [json.load(open(os.path.join(folder, f))) for f in sorted(os.listdir(folder))
+            if f.endswith(".row.json")]
+
+
 def report_long(H):
     out = []
     for part, depth in (("long-100", 100), ("long-6", 6)):
-        rows = read_csv(os.path.join(DOCS, part + ".csv"))
+        rows = part_rows(part)
         if not rows:
             continue
         out += ["## Long runs at %d layers" % depth, "",

@@ -530,9 +530,7 @@ def report():
                 png = os.path.join(DOCS, "lead-%s.png" % p)
                 plot_lead(lead, H, p, png)
                 out += ["![%s](depth-study-2/lead-%s.png)" % (NAMES[p], p), ""]
-        notes = os.path.join(DOCS, "lead.notes.md")
-        if os.path.exists(notes):
-            out += [open(notes).read().strip(), ""]
+        out += notes("lead")
     out += report_lr(H) + report_clip(H) + report_warmup(H) + report_long(H)
     page = os.path.join(os.path.dirname(DOCS), "depth-study-2.md")
     with open(page, "w") as f:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, run_driver
-from torch_gpt import FINAL_NORM, TorchBlocks
+from torch_gpt import FINAL_NORM, TorchBlocks, stack_shapes
 from torch_gpt import norm_params as gpt_norm_params
 
 rng = np.random.default_rng(0)
@@ -34,7 +34,7 @@ def norm_params(cfg):
 
 def param_shapes(cfg):
     """Every parameter (and buffer) the ViT must have, name -> (shape, kind)."""
-    C, Fw, L, K = cfg["n_embd"], cfg["n_ff"], cfg["n_layer"], cfg["n_classes"]
+    C, Fw, K = cfg["n_embd"], cfg["n_ff"], cfg["n_classes"]
     P, CH = cfg["patch"], cfg["channels"]
     T = (cfg["image_h"] // P) * (cfg["image_w"] // P) + (cfg["pool"] == "cls")
     shapes = {}
@@ -52,24 +52,7 @@ def param_shapes(cfg):
     if cfg["pool"] == "cls":
         shapes["cls_token"] = ((1, C), "e")
     shapes["pos_emb.weight"] = ((T, C), "e")
-    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
-    for i in range(L):
-        norm(f"blocks.{i}.attn_norm")
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            linear(f"blocks.{i}.attn.{proj}", C, C)
-        if subln:
-            norm(f"blocks.{i}.attn.inner_norm")
-        if peri:
-            norm(f"blocks.{i}.attn_out_norm")
-        norm(f"blocks.{i}.ffn_norm")
-        linear(f"blocks.{i}.ffn.fc1", Fw, C)
-        linear(f"blocks.{i}.ffn.fc2", C, Fw)
-        if subln:
-            norm(f"blocks.{i}.ffn.inner_norm", Fw)
-        if peri:
-            norm(f"blocks.{i}.ffn_out_norm")
-    if cfg["placement"] in FINAL_NORM:
-        norm("final_norm")
+    stack_shapes(cfg, norm, linear, Fw)
     linear("head", K, C, bias=True)
     return shapes
 

@@ -171,10 +171,36 @@ def n_ff(cfg):
     return (int(2 * 4 * cfg["n_embd"] / 3) + m - 1) // m * m
 
 
+def stack_shapes(cfg, norm, linear, Fw):
+    """The block stack's parameters (and the final norm), through the model's norm(prefix,
+    width) and linear(prefix, out, in), in mt's table order; shared with the ViT's reference."""
+    C = cfg["n_embd"]
+    KV = C // cfg["n_head"] * (cfg.get("n_kv_head") or cfg["n_head"])  # k_proj's, v_proj's outputs
+    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
+    for i in range(cfg["n_layer"]):
+        norm(f"blocks.{i}.attn_norm")
+        for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
+            linear(f"blocks.{i}.attn.{proj}", out, C)
+        if subln:
+            norm(f"blocks.{i}.attn.inner_norm")
+        if peri:
+            norm(f"blocks.{i}.attn_out_norm")
+        norm(f"blocks.{i}.ffn_norm")
+        linear(f"blocks.{i}.ffn.fc1", Fw, C)
+        linear(f"blocks.{i}.ffn.fc2", C, Fw)
+        if cfg.get("act") == "swiglu":
+            linear(f"blocks.{i}.ffn.fc3", Fw, C)
+        if subln:
+            norm(f"blocks.{i}.ffn.inner_norm", Fw)
+        if peri:
+            norm(f"blocks.{i}.ffn_out_norm")
+    if cfg["placement"] in FINAL_NORM:
+        norm("final_norm")
+
+
 def param_shapes(cfg):
     """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
-    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg), cfg["n_layer"]
-    KV = C // cfg["n_head"] * cfg.get("n_kv_head", cfg["n_head"])  # k_proj's, v_proj's outputs
+    C, V, Fw = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg)
     shapes = {"tok_emb.weight": ((V, C), "e")}
     if cfg.get("pos", "learned") == "learned":
         shapes["pos_emb.weight"] = ((cfg["n_ctx"], C), "e")
@@ -188,26 +214,7 @@ def param_shapes(cfg):
         if cfg["bias"]:
             shapes[prefix + ".bias"] = ((out,), "b")
 
-    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
-    for i in range(L):
-        norm(f"blocks.{i}.attn_norm")
-        for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
-            linear(f"blocks.{i}.attn.{proj}", out, C)
-        if subln:
-            norm(f"blocks.{i}.attn.inner_norm")
-        if peri:
-            norm(f"blocks.{i}.attn_out_norm")
-        norm(f"blocks.{i}.ffn_norm")
-        linear(f"blocks.{i}.ffn.fc1", Fw, C)
-        linear(f"blocks.{i}.ffn.fc2", C, Fw)
-        if cfg["act"] == "swiglu":
-            linear(f"blocks.{i}.ffn.fc3", Fw, C)
-        if subln:
-            norm(f"blocks.{i}.ffn.inner_norm", Fw)
-        if peri:
-            norm(f"blocks.{i}.ffn_out_norm")
-    if cfg["placement"] in FINAL_NORM:
-        norm("final_norm")
+    stack_shapes(cfg, norm, linear, Fw)
     if not cfg["tied"]:
         shapes["lm_head.weight"] = ((V, C), "m")
     return shapes

@@ -270,6 +270,56 @@ static void test_bad_config(void) {
     (void)ends_with;
 }
 
+/* Training batches drawn by length: every row of a batch has one word length, and over many
+   batches each training example is drawn as often as uniform draws would draw it. */
+static void test_length_buckets(void) {
+    const char *path = "/tmp/mt_test_buckets.out";
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    char word[16];
+    for (int i = 0; i < 240; i++) { /* 240 words of 1 to 12 letters, more short than long */
+        int len = 1 + (i * i) % 12 % (1 + i % 12);
+        for (int j = 0; j < len; j++) word[j] = (char)('a' + (i * 7 + j * 3) % 26);
+        snprintf(word + len, sizeof word - (size_t)len, "%c%c", 'a' + i / 26 % 26, 'a' + i % 26);
+        fprintf(f, "(\"%s\" nil (((hh ax) 0) ((l ow) 1)))\n", word);
+    }
+    fclose(f);
+    mt_encdec_config cfg = mt_encdec_config_default();
+    mt_data_cfg dc = {.path = path, .batch = 8, .rows = 8, .min_rows = 8, .eval_batches = 1};
+    mt_task *t = NULL;
+    mt_err e;
+    CHECK(mt_encdec_type.task_load(&t, &dc, &cfg, &e) == MT_OK, "task_load: %s", e.msg);
+    if (!t) return;
+    enum { DRAWS = 40000, MOST = 256 };
+    const char *seen[MOST];
+    int count[MOST] = {0}, n_seen = 0, mixed = 0;
+    mt_rng r;
+    mt_rng_seed(&r, 7);
+    for (int d = 0; d < DRAWS; d++) {
+        mt_encdec_type.draw_batch(t, &r, 0, 8);
+        for (int b = 0; b < 8; b++) {
+            const char *w = mt_encdec_drawn_word(t, b);
+            mixed += strlen(w) != strlen(mt_encdec_drawn_word(t, 0));
+            int k = 0;
+            while (k < n_seen && seen[k] != w) k++;
+            if (k == n_seen && n_seen < MOST) seen[n_seen++] = w;
+            if (k < MOST) count[k]++;
+        }
+    }
+    CHECK(mixed == 0, "%d rows of a batch with another word length than its first row", mixed);
+    /* the training part: 90% of the 240 words; every one drawn ~ Poisson(mean), 6 sigma */
+    CHECK(n_seen >= 210 && n_seen <= 222, "%d distinct training words drawn", n_seen);
+    double mean = 8.0 * DRAWS / n_seen;
+    int worst = 0;
+    for (int k = 0; k < n_seen; k++)
+        if (fabs(count[k] - mean) > fabs(count[worst] - mean)) worst = k;
+    CHECK(fabs(count[worst] - mean) < 6 * sqrt(mean), "'%s' drawn %d times, uniform draws: %.0f",
+          seen[worst], count[worst], mean);
+    mt_encdec_type.task_free(t);
+    remove(path);
+}
+
 int main(void) {
     test_names();
     test_deepnorm_init();
@@ -277,5 +327,6 @@ int main(void) {
     test_gradcheck();
     test_padding_and_cache();
     test_bad_config();
+    test_length_buckets();
     return check_finish("test_encdec");
 }

@@ -219,7 +219,9 @@ typedef struct {
     mt_task base;
     mt_g2p_dict dict;
     int *split, n_part[3]; /* word indices: train, valid, test (mt_g2p_split) */
-    int *ex, n_ex;         /* training examples: (word, pronunciation) pairs, 2 ints each */
+    int *ex, n_ex;         /* training examples: (word, pronunciation) pairs, 2 ints each,
+                              sorted by the word's length */
+    int *bucket, n_bucket; /* (n_bucket + 1) starts in ex of the length buckets */
     int B, max_len;        /* rows of a batch; the longest pronunciation + 1 */
     int eval_batches;      /* the most validation batches an evaluation reads */
     int *drawn;            /* (B) the drawn batch's examples */
@@ -268,6 +270,41 @@ static rows_ids make_rows(mt_ctx *c, const mt_g2p_dict *d, const int *wp, int n)
     return r;
 }
 
+static int by_key(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Length buckets: the training examples sorted by the word's length and cut where it changes
+   once a bucket holds at least B examples (the last joins the one before when smaller). A batch
+   drawn from one bucket has no padded letters, where B words of all lengths are padded to the
+   longest (64 words: ~45% of the letters). The phones stay mixed: buckets by letters and phones
+   both made batches whose targets all end at one position, and those trained far worse a step
+   (validation loss 0.65 against 0.52 after 800 steps of 64 words; by letters: 0.54). */
+static mt_status make_buckets(encdec_task *t, mt_err *err) {
+    const mt_g2p_dict *d = &t->dict;
+    /* key: the word's letters (bits 32+), the example's index (ties keep the split's seeded
+       order) */
+    uint64_t *key = malloc((size_t)t->n_ex * sizeof *key);
+    int *ex = malloc(2 * (size_t)t->n_ex * sizeof *ex);
+    if (!key || !ex) return free(key), free(ex), mt_errorf(err, MT_ENOMEM, "out of memory");
+    for (int e = 0; e < t->n_ex; e++)
+        key[e] = (uint64_t)strlen(d->words[t->ex[2 * e]]) << 32 | (uint64_t)e;
+    qsort(key, (size_t)t->n_ex, sizeof *key, by_key);
+    for (int e = 0; e < t->n_ex; e++)
+        memcpy(ex + 2 * e, t->ex + 2 * (key[e] & 0xffffffffu), 2 * sizeof(int));
+    memcpy(t->ex, ex, 2 * (size_t)t->n_ex * sizeof *ex);
+    t->n_bucket = 0;
+    t->bucket[0] = 0;
+    for (int e = 1; e <= t->n_ex; e++)
+        if (e == t->n_ex || (e - t->bucket[t->n_bucket] >= t->B && key[e] >> 32 != key[e - 1] >> 32))
+            t->bucket[++t->n_bucket] = e;
+    if (t->n_bucket > 1 && t->bucket[t->n_bucket] - t->bucket[t->n_bucket - 1] < t->B)
+        t->bucket[--t->n_bucket] = t->n_ex;
+    free(key), free(ex);
+    return MT_OK;
+}
+
 static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_err *err) {
     mt_encdec_config *cfg = cfgp;
     encdec_task *t = calloc(1, sizeof *t);
@@ -285,13 +322,17 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
     t->split = malloc((size_t)d->n_words * sizeof *t->split);
     t->ex = malloc(2 * (size_t)d->n_prons * sizeof *t->ex);
     t->drawn = malloc((size_t)dc->batch * sizeof *t->drawn);
-    if (!t->split || !t->ex || !t->drawn) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    t->bucket = malloc(((size_t)d->n_prons + 1) * sizeof *t->bucket);
+    if (!t->split || !t->ex || !t->drawn || !t->bucket)
+        return mt_errorf(err, MT_ENOMEM, "out of memory");
     mt_g2p_split(d, t->split, t->n_part);
     for (int i = 0; i < t->n_part[0]; i++) {
         int w = t->split[i];
         for (int p = d->pron_start[w]; p < d->pron_start[w + 1]; p++)
             t->ex[2 * t->n_ex] = w, t->ex[2 * t->n_ex + 1] = p, t->n_ex++;
     }
+    s = make_buckets(t, err);
+    if (s != MT_OK) return s;
     int src = 1, tgt = 2;
     for (int w = 0; w < d->n_words; w++) {
         int ls = (int)strlen(d->words[w]);
@@ -320,6 +361,7 @@ static void task_free(mt_task *tp) {
     mt_g2p_free(&t->dict);
     free(t->split);
     free(t->ex);
+    free(t->bucket);
     free(t->drawn);
     free(t);
 }
@@ -345,16 +387,29 @@ static char *task_meta(const mt_task *tp) {
     return mt_g2p_vocab_to_json(&((const encdec_task *)tp)->dict.vocab);
 }
 
-/* B training examples drawn with replacement */
+/* B training examples drawn with replacement from one length bucket, the bucket drawn with
+   probability its share of the examples: every example is as likely as with B uniform draws. */
 static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
     encdec_task *t = (encdec_task *)tp;
     (void)lo, (void)n;
+    int e0 = (int)mt_rng_below(r, (uint32_t)t->n_ex), k = 0, hi = t->n_bucket;
+    while (hi - k > 1) { /* the bucket holding e0: bucket[k] <= e0 < bucket[k + 1] */
+        int mid = (k + hi) / 2;
+        *(t->bucket[mid] <= e0 ? &k : &hi) = mid;
+    }
     double tokens = 0;
     for (int b = 0; b < t->B; b++) {
-        int e = t->drawn[b] = (int)mt_rng_below(r, (uint32_t)t->n_ex), p = t->ex[2 * e + 1];
+        int e = t->drawn[b] = t->bucket[k] + (int)mt_rng_below(r, (uint32_t)(t->bucket[k + 1] -
+                                                                              t->bucket[k])),
+            p = t->ex[2 * e + 1];
         tokens += t->dict.phone_start[p + 1] - t->dict.phone_start[p] + 1;
     }
     t->drawn_tokens = tokens;
+}
+
+const char *mt_encdec_drawn_word(const mt_task *tp, int b) {
+    const encdec_task *t = (const encdec_task *)tp;
+    return t->dict.words[t->ex[2 * t->drawn[b]]];
 }
 
 /* The mean cross-entropy over the batch's target tokens, as this slice's share: its summed

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Depth in an encoder-decoder, DeepNet's own setting: Post-LN, Pre-LN and DeepNorm at 6+6, 18+18
-and 50+50 layers on the G2P task (CMUdict), seeds 1 and 2, in parts of at most ~45 minutes on 2
-cores, every run kept as small files in docs/encdec-depth/ and the page docs/encdec-depth.md
-written from those files alone.
+and 50+50 layers on the G2P task (CMUdict), seeds 1 and 2, with Post-LN under DeepNet's baseline
+init (Xavier) as a control, in parts of at most ~45 minutes on 2 cores; every run kept as small
+files in docs/encdec-depth/ and the page docs/encdec-depth.md written from those files alone.
 
   /usr/bin/python3 scripts/encdec_depth.py --list              the parts and their runs
   /usr/bin/python3 scripts/encdec_depth.py --part K [--reuse]  runs part K (--reuse: only its runs
@@ -16,11 +16,13 @@ written from those files alone.
 
 Every run is DeepNet's small model (Wang et al. 2022: width 64, FFN 128, 2 heads, tied
 embeddings) with the same optimiser for every placement: AdamW (0.9, 0.99, weight decay 0.1),
-lr 5e-4, 400 warmup steps then inverse-sqrt decay, clip 1.0, batch 32 words, 3000 steps; init
-auto (GPT-2's for Post-LN and Pre-LN, DeepNorm's with the encoder-decoder constants of the table in
-docs/layers.md). Validation every 100 steps on 10 batches (320 words: loss, greedy WER and PER), a
-training row every 50, DeepNet's model update (./train --diag-update-steps, the decoder's final
-hidden state on 4 validation words against the init's) for the first 400 steps, the warmup.
+lr 5e-4, 400 warmup steps then inverse-sqrt decay, clip 1.0, batch 32 words, 3000 steps, one
+thread, two runs at a time; init auto (GPT-2's for Post-LN and Pre-LN, DeepNorm's with the
+encoder-decoder constants of the table in docs/layers.md), and the control post-xavier (Post-LN,
+--init xavier, the init DeepNet's Post-LN baseline had). Validation every 100 steps on 10 batches
+(320 words: loss, greedy WER and PER), a training row every 50, DeepNet's model update
+(./train --diag-update-steps: the decoder's final hidden state on 4 validation words against the
+init's) for the first 400 steps, the warmup.
 
 Labels are depth_study.py's: diverged (a non-finite loss; ./train stops and exits 1), stalled (the
 final validation loss at or above the unigram entropy of the target tokens minus 0.1 nats: a
@@ -28,14 +30,16 @@ model that predicts the phones' frequencies and ignores the word), else trained.
 over every word's first pronunciation (phones and the end token, as the validation loss counts
 them); the validation split is a random 5% of the words, so it differs by sampling only.
 
-Steps, from a measured timing (one thread, load average ~5 from other jobs, CPU time of the run
-itself): a 50+50 step takes 0.155 s of CPU, an evaluation batch of 32 words (greedy decoding)
-0.25 s, so a 50+50 run of 3000 steps about 9 minutes of CPU, an 18+18 run about 3.5 and a 6+6
-run about 1.2. Runs go two at a time with one thread each: on a pair of 18+18 runs of 100 steps
-two 1-thread runs at once took 57 s against 69 s for the same two one after the other on 2
-threads (load ~5-6). Parts: 1 is every 6+6 and 18+18 run (12 runs, ~15 minutes on 2 idle cores),
-2 and 3 the three 50+50 runs of seed 1 and of seed 2 (~18 minutes each: a pair, then one alone).
-4000 steps would make a 50+50 part ~25 minutes idle, too close to 45 under the lead's load.
+Steps, from a measured timing (the runs' own CPU time; the load average was 5-7 from other jobs):
+a 200-step Post-LN 50+50 run took 37.6 s of CPU, two evaluations included, i.e. 0.16 s a step
+(137 ms a step on its log once the load eased), and an evaluation batch of 32 words (greedy
+decoding) 0.25 s; so at 3000 steps a 50+50 run needs ~9 minutes of a core, an 18+18 run ~3.5 and
+a 6+6 run ~1.1. Two 1-thread runs at once beat one 2-thread run after another: a pair of 18+18
+runs of 100 steps took 57 s at once against 69 s on 2 threads in turn (load 5-6). Parts: 1 is
+every 6+6 and 18+18 run (16 runs, ~18 minutes on 2 free cores), 2 and 3 the four 50+50 runs of
+seed 1 and of seed 2 (two pairs, ~19 minutes each). 4000 steps would make a 50+50 part ~26
+minutes on free cores, too close to 45 with other jobs about; under today's load (5-7) a step
+took up to 1 s, so run the parts on otherwise idle cores.
 
 Files: docs/encdec-depth/<run>.csv (step, loss, val_loss, wer, per, grad_norm: a row every 50
 steps), <run>.update.csv (step, update: every step to 100, then every 10), <run>.row.json (its
@@ -56,8 +60,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from depth_study import (COLORS, NAMES, PLACEMENTS, STALL_MARGIN, gnuplot, header,  # noqa: E402
-                         label, num, read_csv, write_dat)
+from depth_study import COLORS, NAMES, STALL_MARGIN, gnuplot, header, label  # noqa: E402
+from depth_study import num, read_csv, write_dat  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CMU = "/usr/share/festival/dicts/cmu/cmudict-0.4.out"
@@ -66,6 +70,14 @@ DEPTHS = [6, 18, 50]
 SEEDS = [1, 2]
 STEPS = 3000
 UPDATE_STEPS = 400  # the warmup
+# the three placements with their own init, and the control: Post-LN with DeepNet's baseline
+# init (Xavier) instead of GPT-2's small one, which fills the idle core of the 50+50 parts
+PLACEMENTS = ["post", "pre", "deepnorm", "post-xavier"]
+FLAGS = {"post": ["--placement", "post"], "pre": ["--placement", "pre"],
+         "deepnorm": ["--placement", "deepnorm"],
+         "post-xavier": ["--placement", "post", "--init", "xavier"]}
+NAMES = dict(NAMES, **{"post-xavier": "Post-LN, Xavier init"})
+COLORS = dict(COLORS, **{"post-xavier": "#ff7f0e"})
 PARTS = [[(p, d, s) for d in (18, 6) for s in SEEDS for p in PLACEMENTS],
          [(p, 50, 1) for p in PLACEMENTS], [(p, 50, 2) for p in PLACEMENTS]]
 TINY_DEPTH = {6: 1, 18: 2, 50: 3}  # --smoke: the same parts, shallow and narrow
@@ -125,8 +137,8 @@ def command(paths, placement, depth, seed):
     s = dict(SETTINGS, **(SMOKE if paths.tiny else {}))
     d = TINY_DEPTH[depth] if paths.tiny else depth
     return [os.path.join(ROOT, "build", "train"), "--model", "encdec", "--data", paths.data,
-            "--enc-layers", str(d), "--dec-layers", str(d), "--placement", placement,
-            "--seed", str(seed)] + [x for kv in s.items() for x in kv] + \
+            "--enc-layers", str(d), "--dec-layers", str(d), "--seed", str(seed)] + \
+        FLAGS[placement] + [x for kv in s.items() for x in kv] + \
         ["--out", os.path.join(paths.out, run_name(placement, depth, seed))]
 
 
@@ -261,8 +273,10 @@ def report(paths):
           "in [%s/](%s/) alone; the runs and their settings are in the script's docstring. "
           "DeepNet's 64-128-2 model on the G2P task (CMUdict 0.4, words split 90/5/5), %s steps "
           "of 32 words, the same optimiser for every placement (AdamW, lr 5e-4, 400 warmup steps "
-          "then inverse-sqrt, clip 1), seeds %s. Validation on 320 fixed words (greedy decoding "
-          "for WER and PER)." % (docs_rel, docs_rel, (SMOKE if paths.tiny else SETTINGS)["--steps"],
+          "then inverse-sqrt, clip 1), seeds %s; each placement with its own init (GPT-2's for "
+          "Post-LN and Pre-LN, DeepNorm's), and *Post-LN, Xavier init* the control with the init "
+          "of DeepNet's Post-LN baseline. Validation on 320 fixed words (greedy decoding for WER "
+          "and PER)." % (docs_rel, docs_rel, (SMOKE if paths.tiny else SETTINGS)["--steps"],
                                   " and ".join(map(str, SEEDS))), "",
           "Unigram entropy of the target tokens: **%.4f** nats; a run is *stalled* if its final "
           "validation loss is >= %.4f, *diverged* if its loss became non-finite. %d of %d runs "

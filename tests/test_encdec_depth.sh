@@ -13,12 +13,14 @@ fail() { echo "FAIL test_encdec_depth: $*"; fails=$((fails + 1)); }
 S="scripts/encdec_depth.py --smoke --dir $T"
 D="$T/docs"
 python3 $S >"$T/log" 2>&1 || fail "exit $?: $(tail -5 "$T/log")"
-[ "$(wc -l <"$D/part1.csv")" -eq 13 ] || fail "part 1: $(cat "$D/part1.csv")"
+[ "$(wc -l <"$D/part1.csv")" -eq 17 ] || fail "part 1: $(cat "$D/part1.csv")"
 for k in 2 3; do
-    [ "$(wc -l <"$D/part$k.csv")" -eq 4 ] || fail "part $k: $(cat "$D/part$k.csv")"
+    [ "$(wc -l <"$D/part$k.csv")" -eq 5 ] || fail "part $k: $(cat "$D/part$k.csv")"
 done
-grep -Eq "^post,50,50,2,(trained|stalled|diverged),40," "$D/part3.csv" || fail "part 3 rows: $(cat "$D/part3.csv")"
-for p in post pre deepnorm; do
+grep -Eq "^post,50,50,2,(trained|stalled|diverged),40," "$D/part3.csv" &&
+    grep -Eq "^post-xavier,50,50,2,(trained|stalled|diverged),40," "$D/part3.csv" ||
+    fail "part 3 rows: $(cat "$D/part3.csv")"
+for p in post pre deepnorm post-xavier; do
     for d in 6 18 50; do
         for s in 1 2; do
             r="$D/$p-$d+$d-s$s"
@@ -30,7 +32,7 @@ for p in post pre deepnorm; do
         done
     done
 done
-for p in Post-LN Pre-LN DeepNorm; do
+for p in Post-LN Pre-LN DeepNorm "Post-LN, Xavier init"; do
     [ "$(grep -Ec "^\| $p \| [0-9.]+%? \([0-9.]+%?\)[a-z ,]* \| [0-9.]+%? \([0-9.]+%?\)[a-z ,]* \| [0-9.]+%? \([0-9.]+%?\)[a-z ,]* \|$" "$T/report.md")" -eq 3 ] ||
         fail "report: the val loss, WER and PER rows of $p: $(grep "^| $p |" "$T/report.md")"
 done
@@ -41,12 +43,12 @@ done
 echo "## Reading (hand-written)" >"$T/report.notes.md"
 rm "$D/pre-18+18-s2.row.json"
 python3 $S --reuse >"$T/log2" 2>&1 || fail "--reuse: exit $?: $(tail -5 "$T/log2")"
-grep -q "^part 1: 12 runs, 11 kept, 1 to run" "$T/log2" || fail "--reuse part 1: $(grep '^part 1' "$T/log2")"
-grep -q "^part 2: 3 runs, 3 kept, 0 to run" "$T/log2" || fail "--reuse part 2: $(grep '^part 2' "$T/log2")"
+grep -q "^part 1: 16 runs, 15 kept, 1 to run" "$T/log2" || fail "--reuse part 1: $(grep '^part 1' "$T/log2")"
+grep -q "^part 2: 4 runs, 4 kept, 0 to run" "$T/log2" || fail "--reuse part 2: $(grep '^part 2' "$T/log2")"
 [ "$(grep -c "^  [a-z]*-" "$T/log2")" -eq 1 ] || fail "--reuse ran: $(grep "^  " "$T/log2")"
 tail -n 1 "$T/report.md" | grep -q "^## Reading (hand-written)$" || fail "notes: $(tail -n 2 "$T/report.md")"
 L=$(python3 scripts/encdec_depth.py --list)
-echo "$L" | grep -q "^part 2: post-50+50-s1, pre-50+50-s1, deepnorm-50+50-s1$" || fail "--list: $L"
+echo "$L" | grep -q "^part 2: post-50+50-s1, pre-50+50-s1, deepnorm-50+50-s1, post-xavier-50+50-s1$" || fail "--list: $L"
 python3 scripts/encdec_depth.py --part 9 2>"$T/err" && fail "--part 9 accepted"
 grep -q "parts are 1 to 3" "$T/err" || fail "--part 9: $(cat "$T/err")"
 [ $fails -eq 0 ] && echo "test_encdec_depth: ok"

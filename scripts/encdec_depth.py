@@ -335,10 +335,10 @@ def report(paths):
             png = "update-%d.png" % d
             plot_lines(os.path.join(paths.docs, png), "%s layers: model update "
                        "||F(x,θ_t) - F(x,θ_0)|| during the warmup" % dl(d),
-                       "update (RMS per channel)", lines, "set logscale y")
+                       "update (RMS per channel)", lines, "set logscale xy")
             md += ["![%s update](%s/%s)" % (dl(d), docs_rel, png), "",
                    "*%s: DeepNet's model update, the decoder's final hidden state on 4 fixed "
-                   "validation words against the init's, over the warmup (log scale).*" % dl(d), ""]
+                   "validation words against the init's, over the warmup (log scales).*" % dl(d), ""]
     last = int((SMOKE if paths.tiny else SETTINGS)["--diag-update-steps"])
     early = sorted({e for e in (10, 100, last) if e <= last})
     md += ["Model update at steps %s (seed 1; DeepNet's figure: Post-LN's update grows with depth "

@@ -1,7 +1,9 @@
 /* Depth-study diagnostics (src/diag): the CSVs' columns, the gradient norms adding up in squares
    to the global norm (clipped or not), each column the norm of its parameters' gradients (the
    inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0 after, residual norms per
-   block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps. */
+   block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
+   encoder-decoder on a made-up dictionary: its blocks numbered encoder first, a decoder block's
+   cross-attention in its attention columns. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,22 +34,36 @@ static void free_lines(char **lines, int n) {
     free(lines);
 }
 
-enum { L = 3, STEPS = 5 };
+enum { STEPS = 5, ENC = 2, DEC = 2 };
+
+/* The run's model: a GPT of 3 layers, or an encoder-decoder of ENC + DEC. */
+typedef struct {
+    const mt_model_type *type;
+    void *cfg;
+    const char *data;
+    int L;
+} model_case;
 
 /* The gradient norms of layer l's columns attn_norm, attn, ffn_norm, ffn from P's gradients,
    grouped by the names as diag.h says: a sublayer's own norms (attn.inner_norm, attn_out_norm,
-   ffn.inner_norm, ffn_out_norm) count with it. */
-static void columns(const mt_params *P, int l, double col[4]) {
-    static const char *const SUB[][3] = {{"attn_norm.", NULL, NULL},
-                                         {"attn.", "attn_out_norm.", NULL},
-                                         {"ffn_norm.", NULL, NULL},
-                                         {"ffn.", "ffn_out_norm.", NULL}};
+   ffn.inner_norm, ffn_out_norm) count with it, a decoder block's cross-attention with its
+   attention; an encoder-decoder's layer l is enc.blocks.l, then dec.blocks.(l - ENC). */
+static void columns(const model_case *mc, const mt_params *P, int l, double col[4]) {
+    static const char *const SUB[][4] = {
+        {"attn_norm.", "cross_attn_norm.", NULL, NULL},
+        {"attn.", "attn_out_norm.", "cross_attn.", "cross_attn_out_norm."},
+        {"ffn_norm.", NULL, NULL, NULL},
+        {"ffn.", "ffn_out_norm.", NULL, NULL}};
     char prefix[64];
     for (int k = 0; k < 4; k++) {
         col[k] = 0;
         for (int i = 0; i < P->n; i++)
-            for (int j = 0; j < 3 && SUB[k][j]; j++) {
-                snprintf(prefix, sizeof prefix, "blocks.%d.%s", l, SUB[k][j]);
+            for (int j = 0; j < 4 && SUB[k][j]; j++) {
+                if (mc->type == &mt_gpt_type)
+                    snprintf(prefix, sizeof prefix, "blocks.%d.%s", l, SUB[k][j]);
+                else
+                    snprintf(prefix, sizeof prefix, "%s.blocks.%d.%s", l < ENC ? "enc" : "dec",
+                             l < ENC ? l : l - ENC, SUB[k][j]);
                 if (strncmp(P->p[i].name, prefix, strlen(prefix))) continue;
                 for (size_t e = 0; e < P->p[i].n; e++)
                     col[k] += (double)P->grad[P->p[i].offset + e] * P->grad[P->p[i].offset + e];
@@ -57,26 +73,20 @@ static void columns(const mt_params *P, int l, double col[4]) {
 }
 
 /* The losses of STEPS training steps, with the diagnostics on or off. */
-static void train(mt_placement place, double clip, bool diag, double *losses, double *norms) {
-    mt_train_cfg tc = {.model = &mt_gpt_type,
-                       .data = {.path = "data/tinyshakespeare.txt", .val_fraction = 0.1,
-                                .eval_batches = 1},
+static void train(const model_case *mc, double clip, bool diag, double *losses, double *norms) {
+    const int L = mc->L;
+    mt_train_cfg tc = {.model = mc->type,
+                       .data = {.path = mc->data, .val_fraction = 0.1, .eval_batches = 1},
                        .out = dir, .seed = 7, .steps = STEPS, .batch = 4};
-    mt_gpt_config mc = mt_gpt_config_default();
-    mc.stack.n_layer = L;
-    mc.stack.n_head = 2;
-    mc.stack.n_embd = 16;
-    mc.stack.n_ff = 32;
-    mc.n_ctx = 16;
-    mc.stack.placement = place;
-    mc.stack.dropout = 0.1f; /* so that a draw from the dropout RNG would show */
+    mt_stack_config *stack = mc->cfg; /* every config starts with its stack */
+    mt_placement place = stack->placement;
     mt_optim_config oc = mt_optim_defaults();
     oc.clip = clip;
     oc.sched.lr = 1e-2;
     mt_trainer tr;
     mt_err e;
     mt_diag d;
-    tc.model_cfg = &mc;
+    tc.model_cfg = mc->cfg;
     if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) {
         CHECK(0, "trainer: %s", e.msg);
         return;
@@ -121,7 +131,7 @@ static void train(mt_placement place, double clip, bool diag, double *losses, do
                       "sublayers vs total: %s", row);
                 if (k == 2 && clip == 0) { /* the last step's gradients are still in P */
                     double col[4], got[4] = {a, b, c2, f};
-                    columns(tr.P, l, col);
+                    columns(mc, tr.P, l, col);
                     for (int j = 0; j < 4; j++)
                         CHECK(fabs(got[j] - col[j]) <= 1e-5 * col[j], "%s layer %d column %d: "
                               "%.7g, its parameters' gradients %.7g",
@@ -168,13 +178,55 @@ static void train(mt_placement place, double clip, bool diag, double *losses, do
     mt_trainer_free(&tr);
 }
 
-static void run(mt_placement place, double clip) {
+static void run_case(const model_case *mc, double clip) {
     double with[STEPS], without[STEPS], norms[STEPS];
-    train(place, clip, true, with, norms);
-    train(place, clip, false, without, norms);
+    train(mc, clip, true, with, norms);
+    train(mc, clip, false, without, norms);
     /* the diagnostics' forward runs in eval mode on the step arena: training is unchanged */
     CHECK(memcmp(with, without, sizeof with) == 0, "the diagnostics changed the losses: %.9g vs %.9g",
           with[STEPS - 1], without[STEPS - 1]);
+}
+
+static void run(mt_placement place, double clip) {
+    mt_gpt_config g = mt_gpt_config_default();
+    g.stack.n_layer = 3;
+    g.stack.n_head = 2;
+    g.stack.n_embd = 16;
+    g.stack.n_ff = 32;
+    g.n_ctx = 16;
+    g.stack.placement = place;
+    g.stack.dropout = 0.1f; /* so that a draw from the dropout RNG would show */
+    model_case mc = {&mt_gpt_type, &g, "data/tinyshakespeare.txt", 3};
+    run_case(&mc, clip);
+}
+
+/* A made-up dictionary of 60 distinct words of 3 to 5 letters from a..h (the first three: i in
+   base 8), a phone per letter, in the "word phone phone" form: 54 training words, 3 validation
+   and 3 test. */
+static void write_dict(const char *path) {
+    static const char *const PHONE[] = {"aa1", "b", "k", "d", "eh0", "f", "g", "hh"};
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    for (int i = 0; f && i < 60; i++) {
+        char word[6] = {(char)('a' + i / 64), (char)('a' + i / 8 % 8), (char)('a' + i % 8), 0};
+        for (int j = 3; j < 3 + i % 3; j++) word[j] = (char)('a' + (i + j) % 8), word[j + 1] = 0;
+        fprintf(f, "%s", word);
+        for (const char *c = word; *c; c++) fprintf(f, " %s", PHONE[*c - 'a']);
+        fputc('\n', f);
+    }
+    if (f) fclose(f);
+}
+
+static void run_encdec(mt_placement place, double clip) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/dict", dir);
+    write_dict(path);
+    mt_encdec_config g = mt_encdec_config_default();
+    g.enc_layers = ENC, g.dec_layers = DEC;
+    g.stack.n_head = 2, g.stack.n_embd = 16, g.stack.n_ff = 32, g.stack.placement = place;
+    g.stack.dropout = 0.1f;
+    model_case mc = {&mt_encdec_type, &g, path, ENC + DEC};
+    run_case(&mc, clip);
 }
 
 int main(void) {
@@ -185,9 +237,14 @@ int main(void) {
     run(MT_PLACE_DEEPNORM, 1.0);
     run(MT_PLACE_SUBLN, 0);
     run(MT_PLACE_PERI, 0);
+    run_encdec(MT_PLACE_PRE, 0);
+    run_encdec(MT_PLACE_POST, 0);
+    run_encdec(MT_PLACE_DEEPNORM, 0.05);
+    run_encdec(MT_PLACE_PERI, 0);
+    run_encdec(MT_PLACE_SUBLN, 0);
     const char *names[] = {"diag_grad.csv", "diag_update.csv", "diag_resid.csv",
-                           "model.safetensors", "optim.safetensors"};
-    for (int i = 0; i < 5; i++) {
+                           "model.safetensors", "optim.safetensors", "dict"};
+    for (int i = 0; i < 6; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);

@@ -10,21 +10,37 @@
 
 #define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */
 
-/* The sublayer of a parameter named blocks.<i>.<sub>...: 4 i + (attn_norm 0, attn 1, ffn_norm 2,
-   ffn 3), or -1. A sublayer's own norms count with it: Sub-LN's attn.inner_norm and
-   ffn.inner_norm (by their prefix), Peri-LN's attn_out_norm and ffn_out_norm. */
-static int param_group(const char *name) {
+/* Each parameter's group in P's order: 4 i + (attn_norm 0, attn 1, ffn_norm 2, ffn 3) for block
+   i, or -1 outside the blocks. Blocks are named <stack>blocks.<j>.<sub>; the blocks of a later
+   stack (an encoder-decoder's decoder after its encoder) are numbered after the earlier
+   stacks', so i = j plus the blocks before. A sublayer's own norms count with it: Sub-LN's
+   attn.inner_norm and ffn.inner_norm (by their prefix), Peri-LN's attn_out_norm and
+   ffn_out_norm; a decoder's cross-attention counts with its attention. Returns the blocks. */
+static int param_groups(const mt_params *P, int *group) {
     static const struct {
         const char *prefix;
         int group;
-    } SUB[] = {{"attn_norm.", 0}, {"attn.", 1}, {"attn_out_norm.", 1},
-               {"ffn_norm.", 2},  {"ffn.", 3},  {"ffn_out_norm.", 3}};
-    int i, len;
-    if (sscanf(name, "blocks.%d.%n", &i, &len) != 1) return -1;
-    for (size_t s = 0; s < sizeof SUB / sizeof SUB[0]; s++)
-        if (strncmp(name + len, SUB[s].prefix, strlen(SUB[s].prefix)) == 0)
-            return 4 * i + SUB[s].group;
-    return -1;
+    } SUB[] = {{"attn_norm.", 0},       {"attn.", 1},       {"attn_out_norm.", 1},
+               {"cross_attn_norm.", 0}, {"cross_attn.", 1}, {"cross_attn_out_norm.", 1},
+               {"ffn_norm.", 2},        {"ffn.", 3},        {"ffn_out_norm.", 3}};
+    const char *stack = NULL; /* the current stack's name up to "blocks." */
+    size_t stack_len = 0;
+    int base = 0, blocks = 0;
+    for (int k = 0; k < P->n; k++) {
+        const char *name = P->p[k].name, *b = strstr(name, "blocks.");
+        int j, len;
+        group[k] = -1;
+        if (!b || sscanf(b, "blocks.%d.%n", &j, &len) != 1) continue;
+        if (!stack || (size_t)(b - name) != stack_len || strncmp(name, stack, stack_len)) {
+            stack = name, stack_len = (size_t)(b - name); /* a new stack: after the blocks so far */
+            base = blocks;
+        }
+        blocks = base + j + 1 > blocks ? base + j + 1 : blocks;
+        for (size_t s = 0; s < sizeof SUB / sizeof SUB[0]; s++)
+            if (strncmp(b + len, SUB[s].prefix, strlen(SUB[s].prefix)) == 0)
+                group[k] = 4 * (base + j) + SUB[s].group;
+    }
+    return blocks;
 }
 
 static FILE *open_csv(const char *dir, const char *name, const char *header, mt_err *err) {
@@ -105,7 +121,9 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
         mt_diag_close(d);
         return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
     }
-    for (int i = 0; i < P->n; i++) d->group[i] = param_group(P->p[i].name);
+    int blocks = param_groups(P, d->group);
+    MT_ASSERT(blocks == d->L, "diag: %d blocks named in the parameters, the config has %d", blocks,
+              d->L);
     const char *out = tr->cfg.out;
     if ((cfg->grad_every &&
          !(d->grad = open_csv(out, "diag_grad.csv", "step,layer,attn_norm,attn,ffn_norm,ffn,total\n", err))) ||

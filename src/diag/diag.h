@@ -5,8 +5,9 @@
  * diag_grad.csv   step,layer,attn_norm,attn,ffn_norm,ffn,total
  *   The L2 norm of the gradient (before clipping) of each block's sublayers: its two norms'
  *   parameters and the attention (q, k, v, out projections) and FFN (fc1, fc2) parameters, the
- *   latter with their sublayer's own norms (Sub-LN's inner norms, Peri-LN's output norms);
- *   total = the block's norm. Row layer -1: everything outside the blocks (embeddings, final
+ *   latter with their sublayer's own norms (Sub-LN's inner norms, Peri-LN's output norms; a
+ *   decoder block's cross-attention with its attention); total = the block's norm. An
+ *   encoder-decoder's blocks are numbered encoder first: layer enc_layers is the decoder's first. Row layer -1: everything outside the blocks (embeddings, final
  *   norm, head) in total, the sublayer columns empty. The squares of the totals of one step sum
  *   to the squared global gradient norm. Step s is the gradient at the weights after s updates
  *   (step 0: at init), written every grad_every steps.
@@ -14,11 +15,13 @@
  *   DeepNet's model update on a fixed held-out batch x (diag batch rows of the validation
  *   split, the type's probe): sqrt(mean over tokens of ||F(x, theta_s) - F(x, theta_0)||^2 / C),
  *   F the final hidden state, i.e. what the head sees (after the final norm for Pre-LN; Post-LN
- *   and DeepNorm end with a norm in the last block). Steps 0..update_steps; F(x, theta_0) is kept from the
+ *   and DeepNorm end with a norm in the last block); an encoder-decoder's is the decoder's at the
+ *   target positions of B validation words, teacher forced. Steps 0..update_steps; F(x, theta_0) is kept from the
  *   start.
  * diag_resid.csv  step,layer,norm
  *   The residual stream entering block layer (layer n_layer: leaving the last block) on the same
  *   batch: the mean over tokens of ||x_t||_2 (Xiong et al. 2020). Every resid_every steps from 0.
+ *   An encoder-decoder: its encoder's blocks, then its decoder's (the encoder's output has no row).
  */
 #ifndef MT_DIAG_H
 #define MT_DIAG_H

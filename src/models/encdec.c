@@ -172,7 +172,7 @@ mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, const int *src, const
     const mt_encdec_layout *L = m->layout;
     mt_params *P = (mt_params *)&m->P;
     mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, src, B, S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL, NULL);
     return mt_stack_final(c, &L->enc, P, x);
 }
 
@@ -189,7 +189,7 @@ mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, cons
     const mt_encdec_layout *L = m->layout;
     mt_cross_mem mem = {mt_encdec_encode(c, m, src, src_len, B, S), src_len};
     mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, tgt, B, T, 0);
-    y = mt_stack_forward_ex(c, &L->dec, (mt_params *)&m->P, y, NULL, &mem);
+    y = mt_stack_forward_ex(c, &L->dec, (mt_params *)&m->P, y, NULL, &mem, NULL);
     return mt_encdec_head(c, m, y);
 }
 
@@ -483,6 +483,39 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     mt_set_threads(threads);
 }
 
+/* The diagnostics' probe: B validation words drawn with seed (the same words for a seed), each
+   with its first pronunciation teacher forced; F (tokens, C) the decoder's final hidden state (what
+   the head reads) at the target positions only (phones + eos of each row, no padding). resid gets
+   the encoder's stream entering each of its blocks, then the decoder's entering each of its blocks
+   and leaving the last: enc_layers + dec_layers + 1 values (the encoder's output is the decoder's
+   memory, not its stream, so it has no entry). */
+static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
+                        double *resid) {
+    encdec_task *t = (encdec_task *)tp;
+    const mt_encdec *m = (const mt_encdec *)mp;
+    const mt_encdec_layout *L = m->layout;
+    mt_params *P = (mt_params *)&m->P;
+    const mt_g2p_dict *d = &t->dict;
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    int *wp = mt_arena_alloc(c, 2 * (size_t)B * sizeof(int));
+    for (int i = 0; i < B; i++) {
+        int w = t->split[t->n_part[0] + (int)mt_rng_below(&r, (uint32_t)t->n_part[1])];
+        wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
+    }
+    rows_ids ids = make_rows(c, d, wp, B);
+    mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, ids.src, B, ids.S, 0);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, ids.src_len, NULL, resid);
+    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), ids.src_len};
+    mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, ids.tgt, B, ids.T, 0);
+    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
+    y = mt_stack_final(c, &L->dec, P, y);
+    int *at = mt_arena_alloc(c, (size_t)ids.tokens * sizeof(int)), n = 0;
+    for (int i = 0; i < B * ids.T; i++)
+        if (ids.targets[i] >= 0) at[n++] = i;
+    return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * ids.T, m->cfg.stack.n_embd}), at, n);
+}
+
 /* ---- the type -------------------------------------------------------------------------------- */
 
 static void config_default(void *cfg) { *(mt_encdec_config *)cfg = mt_encdec_config_default(); }
@@ -567,5 +600,5 @@ const mt_model_type mt_encdec_type = {
     .eval_rows = eval_rows,
     .accuracy = false,
     .metrics = METRICS,
-    .probe = NULL,
+    .probe = probe,
 };

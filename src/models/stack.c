@@ -234,18 +234,16 @@ static double mean_token_norm(const mt_tensor *x) {
 
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid) {
-    for (int i = 0; i < st->n_layer; i++) {
-        if (resid) resid[i] = mean_token_norm(x);
-        x = mt_block_forward(c, &st->block, P, &st->blocks[i], x);
-    }
-    if (resid) resid[st->n_layer] = mean_token_norm(x);
-    return x;
+    return mt_stack_forward_ex(c, st, P, x, NULL, NULL, resid);
 }
 
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
-                               const int *x_len, const mt_cross_mem *mem) {
-    for (int i = 0; i < st->n_layer; i++)
+                               const int *x_len, const mt_cross_mem *mem, double *resid) {
+    for (int i = 0; i < st->n_layer; i++) {
+        if (resid) resid[i] = mean_token_norm(x);
         x = mt_block_forward_ex(c, &st->block, P, &st->blocks[i], x, x_len, mem);
+    }
+    if (resid) resid[st->n_layer] = mean_token_norm(x);
     return x;
 }
 

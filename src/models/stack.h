@@ -86,9 +86,10 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid);
 /* The blocks with mt_block_forward_ex: self-attention keys masked to x_len (B) or NULL, the
-   cross-attention (decoders) on mem or NULL. */
+   cross-attention (decoders) on mem or NULL; resid as mt_stack_forward's (padded positions
+   included in the mean). */
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
-                               const int *x_len, const mt_cross_mem *mem);
+                               const int *x_len, const mt_cross_mem *mem, double *resid);
 /* The final norm of x (B, T, C) when the placement has one, else x. */
 mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x);
 void mt_stack_free(mt_stack *st);

@@ -195,7 +195,8 @@ mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, cons
 
 mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
                           int S, const int *tgt, const int *targets, int B, int T) {
-    return mt_cross_entropy(c, mt_encdec_forward(c, m, src, src_len, S, tgt, B, T), targets, -1);
+    return mt_cross_entropy(c, mt_encdec_forward(c, m, src, src_len, S, tgt, B, T), targets, -1,
+                            0);
 }
 
 double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training) {

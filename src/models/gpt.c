@@ -170,7 +170,7 @@ mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {
 }
 
 mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1);
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1, 0);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {

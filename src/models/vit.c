@@ -218,7 +218,7 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
 }
 
 mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B) {
-    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1);
+    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1, 0);
 }
 
 /* ---- training on images ---------------------------------------------------------------------- */
@@ -344,7 +344,7 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, x, label);
     mt_tensor *logits = mt_vit_forward(c, m, x, n);
-    sums[0] += (double)mt_cross_entropy(c, logits, label, -1)->data[0] * n;
+    sums[0] += (double)mt_cross_entropy(c, logits, label, -1, 0)->data[0] * n;
     for (int b = 0; b < n; b++) { /* right when the argmax is the label */
         const float *z = logits->data + (size_t)b * K;
         int best = 0;

@@ -26,7 +26,10 @@ static mt_tensor *b_gelu_erf(mt_ctx *c, mt_tensor **x) { return mt_gelu_erf(c, x
 static mt_tensor *b_relu(mt_ctx *c, mt_tensor **x) { return mt_relu(c, x[0]); }
 static mt_tensor *b_silu(mt_ctx *c, mt_tensor **x) { return mt_silu(c, x[0]); }
 static mt_tensor *b_softmax(mt_ctx *c, mt_tensor **x) { return mt_softmax(c, x[0]); }
-static mt_tensor *b_ce(mt_ctx *c, mt_tensor **x) { return mt_cross_entropy(c, x[0], ids, -100); }
+static mt_tensor *b_ce(mt_ctx *c, mt_tensor **x) { return mt_cross_entropy(c, x[0], ids, -100, 0); }
+static mt_tensor *b_ce_ls(mt_ctx *c, mt_tensor **x) {
+    return mt_cross_entropy(c, x[0], ids, -100, 0.1f);
+}
 static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x) { return mt_embedding(c, x[0], ids, N); }
 static mt_tensor *b_dropout(mt_ctx *c, mt_tensor **x) { return mt_dropout(c, x[0], 0.1f); }
 static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x) { return mt_transpose(c, x[0], 1, 2); }
@@ -59,6 +62,7 @@ int main(int argc, char **argv) {
         {"silu", b_silu, 1, 2, {{N, C}}},
         {"softmax", b_softmax, 1, 2, {{N, C}}},
         {"cross_entropy", b_ce, 1, 2, {{N, C}}},
+        {"cross_entropy_ls", b_ce_ls, 1, 2, {{N, C}}},
         {"embedding", b_embedding, 1, 2, {{C, C}}},
         {"dropout", b_dropout, 1, 2, {{N, C}}},
         {"transpose", b_transpose, 1, 3, {{8, N / 8, C}}},

@@ -26,6 +26,7 @@ OPS = {
     "silu": ([(N, C)], F.silu),
     "softmax": ([(N, C)], lambda a: a.softmax(-1)),
     "cross_entropy": ([(N, C)], lambda a: F.cross_entropy(a, ids)),
+    "cross_entropy_ls": ([(N, C)], lambda a: F.cross_entropy(a, ids, label_smoothing=0.1)),
     "embedding": ([(C, C)], lambda w: F.embedding(ids, w)),
     "dropout": ([(N, C)], lambda a: F.dropout(a, 0.1, training=True)),
     "transpose": ([(8, N // 8, C)], lambda a: a.transpose(1, 2).contiguous()),

@@ -91,6 +91,7 @@ static void test_gpt_checkpoints(void) {
         {"n_head does not divide n_embd", "{\"n_head\": 3}", "n_head = 3 does not divide n_embd"},
         {"negative n_embd", "{\"n_embd\": -8}", "n_embd = -8, must be at least 1"},
         {"dropout", "{\"dropout\": 2}", "dropout = 2, must be in [0, 1)"},
+        {"label smoothing", "{\"label_smoothing\": 1}", "label_smoothing = 1, must be in [0, 1)"},
         {"beyond an int", "{\"n_ctx\": 3e9}", "n_ctx = 3e+09, must be a whole number within +-1e9"},
         {"4 n_embd beyond an int", "{\"n_embd\": 536870912, \"n_head\": 1, \"n_ff\": 0}",
          "4 n_embd (the default n_ff) overflows an int"},

@@ -30,6 +30,7 @@ printf 'lr = 1e-3\nn_layers = 4\n' >"$D/key.ini"
 printf 'lr = fast\n' >"$D/type.ini"
 printf '[train]\nlr = 1e-3\n' >"$D/section.ini"
 printf 'resume = true\n' >"$D/cli.ini"
+printf 'label-smoothing = 1.5\n' >"$D/ls.ini"
 M=$D/run/model.safetensors
 
 # status|text the message must hold|program and arguments (split on spaces)
@@ -53,6 +54,11 @@ cases() {
 2|--lr is -1; it must be a finite number >= 0|train $TINY --lr -1
 2|--beta2 is 1; it must be in [0, 1)|train $TINY --beta2 1
 2|dropout = 1.5, must be in [0, 1)|train $TINY --dropout 1.5
+2|label_smoothing = 1, must be in [0, 1)|train $TINY --label-smoothing 1
+2|label_smoothing = -0.1, must be in [0, 1)|train $TINY --label-smoothing -0.1
+2|--label-smoothing: 'nan' is not a finite number|train $TINY --label-smoothing nan
+2|label_smoothing = 1.5, must be in [0, 1)|train $TINY --config $D/ls.ini
+2|label_smoothing = 2, must be in [0, 1)|train --model vit --data $PWD/data/mnist --label-smoothing 2 --out $D/lsv
 2|n_head = 3 does not divide n_embd = 16|train $TINY --n-head 3
 2|n_ctx + 1 = 100001 needs more data or a smaller --n-ctx|train $TINY --n-ctx 100000
 2|--val-fraction 1.5: expected a fraction in [0, 1)|train $TINY --val-fraction 1.5

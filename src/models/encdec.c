@@ -194,8 +194,10 @@ mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, cons
 }
 
 mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                          int S, const int *tgt, const int *targets, int B, int T) {
-    return mt_cross_entropy(c, mt_encdec_forward(c, m, src, src_len, S, tgt, B, T), targets, -1);
+                          int S, const int *tgt, const int *targets, int B, int T,
+                          float label_smoothing) {
+    return mt_cross_entropy(c, mt_encdec_forward(c, m, src, src_len, S, tgt, B, T), targets, -1,
+                            label_smoothing);
 }
 
 double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training) {
@@ -423,7 +425,8 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) memcpy(wp + 2 * i, t->ex + 2 * t->drawn[lo + i], 2 * sizeof(int));
     rows_ids r = make_rows(c, &t->dict, wp, n);
-    mt_tensor *loss = mt_encdec_loss(c, &m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T);
+    mt_tensor *loss = mt_encdec_loss(c, &m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
+                                     m.cfg.stack.label_smoothing);
     return mt_scale(c, loss, (float)(r.tokens / (n * t->drawn_tokens / t->B)));
 }
 
@@ -472,7 +475,9 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) wp[2 * i] = words[i], wp[2 * i + 1] = d->pron_start[words[i]];
     rows_ids r = make_rows(c, d, wp, n);
-    double loss = mt_encdec_loss(c, m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T)->data[0];
+    /* the plain cross-entropy, without the training's label smoothing */
+    double loss =
+        mt_encdec_loss(c, m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
     sums[0] += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);

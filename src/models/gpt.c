@@ -169,8 +169,9 @@ mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {
     return mt_gpt_head(c, m, mt_stack_forward(c, &m->layout->stack, &m->P, x, NULL));
 }
 
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1);
+mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
+                       float label_smoothing) {
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1, label_smoothing);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
@@ -178,7 +179,7 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
     mt_gpt m = *b->m;
     m.P = *P;
     size_t at = (size_t)lo * (size_t)b->T;
-    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T);
+    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T, m.cfg.stack.label_smoothing);
 }
 
 void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count,
@@ -201,7 +202,7 @@ void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *n
             *bytes += nb;
         }
         /* the mean over T targets, back to a sum */
-        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T)->data[0] * T;
+        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T, 0)->data[0] * T;
         *count += T;
     }
 }
@@ -306,7 +307,8 @@ static int eval_draw(mt_task *tp, int i) {
 static void eval_rows(mt_ctx *c, mt_model *m, mt_task *tp, int lo, int n, double sums[2]) {
     gpt_task *t = (gpt_task *)tp;
     size_t at = (size_t)lo * t->T;
-    sums[0] += (double)mt_gpt_loss(c, (mt_gpt *)m, t->x + at, t->y + at, n, t->T)->data[0] * n;
+    /* the plain cross-entropy, without the training's label smoothing */
+    sums[0] += (double)mt_gpt_loss(c, (mt_gpt *)m, t->x + at, t->y + at, n, t->T, 0)->data[0] * n;
 }
 
 static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,

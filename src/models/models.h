@@ -57,12 +57,15 @@ mt_gpt *mt_gpt_of(mt_model *m);
 
 /* ids (B*T) -> logits (B, T, V) */
 mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T);
-/* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids: a scalar. */
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T);
+/* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with label_smoothing
+   (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
+mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
+                       float label_smoothing);
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
-   the model's mean loss on rows [lo, lo + n) with the parameters P (the trainer's mt_rows_loss,
+   the model's mean training loss (with the stack's label smoothing) on rows [lo, lo + n) with
+   the parameters P (the trainer's mt_rows_loss,
    for programs that bring their own batches, as bench/gpt). */
 typedef struct {
     const mt_gpt *m;
@@ -172,8 +175,10 @@ mt_vit *mt_vit_of(mt_model *m); /* the ViT a model of mt_vit_type is */
 double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training);
 /* images (B, CH, H, W) -> logits (B, K) */
 mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
-/* Mean cross-entropy of labels (B) in [0, K): a scalar. */
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B);
+/* Mean cross-entropy of labels (B) in [0, K), with label_smoothing (mt_cross_entropy's): a
+   scalar. */
+mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
+                       float label_smoothing);
 
 /* ---- encoder-decoder ---------------------------------------------------------------------------
  * A Transformer encoder-decoder (Vaswani et al. 2017) trained on grapheme-to-phoneme: the letters
@@ -230,9 +235,11 @@ double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool train
    inputs (bos, phones, padding) -> logits (B, T, V). */
 mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
                              int S, const int *tgt, int B, int T);
-/* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1). */
+/* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1), with
+   label_smoothing (mt_cross_entropy's): a scalar. */
 mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                          int S, const int *tgt, const int *targets, int B, int T);
+                          int S, const int *tgt, const int *targets, int B, int T,
+                          float label_smoothing);
 
 /* ---- decoding: the encoder once, its cross-attention keys and values once per decoder block,
  * then a token at a time with a KV cache of the decoder's self-attention; in c's arena (no

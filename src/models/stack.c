@@ -67,6 +67,8 @@ static const mt_cf_field FIELDS[] = {
      NULL, "no_bias"},
     F("act", ENUM, act, "FFN activation", NULL, &MT_ACTS),
     F("dropout", FLOAT, dropout, "dropout probability", NULL, NULL),
+    F("label_smoothing", FLOAT, label_smoothing, "training loss: each target (1 - eps) one-hot "
+      "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)", NULL, NULL),
 };
 #undef F
 const mt_cf_table MT_STACK_FIELDS = MT_CF_TABLE_OF(FIELDS);
@@ -105,6 +107,9 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                              enums[i].e->what, enums[i].v, enums[i].e->n);
     if (!(s->dropout >= 0 && s->dropout < 1))
         return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
+    if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
+        return mt_errorf(err, MT_EINVAL, "config: label_smoothing = %g, must be in [0, 1) (0: "
+                         "none; 0.1 is usual)", s->label_smoothing);
     if (!(s->deepnorm_alpha >= 0) || !(s->deepnorm_beta >= 0) || !(s->subln_gain >= 0))
         return mt_errorf(err, MT_EINVAL, "config: deepnorm_alpha = %g, deepnorm_beta = %g, "
                          "subln_gain = %g: expected 0 (from the depth) or more", s->deepnorm_alpha,

@@ -31,10 +31,12 @@ typedef struct {
     bool bias;
     mt_act act;
     float dropout;
+    float label_smoothing; /* of the training loss, in [0, 1): each target (1 - eps) onehot +
+                              eps / V (mt_cross_entropy); evaluation scores the plain NLL */
 } mt_stack_config;
 
-/* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout,
-   ff_multiple 32. */
+/* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
+   label smoothing, ff_multiple 32. */
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the

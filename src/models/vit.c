@@ -217,8 +217,9 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
     return mt_param_linear(c, P, L->head_w, L->head_b, pooled); /* (B, K) */
 }
 
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B) {
-    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1);
+mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
+                       float label_smoothing) {
+    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1, label_smoothing);
 }
 
 /* ---- training on images ---------------------------------------------------------------------- */
@@ -320,7 +321,8 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
     mt_vit m = *(const mt_vit *)mp;
     m.P = *P;
     size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
-    return mt_vit_loss(c, &m, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n);
+    return mt_vit_loss(c, &m, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n,
+                       m.cfg.stack.label_smoothing);
 }
 
 /* every validation image, in batches of B */
@@ -344,7 +346,7 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, x, label);
     mt_tensor *logits = mt_vit_forward(c, m, x, n);
-    sums[0] += (double)mt_cross_entropy(c, logits, label, -1)->data[0] * n;
+    sums[0] += (double)mt_cross_entropy(c, logits, label, -1, 0)->data[0] * n; /* unsmoothed */
     for (int b = 0; b < n; b++) { /* right when the argmax is the label */
         const float *z = logits->data + (size_t)b * K;
         int best = 0;

@@ -98,10 +98,17 @@ mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x) {
     return out;
 }
 
-/* ---- cross-entropy: fused log-softmax + NLL, mean over the rows whose target is not ignored ----
- * loss = (1/M) sum_{r: t_r != ignore} (lse_r - x_{r, t_r}),  lse_r = log sum_j exp(x_rj),
- * M the number of such rows (M = 0 gives 0/0 = NaN, as torch).
- * ids = targets (N), i[0] = ignore_index, f[0] = M, saved[0] = lse (N), saved[1] = row losses. */
+/* ---- cross-entropy: fused log-softmax + NLL with label smoothing, mean over the rows whose
+ * target is not ignored (torch's F.cross_entropy(x, t, ignore_index, label_smoothing=eps)) ----
+ * Row r's target distribution is (1 - eps) onehot(t_r) + eps / V, so its loss is
+ *   l_r = (1 - eps) nll_r + eps smooth_r,   nll_r = lse_r - x_{r,t_r},
+ *   smooth_r = (1/V) sum_j (lse_r - x_rj) = log s_r - (1/V) sum_j (x_rj - max_r),
+ *   lse_r = max_r + log s_r,  s_r = sum_j exp(x_rj - max_r)
+ * (smooth_r from the shifted logits: no cancellation of lse_r against the logits' mean),
+ * loss = (1/M) sum_{r: t_r != ignore} l_r, M the number of such rows (M = 0 gives 0/0 = NaN, as
+ * torch). eps = 0 is the plain cross-entropy to the bit (1 nll_r + 0 smooth_r, smooth_r = 0 then).
+ * ids = targets (N), i[0] = ignore_index, f[0] = M, f[1] = eps, saved[0] = lse (N),
+ * saved[1] = row losses. */
 
 static void cross_entropy_forward(mt_node *n) {
     const float *x = n->in[0]->data;
@@ -109,28 +116,36 @@ static void cross_entropy_forward(mt_node *n) {
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
+    float eps = n->f[1], keep = 1.0f - eps;
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
-        float mx = -INFINITY, s = 0;
+        float mx = -INFINITY, s = 0, shifted = 0, smooth = 0;
         _Pragma("omp simd reduction(max : mx)")
         for (int j = 0; j < V; j++) mx = xr[j] > mx ? xr[j] : mx;
         _Pragma("omp simd reduction(+ : s)")
         for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
         lse[r] = mx + logf(s);
-        loss[r] = t[r] == ignore ? 0.0f : lse[r] - xr[t[r]];
+        if (eps > 0) { /* eps = 0 pays nothing for it */
+            _Pragma("omp simd reduction(+ : shifted)")
+            for (int j = 0; j < V; j++) shifted += xr[j] - mx;
+            smooth = logf(s) - shifted / (float)V;
+        }
+        loss[r] = t[r] == ignore ? 0.0f : keep * (lse[r] - xr[t[r]]) + eps * smooth;
     });
     double s = 0;
     for (long r = 0; r < N; r++) s += loss[r];
     n->out->data[0] = (float)(s / n->f[0]);
 }
 
-/* dx_rj += (dy / M) (softmax(x_r)_j - [j == t_r]) for rows not ignored; softmax = exp(x - lse) */
+/* dl_r/dx_rj = softmax(x_r)_j - (1 - eps) [j == t_r] - eps / V, softmax = exp(x - lse):
+   dx_rj += (dy / M) dl_r/dx_rj for the rows not ignored */
 static void cross_entropy_backward(mt_node *n) {
     const float *x = n->in[0]->data, *lse = n->saved[0];
     float *dx = n->in[0]->grad, g = n->out->grad[0] / n->f[0];
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
+    float eps = n->f[1], uniform = g * (eps / (float)V);
     if (!dx) return;
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         if (t[r] == ignore) continue;
@@ -138,15 +153,24 @@ static void cross_entropy_backward(mt_node *n) {
         float *dxr = dx + r * V, l = lse[r];
         _Pragma("omp simd")
         for (int j = 0; j < V; j++) dxr[j] += g * mt_vexpf(xr[j] - l);
-        dxr[t[r]] -= g;
+        if (eps > 0) { /* a pass of its own: the loop above stays as fast at eps = 0 */
+            _Pragma("omp simd")
+            for (int j = 0; j < V; j++) dxr[j] -= uniform;
+        }
+        /* g (1 - eps) as g - V uniform: the row sums to 0 as closely as it can (V = 1: exactly
+           0, as torch) */
+        dxr[t[r]] -= g - uniform * (float)V;
     });
 }
 
 static const mt_op OP_CROSS_ENTROPY = {"cross_entropy", cross_entropy_forward,
                                        cross_entropy_backward};
 
-mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index) {
+mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
+                            float label_smoothing) {
     int N = mt_rows(logits), V = mt_cols(logits), M = 0;
+    MT_ASSERT(label_smoothing >= 0 && label_smoothing <= 1,
+              "cross_entropy: label smoothing %g is outside [0, 1]", label_smoothing);
     int *t = mt_arena_alloc(c, (size_t)N * sizeof(int));
     for (int r = 0; r < N; r++) {
         MT_ASSERT(targets[r] == ignore_index || (targets[r] >= 0 && targets[r] < V),
@@ -161,6 +185,7 @@ mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, in
     n->ids = t;
     n->i[0] = ignore_index;
     n->f[0] = (float)M;
+    n->f[1] = label_smoothing;
     n->saved[0] = mt_arena_floats(c, (size_t)N);
     n->saved[1] = mt_arena_floats(c, (size_t)N);
     mt_node_run(c, n);

@@ -89,7 +89,8 @@ static mt_tensor *b_swiglu(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors
 /* x0 logits, x1 targets */
 static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n;
-    return mt_cross_entropy(c, x[0], as_ints(c, x[1]), (int)parity_opt(in, "ignore"));
+    return mt_cross_entropy(c, x[0], as_ints(c, x[1]), (int)parity_opt(in, "ignore"),
+                            (float)parity_opt(in, "smoothing"));
 }
 
 /* x0 weight, x1 ids */

@@ -1,7 +1,7 @@
 """The GPT against a PyTorch model written here, on the same weights (passed by their mt names):
 logits, loss and the gradient of every parameter, to 1e-4 relative, for every norm the GPT
 accepts x every placement (Sub-LN's and Peri-LN's extra norms included; 2 to 3 layers, n_head > 1), with the head tied and once untied, biases
-on and once off, and each activation."""
+on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3."""
 import json
 
 import numpy as np
@@ -43,11 +43,12 @@ for norm, opts in NORMS:
                "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
                "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
                "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
-               "act": ACTS[case % 4], "dropout": 0.0}
+               "act": ACTS[case % 4], "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
         cfg.update(opts)
         label = (f"{norm}{'/' + opts['rms_form'] if 'rms_form' in opts else ''} {placement}"
                  f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}"
-                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
+                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
+                 f" smoothing {cfg['label_smoothing']}")
         run_case(cfg, 2, 7 + case % 3, label)
         case += 1
 

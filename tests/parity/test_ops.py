@@ -93,13 +93,17 @@ def targets(rows, V, ignore, every):
     return t.astype(np.float32)
 
 
+# label smoothing eps: torch's loss (1 - eps) nll + eps mean_j(-log p_j), mean over the targets
+# that are not ignored
 for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33), 7, 3),
-                             ((4, 64, 97), -100, 5), ((2, 3, 1000), -1, 0)]:
+                             ((4, 64, 97), -100, 5), ((2, 3, 1000), -1, 0), ((6, 50, 97), -1, 4)]:
     V, rows = shape[-1], int(np.prod(shape[:-1]))
-    compare(f"cross_entropy {shape} ignore {ignore}", "cross_entropy",
-            [4 * randn(*shape), targets(rows, V, ignore, every)], [True, False],
-            lambda x, t, V=V, ignore=ignore: F.cross_entropy(
-                x.reshape(-1, V), t.long(), ignore_index=ignore).reshape(1), ignore=ignore)
+    for eps in [0.0, 0.1, 0.3]:
+        compare(f"cross_entropy {shape} ignore {ignore} smoothing {eps}", "cross_entropy",
+                [4 * randn(*shape), targets(rows, V, ignore, every)], [True, False],
+                lambda x, t, V=V, ignore=ignore, eps=eps: F.cross_entropy(
+                    x.reshape(-1, V), t.long(), ignore_index=ignore,
+                    label_smoothing=eps).reshape(1), ignore=ignore, smoothing=eps)
 
 for V, C, n in [(1, 1, 3), (7, 5, 9), (33, 17, 40), (257, 65, 600)]:
     ids = rng.integers(0, V, n).astype(np.float32)  # repeats: the backward scatter adds up

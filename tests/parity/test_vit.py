@@ -2,7 +2,8 @@
 names): logits, loss and the gradient of every parameter after one training-mode step, BatchNorm's
 running statistics after it, and the logits in eval mode, to 1e-4 relative -- for every norm
 (BatchNorm, InstanceNorm and GroupNorm included) x every placement, with the class token and mean
-pooling, gray and RGB, square and non-square images, biases on and off, each activation. The patch
+pooling, gray and RGB, square and non-square images, biases on and off, each activation, label
+smoothing 0, 0.1 and 0.3 in the loss. The patch
 embedding is checked against torch's Conv2d(kernel = stride = P) on the weight reshaped, the
 layout models.h promises."""
 import json
@@ -121,7 +122,7 @@ for norm, opts in NORMS:
                "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16, "n_ff": 24 + 8 * (case % 2),
                "norm": norm, "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
                "prms_p": 0.0625, "gn_groups": 1, "in_affine": False, "bias": case % 5 != 3,
-               "act": ACTS[case % 4], "dropout": 0.0,
+               "act": ACTS[case % 4], "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3],
                "pool": "mean" if case % 2 and norm != "in" else "cls"}  # in + mean: refused
         cfg.update(opts)
         B = 3 + case % 2
@@ -130,7 +131,8 @@ for norm, opts in NORMS:
         params = random_params(cfg)
         model = TorchViT(cfg, params)
         logits = model.forward(torch.tensor(images))
-        loss = F.cross_entropy(logits, torch.tensor(labels))
+        loss = F.cross_entropy(logits, torch.tensor(labels),
+                               label_smoothing=cfg["label_smoothing"])
         loss.backward()
         model.training = False
         with torch.no_grad():
@@ -142,7 +144,8 @@ for norm, opts in NORMS:
         label = (f"{norm}{'/' + '/'.join(f'{k}={v}' for k, v in opts.items()) if opts else ''}"
                  f" {placement} {cfg['pool']} {cfg['channels']}x{cfg['image_h']}x"
                  f"{cfg['image_w']}/p{cfg['patch']} L{cfg['n_layer']}"
-                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}")
+                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
+                 f" smoothing {cfg['label_smoothing']}")
         R.check(f"{label} logits", got["logits"], logits.detach().numpy(), TOL)
         R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), TOL)
         R.check(f"{label} eval logits", got["logits_eval"], logits_eval.numpy(), TOL)

@@ -142,7 +142,7 @@ class TorchGPT(TorchBlocks):
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                               ignore_index=-1)
+                               ignore_index=-1, label_smoothing=cfg.get("label_smoothing", 0.0))
         return logits, loss
 
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make bench: mt against PyTorch on this machine; writes bench/RESULTS.md. About 10 minutes.
-#   1. this machine's sgemm peak (OpenBLAS, 2 threads), the ceiling for MFU;
+#   1. this machine's fp32 GEMM peak (the faster of OpenBLAS and oneDNN, 2 threads), the ceiling for MFU;
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
 #      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) and, where the build
 #      and CPU have bf16, mt --precision bf16, for ROUNDS rounds,
@@ -39,7 +39,7 @@ BF16=0
 "$BUILD/bench/gpt" --precision bf16 --layers 1 --embd 16 --heads 1 --ctx 8 --batch 2 --steps 1 \
     --warmup 0 --threads 1 >/dev/null 2>&1 && BF16=1
 
-echo "sgemm peak"
+echo "fp32 GEMM peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
 # name layers embd heads ctx batch norm [arch: gpt unless given]

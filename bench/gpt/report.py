@@ -2,7 +2,7 @@
 
 FLOPs per token: 6 * trainable params + 12 * n_layer * T * C, the usual estimate of a
 training step's matmul work (forward 2, backward 4 per weight; attention's scores and weighted sum
-counted unmasked). GFLOP/s = that * tokens/s; MFU = GFLOP/s over the sgemm peak measured in the same
+counted unmasked). GFLOP/s = that * tokens/s; MFU = GFLOP/s over the fp32 GEMM peak measured in the same
 run. A program's step time is the median over all its measured steps across the rounds."""
 import argparse
 import json
@@ -77,7 +77,11 @@ def main():
     if m0:
         p(f"- OpenBLAS core {m0['blas_core']}; mt's fp32 GEMM backend: {m0['gemm_fp32']} "
           "(MT_GEMM); mt bf16: `--precision bf16`, oneDNN")
-    p(f"- sgemm peak: {peak:.0f} GFLOP/s (OpenBLAS OpenMP build, {sgemm['threads']} threads, "
+    each = f"OpenBLAS {sgemm['openblas_median']:.0f}" if "openblas_median" in sgemm else ""
+    if sgemm.get("onednn_median"):
+        each += f", oneDNN fp32 {sgemm['onednn_median']:.0f}"
+    p(f"- fp32 GEMM peak: {peak:.0f} GFLOP/s, the fastest fp32 GEMM measured here "
+      f"({sgemm.get('backend', 'openblas')}; {each}; {sgemm['threads']} threads, "
       f"{sgemm['n']}^3, median of {sgemm['reps']}; best {sgemm['gflops_best']:.0f})")
     t = next((r for r in rows if r.get("setting") == "best"), None)
     if t:
@@ -90,7 +94,8 @@ def main():
     if os.environ.get("OMP_WAIT_POLICY"):
         p(f"- OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} for both programs (set by bench/run.sh "
           "when the load average exceeds the CPU count)")
-    p("- MFU is against the sgemm peak measured in this run, under the same load")
+    p("- MFU is against the fp32 GEMM peak measured in this run, under the same load (bf16 rows "
+      "too: what they gain over it is bf16's)")
     p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt and torch-best "
       "alternate in one run; a figure is the median step over all rounds")
     p("- mt runs as ./train does by default: each thread a replica with its slice of the batch; "

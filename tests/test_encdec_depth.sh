@@ -51,5 +51,10 @@ L=$(python3 scripts/encdec_depth.py --list)
 echo "$L" | grep -q "^part 2: post-50+50-s1, pre-50+50-s1, deepnorm-50+50-s1, post-xavier-50+50-s1$" || fail "--list: $L"
 python3 scripts/encdec_depth.py --part 9 2>"$T/err" && fail "--part 9 accepted"
 grep -q "parts are 1 to 3" "$T/err" || fail "--part 9: $(cat "$T/err")"
+# a run that trained below the unigram line but gets no word right is stalled (source ignored)
+R=$(cd scripts && python3 -c 'from encdec_depth import relabel
+print(*(relabel({"label": l, "wer": w})["label"] for l, w in
+        (("trained", "1.000000"), ("trained", "0.74"), ("diverged", "1"), ("trained", ""))))')
+[ "$R" = "stalled trained diverged trained" ] || fail "relabel: $R"
 [ $fails -eq 0 ] && echo "test_encdec_depth: ok"
 [ $fails -eq 0 ]

@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     ctx.precision = prec;
+    ctx.free_activations = true; /* as ./train's step */
     for (int r = 0; r < R.n - 1; r++) R.ctx[r].precision = prec;
     mt_rng rng;
     mt_rng_seed(&rng, 1);

@@ -7,13 +7,15 @@
 #      then torch once in its default setting (and once in its best with bf16 autocast, where mt
 #      has bf16) and mt once with every op split across the threads
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
-#   3. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
+#   3. the peak RSS of the whole ./train process on the configs with a memory goal: a short run
+#      of each, evaluation and checkpoint included (bench/train_rss.sh);
+#   4. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
-#   4. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
+#   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
 # Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
-# BENCH_GPT_ONLY=1 (skip 3 and 4).
+# TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
@@ -70,6 +72,9 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
         $args 2 --setting autocast --autocast | tee -a "$RAW"
     "$BUILD/bench/gpt" $args 2 --replicas 1 | tee -a "$RAW"
 done
+
+echo "./train's peak RSS: bench/train_rss.sh"
+MT_BUILD=$BUILD sh bench/train_rss.sh | tee -a "$RAW"
 
 $PY bench/gpt/report.py "$RAW" --load-start "$LOAD0" --seconds $(($(date +%s) - START)) \
     --command "make bench (STEPS=$STEPS WARMUP=$WARMUP ROUNDS=$ROUNDS${CONFIGS:+ CONFIGS=\"$CONFIGS\"})" \

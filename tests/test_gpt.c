@@ -178,6 +178,60 @@ static void test_deterministic(void) {
     mt_gpt_free(&m);
 }
 
+/* ---- a training step that frees its activations in backward (free_activations): the same loss
+   and gradients as one that keeps them, in a smaller arena, for every placement, LLaMA's preset
+   and dropout ---- */
+static void test_free_activations(void) {
+    struct {
+        mt_placement place;
+        mt_gpt_arch arch;
+        float dropout;
+    } cases[] = {{MT_PLACE_PRE, MT_ARCH_GPT, 0},      {MT_PLACE_POST, MT_ARCH_GPT, 0},
+                 {MT_PLACE_DEEPNORM, MT_ARCH_GPT, 0}, {MT_PLACE_SUBLN, MT_ARCH_GPT, 0},
+                 {MT_PLACE_PERI, MT_ARCH_GPT, 0},   {MT_PLACE_PRE, MT_ARCH_LLAMA, 0},
+                 {MT_PLACE_PRE, MT_ARCH_GPT, 0.1f}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        mt_gpt_config g = mt_gpt_config_default();
+        g.stack.n_layer = 2, g.n_ctx = 32, g.stack.n_embd = 32, g.stack.n_head = 2;
+        g.stack.placement = cases[k].place, g.arch = cases[k].arch, g.stack.dropout = cases[k].dropout;
+        mt_gpt m;
+        mt_err err;
+        CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
+        mt_rng r;
+        mt_rng_seed(&r, 7);
+        mt_params_initialize(&m.P, &r);
+        int B = 3, T = 32, *ids = malloc(B * T * sizeof(int)), *targets = malloc(B * T * sizeof(int));
+        for (int i = 0; i < B * T; i++)
+            ids[i] = (int)mt_rng_below(&r, 256), targets[i] = (int)mt_rng_below(&r, 256);
+        float *kept = malloc(m.P.total * sizeof(float)), loss_kept = 0;
+        size_t peak[2];
+        for (int freed = 0; freed < 2; freed++) {
+            mt_ctx c;
+            mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
+            c.free_activations = freed;
+            mt_params_zero_grad(&m.P);
+            mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T);
+            mt_backward(&c, loss);
+            peak[freed] = c.arena.peak;
+            if (!freed) {
+                loss_kept = loss->data[0];
+                memcpy(kept, m.P.grad, m.P.total * sizeof(float));
+            } else {
+                CHECK(loss->data[0] == loss_kept &&
+                          !memcmp(kept, m.P.grad, m.P.total * sizeof(float)),
+                      "case %zu: freeing the activations changed the gradients", k);
+            }
+            mt_ctx_free(&c);
+        }
+        CHECK(peak[1] < peak[0], "case %zu: freeing the activations left the arena peak at %zu",
+              k, peak[1]);
+        free(kept);
+        free(ids);
+        free(targets);
+        mt_gpt_free(&m);
+    }
+}
+
 /* ---- config ---- */
 static void test_json(void) {
     mt_gpt_config g = mt_gpt_config_default();
@@ -347,6 +401,7 @@ int main(void) {
     test_init();
     test_gradcheck();
     test_deterministic();
+    test_free_activations();
     test_json();
     test_bad_config();
     test_arch();

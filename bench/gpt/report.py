@@ -37,8 +37,9 @@ def main():
     peak = sgemm["gflops_median"]
     runs = {}  # (config, who) -> list of rows
     order = []
+    train = {r["config"]: r for r in rows if r["prog"] == "train"}  # ./train's whole process
     for r in rows:
-        if r["prog"] == "sgemm":
+        if r["prog"] in ("sgemm", "train"):
             continue
         if r["prog"] == "mt":  # replicas: as many as the threads, or 1 (every op split)
             who = "mt" if r.get("replicas", r["threads"]) == r["threads"] else "mt_ops"
@@ -154,16 +155,21 @@ def main():
             p(f"| {cfg} | {m['ms']:.1f} | {h['ms']:.1f} | {m['ms'] / h['ms']:.2f}x "
               f"| {'>= %.3gx' % goal if goal else '-'} | {m['loss']:.3f} / {h['loss']:.3f} "
               f"| {'%.1f' % t['ms'] if t else '-'} | {'%.2fx' % (t['ms'] / h['ms']) if t else '-'} |")
-    p("\nMemory (peak RSS from getrusage; torch's includes its Python and library runtime, "
-      "measured before the model was built as 'runtime'):\n")
-    p("| config | mt peak RSS MiB | mt arena peak MiB | goal (half of llm.c) | torch best peak RSS MiB "
-      "(runtime) | first loss mt / torch |")
-    p("|---|---:|---:|---:|---:|---|")
+    t0 = next(iter(train.values()), None)
+    p("\nMemory (peak RSS from getrusage, mt's of bench/gpt's steps alone; torch's includes its "
+      "Python and library runtime, "
+      "measured before the model was built as 'runtime'"
+      + (f"; ./train: the whole process, /usr/bin/time's maximum resident size, over "
+         f"{t0['steps']} steps on tiny Shakespeare, the evaluation and the checkpoint "
+         "(bench/train_rss.sh)" if t0 else "") + "):\n")
+    p("| config | mt peak RSS MiB | mt arena peak MiB | ./train peak RSS MiB | goal (half of llm.c) "
+      "| torch best peak RSS MiB (runtime) | first loss mt / torch |")
+    p("|---|---:|---:|---:|---:|---:|---|")
     for cfg in order:
-        m, b = stat(cfg, "mt"), stat(cfg, "torch_best")
+        m, b, tr = stat(cfg, "mt"), stat(cfg, "torch_best"), train.get(cfg)
         llmc = LLMC_RSS.get(cfg)
         p(f"| {cfg} | {'%.0f' % m['rss'] if m else '-'} | {'%.0f' % m['arena'] if m else '-'} "
-          f"| {'<= %d' % (llmc // 2) if llmc else '-'} "
+          f"| {'%.0f' % tr['rss_mib'] if tr else '-'} | {'<= %d' % (llmc // 2) if llmc else '-'} "
           f"| {'%.0f (%.0f)' % (b['rss'], b['rss_base']) if b else '-'} "
           f"| {'%.3f' % m['loss'] if m else '-'} / {'%.3f' % b['loss'] if b else '-'} |")
     print("\n".join(out))

@@ -224,16 +224,56 @@ void mt_st_free(mt_safetensors *st) {
     memset(st, 0, sizeof *st);
 }
 
-mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
-                     const char *const *meta_keys, const char *const *meta_vals, mt_err *err) {
-    cJSON *root = cJSON_CreateObject();
+/* A growing string: the header. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} header_buf;
+
+static void header_add(header_buf *h, const char *s, size_t n) {
+    if (h->failed) return;
+    if (h->len + n + 1 > h->cap) {
+        size_t cap = 2 * (h->len + n + 1);
+        char *p = realloc(h->s, cap);
+        if (!p) {
+            h->failed = true;
+            return;
+        }
+        h->s = p, h->cap = cap;
+    }
+    memcpy(h->s + h->len, s, n);
+    h->s[h->len += n] = 0;
+}
+
+/* Object o's members (cJSON's unformatted print without its braces) after a comma unless first;
+   o is deleted. */
+static void header_members(header_buf *h, cJSON *o, bool first) {
+    char *json = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!json) {
+        h->failed = true;
+        return;
+    }
+    if (!first) header_add(h, ",", 1);
+    header_add(h, json + 1, strlen(json) - 2);
+    free(json);
+}
+
+/* The JSON header, as cJSON prints the whole object, built one tensor entry at a time: the tree
+   of a model with thousands of tensors (a few MiB) never exists at once. */
+static char *header_json(int n, const mt_st_item *items, int n_meta,
+                         const char *const *meta_keys, const char *const *meta_vals) {
+    header_buf h = {0};
+    header_add(&h, "{", 1);
     if (n_meta > 0) {
-        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
         for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_keys[i], meta_vals[i]);
+        header_members(&h, root, true);
     }
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        cJSON *e = cJSON_AddObjectToObject(root, items[i].name);
+        cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, items[i].name);
         size_t numel = mt_shape_numel(items[i].ndim, items[i].shape);
         cJSON_AddStringToObject(e, "dtype", "F32");
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
@@ -243,9 +283,17 @@ mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_met
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
         off += numel * sizeof(float);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        header_members(&h, root, i == 0 && n_meta == 0);
     }
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
+    header_add(&h, "}", 1);
+    if (!h.failed) return h.s;
+    free(h.s);
+    return NULL;
+}
+
+mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
+                     const char *const *meta_keys, const char *const *meta_vals, mt_err *err) {
+    char *json = header_json(n, items, n_meta, meta_keys, meta_vals);
     if (!json) return mt_errorf(err, MT_ENOMEM, "%s: out of memory building the header", path);
     size_t hlen = strlen(json), padded = (hlen + 7) / 8 * 8; /* data 8-byte aligned */
     unsigned char len8[8];

@@ -355,6 +355,21 @@ static float *grad_reuse(mt_ctx *c, mt_tensor *x, released **pool) {
     return mt_grad(c, x);
 }
 
+/* With c->free_activations, n's output block (after n's backward: every reader of it came later
+   on the tape and has run) joins the pool, unless it is y, outside the arena (a parameter) or an
+   input's memory under another shape (reshape). */
+static void release_output(mt_ctx *c, mt_node *n, const mt_tensor *y, released **pool) {
+    unsigned char *d = (unsigned char *)n->out->data;
+    if (!c->free_activations || n->out == y || d < c->arena.base ||
+        d >= c->arena.base + c->arena.cap)
+        return;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] && n->in[i]->data == n->out->data) return;
+    released *r = (released *)d;
+    *r = (released){*pool, grad_bytes(n->out)};
+    *pool = r;
+}
+
 void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
     MT_ASSERT(y->requires_grad, "backward: the output does not depend on any parameter");
     float *g = mt_grad(c, y);
@@ -379,6 +394,7 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
         run_op(c, n, 1);
         if (c->after_backward) c->after_backward(n, c->after_backward_arg);
+        release_output(c, n, y, &pool);
         if (!owned) continue;
         n->out->grad = NULL;
         if (handed) continue;

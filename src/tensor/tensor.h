@@ -177,6 +177,11 @@ struct mt_ctx {
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else every node's forward and backward time adds to it */
     int precision;       /* mt_precision of the linear layers' products (MT_FP32 by default) */
+    /* Backward hands the arena block of an op's output, once its node's backward has run (its
+       last reader), to the gradients that follow, as it does with dead gradients: less memory
+       for a training step, whose caller reads only the loss. Off by default; when on, every
+       output but the one backward starts from is lost after backward. */
+    bool free_activations;
     /* bf16 precision: the last activation a linear layer rounded to bf16 (its data and element
        count) and the arena copy, kept for its backward: q, k and v of one input share it.
        Cleared by mt_ctx_reset and by an mt_arena_release below it. */

@@ -25,6 +25,7 @@ mt_status mt_replicas_init(mt_replicas *R, int n, const mt_params *P, size_t are
     }
     for (int r = 1; r < n; r++) {
         mt_status s = mt_ctx_init(&R->ctx[r - 1], arena_bytes, seed ^ (uint64_t)r, err);
+        R->ctx[r - 1].free_activations = true; /* a replica's caller reads its loss only */
         if (s == MT_OK) s = mt_params_view(P, &R->P[r - 1], err);
         R->n = r + 1; /* what to free */
         R->grad[r] = R->P[r - 1].grad;

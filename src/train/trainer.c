@@ -174,6 +174,7 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     }
     memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
     c.precision = cfg->precision;
+    c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
     type->draw_batch(tr->task, &r, lo, n);
     mt_tensor *loss = type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
@@ -259,6 +260,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                               err)) != MT_OK)
         goto fail;
     tr->ctx.precision = cfg->precision;
+    tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
     for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK)

@@ -306,55 +306,56 @@ int main(int argc, char **argv) {
         die(2, msg);
     }
     const mt_tokenizer *tok = &gpt->tok;
-    mt_kv_cache kv;
-    if (mt_kv_init(&kv, gpt, o.no_cache, &e) != MT_OK) die(1, e.msg);
-    kv.ctx.precision = o.precision;
-
     if (o.score[0]) {
         size_t n;
         uint16_t *ids = encode_file(o.score, tok, &n);
         if (n < 2) die(2, "--score: the file holds fewer than 2 tokens: nothing to predict");
         double nll;
         long count, bytes;
-        mt_gpt_score(&kv.ctx, gpt, ids, n, &nll, &count, &bytes);
+        if (mt_gpt_score(gpt, ids, n, o.precision, &nll, &count, &bytes, &e) != MT_OK)
+            die(1, e.msg);
         /* bits per byte: comparable across tokenizers (bytes: those the predicted tokens hold) */
         printf("loss=%.6f ppl=%.4f tokens=%ld bpb=%.4f bytes=%ld\n", nll / count,
                exp(nll / count), count, nll / log(2.0) / (double)bytes, bytes);
         free(ids);
-    } else {
-        size_t plen = strlen(o.prompt), n;
-        uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
-        int *prompt = malloc((plen ? plen : 1) * sizeof *prompt);
-        if (!p16 || !prompt) die(1, "out of memory");
-        if (mt_tok_encode(tok, o.prompt, plen, p16, &n, &e) != MT_OK) die(2, e.msg);
-        if (n == 0) die(2, "--prompt is empty: give at least one character");
-        for (size_t i = 0; i < n; i++) prompt[i] = p16[i];
-        int V = gpt->cfg.n_vocab, *iscratch = malloc((size_t)V * sizeof(int));
-        float *pscratch = malloc((size_t)V * sizeof(float));
-        if (!iscratch || !pscratch) die(1, "out of memory");
-        mt_sampling sp = {o.temperature, o.top_k, o.top_p};
-        mt_rng r;
-        mt_rng_seed(&r, (uint64_t)o.seed);
-        fputs(o.prompt, stdout);
-        fflush(stdout);
-        double t0 = mt_clock();
-        mt_kv_feed(&kv, prompt, (int)n);
-        for (int i = 0; i < o.tokens; i++) {
-            int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
-            int len;
-            const char *bytes = mt_tok_decode(tok, next, &len);
-            fwrite(bytes, 1, (size_t)len, stdout);
-            fflush(stdout);
-            if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
-        }
-        double s = mt_clock() - t0;
-        fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", o.tokens, s, o.tokens / s,
-                o.no_cache ? ", no cache" : "");
-        free(p16);
-        free(prompt);
-        free(iscratch);
-        free(pscratch);
+        mt_model_free(model);
+        return 0;
     }
+    mt_kv_cache kv;
+    if (mt_kv_init(&kv, gpt, o.no_cache, &e) != MT_OK) die(1, e.msg);
+    kv.ctx.precision = o.precision;
+    size_t plen = strlen(o.prompt), n;
+    uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
+    int *prompt = malloc((plen ? plen : 1) * sizeof *prompt);
+    if (!p16 || !prompt) die(1, "out of memory");
+    if (mt_tok_encode(tok, o.prompt, plen, p16, &n, &e) != MT_OK) die(2, e.msg);
+    if (n == 0) die(2, "--prompt is empty: give at least one character");
+    for (size_t i = 0; i < n; i++) prompt[i] = p16[i];
+    int V = gpt->cfg.n_vocab, *iscratch = malloc((size_t)V * sizeof(int));
+    float *pscratch = malloc((size_t)V * sizeof(float));
+    if (!iscratch || !pscratch) die(1, "out of memory");
+    mt_sampling sp = {o.temperature, o.top_k, o.top_p};
+    mt_rng r;
+    mt_rng_seed(&r, (uint64_t)o.seed);
+    fputs(o.prompt, stdout);
+    fflush(stdout);
+    double t0 = mt_clock();
+    mt_kv_feed(&kv, prompt, (int)n);
+    for (int i = 0; i < o.tokens; i++) {
+        int next = mt_sample_token(kv.logits, V, &sp, &r, pscratch, iscratch);
+        int len;
+        const char *bytes = mt_tok_decode(tok, next, &len);
+        fwrite(bytes, 1, (size_t)len, stdout);
+        fflush(stdout);
+        if (i + 1 < o.tokens) mt_kv_feed(&kv, &next, 1);
+    }
+    double s = mt_clock() - t0;
+    fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", o.tokens, s, o.tokens / s,
+            o.no_cache ? ", no cache" : "");
+    free(p16);
+    free(prompt);
+    free(iscratch);
+    free(pscratch);
     mt_kv_free(&kv);
     mt_model_free(model);
     return 0;

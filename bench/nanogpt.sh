@@ -44,8 +44,8 @@ run_mt() { # label binary [train flags]
     "$bin" --config configs/nanogpt-char.ini --out "$TMP/out" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
         --log-every "$STEPS" "$@" >"$TMP/train.log"
     t1=$(now)
-    # one thread: scoring runs one window of 64 tokens at a time, too little to split
-    ./infer --checkpoint "$TMP/out/model.safetensors" --score "$TMP/val.txt" --threads 1 >"$TMP/score.log"
+    # scoring: batches of 16 windows of 64 tokens, each thread its own batches
+    ./infer --checkpoint "$TMP/out/model.safetensors" --score "$TMP/val.txt" --threads "$THREADS" >"$TMP/score.log"
     t2=$(now)
     # tokens/s of the loop, its evaluations included: steps x 12 x 64 over the last elapsed_s
     tok=$(awk -F, 'END { printf "%.0f", $1 * 768 / $8 }' "$TMP/out/metrics.csv")

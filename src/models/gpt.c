@@ -182,31 +182,6 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
     return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T, m.cfg.stack.label_smoothing);
 }
 
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count,
-                  long *bytes) {
-    int W = m->cfg.n_ctx + 1;
-    c->training = false;
-    c->grad_enabled = false;
-    *nll = 0;
-    *count = 0;
-    *bytes = 0;
-    for (size_t start = 0; start + 1 < n; start += (size_t)W) {
-        int len = n - start < (size_t)W ? (int)(n - start) : W, T = len - 1;
-        mt_ctx_reset(c);
-        int *ids = mt_arena_alloc(c, 2 * (size_t)T * sizeof *ids), *targets = ids + T;
-        for (int t = 0; t < T; t++) {
-            int nb;
-            ids[t] = tok[start + (size_t)t];
-            targets[t] = tok[start + (size_t)t + 1];
-            mt_tok_decode(&m->tok, targets[t], &nb);
-            *bytes += nb;
-        }
-        /* the mean over T targets, back to a sum */
-        *nll += (double)mt_gpt_loss(c, m, ids, targets, 1, T, 0)->data[0] * T;
-        *count += T;
-    }
-}
-
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;

@@ -1,11 +1,84 @@
-/* GPT generation: the KV cache and token sampling. B = 1; n new tokens at positions
-   pos0..pos0+n-1 of the window; C = NH * HS; L = pos0 + n positions attended. */
+/* GPT inference: scoring a text, the KV cache and token sampling. Scoring: B windows a batch of
+   T = n_ctx positions. Generation: B = 1; n new tokens at positions pos0..pos0+n-1 of the window;
+   C = NH * HS; L = pos0 + n positions attended. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt_internal.h"
+
+/* ---- scoring ------------------------------------------------------------------------------- */
+
+/* Batch b: windows [b B, b B + rows) as rows of (rows, T) ids and targets; a shorter last window
+   is padded with token 0, whose targets are ignored (-1): causal attention keeps the pad out of
+   the real positions, so the row's loss is the window's own. Its summed NLL. */
+static double score_batch(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, size_t b,
+                          size_t windows) {
+    int T = m->cfg.n_ctx, B = MT_GPT_SCORE_BATCH;
+    size_t W = (size_t)T + 1, w0 = b * (size_t)B;
+    int rows = windows - w0 < (size_t)B ? (int)(windows - w0) : B, M = 0;
+    mt_ctx_reset(c);
+    int *ids = mt_arena_alloc(c, 2 * (size_t)rows * T * sizeof *ids), *targets = ids + rows * T;
+    for (int r = 0; r < rows; r++) {
+        size_t start = (w0 + (size_t)r) * W;
+        int len = n - start < W ? (int)(n - start) : (int)W; /* >= 2 */
+        for (int t = 0; t < T; t++) {
+            bool real = t < len - 1;
+            ids[r * T + t] = real ? tok[start + (size_t)t] : 0;
+            targets[r * T + t] = real ? tok[start + (size_t)t + 1] : -1;
+            M += real;
+        }
+    }
+    /* the mean over the M targets, back to a sum */
+    return (double)mt_gpt_loss(c, m, ids, targets, rows, T, 0)->data[0] * M;
+}
+
+mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, double *nll,
+                       long *count, long *bytes, mt_err *err) {
+    size_t W = (size_t)m->cfg.n_ctx + 1, B = MT_GPT_SCORE_BATCH;
+    MT_ASSERT(n >= 2, "gpt score: %zu tokens, nothing to predict", n);
+    size_t windows = (n - 2) / W + 1, batches = (windows + B - 1) / B;
+    *count = 0;
+    *bytes = 0;
+    for (size_t i = 1; i < n; i++) /* every token but the windows' first is predicted */
+        if (i % W) {
+            int nb;
+            mt_tok_decode(&m->tok, tok[i], &nb);
+            *bytes += nb;
+            ++*count;
+        }
+    /* a thread a context, each scoring whole batches with single-threaded kernels; with one
+       batch or one thread, one context whose ops split across the threads */
+    int k = batches < (size_t)mt_threads() ? (int)batches : mt_threads();
+    mt_ctx *ctx = calloc((size_t)k, sizeof *ctx);
+    double *sums = malloc(batches * sizeof *sums);
+    mt_status s = ctx && sums ? MT_OK
+                              : mt_errorf(err, MT_ENOMEM, "out of memory for %zu batches", batches);
+    size_t arena = mt_model_arena_bytes(&mt_gpt_type, &m->cfg, (int)B, false);
+    for (int i = 0; i < k && s == MT_OK; i++)
+        if ((s = mt_ctx_init(&ctx[i], arena, 0, err)) == MT_OK) {
+            ctx[i].training = false;
+            ctx[i].grad_enabled = false;
+            ctx[i].precision = precision;
+        }
+    if (s == MT_OK && k == 1)
+        for (size_t b = 0; b < batches; b++) sums[b] = score_batch(ctx, m, tok, n, b, windows);
+    else if (s == MT_OK) {
+#pragma omp parallel for num_threads(k) schedule(dynamic, 1)
+        for (size_t b = 0; b < batches; b++)
+            sums[b] = score_batch(&ctx[omp_get_thread_num()], m, tok, n, b, windows);
+    }
+    *nll = 0;
+    for (size_t b = 0; s == MT_OK && b < batches; b++) *nll += sums[b]; /* in window order */
+    for (int i = 0; ctx && i < k; i++)
+        if (ctx[i].arena.base) mt_ctx_free(&ctx[i]);
+    free(ctx);
+    free(sums);
+    return s;
+}
+
+/* ---- generation ------------------------------------------------------------------------------ */
 
 mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
     memset(kv, 0, sizeof *kv);

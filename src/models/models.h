@@ -77,9 +77,12 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
 /* The tokens cut into consecutive non-overlapping windows of n_ctx + 1 (the last may be shorter,
    at least 2), each window's first tokens predicting its next: the summed negative
    log-likelihood (nats), the number of predicted tokens and the bytes they decode to (bits per
-   byte = nll / ln 2 / bytes). */
-void mt_gpt_score(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, double *nll, long *count,
-                  long *bytes);
+   byte = nll / ln 2 / bytes). Windows run MT_GPT_SCORE_BATCH to a forward, each thread its own
+   batches in its own arena, the matrix products in the given mt_precision; the batches' sums are
+   added in window order, so the result does not depend on the thread count. */
+enum { MT_GPT_SCORE_BATCH = 16 };
+mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, double *nll,
+                       long *count, long *bytes, mt_err *err);
 
 /* ---- generation -------------------------------------------------------------------------------
  * A KV cache keeps every block's keys and values of the tokens in the context window, so a new

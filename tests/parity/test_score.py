@@ -1,7 +1,9 @@
 """./infer --score against PyTorch: the same checkpoint (trained a few steps by ./train) through
 the torch GPT of torch_gpt.py, on the same windows (consecutive, non-overlapping, n_ctx + 1
 tokens, the last shorter): the mean loss per predicted token, the token count, the bytes the
-predicted tokens hold and the bits per byte must agree, for the byte, char and bpe tokenizers."""
+predicted tokens hold and the bits per byte must agree, for the byte, char and bpe tokenizers.
+The score is the same to the printed digits at 1 and 2 threads (each thread its own batches of
+windows)."""
 import json
 import os
 import subprocess
@@ -48,8 +50,8 @@ def torch_score(path, text):
     return nll / count, count, nbytes, nll / np.log(2) / nbytes, cfg["n_vocab"]
 
 
-def mt(prog, *args):
-    out = subprocess.run([os.path.join(BUILD, prog), "--threads", "2", *args], check=True,
+def mt(prog, *args, threads=2):
+    out = subprocess.run([os.path.join(BUILD, prog), "--threads", str(threads), *args], check=True,
                          stdout=subprocess.PIPE, text=True).stdout
     return out.strip().splitlines()[-1]
 
@@ -77,6 +79,9 @@ with tempfile.TemporaryDirectory() as d:
            "--eval-every", "0", "--eval-batches", "1", *flags)
         line = mt("infer", "--checkpoint", os.path.join(out, "model.safetensors"), "--score", text)
         got = dict(kv.split("=") for kv in line.split())
+        one = dict(kv.split("=") for kv in mt("infer", "--checkpoint", os.path.join(
+            out, "model.safetensors"), "--score", text, threads=1).split())
+        R.check(f"{label} loss at 1 thread as at 2", float(one["loss"]), float(got["loss"]), tol=0)
         want_loss, want_count, want_bytes, want_bpb, V = torch_score(
             os.path.join(out, "model.safetensors"), score_text)
         R.check(f"{label} loss", float(got["loss"]), want_loss)

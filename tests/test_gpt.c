@@ -210,7 +210,7 @@ static void test_free_activations(void) {
             mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
             c.free_activations = freed;
             mt_params_zero_grad(&m.P);
-            mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T);
+            mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T, 0);
             mt_backward(&c, loss);
             peak[freed] = c.arena.peak;
             if (!freed) {

@@ -8,6 +8,9 @@
 
 /* y (n) = F(x); act is not MT_ACT_SWIGLU (two inputs: below) */
 void mt_act_forward(mt_act act, float *y, const float *x, size_t n);
+/* y (n) = F(x) and d (n) = F'(x) from one pass; d may be x. The FFN's backward: h for fc2's
+   weight gradient, F' for dh's way back through the activation. */
+void mt_act_forward_grad(mt_act act, float *y, float *d, const float *x, size_t n);
 /* dx (n) = dy * F'(x), or dx += dy * F'(x) when acc; dx may be dy (in place). */
 void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, size_t n, bool acc);
 

@@ -121,37 +121,56 @@ mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
 }
 
 /* ---- activations: y = F(x), dx += dy * F'(x) --------------------------------------------------
- * The value/derivative pairs F (name_f) and F' (name_df) below are the only ones in mt: the
- * standalone ops here and the fused FFN (nn/linear.c) both run them through mt_act_forward and
- * mt_act_backward (activation.h). */
+ * Each activation is one function name_fd(x, &d) that returns F(x) and stores F'(x), sharing the
+ * work of the two (one sigmoid, one erfc); name_f and name_df, the value or the derivative alone,
+ * are it inlined with the other part left dead. These are the only formulas in mt: the standalone
+ * ops here and the fused FFN (nn/linear.c) both run them through mt_act_forward,
+ * mt_act_forward_grad and mt_act_backward (activation.h). */
 
 /* GELU, tanh form (Hendrycks and Gimpel 2016; GPT-2; torch's approximate='tanh'):
    y = x/2 (1 + tanh(u)),  u = k (x + 0.044715 x^3),  k = sqrt(2/pi); as 1 + tanh(u) = 2 s,
    s = sigmoid(2u):  y = x s,  y' = s + x s (1 - s) 2u',  2u' = 2k (1 + 3 * 0.044715 x^2). */
-static inline float gelu_2u(float x) { return 1.5957691216f * (x + 0.044715f * x * x * x); }
-static inline float gelu_f(float x) { return x * mt_vsigmoidf(gelu_2u(x)); }
-static inline float gelu_df(float x) {
-    float s = mt_vsigmoidf(gelu_2u(x));
-    return s + x * s * (1.0f - s) * 1.5957691216f * (1.0f + 0.134145f * x * x);
+static inline float gelu_fd(float x, float *d) {
+    float s = mt_vsigmoidf(1.5957691216f * (x + 0.044715f * x * x * x));
+    *d = s + x * s * (1.0f - s) * 1.5957691216f * (1.0f + 0.134145f * x * x);
+    return x * s;
 }
 
 /* GELU, exact: y = x Phi(x),  Phi(x) = erfc(-x / sqrt 2) / 2;  y' = Phi(x) + x phi(x),
    phi(x) = exp(-x^2/2) / sqrt(2 pi) */
-static inline float gelu_erf_f(float x) { return 0.5f * x * mt_verfcf(-0.7071067812f * x); }
-static inline float gelu_erf_df(float x) {
-    return 0.5f * mt_verfcf(-0.7071067812f * x) + x * 0.3989422804f * mt_vexpf(-0.5f * x * x);
+static inline float gelu_erf_fd(float x, float *d) {
+    float phi = 0.5f * mt_verfcf(-0.7071067812f * x);
+    *d = phi + x * 0.3989422804f * mt_vexpf_below88(-0.5f * x * x);
+    return x * phi;
 }
 
 /* ReLU: y = max(x, 0);  y' = [x > 0] (0 at 0, as torch) */
-static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
-static inline float relu_df(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+static inline float relu_fd(float x, float *d) {
+    *d = x > 0.0f ? 1.0f : 0.0f;
+    return x > 0.0f ? x : 0.0f;
+}
 
 /* SiLU (swish): y = x s,  s = sigmoid(x);  y' = s (1 + x (1 - s)) */
-static inline float silu_f(float x) { return x * mt_vsigmoidf(x); }
-static inline float silu_df(float x) {
+static inline float silu_fd(float x, float *d) {
     float s = mt_vsigmoidf(x);
-    return s * (1.0f + x * (1.0f - s));
+    *d = s * (1.0f + x * (1.0f - s));
+    return x * s;
 }
+
+#define ACT_PARTS(NAME)                                                                           \
+    static inline float NAME##_f(float x) {                                                       \
+        float d;                                                                                  \
+        return NAME##_fd(x, &d);                                                                  \
+    }                                                                                             \
+    static inline float NAME##_df(float x) {                                                      \
+        float d;                                                                                  \
+        NAME##_fd(x, &d);                                                                         \
+        return d;                                                                                 \
+    }
+ACT_PARTS(gelu)
+ACT_PARTS(gelu_erf)
+ACT_PARTS(relu)
+ACT_PARTS(silu)
 
 /* One vectorised loop per kind: the switch stays outside the loops. */
 // clang-format off
@@ -166,11 +185,16 @@ static inline float silu_df(float x) {
     }                                                                                             \
     MT_ASSERT(0, "activation: %d is not a unary activation", (int)act);
 #define ACT_Y(NAME) y[i] = NAME##_f(x[i])
+#define ACT_YD(NAME) y[i] = NAME##_fd(x[i], &d[i])
 #define ACT_DX_SET(NAME) dx[i] = dy[i] * NAME##_df(x[i])
 #define ACT_DX_ADD(NAME) dx[i] += dy[i] * NAME##_df(x[i])
 // clang-format on
 
 void mt_act_forward(mt_act act, float *y, const float *x, size_t n) { ACT_SWITCH(ACT_Y) }
+
+void mt_act_forward_grad(mt_act act, float *y, float *d, const float *x, size_t n) {
+    ACT_SWITCH(ACT_YD)
+}
 
 /* Two sets of loops: a select on acc inside one stops the vectoriser. */
 void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, size_t n, bool acc) {
@@ -224,21 +248,21 @@ void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n) {
 // clang-format off
 #define SWIGLU_LOOP(DA, DG)                                                                       \
     MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) {                        \
-        float s = mt_vsigmoidf(a[i]), d = dh[i];                                                  \
-        DA; DG;                                                                                   \
+        float ds, sa = silu_fd(a[i], &ds), d = dh[i];                                             \
+        DA; DG; (void)sa, (void)ds;                                                               \
     });
 // clang-format on
 void mt_swiglu_backward(float *da, float *dg, const float *dh, const float *a, const float *g,
                         size_t n, bool acc) {
     MT_ASSERT(acc || (da && dg), "swiglu backward: set needs both gradients");
     if (!acc)
-        SWIGLU_LOOP(da[i] = d * g[i] * s * (1.0f + a[i] * (1.0f - s)), dg[i] = d * a[i] * s)
+        SWIGLU_LOOP(da[i] = d * g[i] * ds, dg[i] = d * sa)
     else if (da && dg)
-        SWIGLU_LOOP(da[i] += d * g[i] * s * (1.0f + a[i] * (1.0f - s)), dg[i] += d * a[i] * s)
+        SWIGLU_LOOP(da[i] += d * g[i] * ds, dg[i] += d * sa)
     else if (da)
-        SWIGLU_LOOP(da[i] += d * g[i] * s * (1.0f + a[i] * (1.0f - s)), (void)0)
+        SWIGLU_LOOP(da[i] += d * g[i] * ds, (void)0)
     else if (dg)
-        SWIGLU_LOOP((void)0, dg[i] += d * a[i] * s)
+        SWIGLU_LOOP((void)0, dg[i] += d * sa)
 }
 
 static void swiglu_forward(mt_node *n) {

@@ -7,7 +7,8 @@
 - ./infer --score-file on the test split (5% of the words, never trained on), greedy and with a
   beam of K (default 4): WER and PER with and without stress;
 - docs/g2p.md: the data, the metrics, the validation curve, the test figures, the wall time and
-  the machine's load average before and after the run.
+  the machine's load average before and after the run, then docs/g2p.notes.md (hand-written:
+  what else was tried in the same time) when it exists.
 
 The run's log stays in <out>/train.log and its figures in <out>/result.json; --reuse takes them
 from there instead of training again (the page can then be rebuilt alone). OMP_WAIT_POLICY=passive
@@ -120,6 +121,9 @@ def main():
            "(2019) report about 22% WER and 5.2% PER for a 4+4-layer Transformer on CMUdict "
            "0.7b, trained much longer; that dictionary differs from 0.4 (more words, ah0 where "
            "0.4 writes ax), and their split is theirs, so the comparison is indicative only.", ""]
+    notes = os.path.join(ROOT, os.path.splitext(a.page)[0] + ".notes.md")
+    if os.path.exists(notes):  # the hand-written reading beside the page
+        md += [open(notes).read().rstrip(), ""]
     with open(os.path.join(ROOT, a.page), "w") as f:
         f.write("\n".join(md))
     print(f"wrote {a.page}: test WER {g['wer']:.4f} PER {g['per']:.4f} (greedy)")

@@ -8,7 +8,8 @@
 # bf16 in each round. Writes bench/NANOGPT.md (medians over the rounds; bench/nanogpt/report.py).
 # A separate script from bench/run.sh: about 4 minutes a round on 2 idle cores at 2000 steps.
 # Environment: STEPS (2000), WARMUP (100), ROUNDS (3), THREADS (2), MT_BEFORE (a second ./train to alternate
-# with, e.g. a build of another commit: its rows are labelled mt-before), MT_BUILD (build).
+# with, e.g. a build of another commit: its rows are labelled mt-before and, where bf16 runs,
+# mt-before-bf16), MT_BUILD (build).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
@@ -67,6 +68,8 @@ while [ $r -lt "$ROUNDS" ]; do
     run_mt mt ./train | tee -a "$RAW"
     [ "$BF16" = 0 ] || run_mt mt-bf16 ./train --precision bf16 | tee -a "$RAW"
     [ -z "$MT_BEFORE" ] || run_mt mt-before "$MT_BEFORE" | tee -a "$RAW"
+    [ -z "$MT_BEFORE" ] || [ "$BF16" = 0 ] ||
+        run_mt mt-before-bf16 "$MT_BEFORE" --precision bf16 | tee -a "$RAW"
     run_torch | tee -a "$RAW"
     r=$((r + 1))
 done

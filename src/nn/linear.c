@@ -107,26 +107,22 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
  * backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act; p: x in bf16 (bf16 precision). */
 
 /* h (N, F) = act(a), or silu(a) g, into h; bf16 (hb given): rounded into hb instead, in one pass
-   through a float tile on the stack. d given (not SwiGLU): act'(a) into d in the same pass (d may
-   be a itself). */
-static void ffn_hidden(const mt_node *n, float *h, mt_bf16 *hb, float *d) {
+   through a float tile on the stack. grad (the backward's recompute): in the same pass, the saved
+   a becomes act'(a) (SwiGLU: a becomes g silu'(a) and g becomes silu(a)), the factors of dh in
+   the gradients; they are read by nothing after (a node's backward runs once). */
+static void ffn_hidden(const mt_node *n, float *h, mt_bf16 *hb, bool grad) {
     size_t NF = (size_t)n->i[0] * n->i[2];
     mt_act act = (mt_act)n->i[3];
-    const float *a = n->saved[0], *g = n->saved[1];
-    if (!hb) {
-        if (act == MT_ACT_SWIGLU) mt_swiglu_forward(h, a, g, NF);
-        else if (d) mt_act_forward_grad(act, h, d, a, NF);
-        else mt_act_forward(act, h, a, NF);
-        return;
-    }
+    float *a = n->saved[0], *g = n->saved[1];
     enum { TILE = 2048 };
-    MT_PARALLEL_FOR(NF >= MT_PAR_MIN, for (size_t i0 = 0; i0 < NF; i0 += TILE) {
-        float t[TILE];
-        size_t m = NF - i0 < TILE ? NF - i0 : TILE;
-        if (act == MT_ACT_SWIGLU) mt_swiglu_forward(t, a + i0, g + i0, m);
-        else if (d) mt_act_forward_grad(act, t, d + i0, a + i0, m);
-        else mt_act_forward(act, t, a + i0, m);
-        mt_bf16_from_floats(hb + i0, t, m);
+    MT_PARALLEL_FOR(hb && NF >= MT_PAR_MIN, for (size_t i0 = 0; i0 < NF; i0 += hb ? TILE : NF) {
+        float t[TILE], *y = hb ? t : h + i0;
+        size_t m = !hb ? NF : NF - i0 < TILE ? NF - i0 : TILE;
+        if (act == MT_ACT_SWIGLU && grad) mt_swiglu_forward_grad(y, a + i0, g + i0, m);
+        else if (act == MT_ACT_SWIGLU) mt_swiglu_forward(y, a + i0, g + i0, m);
+        else if (grad) mt_act_forward_grad(act, y, a + i0, a + i0, m);
+        else mt_act_forward(act, y, a + i0, m);
+        if (hb) mt_bf16_from_floats(hb + i0, t, m);
     });
 }
 
@@ -146,35 +142,35 @@ static void ffn_forward(mt_node *n) {
     mt_bf16 *hb = NULL;
     if (bf16) hb = mt_arena_alloc(c, (size_t)N * F * sizeof *hb);
     else h = mt_arena_floats(c, (size_t)N * F);
-    ffn_hidden(n, h, hb, NULL);
+    ffn_hidden(n, h, hb, false);
     linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N,
                   F, C);
     mt_arena_release(c, mark);
 }
 
 /* dW2 += dy^T h, db2 += colsum dy, dh = dy W2 (fc2's backward, dh over h in the one scratch
-   buffer; bf16: h in a second one, bf16); da = dh * act'(a) in place, act'(a) written over the
-   saved a by the pass that recomputes h (a is read by nothing after it: a node's backward runs
-   once); SwiGLU: da = dh g silu'(a) in place, dg = dh silu(a) in a second buffer; dW1 += da^T x,
-   db1 += colsum da, dx += da W1 (and dW3, db3, dx from dg). */
+   buffer; bf16: h in a second one, bf16), with the saved a (and g) turned into dh's factors by
+   the pass that recomputes h (ffn_hidden); da = dh act'(a) in place over dh (SwiGLU: dg = dh
+   silu(a) over g first, then da = dh g silu'(a)); dW3 += dg^T x, db3 += colsum dg, dx += dg W3;
+   dW1 += da^T x, db1 += colsum da, dx += da W1. */
 static void ffn_backward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
     size_t NF = (size_t)N * F;
-    mt_act act = (mt_act)n->i[3];
     const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
-    float *a = n->saved[0];
-    bool glu = act == MT_ACT_SWIGLU;
+    float *a = n->saved[0], *g = n->saved[1];
     size_t mark = mt_arena_mark(c);
     float *t = mt_arena_floats(c, NF);
     mt_bf16 *hb = n->p ? mt_arena_alloc(c, NF * sizeof *hb) : NULL;
-    ffn_hidden(n, t, hb, glu ? NULL : a);
+    ffn_hidden(n, t, hb, true);
     linear_backward_kernel(c, t, w2->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t, hb,
                            w2->data, w2->bf16, N, F, C, false);
-    if (glu) {
-        float *dg = mt_arena_floats(c, NF);
-        mt_swiglu_backward(t, dg, t, a, n->saved[1], NF, false);
-        linear_backward_kernel(c, x->grad, w3->grad, n->in[6] ? n->in[6]->grad : NULL, dg,
+    if (g) {
+        MT_PARALLEL_FOR_SIMD(NF >= MT_PAR_MIN, for (size_t i = 0; i < NF; i++) {
+            g[i] *= t[i];
+            t[i] *= a[i];
+        });
+        linear_backward_kernel(c, x->grad, w3->grad, n->in[6] ? n->in[6]->grad : NULL, g,
                                x->data, n->p, w3->data, w3->bf16, N, C, F, true);
     } else {
         MT_PARALLEL_FOR_SIMD(NF >= MT_PAR_MIN, for (size_t i = 0; i < NF; i++) t[i] *= a[i];);

@@ -18,6 +18,9 @@ void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, siz
    da or dg is skipped (acc only); da may be dh (in place). silu'(a) = s (1 + a (1 - s)),
    s = sigmoid(a). */
 void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n);
+/* h (n) = silu(a) g, and in place a = g silu'(a), g = silu(a): dh's factors in da and dg (the
+   FFN's backward, from one sigmoid) */
+void mt_swiglu_forward_grad(float *h, float *a, float *g, size_t n);
 void mt_swiglu_backward(float *da, float *dg, const float *dh, const float *a, const float *g,
                         size_t n, bool acc);
 

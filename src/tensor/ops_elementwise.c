@@ -243,6 +243,13 @@ void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n) {
     MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) h[i] = silu_f(a[i]) * g[i];);
 }
 
+void mt_swiglu_forward_grad(float *h, float *a, float *g, size_t n) {
+    MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) {
+        float ds, sa = silu_fd(a[i], &ds), gi = g[i];
+        h[i] = sa * gi, a[i] = gi * ds, g[i] = sa;
+    });
+}
+
 /* One loop per case, so that no select on acc or NULL sits inside one (the vectoriser). dh[i] is
    read before da[i] is written: da may be dh. */
 // clang-format off

@@ -231,6 +231,31 @@ static void test_threads(void) {
    mt_optim_clip, mt_optim_step): the same norm, parameters and state to the bit, the buffers
    zeroed (or g[0] = the clipped sum when kept); mt_grads_sum gives the sum. Large tables run the
    parallel paths, small ones the short tails. */
+/* bf16 precision: after each update every weight's bf16 copy is its new value rounded (the
+   update writes the copy; nothing else refreshes it), at both sizes (one chunk, many; threads). */
+static void test_bf16_copy(void) {
+    for (int scale = 1; scale <= 2000; scale += 1999) {
+        mt_params P;
+        make_params(&P, scale, 4);
+        MT_ASSERT(mt_params_enable_bf16(&P, NULL) == MT_OK, "bf16");
+        mt_bf16 *want = malloc(P.total * sizeof *want);
+        mt_optim o;
+        mt_optim_config c = config(MT_OPTIM_ADAMW);
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        for (int step = 0; step < 2; step++) {
+            mt_optim_update(&o, &P, &(mt_grads){&P.grad, 1}, 0.1, 1.0f, true);
+            mt_bf16_from_floats(want, P.data, P.total);
+            size_t bad = 0;
+            for (size_t i = 0; i < P.total; i++) bad += P.bf16[i] != want[i];
+            CHECK(bad == 0, "scale %d, update %d: %zu of %zu bf16 weights are not the new "
+                  "weights rounded", scale, step + 1, bad, P.total);
+        }
+        mt_optim_free(&o);
+        free(want);
+        mt_params_free(&P);
+    }
+}
+
 static void test_fused(void) {
     const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW};
     for (int scale = 1; scale <= 2000; scale += 1999)
@@ -470,6 +495,7 @@ int main(void) {
     test_against_formula();
     test_threads();
     test_fused();
+    test_bf16_copy();
     test_state(dir);
     test_errors();
     rmdir(dir);

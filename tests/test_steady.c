@@ -71,7 +71,6 @@ static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_bat
     double norm = mt_grads_norm(&G, m->P.total);
     mt_optim_update(o, &m->P, &G, mt_optim_lr_at(&o->cfg.sched, o->t),
                     mt_optim_clip_coef(norm, 1.0), false);
-    mt_params_refresh_bf16(&m->P);
     return loss;
 }
 

@@ -175,6 +175,7 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
                     adam_kernel(p, g, m, o->v + off, n, &k, s->decay ? l2 : 0.0f,
                                 s->decay ? keep_p : 1.0f);
                 grads_done(G, off, n, g, after);
+                if (P->bf16) mt_bf16_from_floats(P->bf16 + off, p, n); /* while p is in L1 */
             }
         }
     });

@@ -117,7 +117,8 @@ typedef struct {
    which it consumes: every buffer of G is left zeroed, except that keep leaves the gradient used
    (summed, scaled) in g[0] = P->grad for inspection. One OpenMP region, one pass over P, the
    state and G; no allocation; deterministic; the same bits as summing, clipping, then updating
-   (mt_grads_sum, mt_optim_clip, mt_optim_step). */
+   (mt_grads_sum, mt_optim_clip, mt_optim_step). In bf16 precision (P->bf16) the same pass
+   rounds each updated weight into the products' bf16 copy. */
 void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
                      bool keep);
 /* The same from P->grad alone, unscaled, which it leaves as it is (torch's optimizer.step()). */

@@ -283,8 +283,8 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err);
 void mt_params_initialize(mt_params *P, mt_rng *r);
 int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
 /* bf16 precision: allocates P->bf16, points every tensor's bf16 at its part and fills it; before
-   mt_params_view (views share it). mt_params_refresh_bf16 rounds data into it again: after
-   every change of the weights (an optimizer update, a load). */
+   mt_params_view (views share it). The optimizer's update rounds the weights it changes into it;
+   mt_params_refresh_bf16 rounds all of data into it again, after any other change (a load). */
 mt_status mt_params_enable_bf16(mt_params *P, mt_err *err);
 void mt_params_refresh_bf16(mt_params *P);
 size_t mt_params_count_trainable(const mt_params *P);

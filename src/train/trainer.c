@@ -421,7 +421,6 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     }
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
                     mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
-    mt_params_refresh_bf16(tr->P); /* bf16 precision: the products' copy of the new weights */
     tr->step++;
 }
 

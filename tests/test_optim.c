@@ -224,13 +224,6 @@ static void test_threads(void) {
     mt_params_free(&P2);
 }
 
-/* ---- the fused step: gradient in several buffers, clipping and zeroing in the update -------- */
-
-/* mt_optim_update on a gradient in n buffers (1, 2, 3: a step's replicas), clipped or not, kept
-   or consumed, against the unfused sequence on a copy (the buffers summed in order into P->grad,
-   mt_optim_clip, mt_optim_step): the same norm, parameters and state to the bit, the buffers
-   zeroed (or g[0] = the clipped sum when kept); mt_grads_sum gives the sum. Large tables run the
-   parallel paths, small ones the short tails. */
 /* bf16 precision: after each update every weight's bf16 copy is its new value rounded (the
    update writes the copy; nothing else refreshes it), at both sizes (one chunk, many; threads). */
 static void test_bf16_copy(void) {
@@ -256,6 +249,13 @@ static void test_bf16_copy(void) {
     }
 }
 
+/* ---- the fused step: gradient in several buffers, clipping and zeroing in the update -------- */
+
+/* mt_optim_update on a gradient in n buffers (1, 2, 3: a step's replicas), clipped or not, kept
+   or consumed, against the unfused sequence on a copy (the buffers summed in order into P->grad,
+   mt_optim_clip, mt_optim_step): the same norm, parameters and state to the bit, the buffers
+   zeroed (or g[0] = the clipped sum when kept); mt_grads_sum gives the sum. Large tables run the
+   parallel paths, small ones the short tails. */
 static void test_fused(void) {
     const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW};
     for (int scale = 1; scale <= 2000; scale += 1999)

@@ -34,29 +34,56 @@ static void linear_kernel(float *y, const float *x, const mt_bf16 *xb, const flo
     else mt_gemm(false, true, N, O, K, x, w, 0.0f, y, b);
 }
 
-/* dW (O, K) += dy^T x;  db_o += sum_r dy_ro, rows summed in order within each column block,
-   whatever the thread count (deterministic);  then dx (N, K) = dy W, added to dx when acc.
-   dx comes last, so it may be x's own buffer (x is dead once dW has it). NULL grads are skipped.
-   bf16 (xb given): dy is rounded into arena scratch, the products read xb and wb. */
-static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, const float *dy,
-                                   const float *x, const mt_bf16 *xb, const float *w,
-                                   const mt_bf16 *wb, int N, int K, int O, bool acc) {
+/* One pass over dy (N, O): each value v = dy times its factor, s (fp32) or sb (bf16) when given
+   (the FFN's way back through its activation: act'(a)), is summed down the columns into db when
+   given, and rounded into dyb when given, else (fp32) written back over dy. Row by row, so that the
+   reads stream (the factor is cold: the forward wrote it); on the pool, each thread takes a
+   block of columns. Every column is summed over the rows in order, whatever the threads:
+   deterministic. */
+static void dy_pass(float *dy, const float *s, const mt_bf16 *sb, mt_bf16 *dyb, float *db, int N,
+                    int O) {
+    if (!s && !sb && !dyb && !db) return;
+    int nb = (size_t)N * O >= MT_PAR_MIN && !omp_in_parallel() ? mt_threads() : 1;
+    int per = (O + nb - 1) / nb;
+    per = (per + 15) / 16 * 16; /* whole vectors per block */
+    enum { SUB = 2048 };        /* a piece of the block; scaled for bf16 into v on the stack */
+    MT_PARALLEL_FOR(nb > 1, for (int j0 = 0; j0 < O; j0 += per) {
+        int j1 = j0 + per < O ? j0 + per : O;
+        /* whole rows are contiguous: a piece then takes as many as fit */
+        int rows = j1 - j0 == O && O <= SUB ? SUB / O : 1;
+        float v[SUB];
+        for (int r0 = 0; r0 < N; r0 += rows)
+            for (int k0 = j0; k0 < j1; k0 += SUB) {
+                int nr = N - r0 < rows ? N - r0 : rows, w = j1 - k0 < SUB ? j1 - k0 : SUB;
+                int m = rows > 1 ? nr * O : w;
+                size_t o = (size_t)r0 * O + (size_t)k0;
+                float *y = dy + o, *u = (s || sb) && dyb ? v : y; /* the scaled piece */
+                if (s) _Pragma("omp simd") for (int j = 0; j < m; j++) u[j] = y[j] * s[o + j];
+                else if (sb) _Pragma("omp simd") for (int j = 0; j < m; j++)
+                    u[j] = y[j] * mt_bf16_to_float(sb[o + j]);
+                if (db)
+                    for (int i = 0; i < (rows > 1 ? nr : 1); i++)
+                        _Pragma("omp simd") for (int j = 0; j < w; j++) db[k0 + j] += u[i * w + j];
+                if (dyb) _Pragma("omp simd") for (int j = 0; j < m; j++)
+                    dyb[o + j] = mt_bf16_from_float(u[j]);
+            }
+    });
+}
+
+/* dW (O, K) += dy^T x;  db_o += sum_r dy_ro;  then dx (N, K) = dy W, added to dx when acc; where
+   dy is the given one times s or sb (dy_pass) when either is given. dx comes last, so it may be
+   x's own buffer (x is dead once dW has it). NULL grads are skipped. fp32: dy is scaled in place.
+   bf16 (xb given): dy, scaled, is rounded into arena scratch by the same pass (dy itself is left
+   as it was), and the products read it, xb and wb. */
+static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, float *dy,
+                                   const float *s, const mt_bf16 *sb, const float *x,
+                                   const mt_bf16 *xb, const float *w, const mt_bf16 *wb, int N,
+                                   int K, int O, bool acc) {
     size_t mark = mt_arena_mark(c);
-    mt_bf16 *dyb = NULL;
-    if (xb && (dw || dx)) {
-        dyb = mt_arena_alloc(c, (size_t)N * O * sizeof *dyb);
-        mt_bf16_from_floats(dyb, dy, (size_t)N * O);
-    }
+    mt_bf16 *dyb = xb && (dw || dx) ? mt_arena_alloc(c, (size_t)N * O * sizeof *dyb) : NULL;
+    dy_pass(dy, s, sb, dyb, db, N, O);
     if (dw && xb) mt_gemm_bf16(true, false, O, K, N, dyb, xb, 1.0f, dw, NULL);
     else if (dw) mt_gemm(true, false, O, K, N, dy, x, 1.0f, dw, NULL);
-    if (db) {
-        enum { BLK = 64 };
-        MT_PARALLEL_FOR((size_t)N * O >= MT_PAR_MIN, for (int j0 = 0; j0 < O; j0 += BLK) {
-            int j1 = j0 + BLK < O ? j0 + BLK : O;
-            for (int r = 0; r < N; r++)
-                _Pragma("omp simd") for (int j = j0; j < j1; j++) db[j] += dy[(size_t)r * O + j];
-        });
-    }
     if (dx && xb) mt_gemm_bf16(false, false, N, K, O, dyb, wb, acc ? 1.0f : 0.0f, dx, NULL);
     else if (dx) mt_gemm(false, false, N, K, O, dy, w, acc ? 1.0f : 0.0f, dx, NULL);
     mt_arena_release(c, mark);
@@ -74,8 +101,8 @@ static void linear_forward(mt_node *n) {
 static void linear_backward(mt_node *n) {
     const mt_tensor *w = n->in[1];
     linear_backward_kernel(n->ctx, n->in[0]->grad, w->grad, n->in[2] ? n->in[2]->grad : NULL,
-                           n->out->grad, n->in[0]->data, n->p, w->data, w->bf16, n->i[0],
-                           n->i[1], n->i[2], true);
+                           n->out->grad, NULL, NULL, n->in[0]->data, n->p, w->data, w->bf16,
+                           n->i[0], n->i[1], n->i[2], true);
 }
 
 static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
@@ -102,18 +129,24 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
 
 /* ---- FFN: y = h W2^T + b2, h = act(a), a = x W1^T + b1; SwiGLU: h = silu(a) g, g = x W3^T + b3 --
  * in x (N, C), W1 (F, C), b1 (F) or NULL, W2 (C, F), b2 (C) or NULL, (SwiGLU) W3 (F, C), b3 (F)
- * or NULL; saved[0] a (N, F), (SwiGLU) saved[1] g (N, F): the N x F buffers kept for backward;
- * h lives in an arena scratch buffer (bf16: only its bf16 rounding), given back after fc2, and
- * backward recomputes it. i[0] N, i[1] C, i[2] F, i[3] act; p: x in bf16 (bf16 precision). */
+ * or NULL. i[0] N, i[1] C, i[2] F, i[3] act, i[4] 1 when bf16 and recorded; p: x in bf16.
+ * fp32, or not recorded: saved[0] a (N, F), (SwiGLU) saved[1] g; h lives in arena scratch, given
+ * back after fc2, and backward recomputes it with act'(a) in one pass (ffn_hidden).
+ * bf16, recorded: a and g are scratch; the forward's pass over them keeps, all in bf16, dh's
+ * factors act'(a) in saved[0] (SwiGLU: g silu'(a) in saved[0], silu(a) in saved[1]) and h in
+ * saved[2]. The backward then evaluates no activation, and reads half the bytes: the factors
+ * scale dh on its way into the bf16 products, which round it to bf16 anyway (db1, in fp32, sees
+ * the factor's rounding too). */
+static mt_bf16 *saved_bf16(const mt_node *n, int i) { return (mt_bf16 *)n->saved[i]; }
 
 /* h (N, F) = act(a), or silu(a) g, into h; bf16 (hb given): rounded into hb instead, in one pass
-   through a float tile on the stack. grad (the backward's recompute): in the same pass, the saved
-   a becomes act'(a) (SwiGLU: a becomes g silu'(a) and g becomes silu(a)), the factors of dh in
-   the gradients; they are read by nothing after (a node's backward runs once). */
-static void ffn_hidden(const mt_node *n, float *h, mt_bf16 *hb, bool grad) {
+   through a float tile on the stack. grad: in the same pass, a becomes act'(a) (SwiGLU: a becomes
+   g silu'(a) and g becomes silu(a)), the factors of dh in the gradients, and when ab is given
+   they are rounded into ab (and gb) too. */
+static void ffn_hidden(const mt_node *n, float *a, float *g, float *h, mt_bf16 *hb, bool grad,
+                       mt_bf16 *ab, mt_bf16 *gb) {
     size_t NF = (size_t)n->i[0] * n->i[2];
     mt_act act = (mt_act)n->i[3];
-    float *a = n->saved[0], *g = n->saved[1];
     enum { TILE = 2048 };
     MT_PARALLEL_FOR(hb && NF >= MT_PAR_MIN, for (size_t i0 = 0; i0 < NF; i0 += hb ? TILE : NF) {
         float t[TILE], *y = hb ? t : h + i0;
@@ -123,59 +156,60 @@ static void ffn_hidden(const mt_node *n, float *h, mt_bf16 *hb, bool grad) {
         else if (grad) mt_act_forward_grad(act, y, a + i0, a + i0, m);
         else mt_act_forward(act, y, a + i0, m);
         if (hb) mt_bf16_from_floats(hb + i0, t, m);
+        if (ab) mt_bf16_from_floats(ab + i0, a + i0, m);
+        if (gb) mt_bf16_from_floats(gb + i0, g + i0, m);
     });
 }
 
 static void ffn_forward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
+    size_t NF = (size_t)N * F;
     const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
-    bool bf16 = use_bf16(c, w1) && use_bf16(c, w2) && (!w3 || use_bf16(c, w3));
+    bool bf16 = use_bf16(c, w1) && use_bf16(c, w2) && (!w3 || use_bf16(c, w3)), keep = n->i[4];
     if (bf16) n->p = (void *)bf16_input(c, x->data, x->n);
-    linear_kernel(n->saved[0], x->data, n->p, w1->data, w1->bf16,
-                  n->in[2] ? n->in[2]->data : NULL, N, C, F);
-    if (w3)
-        linear_kernel(n->saved[1], x->data, n->p, w3->data, w3->bf16,
-                      n->in[6] ? n->in[6]->data : NULL, N, C, F);
     size_t mark = mt_arena_mark(c);
-    float *h = NULL;
-    mt_bf16 *hb = NULL;
-    if (bf16) hb = mt_arena_alloc(c, (size_t)N * F * sizeof *hb);
-    else h = mt_arena_floats(c, (size_t)N * F);
-    ffn_hidden(n, h, hb, false);
+    float *a = keep ? mt_arena_floats(c, NF) : n->saved[0];
+    float *g = !w3 ? NULL : keep ? mt_arena_floats(c, NF) : n->saved[1];
+    linear_kernel(a, x->data, n->p, w1->data, w1->bf16, n->in[2] ? n->in[2]->data : NULL, N, C,
+                  F);
+    if (w3)
+        linear_kernel(g, x->data, n->p, w3->data, w3->bf16, n->in[6] ? n->in[6]->data : NULL, N,
+                      C, F);
+    float *h = bf16 ? NULL : mt_arena_floats(c, NF);
+    mt_bf16 *hb = keep ? saved_bf16(n, 2) : bf16 ? mt_arena_alloc(c, NF * sizeof *hb) : NULL;
+    ffn_hidden(n, a, g, h, hb, keep, keep ? saved_bf16(n, 0) : NULL,
+               keep && w3 ? saved_bf16(n, 1) : NULL);
     linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N,
                   F, C);
     mt_arena_release(c, mark);
 }
 
-/* dW2 += dy^T h, db2 += colsum dy, dh = dy W2 (fc2's backward, dh over h in the one scratch
-   buffer; bf16: h in a second one, bf16), with the saved a (and g) turned into dh's factors by
-   the pass that recomputes h (ffn_hidden); da = dh act'(a) in place over dh (SwiGLU: dg = dh
-   silu(a) over g first, then da = dh g silu'(a)); dW3 += dg^T x, db3 += colsum dg, dx += dg W3;
-   dW1 += da^T x, db1 += colsum da, dx += da W1. */
+/* dW2 += dy^T h, db2 += colsum dy, dh = dy W2: fc2's backward, dh written over h's fp32 scratch
+   (fp32: h is recomputed there first, with the saved a (and g) turned into dh's factors in the
+   same pass). Then each of the next products scales dh by its factor in its pass over dh:
+   da = dh act'(a) (SwiGLU: dg = dh silu(a) first, then da = dh g silu'(a)); dW3 += dg^T x,
+   db3 += colsum dg, dx += dg W3; dW1 += da^T x, db1 += colsum da, dx += da W1. */
 static void ffn_backward(mt_node *n) {
     mt_ctx *c = n->ctx;
     int N = n->i[0], C = n->i[1], F = n->i[2];
-    size_t NF = (size_t)N * F;
     const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
-    float *a = n->saved[0], *g = n->saved[1];
+    bool keep = n->i[4];
     size_t mark = mt_arena_mark(c);
-    float *t = mt_arena_floats(c, NF);
-    mt_bf16 *hb = n->p ? mt_arena_alloc(c, NF * sizeof *hb) : NULL;
-    ffn_hidden(n, t, hb, true);
-    linear_backward_kernel(c, t, w2->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, t, hb,
-                           w2->data, w2->bf16, N, F, C, false);
-    if (g) {
-        MT_PARALLEL_FOR_SIMD(NF >= MT_PAR_MIN, for (size_t i = 0; i < NF; i++) {
-            g[i] *= t[i];
-            t[i] *= a[i];
-        });
-        linear_backward_kernel(c, x->grad, w3->grad, n->in[6] ? n->in[6]->grad : NULL, g,
-                               x->data, n->p, w3->data, w3->bf16, N, C, F, true);
-    } else {
-        MT_PARALLEL_FOR_SIMD(NF >= MT_PAR_MIN, for (size_t i = 0; i < NF; i++) t[i] *= a[i];);
-    }
-    linear_backward_kernel(c, x->grad, w1->grad, n->in[2] ? n->in[2]->grad : NULL, t, x->data,
+    float *t = mt_arena_floats(c, (size_t)N * F);
+    if (!keep) ffn_hidden(n, n->saved[0], n->saved[1], t, NULL, true, NULL, NULL);
+    linear_backward_kernel(c, t, w2->grad, n->in[4] ? n->in[4]->grad : NULL, n->out->grad, NULL,
+                           NULL, t, keep ? saved_bf16(n, 2) : NULL, w2->data, w2->bf16, N, F, C,
+                           false);
+    float *b3g = n->in[6] ? n->in[6]->grad : NULL, *dx = x->grad;
+    if (w3 && keep) /* dh stays: the bf16 pass leaves it */
+        linear_backward_kernel(c, dx, w3->grad, b3g, t, NULL, saved_bf16(n, 1), x->data, n->p,
+                               w3->data, w3->bf16, N, C, F, true);
+    else if (w3) /* dg = silu(a) dh in place over g */
+        linear_backward_kernel(c, dx, w3->grad, b3g, n->saved[1], t, NULL, x->data, n->p,
+                               w3->data, w3->bf16, N, C, F, true);
+    linear_backward_kernel(c, dx, w1->grad, n->in[2] ? n->in[2]->grad : NULL, t,
+                           keep ? NULL : n->saved[0], keep ? saved_bf16(n, 0) : NULL, x->data,
                            n->p, w1->data, w1->bf16, N, C, F, true);
     mt_arena_release(c, mark);
 }
@@ -203,12 +237,17 @@ mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tens
               mt_shape_str(b3, sx, 64), F);
     mt_tensor *out = mt_tensor_like(c, x);
     mt_node *n = mt_node_new(c, &OP_FFN, out, 7, (mt_tensor *[]){x, w1, b1, w2, b2, w3, b3});
-    n->saved[0] = mt_arena_floats(c, (size_t)mt_rows(x) * F);
-    if (glu) n->saved[1] = mt_arena_floats(c, (size_t)mt_rows(x) * F);
+    bool recorded = false; /* as mt_node_run will decide */
+    for (int i = 0; i < n->n_in; i++) recorded |= n->in[i] && n->in[i]->requires_grad;
+    bool keep = recorded && c->grad_enabled && c->precision == MT_BF16;
+    size_t NF = (size_t)mt_rows(x) * F, bytes = NF * (keep ? sizeof(mt_bf16) : sizeof(float));
+    for (int i = 0; i < (glu ? 2 : 1); i++) n->saved[i] = mt_arena_alloc(c, bytes);
+    if (keep) n->saved[2] = mt_arena_alloc(c, bytes);
     n->i[0] = mt_rows(x);
     n->i[1] = C;
     n->i[2] = F;
     n->i[3] = (int)act;
+    n->i[4] = keep;
     mt_node_run(c, n);
     return out;
 }

@@ -37,23 +37,10 @@ static const mt_enum_item BACKENDS[] = {
 };
 const mt_enum MT_GEMM_BACKENDS = MT_ENUM("GEMM backend", BACKENDS);
 
-/* ---- bf16 conversion --------------------------------------------------------------------------
- * Round to nearest even: add 0x7fff plus the lowest kept bit, keep the high half; a NaN stays a
- * (quiet) NaN instead of rounding into the exponent. */
+/* ---- bf16 conversion ---------------------------------------------------------------------- */
 void mt_bf16_from_floats(mt_bf16 *dst, const float *src, size_t n) {
-    MT_PARALLEL_FOR_SIMD(n >= 4 * MT_PAR_MIN, for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], 4);
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        dst[i] = (mt_bf16)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-    });
-}
-
-float mt_bf16_to_float(mt_bf16 h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    MT_PARALLEL_FOR_SIMD(n >= 4 * MT_PAR_MIN,
+                         for (size_t i = 0; i < n; i++) dst[i] = mt_bf16_from_float(src[i]););
 }
 
 /* ---- OpenBLAS ------------------------------------------------------------------------------ */

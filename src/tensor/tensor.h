@@ -315,9 +315,26 @@ typedef uint16_t mt_bf16;
    must have passed). */
 void mt_gemm_bf16(bool ta, bool tb, int M, int N, int K, const mt_bf16 *A, const mt_bf16 *B,
                   float beta, float *C, const float *bias);
-/* dst = src rounded to nearest even (NaN stays NaN), n values. */
+/* x rounded to nearest even: add 0x7fff plus the lowest kept bit, keep the high half; a NaN
+   stays a (quiet) NaN instead of rounding into the exponent. Inline so that loops over it
+   vectorise. */
+static inline mt_bf16 mt_bf16_from_float(float x) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = x};
+    uint32_t r = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+    return (mt_bf16)((v.u & 0x7fffffffu) > 0x7f800000u ? (v.u >> 16) | 0x40u : r);
+}
+/* dst = src rounded (mt_bf16_from_float), n values, on the pool when n is large. */
 void mt_bf16_from_floats(mt_bf16 *dst, const float *src, size_t n);
-float mt_bf16_to_float(mt_bf16 h);
+static inline float mt_bf16_to_float(mt_bf16 h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
 typedef enum { MT_FP32, MT_BF16 } mt_precision;
 extern const mt_enum MT_PRECISIONS;
 /* MT_OK when bf16 products can run here: mt built with oneDNN, a CPU with AVX512_BF16; else

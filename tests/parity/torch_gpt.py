@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 
 FINAL_NORM = ("pre", "subln", "peri")  # the placements with a norm before the head
+ACTS = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu, "relu": F.relu,
+        "silu": F.silu, "swiglu": F.silu}
 
 
 def rope(x, theta):
@@ -96,14 +98,19 @@ class TorchBlocks(torch.nn.Module):
             y = self.norm(y, pre + "inner_norm")
         return self.linear(y, pre + "out_proj")
 
+    def hidden(self, a, g):
+        """The FFN's hidden layer act(a), or silu(a) g (SwiGLU: g given); test_bf16.py rounds
+        its derivatives."""
+        h = ACTS[self.cfg["act"]](a)
+        return h if g is None else h * g
+
     def ffn(self, x, i):
-        act = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu,
-               "relu": F.relu, "silu": F.silu, "swiglu": F.silu}[self.cfg["act"]]
-        h = act(self.linear(x, f"blocks.{i}.ffn.fc1"))
-        if self.cfg["act"] == "swiglu":  # silu(fc1 x) * fc3 x
-            h = h * self.linear(x, f"blocks.{i}.ffn.fc3")
+        a = self.linear(x, f"blocks.{i}.ffn.fc1")
+        g = self.linear(x, f"blocks.{i}.ffn.fc3") if self.cfg["act"] == "swiglu" else None
         if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the F hidden channels
-            h = self.norm(h, f"blocks.{i}.ffn.inner_norm")
+            h = self.norm(TorchGPT.hidden(self, a, g), f"blocks.{i}.ffn.inner_norm")
+        else:
+            h = self.hidden(a, g)
         return self.linear(h, f"blocks.{i}.ffn.fc2")
 
     def residual(self, x, prefix, f):

@@ -36,10 +36,10 @@ static void linear_kernel(float *y, const float *x, const mt_bf16 *xb, const flo
 
 /* One pass over dy (N, O): each value v = dy times its factor, s (fp32) or sb (bf16) when given
    (the FFN's way back through its activation: act'(a)), is summed down the columns into db when
-   given, and rounded into dyb when given, else (fp32) written back over dy. Row by row, so that the
-   reads stream (the factor is cold: the forward wrote it); on the pool, each thread takes a
-   block of columns. Every column is summed over the rows in order, whatever the threads:
-   deterministic. */
+   given, and rounded into dyb when given. Only fp32's v (s, no dyb) is written back over dy; with
+   dyb or sb dy is left as it was (SwiGLU's dh serves two factors). Row by row, so that the reads
+   stream (the factor is cold: the forward wrote it); on the pool, each thread takes a block of
+   columns. Every column is summed over the rows in order, whatever the threads: deterministic. */
 static void dy_pass(float *dy, const float *s, const mt_bf16 *sb, mt_bf16 *dyb, float *db, int N,
                     int O) {
     if (!s && !sb && !dyb && !db) return;
@@ -57,7 +57,7 @@ static void dy_pass(float *dy, const float *s, const mt_bf16 *sb, mt_bf16 *dyb, 
                 int nr = N - r0 < rows ? N - r0 : rows, w = j1 - k0 < SUB ? j1 - k0 : SUB;
                 int m = rows > 1 ? nr * O : w;
                 size_t o = (size_t)r0 * O + (size_t)k0;
-                float *y = dy + o, *u = (s || sb) && dyb ? v : y; /* the scaled piece */
+                float *y = dy + o, *u = (s && dyb) || sb ? v : y; /* the scaled piece */
                 if (s) _Pragma("omp simd") for (int j = 0; j < m; j++) u[j] = y[j] * s[o + j];
                 else if (sb) _Pragma("omp simd") for (int j = 0; j < m; j++)
                     u[j] = y[j] * mt_bf16_to_float(sb[o + j]);
@@ -72,9 +72,9 @@ static void dy_pass(float *dy, const float *s, const mt_bf16 *sb, mt_bf16 *dyb, 
 
 /* dW (O, K) += dy^T x;  db_o += sum_r dy_ro;  then dx (N, K) = dy W, added to dx when acc; where
    dy is the given one times s or sb (dy_pass) when either is given. dx comes last, so it may be
-   x's own buffer (x is dead once dW has it). NULL grads are skipped. fp32: dy is scaled in place.
-   bf16 (xb given): dy, scaled, is rounded into arena scratch by the same pass (dy itself is left
-   as it was), and the products read it, xb and wb. */
+   x's own buffer (x is dead once dW has it). NULL grads are skipped. fp32: dy is scaled in place
+   by s. bf16 (xb given): dy, scaled, is rounded into arena scratch by the same pass (dy itself is
+   left as it was), and the products read it, xb and wb. */
 static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, float *dy,
                                    const float *s, const mt_bf16 *sb, const float *x,
                                    const mt_bf16 *xb, const float *w, const mt_bf16 *wb, int N,
@@ -202,7 +202,7 @@ static void ffn_backward(mt_node *n) {
                            NULL, t, keep ? saved_bf16(n, 2) : NULL, w2->data, w2->bf16, N, F, C,
                            false);
     float *b3g = n->in[6] ? n->in[6]->grad : NULL, *dx = x->grad;
-    if (w3 && keep) /* dh stays: the bf16 pass leaves it */
+    if (w3 && keep) /* dh stays: a pass with a bf16 factor leaves it */
         linear_backward_kernel(c, dx, w3->grad, b3g, t, NULL, saved_bf16(n, 1), x->data, n->p,
                                w3->data, w3->bf16, N, C, F, true);
     else if (w3) /* dg = silu(a) dh in place over g */

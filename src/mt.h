@@ -2,6 +2,10 @@
 #ifndef MT_H
 #define MT_H
 
+#include "tensor/base.h"
+#include "tensor/gemm.h"
+#include "tensor/params.h"
+#include "tensor/profile.h"
 #include "tensor/tensor.h"
 #include "nn/nn.h"
 #include "optim/optim.h"

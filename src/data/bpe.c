@@ -124,6 +124,17 @@ static inline int index_get(const mt_bpe_index *ix, uint32_t a, uint32_t b) {
     }
 }
 
+/* The failure path of mt_bpe_from_merges: frees what it allocated and the merges t took over,
+   leaving t empty (mt_tok_free's part for a bpe tokenizer; tokenizer.c calls into bpe.c, never
+   back). */
+static void bpe_clear(mt_tokenizer *t) {
+    free(t->merges);
+    free(t->bytes);
+    free(t->off);
+    mt_bpe_index_free(t->index);
+    memset(t, 0, sizeof *t);
+}
+
 mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_err *err) {
     memset(t, 0, sizeof *t);
     t->kind = MT_TOK_BPE;
@@ -140,7 +151,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
         t->index->k = malloc(cap * sizeof *t->index->k);
     }
     if (!t->off || !t->index || !t->index->key || !t->index->k) {
-        mt_tok_free(t);
+        bpe_clear(t);
         return mt_errorf(err, MT_ENOMEM, "out of memory for a bpe vocabulary of %d", 256 + n);
     }
     memset(t->index->key, 0xff, cap * sizeof *t->index->key);
@@ -153,7 +164,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
             MT_ASSERT(a < id && b < id, "bpe: merge %d joins %d and %d", id - 256, a, b);
             len = (t->off[a + 1] - t->off[a]) + (t->off[b + 1] - t->off[b]);
             if (len > MT_TOK_MAX_BYTES) {
-                mt_tok_free(t);
+                bpe_clear(t);
                 return mt_errorf(err, MT_EFORMAT,
                                  "bpe merge %d makes a token of %u bytes; tokens have at most %d",
                                  id - 256, len, MT_TOK_MAX_BYTES);
@@ -162,7 +173,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
         t->off[id + 1] = t->off[id] + len;
     }
     if (!(t->bytes = malloc(t->off[t->n_vocab]))) {
-        mt_tok_free(t);
+        bpe_clear(t);
         return mt_errorf(err, MT_ENOMEM, "out of memory for a bpe vocabulary of %d", 256 + n);
     }
     for (int id = 0; id < t->n_vocab; id++) {
@@ -182,7 +193,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
         for (; ix->key[i] != NO_PAIR; i = (i + 1) & ix->mask)
             if (ix->key[i] == key) {
                 int first = ix->k[i];
-                mt_tok_free(t);
+                bpe_clear(t);
                 return mt_errorf(err, MT_EFORMAT, "bpe merge %d repeats merge %d (%u, %u)", k,
                                  first, key >> 16, key & 0xffff);
             }

@@ -4,7 +4,7 @@
 #ifndef MT_DATA_H
 #define MT_DATA_H
 
-#include "../tensor/tensor.h"
+#include "../tensor/base.h"
 
 /* ---- tokenizers ---------------------------------------------------------------------------------
  * byte: every byte is a token (V = 256), any input, nothing to train.

@@ -7,7 +7,8 @@
 
 #include <stdio.h>
 
-#include "../tensor/tensor.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
 
 typedef struct {
     char name[128];

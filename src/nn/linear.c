@@ -4,27 +4,19 @@
 #include <string.h>
 
 #include "../tensor/activation.h"
+#include "../tensor/gemm.h"
 #include "nn.h"
 
 /* In bf16 precision (ctx->precision, weights with a bf16 copy) the products take x, dy and W
    rounded to bf16 and accumulate in fp32 (mt_gemm_bf16); the bias, its gradient and everything
-   written stay fp32. xb is x in bf16 (NULL: fp32), wb the weight's bf16 copy. */
+   written stay fp32. xb is x in bf16 (NULL: fp32; mt_ctx_bf16, whose copy the q, k and v
+   projections of one input share), wb the weight's bf16 copy. */
 static bool use_bf16(mt_ctx *c, const mt_tensor *w) {
     if (c->precision != MT_BF16) return false;
     char sw[64];
     MT_ASSERT(w->bf16, "linear: weight %s has no bf16 copy in bf16 precision (a parameter of a "
               "model whose parameters are not mt_params_enable_bf16'd?)", mt_shape_str(w, sw, 64));
     return true;
-}
-
-/* x (n floats) rounded to bf16 in the arena, kept for the backward; the linear layers of one
-   input (q, k, v) share the copy of the first. */
-static const mt_bf16 *bf16_input(mt_ctx *c, const float *x, size_t n) {
-    if (c->bf16_input.of == x && c->bf16_input.n == n) return c->bf16_input.bf16;
-    mt_bf16 *xb = mt_arena_alloc(c, n * sizeof *xb);
-    mt_bf16_from_floats(xb, x, n);
-    c->bf16_input.of = x, c->bf16_input.n = n, c->bf16_input.bf16 = xb;
-    return xb;
 }
 
 /* y (N, O) = b (each row; 0 when NULL) + x (N, K) W^T, W (O, K). */
@@ -93,7 +85,7 @@ static void linear_backward_kernel(mt_ctx *c, float *dx, float *dw, float *db, f
 
 static void linear_forward(mt_node *n) {
     const mt_tensor *x = n->in[0], *w = n->in[1];
-    if (use_bf16(n->ctx, w)) n->p = (void *)bf16_input(n->ctx, x->data, x->n);
+    if (use_bf16(n->ctx, w)) n->p = (void *)mt_ctx_bf16(n->ctx, x->data, x->n);
     linear_kernel(n->out->data, x->data, n->p, w->data, w->bf16, n->in[2] ? n->in[2]->data : NULL,
                   n->i[0], n->i[1], n->i[2]);
 }
@@ -167,7 +159,7 @@ static void ffn_forward(mt_node *n) {
     size_t NF = (size_t)N * F;
     const mt_tensor *x = n->in[0], *w1 = n->in[1], *w2 = n->in[3], *w3 = n->in[5];
     bool bf16 = use_bf16(c, w1) && use_bf16(c, w2) && (!w3 || use_bf16(c, w3)), keep = n->i[4];
-    if (bf16) n->p = (void *)bf16_input(c, x->data, x->n);
+    if (bf16) n->p = (void *)mt_ctx_bf16(c, x->data, x->n);
     size_t mark = mt_arena_mark(c);
     float *a = keep ? mt_arena_floats(c, NF) : n->saved[0];
     float *g = !w3 ? NULL : keep ? mt_arena_floats(c, NF) : n->saved[1];

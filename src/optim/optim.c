@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/gemm.h"
 #include "optim.h"
 
 /* ---- kernels: n floats of one span; l2 and keep carry the span's weight decay ---------------- */

@@ -22,7 +22,8 @@
 #ifndef MT_OPTIM_H
 #define MT_OPTIM_H
 
-#include "../tensor/tensor.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
 
 typedef enum { MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW } mt_optim_kind;
 

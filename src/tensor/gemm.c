@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "gemm.h"
 
 #ifdef MT_DNNL
 #include <oneapi/dnnl/dnnl.h>

@@ -1,6 +1,7 @@
 /* Matrix multiply through the GEMM layer (mt_gemm); transposes are flags, never copies. */
 #include <stdio.h>
 
+#include "gemm.h"
 #include "tensor.h"
 
 /* Z (r x s) = op(X) op(Y) + beta * Z: mt_gemm without a bias. */

@@ -1,0 +1,112 @@
+/* mt's base, which every other part uses and which uses no other part of mt: errors and
+ * status codes, the names of enums, MT_ASSERT, the thread pool and MT_PARALLEL_FOR, the RNG,
+ * long-lived aligned buffers and the clock. */
+#ifndef MT_BASE_H
+#define MT_BASE_H
+
+#include <omp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most dims of a tensor, a parameter, or an array read from a file (safetensors, IDX). */
+#define MT_MAX_DIMS 4
+
+/* ---- errors ---------------------------------------------------------------------------------
+ * A bug (broken invariant) is MT_ASSERT: file:line, message, abort.
+ * Bad input (flag, config, file) is an mt_status plus a message in a caller-owned mt_err. */
+typedef enum {
+    MT_OK = 0,
+    MT_EINVAL,  /* a value from the user (flag, config key, option) is wrong */
+    MT_EIO,     /* a file could not be opened, read, written or renamed */
+    MT_EFORMAT, /* a file's contents are malformed (checkpoint, token file, dataset) */
+    MT_ENOMEM,  /* an allocation failed or would not fit */
+} mt_status;
+
+typedef struct {
+    mt_status status;
+    char msg[1024];
+} mt_err;
+
+/* Fills err (which may be NULL) with the formatted message and returns status. */
+mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- names of enums ------------------------------------------------------------------------
+ * An enum whose values are 0..n-1 has one table of {name, help}: the flags, config keys, --help
+ * and JSON all read it, so a value's name is written once. what names the enum in messages. */
+typedef struct {
+    const char *name, *help;
+} mt_enum_item;
+typedef struct {
+    const char *what; /* "norm" */
+    int n;
+    const mt_enum_item *items;
+} mt_enum;
+#define MT_ENUM(what, items) {what, (int)(sizeof items / sizeof items[0]), items}
+
+const char *mt_enum_name(const mt_enum *e, int v); /* "?" out of range */
+/* *v = the value named name; else MT_EINVAL "unknown <what> 'x' (accepted: a (help), b, ...)". */
+mt_status mt_enum_parse(const mt_enum *e, const char *name, int *v, mt_err *err);
+/* "a|b|c" into buf (truncated to len). */
+const char *mt_enum_choices(const mt_enum *e, char *buf, size_t len);
+
+_Noreturn void mt_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define MT_ASSERT(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) mt_fatal(__FILE__, __LINE__, __VA_ARGS__);                                    \
+    } while (0)
+
+/* ---- threads --------------------------------------------------------------------------------
+ * One OpenMP pool shared by mt's loops and OpenBLAS (its OpenMP build). n <= 0: all cores. */
+void mt_set_threads(int n);
+int mt_threads(void);
+
+/* Loops shorter than this many elements run on one thread: fork/join costs more than it saves. */
+#define MT_PAR_MIN 16384
+
+/* MT_PARALLEL_FOR(cond, loop): the for statement `loop` split across the pool when cond holds and
+   no parallel region is active, else run inline (inside a replica every op keeps to its thread).
+   `#pragma omp parallel for if (cond)` would open a region of one thread instead, and libgomp's
+   set-up of it costs ~0.4 us at top level and ~1.3 us nested (a team allocated and freed each
+   time): a deep100 step opened ~2700 of them a replica. A pragma inside `loop` is written
+   _Pragma("..."). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". Inline,
+   omp_get_thread_num() is the enclosing team's (a replica's): per-thread scratch must not be
+   indexed by it there (attention.c's thread_slot); for the same reason a bare `omp parallel`
+   block that splits work by thread number cannot run inline this way: make its parts the loop's
+   iterations instead, as many as mt_threads() (mt_gemm, optim.c). With one thread in the pool
+   (--threads 1) the loop also runs inline: a team of one would cost the region's set-up for
+   nothing (a step of configs/nanogpt-char.ini opened 53 of them). */
+#define MT_PARALLEL_FOR(cond, ...) MT_PARALLEL_(cond, "omp parallel for", , __VA_ARGS__)
+#define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
+    MT_PARALLEL_(cond, "omp parallel for simd", _Pragma("omp simd"), __VA_ARGS__)
+#define MT_PARALLEL_(cond, directive, inline_pragma, ...)                                          \
+    do {                                                                                           \
+        if ((cond) && !omp_in_parallel() && omp_get_max_threads() > 1) {                           \
+            _Pragma(directive) __VA_ARGS__                                                         \
+        } else {                                                                                   \
+            inline_pragma __VA_ARGS__                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* ---- RNG: xoshiro256**, explicit state (saved in checkpoints for exact resume) ------------- */
+typedef struct {
+    uint64_t s[4];
+} mt_rng;
+
+void mt_rng_seed(mt_rng *r, uint64_t seed);
+uint64_t mt_rng_u64(mt_rng *r);
+float mt_rng_uniform(mt_rng *r); /* [0, 1) with 24 random bits */
+float mt_rng_normal(mt_rng *r);  /* N(0, 1), Box-Muller, no cached spare */
+uint32_t mt_rng_below(mt_rng *r, uint32_t n); /* uniform integer in [0, n) */
+
+/* ---- memory and time ------------------------------------------------------------------------ */
+/* A large, long-lived buffer (arenas, parameters, gradients, optimizer state): 64-byte aligned,
+   its size rounded up to 64 bytes, transparent huge pages (2 MiB) asked for its whole 2 MiB pages
+   (fewer TLB misses when kernels stream through it; advice only). NULL when out of memory;
+   give it back with free. */
+void *mt_alloc_big(size_t bytes);
+double mt_clock(void); /* seconds, CLOCK_MONOTONIC */
+
+#endif

@@ -1,0 +1,138 @@
+/* The parameter table: entries added by a model's build, one allocation for data and gradients,
+ * the initialiser, bf16 copies, views for replicas. */
+#include "params.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "gemm.h"
+#include "tensor.h"
+
+void mt_params_init_table(mt_params *P) { memset(P, 0, sizeof *P); }
+
+int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
+                  mt_init_kind init, float init_value) {
+    MT_ASSERT(!P->data, "params: '%s' added after mt_params_alloc", name);
+    MT_ASSERT(mt_params_find(P, name) < 0, "params: '%s' added twice", name);
+    MT_ASSERT(strlen(name) < sizeof P->p[0].name, "params: name '%s' is too long", name);
+    if (P->n == P->cap) {
+        P->cap = P->cap ? 2 * P->cap : 64;
+        P->p = realloc(P->p, (size_t)P->cap * sizeof *P->p);
+        MT_ASSERT(P->p, "params: out of memory for the table");
+    }
+    mt_param *e = &P->p[P->n];
+    memset(e, 0, sizeof *e);
+    strcpy(e->name, name);
+    e->ndim = ndim;
+    for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
+    e->n = mt_shape_numel(ndim, shape);
+    e->offset = P->total;
+    e->role = role;
+    e->decay = role == MT_ROLE_MATRIX;
+    e->init = init;
+    e->init_value = init_value;
+    P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */
+    return P->n++;
+}
+
+/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers). */
+static void params_bind(mt_params *P) {
+    memset(P->grad, 0, (P->total ? P->total : 16) * sizeof(float));
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        bool trained = e->role != MT_ROLE_BUFFER;
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
+                                 e->ndim, e->shape);
+        P->t[i].bf16 = P->bf16 ? P->bf16 + e->offset : NULL;
+    }
+}
+
+mt_status mt_params_enable_bf16(mt_params *P, mt_err *err) {
+    if (P->bf16) return MT_OK;
+    size_t bytes = (P->total ? P->total : 16) * sizeof *P->bf16;
+    if (!(P->bf16 = mt_alloc_big(bytes)))
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for the bf16 weights",
+                         bytes / 1048576.0);
+    for (int i = 0; i < P->n; i++) P->t[i].bf16 = P->bf16 + P->p[i].offset;
+    mt_params_refresh_bf16(P);
+    return MT_OK;
+}
+
+void mt_params_refresh_bf16(mt_params *P) {
+    if (P->bf16) mt_bf16_from_floats(P->bf16, P->data, P->total);
+}
+
+mt_status mt_params_alloc(mt_params *P, mt_err *err) {
+    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    P->data = mt_alloc_big(bytes);
+    P->grad = mt_alloc_big(bytes);
+    P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
+    if (!P->data || !P->grad || !P->t)
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
+                         2.0 * bytes / 1048576.0, P->total);
+    memset(P->data, 0, bytes);
+    params_bind(P);
+    return MT_OK;
+}
+
+mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
+    *V = *P;
+    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    V->grad = mt_alloc_big(bytes);
+    V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
+    if (!V->grad || !V->t) {
+        mt_params_view_free(V);
+        return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for a copy of the gradients",
+                         bytes / 1048576.0);
+    }
+    params_bind(V);
+    return MT_OK;
+}
+
+void mt_params_view_free(mt_params *V) {
+    free(V->grad);
+    free(V->t);
+    memset(V, 0, sizeof *V);
+}
+
+void mt_params_initialize(mt_params *P, mt_rng *r) {
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        float *w = P->data + e->offset;
+        for (size_t j = 0; j < e->n; j++) {
+            switch (e->init) {
+            case MT_INIT_ZEROS: w[j] = 0.0f; break;
+            case MT_INIT_ONES: w[j] = 1.0f; break;
+            case MT_INIT_CONST: w[j] = e->init_value; break;
+            case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
+            }
+        }
+    }
+}
+
+int mt_params_find(const mt_params *P, const char *name) {
+    for (int i = 0; i < P->n; i++)
+        if (strcmp(P->p[i].name, name) == 0) return i;
+    return -1;
+}
+
+size_t mt_params_count_trainable(const mt_params *P) {
+    size_t n = 0;
+    for (int i = 0; i < P->n; i++)
+        if (P->p[i].role != MT_ROLE_BUFFER) n += P->p[i].n;
+    return n;
+}
+
+void mt_params_zero_grad(mt_params *P) {
+    if (P->grad) memset(P->grad, 0, P->total * sizeof(float));
+}
+
+void mt_params_free(mt_params *P) {
+    free(P->p);
+    free(P->bf16);
+    free(P->data);
+    free(P->grad);
+    free(P->t);
+    memset(P, 0, sizeof *P);
+}

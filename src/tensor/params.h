@@ -1,0 +1,73 @@
+/* The parameter table (params.c): all parameters of a model in one flat buffer, their gradients
+ * in a second of the same layout, described by one table of entries (name, offset, shape, role,
+ * weight-decay flag, initialiser). Checkpoints, the optimizer, the initialiser and the
+ * diagnostics all read the table; mt_tensor views of the entries feed the ops. */
+#ifndef MT_PARAMS_H
+#define MT_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base.h"
+#include "gemm.h"
+#include "tensor.h"
+
+typedef enum {
+    MT_INIT_ZEROS,
+    MT_INIT_ONES,
+    MT_INIT_CONST,  /* value */
+    MT_INIT_NORMAL, /* N(0, value^2) */
+} mt_init_kind;
+
+typedef enum {
+    MT_ROLE_MATRIX,    /* linear weights: decayed by default */
+    MT_ROLE_BIAS,      /* linear biases */
+    MT_ROLE_NORM,      /* normalization weights, biases and scalars */
+    MT_ROLE_EMBEDDING, /* token and position embeddings */
+    MT_ROLE_BUFFER,    /* not trained: BatchNorm running statistics */
+} mt_param_role;
+
+typedef struct {
+    char name[96];
+    size_t offset, n; /* in floats, into mt_params.data / .grad */
+    int ndim;
+    int shape[MT_MAX_DIMS];
+    mt_param_role role;
+    bool decay; /* weight decay applies; default: role == MT_ROLE_MATRIX */
+    mt_init_kind init;
+    float init_value;
+} mt_param;
+
+typedef struct {
+    mt_param *p;
+    int n, cap;
+    size_t total;  /* floats in data (and grad) */
+    float *data;   /* all parameters and buffers, each entry 16-float aligned */
+    float *grad;   /* same layout; zero for buffers */
+    mt_bf16 *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
+    mt_tensor *t;  /* t[i] views entry i; valid after mt_params_alloc */
+} mt_params;
+
+void mt_params_init_table(mt_params *P);
+/* Adds an entry and returns its index. Only before mt_params_alloc. */
+int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
+                  mt_init_kind init, float init_value);
+mt_status mt_params_alloc(mt_params *P, mt_err *err);
+/* Fills every entry from its initialiser, in table order, from r. */
+void mt_params_initialize(mt_params *P, mt_rng *r);
+int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
+/* bf16 precision: allocates P->bf16, points every tensor's bf16 at its part and fills it; before
+   mt_params_view (views share it). The optimizer's update rounds the weights it changes into it;
+   mt_params_refresh_bf16 rounds all of data into it again, after any other change (a load). */
+mt_status mt_params_enable_bf16(mt_params *P, mt_err *err);
+void mt_params_refresh_bf16(mt_params *P);
+size_t mt_params_count_trainable(const mt_params *P);
+void mt_params_zero_grad(mt_params *P);
+void mt_params_free(mt_params *P);
+/* V: P's table and data with gradients of its own (zeroed) and tensors t viewing them, for a
+   replica of the model that runs on another thread (mt_replicas). Free it with
+   mt_params_view_free only (P keeps the table and the data). */
+mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err);
+void mt_params_view_free(mt_params *V);
+
+#endif

@@ -250,8 +250,8 @@ mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_
                           mt_err *err) {
     MT_ASSERT(all->n_val <= all->n, "split: %zu validation tokens of %zu", all->n_val, all->n);
     size_t n_val = all->n_val;
-    *train = (mt_tokens){all->tok, all->n - n_val, all->n_vocab, 0};
-    *val = (mt_tokens){all->tok + train->n, n_val, all->n_vocab, 0};
+    *train = (mt_tokens){.tok = all->tok, .n = all->n - n_val, .n_vocab = all->n_vocab};
+    *val = (mt_tokens){.tok = all->tok + train->n, .n = n_val, .n_vocab = all->n_vocab};
     size_t need = (size_t)n_ctx + 1;
     if (train->n < need)
         return mt_errorf(err, MT_EINVAL,

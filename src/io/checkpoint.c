@@ -10,7 +10,8 @@ mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
     mt_st_item *items = malloc((size_t)(P->n ? P->n : 1) * sizeof *items);
     if (!items) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
     for (int i = 0; i < P->n; i++)
-        items[i] = (mt_st_item){P->p[i].name, P->p[i].ndim, P->p[i].shape, P->data + P->p[i].offset};
+        items[i] = (mt_st_item){.name = P->p[i].name, .ndim = P->p[i].ndim,
+                                .shape = P->p[i].shape, .data = P->data + P->p[i].offset};
     mt_status s = mt_st_save(path, P->n, items, n_meta, meta_keys, meta_vals, err);
     free(items);
     return s;

@@ -129,9 +129,13 @@ int mt_cf_options(const mt_cf_table *t, void *cfg, mt_opt *opts, mt_cf_name *nam
         if (mt_opts_find(opts, n < cap ? n : cap, name)) continue;
         if (n < cap) {
             memcpy(names[n], name, sizeof name);
-            opts[n] = (mt_opt){names[n], TYPES[f->type], p, f->range, f->help,
-                               f->flag && f->type == MT_CF_BOOL ? MT_OPT_NEGATE : 0,
-                               f->type == MT_CF_ENUM ? f->of : NULL};
+            opts[n] = (mt_opt){.name = names[n],
+                               .type = TYPES[f->type],
+                               .value = p,
+                               .range = f->range,
+                               .help = f->help,
+                               .flags = f->flag && f->type == MT_CF_BOOL ? MT_OPT_NEGATE : 0,
+                               .choices = f->type == MT_CF_ENUM ? f->of : NULL};
         }
         n++;
     }

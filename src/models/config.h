@@ -32,7 +32,7 @@ struct mt_cf_table {
     int n;
     const mt_cf_field *f;
 };
-#define MT_CF_TABLE_OF(fields) {(int)(sizeof fields / sizeof fields[0]), fields}
+#define MT_CF_TABLE_OF(fields) {.n = (int)(sizeof fields / sizeof fields[0]), .f = fields}
 
 /* Every field of cfg as one flat JSON object; malloc'd. */
 char *mt_cf_to_json(const mt_cf_table *t, const void *cfg);

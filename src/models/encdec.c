@@ -64,8 +64,9 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_encdec_config, field), help, range, of, NULL}
+#define F(key_, type_, field_, help_, range_, of_)                                                 \
+    {.key = key_, .type = MT_CF_##type_, .off = offsetof(mt_encdec_config, field_),                \
+     .help = help_, .range = range_, .of = of_}
 static const mt_cf_field FIELDS[] = {
     F("enc_layers", INT, enc_layers, "encoder blocks", "1..", NULL),
     F("dec_layers", INT, dec_layers, "decoder blocks", "1..", NULL),
@@ -94,7 +95,7 @@ static mt_status build_table(mt_encdec *m, const mt_encdec_config *cfg, mt_err *
     m->cfg = *cfg;
     mt_status st = mt_encdec_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_encdec_type, &m->cfg, &m->P};
+    m->base = (mt_model){.type = &mt_encdec_type, .cfg = &m->cfg, .P = &m->P};
     const mt_encdec_config *g = &m->cfg;
     int C = g->stack.n_embd, V = g->n_vocab;
     mt_encdec_layout *L = calloc(1, sizeof *L);
@@ -187,7 +188,7 @@ mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_tensor *x) {
 mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
                              int S, const int *tgt, int B, int T) {
     const mt_encdec_layout *L = m->layout;
-    mt_cross_mem mem = {mt_encdec_encode(c, m, src, src_len, B, S), src_len};
+    mt_cross_mem mem = {.mem = mt_encdec_encode(c, m, src, src_len, B, S), .mem_len = src_len};
     mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, tgt, B, T, 0);
     y = mt_stack_forward_ex(c, &L->dec, (mt_params *)&m->P, y, NULL, &mem, NULL);
     return mt_encdec_head(c, m, y);
@@ -511,7 +512,7 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
     rows_ids ids = make_rows(c, d, wp, B);
     mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, ids.src, B, ids.S, 0);
     x = mt_stack_forward_ex(c, &L->enc, P, x, ids.src_len, NULL, resid);
-    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), ids.src_len};
+    mt_cross_mem mem = {.mem = mt_stack_final(c, &L->enc, P, x), .mem_len = ids.src_len};
     mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, ids.tgt, B, ids.T, 0);
     y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
     y = mt_stack_final(c, &L->dec, P, y);

@@ -93,7 +93,7 @@ static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_gpt_type, &m->cfg, &m->P};
+    m->base = (mt_model){.type = &mt_gpt_type, .cfg = &m->cfg, .P = &m->P};
     mt_tok_init_byte(&m->tok);
     const mt_gpt_config *g = &m->cfg;
     int C = g->stack.n_embd, V = g->n_vocab;
@@ -218,7 +218,8 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_er
     t->T = cfg->n_ctx;
     t->eval_batches = d->eval_batches;
     t->seed = d->seed;
-    mt_text_cfg tc = {d->tokenizer, d->vocab_size, d->val_fraction};
+    mt_text_cfg tc = {.kind = d->tokenizer, .vocab_size = d->vocab_size,
+                      .val_fraction = d->val_fraction};
     mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
     cfg->n_vocab = t->tok.n_vocab;
@@ -255,7 +256,7 @@ static char *task_meta(const mt_task *tp) { return mt_tok_to_json(&((const gpt_t
 static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
     gpt_task *t = (gpt_task *)tp;
     (void)lo, (void)n; /* every row of the batch is drawn */
-    mt_sampler s = {*r};
+    mt_sampler s = {.rng = *r};
     mt_sampler_next(&s, &t->train, t->B, t->T, t->x, t->y);
     *r = s.rng;
 }
@@ -263,7 +264,7 @@ static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
                             int n) {
     gpt_task *t = (gpt_task *)tp;
-    mt_gpt_batch b = {(const mt_gpt *)m, t->x, t->y, t->T};
+    mt_gpt_batch b = {.m = (const mt_gpt *)m, .ids = t->x, .targets = t->y, .T = t->T};
     return mt_gpt_rows_loss(c, P, lo, n, &b);
 }
 

@@ -34,8 +34,9 @@ mt_stack_config mt_stack_default(void) {
                              .ff_multiple = 32};
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_stack_config, field), help, range, of, NULL}
+#define F(key_, type_, field_, help_, range_, of_)                                                 \
+    {.key = key_, .type = MT_CF_##type_, .off = offsetof(mt_stack_config, field_),                 \
+     .help = help_, .range = range_, .of = of_}
 static const mt_cf_field FIELDS[] = {
     F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
       NULL),
@@ -172,13 +173,17 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
-        return (mt_block_init){0.02f, 0.02f, 0.02f, r, 0.02f, r};
+        return (mt_block_init){.q = 0.02f, .k = 0.02f, .v = 0.02f, .out = r, .fc1 = 0.02f,
+                               .fc2 = r};
     }
-    case MT_SCHEME_XAVIER: return (mt_block_init){sq, skv, skv, sq, sf, sf};
+    case MT_SCHEME_XAVIER:
+        return (mt_block_init){.q = sq, .k = skv, .v = skv, .out = sq, .fc1 = sf, .fc2 = sf};
     case MT_SCHEME_DEEPNORM:
-        return (mt_block_init){sq, skv, beta * skv, beta * sq, beta * sf, beta * sf};
+        return (mt_block_init){.q = sq, .k = skv, .v = beta * skv, .out = beta * sq,
+                               .fc1 = beta * sf, .fc2 = beta * sf};
     case MT_SCHEME_SUBLN: /* Magneto's Xavier-normal with gain gamma */
-        return (mt_block_init){sq, skv, gamma * skv, gamma * sq, gamma * sf, gamma * sf};
+        return (mt_block_init){.q = sq, .k = skv, .v = gamma * skv, .out = gamma * sq,
+                               .fc1 = gamma * sf, .fc2 = gamma * sf};
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);
@@ -219,7 +224,7 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
         mt_block_add_params(P, name, &st->block, &stds, &st->blocks[i]);
     }
     st->final_norm_on = mt_placement_final_norm(s->placement);
-    st->final_norm = (mt_norm_params){-1, -1, -1, -1, -1};
+    st->final_norm = MT_NORM_PARAMS_NONE;
     if (st->final_norm_on) mt_norm_add_params(P, final_name, &s->norm, s->n_embd, &st->final_norm);
     return MT_OK;
 }

@@ -85,8 +85,9 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_vit_config, field), help, range, of, NULL}
+#define F(key_, type_, field_, help_, range_, of_)                                                 \
+    {.key = key_, .type = MT_CF_##type_, .off = offsetof(mt_vit_config, field_),                   \
+     .help = help_, .range = range_, .of = of_}
 static const mt_cf_field FIELDS[] = {
     F("image_h", INT, image_h, NULL, NULL, NULL),
     F("image_w", INT, image_w, NULL, NULL, NULL),
@@ -106,7 +107,7 @@ static mt_status build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){&mt_vit_type, &m->cfg, &m->P};
+    m->base = (mt_model){.type = &mt_vit_type, .cfg = &m->cfg, .P = &m->P};
     const mt_vit_config *g = &m->cfg;
     const mt_stack_config *s = &g->stack;
     int C = s->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;

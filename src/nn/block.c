@@ -108,14 +108,13 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     }
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
-    const mt_norm_params none = {-1, -1, -1, -1, -1};
-    bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = none;
+    bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
     snprintf(name, sizeof name, "%s.attn.inner_norm", prefix);
     if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_inner);
     snprintf(name, sizeof name, "%s.attn_out_norm", prefix);
     if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
-    bp->cross_norm = bp->cross_inner = bp->cross_out = none;
-    bp->cross = (mt_attn_params){-1, -1, -1, -1, -1, -1, -1, -1};
+    bp->cross_norm = bp->cross_inner = bp->cross_out = MT_NORM_PARAMS_NONE;
+    bp->cross = MT_ATTN_PARAMS_NONE;
     if (cfg->cross) { /* no grouped-query form: KC = C */
         MT_ASSERT(KC == C, "block: a cross-attention with %d key-value channels of %d", KC, C);
         mt_attn_params *x = &bp->cross;

@@ -45,6 +45,10 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
 typedef struct {
     int weight, bias, running_mean, running_var, g;
 } mt_norm_params;
+/* A norm with no parameters (none, or not built): every index -1. */
+#define MT_NORM_PARAMS_NONE                                                                        \
+    ((mt_norm_params){.weight = -1, .bias = -1, .running_mean = -1, .running_var = -1, .g = -1})
+_Static_assert(sizeof(mt_norm_params) == 5 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
 
 /* Adds <prefix>.weight, .bias, .running_mean, .running_var or .g as the kind has them. */
 void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
@@ -181,6 +185,11 @@ typedef struct {
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
 } mt_attn_params;
+/* An attention not built (a block without cross-attention): every index -1. */
+#define MT_ATTN_PARAMS_NONE                                                                        \
+    ((mt_attn_params){.q_w = -1, .q_b = -1, .k_w = -1, .k_b = -1, .v_w = -1, .v_b = -1,            \
+                      .out_w = -1, .out_b = -1})
+_Static_assert(sizeof(mt_attn_params) == 8 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;

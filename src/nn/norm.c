@@ -64,7 +64,7 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
 
 void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
                         mt_norm_params *np) {
-    *np = (mt_norm_params){-1, -1, -1, -1, -1};
+    *np = MT_NORM_PARAMS_NONE;
     char name[96];
     const int shape[] = {C};
 #define ADD(field, suffix, role, init, value)                                                      \

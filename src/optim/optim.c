@@ -129,7 +129,7 @@ mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_
         size_t n = (e->n + 15) / 16 * 16;
         mt_optim_span *last = o->n_spans ? &o->spans[o->n_spans - 1] : NULL;
         if (last && last->off + last->n == e->offset && last->decay == e->decay) last->n += n;
-        else o->spans[o->n_spans++] = (mt_optim_span){e->offset, n, e->decay};
+        else o->spans[o->n_spans++] = (mt_optim_span){.off = e->offset, .n = n, .decay = e->decay};
     }
     return MT_OK;
 }
@@ -183,7 +183,7 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
 }
 
 void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
-    mt_optim_update(o, P, &(mt_grads){&P->grad, 1}, lr, 1.0f, true);
+    mt_optim_update(o, P, &(mt_grads){.g = &P->grad, .n = 1}, lr, 1.0f, true);
 }
 
 void mt_optim_free(mt_optim *o) {
@@ -228,7 +228,7 @@ double mt_grads_norm(const mt_grads *G, size_t total) {
 }
 
 double mt_optim_grad_norm(const mt_params *P) {
-    return mt_grads_norm(&(mt_grads){&P->grad, 1}, P->total);
+    return mt_grads_norm(&(mt_grads){.g = &P->grad, .n = 1}, P->total);
 }
 
 /* g[0] = coef * the sum, the other buffers zeroed: one pass over [0, total). */
@@ -257,6 +257,6 @@ float mt_optim_clip_coef(double norm, double max_norm) {
 double mt_optim_clip(mt_params *P, double max_norm) {
     double norm = mt_optim_grad_norm(P);
     float coef = mt_optim_clip_coef(norm, max_norm);
-    if (coef != 1.0f) grads_store(&(mt_grads){&P->grad, 1}, P->total, coef);
+    if (coef != 1.0f) grads_store(&(mt_grads){.g = &P->grad, .n = 1}, P->total, coef);
     return norm;
 }

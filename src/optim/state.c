@@ -43,7 +43,8 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
             const mt_param *e = &P->p[i];
             if (e->role == MT_ROLE_BUFFER) continue;
             snprintf(names[n], sizeof names[n], "%s.%s", prefix[b], e->name);
-            items[n] = (mt_st_item){names[n], e->ndim, e->shape, buf[b] + e->offset};
+            items[n] = (mt_st_item){.name = names[n], .ndim = e->ndim, .shape = e->shape,
+                                    .data = buf[b] + e->offset};
             n++;
         }
     char step[32];

@@ -43,7 +43,8 @@ typedef struct {
     int n;
     const mt_enum_item *items;
 } mt_enum;
-#define MT_ENUM(what, items) {what, (int)(sizeof items / sizeof items[0]), items}
+#define MT_ENUM(what_, items_)                                                                     \
+    {.what = what_, .n = (int)(sizeof items_ / sizeof items_[0]), .items = items_}
 
 const char *mt_enum_name(const mt_enum *e, int v); /* "?" out of range */
 /* *v = the value named name; else MT_EINVAL "unknown <what> 'x' (accepted: a (help), b, ...)". */

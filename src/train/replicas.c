@@ -87,7 +87,7 @@ void mt_replicas_run(mt_replicas *R, mt_ctx *c, int k, void (*fn)(mt_ctx *c, int
     for (int s = 0; s < k; s++) fn(s ? &R->ctx[s - 1] : c, s, arg);
 }
 
-mt_grads mt_replicas_grads(const mt_replicas *R) { return (mt_grads){R->grad, R->ran}; }
+mt_grads mt_replicas_grads(const mt_replicas *R) { return (mt_grads){.g = R->grad, .n = R->ran}; }
 
 void mt_replicas_free(mt_replicas *R) {
     for (int r = 1; r < R->n; r++) {

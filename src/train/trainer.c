@@ -387,7 +387,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     int lo, n;
     mt_dist_slice(tr->cfg.batch, &lo, &n);
     tr->model->type->draw_batch(tr->task, &tr->sampler.rng, lo, n);
-    mt_grads G = {&tr->P->grad, 1};
+    mt_grads G = {.g = &tr->P->grad, .n = 1};
     if (mt_dist_size() > 1) {
         /* Each rank draws its own dropout masks, from a stream derived from the shared one,
            which advances by one draw (the checkpoint saves the shared one). */
@@ -483,7 +483,7 @@ mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
                          tr->optim_prev_path, strerror(errno));
     mt_status s = mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
     if (s != MT_OK) return s;
-    mt_ckpt_state state = {tr->step, tr->sampler.rng, tr->ctx.rng};
+    mt_ckpt_state state = {.step = tr->step, .sampler = tr->sampler.rng, .dropout = tr->ctx.rng};
     return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
 }
 

@@ -158,12 +158,14 @@ typedef struct {
     int C;         /* 1 to 4; 0: the first readable image's without alpha (4 -> 3, 2 -> 1) */
     bool resize;   /* resize other sizes to H x W; false: an image of another size is mismatched */
     bool skip_bad; /* an unreadable or mismatched file is skipped (listed in .skipped); false:
-                      loading fails naming it */
+                      loading fails naming it (--bad-images: mt_bad_images) */
     const char *classes; /* a file of class names, one per line, or NULL: <dir>/classes.txt for
                             idx data when present */
 } mt_image_opts;
 
 mt_image_opts mt_image_opts_default(void); /* size and channels of the first image, resize, skip */
+/* The values of ./train's --bad-images (skip_bad = value == MT_BAD_IMAGES_SKIP). */
+typedef enum { MT_BAD_IMAGES_SKIP, MT_BAD_IMAGES_REJECT } mt_bad_images;
 
 /* Loads path: a directory with one subdirectory per class (names sorted; files in PNG, JPG, BMP,
    TGA, ... as stb_image reads them, sorted by name; dot files ignored), or a directory holding
@@ -272,9 +274,12 @@ void mt_g2p_free(mt_g2p_dict *d);
 /* The split by word, the same for every run on the same dictionary: the words shuffled with a
    fixed seed, then 90% train, 5% validation, 5% test (valid and test at least one word each
    when there are 3 or more). idx (n_words) receives train's word indices, then valid's, then
-   test's, each part ascending; n[0..2] the part sizes. */
+   test's, each part ascending; n[MT_G2P_TRAIN ... MT_G2P_TEST] the part sizes. */
 #define MT_G2P_SPLIT_SEED 0x47325053504c4954ULL
-void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[3]);
+/* MT_G2P_SPLITS's values: the three parts, and MT_G2P_ALL, every word (no part). */
+typedef enum { MT_G2P_TRAIN, MT_G2P_VALID, MT_G2P_TEST, MT_G2P_ALL } mt_g2p_part;
+enum { MT_G2P_PARTS = MT_G2P_ALL }; /* train, valid, test */
+void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[MT_G2P_PARTS]);
 extern const mt_enum MT_G2P_SPLITS; /* "train", "valid", "test", "all" */
 
 int mt_g2p_letter_id(const mt_g2p_vocab *v, char ch); /* token id, -1 when unknown */

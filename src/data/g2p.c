@@ -409,7 +409,7 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[3]) {
+void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[MT_G2P_PARTS]) {
     int W = d->n_words;
     mt_rng r;
     mt_rng_seed(&r, MT_G2P_SPLIT_SEED);
@@ -420,11 +420,10 @@ void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[3]) {
     }
     int held = (int)(W * 0.05 + 0.5);
     if (held < 1 && W >= 3) held = 1;
-    n[1] = n[2] = held;
-    n[0] = W - 2 * held;
-    qsort(idx, (size_t)n[0], sizeof *idx, cmp_int);
-    qsort(idx + n[0], (size_t)n[1], sizeof *idx, cmp_int);
-    qsort(idx + n[0] + n[1], (size_t)n[2], sizeof *idx, cmp_int);
+    n[MT_G2P_VALID] = n[MT_G2P_TEST] = held;
+    n[MT_G2P_TRAIN] = W - 2 * held;
+    for (int k = 0, from = 0; k < MT_G2P_PARTS; from += n[k++])
+        qsort(idx + from, (size_t)n[k], sizeof *idx, cmp_int);
 }
 
 /* ---- scoring ----------------------------------------------------------------------------------- */

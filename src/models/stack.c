@@ -172,9 +172,8 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     float skv = sqrtf(2.0f / (C + KC)), gamma = s->subln_gain;
     switch (s->init) {
     case MT_SCHEME_GPT2: {
-        float r = 0.02f / sqrtf(2.0f * s->n_layer); /* residual output projections */
-        return (mt_block_init){.q = 0.02f, .k = 0.02f, .v = 0.02f, .out = r, .fc1 = 0.02f,
-                               .fc2 = r};
+        float g = MT_GPT2_STD, r = g / sqrtf(2.0f * s->n_layer); /* residual output projections */
+        return (mt_block_init){.q = g, .k = g, .v = g, .out = r, .fc1 = g, .fc2 = r};
     }
     case MT_SCHEME_XAVIER:
         return (mt_block_init){.q = sq, .k = skv, .v = skv, .out = sq, .fc1 = sf, .fc2 = sf};
@@ -198,7 +197,7 @@ double mt_stack_token_floats(const mt_stack_config *s) {
 }
 
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out) {
-    return s->init == MT_SCHEME_GPT2 ? 0.02f : sqrtf(2.0f / (float)(fan_in + fan_out));
+    return s->init == MT_SCHEME_GPT2 ? MT_GPT2_STD : sqrtf(2.0f / (float)(fan_in + fan_out));
 }
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,

@@ -54,16 +54,20 @@ extern const mt_cf_table MT_STACK_FIELDS;
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err);
 
+/* GPT-2's initialiser std, N(0, MT_GPT2_STD^2): every matrix under the gpt2 scheme (the residual
+   projections divided by sqrt(2 n_layer)) and the models' embeddings. */
+#define MT_GPT2_STD 0.02f
+
 /* The block of a validated stack. */
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
 /* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are
-   N(0, 0.02) in every scheme. */
+   N(0, MT_GPT2_STD^2) in every scheme. */
 mt_block_init mt_stack_init_stds(const mt_stack_config *s);
 /* Floats of one token's activations through the blocks, roughly (a model's memory estimate):
    per block about 16 C and 4 F, more for the extra norms of subln and peri. */
 double mt_stack_token_floats(const mt_stack_config *s);
 /* The std of a model's other matrices of fan_in x fan_out (an untied head, a patch embedding):
-   N(0, 0.02) under gpt2, Xavier-normal with gain 1 otherwise. */
+   N(0, MT_GPT2_STD^2) under gpt2, Xavier-normal with gain 1 otherwise. */
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out);
 
 /* The blocks of a validated stack: n_layer blocks named <prefix>.{i}, their parameters added to

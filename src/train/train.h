@@ -42,6 +42,8 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
  * model and computes a slice of each global batch (mt_dist_slice); the gradients are summed
  * across ranks in buckets, each started (MPI_Iallreduce) as soon as the backward pass has
  * finished every gradient in it. Without MT_MPI the process is rank 0 of 1 and these do nothing. */
+/* The default size of a bucket (./train --bucket-kb): 1 MiB, 256 Ki floats. */
+#define MT_DIST_BUCKET_BYTES ((size_t)1 << 20)
 void mt_dist_init(int *argc, char ***argv);
 void mt_dist_finalize(void);
 int mt_dist_rank(void);
@@ -129,7 +131,7 @@ typedef struct {
     uint64_t seed;         /* weights, sampler and dropout */
     int steps, batch;
     size_t arena_bytes;   /* 0: estimated from the model and batch */
-    size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: 256 Ki (1 MiB) */
+    size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_BYTES */
     const char *options;  /* saved in checkpoints (config-file lines) */
     bool resume;          /* false: an out directory holding a run with other options is refused */
     int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =

@@ -265,8 +265,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK)
         goto fail;
-    if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
-                                err)) != MT_OK)
+    size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
+    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, err)) != MT_OK)
         goto fail;
     if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;

@@ -1,6 +1,7 @@
 /* mt models: the model interface (model.h) and the models on it, each assembled from src/nn:
- * the GPT and the ViT. What is declared here beyond their types is what the programs and tests
- * use of each model directly: generation and scoring (GPT), image classification (ViT). */
+ * the GPT, the ViT and the encoder-decoder. What is declared here beyond their types is what the
+ * programs and tests use of each model directly: generation and scoring (GPT), image
+ * classification (ViT), decoding and scoring words' phones (encoder-decoder, G2P). */
 #ifndef MT_MODELS_H
 #define MT_MODELS_H
 

@@ -190,7 +190,10 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
 
 double mt_stack_token_floats(const mt_stack_config *s) {
     double C = s->n_embd, F = s->n_ff, block = 16 * C + 4 * F;
-    if (s->act == MT_ACT_SWIGLU) block += 3 * F; /* g kept, and dg's scratch */
+    /* SwiGLU: fc3's output g kept (F); its backward writes dg over g (dg's own scratch, which this
+       3 F also counted, is gone), so the rest is margin, kept so that arena sizes and the memory
+       check stay as they were */
+    if (s->act == MT_ACT_SWIGLU) block += 3 * F;
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
     return s->n_layer * block;

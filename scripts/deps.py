@@ -2,7 +2,7 @@
 """Checks mt's dependency graphs for cycles and for the layering of docs/design.md (make test runs
 it as tests/test_deps.sh).
 
-  python3 scripts/deps.py [--build DIR] [--allow A.c:B.c ...] [--models]
+  python3 scripts/deps.py [--build DIR] [--allow A.c:B.c ...] [--includes] [--models]
 
 Two graphs, both built from the tree as it is:
 
@@ -24,8 +24,11 @@ A cycle is a strongly connected component of more than one node (or a self-inclu
 only itself and the directories LAYERS allows: nothing in src/tensor knows a layer, nothing in
 src/nn a model, src/data and src/io only src/tensor, src/optim also src/io, src/models src/nn,
 src/data and src/io, src/train everything but src/diag, src/diag everything.
---models also reports the files above src/models that name a model (mt_gpt*, mt_vit*,
-mt_encdec*), which design.md rules out too; not yet an error (the programs still do).
+--includes also checks that every src/ file includes the header of each mt_ / MT_ name it uses,
+itself or through a header of its own directory (include_uses says how; clean today, not yet in
+the test while other branches merge). --models also reports the files above src/models that
+name a model (mt_gpt*, mt_vit*, mt_encdec*), which design.md rules out too; not yet an error
+(the programs still do).
 
 Prints each cycle with the symbols or includes that make it, each layering violation, and exits 1
 when there is any not allowed by --allow (a cycle given as two files, A.c:B.c: the cycle that
@@ -86,6 +89,70 @@ def include_graph(files):
             else:
                 bad.append(f"{f}:{line}: #include \"{m.group(1)}\" names no file")
     return graph, bad
+
+
+def strip_c(text):
+    """text without comments and string literals."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+
+
+DECLS = [
+    re.compile(r"^\s*#\s*define\s+(\w+)", re.M),                    # macros
+    re.compile(r"\}\s*(mt_\w+)\s*;"),                                # typedef struct {...} mt_x;
+    re.compile(r"typedef\s[^;{}()]*?\b(mt_\w+)\s*;"),                # typedef ... mt_x;
+    re.compile(r"\bstruct\s+(mt_\w+)\s*\{"),                         # struct mt_x {
+    re.compile(r"^(?:(?:static|inline|extern|const|_Noreturn|unsigned)\s+)*\w+[\s*]+"
+               r"(mt_\w+)\s*\(", re.M),                                 # functions
+    re.compile(r"^extern\s+const\s+\w+\s+(MT_\w+)", re.M),           # extern const mt_enum MT_X
+]
+ENUM_BODY = re.compile(r"\benum\s*\w*\s*\{([^}]*)\}")
+
+
+def declared_names(text):
+    """The mt_ / MT_ names (and macros) a file declares or defines, from its stripped text."""
+    names = set()
+    for r in DECLS:
+        names |= set(r.findall(text))
+    for body in ENUM_BODY.findall(text):
+        names |= set(re.findall(r"\b(MT_\w+)\b", body))
+    return names
+
+
+def include_uses(files, incs):
+    """Each src/ file must see every mt_ / MT_ name it uses from another header through a header
+    it includes itself or through headers of its own directory (a module's header stands for its
+    files): nn/linear.c may reach tensor/gemm.h through nn/nn.h, not through tensor/tensor.h. So a
+    header includes what it uses and a .c what it uses beyond its module's header. The
+    declarations are read with regular expressions, good enough for mt's style (one declaration
+    a line, return type first); a name no header declares is not checked."""
+    texts = {f: strip_c(open(os.path.join(ROOT, f), encoding="utf-8").read()) for f in files}
+    owners = {}
+    for f in files:
+        if f.endswith(".h"):
+            for n in declared_names(texts[f]):
+                owners.setdefault(n, set()).add(f)
+    bad = []
+    for f in files:
+        here, seen, todo = os.path.dirname(f), {f}, [f]
+        while todo:
+            for g in incs.get(todo.pop(), {}):
+                if g not in seen:
+                    seen.add(g)
+                    if os.path.dirname(g) == here:
+                        todo.append(g)
+        missing = {}
+        used = set(re.findall(r"\b(?:mt|MT)_\w+", texts[f])) - declared_names(texts[f])
+        for n in sorted(used):
+            hs = owners.get(n)
+            if hs and not hs & seen:
+                missing.setdefault(" or ".join(sorted(hs)), []).append(n)
+        for h, names in sorted(missing.items()):
+            more = f" (+{len(names) - 4})" if len(names) > 4 else ""
+            bad.append(f"includes: {f} uses {', '.join(names[:4])}{more} of {h} without "
+                       "including it")
+    return bad
 
 
 def nm_symbols(obj):
@@ -213,6 +280,8 @@ def main():
                     help="the build directory holding src/**/*.o (default: $MT_BUILD or build)")
     ap.add_argument("--allow", action="append", default=[], metavar="A.c:B.c",
                     help="tolerate the module cycle that contains both files")
+    ap.add_argument("--includes", action="store_true",
+                    help="also check that each src/ file includes the headers of what it uses")
     ap.add_argument("--models", action="store_true",
                     help="also report files above src/models that name a model")
     args = ap.parse_args()
@@ -237,6 +306,8 @@ def main():
     errors += layering({f: e for f, e in incs.items() if f.startswith("src" + os.sep)},
                        "includes")
     errors += layering(mods, "objects")
+    if args.includes:
+        errors += include_uses([f for f in files if f.startswith("src" + os.sep)], incs)
     if args.models:
         notes += names_models(files)
 

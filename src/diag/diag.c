@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../models/model.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+#include "../tensor/tensor.h"
 #include "diag.h"
 
 #define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */

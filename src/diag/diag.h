@@ -28,6 +28,7 @@
 
 #include <stdio.h>
 
+#include "../tensor/base.h"
 #include "../train/train.h"
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../tensor/tensor.h"
 #include "io.h"
 
 #define ST_MAX_HEADER (100u << 20) /* as the reference implementation: 100 MB of JSON at most */

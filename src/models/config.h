@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "../io/io.h"
+#include "../tensor/base.h"
 
 typedef enum {
     MT_CF_INT,   /* int */

@@ -7,6 +7,9 @@
 #define MT_MODEL_H
 
 #include "../data/data.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+#include "../tensor/tensor.h"
 #include "config.h"
 #include "stack.h"
 

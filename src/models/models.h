@@ -5,6 +5,9 @@
 #ifndef MT_MODELS_H
 #define MT_MODELS_H
 
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+#include "../tensor/tensor.h"
 #include "model.h"
 
 /* ---- GPT ---------------------------------------------------------------------------------------

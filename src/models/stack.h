@@ -5,6 +5,9 @@
 #define MT_STACK_H
 
 #include "../nn/nn.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+#include "../tensor/tensor.h"
 #include "config.h"
 
 /* Weight init of the blocks' matrices. */

@@ -4,6 +4,7 @@
 #ifndef MT_NN_H
 #define MT_NN_H
 
+#include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
 

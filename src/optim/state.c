@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../io/io.h"
+#include "../tensor/tensor.h"
 #include "optim.h"
 
 /* The moment buffers the optimizer keeps, with their name prefixes. */

@@ -9,6 +9,9 @@
 #include "../io/io.h"
 #include "../models/model.h"
 #include "../optim/optim.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+#include "../tensor/tensor.h"
 
 /* ---- checkpoints ----------------------------------------------------------------------------------
  * <out>/model.safetensors: every entry of the model's parameter table by its name, and the

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../tensor/gemm.h"
 #include "train.h"
 
 /* independent RNG streams from one seed */

@@ -86,8 +86,8 @@ struct mt_ctx {
        parallelism starts sending the gradients of the parameters the node read last). */
     void (*after_backward)(mt_node *n, void *arg);
     void *after_backward_arg;
-    mt_profile *profile;    /* NULL: off; else each node's forward and backward time (profile.h) */
-    mt_precision precision; /* of the products of the ops that offer bf16 (MT_FP32 by default) */
+    mt_profile *profile; /* NULL: off; else each node's forward and backward time (profile.h) */
+    int precision;       /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
     /* Backward hands the arena block of an op's output, once its node's backward has run (its
        last reader), to the gradients that follow, as it does with dead gradients: less memory
        for a training step, whose caller reads only the loss. Off by default; when on, every

@@ -155,27 +155,29 @@ def include_uses(files, incs):
     return bad
 
 
-def nm_symbols(obj):
-    """(defined, undefined) external symbols of an object file."""
-    out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
-    defined, undefined = set(), set()
+def nm_symbols(objs):
+    """{object: (defined, undefined)} external symbols, from one nm run over all of them."""
+    out = subprocess.run(["nm", "-A"] + objs, capture_output=True, text=True, check=True).stdout
+    syms = {o: (set(), set()) for o in objs}
     for line in out.splitlines():
-        parts = line.split()
+        obj, _, rest = line.rpartition(".o:")
+        parts = rest.split()
         if len(parts) == 3 and parts[1] in "TDBRCVWGS":
-            defined.add(parts[2])
+            syms[obj + ".o"][0].add(parts[2])
         elif len(parts) == 2 and parts[0] == "U":
-            undefined.add(parts[1])
-    return defined, undefined
+            syms[obj + ".o"][1].add(parts[1])
+    return syms
 
 
 def module_graph(build):
     """{src file: {src file: [symbols]}} from the objects under build/src; None when absent."""
     objs = sorted(glob.glob(os.path.join(ROOT, build, "src", "**", "*.o"), recursive=True))
-    if not objs:
-        return None
     names = {o: os.path.relpath(o, os.path.join(ROOT, build))[:-2] + ".c" for o in objs}
     # an object whose source is gone (renamed, deleted) is stale: make never removes it
-    syms = {names[o]: nm_symbols(o) for o in objs if os.path.isfile(os.path.join(ROOT, names[o]))}
+    objs = [o for o in objs if os.path.isfile(os.path.join(ROOT, names[o]))]
+    if not objs:
+        return None
+    syms = {names[o]: s for o, s in nm_symbols(objs).items()}
     owner = {s: f for f, (defined, _) in syms.items() for s in defined}
     graph = {f: {} for f in syms}
     for f, (_, undefined) in syms.items():

@@ -90,7 +90,7 @@ static int classify(mt_vit *m) {
             } else {
                 mt_image_to_floats(pix, meta.H, meta.W, meta.C, meta.mean, meta.std, x);
                 mt_ctx_reset(&c);
-                const float *z = mt_vit_forward(&c, m, x, 1)->data;
+                const float *z = mt_vit_forward(&c, m, &m->P, x, 1)->data;
                 int best = 0;
                 double sum = 0;
                 for (int k = 1; k < K; k++)

@@ -155,7 +155,7 @@ typedef struct {
 static mt_tensor *build_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in;
     const model_arg *a = arg;
-    return mt_encdec_loss(c, a->m, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
+    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
 }
 
 static void test_gradcheck(void) {
@@ -198,8 +198,8 @@ static void test_padding_and_cache(void) {
     mt_ctx_init(&c, 64 << 20, 1, NULL);
     c.grad_enabled = false;
     int V = g.n_vocab;
-    mt_tensor *full = mt_encdec_forward(&c, &m, SRC, SRC_LEN, 6, TGT, 2, 5);
-    mt_tensor *alone = mt_encdec_forward(&c, &m, SRC, SRC_LEN, 4, TGT, 1, 3);
+    mt_tensor *full = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 6, TGT, 2, 5);
+    mt_tensor *alone = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 4, TGT, 1, 3);
     double worst = 0;
     for (int t = 0; t < 3; t++)
         for (int v = 0; v < V; v++)
@@ -218,7 +218,7 @@ static void test_padding_and_cache(void) {
         int tgt[6] = {MT_G2P_BOS}, n = 0;
         for (int t = 0; t < 6; t++) {
             mt_ctx_reset(&c);
-            mt_tensor *z = mt_encdec_forward(&c, &m, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1, t + 1);
+            mt_tensor *z = mt_encdec_forward(&c, &m, &m.P, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1, t + 1);
             const float *zt = z->data + (size_t)t * V;
             int best = MT_G2P_EOS;
             for (int v = 10; v < V; v++) best = zt[v] > zt[best] ? v : best;

@@ -153,10 +153,9 @@ mt_encdec *mt_encdec_of(mt_model *m) {
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
-mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, int pos_table, const int *ids, int B,
-                           int T, int pos0) {
+mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, mt_params *P, int pos_table,
+                           const int *ids, int B, int T, int pos0) {
     const mt_encdec_layout *L = m->layout;
-    mt_params *P = (mt_params *)&m->P;
     int *pos = mt_arena_alloc(c, (size_t)B * T * sizeof(int));
     for (int i = 0; i < B * T; i++) pos[i] = pos0 + i % T;
     MT_ASSERT(pos0 + T <= P->t[pos_table].shape[0], "encdec: positions %d..%d past %d", pos0,
@@ -167,37 +166,35 @@ mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, int pos_table, const i
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }
 
-mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                            int B, int S) {
+mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                            const int *src_len, int B, int S) {
     const mt_encdec_layout *L = m->layout;
-    mt_params *P = (mt_params *)&m->P;
-    mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, src, B, S, 0);
+    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, src, B, S, 0);
     x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL, NULL);
     return mt_stack_final(c, &L->enc, P, x);
 }
 
-mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_tensor *x) {
+mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_params *P, mt_tensor *x) {
     const mt_encdec_layout *L = m->layout;
-    mt_params *P = (mt_params *)&m->P;
     x = mt_stack_final(c, &L->dec, P, x);
     if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
     return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
-mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                             int S, const int *tgt, int B, int T) {
+mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                             const int *src_len, int S, const int *tgt, int B, int T) {
     const mt_encdec_layout *L = m->layout;
-    mt_cross_mem mem = {mt_encdec_encode(c, m, src, src_len, B, S), src_len};
-    mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, tgt, B, T, 0);
-    y = mt_stack_forward_ex(c, &L->dec, (mt_params *)&m->P, y, NULL, &mem, NULL);
-    return mt_encdec_head(c, m, y);
+    mt_cross_mem mem = {mt_encdec_encode(c, m, P, src, src_len, B, S), src_len};
+    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, tgt, B, T, 0);
+    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, NULL);
+    return mt_encdec_head(c, m, P, y);
 }
 
-mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                          int S, const int *tgt, const int *targets, int B, int T,
-                          float label_smoothing) {
-    return mt_cross_entropy(c, mt_encdec_forward(c, m, src, src_len, S, tgt, B, T), targets, -1,
-                            label_smoothing);
+mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                          const int *src_len, int S, const int *tgt, const int *targets, int B,
+                          int T, float label_smoothing) {
+    return mt_cross_entropy(c, mt_encdec_forward(c, m, P, src, src_len, S, tgt, B, T), targets,
+                            -1, label_smoothing);
 }
 
 double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training) {
@@ -420,13 +417,12 @@ const char *mt_encdec_drawn_word(const mt_task *tp, int b) {
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task *tp, int lo,
                             int n) {
     encdec_task *t = (encdec_task *)tp;
-    mt_encdec m = *(const mt_encdec *)mp;
-    m.P = *P;
+    const mt_encdec *m = (const mt_encdec *)mp;
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) memcpy(wp + 2 * i, t->ex + 2 * t->drawn[lo + i], 2 * sizeof(int));
     rows_ids r = make_rows(c, &t->dict, wp, n);
-    mt_tensor *loss = mt_encdec_loss(c, &m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
-                                     m.cfg.stack.label_smoothing);
+    mt_tensor *loss = mt_encdec_loss(c, m, P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
+                                     m->cfg.stack.label_smoothing);
     return mt_scale(c, loss, (float)(r.tokens / (n * t->drawn_tokens / t->B)));
 }
 
@@ -477,7 +473,7 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     rows_ids r = make_rows(c, d, wp, n);
     /* the plain cross-entropy, without the training's label smoothing */
     double loss =
-        mt_encdec_loss(c, m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
+        mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
     sums[0] += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);
@@ -499,7 +495,7 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
     encdec_task *t = (encdec_task *)tp;
     const mt_encdec *m = (const mt_encdec *)mp;
     const mt_encdec_layout *L = m->layout;
-    mt_params *P = (mt_params *)&m->P;
+    mt_params *P = mp->P;
     const mt_g2p_dict *d = &t->dict;
     mt_rng r;
     mt_rng_seed(&r, seed);
@@ -509,10 +505,10 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
         wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
     }
     rows_ids ids = make_rows(c, d, wp, B);
-    mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, ids.src, B, ids.S, 0);
+    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, ids.src, B, ids.S, 0);
     x = mt_stack_forward_ex(c, &L->enc, P, x, ids.src_len, NULL, resid);
     mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), ids.src_len};
-    mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, ids.tgt, B, ids.T, 0);
+    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, ids.tgt, B, ids.T, 0);
     y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
     y = mt_stack_final(c, &L->dec, P, y);
     int *at = mt_arena_alloc(c, (size_t)ids.tokens * sizeof(int)), n = 0;

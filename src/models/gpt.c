@@ -142,44 +142,45 @@ mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
-mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int pos0) {
+mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T,
+                        int pos0) {
     const mt_gpt_layout *L = m->layout;
     MT_ASSERT(B >= 1 && T >= 1 && pos0 >= 0 && pos0 + T <= m->cfg.n_ctx,
               "gpt: positions %d..%d do not fit n_ctx = %d", pos0, pos0 + T - 1, m->cfg.n_ctx);
     int n = B * T;
-    mt_tensor *x = mt_embedding(c, &m->P.t[L->tok_emb], ids, n);
+    mt_tensor *x = mt_embedding(c, &P->t[L->tok_emb], ids, n);
     if (L->pos_emb >= 0) {
         int *pos = mt_arena_alloc(c, (size_t)n * sizeof(int));
         for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
-        x = mt_add(c, x, mt_embedding(c, &m->P.t[L->pos_emb], pos, n));
+        x = mt_add(c, x, mt_embedding(c, &P->t[L->pos_emb], pos, n));
     }
     x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }
 
-mt_tensor *mt_gpt_head(mt_ctx *c, mt_gpt *m, mt_tensor *x) {
+mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
-    x = mt_stack_final(c, &L->stack, &m->P, x);
-    if (L->lm_head >= 0) return mt_linear(c, x, &m->P.t[L->lm_head], NULL);
-    return mt_linear(c, x, &m->P.t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
+    x = mt_stack_final(c, &L->stack, P, x);
+    if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
+    return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
-mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {
-    mt_tensor *x = mt_gpt_embed(c, m, ids, B, T, 0);
-    return mt_gpt_head(c, m, mt_stack_forward(c, &m->layout->stack, &m->P, x, NULL));
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                          int T) {
+    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
+    return mt_gpt_head(c, m, P, mt_stack_forward(c, &m->layout->stack, P, x, NULL));
 }
 
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
-                       float label_smoothing) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1, label_smoothing);
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
+                       const int *targets, int B, int T, float label_smoothing) {
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, label_smoothing);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
     const mt_gpt_batch *b = batch;
-    mt_gpt m = *b->m;
-    m.P = *P;
     size_t at = (size_t)lo * (size_t)b->T;
-    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T, m.cfg.stack.label_smoothing);
+    return mt_gpt_loss(c, b->m, P, b->ids + at, b->targets + at, n, b->T,
+                       b->m->cfg.stack.label_smoothing);
 }
 
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
@@ -283,7 +284,7 @@ static void eval_rows(mt_ctx *c, mt_model *m, mt_task *tp, int lo, int n, double
     gpt_task *t = (gpt_task *)tp;
     size_t at = (size_t)lo * t->T;
     /* the plain cross-entropy, without the training's label smoothing */
-    sums[0] += (double)mt_gpt_loss(c, (mt_gpt *)m, t->x + at, t->y + at, n, t->T, 0)->data[0] * n;
+    sums[0] += (double)mt_gpt_loss(c, (const mt_gpt *)m, m->P, t->x + at, t->y + at, n, t->T, 0)->data[0] * n;
 }
 
 static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
@@ -300,7 +301,7 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
         mt_sampler_next(&s, src, B, t->T, t->probe, t->probe + (size_t)B * t->T);
         t->probe_B = B;
     }
-    mt_tensor *x = mt_gpt_embed(c, m, t->probe, B, t->T, 0);
+    mt_tensor *x = mt_gpt_embed(c, m, &m->P, t->probe, B, t->T, 0);
     x = mt_stack_forward(c, &m->layout->stack, &m->P, x, resid);
     return mt_stack_final(c, &m->layout->stack, &m->P, x);
 }

@@ -55,12 +55,14 @@ void mt_gpt_free(mt_gpt *m);
 /* The GPT a model of mt_gpt_type is. */
 mt_gpt *mt_gpt_of(mt_model *m);
 
-/* ids (B*T) -> logits (B, T, V) */
-mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T);
+/* ids (B*T) -> logits (B, T, V), on the parameters P (the model's own, m->P, or a replica's view
+   of them: mt_params_view) */
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                          int T);
 /* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with label_smoothing
    (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
-                       float label_smoothing);
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
+                       const int *targets, int B, int T, float label_smoothing);
 double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
@@ -176,12 +178,12 @@ mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
 void mt_vit_free(mt_vit *m);
 mt_vit *mt_vit_of(mt_model *m); /* the ViT a model of mt_vit_type is */
 double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training);
-/* images (B, CH, H, W) -> logits (B, K) */
-mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
+/* images (B, CH, H, W) -> logits (B, K), on the parameters P (m->P or a view of them) */
+mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B);
 /* Mean cross-entropy of labels (B) in [0, K), with label_smoothing (mt_cross_entropy's): a
    scalar. */
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
-                       float label_smoothing);
+mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
+                       const int *labels, int B, float label_smoothing);
 
 /* ---- encoder-decoder ---------------------------------------------------------------------------
  * A Transformer encoder-decoder (Vaswani et al. 2017) trained on grapheme-to-phoneme: the letters
@@ -236,13 +238,13 @@ double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool train
 
 /* src (B, S) letter ids padded with MT_G2P_PAD, src_len (B) each in [1, S]; tgt (B, T) decoder
    inputs (bos, phones, padding) -> logits (B, T, V). */
-mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                             int S, const int *tgt, int B, int T);
+mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                             const int *src_len, int S, const int *tgt, int B, int T);
 /* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1), with
    label_smoothing (mt_cross_entropy's): a scalar. */
-mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                          int S, const int *tgt, const int *targets, int B, int T,
-                          float label_smoothing);
+mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                          const int *src_len, int S, const int *tgt, const int *targets, int B,
+                          int T, float label_smoothing);
 
 /* ---- decoding: the encoder once, its cross-attention keys and values once per decoder block,
  * then a token at a time with a KV cache of the decoder's self-attention; in c's arena (no

@@ -183,10 +183,9 @@ static void patchify(const float *img, float *out, int B, int CH, int H, int W, 
     });
 }
 
-mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
+mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B) {
     const mt_vit_config *g = &m->cfg;
     const mt_vit_layout *L = m->layout;
-    mt_params *P = &m->P;
     int C = g->stack.n_embd, p = g->patch, np = (g->image_h / p) * (g->image_w / p);
     int T = mt_vit_tokens(g);
     MT_ASSERT(B >= 1, "vit: batch of %d images", B);
@@ -217,9 +216,9 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
     return mt_param_linear(c, P, L->head_w, L->head_b, pooled); /* (B, K) */
 }
 
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
-                       float label_smoothing) {
-    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1, label_smoothing);
+mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
+                       const int *labels, int B, float label_smoothing) {
+    return mt_cross_entropy(c, mt_vit_forward(c, m, P, images, B), labels, -1, label_smoothing);
 }
 
 /* ---- training on images ---------------------------------------------------------------------- */
@@ -318,11 +317,10 @@ static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task *tp, int lo,
                             int n) {
     vit_task *t = (vit_task *)tp;
-    mt_vit m = *(const mt_vit *)mp;
-    m.P = *P;
+    const mt_vit *m = (const mt_vit *)mp;
     size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
-    return mt_vit_loss(c, &m, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n,
-                       m.cfg.stack.label_smoothing);
+    return mt_vit_loss(c, m, P, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n,
+                       m->cfg.stack.label_smoothing);
 }
 
 /* every validation image, in batches of B */
@@ -345,7 +343,7 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     float *x = mt_arena_floats(c, (size_t)n * m->cfg.channels * m->cfg.image_h * m->cfg.image_w);
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, x, label);
-    mt_tensor *logits = mt_vit_forward(c, m, x, n);
+    mt_tensor *logits = mt_vit_forward(c, m, &m->P, x, n);
     sums[0] += (double)mt_cross_entropy(c, logits, label, -1, 0)->data[0] * n; /* unsmoothed */
     for (int b = 0; b < n; b++) { /* right when the argmax is the label */
         const float *z = logits->data + (size_t)b * K;

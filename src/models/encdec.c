@@ -567,6 +567,37 @@ static void meta_describe(const mt_model *mp, char *buf, size_t len) {
              v->n_phones);
 }
 
+/* ---- what ./infer does with it --------------------------------------------------------------- */
+
+static const mt_g2p_vocab *g2p_vocab(const mt_model *m) { return &((const mt_encdec *)m)->vocab; }
+
+static void g2p_limits(const mt_model *mp, int *src_ctx, int *tgt_ctx) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    *src_ctx = m->cfg.src_ctx;
+    *tgt_ctx = m->cfg.tgt_ctx;
+}
+
+/* Beam search, or (K = 1) greedy decoding of the one word. */
+static int g2p_transduce(mt_ctx *c, const mt_model *mp, const int *src, int S, int K, int *out) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    int len;
+    if (K > 1) return mt_encdec_beam(c, m, src, S, K, out);
+    mt_encdec_greedy(c, m, src, &S, 1, S, out, &len);
+    return len;
+}
+
+static void g2p_tally(mt_ctx *c, const mt_model *m, const mt_g2p_dict *d, const int *words, int n,
+                      int K, mt_g2p_tally t[2]) {
+    mt_encdec_tally(c, (const mt_encdec *)m, d, words, n, K, t);
+}
+
+static const mt_g2p_ops G2P_OPS = {
+    .vocab = g2p_vocab,
+    .limits = g2p_limits,
+    .transduce = g2p_transduce,
+    .tally = g2p_tally,
+};
+
 const mt_model_type mt_encdec_type = {
     .name = "encdec",
     .about = "an encoder-decoder: grapheme-to-phoneme",
@@ -602,4 +633,5 @@ const mt_model_type mt_encdec_type = {
     .accuracy = false,
     .metrics = METRICS,
     .probe = probe,
+    .g2p = &G2P_OPS,
 };

@@ -361,6 +361,51 @@ static void meta_describe(const mt_model *mp, char *buf, size_t len) {
     snprintf(buf, len, "%s, vocabulary %d", mt_enum_name(&MT_TOKENIZERS, t->kind), t->n_vocab);
 }
 
+/* ---- what ./infer and ./export do with it ---------------------------------------------------- */
+
+static const mt_tokenizer *text_tokenizer(const mt_model *m) { return &((const mt_gpt *)m)->tok; }
+
+static mt_status text_score(const mt_model *m, const uint16_t *tok, size_t n, int precision,
+                            double *nll, long *count, long *bytes, mt_err *err) {
+    return mt_gpt_score((mt_gpt *)m, tok, n, precision, nll, count, bytes, err);
+}
+
+static mt_status gen_open(mt_model *m, bool no_cache, int precision, void **state, mt_err *err) {
+    mt_kv_cache *kv = malloc(sizeof *kv);
+    mt_status s = kv ? mt_kv_init(kv, (mt_gpt *)m, no_cache, err)
+                     : mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache");
+    if (s != MT_OK) {
+        free(kv);
+        return s;
+    }
+    kv->ctx.precision = precision;
+    *state = kv;
+    return MT_OK;
+}
+
+static const float *gen_feed(void *state, const int *ids, int n) {
+    mt_kv_cache *kv = state;
+    mt_kv_feed(kv, ids, n);
+    return kv->logits;
+}
+
+static void gen_close(void *state) {
+    if (state) mt_kv_free(state);
+    free(state);
+}
+
+static const mt_text_ops TEXT_OPS = {
+    .tokenizer = text_tokenizer,
+    .score = text_score,
+    .gen_open = gen_open,
+    .gen_feed = gen_feed,
+    .gen_close = gen_close,
+};
+
+static mt_status export(const mt_model *m, const mt_export_opts *opts, mt_err *err) {
+    return mt_gpt_export((const mt_gpt *)m, opts, err);
+}
+
 const mt_model_type mt_gpt_type = {
     .name = "gpt",
     .about = "a language model",
@@ -394,4 +439,6 @@ const mt_model_type mt_gpt_type = {
     .eval_concurrent = true,
     .accuracy = false,
     .probe = probe,
+    .text = &TEXT_OPS,
+    .export = export,
 };

@@ -11,15 +11,59 @@
 #include "stack.h"
 
 typedef struct mt_model_type mt_model_type;
+typedef struct mt_model mt_model;
+
+/* ---- what the programs do with a model, by what it can do ---------------------------------------
+ * A type fills the tables of what its models do (NULL: not that); ./infer and ./export reach a
+ * model through them only. Contexts passed in are in eval mode without grad; their precision
+ * selects the products' number format. */
+
+/* A language model over a tokenizer (the GPT): scoring a text and generation with a cache. */
+typedef struct {
+    const mt_tokenizer *(*tokenizer)(const mt_model *m);
+    /* The summed negative log-likelihood (nats) of tok (n >= 2 tokens) cut into windows of the
+       context, the tokens predicted and the bytes they decode to; the products in precision. */
+    mt_status (*score)(const mt_model *m, const uint16_t *tok, size_t n, int precision,
+                       double *nll, long *count, long *bytes, mt_err *err);
+    /* A generation state (malloc'd: gen_close frees it), no_cache re-running the whole window
+       each feed (the reference); gen_feed appends n >= 1 tokens and returns the next token's
+       logits (vocabulary size), valid until the next feed. */
+    mt_status (*gen_open)(mt_model *m, bool no_cache, int precision, void **state, mt_err *err);
+    const float *(*gen_feed)(void *state, const int *ids, int n);
+    void (*gen_close)(void *state);
+} mt_text_ops;
+
+/* An image classifier (the ViT): what it reads images with, and logits (B, K) of images
+   (B, CH, H, W) normalised as the metadata says. */
+typedef struct {
+    const mt_images *(*images)(const mt_model *m);
+    mt_tensor *(*logits)(mt_ctx *c, const mt_model *m, const float *images, int B);
+} mt_classify_ops;
+
+/* A transducer of letters into phones (the encoder-decoder): its vocabulary, the longest word
+   it reads (src_ctx) and writes (tgt_ctx), decoding one word src (S letter ids) with a beam of
+   width K (1: greedy) into out (tgt_ctx) returning the length, and the tallies of a
+   dictionary's words (data.h's mt_g2p_tally, with and without stress). */
+typedef struct {
+    const mt_g2p_vocab *(*vocab)(const mt_model *m);
+    void (*limits)(const mt_model *m, int *src_ctx, int *tgt_ctx);
+    int (*transduce)(mt_ctx *c, const mt_model *m, const int *src, int S, int K, int *out);
+    void (*tally)(mt_ctx *c, const mt_model *m, const mt_g2p_dict *d, const int *words, int n,
+                  int K, mt_g2p_tally t[2]);
+} mt_g2p_ops;
+
+/* Writing the model in another program's format (export.h's mt_export_opts). */
+typedef struct mt_export_opts mt_export_opts;
+typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts, mt_err *err);
 
 #define MT_EVAL_METRICS 8
 
 /* A built model; the type's own struct holds it (first member) with the rest. */
-typedef struct {
+struct mt_model {
     const mt_model_type *type;
     void *cfg;    /* the type's config, validated (type->config_size bytes) */
     mt_params *P; /* the parameter table */
-} mt_model;
+};
 
 /* A model type's training data, drawn batches and evaluation state: the type's own struct holds
    it (first member) with the rest. */
@@ -116,6 +160,12 @@ struct mt_model_type {
     /* Diagnostics (NULL: the type has none): the hidden state the head reads (rows, C) of B fixed
        held-out rows (the same every call for a seed), resid as mt_stack_forward's. */
     mt_tensor *(*probe)(mt_ctx *c, mt_model *m, mt_task *t, uint64_t seed, int B, double *resid);
+
+    /* What the programs do with it (NULL: not that). */
+    const mt_text_ops *text;
+    const mt_classify_ops *classify;
+    const mt_g2p_ops *g2p;
+    mt_export_fn export; /* llama2c and GGUF files (docs/export.md) */
 };
 
 /* The block stack of a config of any type: every config starts with it. */

@@ -127,12 +127,12 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * heads; llama2c also fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
 typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF } mt_export_format;
 extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf" */
-typedef struct {
+struct mt_export_opts {
     mt_export_format format;
     const char *path;           /* model.bin, model.gguf */
     const char *tokenizer_path; /* llama2c: tokenizer.bin */
     bool f16;                   /* gguf: the matrices as float16 (MT_EINVAL with llama2c) */
-} mt_export_opts;
+};
 /* Writes opts->path (and, llama2c, opts->tokenizer_path) atomically; a model the format cannot
    hold is MT_EINVAL naming every config key that differs and the flag that would make it fit. */
 mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err);

@@ -412,6 +412,16 @@ static void meta_describe(const mt_model *m, char *buf, size_t len) {
     free(json);
 }
 
+/* ---- what ./infer does with it --------------------------------------------------------------- */
+
+static const mt_images *classify_images(const mt_model *m) { return &((const mt_vit *)m)->meta; }
+
+static mt_tensor *classify_logits(mt_ctx *c, const mt_model *m, const float *images, int B) {
+    return mt_vit_forward(c, (const mt_vit *)m, m->P, images, B);
+}
+
+static const mt_classify_ops CLASSIFY_OPS = {.images = classify_images, .logits = classify_logits};
+
 const mt_model_type mt_vit_type = {
     .name = "vit",
     .about = "an image classifier",
@@ -446,4 +456,5 @@ const mt_model_type mt_vit_type = {
     .eval_concurrent = true,
     .accuracy = true,
     .probe = NULL,
+    .classify = &CLASSIFY_OPS,
 };

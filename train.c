@@ -187,7 +187,7 @@ static void print_help(void) {
            parts[1] = mt_opts_help(opts + N_TRAIN_OPTS, n_stack - N_TRAIN_OPTS));
     for (int i = 0, from = n_stack; i < n_types; from = n_own[i++]) {
         printf("\n--model %s: %s (--data: %s)\n", mt_model_types[i]->name, mt_model_types[i]->about,
-               mt_model_types[i]->data);
+               mt_model_types[i]->task->data);
         fputs(parts[2 + i] = mt_opts_help(opts + from, n_own[i] - from), stdout);
     }
     for (int i = 0; i < 2 + n_types; i++) free(parts[i]);
@@ -292,10 +292,10 @@ static mt_train_cfg train_config(const mt_model_type *type, const char *options)
 static void print_setup(const mt_trainer *tr) {
     const mt_model_type *type = tr->model->type;
     char line[512], batch[64];
-    char *warning = type->task_warning ? type->task_warning(tr->task) : NULL;
+    char *warning = type->task->warning ? type->task->warning(tr->task) : NULL;
     if (warning && mt_dist_rank() == 0) fprintf(stderr, "train: %s", warning);
     free(warning);
-    type->task_describe(tr->task, line, sizeof line);
+    type->task->describe(tr->task, line, sizeof line);
     printf("data    %s: %s\n", o.data, line);
     type->config_describe(tr->model->cfg, line, sizeof line);
     printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr->P) / 1e6);
@@ -322,12 +322,12 @@ static void print_progress(const mt_trainer *tr, const mt_progress *p, void *arg
     char el[32], eta[32];
     printf("%sstep %*ld/%ld | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | ETA %s",
            tty ? "\r" : "", (int)snprintf(NULL, 0, "%ld", p->steps), p->step, p->steps,
-           p->st.loss, p->st.lr, p->st.grad_norm, p->units / per, type->unit,
+           p->st.loss, p->st.lr, p->st.grad_norm, p->units / per, type->task->unit,
            hms(p->elapsed, el, sizeof el), hms(per * (double)(p->steps - p->step), eta, sizeof eta));
     if (p->eval && !isnan(p->val)) printf(" | val %.4f", p->val);
-    if (p->eval && type->accuracy) printf(" acc %.4f", tr->val_accuracy);
-    for (int k = 0; p->eval && k < mt_model_metric_count(type); k++)
-        printf(" %s %.4f", type->metrics[k], p->metrics[k]);
+    if (p->eval && type->task->accuracy) printf(" acc %.4f", tr->val_accuracy);
+    for (int k = 0; p->eval && k < mt_task_metric_count(type->task); k++)
+        printf(" %s %.4f", type->task->metrics[k], p->metrics[k]);
     printf(tty ? (p->eval ? "\033[K\n" : "\033[K") : "\n");
     fflush(stdout);
 }
@@ -404,7 +404,7 @@ int main(int argc, char **argv) {
     char *saved = o.resume ? saved_options() : NULL;
     const mt_model_type *type = model_options(saved, argc, argv); /* a resumed run's */
     free(saved);
-    if (o.prepare[0] && !type->data_file)
+    if (o.prepare[0] && !type->task->data_file)
         die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
     if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
     if (o.prepare[0]) return prepare();

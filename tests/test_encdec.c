@@ -289,7 +289,7 @@ static void test_length_buckets(void) {
     mt_data_cfg dc = {.path = path, .batch = 8, .rows = 8, .min_rows = 8, .eval_batches = 1};
     mt_task *t = NULL;
     mt_err e;
-    CHECK(mt_encdec_type.task_load(&t, &dc, &cfg, &e) == MT_OK, "task_load: %s", e.msg);
+    CHECK(mt_g2p_task.load(&t, &dc, &cfg, &e) == MT_OK, "load: %s", e.msg);
     if (!t) return;
     enum { DRAWS = 40000, MOST = 256 };
     const char *seen[MOST];
@@ -297,7 +297,7 @@ static void test_length_buckets(void) {
     mt_rng r;
     mt_rng_seed(&r, 7);
     for (int d = 0; d < DRAWS; d++) {
-        mt_encdec_type.draw_batch(t, &r, 0, 8);
+        mt_g2p_task.draw_batch(t, &r, 0, 8);
         for (int b = 0; b < 8; b++) {
             const char *w = mt_encdec_drawn_word(t, b);
             mixed += strlen(w) != strlen(mt_encdec_drawn_word(t, 0));
@@ -316,7 +316,7 @@ static void test_length_buckets(void) {
         if (fabs(count[k] - mean) > fabs(count[worst] - mean)) worst = k;
     CHECK(fabs(count[worst] - mean) < 6 * sqrt(mean), "'%s' drawn %d times, uniform draws: %.0f",
           seen[worst], count[worst], mean);
-    mt_encdec_type.task_free(t);
+    mt_g2p_task.free(t);
     remove(path);
 }
 

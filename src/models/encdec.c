@@ -309,7 +309,7 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
     encdec_task *t = calloc(1, sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
     *tp = &t->base;
-    t->base.type = &mt_encdec_type;
+    t->base.type = &mt_g2p_task;
     t->B = dc->batch;
     t->eval_batches = dc->eval_batches;
     mt_g2p_dict *d = &t->dict;
@@ -461,7 +461,8 @@ void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const 
    greedily: WER and PER with and without stress. On one thread, as decoding (encdec_infer.c):
    the evaluation's forward of 64 words, 3+3 layers of 256, took 1.3 s on two threads at load 6
    and 0.14 s on one. */
-static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, double sums[]) {
+static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
+                      mt_eval_sums *sums) {
     int threads = mt_threads();
     mt_set_threads(1);
     encdec_task *t = (encdec_task *)tp;
@@ -474,28 +475,20 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     /* the plain cross-entropy, without the training's label smoothing */
     double loss =
         mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
-    sums[0] += loss * r.tokens / t->val_tokens;
+    sums->loss += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);
-    for (int s = 0; s < 2; s++) {
-        sums[2 + 4 * s] += tally[s].wrong, sums[3 + 4 * s] += tally[s].words;
-        sums[4 + 4 * s] += tally[s].edits, sums[5 + 4 * s] += tally[s].ref_len;
+    for (int s = 0; s < 2; s++) { /* METRICS: wer, per, then without stress */
+        sums->metric[2 * s][0] += tally[s].wrong, sums->metric[2 * s][1] += tally[s].words;
+        sums->metric[2 * s + 1][0] += tally[s].edits, sums->metric[2 * s + 1][1] += tally[s].ref_len;
     }
     mt_set_threads(threads);
 }
 
 /* The diagnostics' probe: B validation words drawn with seed (the same words for a seed), each
-   with its first pronunciation teacher forced; F (tokens, C) the decoder's final hidden state (what
-   the head reads) at the target positions only (phones + eos of each row, no padding). resid gets
-   the encoder's stream entering each of its blocks, then the decoder's entering each of its blocks
-   and leaving the last: enc_layers + dec_layers + 1 values (the encoder's output is the decoder's
-   memory, not its stream, so it has no entry). */
-static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
-                        double *resid) {
+   with its first pronunciation teacher forced. */
+static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     encdec_task *t = (encdec_task *)tp;
-    const mt_encdec *m = (const mt_encdec *)mp;
-    const mt_encdec_layout *L = m->layout;
-    mt_params *P = mp->P;
     const mt_g2p_dict *d = &t->dict;
     mt_rng r;
     mt_rng_seed(&r, seed);
@@ -505,16 +498,36 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
         wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
     }
     rows_ids ids = make_rows(c, d, wp, B);
-    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, ids.src, B, ids.S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, ids.src_len, NULL, resid);
-    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), ids.src_len};
-    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, ids.tgt, B, ids.T, 0);
+    return (mt_batch){.B = B, .src = ids.src, .src_len = ids.src_len, .S = ids.S,
+                      .ids = ids.tgt, .targets = ids.targets, .T = ids.T};
+}
+
+/* F (tokens, C): the decoder's final hidden state (what the head reads) at the target positions
+   only (phones + eos of each row, no padding). resid gets the encoder's stream entering each of
+   its blocks, then the decoder's entering each of its blocks and leaving the last:
+   enc_layers + dec_layers + 1 values (the encoder's output is the decoder's memory, not its
+   stream, so it has no entry). */
+static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    const mt_encdec_layout *L = m->layout;
+    mt_params *P = mp->P;
+    int B = b->B;
+    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, b->src, B, b->S, 0);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, b->src_len, NULL, resid);
+    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), b->src_len};
+    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, b->ids, B, b->T, 0);
     y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
     y = mt_stack_final(c, &L->dec, P, y);
-    int *at = mt_arena_alloc(c, (size_t)ids.tokens * sizeof(int)), n = 0;
-    for (int i = 0; i < B * ids.T; i++)
-        if (ids.targets[i] >= 0) at[n++] = i;
-    return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * ids.T, m->cfg.stack.n_embd}), at, n);
+    int *at = mt_arena_alloc(c, (size_t)B * b->T * sizeof(int)), n = 0;
+    for (int i = 0; i < B * b->T; i++)
+        if (b->targets[i] >= 0) at[n++] = i;
+    return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * b->T, m->cfg.stack.n_embd}), at, n);
+}
+
+static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
+                       float label_smoothing) {
+    return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids,
+                          b->targets, b->B, b->T, label_smoothing);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -536,8 +549,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
 static double activation_bytes(const void *cfg, int B, bool training) {
     return mt_encdec_activation_bytes(cfg, B, training);
 }
-
-static int row_units(const void *cfg) { return (void)cfg, 1; }
 
 static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
     return build_table(m, cfg, err);
@@ -598,40 +609,48 @@ static const mt_g2p_ops G2P_OPS = {
     .tally = g2p_tally,
 };
 
-const mt_model_type mt_encdec_type = {
-    .name = "encdec",
-    .about = "an encoder-decoder: grapheme-to-phoneme",
+static int row_units(const void *model_cfg) { return (void)model_cfg, 1; }
+
+const mt_task_type mt_g2p_task = {
+    .name = "g2p",
     .data = "a pronunciation dictionary (CMUdict 0.4: apt-get install festlex-cmu, then "
             "/usr/share/festival/dicts/cmu/cmudict-0.4.out)",
     .data_file = false,
-    .meta_key = "g2p",
     .units = "words",
     .unit = "word",
+    .row_units = row_units,
+    .load = task_load,
+    .free = task_free,
+    .describe = task_describe,
+    .warning = task_warning,
+    .meta = task_meta,
+    .draw_batch = draw_batch,
+    .rows_loss = rows_loss,
+    .eval_count = eval_count,
+    .eval_draw = eval_draw,
+    .eval_rows = eval_rows,
+    .metrics = METRICS,
+    .probe_rows = probe_rows,
+};
+
+const mt_model_type mt_encdec_type = {
+    .name = "encdec",
+    .about = "an encoder-decoder: grapheme-to-phoneme",
+    .task = &mt_g2p_task,
+    .meta_key = "g2p",
     .config_size = sizeof(mt_encdec_config),
     .fields = &ENCDEC_FIELDS,
     .config_default = config_default,
     .config_validate = config_validate,
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
-    .row_units = row_units,
     .size = sizeof(mt_encdec),
     .build_table = type_build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
-    .task_load = task_load,
-    .task_free = task_free,
-    .task_describe = task_describe,
-    .task_warning = task_warning,
-    .task_meta = task_meta,
-    .draw_batch = draw_batch,
-    .rows_loss = rows_loss,
-    .eval_count = eval_count,
-    .eval_draw = eval_draw,
-    .eval_rows = eval_rows,
-    .accuracy = false,
-    .metrics = METRICS,
-    .probe = probe,
+    .loss = loss,
+    .hidden = hidden,
     .g2p = &G2P_OPS,
 };

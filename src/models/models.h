@@ -17,6 +17,8 @@
  * blocks.{i}.attn_out_norm.*, blocks.{i}.ffn_out_norm.*, final_norm.* (pre, subln, peri),
  * lm_head.weight (untied only). */
 extern const mt_model_type mt_gpt_type;
+/* Its task: next-token prediction on a text or token file (text_task.c). */
+extern const mt_task_type mt_text_task;
 
 typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
 extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
@@ -150,6 +152,8 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
  * Parameter names: patch_embed.{weight,bias}, cls_token (1, C) (cls pooling only),
  * pos_emb.weight (T or T + 1, C), blocks.{i}.* as the GPT's, final_norm.*, head.{weight,bias}. */
 extern const mt_model_type mt_vit_type;
+/* Its task: classification of an image dataset (image_task.c). */
+extern const mt_task_type mt_image_task;
 
 typedef enum { MT_VIT_POOL_CLS, MT_VIT_POOL_MEAN } mt_vit_pool;
 extern const mt_enum MT_VIT_POOLS; /* "cls", "mean" */
@@ -204,6 +208,8 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
  * cross_attn.{q,k,v,out}_proj, ffn_norm, ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre
  * only), lm_head.weight (untied only). */
 extern const mt_model_type mt_encdec_type;
+/* Its task: grapheme-to-phoneme on a pronunciation dictionary, WER and PER (encdec.c). */
+extern const mt_task_type mt_g2p_task;
 
 #define MT_ENCDEC_MAX_LAYERS 10000
 #define MT_ENCDEC_MAX_CTX 4096

@@ -27,7 +27,7 @@ static mt_status open_metrics(mt_trainer *tr, mt_metrics *m, bool *open, mt_err 
     if (mt_dist_rank() != 0) return MT_OK;
     snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out);
     mt_status s = mt_metrics_open_with(m, path, tr->cfg.resume ? tr->step : -1,
-                                       tr->model->type->metrics, err);
+                                       tr->model->type->task->metrics, err);
     *open = s == MT_OK;
     return s;
 }
@@ -35,11 +35,10 @@ static mt_status open_metrics(mt_trainer *tr, mt_metrics *m, bool *open, mt_err 
 /* The evaluation and metrics row of a logged step, then the report. */
 static mt_status log_step(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, bool rank0,
                           mt_progress *p, mt_err *err) {
-    const mt_model_type *type = tr->model->type;
     double extra[MT_EVAL_METRICS];
     p->val = p->eval ? mt_trainer_eval(tr) : NAN;
     p->elapsed = mt_clock() - p->t0;
-    for (int k = 0; k < mt_model_metric_count(type); k++)
+    for (int k = 0; k < mt_task_metric_count(tr->model->type->task); k++)
         extra[k] = p->eval ? tr->val_metrics[k] : NAN;
     p->metrics = extra;
     mt_metrics_row row = {.step = p->step, .loss = p->st.loss, .val_loss = p->val,
@@ -76,7 +75,8 @@ mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
     mt_metrics m;
     mt_status s = open_metrics(tr, &m, &open, err);
     mt_progress p = {.steps = tr->cfg.steps, .first = tr->step, .t0 = mt_clock(),
-                     .units = (double)tr->cfg.batch * tr->model->type->row_units(tr->model->cfg)};
+                     .units = (double)tr->cfg.batch *
+                              tr->model->type->task->row_units(tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */
     if (s == MT_OK && tr->step >= tr->cfg.steps && rank0) s = mt_trainer_save(tr, err);
     while (s == MT_OK && tr->step < tr->cfg.steps) s = step_once(tr, lc, &m, rank0, &p, err);

@@ -237,21 +237,6 @@ static const char *hms(double s, char *buf, size_t len) {
     return buf;
 }
 
-/* mpirun binds each rank to one core unless told otherwise: warn when that leaves cores idle,
-   or when ranks x threads oversubscribe the cores. */
-static void check_threads(void) {
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), per_node = mt_dist_local_size();
-    if (mt_dist_size() == 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return;
-    if (mt_threads() == 1 && per_node < cores)
-        fprintf(stderr, "train: warning: each of the %d rank(s) on this machine runs 1 thread on %d "
-                "cores; mpirun binds a rank to one core unless given --bind-to none (or --map-by "
-                "slot:PE=N) and -x OMP_NUM_THREADS=N\n", per_node, cores);
-    else if (mt_threads() * per_node > cores)
-        fprintf(stderr, "train: warning: %d rank(s) x %d threads on %d cores: oversubscribed, "
-                "set --threads or OMP_NUM_THREADS to %d\n", per_node, mt_threads(), cores,
-                cores / per_node > 0 ? cores / per_node : 1);
-}
-
 /* --resume: the options saved in the checkpoint of the run in o.out (malloc'd). */
 static char *saved_options(void) {
     char path[MT_OPT_STR_MAX + 32];
@@ -366,7 +351,9 @@ static int train(const mt_model_type *type) {
     if (mt_dist_size() > 1 && (dc.grad_every || dc.update_steps || dc.resid_every))
         die(2, "the --diag-* diagnostics run in one process, not under mpirun");
     if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(mt_exit_code(s), e.msg);
-    if (mt_dist_rank() == 0) check_threads();
+    char warning[512];
+    if (mt_dist_rank() == 0 && mt_dist_thread_warning(warning, sizeof warning))
+        fprintf(stderr, "train: warning: %s\n", warning);
     print_setup(&tr);
     tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     mt_profile prof = {0};

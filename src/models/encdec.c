@@ -89,7 +89,9 @@ static const mt_cf_table ENCDEC_FIELDS = MT_CF_TABLE_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_encdec *m, const mt_encdec_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_encdec *m = mp;
+    const mt_encdec_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_encdec_config_validate(&m->cfg, err);
@@ -197,7 +199,9 @@ mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int
                             -1, label_smoothing);
 }
 
-double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_encdec_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double S = cfg->src_ctx, T = cfg->tgt_ctx, C = s->n_embd, F = s->n_ff;
     /* per block about 16 (B, T, C) and 4 (B, T, F) tensors (a decoder block 24 and 4), the
@@ -546,14 +550,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              mt_enum_name(&MT_INIT_SCHEMES, s->init));
 }
 
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_encdec_activation_bytes(cfg, B, training);
-}
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
-}
-
 static void type_free(mt_model *m) { mt_encdec_free((mt_encdec *)m); }
 
 static char *meta_to_json(const mt_model *m) {
@@ -645,7 +641,7 @@ const mt_model_type mt_encdec_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .size = sizeof(mt_encdec),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,

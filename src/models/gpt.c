@@ -88,7 +88,9 @@ static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_gpt *m = mp;
+    const mt_gpt_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
@@ -183,7 +185,9 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
                        b->m->cfg.stack.label_smoothing);
 }
 
-double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_gpt_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
     double rope = cfg->pos == MT_POS_ROPE ? 2 * C * s->n_layer : 0; /* rotated q and k */
@@ -227,14 +231,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
              mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
              mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
-}
-
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_gpt_activation_bytes(cfg, B, training);
-}
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
 }
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
@@ -319,7 +315,7 @@ const mt_model_type mt_gpt_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .size = sizeof(mt_gpt),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,

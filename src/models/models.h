@@ -65,7 +65,6 @@ mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *i
    (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
 mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
                        const int *targets, int B, int T, float label_smoothing);
-double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
    the model's mean training loss (with the stack's label smoothing) on rows [lo, lo + n) with
@@ -181,7 +180,6 @@ int mt_vit_tokens(const mt_vit_config *cfg); /* the sequence length: patches (+ 
 mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
 void mt_vit_free(mt_vit *m);
 mt_vit *mt_vit_of(mt_model *m); /* the ViT a model of mt_vit_type is */
-double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training);
 /* images (B, CH, H, W) -> logits (B, K), on the parameters P (m->P or a view of them) */
 mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B);
 /* Mean cross-entropy of labels (B) in [0, K), with label_smoothing (mt_cross_entropy's): a
@@ -240,7 +238,6 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err);
 mt_status mt_encdec_build(mt_encdec *m, const mt_encdec_config *cfg, mt_err *err);
 void mt_encdec_free(mt_encdec *m);
 mt_encdec *mt_encdec_of(mt_model *m);
-double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training);
 
 /* src (B, S) letter ids padded with MT_G2P_PAD, src_len (B) each in [1, S]; tgt (B, T) decoder
    inputs (bos, phones, padding) -> logits (B, T, V). */

@@ -101,7 +101,9 @@ static const mt_cf_table VIT_FIELDS = MT_CF_TABLE_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_vit *m = mp;
+    const mt_vit_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
@@ -154,7 +156,9 @@ void mt_vit_free(mt_vit *m) {
 
 mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *)m : NULL; }
 
-double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_vit_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd;
     double D = (double)cfg->channels * cfg->patch * cfg->patch;
@@ -245,14 +249,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              mt_enum_name(&MT_INIT_SCHEMES, s->init));
 }
 
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_vit_activation_bytes(cfg, B, training);
-}
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
-}
-
 static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
 
 static char *meta_to_json(const mt_model *m) {
@@ -306,7 +302,7 @@ const mt_model_type mt_vit_type = {
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
     .size = sizeof(mt_vit),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,

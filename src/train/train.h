@@ -47,6 +47,9 @@ void mt_dist_finalize(void);
 int mt_dist_rank(void);
 int mt_dist_size(void);
 int mt_dist_local_size(void); /* ranks on this machine */
+/* Under mpirun: a warning into buf when the ranks on this machine leave cores idle (mpirun binds
+   a rank to one core unless told otherwise) or oversubscribe them; false when there is none. */
+bool mt_dist_thread_warning(char *buf, size_t len);
 /* This rank's rows [lo, lo + n) of B: consecutive slices in rank order, n = B / size +- 1. */
 void mt_dist_slice(int B, int *lo, int *n);
 /* x (n) summed across ranks, in place. */
@@ -195,8 +198,6 @@ double mt_trainer_eval(mt_trainer *tr);
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
 void mt_trainer_free(mt_trainer *tr);
 
-/* The first parameter whose gradient holds a NaN or an infinity, or -1. */
-int mt_params_first_nonfinite(const mt_params *P);
 
 /* ---- the loop -------------------------------------------------------------------------------- */
 /* Where a run is, for the program's progress line: after each logged step. */

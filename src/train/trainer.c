@@ -1,6 +1,5 @@
 /* The training loop's pieces: setup, one step, evaluation, checkpoints, resume, for any model
    through its type (src/models/model.h). */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,23 +15,6 @@
 
 /* The most rows of a batch of B one rank computes. */
 static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
-
-/* mkdir -p */
-static mt_status make_dirs(const char *path, mt_err *err) {
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p) continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mt_errorf(err, MT_EIO, "%s: cannot create the directory: %s", buf,
-                             strerror(errno));
-        if (!(*p = c)) break;
-    }
-    return MT_OK;
-}
 
 /* A run in out that is not the one asked for (other options) is refused without --resume: its
    checkpoint would be overwritten. The same options start the run over. */
@@ -268,37 +250,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
                                 err)) != MT_OK)
         goto fail;
-    if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
+    if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
     mt_trainer_free(tr);
     return s;
-}
-
-/* The first key whose value differs between two JSON objects, into msg. */
-static bool json_same(const char *a, const char *b, char *msg, size_t len) {
-    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
-    bool same = x && y;
-    const cJSON *kx;
-    cJSON_ArrayForEach(kx, x) {
-        const cJSON *ky = cJSON_GetObjectItemCaseSensitive(y, kx->string);
-        if (!ky || !cJSON_Compare(kx, ky, true)) {
-            char *vx = cJSON_PrintUnformatted(kx), *vy = ky ? cJSON_PrintUnformatted(ky) : NULL;
-            snprintf(msg, len, "%s is %s in the checkpoint, %s now", kx->string, vx,
-                     vy ? vy : "absent");
-            free(vx);
-            free(vy);
-            same = false;
-            break;
-        }
-    }
-    if (same && cJSON_GetArraySize(x) != cJSON_GetArraySize(y)) {
-        snprintf(msg, len, "the checkpoint has fewer keys");
-        same = false;
-    }
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return same;
 }
 
 /* The checkpoint's model into the trainer's, which must be the same model (config) trained on the
@@ -314,7 +270,7 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     if (saved->type != type)
         s = mt_errorf(err, MT_EINVAL, "%s holds a %s model, not a %s: a resumed run keeps its "
                       "model", tr->model_path, saved->type->name, type->name);
-    else if (!json_same(a, b, diff, sizeof diff))
+    else if (!mt_json_same(a, b, diff, sizeof diff))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: a resumed run keeps its model, but the model options differ: %s",
                       tr->model_path, diff);
@@ -363,14 +319,6 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     return s;
 }
 
-int mt_params_first_nonfinite(const mt_params *P) {
-    for (int i = 0; i < P->n; i++) {
-        const float *g = P->grad + P->p[i].offset;
-        for (size_t j = 0; j < P->p[i].n; j++)
-            if (!isfinite(g[j])) return i;
-    }
-    return -1;
-}
 
 /* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
 static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {

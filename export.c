@@ -59,16 +59,15 @@ int main(int argc, char **argv) {
     mt_model *model;
     mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
-    mt_gpt *gpt = mt_gpt_of(model);
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
-    if (!gpt) {
+    if (!model->type->export) {
         snprintf(msg, sizeof msg, "%s is a %s checkpoint: --format %s holds a decoder-only "
                  "language model (a gpt checkpoint, trained with --arch llama)", o.checkpoint,
                  model->type->name, fname);
         die(2, msg);
     }
     mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
-    s = mt_gpt_export(gpt, &eo, &e);
+    s = model->type->export(model, &eo, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
     if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);

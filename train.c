@@ -187,7 +187,7 @@ static void print_help(void) {
            parts[1] = mt_opts_help(opts + N_TRAIN_OPTS, n_stack - N_TRAIN_OPTS));
     for (int i = 0, from = n_stack; i < n_types; from = n_own[i++]) {
         printf("\n--model %s: %s (--data: %s)\n", mt_model_types[i]->name, mt_model_types[i]->about,
-               mt_model_types[i]->data);
+               mt_model_types[i]->task->data);
         fputs(parts[2 + i] = mt_opts_help(opts + from, n_own[i] - from), stdout);
     }
     for (int i = 0; i < 2 + n_types; i++) free(parts[i]);
@@ -237,64 +237,29 @@ static const char *hms(double s, char *buf, size_t len) {
     return buf;
 }
 
-/* mpirun binds each rank to one core unless told otherwise: warn when that leaves cores idle,
-   or when ranks x threads oversubscribe the cores. */
-static void check_threads(void) {
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), per_node = mt_dist_local_size();
-    if (mt_dist_size() == 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return;
-    if (mt_threads() == 1 && per_node < cores)
-        fprintf(stderr, "train: warning: each of the %d rank(s) on this machine runs 1 thread on %d "
-                "cores; mpirun binds a rank to one core unless given --bind-to none (or --map-by "
-                "slot:PE=N) and -x OMP_NUM_THREADS=N\n", per_node, cores);
-    else if (mt_threads() * per_node > cores)
-        fprintf(stderr, "train: warning: %d rank(s) x %d threads on %d cores: oversubscribed, "
-                "set --threads or OMP_NUM_THREADS to %d\n", per_node, mt_threads(), cores,
-                cores / per_node > 0 ? cores / per_node : 1);
+/* --resume: the options saved in the checkpoint of the run in o.out (malloc'd). */
+static char *saved_options(void) {
+    char path[MT_OPT_STR_MAX + 32];
+    mt_err e;
+    mt_safetensors st;
+    snprintf(path, sizeof path, "%s/model.safetensors", o.out);
+    if (access(path, F_OK) != 0) {
+        snprintf(e.msg, sizeof e.msg,
+                 "--resume: no checkpoint %s (--out names the run to continue)", path);
+        die(2, e.msg);
+    }
+    if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
+    mt_status s = mt_st_load(path, &st, &e);
+    if (s != MT_OK) die(mt_exit_code(s), e.msg);
+    const char *saved = mt_st_meta(&st, "options");
+    if (!saved) die(2, "the checkpoint has no saved options: was it written by ./train?");
+    char *copy = strdup(saved);
+    mt_st_free(&st);
+    return copy;
 }
 
-int main(int argc, char **argv) {
-    mt_dist_init(&argc, &argv);
-    bool rank0 = mt_dist_rank() == 0;
-    snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
-    memcpy(defaults, &o, sizeof o);
-    mt_err e;
-    build_options(NULL);
-    layer_options(NULL, argc, argv);
-    if (o.help) {
-        reset_options(); /* the help shows the defaults */
-        if (rank0) print_help();
-        mt_dist_finalize();
-        return 0;
-    }
-    char *saved = NULL, path[MT_OPT_STR_MAX + 32];
-    if (o.resume) {
-        snprintf(path, sizeof path, "%s/model.safetensors", o.out);
-        mt_safetensors st;
-        if (access(path, F_OK) != 0) {
-            snprintf(e.msg, sizeof e.msg,
-                     "--resume: no checkpoint %s (--out names the run to continue)", path);
-            die(2, e.msg);
-        }
-        if (mt_file_check("--resume", path, &e) != MT_OK) die(2, e.msg);
-        mt_status s = mt_st_load(path, &st, &e);
-        if (s != MT_OK) die(mt_exit_code(s), e.msg);
-        const char *opts_saved = mt_st_meta(&st, "options");
-        if (!opts_saved) die(2, "the checkpoint has no saved options: was it written by ./train?");
-        saved = strdup(opts_saved);
-        mt_st_free(&st);
-    }
-    const mt_model_type *type = model_options(saved, argc, argv); /* a resumed run's */
-    if (o.prepare[0] && !type->data_file)
-        die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
-    if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
-    if (o.prepare[0]) return prepare();
-
-    const char *omp = getenv("OMP_NUM_THREADS");
-    mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
-    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
-    mt_optim_config oc = optim_config();
-    char *options = mt_opts_to_ini(opts, n_opts);
-    mt_train_cfg tc = {
+static mt_train_cfg train_config(const mt_model_type *type, const char *options) {
+    return (mt_train_cfg){
         .model = type, .model_cfg = model_config(type),
         .data = {.path = o.data, .tokenizer = (mt_tok_kind)o.tokenizer, .vocab_size = o.vocab_size,
                  .val_fraction = o.val_fraction, .eval_batches = o.eval_batches,
@@ -306,119 +271,136 @@ int main(int argc, char **argv) {
         .bucket_floats = (size_t)(o.bucket_kb > 0 ? o.bucket_kb : 1) * 1024 / sizeof(float),
         .resume = o.resume, .replicas = o.replicas, .precision = o.precision,
     };
-    /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
-    if (!rank0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
+}
+
+/* The data, model and training lines (and the MPI line), and the data's warning. */
+static void print_setup(const mt_trainer *tr) {
+    const mt_model_type *type = tr->model->type;
+    char line[512], batch[64];
+    char *warning = type->task->warning ? type->task->warning(tr->task) : NULL;
+    if (warning && mt_dist_rank() == 0) fprintf(stderr, "train: %s", warning);
+    free(warning);
+    type->task->describe(tr->task, line, sizeof line);
+    printf("data    %s: %s\n", o.data, line);
+    type->config_describe(tr->model->cfg, line, sizeof line);
+    printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr->P) / 1e6);
+    mt_model_batch_words(type, tr->model->cfg, o.batch, batch, sizeof batch);
+    printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s%s -> %s\n",
+           mt_enum_name(&MT_OPTIMS, o.optim), o.lr, mt_enum_name(&MT_SCHEDULES, o.schedule),
+           tr->opt.cfg.sched.warmup, batch, mt_threads(), tr->replicas.n,
+           o.precision == MT_BF16 ? "bf16 products, " : "", o.resume ? "resumed" : "from scratch",
+           o.out);
+    if (mt_dist_size() > 1)
+        printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
+               "gradients summed in %d buckets\n", mt_dist_size(), mt_dist_local_size(),
+               o.batch / mt_dist_size(), (o.batch + mt_dist_size() - 1) / mt_dist_size(),
+               tr->dist.n_buckets);
+}
+
+static bool tty; /* progress on one line, rewritten (a terminal, one process) */
+
+/* The progress line of a logged step (mt_loop_cfg.on_log). */
+static void print_progress(const mt_trainer *tr, const mt_progress *p, void *arg) {
+    (void)arg;
+    const mt_model_type *type = tr->model->type;
+    double per = p->elapsed / (double)(p->step - p->first);
+    char el[32], eta[32];
+    printf("%sstep %*ld/%ld | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | ETA %s",
+           tty ? "\r" : "", (int)snprintf(NULL, 0, "%ld", p->steps), p->step, p->steps,
+           p->st.loss, p->st.lr, p->st.grad_norm, p->units / per, type->task->unit,
+           hms(p->elapsed, el, sizeof el), hms(per * (double)(p->steps - p->step), eta, sizeof eta));
+    if (p->eval && !isnan(p->val)) printf(" | val %.4f", p->val);
+    if (p->eval && type->task->accuracy) printf(" acc %.4f", tr->val_accuracy);
+    for (int k = 0; p->eval && k < mt_task_metric_count(type->task); k++)
+        printf(" %s %.4f", type->task->metrics[k], p->metrics[k]);
+    printf(tty ? (p->eval ? "\033[K\n" : "\033[K") : "\n");
+    fflush(stdout);
+}
+
+static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *diag,
+                                 mt_err *err) {
+    return mt_diag_after_step(diag, tr, st, err);
+}
+
+/* The end of a run: its time and where it wrote, MPI's share, the profile. */
+static void print_done(const mt_trainer *tr, long first, double seconds, const mt_profile *prof) {
+    char el[32];
+    long steps = tr->step - first;
+    if (steps <= 0) return;
+    printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", steps,
+           hms(seconds, el, sizeof el), tr->ctx.arena.peak / 1048576.0, tr->model_path);
+    if (mt_dist_size() > 1)
+        printf("mpi     rank 0 spent %.2f ms per step in the gradient sums (%.1f%% of the run)\n",
+               1e3 * tr->dist.comm_s / (double)steps, 100 * tr->dist.comm_s / seconds);
+    if (o.profile && mt_dist_rank() == 0) mt_profile_print(prof, stdout);
+}
+
+/* Trains: the trainer set up (or resumed), the diagnostics opened, the loop run. */
+static int train(const mt_model_type *type) {
+    mt_err e;
+    char *options = mt_opts_to_ini(opts, n_opts);
+    mt_train_cfg tc = train_config(type, options);
+    mt_optim_config oc = optim_config();
     mt_trainer tr;
     mt_status s = mt_trainer_init(&tr, &tc, &oc, &e);
     if (s == MT_OK && o.resume) s = mt_trainer_resume(&tr, &e);
     mt_dist_agree(&s, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
-
     mt_diag diag;
     mt_diag_cfg dc = {o.diag_grad_every, o.diag_update_steps, o.diag_resid_every, o.diag_batch};
     if (mt_dist_size() > 1 && (dc.grad_every || dc.update_steps || dc.resid_every))
         die(2, "the --diag-* diagnostics run in one process, not under mpirun");
     if ((s = mt_diag_open(&diag, &dc, &tr, &e)) != MT_OK) die(mt_exit_code(s), e.msg);
-    if (rank0) check_threads();
-    char line[512];
-    char *warning = type->task_warning ? type->task_warning(tr.task) : NULL;
-    if (warning && rank0) fprintf(stderr, "train: %s", warning);
-    free(warning);
-    type->task_describe(tr.task, line, sizeof line);
-    printf("data    %s: %s\n", o.data, line);
-    type->config_describe(tr.model->cfg, line, sizeof line);
-    printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr.P) / 1e6);
-    char batch[64];
-    mt_model_batch_words(type, tr.model->cfg, o.batch, batch, sizeof batch);
-    printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s%s -> %s\n",
-           mt_enum_name(&MT_OPTIMS, o.optim), o.lr, mt_enum_name(&MT_SCHEDULES, o.schedule),
-           tr.opt.cfg.sched.warmup, batch, mt_threads(), tr.replicas.n,
-           o.precision == MT_BF16 ? "bf16 products, " : "", o.resume ? "resumed" : "from scratch", o.out);
-    if (mt_dist_size() > 1)
-        printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
-               "gradients summed in %d buckets\n", mt_dist_size(), mt_dist_local_size(),
-               o.batch / mt_dist_size(), (o.batch + mt_dist_size() - 1) / mt_dist_size(),
-               tr.dist.n_buckets);
-
-    mt_metrics metrics;
-    snprintf(path, sizeof path, "%s/metrics.csv", o.out);
-    if (rank0 && (s = mt_metrics_open_with(&metrics, path, o.resume ? tr.step : -1, type->metrics,
-                                           &e)) != MT_OK)
-        die(1, e.msg);
-    if (tr.step >= o.steps && rank0) {
-        if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
-        printf("step %ld of %d: wrote %s\n", tr.step, o.steps, tr.model_path);
-    }
-
-    bool tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
-    /* units (tokens, images) per step: the metrics' tok_per_s column counts them */
-    long first = tr.step, tokens = (long)o.batch * type->row_units(tr.model->cfg);
-    double t0 = mt_clock();
-    char el[32], eta[32];
+    char warning[512];
+    if (mt_dist_rank() == 0 && mt_dist_thread_warning(warning, sizeof warning))
+        fprintf(stderr, "train: warning: %s\n", warning);
+    print_setup(&tr);
+    tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     mt_profile prof = {0};
-    while (tr.step < o.steps) {
-        double ts = mt_clock();
-        mt_step_stats st;
-        tr.ctx.profile = o.profile ? &prof : NULL; /* the training step only, not evaluations */
-        mt_trainer_step(&tr, &st);
-        tr.ctx.profile = NULL;
-        double ms = 1e3 * (mt_clock() - ts);
-        prof.steps++, prof.step_s += ms / 1e3;
-        if (!st.finite) {
-            int bad = mt_params_first_nonfinite(tr.P);
-            if (tty) putchar('\n');
-            if (rank0) /* every rank has the same loss and gradients: all stop here */
-                fprintf(stderr,
-                    "train: step %ld: the loss is %g and the gradient norm %g; %s%s. Nothing was "
-                    "updated; the last checkpoint in %s stays as it was. Try a lower --lr, "
-                    "--warmup or --clip.\n",
-                    tr.step + 1, st.loss, st.grad_norm,
-                    bad >= 0 ? "the first non-finite gradient is in " : "every gradient is finite",
-                    bad >= 0 ? tr.P->p[bad].name : "", o.out);
-            mt_dist_finalize();
-            return 1;
-        }
-        if ((s = mt_diag_after_step(&diag, &tr, &st, &e)) != MT_OK) die(1, e.msg);
-        long step = tr.step;
-        bool eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
-        bool log = step % o.log_every == 0 || eval;
-        double val = eval ? mt_trainer_eval(&tr) : NAN;
-        if (log) {
-            double elapsed = mt_clock() - t0, per = elapsed / (double)(step - first);
-            double extra[MT_EVAL_METRICS];
-            for (int k = 0; k < mt_model_metric_count(type); k++)
-                extra[k] = eval ? tr.val_metrics[k] : NAN;
-            mt_metrics_row row = {step, st.loss, val, st.lr, st.grad_norm, ms, tokens / (ms / 1e3),
-                                  (rank0 ? metrics.elapsed0 : 0) + elapsed, extra};
-            if (rank0 && (s = mt_metrics_write(&metrics, &row, &e)) != MT_OK) die(1, e.msg);
-            printf("%sstep %*ld/%d | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | "
-                   "ETA %s",
-                   tty ? "\r" : "", (int)snprintf(NULL, 0, "%d", o.steps), step, o.steps,
-                   st.loss, st.lr, st.grad_norm, tokens / per, type->unit,
-                   hms(elapsed, el, sizeof el), hms(per * (double)(o.steps - step), eta, sizeof eta));
-            if (eval && !isnan(val)) printf(" | val %.4f", val);
-            if (eval && type->accuracy) printf(" acc %.4f", tr.val_accuracy);
-            for (int k = 0; eval && k < mt_model_metric_count(type); k++)
-                printf(" %s %.4f", type->metrics[k], tr.val_metrics[k]);
-            printf(tty ? (eval ? "\033[K\n" : "\033[K") : "\n");
-            fflush(stdout);
-        }
-        if (rank0 && ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps))
-            if ((s = mt_trainer_save(&tr, &e)) != MT_OK) die(1, e.msg);
+    mt_loop_cfg lc = {.eval_every = o.eval_every, .save_every = o.save_every,
+                      .log_every = o.log_every, .profile = o.profile ? &prof : NULL,
+                      .after_step = diag_after_step, .on_log = print_progress, .arg = &diag};
+    long first = tr.step;
+    double t0 = mt_clock();
+    if ((s = mt_trainer_run(&tr, &lc, &e)) != MT_OK) {
+        if (tty) putchar('\n');
+        die(mt_exit_code(s), e.msg); /* every rank has the same loss: all stop here */
     }
-    double total = mt_clock() - t0;
-    if (tr.step > first)
-        printf("done: %ld steps in %s, arena peak %.1f MiB; wrote %s\n", tr.step - first,
-               hms(total, el, sizeof el), tr.ctx.arena.peak / 1048576.0, tr.model_path);
-    if (tr.step > first && mt_dist_size() > 1)
-        printf("mpi     rank 0 spent %.2f ms per step in the gradient sums (%.1f%% of the run)\n",
-               1e3 * tr.dist.comm_s / (double)(tr.step - first), 100 * tr.dist.comm_s / total);
-    if (o.profile && tr.step > first && rank0) mt_profile_print(&prof, stdout);
-    if (rank0) mt_metrics_close(&metrics);
+    if (first >= o.steps && mt_dist_rank() == 0)
+        printf("step %ld of %d: wrote %s\n", tr.step, o.steps, tr.model_path);
+    print_done(&tr, first, mt_clock() - t0, &prof);
     mt_diag_close(&diag);
     mt_trainer_free(&tr);
     free(options);
-    free(saved);
-    mt_dist_finalize();
     return 0;
+}
+
+int main(int argc, char **argv) {
+    mt_dist_init(&argc, &argv);
+    snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
+    memcpy(defaults, &o, sizeof o);
+    mt_err e;
+    build_options(NULL);
+    layer_options(NULL, argc, argv);
+    if (o.help) {
+        reset_options(); /* the help shows the defaults */
+        if (mt_dist_rank() == 0) print_help();
+        mt_dist_finalize();
+        return 0;
+    }
+    char *saved = o.resume ? saved_options() : NULL;
+    const mt_model_type *type = model_options(saved, argc, argv); /* a resumed run's */
+    free(saved);
+    if (o.prepare[0] && !type->task->data_file)
+        die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
+    if (o.prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
+    if (o.prepare[0]) return prepare();
+    const char *omp = getenv("OMP_NUM_THREADS");
+    mt_set_threads(o.threads > 0 ? o.threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
+    /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
+    if (mt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
+    int rc = train(type);
+    mt_dist_finalize();
+    return rc;
 }

@@ -26,9 +26,9 @@ src/nn a model, src/data and src/io only src/tensor, src/optim also src/io, src/
 src/data and src/io, src/train everything but src/diag, src/diag everything.
 --includes also checks that every src/ file includes the header of each mt_ / MT_ name it uses,
 itself or through a header of its own directory (include_uses says how; clean today, not yet in
-the test while other branches merge). --models also reports the files above src/models that
-name a model (mt_gpt*, mt_vit*, mt_encdec*), which design.md rules out too; not yet an error
-(the programs still do).
+the test while other branches merge). --models also checks the last rule of design.md's:
+nothing above src/models (the programs, src/train, src/io, src/diag) names a model (mt_gpt*,
+mt_vit*, mt_encdec*).
 
 Prints each cycle with the symbols or includes that make it, each layering violation, and exits 1
 when there is any not allowed by --allow (a cycle given as two files, A.c:B.c: the cycle that
@@ -285,7 +285,7 @@ def main():
     ap.add_argument("--includes", action="store_true",
                     help="also check that each src/ file includes the headers of what it uses")
     ap.add_argument("--models", action="store_true",
-                    help="also report files above src/models that name a model")
+                    help="also check that nothing above src/models names a model")
     args = ap.parse_args()
 
     files = sources()
@@ -311,7 +311,7 @@ def main():
     if args.includes:
         errors += include_uses([f for f in files if f.startswith("src" + os.sep)], incs)
     if args.models:
-        notes += names_models(files)
+        errors += names_models(files)
 
     for line in notes + errors:
         print(line)

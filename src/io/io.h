@@ -115,6 +115,11 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
    created there (probed: a file is created and removed). */
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
+/* mkdir -p path (flag names it in messages). */
+mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
+/* true when the JSON objects a and b hold the same keys with the same values; else msg gets the
+   first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys). */
+bool mt_json_same(const char *a, const char *b, char *msg, size_t len);
 /* A file written whole or not at all: writes go to path.tmp (one name per target: a write killed
    midway leaves a file the next write overwrites), which mt_atomic_close flushes, fsyncs and
    renames over path (then fsyncs the directory) when ok, and removes otherwise. */

@@ -107,7 +107,7 @@ static void dec_start(mt_ctx *c, dec_state *st, const mt_encdec *m, const int *s
     st->ck = mt_arena_floats(c, cross);
     st->cv = mt_arena_floats(c, cross);
     size_t mark = mt_arena_mark(c);
-    mt_tensor *mem = mt_encdec_encode(c, m, src, src_len, B, S);
+    mt_tensor *mem = mt_encdec_encode(c, m, P, src, src_len, B, S);
     for (int l = 0; l < st->L; l++) {
         const mt_attn_params *ap = &Lo->dec.blocks[l].cross;
         size_t at = (size_t)l * B * S * st->C, n = (size_t)B * S * st->C;
@@ -124,7 +124,7 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     mt_params *P = (mt_params *)&m->P;
     const mt_block_cfg *bc = &Lo->dec.block;
     size_t mark = mt_arena_mark(c);
-    mt_tensor *x = mt_encdec_embed(c, m, Lo->dec_pos, tok, st->B, 1, st->len);
+    mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->len);
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
         layer_arg a = {st, l};
@@ -132,7 +132,7 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
         x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, cached_cross, &a);
         x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
     }
-    mt_tensor *y = mt_encdec_head(c, m, x);
+    mt_tensor *y = mt_encdec_head(c, m, P, x);
     memcpy(logits, y->data, y->n * sizeof(float));
     mt_arena_release(c, mark);
     st->len++;

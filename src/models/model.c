@@ -37,10 +37,10 @@ mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cf
     return s;
 }
 
-int mt_model_metric_count(const mt_model_type *type) {
+int mt_task_metric_count(const mt_task_type *task) {
     int n = 0;
-    while (type->metrics && type->metrics[n]) n++;
-    MT_ASSERT(n <= MT_EVAL_METRICS, "model %s: %d metrics, at most %d", type->name, n,
+    while (task->metrics && task->metrics[n]) n++;
+    MT_ASSERT(n <= MT_EVAL_METRICS, "task %s: %d metrics, at most %d", task->name, n,
               MT_EVAL_METRICS);
     return n;
 }
@@ -61,9 +61,9 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
 
 const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
                                  size_t len) {
-    int units = type->row_units(cfg);
-    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->units);
-    else snprintf(buf, len, "%d %s", B, type->units);
+    int units = type->task->row_units(cfg);
+    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->task->units);
+    else snprintf(buf, len, "%d %s", B, type->task->units);
     return buf;
 }
 

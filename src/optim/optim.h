@@ -135,6 +135,8 @@ void mt_grads_sum(const mt_grads *G, size_t total);
 /* Clipping's factor for a gradient of norm `norm`: max_norm / (norm + 1e-6) when max_norm > 0,
    the norm is finite and that is < 1; otherwise 1 (nothing to scale). */
 float mt_optim_clip_coef(double norm, double max_norm);
+/* The first parameter whose gradient (P->grad) holds a NaN or an infinity, or -1. */
+int mt_params_first_nonfinite(const mt_params *P);
 /* As torch.nn.utils.clip_grad_norm_ on P->grad: every gradient scaled by
    mt_optim_clip_coef(its norm, max_norm). Returns the norm before clipping. A non-finite norm
    leaves the gradients alone (the caller stops the run). */

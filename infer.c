@@ -10,37 +10,51 @@
 
 #include "mt.h"
 
-static struct {
-    char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
-        info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX], source[MT_OPT_STR_MAX],
-        score_file[MT_OPT_STR_MAX];
+typedef struct {
+    char checkpoint[MT_FIELD_STR_MAX], prompt[MT_FIELD_STR_MAX], score[MT_FIELD_STR_MAX],
+        info[MT_FIELD_STR_MAX], classify[MT_FIELD_STR_MAX], source[MT_FIELD_STR_MAX],
+        score_file[MT_FIELD_STR_MAX];
     int tokens, top_k, seed, threads, beam, split, precision;
     float temperature, top_p;
     bool no_cache, help;
-} o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1,
-       .beam = 1, .split = 3};
+} infer_options;
+static const infer_options DEFAULTS = {.prompt = "\n", .tokens = 200, .temperature = 0.8f,
+                                       .top_k = 40, .top_p = 0.95f, .seed = 1, .beam = 1,
+                                       .split = 3};
+static infer_options o;
 
-static const mt_opt OPTS[] = {
-    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0, NULL},
-    {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0, NULL},
-    {"tokens", MT_OPT_INT, &o.tokens, "0..", "tokens to generate", 0, NULL},
-    {"temperature", MT_OPT_FLOAT, &o.temperature, "0..", "sampling temperature; 0: always the most likely token", 0, NULL},
-    {"top-k", MT_OPT_INT, &o.top_k, "0..", "sample among the k most likely tokens; 0: all", 0, NULL},
-    {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0, NULL},
-    {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0, NULL},
-    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
-    {"precision", MT_OPT_CHOICE, &o.precision, NULL, "number format of the linear layers' matrix products (bf16: docs/performance.md)", 0, &MT_PRECISIONS},
-    {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0, NULL},
-    {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0, NULL},
-    {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0, NULL},
-    {"source", MT_OPT_STR, o.source, NULL, "encdec: words (separated by spaces or commas) whose phones to print", 0, NULL},
-    {"beam", MT_OPT_INT, &o.beam, "1..64", "encdec: beam width; 1: greedy", 0, NULL},
-    {"score-file", MT_OPT_STR, o.score_file, NULL, "encdec: a pronunciation dictionary (CMUdict lines, or plain: word ph ph1 ...): WER and PER of the model on it", 0, NULL},
-    {"split", MT_OPT_CHOICE, &o.split, NULL, "encdec --score-file: the part of the dictionary scored (train's split by word)", 0, &MT_G2P_SPLITS},
-    {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0, NULL},
-    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(infer_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(checkpoint, STR, "checkpoint", "model.safetensors written by ./train"),
+    F(prompt, STR, "prompt", "text the sample continues"),
+    F(tokens, INT, "tokens", "tokens to generate", .range = "0.."),
+    F(temperature, FLOAT, "temperature", "sampling temperature; 0: always the most likely token",
+      .range = "0.."),
+    F(top_k, INT, "top_k", "sample among the k most likely tokens; 0: all", .range = "0.."),
+    F(top_p, FLOAT, "top_p", "sample among the most likely tokens holding this probability; 1: "
+      "all", .range = "1e-9..1"),
+    F(seed, INT, "seed", "sampling seed", .range = "0.."),
+    F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
+    F(precision, ENUM, "precision", "number format of the linear layers' matrix products (bf16: "
+      "docs/performance.md)", .of = &MT_PRECISIONS),
+    F(no_cache, BOOL, "no_cache", "re-run the whole window for every token (slow; for "
+      "comparison)"),
+    F(score, STR, "score", "print the model's loss on a text file instead of sampling"),
+    F(classify, STR, "classify", "ViT: image files or directories, comma-separated: print each "
+      "one's class"),
+    F(source, STR, "source", "encdec: words (separated by spaces or commas) whose phones to "
+      "print"),
+    F(beam, INT, "beam", "encdec: beam width; 1: greedy", .range = "1..64"),
+    F(score_file, STR, "score_file", "encdec: a pronunciation dictionary (CMUdict lines, or "
+      "plain: word ph ph1 ...): WER and PER of the model on it"),
+    F(split, ENUM, "split", "encdec --score-file: the part of the dictionary scored (train's "
+      "split by word)", .of = &MT_G2P_SPLITS),
+    F(info, STR, "info", "print a checkpoint's config and parameter count"),
+    F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
-enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+#undef F
+static const mt_fields OPTIONS = MT_FIELDS_OF(FIELDS);
 
 static _Noreturn void die(int code, const char *msg) {
     fprintf(stderr, "infer: %s\n", msg);
@@ -118,7 +132,7 @@ static int g2p_source(mt_encdec *m, mt_ctx *c) {
         *src = malloc((size_t)S * sizeof *src), seen = 0;
     if (!out || !src) die(1, "out of memory");
     for (char *w = strtok(o.source, " ,\t\n"); w; w = strtok(NULL, " ,\t\n")) {
-        char bad[MT_OPT_STR_MAX] = "", msg[2 * MT_OPT_STR_MAX + 200];
+        char bad[MT_FIELD_STR_MAX] = "", msg[2 * MT_FIELD_STR_MAX + 200];
         int n = (int)strlen(w);
         for (int i = 0; i < n; i++) {
             w[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] - 'A' + 'a' : w[i]);
@@ -233,12 +247,11 @@ static uint16_t *encode_file(const char *path, const mt_tokenizer *tok, size_t *
 
 int main(int argc, char **argv) {
     mt_err e;
-    char defaults[sizeof o];
-    memcpy(defaults, &o, sizeof o);
-    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    o = DEFAULTS;
+    mt_fieldset set = {&OPTIONS, &o}, defaults = {&OPTIONS, (void *)&DEFAULTS};
+    if (mt_fieldset_parse_args(&set, 1, argc, argv, NULL, &e) != MT_OK) die(2, e.msg);
     if (o.help) {
-        memcpy(&o, defaults, sizeof o);
-        char *help = mt_opts_help(OPTS, N_OPTS);
+        char *help = mt_fieldset_help(&defaults, 1, NULL, 0);
         printf("usage: ./infer --checkpoint out/model.safetensors [--prompt TEXT] [--tokens N] ...\n"
                "       ./infer --checkpoint F --score TEXTFILE\n"
                "       ./infer --checkpoint VIT --classify IMAGE[,IMAGE|DIR...]\n"
@@ -266,7 +279,7 @@ int main(int argc, char **argv) {
     if (o.precision == MT_BF16 && mt_params_enable_bf16(model->P, &e) != MT_OK) die(1, e.msg);
     mt_vit *vit = mt_vit_of(model);
     mt_gpt *gpt = mt_gpt_of(model);
-    char msg[MT_OPT_STR_MAX + 160];
+    char msg[MT_FIELD_STR_MAX + 160];
     if (o.classify[0] && !vit) {
         snprintf(msg, sizeof msg, "--classify: %s is a %s checkpoint, which does not classify "
                  "images; --classify takes a vit checkpoint", o.checkpoint, model->type->name);

@@ -1,4 +1,5 @@
-/* Paths named by the user, checked before any work: input files, output directories, memory. */
+/* Paths named by the user, checked before any work: input files, output directories, memory;
+ * and the exit code of a failed status. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -119,3 +120,4 @@ mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err) {
     memset(a, 0, sizeof *a);
     return s;
 }
+int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

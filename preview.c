@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
     if (po.classes[0]) o.classes = po.classes;
     if (po.size[0] && (sscanf(po.size, "%dx%d", &o.H, &o.W) != 2 || o.H < 1 || o.W < 1))
         return fail(2, "--size takes HEIGHTxWIDTH, e.g. 32x32; got ", po.size);
-    if (!data[0] || !out[0]) return fail(2, "--data and --out are required (--help lists the flags)", NULL);
+    if (!data[0] || !out[0])
+        return fail(2, "--data and --out are required (--help lists the flags)", NULL);
     struct stat sb;
     if (stat(data, &sb) != 0) {
         fprintf(stderr, "preview: --data %s: %s: expected an image folder or idx files\n", data,

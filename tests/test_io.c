@@ -1,4 +1,5 @@
-/* Field tables (flags, config files, JSON, help, saved text), parameter checkpoints, the metrics CSV. */
+/* Field tables (flags, config files, JSON, help, saved text), parameter checkpoints, the metrics
+ * CSV. */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -170,8 +171,11 @@ static void test_ini(void) {
     CHECK(mt_fieldset_read_ini(&SET, 1, tmp_path("none.ini"), NULL, &e) == MT_EIO &&
               strstr(e.msg, "none.ini"),
           "missing file: %s", e.msg);
+}
 
-    /* help lists every named option with its default; to_ini round-trips every saved one */
+/* help lists every named option with its default; to_ini round-trips every saved one */
+static void test_saved(void) {
+    mt_err e;
     defaults();
     o.lr = nextafterf(0.3f, 1); /* a float whose shortest form needs 8 digits */
     char *help = mt_fieldset_help(&SET, 1, NULL, 0);
@@ -433,6 +437,7 @@ int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_flags();
     test_ini();
+    test_saved();
     test_json();
     test_settings();
     test_checkpoint();

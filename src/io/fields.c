@@ -43,7 +43,7 @@ static void set_float(const mt_field *f, void *obj, float v) {
 /* A negated bool holds the opposite of what its flag says. */
 static bool negated(const mt_field *f) { return f->type == MT_FIELD_BOOL && f->flag; }
 
-/* ---- one field as text ------------------------------------------------------------------------ */
+/* ---- one field as text ---------------------------------------------------------------------- */
 
 /* the shortest %g form that reads back as v (9 digits always do) */
 static void format_float(float v, char *buf, size_t len) {
@@ -137,7 +137,7 @@ mt_status mt_field_parse(const mt_field *f, void *obj, const char *text, const c
     MT_ASSERT(0, "field %s: a table has no value of its own", f->key);
 }
 
-/* ---- JSON ------------------------------------------------------------------------------------- */
+/* ---- JSON ----------------------------------------------------------------------------------- */
 
 static void add_json(cJSON *o, const mt_fields *t, const void *obj) {
     for (int i = 0; i < t->n; i++) {

@@ -111,7 +111,7 @@ static const char *suggest(const entries *E, const char *name, size_t len, const
     return buf;
 }
 
-/* ---- settings ----------------------------------------------------------------------------------- */
+/* ---- settings ------------------------------------------------------------------------------- */
 
 void mt_settings_free(mt_settings *s) {
     for (int i = 0; i < s->n; i++) free(s->s[i].name); /* one block: name, value, source */
@@ -178,7 +178,7 @@ mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n
     return st;
 }
 
-/* ---- flags and config files ------------------------------------------------------------------- */
+/* ---- flags and config files ----------------------------------------------------------------- */
 
 /* argv[*i] to the entries; *i moves past its value. */
 static mt_status parse_arg(const entries *E, int argc, char **argv, int *i, mt_settings *out,
@@ -288,7 +288,7 @@ mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
     return s;
 }
 
-/* ---- help and saved text ---------------------------------------------------------------------- */
+/* ---- help and saved text -------------------------------------------------------------------- */
 
 /* A growing string for help and ini text. */
 typedef struct {

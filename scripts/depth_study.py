@@ -123,7 +123,8 @@ class Run:
         res = json.load(open(os.path.join(d, "result.json")))
         self.rc, self.seconds, self.cpu = res["rc"], res["seconds"], res.get("cpu", math.nan)
         out = RunDir(d)
-        self.metrics, self.grad, self.update, self.resid = out.metrics, out.grad, out.update, out.resid
+        self.metrics, self.grad, self.update = out.metrics, out.grad, out.update
+        self.resid = out.resid
 
     def val(self):
         return val_points(self.metrics)

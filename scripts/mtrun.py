@@ -130,9 +130,10 @@ def read_csv(path):
 
 
 def copy_columns(src, dst, columns, keep=None):
-    """dst: the columns of the CSV file src (one ./train writes), as written (no number is reformatted). columns maps
-    a column of dst to the column of src it copies ("wer": "val_wer"), or is a list of names
-    kept as they are; keep(row) (the row of text cells) selects rows. A cell src lacks is empty."""
+    """dst: the columns of the CSV file src (one ./train writes), as written (no number is
+    reformatted). columns maps a column of dst to the column of src it copies ("wer":
+    "val_wer"), or is a list of names kept as they are; keep(row) (the row of text cells)
+    selects rows. A cell src lacks is empty."""
     if not isinstance(columns, dict):
         columns = {c: c for c in columns}
     rows = csv.DictReader(complete_lines(src))

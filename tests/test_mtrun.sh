@@ -96,8 +96,10 @@ check("scores", m.scores(["sh", "-c", "echo a=b; echo words=12 wer=0.25 split=te
 
 # the log and the labels
 log = ("data    d.txt: 100 tokens\nmodel   gpt: 0.1M parameters\n"
-       "step  4/12 | loss 2.0 | lr 1e-3 | norm 1 | 10 img/s | 0:01 | ETA 0:02 | val 2.5000 acc 0.7500\n"
-       "step 12/12 | loss 1.0 | lr 1e-3 | norm 1 | 10 tok/s | 0:01 | ETA 0:00 | val 1.5 wer 0.2 per 0.1\n"
+       "step  4/12 | loss 2.0 | lr 1e-3 | norm 1 | 10 img/s | 0:01 | ETA 0:02 | val 2.5000 "
+       "acc 0.7500\n"
+       "step 12/12 | loss 1.0 | lr 1e-3 | norm 1 | 10 tok/s | 0:01 | ETA 0:00 | val 1.5 "
+       "wer 0.2 per 0.1\n"
        "train: step 13: the loss is nan and the gradient norm inf; ...\n")
 check("log_field", m.log_field(log, "data") == "d.txt: 100 tokens" and
       m.log_field(log, "model") == "gpt: 0.1M parameters" and m.log_field(log, "mpi") is None)

@@ -62,7 +62,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from depth_study import COLORS, NAMES  # noqa: E402
 from mtrun import (ROOT, STALL_MARGIN, build, copy_columns, diverged_at, evals,  # noqa: E402
-                   label, num, plot_lines, read_metrics, read_update, run, with_notes)
+                   flags, label, num, plot_lines, read_metrics, read_update, run, with_notes)
 
 CMU = "/usr/share/festival/dicts/cmu/cmudict-0.4.out"
 DEPTHS = [6, 18, 50]
@@ -138,7 +138,7 @@ def command(paths, placement, depth, seed):
     d = TINY_DEPTH[depth] if paths.tiny else depth
     return [os.path.join(ROOT, "build", "train"), "--model", "encdec", "--data", paths.data,
             "--enc-layers", str(d), "--dec-layers", str(d), "--seed", str(seed)] + \
-        FLAGS[placement] + [x for kv in s.items() for x in kv] + \
+        FLAGS[placement] + flags(s) + \
         ["--out", os.path.join(paths.out, run_name(placement, depth, seed))]
 
 

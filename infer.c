@@ -13,43 +13,56 @@
 enum { ALL_SPLITS = 3,  /* --split all: MT_G2P_SPLITS' last value */
        SCORE_WORDS = 64 /* --score-file: words decoded a batch */ };
 
-static struct {
-    char checkpoint[MT_OPT_STR_MAX], prompt[MT_OPT_STR_MAX], score[MT_OPT_STR_MAX],
-        info[MT_OPT_STR_MAX], classify[MT_OPT_STR_MAX], source[MT_OPT_STR_MAX],
-        score_file[MT_OPT_STR_MAX];
+typedef struct {
+    char checkpoint[MT_FIELD_STR_MAX], prompt[MT_FIELD_STR_MAX], score[MT_FIELD_STR_MAX],
+        info[MT_FIELD_STR_MAX], classify[MT_FIELD_STR_MAX], source[MT_FIELD_STR_MAX],
+        score_file[MT_FIELD_STR_MAX];
     int tokens, top_k, seed, threads, beam, split, precision;
     float temperature, top_p;
     bool no_cache, help;
-} o = {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1,
-       .beam = 1, .split = ALL_SPLITS};
+} infer_options;
+static const infer_options DEFAULTS = {.prompt = "\n", .tokens = 200, .temperature = 0.8f,
+                                       .top_k = 40, .top_p = 0.95f, .seed = 1, .beam = 1,
+                                       .split = ALL_SPLITS};
+static infer_options o;
 
-static const mt_opt OPTS[] = {
-    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors written by ./train", 0, NULL},
-    {"prompt", MT_OPT_STR, o.prompt, NULL, "text the sample continues", 0, NULL},
-    {"tokens", MT_OPT_INT, &o.tokens, "0..", "tokens to generate", 0, NULL},
-    {"temperature", MT_OPT_FLOAT, &o.temperature, "0..", "sampling temperature; 0: always the most likely token", 0, NULL},
-    {"top-k", MT_OPT_INT, &o.top_k, "0..", "sample among the k most likely tokens; 0: all", 0, NULL},
-    {"top-p", MT_OPT_FLOAT, &o.top_p, "1e-9..1", "sample among the most likely tokens holding this probability; 1: all", 0, NULL},
-    {"seed", MT_OPT_INT, &o.seed, "0..", "sampling seed", 0, NULL},
-    {"threads", MT_OPT_INT, &o.threads, "0..1024", "threads; 0: OMP_NUM_THREADS or all cores", 0, NULL},
-    {"precision", MT_OPT_CHOICE, &o.precision, NULL, "number format of the linear layers' matrix products (bf16: docs/performance.md)", 0, &MT_PRECISIONS},
-    {"no-cache", MT_OPT_BOOL, &o.no_cache, NULL, "re-run the whole window for every token (slow; for comparison)", 0, NULL},
-    {"score", MT_OPT_STR, o.score, NULL, "print the model's loss on a text file instead of sampling", 0, NULL},
-    {"classify", MT_OPT_STR, o.classify, NULL, "ViT: image files or directories, comma-separated: print each one's class", 0, NULL},
-    {"source", MT_OPT_STR, o.source, NULL, "encdec: words (separated by spaces or commas) whose phones to print", 0, NULL},
-    {"beam", MT_OPT_INT, &o.beam, "1..64", "encdec: beam width; 1: greedy", 0, NULL},
-    {"score-file", MT_OPT_STR, o.score_file, NULL, "encdec: a pronunciation dictionary (CMUdict lines, or plain: word ph ph1 ...): WER and PER of the model on it", 0, NULL},
-    {"split", MT_OPT_CHOICE, &o.split, NULL, "encdec --score-file: the part of the dictionary scored (train's split by word)", 0, &MT_G2P_SPLITS},
-    {"info", MT_OPT_STR, o.info, NULL, "print a checkpoint's config and parameter count", 0, NULL},
-    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(infer_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(checkpoint, STR, "checkpoint", "model.safetensors written by ./train"),
+    F(prompt, STR, "prompt", "text the sample continues"),
+    F(tokens, INT, "tokens", "tokens to generate", .range = "0.."),
+    F(temperature, FLOAT, "temperature", "sampling temperature; 0: always the most likely token",
+      .range = "0.."),
+    F(top_k, INT, "top_k", "sample among the k most likely tokens; 0: all", .range = "0.."),
+    F(top_p, FLOAT, "top_p", "sample among the most likely tokens holding this probability; 1: "
+      "all", .range = "1e-9..1"),
+    F(seed, INT, "seed", "sampling seed", .range = "0.."),
+    F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
+    F(precision, ENUM, "precision", "number format of the linear layers' matrix products (bf16: "
+      "docs/performance.md)", .of = &MT_PRECISIONS),
+    F(no_cache, BOOL, "no_cache", "re-run the whole window for every token (slow; for "
+      "comparison)"),
+    F(score, STR, "score", "print the model's loss on a text file instead of sampling"),
+    F(classify, STR, "classify", "ViT: image files or directories, comma-separated: print each "
+      "one's class"),
+    F(source, STR, "source", "encdec: words (separated by spaces or commas) whose phones to "
+      "print"),
+    F(beam, INT, "beam", "encdec: beam width; 1: greedy", .range = "1..64"),
+    F(score_file, STR, "score_file", "encdec: a pronunciation dictionary (CMUdict lines, or "
+      "plain: word ph ph1 ...): WER and PER of the model on it"),
+    F(split, ENUM, "split", "encdec --score-file: the part of the dictionary scored (train's "
+      "split by word)", .of = &MT_G2P_SPLITS),
+    F(info, STR, "info", "print a checkpoint's config and parameter count"),
+    F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
-enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+#undef F
+static const mt_fields OPTIONS = MT_FIELDS_OF(FIELDS);
 
 static _Noreturn void die(int code, const char *msg) {
     fprintf(stderr, "infer: %s\n", msg);
     exit(code);
 }
-
 
 
 /* The model of a checkpoint. */
@@ -131,7 +144,7 @@ static int classify(const mt_model *m) {
 /* The letter ids of word w (lower-cased in place) into src; an error naming the characters
    outside the model's letters, or a word longer than it reads. */
 static int word_ids(const mt_g2p_vocab *v, char *w, int S, int *src) {
-    char bad[MT_OPT_STR_MAX] = "", msg[2 * MT_OPT_STR_MAX + 200];
+    char bad[MT_FIELD_STR_MAX] = "", msg[2 * MT_FIELD_STR_MAX + 200];
     int n = (int)strlen(w);
     for (int i = 0; i < n; i++) {
         w[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] - 'A' + 'a' : w[i]);
@@ -347,7 +360,7 @@ static int generate(mt_model *m) {
 /* What the flags ask of a model that can do it, or an error naming what it does. */
 static int run(mt_model *m) {
     const mt_model_type *type = m->type;
-    char msg[MT_OPT_STR_MAX + 200];
+    char msg[MT_FIELD_STR_MAX + 200];
     if (o.classify[0] && !type->classify) {
         snprintf(msg, sizeof msg, "--classify: %s is a %s checkpoint, which does not classify "
                  "images; --classify takes a vit checkpoint", o.checkpoint, type->name);
@@ -369,9 +382,9 @@ static int run(mt_model *m) {
     return o.score[0] ? score(m) : generate(m);
 }
 
-static void print_help(const char *defaults) {
-    memcpy(&o, defaults, sizeof o);
-    char *help = mt_opts_help(OPTS, N_OPTS);
+static void print_help(void) {
+    mt_fieldset defaults = {&OPTIONS, (void *)&DEFAULTS};
+    char *help = mt_fieldset_help(&defaults, 1, NULL, 0);
     printf("usage: ./infer --checkpoint out/model.safetensors [--prompt TEXT] [--tokens N] ...\n"
            "       ./infer --checkpoint F --score TEXTFILE\n"
            "       ./infer --checkpoint VIT --classify IMAGE[,IMAGE|DIR...]\n"
@@ -384,10 +397,10 @@ static void print_help(const char *defaults) {
 
 int main(int argc, char **argv) {
     mt_err e;
-    char defaults[sizeof o];
-    memcpy(defaults, &o, sizeof o);
-    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
-    if (o.help) return print_help(defaults), 0;
+    o = DEFAULTS;
+    mt_fieldset set = {&OPTIONS, &o};
+    if (mt_fieldset_parse_args(&set, 1, argc, argv, NULL, &e) != MT_OK) die(2, e.msg);
+    if (o.help) return print_help(), 0;
     if (o.info[0]) {
         if (mt_file_check("--info", o.info, &e) != MT_OK) die(2, e.msg);
         return info();

@@ -260,7 +260,7 @@ static void test_bad_config(void) {
     g.dec_deepnorm_alpha = 2.5f;
     CHECK(mt_encdec_config_validate(&g, &e) == MT_OK && g.dec_deepnorm_alpha == 2.5f,
           "a given decoder alpha is kept");
-    char *json = mt_cf_to_json(mt_encdec_type.fields, &g);
+    char *json = mt_fields_to_json(mt_encdec_type.fields, &g);
     CHECK(strstr(json, "\"enc_layers\":2") && strstr(json, "\"dec_layers\":2") &&
               strstr(json, "\"n_layer\":4"), "config JSON: %s", json);
     mt_encdec_config h;

@@ -244,7 +244,7 @@ static void test_json(void) {
     g.stack.dropout = 0.1f;
     g.arch = MT_ARCH_LLAMA, g.pos = MT_POS_ROPE, g.rope_theta = 5e5f, g.stack.n_kv_head = 1;
     g.stack.ff_multiple = 64;
-    char *json = mt_cf_to_json(mt_gpt_type.fields, &g);
+    char *json = mt_fields_to_json(mt_gpt_type.fields, &g);
     const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
                           "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
                           "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init", "tied",

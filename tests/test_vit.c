@@ -64,10 +64,10 @@ static void test_config(void) {
     /* JSON both ways */
     g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS), g.stack.bias = false;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "rms: %s", e.msg);
-    char *json = mt_cf_to_json(mt_vit_type.fields, &g);
+    char *json = mt_fields_to_json(mt_vit_type.fields, &g);
     mt_vit_config h;
     CHECK(mt_model_config_from_json(&mt_vit_type, json, &h, &e) == MT_OK, "from_json: %s", e.msg);
-    char *again = mt_cf_to_json(mt_vit_type.fields, &h);
+    char *again = mt_fields_to_json(mt_vit_type.fields, &h);
     CHECK(strcmp(json, again) == 0, "round trip:\n%s\n%s", json, again);
     CHECK(strstr(json, "\"pool\":\"mean\"") && strstr(json, "\"image_w\":12"), "json: %s", json);
     free(json);

@@ -1,4 +1,5 @@
-/* Paths named by the user, checked before any work: input files, output directories, memory. */
+/* Paths named by the user, checked before any work: input files, output directories, memory;
+ * and the exit code of a failed status. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -135,3 +136,5 @@ mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err) {
     }
     return MT_OK;
 }
+
+int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

@@ -64,29 +64,26 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key_, type_, field_, help_, range_, of_)                                                  \
-    {.key = key_, .type = MT_CF_##type_, .off = offsetof(mt_encdec_config, field_),                \
-     .help = help_, .range = range_, .of = of_}
-static const mt_cf_field FIELDS[] = {
-    F("enc_layers", INT, enc_layers, "encoder blocks", "1..", NULL),
-    F("dec_layers", INT, dec_layers, "decoder blocks", "1..", NULL),
-    F("dec_deepnorm_alpha", FLOAT, dec_deepnorm_alpha,
-      "the decoder's DeepNorm skip scale; 0: from the depths (--deepnorm-alpha: the encoder's)",
-      "0..", NULL),
-    F("dec_deepnorm_beta", FLOAT, dec_deepnorm_beta,
-      "the decoder's DeepNorm init gain; 0: from the depths (--deepnorm-beta: the encoder's)",
-      "0..", NULL),
-    F("src_ctx", INT, src_ctx, NULL, NULL, NULL),
-    F("tgt_ctx", INT, tgt_ctx, NULL, NULL, NULL),
-    F("n_vocab", INT, n_vocab, NULL, NULL, NULL),
-    {"tied", MT_CF_BOOL, offsetof(mt_encdec_config, tied),
-     "a separate output head instead of the token embedding", NULL, NULL, "untie"},
-    F("emb_std", FLOAT, emb_std, "std of the token and position embeddings' normal init", "0..",
-      NULL),
-    F("stack", TABLE, stack, NULL, NULL, &MT_STACK_FIELDS),
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_encdec_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(enc_layers, INT, "enc_layers", "encoder blocks", .range = "1.."),
+    F(dec_layers, INT, "dec_layers", "decoder blocks", .range = "1.."),
+    F(dec_deepnorm_alpha, FLOAT, "dec_deepnorm_alpha", "the decoder's DeepNorm skip scale; 0: "
+      "from the depths (--deepnorm-alpha: the encoder's)", .range = "0.."),
+    F(dec_deepnorm_beta, FLOAT, "dec_deepnorm_beta", "the decoder's DeepNorm init gain; 0: from "
+      "the depths (--deepnorm-beta: the encoder's)", .range = "0.."),
+    F(src_ctx, INT, "src_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tgt_ctx, INT, "tgt_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
+      .flag = "untie"),
+    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+      .range = "0.."),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
-static const mt_cf_table ENCDEC_FIELDS = MT_CF_TABLE_OF(FIELDS);
+static const mt_fields ENCDEC_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 

@@ -66,25 +66,24 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     return st;
 }
 
-static const mt_cf_field FIELDS[] = {
-    {"n_ctx", MT_CF_INT, offsetof(mt_gpt_config, n_ctx), "context length (tokens)", "1..", NULL,
-     NULL},
-    {"n_vocab", MT_CF_INT, offsetof(mt_gpt_config, n_vocab), NULL, NULL, NULL, NULL},
-    {"tied", MT_CF_BOOL, offsetof(mt_gpt_config, tied),
-     "a separate output head instead of the token embedding", NULL, NULL, "untie"},
-    {"emb_std", MT_CF_FLOAT, offsetof(mt_gpt_config, emb_std),
-     "std of the token and position embeddings' normal init", "0..", NULL, NULL},
-    {"arch", MT_CF_ENUM, offsetof(mt_gpt_config, arch), "llama: --pos rope --act swiglu --norm rms --no-bias where those hold the GPT's "
-     "defaults", NULL,
-     &MT_GPT_ARCHS, NULL},
-    {"pos", MT_CF_ENUM, offsetof(mt_gpt_config, pos), "position encoding", NULL, &MT_POS_KINDS,
-     NULL},
-    {"rope_theta", MT_CF_FLOAT, offsetof(mt_gpt_config, rope_theta),
-     "RoPE's base: pair i of a head turns by position x theta^(-2i/head size)", NULL, NULL,
-     NULL},
-    {"stack", MT_CF_TABLE, offsetof(mt_gpt_config, stack), NULL, NULL, &MT_STACK_FIELDS, NULL},
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
+    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
+      .flag = "untie"),
+    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+      .range = "0.."),
+    F(arch, ENUM, "arch", "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
+      "the GPT's defaults", .of = &MT_GPT_ARCHS),
+    F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
+    F(rope_theta, FLOAT, "rope_theta", "RoPE's base: pair i of a head turns by position x "
+      "theta^(-2i/head size)"),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
-static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
+#undef F
+static const mt_fields GPT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 

@@ -50,12 +50,14 @@ void mt_model_free(mt_model *m) {
     free(m);
 }
 
-char *mt_model_config_json(const mt_model *m) { return mt_cf_to_json(m->type->fields, m->cfg); }
+char *mt_model_config_json(const mt_model *m) {
+    return mt_fields_to_json(m->type->fields, m->cfg);
+}
 
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err) {
     type->config_default(cfg);
-    mt_status s = mt_cf_from_json(type->fields, json, cfg, err);
+    mt_status s = mt_fields_from_json(type->fields, json, cfg, err);
     return s == MT_OK ? type->config_validate(cfg, err) : s;
 }
 

@@ -8,10 +8,10 @@
 #define MT_MODEL_H
 
 #include "../data/data.h"
+#include "../io/io.h"
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
-#include "config.h"
 #include "stack.h"
 
 typedef struct mt_model_type mt_model_type;
@@ -172,7 +172,7 @@ struct mt_model_type {
     /* config: the struct (which starts with its mt_stack_config), its fields (with the
        stack's), its defaults and checks */
     size_t config_size;
-    const mt_cf_table *fields;
+    const mt_fields *fields;
     void (*config_default)(void *cfg);
     /* Checks every field and resolves the derived ones (mt_stack_validate). */
     mt_status (*config_validate)(void *cfg, mt_err *err);

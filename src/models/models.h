@@ -265,8 +265,6 @@ void mt_encdec_greedy(mt_ctx *c, const mt_encdec *m, const int *src, const int *
 int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, int *out);
 /* Decodes the dictionary's words (n, their indices; beam 1: greedy, in one batch) and adds them
    to the tallies (with and without stress). */
-enum { MT_ENCDEC_SCORE_WORDS = 64 }; /* words a call when scoring a dictionary (./infer); the
-                                        arena is sized for this many times the beam width */
 void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words,
                      int n, int beam, mt_g2p_tally t[2]);
 

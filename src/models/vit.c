@@ -85,20 +85,19 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key_, type_, field_, help_, range_, of_)                                                 \
-    {.key = key_, .type = MT_CF_##type_, .off = offsetof(mt_vit_config, field_),                   \
-     .help = help_, .range = range_, .of = of_}
-static const mt_cf_field FIELDS[] = {
-    F("image_h", INT, image_h, NULL, NULL, NULL),
-    F("image_w", INT, image_w, NULL, NULL, NULL),
-    F("channels", INT, channels, NULL, NULL, NULL),
-    F("patch", INT, patch, "patch size (divides the image size)", "1..", NULL),
-    F("n_classes", INT, n_classes, NULL, NULL, NULL),
-    F("pool", ENUM, pool, "what the head reads", NULL, &MT_VIT_POOLS),
-    F("stack", TABLE, stack, NULL, NULL, &MT_STACK_FIELDS),
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_vit_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(image_h, INT, "image_h", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(image_w, INT, "image_w", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(channels, INT, "channels", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(patch, INT, "patch", "patch size (divides the image size)", .range = "1.."),
+    F(n_classes, INT, "n_classes", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(pool, ENUM, "pool", "what the head reads", .of = &MT_VIT_POOLS),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
-static const mt_cf_table VIT_FIELDS = MT_CF_TABLE_OF(FIELDS);
+static const mt_fields VIT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 

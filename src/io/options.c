@@ -134,8 +134,10 @@ static void settings_add(mt_settings *s, const char *name, size_t len, const cha
     block[len] = 0;
     memcpy(block + len + 1, value, lv);
     if (source) memcpy(block + len + 1 + lv, source, ls);
-    s->s[s->n++] = (mt_setting){block, block + len + 1, source ? block + len + 1 + lv : NULL,
-                                line};
+    s->s[s->n++] = (mt_setting){.name = block,
+                                .value = block + len + 1,
+                                .source = source ? block + len + 1 + lv : NULL,
+                                .line = line};
 }
 
 /* One flag (--name, its value) to the entries: the messages of an unknown or bad flag. */

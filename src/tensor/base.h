@@ -17,10 +17,10 @@
  * Bad input (flag, config, file) is an mt_status plus a message in a caller-owned mt_err. */
 typedef enum {
     MT_OK = 0,
-    MT_EINVAL,  /* a value from the user (flag, config key, option) is wrong */
-    MT_EIO,     /* a file could not be opened, read, written or renamed */
-    MT_EFORMAT, /* a file's contents are malformed (checkpoint, token file, dataset) */
-    MT_ENOMEM,  /* an allocation failed or would not fit */
+    MT_EINVAL,    /* a value from the user (flag, config key, option) is wrong */
+    MT_EIO,       /* a file could not be opened, read, written or renamed */
+    MT_EFORMAT,   /* a file's contents are malformed (checkpoint, token file, dataset) */
+    MT_ENOMEM,    /* an allocation failed or would not fit */
     MT_EDIVERGED, /* training stopped: a step's loss or gradient is not finite */
 } mt_status;
 

@@ -117,7 +117,8 @@ static mt_train_options defaults(void) {
 static mt_fieldset stack_of(const mt_model_type *t, void *cfg) {
     for (int i = 0; i < t->fields->n; i++)
         if (t->fields->f[i].of == &MT_STACK_FIELDS)
-            return (mt_fieldset){&MT_STACK_FIELDS, (char *)cfg + t->fields->f[i].off};
+            return (mt_fieldset){.fields = &MT_STACK_FIELDS,
+                                 .obj = (char *)cfg + t->fields->f[i].off};
     MT_ASSERT(0, "model %s: its fields hold no block stack", t->name);
 }
 
@@ -136,13 +137,13 @@ static void all_init(all_models *a) {
     a->sets = calloc((size_t)a->n_types + 2, sizeof *a->sets);
     MT_ASSERT(a->cfg && a->sets, "train: out of memory");
     a->o = defaults();
-    a->sets[0] = (mt_fieldset){&TRAIN_FIELDS, &a->o};
+    a->sets[0] = (mt_fieldset){.fields = &TRAIN_FIELDS, .obj = &a->o};
     for (int i = 0; i < a->n_types; i++) {
         const mt_model_type *t = mt_model_types[i];
         a->cfg[i] = malloc(t->config_size);
         MT_ASSERT(a->cfg[i], "train: out of memory");
         t->config_default(a->cfg[i]);
-        a->sets[2 + i] = (mt_fieldset){t->fields, a->cfg[i]};
+        a->sets[2 + i] = (mt_fieldset){.fields = t->fields, .obj = a->cfg[i]};
     }
     a->sets[1] = stack_of(mt_model_types[0], a->cfg[0]);
 }

@@ -61,10 +61,10 @@ static void adam_kernel(float *restrict p, const float *restrict g, float *restr
 
 /* The kernel with the entry's decay: l2 = 0 and keep = 1 where it does not decay. */
 static void adam_step(const mt_optim_tensor *x, const void *scalars) {
-    const adam_scalars *k = scalars;
+    adam_scalars k;
+    memcpy(&k, scalars, sizeof k);
     bool decay = x->e->decay;
-    adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, k, decay ? k->l2 : 0.0f,
-                decay ? k->keep : 1.0f);
+    adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k, decay ? k.l2 : 0.0f, decay ? k.keep : 1.0f);
 }
 
 const mt_optim_type mt_optim_adam = {

@@ -41,20 +41,30 @@
  *   embeddings, norms, biases, the head) still come in pieces, so one kind can hold both groups.
  *
  * Adding an optimizer (Lion, Muon):
- *   1. src/optim/<name>.c: its scalars struct (at most MT_OPTIM_SCALARS bytes), `scalars`, `step`,
- *      `slots` (how many of slot_names this config keeps), for a per-tensor kind `whole` and
- *      `scratch`, `validate` for its own fields (messages name the flag and what is accepted),
- *      and `const mt_optim_type mt_optim_<name> = {.name = "<name>", ...}`. sgd.c and adam.c are
- *      the models. Slots named "m" and "v" keep the state files' names as they are.
- *   2. optim.h: a value in mt_optim_kind, the extern declaration of the type below it, and its
- *      fields in mt_optim_config (say which flags set them).
+ *   1. src/optim/<name>.c: its scalars struct (at most MT_OPTIM_SCALARS bytes) and `scalars`,
+ *      `step`, `slots` (how many of slot_names this config keeps); a kind that needs a tensor
+ *      whole also `whole` and `scratch`; `validate` for its own fields (each message names the
+ *      flag and what is accepted); then `const mt_optim_type mt_optim_<name> = {.name = "<name>",
+ *      ...}`. sgd.c (one optional slot) and adam.c (two slots, two kinds sharing a step) are the
+ *      models. Lion: one slot "m", elementwise, like sgd.c. Muon: `whole` = the hidden 2-D
+ *      matrices by role and shape (e->role == MT_ROLE_MATRIX && e->ndim == 2, and whatever
+ *      singles out the head); its step, given a whole matrix, updates the momentum and runs
+ *      Newton-Schulz in its scratch through mt_gemm; given a piece of another tensor, it runs
+ *      AdamW (reuse adam.c's kernel through a small internal header rather than copying it).
+ *      A kind with groups keeps the union of their slots ("m" and "v"; the matrices' "v" stays
+ *      zero) and scales the schedule's one lr per group in `scalars` (e.g. adam_lr / muon_lr).
+ *   2. optim.h: a value in mt_optim_kind, the extern declaration of the type beside
+ *      mt_optim_sgd's, and its fields in mt_optim_config (say which flags set them).
  *   3. config.c: its line in OPTIMS (the name --optim takes, which must equal the type's name:
  *      test_optim checks) and in mt_optim_types (the registry), its fields' defaults in
  *      mt_optim_defaults; its flags (train.c's options table, or the config field table).
  *   4. tests/test_optim.c: the kind in the formula, threads, fused and state tests; a PyTorch
- *      reference in tests/parity/test_optim.py.
+ *      reference in tests/parity/test_optim.py (and its driver, which reads the config).
  * Nothing else changes: the trainer sizes the state with mt_optim_state_slots, state files and
- * resume are generic over the slots, the update is generic over the kind. */
+ * resume are generic over the slots (a state file of another kind is refused by its name), the
+ * update is generic over the kind. If a few large matrices dominate a per-tensor kind's cost,
+ * stepping them one at a time on the whole pool (mt_gemm outside the region) is the change to
+ * make in walk_whole (optim.c); the kinds do not see it. */
 #ifndef MT_OPTIM_H
 #define MT_OPTIM_H
 
@@ -136,7 +146,8 @@ typedef struct mt_optim_type {
     const char *slot_names[MT_OPTIM_MAX_SLOTS]; /* the state file's "<slot>.<param>" prefixes */
     /* how many of slot_names config c keeps (SGD without momentum: 0) */
     int (*slots)(const mt_optim_config *c);
-    /* fills k (MT_OPTIM_SCALARS bytes, aligned for doubles) for update t (1, 2, ...) at lr */
+    /* writes its scalars for update t (1, 2, ...) at lr into k (MT_OPTIM_SCALARS bytes; write
+       and read them with memcpy: the bytes are not declared as the kind's struct) */
     void (*scalars)(const mt_optim_config *c, long t, double lr, void *k);
     /* one update of x; a piece's result may not depend on where the pieces are cut */
     void (*step)(const mt_optim_tensor *x, const void *k);

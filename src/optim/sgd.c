@@ -36,8 +36,9 @@ static void sgd_kernel(float *restrict p, const float *restrict g, float *restri
 }
 
 static void sgd_step(const mt_optim_tensor *x, const void *scalars) {
-    const sgd_scalars *k = scalars;
-    sgd_kernel(x->p, x->g, x->s[0], x->n, k->lr, x->e->decay ? k->l2 : 0.0f, k->mu, k->nesterov);
+    sgd_scalars k;
+    memcpy(&k, scalars, sizeof k);
+    sgd_kernel(x->p, x->g, x->s[0], x->n, k.lr, x->e->decay ? k.l2 : 0.0f, k.mu, k.nesterov);
 }
 
 const mt_optim_type mt_optim_sgd = {

@@ -298,9 +298,9 @@ static void test_fused(void) {
                         double norm = mt_grads_norm(&G, N);
                         CHECK(norm == want, "norm %.17g, unfused %.17g", norm, want);
                         mt_optim_update(&o, &P, &G, 0.01, mt_optim_clip_coef(norm, c.clip), keep);
-                        same &= memcmp(P.data, Q.data, N * sizeof(float)) == 0 &&
-                                (!o.m || memcmp(o.m, q.m, N * sizeof(float)) == 0) &&
-                                (!o.v || memcmp(o.v, q.v, N * sizeof(float)) == 0);
+                        same &= memcmp(P.data, Q.data, N * sizeof(float)) == 0;
+                        for (int k = 0; k < o.n_slots; k++)
+                            same &= memcmp(o.slot[k], q.slot[k], N * sizeof(float)) == 0;
                         for (int b = 0; b < n; b++)
                             for (size_t i = 0; i < N; i++)
                                 same &= buf[b][i] == (keep && b == 0 ? Q.grad[i] : 0.0f);
@@ -350,8 +350,9 @@ static void test_state(const char *dir) {
         CHECK(mt_optim_init(&q, &c, &Q, NULL) == MT_OK, "init");
         CHECK(mt_optim_load(&q, &Q, path, &err) == MT_OK, "load: %s", err.msg);
         CHECK(q.t == 3, "loaded step %ld", q.t);
-        CHECK(memcmp(o.m, q.m, P.total * sizeof(float)) == 0, "m differs after load");
-        CHECK(!o.v || memcmp(o.v, q.v, P.total * sizeof(float)) == 0, "v differs after load");
+        for (int k = 0; k < o.n_slots; k++)
+            CHECK(memcmp(o.slot[k], q.slot[k], P.total * sizeof(float)) == 0,
+                  "%s differs after load", o.type->slot_names[k]);
         mt_optim_step(&o, &P, 0.04);
         mt_optim_step(&q, &Q, 0.04);
         CHECK(memcmp(P.data, Q.data, P.total * sizeof(float)) == 0,
@@ -408,6 +409,232 @@ static void test_state(const char *dir) {
     mt_params_free(&R);
     mt_params_free(&P);
     unlink(path);
+}
+
+/* ---- the kind interface: registry, slots, the walk, whole tensors, old state files -------- */
+
+/* Every registered kind: its type's name is its --optim name, and its slots are those it says. */
+static void test_registry(void) {
+    for (int k = 0; k < MT_OPTIMS.n; k++) {
+        const mt_optim_type *ty = mt_optim_types[k];
+        CHECK(ty && strcmp(ty->name, mt_enum_name(&MT_OPTIMS, k)) == 0,
+              "kind %d: type '%s', --optim name '%s'", k, ty ? ty->name : "(none)",
+              mt_enum_name(&MT_OPTIMS, k));
+    }
+    struct {
+        mt_optim_kind kind;
+        double momentum;
+        int slots;
+        const char *names; /* the slots' names, joined */
+    } cases[] = {{MT_OPTIM_SGD, 0, 0, ""},
+                 {MT_OPTIM_SGD, 0.9, 1, "m"},
+                 {MT_OPTIM_ADAM, 0, 2, "mv"},
+                 {MT_OPTIM_ADAMW, 0, 2, "mv"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_optim_config c = mt_optim_defaults();
+        c.kind = cases[i].kind, c.momentum = cases[i].momentum;
+        mt_params P;
+        make_params(&P, 1, 1);
+        mt_optim o;
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        char names[16] = "";
+        for (int k = 0; k < o.n_slots; k++) strcat(names, o.type->slot_names[k]);
+        bool allocated = true;
+        for (int k = 0; k < MT_OPTIM_MAX_SLOTS; k++)
+            allocated &= (o.slot[k] != NULL) == (k < o.n_slots);
+        CHECK(mt_optim_state_slots(&c) == cases[i].slots && o.n_slots == cases[i].slots &&
+                  strcmp(names, cases[i].names) == 0 && allocated,
+              "%s, momentum %g: %d slots '%s' (state_slots %d), want %d '%s'",
+              mt_enum_name(&MT_OPTIMS, c.kind), c.momentum, o.n_slots, names,
+              mt_optim_state_slots(&c), cases[i].slots, cases[i].names);
+        mt_optim_free(&o);
+        mt_params_free(&P);
+    }
+}
+
+/* A probe kind whose step records what it sees: slot 0 counts the visits of each float, slot 1
+   holds the index of the entry that visited it, and the data becomes the gradient it was given.
+   whole_matrices: 2-D matrices are stepped whole, with scratch of their size. */
+static const mt_params *probe_P;
+static bool probe_whole_matrices;
+static int probe_bad; /* steps that saw something they should not have */
+
+static int probe_slots(const mt_optim_config *c) {
+    (void)c;
+    return 2;
+}
+static void probe_scalars(const mt_optim_config *c, long t, double lr, void *k) {
+    (void)c, (void)lr;
+    memcpy(k, &t, sizeof t);
+}
+static bool probe_whole(const mt_optim_config *c, const mt_param *e) {
+    (void)c;
+    return probe_whole_matrices && e->role == MT_ROLE_MATRIX && e->ndim == 2;
+}
+static size_t probe_scratch(const mt_optim_config *c, const mt_param *e) {
+    (void)c;
+    return (size_t)e->shape[0] * (size_t)e->shape[1];
+}
+static void probe_step(const mt_optim_tensor *x, const void *k) {
+    const mt_params *P = probe_P;
+    const mt_param *e = x->e;
+    long t;
+    memcpy(&t, k, sizeof t);
+    bool whole = probe_whole(NULL, e);
+    size_t off = e->offset + x->lo;
+    bool ok = e >= P->p && e < P->p + P->n && e->role != MT_ROLE_BUFFER && t >= 1 &&
+              x->p == P->data + off && x->s[2] == NULL && x->lo + x->n <= (e->n + 15) / 16 * 16 &&
+              (whole ? x->lo == 0 && x->n == e->n && x->scratch : !x->scratch && x->n <= 1024);
+    if (!ok) {
+#pragma omp atomic
+        probe_bad++;
+        return;
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        x->s[0][i] += 1;
+        x->s[1][i] = (float)(e - P->p);
+        x->p[i] = x->g[i];
+    }
+    if (whole) memset(x->scratch, 0xff, probe_scratch(NULL, e) * sizeof(float));
+}
+static mt_status probe_validate(const mt_optim_config *c, mt_err *err) {
+    return c->weight_decay > 1 ? mt_errorf(err, MT_EINVAL, "probe: --weight-decay > 1") : MT_OK;
+}
+static const mt_optim_type probe_type = {
+    .name = "probe",
+    .slot_names = {"count", "entry"},
+    .slots = probe_slots,
+    .scalars = probe_scalars,
+    .step = probe_step,
+    .whole = probe_whole,
+    .scratch = probe_scratch,
+    .validate = probe_validate,
+};
+
+/* One update of the probe from 2 gradient buffers, scaled by 0.5, kept or consumed: every float
+   of every trainable entry is visited once (stepped whole: its n elements, the padding never;
+   else its padded span) by its own entry, never a buffer's; the data is the gradient read; the
+   buffers are left as promised. Small and large tables, 1 and 4 threads. */
+static void probe_update(int scale, int threads, bool whole, bool keep) {
+    mt_params P;
+    make_params(&P, scale, 11);
+    probe_P = &P, probe_whole_matrices = whole, probe_bad = 0;
+    mt_optim o;
+    mt_optim_config c = mt_optim_defaults();
+    CHECK(mt_optim_init_type(&o, &probe_type, &c, &P, NULL) == MT_OK, "probe init");
+    size_t N = P.total;
+    float *g1 = malloc(N * sizeof(float)), *buf[2] = {P.grad, g1};
+    float *want = malloc(N * sizeof *want);
+    for (size_t i = 0; i < N; i++) g1[i] = P.grad[i] * 3;
+    for (size_t i = 0; i < N; i++) want[i] = (P.grad[i] + g1[i]) * 0.5f;
+    int was = mt_threads();
+    mt_set_threads(threads);
+    mt_optim_update(&o, &P, &(mt_grads){buf, 2}, 0.1, 0.5f, keep);
+    mt_set_threads(was);
+    size_t bad = 0, left = 0;
+    for (int i = 0; i < P.n; i++) {
+        const mt_param *e = &P.p[i];
+        bool trained = e->role != MT_ROLE_BUFFER, stepped_whole = trained && probe_whole(NULL, e);
+        size_t span = (e->n + 15) / 16 * 16;
+        for (size_t j = 0; j < span; j++) {
+            size_t f = e->offset + j;
+            bool visited = trained && (j < e->n || !stepped_whole);
+            bad += o.slot[0][f] != (visited ? 1.0f : 0.0f) ||
+                   o.slot[1][f] != (visited ? (float)i : 0.0f) ||
+                   (visited && j < e->n && P.data[f] != want[f]);
+            left += g1[f] != 0 || P.grad[f] != (keep && trained ? want[f] : 0.0f);
+        }
+    }
+    CHECK(probe_bad == 0 && bad == 0 && left == 0,
+          "probe, scale %d, %d threads, matrices %s, %s: %d steps saw a wrong view, %zu floats "
+          "visited wrongly, %zu gradient floats left wrong",
+          scale, threads, whole ? "whole" : "in pieces", keep ? "kept" : "consumed", probe_bad,
+          bad, left);
+    size_t largest = 0; /* the largest matrix: fc.weight (9 scale, 5) */
+    for (int i = 0; i < P.n; i++)
+        if (probe_whole(NULL, &P.p[i]) && P.p[i].n > largest) largest = P.p[i].n;
+    CHECK(!whole || (o.scratch && o.scratch_floats == largest && largest == (size_t)45 * scale),
+          "whole: scratch %zu floats a thread, want the largest matrix's %zu", o.scratch_floats,
+          largest);
+    mt_optim_free(&o);
+    free(g1), free(want);
+    mt_params_free(&P);
+}
+
+static void test_walk(void) {
+    for (int scale = 1; scale <= 2000; scale += 1999)
+        for (int threads = 1; threads <= 4; threads += 3)
+            for (int whole = 0; whole < 2; whole++) probe_update(scale, threads, whole, whole);
+    /* the kind's own validation runs at init */
+    mt_params P;
+    make_params(&P, 1, 1);
+    mt_optim o;
+    mt_optim_config c = mt_optim_defaults();
+    c.weight_decay = 2;
+    mt_err err;
+    CHECK(mt_optim_init_type(&o, &probe_type, &c, &P, &err) == MT_EINVAL &&
+              strstr(err.msg, "probe"),
+          "the kind's validate was not called");
+    mt_params_free(&P);
+}
+
+/* A state file as written before optimizer kinds were tables (state.c's format then: "m.<name>"
+   and "v.<name>" for every trainable entry, metadata "optim" and "step"), built here tensor by
+   tensor, loads into today's AdamW: its moments and step, to the bit. */
+static void test_old_state(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/old.safetensors", dir);
+    mt_params P;
+    make_params(&P, 1, 6);
+    mt_rng r;
+    mt_rng_seed(&r, 12);
+    float *mv[2] = {malloc(P.total * sizeof(float)), malloc(P.total * sizeof(float))};
+    for (size_t i = 0; i < P.total; i++)
+        mv[0][i] = mt_rng_uniform(&r), mv[1][i] = mt_rng_uniform(&r);
+    mt_st_item items[32];
+    char names[32][128];
+    int n = 0;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < P.n; i++) {
+            const mt_param *e = &P.p[i];
+            if (e->role == MT_ROLE_BUFFER) continue;
+            snprintf(names[n], sizeof names[n], "%s.%s", b ? "v" : "m", e->name);
+            items[n] = (mt_st_item){names[n], e->ndim, e->shape, mv[b] + e->offset};
+            n++;
+        }
+    const char *keys[] = {"optim", "step"}, *vals[] = {"adamw", "7"};
+    mt_err err;
+    CHECK(mt_st_save(path, n, items, 2, keys, vals, &err) == MT_OK, "save: %s", err.msg);
+    mt_optim o;
+    mt_optim_config c = mt_optim_defaults();
+    CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+    CHECK(mt_optim_load(&o, &P, path, &err) == MT_OK, "an old state file: %s", err.msg);
+    size_t bad = 0;
+    for (int i = 0; i < P.n; i++) {
+        const mt_param *e = &P.p[i];
+        if (e->role == MT_ROLE_BUFFER) continue;
+        for (int b = 0; b < 2; b++)
+            bad += memcmp(o.slot[b] + e->offset, mv[b] + e->offset, e->n * sizeof(float)) != 0;
+    }
+    CHECK(bad == 0 && o.t == 7, "an old state file: %zu moments differ, step %ld", bad, o.t);
+    /* and today's save writes it back tensor for tensor */
+    char again[512];
+    snprintf(again, sizeof again, "%s/again.safetensors", dir);
+    CHECK(mt_optim_save(&o, &P, again, &err) == MT_OK, "save: %s", err.msg);
+    mt_safetensors st;
+    CHECK(mt_st_load(again, &st, &err) == MT_OK, "load: %s", err.msg);
+    bool same = st.n == n && strcmp(mt_st_meta(&st, "optim"), "adamw") == 0 &&
+                strcmp(mt_st_meta(&st, "step"), "7") == 0;
+    for (int j = 0; j < n && same; j++) {
+        const mt_st_entry *x = mt_st_find(&st, names[j]);
+        same = x && memcmp(x->data, items[j].data, x->n * sizeof(float)) == 0;
+    }
+    CHECK(same, "the state saved again differs from the old file");
+    mt_st_free(&st);
+    mt_optim_free(&o);
+    free(mv[0]), free(mv[1]);
+    mt_params_free(&P);
+    unlink(path), unlink(again);
 }
 
 /* ---- bad values ------------------------------------------------------------------------------ */
@@ -497,6 +724,9 @@ int main(void) {
     test_fused();
     test_bf16_copy();
     test_state(dir);
+    test_registry();
+    test_walk();
+    test_old_state(dir);
     test_errors();
     rmdir(dir);
     return check_finish("test_optim");

@@ -1,5 +1,5 @@
-/* Optimizer configuration: defaults, names, its field table (the flags of ./train), validation,
- * and the learning-rate schedules. */
+/* Optimizer configuration: defaults, names, the registry of optimizer kinds, its field table (the
+ * flags of ./train), validation, and the learning-rate schedules. */
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +35,14 @@ static const mt_enum_item DECAY_SCOPES[] = {
     [MT_DECAY_EMBEDDINGS] = {"embeddings", "and the matrices"},
     [MT_DECAY_ALL] = {"all", "every trainable entry"},
 };
+/* The registry: each kind's type, in OPTIMS' order (each type's name is its OPTIMS name). */
+const mt_optim_type *const mt_optim_types[] = {
+    [MT_OPTIM_SGD] = &mt_optim_sgd,
+    [MT_OPTIM_ADAM] = &mt_optim_adam,
+    [MT_OPTIM_ADAMW] = &mt_optim_adamw,
+};
+_Static_assert(sizeof mt_optim_types / sizeof mt_optim_types[0] == sizeof OPTIMS / sizeof OPTIMS[0],
+               "a kind in OPTIMS without its type in mt_optim_types, or the reverse");
 const mt_enum MT_OPTIMS = MT_ENUM("optimizer", OPTIMS);
 const mt_enum MT_SCHEDULES = MT_ENUM("schedule", SCHEDULES);
 const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
@@ -82,7 +90,7 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
     const mt_schedule *s = &c->sched;
     const char *sname = mt_enum_name(&MT_SCHEDULES, s->kind);
     bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR;
-    if ((unsigned)c->kind > MT_OPTIM_ADAMW)
+    if ((unsigned)c->kind >= (unsigned)MT_OPTIMS.n)
         return mt_errorf(err, MT_EINVAL, "--optim: unknown optimizer %d", (int)c->kind);
     if ((unsigned)s->kind > MT_SCHED_INVSQRT)
         return mt_errorf(err, MT_EINVAL, "--schedule: unknown schedule %d", (int)s->kind);
@@ -137,7 +145,8 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
         return mt_errorf(err, MT_EINVAL,
                          "--min-lr applies to --schedule cosine and linear only (this run uses %s)",
                          sname);
-    return MT_OK;
+    const mt_optim_type *type = mt_optim_types[c->kind];
+    return type->validate ? type->validate(c, err) : MT_OK;
 }
 
 /* ---- schedules ------------------------------------------------------------------------------- */

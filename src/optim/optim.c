@@ -1,10 +1,12 @@
-/* SGD, Adam and AdamW over the flat parameter buffer, and global-norm gradient clipping.
+/* The update: the walk over the parameter table's trainable entries, the threads, the gradient
+ * read where it lies, and global-norm gradient clipping. The kinds' steps are in sgd.c, adam.c.
  *
- * The update is elementwise, so one OpenMP region splits the concatenated spans of trainable
- * entries into equal 16-float-aligned ranges, one per thread (a deep model has ~1600 small
- * entries: forking per entry would cost more than the update). Per-step scalars are computed in
- * double, as torch does in Python, and rounded to float once. The gradient may lie in several
- * buffers (mt_grads: a step's replicas'): the passes add them up a chunk at a time as they go. */
+ * Entries stepped in pieces are elementwise, so one OpenMP region splits their concatenation
+ * (each entry padded to 16 floats) into equal 16-float-aligned ranges, one per thread, cut into
+ * pieces of at most CHUNK floats within an entry (a deep model has ~1600 small entries: forking
+ * per entry would cost more than the update). Entries stepped whole are spread over the same
+ * threads in runs of about equal element counts. The gradient may lie in several buffers
+ * (mt_grads: a step's replicas'): the passes add them up a chunk at a time as they go. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,53 +14,14 @@
 #include "../tensor/gemm.h"
 #include "optim.h"
 
-/* ---- kernels: n floats of one span; l2 and keep carry the span's weight decay ---------------- */
-
-/* SGD: d = g + l2*p;  b = mu*b + d (b starts at 0, so the first step gives b = d, as torch's
-   clone);  d = nesterov ? d + mu*b : b;  p -= lr*d.  b == NULL: no momentum. */
-static void sgd_kernel(float *restrict p, const float *restrict g, float *restrict b, size_t n,
-                       float lr, float l2, float mu, bool nesterov) {
-    if (!b) {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + l2 * p[i]);
-        return;
-    }
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i] + l2 * p[i];
-        b[i] = mu * b[i] + d;
-        p[i] -= lr * (nesterov ? d + mu * b[i] : b[i]);
-    }
-}
-
-typedef struct {
-    float b1, b2, omb1, omb2; /* beta1, beta2, 1 - beta1, 1 - beta2 */
-    float step_size;          /* lr / (1 - beta1^t) */
-    float bc2_sqrt;           /* sqrt(1 - beta2^t) */
-    float eps;
-} adam_coef;
-
-/* Adam and AdamW: g' = g + l2*p;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
-   p = keep*p - step_size * m / (sqrt(v)/bc2_sqrt + eps).
-   Adam's L2 decay is l2 = wd, keep = 1; AdamW's decoupled decay is l2 = 0, keep = 1 - lr*wd. */
-static void adam_kernel(float *restrict p, const float *restrict g, float *restrict m,
-                        float *restrict v, size_t n, const adam_coef *k, float l2, float keep) {
-    const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, ss = k->step_size,
-                bc2 = k->bc2_sqrt, eps = k->eps;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] + l2 * p[i];
-        m[i] = b1 * m[i] + omb1 * gi;
-        v[i] = b2 * v[i] + omb2 * (gi * gi);
-        p[i] = p[i] * keep - ss * (m[i] / (sqrtf(v[i]) / bc2 + eps));
-    }
-}
-
 /* ---- reading the gradient where it lies (mt_grads) ------------------------------------------ */
 
-enum { CHUNK = 512 }; /* floats of the gradient read at a time: 2 KiB, kept in L1 */
+/* Floats of the gradient read at a time: 2 KiB, kept in L1 (the norm's passes). The update reads
+   PIECE: with two replicas' buffers, a piece's gradient, data, moments and buffers are 24 KiB of
+   the 32 KiB L1, and the step's call, once a piece, costs half of what it does at CHUNK. */
+enum { CHUNK = 512, PIECE = 1024 };
 
-/* The gradient at [off, off + n), n <= CHUNK: coef * (g[0] + g[1] + ...), added in that order and
+/* The gradient at [off, off + n), n <= PIECE: coef * (g[0] + g[1] + ...), added in that order and
    scaled once, in x; or g[0] + off itself when it alone holds it unscaled. */
 static const float *grads_read(const mt_grads *G, size_t off, size_t n, float coef,
                                float *restrict x) {
@@ -86,7 +49,7 @@ static void grads_done(const mt_grads *G, size_t off, size_t n, const float *x, 
     for (int r = 1; r < G->n; r++) memset(G->g[r] + off, 0, n * sizeof(float));
 }
 
-/* ---- init, step, free ------------------------------------------------------------------------ */
+/* ---- init, free ---------------------------------------------------------------------------- */
 
 static void apply_decay_scope(mt_params *P, mt_decay_scope scope) {
     for (int i = 0; i < P->n; i++) {
@@ -103,35 +66,163 @@ static float *zeros(size_t n) {
     return x;
 }
 
-mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err) {
+static size_t padded(size_t n) { return (n + 15) / 16 * 16; }
+
+int mt_optim_state_slots(const mt_optim_config *c) {
+    MT_ASSERT((unsigned)c->kind < (unsigned)MT_OPTIMS.n, "optim: unknown kind %d", (int)c->kind);
+    return mt_optim_types[c->kind]->slots(c);
+}
+
+/* The walk: the trainable entries stepped in pieces, then those stepped whole, each group in
+   table order with its running float count; the scratch a whole step needs, per thread. */
+static bool plan_walk(mt_optim *o, const mt_params *P) {
+    const mt_optim_type *ty = o->type;
+    o->walk = calloc((size_t)P->n + 1, sizeof *o->walk);
+    o->at = calloc((size_t)P->n + 2, sizeof *o->at);
+    if (!o->walk || !o->at) return false;
+    for (int whole = 0; whole < 2; whole++)
+        for (int i = 0; i < P->n; i++) {
+            const mt_param *e = &P->p[i];
+            if (e->role == MT_ROLE_BUFFER || (ty->whole && ty->whole(&o->cfg, e)) != whole)
+                continue;
+            int j = o->n_pieces + o->n_whole;
+            o->walk[j] = i;
+            if (whole) {
+                o->whole_floats += e->n, o->n_whole++;
+                if (ty->scratch && ty->scratch(&o->cfg, e) > o->scratch_floats)
+                    o->scratch_floats = ty->scratch(&o->cfg, e);
+            } else {
+                o->at[j] = o->piece_floats, o->piece_floats += padded(e->n), o->n_pieces++;
+            }
+        }
+    o->at[o->n_pieces] = o->piece_floats; /* the end of the last piece's entry */
+    if (!o->scratch_floats) return true;
+    o->n_scratch = mt_threads();
+    o->scratch = mt_alloc_big((size_t)o->n_scratch * o->scratch_floats * sizeof(float));
+    return o->scratch != NULL;
+}
+
+mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
+                             mt_params *P, mt_err *err) {
     memset(o, 0, sizeof *o);
     MT_ASSERT(P->data, "optim: the parameters are not allocated");
     mt_status s = mt_optim_validate(c, err);
+    if (s == MT_OK && type->validate && type != mt_optim_types[c->kind])
+        s = type->validate(c, err);
     if (s != MT_OK) return s;
     o->cfg = *c;
+    o->type = type;
     o->total = P->total;
+    o->n_slots = type->slots(c);
+    MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots",
+              type->name, o->n_slots);
     apply_decay_scope(P, c->decay_scope);
-
-    /* Spans: each trainable entry covers [offset, offset + n rounded up to 16); neighbours with
-       the same decay flag merge. */
-    o->spans = calloc((size_t)(P->n ? P->n : 1), sizeof *o->spans);
-    bool adam = c->kind != MT_OPTIM_SGD;
-    if (adam || c->momentum > 0) o->m = zeros(P->total);
-    if (adam) o->v = zeros(P->total);
-    if (!o->spans || ((adam || c->momentum > 0) && !o->m) || (adam && !o->v)) {
+    bool ok = plan_walk(o, P);
+    for (int k = 0; k < o->n_slots && ok; k++) ok = (o->slot[k] = zeros(P->total)) != NULL;
+    if (!ok) {
         mt_optim_free(o);
         return mt_errorf(err, MT_ENOMEM, "optim: cannot allocate the state for %zu parameters",
                          P->total);
     }
-    for (int i = 0; i < P->n; i++) {
-        const mt_param *e = &P->p[i];
-        if (e->role == MT_ROLE_BUFFER) continue;
-        size_t n = (e->n + 15) / 16 * 16;
-        mt_optim_span *last = o->n_spans ? &o->spans[o->n_spans - 1] : NULL;
-        if (last && last->off + last->n == e->offset && last->decay == e->decay) last->n += n;
-        else o->spans[o->n_spans++] = (mt_optim_span){.off = e->offset, .n = n, .decay = e->decay};
-    }
     return MT_OK;
+}
+
+mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err) {
+    if ((unsigned)c->kind >= (unsigned)MT_OPTIMS.n) { /* its message, before indexing */
+        memset(o, 0, sizeof *o);
+        return mt_optim_validate(c, err);
+    }
+    return mt_optim_init_type(o, mt_optim_types[c->kind], c, P, err);
+}
+
+void mt_optim_free(mt_optim *o) {
+    for (int k = 0; k < MT_OPTIM_MAX_SLOTS; k++) free(o->slot[k]);
+    free(o->walk);
+    free(o->at);
+    free(o->scratch);
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- the update ------------------------------------------------------------------------------ */
+
+/* What every piece of one update shares. */
+typedef struct {
+    const mt_optim *o;
+    mt_params *P;
+    const mt_grads *G;
+    float coef;
+    grads_after after;
+    const void *k; /* the kind's scalars */
+} update_ctx;
+
+/* Entry e's first element, its gradient g: the step's view, lo and n to be set. */
+static mt_optim_tensor tensor_of(const update_ctx *u, const mt_param *e, const float *g) {
+    mt_optim_tensor x = {.e = e, .p = u->P->data + e->offset, .g = g};
+    for (int k = 0; k < u->o->n_slots; k++) x.s[k] = u->o->slot[k] + e->offset;
+    return x;
+}
+
+/* x moved on by d elements. */
+static void tensor_advance(mt_optim_tensor *x, size_t d, int n_slots) {
+    x->lo += d, x->p += d;
+    for (int k = 0; k < n_slots; k++) x->s[k] += d;
+}
+
+/* Floats [a, b) of the pieces' concatenation, a and b multiples of 16, PIECE floats at a time:
+   each piece's gradient read into L1, stepped, the buffers done, its bf16 copy rounded. */
+static void walk_pieces(const update_ctx *u, size_t a, size_t b) {
+    const mt_optim *o = u->o;
+    float x[PIECE] __attribute__((aligned(64)));
+    int lo = 0, hi = o->n_pieces; /* the last entry j with at[j] <= a */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (o->at[mid] <= a) lo = mid;
+        else hi = mid;
+    }
+    for (int j = lo; j < o->n_pieces && o->at[j] < b; j++) {
+        const mt_param *e = &u->P->p[o->walk[j]];
+        size_t from = a > o->at[j] ? a - o->at[j] : 0, to = o->at[j + 1] - o->at[j];
+        if (b < o->at[j + 1]) to = b - o->at[j];
+        mt_optim_tensor t = tensor_of(u, e, NULL);
+        tensor_advance(&t, from, o->n_slots);
+        for (; t.lo < to; tensor_advance(&t, t.n, o->n_slots)) {
+            size_t off = e->offset + t.lo;
+            t.n = to - t.lo < PIECE ? to - t.lo : PIECE;
+            t.g = grads_read(u->G, off, t.n, u->coef, x);
+            o->type->step(&t, u->k);
+            grads_done(u->G, off, t.n, t.g, u->after);
+            if (u->P->bf16) mt_bf16_from_floats(u->P->bf16 + off, t.p, t.n); /* while in L1 */
+        }
+    }
+}
+
+/* Entry e whole: its gradient summed and clipped into g[0] in place (the other buffers zeroed),
+   stepped, then zeroed unless kept; its bf16 copy rounded. */
+static void step_whole(const update_ctx *u, const mt_param *e, float *scratch) {
+    float x[PIECE] __attribute__((aligned(64)));
+    size_t N = padded(e->n);
+    for (size_t off = e->offset; off < e->offset + N; off += PIECE) {
+        size_t n = e->offset + N - off < PIECE ? e->offset + N - off : PIECE;
+        grads_done(u->G, off, n, grads_read(u->G, off, n, u->coef, x), GRADS_KEEP);
+    }
+    mt_optim_tensor t = tensor_of(u, e, u->G->g[0] + e->offset);
+    t.n = e->n, t.scratch = scratch;
+    u->o->type->step(&t, u->k);
+    if (u->after == GRADS_ZERO) memset(u->G->g[0] + e->offset, 0, N * sizeof(float));
+    if (u->P->bf16) mt_bf16_from_floats(u->P->bf16 + e->offset, t.p, e->n);
+}
+
+/* Part id of T of the entries stepped whole: those whose first element falls in the part's
+   share of whole_floats (their elements counted in walk order). */
+static void walk_whole(const update_ctx *u, size_t id, size_t T) {
+    const mt_optim *o = u->o;
+    size_t a = o->whole_floats * id / T, b = o->whole_floats * (id + 1) / T, at = 0;
+    float *scratch = o->scratch ? o->scratch + id * o->scratch_floats : NULL;
+    for (int j = o->n_pieces; j < o->n_pieces + o->n_whole && at < b; j++) {
+        const mt_param *e = &u->P->p[o->walk[j]];
+        if (at >= a) step_whole(u, e, scratch);
+        at += e->n;
+    }
 }
 
 void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
@@ -139,58 +230,25 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
     MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
               P->total, o->total);
     MT_ASSERT(G->n >= 1 && G->g[0] == P->grad, "optim: the gradient's first buffer is not P->grad");
-    const mt_optim_config *c = &o->cfg;
     o->t++;
-    double wd = c->weight_decay;
-    adam_coef k = {
-        .b1 = (float)c->beta1,
-        .b2 = (float)c->beta2,
-        .omb1 = (float)(1 - c->beta1),
-        .omb2 = (float)(1 - c->beta2),
-        .step_size = (float)(lr / (1 - pow(c->beta1, (double)o->t))),
-        .bc2_sqrt = (float)sqrt(1 - pow(c->beta2, (double)o->t)),
-        .eps = (float)c->eps,
-    };
-    float l2 = c->kind == MT_OPTIM_ADAMW ? 0.0f : (float)wd;
-    float keep_p = c->kind == MT_OPTIM_ADAMW ? (float)(1 - lr * wd) : 1.0f;
-    grads_after after = keep ? GRADS_KEEP : GRADS_ZERO;
-
-    size_t W = 0; /* floats in all spans, a multiple of 16 */
-    for (int j = 0; j < o->n_spans; j++) W += o->spans[j].n;
-    size_t T = W >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* ranges, one a thread */
+    union {
+        double d;
+        unsigned char b[MT_OPTIM_SCALARS];
+    } k;
+    o->type->scalars(&o->cfg, o->t, lr, k.b);
+    update_ctx u = {o, P, G, coef, keep ? GRADS_KEEP : GRADS_ZERO, k.b};
+    size_t W = o->piece_floats; /* a multiple of 16 */
+    size_t T = W + o->whole_floats >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* one a thread */
+    size_t TW = o->n_scratch && (size_t)o->n_scratch < T ? (size_t)o->n_scratch : T;
     MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {
-        float x[CHUNK] __attribute__((aligned(64)));
         size_t lo = W * id / T / 16 * 16, hi = id + 1 == T ? W : W * (id + 1) / T / 16 * 16;
-        size_t at = 0; /* start of span j in the concatenation */
-        for (int j = 0; j < o->n_spans && at < hi; at += o->spans[j++].n) {
-            const mt_optim_span *s = &o->spans[j];
-            size_t a = lo > at ? lo : at, b = hi < at + s->n ? hi : at + s->n;
-            for (size_t off = s->off + (a - at), end = s->off + (b - at); off < end; off += CHUNK) {
-                size_t n = end - off < CHUNK ? end - off : CHUNK;
-                float *p = P->data + off, *m = o->m ? o->m + off : NULL;
-                const float *g = grads_read(G, off, n, coef, x);
-                if (c->kind == MT_OPTIM_SGD)
-                    sgd_kernel(p, g, m, n, (float)lr, s->decay ? l2 : 0.0f, (float)c->momentum,
-                               c->nesterov);
-                else
-                    adam_kernel(p, g, m, o->v + off, n, &k, s->decay ? l2 : 0.0f,
-                                s->decay ? keep_p : 1.0f);
-                grads_done(G, off, n, g, after);
-                if (P->bf16) mt_bf16_from_floats(P->bf16 + off, p, n); /* while p is in L1 */
-            }
-        }
+        walk_pieces(&u, lo, hi);
+        if (id < TW) walk_whole(&u, id, TW);
     });
 }
 
 void mt_optim_step(mt_optim *o, mt_params *P, double lr) {
     mt_optim_update(o, P, &(mt_grads){.g = &P->grad, .n = 1}, lr, 1.0f, true);
-}
-
-void mt_optim_free(mt_optim *o) {
-    free(o->m);
-    free(o->v);
-    free(o->spans);
-    memset(o, 0, sizeof *o);
 }
 
 /* ---- the gradient's passes: norm, sum, clipping --------------------------------------------- */

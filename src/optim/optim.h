@@ -1,4 +1,5 @@
-/* mt optim: SGD, Adam, AdamW over the flat parameter buffer, gradient clipping, and learning-rate
+/* mt optim: the optimizer as a table-described kind (SGD, Adam, AdamW), the update that walks
+ * the parameter table's trainable tensors, gradient clipping, state files, and learning-rate
  * schedules as pure functions of the step.
  *
  * Semantics are torch.optim's (torch 1.13, the for-loop implementation), checked step by step in
@@ -18,7 +19,52 @@
  *   --weight-decay          weight_decay  --momentum --nesterov       momentum, nesterov
  *   --decay-scope matrices|embeddings|all decay_scope                 --clip   clip
  *   --lr --min-lr --warmup-init-lr --warmup --schedule const|cosine|linear|invsqrt  in sched
- *   (sched.steps is the run's number of steps). */
+ *   (sched.steps is the run's number of steps).
+ *
+ * ---- an optimizer kind ------------------------------------------------------------------------
+ * A kind is an mt_optim_type (below): its name, its state slots (arrays laid out as P->data, each
+ * with a name for the state file), the step's scalars computed once per update, and a step over
+ * ONE tensor, or a piece of one, which sees the tensor's data, gradient, state, element count,
+ * shape, role and decay flag (mt_optim_tensor). mt_optim_update owns everything else: the walk
+ * over the trainable entries (never a buffer), the threads, reading the gradient from the
+ * replicas' buffers and clipping it, zeroing them, the bf16 copy, the step count, state files.
+ *   Elementwise kinds (SGD, Adam, AdamW, Lion) leave `whole` NULL: the step gets pieces of at most
+ *   1024 floats (a tensor's elements [lo, lo + n), n a multiple of 16 that may run up to 15 floats
+ *   into the zero padding after the tensor's last element: zero data, gradient and state must stay
+ *   zero), split evenly across the threads whatever the tensors' sizes.
+ *   Kinds that need a tensor whole (Muon's Newton-Schulz on a 2-D matrix) say which tensors with
+ *   `whole`; each such tensor then goes to one thread whole (tensors spread over the threads in
+ *   runs of about equal element counts), its gradient summed and scaled in place in P->grad
+ *   first, with `scratch(cfg, entry)` floats of scratch that init allocates per thread (no
+ *   allocation in the step). A product in a whole step goes through mt_gemm, which runs on the
+ *   calling thread inside the update's parallel region. The other tensors of the same kind (Muon:
+ *   embeddings, norms, biases, the head) still come in pieces, so one kind can hold both groups.
+ *
+ * Adding an optimizer (Lion, Muon):
+ *   1. src/optim/<name>.c: its scalars struct (at most MT_OPTIM_SCALARS bytes) and `scalars`,
+ *      `step`, `slots` (how many of slot_names this config keeps); a kind that needs a tensor
+ *      whole also `whole` and `scratch`; `validate` for its own fields (each message names the
+ *      flag and what is accepted); then `const mt_optim_type mt_optim_<name> = {.name = "<name>",
+ *      ...}`. sgd.c (one optional slot) and adam.c (two slots, two kinds sharing a step) are the
+ *      models. Lion: one slot "m", elementwise, like sgd.c. Muon: `whole` = the hidden 2-D
+ *      matrices by role and shape (e->role == MT_ROLE_MATRIX && e->ndim == 2, and whatever
+ *      singles out the head); its step, given a whole matrix, updates the momentum and runs
+ *      Newton-Schulz in its scratch through mt_gemm; given a piece of another tensor, it runs
+ *      AdamW (reuse adam.c's kernel through a small internal header rather than copying it).
+ *      A kind with groups keeps the union of their slots ("m" and "v"; the matrices' "v" stays
+ *      zero) and scales the schedule's one lr per group in `scalars` (e.g. adam_lr / muon_lr).
+ *   2. optim.h: a value in mt_optim_kind, the extern declaration of the type beside
+ *      mt_optim_sgd's, and its fields in mt_optim_config (say which flags set them).
+ *   3. config.c: its line in OPTIMS (the name --optim takes, which must equal the type's name:
+ *      test_optim checks) and in mt_optim_types (the registry), its fields' defaults in
+ *      mt_optim_defaults; its flags (train.c's options table, or the config field table).
+ *   4. tests/test_optim.c: the kind in the formula, threads, fused and state tests; a PyTorch
+ *      reference in tests/parity/test_optim.py (and its driver, which reads the config).
+ * Nothing else changes: the trainer sizes the state with mt_optim_state_slots, state files and
+ * resume are generic over the slots (a state file of another kind is refused by its name), the
+ * update is generic over the kind. If a few large matrices dominate a per-tensor kind's cost,
+ * stepping them one at a time on the whole pool (mt_gemm outside the region) is the change to
+ * make in walk_whole (optim.c); the kinds do not see it. */
 #ifndef MT_OPTIM_H
 #define MT_OPTIM_H
 
@@ -26,6 +72,7 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 
+/* The registered kinds: mt_optim_types[kind] is its type, MT_OPTIMS its --optim name. */
 typedef enum { MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW } mt_optim_kind;
 
 typedef enum { MT_SCHED_CONST, MT_SCHED_COSINE, MT_SCHED_LINEAR, MT_SCHED_INVSQRT } mt_sched_kind;
@@ -88,26 +135,71 @@ double mt_optim_lr_at(const mt_schedule *s, long step);
 
 /* ---- the optimizer ------------------------------------------------------------------------- */
 
-/* A run of consecutive trainable entries with one decay flag: [off, off + n) of the flat buffers,
-   padding between entries included (its grad and data stay 0, so updating it changes nothing). */
+enum {
+    MT_OPTIM_MAX_SLOTS = 4,  /* state arrays a kind may keep */
+    MT_OPTIM_SCALARS = 128,  /* bytes of a kind's per-update scalars */
+};
+
+/* What a step sees: one trainable entry of the parameter table, or a piece of it. */
 typedef struct {
-    size_t off, n;
-    bool decay;
-} mt_optim_span;
+    const mt_param *e;  /* the entry: name, ndim, shape[], role, decay, offset, n */
+    size_t lo, n;       /* elements [lo, lo + n) of it: a piece, or 0 and e->n when whole */
+    float *p;           /* data + e->offset + lo */
+    const float *g;     /* the gradient there: the buffers' sum, clipped (mt_grads) */
+    float *s[MT_OPTIM_MAX_SLOTS]; /* each state slot there; NULL past the kind's slots */
+    float *scratch;     /* whole tensors: the kind's scratch(cfg, e) floats, else NULL */
+} mt_optim_tensor;
+
+typedef struct mt_optim_type {
+    const char *name;                          /* --optim's and the state file's "optim" */
+    const char *slot_names[MT_OPTIM_MAX_SLOTS]; /* the state file's "<slot>.<param>" prefixes */
+    /* how many of slot_names config c keeps (SGD without momentum: 0) */
+    int (*slots)(const mt_optim_config *c);
+    /* writes its scalars for update t (1, 2, ...) at lr into k (MT_OPTIM_SCALARS bytes; write
+       and read them with memcpy: the bytes are not declared as the kind's struct) */
+    void (*scalars)(const mt_optim_config *c, long t, double lr, void *k);
+    /* one update of x; a piece's result may not depend on where the pieces are cut */
+    void (*step)(const mt_optim_tensor *x, const void *k);
+    /* optional: entry e must be stepped whole (NULL: every tensor in pieces) */
+    bool (*whole)(const mt_optim_config *c, const mt_param *e);
+    /* optional: floats of scratch stepping e whole needs */
+    size_t (*scratch)(const mt_optim_config *c, const mt_param *e);
+    /* optional: the kind's own checks, after mt_optim_validate's general ones */
+    mt_status (*validate)(const mt_optim_config *c, mt_err *err);
+} mt_optim_type;
+
+/* The registry (config.c), indexed by mt_optim_kind, and its types (sgd.c, adam.c). */
+extern const mt_optim_type *const mt_optim_types[];
+extern const mt_optim_type mt_optim_sgd, mt_optim_adam, mt_optim_adamw;
+
+/* Floats of optimizer state per parameter float for config c (c->kind registered). */
+int mt_optim_state_slots(const mt_optim_config *c);
 
 typedef struct {
     mt_optim_config cfg;
+    const mt_optim_type *type;
     long t;           /* updates taken; the next mt_optim_step is update t + 1 */
     size_t total;     /* floats in P->data */
-    float *m, *v;     /* same layout as P->data: Adam moments, or m the SGD momentum buffer;
-                         NULL where the optimizer keeps none */
-    mt_optim_span *spans;
-    int n_spans;
+    int n_slots;
+    float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->data */
+    /* the walk, fixed at init: the indices of the entries stepped in pieces, then of those
+       stepped whole, each group in table order; at[j] (j <= n_pieces) = the floats before
+       walk[j] among the pieces' entries, each padded to 16; at[n_pieces] = piece_floats */
+    int *walk;
+    size_t *at;
+    int n_pieces, n_whole;
+    size_t piece_floats, whole_floats;
+    float *scratch;    /* n_scratch parts of scratch_floats, one a thread */
+    size_t scratch_floats;
+    int n_scratch;
 } mt_optim;
 
 /* Validates c, applies c->decay_scope to P's decay flags (once) and allocates the state (zeroed,
-   t = 0). P must be allocated. */
+   t = 0) of the kind c->kind. P must be allocated. */
 mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err);
+/* The same with a type of one's own (a test's, an experiment's) instead of c->kind's. */
+mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
+                             mt_params *P, mt_err *err);
 void mt_optim_free(mt_optim *o);
 
 /* ---- a step's gradient ----------------------------------------------------------------------
@@ -126,8 +218,9 @@ typedef struct {
    which it consumes: every buffer of G is left zeroed, except that keep leaves the gradient used
    (summed, scaled) in g[0] = P->grad for inspection. One OpenMP region, one pass over P, the
    state and G; no allocation; deterministic; the same bits as summing, clipping, then updating
-   (mt_grads_sum, mt_optim_clip, mt_optim_step). In bf16 precision (P->bf16) the same pass
-   rounds each updated weight into the products' bf16 copy. */
+   (mt_grads_sum, mt_optim_clip, mt_optim_step), and for elementwise kinds the same bits at any
+   thread count. In bf16 precision (P->bf16) the same pass rounds each updated weight into the
+   products' bf16 copy. */
 void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
                      bool keep);
 /* The same from P->grad alone, unscaled, which it leaves as it is (torch's optimizer.step()). */
@@ -151,10 +244,11 @@ int mt_params_first_nonfinite(const mt_params *P);
 double mt_optim_clip(mt_params *P, double max_norm);
 
 /* ---- state for exact resume ---------------------------------------------------------------
- * A safetensors file: "m.<name>" and "v.<name>" (each shaped as the parameter) for every
- * trainable entry, when the optimizer keeps them; __metadata__ "optim" (the kind) and "step"
- * (o->t). Loading into an initialised optimizer restores them; a file for another optimizer, a
- * missing or extra tensor or a shape that differs from the parameter's is an error naming it. */
+ * A safetensors file: "<slot>.<name>" (each shaped as the parameter) for every slot the kind
+ * keeps (SGD with momentum "m"; Adam, AdamW "m" and "v") and every trainable entry;
+ * __metadata__ "optim" (the kind's name) and "step" (o->t). Loading into an initialised
+ * optimizer restores them; a file for another optimizer, a missing or extra tensor or a shape
+ * that differs from the parameter's is an error naming it. */
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err);
 mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_err *err);
 

@@ -96,7 +96,7 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    int slots = oc->kind == MT_OPTIM_SGD ? (oc->momentum > 0) : 2; /* Adam: m and v */
+    int slots = mt_optim_state_slots(oc); /* floats of state per parameter float */
     slots += replica_count(&tr->cfg, P) - 1; /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];

@@ -73,47 +73,62 @@ static inline float gemv_out(float dot, float alpha, float beta, const float *y,
     return alpha * dot + add;
 }
 
-/* tb: y_j for j in [j0, j1) */
+/* tb: y_j for j in [j0, j1); the four rows' sums named, so that they stay in registers (an
+   array of them went through the stack at every step) */
 static void gemv_t(int K, float alpha, const float *x, const float *B, int ldb, float beta,
                    float *y, const float *bias, int j0, int j1) {
     int KV = K / MT_VW * MT_VW;
     for (int j = j0; j < j1; j += GEMV_ROWS) {
         int nr = j1 - j < GEMV_ROWS ? j1 - j : GEMV_ROWS;
-        const float *b[GEMV_ROWS];
-        mt_vf acc[GEMV_ROWS];
-        for (int r = 0; r < GEMV_ROWS; r++)
-            b[r] = B + (size_t)(j + (r < nr ? r : 0)) * ldb, acc[r] = (mt_vf){0};
+        const float *b[GEMV_ROWS]; /* rows past j1 repeat row j: computed, not stored */
+        for (int r = 0; r < GEMV_ROWS; r++) b[r] = B + (size_t)(j + (r < nr ? r : 0)) * ldb;
+        mt_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int k = 0; k < KV; k += MT_VW) {
             mt_vf xv = mt_vf_load(x + k);
-            for (int r = 0; r < GEMV_ROWS; r++)
-                acc[r] = mt_vf_madd(xv, mt_vf_load(b[r] + k), acc[r]);
+            a0 = mt_vf_madd(xv, mt_vf_load(b[0] + k), a0);
+            a1 = mt_vf_madd(xv, mt_vf_load(b[1] + k), a1);
+            a2 = mt_vf_madd(xv, mt_vf_load(b[2] + k), a2);
+            a3 = mt_vf_madd(xv, mt_vf_load(b[3] + k), a3);
         }
+        float dot[GEMV_ROWS] = {lanes_sum(a0), lanes_sum(a1), lanes_sum(a2), lanes_sum(a3)};
         for (int r = 0; r < nr; r++) {
-            float dot = lanes_sum(acc[r]);
-            for (int k = KV; k < K; k++) dot = MT_MADD(x[k], b[r][k], dot);
-            y[j + r] = gemv_out(dot, alpha, beta, y, bias, j + r);
+            for (int k = KV; k < K; k++) dot[r] = MT_MADD(x[k], b[r][k], dot[r]);
+            y[j + r] = gemv_out(dot[r], alpha, beta, y, bias, j + r);
         }
     }
+}
+
+/* !tb: y_j for the nv vectors of y from j (nv a constant once inlined: the sums stay in
+   registers) */
+static inline __attribute__((always_inline)) void gemv_n_block(int nv, int K, float alpha,
+                                                               const float *x, const float *B,
+                                                               int ldb, float beta, float *y,
+                                                               const float *bias, int j) {
+    mt_vf acc[GEMV_ROWS] = {{0}};
+    for (int k = 0; k < K; k++) {
+        mt_vf xk = x[k] - (mt_vf){0};
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[v] = mt_vf_madd(xk, mt_vf_load(B + (size_t)k * ldb + j + v * MT_VW), acc[v]);
+    }
+    for (int v = 0; v < nv; v++)
+        for (int l = 0; l < MT_VW; l++) {
+            int o = j + v * MT_VW + l;
+            y[o] = gemv_out(acc[v][l], alpha, beta, y, bias, o);
+        }
 }
 
 /* !tb: y_j for j in [j0, j1), j0 a multiple of MT_VW */
 static void gemv_n(int K, float alpha, const float *x, const float *B, int ldb, float beta,
                    float *y, const float *bias, int j0, int j1) {
-    enum { NV = GEMV_ROWS };
     int jv = j0 + (j1 - j0) / MT_VW * MT_VW;
-    for (int j = j0; j < jv; j += NV * MT_VW) {
-        int nv = (jv - j) / MT_VW < NV ? (jv - j) / MT_VW : NV;
-        mt_vf acc[NV] = {{0}};
-        for (int k = 0; k < K; k++) {
-            mt_vf xk = x[k] - (mt_vf){0};
-            for (int v = 0; v < nv; v++)
-                acc[v] = mt_vf_madd(xk, mt_vf_load(B + (size_t)k * ldb + j + v * MT_VW), acc[v]);
+    for (int j = j0; j < jv; j += GEMV_ROWS * MT_VW) {
+        switch ((jv - j) / MT_VW) {
+        case 1: gemv_n_block(1, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        case 2: gemv_n_block(2, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        case 3: gemv_n_block(3, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        default: gemv_n_block(GEMV_ROWS, K, alpha, x, B, ldb, beta, y, bias, j);
         }
-        for (int v = 0; v < nv; v++)
-            for (int l = 0; l < MT_VW; l++) {
-                int o = j + v * MT_VW + l;
-                y[o] = gemv_out(acc[v][l], alpha, beta, y, bias, o);
-            }
     }
     for (int j = jv; j < j1; j++) {
         float dot = 0;

@@ -7,7 +7,9 @@
 # its own `make runomp` does, into $MT_BUILD/bench/runomp; without it the run.c column is skipped
 # with a message. Counting: ./infer's tokens/s is its --tokens (248) over the time from the
 # prompt's feed to the last token; run.c's is its positions after the first (255 of -n 256:
-# BOS, the prompt, then the generated tokens) over the time from the second one on.
+# BOS, the prompt, then the generated tokens) over the time from the second one on. Both take
+# OMP_WAIT_POLICY from the environment (make bench sets passive on a machine loaded beyond its
+# cores, where spinning barriers make two threads a lottery).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
@@ -17,15 +19,18 @@ DIR=$BUILD/bench/generate
 PROMPT="ROMEO:"
 mkdir -p "$DIR"
 if [ ! -e "$DIR/model.safetensors" ]; then
-    "$BUILD/train" --data data/tinyshakespeare.txt --arch llama --n-layer 6 --n-head 6 --n-embd 288 \
-        --n-ctx 256 --steps 0 --out "$DIR" >"$DIR/train.log" 2>&1
+    "$BUILD/train" --data data/tinyshakespeare.txt --arch llama --n-layer 6 --n-head 6 \
+        --n-embd 288 --n-ctx 256 --steps 0 --out "$DIR" >"$DIR/train.log" 2>&1
 fi
 "$BUILD/export" --checkpoint "$DIR/model.safetensors" --format llama2c --out "$DIR/model.bin" \
     --tokenizer-out "$DIR/tok.bin" >/dev/null
 RUNC=""
 if [ -n "$LLAMA2C_RUN_C" ] && [ -e "$LLAMA2C_RUN_C" ]; then
-    gcc -Ofast -fopenmp -march=native "$LLAMA2C_RUN_C" -lm -o "$BUILD/bench/runomp"
-    RUNC=$BUILD/bench/runomp
+    if gcc -Ofast -fopenmp -march=native "$LLAMA2C_RUN_C" -lm -o "$BUILD/bench/runomp"; then
+        RUNC=$BUILD/bench/runomp
+    else
+        echo "run.c: skipped ($LLAMA2C_RUN_C did not build)" >&2
+    fi
 else
     echo "run.c: skipped (set LLAMA2C_RUN_C to llama2.c's run.c, e.g." \
          "LLAMA2C_RUN_C=../shared/third_party/llama2c/run.c; now '${LLAMA2C_RUN_C}')" >&2
@@ -62,4 +67,5 @@ for t in $THREADS; do
 done
 echo
 echo "$ROUNDS rounds alternating, stories15M shape (dim 288, 6 layers, 6 heads, context 256," \
-     "bytes), random weights, greedy from \"$PROMPT\"; load $(cut -d' ' -f1-3 /proc/loadavg)."
+     "bytes), random weights, greedy from \"$PROMPT\"; load $(cut -d' ' -f1-3 /proc/loadavg)," \
+     "OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}."

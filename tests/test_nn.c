@@ -772,9 +772,11 @@ static void test_attention_cached(void) {
         int B = cases[k][0], C = cases[k][1], NH = cases[k][2], KC = C / NH * cases[k][3];
         int T = 11, S = 7, qs[] = {B, T, C}, ks[] = {B, T, KC}, ms[] = {B, S, C};
         const int len[] = {7, 2, 5};
-        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, false), *kk = test_tensor(&r, 3, ks, -2, 2, false);
+        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, false);
+        mt_tensor *kk = test_tensor(&r, 3, ks, -2, 2, false);
         mt_tensor *v = test_tensor(&r, 3, ks, -1, 1, false);
-        mt_tensor *mk = test_tensor(&r, 3, ms, -2, 2, false), *mv = test_tensor(&r, 3, ms, -1, 1, false);
+        mt_tensor *mk = test_tensor(&r, 3, ms, -2, 2, false);
+        mt_tensor *mv = test_tensor(&r, 3, ms, -1, 1, false);
         mt_attn_cache kv, cross;
         CHECK(mt_attn_cache_alloc(&kv, 2, B, T + 2, KC, NULL) == MT_OK, "cache alloc");
         mt_attn_cache_arena(&c, &cross, 1, B, S, C);
@@ -804,7 +806,8 @@ static void test_attention_cached(void) {
         /* gather: row j takes row from[j] in both layers, positions [0, len) */
         int from[] = {B - 1, 0, 0};
         float *want = malloc((size_t)T * KC * sizeof(float));
-        memcpy(want, kv.k + ((size_t)1 * B + from[0]) * kv.cap * KC, (size_t)T * KC * sizeof(float));
+        size_t row = (size_t)kv.cap * KC; /* floats a row of a layer */
+        memcpy(want, kv.k + ((size_t)1 * B + from[0]) * row, (size_t)T * KC * sizeof(float));
         mt_attn_cache_gather(&c, &kv, from, B);
         CHECK(!memcmp(kv.k + (size_t)1 * B * kv.cap * KC, want, (size_t)T * KC * sizeof(float)),
               "case %d: gather", k);

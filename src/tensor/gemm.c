@@ -1,5 +1,7 @@
-/* The GEMM layer: every product of the linear layers and mt_matmul goes through mt_gemm (fp32)
- * or mt_gemm_bf16 (bf16 inputs, fp32 accumulation and output), row-major, transposes as flags.
+/* The GEMM layer: every product of the linear layers, the attention (mt_gemm_strided: heads in
+ * wider buffers) and mt_matmul goes through mt_gemm (fp32) or mt_gemm_bf16 (bf16 inputs, fp32
+ * accumulation and output), row-major, transposes as flags. One-row fp32 products (a token of
+ * generation) on OpenBLAS's side run mt's matrix-vector kernel (gemv, below) instead of sgemm.
  * Two backends:
  *   OpenBLAS  cblas_sgemm; fp32 only. C's rows split across the pool by mt (gemm_rows below) or
  *             left to OpenBLAS's own threading.

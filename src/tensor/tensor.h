@@ -306,7 +306,7 @@ void mt_params_view_free(mt_params *V);
  * a: (..., M, K), or (..., K, M) when ta; b: (..., K, N), or (..., N, K) when tb.
  * b may be 2-D and is then shared by every batch (x @ W^T for a Linear). Out: (..., M, N). */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
-/* ---- the GEMM layer (gemm.c): every product of the linear layers and mt_matmul ----------------
+/* ---- the GEMM layer (gemm.c): every product of the linear layers, attention and mt_matmul ------
  * Row-major with dense leading dimensions: C (M, N) = op(A) op(B) + beta C, A stored (M, K) or
  * (K, M) when ta, B (K, N) or (N, K) when tb; with bias (N floats) every row of C is set to bias
  * first and beta is ignored. Called outside a parallel region it runs on the pool's threads,

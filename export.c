@@ -8,21 +8,25 @@
 
 #include "mt.h"
 
-static struct {
-    char checkpoint[MT_OPT_STR_MAX], out[MT_OPT_STR_MAX], tokenizer_out[MT_OPT_STR_MAX];
+typedef struct {
+    char checkpoint[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], tokenizer_out[MT_FIELD_STR_MAX];
     int format;
     bool f16, help;
-} o = {.format = MT_EXPORT_LLAMA2C};
+} export_options;
 
-static const mt_opt OPTS[] = {
-    {"checkpoint", MT_OPT_STR, o.checkpoint, NULL, "model.safetensors of a GPT written by ./train", 0, NULL},
-    {"format", MT_OPT_CHOICE, &o.format, NULL, "the file format", 0, &MT_EXPORT_FORMATS},
-    {"out", MT_OPT_STR, o.out, NULL, "the file to write (model.bin, model.gguf)", 0, NULL},
-    {"tokenizer-out", MT_OPT_STR, o.tokenizer_out, NULL, "llama2c: the tokenizer file; empty: tokenizer.bin beside --out", 0, NULL},
-    {"f16", MT_OPT_BOOL, &o.f16, NULL, "gguf: the matrices as float16 (the norms stay float32)", 0, NULL},
-    {"help", MT_OPT_BOOL, &o.help, NULL, "this list", 0, NULL},
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(export_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(checkpoint, STR, "checkpoint", "model.safetensors of a GPT written by ./train"),
+    F(format, ENUM, "format", "the file format", .of = &MT_EXPORT_FORMATS),
+    F(out, STR, "out", "the file to write (model.bin, model.gguf)"),
+    F(tokenizer_out, STR, "tokenizer_out", "llama2c: the tokenizer file; empty: tokenizer.bin "
+      "beside --out"),
+    F(f16, BOOL, "f16", "gguf: the matrices as float16 (the norms stay float32)"),
+    F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
-enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+#undef F
+static const mt_fields OPTIONS = MT_FIELDS_OF(FIELDS);
 
 static _Noreturn void die(int code, const char *msg) {
     fprintf(stderr, "export: %s\n", msg);
@@ -32,12 +36,13 @@ static _Noreturn void die(int code, const char *msg) {
 
 int main(int argc, char **argv) {
     mt_err e;
-    char defaults[sizeof o], msg[3 * MT_OPT_STR_MAX];
-    memcpy(defaults, &o, sizeof o);
-    if (mt_opts_parse_args(OPTS, N_OPTS, argc, argv, &e) != MT_OK) die(2, e.msg);
+    char msg[3 * MT_FIELD_STR_MAX];
+    const export_options defaults = {.format = MT_EXPORT_LLAMA2C};
+    export_options o = defaults;
+    mt_fieldset set = {&OPTIONS, &o}, at_defaults = {&OPTIONS, (void *)&defaults};
+    if (mt_fieldset_parse_args(&set, 1, argc, argv, NULL, &e) != MT_OK) die(2, e.msg);
     if (o.help) {
-        memcpy(&o, defaults, sizeof o);
-        char *help = mt_opts_help(OPTS, N_OPTS);
+        char *help = mt_fieldset_help(&at_defaults, 1, NULL, 0);
         printf("usage: ./export --checkpoint out/model.safetensors --format llama2c --out model.bin\n"
                "       ./export --checkpoint out/model.safetensors --format gguf --out model.gguf\n\n%s",
                help);
@@ -59,16 +64,15 @@ int main(int argc, char **argv) {
     mt_model *model;
     mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
-    mt_gpt *gpt = mt_gpt_of(model);
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
-    if (!gpt) {
+    if (!model->type->export) {
         snprintf(msg, sizeof msg, "%s is a %s checkpoint: --format %s holds a decoder-only "
                  "language model (a gpt checkpoint, trained with --arch llama)", o.checkpoint,
                  model->type->name, fname);
         die(2, msg);
     }
     mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
-    s = mt_gpt_export(gpt, &eo, &e);
+    s = model->type->export(model, &eo, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
     if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);

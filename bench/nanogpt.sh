@@ -30,11 +30,11 @@ if [ -z "${OMP_WAIT_POLICY+set}" ] && awk "BEGIN { exit !(${LOAD0%% *} > $(nproc
     export OMP_WAIT_POLICY=passive
 fi
 # the machine (CPU, OpenBLAS's kernels) from bench/gpt's one-step report; bf16 where it runs
-"$BUILD/bench/gpt" --layers 1 --embd 16 --heads 1 --ctx 8 --batch 2 --steps 1 --warmup 0 \
+"$BUILD/bench/gpt" --n-layer 1 --n-embd 16 --n-head 1 --n-ctx 8 --batch 2 --steps 1 --untimed 0 \
     --threads 1 | sed 's/^{"prog": "mt"/{"prog": "machine"/' >"$RAW"
 BF16=0
-"$BUILD/bench/gpt" --precision bf16 --layers 1 --embd 16 --heads 1 --ctx 8 --batch 2 --steps 1 \
-    --warmup 0 --threads 1 >/dev/null 2>&1 && BF16=1
+"$BUILD/bench/gpt" --precision bf16 --n-layer 1 --n-embd 16 --n-head 1 --n-ctx 8 --batch 2 \
+    --steps 1 --untimed 0 --threads 1 >/dev/null 2>&1 && BF16=1
 now() { date +%s.%N; }
 
 run_mt() { # label binary [train flags]

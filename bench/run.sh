@@ -15,14 +15,15 @@
 #      run.c, from LLAMA2C_RUN_C), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
 #   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
-# Environment: MT_BUILD (build dir), STEPS (10), WARMUP (3), ROUNDS (4), CONFIGS (all, by name),
-# TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5), LLAMA2C_RUN_C (llama2.c's run.c, e.g.
-# ../shared/third_party/llama2c/run.c; absent: generation's run.c column is skipped).
+# Environment: MT_BUILD (build dir), STEPS (10), UNTIMED (3: steps before the timed ones),
+# ROUNDS (4), CONFIGS (all, by name), TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5),
+# LLAMA2C_RUN_C (llama2.c's run.c, e.g. ../shared/third_party/llama2c/run.c; absent:
+# generation's run.c column is skipped).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
 STEPS=${STEPS:-10}
-WARMUP=${WARMUP:-3}
+UNTIMED=${UNTIMED:-3}
 ROUNDS=${ROUNDS:-4}
 PY=/usr/bin/python3
 BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -40,13 +41,13 @@ START=$(date +%s)
 
 # bf16 rows where this build and CPU have bf16 (oneDNN, AVX512_BF16)
 BF16=0
-"$BUILD/bench/gpt" --precision bf16 --layers 1 --embd 16 --heads 1 --ctx 8 --batch 2 --steps 1 \
-    --warmup 0 --threads 1 >/dev/null 2>&1 && BF16=1
+"$BUILD/bench/gpt" --precision bf16 --n-layer 1 --n-embd 16 --n-head 1 --n-ctx 8 --batch 2 \
+    --steps 1 --untimed 0 --threads 1 >/dev/null 2>&1 && BF16=1
 
 echo "fp32 GEMM peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
-# name layers embd heads ctx batch norm [arch: gpt unless given]
+# name n-layer n-embd n-head n-ctx batch norm [arch: gpt unless given]
 CONFIG_TABLE="
 tiny     4   128 4 128 16 ln
 tiny_llama 4 128 4 128 16 rms llama
@@ -57,9 +58,9 @@ tiny_rms 4   128 4 128 16 rms
 echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
     [ -n "$name" ] || continue
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
-    args="--name $name --layers $L --embd $C --heads $NH --ctx $T --batch $B --norm $norm"
+    args="--name $name --n-layer $L --n-embd $C --n-head $NH --n-ctx $T --batch $B --norm $norm"
     args="$args --arch ${arch:-gpt}"
-    args="$args --steps $STEPS --warmup $WARMUP --threads"
+    args="$args --steps $STEPS --untimed $UNTIMED --threads"
     echo "$name: mt, torch (best setting) and mt bf16 alternating, $ROUNDS rounds; torch (default); mt (--replicas 1)"
     r=0
     while [ $r -lt "$ROUNDS" ]; do
@@ -79,7 +80,7 @@ echo "./train's peak RSS: bench/train_rss.sh"
 MT_BUILD=$BUILD sh bench/train_rss.sh | tee -a "$RAW"
 
 $PY bench/gpt/report.py "$RAW" --load-start "$LOAD0" --seconds $(($(date +%s) - START)) \
-    --command "make bench (STEPS=$STEPS WARMUP=$WARMUP ROUNDS=$ROUNDS${CONFIGS:+ CONFIGS=\"$CONFIGS\"})" \
+    --command "make bench (STEPS=$STEPS UNTIMED=$UNTIMED ROUNDS=$ROUNDS${CONFIGS:+ CONFIGS=\"$CONFIGS\"})" \
     >bench/RESULTS.md
 
 if [ -z "$BENCH_GPT_ONLY" ]; then

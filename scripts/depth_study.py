@@ -21,72 +21,26 @@ as built by make all.
 """
 import argparse
 import concurrent.futures as cf
-import csv
 import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtrun import (STALL_MARGIN, RunDir, byte_entropy, evals, final_val, gnuplot,  # noqa: E402
+                   header, label, parse_metrics, run, with_notes, write_dat)
 
 PLACEMENTS = ["post", "pre", "deepnorm"]
 NAMES = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
 COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c"}
-STALL_MARGIN = 0.1
-DATA = "data/tinyshakespeare.txt"
-VAL_FRACTION = 0.1  # ./train's default: the last tenth of the bytes
-
-
-# ---- measures --------------------------------------------------------------------------------
-
-def unigram_entropy(path=DATA, val_fraction=VAL_FRACTION):
-    """Entropy (nats) of the byte distribution of the validation split, the loss of a model
-    that predicts the byte frequencies and ignores the context (mt_tokens_split's split)."""
-    data = open(path, "rb").read()
-    val = data[len(data) - int(len(data) * val_fraction):]
-    counts = [0] * 256
-    for b in val:
-        counts[b] += 1
-    n = len(val)
-    return -sum(c / n * math.log(c / n) for c in counts if c)
-
-
-def read_csv(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
-def num(s):
-    try:
-        return float(s)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def label(returncode, metrics, entropy, log=""):
-    """'diverged' (non-finite loss: ./train exits 1 saying so, or a non-finite value in the
-    metrics), 'stalled' (final validation loss >= entropy - 0.1), 'failed' (any other error),
-    'trained'."""
-    losses = [num(r.get("loss")) for r in metrics] + [num(r.get("val_loss")) for r in metrics
-                                                      if r.get("val_loss")]
-    nonfinite = any(math.isnan(x) or math.isinf(x) for x in losses)
-    if returncode != 0:
-        return "diverged" if nonfinite or "the loss is" in log else "failed"
-    if nonfinite:
-        return "diverged"
-    vals = [num(r["val_loss"]) for r in metrics if r.get("val_loss")]
-    if not vals:
-        return "failed"
-    return "stalled" if vals[-1] >= entropy - STALL_MARGIN else "trained"
 
 
 def self_test():
     H = 3.0
-    rows = lambda *v: [{"step": str(i), "loss": "%g" % x, "val_loss": "%g" % x}
-                       for i, x in enumerate(v, 1)]
+    rows = lambda *v: parse_metrics(["step,loss,val_loss"] +
+                                    ["%d,%g,%g" % (i, x, x) for i, x in enumerate(v, 1)])
     cases = [
         (0, rows(5, 4, 2.5, 2.0), "", "trained"),
         (0, rows(5, 3.5, 3.0, 2.95), "", "stalled"),        # 2.95 >= 3.0 - 0.1
@@ -94,7 +48,7 @@ def self_test():
         (1, rows(5, 4), "train: step 3: the loss is nan and the gradient norm inf", "diverged"),
         (0, rows(5, float("nan"), 4, 3), "", "diverged"),
         (1, [], "train: data/x: cannot open", "failed"),
-        (0, [{"step": "1", "loss": "4", "val_loss": ""}], "", "failed"),  # no validation row
+        (0, parse_metrics(["step,loss,val_loss", "1,4,"]), "", "failed"),  # no validation row
     ]
     bad = 0
     for rc, m, log, want in cases:
@@ -102,17 +56,18 @@ def self_test():
         if got != want:
             print("FAIL label(rc=%d, %s): %s, expected %s" % (rc, m, got, want))
             bad += 1
-    class Fake:  # plateau_exit reads only the validation rows
-        def __init__(self, m):
-            self.metrics = m
-        val = Run.val
     for m, want in ((rows(5, 3.5, 3.0, 2.5), 4), (rows(5, 3.5, 2.95), None)):
-        got = plateau_exit(Fake(m), H)
+        got = plateau_exit(val_points(m), H)
         if got != want:
             print("FAIL plateau_exit(%s): %s, expected %s" % (m, got, want))
             bad += 1
     print("depth_study self-test: %s" % ("ok" if not bad else "%d failed" % bad))
     return 1 if bad else 0
+
+
+def val_points(metrics):
+    """(step, validation loss) of the evaluations."""
+    return [(r.step, r.val_loss) for r in evals(metrics)]
 
 
 def warmup(steps):
@@ -156,14 +111,9 @@ class Run:
     def execute(self, root, diag_update):
         d = os.path.join(root, self.name)
         shutil.rmtree(d, ignore_errors=True)  # ./train refuses a directory holding another run
-        os.makedirs(d)
-        t = time.time()
-        with open(os.path.join(d, "log.txt"), "w") as log:
-            p = subprocess.Popen(self.command(root, diag_update), stdout=log, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(p.pid, 0)  # the run's own CPU time, whatever the load
+        res = run(self.command(root, diag_update), os.path.join(d, "log.txt"), env=None)
         with open(os.path.join(d, "result.json"), "w") as f:
-            json.dump({"rc": os.waitstatus_to_exitcode(status), "seconds": time.time() - t,
-                       "cpu": usage.ru_utime + usage.ru_stime}, f)
+            json.dump({"rc": res.rc, "seconds": res.wall, "cpu": res.cpu}, f)
         self.load(root)
         return self
 
@@ -172,21 +122,19 @@ class Run:
         self.log = open(os.path.join(d, "log.txt")).read()
         res = json.load(open(os.path.join(d, "result.json")))
         self.rc, self.seconds, self.cpu = res["rc"], res["seconds"], res.get("cpu", math.nan)
-        self.metrics = read_csv(os.path.join(d, "metrics.csv"))
-        self.grad = read_csv(os.path.join(d, "diag_grad.csv"))
-        self.update = read_csv(os.path.join(d, "diag_update.csv"))
-        self.resid = read_csv(os.path.join(d, "diag_resid.csv"))
+        out = RunDir(d)
+        self.metrics, self.grad, self.update = out.metrics, out.grad, out.update
+        self.resid = out.resid
 
     def val(self):
-        return [(int(r["step"]), num(r["val_loss"])) for r in self.metrics if r.get("val_loss")]
+        return val_points(self.metrics)
 
     def final_val(self):
-        v = self.val()
-        return v[-1][1] if v else math.nan
+        return final_val(self.metrics)
 
     def final_train(self):
         """Mean training loss of the last 5 logged rows (one batch is noisy)."""
-        t = [num(r["loss"]) for r in self.metrics][-5:]
+        t = [r.loss for r in self.metrics][-5:]
         return sum(t) / len(t) if t else math.nan
 
 
@@ -206,29 +154,10 @@ def run_all(runs, root, jobs, diag_update):
 
 # ---- plots -----------------------------------------------------------------------------------
 
-def gnuplot(script, path):
-    with open(path + ".gp", "w") as f:
-        f.write(script)
-    subprocess.run(["gnuplot", path + ".gp"], check=True)
-    os.remove(path + ".gp")
-
-
-def header(png, title, xlabel, ylabel, extra=""):
-    return ("set terminal pngcairo size 760,460 font 'DejaVu Sans,10'\nset output '%s'\n"
-            "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\nset grid\nset key top right box opaque font ',9' samplen 2\n%s\n"
-            % (png, title, xlabel, ylabel, extra))
-
-
-def write_dat(path, rows):
-    with open(path, "w") as f:
-        for r in rows:
-            f.write(" ".join("%.9g" % x if isinstance(x, float) else str(x) for x in r) + "\n")
-
-
 def plot_loss(runs, png, tmp, H, title):
     plots = []
     for r in runs:
-        tr = [(int(m["step"]), num(m["loss"])) for m in r.metrics]
+        tr = [(m.step, m.loss) for m in r.metrics]
         if not tr:
             continue
         a, b = os.path.join(tmp, r.name + ".train"), os.path.join(tmp, r.name + ".val")
@@ -282,24 +211,23 @@ def plot_per_run(runs, png, tmp, rows_of, suffix, title, xlabel, ylabel):
 
 
 def plot_grad_init(runs, png, tmp):
-    plot_per_run(runs, png, tmp, lambda r: [(int(g["layer"]), num(g["total"])) for g in r.grad
-                                            if g["step"] == "0" and int(g["layer"]) >= 0],
+    plot_per_run(runs, png, tmp, lambda r: [(g.layer, g.total) for g in r.grad
+                                            if g.step == 0 and g.layer >= 0],
                  ".grad0", "Gradient norm of each block at init (%d layers, before any update)"
                  % runs[0].depth, "block (0: next to the embedding)",
                  "||grad|| of the block's parameters")
 
 
 def plot_update(runs, png, tmp):
-    plot_per_run(runs, png, tmp, lambda r: [(int(u["step"]), num(u["update"])) for u in r.update
-                                            if int(u["step"]) > 0],
+    plot_per_run(runs, png, tmp, lambda r: [(u.step, u.update) for u in r.update if u.step > 0],
                  ".upd", "Model update ||F(x,θ_t) - F(x,θ_0)|| / sqrt(d) on a fixed held-out batch "
                  "(%d layers)" % runs[0].depth, "step", "update (RMS per channel)")
 
 
 def update_at(r, step):
     for u in r.update:
-        if int(u["step"]) == step:
-            return num(u["update"])
+        if u.step == step:
+            return u.update
     return math.nan
 
 
@@ -323,9 +251,9 @@ def plot_update_depth(runs, png, tmp, step):
 def plot_resid(runs, png, tmp):
     plots = []
     for r in runs:
-        steps = sorted({int(x["step"]) for x in r.resid})
+        steps = sorted({x.step for x in r.resid})
         for s, dash in ((steps[0], "dt 1"), (steps[-1], "dt 2")) if steps else ():
-            rows = [(int(x["layer"]), num(x["norm"])) for x in r.resid if int(x["step"]) == s]
+            rows = [(x.layer, x.norm) for x in r.resid if x.step == s]
             f = os.path.join(tmp, "%s.resid%d" % (r.name, s))
             write_dat(f, rows)
             plots.append("'%s' w l lc rgb '%s' lw 2 %s title '%s, step %d'"
@@ -342,10 +270,10 @@ def fmt(x, d=3):
     return "%.*f" % (d, x) if math.isfinite(x) else "—"
 
 
-def plateau_exit(r, H):
+def plateau_exit(val, H):
     """The first evaluation step whose validation loss is below the stall line (unigram entropy
     minus the margin): when the run left the unigram plateau; None if it never did."""
-    return next((s for s, v in r.val() if v < H - STALL_MARGIN), None)
+    return next((s for s, v in val if v < H - STALL_MARGIN), None)
 
 
 def table(runs, H):
@@ -355,23 +283,14 @@ def table(runs, H):
     for r in sorted(runs, key=lambda r: (r.width, r.norm, r.depth, PLACEMENTS.index(r.placement), r.seed)):
         v = r.val()
         best = min((x[1] for x in v if math.isfinite(x[1])), default=math.nan)
-        done = int(r.metrics[-1]["step"]) if r.metrics else 0
+        done = r.metrics[-1].step if r.metrics else 0
         lab = r.label if r.label != "diverged" else "diverged after step %d" % done
-        exit_step = plateau_exit(r, H)
+        exit_step = plateau_exit(r.val(), H)
         lines.append("| %s | %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | **%s** | %.0f s |" % (
             r.name, r.title, r.norm, r.depth, r.width, r.seed, r.steps,
             fmt(r.final_train()), fmt(r.final_val()), fmt(best),
             "—" if exit_step is None else exit_step, lab, r.seconds))
     return "\n".join(lines)
-
-
-def with_notes(doc, generated):
-    """The generated text followed by the hand-written discussion, doc's .notes.md (if any),
-    which starts with a "## " heading."""
-    notes = doc.replace(".md", ".notes.md")
-    if os.path.exists(notes):
-        generated += "\n" + open(notes).read()
-    return generated
 
 
 def splice_notes(doc):
@@ -407,7 +326,7 @@ def main():
     if a.self_test:
         return self_test()
     t0 = time.time()
-    H = unigram_entropy()
+    H = byte_entropy()
     upd_steps = 100
     if a.thousand:
         steps = a.steps or 240
@@ -506,16 +425,16 @@ def main():
     # measured statements: each a number from the runs
     facts = []
     for r in s1:
-        g0 = [num(g["total"]) for g in r.grad if g["step"] == "0" and int(g["layer"]) >= 0]
+        g0 = [g.total for g in r.grad if g.step == 0 and g.layer >= 0]
         if g0:
             facts.append("- %s, %d layers, at init: block gradient norm %.3g at the first block, "
                          "%.3g at the last (ratio last/first %.3g)."
                          % (r.title, r.depth, g0[0], g0[-1], g0[-1] / g0[0] if g0[0] else math.nan))
-        res = [x for x in r.resid if x["step"] == "0"]
+        res = [x for x in r.resid if x.step == 0]
         if res:
             facts.append("- %s, %d layers, at init: residual stream mean token norm %.3g entering block 0, "
                          "%.3g leaving the last block."
-                         % (r.title, r.depth, num(res[0]["norm"]), num(res[-1]["norm"])))
+                         % (r.title, r.depth, res[0].norm, res[-1].norm))
         u = update_at(r, early), update_at(r, upd_steps)
         facts.append("- %s, %d layers: model update %s at step %d, %s at step %d."
                      % (r.title, r.depth, fmt(u[0], 4), early, fmt(u[1], 4), upd_steps))
@@ -541,7 +460,7 @@ def main():
 
     per_step = {}
     for r in runs:
-        ms = [num(m["ms"]) for m in r.metrics][1:]
+        ms = [m.ms for m in r.metrics][1:]
         if ms and r.depth == deep:
             per_step.setdefault(r.title, []).append(sorted(ms)[len(ms) // 2])
     timing = ", ".join("%s %.0f ms" % (t, sum(v) / len(v)) for t, v in per_step.items())

@@ -28,7 +28,7 @@ parts run in different sessions.
                                     the driver, not a result)
 
 Runs go to out/depth-study-2/<part>/<run>/ (./train's own files); two run at once, one thread
-each. Labels (trained, stalled, diverged) are depth_study.py's. Python 3 standard library and
+each. Labels (trained, stalled, diverged) are mtrun.label's. Python 3 standard library and
 gnuplot; runs ./train as built by make all.
 """
 import argparse
@@ -37,14 +37,13 @@ import csv
 import json
 import math
 import os
-import re
 import shutil
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from depth_study import gnuplot, header, label, num, read_csv, unigram_entropy, write_dat  # noqa: E402
+from mtrun import (byte_entropy, copy_columns, cpu_model, diverged_at, evals,  # noqa: E402
+                   gnuplot, header, label, num, plot_lines, read_csv, read_metrics,
+                   read_update, run, write_dat)
 
 DOCS = "docs/depth-study-2"
 OUT = "out/depth-study-2"
@@ -89,36 +88,29 @@ class Run:
 
     def execute(self):
         shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-        t = time.time()
-        with open(os.path.join(self.dir, "log.txt"), "w") as log:
-            rc = subprocess.run(self.command(), stdout=log, stderr=subprocess.STDOUT).returncode
-        self.seconds = time.time() - t
-        self.rc = rc
+        res = run(self.command(), os.path.join(self.dir, "log.txt"), env=None)
+        self.seconds, self.rc = res.wall, res.rc
         return self
 
     def keep(self, H):
         """The run's curves into docs/<part>/<name>.csv; its summary row."""
-        metrics = read_csv(os.path.join(self.dir, "metrics.csv"))
+        metrics = read_metrics(os.path.join(self.dir, "metrics.csv"))
         log = open(os.path.join(self.dir, "log.txt")).read()
         os.makedirs(os.path.join(DOCS, self.part), exist_ok=True)
-        with open(os.path.join(DOCS, self.part, self.name + ".csv"), "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["step", "loss", "val_loss", "grad_norm"])
-            for r in metrics:
-                w.writerow([r["step"], r["loss"], r.get("val_loss", ""), r["grad_norm"]])
+        copy_columns(os.path.join(self.dir, "metrics.csv"),
+                     os.path.join(DOCS, self.part, self.name + ".csv"),
+                     ["step", "loss", "val_loss", "grad_norm"])
         update = os.path.join(self.dir, "diag_update.csv")
         if self.part in KEEP_UPDATE and os.path.exists(update):
             shutil.copy(update, os.path.join(DOCS, self.part, self.name + ".update.csv"))
-        vals = {int(r["step"]): num(r["val_loss"]) for r in metrics if r.get("val_loss")}
-        grads = [(num(r["grad_norm"]), int(r["step"])) for r in metrics
-                 if math.isfinite(num(r["grad_norm"]))]
-        nan_at = re.search(r"step (\d+): the loss is", log)
+        vals = {r.step: r.val_loss for r in evals(metrics)}
+        grads = [(r.grad_norm, r.step) for r in metrics if math.isfinite(r.grad_norm)]
+        nan_at = diverged_at(log)
         row = {"placement": self.placement, "variant": self.variant,
                "flags": " ".join(self.flags), "label": label(self.rc, metrics, H, log),
                "val_100": vals.get(100, ""), "val_200": vals.get(200, ""),
                "val_300": vals.get(300, ""), "val_final": vals[max(vals)] if vals else "",
-               "diverged_at": nan_at.group(1) if nan_at else "",
+               "diverged_at": str(nan_at) if nan_at is not None else "",
                "max_grad": "%.4g" % max(grads)[0] if grads else "",
                "max_grad_step": max(grads)[1] if grads else "",
                "seconds": "%.0f" % self.seconds}
@@ -219,7 +211,7 @@ def long_runs(part, depth, placements, sweep):
 def run_part(part, runs, jobs, reuse=False):
     """Executes the runs (reuse: those without a kept summary, <run>.row.json) and writes the
     part's CSV from every run's summary, in the runs' order."""
-    H = unigram_entropy()
+    H = byte_entropy()
     kept = {r.name: json.load(open(r.row_path())) for r in runs
             if reuse and os.path.exists(r.row_path())}
     todo = [r for r in runs if r.name not in kept]
@@ -251,8 +243,8 @@ def plot_lead(rows, H, placement, png):
     mine = [r for r in rows if r["placement"] == placement]
     for i, r in enumerate(mine):
         name = Run(r["part"], placement, r["variant"], []).name
-        curve = read_csv(os.path.join(DOCS, r["part"], name + ".csv"))
-        pts = [(int(c["step"]), num(c["val_loss"])) for c in curve if c["val_loss"]]
+        curve = read_metrics(os.path.join(DOCS, r["part"], name + ".csv"))
+        pts = [(c.step, c.val_loss) for c in evals(curve)]
         f = os.path.join(tmp, name)
         write_dat(f, pts)
         lw = 3 if r["variant"] in ("mt", "pilot (all of them)") else 1.5
@@ -312,11 +304,11 @@ def report_lr(H):
         for p in PLACEMENTS:
             pts = [(float(r["variant"].split()[-1]), num(r["val_final"]) if r["label"] ==
                     "trained" else H) for r in rows if r["placement"] == p]
-            lines.append((NAMES[p], COLORS[p], 1, sorted(pts)))
+            lines.append((NAMES[p], COLORS[p], 1, "lp", sorted(pts)))
         png = os.path.join(DOCS, "lr-%d.png" % depth)
-        plot_runs(png, "%d layers, 400 steps (a run that did not train: on the unigram line)"
-                  % depth, "final validation loss (nats per byte)", lines,
-                  "set logscale x\nset xlabel 'peak learning rate'\nset yrange [2:3.5]", "lp")
+        plot_lines(png, "%d layers, 400 steps (a run that did not train: on the unigram line)"
+                   % depth, "final validation loss (nats per byte)", lines,
+                   "set logscale x\nset xlabel 'peak learning rate'\nset yrange [2:3.5]")
         out += ["![lr %d](depth-study-2/lr-%d.png)" % (depth, depth), ""] + notes("lr-%d" % depth)
     return out
 
@@ -327,32 +319,13 @@ COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "subln": "
 
 def curve(part, name, column="val_loss"):
     """(step, value) of a kept run's column, finite values only."""
-    rows = read_csv(os.path.join(DOCS, part, name + ".csv"))
-    return [(int(r["step"]), num(r[column])) for r in rows
-            if r.get(column) and math.isfinite(num(r[column]))]
+    rows = read_metrics(os.path.join(DOCS, part, name + ".csv"))
+    return [(r.step, getattr(r, column)) for r in rows
+            if getattr(r, column) is not None and math.isfinite(getattr(r, column))]
 
 
 def run_name(part, row):
     return Run(part, row["placement"], row["variant"], []).name
-
-
-def plot_runs(png, title, ylabel, lines, extra="", style="l"):
-    """lines: (title, color, dash, points); one gnuplot line each."""
-    tmp = png + ".d"
-    os.makedirs(tmp, exist_ok=True)
-    plots = []
-    for i, (t, color, dash, pts) in enumerate(lines):
-        if not pts:
-            continue
-        f = os.path.join(tmp, "%d" % i)
-        write_dat(f, pts)
-        plots.append("'%s' w %s lc rgb '%s' dt %d lw 2%s title '%s'"
-                     % (f, style, color, dash, " pt 7" if style == "lp" else "", t))
-    if plots:
-        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top")
-                .replace("size 760,460", "size 1000,480") +
-                "plot " + ", \\\n  ".join(plots) + "\n", png)
-    shutil.rmtree(tmp)
 
 
 def notes(part):
@@ -376,9 +349,9 @@ def report_clip(H):
     for r in rows:
         name = run_name("clip", r)
         grads = curve("clip", name, "grad_norm")[-5:]
-        upd = read_csv(os.path.join(DOCS, "clip", name + ".update.csv"))
+        upd = read_update(os.path.join(DOCS, "clip", name + ".update.csv"))
         end = int(r["diverged_at"]) if r.get("diverged_at") else None
-        upd = [num(u["update"]) for u in upd if end is None or int(u["step"]) < end][-5:]
+        upd = [u.update for u in upd if end is None or u.step < end][-5:]
         depth, lr = r["variant"].split()[0][1:], r["variant"].split()[2]
         out.append("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s |" % (
             NAMES[r["placement"]], depth, lr, r["label"], fmt(r["val_final"]),
@@ -389,15 +362,15 @@ def report_clip(H):
         mine = [r for r in rows if r["variant"].startswith("L%s " % depth)]
         lines = [("%s lr %s" % (NAMES[r["placement"]], r["variant"].split()[2]),
                   COLORS[r["placement"]], 1 if r["variant"].split()[2] == CLIP_RATES[0] else 2,
-                  curve("clip", run_name("clip", r), "loss")) for r in mine]
+                  "l", curve("clip", run_name("clip", r), "loss")) for r in mine]
         png = os.path.join(DOCS, "clip-L%s.png" % depth)
-        plot_runs(png, "No clipping, %s layers: training loss" % depth,
-                  "training loss (nats per byte)", lines, "set yrange [1.5:6]")
-        lines = [(t, c, d, curve("clip", run_name("clip", r), "grad_norm"))
-                 for (t, c, d, _), r in zip(lines, mine)]
+        plot_lines(png, "No clipping, %s layers: training loss" % depth,
+                   "training loss (nats per byte)", lines, "set yrange [1.5:6]")
+        lines = [(t, c, d, "l", curve("clip", run_name("clip", r), "grad_norm"))
+                 for (t, c, d, _, _), r in zip(lines, mine)]
         png2 = os.path.join(DOCS, "clip-grad-L%s.png" % depth)
-        plot_runs(png2, "No clipping, %s layers: gradient norm" % depth, "gradient norm",
-                  lines, "set logscale y")
+        plot_lines(png2, "No clipping, %s layers: gradient norm" % depth, "gradient norm",
+                   lines, "set logscale y")
         out += ["![clip %s](depth-study-2/clip-L%s.png)" % (depth, depth),
                 "![clip gradient %s](depth-study-2/clip-grad-L%s.png)" % (depth, depth), ""]
     return out + notes("clip")
@@ -443,11 +416,11 @@ def report_warmup(H):
                                           " ".join(r["variant"].split()[4:])),
                   COLORS[r["placement"]] if r["variant"].split()[2] == WARMUP_RATES[0]
                   else {"post": "#ff9896", "pre": "#aec7e8"}[r["placement"]],
-                  1 + list(WARMUPS).index(" ".join(r["variant"].split()[4:])),
+                  1 + list(WARMUPS).index(" ".join(r["variant"].split()[4:])), "l",
                   curve("warmup", run_name("warmup", r))) for r in mine]
         png = os.path.join(DOCS, "warmup-L%s.png" % depth)
-        plot_runs(png, "Warmup, %s layers: validation loss" % depth,
-                  "validation loss (nats per byte)", lines, "set yrange [1.4:3.6]")
+        plot_lines(png, "Warmup, %s layers: validation loss" % depth,
+                   "validation loss (nats per byte)", lines, "set yrange [1.4:3.6]")
         out += ["![warmup %s](depth-study-2/warmup-L%s.png)" % (depth, depth), ""]
     return out + notes("warmup")
 
@@ -493,17 +466,17 @@ def report_long(H):
                                                   ", ".join(r["label"] for r in mine)))
             for r, c in zip(mine, curves):
                 lines.append(("%s seed %s" % (NAMES[p], r["variant"].split()[-1]), COLORS[p],
-                              int(r["variant"].split()[-1]), sorted(c.items())))
+                              int(r["variant"].split()[-1]), "l", sorted(c.items())))
         out.append("")
         png = os.path.join(DOCS, "%s.png" % part)
-        plot_runs(png, "%d layers, 3000 steps: validation loss" % depth,
-                  "validation loss (nats per byte)", lines, "set yrange [1.3:3.0]")
+        plot_lines(png, "%d layers, 3000 steps: validation loss" % depth,
+                   "validation loss (nats per byte)", lines, "set yrange [1.3:3.0]")
         out += ["![%s](depth-study-2/%s.png)" % (part, part), ""] + notes(part)
     return out
 
 
 def report():
-    H = unigram_entropy()
+    H = byte_entropy()
     out = ["# The depth study, second round", "",
            "Generated by `scripts/depth_study2.py report` from the parts kept in "
            "[depth-study-2/](depth-study-2/); each part's command is given with its section. "
@@ -511,8 +484,7 @@ def report():
     lead = [dict(r, part=part) for part in ("lead", "lead-post")
             for r in read_csv(os.path.join(DOCS, part + ".csv"))]
     if lead:
-        cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0] \
-            if os.path.exists("/proc/cpuinfo") else "?"
+        cpu = cpu_model()
         out += ["## The lead: why DeepNorm started late and Post-LN stalled in the first round", "",
                 "`scripts/depth_study2.py lead` and `lead-post` (%s). 100 layers, 64-128-2, LayerNorm, 400 steps "
                 "of 16 x 64 bytes (32 with `context 32`), lr 1e-3, seed 1; each row changes one "

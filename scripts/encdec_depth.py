@@ -24,7 +24,7 @@ encoder-decoder constants of the table in docs/layers.md), and the control post-
 (./train --diag-update-steps: the decoder's final hidden state on 4 validation words against the
 init's) for the first 400 steps, the warmup.
 
-Labels are depth_study.py's: diverged (a non-finite loss; ./train stops and exits 1), stalled (the
+Labels are mtrun.label's: diverged (a non-finite loss; ./train stops and exits 1), stalled (the
 final validation loss at or above the unigram entropy of the target tokens minus 0.1 nats: a
 model that predicts the phones' frequencies and ignores the word), else trained; and stalled too
 when no validation word comes out right (WER 100%: the decoder models the phones and ignores the
@@ -57,17 +57,14 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from depth_study import COLORS, NAMES, STALL_MARGIN, gnuplot, header, label  # noqa: E402
-from depth_study import num, read_csv, write_dat  # noqa: E402
+from depth_study import COLORS, NAMES  # noqa: E402
+from mtrun import (ROOT, STALL_MARGIN, build, copy_columns, diverged_at, evals,  # noqa: E402
+                   flags, label, num, plot_lines, read_metrics, read_update, run, with_notes)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CMU = "/usr/share/festival/dicts/cmu/cmudict-0.4.out"
-ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 DEPTHS = [6, 18, 50]
 SEEDS = [1, 2]
 STEPS = 3000
@@ -83,6 +80,7 @@ COLORS = dict(COLORS, **{"post-xavier": "#ff7f0e"})
 PARTS = [[(p, d, s) for d in (18, 6) for s in SEEDS for p in PLACEMENTS],
          [(p, 50, 1) for p in PLACEMENTS], [(p, 50, 2) for p in PLACEMENTS]]
 TINY_DEPTH = {6: 1, 18: 2, 50: 3}  # --smoke: the same parts, shallow and narrow
+WIDTHS = {"l": "lw 1", "lp": "lw 2 pt 7 ps 0.5"}  # the figures' lines: training thin
 
 # the settings of every run; --smoke replaces some (SMOKE) for a quick check of the driver
 SETTINGS = {"--n-embd": "64", "--n-ff": "128", "--n-head": "2", "--optim": "adamw",
@@ -140,7 +138,7 @@ def command(paths, placement, depth, seed):
     d = TINY_DEPTH[depth] if paths.tiny else depth
     return [os.path.join(ROOT, "build", "train"), "--model", "encdec", "--data", paths.data,
             "--enc-layers", str(d), "--dec-layers", str(d), "--seed", str(seed)] + \
-        FLAGS[placement] + [x for kv in s.items() for x in kv] + \
+        FLAGS[placement] + flags(s) + \
         ["--out", os.path.join(paths.out, run_name(placement, depth, seed))]
 
 
@@ -149,42 +147,30 @@ def execute(paths, H, placement, depth, seed):
     name = run_name(placement, depth, seed)
     out = os.path.join(paths.out, name)
     shutil.rmtree(out, ignore_errors=True)  # ./train refuses a directory holding another run
-    os.makedirs(out)
-    l0, t0 = os.getloadavg()[0], time.time()
-    with open(os.path.join(out, "log.txt"), "w") as log:
-        p = subprocess.Popen(command(paths, placement, depth, seed), stdout=log,
-                             stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
-        _, status, usage = os.wait4(p.pid, 0)  # the run's own CPU time, whatever the load
-    rc, seconds = os.waitstatus_to_exitcode(status), time.time() - t0
-    log = open(os.path.join(out, "log.txt")).read()
-    metrics = read_csv(os.path.join(out, "metrics.csv"))
-    lab = label(rc, metrics, H, log)
+    res = run(command(paths, placement, depth, seed), os.path.join(out, "log.txt"), cwd=ROOT)
+    log = res.text()
+    metrics = read_metrics(os.path.join(out, "metrics.csv"))
+    lab = label(res.rc, metrics, H, log)
     if lab == "failed":
-        sys.exit("%s failed (exit %d): %s" % (name, rc, log.strip().split("\n")[-1]))
-    with open(os.path.join(paths.docs, name + ".csv"), "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["step", "loss", "val_loss", "wer", "per", "grad_norm"])
-        for r in metrics:
-            w.writerow([r["step"], r["loss"], r.get("val_loss", ""), r.get("val_wer", ""),
-                        r.get("val_per", ""), r["grad_norm"]])
-    update = read_csv(os.path.join(out, "diag_update.csv"))
-    with open(os.path.join(paths.docs, name + ".update.csv"), "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["step", "update"])
-        w.writerows([u["step"], u["update"]] for u in update
-                    if int(u["step"]) <= 100 or int(u["step"]) % 10 == 0)
-    evals = [r for r in metrics if r.get("val_loss")]
-    nan_at = re.search(r"step (\d+): the loss is", log)
-    ms = [num(r["ms"]) for r in metrics][1:]
+        sys.exit("%s failed (exit %d): %s" % (name, res.rc, log.strip().split("\n")[-1]))
+    copy_columns(os.path.join(out, "metrics.csv"), os.path.join(paths.docs, name + ".csv"),
+                 {"step": "step", "loss": "loss", "val_loss": "val_loss", "wer": "val_wer",
+                  "per": "val_per", "grad_norm": "grad_norm"})
+    copy_columns(os.path.join(out, "diag_update.csv"),
+                 os.path.join(paths.docs, name + ".update.csv"), ["step", "update"],
+                 keep=lambda u: int(u["step"]) <= 100 or int(u["step"]) % 10 == 0)
+    last = evals(metrics)[-1].text if evals(metrics) else {}
+    nan_at = diverged_at(log)
+    ms = [r.ms for r in metrics][1:]
     row = {"placement": placement, "enc": depth, "dec": depth, "seed": seed, "label": lab,
-           "steps": int(metrics[-1]["step"]) if metrics else 0,
-           "diverged_at": nan_at.group(1) if nan_at else "",
-           "loss": "%.4f" % statistics.mean(num(r["loss"]) for r in metrics[-5:]) if metrics else "",
-           "val_loss": evals[-1]["val_loss"] if evals else "",
-           "wer": evals[-1]["val_wer"] if evals else "", "per": evals[-1]["val_per"] if evals else "",
+           "steps": metrics[-1].step if metrics else 0,
+           "diverged_at": str(nan_at) if nan_at is not None else "",
+           "loss": "%.4f" % statistics.mean(r.loss for r in metrics[-5:]) if metrics else "",
+           "val_loss": last.get("val_loss", ""), "wer": last.get("val_wer", ""),
+           "per": last.get("val_per", ""),
            "ms_per_step": "%.0f" % statistics.median(ms) if ms else "",
-           "cpu_s": "%.0f" % (usage.ru_utime + usage.ru_stime), "wall_s": "%.0f" % seconds,
-           "load_before": "%.1f" % l0, "load_after": "%.1f" % os.getloadavg()[0]}
+           "cpu_s": "%.0f" % res.cpu, "wall_s": "%.0f" % res.wall,
+           "load_before": "%.1f" % res.load[0], "load_after": "%.1f" % res.load[1]}
     with open(os.path.join(paths.docs, name + ".row.json"), "w") as f:
         json.dump(relabel(row), f)
     return row
@@ -238,8 +224,12 @@ def kept_rows(docs):
 
 
 def curve(docs, name, column, suffix=".csv"):
-    return [(int(r["step"]), num(r[column])) for r in read_csv(os.path.join(docs, name + suffix))
-            if r.get(column) and math.isfinite(num(r[column]))]
+    """(step, value) of a kept run's column (loss, val_loss of <name>.csv; update of
+    <name>.update.csv), finite values only."""
+    path = os.path.join(docs, name + suffix)
+    rows = read_update(path) if suffix == ".update.csv" else read_metrics(path)
+    return [(r.step, getattr(r, column)) for r in rows
+            if getattr(r, column) is not None and math.isfinite(getattr(r, column))]
 
 
 def cell(rows, p, d, key, pct=False):
@@ -254,24 +244,6 @@ def cell(rows, p, d, key, pct=False):
     if any(lab != "trained" for lab in labels):
         text += " " + ", ".join(labels)
     return text
-
-
-def plot_lines(png, title, ylabel, lines, extra=""):
-    """lines: (title, color, dash, style, points)."""
-    tmp = png + ".d"
-    os.makedirs(tmp, exist_ok=True)
-    plots = []
-    for i, (t, color, dash, style, pts) in enumerate(lines):
-        if not pts:
-            continue
-        f = os.path.join(tmp, "%d" % i)
-        write_dat(f, pts)
-        plots.append("'%s' w %s lc rgb '%s' dt %d %s title '%s'" % (f, style, color, dash, "lw 1" if style == "l" else "lw 2 pt 7 ps 0.5", t))
-    if plots:
-        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top")
-                .replace("size 760,460", "size 1000,480") + "plot " + ", \\\n  ".join(plots) + "\n",
-                png)
-    shutil.rmtree(tmp)
 
 
 def report(paths):
@@ -334,7 +306,7 @@ def report(paths):
                        "loss (nats per token)", lines +
                        [("unigram %.3f" % H, "black", 3, "l",
                          [(0, H), (max(x for ln in lines for x, _ in ln[4] or [(1, 0)]), H)])],
-                       "set yrange [0:%g]" % (H + 1.5))
+                       "set yrange [0:%g]" % (H + 1.5), WIDTHS)
             md += ["![%s loss](%s/%s)" % (dl(d), docs_rel, png), "",
                    "*%s: training loss (thin, one batch every 50 steps) and validation loss "
                    "(points); solid seed 1, dashed seed 2; black dotted: the unigram entropy.*"
@@ -348,7 +320,7 @@ def report(paths):
             png = "update-%d.png" % d
             plot_lines(os.path.join(paths.docs, png), "%s layers: model update "
                        "||F(x,θ_t) - F(x,θ_0)|| during the warmup" % dl(d),
-                       "update (RMS per channel)", lines, "set logscale xy")
+                       "update (RMS per channel)", lines, "set logscale xy", WIDTHS)
             md += ["![%s update](%s/%s)" % (dl(d), docs_rel, png), "",
                    "*%s: DeepNet's model update, the decoder's final hidden state on 4 fixed "
                    "validation words against the init's, over the warmup (log scales).*" % dl(d), ""]
@@ -366,12 +338,8 @@ def report(paths):
             cells += ["%.3g" % u[e] if e in u else "-" for e in early]
         md.append("| %s | %s |" % (NAMES[p], " | ".join(cells)))
     md.append("")
-    text = "\n".join(md)
-    notes = paths.page.replace(".md", ".notes.md")
-    if os.path.exists(notes):
-        text += "\n" + open(notes).read()
     with open(paths.page, "w") as f:
-        f.write(text)
+        f.write(with_notes(paths.page, "\n".join(md)))
     print("wrote %s (%d runs kept)" % (paths.page, len(rows)))
 
 
@@ -394,7 +362,7 @@ def main():
         sys.exit("--part %d: the parts are 1 to %d (--list names them)" % (a.part, len(PARTS)))
     if not os.path.exists(CMU):
         sys.exit("%s missing: apt-get install festlex-cmu" % CMU)
-    subprocess.check_call(["make", "-s", "build/train"], cwd=ROOT)
+    build("build/train")
     if a.smoke:
         os.makedirs(a.dir, exist_ok=True)
         data = os.path.join(a.dir, "dict")

@@ -19,26 +19,18 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtrun import ROOT, build, evals, log_field, read_metrics, run, scores  # noqa: E402
+
 CMU = "/usr/share/festival/dicts/cmu/cmudict-0.4.out"
-ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
-SCORE = re.compile(r"words=(\d+) wer=([0-9.]+) per=([0-9.]+) wer_nostress=([0-9.]+) "
-                   r"per_nostress=([0-9.]+) beam=(\d+) split=(\w+) seconds=([0-9.]+)")
-EVAL = re.compile(r"step\s+(\d+)/\d+ .*\| val ([0-9.]+) wer ([0-9.]+) per ([0-9.]+) "
-                  r"wer_nostress ([0-9.]+) per_nostress ([0-9.]+)")
 
 
 def score(ckpt, beam):
-    out = subprocess.check_output(["build/infer", "--checkpoint", ckpt, "--score-file", CMU,
-                                   "--split", "test", "--beam", str(beam), "--threads", "2"],
-                                  cwd=ROOT, env=ENV, text=True)
-    m = SCORE.search(out)
-    keys = ["words", "wer", "per", "wer_nostress", "per_nostress", "beam", "split", "seconds"]
-    return {k: (v if k == "split" else float(v)) for k, v in zip(keys, m.groups())}
+    """words, wer, per, wer_nostress, per_nostress, beam, split, seconds of the test split."""
+    return scores(["build/infer", "--checkpoint", ckpt, "--score-file", CMU, "--split", "test",
+                   "--beam", str(beam), "--threads", "2"], cwd=ROOT)
 
 
 def main():
@@ -51,19 +43,15 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(CMU):
         sys.exit(f"{CMU} missing: apt-get install festlex-cmu (or make deps)")
-    subprocess.check_call(["make", "-s", "build/train", "build/infer"], cwd=ROOT)
+    build("build/train", "build/infer")
     args = ["--config", "configs/g2p.ini", "--threads", "2"] + a.extra
     saved = os.path.join(ROOT, a.out, "result.json")
     r = json.load(open(saved)) if a.reuse and os.path.exists(saved) else None
     if not r or r["args"] != args:
-        os.makedirs(os.path.join(ROOT, a.out), exist_ok=True)
         log = os.path.join(a.out, "train.log")
-        l0, t0 = os.getloadavg()[0], time.time()
-        with open(os.path.join(ROOT, log), "w") as f:
-            rc = subprocess.call(["build/train"] + args + ["--out", a.out], stdout=f,
-                                 stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
-        r = {"args": args, "rc": rc, "wall": time.time() - t0, "load": (l0, os.getloadavg()[0]),
-             "log": log}
+        res = run(["build/train"] + args + ["--out", a.out], os.path.join(ROOT, log), cwd=ROOT)
+        r = {"args": args, "rc": res.rc, "wall": res.wall, "load": res.load, "log": log}
+        rc = res.rc
         if rc != 0:
             sys.exit(f"training failed (exit {rc}); see {log}")
         ckpt = os.path.join(a.out, "model.safetensors")
@@ -71,9 +59,11 @@ def main():
         r["beam"] = score(ckpt, a.beam) if a.beam > 1 else None
         json.dump(r, open(os.path.join(ROOT, saved), "w"))
     text = open(os.path.join(ROOT, r["log"])).read()
-    curve = [tuple(float(x) for x in m) for m in EVAL.findall(text)]
-    model = re.search(r"^model\s+(.*)$", text, re.M).group(1)
-    data = re.search(r"^data\s+\S+: (.*)$", text, re.M).group(1)
+    metrics = read_metrics(os.path.join(ROOT, os.path.dirname(r["log"]), "metrics.csv"))
+    curve = [(e.step, e.val_loss, e.val["wer"], e.val["per"], e.val["wer_nostress"],
+              e.val["per_nostress"]) for e in evals(metrics)]
+    model = log_field(text, "model")
+    data = re.match(r"\S+: (.*)$", log_field(text, "data")).group(1)
     g, b = r["greedy"], r["beam"]
     cmd = "./train " + " ".join(args)
     wall = f"{int(r['wall'] // 60)} min {int(r['wall'] % 60)} s"

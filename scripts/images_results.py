@@ -21,30 +21,35 @@ on a machine with more runnable threads than cores, OpenMP's default spinning ma
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtrun import ROOT, build, evals, progress_evals, read_metrics, run as run_train  # noqa: E402
+
 FASHION = "/usr/share/datasets/fashion-mnist"
 NORMS = ["ln", "rms", "bn", "gn", "in"]
 PLACEMENTS = ["pre", "post", "deepnorm"]
-ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 
 
-def load():
-    return os.getloadavg()[0]
+def accuracies(text, metrics):
+    """(step, validation accuracy) of each evaluation: metrics.csv's val_acc where it has the
+    column, else the progress lines of the log (./train prints the accuracy; metrics.csv has no
+    column for it)."""
+    if any("acc" in e.val for e in evals(metrics)):
+        return [(e.step, e.val["acc"]) for e in evals(metrics)]
+    return [(step, v["acc"]) for step, v in progress_evals(text) if "acc" in v]
 
 
 def parse(r):
-    """The evaluations of a run's log (and its last error line) into r."""
+    """The evaluations of a run (and its log's last error line) into r."""
     text = open(os.path.join(ROOT, r["log"])).read()
-    evals = re.findall(r"step\s+(\d+)/\d+ .*\| val ([0-9.]+) acc ([0-9.]+)", text)
-    if evals:
-        r["step"], r["val"], r["acc"] = int(evals[-1][0]), float(evals[-1][1]), float(evals[-1][2])
-        r["curve"] = [(int(s), float(a)) for s, _, a in evals]
+    metrics = evals(read_metrics(os.path.join(ROOT, os.path.dirname(r["log"]), "metrics.csv")))
+    acc = accuracies(text, metrics)
+    if metrics and acc:
+        r["step"], r["val"], r["acc"] = metrics[-1].step, metrics[-1].val_loss, acc[-1][1]
+        r["curve"] = acc
     if r["rc"] != 0:
         last = [l for l in text.splitlines() if l.startswith("train:")]
         r["error"] = last[-1] if last else f"exit status {r['rc']}"
@@ -62,14 +67,10 @@ def run(name, args, reuse):
             print(f"{name}: reused {saved}", flush=True)
             r["reused"] = True
             return parse(r)
-    os.makedirs(os.path.join(ROOT, out), exist_ok=True)
     log = os.path.join(out, "train.log")
-    l0, t0 = load(), time.time()
-    with open(log, "w") as f:
-        rc = subprocess.call(["./train"] + args + ["--out", out], stdout=f,
-                             stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
-    wall, l1 = time.time() - t0, load()
-    r = parse({"name": name, "args": args, "rc": rc, "wall": wall, "load": (l0, l1), "log": log})
+    res = run_train(["./train"] + args + ["--out", out], os.path.join(ROOT, log), cwd=ROOT)
+    rc, wall = res.rc, res.wall
+    r = parse({"name": name, "args": args, "rc": rc, "wall": wall, "load": res.load, "log": log})
     print(f"{name}: rc {rc}, {wall:.0f} s, acc {r.get('acc', float('nan')):.4f}", flush=True)
     json.dump(r, open(saved, "w"))
     return r
@@ -93,7 +94,7 @@ def main():
     ap.add_argument("--skip-mnist", action="store_true")
     ap.add_argument("--skip-fashion", action="store_true")
     a = ap.parse_args()
-    subprocess.check_call(["make", "-s", "train", "preview"], cwd=ROOT)
+    build("train", "preview")
     nproc = os.cpu_count()
 
     preview("data/mnist", "docs/images/mnist-preview.png")

@@ -24,81 +24,60 @@ The runs wait passively at OpenMP barriers (OMP_WAIT_POLICY=passive unless set):
 machine a spinning thread costs more than the work it waits for. Python 3 standard library;
 runs ./train and ./infer as built by make all."""
 import argparse
-import csv
 import json
 import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtrun import ENV, cpu_model, log_field, read_metrics, run, scores  # noqa: E402
 
 DATA = "data/tinyshakespeare.txt"
 CONFIG = "configs/tiny-gpt.ini"
 BASE_STEPS = 1000
 CALIBRATE = 60
 ROUNDS = 3
-ENV = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
 RUNS = [("byte", ["--tokenizer", "byte"]), ("char", ["--tokenizer", "char"]),
         ("bpe-512", ["--tokenizer", "bpe", "--vocab-size", "512"]),
         ("bpe-2048", ["--tokenizer", "bpe", "--vocab-size", "2048"])]
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def train(out, flags, steps, threads):
     """Runs ./train; returns (wall seconds, CPU seconds)."""
     cmd = ["./train", "--config", CONFIG, "--out", out, "--steps", str(steps),
            "--eval-every", "0", "--save-every", "0", "--threads", str(threads)] + flags
-    os.makedirs(out, exist_ok=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.time()
-    with open(os.path.join(out, "train.log"), "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
-    wall = time.time() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if rc != 0:
-        sys.exit(f"tokenizers: {' '.join(cmd)} exited {rc}: see {out}/train.log")
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return wall, cpu, " ".join(cmd)
+    res = run(cmd, os.path.join(out, "train.log"))
+    if res.rc != 0:
+        sys.exit(f"tokenizers: {' '.join(cmd)} exited {res.rc}: see {out}/train.log")
+    return res.wall, res.cpu, " ".join(cmd)
 
 
 def ms_per_step(out):
     """The median of metrics.csv's per-step milliseconds (the logged steps but the first)."""
-    with open(os.path.join(out, "metrics.csv")) as f:
-        rows = list(csv.DictReader(f))
-    return statistics.median(float(r["ms"]) for r in rows[1:])
+    return statistics.median(r.ms for r in read_metrics(os.path.join(out, "metrics.csv"))[1:])
 
 
 def score(out, val):
-    line = subprocess.run(["./infer", "--checkpoint", os.path.join(out, "model.safetensors"),
-                           "--score", val, "--threads", "2"], check=True, stdout=subprocess.PIPE,
-                          text=True, env=ENV).stdout.strip().splitlines()[-1]
-    return {k: float(v) for k, v in (kv.split("=") for kv in line.split())}
+    return scores(["./infer", "--checkpoint", os.path.join(out, "model.safetensors"), "--score",
+                   val, "--threads", "2"])
+
+
+def log_text(out):
+    with open(os.path.join(out, "train.log")) as f:
+        return f.read()
 
 
 def data_line(out):
-    with open(os.path.join(out, "train.log")) as f:
-        for line in f:
-            if line.startswith("data"):
-                return line.split(": ", 1)[1].strip()
-    return "?"
+    """The data line's description, after the file's name."""
+    line = log_field(log_text(out), "data")
+    return line.split(": ", 1)[1].strip() if line else "?"
 
 
 def params(out):
     """"0.221M" from the model line."""
-    with open(os.path.join(out, "train.log")) as f:
-        for line in f:
-            if line.startswith("model"):
-                return line.rsplit(": ", 1)[1].split()[0]
-    return "?"
+    line = log_field(log_text(out), "model")
+    return line.rsplit(": ", 1)[1].split()[0] if line else "?"
 
 
 def run_all(root, threads):

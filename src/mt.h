@@ -10,5 +10,6 @@
 #include "io/io.h"
 #include "train/train.h"
 #include "diag/diag.h"
+#include "train/options.h"
 
 #endif

@@ -54,7 +54,7 @@ static const char *RNG = "1 2 3 4 5 6 7 8";
 
 static void test_gpt_checkpoints(void) {
     mt_gpt_config c = tiny(true);
-    char *good = mt_cf_to_json(mt_gpt_type.fields, &c), cfg[512];
+    char *good = mt_fields_to_json(mt_gpt_type.fields, &c), cfg[512];
     write_ckpt(c, good, tok_json, "3", RNG);
     mt_model *m;
     mt_ckpt_state st;
@@ -122,7 +122,7 @@ static void test_gpt_checkpoints(void) {
     write_ckpt(tiny(false), good, tok_json, "3", RNG);
     refused("extra tensor", MT_EFORMAT, "tensor 'lm_head.weight' is not a parameter of the model");
     mt_gpt_config u = tiny(false);
-    char *untied = mt_cf_to_json(mt_gpt_type.fields, &u);
+    char *untied = mt_fields_to_json(mt_gpt_type.fields, &u);
     write_ckpt(c, untied, tok_json, "3", RNG);
     refused("missing tensor", MT_EFORMAT, "tensor 'lm_head.weight' (5, 8) is missing");
     free(untied);

@@ -155,7 +155,7 @@ typedef struct {
 static mt_tensor *build_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in;
     const model_arg *a = arg;
-    return mt_encdec_loss(c, a->m, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
+    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
 }
 
 static void test_gradcheck(void) {
@@ -198,8 +198,8 @@ static void test_padding_and_cache(void) {
     mt_ctx_init(&c, 64 << 20, 1, NULL);
     c.grad_enabled = false;
     int V = g.n_vocab;
-    mt_tensor *full = mt_encdec_forward(&c, &m, SRC, SRC_LEN, 6, TGT, 2, 5);
-    mt_tensor *alone = mt_encdec_forward(&c, &m, SRC, SRC_LEN, 4, TGT, 1, 3);
+    mt_tensor *full = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 6, TGT, 2, 5);
+    mt_tensor *alone = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 4, TGT, 1, 3);
     double worst = 0;
     for (int t = 0; t < 3; t++)
         for (int v = 0; v < V; v++)
@@ -218,7 +218,7 @@ static void test_padding_and_cache(void) {
         int tgt[6] = {MT_G2P_BOS}, n = 0;
         for (int t = 0; t < 6; t++) {
             mt_ctx_reset(&c);
-            mt_tensor *z = mt_encdec_forward(&c, &m, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1, t + 1);
+            mt_tensor *z = mt_encdec_forward(&c, &m, &m.P, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1, t + 1);
             const float *zt = z->data + (size_t)t * V;
             int best = MT_G2P_EOS;
             for (int v = 10; v < V; v++) best = zt[v] > zt[best] ? v : best;
@@ -260,7 +260,7 @@ static void test_bad_config(void) {
     g.dec_deepnorm_alpha = 2.5f;
     CHECK(mt_encdec_config_validate(&g, &e) == MT_OK && g.dec_deepnorm_alpha == 2.5f,
           "a given decoder alpha is kept");
-    char *json = mt_cf_to_json(mt_encdec_type.fields, &g);
+    char *json = mt_fields_to_json(mt_encdec_type.fields, &g);
     CHECK(strstr(json, "\"enc_layers\":2") && strstr(json, "\"dec_layers\":2") &&
               strstr(json, "\"n_layer\":4"), "config JSON: %s", json);
     mt_encdec_config h;
@@ -289,7 +289,7 @@ static void test_length_buckets(void) {
     mt_data_cfg dc = {.path = path, .batch = 8, .rows = 8, .min_rows = 8, .eval_batches = 1};
     mt_task *t = NULL;
     mt_err e;
-    CHECK(mt_encdec_type.task_load(&t, &dc, &cfg, &e) == MT_OK, "task_load: %s", e.msg);
+    CHECK(mt_g2p_task.load(&t, &dc, &cfg, &e) == MT_OK, "load: %s", e.msg);
     if (!t) return;
     enum { DRAWS = 40000, MOST = 256 };
     const char *seen[MOST];
@@ -297,7 +297,7 @@ static void test_length_buckets(void) {
     mt_rng r;
     mt_rng_seed(&r, 7);
     for (int d = 0; d < DRAWS; d++) {
-        mt_encdec_type.draw_batch(t, &r, 0, 8);
+        mt_g2p_task.draw_batch(t, &r, 0, 8);
         for (int b = 0; b < 8; b++) {
             const char *w = mt_encdec_drawn_word(t, b);
             mixed += strlen(w) != strlen(mt_encdec_drawn_word(t, 0));
@@ -316,7 +316,7 @@ static void test_length_buckets(void) {
         if (fabs(count[k] - mean) > fabs(count[worst] - mean)) worst = k;
     CHECK(fabs(count[worst] - mean) < 6 * sqrt(mean), "'%s' drawn %d times, uniform draws: %.0f",
           seen[worst], count[worst], mean);
-    mt_encdec_type.task_free(t);
+    mt_g2p_task.free(t);
     remove(path);
 }
 

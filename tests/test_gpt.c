@@ -108,7 +108,7 @@ typedef struct {
 static mt_tensor *build_gpt_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in; /* the inputs are the model's own parameter views */
     const gpt_arg *a = arg;
-    return mt_gpt_loss(c, a->m, a->ids, a->targets, a->B, a->T, 0);
+    return mt_gpt_loss(c, a->m, &a->m->P, a->ids, a->targets, a->B, a->T, 0);
 }
 
 static void test_gradcheck(void) {
@@ -161,7 +161,7 @@ static void test_deterministic(void) {
     for (int run = 0; run < 2; run++) {
         mt_ctx_reset(&c);
         mt_params_zero_grad(&m.P);
-        mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T, 0);
+        mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
         mt_backward(&c, loss);
         if (run == 0) {
             loss0 = loss->data[0];
@@ -210,7 +210,7 @@ static void test_free_activations(void) {
             mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
             c.free_activations = freed;
             mt_params_zero_grad(&m.P);
-            mt_tensor *loss = mt_gpt_loss(&c, &m, ids, targets, B, T, 0);
+            mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
             mt_backward(&c, loss);
             peak[freed] = c.arena.peak;
             if (!freed) {
@@ -244,7 +244,7 @@ static void test_json(void) {
     g.stack.dropout = 0.1f;
     g.arch = MT_ARCH_LLAMA, g.pos = MT_POS_ROPE, g.rope_theta = 5e5f, g.stack.n_kv_head = 1;
     g.stack.ff_multiple = 64;
-    char *json = mt_cf_to_json(mt_gpt_type.fields, &g);
+    char *json = mt_fields_to_json(mt_gpt_type.fields, &g);
     const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
                           "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
                           "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init", "tied",

@@ -20,7 +20,7 @@ static void build(mt_gpt *m, mt_placement pl, mt_norm_kind norm, int n_ctx, uint
     c.stack.placement = pl;
     c.stack.norm = mt_norm_default(norm);
     mt_err e;
-    CHECK(!json || mt_cf_from_json(mt_gpt_type.fields, json, &c, &e) == MT_OK, "%s", e.msg);
+    CHECK(!json || mt_fields_from_json(mt_gpt_type.fields, json, &c, &e) == MT_OK, "%s", e.msg);
     CHECK(mt_gpt_build(m, &c, &e) == MT_OK, "build: %s", e.msg);
     mt_rng r;
     mt_rng_seed(&r, seed);

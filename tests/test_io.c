@@ -1,4 +1,5 @@
-/* Options from flags and config files, parameter checkpoints, the metrics CSV. */
+/* Field tables (flags, config files, JSON, help, saved text), parameter checkpoints, the metrics
+ * CSV. */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,58 +24,92 @@ static void write_text(const char *path, const char *text) {
     if (f) fclose(f);
 }
 
-/* the options under test */
-static struct {
+/* the options under test: a field of every type, and a table inside */
+typedef struct {
+    int n_head;
+    bool bias; /* negated: --no-bias */
+} sub_options;
+
+typedef struct {
     int n_layer;
+    long warmup;
     float lr;
-    char data[MT_OPT_STR_MAX];
-    bool untie, resume, bias;
+    double beta; /* a double holding a float */
+    char data[32];
+    bool tied;   /* negated: --untie */
+    bool resume; /* command line only */
     int norm;
-} o;
+    int n_vocab; /* not a flag: set by the program */
+    sub_options sub;
+} test_options;
 
 static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL}, {"rms", NULL}, {"prms", NULL}};
 static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
 
-static const mt_opt OPTS[] = {
-    {"n-layer", MT_OPT_INT, &o.n_layer, NULL, "blocks", 0, NULL},
-    {"lr", MT_OPT_FLOAT, &o.lr, NULL, "learning rate", 0, NULL},
-    {"data", MT_OPT_STR, &o.data, NULL, "text file", 0, NULL},
-    {"untie", MT_OPT_BOOL, &o.untie, NULL, "separate head", 0, NULL},
-    {"norm", MT_OPT_CHOICE, &o.norm, NULL, "normalization", 0, &NORMS},
-    {"resume", MT_OPT_BOOL, &o.resume, NULL, "continue", MT_OPT_CLI, NULL},
-    {"no-bias", MT_OPT_BOOL, &o.bias, NULL, "no biases", MT_OPT_NEGATE, NULL},
+static const mt_field SUB[] = {
+    MT_FIELD(sub_options, n_head, INT, "n_head", "heads", .range = "1..16"),
+    MT_FIELD(sub_options, bias, BOOL, "bias", "no biases", .flag = "no_bias"),
 };
-enum { N_OPTS = sizeof OPTS / sizeof *OPTS };
+static const mt_fields SUB_FIELDS = MT_FIELDS_OF(SUB);
+
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(test_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(n_layer, INT, "n_layer", "blocks"),
+    F(warmup, INT, "warmup", "warmup steps; -1: derived", .range = "-1.."),
+    F(lr, FLOAT, "lr", "learning rate"),
+    F(beta, FLOAT, "beta", "a decay", .range = "0..1"),
+    F(data, STR, "data", "text file"),
+    F(tied, BOOL, "tied", "separate head", .flag = "untie"),
+    F(resume, BOOL, "resume", "continue", .flags = MT_FIELD_CLI),
+    F(norm, ENUM, "norm", "normalization", .of = &NORMS),
+    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(sub, TABLE, "sub", NULL, .of = &SUB_FIELDS),
+};
+#undef F
+static const mt_fields TEST_FIELDS = MT_FIELDS_OF(FIELDS);
+
+static test_options o;
+static const mt_fieldset SET = {&TEST_FIELDS, &o};
 
 static void defaults(void) {
-    memset(&o, 0, sizeof o);
-    o.n_layer = 4;
-    o.lr = 3e-3f;
-    o.bias = true;
-    strcpy(o.data, "data/x.txt");
+    o = (test_options){.n_layer = 4, .warmup = -1, .lr = 3e-3f, .beta = 0.9f, .data = "data/x.txt",
+                       .tied = true, .n_vocab = 256, .sub = {.n_head = 4, .bias = true}};
 }
 
-static mt_status args(const char *line, mt_err *e) {
+static mt_status args_to(const mt_fieldset *set, const char *line, mt_settings *out,
+                         mt_err *e) {
     char buf[512], *argv[32] = {"prog"};
     int argc = 1;
     snprintf(buf, sizeof buf, "%s", line);
     for (char *t = strtok(buf, " "); t && argc < 32; t = strtok(NULL, " ")) argv[argc++] = t;
-    return mt_opts_parse_args(OPTS, N_OPTS, argc, argv, e);
+    return mt_fieldset_parse_args(set, 1, argc, argv, out, e);
+}
+static mt_status args(const char *line, mt_err *e) { return args_to(&SET, line, NULL, e); }
+static mt_status ini(const char *text, mt_err *e) {
+    return mt_fieldset_parse_ini(&SET, 1, text, "t.ini", NULL, e);
 }
 
 static void test_flags(void) {
     mt_err e;
     defaults();
-    CHECK(args("--n-layer 6 --lr=1e-4 --data a.txt --untie --norm rms --resume", &e) == MT_OK,
+    CHECK(args("--n-layer 6 --lr=1e-4 --data a.txt --untie --norm rms --resume --warmup 7 "
+               "--beta 0.95 --n-head 8 --no-bias", &e) == MT_OK,
           "flags: %s", e.msg);
-    CHECK(o.n_layer == 6 && o.lr == 1e-4f && strcmp(o.data, "a.txt") == 0 && o.untie &&
-              o.norm == 1 && o.resume,
+    CHECK(o.n_layer == 6 && o.lr == 1e-4f && strcmp(o.data, "a.txt") == 0 && !o.tied &&
+              o.norm == 1 && o.resume && o.warmup == 7 && o.sub.n_head == 8 && !o.sub.bias,
           "flag values");
-    CHECK(args("--no-bias", &e) == MT_OK && !o.bias, "--no-bias negates bias");
+    /* a double field takes the float the text reads as: the bits of a float flag, widened */
+    CHECK(o.beta == (double)0.95f && o.beta != 0.95, "--beta 0.95 is %.17g", o.beta);
     char nb[16];
-    CHECK(strcmp(mt_opt_format(&OPTS[6], nb, sizeof nb), "true") == 0, "--no-bias formats %s", nb);
+    CHECK(strcmp(mt_field_format(&SUB[1], &o.sub, nb, sizeof nb), "true") == 0 &&
+              strcmp(mt_field_format(&FIELDS[5], &o, nb, sizeof nb), "true") == 0,
+          "negated bools format as their flags read: %s", nb);
+    CHECK(strcmp(mt_field_format(&FIELDS[3], &o, nb, sizeof nb), "0.95") == 0, "beta %s", nb);
+    CHECK(args("--untie=false --no_bias=0", &e) == MT_OK && o.tied && o.sub.bias,
+          "--untie=false keeps tied: %s", e.msg);
     defaults();
-    CHECK(args("--n_layer 7 --untie=false", &e) == MT_OK && o.n_layer == 7 && !o.untie,
+    CHECK(args("--n_layer 7 --resume=false", &e) == MT_OK && o.n_layer == 7 && !o.resume,
           "underscore and bool value");
     struct {
         const char *line, *expect;
@@ -84,11 +119,19 @@ static void test_flags(void) {
         {"--n-layer", "--n-layer needs a value"},
         {"--n-layer 3.5", "--n-layer: '3.5' is not an integer"},
         {"--n-layer 99999999999", "not an integer"},
+        {"--warmup 99999999999", "--warmup: '99999999999' is not an integer"},
+        {"--warmup -2", "--warmup: -2 is out of range: expected at least -1 (warmup steps; -1: "
+                        "derived)"},
+        {"--n-head 17", "--n-head: 17 is out of range: expected from 1 to 16 (heads)"},
+        {"--beta 1.5", "--beta: 1.5 is out of range: expected from 0 to 1"},
         {"--lr fast", "--lr: 'fast' is not a finite number"},
         {"--lr inf", "not a finite number"},
         {"--norm batch", "--norm: 'batch' is not one of ln|rms|prms"},
         {"--norm", "--norm needs a value: one of ln|rms|prms"},
         {"--untie=maybe", "'maybe' is not true or false"},
+        {"--data 0123456789012345678901234567890123", "--data: the value is longer than 31"},
+        {"--n-vocab 5", "unknown flag --n-vocab"},  /* set by the program, not a flag */
+        {"--tied", "unknown flag --tied (did you mean --untie?)"}, /* the key is not the flag */
         {"stray", "unexpected argument 'stray'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -101,10 +144,11 @@ static void test_ini(void) {
     mt_err e;
     defaults();
     write_text(tmp_path("a.ini"), "# a config\n\nn_layer = 8   # deeper\r\n  lr=0.01\n"
-                                  "data = \"my data.txt\"\nuntie = yes\nnorm = prms\n");
-    CHECK(mt_opts_read_ini(OPTS, N_OPTS, tmp_path("a.ini"), &e) == MT_OK, "ini: %s", e.msg);
-    CHECK(o.n_layer == 8 && o.lr == 0.01f && strcmp(o.data, "my data.txt") == 0 && o.untie &&
-              o.norm == 2,
+                                  "data = \"my data.txt\"\nuntie = yes\nnorm = prms\n"
+                                  "n-head = 2\nwarmup = 9\n");
+    CHECK(mt_fieldset_read_ini(&SET, 1, tmp_path("a.ini"), NULL, &e) == MT_OK, "ini: %s", e.msg);
+    CHECK(o.n_layer == 8 && o.lr == 0.01f && strcmp(o.data, "my data.txt") == 0 && !o.tied &&
+              o.norm == 2 && o.sub.n_head == 2 && o.warmup == 9,
           "ini values");
     /* a flag given after the file overrides it */
     CHECK(args("--n-layer 2", &e) == MT_OK && o.n_layer == 2 && o.lr == 0.01f, "override");
@@ -115,37 +159,136 @@ static void test_ini(void) {
         {"[train]\nlr = 1\n", "t.ini:1: '[train]': config files have no sections"},
         {"lr 1\n", "t.ini:1: 'lr 1': expected key = value"},
         {"lr = x\n", "t.ini:1: lr: 'x' is not a finite number"},
-        {"\n\nresume = true\n", "t.ini:3: 'resume' is a command-line flag only"},
+        {"\n\nresume = true\n", "t.ini:3: 'resume' is a command-line flag only (--resume), not a "
+                                "config key"},
         {"norm = \n", "t.ini:1: norm: '' is not one of"},
+        {"n_head = 0\n", "t.ini:1: n-head: 0 is out of range: expected from 1 to 16"},
+        {"n_vocab = 5\n", "t.ini:1: unknown key 'n_vocab'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK(mt_opts_parse_ini(OPTS, N_OPTS, bad[i].text, "t.ini", &e) == MT_EINVAL &&
-                  strstr(e.msg, bad[i].expect),
+        CHECK(ini(bad[i].text, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect),
               "'%s': %s", bad[i].text, e.msg);
-    CHECK(mt_opts_read_ini(OPTS, N_OPTS, tmp_path("none.ini"), &e) == MT_EIO &&
+    CHECK(mt_fieldset_read_ini(&SET, 1, tmp_path("none.ini"), NULL, &e) == MT_EIO &&
               strstr(e.msg, "none.ini"),
           "missing file: %s", e.msg);
+}
 
-    /* help lists every option with its default; to_ini round-trips every saved option */
+/* help lists every named option with its default; to_ini round-trips every saved one */
+static void test_saved(void) {
+    mt_err e;
     defaults();
-    o.lr = 0.1f + 0.2f; /* a float whose shortest form needs 9 digits */
-    char *help = mt_opts_help(OPTS, N_OPTS);
+    o.lr = nextafterf(0.3f, 1); /* a float whose shortest form needs 8 digits */
+    char *help = mt_fieldset_help(&SET, 1, NULL, 0);
     CHECK(strstr(help, "--n-layer N") && strstr(help, "(default: 4)") &&
               strstr(help, "--norm ln|rms|prms") && strstr(help, "(default: ln)") &&
-              strstr(help, "--data S") && strstr(help, "--resume") && strstr(help, "--untie"),
+              strstr(help, "--data S") && strstr(help, "--resume") && strstr(help, "--untie") &&
+              strstr(help, "--n-head N") && strstr(help, "--no-bias") &&
+              !strstr(help, "vocab") && !strstr(help, "--tied"),
           "help:\n%s", help);
     free(help);
-    o.untie = true;
+    o.tied = false;
     o.norm = 1;
-    char *ini = mt_opts_to_ini(OPTS, N_OPTS);
-    CHECK(strstr(ini, "n-layer = 4\n") && strstr(ini, "norm = rms\n") && !strstr(ini, "resume"),
-          "ini:\n%s", ini);
-    float lr = o.lr;
+    o.warmup = 12;
+    o.beta = 0.3f;
+    o.sub.bias = false;
+    o.n_vocab = 77;
+    char *text = mt_fieldset_to_ini(&SET, 1);
+    CHECK(strcmp(text, "n-layer = 4\nwarmup = 12\nlr = 0.30000004\nbeta = 0.3\n"
+                       "data = data/x.txt\nuntie = true\nnorm = rms\nn-head = 4\n"
+                       "no-bias = true\n") == 0,
+          "ini:\n%s", text);
+    test_options saved = o;
     defaults();
-    CHECK(mt_opts_parse_ini(OPTS, N_OPTS, ini, "saved", &e) == MT_OK && o.lr == lr &&
-              o.untie && o.norm == 1,
-          "to_ini round trip: %s", ini);
-    free(ini);
+    CHECK(ini(text, &e) == MT_OK && o.lr == saved.lr && !o.tied && o.norm == 1 &&
+              o.warmup == 12 && o.beta == saved.beta && !o.sub.bias && o.n_vocab == 256,
+          "to_ini round trip: %s", text);
+    free(text);
+}
+
+/* JSON both ways: every field but the command-line ones, the inner table's keys among the others */
+static void test_json(void) {
+    mt_err e;
+    defaults();
+    o = (test_options){.n_layer = 3, .warmup = 5, .lr = 0.1f, .beta = 0.7f, .data = "d.txt",
+                       .tied = false, .resume = true, .norm = 2, .n_vocab = 99,
+                       .sub = {.n_head = 3, .bias = false}};
+    char *json = mt_fields_to_json(&TEST_FIELDS, &o);
+    CHECK(strstr(json, "\"tied\":false") && strstr(json, "\"n_head\":3") &&
+              strstr(json, "\"norm\":\"prms\"") && strstr(json, "\"n_vocab\":99") &&
+              strstr(json, "\"data\":\"d.txt\"") && !strstr(json, "resume"),
+          "json: %s", json);
+    test_options want = o;
+    defaults();
+    CHECK(mt_fields_from_json(&TEST_FIELDS, json, &o, &e) == MT_OK, "from json: %s", e.msg);
+    CHECK(o.n_layer == 3 && o.warmup == 5 && o.lr == want.lr && o.beta == want.beta &&
+              strcmp(o.data, "d.txt") == 0 && !o.tied && !o.resume && o.norm == 2 &&
+              o.n_vocab == 99 && o.sub.n_head == 3 && !o.sub.bias,
+          "json round trip: %s", json);
+    char *again = mt_fields_to_json(&TEST_FIELDS, &o);
+    CHECK(strcmp(json, again) == 0, "json twice: %s vs %s", json, again);
+    free(again);
+    free(json);
+    struct {
+        const char *json, *expect;
+    } bad[] = {
+        {"{\"n_layer\": 2.5}", "config: n_layer = 2.5, must be a whole number"},
+        {"{\"lr\": \"x\"}", "config: lr must be a number"},
+        {"{\"tied\": 1}", "config: tied must be true or false"},
+        {"{\"norm\": \"bn\"}", "config: norm: unknown norm 'bn'"},
+        {"{\"resume\": true}", "config: unknown key 'resume' (accepted: n_layer, warmup, lr, "
+                               "beta, data, tied, norm, n_vocab, n_head, bias)"},
+        {"{\"data\": \"0123456789012345678901234567890123\"}", "longer than 31"},
+        {"[1]", "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(mt_fields_from_json(&TEST_FIELDS, bad[i].json, &o, &e) != MT_OK &&
+                  strstr(e.msg, bad[i].expect),
+              "'%s': %s", bad[i].json, e.msg);
+}
+
+/* Settings read once and applied to other sets: a program's layering (defaults < file < flags,
+   another model's key an error); sets sharing a name; help leaving out what another lists. */
+static void test_settings(void) {
+    mt_err e;
+    mt_settings flags = {0}, file = {0};
+    defaults();
+    CHECK(args_to(&SET, "--n-layer 5 --untie --n-head 2", &flags, &e) == MT_OK &&
+              mt_fieldset_parse_ini(&SET, 1, "lr = 0.5\nn_layer = 9\n", "f.ini", &file, &e) ==
+                  MT_OK && flags.n == 3 && file.n == 2,
+          "settings read: %s", e.msg);
+    test_options other = {.n_layer = 1};
+    mt_fieldset set = {&TEST_FIELDS, &other};
+    CHECK(mt_settings_apply(&file, &set, 1, &e) == MT_OK &&
+              mt_settings_apply(&flags, &set, 1, &e) == MT_OK && other.n_layer == 5 &&
+              other.lr == 0.5f && !other.tied && other.sub.n_head == 2,
+          "settings applied: %s", e.msg);
+    /* the inner table alone: a flag of the outer one is unknown there, with its message */
+    sub_options sub = {0};
+    mt_fieldset only_sub = {&SUB_FIELDS, &sub};
+    CHECK(mt_settings_apply(&flags, &only_sub, 1, &e) == MT_EINVAL &&
+              strstr(e.msg, "unknown flag --n-layer; --help lists them"),
+          "a foreign flag: %s", e.msg);
+    CHECK(mt_settings_apply(&file, &only_sub, 1, &e) == MT_EINVAL &&
+              strstr(e.msg, "f.ini:1: unknown key 'lr'"),
+          "a foreign key: %s", e.msg);
+    /* a name in two sets is the first's */
+    sub_options first = {.n_head = 1, .bias = true}, second = {.n_head = 1};
+    mt_fieldset two[] = {{&SUB_FIELDS, &first}, {&SUB_FIELDS, &second}};
+    char *argv[] = {"prog", "--n-head", "6"};
+    CHECK(mt_fieldset_parse_args(two, 2, 3, argv, NULL, &e) == MT_OK && first.n_head == 6 &&
+              second.n_head == 1,
+          "the first set holds a shared name");
+    char *text = mt_fieldset_to_ini(two, 2), *help = mt_fieldset_help(&SET, 1, two, 1);
+    CHECK(strcmp(text, "n-head = 6\nno-bias = false\n") == 0, "shared names saved once: %s",
+          text);
+    CHECK(strstr(help, "--n-layer") && !strstr(help, "--n-head") && !strstr(help, "--no-bias"),
+          "help without the skipped set's flags:\n%s", help);
+    void *at = NULL;
+    CHECK(mt_fieldset_find(two, 2, "n_head", 6, &at) == &SUB[0] && at == &first, "find");
+    free(text);
+    free(help);
+    mt_settings_free(&flags);
+    mt_settings_free(&file);
 }
 
 static void test_checkpoint(void) {
@@ -294,6 +437,9 @@ int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_flags();
     test_ini();
+    test_saved();
+    test_json();
+    test_settings();
     test_checkpoint();
     test_metrics();
     test_metrics_extra();

@@ -117,7 +117,7 @@ static void test_score_windows(void) {
         int T = w < 22 ? 12 : 8, ids[12], tg[12];
         for (int t = 0; t < T; t++) ids[t] = tok[13 * w + t], tg[t] = tok[13 * w + t + 1];
         mt_ctx_reset(&ctx);
-        nll2 += (double)mt_gpt_loss(&ctx, &m, ids, tg, 1, T, 0)->data[0] * T;
+        nll2 += (double)mt_gpt_loss(&ctx, &m, &m.P, ids, tg, 1, T, 0)->data[0] * T;
     }
     CHECK(fabs(nll - nll2) < 1e-6 * nll2, "score %.9g, windows %.9g", nll, nll2);
     mt_ctx_free(&ctx);
@@ -228,17 +228,17 @@ static void test_eval_replicas(void) {
         mt_step_stats st;
         mt_trainer_step(&tr, &st); /* weights away from init */
         double got = mt_trainer_eval(&tr), sum = 0, rows = 0;
-        const mt_model_type *type = tr.model->type;
+        const mt_task_type *task = tr.model->type->task;
         tr.ctx.training = tr.ctx.grad_enabled = false;
-        for (int i = 0; i < type->eval_count(tr.task); i++) {
-            int n = type->eval_draw(tr.task, i);
+        for (int i = 0; i < task->eval_count(tr.task); i++) {
+            int n = task->eval_draw(tr.task, i);
             rows += n;
             for (int at = 0; at < n; at += tr.slice_rows) {
-                double part[2] = {0, 0};
+                mt_eval_sums part = {0};
                 mt_ctx_reset(&tr.ctx);
-                type->eval_rows(&tr.ctx, tr.model, tr.task, at,
-                                n - at < tr.slice_rows ? n - at : tr.slice_rows, part);
-                sum += part[0];
+                task->eval_rows(&tr.ctx, tr.model, tr.task, at,
+                                n - at < tr.slice_rows ? n - at : tr.slice_rows, &part);
+                sum += part.loss;
             }
         }
         CHECK(got == sum / rows, "batch %d: evaluation on replicas %.17g, serial %.17g", batch,

@@ -64,10 +64,10 @@ static void test_config(void) {
     /* JSON both ways */
     g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS), g.stack.bias = false;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "rms: %s", e.msg);
-    char *json = mt_cf_to_json(mt_vit_type.fields, &g);
+    char *json = mt_fields_to_json(mt_vit_type.fields, &g);
     mt_vit_config h;
     CHECK(mt_model_config_from_json(&mt_vit_type, json, &h, &e) == MT_OK, "from_json: %s", e.msg);
-    char *again = mt_cf_to_json(mt_vit_type.fields, &h);
+    char *again = mt_fields_to_json(mt_vit_type.fields, &h);
     CHECK(strcmp(json, again) == 0, "round trip:\n%s\n%s", json, again);
     CHECK(strstr(json, "\"pool\":\"mean\"") && strstr(json, "\"image_w\":12"), "json: %s", json);
     free(json);
@@ -160,7 +160,7 @@ static void test_patches_and_pooling(void) {
         for (int i = 0; i < B * CH * H * W; i++) img[i] = mt_rng_normal(&r);
         mt_ctx c;
         MT_ASSERT(mt_ctx_init(&c, 1 << 22, 1, NULL) == MT_OK, "ctx");
-        mt_tensor *logits = mt_vit_forward(&c, &m, img, B);
+        mt_tensor *logits = mt_vit_forward(&c, &m, &m.P, img, B);
         const float *pw = m.P.data + m.P.p[mt_params_find(&m.P, "patch_embed.weight")].offset;
         const float *pb = m.P.data + m.P.p[mt_params_find(&m.P, "patch_embed.bias")].offset;
         const float *pos = m.P.data + m.P.p[mt_params_find(&m.P, "pos_emb.weight")].offset;
@@ -232,7 +232,7 @@ static void test_learns(void) {
         }
         mt_ctx_reset(&c);
         mt_params_zero_grad(&m.P);
-        mt_tensor *loss = mt_vit_loss(&c, &m, img, y, B, 0);
+        mt_tensor *loss = mt_vit_loss(&c, &m, &m.P, img, y, B, 0);
         mt_backward(&c, loss);
         mt_optim_step(&o, &m.P, oc.sched.lr);
         if (step == 0) first = loss->data[0];

@@ -97,8 +97,10 @@ def main():
           "when the load average exceeds the CPU count)")
     p("- MFU is against the fp32 GEMM peak measured in this run, under the same load (bf16 rows "
       "too: what they gain over it is bf16's)")
-    p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt and torch-best "
-      "alternate in one run; a figure is the median step over all rounds")
+    p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt's is ./train's "
+      "own (`mt_trainer_step`, bench/gpt.c, which also draws the batch and takes the gradient "
+      "norm); mt and torch-best alternate in one run; a figure is the median step over all "
+      "rounds")
     p("- mt runs as ./train does by default: each thread a replica with its slice of the batch; "
       "'mt, ops split' is one run with `--replicas 1`, every op split across the threads instead")
     p("- the machine is shared: figures move with the load average above; compare columns "

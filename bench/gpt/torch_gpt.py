@@ -3,7 +3,8 @@ learned positions, head tied to the token embedding, GELU tanh, biases, separate
 GPT-2 init), the same AdamW (torch defaults: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01
 on the Linear weights only, as mt's table decays matrices only) and the same batch shape of
 uniform random tokens. One training step = zero grad + forward + loss + backward + AdamW step.
-Prints one JSON line: median ms per step over --steps steps after --warmup, tokens/s, peak RSS.
+Prints one JSON line: median ms per step over --steps steps after --untimed ones, tokens/s, peak
+RSS. The flags are bench/gpt's (./train's names).
 
 --arch llama: LLaMA's decoder at the same size, as mt's --arch llama resolves it: no biases,
 RMSNorm (LLaMA form) whatever --norm says, no position embedding but RoPE on q and k (llama2.c's
@@ -123,15 +124,15 @@ def rss_mib():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--name", default="tiny")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--embd", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--ctx", type=int, default=128)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=128)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-ctx", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--norm", choices=("ln", "rms"), default="ln")
     ap.add_argument("--arch", choices=("gpt", "llama"), default="gpt")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--untimed", type=int, default=3, help="steps before the timed ones")
     ap.add_argument("--threads", type=int, default=0, help="0: torch's default")
     ap.add_argument("--setting", default="", help="a label for the report")
     ap.add_argument("--autocast", action="store_true",
@@ -142,7 +143,7 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     base = rss_mib()
-    V, L, C, NH, T, B = 256, a.layers, a.embd, a.heads, a.ctx, a.batch
+    V, L, C, NH, T, B = 256, a.n_layer, a.n_embd, a.n_head, a.n_ctx, a.batch
     llama = a.arch == "llama"
     norm = (lambda c: nn.LayerNorm(c, eps=1e-5)) if a.norm == "ln" and not llama else RMSNorm
     model = GPT(L, C, NH, T, V, norm, llama)
@@ -154,7 +155,7 @@ def main():
                              {"params": other, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
     times, losses = [], []
-    for step in range(a.warmup + a.steps):
+    for step in range(a.untimed + a.steps):
         data = torch.randint(0, V, (B, T + 1))
         ids, targets = data[:, :T], data[:, 1:]
         t0 = time.perf_counter()
@@ -165,7 +166,7 @@ def main():
         opt.step()
         dt = time.perf_counter() - t0
         losses.append(loss.item())
-        if step >= a.warmup:
+        if step >= a.untimed:
             times.append(dt)
     ms = statistics.median(times) * 1e3
     print(json.dumps({

@@ -276,20 +276,28 @@ static mt_status build_vocab(const entry *e, int n, mt_g2p_vocab *v, const char 
     return MT_OK;
 }
 
-mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *d, mt_err *err) {
-    memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            return mt_errorf(err, MT_EINVAL, "%s: no such file (CMUdict in festival's format comes "
-                             "with the Debian package festlex-cmu: apt-get install festlex-cmu, "
-                             "or make deps)", path);
-        return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+/* Appends the entry (w, ph) of line `line` to *e (n of cap); false when out of memory. */
+static bool add_entry(entry **e, int *n, int *cap, const char *w, const char *ph, int line) {
+    if (*n == *cap) {
+        entry *grown = realloc(*e, (size_t)(*cap = 2 * *cap + 1024) * sizeof *grown);
+        if (!grown) return false;
+        *e = grown;
     }
-    entry *e = NULL;
-    int n = 0, cap = 0, sl = 0;
+    (*e)[*n] = (entry){strdup(w), strdup(ph), line};
+    if (!(*e)[*n].word || !(*e)[*n].phones) {
+        free((*e)[*n].word), free((*e)[*n].phones);
+        return false;
+    }
+    ++*n;
+    return true;
+}
+
+/* Every line of f that is an entry (festival's or the plain format) into *e (n of them); blank
+   lines are passed over, others counted and listed (the first 5) as skipped in d. */
+static mt_status read_entries(FILE *f, const char *path, mt_g2p_dict *d, entry **e, int *n,
+                              mt_err *err) {
+    int cap = 0, sl = 0;
     char line[4096];
-    mt_status s = MT_OK;
     while (fgets(line, sizeof line, f)) {
         d->n_lines++;
         bool whole = strchr(line, '\n') || feof(f);
@@ -308,54 +316,40 @@ mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *
                                sl ? ", " : "", d->n_lines);
             continue;
         }
-        if (n == cap && !(e = realloc(e, (size_t)(cap = 2 * cap + 1024) * sizeof *e))) {
-            s = mt_errorf(err, MT_ENOMEM, "%s: out of memory at line %d", path, d->n_lines);
-            goto done;
-        }
-        e[n] = (entry){strdup(w), strdup(ph), d->n_lines};
-        if (!e[n].word || !e[n].phones) {
-            free(e[n].word), free(e[n].phones);
-            s = mt_errorf(err, MT_ENOMEM, "%s: out of memory at line %d", path, d->n_lines);
-            goto done;
-        }
-        n++;
+        if (!add_entry(e, n, &cap, w, ph, d->n_lines))
+            return mt_errorf(err, MT_ENOMEM, "%s: out of memory at line %d", path, d->n_lines);
     }
-    if (ferror(f)) {
-        s = mt_errorf(err, MT_EIO, "%s: read error: %s", path, strerror(errno));
-        goto done;
-    }
-    d->n_entries = n;
-    if (n == 0) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: no dictionary entry in %d lines (expected lines like "
-                      "(\"hello\" nil (((hh ax) 0) ((l ow) 1))) or hello hh ax0 l ow1)", path,
-                      d->n_lines);
-        goto done;
-    }
-    if (vocab) {
-        d->vocab = *vocab;
-        for (int i = 0; i < n; i++) {
-            for (const char *p = e[i].word; *p; p++)
-                if (mt_g2p_letter_id(vocab, *p) < 0) {
-                    s = mt_errorf(err, MT_EFORMAT, "%s:%d: the letter '%c' of \"%s\" is not in the "
-                                  "model's letters \"%.*s\"", path, e[i].line, *p, e[i].word,
-                                  vocab->n_letters, vocab->letters);
-                    goto done;
-                }
-        }
-    } else if ((s = build_vocab(e, n, &d->vocab, path, err)) != MT_OK)
-        goto done;
-    qsort(e, (size_t)n, sizeof *e, cmp_entry);
-    /* words, pronunciations (distinct per word, in line order), phones */
+    if (ferror(f)) return mt_errorf(err, MT_EIO, "%s: read error: %s", path, strerror(errno));
+    if (*n == 0)
+        return mt_errorf(err, MT_EFORMAT, "%s: no dictionary entry in %d lines (expected lines "
+                         "like (\"hello\" nil (((hh ax) 0) ((l ow) 1))) or hello hh ax0 l ow1)",
+                         path, d->n_lines);
+    return MT_OK;
+}
+
+/* Every letter of the entries is one of the model's. */
+static mt_status check_letters(const entry *e, int n, const mt_g2p_vocab *vocab, const char *path,
+                               mt_err *err) {
+    for (int i = 0; i < n; i++)
+        for (const char *p = e[i].word; *p; p++)
+            if (mt_g2p_letter_id(vocab, *p) < 0)
+                return mt_errorf(err, MT_EFORMAT, "%s:%d: the letter '%c' of \"%s\" is not in "
+                                 "the model's letters \"%.*s\"", path, e[i].line, *p, e[i].word,
+                                 vocab->n_letters, vocab->letters);
+    return MT_OK;
+}
+
+/* The sorted entries as d's words, pronunciations (distinct per word, in line order) and phone
+   ids; the words move from e into d. */
+static mt_status build_dict(entry *e, int n, mt_g2p_dict *d, const char *path, mt_err *err) {
     size_t n_ph = 0;
     for (int i = 0; i < n; i++) n_ph += (strlen(e[i].phones) + 1) / 2;
     d->words = calloc((size_t)n, sizeof *d->words);
     d->pron_start = malloc(((size_t)n + 1) * sizeof *d->pron_start);
     d->phone_start = malloc(((size_t)n + 1) * sizeof *d->phone_start);
     d->phones = malloc((n_ph ? n_ph : 1) * sizeof *d->phones);
-    if (!d->words || !d->pron_start || !d->phone_start || !d->phones) {
-        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %d entries", path, n);
-        goto done;
-    }
+    if (!d->words || !d->pron_start || !d->phone_start || !d->phones)
+        return mt_errorf(err, MT_ENOMEM, "%s: out of memory for %d entries", path, n);
     int np = 0, first = 0; /* the current word's first entry */
     d->phone_start[0] = 0;
     for (int i = 0; i < n; i++) {
@@ -374,19 +368,42 @@ mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *
         snprintf(buf, sizeof buf, "%s", e[i].phones);
         for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
             int id = phone_index(&d->vocab, t);
-            if (id < 0) {
-                s = mt_errorf(err, MT_EFORMAT, "%s:%d: the phone \"%s\" is not one of the model's "
-                              "%d", path, e[i].line, t, d->vocab.n_phones);
-                goto done;
-            }
+            if (id < 0)
+                return mt_errorf(err, MT_EFORMAT, "%s:%d: the phone \"%s\" is not one of the "
+                                 "model's %d", path, e[i].line, t, d->vocab.n_phones);
             d->phones[k++] = id;
         }
         d->phone_start[++np] = k;
     }
     d->pron_start[d->n_words] = np;
     d->n_prons = np;
-done:
+    return MT_OK;
+}
+
+mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *d, mt_err *err) {
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return mt_errorf(err, MT_EINVAL, "%s: no such file (CMUdict in festival's format comes "
+                             "with the Debian package festlex-cmu: apt-get install festlex-cmu, "
+                             "or make deps)", path);
+        return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    entry *e = NULL;
+    int n = 0;
+    mt_status s = read_entries(f, path, d, &e, &n, err);
     fclose(f);
+    d->n_entries = n;
+    if (s == MT_OK && vocab) {
+        d->vocab = *vocab;
+        s = check_letters(e, n, vocab, path, err);
+    } else if (s == MT_OK)
+        s = build_vocab(e, n, &d->vocab, path, err);
+    if (s == MT_OK) {
+        qsort(e, (size_t)n, sizeof *e, cmp_entry);
+        s = build_dict(e, n, d, path, err);
+    }
     free_entries(e, n);
     if (s != MT_OK) mt_g2p_free(d);
     return s;

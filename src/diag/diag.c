@@ -63,8 +63,8 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
     mt_ctx_reset(c);
     c->training = false;
     c->grad_enabled = false;
-    mt_tensor *f = tr->model->type->probe(c, tr->model, tr->task, tr->cfg.seed ^ SEED_DIAG, d->B,
-                                          resid ? d->resid_norm : NULL);
+    mt_batch b = tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ SEED_DIAG, d->B);
+    mt_tensor *f = tr->model->type->hidden(c, tr->model, &b, resid ? d->resid_norm : NULL);
     c->training = true;
     c->grad_enabled = true;
     int ok = 0;
@@ -98,7 +98,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
     if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
-    if (!tr->model->type->probe)
+    if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
         return mt_errorf(err, MT_EINVAL, "the --diag-* diagnostics need a model with a probe of "
                          "its hidden state; --model %s has none", tr->model->type->name);
     if (cfg->update_steps > 0 && tr->step > 0)

@@ -1,5 +1,5 @@
 /* mt diag: what a depth study measures while a model trains (./train --diag-*), as CSV files in
- * the run's directory, for a model type with a probe (model.h). Every diagnostic is off by
+ * the run's directory, for a model type with a probe: its task draws fixed rows, its model gives their hidden state (model.h). Every diagnostic is off by
  * default and costs nothing when off.
  *
  * diag_grad.csv   step,layer,attn_norm,attn,ffn_norm,ffn,total

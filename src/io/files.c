@@ -1,4 +1,5 @@
-/* Paths named by the user, checked before any work: input files, output directories, memory. */
+/* Paths named by the user, checked before any work: input files, output directories, memory;
+ * and the exit code of a failed status. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -119,3 +120,21 @@ mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err) {
     memset(a, 0, sizeof *a);
     return s;
 }
+
+mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return mt_errorf(err, MT_EINVAL, "%s: the path is too long", flag);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return mt_errorf(err, MT_EIO, "%s: cannot create the directory: %s", buf,
+                             strerror(errno));
+        if (!(*p = c)) break;
+    }
+    return MT_OK;
+}
+
+int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

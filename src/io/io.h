@@ -1,4 +1,5 @@
-/* mt io: safetensors files, parameter checkpoints, options from flags and config files, metrics.
+/* mt io: safetensors files, parameter checkpoints, metrics; options from flags and config files
+ * are fields.h's.
  * safetensors: 8-byte little-endian header length N, N bytes of JSON, then raw data.
  * The JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
  * into the data section) and may hold "__metadata__", an object of string values. */
@@ -8,6 +9,7 @@
 #include <stdio.h>
 
 #include "../tensor/tensor.h"
+#include "fields.h"
 
 typedef struct {
     char name[128];
@@ -60,52 +62,10 @@ mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_param
 mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
                              mt_err *err);
 
-/* ---- options: one table drives the flags, the config files and the help -------------------------
- * A flag is --name VALUE or --name=VALUE (a bool: --name alone, or --name=true|false); a config
- * file has lines "name = value" with '#' comments; in both, '_' may stand for '-'
- * (n_layer = n-layer). [sections] are rejected: mt's config files are flat. */
-typedef enum {
-    MT_OPT_INT,    /* int */
-    MT_OPT_FLOAT,  /* float, finite */
-    MT_OPT_STR,    /* char[MT_OPT_STR_MAX] */
-    MT_OPT_BOOL,   /* bool */
-    MT_OPT_CHOICE, /* int: a value of the option's mt_enum, by its name */
-} mt_opt_type;
-
-#define MT_OPT_STR_MAX 512
-
-#define MT_OPT_CLI 1u    /* a command-line flag only, not a config key, not in mt_opts_to_ini */
-#define MT_OPT_NEGATE 2u /* a bool that holds the opposite of its flag: --untie sets tied false */
-
-typedef struct {
-    const char *name; /* the flag without its dashes, and the config key: "n-layer" */
-    mt_opt_type type;
-    void *value;       /* where the value goes; its content at help time is the default */
-    const char *range; /* MT_OPT_INT, MT_OPT_FLOAT: the accepted range "lo..hi" or "lo.." (no
-                          upper bound), or NULL: any value */
-    const char *help;
-    unsigned flags;
-    const mt_enum *choices; /* MT_OPT_CHOICE: the names it accepts */
-} mt_opt;
-
-/* Applies argv[1..argc-1]. An unknown flag, a missing, malformed or out-of-range value, or a
-   positional argument is an error that names it (and the nearest known flag). */
 /* A program's exit code for a failed status: 2 when the run cannot start as asked (MT_EINVAL:
    a flag or config value; MT_EFORMAT: a malformed input file), 1 for a failure while working
    (I/O, out of memory, divergence). */
 int mt_exit_code(mt_status s);
-mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, mt_err *err);
-/* Applies the lines of text; source names it in messages ("configs/tiny.ini:3: ..."). */
-mt_status mt_opts_parse_ini(const mt_opt *opts, int n, const char *text, const char *source,
-                            mt_err *err);
-mt_status mt_opts_read_ini(const mt_opt *opts, int n, const char *path, mt_err *err);
-/* "  --name VALUE    help (default: x)" for every option; malloc'd. */
-char *mt_opts_help(const mt_opt *opts, int n);
-/* The current values of every option but MT_OPT_CLI ones, as config file lines; malloc'd. */
-char *mt_opts_to_ini(const mt_opt *opts, int n);
-/* The value of an option as text ("4", "rms", "true") into buf. */
-const char *mt_opt_format(const mt_opt *o, char *buf, size_t len);
-const mt_opt *mt_opts_find(const mt_opt *opts, int n, const char *name);
 
 /* ---- paths and memory, checked before any work ----------------------------------------------
  * flag names the option in messages ("--data"); every failure is MT_EINVAL but the memory one. */
@@ -114,6 +74,11 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
    created there (probed: a file is created and removed). */
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
+/* mkdir -p path (flag names it in messages). */
+mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
+/* true when the JSON objects a and b hold the same keys with the same values; else msg gets the
+   first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys). */
+bool mt_json_same(const char *a, const char *b, char *msg, size_t len);
 /* A file written whole or not at all: writes go to path.tmp (one name per target: a write killed
    midway leaves a file the next write overwrites), which mt_atomic_close flushes, fsyncs and
    renames over path (then fsyncs the directory) when ok, and removes otherwise. */

@@ -1,14 +1,32 @@
-/* Options: one table of {name, type, value, help} read from flags and config files. */
+/* A program's options (fields.h): the named fields of several structs read from flags and config
+ * files, kept as settings to apply again, listed in --help and saved as config lines. */
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io.h"
+#include "fields.h"
 
-/* name matches the option's name with '_' standing for '-'; len bytes of name are compared */
+/* A named field of a set, with the struct that holds it. */
+typedef struct {
+    const mt_field *f;
+    void *obj;
+    char name[64];
+} entry;
+
+typedef struct {
+    entry *e;
+    int n, cap;
+} entries;
+
+static const char *name_of(const mt_field *f, char *buf, size_t len) {
+    snprintf(buf, len, "%s", f->flag ? f->flag : f->key);
+    for (char *c = buf; *c; c++) *c = *c == '_' ? '-' : *c;
+    return buf;
+}
+
+/* name (len bytes, '_' for '-') is the entry's name */
 static bool name_eq(const char *opt, const char *name, size_t len) {
     for (size_t i = 0; i < len; i++) {
         char c = name[i] == '_' ? '-' : name[i];
@@ -17,14 +35,47 @@ static bool name_eq(const char *opt, const char *name, size_t len) {
     return opt[len] == 0;
 }
 
-static const mt_opt *find_n(const mt_opt *opts, int n, const char *name, size_t len) {
-    for (int i = 0; i < n; i++)
-        if (name_eq(opts[i].name, name, len)) return &opts[i];
+static const entry *find_n(const entries *E, const char *name, size_t len) {
+    for (int i = 0; i < E->n; i++)
+        if (name_eq(E->e[i].name, name, len)) return &E->e[i];
     return NULL;
 }
 
-const mt_opt *mt_opts_find(const mt_opt *opts, int n, const char *name) {
-    return find_n(opts, n, name, strlen(name));
+static void add_fields(entries *E, const mt_fields *t, void *obj) {
+    for (int i = 0; i < t->n; i++) {
+        const mt_field *f = &t->f[i];
+        if (f->type == MT_FIELD_TABLE) {
+            add_fields(E, f->of, (char *)obj + f->off);
+            continue;
+        }
+        if (f->flags & MT_FIELD_NO_FLAG) continue;
+        entry x = {.f = f, .obj = obj};
+        name_of(f, x.name, sizeof x.name);
+        if (find_n(E, x.name, strlen(x.name))) continue; /* the first of a name holds it */
+        if (E->n == E->cap) {
+            E->cap = 2 * E->cap + 32;
+            E->e = realloc(E->e, (size_t)E->cap * sizeof *E->e);
+            MT_ASSERT(E->e, "options: out of memory");
+        }
+        E->e[E->n++] = x;
+    }
+}
+
+/* Every named field of the sets, a name once (its first). */
+static entries flatten(const mt_fieldset *sets, int n) {
+    entries E = {0};
+    for (int i = 0; i < n; i++) add_fields(&E, sets[i].fields, sets[i].obj);
+    return E;
+}
+
+const mt_field *mt_fieldset_find(const mt_fieldset *sets, int n, const char *name, size_t len,
+                                 void **obj) {
+    entries E = flatten(sets, n);
+    const entry *x = find_n(&E, name, len);
+    const mt_field *f = x ? x->f : NULL;
+    if (x && obj) *obj = x->obj;
+    free(E.e);
+    return f;
 }
 
 /* Edit distance (insert, delete, substitute), for "did you mean"; capped at 64 characters. */
@@ -47,133 +98,118 @@ static int edit_distance(const char *a, size_t la, const char *b) {
 }
 
 /* " (did you mean --x?)" when a known name is within 3 edits, else "" */
-static const char *suggest(const mt_opt *opts, int n, const char *name, size_t len,
-                           const char *dashes, char *buf, size_t cap) {
+static const char *suggest(const entries *E, const char *name, size_t len, const char *dashes,
+                           char *buf, size_t cap) {
     int best = 4;
     const char *hit = NULL;
-    for (int i = 0; i < n; i++) {
-        int d = edit_distance(name, len, opts[i].name);
-        if (d < best) best = d, hit = opts[i].name;
+    for (int i = 0; i < E->n; i++) {
+        int d = edit_distance(name, len, E->e[i].name);
+        if (d < best) best = d, hit = E->e[i].name;
     }
     if (!hit) return "";
     snprintf(buf, cap, " (did you mean %s%s?)", dashes, hit);
     return buf;
 }
 
-/* the shortest %g form that reads back as v (9 digits always do) */
-static void format_float(float v, char *buf, size_t len) {
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, len, "%.*g", prec, (double)v);
-        if (strtof(buf, NULL) == v) break;
-    }
+/* ---- settings ------------------------------------------------------------------------------- */
+
+void mt_settings_free(mt_settings *s) {
+    for (int i = 0; i < s->n; i++) free(s->s[i].name); /* one block: name, value, source */
+    free(s->s);
+    *s = (mt_settings){0};
 }
 
-const char *mt_opt_format(const mt_opt *o, char *buf, size_t len) {
-    switch (o->type) {
-    case MT_OPT_INT: snprintf(buf, len, "%d", *(const int *)o->value); break;
-    case MT_OPT_FLOAT: format_float(*(const float *)o->value, buf, len); break;
-    case MT_OPT_STR: snprintf(buf, len, "%s", (const char *)o->value); break;
-    case MT_OPT_BOOL:
-        snprintf(buf, len, "%s", *(const bool *)o->value != !!(o->flags & MT_OPT_NEGATE) ? "true"
-                                                                                         : "false");
-        break;
-    case MT_OPT_CHOICE:
-        snprintf(buf, len, "%s", mt_enum_name(o->choices, *(const int *)o->value));
-        break;
+static void settings_add(mt_settings *s, const char *name, size_t len, const char *value,
+                         const char *source, int line) {
+    if (!s) return;
+    if (s->n == s->cap) {
+        s->cap = 2 * s->cap + 16;
+        s->s = realloc(s->s, (size_t)s->cap * sizeof *s->s);
+        MT_ASSERT(s->s, "options: out of memory");
     }
-    return buf;
+    size_t lv = strlen(value) + 1, ls = source ? strlen(source) + 1 : 0;
+    char *block = malloc(len + 1 + lv + ls);
+    MT_ASSERT(block, "options: out of memory");
+    memcpy(block, name, len);
+    block[len] = 0;
+    memcpy(block + len + 1, value, lv);
+    if (source) memcpy(block + len + 1 + lv, source, ls);
+    s->s[s->n++] = (mt_setting){block, block + len + 1, source ? block + len + 1 + lv : NULL,
+                                line};
 }
 
-/* The range "lo..hi" or "lo.." of a number option: out of it is an error quoting the help (which
-   explains special values such as -1: default). */
-static mt_status check_range(const mt_opt *o, double v, const char *text, const char *where,
-                             mt_err *err) {
-    if (!o->range) return MT_OK;
-    const char *dots = strstr(o->range, "..");
-    MT_ASSERT(dots, "option --%s: range '%s' is not lo..hi", o->name, o->range);
-    double lo = strtod(o->range, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
-    if (v >= lo && v <= hi) return MT_OK;
-    char range[96];
-    if (isinf(hi)) snprintf(range, sizeof range, "at least %g", lo);
-    else snprintf(range, sizeof range, "from %g to %g", lo, hi);
-    return mt_errorf(err, MT_EINVAL, "%s: %s is out of range: expected %s (%s)", where, text,
-                     range, o->help);
-}
-
-/* Parses text into the option; where names the source in messages ("--lr", "f.ini:3: lr"). */
-static mt_status set_value(const mt_opt *o, const char *text, const char *where, mt_err *err) {
-    char *end;
-    errno = 0;
-    switch (o->type) {
-    case MT_OPT_INT: {
-        long v = strtol(text, &end, 10);
-        if (!*text || *end || errno || v < INT_MIN || v > INT_MAX)
-            return mt_errorf(err, MT_EINVAL, "%s: '%s' is not an integer", where, text);
-        if (check_range(o, (double)v, text, where, err) != MT_OK) return MT_EINVAL;
-        *(int *)o->value = (int)v;
-        return MT_OK;
-    }
-    case MT_OPT_FLOAT: {
-        float v = strtof(text, &end);
-        if (!*text || *end || !isfinite(v))
-            return mt_errorf(err, MT_EINVAL, "%s: '%s' is not a finite number", where, text);
-        if (check_range(o, (double)v, text, where, err) != MT_OK) return MT_EINVAL;
-        *(float *)o->value = v;
-        return MT_OK;
-    }
-    case MT_OPT_STR:
-        if (strlen(text) >= MT_OPT_STR_MAX)
-            return mt_errorf(err, MT_EINVAL, "%s: the value is longer than %d characters", where,
-                             MT_OPT_STR_MAX - 1);
-        strcpy((char *)o->value, text);
-        return MT_OK;
-    case MT_OPT_BOOL: {
-        static const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
-        for (int i = 0; i < 4; i++) {
-            bool negate = o->flags & MT_OPT_NEGATE;
-            if (strcmp(text, yes[i]) == 0) return *(bool *)o->value = !negate, MT_OK;
-            if (strcmp(text, no[i]) == 0) return *(bool *)o->value = negate, MT_OK;
-        }
-        return mt_errorf(err, MT_EINVAL, "%s: '%s' is not true or false", where, text);
-    }
-    case MT_OPT_CHOICE: {
-        int v;
-        char choices[256];
-        if (mt_enum_parse(o->choices, text, &v, NULL) != MT_OK)
-            return mt_errorf(err, MT_EINVAL, "%s: '%s' is not one of %s", where, text,
-                             mt_enum_choices(o->choices, choices, sizeof choices));
-        *(int *)o->value = v;
-        return MT_OK;
-    }
-    }
-    return MT_OK;
-}
-
-mt_status mt_opts_parse_args(const mt_opt *opts, int n, int argc, char **argv, mt_err *err) {
+/* One flag (--name, its value) to the entries: the messages of an unknown or bad flag. */
+static mt_status apply_flag(const entries *E, const char *name, size_t len, const char *value,
+                            mt_err *err) {
     char where[160], hint[160];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0 || !a[2])
-            return mt_errorf(err, MT_EINVAL, "unexpected argument '%s': flags start with --", a);
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const mt_opt *o = find_n(opts, n, name, len);
-        if (!o)
-            return mt_errorf(err, MT_EINVAL, "unknown flag --%.*s%s; --help lists them", (int)len,
-                             name, suggest(opts, n, name, len, "--", hint, sizeof hint));
-        snprintf(where, sizeof where, "--%s", o->name);
-        const char *value = eq ? eq + 1 : NULL;
-        if (!value && o->type == MT_OPT_BOOL) value = "true";
-        char choices[256] = "";
-        if (o->type == MT_OPT_CHOICE) mt_enum_choices(o->choices, choices, sizeof choices);
-        if (!value && i + 1 >= argc)
-            return mt_errorf(err, MT_EINVAL, "--%s needs a value%s%s", o->name,
-                             *choices ? ": one of " : "", choices);
-        if (!value) value = argv[++i];
-        mt_status s = set_value(o, value, where, err);
-        if (s != MT_OK) return s;
+    const entry *x = find_n(E, name, len);
+    if (!x)
+        return mt_errorf(err, MT_EINVAL, "unknown flag --%.*s%s; --help lists them", (int)len,
+                         name, suggest(E, name, len, "--", hint, sizeof hint));
+    snprintf(where, sizeof where, "--%s", x->name);
+    return mt_field_parse(x->f, x->obj, value, where, err);
+}
+
+/* One config line (key = value, line lineno of source) to the entries. */
+static mt_status apply_line(const entries *E, const char *key, const char *value,
+                            const char *source, int lineno, mt_err *err) {
+    char where[MT_FIELD_STR_MAX + 64], hint[160];
+    const entry *x = find_n(E, key, strlen(key));
+    if (!x)
+        return mt_errorf(err, MT_EINVAL, "%s:%d: unknown key '%s'%s", source, lineno, key,
+                         suggest(E, key, strlen(key), "", hint, sizeof hint));
+    if (x->f->flags & MT_FIELD_CLI)
+        return mt_errorf(err, MT_EINVAL,
+                         "%s:%d: '%s' is a command-line flag only (--%s), not a config key",
+                         source, lineno, key, x->name);
+    snprintf(where, sizeof where, "%s:%d: %s", source, lineno, x->name);
+    return mt_field_parse(x->f, x->obj, value, where, err);
+}
+
+mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n, mt_err *err) {
+    entries E = flatten(sets, n);
+    mt_status st = MT_OK;
+    for (int i = 0; i < s->n && st == MT_OK; i++) {
+        const mt_setting *x = &s->s[i];
+        st = x->source ? apply_line(&E, x->name, x->value, x->source, x->line, err)
+                       : apply_flag(&E, x->name, strlen(x->name), x->value, err);
     }
-    return MT_OK;
+    free(E.e);
+    return st;
+}
+
+/* ---- flags and config files ----------------------------------------------------------------- */
+
+/* argv[*i] to the entries; *i moves past its value. */
+static mt_status parse_arg(const entries *E, int argc, char **argv, int *i, mt_settings *out,
+                           mt_err *err) {
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0 || !a[2])
+        return mt_errorf(err, MT_EINVAL, "unexpected argument '%s': flags start with --", a);
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const entry *x = find_n(E, name, len);
+    const char *value = eq ? eq + 1 : NULL;
+    if (x && !value && x->f->type == MT_FIELD_BOOL) value = "true";
+    if (x && !value && *i + 1 >= argc) {
+        char choices[256] = "";
+        if (x->f->type == MT_FIELD_ENUM) mt_enum_choices(x->f->of, choices, sizeof choices);
+        return mt_errorf(err, MT_EINVAL, "--%s needs a value%s%s", x->name,
+                         *choices ? ": one of " : "", choices);
+    }
+    if (x && !value) value = argv[++*i];
+    mt_status s = apply_flag(E, name, len, value ? value : "", err);
+    if (s == MT_OK) settings_add(out, name, len, value, NULL, 0);
+    return s;
+}
+
+mt_status mt_fieldset_parse_args(const mt_fieldset *sets, int n, int argc, char **argv,
+                                 mt_settings *out, mt_err *err) {
+    entries E = flatten(sets, n);
+    mt_status s = MT_OK;
+    for (int i = 1; i < argc && s == MT_OK; i++) s = parse_arg(&E, argc, argv, &i, out, err);
+    free(E.e);
+    return s;
 }
 
 static char *trim(char *s) {
@@ -183,50 +219,55 @@ static char *trim(char *s) {
     return s;
 }
 
-mt_status mt_opts_parse_ini(const mt_opt *opts, int n, const char *text, const char *source,
-                            mt_err *err) {
-    char line[MT_OPT_STR_MAX + 256], where[MT_OPT_STR_MAX + 64], hint[160];
+/* One line of a config file (its comment cut) to the entries; blank lines do nothing. */
+static mt_status parse_line(const entries *E, char *line, const char *source, int lineno,
+                            mt_settings *out, mt_err *err) {
+    line[strcspn(line, "#")] = 0; /* a comment runs from # to the end of the line */
+    char *s = trim(line);
+    if (!*s) return MT_OK;
+    if (*s == '[')
+        return mt_errorf(err, MT_EINVAL,
+                         "%s:%d: '%s': config files have no sections, only key = value lines",
+                         source, lineno, s);
+    char *eq = strchr(s, '=');
+    if (!eq)
+        return mt_errorf(err, MT_EINVAL, "%s:%d: '%s': expected key = value", source, lineno, s);
+    *eq = 0;
+    char *key = trim(s), *value = trim(eq + 1);
+    size_t vlen = strlen(value);
+    if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') { /* "a value" */
+        value[vlen - 1] = 0;
+        value++;
+    }
+    mt_status st = apply_line(E, key, value, source, lineno, err);
+    if (st == MT_OK) settings_add(out, key, strlen(key), value, source, lineno);
+    return st;
+}
+
+mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
+                                const char *source, mt_settings *out, mt_err *err) {
+    char line[MT_FIELD_STR_MAX + 256];
     int lineno = 0;
-    for (const char *p = text; *p;) {
+    entries E = flatten(sets, n);
+    mt_status st = MT_OK;
+    for (const char *p = text; *p && st == MT_OK;) {
         size_t len = strcspn(p, "\n");
         lineno++;
-        if (len >= sizeof line)
-            return mt_errorf(err, MT_EINVAL, "%s:%d: the line is too long", source, lineno);
+        if (len >= sizeof line) {
+            st = mt_errorf(err, MT_EINVAL, "%s:%d: the line is too long", source, lineno);
+            break;
+        }
         memcpy(line, p, len);
         line[len] = 0;
         p += len + (p[len] == '\n');
-        line[strcspn(line, "#")] = 0; /* a comment runs from # to the end of the line */
-        char *s = trim(line);
-        if (!*s) continue;
-        if (*s == '[')
-            return mt_errorf(err, MT_EINVAL,
-                             "%s:%d: '%s': config files have no sections, only key = value lines",
-                             source, lineno, s);
-        char *eq = strchr(s, '=');
-        if (!eq) return mt_errorf(err, MT_EINVAL, "%s:%d: '%s': expected key = value", source, lineno, s);
-        *eq = 0;
-        char *key = trim(s), *value = trim(eq + 1);
-        size_t vlen = strlen(value);
-        if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') { /* "a value" */
-            value[vlen - 1] = 0;
-            value++;
-        }
-        const mt_opt *o = mt_opts_find(opts, n, key);
-        if (!o)
-            return mt_errorf(err, MT_EINVAL, "%s:%d: unknown key '%s'%s", source, lineno, key,
-                             suggest(opts, n, key, strlen(key), "", hint, sizeof hint));
-        if (o->flags & MT_OPT_CLI)
-            return mt_errorf(err, MT_EINVAL,
-                             "%s:%d: '%s' is a command-line flag only (--%s), not a config key",
-                             source, lineno, key, o->name);
-        snprintf(where, sizeof where, "%s:%d: %s", source, lineno, o->name);
-        mt_status st = set_value(o, value, where, err);
-        if (st != MT_OK) return st;
+        st = parse_line(&E, line, source, lineno, out, err);
     }
-    return MT_OK;
+    free(E.e);
+    return st;
 }
 
-mt_status mt_opts_read_ini(const mt_opt *opts, int n, const char *path, mt_err *err) {
+mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
+                               mt_settings *out, mt_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;
@@ -234,17 +275,20 @@ mt_status mt_opts_read_ini(const mt_opt *opts, int n, const char *path, mt_err *
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     bool ok = size >= 0 && size < (1 << 20) && fseek(f, 0, SEEK_SET) == 0 &&
-              (text = malloc((size_t)size + 1)) && (len = fread(text, 1, (size_t)size, f)) == (size_t)size;
+              (text = malloc((size_t)size + 1)) &&
+              (len = fread(text, 1, (size_t)size, f)) == (size_t)size;
     fclose(f);
     if (!ok) {
         free(text);
         return mt_errorf(err, MT_EIO, "%s: cannot read (a config file is under 1 MiB)", path);
     }
     text[len] = 0;
-    mt_status s = mt_opts_parse_ini(opts, n, text, path, err);
+    mt_status s = mt_fieldset_parse_ini(sets, n, text, path, out, err);
     free(text);
     return s;
 }
+
+/* ---- help and saved text -------------------------------------------------------------------- */
 
 /* A growing string for help and ini text. */
 typedef struct {
@@ -269,38 +313,43 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(strbuf *b, const cha
     }
 }
 
-char *mt_opts_help(const mt_opt *opts, int n) {
+static void help_line(strbuf *b, const entry *x) {
+    static const char *META[] = {[MT_FIELD_INT] = " N", [MT_FIELD_FLOAT] = " X",
+                                 [MT_FIELD_STR] = " S", [MT_FIELD_BOOL] = ""};
+    char val[MT_FIELD_STR_MAX + 8], flag[96], choices[256];
+    const mt_field *f = x->f;
+    if (f->type == MT_FIELD_ENUM)
+        snprintf(flag, sizeof flag, "--%s %s", x->name,
+                 mt_enum_choices(f->of, choices, sizeof choices));
+    else snprintf(flag, sizeof flag, "--%s%s", x->name, META[f->type]);
+    mt_field_format(f, x->obj, val, sizeof val);
+    if (strlen(flag) > 26) sb_printf(b, "  %s\n  %-26s %s", flag, "", f->help);
+    else sb_printf(b, "  %-26s %s", flag, f->help);
+    if (f->type != MT_FIELD_BOOL || strcmp(val, "true") == 0)
+        sb_printf(b, " (default: %s)", *val ? val : "none");
+    sb_printf(b, "\n");
+}
+
+char *mt_fieldset_help(const mt_fieldset *sets, int n, const mt_fieldset *skip, int n_skip) {
     strbuf b = {0};
-    char val[MT_OPT_STR_MAX + 8], flag[96];
-    for (int i = 0; i < n; i++) {
-        const mt_opt *o = &opts[i];
-        const char *meta = o->type == MT_OPT_INT     ? " N"
-                           : o->type == MT_OPT_FLOAT ? " X"
-                           : o->type == MT_OPT_STR   ? " S"
-                                                     : "";
-        char choices[256];
-        if (o->type == MT_OPT_CHOICE)
-            snprintf(flag, sizeof flag, "--%s %s", o->name,
-                     mt_enum_choices(o->choices, choices, sizeof choices));
-        else snprintf(flag, sizeof flag, "--%s%s", o->name, meta);
-        mt_opt_format(o, val, sizeof val);
-        if (strlen(flag) > 26) sb_printf(&b, "  %s\n  %-26s %s", flag, "", o->help);
-        else sb_printf(&b, "  %-26s %s", flag, o->help);
-        if (o->type != MT_OPT_BOOL || strcmp(val, "true") == 0)
-            sb_printf(&b, " (default: %s)", *val ? val : "none");
-        sb_printf(&b, "\n");
-    }
+    sb_printf(&b, "%s", ""); /* nothing to list still gives a string */
+    entries E = flatten(sets, n), S = flatten(skip, n_skip);
+    for (int i = 0; i < E.n; i++)
+        if (!find_n(&S, E.e[i].name, strlen(E.e[i].name))) help_line(&b, &E.e[i]);
+    free(E.e);
+    free(S.e);
     return b.s;
 }
 
-char *mt_opts_to_ini(const mt_opt *opts, int n) {
+char *mt_fieldset_to_ini(const mt_fieldset *sets, int n) {
     strbuf b = {0};
     sb_printf(&b, "%s", ""); /* an empty table still gives a string */
-    char val[MT_OPT_STR_MAX + 8];
-    for (int i = 0; i < n; i++)
-        if (!(opts[i].flags & MT_OPT_CLI))
-            sb_printf(&b, "%s = %s\n", opts[i].name, mt_opt_format(&opts[i], val, sizeof val));
+    char val[MT_FIELD_STR_MAX + 8];
+    entries E = flatten(sets, n);
+    for (int i = 0; i < E.n; i++)
+        if (!(E.e[i].f->flags & MT_FIELD_CLI))
+            sb_printf(&b, "%s = %s\n", E.e[i].name,
+                      mt_field_format(E.e[i].f, E.e[i].obj, val, sizeof val));
+    free(E.e);
     return b.s;
 }
-
-int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

@@ -64,32 +64,32 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_encdec_config, field), help, range, of, NULL}
-static const mt_cf_field FIELDS[] = {
-    F("enc_layers", INT, enc_layers, "encoder blocks", "1..", NULL),
-    F("dec_layers", INT, dec_layers, "decoder blocks", "1..", NULL),
-    F("dec_deepnorm_alpha", FLOAT, dec_deepnorm_alpha,
-      "the decoder's DeepNorm skip scale; 0: from the depths (--deepnorm-alpha: the encoder's)",
-      "0..", NULL),
-    F("dec_deepnorm_beta", FLOAT, dec_deepnorm_beta,
-      "the decoder's DeepNorm init gain; 0: from the depths (--deepnorm-beta: the encoder's)",
-      "0..", NULL),
-    F("src_ctx", INT, src_ctx, NULL, NULL, NULL),
-    F("tgt_ctx", INT, tgt_ctx, NULL, NULL, NULL),
-    F("n_vocab", INT, n_vocab, NULL, NULL, NULL),
-    {"tied", MT_CF_BOOL, offsetof(mt_encdec_config, tied),
-     "a separate output head instead of the token embedding", NULL, NULL, "untie"},
-    F("emb_std", FLOAT, emb_std, "std of the token and position embeddings' normal init", "0..",
-      NULL),
-    F("stack", TABLE, stack, NULL, NULL, &MT_STACK_FIELDS),
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_encdec_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(enc_layers, INT, "enc_layers", "encoder blocks", .range = "1.."),
+    F(dec_layers, INT, "dec_layers", "decoder blocks", .range = "1.."),
+    F(dec_deepnorm_alpha, FLOAT, "dec_deepnorm_alpha", "the decoder's DeepNorm skip scale; 0: "
+      "from the depths (--deepnorm-alpha: the encoder's)", .range = "0.."),
+    F(dec_deepnorm_beta, FLOAT, "dec_deepnorm_beta", "the decoder's DeepNorm init gain; 0: from "
+      "the depths (--deepnorm-beta: the encoder's)", .range = "0.."),
+    F(src_ctx, INT, "src_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tgt_ctx, INT, "tgt_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
+      .flag = "untie"),
+    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+      .range = "0.."),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
-static const mt_cf_table ENCDEC_FIELDS = MT_CF_TABLE_OF(FIELDS);
+static const mt_fields ENCDEC_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_encdec *m, const mt_encdec_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_encdec *m = mp;
+    const mt_encdec_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_encdec_config_validate(&m->cfg, err);
@@ -151,7 +151,9 @@ mt_encdec *mt_encdec_of(mt_model *m) {
     return m && m->type == &mt_encdec_type ? (mt_encdec *)m : NULL;
 }
 
-double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_encdec_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double S = cfg->src_ctx, T = cfg->tgt_ctx, C = s->n_embd, F = s->n_ff;
     /* per block about 16 (B, T, C) and 4 (B, T, F) tensors (a decoder block 24 and 4), the
@@ -263,7 +265,7 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
     encdec_task *t = calloc(1, sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
     *tp = &t->base;
-    t->base.type = &mt_encdec_type;
+    t->base.type = &mt_g2p_task;
     t->B = dc->batch;
     t->eval_batches = dc->eval_batches;
     mt_g2p_dict *d = &t->dict;
@@ -371,13 +373,12 @@ const char *mt_encdec_drawn_word(const mt_task *tp, int b) {
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task *tp, int lo,
                             int n) {
     encdec_task *t = (encdec_task *)tp;
-    mt_encdec m = *(const mt_encdec *)mp;
-    m.P = *P;
+    const mt_encdec *m = (const mt_encdec *)mp;
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) memcpy(wp + 2 * i, t->ex + 2 * t->drawn[lo + i], 2 * sizeof(int));
     rows_ids r = make_rows(c, &t->dict, wp, n);
-    mt_tensor *loss = mt_encdec_loss(c, &m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
-                                     m.cfg.stack.label_smoothing);
+    mt_tensor *loss = mt_encdec_loss(c, m, P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
+                                     m->cfg.stack.label_smoothing);
     return mt_scale(c, loss, (float)(r.tokens / (n * t->drawn_tokens / t->B)));
 }
 
@@ -417,7 +418,8 @@ void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const 
    (encdec_infer.c):
    the evaluation's forward of 64 words, 3+3 layers of 256, took 1.3 s on two threads at load 6
    and 0.14 s on one. */
-static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, double sums[]) {
+static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
+                      mt_eval_sums *sums) {
     int threads = c->threads;
     c->threads = 1; /* the context's budget: nothing process-wide */
     encdec_task *t = (encdec_task *)tp;
@@ -429,29 +431,21 @@ static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, doubl
     rows_ids r = make_rows(c, d, wp, n);
     /* the plain cross-entropy, without the training's label smoothing */
     double loss =
-        mt_encdec_loss(c, m, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
-    sums[0] += loss * r.tokens / t->val_tokens;
+        mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
+    sums->loss += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);
-    for (int s = 0; s < 2; s++) {
-        sums[2 + 4 * s] += tally[s].wrong, sums[3 + 4 * s] += tally[s].words;
-        sums[4 + 4 * s] += tally[s].edits, sums[5 + 4 * s] += tally[s].ref_len;
+    for (int s = 0; s < 2; s++) { /* METRICS: wer, per, then without stress */
+        sums->metric[2 * s][0] += tally[s].wrong, sums->metric[2 * s][1] += tally[s].words;
+        sums->metric[2 * s + 1][0] += tally[s].edits, sums->metric[2 * s + 1][1] += tally[s].ref_len;
     }
     c->threads = threads;
 }
 
 /* The diagnostics' probe: B validation words drawn with seed (the same words for a seed), each
-   with its first pronunciation teacher forced; F (tokens, C) the decoder's final hidden state (what
-   the head reads) at the target positions only (phones + eos of each row, no padding). resid gets
-   the encoder's stream entering each of its blocks, then the decoder's entering each of its blocks
-   and leaving the last: enc_layers + dec_layers + 1 values (the encoder's output is the decoder's
-   memory, not its stream, so it has no entry). */
-static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
-                        double *resid) {
+   with its first pronunciation teacher forced. */
+static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     encdec_task *t = (encdec_task *)tp;
-    const mt_encdec *m = (const mt_encdec *)mp;
-    const mt_encdec_layout *L = m->layout;
-    mt_params *P = (mt_params *)&m->P;
     const mt_g2p_dict *d = &t->dict;
     mt_rng r;
     mt_rng_seed(&r, seed);
@@ -461,16 +455,36 @@ static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int
         wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
     }
     rows_ids ids = make_rows(c, d, wp, B);
-    mt_tensor *x = mt_encdec_embed(c, m, L->enc_pos, ids.src, B, ids.S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, ids.src_len, NULL, resid);
-    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), ids.src_len};
-    mt_tensor *y = mt_encdec_embed(c, m, L->dec_pos, ids.tgt, B, ids.T, 0);
+    return (mt_batch){.B = B, .src = ids.src, .src_len = ids.src_len, .S = ids.S,
+                      .ids = ids.tgt, .targets = ids.targets, .T = ids.T};
+}
+
+/* F (tokens, C): the decoder's final hidden state (what the head reads) at the target positions
+   only (phones + eos of each row, no padding). resid gets the encoder's stream entering each of
+   its blocks, then the decoder's entering each of its blocks and leaving the last:
+   enc_layers + dec_layers + 1 values (the encoder's output is the decoder's memory, not its
+   stream, so it has no entry). */
+static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    const mt_encdec_layout *L = m->layout;
+    mt_params *P = mp->P;
+    int B = b->B;
+    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, b->src, B, b->S, 0);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, b->src_len, NULL, resid);
+    mt_cross_mem mem = {mt_stack_final(c, &L->enc, P, x), b->src_len};
+    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, b->ids, B, b->T, 0);
     y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
     y = mt_stack_final(c, &L->dec, P, y);
-    int *at = mt_arena_alloc(c, (size_t)ids.tokens * sizeof(int)), n = 0;
-    for (int i = 0; i < B * ids.T; i++)
-        if (ids.targets[i] >= 0) at[n++] = i;
-    return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * ids.T, m->cfg.stack.n_embd}), at, n);
+    int *at = mt_arena_alloc(c, (size_t)B * b->T * sizeof(int)), n = 0;
+    for (int i = 0; i < B * b->T; i++)
+        if (b->targets[i] >= 0) at[n++] = i;
+    return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * b->T, m->cfg.stack.n_embd}), at, n);
+}
+
+static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
+                       float label_smoothing) {
+    return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids,
+                          b->targets, b->B, b->T, label_smoothing);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -487,16 +501,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              "%s, init %s", g->enc_layers, g->dec_layers, s->n_head, s->n_embd, s->n_ff,
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
              mt_enum_name(&MT_INIT_SCHEMES, s->init));
-}
-
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_encdec_activation_bytes(cfg, B, training);
-}
-
-static int row_units(const void *cfg) { return (void)cfg, 1; }
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
 }
 
 static void type_free(mt_model *m) { mt_encdec_free((mt_encdec *)m); }
@@ -523,39 +527,79 @@ static void meta_describe(const mt_model *mp, char *buf, size_t len) {
              v->n_phones);
 }
 
-const mt_model_type mt_encdec_type = {
-    .name = "encdec",
-    .about = "an encoder-decoder: grapheme-to-phoneme",
+/* ---- what ./infer does with it --------------------------------------------------------------- */
+
+static const mt_g2p_vocab *g2p_vocab(const mt_model *m) { return &((const mt_encdec *)m)->vocab; }
+
+static void g2p_limits(const mt_model *mp, int *src_ctx, int *tgt_ctx) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    *src_ctx = m->cfg.src_ctx;
+    *tgt_ctx = m->cfg.tgt_ctx;
+}
+
+/* Beam search, or (K = 1) greedy decoding of the one word. */
+static int g2p_transduce(mt_ctx *c, const mt_model *mp, const int *src, int S, int K, int *out) {
+    const mt_encdec *m = (const mt_encdec *)mp;
+    int len;
+    if (K > 1) return mt_encdec_beam(c, m, src, S, K, out);
+    mt_encdec_greedy(c, m, src, &S, 1, S, out, &len);
+    return len;
+}
+
+static void g2p_tally(mt_ctx *c, const mt_model *m, const mt_g2p_dict *d, const int *words, int n,
+                      int K, mt_g2p_tally t[2]) {
+    mt_encdec_tally(c, (const mt_encdec *)m, d, words, n, K, t);
+}
+
+static const mt_g2p_ops G2P_OPS = {
+    .vocab = g2p_vocab,
+    .limits = g2p_limits,
+    .transduce = g2p_transduce,
+    .tally = g2p_tally,
+};
+
+static int row_units(const void *model_cfg) { return (void)model_cfg, 1; }
+
+const mt_task_type mt_g2p_task = {
+    .name = "g2p",
     .data = "a pronunciation dictionary (CMUdict 0.4: apt-get install festlex-cmu, then "
             "/usr/share/festival/dicts/cmu/cmudict-0.4.out)",
     .data_file = false,
-    .meta_key = "g2p",
     .units = "words",
     .unit = "word",
+    .row_units = row_units,
+    .load = task_load,
+    .free = task_free,
+    .describe = task_describe,
+    .warning = task_warning,
+    .meta = task_meta,
+    .draw_batch = draw_batch,
+    .rows_loss = rows_loss,
+    .eval_count = eval_count,
+    .eval_draw = eval_draw,
+    .eval_rows = eval_rows,
+    .metrics = METRICS,
+    .probe_rows = probe_rows,
+};
+
+const mt_model_type mt_encdec_type = {
+    .name = "encdec",
+    .about = "an encoder-decoder: grapheme-to-phoneme",
+    .task = &mt_g2p_task,
+    .meta_key = "g2p",
     .config_size = sizeof(mt_encdec_config),
     .fields = &ENCDEC_FIELDS,
     .config_default = config_default,
     .config_validate = config_validate,
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
-    .row_units = row_units,
     .size = sizeof(mt_encdec),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
-    .task_load = task_load,
-    .task_free = task_free,
-    .task_describe = task_describe,
-    .task_warning = task_warning,
-    .task_meta = task_meta,
-    .draw_batch = draw_batch,
-    .rows_loss = rows_loss,
-    .eval_count = eval_count,
-    .eval_draw = eval_draw,
-    .eval_rows = eval_rows,
-    .accuracy = false,
-    .metrics = METRICS,
-    .probe = probe,
+    .loss = loss,
+    .hidden = hidden,
+    .g2p = &G2P_OPS,
 };

@@ -29,7 +29,7 @@ static void dec_start(mt_ctx *c, dec_state *st, const mt_encdec *m, const int *s
     mt_attn_cache_arena(c, &st->self, st->L, B, st->T, KC);
     mt_attn_cache_arena(c, &st->cross, st->L, B, S, C);
     size_t mark = mt_arena_mark(c);
-    mt_tensor *mem = mt_encdec_encode(c, m, src, src_len, B, S);
+    mt_tensor *mem = mt_encdec_encode(c, m, P, src, src_len, B, S);
     for (int l = 0; l < st->L; l++) {
         const mt_attn_params *ap = &Lo->dec.blocks[l].cross;
         mt_attn_cache_put(&st->cross, l, 0, mt_param_linear(c, P, ap->k_w, ap->k_b, mem),
@@ -46,7 +46,7 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     mt_params *P = (mt_params *)&m->P;
     const mt_block_cfg *bc = &Lo->dec.block;
     size_t mark = mt_arena_mark(c);
-    mt_tensor *x = mt_encdec_embed(c, m, Lo->dec_pos, tok, st->B, 1, st->self.len);
+    mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->self.len);
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
         mt_cache_arg self = {.kv = &st->self, .layer = l},
@@ -55,7 +55,7 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
         x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer_cached, &cross);
         x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
     }
-    mt_tensor *y = mt_encdec_head(c, m, x);
+    mt_tensor *y = mt_encdec_head(c, m, P, x);
     memcpy(logits, y->data, y->n * sizeof(float));
     mt_arena_release(c, mark);
     st->self.len++;

@@ -66,29 +66,30 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     return st;
 }
 
-static const mt_cf_field FIELDS[] = {
-    {"n_ctx", MT_CF_INT, offsetof(mt_gpt_config, n_ctx), "context length (tokens)", "1..", NULL,
-     NULL},
-    {"n_vocab", MT_CF_INT, offsetof(mt_gpt_config, n_vocab), NULL, NULL, NULL, NULL},
-    {"tied", MT_CF_BOOL, offsetof(mt_gpt_config, tied),
-     "a separate output head instead of the token embedding", NULL, NULL, "untie"},
-    {"emb_std", MT_CF_FLOAT, offsetof(mt_gpt_config, emb_std),
-     "std of the token and position embeddings' normal init", "0..", NULL, NULL},
-    {"arch", MT_CF_ENUM, offsetof(mt_gpt_config, arch), "llama: --pos rope --act swiglu --norm rms --no-bias where those hold the GPT's "
-     "defaults", NULL,
-     &MT_GPT_ARCHS, NULL},
-    {"pos", MT_CF_ENUM, offsetof(mt_gpt_config, pos), "position encoding", NULL, &MT_POS_KINDS,
-     NULL},
-    {"rope_theta", MT_CF_FLOAT, offsetof(mt_gpt_config, rope_theta),
-     "RoPE's base: pair i of a head turns by position x theta^(-2i/head size)", NULL, NULL,
-     NULL},
-    {"stack", MT_CF_TABLE, offsetof(mt_gpt_config, stack), NULL, NULL, &MT_STACK_FIELDS, NULL},
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
+    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
+      .flag = "untie"),
+    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+      .range = "0.."),
+    F(arch, ENUM, "arch", "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
+      "the GPT's defaults", .of = &MT_GPT_ARCHS),
+    F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
+    F(rope_theta, FLOAT, "rope_theta", "RoPE's base: pair i of a head turns by position x "
+      "theta^(-2i/head size)"),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
-static const mt_cf_table GPT_FIELDS = MT_CF_TABLE_OF(FIELDS);
+#undef F
+static const mt_fields GPT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_gpt *m = mp;
+    const mt_gpt_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
@@ -142,47 +143,50 @@ mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
-mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int pos0) {
+mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T,
+                        int pos0) {
     const mt_gpt_layout *L = m->layout;
     MT_ASSERT(B >= 1 && T >= 1 && pos0 >= 0 && pos0 + T <= m->cfg.n_ctx,
               "gpt: positions %d..%d do not fit n_ctx = %d", pos0, pos0 + T - 1, m->cfg.n_ctx);
     int n = B * T;
-    mt_tensor *x = mt_embedding(c, &m->P.t[L->tok_emb], ids, n);
+    mt_tensor *x = mt_embedding(c, &P->t[L->tok_emb], ids, n);
     if (L->pos_emb >= 0) {
         int *pos = mt_arena_alloc(c, (size_t)n * sizeof(int));
         for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
-        x = mt_add(c, x, mt_embedding(c, &m->P.t[L->pos_emb], pos, n));
+        x = mt_add(c, x, mt_embedding(c, &P->t[L->pos_emb], pos, n));
     }
     x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }
 
-mt_tensor *mt_gpt_head(mt_ctx *c, mt_gpt *m, mt_tensor *x) {
+mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
-    x = mt_stack_final(c, &L->stack, &m->P, x);
-    if (L->lm_head >= 0) return mt_linear(c, x, &m->P.t[L->lm_head], NULL);
-    return mt_linear(c, x, &m->P.t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
+    x = mt_stack_final(c, &L->stack, P, x);
+    if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
+    return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
-mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T) {
-    mt_tensor *x = mt_gpt_embed(c, m, ids, B, T, 0);
-    return mt_gpt_head(c, m, mt_stack_forward(c, &m->layout->stack, &m->P, x, NULL));
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                          int T) {
+    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
+    return mt_gpt_head(c, m, P, mt_stack_forward(c, &m->layout->stack, P, x, NULL));
 }
 
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
-                       float label_smoothing) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, ids, B, T), targets, -1, label_smoothing);
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
+                       const int *targets, int B, int T, float label_smoothing) {
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, label_smoothing);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
     const mt_gpt_batch *b = batch;
-    mt_gpt m = *b->m;
-    m.P = *P;
     size_t at = (size_t)lo * (size_t)b->T;
-    return mt_gpt_loss(c, &m, b->ids + at, b->targets + at, n, b->T, m.cfg.stack.label_smoothing);
+    return mt_gpt_loss(c, b->m, P, b->ids + at, b->targets + at, n, b->T,
+                       b->m->cfg.stack.label_smoothing);
 }
 
-double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_gpt_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
     double rope = cfg->pos == MT_POS_ROPE ? 2 * C * s->n_layer : 0; /* rotated q and k */
@@ -193,116 +197,19 @@ double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training) {
     return (training ? 2 : 1) * floats * sizeof(float);
 }
 
-/* ---- training on tokens ---------------------------------------------------------------------- */
+/* ---- the model on a batch ---------------------------------------------------------------------- */
 
-#define SEED_EVAL 0x4556414c5549414eULL /* the validation windows */
-
-typedef struct {
-    mt_task base;
-    mt_tokenizer tok;
-    mt_tokens all, train, val;
-    int B, T, eval_batches;
-    uint64_t seed;
-    int *x, *y;        /* (B, T) the drawn batch: inputs and next tokens */
-    mt_sampler eval;   /* the validation windows' draws */
-    int *probe, probe_B; /* (probe_B, T) the diagnostics' fixed windows */
-} gpt_task;
-
-static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
-    mt_gpt_config *cfg = cfgp;
-    gpt_task *t = calloc(1, sizeof *t);
-    if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
-    *tp = &t->base;
-    t->base.type = &mt_gpt_type;
-    t->B = d->batch;
-    t->T = cfg->n_ctx;
-    t->eval_batches = d->eval_batches;
-    t->seed = d->seed;
-    mt_text_cfg tc = {d->tokenizer, d->vocab_size, d->val_fraction};
-    mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
-    if (s != MT_OK) return s;
-    cfg->n_vocab = t->tok.n_vocab;
-    if ((s = mt_gpt_config_validate(cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&t->all, cfg->n_ctx, &t->train, &t->val, err)) != MT_OK)
-        return s;
-    size_t n = (size_t)d->batch * (size_t)cfg->n_ctx; /* the whole batch: every rank draws it */
-    t->x = malloc(n * sizeof *t->x);
-    t->y = malloc(n * sizeof *t->y);
-    if (!t->x || !t->y)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu tokens", n);
-    return MT_OK;
+static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
+                       float label_smoothing) {
+    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, label_smoothing);
 }
 
-static void task_free(mt_task *tp) {
-    gpt_task *t = (gpt_task *)tp;
-    if (!t) return;
-    mt_tok_free(&t->tok);
-    mt_tokens_free(&t->all);
-    free(t->x);
-    free(t->y);
-    free(t->probe);
-    free(t);
-}
-
-static void task_describe(const mt_task *tp, char *buf, size_t len) {
-    const gpt_task *t = (const gpt_task *)tp;
-    snprintf(buf, len, "%zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu", t->all.n,
-             mt_enum_name(&MT_TOKENIZERS, t->tok.kind), t->tok.n_vocab, t->train.n, t->val.n);
-}
-
-static char *task_meta(const mt_task *tp) { return mt_tok_to_json(&((const gpt_task *)tp)->tok); }
-
-static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
-    gpt_task *t = (gpt_task *)tp;
-    (void)lo, (void)n; /* every row of the batch is drawn */
-    mt_sampler s = {*r};
-    mt_sampler_next(&s, &t->train, t->B, t->T, t->x, t->y);
-    *r = s.rng;
-}
-
-static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
-                            int n) {
-    gpt_task *t = (gpt_task *)tp;
-    mt_gpt_batch b = {(const mt_gpt *)m, t->x, t->y, t->T};
-    return mt_gpt_rows_loss(c, P, lo, n, &b);
-}
-
-static int eval_count(const mt_task *tp) {
-    const gpt_task *t = (const gpt_task *)tp;
-    return t->val.n ? t->eval_batches : 0;
-}
-
-static int eval_draw(mt_task *tp, int i) {
-    gpt_task *t = (gpt_task *)tp;
-    if (i == 0) mt_sampler_init(&t->eval, t->seed ^ SEED_EVAL); /* the same windows every time */
-    mt_sampler_next(&t->eval, &t->val, t->B, t->T, t->x, t->y);
-    return t->B;
-}
-
-static void eval_rows(mt_ctx *c, mt_model *m, mt_task *tp, int lo, int n, double sums[2]) {
-    gpt_task *t = (gpt_task *)tp;
-    size_t at = (size_t)lo * t->T;
-    /* the plain cross-entropy, without the training's label smoothing */
-    sums[0] += (double)mt_gpt_loss(c, (mt_gpt *)m, t->x + at, t->y + at, n, t->T, 0)->data[0] * n;
-}
-
-static mt_tensor *probe(mt_ctx *c, mt_model *mp, mt_task *tp, uint64_t seed, int B,
-                        double *resid) {
-    gpt_task *t = (gpt_task *)tp;
-    mt_gpt *m = (mt_gpt *)mp;
-    if (t->probe_B != B) { /* once, when the diagnostics open */
-        free(t->probe);
-        t->probe = malloc(2 * (size_t)B * t->T * sizeof *t->probe);
-        MT_ASSERT(t->probe, "gpt: out of memory for %d probe windows", B);
-        const mt_tokens *src = t->val.n > (size_t)t->T ? &t->val : &t->train;
-        mt_sampler s;
-        mt_sampler_init(&s, seed);
-        mt_sampler_next(&s, src, B, t->T, t->probe, t->probe + (size_t)B * t->T);
-        t->probe_B = B;
-    }
-    mt_tensor *x = mt_gpt_embed(c, m, t->probe, B, t->T, 0);
-    x = mt_stack_forward(c, &m->layout->stack, &m->P, x, resid);
-    return mt_stack_final(c, &m->layout->stack, &m->P, x);
+/* The probe's hidden state: the blocks' output after the final norm, what the head reads. */
+static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
+    const mt_gpt *m = (const mt_gpt *)mp;
+    mt_tensor *x = mt_gpt_embed(c, m, mp->P, b->ids, b->B, b->T, 0);
+    x = mt_stack_forward(c, &m->layout->stack, mp->P, x, resid);
+    return mt_stack_final(c, &m->layout->stack, mp->P, x);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -323,16 +230,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
              mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
              mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
-}
-
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_gpt_activation_bytes(cfg, B, training);
-}
-
-static int row_units(const void *cfg) { return ((const mt_gpt_config *)cfg)->n_ctx; }
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
 }
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
@@ -360,37 +257,70 @@ static void meta_describe(const mt_model *mp, char *buf, size_t len) {
     snprintf(buf, len, "%s, vocabulary %d", mt_enum_name(&MT_TOKENIZERS, t->kind), t->n_vocab);
 }
 
+/* ---- what ./infer and ./export do with it ---------------------------------------------------- */
+
+static const mt_tokenizer *text_tokenizer(const mt_model *m) { return &((const mt_gpt *)m)->tok; }
+
+static mt_status text_score(const mt_model *m, const uint16_t *tok, size_t n, int precision,
+                            double *nll, long *count, long *bytes, mt_err *err) {
+    return mt_gpt_score((mt_gpt *)m, tok, n, precision, nll, count, bytes, err);
+}
+
+static mt_status gen_open(mt_model *m, bool no_cache, int precision, void **state, mt_err *err) {
+    mt_kv_cache *kv = malloc(sizeof *kv);
+    mt_status s = kv ? mt_kv_init(kv, (mt_gpt *)m, no_cache, err)
+                     : mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache");
+    if (s != MT_OK) {
+        free(kv);
+        return s;
+    }
+    kv->ctx.precision = precision;
+    *state = kv;
+    return MT_OK;
+}
+
+static const float *gen_feed(void *state, const int *ids, int n) {
+    mt_kv_cache *kv = state;
+    mt_kv_feed(kv, ids, n);
+    return kv->logits;
+}
+
+static void gen_close(void *state) {
+    if (state) mt_kv_free(state);
+    free(state);
+}
+
+static const mt_text_ops TEXT_OPS = {
+    .tokenizer = text_tokenizer,
+    .score = text_score,
+    .gen_open = gen_open,
+    .gen_feed = gen_feed,
+    .gen_close = gen_close,
+};
+
+static mt_status export(const mt_model *m, const mt_export_opts *opts, mt_err *err) {
+    return mt_gpt_export((const mt_gpt *)m, opts, err);
+}
+
 const mt_model_type mt_gpt_type = {
     .name = "gpt",
     .about = "a language model",
-    .data = "a text or token file",
-    .data_file = true,
+    .task = &mt_text_task,
     .meta_key = "tokenizer",
-    .units = "tokens",
-    .unit = "tok",
     .config_size = sizeof(mt_gpt_config),
     .fields = &GPT_FIELDS,
     .config_default = config_default,
     .config_validate = config_validate,
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
-    .row_units = row_units,
     .size = sizeof(mt_gpt),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
-    .task_load = task_load,
-    .task_free = task_free,
-    .task_describe = task_describe,
-    .task_meta = task_meta,
-    .draw_batch = draw_batch,
-    .rows_loss = rows_loss,
-    .eval_count = eval_count,
-    .eval_draw = eval_draw,
-    .eval_rows = eval_rows,
-    .eval_concurrent = true,
-    .accuracy = false,
-    .probe = probe,
+    .loss = loss,
+    .hidden = hidden,
+    .text = &TEXT_OPS,
+    .export = export,
 };

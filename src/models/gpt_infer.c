@@ -30,7 +30,7 @@ static double score_batch(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, s
         }
     }
     /* the mean over the M targets, back to a sum */
-    return (double)mt_gpt_loss(c, m, ids, targets, rows, T, 0)->data[0] * M;
+    return (double)mt_gpt_loss(c, m, &m->P, ids, targets, rows, T, 0)->data[0] * M;
 }
 
 mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, double *nll,
@@ -119,10 +119,10 @@ static void run(mt_kv_cache *kv, int pos0) {
     mt_ctx_reset(c);
     mt_tensor *logits;
     if (kv->no_cache) {
-        logits = mt_gpt_forward(c, m, kv->ids, 1, kv->len);
+        logits = mt_gpt_forward(c, m, &m->P, kv->ids, 1, kv->len);
     } else { /* the new tokens through the blocks, attending over the cache */
         const mt_stack *st = &m->layout->stack;
-        mt_tensor *x = mt_gpt_embed(c, m, kv->ids + pos0, 1, n, pos0);
+        mt_tensor *x = mt_gpt_embed(c, m, &m->P, kv->ids + pos0, 1, n, pos0);
         kv->cache.len = pos0;
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
@@ -132,7 +132,7 @@ static void run(mt_kv_cache *kv, int pos0) {
             x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
         }
         kv->cache.len = kv->len;
-        logits = mt_gpt_head(c, m, x);
+        logits = mt_gpt_head(c, m, &m->P, x);
     }
     memcpy(kv->logits, logits->data + logits->n - (size_t)V, (size_t)V * sizeof(float));
 }

@@ -13,8 +13,9 @@ struct mt_gpt_layout {
 
 /* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (RoPE: tok_emb[ids] alone; then dropout when
    configured); ids (B*T), pos0 + T <= n_ctx. */
-mt_tensor *mt_gpt_embed(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T, int pos0);
+mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T,
+                        int pos0);
 /* The final norm (pre, subln, peri) and the head: x (B, T, C) -> logits (B, T, V). */
-mt_tensor *mt_gpt_head(mt_ctx *c, mt_gpt *m, mt_tensor *x);
+mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x);
 
 #endif

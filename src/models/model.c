@@ -37,10 +37,10 @@ mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cf
     return s;
 }
 
-int mt_model_metric_count(const mt_model_type *type) {
+int mt_task_metric_count(const mt_task_type *task) {
     int n = 0;
-    while (type->metrics && type->metrics[n]) n++;
-    MT_ASSERT(n <= MT_EVAL_METRICS, "model %s: %d metrics, at most %d", type->name, n,
+    while (task->metrics && task->metrics[n]) n++;
+    MT_ASSERT(n <= MT_EVAL_METRICS, "task %s: %d metrics, at most %d", task->name, n,
               MT_EVAL_METRICS);
     return n;
 }
@@ -50,20 +50,22 @@ void mt_model_free(mt_model *m) {
     free(m);
 }
 
-char *mt_model_config_json(const mt_model *m) { return mt_cf_to_json(m->type->fields, m->cfg); }
+char *mt_model_config_json(const mt_model *m) {
+    return mt_fields_to_json(m->type->fields, m->cfg);
+}
 
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err) {
     type->config_default(cfg);
-    mt_status s = mt_cf_from_json(type->fields, json, cfg, err);
+    mt_status s = mt_fields_from_json(type->fields, json, cfg, err);
     return s == MT_OK ? type->config_validate(cfg, err) : s;
 }
 
 const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
                                  size_t len) {
-    int units = type->row_units(cfg);
-    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->units);
-    else snprintf(buf, len, "%d %s", B, type->units);
+    int units = type->task->row_units(cfg);
+    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->task->units);
+    else snprintf(buf, len, "%d %s", B, type->task->units);
     return buf;
 }
 

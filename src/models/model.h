@@ -1,30 +1,90 @@
-/* The model interface: what the trainer, the checkpoints, the diagnostics and ./train know of a
- * model. A model type fills one mt_model_type (its config, its parameter table, what it reads
- * its inputs with, its training data, batches, loss and evaluation); the registry lists the
- * types. Nothing outside src/models names a type.
+/* The model interface: what the trainer, the checkpoints, the diagnostics and the programs know
+ * of a model. A model type fills one mt_model_type (its config, its parameter table, what it
+ * reads its inputs with, its loss on a batch, what it can do for ./infer and ./export) and names
+ * its task, an mt_task_type (its data, batches, the training loss of their rows, evaluation);
+ * the registry lists the model types. Nothing outside src/models names a type.
  * Dimension letters as in nn.h; a "row" is one sample of a batch (a window of tokens, an image). */
 #ifndef MT_MODEL_H
 #define MT_MODEL_H
 
 #include "../data/data.h"
-#include "config.h"
+#include "../io/io.h"
 #include "stack.h"
 
 typedef struct mt_model_type mt_model_type;
+typedef struct mt_model mt_model;
+
+/* ---- what the programs do with a model, by what it can do ---------------------------------------
+ * A type fills the tables of what its models do (NULL: not that); ./infer and ./export reach a
+ * model through them only. Contexts passed in are in eval mode without grad; their precision
+ * selects the products' number format. */
+
+/* A language model over a tokenizer (the GPT): scoring a text and generation with a cache. */
+typedef struct {
+    const mt_tokenizer *(*tokenizer)(const mt_model *m);
+    /* The summed negative log-likelihood (nats) of tok (n >= 2 tokens) cut into windows of the
+       context, the tokens predicted and the bytes they decode to; the products in precision. */
+    mt_status (*score)(const mt_model *m, const uint16_t *tok, size_t n, int precision,
+                       double *nll, long *count, long *bytes, mt_err *err);
+    /* A generation state (malloc'd: gen_close frees it), no_cache re-running the whole window
+       each feed (the reference); gen_feed appends n >= 1 tokens and returns the next token's
+       logits (vocabulary size), valid until the next feed. */
+    mt_status (*gen_open)(mt_model *m, bool no_cache, int precision, void **state, mt_err *err);
+    const float *(*gen_feed)(void *state, const int *ids, int n);
+    void (*gen_close)(void *state);
+} mt_text_ops;
+
+/* An image classifier (the ViT): what it reads images with, and logits (B, K) of images
+   (B, CH, H, W) normalised as the metadata says. */
+typedef struct {
+    const mt_images *(*images)(const mt_model *m);
+    mt_tensor *(*logits)(mt_ctx *c, const mt_model *m, const float *images, int B);
+} mt_classify_ops;
+
+/* A transducer of letters into phones (the encoder-decoder): its vocabulary, the longest word
+   it reads (src_ctx) and writes (tgt_ctx), decoding one word src (S letter ids) with a beam of
+   width K (1: greedy) into out (tgt_ctx) returning the length, and the tallies of a
+   dictionary's words (data.h's mt_g2p_tally, with and without stress). */
+typedef struct {
+    const mt_g2p_vocab *(*vocab)(const mt_model *m);
+    void (*limits)(const mt_model *m, int *src_ctx, int *tgt_ctx);
+    int (*transduce)(mt_ctx *c, const mt_model *m, const int *src, int S, int K, int *out);
+    void (*tally)(mt_ctx *c, const mt_model *m, const mt_g2p_dict *d, const int *words, int n,
+                  int K, mt_g2p_tally t[2]);
+} mt_g2p_ops;
+
+/* Writing the model in another program's format (export.h's mt_export_opts). */
+typedef struct mt_export_opts mt_export_opts;
+typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts, mt_err *err);
 
 #define MT_EVAL_METRICS 8
 
 /* A built model; the type's own struct holds it (first member) with the rest. */
-typedef struct {
+struct mt_model {
     const mt_model_type *type;
     void *cfg;    /* the type's config, validated (type->config_size bytes) */
     mt_params *P; /* the parameter table */
-} mt_model;
+};
 
-/* A model type's training data, drawn batches and evaluation state: the type's own struct holds
-   it (first member) with the rest. */
+/* ---- the rows a task hands a model ---------------------------------------------------------------
+ * A batch of B rows; each model reads the fields of its kind of input. */
 typedef struct {
-    const mt_model_type *type;
+    int B;
+    const int *ids, *targets; /* tokens (B, T): the inputs and what each predicts (-1: ignored) */
+    int T;
+    const float *images;      /* (B, CH, H, W), normalised */
+    const int *labels;        /* (B) their classes */
+    const int *src, *src_len; /* sequence pairs: sources (B, S) padded, their lengths (B) */
+    int S;                    /* ... decoder inputs and targets: tgt in ids, targets (B, T) */
+} mt_batch;
+
+/* ---- tasks -------------------------------------------------------------------------------------
+ * A task is what a model is trained and evaluated on: its data (loaded and split from the data
+ * options), the training batches it draws, the loss of their rows and the evaluation. Its state
+ * is the task type's own struct, which holds mt_task first. */
+typedef struct mt_task_type mt_task_type;
+typedef struct {
+    const mt_task_type *type;
 } mt_task;
 
 /* What the training data is and how it is read and split. */
@@ -42,19 +102,74 @@ typedef struct {
     int eval_batches;      /* text: validation batches of `batch` windows */
 } mt_data_cfg;
 
+/* An evaluation's sums over rows: the loss summed over rows, the rows predicted right (a task
+   with accuracy), and for each of the task's metrics its two terms (a share of wrong words:
+   wrong, words), whose ratio over every evaluation batch is the metric. Only doubles: it is
+   summed across processes as an array. */
+typedef struct {
+    double loss, right;
+    double metric[MT_EVAL_METRICS][2];
+} mt_eval_sums;
+
+struct mt_task_type {
+    const char *name;   /* "text" */
+    const char *data;   /* what --data names: "a text or token file" */
+    bool data_file;     /* --data is a file (not a folder): text, which --prepare can tokenize */
+    const char *units;  /* what a row holds: "tokens", "images" */
+    const char *unit;   /* of throughput: "tok", "img" */
+    /* Units (tokens, images) in a row of the model config's: throughput. */
+    int (*row_units)(const void *model_cfg);
+
+    /* Loads and splits the data; fills the fields of the model config the data decides
+       (n_vocab; image size, channels, classes). */
+    mt_status (*load)(mt_task **t, const mt_data_cfg *d, void *model_cfg, mt_err *err);
+    void (*free)(mt_task *t);
+    /* The data line of the programs; a warning about the data (malloc'd) or NULL (warning
+       NULL: the task never warns). */
+    void (*describe)(const mt_task *t, char *buf, size_t len);
+    char *(*warning)(const mt_task *t);
+    /* The meta JSON (the model type's meta_to_json) of the data: what a model trained on it reads
+       inputs with. */
+    char *(*meta)(const mt_task *t);
+
+    /* Draws the next training batch of d->batch rows with r (the same draw in every process)
+       and makes rows [lo, lo + n) of it ready for rows_loss. */
+    void (*draw_batch)(mt_task *t, mt_rng *r, int lo, int n);
+    /* The mean loss over rows [lo, lo + n) of the drawn batch (a scalar), built in c on the
+       parameters P (the model's or a replica's view of them). */
+    mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo,
+                            int n);
+
+    /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws
+       batch i (i = 0 first) and returns its rows; eval_rows: adds rows [lo, lo + n) of it to s. */
+    int (*eval_count)(const mt_task *t);
+    int (*eval_draw)(mt_task *t, int i);
+    void (*eval_rows)(mt_ctx *c, const mt_model *m, mt_task *t, int lo, int n, mt_eval_sums *s);
+    /* eval_rows may run on disjoint rows of a batch in several contexts at once (it writes
+       nothing but its context's arena and its sums): the trainer then evaluates a batch's slices
+       on the replicas' threads, else one slice after another */
+    bool eval_concurrent;
+    bool accuracy; /* eval_rows counts the rows right */
+    /* Evaluation metrics besides loss and accuracy, NULL or NULL-terminated names (at most
+       MT_EVAL_METRICS; "wer"). They become columns of metrics.csv and are printed at evaluation. */
+    const char *const *metrics;
+
+    /* Diagnostics (NULL: none): B fixed held-out rows (the same every call for a seed), in c's
+       arena, for the model's hidden. */
+    mt_batch (*probe_rows)(mt_ctx *c, mt_task *t, uint64_t seed, int B);
+};
+
+/* ---- model types -------------------------------------------------------------------------------- */
 struct mt_model_type {
     const char *name;     /* "gpt": --model, the checkpoint's "model" */
     const char *about;    /* a line for --help */
-    const char *data;     /* what --data names: "a text or token file" */
-    bool data_file;       /* --data is a file (not a folder): text, which --prepare can tokenize */
+    const mt_task_type *task; /* what it trains on */
     const char *meta_key; /* the checkpoint metadata of what reads inputs: "tokenizer", "images" */
-    const char *units;    /* what a row holds: "tokens", "images" */
-    const char *unit;     /* of throughput: "tok", "img" */
 
     /* config: the struct (which starts with its mt_stack_config), its fields (with the
        stack's), its defaults and checks */
     size_t config_size;
-    const mt_cf_table *fields;
+    const mt_fields *fields;
     void (*config_default)(void *cfg);
     /* Checks every field and resolves the derived ones (mt_stack_validate). */
     mt_status (*config_validate)(void *cfg, mt_err *err);
@@ -62,8 +177,6 @@ struct mt_model_type {
     void (*config_describe)(const void *cfg, char *buf, size_t len);
     /* Activation bytes of a step of B rows (training: with gradients), in double. */
     double (*activation_bytes)(const void *cfg, int B, bool training);
-    /* Units (tokens, images) in a row: throughput. */
-    int (*row_units)(const void *cfg);
 
     /* The model of a config (validated again here) into m, the type's instance struct of size
        bytes: its parameter table, not yet allocated (mt_model_build allocates), so that its
@@ -79,43 +192,19 @@ struct mt_model_type {
     /* The same in words for ./infer --info: "char, vocabulary 65" */
     void (*meta_describe)(const mt_model *m, char *buf, size_t len);
 
-    /* Loads and splits the training data; fills the fields of cfg the data decides (n_vocab;
-       image size, channels, classes). */
-    mt_status (*task_load)(mt_task **t, const mt_data_cfg *d, void *cfg, mt_err *err);
-    void (*task_free)(mt_task *t);
-    /* The data line of the programs; a warning about the data (malloc'd) or NULL (task_warning
-       NULL: the type never warns). */
-    void (*task_describe)(const mt_task *t, char *buf, size_t len);
-    char *(*task_warning)(const mt_task *t);
-    /* The meta JSON (meta_to_json's) of the data: what a model trained on it reads inputs with. */
-    char *(*task_meta)(const mt_task *t);
-    /* Draws the next training batch of d->batch rows with r (the same draw in every process)
-       and makes rows [lo, lo + n) of it ready for rows_loss. */
-    void (*draw_batch)(mt_task *t, mt_rng *r, int lo, int n);
-    /* The mean loss over rows [lo, lo + n) of the drawn batch (a scalar), built in c on the
-       parameters P (the model's or a replica's view of them). */
-    mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo, int n);
-    /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws
-       batch i (i = 0 first) and returns its rows; eval_rows: adds the loss summed over rows
-       [lo, lo + n) of it to sums[0], with accuracy the rows predicted right to sums[1], and with
-       metrics the two terms of metric k to sums[2 + 2k] and sums[3 + 2k]. */
-    int (*eval_count)(const mt_task *t);
-    int (*eval_draw)(mt_task *t, int i);
-    void (*eval_rows)(mt_ctx *c, mt_model *m, mt_task *t, int lo, int n, double sums[2]);
-    /* eval_rows may run on disjoint rows of a batch in several contexts at once (it writes
-       nothing but its context's arena and its sums): the trainer then evaluates a batch's slices
-       on the replicas' threads, else one slice after another */
-    bool eval_concurrent;
-    bool accuracy;
-    /* Evaluation metrics besides loss and accuracy, NULL or NULL-terminated names (at most
-       MT_EVAL_METRICS; "wer"): metric k is sums[2 + 2k] / sums[3 + 2k] summed over every
-       evaluation batch (a share of wrong words: wrong, words). They become columns of
-       metrics.csv and are printed at evaluation. */
-    const char *const *metrics;
+    /* The mean cross-entropy of the batch's targets (its kind of input) with label_smoothing,
+       on the parameters P: a scalar. */
+    mt_tensor *(*loss)(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
+                       float label_smoothing);
+    /* Diagnostics (NULL: none): the hidden state the head reads (rows, C) of the batch, resid as
+       mt_stack_forward's (the model's blocks' count + 1 values). */
+    mt_tensor *(*hidden)(mt_ctx *c, const mt_model *m, const mt_batch *b, double *resid);
 
-    /* Diagnostics (NULL: the type has none): the hidden state the head reads (rows, C) of B fixed
-       held-out rows (the same every call for a seed), resid as mt_stack_forward's. */
-    mt_tensor *(*probe)(mt_ctx *c, mt_model *m, mt_task *t, uint64_t seed, int B, double *resid);
+    /* What the programs do with it (NULL: not that). */
+    const mt_text_ops *text;
+    const mt_classify_ops *classify;
+    const mt_g2p_ops *g2p;
+    mt_export_fn export; /* llama2c and GGUF files (docs/export.md) */
 };
 
 /* The block stack of a config of any type: every config starts with it. */
@@ -138,8 +227,8 @@ char *mt_model_config_json(const mt_model *m); /* malloc'd */
 /* cfg (type->config_size bytes): the defaults, the keys json sets, validated. */
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err);
-/* The number of type->metrics. */
-int mt_model_metric_count(const mt_model_type *type);
+/* The number of the task's metrics. */
+int mt_task_metric_count(const mt_task_type *task);
 /* "32 x 64 tokens", "64 images": a batch of B rows in words. */
 const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
                                  size_t len);

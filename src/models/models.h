@@ -17,6 +17,8 @@
  * blocks.{i}.attn_out_norm.*, blocks.{i}.ffn_out_norm.*, final_norm.* (pre, subln, peri),
  * lm_head.weight (untied only). */
 extern const mt_model_type mt_gpt_type;
+/* Its task: next-token prediction on a text or token file (text_task.c). */
+extern const mt_task_type mt_text_task;
 
 typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
 extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
@@ -55,13 +57,14 @@ void mt_gpt_free(mt_gpt *m);
 /* The GPT a model of mt_gpt_type is. */
 mt_gpt *mt_gpt_of(mt_model *m);
 
-/* ids (B*T) -> logits (B, T, V) */
-mt_tensor *mt_gpt_forward(mt_ctx *c, mt_gpt *m, const int *ids, int B, int T);
+/* ids (B*T) -> logits (B, T, V), on the parameters P (the model's own, m->P, or a replica's view
+   of them: mt_params_view) */
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                          int T);
 /* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with label_smoothing
    (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
-mt_tensor *mt_gpt_loss(mt_ctx *c, mt_gpt *m, const int *ids, const int *targets, int B, int T,
-                       float label_smoothing);
-double mt_gpt_activation_bytes(const mt_gpt_config *cfg, int B, bool training);
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
+                       const int *targets, int B, int T, float label_smoothing);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
    the model's mean training loss (with the stack's label smoothing) on rows [lo, lo + n) with
@@ -125,12 +128,12 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * heads; llama2c also fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
 typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF } mt_export_format;
 extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf" */
-typedef struct {
+struct mt_export_opts {
     mt_export_format format;
     const char *path;           /* model.bin, model.gguf */
     const char *tokenizer_path; /* llama2c: tokenizer.bin */
     bool f16;                   /* gguf: the matrices as float16 (MT_EINVAL with llama2c) */
-} mt_export_opts;
+};
 /* Writes opts->path (and, llama2c, opts->tokenizer_path) atomically; a model the format cannot
    hold is MT_EINVAL naming every config key that differs and the flag that would make it fit. */
 mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err);
@@ -148,6 +151,8 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
  * Parameter names: patch_embed.{weight,bias}, cls_token (1, C) (cls pooling only),
  * pos_emb.weight (T or T + 1, C), blocks.{i}.* as the GPT's, final_norm.*, head.{weight,bias}. */
 extern const mt_model_type mt_vit_type;
+/* Its task: classification of an image dataset (image_task.c). */
+extern const mt_task_type mt_image_task;
 
 typedef enum { MT_VIT_POOL_CLS, MT_VIT_POOL_MEAN } mt_vit_pool;
 extern const mt_enum MT_VIT_POOLS; /* "cls", "mean" */
@@ -175,13 +180,12 @@ int mt_vit_tokens(const mt_vit_config *cfg); /* the sequence length: patches (+ 
 mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err);
 void mt_vit_free(mt_vit *m);
 mt_vit *mt_vit_of(mt_model *m); /* the ViT a model of mt_vit_type is */
-double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training);
-/* images (B, CH, H, W) -> logits (B, K) */
-mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B);
+/* images (B, CH, H, W) -> logits (B, K), on the parameters P (m->P or a view of them) */
+mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B);
 /* Mean cross-entropy of labels (B) in [0, K), with label_smoothing (mt_cross_entropy's): a
    scalar. */
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
-                       float label_smoothing);
+mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
+                       const int *labels, int B, float label_smoothing);
 
 /* ---- encoder-decoder ---------------------------------------------------------------------------
  * A Transformer encoder-decoder (Vaswani et al. 2017) trained on grapheme-to-phoneme: the letters
@@ -202,6 +206,8 @@ mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *lab
  * cross_attn.{q,k,v,out}_proj, ffn_norm, ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre
  * only), lm_head.weight (untied only). */
 extern const mt_model_type mt_encdec_type;
+/* Its task: grapheme-to-phoneme on a pronunciation dictionary, WER and PER (encdec.c). */
+extern const mt_task_type mt_g2p_task;
 
 #define MT_ENCDEC_MAX_LAYERS 10000
 #define MT_ENCDEC_MAX_CTX 4096
@@ -232,17 +238,16 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err);
 mt_status mt_encdec_build(mt_encdec *m, const mt_encdec_config *cfg, mt_err *err);
 void mt_encdec_free(mt_encdec *m);
 mt_encdec *mt_encdec_of(mt_model *m);
-double mt_encdec_activation_bytes(const mt_encdec_config *cfg, int B, bool training);
 
 /* src (B, S) letter ids padded with MT_G2P_PAD, src_len (B) each in [1, S]; tgt (B, T) decoder
    inputs (bos, phones, padding) -> logits (B, T, V). */
-mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                             int S, const int *tgt, int B, int T);
+mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                             const int *src_len, int S, const int *tgt, int B, int T);
 /* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1), with
    label_smoothing (mt_cross_entropy's): a scalar. */
-mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, const int *src, const int *src_len,
-                          int S, const int *tgt, const int *targets, int B, int T,
-                          float label_smoothing);
+mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
+                          const int *src_len, int S, const int *tgt, const int *targets, int B,
+                          int T, float label_smoothing);
 
 /* ---- decoding: the encoder once, its cross-attention keys and values once per decoder block,
  * then a token at a time with a KV cache of the decoder's self-attention; in c's arena (no

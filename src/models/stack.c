@@ -34,44 +34,42 @@ mt_stack_config mt_stack_default(void) {
                              .ff_multiple = 32};
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_stack_config, field), help, range, of, NULL}
-static const mt_cf_field FIELDS[] = {
-    F("n_layer", INT, n_layer, "blocks (encdec: enc-layers + dec-layers, set from those)", "1..",
-      NULL),
-    F("n_head", INT, n_head, "attention heads", "1..", NULL),
-    F("n_kv_head", INT, n_kv_head, "key-value heads (grouped-query attention), divides n-head; "
-      "0: n-head", "0..", NULL),
-    F("n_embd", INT, n_embd, "channels", "1..", NULL),
-    F("n_ff", INT, n_ff, "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to ff-multiple)",
-      "0..", NULL),
-    F("ff_multiple", INT, ff_multiple, "swiglu: the default n-ff is a multiple of this", "1..",
-      NULL),
-    F("norm", ENUM, norm.kind, "normalization", NULL, &MT_NORMS),
-    F("norm_eps", FLOAT, norm.eps, "norm epsilon; -1: the norm's default", "-1..", NULL),
-    F("prms_p", FLOAT, norm.prms_p, "pRMSNorm: fraction of channels the RMS is taken from",
-      NULL, NULL),
-    F("gn_groups", INT, norm.gn_groups, "GroupNorm groups", "1..", NULL),
-    F("rms_form", ENUM, norm.rms_form, "RMSNorm form: eps inside or outside the sqrt", NULL,
-      &MT_RMS_FORMS),
-    F("rms_bias", BOOL, norm.rms_bias, "RMSNorm paper form: a learned bias", NULL, NULL),
-    F("in_affine", BOOL, norm.in_affine, "InstanceNorm: a learned weight and bias", NULL, NULL),
-    F("placement", ENUM, placement, "residual placement of the norm", NULL, &MT_PLACEMENTS),
-    F("deepnorm_alpha", FLOAT, deepnorm_alpha, "DeepNorm's skip scale; 0: from the depth",
-      "0..", NULL),
-    F("deepnorm_beta", FLOAT, deepnorm_beta, "DeepNorm's init gain; 0: from the depth", "0..",
-      NULL),
-    F("subln_gain", FLOAT, subln_gain, "Sub-LN's init gain; 0: from the depth", "0..", NULL),
-    F("init", ENUM, init, "weight init", NULL, &MT_INIT_SCHEMES),
-    {"bias", MT_CF_BOOL, offsetof(mt_stack_config, bias), "no biases in the linear layers", NULL,
-     NULL, "no_bias"},
-    F("act", ENUM, act, "FFN activation", NULL, &MT_ACTS),
-    F("dropout", FLOAT, dropout, "dropout probability", NULL, NULL),
-    F("label_smoothing", FLOAT, label_smoothing, "training loss: each target (1 - eps) one-hot "
-      "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)", NULL, NULL),
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_stack_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(n_layer, INT, "n_layer", "blocks (encdec: enc-layers + dec-layers, set from those)",
+      .range = "1.."),
+    F(n_head, INT, "n_head", "attention heads", .range = "1.."),
+    F(n_kv_head, INT, "n_kv_head", "key-value heads (grouped-query attention), divides n-head; "
+      "0: n-head", .range = "0.."),
+    F(n_embd, INT, "n_embd", "channels", .range = "1.."),
+    F(n_ff, INT, "n_ff", "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to "
+      "ff-multiple)", .range = "0.."),
+    F(ff_multiple, INT, "ff_multiple", "swiglu: the default n-ff is a multiple of this",
+      .range = "1.."),
+    F(norm.kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
+    F(norm.eps, FLOAT, "norm_eps", "norm epsilon; -1: the norm's default", .range = "-1.."),
+    F(norm.prms_p, FLOAT, "prms_p", "pRMSNorm: fraction of channels the RMS is taken from"),
+    F(norm.gn_groups, INT, "gn_groups", "GroupNorm groups", .range = "1.."),
+    F(norm.rms_form, ENUM, "rms_form", "RMSNorm form: eps inside or outside the sqrt",
+      .of = &MT_RMS_FORMS),
+    F(norm.rms_bias, BOOL, "rms_bias", "RMSNorm paper form: a learned bias"),
+    F(norm.in_affine, BOOL, "in_affine", "InstanceNorm: a learned weight and bias"),
+    F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS),
+    F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
+      .range = "0.."),
+    F(deepnorm_beta, FLOAT, "deepnorm_beta", "DeepNorm's init gain; 0: from the depth",
+      .range = "0.."),
+    F(subln_gain, FLOAT, "subln_gain", "Sub-LN's init gain; 0: from the depth", .range = "0.."),
+    F(init, ENUM, "init", "weight init", .of = &MT_INIT_SCHEMES),
+    F(bias, BOOL, "bias", "no biases in the linear layers", .flag = "no_bias"),
+    F(act, ENUM, "act", "FFN activation", .of = &MT_ACTS),
+    F(dropout, FLOAT, "dropout", "dropout probability"),
+    F(label_smoothing, FLOAT, "label_smoothing", "training loss: each target (1 - eps) one-hot "
+      "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)"),
 };
 #undef F
-const mt_cf_table MT_STACK_FIELDS = MT_CF_TABLE_OF(FIELDS);
+const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
 
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err) {

@@ -5,7 +5,7 @@
 #define MT_STACK_H
 
 #include "../nn/nn.h"
-#include "config.h"
+#include "../io/fields.h"
 
 /* Weight init of the blocks' matrices. */
 typedef enum {
@@ -40,8 +40,8 @@ typedef struct {
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
-   flags (--n-layer, --norm, ...): an entry of a model's field table (config.h). */
-extern const mt_cf_table MT_STACK_FIELDS;
+   flags (--n-layer, --norm, ...): a TABLE field of each model's table (fields.h). */
+extern const mt_fields MT_STACK_FIELDS;
 
 /* Checks every field and resolves the derived ones, so that a validated config says exactly what
    the model computes: n_ff (0: 4 n_embd; with SwiGLU LLaMA's int(2 (4 n_embd) / 3) rounded up to

@@ -85,23 +85,25 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(key, type, field, help, range, of) \
-    {key, MT_CF_##type, offsetof(mt_vit_config, field), help, range, of, NULL}
-static const mt_cf_field FIELDS[] = {
-    F("image_h", INT, image_h, NULL, NULL, NULL),
-    F("image_w", INT, image_w, NULL, NULL, NULL),
-    F("channels", INT, channels, NULL, NULL, NULL),
-    F("patch", INT, patch, "patch size (divides the image size)", "1..", NULL),
-    F("n_classes", INT, n_classes, NULL, NULL, NULL),
-    F("pool", ENUM, pool, "what the head reads", NULL, &MT_VIT_POOLS),
-    F("stack", TABLE, stack, NULL, NULL, &MT_STACK_FIELDS),
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_vit_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(image_h, INT, "image_h", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(image_w, INT, "image_w", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(channels, INT, "channels", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(patch, INT, "patch", "patch size (divides the image size)", .range = "1.."),
+    F(n_classes, INT, "n_classes", NULL, .flags = MT_FIELD_NO_FLAG),
+    F(pool, ENUM, "pool", "what the head reads", .of = &MT_VIT_POOLS),
+    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
-static const mt_cf_table VIT_FIELDS = MT_CF_TABLE_OF(FIELDS);
+static const mt_fields VIT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
+static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+    mt_vit *m = mp;
+    const mt_vit_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
@@ -154,7 +156,9 @@ void mt_vit_free(mt_vit *m) {
 
 mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *)m : NULL; }
 
-double mt_vit_activation_bytes(const mt_vit_config *cfg, int B, bool training) {
+/* activation_bytes of the type (model.h) */
+static double activation_bytes(const void *cfgp, int B, bool training) {
+    const mt_vit_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd;
     double D = (double)cfg->channels * cfg->patch * cfg->patch;
@@ -183,10 +187,9 @@ static void patchify(const float *img, float *out, int B, int CH, int H, int W, 
     });
 }
 
-mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
+mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B) {
     const mt_vit_config *g = &m->cfg;
     const mt_vit_layout *L = m->layout;
-    mt_params *P = &m->P;
     int C = g->stack.n_embd, p = g->patch, np = (g->image_h / p) * (g->image_w / p);
     int T = mt_vit_tokens(g);
     MT_ASSERT(B >= 1, "vit: batch of %d images", B);
@@ -217,143 +220,16 @@ mt_tensor *mt_vit_forward(mt_ctx *c, mt_vit *m, const float *images, int B) {
     return mt_param_linear(c, P, L->head_w, L->head_b, pooled); /* (B, K) */
 }
 
-mt_tensor *mt_vit_loss(mt_ctx *c, mt_vit *m, const float *images, const int *labels, int B,
+mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
+                       const int *labels, int B, float label_smoothing) {
+    return mt_cross_entropy(c, mt_vit_forward(c, m, P, images, B), labels, -1, label_smoothing);
+}
+
+/* ---- the model on a batch ---------------------------------------------------------------------- */
+
+static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        float label_smoothing) {
-    return mt_cross_entropy(c, mt_vit_forward(c, m, images, B), labels, -1, label_smoothing);
-}
-
-/* ---- training on images ---------------------------------------------------------------------- */
-
-#define SEED_SPLIT 0x53504c4954494d47ULL /* the random validation part */
-
-typedef struct {
-    mt_task base;
-    mt_images imgs;
-    int *order;        /* (n) image indices: the training split, then validation */
-    int n_train, n_val;
-    int B;
-    int *idx, *label;  /* (B) the drawn batch's images and labels */
-    float *images;     /* (rows, CH, H, W) this process's rows of it */
-    int lo;            /* the first of those rows */
-    int eval_at;       /* the first validation image of the evaluation batch drawn */
-} vit_task;
-
-static mt_status task_load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
-    mt_vit_config *cfg = cfgp;
-    vit_task *t = calloc(1, sizeof *t);
-    if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
-    *tp = &t->base;
-    t->base.type = &mt_vit_type;
-    t->B = d->batch;
-    mt_images *ds = &t->imgs;
-    mt_status s = mt_images_load(d->path, &d->images, ds, err);
-    if (s != MT_OK) return s;
-    if (!(t->order = malloc((size_t)ds->n * sizeof *t->order)))
-        return mt_errorf(err, MT_ENOMEM, "out of memory for %d image indices", ds->n);
-    if ((s = mt_images_split(ds, (float)d->val_fraction, d->seed ^ SEED_SPLIT, t->order,
-                             &t->n_train, err)) != MT_OK)
-        return s;
-    t->n_val = ds->n - t->n_train;
-    mt_images_normalize_from(ds, t->order, t->n_train);
-    cfg->image_h = ds->H, cfg->image_w = ds->W, cfg->channels = ds->C;
-    cfg->n_classes = ds->n_classes;
-    size_t B = (size_t)d->batch;
-    t->idx = malloc(B * sizeof *t->idx);
-    t->label = malloc(B * sizeof *t->label);
-    t->images = malloc((size_t)d->rows * ds->C * ds->H * ds->W * sizeof *t->images);
-    if (!t->idx || !t->label || !t->images)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
-    if ((s = mt_vit_config_validate(cfg, err)) != MT_OK) return s;
-    /* BatchNorm's statistics need two values per channel: rows x tokens in a process's slice */
-    if (cfg->stack.norm.kind == MT_NORM_BN && (long)d->min_rows * mt_vit_tokens(cfg) < 2)
-        return mt_errorf(err, MT_EINVAL,
-                         "--norm bn needs at least 2 values per channel in a step, and %d row(s) "
-                         "of %d token(s) give %d: use --batch 2 or more (per MPI rank), a smaller "
-                         "--patch, or --pool cls", d->min_rows, mt_vit_tokens(cfg),
-                         d->min_rows * mt_vit_tokens(cfg));
-    return MT_OK;
-}
-
-static void task_free(mt_task *tp) {
-    vit_task *t = (vit_task *)tp;
-    if (!t) return;
-    mt_images_free(&t->imgs);
-    free(t->order);
-    free(t->idx);
-    free(t->label);
-    free(t->images);
-    free(t);
-}
-
-static void task_describe(const mt_task *tp, char *buf, size_t len) {
-    const vit_task *t = (const vit_task *)tp;
-    const mt_images *d = &t->imgs;
-    snprintf(buf, len, "%d images %dx%dx%d, %d classes, train %d, val %d%s", d->n, d->H, d->W,
-             d->C, d->n_classes, t->n_train, t->n_val, d->n_train < d->n ? " (its test part)" : "");
-}
-
-static char *task_warning(const mt_task *tp) {
-    const mt_images *d = &((const vit_task *)tp)->imgs;
-    if (!d->n_skipped) return NULL;
-    const char *head = "skipped %d unreadable or mismatched image(s) (--bad-images reject stops "
-                       "instead):\n%s";
-    size_t len = strlen(head) + 16 + strlen(d->skipped);
-    char *w = malloc(len);
-    if (w) snprintf(w, len, head, d->n_skipped, d->skipped);
-    return w;
-}
-
-static char *task_meta(const mt_task *tp) {
-    return mt_images_meta_to_json(&((const vit_task *)tp)->imgs);
-}
-
-/* B training images drawn with replacement; rows [lo, lo + n) read into t->images. */
-static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
-    vit_task *t = (vit_task *)tp;
-    for (int b = 0; b < t->B; b++) t->idx[b] = t->order[mt_rng_below(r, (uint32_t)t->n_train)];
-    t->lo = lo;
-    mt_images_batch(&t->imgs, t->idx + lo, n, t->images, t->label + lo);
-}
-
-static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task *tp, int lo,
-                            int n) {
-    vit_task *t = (vit_task *)tp;
-    mt_vit m = *(const mt_vit *)mp;
-    m.P = *P;
-    size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
-    return mt_vit_loss(c, &m, t->images + (size_t)(lo - t->lo) * pixels, t->label + lo, n,
-                       m.cfg.stack.label_smoothing);
-}
-
-/* every validation image, in batches of B */
-static int eval_count(const mt_task *tp) {
-    const vit_task *t = (const vit_task *)tp;
-    return (t->n_val + t->B - 1) / t->B;
-}
-
-static int eval_draw(mt_task *tp, int i) {
-    vit_task *t = (vit_task *)tp;
-    t->eval_at = i * t->B;
-    return t->n_val - t->eval_at < t->B ? t->n_val - t->eval_at : t->B;
-}
-
-static void eval_rows(mt_ctx *c, mt_model *mp, mt_task *tp, int lo, int n, double sums[2]) {
-    vit_task *t = (vit_task *)tp;
-    mt_vit *m = (mt_vit *)mp;
-    int K = m->cfg.n_classes;
-    /* the images and labels in c's arena: slices run concurrently (eval_concurrent) */
-    float *x = mt_arena_floats(c, (size_t)n * m->cfg.channels * m->cfg.image_h * m->cfg.image_w);
-    int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
-    mt_images_batch(&t->imgs, t->order + t->n_train + t->eval_at + lo, n, x, label);
-    mt_tensor *logits = mt_vit_forward(c, m, x, n);
-    sums[0] += (double)mt_cross_entropy(c, logits, label, -1, 0)->data[0] * n; /* unsmoothed */
-    for (int b = 0; b < n; b++) { /* right when the argmax is the label */
-        const float *z = logits->data + (size_t)b * K;
-        int best = 0;
-        for (int k = 1; k < K; k++)
-            if (z[k] > z[best]) best = k;
-        sums[1] += best == label[b];
-    }
+    return mt_vit_loss(c, (const mt_vit *)m, P, b->images, b->labels, b->B, label_smoothing);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -371,16 +247,6 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
              mt_enum_name(&MT_VIT_POOLS, v->pool), s->n_layer, s->n_head, s->n_embd, s->n_ff,
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
              mt_enum_name(&MT_INIT_SCHEMES, s->init));
-}
-
-static double activation_bytes(const void *cfg, int B, bool training) {
-    return mt_vit_activation_bytes(cfg, B, training);
-}
-
-static int row_units(const void *cfg) { return (void)cfg, 1; }
-
-static mt_status type_build_table(void *m, const void *cfg, mt_err *err) {
-    return build_table(m, cfg, err);
 }
 
 static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
@@ -414,38 +280,33 @@ static void meta_describe(const mt_model *m, char *buf, size_t len) {
     free(json);
 }
 
+/* ---- what ./infer does with it --------------------------------------------------------------- */
+
+static const mt_images *classify_images(const mt_model *m) { return &((const mt_vit *)m)->meta; }
+
+static mt_tensor *classify_logits(mt_ctx *c, const mt_model *m, const float *images, int B) {
+    return mt_vit_forward(c, (const mt_vit *)m, m->P, images, B);
+}
+
+static const mt_classify_ops CLASSIFY_OPS = {.images = classify_images, .logits = classify_logits};
+
 const mt_model_type mt_vit_type = {
     .name = "vit",
     .about = "an image classifier",
-    .data = "an image folder or idx files",
-    .data_file = false,
+    .task = &mt_image_task,
     .meta_key = "images",
-    .units = "images",
-    .unit = "img",
     .config_size = sizeof(mt_vit_config),
     .fields = &VIT_FIELDS,
     .config_default = config_default,
     .config_validate = config_validate,
     .config_describe = config_describe,
     .activation_bytes = activation_bytes,
-    .row_units = row_units,
     .size = sizeof(mt_vit),
-    .build_table = type_build_table,
+    .build_table = build_table,
     .free = type_free,
     .meta_to_json = meta_to_json,
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
-    .task_load = task_load,
-    .task_free = task_free,
-    .task_describe = task_describe,
-    .task_warning = task_warning,
-    .task_meta = task_meta,
-    .draw_batch = draw_batch,
-    .rows_loss = rows_loss,
-    .eval_count = eval_count,
-    .eval_draw = eval_draw,
-    .eval_rows = eval_rows,
-    .eval_concurrent = true,
-    .accuracy = true,
-    .probe = NULL,
+    .loss = loss,
+    .classify = &CLASSIFY_OPS,
 };

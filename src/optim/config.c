@@ -1,4 +1,5 @@
-/* Optimizer configuration: defaults, names, validation, and the learning-rate schedules. */
+/* Optimizer configuration: defaults, names, its field table (the flags of ./train), validation,
+ * and the learning-rate schedules. */
 #include <math.h>
 #include <string.h>
 
@@ -37,6 +38,42 @@ static const mt_enum_item DECAY_SCOPES[] = {
 const mt_enum MT_OPTIMS = MT_ENUM("optimizer", OPTIMS);
 const mt_enum MT_SCHEDULES = MT_ENUM("schedule", SCHEDULES);
 const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
+
+/* ---- fields ---------------------------------------------------------------------------------
+ * The numbers are doubles holding floats (MT_FIELD_FLOAT): a flag's value is the float it reads
+ * as, as when the flags were floats, so runs keep their bits. */
+
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(kind, ENUM, "optim", "optimizer", .of = &MT_OPTIMS),
+    F(sched.lr, FLOAT, "lr", "peak learning rate"),
+    F(sched.min_lr, FLOAT, "min_lr", "learning rate at the end of cosine and linear decays; -1: "
+      "lr / 10", .range = "-1.."),
+    F(sched.warmup, INT, "warmup", "linear warmup steps; -1: steps / 10, at most 100",
+      .range = "-1.."),
+    F(sched.warmup_init_lr, FLOAT, "warmup_init_lr", "learning rate at step 0 of the warmup"),
+    F(sched.kind, ENUM, "schedule", "learning-rate schedule after warmup", .of = &MT_SCHEDULES),
+    F(beta1, FLOAT, "beta1", "Adam beta1"),
+    F(beta2, FLOAT, "beta2", "Adam beta2"),
+    F(eps, FLOAT, "eps", "Adam epsilon"),
+    F(weight_decay, FLOAT, "weight_decay", "weight decay (decoupled for adamw)"),
+    F(decay_scope, ENUM, "decay_scope", "what weight decay reaches", .of = &MT_DECAY_SCOPES),
+    F(momentum, FLOAT, "momentum", "SGD momentum"),
+    F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum"),
+    F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
+};
+#undef F
+const mt_fields MT_OPTIM_FIELDS = MT_FIELDS_OF(FIELDS);
+
+void mt_optim_resolve(mt_optim_config *c, long steps) {
+    mt_schedule *s = &c->sched;
+    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR;
+    /* lr / 10 in float, as when the flags were floats; any other negative value reaches
+       validation, which refuses it */
+    if (s->min_lr == -1) s->min_lr = decays ? (float)s->lr / 10 : 0;
+    if (s->warmup < 0) s->warmup = steps / 10 < 100 ? steps / 10 : 100;
+}
 
 /* ---- validation ------------------------------------------------------------------------------
  * Comparisons are written so that NaN fails them. */

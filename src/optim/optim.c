@@ -259,3 +259,12 @@ double mt_optim_clip(mt_params *P, double max_norm) {
     if (coef != 1.0f) grads_store(&(mt_grads){&P->grad, 1}, P->total, coef);
     return norm;
 }
+
+int mt_params_first_nonfinite(const mt_params *P) {
+    for (int i = 0; i < P->n; i++) {
+        const float *g = P->grad + P->p[i].offset;
+        for (size_t j = 0; j < P->p[i].n; j++)
+            if (!isfinite(g[j])) return i;
+    }
+    return -1;
+}

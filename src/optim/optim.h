@@ -22,6 +22,7 @@
 #ifndef MT_OPTIM_H
 #define MT_OPTIM_H
 
+#include "../io/fields.h"
 #include "../tensor/tensor.h"
 
 typedef enum { MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW } mt_optim_kind;
@@ -68,6 +69,13 @@ mt_optim_config mt_optim_defaults(void);
    momentum; momentum and nesterov only with sgd; warmup >= 0 (>= 1 for invsqrt); cosine and
    linear need steps >= 1, warmup <= steps and min_lr <= lr; min_lr only with cosine and linear. */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
+
+/* The fields of the flags and config keys above (fields.h): ./train's options. Its numbers are
+   doubles that hold floats (what the flags read). */
+extern const mt_fields MT_OPTIM_FIELDS;
+/* The values the fields leave to the run: min_lr -1 is lr / 10 (computed in float) for cosine and
+   linear, else 0; a warmup < 0 is steps / 10, at most 100. Other values stay. */
+void mt_optim_resolve(mt_optim_config *c, long steps);
 
 /* The names of the enums' values (mt_enum_name, mt_enum_parse). */
 extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw" */
@@ -134,6 +142,8 @@ void mt_grads_sum(const mt_grads *G, size_t total);
 /* Clipping's factor for a gradient of norm `norm`: max_norm / (norm + 1e-6) when max_norm > 0,
    the norm is finite and that is < 1; otherwise 1 (nothing to scale). */
 float mt_optim_clip_coef(double norm, double max_norm);
+/* The first parameter whose gradient (P->grad) holds a NaN or an infinity, or -1. */
+int mt_params_first_nonfinite(const mt_params *P);
 /* As torch.nn.utils.clip_grad_norm_ on P->grad: every gradient scaled by
    mt_optim_clip_coef(its norm, max_norm). Returns the norm before clipping. A non-finite norm
    leaves the gradients alone (the caller stops the run). */

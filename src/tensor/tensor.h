@@ -25,6 +25,7 @@ typedef enum {
     MT_EIO,     /* a file could not be opened, read, written or renamed */
     MT_EFORMAT, /* a file's contents are malformed (checkpoint, token file, dataset) */
     MT_ENOMEM,  /* an allocation failed or would not fit */
+    MT_EDIVERGED, /* training stopped: a step's loss or gradient is not finite */
 } mt_status;
 
 typedef struct {

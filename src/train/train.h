@@ -47,6 +47,9 @@ void mt_dist_finalize(void);
 int mt_dist_rank(void);
 int mt_dist_size(void);
 int mt_dist_local_size(void); /* ranks on this machine */
+/* Under mpirun: a warning into buf when the ranks on this machine leave cores idle (mpirun binds
+   a rank to one core unless told otherwise) or oversubscribe them; false when there is none. */
+bool mt_dist_thread_warning(char *buf, size_t len);
 /* This rank's rows [lo, lo + n) of B: consecutive slices in rank order, n = B / size +- 1. */
 void mt_dist_slice(int B, int *lo, int *n);
 /* x (n) summed across ranks, in place. */
@@ -195,7 +198,36 @@ double mt_trainer_eval(mt_trainer *tr);
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
 void mt_trainer_free(mt_trainer *tr);
 
-/* The first parameter whose gradient holds a NaN or an infinity, or -1. */
-int mt_params_first_nonfinite(const mt_params *P);
+
+/* ---- the loop -------------------------------------------------------------------------------- */
+/* Where a run is, for the program's progress line: after each logged step. */
+typedef struct {
+    long step, steps, first; /* steps taken, the run's steps, the step it started from */
+    mt_step_stats st;        /* of the last step */
+    double ms;               /* the last step's time */
+    double t0, elapsed;      /* mt_clock() at the start; seconds since, at the log */
+    double units;            /* tokens (images, words) of a step's batch */
+    bool eval;               /* validated at this step: val and the metrics are set */
+    double val;              /* mean validation loss, NAN when not evaluated */
+    const double *metrics;   /* the type's metrics (tr->val_metrics), NAN when not evaluated */
+} mt_progress;
+
+typedef struct {
+    int eval_every; /* validation every N steps and at the end; 0: only at the end */
+    int save_every; /* checkpoint every N steps and at the end; 0: only at the end */
+    int log_every;  /* a metrics row (and on_log) every N steps, and at each evaluation */
+    mt_profile *profile; /* NULL, or where the training steps' ops are timed (not evaluations) */
+    /* After each step that updated (the diagnostics): a failure stops the run with it. */
+    mt_status (*after_step)(mt_trainer *tr, const mt_step_stats *st, void *arg, mt_err *err);
+    void (*on_log)(const mt_trainer *tr, const mt_progress *p, void *arg); /* the progress line */
+    void *arg;
+} mt_loop_cfg;
+
+/* Trains from tr->step to tr->cfg.steps: each step, then the diagnostics (after_step), the
+   evaluation and metrics row when due (<out>/metrics.csv, rank 0; a resumed run keeps the rows
+   up to its step), a checkpoint when due and at the end. A run already at its last step writes
+   its checkpoint again. A step whose loss or gradient is not finite stops the run with
+   MT_EDIVERGED naming the first non-finite gradient (nothing updated, the last checkpoint kept). */
+mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *cfg, mt_err *err);
 
 #endif

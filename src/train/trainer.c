@@ -1,6 +1,5 @@
 /* The training loop's pieces: setup, one step, evaluation, checkpoints, resume, for any model
    through its type (src/models/model.h). */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,23 +15,6 @@
 
 /* The most rows of a batch of B one rank computes. */
 static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
-
-/* mkdir -p */
-static mt_status make_dirs(const char *path, mt_err *err) {
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p) continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mt_errorf(err, MT_EIO, "%s: cannot create the directory: %s", buf,
-                             strerror(errno));
-        if (!(*p = c)) break;
-    }
-    return MT_OK;
-}
 
 /* A run in out that is not the one asked for (other options) is refused without --resume: its
    checkpoint would be overwritten. The same options start the run over. */
@@ -132,10 +114,10 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     void *mc = malloc(type->config_size);
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
-    mt_status s = type->task_load(&tr->task, &cfg->data, mc, err);
+    mt_status s = type->task->load(&tr->task, &cfg->data, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     free(mc);
-    char *meta = s == MT_OK ? type->task_meta(tr->task) : NULL;
+    char *meta = s == MT_OK ? type->task->meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
     free(meta);
     if (s != MT_OK) return s;
@@ -176,21 +158,21 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     c.precision = cfg->precision;
     c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
-    type->draw_batch(tr->task, &r, lo, n);
-    mt_tensor *loss = type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
+    type->task->draw_batch(tr->task, &r, lo, n);
+    mt_tensor *loss = type->task->rows_loss(&c, tr->model, tr->P, tr->task, lo,
                                       tr->slice_rows < n ? tr->slice_rows : n);
     float one = 1;
     mt_backward_from(&c, loss, &one);
     mt_params_zero_grad(tr->P);
-    if (type->eval_count(tr->task) > 0) {
-        int eval_lo, eval_n, rows = type->eval_draw(tr->task, 0);
+    if (type->task->eval_count(tr->task) > 0) {
+        int eval_lo, eval_n, rows = type->task->eval_draw(tr->task, 0);
         mt_dist_slice(rows, &eval_lo, &eval_n);
-        double sums[2] = {0, 0};
+        mt_eval_sums sums = {0};
         mt_ctx_reset(&c);
         c.training = c.grad_enabled = false;
         if (eval_n > 0)
-            type->eval_rows(&c, tr->model, tr->task, eval_lo,
-                            tr->slice_rows < eval_n ? tr->slice_rows : eval_n, sums);
+            type->task->eval_rows(&c, tr->model, tr->task, eval_lo,
+                                  tr->slice_rows < eval_n ? tr->slice_rows : eval_n, &sums);
     }
     memcpy(tr->P->data, saved, tr->P->total * sizeof *saved);
     size_t need = c.arena.peak;
@@ -233,10 +215,10 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_status s;
     struct stat sb;
     const char *data = cfg->data.path;
-    if (!cfg->model->data_file && stat(data, &sb) != 0) /* a file or a directory */
+    if (!cfg->model->task->data_file && stat(data, &sb) != 0) /* a file or a directory */
         return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected %s (--model %s)", data,
-                         strerror(errno), cfg->model->data, cfg->model->name);
-    if ((cfg->model->data_file && (s = mt_file_check("--data", data, err)) != MT_OK) ||
+                         strerror(errno), cfg->model->task->data, cfg->model->name);
+    if ((cfg->model->task->data_file && (s = mt_file_check("--data", data, err)) != MT_OK) ||
         (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
         (!cfg->resume &&
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
@@ -268,37 +250,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if ((s = mt_dist_grads_init(&tr->dist, tr->P, cfg->bucket_floats ? cfg->bucket_floats : 1 << 18,
                                 err)) != MT_OK)
         goto fail;
-    if ((s = make_dirs(cfg->out, err)) != MT_OK) goto fail;
+    if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
     mt_trainer_free(tr);
     return s;
-}
-
-/* The first key whose value differs between two JSON objects, into msg. */
-static bool json_same(const char *a, const char *b, char *msg, size_t len) {
-    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
-    bool same = x && y;
-    const cJSON *kx;
-    cJSON_ArrayForEach(kx, x) {
-        const cJSON *ky = cJSON_GetObjectItemCaseSensitive(y, kx->string);
-        if (!ky || !cJSON_Compare(kx, ky, true)) {
-            char *vx = cJSON_PrintUnformatted(kx), *vy = ky ? cJSON_PrintUnformatted(ky) : NULL;
-            snprintf(msg, len, "%s is %s in the checkpoint, %s now", kx->string, vx,
-                     vy ? vy : "absent");
-            free(vx);
-            free(vy);
-            same = false;
-            break;
-        }
-    }
-    if (same && cJSON_GetArraySize(x) != cJSON_GetArraySize(y)) {
-        snprintf(msg, len, "the checkpoint has fewer keys");
-        same = false;
-    }
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return same;
 }
 
 /* The checkpoint's model into the trainer's, which must be the same model (config) trained on the
@@ -314,7 +270,7 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     if (saved->type != type)
         s = mt_errorf(err, MT_EINVAL, "%s holds a %s model, not a %s: a resumed run keeps its "
                       "model", tr->model_path, saved->type->name, type->name);
-    else if (!json_same(a, b, diff, sizeof diff))
+    else if (!mt_json_same(a, b, diff, sizeof diff))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: a resumed run keeps its model, but the model options differ: %s",
                       tr->model_path, diff);
@@ -363,19 +319,11 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     return s;
 }
 
-int mt_params_first_nonfinite(const mt_params *P) {
-    for (int i = 0; i < P->n; i++) {
-        const float *g = P->grad + P->p[i].offset;
-        for (size_t j = 0; j < P->p[i].n; j++)
-            if (!isfinite(g[j])) return i;
-    }
-    return -1;
-}
 
 /* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
 static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
     mt_trainer *tr = arg;
-    return tr->model->type->rows_loss(c, tr->model, P, tr->task, lo, n);
+    return tr->model->type->task->rows_loss(c, tr->model, P, tr->task, lo, n);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
@@ -386,7 +334,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
     int lo, n;
     mt_dist_slice(tr->cfg.batch, &lo, &n);
-    tr->model->type->draw_batch(tr->task, &tr->sampler.rng, lo, n);
+    tr->model->type->task->draw_batch(tr->task, &tr->sampler.rng, lo, n);
     mt_grads G = {&tr->P->grad, 1};
     if (mt_dist_size() > 1) {
         /* Each rank draws its own dropout masks, from a stream derived from the shared one,
@@ -426,55 +374,73 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
 
 /* One evaluation batch's rows [lo, lo + n) in slices of a replica's rows (the arenas are sized
    for those): slice s into part[s], evaluated by mt_replicas_run. */
-enum { EVAL_SUMS = 2 + 2 * MT_EVAL_METRICS }; /* loss over rows, rows right, metrics' two terms */
 typedef struct {
     mt_trainer *tr;
     int lo, n, first; /* the batch's rows, the first slice of this round */
-    double (*part)[EVAL_SUMS];
+    mt_eval_sums *part;
 } eval_batch;
 
 static void eval_slice(mt_ctx *c, int s, void *arg) {
     eval_batch *b = arg;
     int at = b->lo + (b->first + s) * b->tr->slice_rows, end = b->lo + b->n;
     mt_ctx_reset(c);
-    memset(b->part[s], 0, sizeof b->part[s]);
-    b->tr->model->type->eval_rows(c, b->tr->model, b->tr->task, at,
-                                  end - at < b->tr->slice_rows ? end - at : b->tr->slice_rows,
-                                  b->part[s]);
+    b->part[s] = (mt_eval_sums){0};
+    b->tr->model->type->task->eval_rows(c, b->tr->model, b->tr->task, at,
+                                        end - at < b->tr->slice_rows ? end - at
+                                                                     : b->tr->slice_rows,
+                                        &b->part[s]);
 }
 
-double mt_trainer_eval(mt_trainer *tr) {
-    const mt_model_type *type = tr->model->type;
-    mt_ctx *c = &tr->ctx;
-    c->training = false;
-    c->grad_enabled = false;
-    double sums[EVAL_SUMS] = {0}, rows_all = 0;
-    double part[tr->replicas.n][EVAL_SUMS];
-    int batches = type->eval_count(tr->task), nm = mt_model_metric_count(type);
+/* a += b, term by term */
+static void eval_sums_add(mt_eval_sums *a, const mt_eval_sums *b) {
+    a->loss += b->loss;
+    a->right += b->right;
+    for (int k = 0; k < MT_EVAL_METRICS; k++)
+        a->metric[k][0] += b->metric[k][0], a->metric[k][1] += b->metric[k][1];
+}
+
+/* The sums of every evaluation batch's rows of this rank, added slice by slice in order (the
+   sums a serial evaluation adds, in its order); the rows of the batches in rows_all. */
+static mt_eval_sums eval_batches(mt_trainer *tr, double *rows_all) {
+    const mt_task_type *task = tr->model->type->task;
+    mt_eval_sums sums = {0}, part[tr->replicas.n];
+    int batches = task->eval_count(tr->task);
     for (int i = 0; i < batches; i++) {
-        eval_batch b = {tr, 0, 0, 0, part};
-        int rows = type->eval_draw(tr->task, i);
+        eval_batch b = {.tr = tr, .part = part};
+        int rows = task->eval_draw(tr->task, i);
         mt_dist_slice(rows, &b.lo, &b.n);
-        rows_all += rows;
+        *rows_all += rows;
         /* rounds of as many slices as replicas (a training batch's rows make one round) */
         int slices = (b.n + tr->slice_rows - 1) / tr->slice_rows;
         for (; b.first < slices; b.first += tr->replicas.n) {
             int k = slices - b.first < tr->replicas.n ? slices - b.first : tr->replicas.n;
-            if (type->eval_concurrent) mt_replicas_run(&tr->replicas, c, k, eval_slice, &b);
+            if (task->eval_concurrent) mt_replicas_run(&tr->replicas, &tr->ctx, k, eval_slice, &b);
             else
-                for (int s = 0; s < k; s++) eval_slice(c, s, &b);
-            /* in slice order: the sums a serial evaluation adds, in its order */
-            for (int s = 0; s < k; s++)
-                for (int j = 0; j < EVAL_SUMS; j++) sums[j] += part[s][j];
+                for (int s = 0; s < k; s++) eval_slice(&tr->ctx, s, &b);
+            for (int s = 0; s < k; s++) eval_sums_add(&sums, &part[s]);
         }
     }
-    mt_dist_sum(sums, 2 + 2 * nm);
+    return sums;
+}
+
+double mt_trainer_eval(mt_trainer *tr) {
+    const mt_task_type *task = tr->model->type->task;
+    mt_ctx *c = &tr->ctx;
+    c->training = false;
+    c->grad_enabled = false;
+    double rows_all = 0;
+    mt_eval_sums sums = eval_batches(tr, &rows_all);
+    int nm = mt_task_metric_count(task);
+    /* across ranks: the loss, the rows right and the metrics' terms, as one array */
+    double all[2 + 2 * MT_EVAL_METRICS] = {sums.loss, sums.right};
+    for (int k = 0; k < nm; k++) all[2 + 2 * k] = sums.metric[k][0], all[3 + 2 * k] = sums.metric[k][1];
+    mt_dist_sum(all, 2 + 2 * nm);
     c->training = true;
     c->grad_enabled = true;
-    tr->val_accuracy = rows_all > 0 ? sums[1] / rows_all : NAN;
+    tr->val_accuracy = rows_all > 0 ? all[1] / rows_all : NAN;
     for (int k = 0; k < nm; k++)
-        tr->val_metrics[k] = sums[3 + 2 * k] > 0 ? sums[2 + 2 * k] / sums[3 + 2 * k] : NAN;
-    return rows_all > 0 ? sums[0] / rows_all : NAN;
+        tr->val_metrics[k] = all[3 + 2 * k] > 0 ? all[2 + 2 * k] / all[3 + 2 * k] : NAN;
+    return rows_all > 0 ? all[0] / rows_all : NAN;
 }
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
@@ -488,7 +454,7 @@ mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
 }
 
 void mt_trainer_free(mt_trainer *tr) {
-    if (tr->task) tr->task->type->task_free(tr->task);
+    if (tr->task) tr->task->type->free(tr->task);
     mt_model_free(tr->model);
     mt_optim_free(&tr->opt);
     mt_ctx_free(&tr->ctx);

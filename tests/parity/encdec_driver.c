@@ -34,10 +34,10 @@ int main(int argc, char **argv) {
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
     mt_tensor *loss =
-        mt_encdec_loss(&c, m, src, len, S, tgt, targets, B, T, m->cfg.stack.label_smoothing);
+        mt_encdec_loss(&c, m, &m->P, src, len, S, tgt, targets, B, T, m->cfg.stack.label_smoothing);
     mt_backward(&c, loss);
     c.grad_enabled = false;
-    mt_tensor *logits = mt_encdec_forward(&c, m, src, len, S, tgt, B, T);
+    mt_tensor *logits = mt_encdec_forward(&c, m, &m->P, src, len, S, tgt, B, T);
     mt_st_item *items = calloc((size_t)m->P.n + 2, sizeof *items);
     char(*names)[128] = calloc((size_t)m->P.n, sizeof *names);
     int n = 0;

@@ -31,12 +31,12 @@ int main(int argc, char **argv) {
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
     c.training = true;
-    mt_tensor *logits = mt_vit_forward(&c, m, ti->data, B);
+    mt_tensor *logits = mt_vit_forward(&c, m, &m->P, ti->data, B);
     mt_tensor *loss = mt_cross_entropy(&c, logits, labels, -1, m->cfg.stack.label_smoothing);
     mt_backward(&c, loss);
     c.training = false;
     c.grad_enabled = false;
-    mt_tensor *logits_eval = mt_vit_forward(&c, m, ti->data, B);
+    mt_tensor *logits_eval = mt_vit_forward(&c, m, &m->P, ti->data, B);
 
     mt_st_item *items = calloc((size_t)m->P.n + 3, sizeof *items);
     char(*names)[128] = calloc((size_t)m->P.n, sizeof *names);

@@ -1,0 +1,423 @@
+"""What the study scripts share: running ./train (and ./infer) with a log, reading what ./train
+writes into typed rows, the run labels of the depth studies, and gnuplot.
+
+./train --out DIR writes (src/io/metrics.c, src/diag/diag.c):
+  metrics.csv      step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s[,val_<metric>...], a
+                   row per logged step; val_* cells are empty on a row without an evaluation.
+                   An older file has no elapsed_s; a resumed one has it empty on its old rows.
+  diag_grad.csv    step,layer,attn_norm,attn,ffn_norm,ffn,total: each block's gradient norm after
+                   `step` updates, and a layer -1 row (the parameters outside the blocks: only
+                   its total is filled).
+  diag_update.csv  step,update: DeepNet's model update on a fixed batch.
+  diag_resid.csv   step,layer,norm: the residual stream entering block `layer` (n_layer: after
+                   the last block).
+read_metrics, read_grad, read_update and read_resid return them as rows of typed fields: int
+step and layer, float values, None for an empty cell or a column the file lacks. A last line
+without its newline (a file being written) is left out.
+
+Python 3 standard library; gnuplot for the plots.
+"""
+import csv
+import math
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# OpenMP threads wait passively at barriers unless the caller's environment says otherwise: on a
+# machine shared with other work a spinning thread costs more than the work it waits for.
+ENV = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+def flags(options):
+    """./train's argv from a dict, in its order: {"n-layer": 4, "--untie": True, "tied": False,
+    "init": None} -> ["--n-layer", "4", "--untie", "--tied=false"] (None: left out)."""
+    out = []
+    for name, value in options.items():
+        flag = name if name.startswith("--") else "--" + name
+        if value is None:
+            continue
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append(flag + "=false")
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def build(*targets):
+    """make -s TARGETS in the repository (the programs the script runs, up to date)."""
+    subprocess.check_call(["make", "-s", *targets], cwd=ROOT)
+
+
+@dataclass
+class Result:
+    """A finished command: its exit status (-signal when killed), wall and CPU seconds (its own
+    user + system time, whatever the load), the load average before and after."""
+    rc: int
+    wall: float
+    cpu: float
+    load: tuple
+    timed_out: bool
+    log: str
+
+    def text(self):
+        with open(self.log) as f:
+            return f.read()
+
+
+def run(cmd, log, timeout=None, env=ENV, cwd=None):
+    """Runs cmd with stdout and stderr into the file log (created, with its directory); kills it
+    after timeout seconds (None: no limit). Returns a Result."""
+    os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+    load0, t0 = os.getloadavg()[0], time.time()
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        timed_out = False
+        while True:  # wait4 for the child's own CPU time; polled to honour the timeout
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG if timeout else 0)
+            if pid:
+                break
+            if time.time() - t0 > timeout:
+                p.kill()
+                timed_out = True
+                _, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.05)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return Result(p.returncode, time.time() - t0, usage.ru_utime + usage.ru_stime,
+                  (load0, os.getloadavg()[0]), timed_out, log)
+
+
+def scores(cmd, env=ENV, cwd=None):
+    """Runs a program that ends with a key=value line (./infer --score, --score-file) and returns
+    that line's values: floats, or text where a value is not a number."""
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env,
+                         cwd=cwd).stdout
+    line = [l for l in out.splitlines() if "=" in l][-1]
+    values = {}
+    for kv in line.split():
+        k, v = kv.split("=", 1)
+        try:
+            values[k] = float(v)
+        except ValueError:
+            values[k] = v
+    return values
+
+
+# ---- numbers and files -----------------------------------------------------------------------
+
+def num(s):
+    """A cell as a float: NaN when empty or not a number (the scripts' own summary files)."""
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_csv(path):
+    """A CSV file's rows as dicts of text; [] when the file does not exist."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def copy_columns(src, dst, columns, keep=None):
+    """dst: the columns of the CSV file src (one ./train writes), as written (no number is
+    reformatted). columns maps a column of dst to the column of src it copies ("wer":
+    "val_wer"), or is a list of names kept as they are; keep(row) (the row of text cells)
+    selects rows. A cell src lacks is empty."""
+    if not isinstance(columns, dict):
+        columns = {c: c for c in columns}
+    rows = csv.DictReader(complete_lines(src))
+    with open(dst, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(list(columns))
+        w.writerows([r.get(c, "") for c in columns.values()] for r in rows
+                    if keep is None or keep(r))
+
+
+def finite(rows):
+    """The (x, y) pairs of rows whose both values are finite numbers (not None)."""
+    return [(x, y) for x, y in rows
+            if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+
+
+# ---- ./train's files -------------------------------------------------------------------------
+
+@dataclass
+class Metrics:
+    """A row of metrics.csv. val: the val_<metric> columns by metric ("wer"); text: the cells as
+    written (to copy a value exactly)."""
+    step: int
+    loss: Optional[float]
+    val_loss: Optional[float]
+    lr: Optional[float]
+    grad_norm: Optional[float]
+    ms: Optional[float]
+    tok_per_s: Optional[float]
+    elapsed_s: Optional[float]
+    val: Dict[str, Optional[float]] = field(default_factory=dict)
+    text: Dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class GradRow:
+    """A row of diag_grad.csv; layer -1 (the parameters outside the blocks) has total only."""
+    step: int
+    layer: int
+    attn_norm: Optional[float]
+    attn: Optional[float]
+    ffn_norm: Optional[float]
+    ffn: Optional[float]
+    total: Optional[float]
+
+
+@dataclass
+class UpdateRow:
+    step: int
+    update: Optional[float]
+
+
+@dataclass
+class ResidRow:
+    step: int
+    layer: int
+    norm: Optional[float]
+
+
+INT_COLUMNS = ("step", "layer")
+
+
+def parse_rows(lines, source, kind):
+    """The rows of CSV lines (the header first) as kind's dataclass: every field of kind from the
+    column of its name (int for step and layer, float otherwise, None when empty or absent);
+    Metrics also gets the val_<metric> columns and the text. A malformed cell is a ValueError
+    naming source, its line and column; a file without a step column is one too."""
+    rows = list(csv.reader(lines))
+    if not rows:
+        return []
+    head = rows[0]
+    if "step" not in head:
+        raise ValueError("%s: no step column in its header %s" % (source, ",".join(head)))
+    names = [f for f in kind.__dataclass_fields__ if f not in ("val", "text")]
+    out = []
+    for n, cells in enumerate(rows[1:], 2):
+        cell = dict(zip(head, cells))
+        values = {}
+        for name in names + [h for h in head if kind is Metrics and h.startswith("val_")
+                             and h != "val_loss"]:
+            s = cell.get(name, "")
+            try:
+                values[name] = None if s == "" else int(s) if name in INT_COLUMNS else float(s)
+            except ValueError:
+                raise ValueError("%s:%d: column %s: %r is not a number" % (source, n, name, s))
+        if values.get("step") is None:
+            raise ValueError("%s:%d: no step" % (source, n))
+        row = kind(**{k: values[k] for k in names})
+        if kind is Metrics:
+            row.val = {k[4:]: v for k, v in values.items() if k.startswith("val_")
+                       and k != "val_loss"}
+            row.text = cell
+        out.append(row)
+    return out
+
+
+def complete_lines(path):
+    """The lines of a file ./train writes, without a last line still being written (no newline
+    yet); [] when the file does not exist."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        text = f.read()
+    lines = text.splitlines()
+    return lines[:-1] if text and not text.endswith("\n") else lines
+
+
+def read_rows(path, kind):
+    """parse_rows of a file ./train writes; [] when it does not exist."""
+    return parse_rows(complete_lines(path), path, kind)
+
+
+def read_metrics(path):
+    return read_rows(path, Metrics)
+
+
+def parse_metrics(lines, source="<metrics>"):
+    """Metrics rows of metrics.csv lines (the header first)."""
+    return parse_rows(lines, source, Metrics)
+
+
+def read_grad(path):
+    return read_rows(path, GradRow)
+
+
+def read_update(path):
+    return read_rows(path, UpdateRow)
+
+
+def read_resid(path):
+    return read_rows(path, ResidRow)
+
+
+def evals(metrics):
+    """The rows with an evaluation (a validation loss)."""
+    return [r for r in metrics if r.val_loss is not None]
+
+
+def final_val(metrics):
+    """The last validation loss, NaN when there is none."""
+    e = evals(metrics)
+    return e[-1].val_loss if e else math.nan
+
+
+class RunDir:
+    """What ./train --out path wrote: metrics, grad, update, resid (lists of rows; empty when the
+    file is absent)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.metrics = read_metrics(os.path.join(path, "metrics.csv"))
+        self.grad = read_grad(os.path.join(path, "diag_grad.csv"))
+        self.update = read_update(os.path.join(path, "diag_update.csv"))
+        self.resid = read_resid(os.path.join(path, "diag_resid.csv"))
+
+
+# ---- the log ---------------------------------------------------------------------------------
+
+def log_field(text, key):
+    """The rest of the first log line that starts with key and spaces ("data", "model",
+    "train"), or None."""
+    m = re.search(r"^%s\s+(.*)$" % re.escape(key), text, re.M)
+    return m.group(1) if m else None
+
+
+def diverged_at(text):
+    """The step whose loss was not finite, from ./train's message ("train: step 12: the loss is
+    nan ..."), or None."""
+    m = re.search(r"step (\d+): the loss is", text)
+    return int(m.group(1)) if m else None
+
+
+PROGRESS = re.compile(r"^\r?step\s+(\d+)/\d+ .*?\| val (.*)$", re.M)
+
+
+def progress_evals(text):
+    """(step, {"val": loss, "acc": accuracy, metric: value...}) of the progress lines with an
+    evaluation. For what metrics.csv does not hold: a model's accuracy (./train prints it, the
+    file has no column for it)."""
+    out = []
+    for step, rest in PROGRESS.findall(text):
+        words = ("val " + rest).split()
+        out.append((int(step), {k: float(v) for k, v in zip(words[::2], words[1::2])}))
+    return out
+
+
+# ---- labels ----------------------------------------------------------------------------------
+
+STALL_MARGIN = 0.1
+DATA = "data/tinyshakespeare.txt"
+VAL_FRACTION = 0.1  # ./train's default: the last tenth of the bytes
+
+
+def byte_entropy(path=DATA, val_fraction=VAL_FRACTION):
+    """Entropy (nats) of the byte distribution of the validation split, the loss of a model
+    that predicts the byte frequencies and ignores the context (mt_tokens_split's split)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    val = data[len(data) - int(len(data) * val_fraction):]
+    counts = [0] * 256
+    for b in val:
+        counts[b] += 1
+    n = len(val)
+    return -sum(c / n * math.log(c / n) for c in counts if c)
+
+
+def label(returncode, metrics, entropy, log=""):
+    """'diverged' (non-finite loss: ./train exits 1 saying so, or a non-finite value in the
+    metrics), 'stalled' (final validation loss >= entropy - STALL_MARGIN), 'failed' (any other
+    error, or no evaluation), 'trained'. metrics: Metrics rows."""
+    losses = [r.loss for r in metrics] + [r.val_loss for r in evals(metrics)]
+    nonfinite = any(x is None or not math.isfinite(x) for x in losses)
+    if returncode != 0:
+        return "diverged" if nonfinite or "the loss is" in log else "failed"
+    if nonfinite:
+        return "diverged"
+    if not evals(metrics):
+        return "failed"
+    return "stalled" if final_val(metrics) >= entropy - STALL_MARGIN else "trained"
+
+
+def cpu_model():
+    """/proc/cpuinfo's first model name, "?" without one."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+# ---- documents and plots ---------------------------------------------------------------------
+
+def with_notes(page, generated):
+    """The generated text followed by the hand-written part, page's .notes.md (if any)."""
+    notes = page.replace(".md", ".notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            generated += "\n" + f.read()
+    return generated
+
+
+def gnuplot(script, path):
+    """Runs a gnuplot script (kept beside path while it runs)."""
+    with open(path + ".gp", "w") as f:
+        f.write(script)
+    subprocess.run(["gnuplot", path + ".gp"], check=True)
+    os.remove(path + ".gp")
+
+
+def header(png, title, xlabel, ylabel, extra="", size="760,460"):
+    """A plot's settings: the PNG, its title and axis labels, a grid, the key top right."""
+    return ("set terminal pngcairo size %s font 'DejaVu Sans,10'\nset output '%s'\n"
+            "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\nset grid\n"
+            "set key top right box opaque font ',9' samplen 2\n%s\n"
+            % (size, png, title, xlabel, ylabel, extra))
+
+
+def write_dat(path, rows):
+    """gnuplot's data: a line per row, floats in %.9g."""
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(" ".join("%.9g" % x if isinstance(x, float) else str(x) for x in r) + "\n")
+
+
+def plot_lines(png, title, ylabel, lines, extra="", widths=None):
+    """A wide figure against step, its key outside: lines are (title, color, dash, style,
+    points), style "l" or "lp", drawn with widths[style] (line width, point type)."""
+    widths = widths or {"l": "lw 2", "lp": "lw 2 pt 7"}
+    tmp = png + ".d"
+    os.makedirs(tmp, exist_ok=True)
+    plots = []
+    for i, (t, color, dash, style, pts) in enumerate(lines):
+        if not pts:
+            continue
+        f = os.path.join(tmp, "%d" % i)
+        write_dat(f, pts)
+        plots.append("'%s' w %s lc rgb '%s' dt %d %s title '%s'"
+                     % (f, style, color, dash, widths[style], t))
+    if plots:
+        gnuplot(header(png, title, "step", ylabel, extra + "\nset key outside right top",
+                       size="1000,480") + "plot " + ", \\\n  ".join(plots) + "\n", png)
+    for f in os.listdir(tmp):
+        os.remove(os.path.join(tmp, f))
+    os.rmdir(tmp)

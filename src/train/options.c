@@ -1,0 +1,278 @@
+/* ./train's options (options.h): their tables, defaults, layering and help. */
+#include "options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const mt_enum_item BAD_IMAGES[] = {{"skip", "and list them"}, {"reject", "stop"}};
+static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field DATA[] = {
+    F(path, STR, "data", "training text (UTF-8 for char) or token file FILE.bin; images: an image "
+      "folder (a subdirectory per class) or MNIST-format idx files"),
+    F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS),
+    F(vocab_size, INT, "vocab_size", "bpe: the vocabulary learnt from the training part (the 256 "
+      "bytes and the merges)", .range = "257..65536"),
+    F(val_fraction, FLOAT, "val_fraction", "last part of the data held out for validation (text: "
+      "of its bytes; images: a random part, unless the data has a test part)"),
+    F(image_size, INT, "image_size", "images resized to N x N; 0: the data's size", .range = "0.."),
+    F(channels, INT, "channels", "images: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's",
+      .range = "0..4"),
+    F(resize, BOOL, "resize", "images: one of another size is bad instead of resized",
+      .flag = "no_resize"),
+    F(bad_images, ENUM, "bad_images", "unreadable or mismatched images are skipped (and listed) "
+      "or stop the run", .of = &MT_BAD_IMAGES),
+    F(classes, STR, "classes", "images: class names, one per line (idx data; default: "
+      "classes.txt beside it)"),
+};
+#undef F
+static const mt_fields DATA_FIELDS = MT_FIELDS_OF(DATA);
+
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_diag_cfg, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field DIAG[] = {
+    F(grad_every, INT, "diag_grad_every", "per-sublayer gradient norms every N steps from init to "
+      "diag_grad.csv; 0: off", .range = "0.."),
+    F(update_steps, INT, "diag_update_steps", "model update ||F(x,theta_t) - F(x,theta_0)|| for "
+      "steps 0..N to diag_update.csv; 0: off", .range = "0.."),
+    F(resid_every, INT, "diag_resid_every", "residual-stream norm entering each block every N "
+      "steps to diag_resid.csv; 0: off", .range = "0.."),
+    F(batch, INT, "diag_batch", "rows of the fixed held-out batch of the diagnostics; 0: min(4, "
+      "batch)", .range = "0.."),
+};
+#undef F
+static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
+
+#define F(member, TYPE, key, help, ...) \
+    MT_FIELD(mt_train_options, member, TYPE, key, help, __VA_ARGS__)
+static const mt_field TRAIN[] = {
+    F(model, STR, "model", "the model (listed below)"),
+    F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
+    F(prepare, STR, "prepare", "write --data as a token file FILE.bin and exit",
+      .flags = MT_FIELD_CLI),
+    F(out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
+    F(config, STR, "config", "config file of key = value lines (flags override it)",
+      .flags = MT_FIELD_CLI),
+    F(resume, BOOL, "resume", "continue the run in --out (its options, then the config, then "
+      "flags)", .flags = MT_FIELD_CLI),
+    F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
+    F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
+    F(replicas, INT, "replicas", "threads that each run a slice of every batch (data parallel: no "
+      "fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI "
+      "ranks); 1: every op split across the threads", .range = "0..1024"),
+    F(precision, ENUM, "precision", "number format of the linear layers' matrix products (bf16: "
+      "docs/performance.md)", .of = &MT_PRECISIONS),
+    F(steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
+    F(batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
+    F(optim, TABLE, "optim", NULL, .of = &MT_OPTIM_FIELDS),
+    F(eval_every, INT, "eval_every", "validation every N steps (and at the end); 0: only at the "
+      "end", .range = "0.."),
+    F(eval_batches, INT, "eval_batches", "text: validation batches (the same ones each time); "
+      "encdec: at most this many batches of validation words", .range = "1.."),
+    F(save_every, INT, "save_every", "checkpoint every N steps (and at the end); 0: only at the "
+      "end", .range = "0.."),
+    F(log_every, INT, "log_every", "progress and a metrics row every N steps", .range = "1.."),
+    F(diag, TABLE, "diag", NULL, .of = &DIAG_FIELDS),
+    F(profile, BOOL, "profile", "time per op of the training steps (forward, backward, share), "
+      "printed at the end", .flags = MT_FIELD_CLI),
+    F(arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
+    F(bucket_kb, INT, "bucket_kb", "MPI: gradients are summed across ranks in buckets of this "
+      "many KiB, each sent once the backward pass has finished it", .range = "1.."),
+    F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
+};
+#undef F
+static const mt_fields TRAIN_FIELDS = MT_FIELDS_OF(TRAIN);
+
+/* The defaults: a tiny GPT on tiny Shakespeare in a minute (configs/tiny-gpt.ini). The optimizer's
+   numbers are floats' values (MT_OPTIM_FIELDS). */
+static mt_train_options defaults(void) {
+    mt_optim_config oc = mt_optim_defaults();
+    oc.kind = MT_OPTIM_ADAMW, oc.decay_scope = MT_DECAY_MATRICES;
+    oc.beta1 = 0.9f, oc.beta2 = 0.99f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.clip = 1.0f;
+    oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f, .min_lr = -1, .warmup = -1};
+    mt_train_options o = {
+        .data = {.path = "data/tinyshakespeare.txt", .tokenizer = MT_TOK_BYTE, .vocab_size = 4096,
+                 .val_fraction = 0.1f, .resize = true, .bad_images = 0 /* skip */},
+        .out = "out", .seed = 1337, .steps = 1000, .batch = 32, .optim = oc,
+        .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10,
+        .bucket_kb = 1024,
+    };
+    snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
+    return o;
+}
+
+/* ---- the sets of fields ---------------------------------------------------------------------- */
+
+/* The block stack inside a model's config (which every config holds). */
+static mt_fieldset stack_of(const mt_model_type *t, void *cfg) {
+    for (int i = 0; i < t->fields->n; i++)
+        if (t->fields->f[i].of == &MT_STACK_FIELDS)
+            return (mt_fieldset){&MT_STACK_FIELDS, (char *)cfg + t->fields->f[i].off};
+    MT_ASSERT(0, "model %s: its fields hold no block stack", t->name);
+}
+
+/* Every model's config at its defaults, for the first reading, when --model is not known yet:
+   the training options, the stack (the first model's), every model's own fields. */
+typedef struct {
+    mt_train_options o;
+    int n_types;
+    void **cfg;
+    mt_fieldset *sets; /* (2 + n_types) */
+} all_models;
+
+static void all_init(all_models *a) {
+    for (a->n_types = 0; mt_model_types[a->n_types]; a->n_types++) {}
+    a->cfg = calloc((size_t)a->n_types, sizeof *a->cfg);
+    a->sets = calloc((size_t)a->n_types + 2, sizeof *a->sets);
+    MT_ASSERT(a->cfg && a->sets, "train: out of memory");
+    a->o = defaults();
+    a->sets[0] = (mt_fieldset){&TRAIN_FIELDS, &a->o};
+    for (int i = 0; i < a->n_types; i++) {
+        const mt_model_type *t = mt_model_types[i];
+        a->cfg[i] = malloc(t->config_size);
+        MT_ASSERT(a->cfg[i], "train: out of memory");
+        t->config_default(a->cfg[i]);
+        a->sets[2 + i] = (mt_fieldset){t->fields, a->cfg[i]};
+    }
+    a->sets[1] = stack_of(mt_model_types[0], a->cfg[0]);
+}
+
+static void all_free(all_models *a) {
+    for (int i = 0; i < a->n_types; i++) free(a->cfg[i]);
+    free(a->cfg);
+    free(a->sets);
+}
+
+/* The settings of the layers: saved (a resumed run's), the config file, the flags. */
+typedef struct {
+    mt_settings saved, file, flags;
+} layers;
+
+static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, mt_err *err) {
+    mt_status s = mt_settings_apply(&L->saved, sets, n, err);
+    if (s == MT_OK) s = mt_settings_apply(&L->file, sets, n, err);
+    if (s == MT_OK) s = mt_settings_apply(&L->flags, sets, n, err);
+    return s;
+}
+
+/* The options of <out>/model.safetensors into *text (malloc'd). */
+static mt_status read_saved(const char *out, char **text, mt_err *err) {
+    char path[MT_FIELD_STR_MAX + 32];
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    if (access(path, F_OK) != 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "--resume: no checkpoint %s (--out names the run to continue)", path);
+    mt_status s = mt_file_check("--resume", path, err);
+    mt_safetensors st;
+    if (s == MT_OK) s = mt_st_load(path, &st, err);
+    if (s != MT_OK) return s;
+    const char *saved = mt_st_meta(&st, "options");
+    if (saved) *text = strdup(saved);
+    mt_st_free(&st);
+    if (!saved)
+        return mt_errorf(err, MT_EINVAL,
+                         "the checkpoint has no saved options: was it written by ./train?");
+    MT_ASSERT(*text, "train: out of memory");
+    return MT_OK;
+}
+
+/* The layers as every model's fields read them (each setting checked), and the model they
+   name. With --help only the flags and the config file. */
+static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt_err *err) {
+    mt_fieldset *sets = a->sets;
+    int n = 2 + a->n_types;
+    mt_status s = mt_fieldset_parse_args(sets, n, argc, argv, &L->flags, err);
+    if (s == MT_OK && a->o.config[0] &&
+        (s = mt_fieldset_read_ini(sets, n, a->o.config, &L->file, err)) == MT_EIO)
+        s = err->status = MT_EINVAL; /* a config file that cannot be read: a usage error */
+    a->o = defaults();
+    if (s == MT_OK) s = apply_layers(L, sets, n, err);
+    if (s != MT_OK || a->o.help || !a->o.resume) return s;
+    char *text = NULL;
+    if ((s = read_saved(a->o.out, &text, err)) == MT_OK)
+        s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
+    free(text);
+    a->o = defaults();
+    if (s == MT_OK) s = apply_layers(L, sets, n, err);
+    return s;
+}
+
+/* What the options resolve to for the loop: the optimizer's defaults, the data config. */
+static void resolve(mt_run_options *r) {
+    const mt_train_options *o = &r->o;
+    const mt_data_options *d = &o->data;
+    r->optim = o->optim;
+    mt_optim_resolve(&r->optim, o->steps);
+    r->data = (mt_data_cfg){
+        .path = d->path, .tokenizer = (mt_tok_kind)d->tokenizer, .vocab_size = d->vocab_size,
+        .val_fraction = d->val_fraction, .eval_batches = o->eval_batches,
+        .images = {.H = d->image_size, .W = d->image_size, .C = d->channels, .resize = d->resize,
+                   .skip_bad = d->bad_images == 0, .classes = d->classes[0] ? d->classes : NULL}};
+}
+
+mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err) {
+    *r = (mt_run_options){.o = defaults()};
+    layers L = {0};
+    all_models a;
+    all_init(&a);
+    mt_status s = read_layers(&L, &a, argc, argv, err);
+    if (s == MT_OK && a.o.help) r->o.help = true;
+    if (s == MT_OK && !a.o.help) s = mt_model_type_find(a.o.model, &r->type, err);
+    if (s == MT_OK && r->type) { /* the model's own fields only */
+        r->model_cfg = malloc(r->type->config_size);
+        MT_ASSERT(r->model_cfg, "train: out of memory");
+        r->type->config_default(r->model_cfg);
+        mt_fieldset sets[] = {{&TRAIN_FIELDS, &r->o}, stack_of(r->type, r->model_cfg),
+                              {r->type->fields, r->model_cfg}};
+        s = apply_layers(&L, sets, 3, err);
+        if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
+        resolve(r);
+    }
+    all_free(&a);
+    mt_settings_free(&L.saved);
+    mt_settings_free(&L.file);
+    mt_settings_free(&L.flags);
+    return s;
+}
+
+void mt_run_options_free(mt_run_options *r) {
+    free(r->model_cfg);
+    free(r->saved);
+    *r = (mt_run_options){0};
+}
+
+/* Appends text (malloc'd, freed here) to *out. */
+static void append(char **out, size_t *len, char *text) {
+    size_t k = strlen(text);
+    *out = realloc(*out, *len + k + 1);
+    MT_ASSERT(*out, "train: out of memory");
+    memcpy(*out + *len, text, k + 1);
+    *len += k;
+    free(text);
+}
+
+char *mt_run_options_help(void) {
+    all_models a;
+    all_init(&a);
+    char *out = NULL, *line;
+    size_t len = 0;
+    append(&out, &len, mt_fieldset_help(a.sets, 1, NULL, 0));
+    append(&out, &len, strdup("\nthe block stack (every model):\n"));
+    append(&out, &len, mt_fieldset_help(a.sets + 1, 1, NULL, 0));
+    for (int i = 0; i < a.n_types; i++) {
+        const mt_model_type *t = mt_model_types[i];
+        MT_ASSERT(asprintf(&line, "\n--model %s: %s (--data: %s)\n", t->name, t->about,
+                           t->task->data) >= 0, "train: out of memory");
+        append(&out, &len, line);
+        /* a flag listed above (the stack's, an earlier model's) is not listed again */
+        append(&out, &len, mt_fieldset_help(a.sets + 2 + i, 1, a.sets + 1, 1 + i));
+    }
+    all_free(&a);
+    return out;
+}

@@ -1,0 +1,61 @@
+/* ./train's options: the training, data, optimizer and diagnostics options and the model's config,
+ * each a struct with its field table (fields.h), layered
+ *     defaults < the resumed run's saved options (--resume: <out>/model.safetensors's "options")
+ *              < the --config file < the flags.
+ * --model, from any layer, decides which model's table applies: every model's flags are known
+ * (argv is checked against all of them first), but another model's flag or key is an error. */
+#ifndef MT_TRAIN_OPTIONS_H
+#define MT_TRAIN_OPTIONS_H
+
+#include "../diag/diag.h"
+#include "../io/fields.h"
+#include "train.h"
+
+/* What --data reads, and how (mt_data_cfg's part the flags set). */
+typedef struct {
+    char path[MT_FIELD_STR_MAX];    /* --data */
+    char classes[MT_FIELD_STR_MAX]; /* images: a class-name file; empty: beside the data */
+    int tokenizer;                  /* mt_tok_kind */
+    int vocab_size;                 /* bpe */
+    float val_fraction;
+    int image_size, channels; /* 0: the data's */
+    bool resize;              /* --no-resize clears it */
+    int bad_images;           /* 0 skip, 1 reject */
+} mt_data_options;
+
+/* Every option of ./train but the model's config, as its table lists them. */
+typedef struct {
+    char model[MT_FIELD_STR_MAX];
+    mt_data_options data;
+    char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
+    bool resume;
+    int seed, threads, replicas, precision, steps, batch;
+    mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */
+    int eval_every, eval_batches, save_every, log_every;
+    mt_diag_cfg diag;
+    bool profile;
+    int arena_mb, bucket_kb;
+    bool help;
+} mt_train_options;
+
+/* The options of a run, resolved. data's strings point into o: do not copy the struct. */
+typedef struct {
+    mt_train_options o;
+    const mt_model_type *type;
+    void *model_cfg;       /* (type->config_size) malloc'd */
+    mt_optim_config optim; /* o.optim with min_lr and warmup resolved (mt_optim_resolve) */
+    mt_data_cfg data;      /* path, tokenizer, images, eval_batches; the trainer sets the rest */
+    char *saved;           /* the options as config lines, saved in checkpoints; malloc'd */
+} mt_run_options;
+
+/* Reads argv (tokenised and checked once), the config file and, with --resume, the run's saved
+   options. With --help only the first two are read (r->o.help; print mt_run_options_help).
+   Errors name the flag, key or file and what is accepted (MT_EINVAL; a checkpoint that cannot be
+   read keeps its status). */
+mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err);
+void mt_run_options_free(mt_run_options *r);
+/* The flags at their defaults: the training options, the block stack's, each model's own;
+   malloc'd. */
+char *mt_run_options_help(void);
+
+#endif

@@ -105,10 +105,10 @@ static void test_bf16(void) {
         fp32_err = fmax(fp32_err, max_rel_err(kv[0].logits, kv[2].logits, (size_t)V));
         tok[5 + i] = (tok[4 + i] * 7 + 3) % V;
     }
-    CHECK(cache_err < 2e-2, "bf16: cached logits differ from the re-run window's by %g",
-          cache_err);
-    CHECK(fp32_err > 0 && fp32_err < 0.1, "bf16: logits differ from fp32's by %g (0: bf16 not "
-          "in effect)", fp32_err);
+    CHECK(cache_err < 2e-2, "bf16: cached logits differ from the re-run window's by %g", cache_err);
+    CHECK(fp32_err > 0 && fp32_err < 0.1,
+          "bf16: logits differ from fp32's by %g (0: bf16 not in effect)",
+          fp32_err);
     for (int i = 0; i < 3; i++) mt_kv_free(&kv[i]);
     mt_gpt_free(&m);
 }

@@ -839,8 +839,8 @@ static void test_thread_budget(void) {
         mt_ctx *c = i ? &b : &a;
         mt_tensor *y = mt_tensor_new(c, 1, one);
         mt_node_run(c, mt_node_new(c, &OP_THREADS, y, 0, NULL));
-        CHECK(y->data[0] == (i ? 2 : 1), "ctx %s: an op saw %g threads", i ? "b (no budget)"
-              : "a (budget 1)", y->data[0]);
+        CHECK(y->data[0] == (i ? 2 : 1), "ctx %s: an op saw %g threads",
+              i ? "b (no budget)" : "a (budget 1)", y->data[0]);
         CHECK(mt_threads() == 2, "after an op of ctx %d the pool has %d threads", i, mt_threads());
     }
     mt_ctx_free(&a);

@@ -406,10 +406,8 @@ static void test_gemv(void) {
                 mt_set_threads(th);
                 float *c = C + (th - 1) * NMAX;
                 memcpy(c, C0, sizeof(float) * N);
-                if (mode == 3)
-                    mt_gemm_strided(false, tb, 1, N, K, alpha, A, K, B, ldb, 1.0f, c, N);
-                else
-                    mt_gemm(false, tb, 1, N, K, A, B, beta, c, mode == 2 ? bias : NULL);
+                if (mode == 3) mt_gemm_strided(false, tb, 1, N, K, alpha, A, K, B, ldb, 1.0f, c, N);
+                else mt_gemm(false, tb, 1, N, K, A, B, beta, c, mode == 2 ? bias : NULL);
             }
             double worst = 0;
             for (int j = 0; j < N; j++) {
@@ -419,10 +417,11 @@ static void test_gemv(void) {
                     dot += (double)A[k] * (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
                 worst = fmax(worst, fabs(C[j] - (s + alpha * dot)));
             }
-            CHECK(worst < 1e-4, "one-row product N %d K %d tb %d mode %d: error %g", N, K, tb,
-                  mode, worst);
-            CHECK(!memcmp(C, C + NMAX, sizeof(float) * N), "one-row product N %d K %d tb %d "
-                  "mode %d: 1 and 2 threads differ", N, K, tb, mode);
+            CHECK(worst < 1e-4, "one-row product N %d K %d tb %d mode %d: error %g", N, K, tb, mode,
+                  worst);
+            CHECK(!memcmp(C, C + NMAX, sizeof(float) * N),
+                  "one-row product N %d K %d tb %d mode %d: 1 and 2 threads differ",
+                  N, K, tb, mode);
         }
     mt_set_threads(threads);
     free(A), free(B), free(C0), free(C);

@@ -389,8 +389,8 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
    Y (Q or dO, row stride C) the head's (T, HS). */
 static void score_gemm(float *St, const attn_dims *d, float scale, const float *X,
                        const float *Y, int q0, int nq, int kend) {
-    mt_gemm_strided(false, true, kend, nq, d->HS, scale, X, d->KC,
-                Y + (size_t)q0 * d->C, d->C, 0.0f, St, QB);
+    mt_gemm_strided(false, true, kend, nq, d->HS, scale, X, d->KC, Y + (size_t)q0 * d->C, d->C,
+                    0.0f, St, QB);
 }
 
 static void large_forward(const attn_dims *d, const float *q, const float *k, const float *v,
@@ -402,8 +402,8 @@ static void large_forward(const attn_dims *d, const float *q, const float *k, co
         score_gemm(St, d, 1.0f / sqrtf((float)d->HS), k, q, q0, nq, kend);
         block_rows(SCORES, St, QB, d, q0, 0, kend, mx, NULL);
         softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, true);
-        mt_gemm_strided(true, false, nq, d->HS, kend, 1.0f, St, QB, v,
-                    d->KC, 0.0f, o + (size_t)q0 * d->C, d->C);
+        mt_gemm_strided(true, false, nq, d->HS, kend, 1.0f, St, QB, v, d->KC, 0.0f,
+                        o + (size_t)q0 * d->C, d->C);
     }
 }
 
@@ -426,18 +426,16 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
         block_vec(r, rinv + q0, d, q0);
         score_gemm(Pt, d, scale, k, q, q0, nq, kend);
         block_rows(PROBS, Pt, QB, d, q0, 0, kend, m, r);
-        if (dv)
-            mt_gemm_strided(false, false, kend, HS, nq, 1.0f, Pt, QB,
-                        dO, C, 1.0f, dv, KC);
+        if (dv) mt_gemm_strided(false, false, kend, HS, nq, 1.0f, Pt, QB, dO, C, 1.0f, dv, KC);
         if (!dq && !dk) continue;
         score_gemm(dSt, d, 1.0f, v, dout, q0, nq, kend); /* dP^T */
         ds_block(dSt, Pt, QB, kend);
         if (dq)
-            mt_gemm_strided(true, false, nq, HS, kend, scale, dSt, QB, k,
-                        KC, 1.0f, dq + (size_t)q0 * C, C);
+            mt_gemm_strided(true, false, nq, HS, kend, scale, dSt, QB, k, KC, 1.0f,
+                            dq + (size_t)q0 * C, C);
         if (dk)
-            mt_gemm_strided(false, false, kend, HS, nq, scale, dSt, QB,
-                        q + (size_t)q0 * C, C, 1.0f, dk, KC);
+            mt_gemm_strided(false, false, kend, HS, nq, scale, dSt, QB, q + (size_t)q0 * C, C, 1.0f,
+                            dk, KC);
     }
 }
 
@@ -580,10 +578,10 @@ typedef struct {
 } mask_dims;
 
 static mask_dims mask_dims_of(const mt_node *n) {
-    int HS = n->i[3] / n->i[4];
-    return (mask_dims){.B = n->i[0], .Tq = n->i[1], .Tk = n->i[2], .C = n->i[3], .NH = n->i[4],
-                       .HS = HS, .causal = n->i[5], .KC = n->i[6], .G = n->i[4] / (n->i[6] / HS),
-                       .pos0 = n->i[7], .Lmax = (int)n->f[0]};
+    mask_dims d = {.B = n->i[0], .Tq = n->i[1], .Tk = n->i[2], .C = n->i[3], .NH = n->i[4]};
+    d.HS = d.C / d.NH, d.causal = n->i[5], d.KC = n->i[6], d.pos0 = n->i[7];
+    d.G = d.NH / (d.KC / d.HS), d.Lmax = (int)n->f[0];
+    return d;
 }
 
 /* Keys query t sees: [0, kend) */
@@ -645,8 +643,7 @@ static void masked_forward(mt_node *n) {
         size_t row = (size_t)bh * d.Tq;
         float *P = thread_slot(work, slots, per);
         probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false);
-        mt_gemm_strided(false, false, d.Tq, d.HS, L, 1.0f, P, L, v + ok, d.KC, 0.0f, out + oq,
-                        d.C);
+        mt_gemm_strided(false, false, d.Tq, d.HS, L, 1.0f, P, L, v + ok, d.KC, 0.0f, out + oq, d.C);
     });
     mt_arena_release(n->ctx, mark);
 }
@@ -711,7 +708,8 @@ static int check_masked(const mt_tensor *q, const mt_tensor *k, const mt_tensor 
     int HS = C / n_head;
     MT_ASSERT(KC % HS == 0 && n_head % (KC / HS) == 0,
               "attention: k and v of %d channels are not a whole number of heads of %d that "
-              "divides the %d query heads", KC, HS, n_head);
+              "divides the %d query heads",
+              KC, HS, n_head);
     MT_ASSERT(mask->pos0 >= 0 && (!mask->causal || mask->kv_len || mask->pos0 + Tq <= Tk),
               "attention: causal queries at positions %d..%d with %d keys", mask->pos0,
               mask->pos0 + Tq - 1, Tk);
@@ -750,8 +748,7 @@ mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, 
 
 mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                                bool causal, const int *kv_len) {
-    return mt_attention_ex(c, q, k, v, n_head,
-                           &(mt_attn_mask){.causal = causal, .kv_len = kv_len});
+    return mt_attention_ex(c, q, k, v, n_head, &(mt_attn_mask){.causal = causal, .kv_len = kv_len});
 }
 
 /* ---- the KV cache (nn.h, mt_attn_cache) ---- */
@@ -764,14 +761,15 @@ static size_t cache_floats(const mt_attn_cache *kv) {
     return (size_t)kv->n_layer * kv->B * kv->cap * kv->KC;
 }
 
-mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC,
-                              mt_err *err) {
+mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC, mt_err *err) {
     cache_shape(kv, n_layer, B, cap, KC);
     size_t n = cache_floats(kv);
     kv->owned = mt_alloc_big(2 * n * sizeof(float));
     if (!kv->owned)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache of %d layers, %d rows, "
-                                         "%d positions of %d channels", n_layer, B, cap, KC);
+        return mt_errorf(err, MT_ENOMEM,
+                         "out of memory for a KV cache of %d layers, %d rows, "
+                         "%d positions of %d channels",
+                         n_layer, B, cap, KC);
     kv->k = kv->owned, kv->v = kv->owned + n;
     return MT_OK;
 }
@@ -796,11 +794,12 @@ void mt_attn_cache_put(mt_attn_cache *kv, int layer, int pos, const mt_tensor *k
                        const mt_tensor *v) {
     char sk[64];
     int n = k->shape[1];
-    MT_ASSERT(k->ndim == 3 && k->shape[0] == kv->B && k->shape[2] == kv->KC && mt_same_shape(k, v)
-                  && layer >= 0 && layer < kv->n_layer && pos >= 0 && pos + n <= kv->cap,
+    MT_ASSERT(k->ndim == 3 && k->shape[0] == kv->B && k->shape[2] == kv->KC &&
+                  mt_same_shape(k, v) && layer >= 0 && layer < kv->n_layer && pos >= 0 &&
+                  pos + n <= kv->cap,
               "kv cache (%d layers, %d rows, %d positions, %d channels): keys %s at layer %d, "
-              "position %d", kv->n_layer, kv->B, kv->cap, kv->KC, mt_shape_str(k, sk, 64), layer,
-              pos);
+              "position %d",
+              kv->n_layer, kv->B, kv->cap, kv->KC, mt_shape_str(k, sk, 64), layer, pos);
     for (int b = 0; b < kv->B; b++) {
         size_t from = (size_t)b * n * kv->KC, bytes = (size_t)n * kv->KC * sizeof(float);
         memcpy(cache_at(kv, kv->k, layer, b, pos), k->data + from, bytes);

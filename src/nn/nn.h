@@ -141,8 +141,7 @@ typedef struct {
 } mt_attn_cache;
 /* Empty caches (len 0) in a block of their own (free with mt_attn_cache_free; MT_ENOMEM naming
    the size), or in c's arena. */
-mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC,
-                              mt_err *err);
+mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC, mt_err *err);
 void mt_attn_cache_arena(mt_ctx *c, mt_attn_cache *kv, int n_layer, int B, int cap, int KC);
 void mt_attn_cache_free(mt_attn_cache *kv);
 /* k, v (B, n, KC) into layer `layer` at positions [pos, pos + n) (len unchanged). */

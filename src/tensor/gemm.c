@@ -69,8 +69,8 @@ static inline float lanes_sum(mt_vf v) {
 }
 
 /* y_j = alpha x . B_j + (bias_j, or beta y_j, or 0) */
-static inline float gemv_out(float dot, float alpha, float beta, const float *y,
-                             const float *bias, int j) {
+static inline float gemv_out(float dot, float alpha, float beta, const float *y, const float *bias,
+                             int j) {
     float add = bias ? bias[j] : beta != 0.0f ? beta * y[j] : 0.0f;
     return alpha * dot + add;
 }
@@ -436,10 +436,9 @@ void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float 
     gemm_openblas(ta, tb, M, N, K, A, B, beta, C, bias);
 }
 
-void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                     int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M == 1 && !ta)
-        gemv(tb, N, K, alpha, A, B, ldb, beta, C, NULL);
+void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M == 1 && !ta) gemv(tb, N, K, alpha, A, B, ldb, beta, C, NULL);
     else
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

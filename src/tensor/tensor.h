@@ -318,8 +318,8 @@ void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float 
    attention's heads, side by side in (B, T, C) buffers); fp32, OpenBLAS, no bias. A product of
    one row (M = 1, !ta) in either, as a token of generation has, runs mt's matrix-vector kernel
    (gemm.c), split over C's entries across the pool when large: the same bits on any thread count. */
-void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc);
 /* bfloat16: the high half of a float32's bits. */
 typedef uint16_t mt_bf16;
 /* The same product on bf16 inputs, accumulated and written in fp32 (oneDNN only: mt_bf16_check

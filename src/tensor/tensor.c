@@ -297,18 +297,24 @@ void mt_profile_print(const mt_profile *p, FILE *f) {
                 1e3 * (p->step_s - ops) / steps, "-", 100.0 * (p->step_s - ops) / total);
 }
 
-/* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set. */
+/* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set; under
+   c->threads, the calling thread's team size (the nthreads ICV, which mt's loops, mt_threads(),
+   OpenBLAS and oneDNN read) is the budget for the op's length and then what it was. */
 static void run_op(mt_ctx *c, mt_node *n, int dir) {
     void (*fn)(mt_node *) = dir ? n->op->backward : n->op->forward;
+    int outer = c->threads > 0 && !omp_in_parallel() ? omp_get_max_threads() : 0;
+    bool budget = c->threads < outer;
+    if (budget) omp_set_num_threads(c->threads);
     if (!c->profile) {
         fn(n);
-        return;
+    } else {
+        double t = mt_clock();
+        fn(n);
+        int i = profile_row(c->profile, n->op);
+        c->profile->row[i].s[dir] += mt_clock() - t;
+        c->profile->row[i].calls[dir]++;
     }
-    double t = mt_clock();
-    fn(n);
-    int i = profile_row(c->profile, n->op);
-    c->profile->row[i].s[dir] += mt_clock() - t;
-    c->profile->row[i].calls[dir]++;
+    if (budget) omp_set_num_threads(outer);
 }
 
 void mt_node_run(mt_ctx *c, mt_node *n) {

@@ -178,6 +178,10 @@ struct mt_ctx {
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else every node's forward and backward time adds to it */
     int precision;       /* mt_precision of the linear layers' products (MT_FP32 by default) */
+    /* The thread budget of this context's ops and their products: at most this many of the
+       pool's threads (0: all of them). Set by whoever owns the context (decoding's tiny ops run
+       on one); nothing process-wide changes. */
+    int threads;
     /* Backward hands the arena block of an op's output, once its node's backward has run (its
        last reader), to the gradients that follow, as it does with dead gradients: less memory
        for a training step, whose caller reads only the loss. Off by default; when on, every
@@ -303,13 +307,19 @@ void mt_params_view_free(mt_params *V);
  * a: (..., M, K), or (..., K, M) when ta; b: (..., K, N), or (..., N, K) when tb.
  * b may be 2-D and is then shared by every batch (x @ W^T for a Linear). Out: (..., M, N). */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb);
-/* ---- the GEMM layer (gemm.c): every product of the linear layers and mt_matmul ----------------
+/* ---- the GEMM layer (gemm.c): every product of the linear layers, attention and mt_matmul ------
  * Row-major with dense leading dimensions: C (M, N) = op(A) op(B) + beta C, A stored (M, K) or
  * (K, M) when ta, B (K, N) or (N, K) when tb; with bias (N floats) every row of C is set to bias
  * first and beta is ignored. Called outside a parallel region it runs on the pool's threads,
  * inside one (a replica) on the calling thread. */
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias);
+/* C = alpha op(A) op(B) + beta C on blocks of larger buffers, lda, ldb, ldc their row strides (the
+   attention's heads, side by side in (B, T, C) buffers); fp32, OpenBLAS, no bias. A product of
+   one row (M = 1, !ta) in either, as a token of generation has, runs mt's matrix-vector kernel
+   (gemm.c), split over C's entries across the pool when large: the same bits on any thread count. */
+void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc);
 /* bfloat16: the high half of a float32's bits. */
 typedef uint16_t mt_bf16;
 /* The same product on bf16 inputs, accumulated and written in fp32 (oneDNN only: mt_bf16_check

@@ -115,17 +115,10 @@ static void print_done(const mt_trainer *tr, long first, double seconds, const m
 
 /* The trainer of the options (resumed with --resume), or the error and exit. */
 static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
-    const mt_train_options *o = &r->o;
-    mt_train_cfg tc = {
-        .model = r->type, .model_cfg = r->model_cfg, .data = r->data,
-        .out = o->out, .seed = (uint64_t)o->seed, .steps = o->steps, .batch = o->batch,
-        .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20, .options = r->saved,
-        .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
-        .resume = o->resume, .replicas = o->replicas, .precision = o->precision,
-    };
+    mt_train_cfg tc = mt_run_options_train_cfg(r);
     mt_err e;
     mt_status s = mt_trainer_init(tr, &tc, &r->optim, &e);
-    if (s == MT_OK && o->resume) s = mt_trainer_resume(tr, &e);
+    if (s == MT_OK && r->o.resume) s = mt_trainer_resume(tr, &e);
     mt_dist_agree(&s, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
 }

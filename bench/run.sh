@@ -11,11 +11,14 @@
 #      of each, evaluation and checkpoint included (bench/train_rss.sh);
 #   4. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
-#      vocabulary and encoding), then each bench/*.py (one module against its torch
+#      vocabulary and encoding), bench/generate.sh (./infer's generation against llama2.c's
+#      run.c, from LLAMA2C_RUN_C), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
 #   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
 # Environment: MT_BUILD (build dir), STEPS (10), UNTIMED (3: steps before the timed ones),
-# ROUNDS (4), CONFIGS (all, by name), TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5).
+# ROUNDS (4), CONFIGS (all, by name), TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5),
+# LLAMA2C_RUN_C (llama2.c's run.c, e.g. ../shared/third_party/llama2c/run.c; absent:
+# generation's run.c column is skipped).
 set -e
 cd "$(dirname "$0")/.."
 BUILD=${MT_BUILD:-build}
@@ -91,6 +94,9 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
     printf '\n## bench/gemm.c: the GEMM backends, a product per thread (as the replicas)\n\n' \
         >>bench/RESULTS.md
     "$BUILD/bench/gemm" 30 2 replicas | tee -a bench/RESULTS.md
+    echo "generation: bench/generate.sh (./infer against llama2.c's run.c, LLAMA2C_RUN_C)"
+    printf '\n## bench/generate.sh: generation against llama2.c run.c\n\n' >>bench/RESULTS.md
+    MT_BUILD=$BUILD sh bench/generate.sh | tee -a bench/RESULTS.md
     echo "bpe: $BUILD/bench/bpe"
     printf '\n## bench/bpe.c: learning a BPE vocabulary and encoding\n\n' >>bench/RESULTS.md
     "$BUILD/bench/bpe" data/tinyshakespeare.txt 4096 9 2 | tee -a bench/RESULTS.md

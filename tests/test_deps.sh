@@ -7,15 +7,11 @@ if ! command -v python3 >/dev/null || ! command -v nm >/dev/null; then
     exit 0
 fi
 # Cycles tolerated for now (deps.py prints a note once one is gone: drop its --allow then):
-# - encdec.c <-> encdec_infer.c: mt_encdec_tally calls the decoders of encdec_infer.c, which call
-#   encdec.c's embedding and encoder. The attention branch (one attention for training and
-#   generation) removes it.
-# - gpt.c, gpt_infer.c, gpt_export.c, text_task.c, model.c, registry.c; vit.c <-> image_task.c:
-#   a model's type table (in gpt.c, vit.c) names functions of the other files, which call back
-#   into gpt.c / vit.c; and model.c's mt_model_type_find reads the registry, which names every
-#   type. A type table in a file of its own (above the model's parts) and the lookup in
-#   registry.c remove them.
+# gpt.c, gpt_infer.c, gpt_export.c, text_task.c, model.c, registry.c; vit.c <-> image_task.c:
+# a model's type table (in gpt.c, vit.c) names functions of the other files, which call back
+# into gpt.c / vit.c; and model.c's mt_model_type_find reads the registry, which names every
+# type. A type table in a file of its own (above the model's parts) and the lookup in
+# registry.c remove them.
 exec python3 scripts/deps.py --build "${MT_BUILD:-build}" --models \
-    --allow src/models/encdec.c:src/models/encdec_infer.c \
     --allow src/models/gpt.c:src/models/gpt_infer.c \
     --allow src/models/vit.c:src/models/image_task.c

@@ -1,6 +1,6 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
    across the window's slides, for each placement, with RoPE, grouped-query attention and the
-   LLaMA preset; token sampling. */
+   LLaMA preset; in bf16 precision; token sampling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +82,37 @@ static void test_cache(mt_placement pl, mt_norm_kind norm, const char *json) {
     mt_gpt_free(&m);
 }
 
+/* bf16 generation (./infer --precision bf16): the cache's one-row products in bf16 against the
+   window re-run in bf16, and both against fp32, from which bf16 must differ (it is in effect)
+   by little. Skipped where bf16 cannot run. */
+static void test_bf16(void) {
+    if (mt_bf16_check(NULL) != MT_OK) return;
+    mt_gpt m;
+    int V = 11;
+    build(&m, MT_PLACE_PRE, MT_NORM_RMS, 12, 9, "{\"arch\": \"llama\", \"n_kv_head\": 1}");
+    mt_err e;
+    CHECK(mt_params_enable_bf16(&m.P, &e) == MT_OK, "bf16: %s", e.msg);
+    mt_kv_cache kv[3]; /* cached bf16, re-run bf16, cached fp32 */
+    for (int i = 0; i < 3; i++) {
+        CHECK(mt_kv_init(&kv[i], &m, i == 1, &e) == MT_OK, "kv init: %s", e.msg);
+        kv[i].ctx.precision = i < 2 ? MT_BF16 : MT_FP32;
+    }
+    int tok[9] = {1, 4, 2, 9, 3};
+    double cache_err = 0, fp32_err = 0;
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 3; j++) mt_kv_feed(&kv[j], i ? &tok[4 + i] : tok, i ? 1 : 5);
+        cache_err = fmax(cache_err, max_rel_err(kv[0].logits, kv[1].logits, (size_t)V));
+        fp32_err = fmax(fp32_err, max_rel_err(kv[0].logits, kv[2].logits, (size_t)V));
+        tok[5 + i] = (tok[4 + i] * 7 + 3) % V;
+    }
+    CHECK(cache_err < 2e-2, "bf16: cached logits differ from the re-run window's by %g", cache_err);
+    CHECK(fp32_err > 0 && fp32_err < 0.1,
+          "bf16: logits differ from fp32's by %g (0: bf16 not in effect)",
+          fp32_err);
+    for (int i = 0; i < 3; i++) mt_kv_free(&kv[i]);
+    mt_gpt_free(&m);
+}
+
 static void test_sampling(void) {
     enum { V = 6 };
     float logits[V] = {0.5f, 2.0f, -1.0f, 1.0f, 0.0f, 1.5f}, ps[V];
@@ -143,5 +174,6 @@ int main(void) {
     test_cache(MT_PLACE_SUBLN, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 4, \"n_kv_head\": 2}");
     test_cache(MT_PLACE_PERI, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 2, \"n_kv_head\": 1}");
     test_sampling();
+    test_bf16();
     return check_finish("test_gpt_infer");
 }

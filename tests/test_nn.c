@@ -745,12 +745,117 @@ static void test_attention_in_replica(void) {
     }
 }
 
+/* x (B, T, W) positions [t0, t0 + n) -> (B, n, W), a copy in c's arena */
+static mt_tensor *slice_time(mt_ctx *c, const mt_tensor *x, int t0, int n) {
+    int B = x->shape[0], T = x->shape[1], W = x->shape[2];
+    mt_tensor *y = mt_tensor_new(c, 3, (int[]){B, n, W});
+    for (int b = 0; b < B; b++)
+        memcpy(y->data + (size_t)b * n * W, x->data + ((size_t)b * T + t0) * W,
+               (size_t)n * W * sizeof(float));
+    return y;
+}
+
+/* Attention over a KV cache (mt_attention_cached, mt_attention_ex with pos0) against the whole
+   sequence at once: causal self-attention with grouped heads, fed as a prompt of 3 positions and
+   then one at a time into layer 1 of a two-layer cache, gives the full op's rows; cross-attention
+   of one query at a time over keys stored once in a cache (masked to each row's length) gives
+   the masked op's rows on all the queries; gather moves rows of every layer. Heads of 16 and 5
+   channels (vector and scalar tails of the GEMM layer's one-row products). */
+static void test_attention_cached(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 17);
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    c.grad_enabled = false;
+    int cases[][4] = {{2, 64, 4, 2}, {3, 20, 4, 4}}; /* B, C, NH, NKV */
+    for (int k = 0; k < 2; k++) {
+        int B = cases[k][0], C = cases[k][1], NH = cases[k][2], KC = C / NH * cases[k][3];
+        int T = 11, S = 7, qs[] = {B, T, C}, ks[] = {B, T, KC}, ms[] = {B, S, C};
+        const int len[] = {7, 2, 5};
+        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, false);
+        mt_tensor *kk = test_tensor(&r, 3, ks, -2, 2, false);
+        mt_tensor *v = test_tensor(&r, 3, ks, -1, 1, false);
+        mt_tensor *mk = test_tensor(&r, 3, ms, -2, 2, false);
+        mt_tensor *mv = test_tensor(&r, 3, ms, -1, 1, false);
+        mt_attn_cache kv, cross;
+        CHECK(mt_attn_cache_alloc(&kv, 2, B, T + 2, KC, NULL) == MT_OK, "cache alloc");
+        mt_attn_cache_arena(&c, &cross, 1, B, S, C);
+        mt_attn_cache_put(&cross, 0, 0, mk, mv);
+        cross.len = S;
+        mt_tensor *full = mt_attention(&c, q, kk, v, NH, true);
+        mt_tensor *xfull = mt_attention_masked(&c, q, mk, mv, NH, false, len);
+        double worst = 0, xworst = 0;
+        for (int t0 = 0; t0 < T;) {
+            int n = t0 == 0 ? 3 : 1;
+            size_t mark = mt_arena_mark(&c);
+            mt_tensor *qt = slice_time(&c, q, t0, n), *kt = slice_time(&c, kk, t0, n);
+            mt_tensor *vt = slice_time(&c, v, t0, n), *K, *V;
+            mt_tensor *y = mt_attention_cached(&c, qt, kt, vt, &kv, 1, NH);
+            mt_attn_cache_layer(&c, &cross, 0, &K, &V);
+            mt_tensor *xy = mt_attention_masked(&c, qt, K, V, NH, false, len);
+            for (int b = 0; b < B; b++) {
+                size_t at = ((size_t)b * T + t0) * C, m = (size_t)n * C;
+                worst = fmax(worst, max_rel_err(y->data + (size_t)b * m, full->data + at, m));
+                xworst = fmax(xworst, max_rel_err(xy->data + (size_t)b * m, xfull->data + at, m));
+            }
+            kv.len += n, t0 += n;
+            mt_arena_release(&c, mark);
+        }
+        CHECK(worst < 1e-5, "case %d: cached self-attention vs the whole sequence: %g", k, worst);
+        CHECK(xworst < 1e-5, "case %d: cross-attention over a cache vs uncached: %g", k, xworst);
+        /* gather: row j takes row from[j] in both layers, positions [0, len) */
+        int from[] = {B - 1, 0, 0};
+        float *want = malloc((size_t)T * KC * sizeof(float));
+        size_t row = (size_t)kv.cap * KC; /* floats a row of a layer */
+        memcpy(want, kv.k + ((size_t)1 * B + from[0]) * row, (size_t)T * KC * sizeof(float));
+        mt_attn_cache_gather(&c, &kv, from, B);
+        CHECK(!memcmp(kv.k + (size_t)1 * B * kv.cap * KC, want, (size_t)T * KC * sizeof(float)),
+              "case %d: gather", k);
+        free(want);
+        mt_attn_cache_free(&kv);
+        CHECK(!kv.k && !kv.owned, "free empties the cache");
+        test_tensor_free(q), test_tensor_free(kk), test_tensor_free(v);
+        test_tensor_free(mk), test_tensor_free(mv);
+        mt_ctx_reset(&c);
+    }
+    mt_ctx_free(&c);
+}
+
+/* An op that writes the threads it may use (mt_threads()) into its output */
+static void threads_forward(mt_node *n) { n->out->data[0] = (float)mt_threads(); }
+static const mt_op OP_THREADS = {"threads", threads_forward, NULL};
+
+/* The context's thread budget: its ops see at most c.threads threads (0: the pool's), and the
+   pool is as it was after each op, for the context without a budget too. */
+static void test_thread_budget(void) {
+    int threads = mt_threads();
+    mt_set_threads(2);
+    mt_ctx a, b;
+    mt_ctx_init(&a, 1 << 20, 1, NULL);
+    mt_ctx_init(&b, 1 << 20, 1, NULL);
+    a.threads = 1;
+    int one[] = {1};
+    for (int i = 0; i < 2; i++) {
+        mt_ctx *c = i ? &b : &a;
+        mt_tensor *y = mt_tensor_new(c, 1, one);
+        mt_node_run(c, mt_node_new(c, &OP_THREADS, y, 0, NULL));
+        CHECK(y->data[0] == (i ? 2 : 1), "ctx %s: an op saw %g threads",
+              i ? "b (no budget)" : "a (budget 1)", y->data[0]);
+        CHECK(mt_threads() == 2, "after an op of ctx %d the pool has %d threads", i, mt_threads());
+    }
+    mt_ctx_free(&a);
+    mt_ctx_free(&b);
+    mt_set_threads(threads);
+}
+
 int main(void) {
     test_linear();
     test_ffn();
     test_attention();
     test_attention_masked();
     test_attention_in_replica();
+    test_attention_cached();
+    test_thread_budget();
     test_rope();
     test_deepnorm_constants();
     test_block_formula();

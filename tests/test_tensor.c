@@ -379,6 +379,54 @@ static void test_profile(void) {
     mt_ctx_free(&c);
 }
 
+/* The GEMM layer's one-row products (M = 1, what a token of generation multiplies), through
+   mt_gemm (dense, with bias and beta) and mt_gemm_strided (blocks of wider rows, alpha): against
+   double loops, for B read as B^T and as B, lengths with and without vector tails, B small and
+   large enough to split across threads; the bits are the same on 1 and 2 threads (each output
+   is one thread's). */
+static void test_gemv(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 12);
+    enum { NMAX = 301, KMAX = 133, LD = 140 }; /* B's rows stride LD in the strided products */
+    float *A = malloc(sizeof(float) * KMAX), *B = malloc(sizeof(float) * NMAX * LD);
+    float *C0 = malloc(sizeof(float) * NMAX), *C = malloc(sizeof(float) * 2 * NMAX);
+    float bias[NMAX];
+    for (int i = 0; i < KMAX; i++) A[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < NMAX * LD; i++) B[i] = 2 * mt_rng_uniform(&r) - 1;
+    for (int i = 0; i < NMAX; i++) C0[i] = 2 * mt_rng_uniform(&r) - 1, bias[i] = C0[i] / 2;
+    int shapes[][2] = {{48, 16}, {7, 5}, {301, 133}, {130, 131}}; /* N, K; 2 and 3 split */
+    int threads = mt_threads();
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int v = 0; v < 8; v++) {
+            int N = shapes[sh][0], K = shapes[sh][1], mode = v >> 1; /* beta 0, 1, bias, strided */
+            bool tb = v & 1;
+            int ldb = mode == 3 ? (tb ? LD : N + 3) : tb ? K : N;
+            float alpha = mode == 3 ? 0.5f : 1.0f, beta = mode == 1 ? 1.0f : 0.0f;
+            for (int th = 1; th <= 2; th++) {
+                mt_set_threads(th);
+                float *c = C + (th - 1) * NMAX;
+                memcpy(c, C0, sizeof(float) * N);
+                if (mode == 3) mt_gemm_strided(false, tb, 1, N, K, alpha, A, K, B, ldb, 1.0f, c, N);
+                else mt_gemm(false, tb, 1, N, K, A, B, beta, c, mode == 2 ? bias : NULL);
+            }
+            double worst = 0;
+            for (int j = 0; j < N; j++) {
+                double s = mode == 1 || mode == 3 ? C0[j] : mode == 2 ? bias[j] : 0;
+                double dot = 0;
+                for (int k = 0; k < K; k++)
+                    dot += (double)A[k] * (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                worst = fmax(worst, fabs(C[j] - (s + alpha * dot)));
+            }
+            CHECK(worst < 1e-4, "one-row product N %d K %d tb %d mode %d: error %g", N, K, tb, mode,
+                  worst);
+            CHECK(!memcmp(C, C + NMAX, sizeof(float) * N),
+                  "one-row product N %d K %d tb %d mode %d: 1 and 2 threads differ",
+                  N, K, tb, mode);
+        }
+    mt_set_threads(threads);
+    free(A), free(B), free(C0), free(C);
+}
+
 int main(void) {
     mt_set_threads(0);
     test_rng();
@@ -390,6 +438,7 @@ int main(void) {
     test_matmul();
     test_bf16_rounding();
     test_gemm();
+    test_gemv();
     test_add();
     return check_finish("test_tensor");
 }

@@ -151,52 +151,6 @@ mt_encdec *mt_encdec_of(mt_model *m) {
     return m && m->type == &mt_encdec_type ? (mt_encdec *)m : NULL;
 }
 
-/* ---- forward --------------------------------------------------------------------------------- */
-
-mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, mt_params *P, int pos_table,
-                           const int *ids, int B, int T, int pos0) {
-    const mt_encdec_layout *L = m->layout;
-    int *pos = mt_arena_alloc(c, (size_t)B * T * sizeof(int));
-    for (int i = 0; i < B * T; i++) pos[i] = pos0 + i % T;
-    MT_ASSERT(pos0 + T <= P->t[pos_table].shape[0], "encdec: positions %d..%d past %d", pos0,
-              pos0 + T - 1, P->t[pos_table].shape[0]);
-    mt_tensor *x = mt_add(c, mt_embedding(c, &P->t[L->tok_emb], ids, B * T),
-                          mt_embedding(c, &P->t[pos_table], pos, B * T));
-    x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
-    return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
-}
-
-mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
-                            const int *src_len, int B, int S) {
-    const mt_encdec_layout *L = m->layout;
-    mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, src, B, S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL, NULL);
-    return mt_stack_final(c, &L->enc, P, x);
-}
-
-mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_params *P, mt_tensor *x) {
-    const mt_encdec_layout *L = m->layout;
-    x = mt_stack_final(c, &L->dec, P, x);
-    if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
-    return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
-}
-
-mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
-                             const int *src_len, int S, const int *tgt, int B, int T) {
-    const mt_encdec_layout *L = m->layout;
-    mt_cross_mem mem = {.mem = mt_encdec_encode(c, m, P, src, src_len, B, S), .mem_len = src_len};
-    mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, tgt, B, T, 0);
-    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, NULL);
-    return mt_encdec_head(c, m, P, y);
-}
-
-mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
-                          const int *src_len, int S, const int *tgt, const int *targets, int B,
-                          int T, float label_smoothing) {
-    return mt_cross_entropy(c, mt_encdec_forward(c, m, P, src, src_len, S, tgt, B, T), targets,
-                            -1, label_smoothing);
-}
-
 /* activation_bytes of the type (model.h) */
 static double activation_bytes(const void *cfgp, int B, bool training) {
     const mt_encdec_config *cfg = cfgp;
@@ -460,13 +414,14 @@ void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const 
 
 /* The loss of each word's first pronunciation (teacher forced) as a share of the mean tokens
    of a validation word (so that the evaluation's loss is per token), then the words decoded
-   greedily: WER and PER with and without stress. On one thread, as decoding (encdec_infer.c):
+   greedily: WER and PER with and without stress. On a budget of one thread, as decoding
+   (encdec_infer.c):
    the evaluation's forward of 64 words, 3+3 layers of 256, took 1.3 s on two threads at load 6
    and 0.14 s on one. */
 static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
                       mt_eval_sums *sums) {
-    int threads = mt_threads();
-    mt_set_threads(1);
+    int threads = c->threads;
+    c->threads = 1; /* the context's budget: nothing process-wide */
     encdec_task *t = (encdec_task *)tp;
     const mt_encdec *m = (const mt_encdec *)mp;
     const mt_g2p_dict *d = &t->dict;
@@ -484,7 +439,7 @@ static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
         sums->metric[2 * s][0] += tally[s].wrong, sums->metric[2 * s][1] += tally[s].words;
         sums->metric[2 * s + 1][0] += tally[s].edits, sums->metric[2 * s + 1][1] += tally[s].ref_len;
     }
-    mt_set_threads(threads);
+    c->threads = threads;
 }
 
 /* The diagnostics' probe: B validation words drawn with seed (the same words for a seed), each

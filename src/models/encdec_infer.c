@@ -11,151 +11,75 @@
 typedef struct {
     const mt_encdec *m;
     int B, S, T, C, L;
-    int *src_len; /* (B) */
-    float *k, *v;   /* (L, B, T, C) the decoder's self-attention keys and values so far */
-    float *ck, *cv; /* (L, B, S, C) the cross-attention's keys and values of the encoder output */
-    int len;        /* positions fed */
+    int *src_len;        /* (B) */
+    mt_attn_cache self;  /* the decoder's self-attention keys and values so far (B rows, T) */
+    mt_attn_cache cross; /* the cross-attention's keys and values of the encoder output (S) */
 } dec_state;
-
-typedef struct {
-    dec_state *st;
-    int layer;
-} layer_arg;
-
-/* y (C) = per head h, softmax_s(q_h . K[s]_h / sqrt(HS)) V[s]_h over the n keys K, V (n, C);
-   p scratch (n). */
-static void attend(float *y, const float *q, const float *K, const float *V, int n, int C,
-                   int NH, float *p) {
-    int HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
-    for (int h = 0; h < NH; h++) {
-        const float *qh = q + h * HS;
-        float mx = -INFINITY, sum = 0;
-        for (int s = 0; s < n; s++) {
-            const float *kh = K + (size_t)s * C + h * HS;
-            float dot = 0;
-            for (int i = 0; i < HS; i++) dot += qh[i] * kh[i];
-            p[s] = dot * scale;
-            mx = p[s] > mx ? p[s] : mx;
-        }
-        for (int s = 0; s < n; s++) sum += p[s] = expf(p[s] - mx);
-        float *yh = y + h * HS;
-        for (int i = 0; i < HS; i++) yh[i] = 0;
-        for (int s = 0; s < n; s++) {
-            const float *vh = V + (size_t)s * C + h * HS;
-            float w = p[s] / sum;
-            for (int i = 0; i < HS; i++) yh[i] += w * vh[i];
-        }
-    }
-}
-
-/* The decoder's self-attention on x (B, 1, C) at position len: its key and value join the cache,
-   the query attends to positions 0..len. As mt_attention with causal, without the tape. */
-static mt_tensor *cached_self(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                              const mt_block_params *bp, mt_tensor *x, void *argp) {
-    const layer_arg *a = argp;
-    dec_state *st = a->st;
-    const mt_attn_params *ap = &bp->attn;
-    int B = st->B, C = st->C, T = st->T, n = st->len + 1;
-    mt_tensor *q = mt_param_linear(c, P, ap->q_w, ap->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, ap->k_w, ap->k_b, x);
-    mt_tensor *v = mt_param_linear(c, P, ap->v_w, ap->v_b, x);
-    mt_tensor *y = mt_tensor_new(c, 3, (int[]){B, 1, C});
-    float *p = mt_arena_floats(c, (size_t)T);
-    for (int b = 0; b < B; b++) {
-        size_t at = ((size_t)a->layer * B + b) * T * C;
-        memcpy(st->k + at + (size_t)st->len * C, k->data + (size_t)b * C, (size_t)C * sizeof(float));
-        memcpy(st->v + at + (size_t)st->len * C, v->data + (size_t)b * C, (size_t)C * sizeof(float));
-        attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->k + at, st->v + at, n, C,
-               cfg->n_head, p);
-    }
-    return mt_attn_output(c, cfg, P, bp, y);
-}
-
-/* The cross-attention of x (B, 1, C) on the cached keys and values of row b's src_len letters. */
-static mt_tensor *cached_cross(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                               const mt_block_params *bp, mt_tensor *x, void *argp) {
-    const layer_arg *a = argp;
-    dec_state *st = a->st;
-    const mt_attn_params *ap = &bp->cross;
-    int B = st->B, C = st->C, S = st->S;
-    mt_tensor *q = mt_param_linear(c, P, ap->q_w, ap->q_b, x);
-    mt_tensor *y = mt_tensor_new(c, 3, (int[]){B, 1, C});
-    float *p = mt_arena_floats(c, (size_t)S);
-    for (int b = 0; b < B; b++) {
-        size_t at = ((size_t)a->layer * B + b) * S * C;
-        attend(y->data + (size_t)b * C, q->data + (size_t)b * C, st->ck + at, st->cv + at,
-               st->src_len[b], C, cfg->n_head, p);
-    }
-    if (mt_placement_inner_norm(cfg->placement))
-        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
-    return mt_param_linear(c, P, ap->out_w, ap->out_b, y);
-}
 
 /* Caches in c's arena; the encoder run and its cross keys and values stored. */
 static void dec_start(mt_ctx *c, dec_state *st, const mt_encdec *m, const int *src,
                       const int *src_len, int B, int S) {
     const mt_encdec_layout *Lo = m->layout;
     mt_params *P = (mt_params *)&m->P;
-    *st = (dec_state){.m = m, .B = B, .S = S, .T = m->cfg.tgt_ctx, .C = m->cfg.stack.n_embd,
-                      .L = Lo->dec.n_layer};
-    size_t self = (size_t)st->L * B * st->T * st->C, cross = (size_t)st->L * B * S * st->C;
+    const mt_block_cfg *bc = &Lo->dec.block;
+    int C = m->cfg.stack.n_embd, KC = C / bc->n_head * (bc->n_kv_head ? bc->n_kv_head : bc->n_head);
+    *st = (dec_state){.m = m, .B = B, .S = S, .T = m->cfg.tgt_ctx, .C = C, .L = Lo->dec.n_layer};
     st->src_len = mt_arena_alloc(c, (size_t)B * sizeof(int));
     memcpy(st->src_len, src_len, (size_t)B * sizeof(int));
-    st->k = mt_arena_floats(c, self);
-    st->v = mt_arena_floats(c, self);
-    st->ck = mt_arena_floats(c, cross);
-    st->cv = mt_arena_floats(c, cross);
+    mt_attn_cache_arena(c, &st->self, st->L, B, st->T, KC);
+    mt_attn_cache_arena(c, &st->cross, st->L, B, S, C);
     size_t mark = mt_arena_mark(c);
     mt_tensor *mem = mt_encdec_encode(c, m, P, src, src_len, B, S);
     for (int l = 0; l < st->L; l++) {
         const mt_attn_params *ap = &Lo->dec.blocks[l].cross;
-        size_t at = (size_t)l * B * S * st->C, n = (size_t)B * S * st->C;
-        memcpy(st->ck + at, mt_param_linear(c, P, ap->k_w, ap->k_b, mem)->data, n * sizeof(float));
-        memcpy(st->cv + at, mt_param_linear(c, P, ap->v_w, ap->v_b, mem)->data, n * sizeof(float));
+        mt_attn_cache_put(&st->cross, l, 0, mt_param_linear(c, P, ap->k_w, ap->k_b, mem),
+                          mt_param_linear(c, P, ap->v_w, ap->v_b, mem));
     }
+    st->cross.len = S;
     mt_arena_release(c, mark);
 }
 
-/* Feeds tok (B) at position len; logits (B, V) of the next token. */
+/* Feeds tok (B) at position self.len; logits (B, V) of the next token. */
 static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     const mt_encdec *m = st->m;
     const mt_encdec_layout *Lo = m->layout;
     mt_params *P = (mt_params *)&m->P;
     const mt_block_cfg *bc = &Lo->dec.block;
     size_t mark = mt_arena_mark(c);
-    mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->len);
+    mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->self.len);
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
-        layer_arg a = {st, l};
-        x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, cached_self, &a);
-        x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, cached_cross, &a);
+        mt_cache_arg self = {.kv = &st->self, .layer = l},
+                     cross = {.kv = &st->cross, .layer = l, .kv_len = st->src_len};
+        x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &self);
+        x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer_cached, &cross);
         x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
     }
     mt_tensor *y = mt_encdec_head(c, m, P, x);
     memcpy(logits, y->data, y->n * sizeof(float));
     mt_arena_release(c, mark);
-    st->len++;
+    st->self.len++;
 }
 
-/* Decoding runs on one thread: its ops are tiny (B rows of one token), and forking them across
-   the pool loses much when other processes hold the cores (5283 words, 3+3 layers of 256: 22 s
-   on one thread, 80 s on two at load 4). begin saves the modes and thread count, end restores. */
+/* Decoding runs without gradients, in eval mode and, unless the caller gave the context a thread
+   budget, on one thread: its ops are tiny (B rows of one token), and forking them across the
+   pool loses much when other processes hold the cores (5283 words, 3+3 layers of 256: 22 s on
+   one thread, 80 s on two at load 4). begin saves the context's modes and budget, end restores
+   them; nothing process-wide changes. */
 typedef struct {
     bool grad, training;
     int threads;
 } decode_mode;
 
 static decode_mode decode_begin(mt_ctx *c) {
-    decode_mode d = {c->grad_enabled, c->training, mt_threads()};
+    decode_mode d = {c->grad_enabled, c->training, c->threads};
     c->grad_enabled = false, c->training = false;
-    mt_set_threads(1);
+    c->threads = c->threads ? c->threads : 1;
     return d;
 }
 
 static void decode_end(mt_ctx *c, decode_mode d) {
-    c->grad_enabled = d.grad, c->training = d.training;
-    mt_set_threads(d.threads);
+    c->grad_enabled = d.grad, c->training = d.training, c->threads = d.threads;
 }
 
 /* The outputs a decoding may choose: eos and the phones (not letters, pad or bos). */
@@ -223,7 +147,7 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
     MT_ASSERT(K >= 1, "beam: width %d", K);
     decode_mode mode = decode_begin(c);
     size_t mark = mt_arena_mark(c);
-    int V = m->cfg.n_vocab, T = m->cfg.tgt_ctx, p0 = first_phone(m), C = m->cfg.stack.n_embd;
+    int V = m->cfg.n_vocab, T = m->cfg.tgt_ctx, p0 = first_phone(m);
     int *srcs = mt_arena_alloc(c, (size_t)K * S * sizeof(int)),
         *lens = mt_arena_alloc(c, (size_t)K * sizeof(int));
     for (int k = 0; k < K; k++) memcpy(srcs + (size_t)k * S, src, (size_t)S * sizeof(int)), lens[k] = S;
@@ -231,7 +155,6 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
     dec_start(c, &st, m, srcs, lens, K, S);
     int nc = V - p0 + 1; /* candidates per row: eos and the phones */
     float *logits = mt_arena_floats(c, (size_t)K * V), *score = mt_arena_floats(c, (size_t)K);
-    float *tmp = mt_arena_floats(c, (size_t)K * T * C);
     int *tok = mt_arena_alloc(c, (size_t)K * sizeof(int)),
         *hyp = mt_arena_alloc(c, 2 * (size_t)K * T * sizeof(int)), *hyp2 = hyp + (size_t)K * T,
         *best = mt_arena_alloc(c, (size_t)T * sizeof(int)), best_len = -1;
@@ -270,16 +193,7 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
             next++;
         }
         /* the cache's rows follow their hypotheses: row j takes row tok[j]'s keys and values */
-        for (int l = 0; l < st.L; l++)
-            for (float *buf = st.k; buf; buf = buf == st.k ? st.v : NULL) {
-                float *layer = buf + (size_t)l * K * T * C;
-                for (int j = 0; j < next; j++)
-                    memcpy(tmp + (size_t)j * T * C, layer + (size_t)tok[j] * T * C,
-                           (size_t)st.len * C * sizeof(float));
-                for (int j = 0; j < next; j++)
-                    memcpy(layer + (size_t)j * T * C, tmp + (size_t)j * T * C,
-                           (size_t)st.len * C * sizeof(float));
-            }
+        mt_attn_cache_gather(c, &st.self, tok, next);
         int *sw = hyp;
         hyp = hyp2, hyp2 = sw;
         for (int j = 0; j < next; j++) tok[j] = hyp[(size_t)j * T + t];
@@ -288,7 +202,7 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
         if (alive > 0 && score[0] <= best_score) alive = 0;
     }
     if (best_len < 0) { /* none ended: the best at the length limit */
-        best_len = T - 1 < st.len ? T - 1 : st.len;
+        best_len = T - 1 < st.self.len ? T - 1 : st.self.len;
         memcpy(best, hyp, (size_t)best_len * sizeof(int));
     }
     memcpy(out, best, (size_t)best_len * sizeof(int));

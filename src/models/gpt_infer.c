@@ -1,7 +1,6 @@
 /* GPT inference: scoring a text, the KV cache and token sampling. Scoring: B windows a batch of
    T = n_ctx positions. Generation: B = 1; n new tokens at positions pos0..pos0+n-1 of the window;
    C = NH * HS; L = pos0 + n positions attended. */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,18 +84,16 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
     kv->m = m;
     kv->no_cache = no_cache;
     const mt_stack_config *sc = &m->cfg.stack;
-    size_t T = (size_t)m->cfg.n_ctx, C = (size_t)(sc->n_embd / sc->n_head * sc->n_kv_head);
-    size_t L = (size_t)sc->n_layer; /* C: the keys' and values' channels */
-    kv->ids = malloc(T * sizeof *kv->ids);
-    kv->k = malloc(L * T * C * sizeof *kv->k);
-    kv->v = malloc(L * T * C * sizeof *kv->v);
+    int T = m->cfg.n_ctx, KC = sc->n_embd / sc->n_head * sc->n_kv_head; /* keys' channels */
+    kv->ids = malloc((size_t)T * sizeof *kv->ids);
     kv->logits = malloc((size_t)m->cfg.n_vocab * sizeof *kv->logits);
-    if (!kv->ids || !kv->k || !kv->v || !kv->logits) {
+    if (!kv->ids || !kv->logits) {
         mt_kv_free(kv);
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache of %zu tokens", T);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a window of %d tokens", T);
     }
-    mt_status s =
-        mt_ctx_init(&kv->ctx, mt_model_arena_bytes(&mt_gpt_type, &m->cfg, 1, false), 0, err);
+    mt_status s = mt_attn_cache_alloc(&kv->cache, sc->n_layer, 1, T, KC, err);
+    if (s == MT_OK)
+        s = mt_ctx_init(&kv->ctx, mt_model_arena_bytes(&mt_gpt_type, &m->cfg, 1, false), 0, err);
     if (s != MT_OK) {
         mt_kv_free(kv);
         return s;
@@ -108,58 +105,10 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
 
 void mt_kv_free(mt_kv_cache *kv) {
     free(kv->ids);
-    free(kv->k);
-    free(kv->v);
     free(kv->logits);
+    mt_attn_cache_free(&kv->cache);
     if (kv->ctx.arena.base) mt_ctx_free(&kv->ctx);
     memset(kv, 0, sizeof *kv);
-}
-
-typedef struct {
-    mt_kv_cache *kv;
-    int layer, pos0;
-} cached_attn_arg;
-
-/* The attention sublayer over the cache: q (1, n, C), k, v (1, n, KC) of the n new tokens (with
-   RoPE, q and k rotated at their positions pos0..); their k and v are stored at rows pos0.. of
-   the layer's cache (T, KC); per head h, g = h / (NH / NKV) its key-value head,
-   S (n, L) = Q_h K_g^T / sqrt(HS) masked to j <= pos0 + t, P = softmax_rows(S), O_h = P V_g;
-   then the output projection (mt_attn_output: with Sub-LN's inner norm). As mt_attention,
-   without the tape. */
-static mt_tensor *cached_attn(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                              const mt_block_params *bp, mt_tensor *x, void *argp) {
-    cached_attn_arg *arg = argp;
-    const mt_attn_params *a = &bp->attn;
-    int n = x->shape[1], C = cfg->C, NH = cfg->n_head, HS = C / NH, pos0 = arg->pos0;
-    int NKV = cfg->n_kv_head ? cfg->n_kv_head : NH, KC = HS * NKV, G = NH / NKV;
-    int L = pos0 + n, T = arg->kv->m->cfg.n_ctx;
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
-    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
-    if (cfg->rope) /* each new token at its own position; the cached keys keep theirs */
-        q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
-    size_t layer = (size_t)arg->layer * T * KC;
-    float *K = arg->kv->k + layer, *V = arg->kv->v + layer;
-    memcpy(K + (size_t)pos0 * KC, k->data, (size_t)n * KC * sizeof(float));
-    memcpy(V + (size_t)pos0 * KC, v->data, (size_t)n * KC * sizeof(float));
-    mt_tensor *y = mt_tensor_new(c, 3, (int[]){1, n, C});
-    float *S = mt_arena_floats(c, (size_t)NH * n * L);
-    MT_PARALLEL_FOR((size_t)NH * n * L >= MT_PAR_MIN, for (int h = 0; h < NH; h++) {
-        float *Sh = S + (size_t)h * n * L;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, HS, 1.0f / sqrtf((float)HS),
-                    q->data + h * HS, C, K + h / G * HS, KC, 0.0f, Sh, L);
-        for (int t = 0; t < n; t++) {
-            float *row = Sh + (size_t)t * L, mx = -INFINITY, sum = 0;
-            int last = pos0 + t; /* causal: keys 0..last */
-            for (int j = 0; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
-            for (int j = 0; j <= last; j++) sum += row[j] = expf(row[j] - mx);
-            for (int j = 0; j <= last; j++) row[j] /= sum;
-            for (int j = last + 1; j < L; j++) row[j] = 0;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HS, L, 1.0f, Sh, L,
-                    V + h / G * HS, KC, 0.0f, y->data + h * HS, C);
-    });
-    return mt_attn_output(c, cfg, P, bp, y);
 }
 
 /* Runs the window's tokens [pos0, len) through the model; the last one's logits -> kv->logits. */
@@ -171,16 +120,18 @@ static void run(mt_kv_cache *kv, int pos0) {
     mt_tensor *logits;
     if (kv->no_cache) {
         logits = mt_gpt_forward(c, m, &m->P, kv->ids, 1, kv->len);
-    } else {
-        const mt_gpt_layout *Lo = m->layout;
+    } else { /* the new tokens through the blocks, attending over the cache */
+        const mt_stack *st = &m->layout->stack;
         mt_tensor *x = mt_gpt_embed(c, m, &m->P, kv->ids + pos0, 1, n, pos0);
-        const mt_stack *st = &Lo->stack;
+        kv->cache.len = pos0;
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
-            cached_attn_arg arg = {kv, l, pos0};
-            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_ATTN, x, cached_attn, &arg);
+            mt_cache_arg arg = {.kv = &kv->cache, .layer = l};
+            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached,
+                            &arg);
             x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
         }
+        kv->cache.len = kv->len;
         logits = mt_gpt_head(c, m, &m->P, x);
     }
     memcpy(kv->logits, logits->data + logits->n - (size_t)V, (size_t)V * sizeof(float));

@@ -103,7 +103,7 @@ typedef struct {
     bool no_cache;
     int len;       /* tokens in the window */
     int *ids;      /* (n_ctx) the window */
-    float *k, *v;  /* (n_layer, n_ctx, C) the window's keys and values */
+    mt_attn_cache cache; /* every block's keys and values of the window (1 row, n_ctx) */
     float *logits; /* (V) the next token's logits after the last feed */
     mt_ctx ctx;    /* the arena of one feed, no grad, eval mode */
 } mt_kv_cache;

@@ -19,14 +19,17 @@
      the forward scales O's rows by r instead of P's; the backward asks for the next head's
      q, k, v and E while it works on this one (in a training step they are out of cache).
      Keeping E spares the backward S's recompute, a fifth of its products, and the exp.
-   - large heads: strided cblas_sgemm calls on the (B, T, C) buffers.
-   The masked op (mt_attention_masked, at the end): a key-padding mask and queries and keys of
-   different lengths, for cross-attention and padded self-attention. */
-#include <cblas.h>
+   - large heads: strided products (mt_gemm_strided) on the (B, T, C) buffers.
+   The masked op (mt_attention_ex, after it): a key-padding mask, queries and keys of different
+   lengths, queries further on in the sequence than the first of their keys: cross-attention,
+   padded self-attention, and the attention of generation and decoding over a KV cache, whose
+   type (mt_attn_cache) ends the file. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/gemm.h"
 #include "../tensor/simd.h"
 #include "../tensor/vmath.h"
 #include "nn.h"
@@ -387,8 +390,8 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
    Y (Q or dO, row stride C) the head's (T, HS). */
 static void score_gemm(float *St, const attn_dims *d, float scale, const float *X,
                        const float *Y, int q0, int nq, int kend) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kend, nq, d->HS, scale, X, d->KC,
-                Y + (size_t)q0 * d->C, d->C, 0.0f, St, QB);
+    mt_gemm_strided(false, true, kend, nq, d->HS, scale, X, d->KC, Y + (size_t)q0 * d->C, d->C,
+                    0.0f, St, QB);
 }
 
 static void large_forward(const attn_dims *d, const float *q, const float *k, const float *v,
@@ -400,8 +403,8 @@ static void large_forward(const attn_dims *d, const float *q, const float *k, co
         score_gemm(St, d, 1.0f / sqrtf((float)d->HS), k, q, q0, nq, kend);
         block_rows(SCORES, St, QB, d, q0, 0, kend, mx, NULL);
         softmax_block(St, QB, d, q0, kend, mx, rmax + q0, rinv + q0, true);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, d->HS, kend, 1.0f, St, QB, v,
-                    d->KC, 0.0f, o + (size_t)q0 * d->C, d->C);
+        mt_gemm_strided(true, false, nq, d->HS, kend, 1.0f, St, QB, v, d->KC, 0.0f,
+                        o + (size_t)q0 * d->C, d->C);
     }
 }
 
@@ -424,18 +427,16 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
         block_vec(r, rinv + q0, d, q0);
         score_gemm(Pt, d, scale, k, q, q0, nq, kend);
         block_rows(PROBS, Pt, QB, d, q0, 0, kend, m, r);
-        if (dv)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, 1.0f, Pt, QB,
-                        dO, C, 1.0f, dv, KC);
+        if (dv) mt_gemm_strided(false, false, kend, HS, nq, 1.0f, Pt, QB, dO, C, 1.0f, dv, KC);
         if (!dq && !dk) continue;
         score_gemm(dSt, d, 1.0f, v, dout, q0, nq, kend); /* dP^T */
         ds_block(dSt, Pt, QB, kend);
         if (dq)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nq, HS, kend, scale, dSt, QB, k,
-                        KC, 1.0f, dq + (size_t)q0 * C, C);
+            mt_gemm_strided(true, false, nq, HS, kend, scale, dSt, QB, k, KC, 1.0f,
+                            dq + (size_t)q0 * C, C);
         if (dk)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kend, HS, nq, scale, dSt, QB,
-                        q + (size_t)q0 * C, C, 1.0f, dk, KC);
+            mt_gemm_strided(false, false, kend, HS, nq, scale, dSt, QB, q + (size_t)q0 * C, C, 1.0f,
+                            dk, KC);
     }
 }
 
@@ -559,34 +560,42 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     return out;
 }
 
-/* ---- the masked op: attention with a key-padding mask and queries and keys of different lengths (nn.h,
-   mt_attention_masked): cross-attention and variable-length self-attention. Without a mask and
-   with Tq == Tk it is mt_attention (its register-tile and sgemm paths); otherwise this op, on
-   strided cblas_sgemm calls per (b, h), which skip the padded keys instead of masking them.
-   q, out (B, Tq, C), k, v (B, Tk, C), C = NH * HS; L = kv_len[b], row b's unpadded keys.
-   Forward per (b, h): S = Q K[0:L]^T / sqrt(HS) (Tq, L), masked to s <= t when causal,
+/* ---- the masked op (nn.h, mt_attention_ex): a key-padding mask, queries and keys of different
+   lengths, queries at positions pos0.. of a longer sequence: cross-attention, variable-length
+   self-attention, and attention over a KV cache (generation, decoding). Without a mask, with
+   Tq == Tk and pos0 = 0 it is mt_attention (its register-tile and sgemm paths); otherwise this
+   op, on mt_gemm_strided per (b, h), which skips the padded keys instead of masking them (with
+   one query, the GEMM layer's matrix-vector kernel).
+   q, out (B, Tq, C), k, v (B, Tk, KC), C = NH * HS, KC = NKV HS, head h reading key-value head
+   h / G, G = NH / NKV; L = kv_len[b], row b's unpadded keys; query t at position pos0 + t.
+   Forward per (b, h): S = Q K[0:L]^T / sqrt(HS) (Tq, L), masked to s <= pos0 + t when causal,
    P = softmax_rows(S), O = P V[0:L]. Saved per query row: the max m and r = 1 / sum exp(S - m),
    (B, NH, Tq) each; the backward recomputes P = exp(S - m) r with the same code. */
 typedef struct {
     int B, Tq, Tk, C, NH, HS;
     bool causal;
+    int KC, G, pos0;
+    int Lmax; /* the longest kv_len: what the work and the scratch are sized by */
 } mask_dims;
 
 static mask_dims mask_dims_of(const mt_node *n) {
-    return (mask_dims){n->i[0], n->i[1], n->i[2], n->i[3], n->i[4], n->i[3] / n->i[4], n->i[5]};
+    mask_dims d = {.B = n->i[0], .Tq = n->i[1], .Tk = n->i[2], .C = n->i[3], .NH = n->i[4]};
+    d.HS = d.C / d.NH, d.causal = n->i[5], d.KC = n->i[6], d.pos0 = n->i[7];
+    d.G = d.NH / (d.KC / d.HS), d.Lmax = (int)n->f[0];
+    return d;
 }
 
 /* Keys query t sees: [0, kend) */
 static int query_keys(const mask_dims *d, int L, int t) {
-    return d->causal && t + 1 < L ? t + 1 : L;
+    return d->causal && d->pos0 + t + 1 < L ? d->pos0 + t + 1 : L;
 }
 
 /* S (Tq, L) row stride L = scale Q K[0:L]^T, masked entries -inf; with m and r given (backward),
    turned into P = exp(S - m) r (0 masked); else into P with m and r written. */
 static void probs(float *S, const mask_dims *d, int L, const float *q, const float *k,
                   float *m, float *r, bool have_stats) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->Tq, L, d->HS,
-                1.0f / sqrtf((float)d->HS), q, d->C, k, d->C, 0.0f, S, L);
+    mt_gemm_strided(false, true, d->Tq, L, d->HS, 1.0f / sqrtf((float)d->HS), q, d->C, k, d->KC,
+                    0.0f, S, L);
     for (int t = 0; t < d->Tq; t++) {
         float *row = S + (size_t)t * L;
         int kend = query_keys(d, L, t);
@@ -604,10 +613,21 @@ static void probs(float *S, const mask_dims *d, int L, const float *q, const flo
 }
 
 /* Threads of the (b, h) loop: the pool when the work is worth the fork and no parallel region is
-   active (a replica), else 1, whose scratch slot is 0 (thread_slot). */
+   active (a replica), else 1, whose scratch slot is 0 (thread_slot). The work is B NH Tq Tk HS
+   multiply-adds each way; one query a row (a token of decoding) reads its keys once, so
+   forking pays sooner there. */
 static int mask_threads(const mask_dims *d) {
-    bool worth = (size_t)d->B * d->NH * d->Tq * d->Tk * d->HS >= 64 * (size_t)MT_PAR_MIN;
+    size_t work = (size_t)d->B * d->NH * d->Tq * (d->Tq == 1 ? d->Lmax : d->Tk) * d->HS;
+    bool worth = work >= (d->Tq == 1 ? 2 : 64) * (size_t)MT_PAR_MIN;
     return worth && !omp_in_parallel() ? mt_threads() : 1;
+}
+
+/* Where head h of row b starts in q (and out), and its key-value head in k (and v) */
+static size_t mask_q_offset(const mask_dims *d, int b, int h) {
+    return (size_t)b * d->Tq * d->C + (size_t)h * d->HS;
+}
+static size_t mask_kv_offset(const mask_dims *d, int b, int h) {
+    return (size_t)b * d->Tk * d->KC + (size_t)(h / d->G) * d->HS;
 }
 
 static void masked_forward(mt_node *n) {
@@ -615,17 +635,16 @@ static void masked_forward(mt_node *n) {
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
     const int *len = n->ids;
     float *out = n->out->data, *rmax = n->saved[0], *rinv = n->saved[1];
-    size_t mark = mt_arena_mark(n->ctx), per = ((size_t)d.Tq * d.Tk + 15) / 16 * 16;
+    size_t mark = mt_arena_mark(n->ctx), per = ((size_t)d.Tq * d.Lmax + 15) / 16 * 16;
     int slots = mask_threads(&d);
     float *work = mt_arena_floats(n->ctx, (size_t)slots * per);
     MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
         int b = bh / d.NH, h = bh % d.NH, L = len ? len[b] : d.Tk;
-        size_t oq = (size_t)b * d.Tq * d.C + (size_t)h * d.HS,
-               ok = (size_t)b * d.Tk * d.C + (size_t)h * d.HS, row = (size_t)bh * d.Tq;
+        size_t oq = mask_q_offset(&d, b, h), ok = mask_kv_offset(&d, b, h);
+        size_t row = (size_t)bh * d.Tq;
         float *P = thread_slot(work, slots, per);
         probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.Tq, d.HS, L, 1.0f, P, L,
-                    v + ok, d.C, 0.0f, out + oq, d.C);
+        mt_gemm_strided(false, false, d.Tq, d.HS, L, 1.0f, P, L, v + ok, d.KC, 0.0f, out + oq, d.C);
     });
     mt_arena_release(n->ctx, mark);
 }
@@ -633,7 +652,9 @@ static void masked_forward(mt_node *n) {
 /* dO = out->grad; per (b, h), with P recomputed:
      dV[0:L] += P^T dO,  dP = dO V[0:L]^T,  dS_ts = P_ts (dP_ts - sum_u P_tu dP_tu),
      dQ += dS K[0:L] / sqrt(HS),  dK[0:L] += dS^T Q / sqrt(HS).
-   Padded keys (s >= L) and masked entries have P = 0: no gradient reaches them. */
+   Padded keys (s >= L) and masked entries have P = 0: no gradient reaches them. With grouped
+   heads (G > 1) the G query heads of a key-value head add into its dK and dV: one thread runs
+   the G of them, in order. */
 static void masked_backward(mt_node *n) {
     mask_dims d = mask_dims_of(n);
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
@@ -642,32 +663,32 @@ static void masked_backward(mt_node *n) {
     float *rmax = n->saved[0], *rinv = n->saved[1];
     float *dq = n->in[0]->grad, *dk = n->in[1]->grad, *dv = n->in[2]->grad;
     float scale = 1.0f / sqrtf((float)d.HS);
-    size_t mark = mt_arena_mark(n->ctx), per = (2 * (size_t)d.Tq * d.Tk + 15) / 16 * 16;
-    int slots = mask_threads(&d);
+    size_t mark = mt_arena_mark(n->ctx), per = (2 * (size_t)d.Tq * d.Lmax + 15) / 16 * 16;
+    int slots = mask_threads(&d), NKV = d.NH / d.G;
     float *work = mt_arena_floats(n->ctx, (size_t)slots * per);
-    MT_PARALLEL_FOR(slots > 1, for (int bh = 0; bh < d.B * d.NH; bh++) {
-        int b = bh / d.NH, h = bh % d.NH, L = len ? len[b] : d.Tk, C = d.C, HS = d.HS;
-        size_t oq = (size_t)b * d.Tq * C + (size_t)h * HS, ok = (size_t)b * d.Tk * C + (size_t)h * HS,
-               row = (size_t)bh * d.Tq;
-        float *P = thread_slot(work, slots, per), *dS = P + (size_t)d.Tq * d.Tk;
-        probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true);
-        if (dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, HS, d.Tq, 1.0f, P, L,
-                        dout + oq, C, 1.0f, dv + ok, C);
-        if (dq || dk) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.Tq, L, HS, 1.0f, dout + oq, C,
-                        v + ok, C, 0.0f, dS, L);
+    MT_PARALLEL_FOR(slots > 1, for (int u = 0; u < d.B * NKV; u++) {
+        for (int h = u % NKV * d.G; h < (u % NKV + 1) * d.G; h++) {
+            int b = u / NKV, L = len ? len[b] : d.Tk, C = d.C, KC = d.KC, HS = d.HS;
+            size_t oq = mask_q_offset(&d, b, h), ok = mask_kv_offset(&d, b, h);
+            size_t row = ((size_t)b * d.NH + h) * d.Tq;
+            float *P = thread_slot(work, slots, per), *dS = P + (size_t)d.Tq * L;
+            probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true);
+            if (dv)
+                mt_gemm_strided(true, false, L, HS, d.Tq, 1.0f, P, L, dout + oq, C, 1.0f, dv + ok,
+                                KC);
+            if (!dq && !dk) continue;
+            mt_gemm_strided(false, true, d.Tq, L, HS, 1.0f, dout + oq, C, v + ok, KC, 0.0f, dS, L);
             for (int t = 0; t < d.Tq; t++) {
                 float *g = dS + (size_t)t * L, *p = P + (size_t)t * L, dot = 0;
                 for (int s = 0; s < L; s++) dot += p[s] * g[s];
                 for (int s = 0; s < L; s++) g[s] = p[s] * (g[s] - dot);
             }
             if (dq)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.Tq, HS, L, scale, dS, L,
-                            k + ok, C, 1.0f, dq + oq, C);
+                mt_gemm_strided(false, false, d.Tq, HS, L, scale, dS, L, k + ok, KC, 1.0f,
+                                dq + oq, C);
             if (dk)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, HS, d.Tq, scale, dS, L,
-                            q + oq, C, 1.0f, dk + ok, C);
+                mt_gemm_strided(true, false, L, HS, d.Tq, scale, dS, L, q + oq, C, 1.0f, dk + ok,
+                                KC);
         }
     });
     mt_arena_release(n->ctx, mark);
@@ -675,35 +696,147 @@ static void masked_backward(mt_node *n) {
 
 static const mt_op OP_ATTENTION_MASKED = {"attention_masked", masked_forward, masked_backward};
 
-mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
-                               bool causal, const int *kv_len) {
+/* Checks q (B, Tq, C), k and v (B, Tk, KC) and the mask; the heads' size C / n_head. */
+static int check_masked(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int n_head,
+                        const mt_attn_mask *mask) {
     char sq[64], sk[64], sv[64];
-    MT_ASSERT(q->ndim == 3 && k->ndim == 3 && mt_same_shape(k, v) && q->shape[0] == k->shape[0] &&
-                  q->shape[2] == k->shape[2],
-              "attention: q %s (B, Tq, C), k %s and v %s (B, Tk, C)", mt_shape_str(q, sq, 64),
+    MT_ASSERT(q->ndim == 3 && k->ndim == 3 && mt_same_shape(k, v) && q->shape[0] == k->shape[0],
+              "attention: q %s (B, Tq, C), k %s and v %s (B, Tk, KC)", mt_shape_str(q, sq, 64),
               mt_shape_str(k, sk, 64), mt_shape_str(v, sv, 64));
-    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2];
-    MT_ASSERT(!causal || Tq == Tk, "attention: causal with %d queries and %d keys", Tq, Tk);
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2], KC = k->shape[2];
     MT_ASSERT(n_head >= 1 && C % n_head == 0, "attention: %d heads do not divide C = %d", n_head,
               C);
-    bool full = true;
-    for (int b = 0; kv_len && b < B; b++) {
-        MT_ASSERT(kv_len[b] >= 1 && kv_len[b] <= Tk, "attention: row %d has %d keys of %d", b,
-                  kv_len[b], Tk);
-        full = full && kv_len[b] == Tk;
+    int HS = C / n_head;
+    MT_ASSERT(KC % HS == 0 && n_head % (KC / HS) == 0,
+              "attention: k and v of %d channels are not a whole number of heads of %d that "
+              "divides the %d query heads",
+              KC, HS, n_head);
+    MT_ASSERT(mask->pos0 >= 0 && (!mask->causal || mask->kv_len || mask->pos0 + Tq <= Tk),
+              "attention: causal queries at positions %d..%d with %d keys", mask->pos0,
+              mask->pos0 + Tq - 1, Tk);
+    for (int b = 0; mask->kv_len && b < B; b++)
+        MT_ASSERT(mask->kv_len[b] >= 1 && mask->kv_len[b] <= Tk,
+                  "attention: row %d has %d keys of %d", b, mask->kv_len[b], Tk);
+    return HS;
+}
+
+mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
+                           const mt_attn_mask *mask) {
+    check_masked(q, k, v, n_head, mask);
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], Lmax = 0;
+    for (int b = 0; b < B; b++) {
+        int L = mask->kv_len ? mask->kv_len[b] : Tk;
+        Lmax = L > Lmax ? L : Lmax;
     }
-    if (full && Tq == Tk) return mt_attention(c, q, k, v, n_head, causal);
+    bool full = Tq == Tk && mask->pos0 == 0; /* every row's keys, from position 0: fused */
+    for (int b = 0; mask->kv_len && b < B; b++) full = full && mask->kv_len[b] == Tk;
+    if (full) return mt_attention(c, q, k, v, n_head, mask->causal);
     mt_tensor *out = mt_tensor_like(c, q);
     mt_node *n = mt_node_new(c, &OP_ATTENTION_MASKED, out, 3, (mt_tensor *[]){q, k, v});
-    int args[] = {B, Tq, Tk, C, n_head, causal};
-    for (int i = 0; i < 6; i++) n->i[i] = args[i];
-    if (kv_len) {
+    int args[] = {B, Tq, Tk, q->shape[2], n_head, mask->causal, k->shape[2], mask->pos0};
+    for (int i = 0; i < 8; i++) n->i[i] = args[i];
+    n->f[0] = (float)Lmax; /* exact: Lmax < 2^24 */
+    if (mask->kv_len) {
         int *len = mt_arena_alloc(c, (size_t)B * sizeof *len);
-        memcpy(len, kv_len, (size_t)B * sizeof *len);
+        memcpy(len, mask->kv_len, (size_t)B * sizeof *len);
         n->ids = len;
     }
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     mt_node_run(c, n);
     return out;
+}
+
+mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
+                               bool causal, const int *kv_len) {
+    return mt_attention_ex(c, q, k, v, n_head, &(mt_attn_mask){.causal = causal, .kv_len = kv_len});
+}
+
+/* ---- the KV cache (nn.h, mt_attn_cache) ---- */
+
+static void cache_shape(mt_attn_cache *kv, int n_layer, int B, int cap, int KC) {
+    *kv = (mt_attn_cache){.n_layer = n_layer, .B = B, .cap = cap, .KC = KC};
+}
+
+static size_t cache_floats(const mt_attn_cache *kv) {
+    return (size_t)kv->n_layer * kv->B * kv->cap * kv->KC;
+}
+
+mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC, mt_err *err) {
+    cache_shape(kv, n_layer, B, cap, KC);
+    size_t n = cache_floats(kv);
+    kv->owned = mt_alloc_big(2 * n * sizeof(float));
+    if (!kv->owned)
+        return mt_errorf(err, MT_ENOMEM,
+                         "out of memory for a KV cache of %d layers, %d rows, "
+                         "%d positions of %d channels",
+                         n_layer, B, cap, KC);
+    kv->k = kv->owned, kv->v = kv->owned + n;
+    return MT_OK;
+}
+
+void mt_attn_cache_arena(mt_ctx *c, mt_attn_cache *kv, int n_layer, int B, int cap, int KC) {
+    cache_shape(kv, n_layer, B, cap, KC);
+    kv->k = mt_arena_floats(c, cache_floats(kv));
+    kv->v = mt_arena_floats(c, cache_floats(kv));
+}
+
+void mt_attn_cache_free(mt_attn_cache *kv) {
+    free(kv->owned);
+    *kv = (mt_attn_cache){0};
+}
+
+/* Layer l, row b, position pos of buf */
+static float *cache_at(const mt_attn_cache *kv, float *buf, int layer, int b, int pos) {
+    return buf + (((size_t)layer * kv->B + b) * kv->cap + pos) * kv->KC;
+}
+
+void mt_attn_cache_put(mt_attn_cache *kv, int layer, int pos, const mt_tensor *k,
+                       const mt_tensor *v) {
+    char sk[64];
+    int n = k->shape[1];
+    MT_ASSERT(k->ndim == 3 && k->shape[0] == kv->B && k->shape[2] == kv->KC &&
+                  mt_same_shape(k, v) && layer >= 0 && layer < kv->n_layer && pos >= 0 &&
+                  pos + n <= kv->cap,
+              "kv cache (%d layers, %d rows, %d positions, %d channels): keys %s at layer %d, "
+              "position %d",
+              kv->n_layer, kv->B, kv->cap, kv->KC, mt_shape_str(k, sk, 64), layer, pos);
+    for (int b = 0; b < kv->B; b++) {
+        size_t from = (size_t)b * n * kv->KC, bytes = (size_t)n * kv->KC * sizeof(float);
+        memcpy(cache_at(kv, kv->k, layer, b, pos), k->data + from, bytes);
+        memcpy(cache_at(kv, kv->v, layer, b, pos), v->data + from, bytes);
+    }
+}
+
+void mt_attn_cache_layer(mt_ctx *c, const mt_attn_cache *kv, int layer, mt_tensor **k,
+                         mt_tensor **v) {
+    int shape[] = {kv->B, kv->cap, kv->KC};
+    *k = mt_arena_alloc(c, sizeof **k), *v = mt_arena_alloc(c, sizeof **v);
+    **k = mt_tensor_view(cache_at(kv, kv->k, layer, 0, 0), NULL, 3, shape);
+    **v = mt_tensor_view(cache_at(kv, kv->v, layer, 0, 0), NULL, 3, shape);
+}
+
+void mt_attn_cache_gather(mt_ctx *c, mt_attn_cache *kv, const int *from, int rows) {
+    size_t mark = mt_arena_mark(c), n = (size_t)kv->len * kv->KC;
+    float *tmp = mt_arena_floats(c, (size_t)rows * n);
+    for (int l = 0; l < kv->n_layer; l++)
+        for (float *buf = kv->k; buf; buf = buf == kv->k ? kv->v : NULL) {
+            for (int j = 0; j < rows; j++)
+                memcpy(tmp + j * n, cache_at(kv, buf, l, from[j], 0), n * sizeof(float));
+            for (int j = 0; j < rows; j++)
+                memcpy(cache_at(kv, buf, l, j, 0), tmp + j * n, n * sizeof(float));
+        }
+    mt_arena_release(c, mark);
+}
+
+mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                               mt_attn_cache *kv, int layer, int n_head) {
+    int B = kv->B, n = q->shape[1], L = kv->len + n;
+    mt_attn_cache_put(kv, layer, kv->len, k, v);
+    mt_tensor *K, *V;
+    mt_attn_cache_layer(c, kv, layer, &K, &V);
+    int *len = mt_arena_alloc(c, (size_t)B * sizeof *len);
+    for (int b = 0; b < B; b++) len[b] = L;
+    return mt_attention_ex(c, q, K, V, n_head,
+                           &(mt_attn_mask){.causal = true, .pos0 = kv->len, .kv_len = len});
 }

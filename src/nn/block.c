@@ -165,6 +165,28 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     return mt_attn_output(c, cfg, P, bp, y);
 }
 
+mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                   const mt_block_params *bp, mt_tensor *x, void *arg) {
+    const mt_attn_params *a = &bp->attn;
+    const mt_cache_arg *ca = arg;
+    int pos0 = ca->kv->len; /* the new tokens' first position; the cached keys keep theirs */
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    if (cfg->rope)
+        q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
+    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head);
+    return mt_attn_output(c, cfg, P, bp, y);
+}
+
+/* out_proj(y), with Sub-LN out_proj(N_inner(y)): the cross-attention's output */
+static mt_tensor *cross_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                               const mt_block_params *bp, mt_tensor *y) {
+    if (mt_placement_inner_norm(cfg->placement))
+        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
+    return mt_param_linear(c, P, bp->cross.out_w, bp->cross.out_b, y);
+}
+
 mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                   const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->cross;
@@ -173,9 +195,16 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, m->mem);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
-    if (mt_placement_inner_norm(cfg->placement))
-        y = mt_norm_tokens(c, &cfg->norm, P, &bp->cross_inner, y);
-    return mt_param_linear(c, P, a->out_w, a->out_b, y);
+    return cross_output(c, cfg, P, bp, y);
+}
+
+mt_tensor *mt_cross_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                         const mt_block_params *bp, mt_tensor *x, void *arg) {
+    const mt_cache_arg *ca = arg;
+    mt_tensor *q = mt_param_linear(c, P, bp->cross.q_w, bp->cross.q_b, x), *k, *v;
+    mt_attn_cache_layer(c, ca->kv, ca->layer, &k, &v);
+    mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, ca->kv_len);
+    return cross_output(c, cfg, P, bp, y);
 }
 
 mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,

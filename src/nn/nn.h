@@ -122,6 +122,48 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
    self-attention. */
 mt_tensor *mt_attention_masked(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                                bool causal, const int *kv_len);
+/* The general form, which the two above are: q (B, Tq, C), k, v (B, Tk, KC) (grouped heads as
+   mt_attention's) -> (B, Tq, C); query t stands at position pos0 + t of the sequence the keys
+   are positions 0.. of; row b's queries see keys [0, kv_len[b]) (NULL: all Tk), and with causal
+   only s <= pos0 + t. pos0 > 0: the new tokens of a generation over the keys of a KV cache. */
+typedef struct {
+    bool causal;
+    int pos0;
+    const int *kv_len; /* (B) in [1, Tk], or NULL */
+} mt_attn_mask;
+mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
+                           const mt_attn_mask *mask);
+
+/* A KV cache: the keys and values an attention has seen, per layer, for B rows of up to cap
+   positions of KC channels (n_kv_head HS), so that a new token attends to them without
+   recomputing them. Generation (the GPT) and decoding (the encoder-decoder's self-attention, and
+   its cross-attention's keys of the encoder output, stored once) share it. k, v
+   (n_layer, B, cap, KC); positions [0, len) hold keys, the same count in every row and layer. */
+typedef struct {
+    int n_layer, B, cap, KC;
+    int len;
+    float *k, *v;
+    float *owned; /* mt_attn_cache_alloc's block, else NULL (in an arena) */
+} mt_attn_cache;
+/* Empty caches (len 0) in a block of their own (free with mt_attn_cache_free; MT_ENOMEM naming
+   the size), or in c's arena. */
+mt_status mt_attn_cache_alloc(mt_attn_cache *kv, int n_layer, int B, int cap, int KC, mt_err *err);
+void mt_attn_cache_arena(mt_ctx *c, mt_attn_cache *kv, int n_layer, int B, int cap, int KC);
+void mt_attn_cache_free(mt_attn_cache *kv);
+/* k, v (B, n, KC) into layer `layer` at positions [pos, pos + n) (len unchanged). */
+void mt_attn_cache_put(mt_attn_cache *kv, int layer, int pos, const mt_tensor *k,
+                       const mt_tensor *v);
+/* Tensors (B, cap, KC) over a layer's keys and values (arena headers, the cache's memory). */
+void mt_attn_cache_layer(mt_ctx *c, const mt_attn_cache *kv, int layer, mt_tensor **k,
+                         mt_tensor **v);
+/* Row j of every layer takes row from[j]'s positions [0, len), j < rows (beam search: the
+   rows follow their hypotheses); scratch from c's arena, given back. */
+void mt_attn_cache_gather(mt_ctx *c, mt_attn_cache *kv, const int *from, int rows);
+/* Causal self-attention of n new positions over the cache: k, v (B, n, KC) join layer `layer`
+   at positions [len, len + n), then q (B, n, C) attends to positions [0, len + n), query t at
+   position len + t (mt_attention_ex). The caller adds n to len once every layer has run. */
+mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                               mt_attn_cache *kv, int layer, int n_head);
 
 /* Rotary position embedding (RoPE; Su et al. 2021, arXiv 2104.09864), llama2.c's convention:
    each head's adjacent channel pair (x[2i], x[2i+1]), i < HS/2, rotated by the angle
@@ -259,6 +301,21 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
    the mt_cross_mem. */
 mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                   const mt_block_params *bp, mt_tensor *x, void *arg);
+/* The two attention sublayers over a KV cache (generation and decoding), arg an mt_cache_arg:
+   mt_attn_sublayer_cached projects x (B, n, C) of n new positions, rotates q and k at positions
+   kv->len.. (RoPE), and attends with mt_attention_cached (the caller advances kv->len);
+   mt_cross_attn_sublayer_cached attends to the encoder's keys and values, stored in kv by the
+   caller (mt_attn_cache_put of k_proj(mem), v_proj(mem)), masked to kv_len, as
+   mt_cross_attn_sublayer does to mem. */
+typedef struct {
+    mt_attn_cache *kv;
+    int layer;
+    const int *kv_len; /* cross: (B) the encoder rows' lengths */
+} mt_cache_arg;
+mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                   const mt_block_params *bp, mt_tensor *x, void *arg);
+mt_tensor *mt_cross_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                                         const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The attention's output projection of y (B, T, C), the heads side by side: out_proj(y), or
    out_proj(N_inner(y)) with Sub-LN. */
 mt_tensor *mt_attn_output(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,

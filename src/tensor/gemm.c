@@ -1,5 +1,7 @@
-/* The GEMM layer: every product of the linear layers and mt_matmul goes through mt_gemm (fp32)
- * or mt_gemm_bf16 (bf16 inputs, fp32 accumulation and output), row-major, transposes as flags.
+/* The GEMM layer: every product of the linear layers, the attention (mt_gemm_strided: heads in
+ * wider buffers) and mt_matmul goes through mt_gemm (fp32) or mt_gemm_bf16 (bf16 inputs, fp32
+ * accumulation and output), row-major, transposes as flags. One-row fp32 products (a token of
+ * generation) on OpenBLAS's side run mt's matrix-vector kernel (gemv, below) instead of sgemm.
  * Two backends:
  *   OpenBLAS  cblas_sgemm; fp32 only. C's rows split across the pool by mt (gemm_rows below) or
  *             left to OpenBLAS's own threading.
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "simd.h"
 
 #ifdef MT_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -41,6 +44,113 @@ const mt_enum MT_GEMM_BACKENDS = MT_ENUM("GEMM backend", BACKENDS);
 void mt_bf16_from_floats(mt_bf16 *dst, const float *src, size_t n) {
     MT_PARALLEL_FOR_SIMD(n >= 4 * MT_PAR_MIN,
                          for (size_t i = 0; i < n; i++) dst[i] = mt_bf16_from_float(src[i]););
+}
+
+/* ---- one row: the products of one token ---------------------------------------------------
+ * y (N) = alpha x (K) op(B) + beta y, or + bias: M = 1, what a token of generation multiplies.
+ * sgemm packs all of B to multiply one row by it (OpenBLAS's incopy took 40% of a generation);
+ * these read B once, in place, and split y across the pool (each thread streams its share of B,
+ * as a matrix-vector product must: it is bound by B's bytes). tb (x W^T, B (N, K) row stride
+ * ldb): y_j = x . B_j, four rows of B at a time, each row a vector sum over k in order whose
+ * lanes are then added in a fixed tree. !tb (B (K, N) row stride ldb): y += x_k B_k over k in
+ * order, four vectors of y at a time. Every y_j is computed by one thread with the same code
+ * wherever the split falls, so the result does not depend on the thread count. */
+
+enum { GEMV_ROWS = 4, GEMV_PAR_MIN = 2 * MT_PAR_MIN }; /* rows a pass; B's floats worth a fork */
+
+static inline float lanes_sum(mt_vf v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_add_ps((__m512)v);
+#else
+    float s = 0;
+    for (int j = 0; j < MT_VW; j++) s += v[j];
+    return s;
+#endif
+}
+
+/* y_j = alpha x . B_j + (bias_j, or beta y_j, or 0) */
+static inline float gemv_out(float dot, float alpha, float beta, const float *y, const float *bias,
+                             int j) {
+    float add = bias ? bias[j] : beta != 0.0f ? beta * y[j] : 0.0f;
+    return alpha * dot + add;
+}
+
+/* tb: y_j for j in [j0, j1); the four rows' sums named, so that they stay in registers (an
+   array of them went through the stack at every step) */
+static void gemv_t(int K, float alpha, const float *x, const float *B, int ldb, float beta,
+                   float *y, const float *bias, int j0, int j1) {
+    int KV = K / MT_VW * MT_VW;
+    for (int j = j0; j < j1; j += GEMV_ROWS) {
+        int nr = j1 - j < GEMV_ROWS ? j1 - j : GEMV_ROWS;
+        const float *b[GEMV_ROWS]; /* rows past j1 repeat row j: computed, not stored */
+        for (int r = 0; r < GEMV_ROWS; r++) b[r] = B + (size_t)(j + (r < nr ? r : 0)) * ldb;
+        mt_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int k = 0; k < KV; k += MT_VW) {
+            mt_vf xv = mt_vf_load(x + k);
+            a0 = mt_vf_madd(xv, mt_vf_load(b[0] + k), a0);
+            a1 = mt_vf_madd(xv, mt_vf_load(b[1] + k), a1);
+            a2 = mt_vf_madd(xv, mt_vf_load(b[2] + k), a2);
+            a3 = mt_vf_madd(xv, mt_vf_load(b[3] + k), a3);
+        }
+        float dot[GEMV_ROWS] = {lanes_sum(a0), lanes_sum(a1), lanes_sum(a2), lanes_sum(a3)};
+        for (int r = 0; r < nr; r++) {
+            for (int k = KV; k < K; k++) dot[r] = MT_MADD(x[k], b[r][k], dot[r]);
+            y[j + r] = gemv_out(dot[r], alpha, beta, y, bias, j + r);
+        }
+    }
+}
+
+/* !tb: y_j for the nv vectors of y from j (nv a constant once inlined: the sums stay in
+   registers) */
+static inline __attribute__((always_inline)) void gemv_n_block(int nv, int K, float alpha,
+                                                               const float *x, const float *B,
+                                                               int ldb, float beta, float *y,
+                                                               const float *bias, int j) {
+    mt_vf acc[GEMV_ROWS] = {{0}};
+    for (int k = 0; k < K; k++) {
+        mt_vf xk = x[k] - (mt_vf){0};
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[v] = mt_vf_madd(xk, mt_vf_load(B + (size_t)k * ldb + j + v * MT_VW), acc[v]);
+    }
+    for (int v = 0; v < nv; v++)
+        for (int l = 0; l < MT_VW; l++) {
+            int o = j + v * MT_VW + l;
+            y[o] = gemv_out(acc[v][l], alpha, beta, y, bias, o);
+        }
+}
+
+/* !tb: y_j for j in [j0, j1), j0 a multiple of MT_VW */
+static void gemv_n(int K, float alpha, const float *x, const float *B, int ldb, float beta,
+                   float *y, const float *bias, int j0, int j1) {
+    int jv = j0 + (j1 - j0) / MT_VW * MT_VW;
+    for (int j = j0; j < jv; j += GEMV_ROWS * MT_VW) {
+        switch ((jv - j) / MT_VW) {
+        case 1: gemv_n_block(1, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        case 2: gemv_n_block(2, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        case 3: gemv_n_block(3, K, alpha, x, B, ldb, beta, y, bias, j); break;
+        default: gemv_n_block(GEMV_ROWS, K, alpha, x, B, ldb, beta, y, bias, j);
+        }
+    }
+    for (int j = jv; j < j1; j++) {
+        float dot = 0;
+        for (int k = 0; k < K; k++) dot = MT_MADD(x[k], B[(size_t)k * ldb + j], dot);
+        y[j] = gemv_out(dot, alpha, beta, y, bias, j);
+    }
+}
+
+/* y (N) = alpha x (K) op(B) + beta y (or + bias), split over y's entries across the pool when B
+   is large enough and no parallel region is active */
+static void gemv(bool tb, int N, int K, float alpha, const float *x, const float *B, int ldb,
+                 float beta, float *y, const float *bias) {
+    int nt = (size_t)N * K >= GEMV_PAR_MIN && !omp_in_parallel() ? mt_threads() : 1;
+    int unit = tb ? GEMV_ROWS : MT_VW; /* a split falls on whole passes */
+    int per = ((N + nt - 1) / nt + unit - 1) / unit * unit;
+    MT_PARALLEL_FOR(nt > 1, for (int j0 = 0; j0 < N; j0 += per) {
+        int j1 = j0 + per < N ? j0 + per : N;
+        if (tb) gemv_t(K, alpha, x, B, ldb, beta, y, bias, j0, j1);
+        else gemv_n(K, alpha, x, B, ldb, beta, y, bias, j0, j1);
+    });
 }
 
 /* ---- OpenBLAS ------------------------------------------------------------------------------ */
@@ -69,6 +179,10 @@ static void gemm_rows(bool ta, bool tb, int M, int N, int K, const float *A, con
    (M N K <= 4 * 65536) and C of fewer than two 16-row tiles. */
 static void gemm_openblas(bool ta, bool tb, int M, int N, int K, const float *A, const float *B,
                           float beta, float *C, const float *bias) {
+    if (M == 1 && !ta) {
+        gemv(tb, N, K, 1.0f, A, B, tb ? K : N, beta, C, bias);
+        return;
+    }
     int nt = omp_in_parallel() ? 1 : mt_threads();
     bool split = nt >= 2 && M >= 32 && (double)N * K <= 65536 && (double)M * N * K > 4.0 * 65536;
     int per = split ? ((M + 15) / 16 + nt - 1) / nt * 16 : M; /* rows a block, one block a thread */
@@ -320,6 +434,14 @@ void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float 
     }
 #endif
     gemm_openblas(ta, tb, M, N, K, A, B, beta, C, bias);
+}
+
+void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M == 1 && !ta) gemv(tb, N, K, alpha, A, B, ldb, beta, C, NULL);
+    else
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void mt_gemm_bf16(bool ta, bool tb, int M, int N, int K, const mt_bf16 *A, const mt_bf16 *B,

@@ -13,13 +13,19 @@
 /* bfloat16: the high half of a float32's bits. */
 typedef uint16_t mt_bf16;
 
-/* ---- products ---------------------------------------------------------------------------------
+/* ---- products: every one of the linear layers, attention and mt_matmul ------------------------
  * Row-major with dense leading dimensions: C (M, N) = op(A) op(B) + beta C, A stored (M, K) or
  * (K, M) when ta, B (K, N) or (N, K) when tb; with bias (N floats) every row of C is set to bias
  * first and beta is ignored. Called outside a parallel region it runs on the pool's threads,
  * inside one (a replica) on the calling thread. */
 void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float *B, float beta,
              float *C, const float *bias);
+/* C = alpha op(A) op(B) + beta C on blocks of larger buffers, lda, ldb, ldc their row strides (the
+   attention's heads, side by side in (B, T, C) buffers); fp32, OpenBLAS, no bias. A product of
+   one row (M = 1, !ta) in either, as a token of generation has, runs mt's matrix-vector kernel
+   (gemm.c), split over C's entries across the pool when large: the same bits on any thread count. */
+void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc);
 /* The same product on bf16 inputs, accumulated and written in fp32 (oneDNN only: mt_bf16_check
    must have passed). */
 void mt_gemm_bf16(bool ta, bool tb, int M, int N, int K, const mt_bf16 *A, const mt_bf16 *B,

@@ -1,6 +1,7 @@
 /* The tensor runtime: tensor headers, the context and its step arena, the tape and backward. */
 #include "tensor.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,16 +156,22 @@ mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
     return n;
 }
 
-/* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set. */
+/* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set; under
+   c->threads, the calling thread's team size (the nthreads ICV, which mt's loops, mt_threads(),
+   OpenBLAS and oneDNN read) is the budget for the op's length and then what it was. */
 static void run_op(mt_ctx *c, mt_node *n, int dir) {
     void (*fn)(mt_node *) = dir ? n->op->backward : n->op->forward;
+    int outer = c->threads > 0 && !omp_in_parallel() ? omp_get_max_threads() : 0;
+    bool budget = c->threads < outer;
+    if (budget) omp_set_num_threads(c->threads);
     if (!c->profile) {
         fn(n);
-        return;
+    } else {
+        double t = mt_clock();
+        fn(n);
+        mt_profile_add(c->profile, n->op, dir, mt_clock() - t);
     }
-    double t = mt_clock();
-    fn(n);
-    mt_profile_add(c->profile, n->op, dir, mt_clock() - t);
+    if (budget) omp_set_num_threads(outer);
 }
 
 void mt_node_run(mt_ctx *c, mt_node *n) {

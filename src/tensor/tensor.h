@@ -88,6 +88,10 @@ struct mt_ctx {
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else each node's forward and backward time (profile.h) */
     int precision;       /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
+    /* The thread budget of this context's ops and their products: at most this many of the
+       pool's threads (0: all of them). Set by whoever owns the context (decoding's tiny ops run
+       on one); nothing process-wide changes. */
+    int threads;
     /* Backward hands the arena block of an op's output, once its node's backward has run (its
        last reader), to the gradients that follow, as it does with dead gradients: less memory
        for a training step, whose caller reads only the loss. Off by default; when on, every

@@ -282,3 +282,14 @@ char *mt_run_options_help(void) {
     all_free(&a);
     return out;
 }
+
+mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
+    const mt_train_options *o = &r->o;
+    return (mt_train_cfg){
+        .model = r->type, .model_cfg = r->model_cfg, .data = r->data,
+        .out = o->out, .seed = (uint64_t)o->seed, .steps = o->steps, .batch = o->batch,
+        .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20, .options = r->saved,
+        .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
+        .resume = o->resume, .replicas = o->replicas, .precision = o->precision,
+    };
+}

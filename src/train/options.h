@@ -54,6 +54,8 @@ typedef struct {
    read keeps its status). */
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err);
 void mt_run_options_free(mt_run_options *r);
+/* The trainer's config of the options (its strings point into r). */
+mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r);
 /* The flags at their defaults: the training options, the block stack's, each model's own;
    malloc'd. */
 char *mt_run_options_help(void);

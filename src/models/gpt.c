@@ -66,35 +66,17 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     return st;
 }
 
-#define F(member, TYPE, key, help, ...) \
-    MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
-static const mt_field FIELDS[] = {
-    F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
-    F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
-      .flag = "untie"),
-    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
-      .range = "0.."),
-    F(arch, ENUM, "arch", "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
-      "the GPT's defaults", .of = &MT_GPT_ARCHS),
-    F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
-    F(rope_theta, FLOAT, "rope_theta", "RoPE's base: pair i of a head turns by position x "
-      "theta^(-2i/head size)"),
-    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
-};
-#undef F
-static const mt_fields GPT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_gpt *m = mp;
     const mt_gpt_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_gpt_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){.type = &mt_gpt_type, .cfg = &m->cfg, .P = &m->P};
+    m->base = (mt_model){.cfg = &m->cfg, .P = &m->P}; /* the type: mt_model_table's */
     mt_tok_init_byte(&m->tok);
     const mt_gpt_config *g = &m->cfg;
     int C = g->stack.n_embd, V = g->n_vocab;
@@ -124,13 +106,6 @@ static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
     return MT_OK;
 }
 
-mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
-    mt_status st = build_table(m, cfg, err);
-    if (st == MT_OK) st = mt_params_alloc(&m->P, err);
-    if (st != MT_OK) mt_gpt_free(m);
-    return st;
-}
-
 void mt_gpt_free(mt_gpt *m) {
     if (m->layout) mt_stack_free(&m->layout->stack), mt_rope_free(&m->layout->rope);
     free(m->layout);
@@ -138,8 +113,6 @@ void mt_gpt_free(mt_gpt *m) {
     mt_tok_free(&m->tok);
     memset(m, 0, sizeof *m);
 }
-
-mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *)m : NULL; }
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
@@ -184,8 +157,7 @@ mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch)
                        b->m->cfg.stack.label_smoothing);
 }
 
-/* activation_bytes of the type (model.h) */
-static double activation_bytes(const void *cfgp, int B, bool training) {
+double mt_gpt_activation_bytes(const void *cfgp, int B, bool training) {
     const mt_gpt_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
@@ -196,131 +168,3 @@ static double activation_bytes(const void *cfgp, int B, bool training) {
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }
-
-/* ---- the model on a batch ---------------------------------------------------------------------- */
-
-static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
-    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, label_smoothing);
-}
-
-/* The probe's hidden state: the blocks' output after the final norm, what the head reads. */
-static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
-    const mt_gpt *m = (const mt_gpt *)mp;
-    mt_tensor *x = mt_gpt_embed(c, m, mp->P, b->ids, b->B, b->T, 0);
-    x = mt_stack_forward(c, &m->layout->stack, mp->P, x, resid);
-    return mt_stack_final(c, &m->layout->stack, mp->P, x);
-}
-
-/* ---- the type -------------------------------------------------------------------------------- */
-
-static void config_default(void *cfg) { *(mt_gpt_config *)cfg = mt_gpt_config_default(); }
-static mt_status config_validate(void *cfg, mt_err *err) {
-    return mt_gpt_config_validate(cfg, err);
-}
-
-static void config_describe(const void *cfgp, char *buf, size_t len) {
-    const mt_gpt_config *g = cfgp;
-    const mt_stack_config *s = &g->stack;
-    char kv[32] = "";
-    if (s->n_kv_head != s->n_head) snprintf(kv, sizeof kv, " (%d key-value)", s->n_kv_head);
-    snprintf(buf, len, "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
-             "placement %s, init %s, pos %s, act %s%s", mt_enum_name(&MT_GPT_ARCHS, g->arch),
-             s->n_layer, s->n_head, kv, s->n_embd, s->n_ff, g->n_ctx,
-             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
-             mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
-             mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
-}
-
-static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
-
-static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }
-
-static mt_status meta_from_json(mt_model *mp, const char *json, mt_err *err) {
-    mt_gpt *m = (mt_gpt *)mp;
-    mt_tokenizer tok;
-    mt_status s = mt_tok_from_json(json, &tok, err);
-    if (s != MT_OK) return s;
-    if (tok.n_vocab != m->cfg.n_vocab) {
-        s = mt_errorf(err, MT_EFORMAT, "the config has n_vocab %d, the tokenizer %d tokens",
-                      m->cfg.n_vocab, tok.n_vocab);
-        mt_tok_free(&tok);
-        return s;
-    }
-    mt_tok_free(&m->tok);
-    m->tok = tok;
-    return MT_OK;
-}
-
-static void meta_describe(const mt_model *mp, char *buf, size_t len) {
-    const mt_tokenizer *t = &((const mt_gpt *)mp)->tok;
-    snprintf(buf, len, "%s, vocabulary %d", mt_enum_name(&MT_TOKENIZERS, t->kind), t->n_vocab);
-}
-
-/* ---- what ./infer and ./export do with it ---------------------------------------------------- */
-
-static const mt_tokenizer *text_tokenizer(const mt_model *m) { return &((const mt_gpt *)m)->tok; }
-
-static mt_status text_score(const mt_model *m, const uint16_t *tok, size_t n, int precision,
-                            double *nll, long *count, long *bytes, mt_err *err) {
-    return mt_gpt_score((mt_gpt *)m, tok, n, precision, nll, count, bytes, err);
-}
-
-static mt_status gen_open(mt_model *m, bool no_cache, int precision, void **state, mt_err *err) {
-    mt_kv_cache *kv = malloc(sizeof *kv);
-    mt_status s = kv ? mt_kv_init(kv, (mt_gpt *)m, no_cache, err)
-                     : mt_errorf(err, MT_ENOMEM, "out of memory for a KV cache");
-    if (s != MT_OK) {
-        free(kv);
-        return s;
-    }
-    kv->ctx.precision = precision;
-    *state = kv;
-    return MT_OK;
-}
-
-static const float *gen_feed(void *state, const int *ids, int n) {
-    mt_kv_cache *kv = state;
-    mt_kv_feed(kv, ids, n);
-    return kv->logits;
-}
-
-static void gen_close(void *state) {
-    if (state) mt_kv_free(state);
-    free(state);
-}
-
-static const mt_text_ops TEXT_OPS = {
-    .tokenizer = text_tokenizer,
-    .score = text_score,
-    .gen_open = gen_open,
-    .gen_feed = gen_feed,
-    .gen_close = gen_close,
-};
-
-static mt_status export(const mt_model *m, const mt_export_opts *opts, mt_err *err) {
-    return mt_gpt_export((const mt_gpt *)m, opts, err);
-}
-
-const mt_model_type mt_gpt_type = {
-    .name = "gpt",
-    .about = "a language model",
-    .task = &mt_text_task,
-    .meta_key = "tokenizer",
-    .config_size = sizeof(mt_gpt_config),
-    .fields = &GPT_FIELDS,
-    .config_default = config_default,
-    .config_validate = config_validate,
-    .config_describe = config_describe,
-    .activation_bytes = activation_bytes,
-    .size = sizeof(mt_gpt),
-    .build_table = build_table,
-    .free = type_free,
-    .meta_to_json = meta_to_json,
-    .meta_from_json = meta_from_json,
-    .meta_describe = meta_describe,
-    .loss = loss,
-    .hidden = hidden,
-    .text = &TEXT_OPS,
-    .export = export,
-};

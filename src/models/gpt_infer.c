@@ -54,7 +54,7 @@ mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, 
     double *sums = malloc(batches * sizeof *sums);
     mt_status s = ctx && sums ? MT_OK
                               : mt_errorf(err, MT_ENOMEM, "out of memory for %zu batches", batches);
-    size_t arena = mt_model_arena_bytes(&mt_gpt_type, &m->cfg, (int)B, false);
+    size_t arena = mt_model_arena_bytes(m->base.type, &m->cfg, (int)B, false);
     for (int i = 0; i < k && s == MT_OK; i++)
         if ((s = mt_ctx_init(&ctx[i], arena, 0, err)) == MT_OK) {
             ctx[i].training = false;
@@ -93,7 +93,7 @@ mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err) {
     }
     mt_status s = mt_attn_cache_alloc(&kv->cache, sc->n_layer, 1, T, KC, err);
     if (s == MT_OK)
-        s = mt_ctx_init(&kv->ctx, mt_model_arena_bytes(&mt_gpt_type, &m->cfg, 1, false), 0, err);
+        s = mt_ctx_init(&kv->ctx, mt_model_arena_bytes(m->base.type, &m->cfg, 1, false), 0, err);
     if (s != MT_OK) {
         mt_kv_free(kv);
         return s;

@@ -1,4 +1,5 @@
-/* The GPT's private layout, shared by gpt.c and the KV-cache decoder (gpt_infer.c). */
+/* The GPT's private layout and parts, shared by gpt.c, its decoding (gpt_infer.c) and its type
+   (gpt_type.c). */
 #ifndef MT_GPT_INTERNAL_H
 #define MT_GPT_INTERNAL_H
 
@@ -17,5 +18,10 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids
                         int pos0);
 /* The final norm (pre, subln, peri) and the head: x (B, T, C) -> logits (B, T, V). */
 mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x);
+
+/* The type's build_table and activation_bytes (model.h): the model's parameter table into m (an
+   mt_gpt), not allocated; activation bytes of a step of B rows. */
+mt_status mt_gpt_build_table(void *m, const void *cfg, mt_err *err);
+double mt_gpt_activation_bytes(const void *cfg, int B, bool training);
 
 #endif

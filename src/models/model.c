@@ -5,22 +5,12 @@
 
 #include "model.h"
 
-mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_err *err) {
-    char names[256] = "";
-    for (int i = 0; mt_model_types[i]; i++) {
-        if (strcmp(mt_model_types[i]->name, name) == 0) return *type = mt_model_types[i], MT_OK;
-        size_t at = strlen(names);
-        snprintf(names + at, sizeof names - at, "%s%s (%s)", i ? ", " : "",
-                 mt_model_types[i]->name, mt_model_types[i]->about);
-    }
-    return mt_errorf(err, MT_EINVAL, "unknown model '%s' (accepted: %s)", name, names);
-}
-
 mt_status mt_model_table(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err) {
     void *p = malloc(type->size);
     *m = p;
     if (!p) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
     mt_status s = type->build_table(p, cfg, err);
+    if ((*m)->cfg) (*m)->type = type; /* the instance was set up: type->free releases it */
     if (s != MT_OK) {
         mt_model_free(p);
         *m = NULL;

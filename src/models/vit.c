@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "vit_internal.h"
 
 struct mt_vit_layout {
     int patch_w, patch_b;     /* (C, CH P P), (C) or -1 */
@@ -85,30 +85,17 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(member, TYPE, key, help, ...) \
-    MT_FIELD(mt_vit_config, member, TYPE, key, help, __VA_ARGS__)
-static const mt_field FIELDS[] = {
-    F(image_h, INT, "image_h", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(image_w, INT, "image_w", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(channels, INT, "channels", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(patch, INT, "patch", "patch size (divides the image size)", .range = "1.."),
-    F(n_classes, INT, "n_classes", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(pool, ENUM, "pool", "what the head reads", .of = &MT_VIT_POOLS),
-    F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
-};
-#undef F
-static const mt_fields VIT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
+mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_vit *m = mp;
     const mt_vit_config *cfg = cfgp;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     mt_status st = mt_vit_config_validate(&m->cfg, err);
     if (st != MT_OK) return st;
-    m->base = (mt_model){.type = &mt_vit_type, .cfg = &m->cfg, .P = &m->P};
+    m->base = (mt_model){.cfg = &m->cfg, .P = &m->P}; /* the type: mt_model_table's */
     const mt_vit_config *g = &m->cfg;
     const mt_stack_config *s = &g->stack;
     int C = s->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;
@@ -139,13 +126,6 @@ static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
     return MT_OK;
 }
 
-mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
-    mt_status st = build_table(m, cfg, err);
-    if (st == MT_OK) st = mt_params_alloc(&m->P, err);
-    if (st != MT_OK) mt_vit_free(m);
-    return st;
-}
-
 void mt_vit_free(mt_vit *m) {
     if (m->layout) mt_stack_free(&m->layout->stack);
     free(m->layout);
@@ -154,10 +134,7 @@ void mt_vit_free(mt_vit *m) {
     memset(m, 0, sizeof *m);
 }
 
-mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *)m : NULL; }
-
-/* activation_bytes of the type (model.h) */
-static double activation_bytes(const void *cfgp, int B, bool training) {
+double mt_vit_activation_bytes(const void *cfgp, int B, bool training) {
     const mt_vit_config *cfg = cfgp;
     const mt_stack_config *s = &cfg->stack;
     double T = mt_vit_tokens(cfg), N = (double)B * T, C = s->n_embd;
@@ -224,89 +201,3 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
                        const int *labels, int B, float label_smoothing) {
     return mt_cross_entropy(c, mt_vit_forward(c, m, P, images, B), labels, -1, label_smoothing);
 }
-
-/* ---- the model on a batch ---------------------------------------------------------------------- */
-
-static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
-    return mt_vit_loss(c, (const mt_vit *)m, P, b->images, b->labels, b->B, label_smoothing);
-}
-
-/* ---- the type -------------------------------------------------------------------------------- */
-
-static void config_default(void *cfg) { *(mt_vit_config *)cfg = mt_vit_config_default(); }
-static mt_status config_validate(void *cfg, mt_err *err) {
-    return mt_vit_config_validate(cfg, err);
-}
-
-static void config_describe(const void *cfgp, char *buf, size_t len) {
-    const mt_vit_config *v = cfgp;
-    const mt_stack_config *s = &v->stack;
-    snprintf(buf, len, "vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
-             "%d, norm %s, placement %s, init %s", v->patch, mt_vit_tokens(v),
-             mt_enum_name(&MT_VIT_POOLS, v->pool), s->n_layer, s->n_head, s->n_embd, s->n_ff,
-             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
-             mt_enum_name(&MT_INIT_SCHEMES, s->init));
-}
-
-static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
-
-static char *meta_to_json(const mt_model *m) {
-    return mt_images_meta_to_json(&((const mt_vit *)m)->meta);
-}
-
-static mt_status meta_from_json(mt_model *mp, const char *json, mt_err *err) {
-    mt_vit *m = (mt_vit *)mp;
-    const mt_vit_config *g = &m->cfg;
-    mt_images meta;
-    mt_status s = mt_images_meta_from_json(json, &meta, err);
-    if (s != MT_OK) return s;
-    if (meta.H != g->image_h || meta.W != g->image_w || meta.C != g->channels ||
-        meta.n_classes != g->n_classes) {
-        s = mt_errorf(err, MT_EFORMAT, "the model takes %dx%dx%d images into %d classes, the "
-                      "image metadata says %dx%dx%d and %d", g->image_h, g->image_w, g->channels,
-                      g->n_classes, meta.H, meta.W, meta.C, meta.n_classes);
-        mt_images_free(&meta);
-        return s;
-    }
-    mt_images_free(&m->meta);
-    m->meta = meta;
-    return MT_OK;
-}
-
-static void meta_describe(const mt_model *m, char *buf, size_t len) {
-    char *json = meta_to_json(m);
-    snprintf(buf, len, "%s", json);
-    free(json);
-}
-
-/* ---- what ./infer does with it --------------------------------------------------------------- */
-
-static const mt_images *classify_images(const mt_model *m) { return &((const mt_vit *)m)->meta; }
-
-static mt_tensor *classify_logits(mt_ctx *c, const mt_model *m, const float *images, int B) {
-    return mt_vit_forward(c, (const mt_vit *)m, m->P, images, B);
-}
-
-static const mt_classify_ops CLASSIFY_OPS = {.images = classify_images, .logits = classify_logits};
-
-const mt_model_type mt_vit_type = {
-    .name = "vit",
-    .about = "an image classifier",
-    .task = &mt_image_task,
-    .meta_key = "images",
-    .config_size = sizeof(mt_vit_config),
-    .fields = &VIT_FIELDS,
-    .config_default = config_default,
-    .config_validate = config_validate,
-    .config_describe = config_describe,
-    .activation_bytes = activation_bytes,
-    .size = sizeof(mt_vit),
-    .build_table = build_table,
-    .free = type_free,
-    .meta_to_json = meta_to_json,
-    .meta_from_json = meta_from_json,
-    .meta_describe = meta_describe,
-    .loss = loss,
-    .classify = &CLASSIFY_OPS,
-};

@@ -10,8 +10,7 @@
 
 #include "mt.h"
 
-enum { ALL_SPLITS = 3,  /* --split all: MT_G2P_SPLITS' last value */
-       SCORE_WORDS = 64 /* --score-file: words decoded a batch */ };
+enum { SCORE_WORDS = 64 /* --score-file: words decoded a batch */ };
 
 typedef struct {
     char checkpoint[MT_FIELD_STR_MAX], prompt[MT_FIELD_STR_MAX], score[MT_FIELD_STR_MAX],
@@ -23,7 +22,7 @@ typedef struct {
 } infer_options;
 static const infer_options DEFAULTS = {.prompt = "\n", .tokens = 200, .temperature = 0.8f,
                                        .top_k = 40, .top_p = 0.95f, .seed = 1, .beam = 1,
-                                       .split = ALL_SPLITS};
+                                       .split = MT_G2P_ALL};
 static infer_options o;
 
 #define F(member, TYPE, key, help, ...) \
@@ -194,8 +193,8 @@ static int g2p_source(const mt_model *m, mt_ctx *c) {
 /* The words of the dictionary's --split into idx (n of them), checked against the longest word
    the model reads. */
 static int split_words(const mt_g2p_dict *d, int S, int *idx) {
-    int n[3], from = 0, count = d->n_words;
-    if (o.split < ALL_SPLITS) {
+    int n[MT_G2P_PARTS], from = 0, count = d->n_words;
+    if (o.split != MT_G2P_ALL) {
         mt_g2p_split(d, idx, n);
         for (int k = 0; k < o.split; k++) from += n[k];
         count = n[o.split];

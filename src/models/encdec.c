@@ -15,7 +15,7 @@
 mt_encdec_config mt_encdec_config_default(void) {
     mt_encdec_config c = {.stack = mt_stack_default(), .enc_layers = 4, .dec_layers = 4,
                           .src_ctx = 32, .tgt_ctx = 32, .n_vocab = 128, .tied = true,
-                          .emb_std = 0.02f};
+                          .emb_std = MT_GPT2_STD};
     c.stack.n_layer = 1; /* unset: validate makes it enc_layers + dec_layers (at least 2) */
     return c;
 }
@@ -173,7 +173,7 @@ static const char *const METRICS[] = {"wer", "per", "wer_nostress", "per_nostres
 typedef struct {
     mt_task base;
     mt_g2p_dict dict;
-    int *split, n_part[3]; /* word indices: train, valid, test (mt_g2p_split) */
+    int *split, n_part[MT_G2P_PARTS]; /* word indices: train, valid, test (mt_g2p_split) */
     int *ex, n_ex;         /* training examples: (word, pronunciation) pairs, 2 ints each,
                               sorted by the word's length */
     int *bucket, n_bucket; /* (n_bucket + 1) starts in ex of the length buckets */
@@ -281,7 +281,7 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
     if (!t->split || !t->ex || !t->drawn || !t->bucket)
         return mt_errorf(err, MT_ENOMEM, "out of memory");
     mt_g2p_split(d, t->split, t->n_part);
-    for (int i = 0; i < t->n_part[0]; i++) {
+    for (int i = 0; i < t->n_part[MT_G2P_TRAIN]; i++) {
         int w = t->split[i];
         for (int p = d->pron_start[w]; p < d->pron_start[w + 1]; p++)
             t->ex[2 * t->n_ex] = w, t->ex[2 * t->n_ex + 1] = p, t->n_ex++;
@@ -298,11 +298,11 @@ static mt_status task_load(mt_task **tp, const mt_data_cfg *dc, void *cfgp, mt_e
         }
     }
     double vt = 0;
-    for (int i = 0; i < t->n_part[1]; i++) {
-        int p = d->pron_start[t->split[t->n_part[0] + i]];
+    for (int i = 0; i < t->n_part[MT_G2P_VALID]; i++) {
+        int p = d->pron_start[t->split[t->n_part[MT_G2P_TRAIN] + i]];
         vt += d->phone_start[p + 1] - d->phone_start[p] + 1;
     }
-    t->val_tokens = vt / t->n_part[1];
+    t->val_tokens = vt / t->n_part[MT_G2P_VALID];
     t->max_len = tgt;
     cfg->src_ctx = src;
     cfg->tgt_ctx = tgt;
@@ -326,7 +326,7 @@ static void task_describe(const mt_task *tp, char *buf, size_t len) {
     const mt_g2p_dict *d = &t->dict;
     snprintf(buf, len, "%d words (%d pronunciations, %d letters, %d phones), train %d words (%d "
              "examples), valid %d, test %d", d->n_words, d->n_prons, d->vocab.n_letters,
-             d->vocab.n_phones, t->n_part[0], t->n_ex, t->n_part[1], t->n_part[2]);
+             d->vocab.n_phones, t->n_part[MT_G2P_TRAIN], t->n_ex, t->n_part[MT_G2P_VALID], t->n_part[MT_G2P_TEST]);
 }
 
 static char *task_warning(const mt_task *tp) {
@@ -384,14 +384,14 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
 
 static int eval_count(const mt_task *tp) {
     const encdec_task *t = (const encdec_task *)tp;
-    int all = (t->n_part[1] + t->B - 1) / t->B;
+    int all = (t->n_part[MT_G2P_VALID] + t->B - 1) / t->B;
     return all < t->eval_batches ? all : t->eval_batches;
 }
 
 static int eval_draw(mt_task *tp, int i) {
     encdec_task *t = (encdec_task *)tp;
     t->eval_at = i * t->B;
-    return t->n_part[1] - t->eval_at < t->B ? t->n_part[1] - t->eval_at : t->B;
+    return t->n_part[MT_G2P_VALID] - t->eval_at < t->B ? t->n_part[MT_G2P_VALID] - t->eval_at : t->B;
 }
 
 void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words,
@@ -425,7 +425,7 @@ static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
     encdec_task *t = (encdec_task *)tp;
     const mt_encdec *m = (const mt_encdec *)mp;
     const mt_g2p_dict *d = &t->dict;
-    const int *words = t->split + t->n_part[0] + t->eval_at + lo;
+    const int *words = t->split + t->n_part[MT_G2P_TRAIN] + t->eval_at + lo;
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) wp[2 * i] = words[i], wp[2 * i + 1] = d->pron_start[words[i]];
     rows_ids r = make_rows(c, d, wp, n);
@@ -451,7 +451,7 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     mt_rng_seed(&r, seed);
     int *wp = mt_arena_alloc(c, 2 * (size_t)B * sizeof(int));
     for (int i = 0; i < B; i++) {
-        int w = t->split[t->n_part[0] + (int)mt_rng_below(&r, (uint32_t)t->n_part[1])];
+        int w = t->split[t->n_part[MT_G2P_TRAIN] + (int)mt_rng_below(&r, (uint32_t)t->n_part[MT_G2P_VALID])];
         wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
     }
     rows_ids ids = make_rows(c, d, wp, B);

@@ -26,7 +26,7 @@ const mt_enum MT_GPT_ARCHS = MT_ENUM("arch", ARCHS);
 
 mt_gpt_config mt_gpt_config_default(void) {
     return (mt_gpt_config){.stack = mt_stack_default(), .n_ctx = 64, .n_vocab = 256,
-                           .tied = true, .emb_std = 0.02f, .arch = MT_ARCH_GPT,
+                           .tied = true, .emb_std = MT_GPT2_STD, .arch = MT_ARCH_GPT,
                            .pos = MT_POS_LEARNED, .rope_theta = 10000.0f};
 }
 

@@ -114,10 +114,10 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
                          : -1;
     L->cls_token = g->pool == MT_VIT_POOL_CLS
                        ? mt_params_add(P, "cls_token", 2, (int[]){1, C}, MT_ROLE_EMBEDDING,
-                                       MT_INIT_NORMAL, 0.02f)
+                                       MT_INIT_NORMAL, MT_GPT2_STD)
                        : -1;
     L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){mt_vit_tokens(g), C},
-                               MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 0.02f);
+                               MT_ROLE_EMBEDDING, MT_INIT_NORMAL, MT_GPT2_STD);
     if ((st = mt_stack_build(&L->stack, s, false, P, "blocks", "final_norm", err)) != MT_OK)
         return st;
     L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_MATRIX, MT_INIT_NORMAL,

@@ -14,13 +14,14 @@ typedef struct {
     bool f16, help;
 } export_options;
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(export_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(checkpoint, STR, "checkpoint", "model.safetensors of a GPT written by ./train"),
     F(format, ENUM, "format", "the file format", .of = &MT_EXPORT_FORMATS),
     F(out, STR, "out", "the file to write (model.bin, model.gguf)"),
-    F(tokenizer_out, STR, "tokenizer_out", "llama2c: the tokenizer file; empty: tokenizer.bin "
+    F(tokenizer_out, STR, "tokenizer_out",
+      "llama2c: the tokenizer file; empty: tokenizer.bin "
       "beside --out"),
     F(f16, BOOL, "f16", "gguf: the matrices as float16 (the norms stay float32)"),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
@@ -33,7 +34,6 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
-
 int main(int argc, char **argv) {
     mt_err e;
     char msg[3 * MT_FIELD_STR_MAX];
@@ -43,8 +43,10 @@ int main(int argc, char **argv) {
     if (mt_fieldset_parse_args(&set, 1, argc, argv, NULL, &e) != MT_OK) die(2, e.msg);
     if (o.help) {
         char *help = mt_fieldset_help(&at_defaults, 1, NULL, 0);
-        printf("usage: ./export --checkpoint out/model.safetensors --format llama2c --out model.bin\n"
-               "       ./export --checkpoint out/model.safetensors --format gguf --out model.gguf\n\n%s",
+        printf("usage: ./export --checkpoint out/model.safetensors --format llama2c --out "
+               "model.bin\n"
+               "       ./export --checkpoint out/model.safetensors --format gguf --out "
+               "model.gguf\n\n%s",
                help);
         free(help);
         return 0;
@@ -66,9 +68,10 @@ int main(int argc, char **argv) {
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
     if (!model->type->export) {
-        snprintf(msg, sizeof msg, "%s is a %s checkpoint: --format %s holds a decoder-only "
-                 "language model (a gpt checkpoint, trained with --arch llama)", o.checkpoint,
-                 model->type->name, fname);
+        snprintf(msg, sizeof msg,
+                 "%s is a %s checkpoint: --format %s holds a decoder-only "
+                 "language model (a gpt checkpoint, trained with --arch llama)",
+                 o.checkpoint, model->type->name, fname);
         die(2, msg);
     }
     mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
@@ -76,8 +79,7 @@ int main(int argc, char **argv) {
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
     if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);
-    else
-        printf("wrote %s (gguf, %s)\n", o.out, o.f16 ? "float16 matrices" : "float32");
+    else printf("wrote %s (gguf, %s)\n", o.out, o.f16 ? "float16 matrices" : "float32");
     mt_model_free(model);
     return 0;
 }

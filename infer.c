@@ -20,12 +20,17 @@ typedef struct {
     float temperature, top_p;
     bool no_cache, help;
 } infer_options;
-static const infer_options DEFAULTS = {.prompt = "\n", .tokens = 200, .temperature = 0.8f,
-                                       .top_k = 40, .top_p = 0.95f, .seed = 1, .beam = 1,
+static const infer_options DEFAULTS = {.prompt = "\n",
+                                       .tokens = 200,
+                                       .temperature = 0.8f,
+                                       .top_k = 40,
+                                       .top_p = 0.95f,
+                                       .seed = 1,
+                                       .beam = 1,
                                        .split = MT_G2P_ALL};
 static infer_options o;
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(infer_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(checkpoint, STR, "checkpoint", "model.safetensors written by ./train"),
@@ -34,24 +39,34 @@ static const mt_field FIELDS[] = {
     F(temperature, FLOAT, "temperature", "sampling temperature; 0: always the most likely token",
       .range = "0.."),
     F(top_k, INT, "top_k", "sample among the k most likely tokens; 0: all", .range = "0.."),
-    F(top_p, FLOAT, "top_p", "sample among the most likely tokens holding this probability; 1: "
-      "all", .range = "1e-9..1"),
+    F(top_p, FLOAT, "top_p",
+      "sample among the most likely tokens holding this probability; 1: "
+      "all",
+      .range = "1e-9..1"),
     F(seed, INT, "seed", "sampling seed", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
-    F(precision, ENUM, "precision", "number format of the linear layers' matrix products (bf16: "
-      "docs/performance.md)", .of = &MT_PRECISIONS),
-    F(no_cache, BOOL, "no_cache", "re-run the whole window for every token (slow; for "
+    F(precision, ENUM, "precision",
+      "number format of the linear layers' matrix products (bf16: "
+      "docs/performance.md)",
+      .of = &MT_PRECISIONS),
+    F(no_cache, BOOL, "no_cache",
+      "re-run the whole window for every token (slow; for "
       "comparison)"),
     F(score, STR, "score", "print the model's loss on a text file instead of sampling"),
-    F(classify, STR, "classify", "ViT: image files or directories, comma-separated: print each "
+    F(classify, STR, "classify",
+      "ViT: image files or directories, comma-separated: print each "
       "one's class"),
-    F(source, STR, "source", "encdec: words (separated by spaces or commas) whose phones to "
+    F(source, STR, "source",
+      "encdec: words (separated by spaces or commas) whose phones to "
       "print"),
     F(beam, INT, "beam", "encdec: beam width; 1: greedy", .range = "1..64"),
-    F(score_file, STR, "score_file", "encdec: a pronunciation dictionary (CMUdict lines, or "
+    F(score_file, STR, "score_file",
+      "encdec: a pronunciation dictionary (CMUdict lines, or "
       "plain: word ph ph1 ...): WER and PER of the model on it"),
-    F(split, ENUM, "split", "encdec --score-file: the part of the dictionary scored (train's "
-      "split by word)", .of = &MT_G2P_SPLITS),
+    F(split, ENUM, "split",
+      "encdec --score-file: the part of the dictionary scored (train's "
+      "split by word)",
+      .of = &MT_G2P_SPLITS),
     F(info, STR, "info", "print a checkpoint's config and parameter count"),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
@@ -62,7 +77,6 @@ static _Noreturn void die(int code, const char *msg) {
     fprintf(stderr, "infer: %s\n", msg);
     exit(code);
 }
-
 
 /* The model of a checkpoint. */
 static mt_model *load(const char *path, mt_ckpt_state *state, char **options) {
@@ -121,8 +135,10 @@ static int classify(const mt_model *m) {
         int n;
         if (mt_image_files(item, &files, &n, &e) != MT_OK) die(2, e.msg);
         if (n == 0) {
-            snprintf(e.msg, sizeof e.msg, "--classify: the directory %s holds no files: expected "
-                     "image files or directories of them", item);
+            snprintf(e.msg, sizeof e.msg,
+                     "--classify: the directory %s holds no files: expected "
+                     "image files or directories of them",
+                     item);
             die(2, e.msg);
         }
         seen += n;
@@ -132,8 +148,9 @@ static int classify(const mt_model *m) {
         }
         free(files);
     }
-    if (!seen) die(2, "--classify: no image given: expected image files or directories, "
-                      "comma-separated");
+    if (!seen)
+        die(2, "--classify: no image given: expected image files or directories, "
+               "comma-separated");
     free(pix);
     free(x);
     mt_ctx_free(&c);
@@ -150,8 +167,10 @@ static int word_ids(const mt_g2p_vocab *v, char *w, int S, int *src) {
         if (mt_g2p_letter_id(v, w[i]) < 0 && !strchr(bad, w[i])) bad[strlen(bad)] = w[i];
     }
     if (bad[0]) {
-        snprintf(msg, sizeof msg, "--source: \"%s\" has characters outside the model's letters "
-                 "\"%.*s\": \"%s\"", w, v->n_letters, v->letters, bad);
+        snprintf(msg, sizeof msg,
+                 "--source: \"%s\" has characters outside the model's letters "
+                 "\"%.*s\": \"%s\"",
+                 w, v->n_letters, v->letters, bad);
         die(2, msg);
     }
     if (n > S) {
@@ -205,8 +224,10 @@ static int split_words(const mt_g2p_dict *d, int S, int *idx) {
         int len = (int)strlen(d->words[idx[i]]);
         if (len > S) {
             char msg[256];
-            snprintf(msg, sizeof msg, "--score-file: \"%s\" has %d letters; the model reads at "
-                     "most %d", d->words[idx[i]], len, S);
+            snprintf(msg, sizeof msg,
+                     "--score-file: \"%s\" has %d letters; the model reads at "
+                     "most %d",
+                     d->words[idx[i]], len, S);
             die(2, msg);
         }
     }
@@ -231,8 +252,9 @@ static int g2p_score(const mt_model *m, mt_ctx *c) {
         g->tally(c, m, &d, idx + i, count - i < SCORE_WORDS ? count - i : SCORE_WORDS, o.beam, t);
     }
     printf("words=%d wer=%.4f per=%.4f wer_nostress=%.4f per_nostress=%.4f beam=%d split=%s "
-           "seconds=%.1f\n", count, mt_g2p_wer(&t[0]), mt_g2p_per(&t[0]), mt_g2p_wer(&t[1]),
-           mt_g2p_per(&t[1]), o.beam, mt_enum_name(&MT_G2P_SPLITS, o.split), mt_clock() - t0);
+           "seconds=%.1f\n",
+           count, mt_g2p_wer(&t[0]), mt_g2p_per(&t[0]), mt_g2p_wer(&t[1]), mt_g2p_per(&t[1]),
+           o.beam, mt_enum_name(&MT_G2P_SPLITS, o.split), mt_clock() - t0);
     if (d.n_skipped)
         fprintf(stderr, "infer: skipped %d line(s) that are no dictionary entry (line %s%s)\n",
                 d.n_skipped, d.skipped, d.n_skipped > 5 ? ", ..." : "");
@@ -260,9 +282,8 @@ static int info(void) {
     m->type->meta_describe(m, line, sizeof line);
     printf("checkpoint  %s\nmodel       %s\nconfig      %s\n%-11s %s\n"
            "parameters  %zu (%.3fM) in %d tensors\nsteps       %ld\n",
-           o.info, m->type->name, config, m->type->meta_key, line,
-           mt_params_count_trainable(m->P), mt_params_count_trainable(m->P) / 1e6, m->P->n,
-           state.step);
+           o.info, m->type->name, config, m->type->meta_key, line, mt_params_count_trainable(m->P),
+           mt_params_count_trainable(m->P) / 1e6, m->P->n, state.step);
     if (*options) printf("options (./train --resume starts from these):\n%s", options);
     free(config);
     free(options);
@@ -361,21 +382,26 @@ static int run(mt_model *m) {
     const mt_model_type *type = m->type;
     char msg[MT_FIELD_STR_MAX + 200];
     if (o.classify[0] && !type->classify) {
-        snprintf(msg, sizeof msg, "--classify: %s is a %s checkpoint, which does not classify "
-                 "images; --classify takes a vit checkpoint", o.checkpoint, type->name);
+        snprintf(msg, sizeof msg,
+                 "--classify: %s is a %s checkpoint, which does not classify "
+                 "images; --classify takes a vit checkpoint",
+                 o.checkpoint, type->name);
         die(2, msg);
     }
     if (o.classify[0]) return classify(m);
     if ((o.source[0] || o.score_file[0]) && !type->g2p) {
-        snprintf(msg, sizeof msg, "--source and --score-file take an encdec checkpoint; %s is a "
-                 "%s checkpoint", o.checkpoint, type->name);
+        snprintf(msg, sizeof msg,
+                 "--source and --score-file take an encdec checkpoint; %s is a "
+                 "%s checkpoint",
+                 o.checkpoint, type->name);
         die(2, msg);
     }
     if (type->g2p) return g2p(m);
     if (!type->text) {
-        snprintf(msg, sizeof msg, "%s is a %s checkpoint: it does not generate text (a vit "
-                 "classifies images: ./infer --checkpoint FILE --classify IMAGES)", o.checkpoint,
-                 type->name);
+        snprintf(msg, sizeof msg,
+                 "%s is a %s checkpoint: it does not generate text (a vit "
+                 "classifies images: ./infer --checkpoint FILE --classify IMAGES)",
+                 o.checkpoint, type->name);
         die(2, msg);
     }
     return o.score[0] ? score(m) : generate(m);

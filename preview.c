@@ -18,7 +18,7 @@ typedef struct {
     bool help;
 } preview_options;
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(preview_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(data, STR, "data", "an image folder (a subdirectory per class) or MNIST-format idx files"),
@@ -27,9 +27,9 @@ static const mt_field FIELDS[] = {
     F(scale, INT, "scale", "pixels per image pixel", .range = "1..16777215"),
     F(seed, INT, "seed", "seed of the random choice of images", .range = "1..16777215"),
     F(size, STR, "size", "images resized to HEIGHTxWIDTH (e.g. 32x32); empty: the data's"),
-    F(channels, INT, "channels", "1 gray, 3 RGB (2, 4 with alpha); 0: the data's",
-      .range = "0..4"),
-    F(classes, STR, "classes", "class names, one per line (idx data; default: classes.txt "
+    F(channels, INT, "channels", "1 gray, 3 RGB (2, 4 with alpha); 0: the data's", .range = "0..4"),
+    F(classes, STR, "classes",
+      "class names, one per line (idx data; default: classes.txt "
       "beside it)"),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
@@ -70,7 +70,8 @@ static void print_help(const preview_options *defaults) {
     char *help = mt_fieldset_help(&at_defaults, 1, NULL, 0);
     printf("usage: ./preview --data PATH --out FILE.png [--n N] [--scale S] [--seed N] "
            "[--size HxW] [--channels C] [--classes FILE]\nwrites a labelled grid of random "
-           "samples of an image dataset as a PNG\n\n%s", help);
+           "samples of an image dataset as a PNG\n\n%s",
+           help);
     free(help);
 }
 
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
         return fail(2, "--data and --out are required (--help lists the flags)", NULL);
     struct stat sb;
     if (stat(po.data, &sb) != 0) {
-        fprintf(stderr, "preview: --data %s: %s: expected an image folder or idx files\n",
-                po.data, strerror(errno));
+        fprintf(stderr, "preview: --data %s: %s: expected an image folder or idx files\n", po.data,
+                strerror(errno));
         return 2;
     }
     mt_images ds;

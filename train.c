@@ -70,9 +70,9 @@ static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
            o->resume ? "resumed" : "from scratch", o->out);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
-               "gradients summed in %d buckets\n", mt_dist_size(), mt_dist_local_size(),
-               o->batch / mt_dist_size(), (o->batch + mt_dist_size() - 1) / mt_dist_size(),
-               tr->dist.n_buckets);
+               "gradients summed in %d buckets\n",
+               mt_dist_size(), mt_dist_local_size(), o->batch / mt_dist_size(),
+               (o->batch + mt_dist_size() - 1) / mt_dist_size(), tr->dist.n_buckets);
 }
 
 static bool tty; /* progress on one line, rewritten (a terminal, one process) */
@@ -84,9 +84,9 @@ static void print_progress(const mt_trainer *tr, const mt_progress *p, void *arg
     double per = p->elapsed / (double)(p->step - p->first);
     char el[32], eta[32];
     printf("%sstep %*ld/%ld | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | ETA %s",
-           tty ? "\r" : "", (int)snprintf(NULL, 0, "%ld", p->steps), p->step, p->steps,
-           p->st.loss, p->st.lr, p->st.grad_norm, p->units / per, task->unit,
-           hms(p->elapsed, el, sizeof el), hms(per * (double)(p->steps - p->step), eta, sizeof eta));
+           tty ? "\r" : "", (int)snprintf(NULL, 0, "%ld", p->steps), p->step, p->steps, p->st.loss,
+           p->st.lr, p->st.grad_norm, p->units / per, task->unit, hms(p->elapsed, el, sizeof el),
+           hms(per * (double)(p->steps - p->step), eta, sizeof eta));
     if (p->eval && !isnan(p->val)) printf(" | val %.4f", p->val);
     if (p->eval && task->accuracy) printf(" acc %.4f", tr->val_accuracy);
     for (int k = 0; p->eval && k < mt_task_metric_count(task); k++)
@@ -95,8 +95,7 @@ static void print_progress(const mt_trainer *tr, const mt_progress *p, void *arg
     fflush(stdout);
 }
 
-static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *diag,
-                                 mt_err *err) {
+static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *diag, mt_err *err) {
     return mt_diag_after_step(diag, tr, st, err);
 }
 
@@ -140,9 +139,13 @@ static int train(const mt_run_options *r) {
     print_setup(&tr, o);
     tty = mt_dist_size() == 1 && isatty(fileno(stdout)); /* mpirun: a pty per rank */
     mt_profile prof = {0};
-    mt_loop_cfg lc = {.eval_every = o->eval_every, .save_every = o->save_every,
-                      .log_every = o->log_every, .profile = o->profile ? &prof : NULL,
-                      .after_step = diag_after_step, .on_log = print_progress, .arg = &diag};
+    mt_loop_cfg lc = {.eval_every = o->eval_every,
+                      .save_every = o->save_every,
+                      .log_every = o->log_every,
+                      .profile = o->profile ? &prof : NULL,
+                      .after_step = diag_after_step,
+                      .on_log = print_progress,
+                      .arg = &diag};
     long first = tr.step;
     double t0 = mt_clock();
     if ((s = mt_trainer_run(&tr, &lc, &e)) != MT_OK) {
@@ -173,7 +176,8 @@ int main(int argc, char **argv) {
     }
     if (o->prepare[0] && !r.type->task->data_file)
         die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
-    if (o->prepare[0] && mt_dist_size() > 1) die(2, "--prepare runs in one process, not under mpirun");
+    if (o->prepare[0] && mt_dist_size() > 1)
+        die(2, "--prepare runs in one process, not under mpirun");
     if (o->prepare[0]) return prepare(o);
     const char *omp = getenv("OMP_NUM_THREADS");
     mt_set_threads(o->threads > 0 ? o->threads : omp ? atoi(omp) : 0);

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* Seconds on clock id: CLOCK_MONOTONIC (wall), CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID. */
+/* Seconds on clock id: CLOCK_MONOTONIC (wall), CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID.
+   */
 static inline double bench_now(clockid_t id) {
     struct timespec t;
     clock_gettime(id, &t);

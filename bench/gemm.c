@@ -17,8 +17,8 @@
 #include "mt.h"
 
 enum { WAYS = 4 };
-static const char *WAY_NAMES[WAYS] = {"OpenBLAS (mt_gemm)", "OpenBLAS (own threads)",
-                                      "oneDNN fp32", "oneDNN bf16"};
+static const char *WAY_NAMES[WAYS] = {"OpenBLAS (mt_gemm)", "OpenBLAS (own threads)", "oneDNN fp32",
+                                      "oneDNN bf16"};
 
 typedef struct {
     float *A, *B, *C;
@@ -40,8 +40,8 @@ static void run(int way, bool ta, bool tb, int M, int N, int K, const operands *
 }
 
 /* One product every way, alternating; median GFLOP/s of each into gf (0 where a way is off). */
-static void measure(bool ta, bool tb, int M, int N, int K, operands *ops, int reps,
-                    bool replicas, const bool on[WAYS], double *t, double gf[WAYS]) {
+static void measure(bool ta, bool tb, int M, int N, int K, operands *ops, int reps, bool replicas,
+                    const bool on[WAYS], double *t, double gf[WAYS]) {
     int nt = mt_threads();
     for (int i = -3; i < reps; i++)
         for (int w = 0; w < WAYS; w++) {
@@ -57,8 +57,9 @@ static void measure(bool ta, bool tb, int M, int N, int K, operands *ops, int re
             if (i >= 0) t[w * reps + i] = mt_clock() - t0;
         }
     for (int w = 0; w < WAYS; w++)
-        gf[w] = on[w] ? 2.0 * M * N * K * (replicas ? nt : 1) / bench_median(t + w * reps, reps) / 1e9
-                      : 0;
+        gf[w] = on[w]
+                    ? 2.0 * M * N * K * (replicas ? nt : 1) / bench_median(t + w * reps, reps) / 1e9
+                    : 0;
 }
 
 static void cell(double g) {
@@ -93,10 +94,14 @@ int main(int argc, char **argv) {
         const char *what;
         int N, K, O;
     } layers[] = {
-        {"deep100 attention projection", 512, 64, 64}, {"deep100 fc1", 512, 64, 256},
-        {"deep100 fc2", 512, 256, 64},                 {"tiny attention projection", 2048, 128, 128},
-        {"tiny fc1", 2048, 128, 512},                  {"tiny fc2", 2048, 512, 128},
-        {"small attention projection", 2048, 384, 384}, {"small fc1", 2048, 384, 1536},
+        {"deep100 attention projection", 512, 64, 64},
+        {"deep100 fc1", 512, 64, 256},
+        {"deep100 fc2", 512, 256, 64},
+        {"tiny attention projection", 2048, 128, 128},
+        {"tiny fc1", 2048, 128, 512},
+        {"tiny fc2", 2048, 512, 128},
+        {"small attention projection", 2048, 384, 384},
+        {"small fc1", 2048, 384, 1536},
         {"small fc2", 2048, 1536, 384},
     };
     size_t most = (size_t)2048 * 2048;
@@ -121,8 +126,8 @@ int main(int argc, char **argv) {
     }
     printf("GFLOP/s, median of %d calls, %d threads, %s (%s); OpenBLAS core %s; oneDNN %s\n\n",
            reps, nt, replicas ? "replicas: a product per thread, summed" : "pool: one product",
-           replicas ? "rows of the layers divided by the threads" : "all rows", openblas_get_corename(),
-           mt_gemm_has_onednn() ? "built in" : "absent");
+           replicas ? "rows of the layers divided by the threads" : "all rows",
+           openblas_get_corename(), mt_gemm_has_onednn() ? "built in" : "absent");
     if (!on[3]) printf("bf16 off: %s\n\n", err.msg);
     printf("| product | M x N x K |");
     for (int w = 0; w < WAYS; w++) printf(" %s |", WAY_NAMES[w]);

@@ -9,7 +9,8 @@
    Flags are ./train's: the GPT's own table (--n-layer, --n-embd, --n-head, --n-ctx, --norm,
    --arch, ...: every model flag ./train takes) and --batch, --steps, --threads, --replicas,
    --arena-mb, --precision, --profile, --seed; and the bench's own: --name (the config's name in
-   the report) and --untimed (steps before the timed ones); --help lists them. --arch llama: the model ./train --arch llama builds (RoPE, SwiGLU, RMSNorm, no biases).
+   the report) and --untimed (steps before the timed ones); --help lists them. --arch llama: the
+   model ./train --arch llama builds (RoPE, SwiGLU, RMSNorm, no biases).
    The JSON names the precision, the fp32 GEMM backend forced by MT_GEMM (auto when unset), the
    CPU model and OpenBLAS's core. --profile also prints the time per op of the timed steps
    (mt_profile) to stderr. */
@@ -29,19 +30,22 @@ typedef struct {
     int batch, steps, untimed, threads, replicas, arena_mb, precision, seed;
     bool profile, help;
 } bench_options;
-static bench_options o = {.name = "tiny", .batch = 16, .steps = 10, .untimed = 3, .threads = 2,
-                          .seed = 1};
+static bench_options o =
+    {.name = "tiny", .batch = 16, .steps = 10, .untimed = 3, .threads = 2, .seed = 1};
 static mt_gpt_config gc; /* main: the GPT's defaults, n_embd 128, n_ctx 128 */
 
-#define F(member, TYPE, key, help, ...) MT_FIELD(bench_options, member, TYPE, key, help, __VA_ARGS__)
+#define F(member, TYPE, key, help, ...)                                                            \
+    MT_FIELD(bench_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(name, STR, "name", "the config's name in the JSON line"),
     F(batch, INT, "batch", "rows per step", .range = "1.."),
     F(steps, INT, "steps", "timed steps", .range = "1.."),
     F(untimed, INT, "untimed", "steps before the timed ones", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
-    F(replicas, INT, "replicas", "threads that each run a slice of every batch; 0: every thread; "
-      "1: every op split across the threads", .range = "0..1024"),
+    F(replicas, INT, "replicas",
+      "threads that each run a slice of every batch; 0: every thread; "
+      "1: every op split across the threads",
+      .range = "0..1024"),
     F(arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
     F(precision, ENUM, "precision", "the linear layers' products", .of = &MT_PRECISIONS),
     F(seed, INT, "seed", "seed of the weights and the data", .range = "0.."),
@@ -98,10 +102,16 @@ static mt_status trainer_init(mt_trainer *tr, const char *dir, const char *data,
     mt_optim_config oc = mt_optim_defaults(); /* AdamW, torch's defaults, no clipping */
     snprintf(out, len, "%s/out", dir);
     mt_train_cfg tc = {
-        .model = &mt_gpt_type, .model_cfg = &gc,
+        .model = &mt_gpt_type,
+        .model_cfg = &gc,
         .data = {.path = data, .tokenizer = MT_TOK_BYTE, .val_fraction = 0.1f, .eval_batches = 1},
-        .out = out, .seed = (uint64_t)o.seed, .steps = o.untimed + o.steps, .batch = o.batch,
-        .arena_bytes = (size_t)o.arena_mb << 20, .options = "", .replicas = o.replicas,
+        .out = out,
+        .seed = (uint64_t)o.seed,
+        .steps = o.untimed + o.steps,
+        .batch = o.batch,
+        .arena_bytes = (size_t)o.arena_mb << 20,
+        .options = "",
+        .replicas = o.replicas,
         .precision = o.precision,
     };
     return mt_trainer_init(tr, &tc, &oc, err);

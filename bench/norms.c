@@ -75,8 +75,10 @@ int main(int argc, char **argv) {
     if (argc > 5) N = atoi(argv[4]), C = atoi(argv[5]);
     if (N < 8 || N % 8 || C < 32 || C % 32 || N * C > SPAN || SPAN % (N * C) ||
         (argc > 6 && (atoi(argv[6]) < 1 || (size_t)atoi(argv[6]) * N * C > 4u * SPAN))) {
-        fprintf(stderr, "norms: N %d, C %d: need N a multiple of 8, C of 32, N C dividing %d, "
-                "and K from 1 to 4 %d / (N C)\n", N, C, SPAN, SPAN);
+        fprintf(stderr,
+                "norms: N %d, C %d: need N a multiple of 8, C of 32, N C dividing %d, "
+                "and K from 1 to 4 %d / (N C)\n",
+                N, C, SPAN, SPAN);
         return 1;
     }
     int K = argc > 6 ? atoi(argv[6]) : N * C == SPAN ? 1 : 4 * SPAN / (N * C);
@@ -109,10 +111,10 @@ int main(int argc, char **argv) {
     mt_ctx_init(&c, (size_t)640 << 20, 1, NULL); /* K calls: ~100 MB of outputs, BatchNorm more */
 
     const bench_case cases[] = {
-        {"layernorm", MT_NORM_LN, MT_RMS_LLAMA},  {"rmsnorm", MT_NORM_RMS, MT_RMS_LLAMA},
+        {"layernorm", MT_NORM_LN, MT_RMS_LLAMA},      {"rmsnorm", MT_NORM_RMS, MT_RMS_LLAMA},
         {"rmsnorm_paper", MT_NORM_RMS, MT_RMS_PAPER}, {"prmsnorm", MT_NORM_PRMS, MT_RMS_LLAMA},
-        {"scalenorm", MT_NORM_SCALE, MT_RMS_LLAMA}, {"batchnorm", MT_NORM_BN, MT_RMS_LLAMA},
-        {"instancenorm", MT_NORM_IN, MT_RMS_LLAMA}, {"groupnorm", MT_NORM_GN, MT_RMS_LLAMA},
+        {"scalenorm", MT_NORM_SCALE, MT_RMS_LLAMA},   {"batchnorm", MT_NORM_BN, MT_RMS_LLAMA},
+        {"instancenorm", MT_NORM_IN, MT_RMS_LLAMA},   {"groupnorm", MT_NORM_GN, MT_RMS_LLAMA},
     };
     double *tf = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double)),
            *tt = malloc(reps * sizeof(double));

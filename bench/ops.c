@@ -3,7 +3,8 @@
  *   build/bench/ops REPEATS THREADS [cpu]      prints "name fwd_best fwd_median bwd_best
  *   bwd_median" lines in ms; cpu: the thread's CPU clock instead of the wall clock (with 1 thread
  *   on a loaded machine it estimates the time the work would take alone).
- * Forward: the op's builder. Backward: its node's backward on a fixed dy (input grads accumulate). */
+ * Forward: the op's builder. Backward: its node's backward on a fixed dy (input grads accumulate).
+ * */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,12 +17,13 @@ static void make_table(mt_params *P, int L, int C) {
             const char *name;
             int ndim, rows, cols;
             mt_param_role role;
-        } e[] = {{"ln1.weight", 1, C, 0, MT_ROLE_NORM},  {"ln1.bias", 1, C, 0, MT_ROLE_NORM},
-                 {"qkv.weight", 2, 3 * C, C, MT_ROLE_MATRIX}, {"qkv.bias", 1, 3 * C, 0, MT_ROLE_BIAS},
-                 {"proj.weight", 2, C, C, MT_ROLE_MATRIX}, {"proj.bias", 1, C, 0, MT_ROLE_BIAS},
-                 {"ln2.weight", 1, C, 0, MT_ROLE_NORM},  {"ln2.bias", 1, C, 0, MT_ROLE_NORM},
-                 {"fc1.weight", 2, 4 * C, C, MT_ROLE_MATRIX}, {"fc1.bias", 1, 4 * C, 0, MT_ROLE_BIAS},
-                 {"fc2.weight", 2, C, 4 * C, MT_ROLE_MATRIX}, {"fc2.bias", 1, C, 0, MT_ROLE_BIAS}};
+        } e[] =
+            {{"ln1.weight", 1, C, 0, MT_ROLE_NORM},       {"ln1.bias", 1, C, 0, MT_ROLE_NORM},
+             {"qkv.weight", 2, 3 * C, C, MT_ROLE_MATRIX}, {"qkv.bias", 1, 3 * C, 0, MT_ROLE_BIAS},
+             {"proj.weight", 2, C, C, MT_ROLE_MATRIX},    {"proj.bias", 1, C, 0, MT_ROLE_BIAS},
+             {"ln2.weight", 1, C, 0, MT_ROLE_NORM},       {"ln2.bias", 1, C, 0, MT_ROLE_NORM},
+             {"fc1.weight", 2, 4 * C, C, MT_ROLE_MATRIX}, {"fc1.bias", 1, 4 * C, 0, MT_ROLE_BIAS},
+             {"fc2.weight", 2, C, 4 * C, MT_ROLE_MATRIX}, {"fc2.bias", 1, C, 0, MT_ROLE_BIAS}};
         for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
             char name[96];
             snprintf(name, sizeof name, "h.%d.%s", l, e[i].name);

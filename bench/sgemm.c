@@ -17,11 +17,10 @@ static void measure(int b, int n, int reps, const float *A, const float *B, floa
     if (b) mt_gemm_set_backend(MT_GEMM_ONEDNN, NULL);
     for (int i = -2; i < reps; i++) {
         double t0 = mt_clock();
-        if (b)
-            mt_gemm(false, false, n, n, n, A, B, 0.0f, C, NULL);
+        if (b) mt_gemm(false, false, n, n, n, A, B, 0.0f, C, NULL);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n,
-                        0.0f, C, n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f,
+                        C, n);
         double dt = mt_clock() - t0;
         if (i >= 0) gf[i] = 2.0 * n * nn / dt / 1e9;
     }
@@ -46,7 +45,8 @@ int main(int argc, char **argv) {
     }
     mt_rng r;
     mt_rng_seed(&r, 1);
-    for (size_t i = 0; i < nn; i++) A[i] = mt_rng_uniform(&r) - 0.5f, B[i] = mt_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < nn; i++)
+        A[i] = mt_rng_uniform(&r) - 0.5f, B[i] = mt_rng_uniform(&r) - 0.5f;
     double g[2][2] = {{0}};
     int ways = mt_gemm_has_onednn() ? 2 : 1, best = 0;
     for (int b = 0; b < ways; b++) {

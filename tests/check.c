@@ -92,7 +92,8 @@ int gradcheck(const char *name, gc_build build, const void *arg, int n_in, mt_te
             double diff = fabs(num - ana[j]);
             if (!(diff <= tol * (scale + fabs(num)))) {
                 if (bad < 5)
-                    fprintf(stderr, "gradcheck %s: input %d element %zu: analytic %.6g numeric %.6g\n",
+                    fprintf(stderr,
+                            "gradcheck %s: input %d element %zu: analytic %.6g numeric %.6g\n",
                             name, i, j, ana[j], num);
                 bad++;
             }

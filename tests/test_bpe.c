@@ -236,7 +236,8 @@ static void test_json_rejections(void) {
         {"{\"type\":\"bpe\",\"merges\":[[97,98],[99,100],[97,98]]}", "merge 2 repeats merge 0"},
         /* 2, 4, ..., 64 bytes, then 128: longer than any pre-token */
         {"{\"type\":\"bpe\",\"merges\":[[97,97],[256,256],[257,257],[258,258],[259,259],[260,260],"
-         "[261,261]]}", "merge 6 makes a token of 128 bytes"},
+         "[261,261]]}",
+         "merge 6 makes a token of 128 bytes"},
     };
     mt_tokenizer t;
     mt_err e;

@@ -63,7 +63,8 @@ static void test_gpt_checkpoints(void) {
     mt_model_free(m);
     /* a checkpoint from before the LLaMA options (no arch, pos, rope_theta, n_kv_head,
        ff_multiple keys) loads as the GPT it was: learned positions, GELU, every head its keys */
-    write_ckpt(c, "{\"n_ctx\": 4, \"n_vocab\": 5, \"tied\": true, \"n_layer\": 1, "
+    write_ckpt(c,
+               "{\"n_ctx\": 4, \"n_vocab\": 5, \"tied\": true, \"n_layer\": 1, "
                "\"n_head\": 2, \"n_embd\": 8, \"norm\": \"ln\", \"act\": \"gelu\"}",
                tok_json, "3", RNG);
     CHECK(mt_ckpt_load(path, &m, &st, NULL, &e) == MT_OK, "old config: %s", e.msg);
@@ -80,7 +81,8 @@ static void test_gpt_checkpoints(void) {
     } configs[] = {
         {"rope_theta 0", "{\"rope_theta\": 0}", "rope_theta = 0, must be a finite number > 0"},
         {"pos unknown", "{\"pos\": \"alibi\"}", "alibi"},
-        {"n_kv_head not dividing n_head", "{\"n_kv_head\": 3}", "n_kv_head = 3 does not divide n_head = 2"},
+        {"n_kv_head not dividing n_head", "{\"n_kv_head\": 3}",
+         "n_kv_head = 3 does not divide n_head = 2"},
         {"ff_multiple 0", "{\"ff_multiple\": 0}", "ff_multiple = 0, must be at least 1"},
         {"config an array", "[1, 2]", "config: not a JSON object"},
         {"config a number", "7", "config: not a JSON object"},
@@ -109,7 +111,8 @@ static void test_gpt_checkpoints(void) {
     write_ckpt(c, good, "42", "3", RNG);
     refused("tokenizer not an object", MT_EFORMAT, "tokenizer: expected {\"type\"");
     write_ckpt(c, good, "{\"type\": \"char\", \"chars\": [97, 98]}", "3", RNG);
-    refused("tokenizer of another vocabulary", MT_EFORMAT, "the config has n_vocab 5, the tokenizer 2");
+    refused("tokenizer of another vocabulary", MT_EFORMAT,
+            "the config has n_vocab 5, the tokenizer 2");
     write_ckpt(c, NULL, NULL, "3", RNG);
     refused("no metadata", MT_EFORMAT, "not an mt checkpoint of a gpt model");
     write_ckpt(c, good, tok_json, "-3", RNG);
@@ -132,10 +135,11 @@ static void test_gpt_checkpoints(void) {
     refused("shape", MT_EFORMAT, "'tok_emb.weight' has shape (5, 16), the model needs (5, 8)");
 
     /* a config claiming a huge model over a tiny file: refused before allocating it */
-    snprintf(cfg, sizeof cfg, "%.*s, \"n_embd\": 536870912, \"n_head\": 1, \"n_ff\": 8}", (int)strlen(good) - 1,
-             good);
+    snprintf(cfg, sizeof cfg, "%.*s, \"n_embd\": 536870912, \"n_head\": 1, \"n_ff\": 8}",
+             (int)strlen(good) - 1, good);
     write_ckpt(c, cfg, tok_json, "3", RNG);
-    refused("huge n_embd", MT_EFORMAT, "'tok_emb.weight' has shape (5, 8), the model needs (5, 536870912)");
+    refused("huge n_embd", MT_EFORMAT,
+            "'tok_emb.weight' has shape (5, 8), the model needs (5, 536870912)");
     snprintf(cfg, sizeof cfg, "%.*s, \"n_layer\": 900000000}", (int)strlen(good) - 1, good);
     write_ckpt(c, cfg, tok_json, "3", RNG);
     refused("huge n_layer", MT_EFORMAT, "the config has n_layer 900000000, the file only");
@@ -164,8 +168,7 @@ static void test_gpt_checkpoints(void) {
     write_ckpt(c, good, tok_json, "3", RNG);
     mt_safetensors sf;
     CHECK(mt_st_load(path, &sf, &e) == MT_OK, "st");
-    const char *keys[] = {"model", "config", "tokenizer"},
-               *vals[] = {"rnn", good, tok_json};
+    const char *keys[] = {"model", "config", "tokenizer"}, *vals[] = {"rnn", good, tok_json};
     mt_gpt g;
     CHECK(mt_gpt_build(&g, &c, &e) == MT_OK, "build");
     CHECK(mt_st_save_params(path, &g.P, 3, keys, vals, &e) == MT_OK, "save");

@@ -82,8 +82,8 @@ static void test_char(void) {
 
     /* an unknown character names itself and its position */
     CHECK(mt_tok_encode(&t, "hellz", 5, ids, &n, &e) == MT_EINVAL, "unknown char accepted");
-    CHECK(strstr(e.msg, "'z'") && strstr(e.msg, "U+007A") && strstr(e.msg, "byte 4"),
-          "message: %s", e.msg);
+    CHECK(strstr(e.msg, "'z'") && strstr(e.msg, "U+007A") && strstr(e.msg, "byte 4"), "message: %s",
+          e.msg);
     /* invalid UTF-8: stray continuation, truncated sequence, overlong, surrogate */
     const char *bad[] = {"a\x80", "a\xe2\x98", "\xc0\xaf", "\xed\xa0\x80"};
     for (int i = 0; i < 4; i++) {
@@ -100,9 +100,12 @@ static void test_char(void) {
           "char json round trip: %s", json);
     free(json);
     mt_tok_free(&u);
-    const char *bad_json[] = {"{}", "{\"type\":\"bpe\"}", "{\"type\":\"char\",\"chars\":[]}",
+    const char *bad_json[] = {"{}",
+                              "{\"type\":\"bpe\"}",
+                              "{\"type\":\"char\",\"chars\":[]}",
                               "{\"type\":\"char\",\"chars\":[65,65]}",
-                              "{\"type\":\"char\",\"chars\":[-1]}", "not json"};
+                              "{\"type\":\"char\",\"chars\":[-1]}",
+                              "not json"};
     for (int i = 0; i < 6; i++)
         CHECK(mt_tok_from_json(bad_json[i], &u, &e) == MT_EFORMAT, "accepted %s", bad_json[i]);
     mt_tok_free(&t);
@@ -123,8 +126,7 @@ static void test_split(void) {
               strstr(e.msg, "validation split has 10 tokens"),
           "val too short: %s", e.msg);
     all.n_val = 50;
-    CHECK(mt_tokens_split(&all, 60, &tr, &va, &e) == MT_EINVAL &&
-              strstr(e.msg, "training split"),
+    CHECK(mt_tokens_split(&all, 60, &tr, &va, &e) == MT_EINVAL && strstr(e.msg, "training split"),
           "train too short: %s", e.msg);
 }
 
@@ -181,8 +183,8 @@ static void test_tokfile(void) {
     size_t jlen = buf[24] | (size_t)buf[25] << 8, tok0 = 28 + jlen;
     struct {
         const char *what, *expect;
-        size_t len;   /* bytes of the copy kept */
-        size_t at;    /* byte changed (when len == n) */
+        size_t len; /* bytes of the copy kept */
+        size_t at;  /* byte changed (when len == n) */
         unsigned char v;
     } cases[] = {
         {"truncated header", "truncated", 20, 0, 0},

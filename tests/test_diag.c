@@ -1,6 +1,7 @@
 /* Depth-study diagnostics (src/diag): the CSVs' columns, the gradient norms adding up in squares
    to the global norm (clipped or not), each column the norm of its parameters' gradients (the
-   inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0 after, residual norms per
+   inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0
+   after, residual norms per
    block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
    encoder-decoder on a made-up dictionary: its blocks numbered encoder first, a decoder block's
    cross-attention in its attention columns. */
@@ -49,11 +50,11 @@ typedef struct {
    ffn.inner_norm, ffn_out_norm) count with it, a decoder block's cross-attention with its
    attention; an encoder-decoder's layer l is enc.blocks.l, then dec.blocks.(l - ENC). */
 static void columns(const model_case *mc, const mt_params *P, int l, double col[4]) {
-    static const char *const SUB[][4] = {
-        {"attn_norm.", "cross_attn_norm.", NULL, NULL},
-        {"attn.", "attn_out_norm.", "cross_attn.", "cross_attn_out_norm."},
-        {"ffn_norm.", NULL, NULL, NULL},
-        {"ffn.", "ffn_out_norm.", NULL, NULL}};
+    static const char *const SUB[][4] = {{"attn_norm.", "cross_attn_norm.", NULL, NULL},
+                                         {"attn.", "attn_out_norm.", "cross_attn.",
+                                          "cross_attn_out_norm."},
+                                         {"ffn_norm.", NULL, NULL, NULL},
+                                         {"ffn.", "ffn_out_norm.", NULL, NULL}};
     char prefix[64];
     for (int k = 0; k < 4; k++) {
         col[k] = 0;
@@ -77,7 +78,10 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     const int L = mc->L;
     mt_train_cfg tc = {.model = mc->type,
                        .data = {.path = mc->data, .val_fraction = 0.1, .eval_batches = 1},
-                       .out = dir, .seed = 7, .steps = STEPS, .batch = 4};
+                       .out = dir,
+                       .seed = 7,
+                       .steps = STEPS,
+                       .batch = 4};
     mt_stack_config *stack = mc->cfg; /* every config starts with its stack */
     mt_placement place = stack->placement;
     mt_optim_config oc = mt_optim_defaults();
@@ -133,7 +137,8 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
                     double col[4], got[4] = {a, b, c2, f};
                     columns(mc, tr.P, l, col);
                     for (int j = 0; j < 4; j++)
-                        CHECK(fabs(got[j] - col[j]) <= 1e-5 * col[j], "%s layer %d column %d: "
+                        CHECK(fabs(got[j] - col[j]) <= 1e-5 * col[j],
+                              "%s layer %d column %d: "
                               "%.7g, its parameters' gradients %.7g",
                               mt_enum_name(&MT_PLACEMENTS, place), l, j, got[j], col[j]);
                 }
@@ -158,13 +163,15 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     free_lines(u, n);
 
     char **r = read_lines("diag_resid.csv", &n);
-    CHECK(n == 1 + 3 * (L + 1) && strcmp(r[0], "step,layer,norm\n") == 0, "diag_resid.csv: %d lines", n);
+    CHECK(n == 1 + 3 * (L + 1) && strcmp(r[0], "step,layer,norm\n") == 0,
+          "diag_resid.csv: %d lines", n);
     for (int i = 1; i < n; i++) {
         long step;
         int layer;
         double v;
-        CHECK(sscanf(r[i], "%ld,%d,%lf", &step, &layer, &v) == 3 && step == 2 * ((i - 1) / (L + 1)) &&
-                  layer == (i - 1) % (L + 1) && v > 0 && isfinite(v),
+        CHECK(sscanf(r[i], "%ld,%d,%lf", &step, &layer, &v) == 3 &&
+                  step == 2 * ((i - 1) / (L + 1)) && layer == (i - 1) % (L + 1) && v > 0 &&
+                  isfinite(v),
               "row %s", r[i]);
     }
     free_lines(r, n);
@@ -183,8 +190,8 @@ static void run_case(const model_case *mc, double clip) {
     train(mc, clip, true, with, norms);
     train(mc, clip, false, without, norms);
     /* the diagnostics' forward runs in eval mode on the step arena: training is unchanged */
-    CHECK(memcmp(with, without, sizeof with) == 0, "the diagnostics changed the losses: %.9g vs %.9g",
-          with[STEPS - 1], without[STEPS - 1]);
+    CHECK(memcmp(with, without, sizeof with) == 0,
+          "the diagnostics changed the losses: %.9g vs %.9g", with[STEPS - 1], without[STEPS - 1]);
 }
 
 static void run(mt_placement place, double clip) {
@@ -242,7 +249,7 @@ int main(void) {
     run_encdec(MT_PLACE_DEEPNORM, 0.05);
     run_encdec(MT_PLACE_PERI, 0);
     run_encdec(MT_PLACE_SUBLN, 0);
-    const char *names[] = {"diag_grad.csv", "diag_update.csv", "diag_resid.csv",
+    const char *names[] = {"diag_grad.csv",     "diag_update.csv",   "diag_resid.csv",
                            "model.safetensors", "optim.safetensors", "dict"};
     for (int i = 0; i < 6; i++) {
         char path[256];

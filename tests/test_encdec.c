@@ -29,13 +29,20 @@ static void test_names(void) {
     mt_encdec m;
     mt_err e;
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
-    const char *want[] = {
-        "tok_emb.weight", "enc.pos_emb.weight", "dec.pos_emb.weight",
-        "enc.blocks.1.attn_norm.weight", "enc.blocks.1.attn.v_proj.bias",
-        "enc.blocks.1.ffn.fc2.weight", "enc.final_norm.bias", "dec.blocks.0.attn.q_proj.weight",
-        "dec.blocks.0.cross_attn_norm.weight", "dec.blocks.0.cross_attn.k_proj.weight",
-        "dec.blocks.0.cross_attn.out_proj.bias", "dec.blocks.0.ffn_norm.bias",
-        "dec.final_norm.weight", "lm_head.weight"};
+    const char *want[] = {"tok_emb.weight",
+                          "enc.pos_emb.weight",
+                          "dec.pos_emb.weight",
+                          "enc.blocks.1.attn_norm.weight",
+                          "enc.blocks.1.attn.v_proj.bias",
+                          "enc.blocks.1.ffn.fc2.weight",
+                          "enc.final_norm.bias",
+                          "dec.blocks.0.attn.q_proj.weight",
+                          "dec.blocks.0.cross_attn_norm.weight",
+                          "dec.blocks.0.cross_attn.k_proj.weight",
+                          "dec.blocks.0.cross_attn.out_proj.bias",
+                          "dec.blocks.0.ffn_norm.bias",
+                          "dec.final_norm.weight",
+                          "lm_head.weight"};
 
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         CHECK(mt_params_find(&m.P, want[i]) >= 0, "no tensor %s", want[i]);
@@ -48,7 +55,8 @@ static void test_names(void) {
     g = small(2, 1, MT_PLACE_POST);
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     CHECK(mt_params_find(&m.P, "enc.final_norm.weight") < 0 &&
-              mt_params_find(&m.P, "lm_head.weight") < 0, "post, tied: no final norms, no head");
+              mt_params_find(&m.P, "lm_head.weight") < 0,
+          "post, tied: no final norms, no head");
     mt_encdec_free(&m);
     /* Sub-LN and Peri-LN: the cross-attention has its norms like the self-attention */
     g = small(1, 1, MT_PLACE_SUBLN);
@@ -75,14 +83,16 @@ static void test_deepnorm_init(void) {
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
     double ea = 0.81 * pow(pow(N, 4) * M, 1.0 / 16), eb = 0.87 * pow(pow(N, 4) * M, -1.0 / 16);
     double da = pow(3.0 * M, 0.25), db = pow(12.0 * M, -0.25);
-    CHECK(fabs(m.cfg.stack.deepnorm_alpha - ea) < 1e-6 && fabs(m.cfg.stack.deepnorm_beta - eb) < 1e-6,
+    CHECK(fabs(m.cfg.stack.deepnorm_alpha - ea) < 1e-6 &&
+              fabs(m.cfg.stack.deepnorm_beta - eb) < 1e-6,
           "encoder alpha %g beta %g, want %g %g", m.cfg.stack.deepnorm_alpha,
           m.cfg.stack.deepnorm_beta, ea, eb);
     CHECK(fabs(m.cfg.dec_deepnorm_alpha - da) < 1e-6 && fabs(m.cfg.dec_deepnorm_beta - db) < 1e-6,
           "decoder alpha %g beta %g, want %g %g", m.cfg.dec_deepnorm_alpha, m.cfg.dec_deepnorm_beta,
           da, db);
     CHECK(m.layout->enc.block.alpha == m.cfg.stack.deepnorm_alpha &&
-              m.layout->dec.block.alpha == m.cfg.dec_deepnorm_alpha, "each stack its alpha");
+              m.layout->dec.block.alpha == m.cfg.dec_deepnorm_alpha,
+          "each stack its alpha");
     CHECK(m.cfg.stack.init == MT_SCHEME_DEEPNORM, "deepnorm placement: deepnorm init");
     mt_rng r;
     mt_rng_seed(&r, 5);
@@ -218,7 +228,8 @@ static void test_padding_and_cache(void) {
         int tgt[6] = {MT_G2P_BOS}, n = 0;
         for (int t = 0; t < 6; t++) {
             mt_ctx_reset(&c);
-            mt_tensor *z = mt_encdec_forward(&c, &m, &m.P, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1, t + 1);
+            mt_tensor *z = mt_encdec_forward(&c, &m, &m.P, SRC + 6 * b, SRC_LEN + b, 6, tgt, 1,
+                                             t + 1);
             const float *zt = z->data + (size_t)t * V;
             int best = MT_G2P_EOS;
             for (int v = 10; v < V; v++) best = zt[v] > zt[best] ? v : best;
@@ -262,10 +273,12 @@ static void test_bad_config(void) {
           "a given decoder alpha is kept");
     char *json = mt_fields_to_json(mt_encdec_type.fields, &g);
     CHECK(strstr(json, "\"enc_layers\":2") && strstr(json, "\"dec_layers\":2") &&
-              strstr(json, "\"n_layer\":4"), "config JSON: %s", json);
+              strstr(json, "\"n_layer\":4"),
+          "config JSON: %s", json);
     mt_encdec_config h;
     CHECK(mt_model_config_from_json(&mt_encdec_type, json, &h, &e) == MT_OK &&
-              h.dec_deepnorm_alpha == 2.5f && h.enc_layers == 2, "JSON round trip: %s", e.msg);
+              h.dec_deepnorm_alpha == 2.5f && h.enc_layers == 2,
+          "JSON round trip: %s", e.msg);
     free(json);
     (void)ends_with;
 }

@@ -44,10 +44,10 @@ static void test_parse(void) {
     close(fd);
     write_file(path, "MNCL\n"
                      "(\"hello\" nil (((hh ax) 0) ((l ow) 1)))\n"
-                     "(\"Hello\" n (((hh ax) 0) ((l ow) 1)))\n"      /* same word, same phones */
+                     "(\"Hello\" n (((hh ax) 0) ((l ow) 1)))\n" /* same word, same phones */
                      "(\"abstract\" n (((ae b) 1) ((s t r ae k t) 0)))\n"
                      "(\"abstract\" v (((ae b) 0) ((s t r ae k t) 1)))\n"
-                     "(\"blouin\" nil (((b l) 0) ((w iy n) 1)))\n"  /* a syllable with no vowel */
+                     "(\"blouin\" nil (((b l) 0) ((w iy n) 1)))\n"   /* a syllable with no vowel */
                      "(\"broken\" nil (((b r ow) 1) ((k ax n) 0))\n" /* a parenthesis short */
                      "\n"
                      "zulu z uw1 l uw0\n"
@@ -68,16 +68,16 @@ static void test_parse(void) {
     w = word_index(&d, "abstract");
     CHECK(w >= 0 && d.pron_start[w + 1] - d.pron_start[w] == 2, "abstract: two pronunciations");
     if (w >= 0)
-        CHECK(!strcmp(pron_str(&d, d.pron_start[w] + 1, buf, sizeof buf),
-                      "ae0 b s t r ae1 k t"), "abstract v: %s", buf);
+        CHECK(!strcmp(pron_str(&d, d.pron_start[w] + 1, buf, sizeof buf), "ae0 b s t r ae1 k t"),
+              "abstract v: %s", buf);
     w = word_index(&d, "blouin");
     if (w >= 0)
         CHECK(!strcmp(pron_str(&d, d.pron_start[w], buf, sizeof buf), "b l w iy1 n"), "blouin: %s",
               buf);
     w = word_index(&d, "zulu");
     CHECK(w >= 0 && d.pron_start[w + 1] - d.pron_start[w] == 2, "zulu: two pronunciations");
-    CHECK(d.vocab.n_letters == 14 && !memcmp(d.vocab.letters, "abcehilnorstuz", 14),
-          "letters %.*s", d.vocab.n_letters, d.vocab.letters);
+    CHECK(d.vocab.n_letters == 14 && !memcmp(d.vocab.letters, "abcehilnorstuz", 14), "letters %.*s",
+          d.vocab.n_letters, d.vocab.letters);
     const mt_g2p_vocab *v = &d.vocab;
     int ax0 = mt_g2p_phone_id(v, "ax0"), ow1 = mt_g2p_phone_id(v, "ow1");
     CHECK(ax0 >= MT_G2P_TOK_SPECIAL + v->n_letters && ow1 > ax0, "phone ids %d %d", ax0, ow1);
@@ -91,10 +91,11 @@ static void test_parse(void) {
     CHECK(mt_g2p_vocab_from_json(json, &v2, &e) == MT_OK, "%s", e.msg);
     CHECK(v2.n_letters == v->n_letters && v2.n_phones == v->n_phones &&
               !memcmp(v2.phones, v->phones, sizeof v->phones) &&
-              !memcmp(v2.base, v->base, sizeof v->base), "vocabulary JSON round trip");
+              !memcmp(v2.base, v->base, sizeof v->base),
+          "vocabulary JSON round trip");
     free(json);
-    CHECK(mt_g2p_vocab_from_json("{\"letters\":\"ba\",\"phones\":[\"x\"]}", &v2, &e) ==
-              MT_EFORMAT, "unsorted letters refused");
+    CHECK(mt_g2p_vocab_from_json("{\"letters\":\"ba\",\"phones\":[\"x\"]}", &v2, &e) == MT_EFORMAT,
+          "unsorted letters refused");
     /* the same file read with a model's vocabulary, and one with a letter outside it */
     mt_g2p_dict d2;
     CHECK(mt_g2p_load(path, &d.vocab, &d2, &e) == MT_OK, "%s", e.msg);
@@ -123,8 +124,10 @@ static void test_parse(void) {
     CHECK(t[0].words == 3 && t[0].wrong == 2 && t[0].edits == 2 && t[0].ref_len == 8 + 8 + 4,
           "with stress: %g words %g wrong %g edits %g ref", t[0].words, t[0].wrong, t[0].edits,
           t[0].ref_len);
-    CHECK(t[1].wrong == 1 && t[1].edits == 1 && t[1].ref_len == 20, "without stress: %g wrong %g "
-          "edits %g ref", t[1].wrong, t[1].edits, t[1].ref_len);
+    CHECK(t[1].wrong == 1 && t[1].edits == 1 && t[1].ref_len == 20,
+          "without stress: %g wrong %g "
+          "edits %g ref",
+          t[1].wrong, t[1].edits, t[1].ref_len);
     CHECK(mt_g2p_wer(&t[0]) > 0.666 && mt_g2p_wer(&t[0]) < 0.667 && mt_g2p_per(&t[0]) == 0.1,
           "WER %g PER %g", mt_g2p_wer(&t[0]), mt_g2p_per(&t[0]));
     mt_g2p_free(&d);
@@ -133,7 +136,8 @@ static void test_parse(void) {
 static void test_levenshtein(void) {
     int a[] = {1, 2, 3, 4}, b[] = {1, 3, 4, 5}, c[] = {9};
     CHECK(mt_levenshtein(a, 4, a, 4) == 0, "equal");
-    CHECK(mt_levenshtein(a, 4, b, 4) == 2, "a delete and an insert: %d", mt_levenshtein(a, 4, b, 4));
+    CHECK(mt_levenshtein(a, 4, b, 4) == 2, "a delete and an insert: %d",
+          mt_levenshtein(a, 4, b, 4));
     CHECK(mt_levenshtein(a, 0, b, 4) == 4 && mt_levenshtein(a, 4, b, 0) == 4, "empty");
     CHECK(mt_levenshtein(c, 1, a, 4) == 4, "one substitution and 3 inserts");
 }
@@ -154,8 +158,8 @@ static void test_cmudict(void) {
     CHECK(d.vocab.n_phones == 55, "phones %d", d.vocab.n_phones);
     int *idx = malloc((size_t)d.n_words * sizeof *idx), n[3];
     mt_g2p_split(&d, idx, n);
-    CHECK(n[0] + n[1] + n[2] == d.n_words && n[1] == n[2] &&
-              abs(n[1] - d.n_words / 20) <= 1, "split %d %d %d of %d", n[0], n[1], n[2], d.n_words);
+    CHECK(n[0] + n[1] + n[2] == d.n_words && n[1] == n[2] && abs(n[1] - d.n_words / 20) <= 1,
+          "split %d %d %d of %d", n[0], n[1], n[2], d.n_words);
     char *seen = calloc((size_t)d.n_words, 1);
     for (int i = 0; i < d.n_words; i++) seen[idx[i]]++;
     int once = 0;

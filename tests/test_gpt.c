@@ -77,8 +77,8 @@ static void test_init(void) {
             if (e->ndim == 2) {
                 double want = expected_std(&m.cfg, e->name, e->shape[0], e->shape[1]);
                 CHECK(fabs(std / want - 1) < 0.05 && fabs(mean) < 0.1 * want,
-                      "%s %s: std %.5f (mean %.2g), want %.5f", mt_enum_name(&MT_INIT_SCHEMES, m.cfg.stack.init),
-                      e->name, std, mean, want);
+                      "%s %s: std %.5f (mean %.2g), want %.5f",
+                      mt_enum_name(&MT_INIT_SCHEMES, m.cfg.stack.init), e->name, std, mean, want);
                 matrices++;
             } else if (ends_with(e->name, "norm.weight")) {
                 CHECK(mean == 1 && std == 0, "%s: norm weights must start at 1", e->name);
@@ -119,7 +119,8 @@ static void test_gradcheck(void) {
     targets[4] = -1; /* ignored */
     for (int k = 0; k < 9; k++) {
         mt_gpt_config g = mt_gpt_config_default();
-        g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7, g.stack.n_ff = 12;
+        g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7,
+        g.stack.n_ff = 12;
         g.stack.placement = (mt_placement)(k % MT_PLACEMENTS.n), g.stack.init = MT_SCHEME_XAVIER;
         g.tied = k != 3, g.stack.bias = k != 3;
         if (k >= 6) /* the LLaMA pieces: RoPE, SwiGLU, one key-value head of 2 */
@@ -142,10 +143,11 @@ static void test_gradcheck(void) {
     }
 }
 
-/* ---- same inputs and thread count, same bits (sizes where attention and the ops go parallel) ---- */
+/* ---- same inputs and thread count, same bits (sizes where attention and the ops go parallel) - */
 static void test_deterministic(void) {
     mt_gpt_config g = mt_gpt_config_default();
-    g.stack.n_layer = 2, g.n_ctx = 64, g.stack.n_embd = 64, g.stack.n_head = 4, g.stack.placement = MT_PLACE_DEEPNORM;
+    g.stack.n_layer = 2, g.n_ctx = 64, g.stack.n_embd = 64, g.stack.n_head = 4,
+    g.stack.placement = MT_PLACE_DEEPNORM;
     mt_gpt m;
     mt_err err;
     CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
@@ -188,19 +190,21 @@ static void test_free_activations(void) {
         float dropout;
     } cases[] = {{MT_PLACE_PRE, MT_ARCH_GPT, 0},      {MT_PLACE_POST, MT_ARCH_GPT, 0},
                  {MT_PLACE_DEEPNORM, MT_ARCH_GPT, 0}, {MT_PLACE_SUBLN, MT_ARCH_GPT, 0},
-                 {MT_PLACE_PERI, MT_ARCH_GPT, 0},   {MT_PLACE_PRE, MT_ARCH_LLAMA, 0},
+                 {MT_PLACE_PERI, MT_ARCH_GPT, 0},     {MT_PLACE_PRE, MT_ARCH_LLAMA, 0},
                  {MT_PLACE_PRE, MT_ARCH_GPT, 0.1f}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 2, g.n_ctx = 32, g.stack.n_embd = 32, g.stack.n_head = 2;
-        g.stack.placement = cases[k].place, g.arch = cases[k].arch, g.stack.dropout = cases[k].dropout;
+        g.stack.placement = cases[k].place, g.arch = cases[k].arch,
+        g.stack.dropout = cases[k].dropout;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
         mt_rng r;
         mt_rng_seed(&r, 7);
         mt_params_initialize(&m.P, &r);
-        int B = 3, T = 32, *ids = malloc(B * T * sizeof(int)), *targets = malloc(B * T * sizeof(int));
+        int B = 3, T = 32, *ids = malloc(B * T * sizeof(int)),
+            *targets = malloc(B * T * sizeof(int));
         for (int i = 0; i < B * T; i++)
             ids[i] = (int)mt_rng_below(&r, 256), targets[i] = (int)mt_rng_below(&r, 256);
         float *kept = malloc(m.P.total * sizeof(float)), loss_kept = 0;
@@ -223,8 +227,8 @@ static void test_free_activations(void) {
             }
             mt_ctx_free(&c);
         }
-        CHECK(peak[1] < peak[0], "case %zu: freeing the activations left the arena peak at %zu",
-              k, peak[1]);
+        CHECK(peak[1] < peak[0], "case %zu: freeing the activations left the arena peak at %zu", k,
+              peak[1]);
         free(kept);
         free(ids);
         free(targets);
@@ -235,20 +239,27 @@ static void test_free_activations(void) {
 /* ---- config ---- */
 static void test_json(void) {
     mt_gpt_config g = mt_gpt_config_default();
-    g.stack.n_layer = 7, g.stack.n_head = 3, g.stack.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000, g.stack.n_ff = 100;
-    g.stack.norm.kind = MT_NORM_RMS, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f, g.stack.norm.gn_groups = 4;
-    g.stack.norm.rms_form = MT_RMS_PAPER, g.stack.norm.rms_bias = true, g.stack.norm.in_affine = true;
-    g.stack.placement = MT_PLACE_DEEPNORM, g.stack.deepnorm_alpha = 1.25f, g.stack.deepnorm_beta = 0.3f;
+    g.stack.n_layer = 7, g.stack.n_head = 3, g.stack.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000,
+    g.stack.n_ff = 100;
+    g.stack.norm.kind = MT_NORM_RMS, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f,
+    g.stack.norm.gn_groups = 4;
+    g.stack.norm.rms_form = MT_RMS_PAPER, g.stack.norm.rms_bias = true,
+    g.stack.norm.in_affine = true;
+    g.stack.placement = MT_PLACE_DEEPNORM, g.stack.deepnorm_alpha = 1.25f,
+    g.stack.deepnorm_beta = 0.3f;
     g.stack.subln_gain = 1.5f;
-    g.stack.init = MT_SCHEME_XAVIER, g.tied = false, g.stack.bias = false, g.stack.act = MT_ACT_SILU;
+    g.stack.init = MT_SCHEME_XAVIER, g.tied = false, g.stack.bias = false,
+    g.stack.act = MT_ACT_SILU;
     g.stack.dropout = 0.1f;
     g.arch = MT_ARCH_LLAMA, g.pos = MT_POS_ROPE, g.rope_theta = 5e5f, g.stack.n_kv_head = 1;
     g.stack.ff_multiple = 64;
     char *json = mt_fields_to_json(mt_gpt_type.fields, &g);
-    const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "n_vocab", "n_ff", "norm",
-                          "placement", "norm_eps", "prms_p", "gn_groups", "rms_form",
-                          "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init", "tied",
-                          "bias", "act", "dropout", "arch", "pos", "rope_theta", "n_kv_head",
+    const char *keys[] = {"n_layer",        "n_head",        "n_embd",     "n_ctx",
+                          "n_vocab",        "n_ff",          "norm",       "placement",
+                          "norm_eps",       "prms_p",        "gn_groups",  "rms_form",
+                          "deepnorm_alpha", "deepnorm_beta", "subln_gain", "init",
+                          "tied",           "bias",          "act",        "dropout",
+                          "arch",           "pos",           "rope_theta", "n_kv_head",
                           "ff_multiple"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char q[64];
@@ -257,16 +268,19 @@ static void test_json(void) {
     }
     mt_gpt_config h;
     mt_err err;
-    CHECK(mt_model_config_from_json(&mt_gpt_type, json, &h, &err) == MT_OK, "from_json: %s", err.msg);
+    CHECK(mt_model_config_from_json(&mt_gpt_type, json, &h, &err) == MT_OK, "from_json: %s",
+          err.msg);
     CHECK(h.stack.n_layer == 7 && h.stack.n_head == 3 && h.stack.n_embd == 48 && h.n_ctx == 33 &&
               h.n_vocab == 1000 && h.stack.n_ff == 100,
           "dims round trip");
-    CHECK(h.stack.norm.kind == MT_NORM_RMS && h.stack.norm.eps == 1e-7f && h.stack.norm.prms_p == 0.125f &&
-              h.stack.norm.gn_groups == 4 && h.stack.norm.rms_form == MT_RMS_PAPER && h.stack.norm.rms_bias &&
+    CHECK(h.stack.norm.kind == MT_NORM_RMS && h.stack.norm.eps == 1e-7f &&
+              h.stack.norm.prms_p == 0.125f && h.stack.norm.gn_groups == 4 &&
+              h.stack.norm.rms_form == MT_RMS_PAPER && h.stack.norm.rms_bias &&
               h.stack.norm.in_affine,
           "norm round trip");
     CHECK(h.stack.placement == MT_PLACE_DEEPNORM && h.stack.deepnorm_alpha == 1.25f &&
-              h.stack.deepnorm_beta == 0.3f && h.stack.subln_gain == 1.5f && h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
+              h.stack.deepnorm_beta == 0.3f && h.stack.subln_gain == 1.5f &&
+              h.stack.init == MT_SCHEME_XAVIER && !h.tied && !h.stack.bias &&
               h.stack.act == MT_ACT_SILU && h.stack.dropout == 0.1f,
           "placement, init, head, act, dropout round trip");
     CHECK(h.arch == MT_ARCH_LLAMA && h.pos == MT_POS_ROPE && h.rope_theta == 5e5f &&
@@ -361,9 +375,10 @@ static void test_arch(void) {
     g.arch = MT_ARCH_LLAMA;
     h = g;
     CHECK(mt_gpt_config_validate(&h, &err) == MT_OK, "llama: %s", err.msg);
-    CHECK(h.pos == MT_POS_ROPE && h.stack.act == MT_ACT_SWIGLU && h.stack.norm.kind == MT_NORM_RMS &&
-              h.stack.norm.rms_form == MT_RMS_LLAMA && h.stack.norm.eps == 1e-5f && !h.stack.bias &&
-              h.tied && h.rope_theta == 10000.0f && h.stack.n_kv_head == h.stack.n_head,
+    CHECK(h.pos == MT_POS_ROPE && h.stack.act == MT_ACT_SWIGLU &&
+              h.stack.norm.kind == MT_NORM_RMS && h.stack.norm.rms_form == MT_RMS_LLAMA &&
+              h.stack.norm.eps == 1e-5f && !h.stack.bias && h.tied && h.rope_theta == 10000.0f &&
+              h.stack.n_kv_head == h.stack.n_head,
           "llama resolves to rope, swiglu, rms (llama form, eps 1e-5), no bias, tied");
     /* n_embd 64: int(2 * 256 / 3) = 170, up to a multiple of 32: 192 */
     CHECK(h.stack.n_ff == 192, "llama n_ff %d, want 192", h.stack.n_ff);

@@ -66,9 +66,8 @@ static void test_cache(mt_placement pl, mt_norm_kind norm, const char *json) {
             CHECK(a.len == T / 2 && a.ids[a.len - 1] == t, "a slide keeps n_ctx / 2 tokens");
         }
     }
-    CHECK(worst <= 1e-5, "%s %s %s: cached logits differ by %.3g",
-          mt_enum_name(&MT_PLACEMENTS, pl), mt_enum_name(&MT_NORMS, norm), json ? json : "",
-          worst);
+    CHECK(worst <= 1e-5, "%s %s %s: cached logits differ by %.3g", mt_enum_name(&MT_PLACEMENTS, pl),
+          mt_enum_name(&MT_NORMS, norm), json ? json : "", worst);
     CHECK(slides >= 3, "only %d slides", slides);
     /* a prompt longer than n_ctx keeps its last n_ctx tokens */
     int longp[20];
@@ -107,8 +106,7 @@ static void test_bf16(void) {
     }
     CHECK(cache_err < 2e-2, "bf16: cached logits differ from the re-run window's by %g", cache_err);
     CHECK(fp32_err > 0 && fp32_err < 0.1,
-          "bf16: logits differ from fp32's by %g (0: bf16 not in effect)",
-          fp32_err);
+          "bf16: logits differ from fp32's by %g (0: bf16 not in effect)", fp32_err);
     for (int i = 0; i < 3; i++) mt_kv_free(&kv[i]);
     mt_gpt_free(&m);
 }
@@ -142,8 +140,8 @@ static void test_sampling(void) {
         for (int k = 0; k < n; k++) count[mt_sample_token(logits, V, s, &r, ps, is)]++;
         for (int i = 0; i < V; i++) {
             double want = p[i] / z, got = (double)count[i] / n;
-            CHECK(fabs(got - want) < 0.01, "case %d token %d: frequency %.4f, expected %.4f", c,
-                  i, got, want);
+            CHECK(fabs(got - want) < 0.01, "case %d token %d: frequency %.4f, expected %.4f", c, i,
+                  got, want);
         }
     }
     /* the same seed draws the same tokens */
@@ -152,7 +150,8 @@ static void test_sampling(void) {
     mt_rng_seed(&b, 5);
     mt_sampling s = {0.9f, 4, 0.9f};
     for (int i = 0; i < 100; i++)
-        CHECK(mt_sample_token(logits, V, &s, &a, ps, is) == mt_sample_token(logits, V, &s, &b, ps, is),
+        CHECK(mt_sample_token(logits, V, &s, &a, ps, is) ==
+                  mt_sample_token(logits, V, &s, &b, ps, is),
               "same seed, other token");
 }
 
@@ -171,7 +170,8 @@ int main(void) {
     /* grouped-query attention: the cache holds n_kv_head heads */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"n_head\": 4, \"n_kv_head\": 2}");
     test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"pos\": \"rope\", \"n_head\": 4, \"n_kv_head\": 1}");
-    test_cache(MT_PLACE_SUBLN, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 4, \"n_kv_head\": 2}");
+    test_cache(MT_PLACE_SUBLN, MT_NORM_LN,
+               "{\"arch\": \"llama\", \"n_head\": 4, \"n_kv_head\": 2}");
     test_cache(MT_PLACE_PERI, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 2, \"n_kv_head\": 1}");
     test_sampling();
     test_bf16();

@@ -33,7 +33,8 @@ static char *tpath(const char *name) { /* a path in the temp dir (rotating stati
 static void write_bytes(const char *path, const void *data, size_t n, bool gz) {
     if (gz) {
         gzFile f = gzopen(path, "wb");
-        MT_ASSERT(f && gzwrite(f, data, (unsigned)n) == (int)n && gzclose(f) == Z_OK, "gz %s", path);
+        MT_ASSERT(f && gzwrite(f, data, (unsigned)n) == (int)n && gzclose(f) == Z_OK, "gz %s",
+                  path);
     } else {
         FILE *f = fopen(path, "wb");
         MT_ASSERT(f && fwrite(data, 1, n, f) == n && fclose(f) == 0, "write %s", path);
@@ -54,8 +55,10 @@ static void write_idx(const char *path, int type, int nd, const int *dims, size_
 
 static void write_labels(const char *path, int n, int n_classes) {
     unsigned char *b = malloc(8 + (size_t)n);
-    memcpy(b, (unsigned char[]){0, 0, 8, 1, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
-                                (unsigned char)(n >> 8), (unsigned char)n}, 8);
+    memcpy(b,
+           (unsigned char[]){0, 0, 8, 1, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                             (unsigned char)(n >> 8), (unsigned char)n},
+           8);
     for (int i = 0; i < n; i++) b[8 + i] = (unsigned char)(i % n_classes);
     write_bytes(path, b, 8 + (size_t)n, true);
     free(b);
@@ -117,12 +120,14 @@ static void test_idx(void) {
         truncate(tpath("cut.gz"), st.st_size / 2);
         int n2, g2[MT_MAX_DIMS];
         mt_err e2 = {0};
-        CHECK(mt_idx_read(tpath("cut.gz"), &n2, g2, &d, &e2) == MT_EFORMAT && strstr(e2.msg, "cut.gz"),
+        CHECK(mt_idx_read(tpath("cut.gz"), &n2, g2, &d, &e2) == MT_EFORMAT &&
+                  strstr(e2.msg, "cut.gz"),
               "cut gzip stream: '%s'", e2.msg);
     }
     mt_err e3 = {0};
     CHECK(mt_idx_read(tpath("absent.gz"), &nd, got, &d, &e3) == MT_EIO &&
-              strstr(e3.msg, "No such file"), "absent file: '%s'", e3.msg);
+              strstr(e3.msg, "No such file"),
+          "absent file: '%s'", e3.msg);
 }
 
 /* An idx directory: a train pair and a t10k pair, as MNIST ships them. */
@@ -141,7 +146,8 @@ static void test_idx_dataset(void) {
           "idx dir: n %d n_train %d %dx%dx%d classes %d", ds.n, ds.n_train, ds.H, ds.W, ds.C,
           ds.n_classes);
     CHECK(ds.pix[6 * 12 + 5] == (uint8_t)(5 * 7 + 3) && ds.label[7] == 1 &&
-              strcmp(ds.class_names[2], "2") == 0, "idx dir: contents");
+              strcmp(ds.class_names[2], "2") == 0,
+          "idx dir: contents");
     int idx[10], n_train;
     CHECK(mt_images_split(&ds, 0.5f, 1, idx, &n_train, &e) == MT_OK && n_train == 6 && idx[6] == 6,
           "held-out part is the validation split");
@@ -152,10 +158,11 @@ static void test_idx_dataset(void) {
     fputs("zero\none\ntwo\n", f);
     fclose(f);
     o.H = 6, o.W = 8, o.C = 3, o.classes = tpath("names.txt");
-    CHECK(mt_images_load(tpath("mn/t10k-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_OK, "idx file: %s",
-          e.msg);
+    CHECK(mt_images_load(tpath("mn/t10k-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_OK,
+          "idx file: %s", e.msg);
     CHECK(ds.n == 4 && ds.n_train == 4 && ds.H == 6 && ds.W == 8 && ds.C == 3 &&
-              strcmp(ds.class_names[1], "one") == 0, "idx file resized to RGB");
+              strcmp(ds.class_names[1], "one") == 0,
+          "idx file resized to RGB");
     CHECK(ds.pix[0] == ds.pix[1] && ds.pix[1] == ds.pix[2], "gray replicated");
     mt_images_free(&ds);
 
@@ -164,7 +171,8 @@ static void test_idx_dataset(void) {
     o = mt_image_opts_default();
     mt_err e2 = {0};
     CHECK(mt_images_load(tpath("mn"), &o, &ds, &e2) == MT_EFORMAT &&
-              strstr(e2.msg, "3 labels (1 dims) for the 4 images"), "label count: '%s'", e2.msg);
+              strstr(e2.msg, "3 labels (1 dims) for the 4 images"),
+          "label count: '%s'", e2.msg);
     CHECK(ds.pix == NULL && ds.n == 0, "failed load leaves nothing allocated");
 }
 
@@ -183,7 +191,7 @@ static void test_folder(void) {
     mkdir(tpath("img/cat"), 0700);
     write_png(tpath("img/cat/a.png"), 4, 4, 3, 10, false);
     write_png(tpath("img/cat/b.bmp"), 4, 4, 3, 20, true);
-    write_png(tpath("img/cat/c.png"), 4, 4, 1, 30, false); /* gray: converted to RGB */
+    write_png(tpath("img/cat/c.png"), 4, 4, 1, 30, false);   /* gray: converted to RGB */
     write_png(tpath("img/dog/big.png"), 8, 6, 3, 40, false); /* another size */
     write_png(tpath("img/dog/d.png"), 4, 4, 4, 50, false);   /* RGBA: alpha dropped */
     write_bytes(tpath("img/dog/bad.png"), "not a png at all", 16, false);
@@ -195,8 +203,8 @@ static void test_folder(void) {
     mt_image_opts o = mt_image_opts_default();
     CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_OK, "folder: %s", e.msg);
     CHECK(ds.n == 5 && ds.n_train == 5 && ds.n_classes == 2 && ds.H == 4 && ds.W == 4 && ds.C == 3,
-          "folder: n %d (train %d) classes %d %dx%dx%d", ds.n, ds.n_train, ds.n_classes, ds.H,
-          ds.W, ds.C);
+          "folder: n %d (train %d) classes %d %dx%dx%d", ds.n, ds.n_train, ds.n_classes, ds.H, ds.W,
+          ds.C);
     CHECK(strcmp(ds.class_names[0], "cat") == 0 && strcmp(ds.class_names[1], "dog") == 0,
           "classes sorted");
     CHECK(ds.n_skipped == 1 && ds.skipped && strstr(ds.skipped, "img/dog/bad.png: unreadable"),
@@ -231,12 +239,15 @@ static void test_folder(void) {
     CHECK(mt_images_meta_from_json(json, &meta, &e) == MT_OK, "meta: %s", e.msg);
     CHECK(meta.H == 4 && meta.W == 4 && meta.C == 3 && meta.n_classes == 2 && meta.n == 0 &&
               fabsf(meta.mean[2] - ds.mean[2]) < 1e-6f && fabsf(meta.std[1] - ds.std[1]) < 1e-6f &&
-              strcmp(meta.class_names[1], "dog") == 0, "meta round trip: %s", json);
+              strcmp(meta.class_names[1], "dog") == 0,
+          "meta round trip: %s", json);
     mt_images_free(&meta);
     free(json);
     CHECK(mt_images_meta_from_json("{\"height\":4,\"width\":4,\"channels\":2,\"mean\":[0],"
-                                   "\"std\":[1],\"classes\":[\"a\"]}", &meta, &e) == MT_EFORMAT &&
-              strstr(e.msg, "1 means"), "meta mismatch: %s", e.msg);
+                                   "\"std\":[1],\"classes\":[\"a\"]}",
+                                   &meta, &e) == MT_EFORMAT &&
+              strstr(e.msg, "1 means"),
+          "meta mismatch: %s", e.msg);
 
     /* the preview's size: 5 images -> 3 columns, 2 rows; cells 2*4+4 wide, 2*4+16 high */
     int all[5] = {0, 1, 2, 3, 4}, w, h, comp;
@@ -251,13 +262,15 @@ static void test_folder(void) {
               strstr(e.msg, "make a 24012x16032 preview") && access(tpath("grid.png"), F_OK) != 0,
           "preview too large: '%s'", e.msg);
     CHECK(mt_images_preview(&ds, all, 5, 357913941, tpath("grid.png"), &e) == MT_EINVAL &&
-              strstr(e.msg, "at most 16384 pixels a side"), "preview wrapping around: '%s'", e.msg);
+              strstr(e.msg, "at most 16384 pixels a side"),
+          "preview wrapping around: '%s'", e.msg);
     mt_images_free(&ds);
 
     /* reject instead of skip: the error names the file */
     o.skip_bad = false;
     CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_EFORMAT && strstr(e.msg, "dog/bad.png") &&
-              strstr(e.msg, "skip-bad"), "reject: '%s'", e.msg);
+              strstr(e.msg, "skip-bad"),
+          "reject: '%s'", e.msg);
     /* no resizing: the 8x6 image is mismatched and skipped; gray output */
     o.skip_bad = true, o.resize = false, o.C = 1;
     CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_OK && ds.n == 4 && ds.C == 1 &&
@@ -265,12 +278,15 @@ static void test_folder(void) {
           "mismatched: n %d skipped '%s'", ds.n, ds.skipped ? ds.skipped : "");
     mt_images_free(&ds);
     CHECK(mt_images_load(tpath("img/cat"), &o, &ds, &e) == MT_EFORMAT &&
-              strstr(e.msg, "no class subdirectories"), "no classes: '%s'", e.msg);
+              strstr(e.msg, "no class subdirectories"),
+          "no classes: '%s'", e.msg);
     o.H = 5;
-    CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_EINVAL && strstr(e.msg, "height and width"),
+    CHECK(mt_images_load(tpath("img"), &o, &ds, &e) == MT_EINVAL &&
+              strstr(e.msg, "height and width"),
           "bad options: '%s'", e.msg);
     CHECK(mt_images_load(tpath("nowhere"), NULL, &ds, &e) == MT_EIO &&
-              strstr(e.msg, "No such file"), "absent: '%s'", e.msg);
+              strstr(e.msg, "No such file"),
+          "absent: '%s'", e.msg);
 
     /* an image of 0 x 0 pixels (stb_image reads the PGM header) first: skipped, named, and the
        size comes from the next one */
@@ -291,7 +307,8 @@ static void test_folder(void) {
     o = mt_image_opts_default();
     o.C = 3;
     CHECK(mt_images_load(tpath("zero"), &o, &ds, &e) == MT_EFORMAT &&
-              strstr(e.msg, "none of the 2 files"), "nothing readable, channels given: '%s'", e.msg);
+              strstr(e.msg, "none of the 2 files"),
+          "nothing readable, channels given: '%s'", e.msg);
 }
 
 /* Sizes: asked for, the data's own, and more images than memory holds (statuses, not aborts). */
@@ -307,7 +324,8 @@ static void test_sizes(void) {
     mt_image_opts o = mt_image_opts_default();
     o.H = o.W = 100000;
     CHECK(mt_images_load(tpath("sz/many-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_EINVAL &&
-              strstr(e.msg, "each from 1 to 65536"), "size asked for: '%s'", e.msg);
+              strstr(e.msg, "each from 1 to 65536"),
+          "size asked for: '%s'", e.msg);
     o = mt_image_opts_default();
     CHECK(mt_images_load(tpath("sz/wide-images-idx3-ubyte.gz"), &o, &ds, &e) == MT_EFORMAT &&
               strstr(e.msg, "70000x1 pixels (rows x columns); mt reads at most 65536"),
@@ -320,23 +338,26 @@ static void test_sizes(void) {
     CHECK(ds.pix == NULL && ds.n == 0, "a failed load leaves nothing allocated");
     mt_images meta;
     CHECK(mt_images_meta_from_json("{\"height\":70000,\"width\":4,\"channels\":1,\"mean\":[0],"
-                                   "\"std\":[1],\"classes\":[\"a\"]}", &meta, &e) == MT_EFORMAT &&
-              strstr(e.msg, "70000x4 images"), "meta too large: %s", e.msg);
+                                   "\"std\":[1],\"classes\":[\"a\"]}",
+                                   &meta, &e) == MT_EFORMAT &&
+              strstr(e.msg, "70000x4 images"),
+          "meta too large: %s", e.msg);
 }
 
 static void test_resize(void) {
     /* 4x4 of 2x2 blocks -> 2x2: each output is its block's average */
     uint8_t src[16], dst[4];
     for (int y = 0; y < 4; y++)
-        for (int x = 0; x < 4; x++) src[y * 4 + x] = (uint8_t)((y / 2) * 100 + (x / 2) * 50 + (x % 2) * 2);
+        for (int x = 0; x < 4; x++)
+            src[y * 4 + x] = (uint8_t)((y / 2) * 100 + (x / 2) * 50 + (x % 2) * 2);
     CHECK(mt_image_resize(src, 4, 4, dst, 2, 2, 1, NULL) == MT_OK, "resize");
     CHECK(dst[0] == 1 && dst[1] == 51 && dst[2] == 101 && dst[3] == 151, "shrink: %d %d %d %d",
           dst[0], dst[1], dst[2], dst[3]);
     /* 1x2 -> 1x4: bilinear at half-pixel centres: a, .75a+.25b, .25a+.75b, b */
     uint8_t r2[2] = {0, 200}, r4[4];
     CHECK(mt_image_resize(r2, 1, 2, r4, 1, 4, 1, NULL) == MT_OK, "resize");
-    CHECK(r4[0] == 0 && r4[1] == 50 && r4[2] == 150 && r4[3] == 200, "grow: %d %d %d %d", r4[0], r4[1],
-          r4[2], r4[3]);
+    CHECK(r4[0] == 0 && r4[1] == 50 && r4[2] == 150 && r4[3] == 200, "grow: %d %d %d %d", r4[0],
+          r4[1], r4[2], r4[3]);
     /* 3 channels stay apart; a constant stays constant through an odd ratio */
     uint8_t c3[7 * 5 * 3], o3[3 * 2 * 3];
     for (int i = 0; i < 7 * 5; i++) c3[i * 3] = 9, c3[i * 3 + 1] = 99, c3[i * 3 + 2] = 199;

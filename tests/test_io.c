@@ -52,8 +52,7 @@ static const mt_field SUB[] = {
 };
 static const mt_fields SUB_FIELDS = MT_FIELDS_OF(SUB);
 
-#define F(member, TYPE, key, help, ...) \
-    MT_FIELD(test_options, member, TYPE, key, help, __VA_ARGS__)
+#define F(member, TYPE, key, help, ...) MT_FIELD(test_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(n_layer, INT, "n_layer", "blocks"),
     F(warmup, INT, "warmup", "warmup steps; -1: derived", .range = "-1.."),
@@ -73,12 +72,17 @@ static test_options o;
 static const mt_fieldset SET = {&TEST_FIELDS, &o};
 
 static void defaults(void) {
-    o = (test_options){.n_layer = 4, .warmup = -1, .lr = 3e-3f, .beta = 0.9f, .data = "data/x.txt",
-                       .tied = true, .n_vocab = 256, .sub = {.n_head = 4, .bias = true}};
+    o = (test_options){.n_layer = 4,
+                       .warmup = -1,
+                       .lr = 3e-3f,
+                       .beta = 0.9f,
+                       .data = "data/x.txt",
+                       .tied = true,
+                       .n_vocab = 256,
+                       .sub = {.n_head = 4, .bias = true}};
 }
 
-static mt_status args_to(const mt_fieldset *set, const char *line, mt_settings *out,
-                         mt_err *e) {
+static mt_status args_to(const mt_fieldset *set, const char *line, mt_settings *out, mt_err *e) {
     char buf[512], *argv[32] = {"prog"};
     int argc = 1;
     snprintf(buf, sizeof buf, "%s", line);
@@ -94,7 +98,8 @@ static void test_flags(void) {
     mt_err e;
     defaults();
     CHECK(args("--n-layer 6 --lr=1e-4 --data a.txt --untie --norm rms --resume --warmup 7 "
-               "--beta 0.95 --n-head 8 --no-bias", &e) == MT_OK,
+               "--beta 0.95 --n-head 8 --no-bias",
+               &e) == MT_OK,
           "flags: %s", e.msg);
     CHECK(o.n_layer == 6 && o.lr == 1e-4f && strcmp(o.data, "a.txt") == 0 && !o.tied &&
               o.norm == 1 && o.resume && o.warmup == 7 && o.sub.n_head == 8 && !o.sub.bias,
@@ -130,13 +135,13 @@ static void test_flags(void) {
         {"--norm", "--norm needs a value: one of ln|rms|prms"},
         {"--untie=maybe", "'maybe' is not true or false"},
         {"--data 0123456789012345678901234567890123", "--data: the value is longer than 31"},
-        {"--n-vocab 5", "unknown flag --n-vocab"},  /* set by the program, not a flag */
+        {"--n-vocab 5", "unknown flag --n-vocab"}, /* set by the program, not a flag */
         {"--tied", "unknown flag --tied (did you mean --untie?)"}, /* the key is not the flag */
         {"stray", "unexpected argument 'stray'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK(args(bad[i].line, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect),
-              "'%s': %s", bad[i].line, e.msg);
+        CHECK(args(bad[i].line, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect), "'%s': %s",
+              bad[i].line, e.msg);
     }
 }
 
@@ -166,8 +171,8 @@ static void test_ini(void) {
         {"n_vocab = 5\n", "t.ini:1: unknown key 'n_vocab'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK(ini(bad[i].text, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect),
-              "'%s': %s", bad[i].text, e.msg);
+        CHECK(ini(bad[i].text, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect), "'%s': %s",
+              bad[i].text, e.msg);
     CHECK(mt_fieldset_read_ini(&SET, 1, tmp_path("none.ini"), NULL, &e) == MT_EIO &&
               strstr(e.msg, "none.ini"),
           "missing file: %s", e.msg);
@@ -182,8 +187,8 @@ static void test_saved(void) {
     CHECK(strstr(help, "--n-layer N") && strstr(help, "(default: 4)") &&
               strstr(help, "--norm ln|rms|prms") && strstr(help, "(default: ln)") &&
               strstr(help, "--data S") && strstr(help, "--resume") && strstr(help, "--untie") &&
-              strstr(help, "--n-head N") && strstr(help, "--no-bias") &&
-              !strstr(help, "vocab") && !strstr(help, "--tied"),
+              strstr(help, "--n-head N") && strstr(help, "--no-bias") && !strstr(help, "vocab") &&
+              !strstr(help, "--tied"),
           "help:\n%s", help);
     free(help);
     o.tied = false;
@@ -199,8 +204,8 @@ static void test_saved(void) {
           "ini:\n%s", text);
     test_options saved = o;
     defaults();
-    CHECK(ini(text, &e) == MT_OK && o.lr == saved.lr && !o.tied && o.norm == 1 &&
-              o.warmup == 12 && o.beta == saved.beta && !o.sub.bias && o.n_vocab == 256,
+    CHECK(ini(text, &e) == MT_OK && o.lr == saved.lr && !o.tied && o.norm == 1 && o.warmup == 12 &&
+              o.beta == saved.beta && !o.sub.bias && o.n_vocab == 256,
           "to_ini round trip: %s", text);
     free(text);
 }
@@ -209,8 +214,15 @@ static void test_saved(void) {
 static void test_json(void) {
     mt_err e;
     defaults();
-    o = (test_options){.n_layer = 3, .warmup = 5, .lr = 0.1f, .beta = 0.7f, .data = "d.txt",
-                       .tied = false, .resume = true, .norm = 2, .n_vocab = 99,
+    o = (test_options){.n_layer = 3,
+                       .warmup = 5,
+                       .lr = 0.1f,
+                       .beta = 0.7f,
+                       .data = "d.txt",
+                       .tied = false,
+                       .resume = true,
+                       .norm = 2,
+                       .n_vocab = 99,
                        .sub = {.n_head = 3, .bias = false}};
     char *json = mt_fields_to_json(&TEST_FIELDS, &o);
     CHECK(strstr(json, "\"tied\":false") && strstr(json, "\"n_head\":3") &&
@@ -254,7 +266,8 @@ static void test_settings(void) {
     defaults();
     CHECK(args_to(&SET, "--n-layer 5 --untie --n-head 2", &flags, &e) == MT_OK &&
               mt_fieldset_parse_ini(&SET, 1, "lr = 0.5\nn_layer = 9\n", "f.ini", &file, &e) ==
-                  MT_OK && flags.n == 3 && file.n == 2,
+                  MT_OK &&
+              flags.n == 3 && file.n == 2,
           "settings read: %s", e.msg);
     test_options other = {.n_layer = 1};
     mt_fieldset set = {&TEST_FIELDS, &other};
@@ -279,8 +292,7 @@ static void test_settings(void) {
               second.n_head == 1,
           "the first set holds a shared name");
     char *text = mt_fieldset_to_ini(two, 2), *help = mt_fieldset_help(&SET, 1, two, 1);
-    CHECK(strcmp(text, "n-head = 6\nno-bias = false\n") == 0, "shared names saved once: %s",
-          text);
+    CHECK(strcmp(text, "n-head = 6\nno-bias = false\n") == 0, "shared names saved once: %s", text);
     CHECK(strstr(help, "--n-layer") && !strstr(help, "--n-head") && !strstr(help, "--no-bias"),
           "help without the skipped set's flags:\n%s", help);
     void *at = NULL;
@@ -306,8 +318,8 @@ static void test_checkpoint(void) {
     P.data[P.p[2].offset + 1] = 0.123456789f;
     const char *keys[] = {"config", "note"}, *vals[] = {"{\"n_layer\":1}", "x"};
     mt_err e;
-    CHECK(mt_st_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK,
-          "save: %s", e.msg);
+    CHECK(mt_st_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK, "save: %s",
+          e.msg);
 
     mt_params_init_table(&Q);
     mt_params_add(&Q, "a.weight", 2, (int[]){7, 5}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
@@ -395,7 +407,9 @@ static void test_metrics(void) {
     CHECK(f && fputs("step,loss,val_loss,lr,grad_norm,ms,tok_per_s\n"
                      "1,4.000000,,0.001,0.5,12.250,1000.0\n"
                      "2,2.000000,1.500000,0.001,0.5,12.250,1000.0\n"
-                     "3,1.333333,,0.001,0.5,12.250,1000.0\n", f) != EOF, "old file");
+                     "3,1.333333,,0.001,0.5,12.250,1000.0\n",
+                     f) != EOF,
+          "old file");
     if (f) fclose(f);
     CHECK(mt_metrics_open(&m, path, 2, &e) == MT_OK && m.elapsed0 == 0, "reopen old: %s", e.msg);
     r = (mt_metrics_row){3, 0.25, NAN, 1e-3, 0.5, 12.25, 1000, 0.75, NULL};

@@ -21,7 +21,9 @@ static void test_linear(void) {
     struct {
         int ndim, xs[3], O;
         bool bias;
-    } cases[] = {{2, {1, 1}, 1, true}, {2, {5, 7}, 3, true}, {3, {2, 9, 17}, 70, true},
+    } cases[] = {{2, {1, 1}, 1, true},
+                 {2, {5, 7}, 3, true},
+                 {3, {2, 9, 17}, 70, true},
                  {3, {2, 3, 8}, 5, false}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int K = cases[k].xs[cases[k].ndim - 1], O = cases[k].O;
@@ -42,7 +44,8 @@ static void test_linear(void) {
               max_rel_err(y->data, ref, y->n));
         char name[32];
         snprintf(name, sizeof name, "linear[%zu]", k);
-        gradcheck(name, build_linear, &cases[k].bias, b ? 3 : 2, (mt_tensor *[]){x, w, b}, 1e-2, 1e-3);
+        gradcheck(name, build_linear, &cases[k].bias, b ? 3 : 2, (mt_tensor *[]){x, w, b}, 1e-2,
+                  1e-3);
         free(ref);
         test_tensor_free(x);
         test_tensor_free(w);
@@ -134,8 +137,7 @@ static void test_ffn(void) {
     mt_rng r;
     mt_rng_seed(&r, 23);
     enum { NA = 5 };
-    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU,
-                             MT_ACT_SWIGLU};
+    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU, MT_ACT_SWIGLU};
     mt_tensor *in[7], *used[7];
 
     /* Finite differences, every activation with and without biases; C and F not multiples of
@@ -145,7 +147,8 @@ static void test_ffn(void) {
     for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
         char name[48];
-        snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act), a.bias ? "" : ", no bias");
+        snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act),
+                 a.bias ? "" : ", no bias");
         bool relu = a.act == MT_ACT_RELU;
         int n = ffn_ins(&a, in, used);
         gradcheck(name, build_ffn, &a, n, used, relu ? 1e-3 : 1e-2, relu ? 1e-2 : 1e-3);
@@ -160,8 +163,8 @@ static void test_ffn(void) {
     for (int k = 0; k < 2; k++) {
         ffn_arg a = {k ? MT_ACT_SWIGLU : MT_ACT_GELU, true};
         int n = ffn_ins(&a, in, used);
-        gradcheck(k ? "ffn[swiglu, N F >= MT_PAR_MIN]" : "ffn[gelu, N F >= MT_PAR_MIN]",
-                  build_ffn, &a, n, used, 1e-2, 1e-3);
+        gradcheck(k ? "ffn[swiglu, N F >= MT_PAR_MIN]" : "ffn[gelu, N F >= MT_PAR_MIN]", build_ffn,
+                  &a, n, used, 1e-2, 1e-3);
     }
     for (int i = 0; i < 7; i++) test_tensor_free(in[i]);
 
@@ -181,17 +184,21 @@ static void test_ffn(void) {
         for (int i = 0; i < n; i++) memcpy(g1[i], used[i]->grad, used[i]->n * sizeof(float));
         size_t peak2 = ffn_run(build_ffn_chain, &a, in, y2, &kept2);
         const char *an = mt_enum_name(&MT_ACTS, a.act);
-        CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g",
-              an, a.bias, max_rel_err(y1, y2, (size_t)N * C));
+        CHECK(max_rel_err(y1, y2, (size_t)N * C) < 1e-6, "ffn %s bias %d: y vs the chain: %g", an,
+              a.bias, max_rel_err(y1, y2, (size_t)N * C));
         for (int i = 0; i < n; i++) {
             double e = max_rel_err(g1[i], used[i]->grad, used[i]->n);
             CHECK(e < 1e-6, "ffn %s bias %d: grad of input %d vs the chain: %g", an, a.bias, i, e);
         }
         size_t nf = (size_t)N * F * sizeof(float);
-        CHECK(kept2 >= kept1 + nf, "ffn %s bias %d: %zu bytes kept for backward, the chain %zu: "
-              "expected at least %zu less", an, a.bias, kept1, kept2, nf);
-        CHECK(peak2 >= peak1 + 2 * nf, "ffn %s bias %d: arena peak %zu bytes, the chain's %zu: "
-              "expected at least %zu less", an, a.bias, peak1, peak2, 2 * nf);
+        CHECK(kept2 >= kept1 + nf,
+              "ffn %s bias %d: %zu bytes kept for backward, the chain %zu: "
+              "expected at least %zu less",
+              an, a.bias, kept1, kept2, nf);
+        CHECK(peak2 >= peak1 + 2 * nf,
+              "ffn %s bias %d: arena peak %zu bytes, the chain's %zu: "
+              "expected at least %zu less",
+              an, a.bias, peak1, peak2, 2 * nf);
     }
     free(y1);
     free(y2);
@@ -223,7 +230,8 @@ static void ref_attention(const mt_tensor *q, const mt_tensor *k, const mt_tenso
     int B = q->shape[0], T = q->shape[1], C = q->shape[2], HS = C / NH, KC = k->shape[2];
     int G = NH / (KC / HS);
     double *p = malloc((size_t)T * T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
-    if (dy) memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, k->n * sizeof(float)),
+    if (dy)
+        memset(dq, 0, q->n * sizeof(float)), memset(dk, 0, k->n * sizeof(float)),
             memset(dv, 0, k->n * sizeof(float));
 #define AT(x, t, i) ((x)[((size_t)b * T + (t)) * C + h * HS + (i)])
 #define KV(x, t, i) ((x)[((size_t)b * T + (t)) * KC + h / G * HS + (i)])
@@ -281,15 +289,28 @@ static void test_attention(void) {
         bool gradcheck;
         int NKV; /* 0: NH */
     } cases[] = {/* sgemm path: HS 2, 4, 4, 8, 2, 4; T 520 > 512 */
-                 {1, 1, 4, 2, true, 0}, {2, 5, 8, 2, true, 0}, {2, 19, 12, 3, true, 0}, {1, 16, 8, 1, true, 0},
-                 {1, 41, 4, 2, true, 0}, {3, 37, 16, 4, false, 0}, {1, 520, 32, 2, false, 0},
+                 {1, 1, 4, 2, true, 0},
+                 {2, 5, 8, 2, true, 0},
+                 {2, 19, 12, 3, true, 0},
+                 {1, 16, 8, 1, true, 0},
+                 {1, 41, 4, 2, true, 0},
+                 {3, 37, 16, 4, false, 0},
+                 {1, 520, 32, 2, false, 0},
                  /* register tiles: HS 16, 32, 48, 16, 32, 32, 16 */
-                 {1, 1, 16, 1, true, 0}, {2, 19, 32, 1, true, 0}, {1, 37, 48, 1, false, 0},
-                 {4, 64, 64, 4, false, 0}, {2, 128, 64, 2, false, 0}, {3, 71, 96, 3, false, 0},
+                 {1, 1, 16, 1, true, 0},
+                 {2, 19, 32, 1, true, 0},
+                 {1, 37, 48, 1, false, 0},
+                 {4, 64, 64, 4, false, 0},
+                 {2, 128, 64, 2, false, 0},
+                 {3, 71, 96, 3, false, 0},
                  {1, 150, 32, 2, false, 0},
                  /* grouped-query: sgemm path (HS 2, 4, 4), register tiles (HS 16, 32) */
-                 {2, 7, 8, 4, true, 2}, {1, 9, 16, 4, true, 1}, {3, 37, 24, 6, false, 2},
-                 {2, 19, 64, 4, true, 2}, {2, 70, 128, 4, false, 1}, {1, 520, 32, 2, false, 1}};
+                 {2, 7, 8, 4, true, 2},
+                 {1, 9, 16, 4, true, 1},
+                 {3, 37, 24, 6, false, 2},
+                 {2, 19, 64, 4, true, 2},
+                 {2, 70, 128, 4, false, 1},
+                 {1, 520, 32, 2, false, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int causal = 0; causal < 2; causal++) {
             int NH = cases[k].NH, NKV = cases[k].NKV ? cases[k].NKV : NH;
@@ -344,8 +365,10 @@ static void test_attention(void) {
         kk->data[HS + 1] = NAN; /* key 1 */
         mt_ctx_reset(&c);
         mt_tensor *y = mt_attention(&c, q, kk, q, 1, true);
-        CHECK(isnan(y->data[8 * HS]) && !isnan(y->data[0]), "attention, HS %d: the last row "
-              "(sees key 1) %g, row 0 %g", HS, y->data[8 * HS], y->data[0]);
+        CHECK(isnan(y->data[8 * HS]) && !isnan(y->data[0]),
+              "attention, HS %d: the last row "
+              "(sees key 1) %g, row 0 %g",
+              HS, y->data[8 * HS], y->data[0]);
         test_tensor_free(q);
         test_tensor_free(kk);
     }
@@ -373,7 +396,9 @@ static void test_rope(void) {
     struct {
         int B, T, W, HS, pos0;
         float theta;
-    } cases[] = {{2, 5, 12, 4, 0, 10000}, {1, 64, 16, 8, 1000, 10000}, {3, 9, 6, 6, 2, 3.5f},
+    } cases[] = {{2, 5, 12, 4, 0, 10000},
+                 {1, 64, 16, 8, 1000, 10000},
+                 {3, 9, 6, 6, 2, 3.5f},
                  {2, 300, 64, 32, 700, 500000}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         mt_rope rope;
@@ -419,8 +444,7 @@ static void test_deepnorm_constants(void) {
     mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 100, &a, &b);
     CHECK(fabsf(a - 3.760603f) < 1e-5f && fabsf(b - 0.188030f) < 1e-6f, "M=100: %.6f %.6f", a, b);
     mt_deepnorm_constants(MT_DEEPNORM_DECODER_ONLY, 0, 1000, &a, &b);
-    CHECK(fabsf(a - 6.687403f) < 1e-5f && fabsf(b - 0.105737f) < 1e-6f, "M=1000: %.6f %.6f", a,
-          b);
+    CHECK(fabsf(a - 6.687403f) < 1e-5f && fabsf(b - 0.105737f) < 1e-6f, "M=1000: %.6f %.6f", a, b);
     int layers[] = {1, 6, 18, 100};
     for (int i = 0; i < 4; i++) {
         double N = layers[i], M = layers[(i + 1) % 4];
@@ -455,7 +479,8 @@ static void ref_layernorm(const float *x, const float *w, const float *b, int N,
         m /= C;
         for (int j = 0; j < C; j++) v += (xr[j] - m) * (xr[j] - m);
         double rstd = 1 / sqrt(v / C + 1e-5);
-        for (int j = 0; j < C; j++) y[(size_t)r * C + j] = (float)((xr[j] - m) * rstd * w[j] + b[j]);
+        for (int j = 0; j < C; j++)
+            y[(size_t)r * C + j] = (float)((xr[j] - m) * rstd * w[j] + b[j]);
     }
 }
 
@@ -490,7 +515,8 @@ static mt_tensor *subln_attn_by_hand(mt_ctx *c, const mt_block_cfg *cfg, mt_para
     mt_tensor *q = mt_linear(c, x, &P->t[a->q_w], ptensor(P, a->q_b));
     mt_tensor *k = mt_linear(c, x, &P->t[a->k_w], ptensor(P, a->k_b));
     mt_tensor *v = mt_linear(c, x, &P->t[a->v_w], ptensor(P, a->v_b));
-    mt_tensor *y = ref_ln_tensor(c, P, &bp->attn_inner, mt_attention(c, q, k, v, cfg->n_head, true));
+    mt_tensor *y = ref_ln_tensor(c, P, &bp->attn_inner,
+                                 mt_attention(c, q, k, v, cfg->n_head, true));
     return mt_linear(c, y, &P->t[a->out_w], ptensor(P, a->out_b));
 }
 
@@ -509,9 +535,15 @@ static void test_block_formula(void) {
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
     for (int pl = 0; pl < MT_PLACEMENTS.n; pl++) {
-        mt_block_cfg cfg = {.C = C, .F = F, .n_head = 2, .bias = true, .causal = true,
-                            .norm = mt_norm_default(MT_NORM_LN), .placement = (mt_placement)pl,
-                            .alpha = 1.7f, .act = MT_ACT_GELU};
+        mt_block_cfg cfg = {.C = C,
+                            .F = F,
+                            .n_head = 2,
+                            .bias = true,
+                            .causal = true,
+                            .norm = mt_norm_default(MT_NORM_LN),
+                            .placement = (mt_placement)pl,
+                            .alpha = 1.7f,
+                            .act = MT_ACT_GELU};
         mt_block_init init = {0.3f, 0.3f, 0.3f, 0.3f, 0.3f, 0.3f};
         mt_params P;
         mt_block_params bp;
@@ -574,7 +606,8 @@ static void test_block_formula(void) {
             in = h1;
         }
         double e = max_rel_err(y->data, ref, n);
-        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_enum_name(&MT_PLACEMENTS, cfg.placement), e);
+        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_enum_name(&MT_PLACEMENTS, cfg.placement),
+              e);
         free(h1);
         free(ref);
         free(tmp);
@@ -613,7 +646,8 @@ static void ref_masked(const mt_tensor *q, const mt_tensor *k, const mt_tensor *
                 double m = -INFINITY, sum = 0, rowdot = 0;
                 for (int s = 0; s < L; s++) {
                     double dot = 0;
-                    for (int i = 0; i < HS; i++) dot += (double)AQ(q->data, t, i) * AK(k->data, s, i);
+                    for (int i = 0; i < HS; i++)
+                        dot += (double)AQ(q->data, t, i) * AK(k->data, s, i);
                     p[s] = (causal && s > t) ? -INFINITY : dot / sqrt((double)HS);
                     if (p[s] > m) m = p[s];
                 }
@@ -658,17 +692,20 @@ static void test_attention_masked(void) {
         bool causal;
         const int *len;
         bool gradcheck;
-    } cases[] = {{2, 4, 5, 8, 2, false, L1, true},   {3, 6, 7, 12, 3, false, L2, true},
-                 {2, 9, 9, 8, 2, true, L3, true},    {3, 7, 7, 8, 1, true, L2, true},
-                 {2, 3, 9, 16, 1, false, NULL, true}, {2, 9, 9, 16, 2, false, L3, false},
+    } cases[] = {{2, 4, 5, 8, 2, false, L1, true},     {3, 6, 7, 12, 3, false, L2, true},
+                 {2, 9, 9, 8, 2, true, L3, true},      {3, 7, 7, 8, 1, true, L2, true},
+                 {2, 3, 9, 16, 1, false, NULL, true},  {2, 9, 9, 16, 2, false, L3, false},
                  {4, 21, 20, 64, 4, false, L4, false}, {4, 20, 20, 64, 4, true, L4, false}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        int qs[] = {cases[k].B, cases[k].Tq, cases[k].C}, ks[] = {cases[k].B, cases[k].Tk, cases[k].C};
+        int qs[] = {cases[k].B, cases[k].Tq, cases[k].C},
+            ks[] = {cases[k].B, cases[k].Tk, cases[k].C};
         masked_arg a = {cases[k].NH, cases[k].causal, cases[k].len};
-        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, true), *kk = test_tensor(&r, 3, ks, -2, 2, true);
-        mt_tensor *v = test_tensor(&r, 3, ks, -1, 1, true), *dy = test_tensor(&r, 3, qs, -1, 1, false);
-        float *ref = malloc((2 * q->n + 2 * kk->n) * sizeof(float)), *g[3] = {ref + q->n,
-            ref + 2 * q->n, ref + 2 * q->n + kk->n};
+        mt_tensor *q = test_tensor(&r, 3, qs, -2, 2, true),
+                  *kk = test_tensor(&r, 3, ks, -2, 2, true);
+        mt_tensor *v = test_tensor(&r, 3, ks, -1, 1, true),
+                  *dy = test_tensor(&r, 3, qs, -1, 1, false);
+        float *ref = malloc((2 * q->n + 2 * kk->n) * sizeof(float)),
+              *g[3] = {ref + q->n, ref + 2 * q->n, ref + 2 * q->n + kk->n};
         ref_masked(q, kk, v, a.n_head, a.causal, a.len, ref, dy->data, g[0], g[1], g[2]);
         mt_ctx_reset(&c);
         mt_tensor *in[3] = {q, kk, v};
@@ -685,8 +722,10 @@ static void test_attention_masked(void) {
         for (int b = 0; a.len && b < cases[k].B; b++) /* padded keys: exactly no gradient */
             for (size_t j = ((size_t)b * cases[k].Tk + a.len[b]) * cases[k].C;
                  j < (size_t)(b + 1) * cases[k].Tk * cases[k].C; j++)
-                CHECK(kk->grad[j] == 0 && v->grad[j] == 0, "case %zu: padded key %zu has a "
-                      "gradient", k, j);
+                CHECK(kk->grad[j] == 0 && v->grad[j] == 0,
+                      "case %zu: padded key %zu has a "
+                      "gradient",
+                      k, j);
         if (cases[k].gradcheck) {
             char name[48];
             snprintf(name, sizeof name, "masked attention[%zu]", k);
@@ -730,9 +769,12 @@ static void test_attention_in_replica(void) {
                     for (int i = 0; i < 4; i++) memcpy(want + i * n, got[i], n * sizeof(float));
                 }
                 bool same = true;
-                for (int i = 0; i < 4; i++) same &= !memcmp(want + i * n, got[i], n * sizeof(float));
-                CHECK(same, "attention case %d, thread %d of a parallel region: not the bits of "
-                      "the run outside", k, omp_get_thread_num());
+                for (int i = 0; i < 4; i++)
+                    same &= !memcmp(want + i * n, got[i], n * sizeof(float));
+                CHECK(same,
+                      "attention case %d, thread %d of a parallel region: not the bits of "
+                      "the run outside",
+                      k, omp_get_thread_num());
                 mt_ctx_free(&c);
                 test_tensor_free(q);
                 test_tensor_free(kk);

@@ -199,14 +199,11 @@ static void ref_batch(const batch_arg *a, const mt_tensor *x, const float *w, co
                         for (int sp = 0; sp < S; sp++) {
                             double v = x->data[cl ? ((size_t)n * S + sp) * C + ch
                                                   : ((size_t)n * C + ch) * S + sp];
-                            if (pass == 0)
-                                s1 += v, K++;
-                            else
-                                s2 += (v - s1 / K) * (v - s1 / K);
+                            if (pass == 0) s1 += v, K++;
+                            else s2 += (v - s1 / K) * (v - s1 / K);
                         }
             mu = s1 / K, var = s2 / K;
-            if (a->kind == K_BN && !a->training)
-                mu = rm[g], var = rv[g];
+            if (a->kind == K_BN && !a->training) mu = rm[g], var = rv[g];
             else if (a->kind == K_BN && rm) {
                 rm[g] = (float)(0.9 * rm[g] + 0.1 * mu);
                 rv[g] = (float)(0.9 * rv[g] + 0.1 * s2 / (K - 1));
@@ -214,8 +211,8 @@ static void ref_batch(const batch_arg *a, const mt_tensor *x, const float *w, co
             for (int n = (M == 1 ? 0 : m); n < (M == 1 ? N : m + 1); n++)
                 for (int ch = g * cpg; ch < (g + 1) * cpg; ch++)
                     for (int sp = 0; sp < S; sp++) {
-                        size_t i =
-                            cl ? ((size_t)n * S + sp) * C + ch : ((size_t)n * C + ch) * S + sp;
+                        size_t i = cl ? ((size_t)n * S + sp) * C + ch
+                                      : ((size_t)n * C + ch) * S + sp;
                         y[i] = (float)((x->data[i] - mu) / sqrt(var + 1e-5) * (w ? w[ch] : 1) +
                                        (b ? b[ch] : 0));
                     }
@@ -373,8 +370,8 @@ static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char 
     mt_err err = {0};
     mt_status st = mt_norm_validate(cfg, C, causal, &err);
     CHECK(st == MT_EINVAL && strstr(err.msg, a) && strstr(err.msg, b),
-          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'", mt_enum_name(&MT_NORMS, cfg->kind),
-          C, a, b, err.msg);
+          "norm %s C=%d: expected an error naming '%s' and '%s', got '%s'",
+          mt_enum_name(&MT_NORMS, cfg->kind), C, a, b, err.msg);
 }
 
 static void test_options(void) {
@@ -390,8 +387,9 @@ static void test_options(void) {
         CHECK((mt_norm_validate(&cfg, 64, true, &err) == MT_OK) == causal_ok, "default %s, causal",
               mt_enum_name(&MT_NORMS, (mt_norm_kind)i));
     }
-    CHECK(mt_enum_parse(&MT_NORMS, "layernorm", &k, &err) == MT_EINVAL && strstr(err.msg, "layernorm") &&
-              strstr(err.msg, "ln") && strstr(err.msg, "scale") && strstr(err.msg, "none"),
+    CHECK(mt_enum_parse(&MT_NORMS, "layernorm", &k, &err) == MT_EINVAL &&
+              strstr(err.msg, "layernorm") && strstr(err.msg, "ln") && strstr(err.msg, "scale") &&
+              strstr(err.msg, "none"),
           "unknown name: %s", err.msg);
     mt_norm_cfg cfg = mt_norm_default(MT_NORM_PRMS);
     cfg.prms_p = 0;
@@ -491,8 +489,7 @@ static void test_params_and_tokens(void) {
         else if (kind == MT_NORM_IN)
             o = mt_instancenorm(&c, mt_permute(&c, x, (int[]){0, 2, 1}), &P.t[np.weight],
                                 &P.t[np.bias], 1e-5f, false);
-        else
-            o = mt_groupnorm(&c, x2, 4, &P.t[np.weight], &P.t[np.bias], 1e-5f, false);
+        else o = mt_groupnorm(&c, x2, 4, &P.t[np.weight], &P.t[np.bias], 1e-5f, false);
         if (kind == MT_NORM_IN) o = mt_permute(&c, o, (int[]){0, 2, 1});
         CHECK(t->ndim == 3 && max_rel_err(t->data, o->data, x->n) < 1e-6,
               "norm_tokens(%s) differs from the op", mt_enum_name(&MT_NORMS, (mt_norm_kind)kind));

@@ -269,8 +269,7 @@ typedef struct {
 static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f;
 static const int TWO = 2, THREE = 3;
 static const shape_arg RS_A = {2, {6, 4}}, RS_B = {2, {1, 17}}, RS_C = {2, {30, 7}};
-static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}},
-                      P_D = {{2, 0, 1}};
+static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}}, P_D = {{2, 0, 1}};
 static const int T_A[2] = {1, 2}, T_B[2] = {0, 2}, T_C[2] = {0, 1};
 static const int IDS_A[9] = {3, 0, 6, 3, 3, 1, 6, 2, 5};
 static const int IDS_B[3] = {0, 0, 0};
@@ -285,13 +284,13 @@ static ids_arg CE_A = {TGT_A, 3, -100, 0}, CE_B = {TGT_B, 10, -1, 0}, CE_C = {TG
 static const slice_arg SL_A = {2, 5}, SL_B = {0, 33}, SL_C = {0, 1}, SL_D = {31, 2};
 static const split_arg SP_A = {3, {5, 1, 11}}, SP_B = {2, {16, 17}}, SP_C = {4, {1, 1, 1, 1}};
 
-#define S1(...)                                                                                   \
-    {                                                                                             \
-        { __VA_ARGS__ }                                                                           \
+#define S1(...)                                                                                    \
+    {                                                                                              \
+        { __VA_ARGS__ }                                                                            \
     }
-#define SHP(nd, ...)                                                                              \
-    {                                                                                             \
-        nd, { __VA_ARGS__ }                                                                       \
+#define SHP(nd, ...)                                                                               \
+    {                                                                                              \
+        nd, { __VA_ARGS__ }                                                                        \
     }
 
 // clang-format off
@@ -340,14 +339,22 @@ static const op_case CASES[] = {
     {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(2, 3, 17)}, -3, 3, false, 1e-6},
     {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
     {"softmax", b_softmax, r_softmax, NULL, 1, {SHP(3, 4, 64, 65)}, -8, 8, false, 1e-6},
-    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_A, 1, {SHP(2, 3, 17)}, -3, 3, false, 1e-6},
-    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_B, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
-    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_C, 1, {SHP(2, 1, 1)}, -3, 3, false, 1e-6},
-    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_BIG, 1, {SHP(3, 3, 100, 97)}, -8, 8, false, 1e-6},
-    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_A, 1, {SHP(2, 3, 17)}, -3, 3, false, 1e-6},
-    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_B, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
-    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_C, 1, {SHP(2, 1, 1)}, -3, 3, false, 1e-6},
-    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_BIG, 1, {SHP(2, 9, 1000)}, -8, 8, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_A, 1, {SHP(2, 3, 17)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_B, 1, {SHP(3, 2, 5, 33)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_C, 1, {SHP(2, 1, 1)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy", b_cross_entropy, r_cross_entropy, &CE_BIG, 1, {SHP(3, 3, 100, 97)},
+     -8, 8, false, 1e-6},
+    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_A, 1, {SHP(2, 3, 17)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_B, 1, {SHP(3, 2, 5, 33)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_C, 1, {SHP(2, 1, 1)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_BIG, 1, {SHP(2, 9, 1000)},
+     -8, 8, false, 1e-6},
     {"embedding", b_embedding, r_embedding, &E_A, 1, {SHP(2, 7, 5)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_B, 1, {SHP(2, 1, 1)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_C, 1, {SHP(2, 33, 17)}, -1, 1, false, 0},
@@ -356,7 +363,8 @@ static const op_case CASES[] = {
     {"dropout", b_dropout, r_dropout, &P_DROP, 1, {SHP(3, 2, 5, 33)}, -1, 1, false, 1e-7},
     {"dropout", b_dropout, r_dropout, &P_DROP_HI, 1, {SHP(2, 17, 3)}, -1, 1, false, 1e-7},
     {"dropout", b_dropout, r_dropout, &P_DROP, 1, {SHP(2, 300, 65)}, -1, 1, false, 1e-7},
-    {"concat", b_concat, r_concat, &THREE, 3, {SHP(2, 2, 3), SHP(2, 2, 17), SHP(2, 2, 1)}, -1, 1, false, 0},
+    {"concat", b_concat, r_concat, &THREE, 3, {SHP(2, 2, 3), SHP(2, 2, 17), SHP(2, 2, 1)},
+     -1, 1, false, 0},
     {"concat", b_concat, r_concat, &TWO, 2, {SHP(3, 3, 4, 5), SHP(3, 3, 4, 16)}, -1, 1, false, 0},
     {"concat", b_concat, r_concat, &TWO, 2, {SHP(1, 1), SHP(1, 1)}, -1, 1, false, 0},
     {"concat", b_concat, r_concat, &TWO, 2, {SHP(2, 700, 33), SHP(2, 700, 31)}, -1, 1, false, 0},
@@ -428,8 +436,8 @@ static void dircheck(const char *name, gc_build build, const void *arg, int n_in
         memcpy(in[k]->data, x0, n * sizeof(float));
         double num = (lp - lm) / (2 * eps);
         CHECK(fabs(num - ana) <= tol * (fabs(num) + fabs(ana) + 1e-3) + resolution,
-              "dircheck %s: input %d: analytic %.8g numeric %.8g (float resolution %.2g)", name,
-              k, ana, num, resolution);
+              "dircheck %s: input %d: analytic %.8g numeric %.8g (float resolution %.2g)", name, k,
+              ana, num, resolution);
         free(x0);
         free(v);
     }
@@ -465,10 +473,8 @@ static void test_table(void) {
         for (size_t i = 0; i < y->n; i++) reff[i] = (float)ref[i];
         double e = max_rel_err(y->data, reff, y->n);
         CHECK(e <= t->ref_tol, "%s vs naive loop: relative error %g > %g", name, e, t->ref_tol);
-        if (n_total <= 4000)
-            gradcheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
-        else
-            dircheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
+        if (n_total <= 4000) gradcheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
+        else dircheck(name, t->build, t->arg, t->n_in, in, 1e-2, 1e-3);
         free(ref);
         free(reff);
         for (int i = 0; i < t->n_in; i++) test_tensor_free(in[i]);
@@ -500,8 +506,8 @@ static void test_dropout(void) {
         sum += y->data[i];
     }
     /* binomial: sd of the dropped fraction is sqrt(p (1-p) / n) = 0.001 */
-    CHECK(fabs((double)zeros / n - p) < 0.005, "dropout dropped %g, expected %g",
-          (double)zeros / n, p);
+    CHECK(fabs((double)zeros / n - p) < 0.005, "dropout dropped %g, expected %g", (double)zeros / n,
+          p);
     CHECK(bad == 0, "dropout: %d kept values are not 1/(1-p)", bad);
     CHECK(fabs(sum / n - 1) < 0.01, "dropout keeps the mean: %g", sum / n);
     /* the RNG moves on: the next mask is independent, both dropped about p^2 of the time */

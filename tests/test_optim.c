@@ -35,8 +35,8 @@ static void test_schedules(void) {
         for (int i = 0; i < 5; i++) {
             double got = mt_optim_lr_at(&cfg.sched, at[i]);
             bool ok = fabs(got - cases[c].want[i]) <= 1e-9 * fabs(cases[c].want[i]) + 1e-15;
-            CHECK(ok, "%s at step %ld: %.12g, want %.12g", mt_enum_name(&MT_SCHEDULES, cases[c].kind),
-                  at[i], got, cases[c].want[i]);
+            CHECK(ok, "%s at step %ld: %.12g, want %.12g",
+                  mt_enum_name(&MT_SCHEDULES, cases[c].kind), at[i], got, cases[c].want[i]);
         }
     }
     /* no warmup: step 0 is already at lr */
@@ -82,8 +82,8 @@ static void test_clip(void) {
     float f = (float)(6.5 / (13 + 1e-6));
     CHECK(n == 13, "clip reported %g, want the pre-clip 13", n);
     CHECK(P.t[a].grad[0] == 3 * f && P.t[a].grad[1] == 4 * f && P.t[b].grad[0] == 12 * f,
-          "clipped grads %g %g %g, want %g %g %g", P.t[a].grad[0], P.t[a].grad[1],
-          P.t[b].grad[0], 3 * f, 4 * f, 12 * f);
+          "clipped grads %g %g %g, want %g %g %g", P.t[a].grad[0], P.t[a].grad[1], P.t[b].grad[0],
+          3 * f, 4 * f, 12 * f);
     CHECK(fabs(mt_optim_grad_norm(&P) - 6.5) < 1e-5, "norm after clip %g", mt_optim_grad_norm(&P));
     mt_params_free(&P);
 
@@ -205,7 +205,8 @@ static void test_threads(void) {
     for (int kind = 0; kind < 3; kind++) {
         mt_optim o1, o2;
         mt_optim_config c = config((mt_optim_kind)kind);
-        CHECK(mt_optim_init(&o1, &c, &P1, NULL) == MT_OK && mt_optim_init(&o2, &c, &P2, NULL) == MT_OK,
+        CHECK(mt_optim_init(&o1, &c, &P1, NULL) == MT_OK &&
+                  mt_optim_init(&o2, &c, &P2, NULL) == MT_OK,
               "init");
         int threads = mt_threads();
         for (int s = 0; s < 3; s++) {
@@ -240,8 +241,10 @@ static void test_bf16_copy(void) {
             mt_bf16_from_floats(want, P.data, P.total);
             size_t bad = 0;
             for (size_t i = 0; i < P.total; i++) bad += P.bf16[i] != want[i];
-            CHECK(bad == 0, "scale %d, update %d: %zu of %zu bf16 weights are not the new "
-                  "weights rounded", scale, step + 1, bad, P.total);
+            CHECK(bad == 0,
+                  "scale %d, update %d: %zu of %zu bf16 weights are not the new "
+                  "weights rounded",
+                  scale, step + 1, bad, P.total);
         }
         mt_optim_free(&o);
         free(want);
@@ -548,8 +551,8 @@ static void probe_update(int scale, int threads, bool whole, bool keep) {
     CHECK(probe_bad == 0 && bad == 0 && left == 0,
           "probe, scale %d, %d threads, matrices %s, %s: %d steps saw a wrong view, %zu floats "
           "visited wrongly, %zu gradient floats left wrong",
-          scale, threads, whole ? "whole" : "in pieces", keep ? "kept" : "consumed", probe_bad,
-          bad, left);
+          scale, threads, whole ? "whole" : "in pieces", keep ? "kept" : "consumed", probe_bad, bad,
+          left);
     size_t largest = 0; /* the largest matrix: fc.weight (9 scale, 5) */
     for (int i = 0; i < P.n; i++)
         if (probe_whole(NULL, &P.p[i]) && P.p[i].n > largest) largest = P.p[i].n;
@@ -708,7 +711,8 @@ static void test_errors(void) {
           "unknown scope: %s", err.msg);
     char buf[64];
     CHECK(strcmp(mt_enum_choices(&MT_SCHEDULES, buf, sizeof buf), "const|cosine|linear|invsqrt") ==
-              0 && strcmp(mt_enum_name(&MT_OPTIMS, MT_OPTIM_ADAM), "adam") == 0 &&
+                  0 &&
+              strcmp(mt_enum_name(&MT_OPTIMS, MT_OPTIM_ADAM), "adam") == 0 &&
               strcmp(mt_enum_name(&MT_OPTIMS, 7), "?") == 0,
           "choices %s", buf);
 }

@@ -41,15 +41,16 @@ static void test_defaults(void) {
               r.data.images.resize && r.data.images.skip_bad && r.data.eval_batches == 20,
           "training and data defaults");
     CHECK(strncmp(r.saved, "model = gpt\ndata = data/tinyshakespeare.txt\ntokenizer = byte\n",
-                  60) == 0 && strstr(r.saved, "\nmin-lr = -1\n") &&
-              strstr(r.saved, "\nn-layer = 4\n") && strstr(r.saved, "\nuntie = false\n") &&
-              !strstr(r.saved, "resume") && !strstr(r.saved, "n-vocab"),
+                  60) == 0 &&
+              strstr(r.saved, "\nmin-lr = -1\n") && strstr(r.saved, "\nn-layer = 4\n") &&
+              strstr(r.saved, "\nuntie = false\n") && !strstr(r.saved, "resume") &&
+              !strstr(r.saved, "n-vocab"),
           "saved:\n%s", r.saved);
     mt_run_options_free(&r);
     CHECK(run(&r, "--schedule const --lr 1e-3 --steps 50 --no-resize --bad-images reject", &e) ==
-                  MT_OK && r.optim.sched.min_lr == 0 && r.optim.sched.warmup == 5 &&
-              r.optim.sched.lr == (double)1e-3f && !r.data.images.resize &&
-              !r.data.images.skip_bad,
+                  MT_OK &&
+              r.optim.sched.min_lr == 0 && r.optim.sched.warmup == 5 &&
+              r.optim.sched.lr == (double)1e-3f && !r.data.images.resize && !r.data.images.skip_bad,
           "const schedule: min_lr %g warmup %ld (%s)", r.optim.sched.min_lr, r.optim.sched.warmup,
           e.msg);
     mt_run_options_free(&r);
@@ -91,8 +92,8 @@ static void test_layers(void) {
         {"--config /nonexistent/x.ini", "cannot open"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK(run(&r, bad[i].line, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect),
-              "'%s': %s", bad[i].line, e.msg);
+        CHECK(run(&r, bad[i].line, &e) == MT_EINVAL && strstr(e.msg, bad[i].expect), "'%s': %s",
+              bad[i].line, e.msg);
         mt_run_options_free(&r);
     }
     snprintf(line, sizeof line, "--config %s",
@@ -112,9 +113,16 @@ static void test_help(void) {
     CHECK(run(&r, "--help --n-ctx 3", &e) == MT_OK && r.o.help && !r.type, "--help: %s", e.msg);
     mt_run_options_free(&r);
     char *help = mt_run_options_help();
-    const char *in_order[] = {"  --model S ", "  --lr X ", "  --diag-batch N ", "  --help ",
-                              "the block stack (every model):\n  --n-layer N ", "--model gpt: ",
-                              "  --n-ctx N ", "--model vit: ", "  --patch N ", "--model encdec: "};
+    const char *in_order[] = {"  --model S ",
+                              "  --lr X ",
+                              "  --diag-batch N ",
+                              "  --help ",
+                              "the block stack (every model):\n  --n-layer N ",
+                              "--model gpt: ",
+                              "  --n-ctx N ",
+                              "--model vit: ",
+                              "  --patch N ",
+                              "--model encdec: "};
     const char *at = help;
     for (size_t i = 0; i < sizeof in_order / sizeof *in_order; i++) {
         const char *hit = strstr(at, in_order[i]);

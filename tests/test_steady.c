@@ -52,7 +52,9 @@ static void count(const void *caller) {
 WRAP void *malloc(size_t n) { return count(CALLER), __libc_malloc(n); }
 WRAP void *calloc(size_t k, size_t n) { return count(CALLER), __libc_calloc(k, n); }
 WRAP void *realloc(void *p, size_t n) { return count(CALLER), __libc_realloc(p, n); }
-WRAP void *aligned_alloc(size_t align, size_t n) { return count(CALLER), __libc_memalign(align, n); }
+WRAP void *aligned_alloc(size_t align, size_t n) {
+    return count(CALLER), __libc_memalign(align, n);
+}
 WRAP void *memalign(size_t align, size_t n) { return count(CALLER), __libc_memalign(align, n); }
 WRAP int posix_memalign(void **p, size_t align, size_t n) {
     count(CALLER);
@@ -64,8 +66,7 @@ WRAP int posix_memalign(void **p, size_t align, size_t n) {
 #endif
 
 /* One training step on batch b of B rows, forward and backward by R; returns the loss. */
-static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_batch *b,
-                   int B) {
+static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_batch *b, int B) {
     double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, mt_gpt_rows_loss, b);
     mt_grads G = mt_replicas_grads(R);
     double norm = mt_grads_norm(&G, m->P.total);

@@ -38,8 +38,10 @@ static void test_params(void) {
     CHECK(mt_params_find(&P, "fc.bias") == b && mt_params_find(&P, "nope") == -1, "find");
     CHECK(P.p[w].decay && !P.p[b].decay && !P.p[r].decay, "decay defaults by role");
     CHECK(P.p[b].offset % 16 == 0 && P.p[r].offset % 16 == 0, "entries aligned");
-    CHECK(mt_params_count_trainable(&P) == 18, "trainable count %zu", mt_params_count_trainable(&P));
-    CHECK(P.t[r].grad == NULL && !P.t[r].requires_grad && P.t[w].requires_grad, "buffers have no grad");
+    CHECK(mt_params_count_trainable(&P) == 18, "trainable count %zu",
+          mt_params_count_trainable(&P));
+    CHECK(P.t[r].grad == NULL && !P.t[r].requires_grad && P.t[w].requires_grad,
+          "buffers have no grad");
     mt_rng rng;
     mt_rng_seed(&rng, 1);
     mt_params_initialize(&P, &rng);
@@ -96,11 +98,15 @@ static void test_matmul(void) {
         int andim, ashape[4], bndim, bshape[4];
         bool ta, tb;
     } cases[] = {
-        {2, {5, 7}, 2, {7, 3}, false, false},        {2, {7, 5}, 2, {7, 3}, true, false},
-        {2, {5, 7}, 2, {3, 7}, false, true},         {2, {7, 5}, 2, {3, 7}, true, true},
-        {3, {2, 5, 17}, 2, {9, 17}, false, true},    {3, {2, 17, 5}, 2, {17, 3}, true, false},
+        {2, {5, 7}, 2, {7, 3}, false, false},
+        {2, {7, 5}, 2, {7, 3}, true, false},
+        {2, {5, 7}, 2, {3, 7}, false, true},
+        {2, {7, 5}, 2, {3, 7}, true, true},
+        {3, {2, 5, 17}, 2, {9, 17}, false, true},
+        {3, {2, 17, 5}, 2, {17, 3}, true, false},
         {4, {2, 3, 4, 5}, 4, {2, 3, 5, 6}, false, false},
-        {4, {2, 3, 5, 4}, 4, {2, 3, 6, 5}, true, true}, {3, {3, 1, 33}, 3, {3, 33, 1}, false, false},
+        {4, {2, 3, 5, 4}, 4, {2, 3, 6, 5}, true, true},
+        {3, {3, 1, 33}, 3, {3, 33, 1}, false, false},
     };
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
@@ -142,9 +148,18 @@ static float bf16_ref(float f) {
 
 /* Round to nearest even at the ties, NaN and infinities kept, overflow to infinity. */
 static void test_bf16_rounding(void) {
-    const float cases[] = {1.0f + 0x1p-8f,       1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f),
-                           1.0f + 0x1p-8f + 0x1p-20f, 3.14159265f, -2.5e-30f, 1e-40f,
-                           0x1.fffffep127f,       INFINITY,           -INFINITY, 0.0f, -0.0f};
+    const float cases[] = {1.0f + 0x1p-8f,
+                           1.0f + 3 * 0x1p-8f,
+                           -(1.0f + 0x1p-8f),
+                           1.0f + 0x1p-8f + 0x1p-20f,
+                           3.14159265f,
+                           -2.5e-30f,
+                           1e-40f,
+                           0x1.fffffep127f,
+                           INFINITY,
+                           -INFINITY,
+                           0.0f,
+                           -0.0f};
     enum { N = sizeof cases / sizeof *cases };
     mt_bf16 h[N];
     mt_bf16_from_floats(h, cases, N);
@@ -215,8 +230,8 @@ static void test_gemm(void) {
                 /* the replicas' case in a real region (an if(false) region would be an inactive
                    one, where mt_gemm sees no parallel region and splits as at top level) */
 #define PRODUCT(t)                                                                                 \
-    (way == 2 ? mt_gemm_bf16(ta, tb, M, N, K, Ab, Bb, beta, C + (t) * M * N, bs)                  \
-              : mt_gemm(ta, tb, M, N, K, A, B, beta, C + (t) * M * N, bs))
+    (way == 2 ? mt_gemm_bf16(ta, tb, M, N, K, Ab, Bb, beta, C + (t)*M * N, bs)                     \
+              : mt_gemm(ta, tb, M, N, K, A, B, beta, C + (t)*M * N, bs))
                 if (th == 3) {
 #pragma omp parallel num_threads(2)
                     PRODUCT(omp_get_thread_num());
@@ -235,8 +250,11 @@ static void test_gemm(void) {
                                      (tb ? b[j * K + k] : b[k * N + j]);
                             worst = fmax(worst, fabs(C[t * M * N + i * N + j] - s));
                         }
-                CHECK(worst < 1e-4, "%s ta %d tb %d mode %d, %s: error %g", way_names[way], ta,
-                      tb, mode, th == 1 ? "1 thread" : th == 2 ? "2 threads" : "2 replicas",
+                CHECK(worst < 1e-4, "%s ta %d tb %d mode %d, %s: error %g", way_names[way], ta, tb,
+                      mode,
+                      th == 1   ? "1 thread"
+                      : th == 2 ? "2 threads"
+                                : "2 replicas",
                       worst);
             }
     }
@@ -337,8 +355,10 @@ static void test_grad_through(void) {
             y = mt_scale(&c, mt_add(&c, mt_add(&c, h, h), h), 1.0f); /* 9 x */
         mt_backward_from(&c, y, dy);
         for (int i = 0; i < 15; i++)
-            CHECK(x->grad[i] == (k ? 9.0f : 6.0f) * dy[i], "grad through add, case %d: dx[%d] = "
-                  "%g, expected %g", k, i, x->grad[i], (k ? 9.0f : 6.0f) * dy[i]);
+            CHECK(x->grad[i] == (k ? 9.0f : 6.0f) * dy[i],
+                  "grad through add, case %d: dx[%d] = "
+                  "%g, expected %g",
+                  k, i, x->grad[i], (k ? 9.0f : 6.0f) * dy[i]);
     }
     test_tensor_free(x);
     mt_ctx_free(&c);
@@ -420,8 +440,8 @@ static void test_gemv(void) {
             CHECK(worst < 1e-4, "one-row product N %d K %d tb %d mode %d: error %g", N, K, tb, mode,
                   worst);
             CHECK(!memcmp(C, C + NMAX, sizeof(float) * N),
-                  "one-row product N %d K %d tb %d mode %d: 1 and 2 threads differ",
-                  N, K, tb, mode);
+                  "one-row product N %d K %d tb %d mode %d: 1 and 2 threads differ", N, K, tb,
+                  mode);
         }
     mt_set_threads(threads);
     free(A), free(B), free(C0), free(C);

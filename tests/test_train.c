@@ -93,23 +93,27 @@ static void test_score_windows(void) {
     mt_rng_seed(&r, 2);
     mt_params_initialize(&m.P, &r);
     mt_ctx ctx;
-    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &m.cfg, 1, false), 0, &e) == MT_OK, "ctx");
+    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &m.cfg, 1, false), 0, &e) == MT_OK,
+          "ctx");
     uint16_t tok[295];
     for (int i = 0; i < 295; i++) tok[i] = (uint16_t)((i * 3 + i / 5) % 7);
     /* windows of 13: 13 + 13 + 13 + 13 + 1 -> 12 + 12 + 12 + 12 predicted, the lone last token
        predicts nothing */
     double nll, nll1, nll2 = 0;
     long count, bytes;
-    CHECK(mt_gpt_score(&m, tok, 53, MT_FP32, &nll, &count, &bytes, &e) == MT_OK, "score: %s", e.msg);
+    CHECK(mt_gpt_score(&m, tok, 53, MT_FP32, &nll, &count, &bytes, &e) == MT_OK, "score: %s",
+          e.msg);
     CHECK(count == 48 && bytes == 48, "53 tokens: %ld predicted (%ld bytes), expected 48", count,
           bytes);
     /* 295 tokens: 22 windows of 13 and one of 9, more than a batch; at 1 and 2 threads the same
        bits, and the windows' losses one by one to float rounding */
     int threads = mt_threads();
     mt_set_threads(1);
-    CHECK(mt_gpt_score(&m, tok, 295, MT_FP32, &nll1, &count, &bytes, &e) == MT_OK, "score: %s", e.msg);
+    CHECK(mt_gpt_score(&m, tok, 295, MT_FP32, &nll1, &count, &bytes, &e) == MT_OK, "score: %s",
+          e.msg);
     mt_set_threads(2);
-    CHECK(mt_gpt_score(&m, tok, 295, MT_FP32, &nll, &count, &bytes, &e) == MT_OK, "score: %s", e.msg);
+    CHECK(mt_gpt_score(&m, tok, 295, MT_FP32, &nll, &count, &bytes, &e) == MT_OK, "score: %s",
+          e.msg);
     mt_set_threads(threads);
     CHECK(count == 22 * 12 + 8, "295 tokens: %ld predicted, expected 272", count);
     CHECK(nll == nll1, "score at 2 threads %.17g, at 1 %.17g", nll, nll1);
@@ -146,10 +150,9 @@ static void test_replicas(void) {
     size_t n = m.P.total;
     float *want = malloc(n * sizeof *want), *first = malloc(n * sizeof *first);
     mt_ctx ctx;
-    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 1, &e) == MT_OK, "ctx: %s", e.msg);
-    const struct {
-        int lo, rows, replicas;
-    } cases[] = {{0, 5, 2}, {0, 5, 3}, {2, 3, 4}, {0, 5, 1}};
+    CHECK(mt_ctx_init(&ctx, mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 1, &e) == MT_OK,
+          "ctx: %s", e.msg);
+    const struct { int lo, rows, replicas; } cases[] = {{0, 5, 2}, {0, 5, 3}, {2, 3, 4}, {0, 5, 1}};
     for (int k = 0; k < 4; k++) {
         int lo = cases[k].lo, rows = cases[k].rows;
         mt_params_zero_grad(&m.P);
@@ -160,13 +163,12 @@ static void test_replicas(void) {
         mt_backward_from(&ctx, l, &w);
         memcpy(want, m.P.grad, n * sizeof *want);
         mt_replicas R;
-        CHECK(mt_replicas_init(&R, cases[k].replicas, &m.P, mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 7,
-                               &e) == MT_OK,
+        CHECK(mt_replicas_init(&R, cases[k].replicas, &m.P,
+                               mt_model_arena_bytes(&mt_gpt_type, &c, B, true), 7, &e) == MT_OK,
               "replicas: %s", e.msg);
         for (int run = 0; run < 2; run++) {
             mt_params_zero_grad(&m.P);
-            double loss =
-                mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, mt_gpt_rows_loss, &b);
+            double loss = mt_replicas_backward(&R, &ctx, &m.P, lo, rows, B, mt_gpt_rows_loss, &b);
             mt_grads G = mt_replicas_grads(&R);
             mt_grads_sum(&G, n);
             CHECK(fabs(loss - want_loss) < 1e-6 * want_loss, "%d replicas: loss %.9g, want %.9g",
@@ -194,8 +196,10 @@ static void test_replicas(void) {
         mt_grads_sum(&G, n);
         for (size_t i = 0; i < n; i++) want[i] = 2 * first[i];
         double err2 = max_rel_err(m.P.grad, want, n);
-        CHECK(err2 < 1e-5, "%d replicas: two backward passes: relative error %g against twice "
-              "the gradient", R.n, err2);
+        CHECK(err2 < 1e-5,
+              "%d replicas: two backward passes: relative error %g against twice "
+              "the gradient",
+              R.n, err2);
         mt_replicas_free(&R);
     }
     free(want);
@@ -210,9 +214,14 @@ static void test_replicas(void) {
 static void test_eval_replicas(void) {
     for (int batch = 5; batch <= 7; batch += 2) {
         mt_train_cfg tc = {.model = &mt_gpt_type,
-                           .data = {.path = "data/tinyshakespeare.txt", .val_fraction = 0.1,
+                           .data = {.path = "data/tinyshakespeare.txt",
+                                    .val_fraction = 0.1,
                                     .eval_batches = 3},
-                           .out = dir, .seed = 3, .steps = 1, .batch = batch, .replicas = 2};
+                           .out = dir,
+                           .seed = 3,
+                           .steps = 1,
+                           .batch = batch,
+                           .replicas = 2};
         mt_gpt_config mc = mt_gpt_config_default();
         mc.stack.n_layer = 2, mc.stack.n_head = 2, mc.stack.n_embd = 16, mc.n_ctx = 16;
         mt_optim_config oc = mt_optim_defaults();
@@ -241,8 +250,8 @@ static void test_eval_replicas(void) {
                 sum += part.loss;
             }
         }
-        CHECK(got == sum / rows, "batch %d: evaluation on replicas %.17g, serial %.17g", batch,
-              got, sum / rows);
+        CHECK(got == sum / rows, "batch %d: evaluation on replicas %.17g, serial %.17g", batch, got,
+              sum / rows);
         mt_trainer_free(&tr);
     }
 }

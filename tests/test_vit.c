@@ -25,7 +25,8 @@ static void test_config(void) {
     mt_vit_config g = tiny();
     mt_err e;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "tiny: %s", e.msg);
-    CHECK(g.stack.n_ff == 32 && g.stack.init == MT_SCHEME_GPT2, "derived n_ff %d init %d", g.stack.n_ff, g.stack.init);
+    CHECK(g.stack.n_ff == 32 && g.stack.init == MT_SCHEME_GPT2, "derived n_ff %d init %d",
+          g.stack.n_ff, g.stack.init);
     CHECK(mt_vit_tokens(&g) == 7, "2 x 3 patches + cls: %d", mt_vit_tokens(&g));
     g.pool = MT_VIT_POOL_MEAN;
     CHECK(mt_vit_tokens(&g) == 6, "mean pooling has no cls token");
@@ -50,7 +51,8 @@ static void test_config(void) {
     g = tiny(), g.stack.n_layer = 6, g.stack.placement = MT_PLACE_DEEPNORM;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "deepnorm: %s", e.msg);
     CHECK(fabsf(g.stack.deepnorm_alpha - powf(12, 0.25f)) < 1e-6f &&
-              fabsf(g.stack.deepnorm_beta - powf(48, -0.25f)) < 1e-6f && g.stack.init == MT_SCHEME_DEEPNORM,
+              fabsf(g.stack.deepnorm_beta - powf(48, -0.25f)) < 1e-6f &&
+              g.stack.init == MT_SCHEME_DEEPNORM,
           "deepnorm constants %g %g", g.stack.deepnorm_alpha, g.stack.deepnorm_beta);
     /* Sub-LN, encoder-only: gain sqrt(log 2N), init subln; Peri-LN keeps gpt2 */
     g = tiny(), g.stack.n_layer = 6, g.stack.placement = MT_PLACE_SUBLN;
@@ -62,7 +64,8 @@ static void test_config(void) {
           e.msg);
 
     /* JSON both ways */
-    g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS), g.stack.bias = false;
+    g = tiny(), g.pool = MT_VIT_POOL_MEAN, g.stack.norm = mt_norm_default(MT_NORM_RMS),
+    g.stack.bias = false;
     CHECK(mt_vit_config_validate(&g, &e) == MT_OK, "rms: %s", e.msg);
     char *json = mt_fields_to_json(mt_vit_type.fields, &g);
     mt_vit_config h;
@@ -73,15 +76,23 @@ static void test_config(void) {
     free(json);
     free(again);
     CHECK(mt_model_config_from_json(&mt_vit_type, "{\"pool\":\"max\"}", &h, &e) == MT_EINVAL &&
-              strstr(e.msg, "accepted: cls, mean"), "bad pool: %s", e.msg);
+              strstr(e.msg, "accepted: cls, mean"),
+          "bad pool: %s", e.msg);
     CHECK(mt_model_config_from_json(&mt_vit_type, "{\"n_vocab\":3}", &h, &e) == MT_EINVAL &&
-              strstr(e.msg, "unknown key 'n_vocab'") && strstr(e.msg, "patch"), "bad key: %s", e.msg);
-    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"image_h\":65536,\"image_w\":65536,"
-                                    "\"patch\":65536}", &h, &e) == MT_EINVAL &&
-              strstr(e.msg, "4294967296 inputs a patch"), "huge patch: %s", e.msg);
-    CHECK(mt_model_config_from_json(&mt_vit_type, "{\"image_h\":4096,\"image_w\":4096,"
-                                    "\"patch\":1}", &h, &e) == MT_EINVAL &&
-              strstr(e.msg, "16777217 tokens"), "too many tokens: %s", e.msg);
+              strstr(e.msg, "unknown key 'n_vocab'") && strstr(e.msg, "patch"),
+          "bad key: %s", e.msg);
+    CHECK(mt_model_config_from_json(&mt_vit_type,
+                                    "{\"image_h\":65536,\"image_w\":65536,"
+                                    "\"patch\":65536}",
+                                    &h, &e) == MT_EINVAL &&
+              strstr(e.msg, "4294967296 inputs a patch"),
+          "huge patch: %s", e.msg);
+    CHECK(mt_model_config_from_json(&mt_vit_type,
+                                    "{\"image_h\":4096,\"image_w\":4096,"
+                                    "\"patch\":1}",
+                                    &h, &e) == MT_EINVAL &&
+              strstr(e.msg, "16777217 tokens"),
+          "too many tokens: %s", e.msg);
 }
 
 static void test_params(void) {
@@ -92,10 +103,15 @@ static void test_params(void) {
     const struct {
         const char *name;
         int d0, d1;
-    } want[] = {{"patch_embed.weight", 8, 32}, {"patch_embed.bias", 8, 0}, {"cls_token", 1, 8},
-                {"pos_emb.weight", 7, 8}, {"blocks.1.attn.v_proj.weight", 8, 8},
-                {"blocks.1.ffn.fc2.weight", 8, 32}, {"final_norm.weight", 8, 0},
-                {"head.weight", 3, 8}, {"head.bias", 3, 0}};
+    } want[] = {{"patch_embed.weight", 8, 32},
+                {"patch_embed.bias", 8, 0},
+                {"cls_token", 1, 8},
+                {"pos_emb.weight", 7, 8},
+                {"blocks.1.attn.v_proj.weight", 8, 8},
+                {"blocks.1.ffn.fc2.weight", 8, 32},
+                {"final_norm.weight", 8, 0},
+                {"head.weight", 3, 8},
+                {"head.bias", 3, 0}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         int k = mt_params_find(&m.P, want[i].name);
         CHECK(k >= 0 && m.P.p[k].shape[0] == want[i].d0 &&
@@ -127,7 +143,8 @@ static void test_params(void) {
     for (int i = 0; i < 4; i++) {
         const mt_param *p = &m.P.p[mt_params_find(&m.P, inits[i].name)];
         double s2 = 0;
-        for (size_t j = 0; j < p->n; j++) s2 += (double)m.P.data[p->offset + j] * m.P.data[p->offset + j];
+        for (size_t j = 0; j < p->n; j++)
+            s2 += (double)m.P.data[p->offset + j] * m.P.data[p->offset + j];
         double std = sqrt(s2 / p->n);
         CHECK(fabs(std / inits[i].std - 1) < 0.1, "%s: std %g, want %g", inits[i].name, std,
               inits[i].std);
@@ -141,7 +158,8 @@ static void test_params(void) {
 static void test_patches_and_pooling(void) {
     for (int pool = 0; pool < 2; pool++) {
         mt_vit_config g = tiny();
-        g.pool = (mt_vit_pool)pool, g.stack.placement = MT_PLACE_POST, g.stack.norm = mt_norm_default(MT_NORM_NONE);
+        g.pool = (mt_vit_pool)pool, g.stack.placement = MT_PLACE_POST,
+        g.stack.norm = mt_norm_default(MT_NORM_NONE);
         mt_vit m;
         mt_err e;
         CHECK(mt_vit_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
@@ -204,7 +222,8 @@ static void test_patches_and_pooling(void) {
 /* Which half of a 1-channel 8x8 image is bright: a few Adam steps must learn it. */
 static void test_learns(void) {
     mt_vit_config g = mt_vit_config_default();
-    g.image_h = g.image_w = 8, g.patch = 4, g.n_classes = 2, g.stack.n_layer = 2, g.stack.n_head = 2;
+    g.image_h = g.image_w = 8, g.patch = 4, g.n_classes = 2, g.stack.n_layer = 2,
+    g.stack.n_head = 2;
     g.stack.n_embd = 16;
     mt_vit m;
     mt_err e;

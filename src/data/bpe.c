@@ -37,11 +37,10 @@
 #include "data.h"
 
 /* The class of each byte: L letter, D digit, S space, O other (rows of 64 bytes from 0). */
-static const char CLASS[257] =
-    "OOOOOOOOOSSSSSOOOOOOOOOOOOOOOOOOSOOOOOOOOOOOOOOODDDDDDDDDDOOOOOO"
-    "OLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOOOLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOO"
-    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
-    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL";
+static const char CLASS[257] = "OOOOOOOOOSSSSSOOOOOOOOOOOOOOOOOOSOOOOOOOOOOOOOOODDDDDDDDDDOOOOOO"
+                               "OLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOOOLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOO"
+                               "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
+                               "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL";
 
 size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len) {
     size_t j = i + 1;
@@ -51,7 +50,7 @@ size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len) {
     } else if (CLASS[s[i]] == 'S') { /* rule 2 */
         while (j < len && CLASS[s[j]] == 'S') j++;
         if (j < len && s[j - 1] == ' ') j--; /* j - 1 > i, or rule 1 would have applied */
-    } else { /* rule 3 */
+    } else {                                 /* rule 3 */
         char c = CLASS[s[i]];
         while (j < len && CLASS[s[j]] == c) j++;
     }
@@ -527,7 +526,7 @@ typedef struct {
     int32_t *word;  /* slot -> word */
     size_t mask;
     int32_t n, cap;
-    size_t *at;    /* word -> text[at .. at + len) */
+    size_t *at; /* word -> text[at .. at + len) */
     uint8_t *len;
     int64_t *count;
 } word_count;

@@ -67,12 +67,12 @@ void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, ui
                    size_t *n);
 void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
 
-/* ---- token datasets ---------------------------------------------------------------------------- */
+/* ---- token datasets -------------------------------------------------------------------------- */
 typedef struct {
     uint16_t *tok; /* n ids < n_vocab; owned by what mt_data_load filled, split views borrow it */
     size_t n;
     int n_vocab;
-    size_t n_val;  /* the last n_val tokens are the validation part (mt_data_load) */
+    size_t n_val; /* the last n_val tokens are the validation part (mt_data_load) */
 } mt_tokens;
 
 /* A token file (all integers little-endian):
@@ -149,8 +149,8 @@ typedef struct {
     int n_train;        /* [0, n_train) is the source's training part, [n_train, n) its held-out
                            test part (idx train-* and t10k-* side by side); n when there is none */
     float mean[MT_IMG_MAX_C], std[MT_IMG_MAX_C]; /* 0 and 1 until mt_images_normalize_from */
-    int n_skipped;      /* files left out under skip_bad */
-    char *skipped;      /* "path: reason\n" for each of them, or NULL */
+    int n_skipped;                               /* files left out under skip_bad */
+    char *skipped;                               /* "path: reason\n" for each of them, or NULL */
 } mt_images;
 
 typedef struct {
@@ -225,7 +225,7 @@ mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err)
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err);
 
-/* ---- pronunciation dictionaries (grapheme-to-phoneme) --------------------------------------------
+/* ---- pronunciation dictionaries (grapheme-to-phoneme) -------------------------------------------
  * Entries are read from either of two line formats, one entry a line:
  *   festival's CMUdict 0.4: ("hello" nil (((hh ax) 0) ((l ow) 1)))   word, part of speech,
  *                           syllables of phones each with a stress digit;
@@ -254,8 +254,8 @@ typedef struct {
 
 typedef struct {
     int n_words;
-    char **words;     /* (n_words) sorted, lowercase */
-    int *pron_start;  /* (n_words + 1) the word's pronunciations [pron_start[w], pron_start[w+1]) */
+    char **words;    /* (n_words) sorted, lowercase */
+    int *pron_start; /* (n_words + 1) the word's pronunciations [pron_start[w], pron_start[w+1]) */
     int n_prons;
     int *phone_start; /* (n_prons + 1) a pronunciation's phones [phone_start[p], ...[p+1]) */
     int *phones;      /* phone indices into vocab.phones */
@@ -282,7 +282,7 @@ enum { MT_G2P_PARTS = MT_G2P_ALL }; /* train, valid, test */
 void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[MT_G2P_PARTS]);
 extern const mt_enum MT_G2P_SPLITS; /* "train", "valid", "test", "all" */
 
-int mt_g2p_letter_id(const mt_g2p_vocab *v, char ch); /* token id, -1 when unknown */
+int mt_g2p_letter_id(const mt_g2p_vocab *v, char ch);         /* token id, -1 when unknown */
 int mt_g2p_phone_id(const mt_g2p_vocab *v, const char *name); /* token id, -1 when unknown */
 /* A token id's text: a letter, a phone name, "<pad>", "<bos>", "<eos>". */
 const char *mt_g2p_token_name(const mt_g2p_vocab *v, int id, char buf[8]);
@@ -300,7 +300,8 @@ typedef struct {
     double words, wrong, edits, ref_len; /* summed over words */
 } mt_g2p_tally;
 /* Adds one predicted phone sequence (token ids, no bos or eos) of word w: wrong when it equals
-   none of w's pronunciations; edits and ref_len of the closest (the first at the least distance). */
+   none of w's pronunciations; edits and ref_len of the closest (the first at the least distance).
+   */
 void mt_g2p_tally_add(const mt_g2p_dict *d, int w, const int *pred, int n, mt_g2p_tally t[2]);
 double mt_g2p_wer(const mt_g2p_tally *t); /* wrong / words */
 double mt_g2p_per(const mt_g2p_tally *t); /* edits / ref_len */

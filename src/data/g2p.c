@@ -19,7 +19,7 @@ static const mt_enum_item SPLITS[] = {
 };
 const mt_enum MT_G2P_SPLITS = MT_ENUM("split", SPLITS);
 
-/* ---- parsing a line ---------------------------------------------------------------------------- */
+/* ---- parsing a line -------------------------------------------------------------------------- */
 
 /* One entry as read: the word (lowercase) and its phones with digits, names separated by one
    space. */
@@ -123,7 +123,7 @@ static bool parse_plain(const char *p, char *w, char *ph, int cap) {
     return count > 0;
 }
 
-/* ---- the vocabulary ---------------------------------------------------------------------------- */
+/* ---- the vocabulary -------------------------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
 static int cmp_char(const void *a, const void *b) { return *(const char *)a - *(const char *)b; }
@@ -134,7 +134,8 @@ static void vocab_bases(mt_g2p_vocab *v) {
         size_t li = strcspn(v->phones[i], "0123456789");
         v->base[i] = (short)i;
         for (int j = 0; j < i; j++)
-            if (strcspn(v->phones[j], "0123456789") == li && !strncmp(v->phones[i], v->phones[j], li)) {
+            if (strcspn(v->phones[j], "0123456789") == li &&
+                !strncmp(v->phones[i], v->phones[j], li)) {
                 v->base[i] = v->base[j];
                 break;
             }
@@ -185,7 +186,8 @@ char *mt_g2p_vocab_to_json(const mt_g2p_vocab *v) {
     memcpy(letters, v->letters, (size_t)v->n_letters);
     letters[v->n_letters] = 0;
     cJSON_AddStringToObject(o, "letters", letters);
-    for (int i = 0; i < v->n_phones; i++) cJSON_AddItemToArray(ph, cJSON_CreateString(v->phones[i]));
+    for (int i = 0; i < v->n_phones; i++)
+        cJSON_AddItemToArray(ph, cJSON_CreateString(v->phones[i]));
     cJSON_AddItemToObject(o, "phones", ph);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -200,21 +202,25 @@ mt_status mt_g2p_vocab_from_json(const char *json, mt_g2p_vocab *v, mt_err *err)
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "letters"),
                 *ph = cJSON_GetObjectItemCaseSensitive(o, "phones");
     if (!cJSON_IsString(l) || !cJSON_IsArray(ph)) {
-        s = mt_errorf(err, MT_EFORMAT, "g2p vocabulary: expected {\"letters\": string, \"phones\": "
+        s = mt_errorf(err, MT_EFORMAT,
+                      "g2p vocabulary: expected {\"letters\": string, \"phones\": "
                       "[strings]}");
         goto done;
     }
     size_t nl = strlen(l->valuestring);
     int np = cJSON_GetArraySize(ph);
     if (nl < 1 || nl > sizeof v->letters || np < 1 || np > MT_G2P_MAX_PHONES) {
-        s = mt_errorf(err, MT_EFORMAT, "g2p vocabulary: %zu letters and %d phones (1 to %zu and 1 "
-                      "to %d)", nl, np, sizeof v->letters, MT_G2P_MAX_PHONES);
+        s = mt_errorf(err, MT_EFORMAT,
+                      "g2p vocabulary: %zu letters and %d phones (1 to %zu and 1 "
+                      "to %d)",
+                      nl, np, sizeof v->letters, MT_G2P_MAX_PHONES);
         goto done;
     }
     for (size_t i = 0; i < nl; i++)
         if (!letter_ok((unsigned char)l->valuestring[i]) ||
             (i && l->valuestring[i] <= l->valuestring[i - 1])) {
-            s = mt_errorf(err, MT_EFORMAT, "g2p vocabulary: the letters must be distinct printable "
+            s = mt_errorf(err, MT_EFORMAT,
+                          "g2p vocabulary: the letters must be distinct printable "
                           "characters in ascending order");
             goto done;
         }
@@ -223,9 +229,12 @@ mt_status mt_g2p_vocab_from_json(const char *json, mt_g2p_vocab *v, mt_err *err)
     for (int i = 0; i < np; i++) {
         const cJSON *e = cJSON_GetArrayItem(ph, i);
         size_t n = cJSON_IsString(e) ? strlen(e->valuestring) : 0;
-        if (n < 1 || n >= sizeof(mt_g2p_phone) || (i && strcmp(e->valuestring, v->phones[i - 1]) <= 0)) {
-            s = mt_errorf(err, MT_EFORMAT, "g2p vocabulary: phone %d: expected distinct names of 1 "
-                          "to %zu characters in ascending order", i, sizeof(mt_g2p_phone) - 1);
+        if (n < 1 || n >= sizeof(mt_g2p_phone) ||
+            (i && strcmp(e->valuestring, v->phones[i - 1]) <= 0)) {
+            s = mt_errorf(err, MT_EFORMAT,
+                          "g2p vocabulary: phone %d: expected distinct names of 1 "
+                          "to %zu characters in ascending order",
+                          i, sizeof(mt_g2p_phone) - 1);
             goto done;
         }
         memcpy(v->phones[i], e->valuestring, n + 1);
@@ -237,7 +246,7 @@ done:
     return s;
 }
 
-/* ---- loading ----------------------------------------------------------------------------------- */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 static int cmp_entry(const void *a, const void *b) {
     const entry *x = a, *y = b;
@@ -321,7 +330,8 @@ static mt_status read_entries(FILE *f, const char *path, mt_g2p_dict *d, entry *
     }
     if (ferror(f)) return mt_errorf(err, MT_EIO, "%s: read error: %s", path, strerror(errno));
     if (*n == 0)
-        return mt_errorf(err, MT_EFORMAT, "%s: no dictionary entry in %d lines (expected lines "
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: no dictionary entry in %d lines (expected lines "
                          "like (\"hello\" nil (((hh ax) 0) ((l ow) 1))) or hello hh ax0 l ow1)",
                          path, d->n_lines);
     return MT_OK;
@@ -333,9 +343,10 @@ static mt_status check_letters(const entry *e, int n, const mt_g2p_vocab *vocab,
     for (int i = 0; i < n; i++)
         for (const char *p = e[i].word; *p; p++)
             if (mt_g2p_letter_id(vocab, *p) < 0)
-                return mt_errorf(err, MT_EFORMAT, "%s:%d: the letter '%c' of \"%s\" is not in "
-                                 "the model's letters \"%.*s\"", path, e[i].line, *p, e[i].word,
-                                 vocab->n_letters, vocab->letters);
+                return mt_errorf(err, MT_EFORMAT,
+                                 "%s:%d: the letter '%c' of \"%s\" is not in "
+                                 "the model's letters \"%.*s\"",
+                                 path, e[i].line, *p, e[i].word, vocab->n_letters, vocab->letters);
     return MT_OK;
 }
 
@@ -369,8 +380,10 @@ static mt_status build_dict(entry *e, int n, mt_g2p_dict *d, const char *path, m
         for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
             int id = phone_index(&d->vocab, t);
             if (id < 0)
-                return mt_errorf(err, MT_EFORMAT, "%s:%d: the phone \"%s\" is not one of the "
-                                 "model's %d", path, e[i].line, t, d->vocab.n_phones);
+                return mt_errorf(err, MT_EFORMAT,
+                                 "%s:%d: the phone \"%s\" is not one of the "
+                                 "model's %d",
+                                 path, e[i].line, t, d->vocab.n_phones);
             d->phones[k++] = id;
         }
         d->phone_start[++np] = k;
@@ -385,9 +398,11 @@ mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT)
-            return mt_errorf(err, MT_EINVAL, "%s: no such file (CMUdict in festival's format comes "
+            return mt_errorf(err, MT_EINVAL,
+                             "%s: no such file (CMUdict in festival's format comes "
                              "with the Debian package festlex-cmu: apt-get install festlex-cmu, "
-                             "or make deps)", path);
+                             "or make deps)",
+                             path);
         return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     }
     entry *e = NULL;
@@ -398,8 +413,7 @@ mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *
     if (s == MT_OK && vocab) {
         d->vocab = *vocab;
         s = check_letters(e, n, vocab, path, err);
-    } else if (s == MT_OK)
-        s = build_vocab(e, n, &d->vocab, path, err);
+    } else if (s == MT_OK) s = build_vocab(e, n, &d->vocab, path, err);
     if (s == MT_OK) {
         qsort(e, (size_t)n, sizeof *e, cmp_entry);
         s = build_dict(e, n, d, path, err);
@@ -419,7 +433,7 @@ void mt_g2p_free(mt_g2p_dict *d) {
     d->n_words = d->n_prons = 0;
 }
 
-/* ---- split ------------------------------------------------------------------------------------- */
+/* ---- split ----------------------------------------------------------------------------------- */
 
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
@@ -443,7 +457,7 @@ void mt_g2p_split(const mt_g2p_dict *d, int *idx, int n[MT_G2P_PARTS]) {
         qsort(idx + from, (size_t)n[k], sizeof *idx, cmp_int);
 }
 
-/* ---- scoring ----------------------------------------------------------------------------------- */
+/* ---- scoring --------------------------------------------------------------------------------- */
 
 int mt_levenshtein(const int *a, int na, const int *b, int nb) {
     int row[2 * MT_G2P_MAX_LEN + 2], *prev = row, cur[2 * MT_G2P_MAX_LEN + 2];

@@ -20,7 +20,7 @@ mt_image_opts mt_image_opts_default(void) {
     return (mt_image_opts){.H = 0, .W = 0, .C = 0, .resize = true, .skip_bad = true};
 }
 
-/* ---- small helpers ----------------------------------------------------------------------------- */
+/* ---- small helpers --------------------------------------------------------------------------- */
 
 static void *xrealloc(void *p, size_t bytes) {
     p = realloc(p, bytes ? bytes : 1);
@@ -64,7 +64,8 @@ static void free_strs(char **s, int n) {
    sorted so that labels and sample order do not depend on the file system. */
 static mt_status list_dir(const char *dir, bool want_dirs, char ***names, int *n, mt_err *err) {
     DIR *d = opendir(dir);
-    if (!d) return mt_errorf(err, MT_EIO, "%s: cannot open the directory: %s", dir, strerror(errno));
+    if (!d)
+        return mt_errorf(err, MT_EIO, "%s: cannot open the directory: %s", dir, strerror(errno));
     char **s = NULL;
     int cnt = 0;
     for (struct dirent *e; (e = readdir(d));) {
@@ -90,8 +91,7 @@ mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err) {
         (*files)[(*n)++] = xstrdup(path);
         return MT_OK;
     }
-    if (!is_dir(path))
-        return mt_errorf(err, MT_EIO, "%s: no such file or directory", path);
+    if (!is_dir(path)) return mt_errorf(err, MT_EIO, "%s: no such file or directory", path);
     char **names;
     int k;
     mt_status st = list_dir(path, false, &names, &k, err);
@@ -105,7 +105,7 @@ mt_status mt_image_files(const char *path, char ***files, int *n, mt_err *err) {
     return MT_OK;
 }
 
-/* ---- idx files ------------------------------------------------------------------------------------
+/* ---- idx files ----------------------------------------------------------------------------------
  * Format (LeCun's MNIST page): bytes 0 0, a type code (0x08 unsigned byte), the number of dims,
  * each dim as a big-endian uint32, then the data in row-major order. */
 
@@ -139,7 +139,8 @@ mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_
     if (h[0] != 0 || h[1] != 0) {
         st = mt_errorf(err, MT_EFORMAT,
                        "%s: not an idx file: the magic starts %02x %02x, idx files start 00 00 "
-                       "(gzip-compressed or plain MNIST-format files are accepted)", path, h[0], h[1]);
+                       "(gzip-compressed or plain MNIST-format files are accepted)",
+                       path, h[0], h[1]);
         goto done;
     }
     if (h[2] != 0x08) {
@@ -181,19 +182,22 @@ mt_status mt_idx_read(const char *path, int *ndim, int dims[MT_MAX_DIMS], uint8_
     }
     /* one byte more than the dims allow, to detect trailing data */
     r = gz_read_all(f, *data, (size_t)total + 1);
-    if (r < 0)
-        st = mt_errorf(err, MT_EFORMAT, "%s: %s", path, gzerror(f, &errnum));
+    if (r < 0) st = mt_errorf(err, MT_EFORMAT, "%s: %s", path, gzerror(f, &errnum));
     else if ((uint64_t)r != total) {
         char shape[64] = "";
         for (int i = 0; i < *ndim; i++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", i ? ", " : "",
                      dims[i]);
         if ((uint64_t)r < total)
-            st = mt_errorf(err, MT_EFORMAT, "%s: truncated: the dims (%s) need %llu bytes of data, "
-                           "the file has %ld", path, shape, (unsigned long long)total, r);
+            st = mt_errorf(err, MT_EFORMAT,
+                           "%s: truncated: the dims (%s) need %llu bytes of data, "
+                           "the file has %ld",
+                           path, shape, (unsigned long long)total, r);
         else
-            st = mt_errorf(err, MT_EFORMAT, "%s: the dims (%s) need %llu bytes of data, the file "
-                           "has more (trailing bytes)", path, shape, (unsigned long long)total);
+            st = mt_errorf(err, MT_EFORMAT,
+                           "%s: the dims (%s) need %llu bytes of data, the file "
+                           "has more (trailing bytes)",
+                           path, shape, (unsigned long long)total);
     }
 done:
     gzclose(f);
@@ -251,8 +255,10 @@ mt_status mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int 
     float *tmp = malloc((size_t)sh * dw * C * sizeof *tmp); /* (sh, dw, C) */
     if (!kx || !ky || !tmp) {
         free(tmp), free(lx), free(ly), free(wx), free(wy);
-        return mt_errorf(err, MT_ENOMEM, "out of memory resizing %dx%d pixels to %dx%d (width x "
-                         "height)", sw, sh, dw, dh);
+        return mt_errorf(err, MT_ENOMEM,
+                         "out of memory resizing %dx%d pixels to %dx%d (width x "
+                         "height)",
+                         sw, sh, dw, dh);
     }
     for (int y = 0; y < sh; y++)
         for (int x = 0; x < dw; x++)
@@ -279,7 +285,7 @@ mt_status mt_image_resize(const uint8_t *src, int sh, int sw, uint8_t *dst, int 
     return MT_OK;
 }
 
-/* ---- image files --------------------------------------------------------------------------------- */
+/* ---- image files ----------------------------------------------------------------------------- */
 
 /* Decodes path at o->C channels (stb converts gray <-> RGB and drops or adds alpha) and brings it
    to o->H x o->W. A failure is MT_EFORMAT with the reason after the path. */
@@ -293,21 +299,25 @@ mt_status mt_image_read(const char *path, const mt_image_opts *o, uint8_t *out, 
                          stbi_failure_reason());
     mt_status st = MT_OK;
     if (w < 1 || h < 1) /* stb_image decodes a PNM header of 0 x 0 */
-        st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height): an image has at least "
-                       "one", path, w, h);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "%s: %dx%d pixels (width x height): an image has at least "
+                       "one",
+                       path, w, h);
     else if (w == o->W && h == o->H) memcpy(out, img, (size_t)h * w * o->C);
     else if (o->resize) {
         mt_err e;
         if ((st = mt_image_resize(img, h, w, out, o->H, o->W, o->C, &e)) != MT_OK)
             mt_errorf(err, st, "%s: %s", path, e.msg);
     } else
-        st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d pixels (width x height), the dataset's are %dx%d "
-                       "and resizing is off", path, w, h, o->W, o->H);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "%s: %dx%d pixels (width x height), the dataset's are %dx%d "
+                       "and resizing is off",
+                       path, w, h, o->W, o->H);
     stbi_image_free(img);
     return st;
 }
 
-/* ---- building a dataset ------------------------------------------------------------------------ */
+/* ---- building a dataset ---------------------------------------------------------------------- */
 
 /* Room for n images of ds's size; what cannot be had is MT_ENOMEM naming the size. */
 static mt_status ds_reserve(mt_images *ds, int n, mt_err *err) {
@@ -318,10 +328,10 @@ static mt_status ds_reserve(mt_images *ds, int n, mt_err *err) {
     int *label = pix ? realloc(ds->label, (n ? (size_t)n : 1) * sizeof *ds->label) : NULL;
     if (label) ds->label = label;
     if (!pix || !label)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for %d images of %dx%dx%d (width x "
-                         "height x channels, %.2f GiB): ask for a smaller image size", n, ds->W,
-                         ds->H, ds->C,
-                         (double)n * (double)one / (1 << 30));
+        return mt_errorf(err, MT_ENOMEM,
+                         "out of memory for %d images of %dx%dx%d (width x "
+                         "height x channels, %.2f GiB): ask for a smaller image size",
+                         n, ds->W, ds->H, ds->C, (double)n * (double)one / (1 << 30));
     return MT_OK;
 }
 
@@ -352,8 +362,10 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
     if (st != MT_OK) return st;
     if (n_classes == 0) {
         free(classes);
-        return mt_errorf(err, MT_EFORMAT, "%s: no class subdirectories; an image folder holds one "
-                         "subdirectory of images per class (or MNIST-format idx files)", root);
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: no class subdirectories; an image folder holds one "
+                         "subdirectory of images per class (or MNIST-format idx files)",
+                         root);
     }
     for (int k = 0; k < n_classes && st == MT_OK; k++) {
         char *dir = path_join(root, classes[k]), **names = NULL;
@@ -371,12 +383,15 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
     if (st == MT_OK) {
         first_image_shape(files, n_files, &o);
         if (!o.H || !o.C) /* the size (or, with channels given, only the size) is still unknown */
-            st = mt_errorf(err, MT_EFORMAT, "%s: none of the %d files in its %d class "
-                           "subdirectories is an image stb_image can read", root, n_files, n_classes);
+            st = mt_errorf(err, MT_EFORMAT,
+                           "%s: none of the %d files in its %d class "
+                           "subdirectories is an image stb_image can read",
+                           root, n_files, n_classes);
         else if (o.H > MT_IMG_MAX_SIDE || o.W > MT_IMG_MAX_SIDE)
-            st = mt_errorf(err, MT_EFORMAT, "%s: its first image is %dx%d pixels (width x height), "
-                           "more than %d a side: ask for a smaller image size to resize to", root,
-                           o.W, o.H, MT_IMG_MAX_SIDE);
+            st = mt_errorf(err, MT_EFORMAT,
+                           "%s: its first image is %dx%d pixels (width x height), "
+                           "more than %d a side: ask for a smaller image size to resize to",
+                           root, o.W, o.H, MT_IMG_MAX_SIDE);
     }
     if (st == MT_OK) {
         ds->H = o.H, ds->W = o.W, ds->C = o.C;
@@ -386,8 +401,7 @@ static mt_status load_folder(const char *root, mt_image_opts o, mt_images *ds, m
         for (int i = 0; i < n_files && st == MT_OK; i++) {
             if (mt_image_read(files[i], &o, ds->pix + ds->n * sz, &e) == MT_OK)
                 ds->label[ds->n++] = file_label[i];
-            else if (o.skip_bad)
-                note_skipped(ds, e.msg);
+            else if (o.skip_bad) note_skipped(ds, e.msg);
             else
                 st = mt_errorf(err, e.status, "%s (the skip-bad option leaves such files out)",
                                e.msg);
@@ -413,20 +427,26 @@ static mt_status load_idx_pair(const char *images, const char *labels, const mt_
     if (nd_i != 3)
         st = mt_errorf(err, MT_EFORMAT, "%s: %d dims; images are (n, rows, columns)", images, nd_i);
     if (st == MT_OK && (di[1] > MT_IMG_MAX_SIDE || di[2] > MT_IMG_MAX_SIDE))
-        st = mt_errorf(err, MT_EFORMAT, "%s: images of %dx%d pixels (rows x columns); mt reads at "
-                       "most %d a side", images, di[1], di[2], MT_IMG_MAX_SIDE);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "%s: images of %dx%d pixels (rows x columns); mt reads at "
+                       "most %d a side",
+                       images, di[1], di[2], MT_IMG_MAX_SIDE);
     if (st == MT_OK) st = mt_idx_read(labels, &nd_l, dl, &lab, err);
     if (st == MT_OK && (nd_l != 1 || dl[0] != di[0]))
-        st = mt_errorf(err, MT_EFORMAT, "%s: %d labels (%d dims) for the %d images of %s; there must "
-                       "be one label per image", labels, dl[0], nd_l, di[0], images);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "%s: %d labels (%d dims) for the %d images of %s; there must "
+                       "be one label per image",
+                       labels, dl[0], nd_l, di[0], images);
     if (st == MT_OK && ds->n == 0) {
         ds->H = o->H ? o->H : di[1];
         ds->W = o->W ? o->W : di[2];
         ds->C = o->C ? o->C : 1;
     }
     if (st == MT_OK && !o->resize && (di[1] != ds->H || di[2] != ds->W))
-        st = mt_errorf(err, MT_EFORMAT, "%s: %dx%d images, the dataset's are %dx%d and resizing is "
-                       "off", images, di[2], di[1], ds->W, ds->H);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "%s: %dx%d images, the dataset's are %dx%d and resizing is "
+                       "off",
+                       images, di[2], di[1], ds->W, ds->H);
     uint8_t *tmp = NULL;
     if (st == MT_OK && di[0] > INT32_MAX - ds->n)
         st = mt_errorf(err, MT_EFORMAT, "%s: %d images, with the %d before them more than %d",
@@ -461,7 +481,8 @@ static mt_status load_idx_pair(const char *images, const char *labels, const mt_
 /* Class names from a file, one per line; it must name every label. */
 static mt_status read_class_names(const char *path, mt_images *ds, mt_err *err) {
     FILE *f = fopen(path, "r");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open the class names: %s", path, strerror(errno));
+    if (!f)
+        return mt_errorf(err, MT_EIO, "%s: cannot open the class names: %s", path, strerror(errno));
     char line[256];
     char **names = NULL;
     int n = 0;
@@ -474,8 +495,10 @@ static mt_status read_class_names(const char *path, mt_images *ds, mt_err *err) 
     fclose(f);
     if (n < ds->n_classes) {
         free_strs(names, n);
-        return mt_errorf(err, MT_EFORMAT, "%s: %d class names for labels 0 to %d; write one name per "
-                         "line, in label order", path, n, ds->n_classes - 1);
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: %d class names for labels 0 to %d; write one name per "
+                         "line, in label order",
+                         path, n, ds->n_classes - 1);
     }
     ds->class_names = names;
     ds->n_classes = n;
@@ -517,8 +540,10 @@ static mt_status load_idx(const char *path, const mt_image_opts *o, mt_images *d
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         const char *at = strstr(base, "-images-idx3-ubyte");
         if (!at)
-            return mt_errorf(err, MT_EINVAL, "%s: not an image folder or an idx images file "
-                             "(<split>-images-idx3-ubyte[.gz])", path);
+            return mt_errorf(err, MT_EINVAL,
+                             "%s: not an image folder or an idx images file "
+                             "(<split>-images-idx3-ubyte[.gz])",
+                             path);
         dir = base == path ? xstrdup(".") : strndup(path, (size_t)(base - path - 1));
         size_t n = strlen(path) + 8;
         char *lb = xrealloc(NULL, n);
@@ -549,15 +574,17 @@ mt_status mt_images_load(const char *path, const mt_image_opts *opts, mt_images 
     mt_image_opts o = opts ? *opts : mt_image_opts_default();
     if (o.C < 0 || o.C > MT_IMG_MAX_C || o.H < 0 || o.W < 0 || (!o.H) != (!o.W) ||
         o.H > MT_IMG_MAX_SIDE || o.W > MT_IMG_MAX_SIDE)
-        return mt_errorf(err, MT_EINVAL, "image options: size %dx%d (height x width) with %d "
+        return mt_errorf(err, MT_EINVAL,
+                         "image options: size %dx%d (height x width) with %d "
                          "channels; give both height and width (or neither), each from 1 to %d, "
-                         "and 1 to %d channels (0: as the images)", o.H, o.W, o.C,
-                         MT_IMG_MAX_SIDE, MT_IMG_MAX_C);
+                         "and 1 to %d channels (0: as the images)",
+                         o.H, o.W, o.C, MT_IMG_MAX_SIDE, MT_IMG_MAX_C);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return mt_errorf(err, MT_EIO, "%s: %s; give an image folder (one subdirectory per class), "
-                         "a directory of MNIST-format idx files or an idx images file", path,
-                         strerror(errno));
+        return mt_errorf(err, MT_EIO,
+                         "%s: %s; give an image folder (one subdirectory per class), "
+                         "a directory of MNIST-format idx files or an idx images file",
+                         path, strerror(errno));
     mt_status st;
     if (!S_ISDIR(sb.st_mode) || has_idx(path)) st = load_idx(path, &o, ds, err);
     else st = load_folder(path, o, ds, err);
@@ -585,7 +612,7 @@ void mt_images_free(mt_images *ds) {
     memset(ds, 0, sizeof *ds);
 }
 
-/* ---- split, normalisation, batches --------------------------------------------------------------- */
+/* ---- split, normalisation, batches ----------------------------------------------------------- */
 
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
@@ -598,15 +625,19 @@ mt_status mt_images_split(const mt_images *ds, float val_frac, uint64_t seed, in
     if (ds->n_train < ds->n) {
         *n_train = ds->n_train;
         if (ds->n_train < 1)
-            return mt_errorf(err, MT_EINVAL, "the data has a test part of %d images but no "
-                             "training part (the train-* idx files)", ds->n);
+            return mt_errorf(err, MT_EINVAL,
+                             "the data has a test part of %d images but no "
+                             "training part (the train-* idx files)",
+                             ds->n);
         return MT_OK;
     }
     int n_val = (int)lround((double)val_frac * ds->n);
     if (!(val_frac > 0 && val_frac < 1) || n_val < 1 || n_val > ds->n - 1)
-        return mt_errorf(err, MT_EINVAL, "validation fraction %g of %d images leaves %d for "
+        return mt_errorf(err, MT_EINVAL,
+                         "validation fraction %g of %d images leaves %d for "
                          "validation; give a fraction in (0, 1) that leaves at least one image on "
-                         "each side", val_frac, ds->n, n_val);
+                         "each side",
+                         val_frac, ds->n, n_val);
     mt_rng r;
     mt_rng_seed(&r, seed);
     for (int i = ds->n - 1; i > 0; i--) { /* Fisher-Yates */
@@ -628,7 +659,8 @@ void mt_images_normalize_from(mt_images *ds, const int *idx, int n) {
         /* integer sums per image are exact, so the order of images is the only rounding */
         uint64_t a[MT_IMG_MAX_C] = {0}, a2[MT_IMG_MAX_C] = {0};
         for (size_t q = 0; q < hw; q++)
-            for (int c = 0; c < C; c++) a[c] += p[q * C + c], a2[c] += (uint32_t)p[q * C + c] * p[q * C + c];
+            for (int c = 0; c < C; c++)
+                a[c] += p[q * C + c], a2[c] += (uint32_t)p[q * C + c] * p[q * C + c];
         for (int c = 0; c < C; c++) s[c] += (double)a[c], s2[c] += (double)a2[c];
     }
     double cnt = (double)n * hw;
@@ -657,7 +689,7 @@ void mt_images_batch(const mt_images *ds, const int *idx, int B, float *x, int *
     });
 }
 
-/* ---- metadata for checkpoints ------------------------------------------------------------------ */
+/* ---- metadata for checkpoints ---------------------------------------------------------------- */
 
 char *mt_images_meta_to_json(const mt_images *ds) {
     cJSON *o = cJSON_CreateObject();
@@ -671,7 +703,8 @@ char *mt_images_meta_to_json(const mt_images *ds) {
         cJSON_AddItemToArray(s, cJSON_CreateNumber(ds->std[c]));
     }
     cJSON *k = cJSON_AddArrayToObject(o, "classes");
-    for (int i = 0; i < ds->n_classes; i++) cJSON_AddItemToArray(k, cJSON_CreateString(ds->class_names[i]));
+    for (int i = 0; i < ds->n_classes; i++)
+        cJSON_AddItemToArray(k, cJSON_CreateString(ds->class_names[i]));
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     MT_ASSERT(json, "images: out of memory for JSON");
@@ -690,25 +723,31 @@ mt_status mt_images_meta_from_json(const char *json, mt_images *ds, mt_err *err)
                 *k = cJSON_GetObjectItemCaseSensitive(o, "classes");
     if (!cJSON_IsObject(o) || !cJSON_IsNumber(h) || !cJSON_IsNumber(w) || !cJSON_IsNumber(c) ||
         !cJSON_IsArray(m) || !cJSON_IsArray(s) || !cJSON_IsArray(k)) {
-        st = mt_errorf(err, MT_EFORMAT, "image metadata: expected an object with numbers height, "
-                       "width, channels and arrays mean, std, classes: %.120s", json);
+        st = mt_errorf(err, MT_EFORMAT,
+                       "image metadata: expected an object with numbers height, "
+                       "width, channels and arrays mean, std, classes: %.120s",
+                       json);
         goto out;
     }
     ds->H = h->valueint, ds->W = w->valueint, ds->C = c->valueint;
     ds->n_classes = cJSON_GetArraySize(k);
-    if (ds->H < 1 || ds->W < 1 || ds->H > MT_IMG_MAX_SIDE || ds->W > MT_IMG_MAX_SIDE ||
-        ds->C < 1 || ds->C > MT_IMG_MAX_C ||
-        cJSON_GetArraySize(m) != ds->C || cJSON_GetArraySize(s) != ds->C || ds->n_classes < 1) {
-        st = mt_errorf(err, MT_EFORMAT, "image metadata: %dx%d images with %d channels, %d means, "
-                       "%d stds and %d classes do not fit together", ds->H, ds->W, ds->C,
-                       cJSON_GetArraySize(m), cJSON_GetArraySize(s), ds->n_classes);
+    if (ds->H < 1 || ds->W < 1 || ds->H > MT_IMG_MAX_SIDE || ds->W > MT_IMG_MAX_SIDE || ds->C < 1 ||
+        ds->C > MT_IMG_MAX_C || cJSON_GetArraySize(m) != ds->C || cJSON_GetArraySize(s) != ds->C ||
+        ds->n_classes < 1) {
+        st = mt_errorf(err, MT_EFORMAT,
+                       "image metadata: %dx%d images with %d channels, %d means, "
+                       "%d stds and %d classes do not fit together",
+                       ds->H, ds->W, ds->C, cJSON_GetArraySize(m), cJSON_GetArraySize(s),
+                       ds->n_classes);
         goto out;
     }
     for (int i = 0; i < ds->C; i++) {
         const cJSON *a = cJSON_GetArrayItem(m, i), *b = cJSON_GetArrayItem(s, i);
         if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(b->valuedouble > 0)) {
-            st = mt_errorf(err, MT_EFORMAT, "image metadata: mean and std of channel %d must be "
-                           "numbers, the std positive", i);
+            st = mt_errorf(err, MT_EFORMAT,
+                           "image metadata: mean and std of channel %d must be "
+                           "numbers, the std positive",
+                           i);
             goto out;
         }
         ds->mean[i] = (float)a->valuedouble, ds->std[i] = (float)b->valuedouble;

@@ -33,16 +33,18 @@ static void draw_text(uint8_t *rgb, int w, int h, int x, int y, char *text) {
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err) {
     if (n < 1 || scale < 1)
-        return mt_errorf(err, MT_EINVAL, "a preview of %d images at scale %d: both must be at least 1",
-                         n, scale);
+        return mt_errorf(err, MT_EINVAL,
+                         "a preview of %d images at scale %d: both must be at least 1", n, scale);
     int cols = (int)ceil(sqrt((double)n)), rows = (n + cols - 1) / cols;
     /* in double first: scale * W and cols * cw overflow an int long before memory runs out */
     double gw = cols * ((double)scale * ds->W + 2 * BORDER),
            gh = rows * ((double)scale * ds->H + 2 * BORDER + STRIP);
     if (gw > MT_PREVIEW_MAX_SIDE || gh > MT_PREVIEW_MAX_SIDE)
-        return mt_errorf(err, MT_EINVAL, "%d images of %dx%d pixels (width x height) at scale %d "
+        return mt_errorf(err, MT_EINVAL,
+                         "%d images of %dx%d pixels (width x height) at scale %d "
                          "make a %.0fx%.0f preview; it has at most %d pixels a side: fewer images "
-                         "or a smaller scale", n, ds->W, ds->H, scale, gw, gh, MT_PREVIEW_MAX_SIDE);
+                         "or a smaller scale",
+                         n, ds->W, ds->H, scale, gw, gh, MT_PREVIEW_MAX_SIDE);
     int cw = scale * ds->W + 2 * BORDER, ch = scale * ds->H + 2 * BORDER + STRIP;
     int w = cols * cw, h = rows * ch, C = ds->C;
     uint8_t *rgb = malloc((size_t)w * h * 3);

@@ -184,7 +184,7 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
 static const unsigned char BYTES[256] = {
 #define B4(i) i, i + 1, i + 2, i + 3
 #define B16(i) B4(i), B4(i + 4), B4(i + 8), B4(i + 12)
-    B16(0), B16(16), B16(32), B16(48), B16(64), B16(80), B16(96), B16(112),
+    B16(0),   B16(16),  B16(32),  B16(48),  B16(64),  B16(80),  B16(96),  B16(112),
     B16(128), B16(144), B16(160), B16(176), B16(192), B16(208), B16(224), B16(240),
 #undef B16
 #undef B4
@@ -212,7 +212,8 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
     cJSON_AddStringToObject(o, "type", mt_enum_name(&MT_TOKENIZERS, t->kind));
     if (t->kind == MT_TOK_CHAR) {
         cJSON *a = cJSON_AddArrayToObject(o, "chars");
-        for (int i = 0; i < t->n_vocab; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));
+        for (int i = 0; i < t->n_vocab; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));
     }
     if (t->kind == MT_TOK_BPE) {
         cJSON *a = cJSON_AddArrayToObject(o, "merges");
@@ -241,8 +242,8 @@ static mt_status bpe_from_json(const cJSON *a, mt_tokenizer *t, mt_err *err) {
         const cJSON *l = cJSON_GetArrayItem(m, 0), *r = cJSON_GetArrayItem(m, 1);
         double dl = cJSON_IsNumber(l) ? l->valuedouble : -1,
                dr = cJSON_IsNumber(r) ? r->valuedouble : -1;
-        if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != 2 || dl < 0 || dr < 0 ||
-            dl >= 256 + k || dr >= 256 + k || dl != (int)dl || dr != (int)dr) {
+        if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != 2 || dl < 0 || dr < 0 || dl >= 256 + k ||
+            dr >= 256 + k || dl != (int)dl || dr != (int)dr) {
             free(merges);
             return mt_errorf(err, MT_EFORMAT,
                              "tokenizer: merges[%d] is not a pair of ids below its own, %d", k,

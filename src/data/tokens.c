@@ -99,8 +99,8 @@ mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_
         goto out;
     }
     if (size < TOKFILE_HEADER || fread(h, 1, sizeof h, f) != sizeof h) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: truncated: %ld bytes, a token file header has %d",
-                      path, size, TOKFILE_HEADER);
+        s = mt_errorf(err, MT_EFORMAT, "%s: truncated: %ld bytes, a token file header has %d", path,
+                      size, TOKFILE_HEADER);
         goto out;
     }
     if (memcmp(h, MT_TOKFILE_MAGIC, 8) != 0) {
@@ -160,9 +160,8 @@ mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_
     }
     for (size_t i = 0; i < d->n; i++)
         if (d->tok[i] >= vocab) {
-            s = mt_errorf(err, MT_EFORMAT,
-                          "%s: token %zu is %u, outside the vocabulary of %llu", path, i,
-                          d->tok[i], (unsigned long long)vocab);
+            s = mt_errorf(err, MT_EFORMAT, "%s: token %zu is %u, outside the vocabulary of %llu",
+                          path, i, d->tok[i], (unsigned long long)vocab);
             goto out;
         }
 out:
@@ -206,13 +205,18 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     if (s != MT_OK) return s;
     const char *nul = memchr(text, 0, len);
     if (len == 0 || nul) {
-        s = len == 0 ? mt_errorf(err, MT_EINVAL, "%s is empty: expected a text file or a token "
-                                 "file FILE.bin", path)
-                     : mt_errorf(err, MT_EINVAL, "%s holds a NUL byte at offset %zu: it looks "
+        s = len == 0 ? mt_errorf(err, MT_EINVAL,
+                                 "%s is empty: expected a text file or a token "
+                                 "file FILE.bin",
+                                 path)
+                     : mt_errorf(err, MT_EINVAL,
+                                 "%s holds a NUL byte at offset %zu: it looks "
                                  "binary, not text%s; make a token file with ./train --data TEXT "
-                                 "--prepare FILE.bin", path, (size_t)(nul - text),
+                                 "--prepare FILE.bin",
+                                 path, (size_t)(nul - text),
                                  strncmp(text, MT_TOKFILE_MAGIC, 8) == 0
-                                     ? " (it is an mt token file: name it FILE.bin)" : "");
+                                     ? " (it is an mt token file: name it FILE.bin)"
+                                     : "");
         free(text);
         return s;
     }

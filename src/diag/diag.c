@@ -81,7 +81,8 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
             double e = (double)f->data[i] - d->f0[i];
             s += e * e;
         }
-        ok |= fprintf(d->update, "%ld,%.9g\n", step, sqrt(s / (double)f->n)) < 0 || fflush(d->update);
+        ok |= fprintf(d->update, "%ld,%.9g\n", step, sqrt(s / (double)f->n)) < 0 ||
+              fflush(d->update);
     }
     if (resid) {
         for (int i = 0; i <= d->L; i++)
@@ -103,8 +104,10 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
     if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
     if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
-        return mt_errorf(err, MT_EINVAL, "the --diag-* diagnostics need a model with a probe of "
-                         "its hidden state; --model %s has none", tr->model->type->name);
+        return mt_errorf(err, MT_EINVAL,
+                         "the --diag-* diagnostics need a model with a probe of "
+                         "its hidden state; --model %s has none",
+                         tr->model->type->name);
     if (cfg->update_steps > 0 && tr->step > 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-update-steps measures against the initial weights: a run resumed "
@@ -130,9 +133,12 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
               d->L);
     const char *out = tr->cfg.out;
     if ((cfg->grad_every &&
-         !(d->grad = open_csv(out, "diag_grad.csv", "step,layer,attn_norm,attn,ffn_norm,ffn,total\n", err))) ||
-        (cfg->update_steps && !(d->update = open_csv(out, "diag_update.csv", "step,update\n", err))) ||
-        (cfg->resid_every && !(d->resid = open_csv(out, "diag_resid.csv", "step,layer,norm\n", err)))) {
+         !(d->grad = open_csv(out, "diag_grad.csv",
+                              "step,layer,attn_norm,attn,ffn_norm,ffn,total\n", err))) ||
+        (cfg->update_steps &&
+         !(d->update = open_csv(out, "diag_update.csv", "step,update\n", err))) ||
+        (cfg->resid_every &&
+         !(d->resid = open_csv(out, "diag_resid.csv", "step,layer,norm\n", err)))) {
         mt_diag_close(d);
         return MT_EIO;
     }
@@ -144,8 +150,8 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
 
 /* The gradient rows of the weights after `step` updates; the gradients in P are clipped by
    st->grad_norm's coefficient, undone here (mt_optim_clip). */
-static mt_status grad_rows(mt_diag *d, const mt_params *P, long step, double clip,
-                           double grad_norm, mt_err *err) {
+static mt_status grad_rows(mt_diag *d, const mt_params *P, long step, double clip, double grad_norm,
+                           mt_err *err) {
     double coef = clip / (grad_norm + 1e-6);
     double unscale = clip > 0 && coef < 1 ? 1 / coef : 1, rest = 0;
     memset(d->sq, 0, (4 * (size_t)d->L + 1) * sizeof *d->sq);

@@ -1,5 +1,6 @@
 /* mt diag: what a depth study measures while a model trains (./train --diag-*), as CSV files in
- * the run's directory, for a model type with a probe: its task draws fixed rows, its model gives their hidden state (model.h). Every diagnostic is off by
+ * the run's directory, for a model type with a probe: its task draws fixed rows, its model gives
+ * their hidden state (model.h). Every diagnostic is off by
  * default and costs nothing when off.
  *
  * diag_grad.csv   step,layer,attn_norm,attn,ffn_norm,ffn,total
@@ -7,7 +8,8 @@
  *   parameters and the attention (q, k, v, out projections) and FFN (fc1, fc2) parameters, the
  *   latter with their sublayer's own norms (Sub-LN's inner norms, Peri-LN's output norms; a
  *   decoder block's cross-attention with its attention); total = the block's norm. An
- *   encoder-decoder's blocks are numbered encoder first: layer enc_layers is the decoder's first. Row layer -1: everything outside the blocks (embeddings, final
+ *   encoder-decoder's blocks are numbered encoder first: layer enc_layers is the decoder's first.
+ *   Row layer -1: everything outside the blocks (embeddings, final
  *   norm, head) in total, the sublayer columns empty. The squares of the totals of one step sum
  *   to the squared global gradient norm. Step s is the gradient at the weights after s updates
  *   (step 0: at init), written every grad_every steps.
@@ -16,7 +18,8 @@
  *   split, the type's probe): sqrt(mean over tokens of ||F(x, theta_s) - F(x, theta_0)||^2 / C),
  *   F the final hidden state, i.e. what the head sees (after the final norm for Pre-LN; Post-LN
  *   and DeepNorm end with a norm in the last block); an encoder-decoder's is the decoder's at the
- *   target positions of B validation words, teacher forced. Steps 0..update_steps; F(x, theta_0) is kept from the
+ *   target positions of B validation words, teacher forced. Steps 0..update_steps; F(x, theta_0)
+ *   is kept from the
  *   start.
  * diag_resid.csv  step,layer,norm
  *   The residual stream entering block layer (layer n_layer: leaving the last block) on the same
@@ -42,9 +45,9 @@ typedef struct {
     mt_diag_cfg cfg;
     FILE *grad, *update, *resid;
     int B, L;
-    float *f0;      /* F(x, theta_0) of the fixed batch */
-    int *group;     /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
-    double *sq;     /* 4 L + 1 sums of squares */
+    float *f0;          /* F(x, theta_0) of the fixed batch */
+    int *group;         /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
+    double *sq;         /* 4 L + 1 sums of squares */
     double *resid_norm; /* L + 1 */
 } mt_diag;
 

@@ -10,8 +10,10 @@ mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
     mt_st_item *items = malloc((size_t)(P->n ? P->n : 1) * sizeof *items);
     if (!items) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
     for (int i = 0; i < P->n; i++)
-        items[i] = (mt_st_item){.name = P->p[i].name, .ndim = P->p[i].ndim,
-                                .shape = P->p[i].shape, .data = P->data + P->p[i].offset};
+        items[i] = (mt_st_item){.name = P->p[i].name,
+                                .ndim = P->p[i].ndim,
+                                .shape = P->p[i].shape,
+                                .data = P->data + P->p[i].offset};
     mt_status s = mt_st_save(path, P->n, items, n_meta, meta_keys, meta_vals, err);
     free(items);
     return s;
@@ -48,8 +50,7 @@ mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const m
     return MT_OK;
 }
 
-mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
-                            mt_err *err) {
+mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P, mt_err *err) {
     mt_status s = mt_st_check_params(st, path, P, err);
     if (s != MT_OK) return s;
     for (int i = 0; i < P->n; i++)

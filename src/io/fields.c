@@ -62,7 +62,8 @@ const char *mt_field_format(const mt_field *f, const void *obj, char *buf, size_
     case MT_FIELD_BOOL:
         snprintf(buf, len, "%s", *(const bool *)AT_C(obj, f) != negated(f) ? "true" : "false");
         break;
-    case MT_FIELD_ENUM: snprintf(buf, len, "%s", mt_enum_name(f->of, *(const int *)AT_C(obj, f)));
+    case MT_FIELD_ENUM:
+        snprintf(buf, len, "%s", mt_enum_name(f->of, *(const int *)AT_C(obj, f)));
         break;
     case MT_FIELD_TABLE: MT_ASSERT(0, "field %s: a table has no value of its own", f->key);
     }
@@ -81,8 +82,8 @@ static mt_status check_range(const mt_field *f, double v, const char *text, cons
     char range[96];
     if (isinf(hi)) snprintf(range, sizeof range, "at least %.10g", lo);
     else snprintf(range, sizeof range, "from %.10g to %.10g", lo, hi);
-    return mt_errorf(err, MT_EINVAL, "%s: %s is out of range: expected %s (%s)", where, text,
-                     range, f->help);
+    return mt_errorf(err, MT_EINVAL, "%s: %s is out of range: expected %s (%s)", where, text, range,
+                     f->help);
 }
 
 static mt_status parse_number(const mt_field *f, void *obj, const char *text, const char *where,
@@ -148,8 +149,9 @@ static void add_json(cJSON *o, const mt_fields *t, const void *obj) {
         switch (f->type) {
         case MT_FIELD_INT: cJSON_AddNumberToObject(o, f->key, (double)get_int(f, obj)); break;
         case MT_FIELD_FLOAT:
-            cJSON_AddNumberToObject(o, f->key, f->size == sizeof(float) ? *(const float *)p
-                                                                        : *(const double *)p);
+            cJSON_AddNumberToObject(o, f->key,
+                                    f->size == sizeof(float) ? *(const float *)p
+                                                             : *(const double *)p);
             break;
         case MT_FIELD_BOOL: cJSON_AddBoolToObject(o, f->key, *(const bool *)p); break;
         case MT_FIELD_STR: cJSON_AddStringToObject(o, f->key, p); break;
@@ -176,7 +178,7 @@ static const mt_field *find_key(const mt_fields *t, const char *key, void *obj, 
     for (int i = 0; i < t->n; i++) {
         const mt_field *f = &t->f[i];
         if (f->flags & MT_FIELD_CLI) continue;
-        const mt_field *hit = f->type == MT_FIELD_TABLE   ? find_key(f->of, key, AT(obj, f), at)
+        const mt_field *hit = f->type == MT_FIELD_TABLE  ? find_key(f->of, key, AT(obj, f), at)
                               : strcmp(f->key, key) == 0 ? (*at = obj, f)
                                                          : NULL;
         if (hit) return hit;
@@ -206,8 +208,10 @@ static mt_status set_json(const mt_field *f, void *obj, const cJSON *v, mt_err *
         double d = v->valuedouble;
         if (f->type == MT_FIELD_FLOAT) return set_float(f, obj, (float)d), MT_OK;
         if (d != floor(d) || fabs(d) > 1e9)
-            return mt_errorf(err, MT_EINVAL, "config: %s = %g, must be a whole number within "
-                             "+-1e9", k, d);
+            return mt_errorf(err, MT_EINVAL,
+                             "config: %s = %g, must be a whole number within "
+                             "+-1e9",
+                             k, d);
         return set_int(f, obj, (long)d), MT_OK;
     }
     case MT_FIELD_BOOL:
@@ -220,8 +224,8 @@ static mt_status set_json(const mt_field *f, void *obj, const cJSON *v, mt_err *
         mt_err e;
         if (f->type == MT_FIELD_STR && mt_field_parse(f, obj, v->valuestring, k, &e) != MT_OK)
             return mt_errorf(err, MT_EINVAL, "config: %s", e.msg);
-        if (f->type == MT_FIELD_ENUM && mt_enum_parse(f->of, v->valuestring, (int *)AT(obj, f),
-                                                      &e) != MT_OK)
+        if (f->type == MT_FIELD_ENUM &&
+            mt_enum_parse(f->of, v->valuestring, (int *)AT(obj, f), &e) != MT_OK)
             return mt_errorf(err, MT_EINVAL, "config: %s: %s", k, e.msg);
         return MT_OK;
     }

@@ -35,28 +35,31 @@ enum {
 #define MT_FIELD_STR_MAX 512
 
 typedef struct {
-    const char *key;    /* JSON key and config key: "n_layer" (the flag --n-layer) */
+    const char *key; /* JSON key and config key: "n_layer" (the flag --n-layer) */
     mt_field_type type;
-    size_t off, size;   /* offsetof and sizeof the member */
+    size_t off, size; /* offsetof and sizeof the member */
     const char *help;
-    const char *range;  /* INT, FLOAT: the accepted "lo..hi" or "lo.." (no upper bound), or NULL:
+    const char *range; /* INT, FLOAT: the accepted "lo..hi" or "lo.." (no upper bound), or NULL:
                            any value; flags and files only (JSON is checked by its reader) */
-    const void *of;     /* ENUM: its mt_enum; TABLE: its mt_fields */
-    const char *flag;   /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
-    unsigned flags;     /* MT_FIELD_CLI, MT_FIELD_NO_FLAG */
+    const void *of;    /* ENUM: its mt_enum; TABLE: its mt_fields */
+    const char *flag;  /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
+    unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG */
 } mt_field;
 
 typedef struct {
     int n;
     const mt_field *f;
 } mt_fields;
-#define MT_FIELDS_OF(fields) {(int)(sizeof fields / sizeof fields[0]), fields}
+#define MT_FIELDS_OF(fields)                                                                       \
+    { (int)(sizeof fields / sizeof fields[0]), fields }
 
 /* A field of struct T: MT_FIELD(mt_stack_config, n_layer, INT, "n_layer", "blocks",
    .range = "1.."). The other members (.range, .of, .flag, .flags) by designator. */
-#define MT_FIELD(T, member, TYPE, key_, help_, ...)                                            \
-    {.key = key_, .type = MT_FIELD_##TYPE, .off = offsetof(T, member),                         \
-     .size = sizeof(((T *)0)->member), .help = help_, __VA_ARGS__}
+#define MT_FIELD(T, member, TYPE, key_, help_, ...)                                                \
+    {                                                                                              \
+        .key = key_, .type = MT_FIELD_##TYPE, .off = offsetof(T, member),                          \
+        .size = sizeof(((T *)0)->member), .help = help_, __VA_ARGS__                               \
+    }
 
 /* ---- one struct --------------------------------------------------------------------------- */
 /* Every field of obj (but MT_FIELD_CLI ones) as one flat JSON object; malloc'd. */
@@ -107,8 +110,8 @@ mt_status mt_fieldset_parse_args(const mt_fieldset *sets, int n, int argc, char 
    MT_FIELD_CLI key is refused. */
 mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
                                 const char *source, mt_settings *out, mt_err *err);
-mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
-                               mt_settings *out, mt_err *err);
+mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path, mt_settings *out,
+                               mt_err *err);
 /* Applies settings read before to (other) sets, with the messages the reading would give. */
 mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n, mt_err *err);
 

@@ -38,8 +38,8 @@ mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) 
     /* the directory itself, or the nearest ancestor that exists (mkdir -p creates the rest) */
     while (stat(parent, &sb) != 0) {
         if (errno != ENOENT)
-            return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a writable directory", flag,
-                             dir, strerror(errno));
+            return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a writable directory", flag, dir,
+                             strerror(errno));
         char *slash = strrchr(parent, '/');
         while (slash && slash > parent && slash[1] == 0) *slash = 0, slash = strrchr(parent, '/');
         if (!slash) strcpy(parent, ".");
@@ -53,8 +53,10 @@ mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) 
     snprintf(probe, sizeof probe, "%s/.mt-write-probe.%d", parent, (int)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
-        return mt_errorf(err, MT_EINVAL, "%s %s: cannot write in %s: %s: expected a writable "
-                         "directory", flag, dir, parent, strerror(errno));
+        return mt_errorf(err, MT_EINVAL,
+                         "%s %s: cannot write in %s: %s: expected a writable "
+                         "directory",
+                         flag, dir, parent, strerror(errno));
     close(fd);
     unlink(probe);
     return MT_OK;
@@ -76,8 +78,10 @@ double mt_mem_available(void) {
 mt_status mt_mem_check(double need, const char *what, mt_err *err) {
     double avail = mt_mem_available(), gib = 1024.0 * 1024 * 1024;
     if (need <= avail) return MT_OK;
-    return mt_errorf(err, MT_ENOMEM, "needs %.2f GiB, %.2f GiB available (%s): use a smaller "
-                     "model or batch", need / gib, avail / gib, what);
+    return mt_errorf(err, MT_ENOMEM,
+                     "needs %.2f GiB, %.2f GiB available (%s): use a smaller "
+                     "model or batch",
+                     need / gib, avail / gib, what);
 }
 
 mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err) {
@@ -114,8 +118,7 @@ mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err) {
     if (!ok || rename(a->tmp, a->path) != 0) {
         s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", a->path, strerror(errno));
         unlink(a->tmp);
-    } else
-        sync_dir(a->path);
+    } else sync_dir(a->path);
     free(a->tmp);
     memset(a, 0, sizeof *a);
     return s;

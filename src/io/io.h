@@ -56,8 +56,7 @@ mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
                             mt_err *err);
 /* Copies the tensors of st (read from path) into P: every entry of P must be present with its
    shape, and st may hold nothing else. Errors name the tensor. */
-mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P,
-                            mt_err *err);
+mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P, mt_err *err);
 /* The checks of mt_st_load_params alone: P's table suffices (its data need not be allocated, so
    a file's config claiming a huge model is refused before any allocation). */
 mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
@@ -112,7 +111,7 @@ typedef struct {
     long step;
     double loss, val_loss; /* val_loss NAN: not evaluated at this step */
     double lr, grad_norm, ms, tok_per_s;
-    double elapsed_s; /* seconds since training started (a resumed run: m->elapsed0 + its own) */
+    double elapsed_s;    /* seconds since training started (a resumed run: m->elapsed0 + its own) */
     const double *extra; /* (n_extra) the metrics' values, NAN: not evaluated; NULL: none */
 } mt_metrics_row;
 

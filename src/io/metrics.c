@@ -25,8 +25,9 @@ static mt_status truncate_rows(const char *path, long keep_until, double *elapse
     *elapsed = 0;
     FILE *f = fopen(path, "r+b");
     if (!f)
-        return errno == ENOENT ? MT_OK
-                               : mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return errno == ENOENT
+                   ? MT_OK
+                   : mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char line[512];
     long keep = 0; /* bytes kept */
     bool header = true, old = false;

@@ -146,8 +146,8 @@ static mt_status apply_flag(const entries *E, const char *name, size_t len, cons
     char where[160], hint[160];
     const entry *x = find_n(E, name, len);
     if (!x)
-        return mt_errorf(err, MT_EINVAL, "unknown flag --%.*s%s; --help lists them", (int)len,
-                         name, suggest(E, name, len, "--", hint, sizeof hint));
+        return mt_errorf(err, MT_EINVAL, "unknown flag --%.*s%s; --help lists them", (int)len, name,
+                         suggest(E, name, len, "--", hint, sizeof hint));
     snprintf(where, sizeof where, "--%s", x->name);
     return mt_field_parse(x->f, x->obj, value, where, err);
 }
@@ -162,8 +162,8 @@ static mt_status apply_line(const entries *E, const char *key, const char *value
                          suggest(E, key, strlen(key), "", hint, sizeof hint));
     if (x->f->flags & MT_FIELD_CLI)
         return mt_errorf(err, MT_EINVAL,
-                         "%s:%d: '%s' is a command-line flag only (--%s), not a config key",
-                         source, lineno, key, x->name);
+                         "%s:%d: '%s' is a command-line flag only (--%s), not a config key", source,
+                         lineno, key, x->name);
     snprintf(where, sizeof where, "%s:%d: %s", source, lineno, x->name);
     return mt_field_parse(x->f, x->obj, value, where, err);
 }
@@ -268,8 +268,8 @@ mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text
     return st;
 }
 
-mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
-                               mt_settings *out, mt_err *err) {
+mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path, mt_settings *out,
+                               mt_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;
@@ -316,8 +316,10 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(strbuf *b, const cha
 }
 
 static void help_line(strbuf *b, const entry *x) {
-    static const char *META[] = {[MT_FIELD_INT] = " N", [MT_FIELD_FLOAT] = " X",
-                                 [MT_FIELD_STR] = " S", [MT_FIELD_BOOL] = ""};
+    static const char *META[] = {[MT_FIELD_INT] = " N",
+                                 [MT_FIELD_FLOAT] = " X",
+                                 [MT_FIELD_STR] = " S",
+                                 [MT_FIELD_BOOL] = ""};
     char val[MT_FIELD_STR_MAX + 8], flag[96], choices[256];
     const mt_field *f = x->f;
     if (f->type == MT_FIELD_ENUM)

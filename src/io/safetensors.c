@@ -66,14 +66,14 @@ static mt_status parse_header(const char *path, const char *json, size_t data_le
             break;
         }
         if (strcmp(dtype->valuestring, "F32") != 0) {
-            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has dtype %s; mt reads F32 only",
-                          path, e->name, dtype->valuestring);
+            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has dtype %s; mt reads F32 only", path,
+                          e->name, dtype->valuestring);
             break;
         }
         e->ndim = cJSON_GetArraySize(shape);
         if (e->ndim > MT_MAX_DIMS) {
-            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has %d dims, at most %d", path,
-                          e->name, e->ndim, MT_MAX_DIMS);
+            s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has %d dims, at most %d", path, e->name,
+                          e->ndim, MT_MAX_DIMS);
             break;
         }
         e->n = 1;
@@ -95,8 +95,8 @@ static mt_status parse_header(const char *path, const char *json, size_t data_le
         const cJSON *ob = cJSON_GetArrayItem(offs, 0), *oe = cJSON_GetArrayItem(offs, 1);
         double b = cJSON_IsNumber(ob) ? ob->valuedouble : -1;
         double en = cJSON_IsNumber(oe) ? oe->valuedouble : -1;
-        if (b < 0 || en < b ||
-            en > (double)data_len || b != (double)(size_t)b || en != (double)(size_t)en) {
+        if (b < 0 || en < b || en > (double)data_len || b != (double)(size_t)b ||
+            en != (double)(size_t)en) {
             s = mt_errorf(err, MT_EFORMAT,
                           "%s: tensor '%s' has data_offsets outside the %zu-byte data section",
                           path, e->name, data_len);
@@ -263,8 +263,8 @@ static void header_members(header_buf *h, cJSON *o, bool first) {
 
 /* The JSON header, as cJSON prints the whole object, built one tensor entry at a time: the tree
    of a model with thousands of tensors (a few MiB) never exists at once. */
-static char *header_json(int n, const mt_st_item *items, int n_meta,
-                         const char *const *meta_keys, const char *const *meta_vals) {
+static char *header_json(int n, const mt_st_item *items, int n_meta, const char *const *meta_keys,
+                         const char *const *meta_vals) {
     header_buf h = {0};
     header_add(&h, "{", 1);
     if (n_meta > 0) {

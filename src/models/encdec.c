@@ -13,8 +13,13 @@
 /* ---- config ---------------------------------------------------------------------------------- */
 
 mt_encdec_config mt_encdec_config_default(void) {
-    mt_encdec_config c = {.stack = mt_stack_default(), .enc_layers = 4, .dec_layers = 4,
-                          .src_ctx = 32, .tgt_ctx = 32, .n_vocab = 128, .tied = true,
+    mt_encdec_config c = {.stack = mt_stack_default(),
+                          .enc_layers = 4,
+                          .dec_layers = 4,
+                          .src_ctx = 32,
+                          .tgt_ctx = 32,
+                          .n_vocab = 128,
+                          .tied = true,
                           .emb_std = MT_GPT2_STD};
     c.stack.n_layer = 1; /* unset: validate makes it enc_layers + dec_layers (at least 2) */
     return c;
@@ -24,8 +29,10 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     const struct {
         const char *key;
         int v, min;
-    } dims[] = {{"enc_layers", cfg->enc_layers, 1}, {"dec_layers", cfg->dec_layers, 1},
-                {"src_ctx", cfg->src_ctx, 1}, {"tgt_ctx", cfg->tgt_ctx, 2},
+    } dims[] = {{"enc_layers", cfg->enc_layers, 1},
+                {"dec_layers", cfg->dec_layers, 1},
+                {"src_ctx", cfg->src_ctx, 1},
+                {"tgt_ctx", cfg->tgt_ctx, 2},
                 {"n_vocab", cfg->n_vocab, MT_G2P_TOK_SPECIAL + 1}};
     for (int i = 0; i < 5; i++)
         if (dims[i].v < dims[i].min)
@@ -33,18 +40,22 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
                              dims[i].v, dims[i].min);
     if (cfg->enc_layers > MT_ENCDEC_MAX_LAYERS || cfg->dec_layers > MT_ENCDEC_MAX_LAYERS ||
         cfg->src_ctx > MT_ENCDEC_MAX_CTX || cfg->tgt_ctx > MT_ENCDEC_MAX_CTX)
-        return mt_errorf(err, MT_EINVAL, "config: enc_layers %d, dec_layers %d (at most %d), "
-                         "src_ctx %d, tgt_ctx %d (at most %d)", cfg->enc_layers, cfg->dec_layers,
-                         MT_ENCDEC_MAX_LAYERS, cfg->src_ctx, cfg->tgt_ctx, MT_ENCDEC_MAX_CTX);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: enc_layers %d, dec_layers %d (at most %d), "
+                         "src_ctx %d, tgt_ctx %d (at most %d)",
+                         cfg->enc_layers, cfg->dec_layers, MT_ENCDEC_MAX_LAYERS, cfg->src_ctx,
+                         cfg->tgt_ctx, MT_ENCDEC_MAX_CTX);
     int total = cfg->enc_layers + cfg->dec_layers;
     if (cfg->stack.n_layer != 1 && cfg->stack.n_layer != total)
-        return mt_errorf(err, MT_EINVAL, "config: n_layer = %d; an encoder-decoder counts its "
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_layer = %d; an encoder-decoder counts its "
                          "blocks with enc_layers (%d) and dec_layers (%d): give --enc-layers and "
-                         "--dec-layers, not --n-layer", cfg->stack.n_layer, cfg->enc_layers,
-                         cfg->dec_layers);
+                         "--dec-layers, not --n-layer",
+                         cfg->stack.n_layer, cfg->enc_layers, cfg->dec_layers);
     if (!(cfg->emb_std >= 0 && isfinite(cfg->emb_std)) || !(cfg->dec_deepnorm_alpha >= 0) ||
         !(cfg->dec_deepnorm_beta >= 0))
-        return mt_errorf(err, MT_EINVAL, "config: emb_std = %g, dec_deepnorm_alpha = %g, "
+        return mt_errorf(err, MT_EINVAL,
+                         "config: emb_std = %g, dec_deepnorm_alpha = %g, "
                          "dec_deepnorm_beta = %g: each must be a finite number >= 0",
                          cfg->emb_std, cfg->dec_deepnorm_alpha, cfg->dec_deepnorm_beta);
     cfg->stack.n_layer = total;
@@ -54,7 +65,8 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
     if (cfg->stack.n_kv_head != cfg->stack.n_head)
-        return mt_errorf(err, MT_EINVAL, "config: n_kv_head = %d: the encoder-decoder's "
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_kv_head = %d: the encoder-decoder's "
                          "attention has no grouped-query form; give n_kv_head = n_head = %d or 0",
                          cfg->stack.n_kv_head, cfg->stack.n_head);
     float a, b;
@@ -64,20 +76,23 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_encdec_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(enc_layers, INT, "enc_layers", "encoder blocks", .range = "1.."),
     F(dec_layers, INT, "dec_layers", "decoder blocks", .range = "1.."),
-    F(dec_deepnorm_alpha, FLOAT, "dec_deepnorm_alpha", "the decoder's DeepNorm skip scale; 0: "
-      "from the depths (--deepnorm-alpha: the encoder's)", .range = "0.."),
-    F(dec_deepnorm_beta, FLOAT, "dec_deepnorm_beta", "the decoder's DeepNorm init gain; 0: from "
-      "the depths (--deepnorm-beta: the encoder's)", .range = "0.."),
+    F(dec_deepnorm_alpha, FLOAT, "dec_deepnorm_alpha",
+      "the decoder's DeepNorm skip scale; 0: "
+      "from the depths (--deepnorm-alpha: the encoder's)",
+      .range = "0.."),
+    F(dec_deepnorm_beta, FLOAT, "dec_deepnorm_beta",
+      "the decoder's DeepNorm init gain; 0: from "
+      "the depths (--deepnorm-beta: the encoder's)",
+      .range = "0.."),
     F(src_ctx, INT, "src_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
     F(tgt_ctx, INT, "tgt_ctx", NULL, .flags = MT_FIELD_NO_FLAG),
     F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
-      .flag = "untie"),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
     F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
       .range = "0.."),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
@@ -252,7 +267,8 @@ static mt_status make_buckets(encdec_task *t, mt_err *err) {
     t->n_bucket = 0;
     t->bucket[0] = 0;
     for (int e = 1; e <= t->n_ex; e++)
-        if (e == t->n_ex || (e - t->bucket[t->n_bucket] >= t->B && key[e] >> 32 != key[e - 1] >> 32))
+        if (e == t->n_ex ||
+            (e - t->bucket[t->n_bucket] >= t->B && key[e] >> 32 != key[e - 1] >> 32))
             t->bucket[++t->n_bucket] = e;
     if (t->n_bucket > 1 && t->bucket[t->n_bucket] - t->bucket[t->n_bucket - 1] < t->B)
         t->bucket[--t->n_bucket] = t->n_ex;
@@ -324,17 +340,20 @@ static void task_free(mt_task *tp) {
 static void task_describe(const mt_task *tp, char *buf, size_t len) {
     const encdec_task *t = (const encdec_task *)tp;
     const mt_g2p_dict *d = &t->dict;
-    snprintf(buf, len, "%d words (%d pronunciations, %d letters, %d phones), train %d words (%d "
-             "examples), valid %d, test %d", d->n_words, d->n_prons, d->vocab.n_letters,
-             d->vocab.n_phones, t->n_part[MT_G2P_TRAIN], t->n_ex, t->n_part[MT_G2P_VALID], t->n_part[MT_G2P_TEST]);
+    snprintf(buf, len,
+             "%d words (%d pronunciations, %d letters, %d phones), train %d words (%d "
+             "examples), valid %d, test %d",
+             d->n_words, d->n_prons, d->vocab.n_letters, d->vocab.n_phones, t->n_part[MT_G2P_TRAIN],
+             t->n_ex, t->n_part[MT_G2P_VALID], t->n_part[MT_G2P_TEST]);
 }
 
 static char *task_warning(const mt_task *tp) {
     const mt_g2p_dict *d = &((const encdec_task *)tp)->dict;
     if (!d->n_skipped) return NULL;
     char *w = malloc(256);
-    if (w) snprintf(w, 256, "skipped %d line(s) that are no dictionary entry (line %s%s)\n",
-                    d->n_skipped, d->skipped, d->n_skipped > 5 ? ", ..." : "");
+    if (w)
+        snprintf(w, 256, "skipped %d line(s) that are no dictionary entry (line %s%s)\n",
+                 d->n_skipped, d->skipped, d->n_skipped > 5 ? ", ..." : "");
     return w;
 }
 
@@ -354,8 +373,8 @@ static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
     }
     double tokens = 0;
     for (int b = 0; b < t->B; b++) {
-        int e = t->drawn[b] = t->bucket[k] + (int)mt_rng_below(r, (uint32_t)(t->bucket[k + 1] -
-                                                                              t->bucket[k])),
+        int e = t->drawn[b] = t->bucket[k] +
+                              (int)mt_rng_below(r, (uint32_t)(t->bucket[k + 1] - t->bucket[k])),
             p = t->ex[2 * e + 1];
         tokens += t->dict.phone_start[p + 1] - t->dict.phone_start[p] + 1;
     }
@@ -391,11 +410,12 @@ static int eval_count(const mt_task *tp) {
 static int eval_draw(mt_task *tp, int i) {
     encdec_task *t = (encdec_task *)tp;
     t->eval_at = i * t->B;
-    return t->n_part[MT_G2P_VALID] - t->eval_at < t->B ? t->n_part[MT_G2P_VALID] - t->eval_at : t->B;
+    return t->n_part[MT_G2P_VALID] - t->eval_at < t->B ? t->n_part[MT_G2P_VALID] - t->eval_at
+                                                       : t->B;
 }
 
-void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words,
-                     int n, int beam, mt_g2p_tally t[2]) {
+void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words, int n,
+                     int beam, mt_g2p_tally t[2]) {
     size_t mark = mt_arena_mark(c);
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) wp[2 * i] = words[i], wp[2 * i + 1] = d->pron_start[words[i]];
@@ -406,8 +426,7 @@ void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const 
         for (int i = 0; i < n; i++)
             len[i] = mt_encdec_beam(c, m, r.src + (size_t)i * r.S, r.src_len[i], beam,
                                     out + (size_t)i * T);
-    else
-        mt_encdec_greedy(c, m, r.src, r.src_len, n, r.S, out, len);
+    else mt_encdec_greedy(c, m, r.src, r.src_len, n, r.S, out, len);
     for (int i = 0; i < n; i++) mt_g2p_tally_add(d, words[i], out + (size_t)i * T, len[i], t);
     mt_arena_release(c, mark);
 }
@@ -437,7 +456,8 @@ static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
     mt_encdec_tally(c, m, d, words, n, 1, tally);
     for (int s = 0; s < 2; s++) { /* METRICS: wer, per, then without stress */
         sums->metric[2 * s][0] += tally[s].wrong, sums->metric[2 * s][1] += tally[s].words;
-        sums->metric[2 * s + 1][0] += tally[s].edits, sums->metric[2 * s + 1][1] += tally[s].ref_len;
+        sums->metric[2 * s + 1][0] += tally[s].edits,
+            sums->metric[2 * s + 1][1] += tally[s].ref_len;
     }
     c->threads = threads;
 }
@@ -451,12 +471,18 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     mt_rng_seed(&r, seed);
     int *wp = mt_arena_alloc(c, 2 * (size_t)B * sizeof(int));
     for (int i = 0; i < B; i++) {
-        int w = t->split[t->n_part[MT_G2P_TRAIN] + (int)mt_rng_below(&r, (uint32_t)t->n_part[MT_G2P_VALID])];
+        int w = t->split[t->n_part[MT_G2P_TRAIN] +
+                         (int)mt_rng_below(&r, (uint32_t)t->n_part[MT_G2P_VALID])];
         wp[2 * i] = w, wp[2 * i + 1] = d->pron_start[w];
     }
     rows_ids ids = make_rows(c, d, wp, B);
-    return (mt_batch){.B = B, .src = ids.src, .src_len = ids.src_len, .S = ids.S,
-                      .ids = ids.tgt, .targets = ids.targets, .T = ids.T};
+    return (mt_batch){.B = B,
+                      .src = ids.src,
+                      .src_len = ids.src_len,
+                      .S = ids.S,
+                      .ids = ids.tgt,
+                      .targets = ids.targets,
+                      .T = ids.T};
 }
 
 /* F (tokens, C): the decoder's final hidden state (what the head reads) at the target positions
@@ -483,8 +509,8 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        float label_smoothing) {
-    return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids,
-                          b->targets, b->B, b->T, label_smoothing);
+    return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids, b->targets,
+                          b->B, b->T, label_smoothing);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -497,8 +523,10 @@ static mt_status config_validate(void *cfg, mt_err *err) {
 static void config_describe(const void *cfgp, char *buf, size_t len) {
     const mt_encdec_config *g = cfgp;
     const mt_stack_config *s = &g->stack;
-    snprintf(buf, len, "encdec, %d+%d layers, %d heads, n_embd %d, n_ff %d, norm %s, placement "
-             "%s, init %s", g->enc_layers, g->dec_layers, s->n_head, s->n_embd, s->n_ff,
+    snprintf(buf, len,
+             "encdec, %d+%d layers, %d heads, n_embd %d, n_ff %d, norm %s, placement "
+             "%s, init %s",
+             g->enc_layers, g->dec_layers, s->n_head, s->n_embd, s->n_ff,
              mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
              mt_enum_name(&MT_INIT_SCHEMES, s->init));
 }

@@ -150,7 +150,8 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
     int V = m->cfg.n_vocab, T = m->cfg.tgt_ctx, p0 = first_phone(m);
     int *srcs = mt_arena_alloc(c, (size_t)K * S * sizeof(int)),
         *lens = mt_arena_alloc(c, (size_t)K * sizeof(int));
-    for (int k = 0; k < K; k++) memcpy(srcs + (size_t)k * S, src, (size_t)S * sizeof(int)), lens[k] = S;
+    for (int k = 0; k < K; k++)
+        memcpy(srcs + (size_t)k * S, src, (size_t)S * sizeof(int)), lens[k] = S;
     dec_state st;
     dec_start(c, &st, m, srcs, lens, K, S);
     int nc = V - p0 + 1; /* candidates per row: eos and the phones */

@@ -5,10 +5,10 @@
 #include "models.h"
 
 struct mt_encdec_layout {
-    int tok_emb, enc_pos, dec_pos; /* (V, C), (src_ctx, C), (tgt_ctx, C) */
-    int lm_head;                   /* (V, C), -1 when tied to tok_emb */
+    int tok_emb, enc_pos, dec_pos;    /* (V, C), (src_ctx, C), (tgt_ctx, C) */
+    int lm_head;                      /* (V, C), -1 when tied to tok_emb */
     mt_stack_config enc_cfg, dec_cfg; /* the stack with each side's depth and DeepNorm row */
-    mt_stack enc, dec; /* bidirectional blocks; causal blocks with cross-attention */
+    mt_stack enc, dec;                /* bidirectional blocks; causal blocks with cross-attention */
 };
 
 /* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (the table pos_table), dropout when set. */

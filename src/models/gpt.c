@@ -25,9 +25,14 @@ const mt_enum MT_POS_KINDS = MT_ENUM("position encoding", POS_KINDS);
 const mt_enum MT_GPT_ARCHS = MT_ENUM("arch", ARCHS);
 
 mt_gpt_config mt_gpt_config_default(void) {
-    return (mt_gpt_config){.stack = mt_stack_default(), .n_ctx = 64, .n_vocab = 256,
-                           .tied = true, .emb_std = MT_GPT2_STD, .arch = MT_ARCH_GPT,
-                           .pos = MT_POS_LEARNED, .rope_theta = 10000.0f};
+    return (mt_gpt_config){.stack = mt_stack_default(),
+                           .n_ctx = 64,
+                           .n_vocab = 256,
+                           .tied = true,
+                           .emb_std = MT_GPT2_STD,
+                           .arch = MT_ARCH_GPT,
+                           .pos = MT_POS_LEARNED,
+                           .rope_theta = 10000.0f};
 }
 
 /* arch llama: each piece of the preset where the field still holds the GPT default (a flag
@@ -38,7 +43,7 @@ static void apply_arch(mt_gpt_config *cfg) {
     if (cfg->pos == MT_POS_LEARNED) cfg->pos = MT_POS_ROPE;
     if (s->act == MT_ACT_GELU) s->act = MT_ACT_SWIGLU;
     if (s->norm.kind == MT_NORM_LN) s->norm.kind = MT_NORM_RMS; /* rms_form llama by default */
-    s->bias = false; /* true is the GPT's default */
+    s->bias = false;                                            /* true is the GPT's default */
 }
 
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
@@ -54,18 +59,21 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
         return mt_errorf(err, MT_EINVAL, "config: arch %d or pos %d is not one of its values",
                          (int)cfg->arch, (int)cfg->pos);
     if (!(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
-        return mt_errorf(err, MT_EINVAL, "config: rope_theta = %g, must be a finite number > 0 "
-                         "(LLaMA's: 10000)", cfg->rope_theta);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: rope_theta = %g, must be a finite number > 0 "
+                         "(LLaMA's: 10000)",
+                         cfg->rope_theta);
     apply_arch(cfg);
-    mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0,
-                                     cfg->stack.n_layer, true, err);
+    mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer,
+                                     true, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
-        return mt_errorf(err, MT_EINVAL, "config: pos rope turns pairs of channels: the head size "
-                         "n_embd / n_head = %d / %d = %d must be even", cfg->stack.n_embd,
-                         cfg->stack.n_head, cfg->stack.n_embd / cfg->stack.n_head);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: pos rope turns pairs of channels: the head size "
+                         "n_embd / n_head = %d / %d = %d must be even",
+                         cfg->stack.n_embd, cfg->stack.n_head,
+                         cfg->stack.n_embd / cfg->stack.n_head);
     return st;
 }
-
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
@@ -90,13 +98,12 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_block_cfg block = mt_stack_block(&g->stack, true);
     L->pos_emb = -1;
     if (g->pos == MT_POS_LEARNED)
-        L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C},
-                                   MT_ROLE_EMBEDDING, MT_INIT_NORMAL, g->emb_std);
+        L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
+                                   MT_INIT_NORMAL, g->emb_std);
     else if ((st = mt_rope_init(&L->rope, g->n_ctx, C / g->stack.n_head, g->rope_theta, err)) !=
              MT_OK)
         return st;
-    else
-        block.rope = &L->rope;
+    else block.rope = &L->rope;
     if ((st = mt_stack_build_blocks(&L->stack, &g->stack, &block, P, "blocks", "final_norm",
                                     err)) != MT_OK)
         return st;
@@ -139,14 +146,13 @@ mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
-mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
-                          int T) {
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
     mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
     return mt_gpt_head(c, m, P, mt_stack_forward(c, &m->layout->stack, P, x, NULL));
 }
 
-mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
-                       const int *targets, int B, int T, float label_smoothing) {
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
+                       int B, int T, float label_smoothing) {
     return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, label_smoothing);
 }
 

@@ -80,16 +80,22 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
     if (d->KVH == 0) d->KVH = d->NH; /* 0: as many as the query heads */
     cJSON_Delete(cfg);
     if (at)
-        return mt_errorf(err, MT_EINVAL, "--format %s holds a Llama: pre-norm RMSNorm blocks "
+        return mt_errorf(err, MT_EINVAL,
+                         "--format %s holds a Llama: pre-norm RMSNorm blocks "
                          "without biases, RoPE, a SwiGLU FFN; this model has %s: train with "
-                         "--arch llama", fname, differ);
+                         "--arch llama",
+                         fname, differ);
     if (fmt == MT_EXPORT_LLAMA2C && d->eps != 1e-5f)
-        return mt_errorf(err, MT_EINVAL, "--format llama2c: run.c's RMSNorm has eps 1e-5 built "
+        return mt_errorf(err, MT_EINVAL,
+                         "--format llama2c: run.c's RMSNorm has eps 1e-5 built "
                          "in; this model has norm_eps = %g (retrain with --norm-eps 1e-5, or "
-                         "--format gguf, which stores eps)", d->eps);
+                         "--format gguf, which stores eps)",
+                         d->eps);
     if (fmt == MT_EXPORT_LLAMA2C && d->theta != 10000.0f)
-        return mt_errorf(err, MT_EINVAL, "--format llama2c: run.c's RoPE has theta 10000 built "
-                         "in; this model has rope_theta = %g (--format gguf stores it)", d->theta);
+        return mt_errorf(err, MT_EINVAL,
+                         "--format llama2c: run.c's RoPE has theta 10000 built "
+                         "in; this model has rope_theta = %g (--format gguf stores it)",
+                         d->theta);
     return MT_OK;
 }
 
@@ -102,7 +108,7 @@ static const float *param(const mt_gpt *m, const char *fmt, int layer, size_t n)
     return m->P.t[i].data;
 }
 
-/* ---- the tensors, in GGUF's names, and where they come from ----------------------------------- */
+/* ---- the tensors, in GGUF's names, and where they come from ---------------------------------- */
 
 typedef struct {
     char name[48];
@@ -115,8 +121,8 @@ typedef struct {
    (untied). Returns how many ((9 L + 3) at most). */
 static int list_tensors(const mt_gpt *m, const llama_dims *d, tensor *t) {
     int n = 0, C = d->C, F = d->F, KV = d->KVH * (d->C / d->NH);
-    t[n++] = (tensor){"token_embd.weight", param(m, "tok_emb.weight", 0, (size_t)d->V * C), 2,
-                      d->V, C};
+    t[n++] = (tensor){"token_embd.weight", param(m, "tok_emb.weight", 0, (size_t)d->V * C), 2, d->V,
+                      C};
     for (int l = 0; l < d->L; l++) {
         const struct {
             const char *gguf, *mt;
@@ -142,8 +148,8 @@ static int list_tensors(const mt_gpt *m, const llama_dims *d, tensor *t) {
     }
     t[n++] = (tensor){"output_norm.weight", param(m, "final_norm.weight", 0, C), 1, 1, C};
     if (!d->tied)
-        t[n++] = (tensor){"output.weight", param(m, "lm_head.weight", 0, (size_t)d->V * C), 2,
-                          d->V, C};
+        t[n++] = (tensor){"output.weight", param(m, "lm_head.weight", 0, (size_t)d->V * C), 2, d->V,
+                          C};
     return n;
 }
 
@@ -165,7 +171,9 @@ static void put_zeros(out *o, size_t n) {
 }
 
 /* The bytes of token id. */
-static const char *token(const mt_gpt *m, int id, int *len) { return mt_tok_decode(&m->tok, id, len); }
+static const char *token(const mt_gpt *m, int id, int *len) {
+    return mt_tok_decode(&m->tok, id, len);
+}
 
 /* ---- llama2.c --------------------------------------------------------------------------------
  * model.bin: 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, negative when
@@ -175,8 +183,8 @@ static const char *token(const mt_gpt *m, int id, int *len) { return mt_tok_deco
  * (T, HS / 2) run.c skips (written as zeros); wcls (V, C) when untied.
  * tokenizer.bin: int32 max_token_length, then per id: float32 score, int32 length, the bytes. */
 
-static mt_status write_llama2c(const llama_dims *d, const tensor *t, int nt,
-                               const char *path, mt_err *err) {
+static mt_status write_llama2c(const llama_dims *d, const tensor *t, int nt, const char *path,
+                               mt_err *err) {
     mt_atomic_file af;
     mt_status s = mt_atomic_open(&af, path, err);
     if (s != MT_OK) return s;
@@ -263,8 +271,7 @@ static void kv_array(out *o, const char *key, uint32_t type, size_t n) {
 static int gpt2_char(unsigned char b, char *u) {
     int cp;
     if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) cp = b;
-    else { /* the n-th byte that is not printable, n from 0 */
-        int n = 0;
+    else { /* the n-th byte that is not printable, n from 0 */ int n = 0;
         for (int x = 0; x < b; x++)
             n += !((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE);
         cp = 256 + n;
@@ -279,7 +286,8 @@ static int gpt2_char(unsigned char b, char *u) {
 }
 
 #define TOKEN_TEXT_MAX (2 * MT_TOK_MAX_BYTES)
-/* The GGUF text of token id into buf (TOKEN_TEXT_MAX bytes): gpt2: the GPT-2 stand-ins of its bytes; llama (char vocabularies): its UTF-8 with ' ' written
+/* The GGUF text of token id into buf (TOKEN_TEXT_MAX bytes): gpt2: the GPT-2 stand-ins of its
+   bytes; llama (char vocabularies): its UTF-8 with ' ' written
    as sentencepiece's U+2581. Returns the length. */
 static size_t token_text(const mt_gpt *m, int id, char *buf) {
     int len;
@@ -306,7 +314,7 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
     for (int id = 0; id < V; id++) put_f32(o, token_score(m, id));
     kv_array(o, "tokenizer.ggml.token_type", GGUF_I32, (size_t)V);
     for (int id = 0; id < V; id++) put_i32(o, 1); /* normal */
-    if (tk->kind != MT_TOK_CHAR) { /* "left right" of each merge, in rank order */
+    if (tk->kind != MT_TOK_CHAR) {                /* "left right" of each merge, in rank order */
         int n_merges = tk->kind == MT_TOK_BPE ? V - 256 : 0;
         kv_array(o, "tokenizer.ggml.merges", GGUF_STRING, (size_t)n_merges);
         for (int k = 0; k < n_merges; k++) {
@@ -350,8 +358,7 @@ static uint16_t half_of(float f) {
         if (E < -10) return (uint16_t)sign;
         uint32_t M = m | 0x800000, shift = (uint32_t)(14 - E);
         h = M >> shift, rem = M & ((1u << shift) - 1), tie = 1u << (shift - 1);
-    } else
-        h = ((uint32_t)E << 10) | (m >> 13), rem = m & 0x1fff, tie = 0x1000;
+    } else h = ((uint32_t)E << 10) | (m >> 13), rem = m & 0x1fff, tie = 0x1000;
     if (rem > tie || (rem == tie && (h & 1))) h++; /* a carry moves into the exponent */
     return (uint16_t)(sign | h);
 }
@@ -366,8 +373,8 @@ static void put_halves(out *o, const float *x, size_t n) {
     }
 }
 
-static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *t, int nt,
-                            bool f16, const char *path, mt_err *err) {
+static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *t, int nt, bool f16,
+                            const char *path, mt_err *err) {
     /* the key-values first, in memory: the header counts them */
     char *meta = NULL;
     size_t meta_len = 0;
@@ -422,7 +429,8 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
     llama_dims d;
     mt_export_format fmt = opts->format;
     if (opts->f16 && fmt != MT_EXPORT_GGUF)
-        return mt_errorf(err, MT_EINVAL, "--f16: llama2.c's version-0 model.bin holds float32 "
+        return mt_errorf(err, MT_EINVAL,
+                         "--f16: llama2.c's version-0 model.bin holds float32 "
                          "only; --format gguf can hold float16");
     mt_status s = read_dims(m, fmt, &d, err);
     if (s != MT_OK) return s;
@@ -432,8 +440,7 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
     if (fmt == MT_EXPORT_LLAMA2C) {
         s = write_llama2c(&d, t, nt, opts->path, err);
         if (s == MT_OK) s = write_llama2c_tokenizer(m, opts->tokenizer_path, err);
-    } else
-        s = write_gguf(m, &d, t, nt, opts->f16, opts->path, err);
+    } else s = write_gguf(m, &d, t, nt, opts->f16, opts->path, err);
     free(t);
     return s;
 }

@@ -10,19 +10,21 @@
 
 /* ---- config fields ------------------------------------------------------------------------- */
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
     F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
-    F(tied, BOOL, "tied", "a separate output head instead of the token embedding",
-      .flag = "untie"),
+    F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
     F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
       .range = "0.."),
-    F(arch, ENUM, "arch", "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
-      "the GPT's defaults", .of = &MT_GPT_ARCHS),
+    F(arch, ENUM, "arch",
+      "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
+      "the GPT's defaults",
+      .of = &MT_GPT_ARCHS),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
-    F(rope_theta, FLOAT, "rope_theta", "RoPE's base: pair i of a head turns by position x "
+    F(rope_theta, FLOAT, "rope_theta",
+      "RoPE's base: pair i of a head turns by position x "
       "theta^(-2i/head size)"),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
@@ -41,7 +43,7 @@ mt_status mt_gpt_build(mt_gpt *m, const mt_gpt_config *cfg, mt_err *err) {
 
 mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *)m : NULL; }
 
-/* ---- the model on a batch ---------------------------------------------------------------------- */
+/* ---- the model on a batch -------------------------------------------------------------------- */
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        float label_smoothing) {
@@ -68,12 +70,14 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
     const mt_stack_config *s = &g->stack;
     char kv[32] = "";
     if (s->n_kv_head != s->n_head) snprintf(kv, sizeof kv, " (%d key-value)", s->n_kv_head);
-    snprintf(buf, len, "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
-             "placement %s, init %s, pos %s, act %s%s", mt_enum_name(&MT_GPT_ARCHS, g->arch),
-             s->n_layer, s->n_head, kv, s->n_embd, s->n_ff, g->n_ctx,
-             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
-             mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
-             mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
+    snprintf(buf, len,
+             "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
+             "placement %s, init %s, pos %s, act %s%s",
+             mt_enum_name(&MT_GPT_ARCHS, g->arch), s->n_layer, s->n_head, kv, s->n_embd, s->n_ff,
+             g->n_ctx, mt_enum_name(&MT_NORMS, s->norm.kind),
+             mt_enum_name(&MT_PLACEMENTS, s->placement), mt_enum_name(&MT_INIT_SCHEMES, s->init),
+             mt_enum_name(&MT_POS_KINDS, g->pos), mt_enum_name(&MT_ACTS, s->act),
+             s->bias ? "" : ", no bias");
 }
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }

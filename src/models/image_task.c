@@ -12,13 +12,13 @@
 typedef struct {
     mt_task base;
     mt_images imgs;
-    int *order;        /* (n) image indices: the training split, then validation */
+    int *order; /* (n) image indices: the training split, then validation */
     int n_train, n_val;
     int B;
-    int *idx, *label;  /* (B) the drawn batch's images and labels */
-    float *images;     /* (rows, CH, H, W) this process's rows of it */
-    int lo;            /* the first of those rows */
-    int eval_at;       /* the first validation image of the evaluation batch drawn */
+    int *idx, *label; /* (B) the drawn batch's images and labels */
+    float *images;    /* (rows, CH, H, W) this process's rows of it */
+    int lo;           /* the first of those rows */
+    int eval_at;      /* the first validation image of the evaluation batch drawn */
 } image_task;
 
 static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
@@ -52,8 +52,8 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *er
         return mt_errorf(err, MT_EINVAL,
                          "--norm bn needs at least 2 values per channel in a step, and %d row(s) "
                          "of %d token(s) give %d: use --batch 2 or more (per MPI rank), a smaller "
-                         "--patch, or --pool cls", d->min_rows, mt_vit_tokens(cfg),
-                         d->min_rows * mt_vit_tokens(cfg));
+                         "--patch, or --pool cls",
+                         d->min_rows, mt_vit_tokens(cfg), d->min_rows * mt_vit_tokens(cfg));
     return MT_OK;
 }
 
@@ -71,8 +71,8 @@ static void task_free(mt_task *tp) {
 static void describe(const mt_task *tp, char *buf, size_t len) {
     const image_task *t = (const image_task *)tp;
     const mt_images *d = &t->imgs;
-    snprintf(buf, len, "%d images %dx%dx%d, %d classes, train %d, val %d%s", d->n, d->H, d->W,
-             d->C, d->n_classes, t->n_train, t->n_val, d->n_train < d->n ? " (its test part)" : "");
+    snprintf(buf, len, "%d images %dx%dx%d, %d classes, train %d, val %d%s", d->n, d->H, d->W, d->C,
+             d->n_classes, t->n_train, t->n_val, d->n_train < d->n ? " (its test part)" : "");
 }
 
 static char *warning(const mt_task *tp) {
@@ -102,7 +102,8 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task 
                             int n) {
     image_task *t = (image_task *)tp;
     size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
-    mt_batch b = {.B = n, .images = t->images + (size_t)(lo - t->lo) * pixels,
+    mt_batch b = {.B = n,
+                  .images = t->images + (size_t)(lo - t->lo) * pixels,
                   .labels = t->label + lo};
     return m->type->loss(c, m, P, &b, mt_config_stack(m->cfg)->label_smoothing);
 }

@@ -40,9 +40,7 @@ void mt_model_free(mt_model *m) {
     free(m);
 }
 
-char *mt_model_config_json(const mt_model *m) {
-    return mt_fields_to_json(m->type->fields, m->cfg);
-}
+char *mt_model_config_json(const mt_model *m) { return mt_fields_to_json(m->type->fields, m->cfg); }
 
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err) {

@@ -27,8 +27,8 @@ typedef struct {
     const mt_tokenizer *(*tokenizer)(const mt_model *m);
     /* The summed negative log-likelihood (nats) of tok (n >= 2 tokens) cut into windows of the
        context, the tokens predicted and the bytes they decode to; the products in precision. */
-    mt_status (*score)(const mt_model *m, const uint16_t *tok, size_t n, int precision,
-                       double *nll, long *count, long *bytes, mt_err *err);
+    mt_status (*score)(const mt_model *m, const uint16_t *tok, size_t n, int precision, double *nll,
+                       long *count, long *bytes, mt_err *err);
     /* A generation state (malloc'd: gen_close frees it), no_cache re-running the whole window
        each feed (the reference); gen_feed appends n >= 1 tokens and returns the next token's
        logits (vocabulary size), valid until the next feed. */
@@ -69,7 +69,7 @@ struct mt_model {
     mt_params *P; /* the parameter table */
 };
 
-/* ---- the rows a task hands a model ---------------------------------------------------------------
+/* ---- the rows a task hands a model --------------------------------------------------------------
  * A batch of B rows; each model reads the fields of its kind of input. */
 typedef struct {
     int B;
@@ -115,11 +115,11 @@ typedef struct {
 } mt_eval_sums;
 
 struct mt_task_type {
-    const char *name;   /* "text" */
-    const char *data;   /* what --data names: "a text or token file" */
-    bool data_file;     /* --data is a file (not a folder): text, which --prepare can tokenize */
-    const char *units;  /* what a row holds: "tokens", "images" */
-    const char *unit;   /* of throughput: "tok", "img" */
+    const char *name;  /* "text" */
+    const char *data;  /* what --data names: "a text or token file" */
+    bool data_file;    /* --data is a file (not a folder): text, which --prepare can tokenize */
+    const char *units; /* what a row holds: "tokens", "images" */
+    const char *unit;  /* of throughput: "tok", "img" */
     /* Units (tokens, images) in a row of the model config's: throughput. */
     int (*row_units)(const void *model_cfg);
 
@@ -140,8 +140,7 @@ struct mt_task_type {
     void (*draw_batch)(mt_task *t, mt_rng *r, int lo, int n);
     /* The mean loss over rows [lo, lo + n) of the drawn batch (a scalar), built in c on the
        parameters P (the model's or a replica's view of them). */
-    mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo,
-                            int n);
+    mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo, int n);
 
     /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws
        batch i (i = 0 first) and returns its rows; eval_rows: adds rows [lo, lo + n) of it to s. */
@@ -162,10 +161,10 @@ struct mt_task_type {
     mt_batch (*probe_rows)(mt_ctx *c, mt_task *t, uint64_t seed, int B);
 };
 
-/* ---- model types -------------------------------------------------------------------------------- */
+/* ---- model types ----------------------------------------------------------------------------- */
 struct mt_model_type {
-    const char *name;     /* "gpt": --model, the checkpoint's "model" */
-    const char *about;    /* a line for --help */
+    const char *name;         /* "gpt": --model, the checkpoint's "model" */
+    const char *about;        /* a line for --help */
     const mt_task_type *task; /* what it trains on */
     const char *meta_key; /* the checkpoint metadata of what reads inputs: "tokenizer", "images" */
 
@@ -225,7 +224,7 @@ mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_er
 mt_status mt_model_table(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err);
 /* mt_model_table, then the parameters allocated. */
 mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err);
-void mt_model_free(mt_model *m); /* NULL: nothing */
+void mt_model_free(mt_model *m);               /* NULL: nothing */
 char *mt_model_config_json(const mt_model *m); /* malloc'd */
 /* cfg (type->config_size bytes): the defaults, the keys json sets, validated. */
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,

@@ -11,7 +11,8 @@
 #include "model.h"
 
 /* ---- GPT ---------------------------------------------------------------------------------------
- * Token and learned position embeddings (or RoPE), n_layer causal blocks (any norm but bn and in, any
+ * Token and learned position embeddings (or RoPE), n_layer causal blocks (any norm but bn and in,
+ * any
  * placement; DeepNorm with the decoder-only constants), a head tied to the token embedding unless
  * untied. Trained on a text or token file, next-token cross-entropy.
  * Parameter names follow torch.nn (Linear weight [out, in]): tok_emb.weight (V, C),
@@ -36,10 +37,10 @@ typedef struct {
     mt_stack_config stack;
     int n_ctx, n_vocab;
     bool tied;
-    float emb_std;     /* the token and position embeddings' init: N(0, emb_std^2) */
+    float emb_std; /* the token and position embeddings' init: N(0, emb_std^2) */
     mt_gpt_arch arch;
-    mt_pos_kind pos;   /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
-    float rope_theta;  /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
+    mt_pos_kind pos;  /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
+    float rope_theta; /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */
@@ -63,12 +64,11 @@ mt_gpt *mt_gpt_of(mt_model *m);
 
 /* ids (B*T) -> logits (B, T, V), on the parameters P (the model's own, m->P, or a replica's view
    of them: mt_params_view) */
-mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
-                          int T);
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T);
 /* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with label_smoothing
    (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
-mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids,
-                       const int *targets, int B, int T, float label_smoothing);
+mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
+                       int B, int T, float label_smoothing);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
    the model's mean training loss (with the stack's label smoothing) on rows [lo, lo + n) with
@@ -101,11 +101,11 @@ mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, 
 typedef struct {
     mt_gpt *m;
     bool no_cache;
-    int len;       /* tokens in the window */
-    int *ids;      /* (n_ctx) the window */
+    int len;             /* tokens in the window */
+    int *ids;            /* (n_ctx) the window */
     mt_attn_cache cache; /* every block's keys and values of the window (1 row, n_ctx) */
-    float *logits; /* (V) the next token's logits after the last feed */
-    mt_ctx ctx;    /* the arena of one feed, no grad, eval mode */
+    float *logits;       /* (V) the next token's logits after the last feed */
+    mt_ctx ctx;          /* the arena of one feed, no grad, eval mode */
 } mt_kv_cache;
 
 mt_status mt_kv_init(mt_kv_cache *kv, mt_gpt *m, bool no_cache, mt_err *err);
@@ -199,7 +199,8 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
  * length), dec_layers blocks of causal self-attention, cross-attention on the encoder's output
  * (keys masked likewise) and FFN, a head tied to the token embedding unless untied. Every stack
  * option applies to both sides; the stack's n_layer is enc_layers + dec_layers (validate sets
- * it from its default 1, which no encoder-decoder has, and refuses another value). DeepNorm uses the encoder-decoder rows: the stack's
+ * it from its default 1, which no encoder-decoder has, and refuses another value). DeepNorm uses
+ * the encoder-decoder rows: the stack's
  * deepnorm_alpha and deepnorm_beta are the encoder's (0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16)),
  * dec_deepnorm_alpha and dec_deepnorm_beta the decoder's ((3M)^(1/4), (12M)^(-1/4)); beta is the
  * Xavier gain of v_proj, out_proj, fc1 and fc2 of every attention (self and cross) and FFN.
@@ -265,7 +266,7 @@ void mt_encdec_greedy(mt_ctx *c, const mt_encdec *m, const int *src, const int *
 int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, int *out);
 /* Decodes the dictionary's words (n, their indices; beam 1: greedy, in one batch) and adds them
    to the tallies (with and without stress). */
-void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words,
-                     int n, int beam, mt_g2p_tally t[2]);
+void mt_encdec_tally(mt_ctx *c, const mt_encdec *m, const mt_g2p_dict *d, const int *words, int n,
+                     int beam, mt_g2p_tally t[2]);
 
 #endif

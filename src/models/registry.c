@@ -17,8 +17,8 @@ mt_status mt_model_type_find(const char *name, const mt_model_type **type, mt_er
     for (int i = 0; mt_model_types[i]; i++) {
         if (strcmp(mt_model_types[i]->name, name) == 0) return *type = mt_model_types[i], MT_OK;
         size_t at = strlen(names);
-        snprintf(names + at, sizeof names - at, "%s%s (%s)", i ? ", " : "",
-                 mt_model_types[i]->name, mt_model_types[i]->about);
+        snprintf(names + at, sizeof names - at, "%s%s (%s)", i ? ", " : "", mt_model_types[i]->name,
+                 mt_model_types[i]->about);
     }
     return mt_errorf(err, MT_EINVAL, "unknown model '%s' (accepted: %s)", name, names);
 }

@@ -34,17 +34,21 @@ mt_stack_config mt_stack_default(void) {
                              .ff_multiple = 32};
 }
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_stack_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(n_layer, INT, "n_layer", "blocks (encdec: enc-layers + dec-layers, set from those)",
       .range = "1.."),
     F(n_head, INT, "n_head", "attention heads", .range = "1.."),
-    F(n_kv_head, INT, "n_kv_head", "key-value heads (grouped-query attention), divides n-head; "
-      "0: n-head", .range = "0.."),
+    F(n_kv_head, INT, "n_kv_head",
+      "key-value heads (grouped-query attention), divides n-head; "
+      "0: n-head",
+      .range = "0.."),
     F(n_embd, INT, "n_embd", "channels", .range = "1.."),
-    F(n_ff, INT, "n_ff", "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to "
-      "ff-multiple)", .range = "0.."),
+    F(n_ff, INT, "n_ff",
+      "FFN width; 0: 4 n-embd (swiglu: 8 n-embd / 3 rounded up to "
+      "ff-multiple)",
+      .range = "0.."),
     F(ff_multiple, INT, "ff_multiple", "swiglu: the default n-ff is a multiple of this",
       .range = "1.."),
     F(norm.kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
@@ -65,7 +69,8 @@ static const mt_field FIELDS[] = {
     F(bias, BOOL, "bias", "no biases in the linear layers", .flag = "no_bias"),
     F(act, ENUM, "act", "FFN activation", .of = &MT_ACTS),
     F(dropout, FLOAT, "dropout", "dropout probability"),
-    F(label_smoothing, FLOAT, "label_smoothing", "training loss: each target (1 - eps) one-hot "
+    F(label_smoothing, FLOAT, "label_smoothing",
+      "training loss: each target (1 - eps) one-hot "
       "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)"),
 };
 #undef F
@@ -87,7 +92,8 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "n_embd / n_head channels)",
                          s->n_head, s->n_embd);
     if (s->n_kv_head < 0 || (s->n_kv_head > 0 && s->n_head % s->n_kv_head))
-        return mt_errorf(err, MT_EINVAL, "config: n_kv_head = %d does not divide n_head = %d "
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_kv_head = %d does not divide n_head = %d "
                          "(each key-value head serves n_head / n_kv_head query heads; 0: n_head)",
                          s->n_kv_head, s->n_head);
     if (s->n_kv_head == 0) s->n_kv_head = s->n_head;
@@ -97,8 +103,10 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     const struct {
         const mt_enum *e;
         int v;
-    } enums[] = {{&MT_PLACEMENTS, (int)s->placement}, {&MT_INIT_SCHEMES, (int)s->init},
-                 {&MT_ACTS, (int)s->act}, {&MT_RMS_FORMS, (int)s->norm.rms_form}};
+    } enums[] = {{&MT_PLACEMENTS, (int)s->placement},
+                 {&MT_INIT_SCHEMES, (int)s->init},
+                 {&MT_ACTS, (int)s->act},
+                 {&MT_RMS_FORMS, (int)s->norm.rms_form}};
     for (int i = 0; i < 4; i++)
         if (enums[i].v < 0 || enums[i].v >= enums[i].e->n)
             return mt_errorf(err, MT_EINVAL, "config: %s %d is not one of its %d values",
@@ -106,36 +114,45 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (!(s->dropout >= 0 && s->dropout < 1))
         return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
     if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
-        return mt_errorf(err, MT_EINVAL, "config: label_smoothing = %g, must be in [0, 1) (0: "
-                         "none; 0.1 is usual)", s->label_smoothing);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: label_smoothing = %g, must be in [0, 1) (0: "
+                         "none; 0.1 is usual)",
+                         s->label_smoothing);
     if (!(s->deepnorm_alpha >= 0) || !(s->deepnorm_beta >= 0) || !(s->subln_gain >= 0))
-        return mt_errorf(err, MT_EINVAL, "config: deepnorm_alpha = %g, deepnorm_beta = %g, "
-                         "subln_gain = %g: expected 0 (from the depth) or more", s->deepnorm_alpha,
-                         s->deepnorm_beta, s->subln_gain);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: deepnorm_alpha = %g, deepnorm_beta = %g, "
+                         "subln_gain = %g: expected 0 (from the depth) or more",
+                         s->deepnorm_alpha, s->deepnorm_beta, s->subln_gain);
     mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
     if (s->ff_multiple < 1)
-        return mt_errorf(err, MT_EINVAL, "config: ff_multiple = %d, must be at least 1 (LLaMA: "
-                         "256; mt's default 32)", s->ff_multiple);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: ff_multiple = %d, must be at least 1 (LLaMA: "
+                         "256; mt's default 32)",
+                         s->ff_multiple);
     if (s->n_ff == 0 && s->n_embd > INT_MAX / 4)
-        return mt_errorf(err, MT_EINVAL, "config: n_embd = %d: 4 n_embd (the default n_ff) "
-                         "overflows an int; give n_ff", s->n_embd);
+        return mt_errorf(err, MT_EINVAL,
+                         "config: n_embd = %d: 4 n_embd (the default n_ff) "
+                         "overflows an int; give n_ff",
+                         s->n_embd);
     if (s->n_ff == 0 && s->act == MT_ACT_SWIGLU) { /* LLaMA: int(2 hidden / 3), rounded up */
         long long h = 2LL * 4 * s->n_embd / 3, m = s->ff_multiple;
         h = (h + m - 1) / m * m;
         if (h > INT_MAX)
-            return mt_errorf(err, MT_EINVAL, "config: the SwiGLU n_ff of n_embd = %d rounded up "
-                             "to ff_multiple = %d overflows an int; give n_ff", s->n_embd,
-                             s->ff_multiple);
+            return mt_errorf(err, MT_EINVAL,
+                             "config: the SwiGLU n_ff of n_embd = %d rounded up "
+                             "to ff_multiple = %d overflows an int; give n_ff",
+                             s->n_embd, s->ff_multiple);
         s->n_ff = (int)h;
     }
     if (s->n_ff == 0) s->n_ff = 4 * s->n_embd;
     mt_err inner;
     if (mt_placement_inner_norm(s->placement) &&
         mt_norm_validate(&s->norm, s->n_ff, causal, &inner) != MT_OK)
-        return mt_errorf(err, MT_EINVAL, "--placement %s also normalises the FFN's n_ff = %d "
-                         "channels: %s", mt_enum_name(&MT_PLACEMENTS, s->placement), s->n_ff,
-                         inner.msg);
+        return mt_errorf(err, MT_EINVAL,
+                         "--placement %s also normalises the FFN's n_ff = %d "
+                         "channels: %s",
+                         mt_enum_name(&MT_PLACEMENTS, s->placement), s->n_ff, inner.msg);
     s->norm.eps = mt_norm_eps(&s->norm);
     float a, b;
     mt_deepnorm_constants(arch, N, M, &a, &b);
@@ -175,11 +192,19 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     case MT_SCHEME_XAVIER:
         return (mt_block_init){.q = sq, .k = skv, .v = skv, .out = sq, .fc1 = sf, .fc2 = sf};
     case MT_SCHEME_DEEPNORM:
-        return (mt_block_init){.q = sq, .k = skv, .v = beta * skv, .out = beta * sq,
-                               .fc1 = beta * sf, .fc2 = beta * sf};
+        return (mt_block_init){.q = sq,
+                               .k = skv,
+                               .v = beta * skv,
+                               .out = beta * sq,
+                               .fc1 = beta * sf,
+                               .fc2 = beta * sf};
     case MT_SCHEME_SUBLN: /* Magneto's Xavier-normal with gain gamma */
-        return (mt_block_init){.q = sq, .k = skv, .v = gamma * skv, .out = gamma * sq,
-                               .fc1 = gamma * sf, .fc2 = gamma * sf};
+        return (mt_block_init){.q = sq,
+                               .k = skv,
+                               .v = gamma * skv,
+                               .out = gamma * sq,
+                               .fc1 = gamma * sf,
+                               .fc2 = gamma * sf};
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);

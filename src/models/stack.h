@@ -48,9 +48,11 @@ extern const mt_fields MT_STACK_FIELDS;
 
 /* Checks every field and resolves the derived ones, so that a validated config says exactly what
    the model computes: n_ff (0: 4 n_embd; with SwiGLU LLaMA's int(2 (4 n_embd) / 3) rounded up to
-   a multiple of ff_multiple, the same parameter count as the 4 n_embd of two matrices), the norm's eps (its default as a number), DeepNorm's
+   a multiple of ff_multiple, the same parameter count as the 4 n_embd of two matrices), the norm's
+   eps (its default as a number), DeepNorm's
    alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
-   decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO (deepnorm for the
+   decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO
+   (deepnorm for the
    deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right
    (bn and in are refused). With subln the norm must also fit the n_ff channels of the FFN's
    inner norm. */

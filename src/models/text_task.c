@@ -28,7 +28,8 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *model_cfg, mt_er
     t->T = cfg->n_ctx;
     t->eval_batches = d->eval_batches;
     t->seed = d->seed;
-    mt_text_cfg tc = {.kind = d->tokenizer, .vocab_size = d->vocab_size,
+    mt_text_cfg tc = {.kind = d->tokenizer,
+                      .vocab_size = d->vocab_size,
                       .val_fraction = d->val_fraction};
     mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;

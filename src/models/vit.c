@@ -10,11 +10,11 @@
 #include "vit_internal.h"
 
 struct mt_vit_layout {
-    int patch_w, patch_b;     /* (C, CH P P), (C) or -1 */
-    int cls_token;            /* (1, C), -1 with mean pooling */
-    int pos_emb;              /* (T, C) */
-    int head_w, head_b;       /* (K, C), (K) */
-    mt_stack stack;           /* bidirectional blocks, the final norm (pre, subln, peri) */
+    int patch_w, patch_b; /* (C, CH P P), (C) or -1 */
+    int cls_token;        /* (1, C), -1 with mean pooling */
+    int pos_emb;          /* (T, C) */
+    int head_w, head_b;   /* (K, C), (K) */
+    mt_stack stack;       /* bidirectional blocks, the final norm (pre, subln, peri) */
 };
 
 static const mt_enum_item POOLS[] = {
@@ -46,7 +46,9 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     const struct {
         const char *key;
         int v;
-    } dims[] = {{"image_h", cfg->image_h}, {"image_w", cfg->image_w}, {"patch", cfg->patch},
+    } dims[] = {{"image_h", cfg->image_h},
+                {"image_w", cfg->image_w},
+                {"patch", cfg->patch},
                 {"n_classes", cfg->n_classes}};
     for (int i = 0; i < 4; i++)
         if (dims[i].v < 1)
@@ -85,7 +87,6 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-
 /* ---- build ----------------------------------------------------------------------------------- */
 
 mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
@@ -99,8 +100,8 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
     const mt_vit_config *g = &m->cfg;
     const mt_stack_config *s = &g->stack;
     int C = s->n_embd, K = g->n_classes, D = g->channels * g->patch * g->patch;
-    m->meta = (mt_images){.H = g->image_h, .W = g->image_w, .C = g->channels,
-                          .n_classes = g->n_classes};
+    m->meta =
+        (mt_images){.H = g->image_h, .W = g->image_w, .C = g->channels, .n_classes = g->n_classes};
     mt_vit_layout *L = calloc(1, sizeof *L);
     if (!L) return mt_errorf(err, MT_ENOMEM, "out of memory for a model");
     m->layout = L;
@@ -109,8 +110,8 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
     /* the patch embedding and the head as the GPT's untied head */
     L->patch_w = mt_params_add(P, "patch_embed.weight", 2, (int[]){C, D}, MT_ROLE_MATRIX,
                                MT_INIT_NORMAL, mt_stack_other_std(s, C, D));
-    L->patch_b = s->bias ? mt_params_add(P, "patch_embed.bias", 1, &C, MT_ROLE_BIAS,
-                                         MT_INIT_ZEROS, 0.0f)
+    L->patch_b = s->bias ? mt_params_add(P, "patch_embed.bias", 1, &C, MT_ROLE_BIAS, MT_INIT_ZEROS,
+                                         0.0f)
                          : -1;
     L->cls_token = g->pool == MT_VIT_POOL_CLS
                        ? mt_params_add(P, "cls_token", 2, (int[]){1, C}, MT_ROLE_EMBEDDING,
@@ -182,8 +183,8 @@ mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float 
     }
     int *pos = mt_arena_alloc(c, (size_t)B * T * sizeof(int));
     for (int i = 0; i < B * T; i++) pos[i] = i % T;
-    x = mt_add(c, x, mt_reshape(c, mt_embedding(c, &P->t[L->pos_emb], pos, B * T), 3,
-                                (int[]){B, T, C}));
+    x = mt_add(c, x,
+               mt_reshape(c, mt_embedding(c, &P->t[L->pos_emb], pos, B * T), 3, (int[]){B, T, C}));
     if (g->stack.dropout > 0) x = mt_dropout(c, x, g->stack.dropout);
     x = mt_stack_final(c, &L->stack, P, mt_stack_forward(c, &L->stack, P, x, NULL));
     mt_tensor *pooled;

@@ -10,7 +10,7 @@
 
 /* ---- config fields ------------------------------------------------------------------------- */
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_vit_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(image_h, INT, "image_h", NULL, .flags = MT_FIELD_NO_FLAG),
@@ -36,7 +36,7 @@ mt_status mt_vit_build(mt_vit *m, const mt_vit_config *cfg, mt_err *err) {
 
 mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *)m : NULL; }
 
-/* ---- the model on a batch ---------------------------------------------------------------------- */
+/* ---- the model on a batch -------------------------------------------------------------------- */
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        float label_smoothing) {
@@ -53,11 +53,12 @@ static mt_status config_validate(void *cfg, mt_err *err) {
 static void config_describe(const void *cfgp, char *buf, size_t len) {
     const mt_vit_config *v = cfgp;
     const mt_stack_config *s = &v->stack;
-    snprintf(buf, len, "vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
-             "%d, norm %s, placement %s, init %s", v->patch, mt_vit_tokens(v),
-             mt_enum_name(&MT_VIT_POOLS, v->pool), s->n_layer, s->n_head, s->n_embd, s->n_ff,
-             mt_enum_name(&MT_NORMS, s->norm.kind), mt_enum_name(&MT_PLACEMENTS, s->placement),
-             mt_enum_name(&MT_INIT_SCHEMES, s->init));
+    snprintf(buf, len,
+             "vit, patch %d (%d tokens, pool %s), %d layers, %d heads, n_embd %d, n_ff "
+             "%d, norm %s, placement %s, init %s",
+             v->patch, mt_vit_tokens(v), mt_enum_name(&MT_VIT_POOLS, v->pool), s->n_layer,
+             s->n_head, s->n_embd, s->n_ff, mt_enum_name(&MT_NORMS, s->norm.kind),
+             mt_enum_name(&MT_PLACEMENTS, s->placement), mt_enum_name(&MT_INIT_SCHEMES, s->init));
 }
 
 static void type_free(mt_model *m) { mt_vit_free((mt_vit *)m); }
@@ -74,9 +75,11 @@ static mt_status meta_from_json(mt_model *mp, const char *json, mt_err *err) {
     if (s != MT_OK) return s;
     if (meta.H != g->image_h || meta.W != g->image_w || meta.C != g->channels ||
         meta.n_classes != g->n_classes) {
-        s = mt_errorf(err, MT_EFORMAT, "the model takes %dx%dx%d images into %d classes, the "
-                      "image metadata says %dx%dx%d and %d", g->image_h, g->image_w, g->channels,
-                      g->n_classes, meta.H, meta.W, meta.C, meta.n_classes);
+        s = mt_errorf(err, MT_EFORMAT,
+                      "the model takes %dx%dx%d images into %d classes, the "
+                      "image metadata says %dx%dx%d and %d",
+                      g->image_h, g->image_w, g->channels, g->n_classes, meta.H, meta.W, meta.C,
+                      meta.n_classes);
         mt_images_free(&meta);
         return s;
     }

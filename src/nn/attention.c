@@ -51,8 +51,16 @@ typedef struct {
 static attn_dims dims_of(const mt_node *n) {
     int T = n->i[1], HS = n->i[2] / n->i[3], KC = n->i[5];
     bool causal = n->i[4];
-    return (attn_dims){n->i[0], T, n->i[2], n->i[3], HS, causal, HS % MT_VW == 0 && T <= SMALL_T,
-                       (T + QB - 1) / QB * QB, KC, n->i[3] / (KC / HS)};
+    return (attn_dims){n->i[0],
+                       T,
+                       n->i[2],
+                       n->i[3],
+                       HS,
+                       causal,
+                       HS % MT_VW == 0 && T <= SMALL_T,
+                       (T + QB - 1) / QB * QB,
+                       KC,
+                       n->i[3] / (KC / HS)};
 }
 
 /* Work large enough to be worth the fork: about 2 B NH T^2 HS flops. */
@@ -95,8 +103,7 @@ static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, 
                 if (kind == SCORES) {
                     row[j] = masked ? -INFINITY : row[j];
                     a[j] = row[j] > a[j] ? row[j] : a[j];
-                } else
-                    row[j] = masked ? 0.0f : e[j - j0];
+                } else row[j] = masked ? 0.0f : e[j - j0];
             }
         }
     }
@@ -107,8 +114,8 @@ static void block_rows(int kind, float *St, int ld, const attn_dims *d, int q0, 
    mask applied and its maxima mx (block_rows' SCORES) turned into exp(S - m_t) in place, m and
    r = 1 / sum_s exp(S_ts - m_t) of the block's queries below T written; normalize: into the
    probabilities exp(S - m) r (else O's rows are scaled by r instead). */
-static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int kend,
-                          const float *mx, float *m, float *r, bool normalize) {
+static void softmax_block(float *St, int ld, const attn_dims *d, int q0, int kend, const float *mx,
+                          float *m, float *r, bool normalize) {
     int nq = d->T - q0 < QB ? d->T - q0 : QB;
     float sum[QB] = {0};
     for (int s = 0; s < kend; s++) {
@@ -154,10 +161,9 @@ static void ds_block(float *dSt, const float *Pt, int ld, int kend) {
    (past the head's end) stand in by row nr - 1 and give rows of D nobody reads; Bt row stride
    ldb. Vectors [0, j0) of each row are set to 0 instead (causal: keys those queries do not see);
    j0 is a constant once inlined and the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int ldd,
-                                                           float alpha, const float *A, int lda,
-                                                           int nr, const float *Bt, int ldb,
-                                                           int K) {
+static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int ldd, float alpha,
+                                                           const float *A, int lda, int nr,
+                                                           const float *Bt, int ldb, int K) {
     enum { NV = QB / MT_VW };
     const float *a[TR];
     mt_vf acc[TR][NV];
@@ -174,8 +180,7 @@ static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int
                 acc[r][j] = mt_vf_madd(b[j], a[r][i] - (mt_vf){0}, acc[r][j]);
     }
     for (int r = 0; r < TR; r++)
-        for (int j = 0; j < NV; j++)
-            MT_VSTORE(D + (size_t)r * ldd + j * MT_VW, alpha * acc[r][j]);
+        for (int j = 0; j < NV; j++) MT_VSTORE(D + (size_t)r * ldd + j * MT_VW, alpha * acc[r][j]);
 }
 
 /* D (nr, nv MT_VW) row stride ldd, nr <= TR, (+)= alpha_r sum_{k0 <= k < k1} A(r, k) B[k, :]:
@@ -183,9 +188,8 @@ static inline __attribute__((always_inline)) void tile_abt(int j0, float *D, int
    !accumulate; alpha_r = alpha, or rs[r] when rs. */
 static inline __attribute__((always_inline)) void tile_ab_(int nv, float *D, int ldd, int nr,
                                                            float alpha, const float *rs,
-                                                           bool accumulate,
-                                                           const float *A, int ar, int ak,
-                                                           const float *B, int ldb, int k0,
+                                                           bool accumulate, const float *A, int ar,
+                                                           int ak, const float *B, int ldb, int k0,
                                                            int k1) {
     mt_vf acc[TR][2];
     /* D's rows, read at the end: their cache misses overlap the products */
@@ -219,20 +223,17 @@ static void tile_ab(int nv, float *D, int ldd, int nr, float alpha, const float 
                     int k0, int k1) {
     if (nv == 2 && ar == 1)
         tile_ab_(2, D, ldd, nr, alpha, rs, accumulate, A, 1, ak, B, ldb, k0, k1);
-    else if (nv == 2)
-        tile_ab_(2, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
-    else if (ar == 1)
-        tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, 1, ak, B, ldb, k0, k1);
-    else
-        tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
+    else if (nv == 2) tile_ab_(2, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
+    else if (ar == 1) tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, 1, ak, B, ldb, k0, k1);
+    else tile_ab_(1, D, ldd, nr, alpha, rs, accumulate, A, ar, ak, B, ldb, k0, k1);
 }
 
 /* Rows [t0, t0 + TR) of a head's (T, HS) D (row stride ldd) (+)= alpha_r sum_{k0 <= k < k1}
    A(r, k) X[k, :], X the head's K, V, Q or dO (row stride ldx): tile_ab over the head's columns.
    The strides are C for q, dO and their gradients, KC for k, v and theirs. */
-static void head_rows(float *D, int ldd, const attn_dims *d, int t0, float alpha,
-                      const float *rs, bool accumulate, const float *A, int ar, int ak,
-                      const float *X, int ldx, int k0, int k1) {
+static void head_rows(float *D, int ldd, const attn_dims *d, int t0, float alpha, const float *rs,
+                      bool accumulate, const float *A, int ar, int ak, const float *X, int ldx,
+                      int k0, int k1) {
     int nr = d->T - t0 < TR ? d->T - t0 : TR;
     for (int c0 = 0; c0 < d->HS; c0 += 2 * MT_VW) {
         int nv = d->HS - c0 >= 2 * MT_VW ? 2 : 1;
@@ -270,8 +271,7 @@ static void score_block(float *St, int ld, const attn_dims *d, float scale, cons
         int nr = d->T - s0 < TR ? d->T - s0 : TR;
         if (d->causal && s0 >= q0 + MT_VW)
             tile_abt(1, D, ld, scale, A, d->KC, nr, Yt, d->Tp, d->HS);
-        else
-            tile_abt(0, D, ld, scale, A, d->KC, nr, Yt, d->Tp, d->HS);
+        else tile_abt(0, D, ld, scale, A, d->KC, nr, Yt, d->Tp, d->HS);
         if (mx) block_rows(SCORES, St, ld, d, q0, s0, s0 + TR < kend ? s0 + TR : kend, mx, NULL);
     }
 }
@@ -388,8 +388,8 @@ static void small_backward(const attn_dims *d, const float *q, const float *k, c
 
 /* St (kend, nq) row stride QB = scale X[0:kend] Y[q0:q0 + nq]^T, X (K or V, row stride KC) and
    Y (Q or dO, row stride C) the head's (T, HS). */
-static void score_gemm(float *St, const attn_dims *d, float scale, const float *X,
-                       const float *Y, int q0, int nq, int kend) {
+static void score_gemm(float *St, const attn_dims *d, float scale, const float *X, const float *Y,
+                       int q0, int nq, int kend) {
     mt_gemm_strided(false, true, kend, nq, d->HS, scale, X, d->KC, Y + (size_t)q0 * d->C, d->C,
                     0.0f, St, QB);
 }
@@ -443,8 +443,7 @@ static void large_backward(const attn_dims *d, const float *q, const float *k, c
 /* Scratch for each of `slots` threads, 64-byte aligned per thread: the small path's or the large
    path's n floats, zeroed for the large path (its last block leaves columns past T unwritten,
    and they must stay finite); the caller gives it back with mt_arena_release. */
-static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, int slots,
-                      size_t *per_thread) {
+static float *scratch(mt_ctx *c, const attn_dims *d, bool backward, int slots, size_t *per_thread) {
     size_t n = d->small ? small_scratch(d, backward) : (backward ? 2 : 1) * (size_t)d->Tp * QB;
     *per_thread = (n + 15) / 16 * 16;
     n = (size_t)slots * *per_thread;
@@ -534,8 +533,8 @@ static const mt_op OP_ATTENTION = {"attention", attention_forward, attention_bac
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal) {
     char sq[64], sk[64], sv[64];
-    MT_ASSERT(q->ndim == 3 && k->ndim == 3 && mt_same_shape(k, v) &&
-                  q->shape[0] == k->shape[0] && q->shape[1] == k->shape[1],
+    MT_ASSERT(q->ndim == 3 && k->ndim == 3 && mt_same_shape(k, v) && q->shape[0] == k->shape[0] &&
+                  q->shape[1] == k->shape[1],
               "attention: q %s (B, T, C), k %s and v %s (B, T, KC)", mt_shape_str(q, sq, 64),
               mt_shape_str(k, sk, 64), mt_shape_str(v, sv, 64));
     int B = q->shape[0], T = q->shape[1], C = q->shape[2], KC = k->shape[2];
@@ -544,7 +543,8 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     int HS = C / n_head;
     MT_ASSERT(KC % HS == 0 && n_head % (KC / HS) == 0,
               "attention: k and v of %d channels are not a whole number of heads of %d that "
-              "divides the %d query heads", KC, HS, n_head);
+              "divides the %d query heads",
+              KC, HS, n_head);
     mt_tensor *out = mt_tensor_like(c, q);
     mt_node *n = mt_node_new(c, &OP_ATTENTION, out, 3, (mt_tensor *[]){q, k, v});
     int args[] = {B, T, C, n_head, causal, KC};
@@ -554,8 +554,7 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     attn_dims d = dims_of(n);
     /* E only for a node that mt_node_run will record */
     bool recorded = c->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
-    if (d.small && recorded)
-        n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
+    if (d.small && recorded) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
     mt_node_run(c, n);
     return out;
 }
@@ -592,8 +591,8 @@ static int query_keys(const mask_dims *d, int L, int t) {
 
 /* S (Tq, L) row stride L = scale Q K[0:L]^T, masked entries -inf; with m and r given (backward),
    turned into P = exp(S - m) r (0 masked); else into P with m and r written. */
-static void probs(float *S, const mask_dims *d, int L, const float *q, const float *k,
-                  float *m, float *r, bool have_stats) {
+static void probs(float *S, const mask_dims *d, int L, const float *q, const float *k, float *m,
+                  float *r, bool have_stats) {
     mt_gemm_strided(false, true, d->Tq, L, d->HS, 1.0f / sqrtf((float)d->HS), q, d->C, k, d->KC,
                     0.0f, S, L);
     for (int t = 0; t < d->Tq; t++) {

@@ -103,8 +103,7 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     int KC = C / cfg->n_head * (cfg->n_kv_head ? cfg->n_kv_head : cfg->n_head);
     for (int i = 0; i < 4; i++) { /* k_proj and v_proj: (KC, C) */
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
-        add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w,
-                   proj[i].b);
+        add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w, proj[i].b);
     }
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
@@ -232,7 +231,7 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 #undef OPT
 }
 
-/* ---- the residual placement: the one place it is decided -------------------------------------- */
+/* ---- the residual placement: the one place it is decided ------------------------------------- */
 
 bool mt_placement_final_norm(mt_placement p) {
     return p == MT_PLACE_PRE || p == MT_PLACE_SUBLN || p == MT_PLACE_PERI;
@@ -247,9 +246,8 @@ static mt_tensor *sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     return cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y;
 }
 
-mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                       const mt_block_params *bp, mt_sub sub, mt_tensor *x, mt_sublayer f,
-                       void *arg) {
+mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
+                       mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg) {
     const mt_norm_cfg *n = &cfg->norm;
     const mt_norm_params *np = sub == MT_SUB_ATTN    ? &bp->attn_norm
                                : sub == MT_SUB_CROSS ? &bp->cross_norm
@@ -269,9 +267,9 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     case MT_PLACE_POST: /* N(x + F(x)) */
         return mt_norm_tokens(c, n, P, np, mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, x)));
     case MT_PLACE_DEEPNORM: /* N(alpha x + F(x)) */
-        return mt_norm_tokens(
-            c, n, P, np,
-            mt_add(c, mt_scale(c, x, cfg->alpha), sublayer(c, cfg, P, bp, f, arg, x)));
+        return mt_norm_tokens(c, n, P, np,
+                              mt_add(c, mt_scale(c, x, cfg->alpha),
+                                     sublayer(c, cfg, P, bp, f, arg, x)));
     }
     MT_ASSERT(0, "residual: unknown placement %d", (int)cfg->placement);
 }

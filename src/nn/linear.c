@@ -14,8 +14,10 @@
 static bool use_bf16(mt_ctx *c, const mt_tensor *w) {
     if (c->precision != MT_BF16) return false;
     char sw[64];
-    MT_ASSERT(w->bf16, "linear: weight %s has no bf16 copy in bf16 precision (a parameter of a "
-              "model whose parameters are not mt_params_enable_bf16'd?)", mt_shape_str(w, sw, 64));
+    MT_ASSERT(w->bf16,
+              "linear: weight %s has no bf16 copy in bf16 precision (a parameter of a "
+              "model whose parameters are not mt_params_enable_bf16'd?)",
+              mt_shape_str(w, sw, 64));
     return true;
 }
 
@@ -102,8 +104,9 @@ static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     char sx[64], sw[64];
     int K = mt_cols(x);
-    MT_ASSERT(w->ndim == 2 && w->shape[1] == K, "linear: input %s, weight %s: weight must be (O, %d)",
-              mt_shape_str(x, sx, 64), mt_shape_str(w, sw, 64), K);
+    MT_ASSERT(w->ndim == 2 && w->shape[1] == K,
+              "linear: input %s, weight %s: weight must be (O, %d)", mt_shape_str(x, sx, 64),
+              mt_shape_str(w, sw, 64), K);
     int O = w->shape[0];
     MT_ASSERT(!b || (b->ndim == 1 && b->shape[0] == O), "linear: bias %s for %d outputs",
               mt_shape_str(b, sx, 64), O);
@@ -163,17 +166,16 @@ static void ffn_forward(mt_node *n) {
     size_t mark = mt_arena_mark(c);
     float *a = keep ? mt_arena_floats(c, NF) : n->saved[0];
     float *g = !w3 ? NULL : keep ? mt_arena_floats(c, NF) : n->saved[1];
-    linear_kernel(a, x->data, n->p, w1->data, w1->bf16, n->in[2] ? n->in[2]->data : NULL, N, C,
-                  F);
+    linear_kernel(a, x->data, n->p, w1->data, w1->bf16, n->in[2] ? n->in[2]->data : NULL, N, C, F);
     if (w3)
-        linear_kernel(g, x->data, n->p, w3->data, w3->bf16, n->in[6] ? n->in[6]->data : NULL, N,
-                      C, F);
+        linear_kernel(g, x->data, n->p, w3->data, w3->bf16, n->in[6] ? n->in[6]->data : NULL, N, C,
+                      F);
     float *h = bf16 ? NULL : mt_arena_floats(c, NF);
     mt_bf16 *hb = keep ? saved_bf16(n, 2) : bf16 ? mt_arena_alloc(c, NF * sizeof *hb) : NULL;
     ffn_hidden(n, a, g, h, hb, keep, keep ? saved_bf16(n, 0) : NULL,
                keep && w3 ? saved_bf16(n, 1) : NULL);
-    linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N,
-                  F, C);
+    linear_kernel(n->out->data, h, hb, w2->data, w2->bf16, n->in[4] ? n->in[4]->data : NULL, N, F,
+                  C);
     mt_arena_release(c, mark);
 }
 
@@ -198,11 +200,11 @@ static void ffn_backward(mt_node *n) {
         linear_backward_kernel(c, dx, w3->grad, b3g, t, NULL, saved_bf16(n, 1), x->data, n->p,
                                w3->data, w3->bf16, N, C, F, true);
     else if (w3) /* dg = silu(a) dh in place over g */
-        linear_backward_kernel(c, dx, w3->grad, b3g, n->saved[1], t, NULL, x->data, n->p,
-                               w3->data, w3->bf16, N, C, F, true);
+        linear_backward_kernel(c, dx, w3->grad, b3g, n->saved[1], t, NULL, x->data, n->p, w3->data,
+                               w3->bf16, N, C, F, true);
     linear_backward_kernel(c, dx, w1->grad, n->in[2] ? n->in[2]->grad : NULL, t,
-                           keep ? NULL : n->saved[0], keep ? saved_bf16(n, 0) : NULL, x->data,
-                           n->p, w1->data, w1->bf16, N, C, F, true);
+                           keep ? NULL : n->saved[0], keep ? saved_bf16(n, 0) : NULL, x->data, n->p,
+                           w1->data, w1->bf16, N, C, F, true);
     mt_arena_release(c, mark);
 }
 

@@ -27,13 +27,13 @@ typedef enum { MT_RMS_LLAMA, MT_RMS_PAPER } mt_rms_form;
 
 typedef struct {
     mt_norm_kind kind;
-    float eps;            /* MT_NORM_EPS_DEFAULT: the kind's default (1e-5; 1e-8 for RMSNorm's
+    float eps;     /* MT_NORM_EPS_DEFAULT: the kind's default (1e-5; 1e-8 for RMSNorm's
                              paper form); any other negative value is an error */
-    float prms_p;         /* pRMSNorm: fraction of C the RMS is taken from, (0, 1] */
-    int gn_groups;        /* GroupNorm: G groups, G divides C */
+    float prms_p;  /* pRMSNorm: fraction of C the RMS is taken from, (0, 1] */
+    int gn_groups; /* GroupNorm: G groups, G divides C */
     mt_rms_form rms_form;
-    bool rms_bias;        /* RMSNorm paper form: a learned bias */
-    bool in_affine;       /* InstanceNorm: learned weight and bias (off by default, as in torch) */
+    bool rms_bias;  /* RMSNorm paper form: a learned bias */
+    bool in_affine; /* InstanceNorm: learned weight and bias (off by default, as in torch) */
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
@@ -57,8 +57,8 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
 /* Normalizes tokens x (B, T, C), channels last: per token for ln, rms, prms, scale and gn
    (groups of C/G channels); over B*T per channel for bn (batch statistics when c->training,
    running statistics otherwise, which training updates); over T per sample and channel for in. */
-mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
-                          const mt_norm_params *np, mt_tensor *x);
+mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P, const mt_norm_params *np,
+                          mt_tensor *x);
 /* The eps the kind uses when cfg->eps is MT_NORM_EPS_DEFAULT. */
 float mt_norm_eps(const mt_norm_cfg *cfg);
 
@@ -79,8 +79,8 @@ mt_tensor *mt_scalenorm(mt_ctx *c, mt_tensor *x, mt_tensor *g, float eps);
    batch statistics, and running_mean, running_var (C) (NULL: not tracked) are updated with
    momentum and the unbiased variance; otherwise the running statistics. */
 mt_tensor *mt_batchnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b,
-                        mt_tensor *running_mean, mt_tensor *running_var, float momentum,
-                        float eps, bool channels_last);
+                        mt_tensor *running_mean, mt_tensor *running_var, float momentum, float eps,
+                        bool channels_last);
 /* InstanceNorm: per sample and channel over the spatial dims (at least one). */
 mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, float eps,
                            bool channels_last);
@@ -88,7 +88,7 @@ mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, 
 mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
                         bool channels_last);
 
-/* ---- linear, embedding, attention, FFN, residual blocks ----------------------------------------- */
+/* ---- linear, embedding, attention, FFN, residual blocks -------------------------------------- */
 typedef enum {
     MT_PLACE_PRE,
     MT_PLACE_POST,
@@ -189,8 +189,8 @@ extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri
    N encoder layers, M decoder layers (a layer holds an attention and an FFN sublayer); the count
    an architecture does not have is ignored. */
 typedef enum {
-    MT_DEEPNORM_ENCODER_ONLY, /* alpha (2N)^(1/4),          beta (8N)^(-1/4) */
-    MT_DEEPNORM_DECODER_ONLY, /* alpha (2M)^(1/4),          beta (8M)^(-1/4) */
+    MT_DEEPNORM_ENCODER_ONLY,   /* alpha (2N)^(1/4),          beta (8N)^(-1/4) */
+    MT_DEEPNORM_DECODER_ONLY,   /* alpha (2M)^(1/4),          beta (8M)^(-1/4) */
     MT_DEEPNORM_ENCDEC_ENCODER, /* alpha 0.81 (N^4 M)^(1/16), beta 0.87 (N^4 M)^(-1/16) */
     MT_DEEPNORM_ENCDEC_DECODER, /* alpha (3M)^(1/4),          beta (12M)^(-1/4) */
 } mt_deepnorm_arch;
@@ -210,18 +210,19 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
 typedef struct {
-    int C, F, n_head;   /* channels, FFN width, heads (divides C) */
-    int n_kv_head;      /* the self-attention's key-value heads (divides n_head; 0: n_head):
+    int C, F, n_head; /* channels, FFN width, heads (divides C) */
+    int n_kv_head;    /* the self-attention's key-value heads (divides n_head; 0: n_head):
                            k_proj and v_proj (n_kv_head HS, C), head h reading h / (NH / NKV) */
-    bool bias;          /* biases on every projection */
-    bool causal;        /* attention masked to the past (decoders) */
-    bool cross;         /* a cross-attention sublayer between the two (encoder-decoder) */
+    bool bias;        /* biases on every projection */
+    bool causal;      /* attention masked to the past (decoders) */
+    bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_placement placement;
-    float alpha;        /* DeepNorm's skip scale */
+    float alpha; /* DeepNorm's skip scale */
     mt_act act;
-    float dropout;      /* on each sublayer's output; 0: none */
-    const mt_rope *rope; /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
+    float dropout; /* on each sublayer's output; 0: none */
+    const mt_rope
+        *rope; /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none. */
@@ -230,8 +231,14 @@ typedef struct {
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
-    ((mt_attn_params){.q_w = -1, .q_b = -1, .k_w = -1, .k_b = -1, .v_w = -1, .v_b = -1,            \
-                      .out_w = -1, .out_b = -1})
+    ((mt_attn_params){.q_w = -1,                                                                   \
+                      .q_b = -1,                                                                   \
+                      .k_w = -1,                                                                   \
+                      .k_b = -1,                                                                   \
+                      .v_w = -1,                                                                   \
+                      .v_b = -1,                                                                   \
+                      .out_w = -1,                                                                 \
+                      .out_b = -1})
 _Static_assert(sizeof(mt_attn_params) == 8 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
@@ -258,7 +265,8 @@ typedef struct {
 
 /* Adds <prefix>.attn_norm.*, <prefix>.attn.{q,k,v,out}_proj.{weight,bias}, (Sub-LN)
    <prefix>.attn.inner_norm.*, (Peri-LN) <prefix>.attn_out_norm.*, <prefix>.ffn_norm.*,
-   <prefix>.ffn.{fc1,fc2}.{weight,bias} (SwiGLU: fc3 too, fc1's init), (Sub-LN) <prefix>.ffn.inner_norm.*, (Peri-LN)
+   <prefix>.ffn.{fc1,fc2}.{weight,bias} (SwiGLU: fc3 too, fc1's init), (Sub-LN)
+   <prefix>.ffn.inner_norm.*, (Peri-LN)
    <prefix>.ffn_out_norm.*; with cfg->cross, after the self-attention's, <prefix>.cross_attn_norm.*,
    <prefix>.cross_attn.{q,k,v,out}_proj.* (the self-attention's init stds) and their Sub-LN or
    Peri-LN norms as the self-attention's; biases initialised to 0, norms as their kind. */
@@ -284,9 +292,8 @@ typedef mt_tensor *(*mt_sublayer)(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
                                   const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The placement, decided here only: x and the sublayer f (sublayer sub of the block: its norms)
    (see above). */
-mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                       const mt_block_params *bp, mt_sub sub, mt_tensor *x, mt_sublayer f,
-                       void *arg);
+mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
+                       mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg);
 bool mt_placement_final_norm(mt_placement p); /* pre, subln, peri: a final norm before the head */
 bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each sublayer */
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */

@@ -7,10 +7,10 @@
 #include "nn.h"
 
 static const mt_enum_item NORMS[] = {
-    [MT_NORM_LN] = {"ln", "LayerNorm"},         [MT_NORM_RMS] = {"rms", "RMSNorm"},
+    [MT_NORM_LN] = {"ln", "LayerNorm"},           [MT_NORM_RMS] = {"rms", "RMSNorm"},
     [MT_NORM_PRMS] = {"prms", "partial RMSNorm"}, [MT_NORM_BN] = {"bn", "BatchNorm"},
-    [MT_NORM_IN] = {"in", "InstanceNorm"},      [MT_NORM_GN] = {"gn", "GroupNorm"},
-    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},   [MT_NORM_NONE] = {"none", "identity"},
+    [MT_NORM_IN] = {"in", "InstanceNorm"},        [MT_NORM_GN] = {"gn", "GroupNorm"},
+    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},     [MT_NORM_NONE] = {"none", "identity"},
 };
 const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 
@@ -18,8 +18,12 @@ const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 #define BN_MOMENTUM 0.1f
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
-    return (mt_norm_cfg){.kind = kind, .eps = MT_NORM_EPS_DEFAULT, .prms_p = 0.0625f,
-                         .gn_groups = 32, .rms_form = MT_RMS_LLAMA, .rms_bias = false,
+    return (mt_norm_cfg){.kind = kind,
+                         .eps = MT_NORM_EPS_DEFAULT,
+                         .prms_p = 0.0625f,
+                         .gn_groups = 32,
+                         .rms_form = MT_RMS_LLAMA,
+                         .rms_bias = false,
                          .in_affine = false};
 }
 
@@ -89,8 +93,8 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
 
 static mt_tensor *param(mt_params *P, int i) { return i >= 0 ? &P->t[i] : NULL; }
 
-mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P,
-                          const mt_norm_params *np, mt_tensor *x) {
+mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P, const mt_norm_params *np,
+                          mt_tensor *x) {
     mt_tensor *w = param(P, np->weight), *b = param(P, np->bias);
     float eps = mt_norm_eps(cfg);
     switch (cfg->kind) {

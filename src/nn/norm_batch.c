@@ -24,9 +24,9 @@
 #include "nn.h"
 
 typedef struct {
-    int N, C, S, G;     /* samples, channels, spatial size, groups */
-    long sN, sC, sS;    /* strides */
-    bool batch;         /* BatchNorm: statistics over the whole batch */
+    int N, C, S, G;  /* samples, channels, spatial size, groups */
+    long sN, sC, sS; /* strides */
+    bool batch;      /* BatchNorm: statistics over the whole batch */
 } layout;
 
 /* Parts: fixed runs of samples, one per task, so partial sums merge in the same order whatever
@@ -119,8 +119,8 @@ static void chan_apply(float *y, const float *x, const float *mu, const float *a
 }
 
 /* d1[c] += sum_s dy,  d2[c] += sum_s dy (x - mu[c]) r[c], one sample. */
-static void chan_grad_sums(float *d1, float *d2, const float *x, const float *dy,
-                           const float *mu, const float *r, const layout *L) {
+static void chan_grad_sums(float *d1, float *d2, const float *x, const float *dy, const float *mu,
+                           const float *r, const layout *L) {
     int C = L->C, S = L->S;
     if (L->sC == 1) {
         for (int s = 0; s < S; s++) {
@@ -155,8 +155,7 @@ static void chan_dx(float *dx, const float *x, const float *dy, const float *mu,
             const float *xs = x + s * L->sS, *ds = dy + s * L->sS;
             float *dxs = dx + s * L->sS;
 #pragma omp simd
-            for (int c = 0; c < C; c++)
-                dxs[c] += al[c] * ds[c] + be[c] * (xs[c] - mu[c]) + ga[c];
+            for (int c = 0; c < C; c++) dxs[c] += al[c] * ds[c] + be[c] * (xs[c] - mu[c]) + ga[c];
         }
     } else {
         for (int c = 0; c < C; c++) {
@@ -196,7 +195,8 @@ static void block_stats(float *mean, float *m2, float *acc, float *m, const floa
     for (int g = 0; g < L->G; g++)
         for (int c = g * cpg; c < (g + 1) * cpg; c++) m[c] = x[g * cpg * L->sC], acc[c] = 0;
     for (int n = 0; n < nb; n++) chan_sums(acc, x + n * L->sN, m, false, L);
-    for (int g = 0; g < L->G; g++) mean[g] = m[g * cpg] + lane_sum(acc + g * cpg, cpg, 0.0f, 1) / cnt;
+    for (int g = 0; g < L->G; g++)
+        mean[g] = m[g * cpg] + lane_sum(acc + g * cpg, cpg, 0.0f, 1) / cnt;
     expand(m, mean, L->G, cpg);
     for (int c = 0; c < C; c++) acc[c] = 0;
     for (int n = 0; n < nb; n++) chan_sums(acc, x + n * L->sN, m, true, L);
@@ -209,8 +209,8 @@ static void block_stats(float *mean, float *m2, float *acc, float *m, const floa
  * scratch: (n_parts, 4, C). */
 static void batchnorm_like_forward_kernel(float *y, float *mean, float *rstd, const float *x,
                                           const float *w, const float *b, float *rm, float *rv,
-                                          bool training, float momentum, float eps,
-                                          float *scratch, const layout *L) {
+                                          bool training, float momentum, float eps, float *scratch,
+                                          const layout *L) {
     int C = L->C, G = L->G, cpg = C / G, P = n_parts(L), len = part_len(L);
     size_t total = (size_t)L->N * C * L->S;
     if (L->batch && training) { /* block statistics, merged in order in double */
@@ -359,8 +359,8 @@ static void batchnorm_like_forward(mt_node *n) {
     float *scratch = mt_arena_floats(n->ctx, (size_t)n_parts(&L) * 4 * L.C);
     batchnorm_like_forward_kernel(n->out->data, n->saved[0], n->saved[1], n->in[0]->data,
                                   data_or_null(n->in[1]), data_or_null(n->in[2]),
-                                  data_or_null(n->in[3]), data_or_null(n->in[4]), n->i[6],
-                                  n->f[1], n->f[0], scratch, &L);
+                                  data_or_null(n->in[3]), data_or_null(n->in[4]), n->i[6], n->f[1],
+                                  n->f[0], scratch, &L);
 }
 
 static void batchnorm_like_backward(mt_node *n) {
@@ -385,18 +385,18 @@ static mt_tensor *batchnorm_like(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_te
               mt_shape_str(x, sx, 64));
     int N = x->shape[0], C = channels_last ? x->shape[x->ndim - 1] : x->shape[1];
     int S = (int)(x->n / ((size_t)N * C));
-    if (batch && channels_last) N *= S, S = 1; /* BatchNorm does not tell samples from positions:
+    if (batch && channels_last)
+        N *= S, S = 1; /* BatchNorm does not tell samples from positions:
                                                   rows of C, split in parts of any size */
     if (G == 0) G = C;
     MT_ASSERT(G >= 1 && C % G == 0, "%s: %d groups do not divide %d channels", op->name, G, C);
     mt_tensor *ps[] = {w, b, rm, rv};
     for (int i = 0; i < 4; i++)
         MT_ASSERT(!ps[i] || (ps[i]->ndim == 1 && ps[i]->shape[0] == C),
-                  "%s: parameter %s for %d channels of x %s", op->name,
-                  mt_shape_str(ps[i], sw, 64), C, mt_shape_str(x, sx, 64));
+                  "%s: parameter %s for %d channels of x %s", op->name, mt_shape_str(ps[i], sw, 64),
+                  C, mt_shape_str(x, sx, 64));
     MT_ASSERT(eps >= 0, "%s: eps %g < 0", op->name, eps);
-    MT_ASSERT(!batch || training || (rm && rv), "%s: eval mode needs running statistics",
-              op->name);
+    MT_ASSERT(!batch || training || (rm && rv), "%s: eval mode needs running statistics", op->name);
     MT_ASSERT(!batch || !training || (size_t)N * S > 1,
               "%s: x %s has 1 value per channel; training needs more", op->name,
               mt_shape_str(x, sx, 64));
@@ -417,8 +417,8 @@ static mt_tensor *batchnorm_like(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_te
 }
 
 mt_tensor *mt_batchnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b,
-                        mt_tensor *running_mean, mt_tensor *running_var, float momentum,
-                        float eps, bool channels_last) {
+                        mt_tensor *running_mean, mt_tensor *running_var, float momentum, float eps,
+                        bool channels_last) {
     return batchnorm_like(c, &OP_BATCHNORM, x, w, b, running_mean, running_var, 0, true,
                           c->training || !running_mean, momentum, eps, channels_last);
 }

@@ -153,8 +153,8 @@ static inline void block_stats(row_block *b, int C, int k, row_mode mode, float 
 }
 
 /* Row r of a block, forward: y = (x - mu) s w + bias (bias NULL: none); sr = (mu, s, q). */
-static inline void row_forward(const row_block *b, int r, const float *w, const float *bias,
-                               int C, float *sr) {
+static inline void row_forward(const row_block *b, int r, const float *w, const float *bias, int C,
+                               float *sr) {
     const float *x = b->x[r], mu = b->mu[r], s = b->s[r];
     float *y = b->y[r];
     sr[0] = mu, sr[1] = s, sr[2] = b->q[r];
@@ -217,10 +217,9 @@ static inline void block_backward(const row_block *b, const float *w, float *scr
    NULL when not needed, accumulate; w (C) as in the forward; part (row_parts(N), 3, C) is
    scratch: the weight gradients' partial sums, and a row that takes dx when there is none (one
    loop computes all three). */
-static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part,
-                                    const float *dy, const float *x, const float *w,
-                                    bool wscalar, const float *st, int N, int C, int k,
-                                    bool center) {
+static void rownorm_backward_kernel(float *dx, float *dw, float *db, float *part, const float *dy,
+                                    const float *x, const float *w, bool wscalar, const float *st,
+                                    int N, int C, int k, bool center) {
     int P = row_parts(N), rows = (N + P - 1) / P, nb = block_rows(C);
     MT_PARALLEL_FOR((size_t)N * C >= MT_PAR_MIN, for (int p = 0; p < P; p++) {
         float *pw = part + (size_t)p * 3 * C, *pb = pw + C;
@@ -284,8 +283,8 @@ static mt_tensor *rownorm(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_tensor *w
     int C = mt_cols(x);
     bool wscalar = mode == ROW_SCALE;
     MT_ASSERT(!w || (w->ndim == 1 && w->shape[0] == (wscalar ? 1 : C)),
-              "%s: weight %s for rows of %d; expected (%d)", op->name, mt_shape_str(w, sw, 64),
-              C, wscalar ? 1 : C);
+              "%s: weight %s for rows of %d; expected (%d)", op->name, mt_shape_str(w, sw, 64), C,
+              wscalar ? 1 : C);
     MT_ASSERT(!b || (b->ndim == 1 && b->shape[0] == C), "%s: bias %s for x %s", op->name,
               mt_shape_str(b, sw, 64), mt_shape_str(x, sx, 64));
     MT_ASSERT(eps >= 0, "%s: eps %g < 0", op->name, eps);

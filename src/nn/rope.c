@@ -16,13 +16,15 @@
 mt_status mt_rope_init(mt_rope *r, int n_pos, int HS, float theta, mt_err *err) {
     r->cs = NULL;
     if (n_pos < 1 || HS < 2 || HS % 2 || !(theta > 0))
-        return mt_errorf(err, MT_EINVAL, "rope: head size %d must be even (at least 2), theta "
-                         "%g > 0 and %d positions at least 1", HS, theta, n_pos);
+        return mt_errorf(err, MT_EINVAL,
+                         "rope: head size %d must be even (at least 2), theta "
+                         "%g > 0 and %d positions at least 1",
+                         HS, theta, n_pos);
     r->n_pos = n_pos, r->HS = HS, r->theta = theta;
     size_t half = (size_t)HS / 2;
     r->cs = malloc((size_t)n_pos * half * 2 * sizeof *r->cs);
-    if (!r->cs) return mt_errorf(err, MT_ENOMEM, "out of memory for a RoPE table of %d positions",
-                                 n_pos);
+    if (!r->cs)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a RoPE table of %d positions", n_pos);
     for (size_t i = 0; i < half; i++) {
         double w = pow((double)theta, -2.0 * (double)i / HS);
         for (int p = 0; p < n_pos; p++) {
@@ -69,19 +71,19 @@ static void rope_forward(mt_node *n) {
 
 static void rope_backward(mt_node *n) {
     if (n->in[0]->grad)
-        rope_kernel(n->in[0]->grad, n->out->grad, n->p, n->i[0], n->i[1], n->i[2], n->i[3],
-                    n->i[4], -1.0f, true);
+        rope_kernel(n->in[0]->grad, n->out->grad, n->p, n->i[0], n->i[1], n->i[2], n->i[3], n->i[4],
+                    -1.0f, true);
 }
 
 static const mt_op OP_ROPE = {"rope", rope_forward, rope_backward};
 
 mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0) {
     char sx[64];
-    MT_ASSERT(x->ndim == 3 && x->shape[2] % r->HS == 0,
-              "rope: x %s must be (B, T, heads x %d)", mt_shape_str(x, sx, 64), r->HS);
+    MT_ASSERT(x->ndim == 3 && x->shape[2] % r->HS == 0, "rope: x %s must be (B, T, heads x %d)",
+              mt_shape_str(x, sx, 64), r->HS);
     int T = x->shape[1];
-    MT_ASSERT(pos0 >= 0 && pos0 + T <= r->n_pos, "rope: positions %d..%d, the table has %d",
-              pos0, pos0 + T - 1, r->n_pos);
+    MT_ASSERT(pos0 >= 0 && pos0 + T <= r->n_pos, "rope: positions %d..%d, the table has %d", pos0,
+              pos0 + T - 1, r->n_pos);
     mt_tensor *out = mt_tensor_like(c, x);
     mt_node *n = mt_node_new(c, &OP_ROPE, out, 1, (mt_tensor *[]){x});
     n->p = r->cs;

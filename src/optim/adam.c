@@ -11,7 +11,7 @@ typedef struct {
     float step_size;          /* lr / (1 - beta1^t) */
     float bc2_sqrt;           /* sqrt(1 - beta2^t) */
     float eps;
-    float l2, keep;           /* of the entries that decay: Adam wd, 1; AdamW 0, 1 - lr*wd */
+    float l2, keep; /* of the entries that decay: Adam wd, 1; AdamW 0, 1 - lr*wd */
 } adam_scalars;
 _Static_assert(sizeof(adam_scalars) <= MT_OPTIM_SCALARS, "adam_scalars");
 

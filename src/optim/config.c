@@ -51,13 +51,15 @@ const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
  * The numbers are doubles holding floats (MT_FIELD_FLOAT): a flag's value is the float it reads
  * as, as when the flags were floats, so runs keep their bits. */
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(kind, ENUM, "optim", "optimizer", .of = &MT_OPTIMS),
     F(sched.lr, FLOAT, "lr", "peak learning rate"),
-    F(sched.min_lr, FLOAT, "min_lr", "learning rate at the end of cosine and linear decays; -1: "
-      "lr / 10", .range = "-1.."),
+    F(sched.min_lr, FLOAT, "min_lr",
+      "learning rate at the end of cosine and linear decays; -1: "
+      "lr / 10",
+      .range = "-1.."),
     F(sched.warmup, INT, "warmup", "linear warmup steps; -1: steps / 10, at most 100",
       .range = "-1.."),
     F(sched.warmup_init_lr, FLOAT, "warmup_init_lr", "learning rate at step 0 of the warmup"),
@@ -125,11 +127,13 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
     if (c->nesterov && c->momentum == 0)
         return mt_errorf(err, MT_EINVAL, "--nesterov needs --momentum > 0 (it is 0)");
     if (s->warmup < 0 || s->steps < 0)
-        return mt_errorf(err, MT_EINVAL, "--warmup (%ld) and the number of steps (%ld) must be >= 0",
-                         s->warmup, s->steps);
+        return mt_errorf(err, MT_EINVAL,
+                         "--warmup (%ld) and the number of steps (%ld) must be >= 0", s->warmup,
+                         s->steps);
     if (s->kind == MT_SCHED_INVSQRT && s->warmup < 1)
         return mt_errorf(err, MT_EINVAL,
-                         "--schedule invsqrt needs --warmup >= 1: it decays as sqrt(warmup / step)");
+                         "--schedule invsqrt needs --warmup >= 1: it decays as sqrt(warmup / "
+                         "step)");
     if (decays && s->steps < 1)
         return mt_errorf(err, MT_EINVAL,
                          "--schedule %s needs the number of steps (>= 1) to decay over", sname);
@@ -139,8 +143,10 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
                          "would never decay; use a warmup <= steps",
                          s->warmup, s->steps, sname);
     if (decays && s->min_lr > s->lr)
-        return mt_errorf(err, MT_EINVAL, "--min-lr %g is larger than --lr %g: %s decays from lr "
-                         "down to min_lr", s->min_lr, s->lr, sname);
+        return mt_errorf(err, MT_EINVAL,
+                         "--min-lr %g is larger than --lr %g: %s decays from lr "
+                         "down to min_lr",
+                         s->min_lr, s->lr, sname);
     if (!decays && s->min_lr != 0)
         return mt_errorf(err, MT_EINVAL,
                          "--min-lr applies to --schedule cosine and linear only (this run uses %s)",

@@ -107,15 +107,14 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
     memset(o, 0, sizeof *o);
     MT_ASSERT(P->data, "optim: the parameters are not allocated");
     mt_status s = mt_optim_validate(c, err);
-    if (s == MT_OK && type->validate && type != mt_optim_types[c->kind])
-        s = type->validate(c, err);
+    if (s == MT_OK && type->validate && type != mt_optim_types[c->kind]) s = type->validate(c, err);
     if (s != MT_OK) return s;
     o->cfg = *c;
     o->type = type;
     o->total = P->total;
     o->n_slots = type->slots(c);
-    MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots",
-              type->name, o->n_slots);
+    MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots", type->name,
+              o->n_slots);
     apply_decay_scope(P, c->decay_scope);
     bool ok = plan_walk(o, P);
     for (int k = 0; k < o->n_slots && ok; k++) ok = (o->slot[k] = zeros(P->total)) != NULL;
@@ -237,7 +236,7 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
     } k;
     o->type->scalars(&o->cfg, o->t, lr, k.b);
     update_ctx u = {o, P, G, coef, keep ? GRADS_KEEP : GRADS_ZERO, k.b};
-    size_t W = o->piece_floats; /* a multiple of 16 */
+    size_t W = o->piece_floats;                                              /* a multiple of 16 */
     size_t T = W + o->whole_floats >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* one a thread */
     size_t TW = o->n_scratch && (size_t)o->n_scratch < T ? (size_t)o->n_scratch : T;
     MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {

@@ -99,12 +99,12 @@ typedef struct {
 
 typedef struct {
     mt_optim_kind kind;
-    double beta1, beta2, eps;  /* Adam, AdamW */
-    double weight_decay;       /* L2 for SGD and Adam, decoupled for AdamW */
-    double momentum;           /* SGD; 0: plain SGD */
-    bool nesterov;             /* SGD, needs momentum > 0 */
+    double beta1, beta2, eps; /* Adam, AdamW */
+    double weight_decay;      /* L2 for SGD and Adam, decoupled for AdamW */
+    double momentum;          /* SGD; 0: plain SGD */
+    bool nesterov;            /* SGD, needs momentum > 0 */
     mt_decay_scope decay_scope;
-    double clip;               /* max global gradient norm; 0: no clipping */
+    double clip; /* max global gradient norm; 0: no clipping */
     mt_schedule sched;
 } mt_optim_config;
 
@@ -136,22 +136,22 @@ double mt_optim_lr_at(const mt_schedule *s, long step);
 /* ---- the optimizer ------------------------------------------------------------------------- */
 
 enum {
-    MT_OPTIM_MAX_SLOTS = 4,  /* state arrays a kind may keep */
-    MT_OPTIM_SCALARS = 128,  /* bytes of a kind's per-update scalars */
+    MT_OPTIM_MAX_SLOTS = 4, /* state arrays a kind may keep */
+    MT_OPTIM_SCALARS = 128, /* bytes of a kind's per-update scalars */
 };
 
 /* What a step sees: one trainable entry of the parameter table, or a piece of it. */
 typedef struct {
-    const mt_param *e;  /* the entry: name, ndim, shape[], role, decay, offset, n */
-    size_t lo, n;       /* elements [lo, lo + n) of it: a piece, or 0 and e->n when whole */
-    float *p;           /* data + e->offset + lo */
-    const float *g;     /* the gradient there: the buffers' sum, clipped (mt_grads) */
+    const mt_param *e; /* the entry: name, ndim, shape[], role, decay, offset, n */
+    size_t lo, n;      /* elements [lo, lo + n) of it: a piece, or 0 and e->n when whole */
+    float *p;          /* data + e->offset + lo */
+    const float *g;    /* the gradient there: the buffers' sum, clipped (mt_grads) */
     float *s[MT_OPTIM_MAX_SLOTS]; /* each state slot there; NULL past the kind's slots */
-    float *scratch;     /* whole tensors: the kind's scratch(cfg, e) floats, else NULL */
+    float *scratch;               /* whole tensors: the kind's scratch(cfg, e) floats, else NULL */
 } mt_optim_tensor;
 
 typedef struct mt_optim_type {
-    const char *name;                          /* --optim's and the state file's "optim" */
+    const char *name;                           /* --optim's and the state file's "optim" */
     const char *slot_names[MT_OPTIM_MAX_SLOTS]; /* the state file's "<slot>.<param>" prefixes */
     /* how many of slot_names config c keeps (SGD without momentum: 0) */
     int (*slots)(const mt_optim_config *c);
@@ -178,8 +178,8 @@ int mt_optim_state_slots(const mt_optim_config *c);
 typedef struct {
     mt_optim_config cfg;
     const mt_optim_type *type;
-    long t;           /* updates taken; the next mt_optim_step is update t + 1 */
-    size_t total;     /* floats in P->data */
+    long t;       /* updates taken; the next mt_optim_step is update t + 1 */
+    size_t total; /* floats in P->data */
     int n_slots;
     float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->data */
     /* the walk, fixed at init: the indices of the entries stepped in pieces, then of those
@@ -189,7 +189,7 @@ typedef struct {
     size_t *at;
     int n_pieces, n_whole;
     size_t piece_floats, whole_floats;
-    float *scratch;    /* n_scratch parts of scratch_floats, one a thread */
+    float *scratch; /* n_scratch parts of scratch_floats, one a thread */
     size_t scratch_floats;
     int n_scratch;
 } mt_optim;

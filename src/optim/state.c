@@ -41,7 +41,9 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
             const mt_param *e = &P->p[i];
             if (e->role == MT_ROLE_BUFFER) continue;
             slot_name(o, k, e, names[n], sizeof names[n]);
-            items[n] = (mt_st_item){.name = names[n], .ndim = e->ndim, .shape = e->shape,
+            items[n] = (mt_st_item){.name = names[n],
+                                    .ndim = e->ndim,
+                                    .shape = e->shape,
                                     .data = o->slot[k] + e->offset};
             n++;
         }
@@ -55,8 +57,8 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
 }
 
 /* The file's metadata names o's kind and a step count, *t. */
-static mt_status check_meta(const mt_optim *o, const mt_safetensors *st, const char *path,
-                            long *t, mt_err *err) {
+static mt_status check_meta(const mt_optim *o, const mt_safetensors *st, const char *path, long *t,
+                            mt_err *err) {
     const char *kind = mt_st_meta(st, "optim"), *step = mt_st_meta(st, "step");
     char *end = NULL;
     *t = step ? strtol(step, &end, 10) : -1;

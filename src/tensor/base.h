@@ -45,7 +45,7 @@ typedef struct {
     const mt_enum_item *items;
 } mt_enum;
 #define MT_ENUM(what_, items_)                                                                     \
-    {.what = what_, .n = (int)(sizeof items_ / sizeof items_[0]), .items = items_}
+    { .what = what_, .n = (int)(sizeof items_ / sizeof items_[0]), .items = items_ }
 
 const char *mt_enum_name(const mt_enum *e, int v); /* "?" out of range */
 /* *v = the value named name; else MT_EINVAL "unknown <what> 'x' (accepted: a (help), b, ...)". */
@@ -99,8 +99,8 @@ typedef struct {
 
 void mt_rng_seed(mt_rng *r, uint64_t seed);
 uint64_t mt_rng_u64(mt_rng *r);
-float mt_rng_uniform(mt_rng *r); /* [0, 1) with 24 random bits */
-float mt_rng_normal(mt_rng *r);  /* N(0, 1), Box-Muller, no cached spare */
+float mt_rng_uniform(mt_rng *r);              /* [0, 1) with 24 random bits */
+float mt_rng_normal(mt_rng *r);               /* N(0, 1), Box-Muller, no cached spare */
 uint32_t mt_rng_below(mt_rng *r, uint32_t n); /* uniform integer in [0, n) */
 
 /* ---- memory and time ------------------------------------------------------------------------ */

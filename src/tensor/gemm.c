@@ -320,7 +320,8 @@ static void gemm_dnnl(bool ta, bool tb, int M, int N, int K, const void *A, cons
     DNNL_OK(dnnl_memory_set_data_handle(e->src, (void *)A));
     DNNL_OK(dnnl_memory_set_data_handle(e->wei, (void *)B));
     DNNL_OK(dnnl_memory_set_data_handle(e->dst, C));
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->wei},
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->src},
+                               {DNNL_ARG_WEIGHTS, e->wei},
                                {DNNL_ARG_DST, e->dst}};
     int n = 3;
     if (bias) {
@@ -361,7 +362,7 @@ const char *mt_gemm_impl(bool ta, bool tb, int M, int N, int K, bool bf16) {
 }
 #endif
 
-/* ---- the interface ---------------------------------------------------------------------------- */
+/* ---- the interface --------------------------------------------------------------------------- */
 
 static int forced = -1; /* mt_gemm_backend; -1: not yet read from MT_GEMM */
 
@@ -375,8 +376,9 @@ bool mt_gemm_has_onednn(void) {
 
 mt_status mt_gemm_set_backend(mt_gemm_backend b, mt_err *err) {
     if (b == MT_GEMM_ONEDNN && !mt_gemm_has_onednn())
-        return mt_errorf(err, MT_EINVAL, "GEMM backend onednn: mt was built without oneDNN "
-                                         "(install libdnnl-dev, then make clean && make)");
+        return mt_errorf(err, MT_EINVAL,
+                         "GEMM backend onednn: mt was built without oneDNN "
+                         "(install libdnnl-dev, then make clean && make)");
     forced = (int)b;
     return MT_OK;
 }
@@ -386,8 +388,9 @@ mt_status mt_gemm_backend_from_env(mt_err *err) {
     int b = MT_GEMM_AUTO;
     mt_err e = {0};
     mt_status s;
-    if (env && *env && ((s = mt_enum_parse(&MT_GEMM_BACKENDS, env, &b, &e)) != MT_OK ||
-                        (s = mt_gemm_set_backend((mt_gemm_backend)b, &e)) != MT_OK))
+    if (env && *env &&
+        ((s = mt_enum_parse(&MT_GEMM_BACKENDS, env, &b, &e)) != MT_OK ||
+         (s = mt_gemm_set_backend((mt_gemm_backend)b, &e)) != MT_OK))
         return mt_errorf(err, s, "environment variable MT_GEMM: %s", e.msg);
     forced = b;
     return MT_OK;
@@ -403,14 +406,16 @@ mt_gemm_backend mt_gemm_backend_forced(void) {
 
 mt_status mt_bf16_check(mt_err *err) {
     if (!mt_gemm_has_onednn())
-        return mt_errorf(err, MT_EINVAL, "precision bf16 needs oneDNN, and mt was built without "
-                                         "it (install libdnnl-dev, then make clean && make); "
-                                         "use --precision fp32");
+        return mt_errorf(err, MT_EINVAL,
+                         "precision bf16 needs oneDNN, and mt was built without "
+                         "it (install libdnnl-dev, then make clean && make); "
+                         "use --precision fp32");
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16"))
-        return mt_errorf(err, MT_EINVAL, "precision bf16 needs a CPU with AVX512_BF16 (Intel "
-                                         "Cooper Lake, Sapphire Rapids or later, AMD Zen 4 or "
-                                         "later), and this one has none; use --precision fp32");
+        return mt_errorf(err, MT_EINVAL,
+                         "precision bf16 needs a CPU with AVX512_BF16 (Intel "
+                         "Cooper Lake, Sapphire Rapids or later, AMD Zen 4 or "
+                         "later), and this one has none; use --precision fp32");
     return MT_OK;
 }
 

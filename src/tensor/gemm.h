@@ -23,7 +23,8 @@ void mt_gemm(bool ta, bool tb, int M, int N, int K, const float *A, const float 
 /* C = alpha op(A) op(B) + beta C on blocks of larger buffers, lda, ldb, ldc their row strides (the
    attention's heads, side by side in (B, T, C) buffers); fp32, OpenBLAS, no bias. A product of
    one row (M = 1, !ta) in either, as a token of generation has, runs mt's matrix-vector kernel
-   (gemm.c), split over C's entries across the pool when large: the same bits on any thread count. */
+   (gemm.c), split over C's entries across the pool when large: the same bits on any thread count.
+   */
 void mt_gemm_strided(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc);
 /* The same product on bf16 inputs, accumulated and written in fp32 (oneDNN only: mt_bf16_check

@@ -157,15 +157,15 @@ static inline float silu_fd(float x, float *d) {
     return x * s;
 }
 
-#define ACT_PARTS(NAME)                                                                           \
-    static inline float NAME##_f(float x) {                                                       \
-        float d;                                                                                  \
-        return NAME##_fd(x, &d);                                                                  \
-    }                                                                                             \
-    static inline float NAME##_df(float x) {                                                      \
-        float d;                                                                                  \
-        NAME##_fd(x, &d);                                                                         \
-        return d;                                                                                 \
+#define ACT_PARTS(NAME)                                                                            \
+    static inline float NAME##_f(float x) {                                                        \
+        float d;                                                                                   \
+        return NAME##_fd(x, &d);                                                                   \
+    }                                                                                              \
+    static inline float NAME##_df(float x) {                                                       \
+        float d;                                                                                   \
+        NAME##_fd(x, &d);                                                                          \
+        return d;                                                                                  \
     }
 ACT_PARTS(gelu)
 ACT_PARTS(gelu_erf)
@@ -237,10 +237,11 @@ mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x) {
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU, MT_ACT_RELU, x); }
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_SILU, MT_ACT_SILU, x); }
 
-/* ---- SwiGLU's gate: h = silu(a) g -------------------------------------------------------------- */
+/* ---- SwiGLU's gate: h = silu(a) g ------------------------------------------------------------ */
 
 void mt_swiglu_forward(float *h, const float *a, const float *g, size_t n) {
-    MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN, for (size_t i = 0; i < n; i++) h[i] = silu_f(a[i]) * g[i];);
+    MT_PARALLEL_FOR_SIMD(n >= MT_PAR_MIN,
+                         for (size_t i = 0; i < n; i++) h[i] = silu_f(a[i]) * g[i];);
 }
 
 void mt_swiglu_forward_grad(float *h, float *a, float *g, size_t n) {
@@ -262,14 +263,10 @@ void mt_swiglu_forward_grad(float *h, float *a, float *g, size_t n) {
 void mt_swiglu_backward(float *da, float *dg, const float *dh, const float *a, const float *g,
                         size_t n, bool acc) {
     MT_ASSERT(acc || (da && dg), "swiglu backward: set needs both gradients");
-    if (!acc)
-        SWIGLU_LOOP(da[i] = d * g[i] * ds, dg[i] = d * sa)
-    else if (da && dg)
-        SWIGLU_LOOP(da[i] += d * g[i] * ds, dg[i] += d * sa)
-    else if (da)
-        SWIGLU_LOOP(da[i] += d * g[i] * ds, (void)0)
-    else if (dg)
-        SWIGLU_LOOP((void)0, dg[i] += d * sa)
+    if (!acc) SWIGLU_LOOP(da[i] = d * g[i] * ds, dg[i] = d * sa)
+    else if (da && dg) SWIGLU_LOOP(da[i] += d * g[i] * ds, dg[i] += d * sa)
+    else if (da) SWIGLU_LOOP(da[i] += d * g[i] * ds, (void)0)
+    else if (dg) SWIGLU_LOOP((void)0, dg[i] += d * sa)
 }
 
 static void swiglu_forward(mt_node *n) {
@@ -277,8 +274,8 @@ static void swiglu_forward(mt_node *n) {
 }
 
 static void swiglu_backward(mt_node *n) {
-    mt_swiglu_backward(n->in[0]->grad, n->in[1]->grad, n->out->grad, n->in[0]->data,
-                       n->in[1]->data, n->out->n, true);
+    mt_swiglu_backward(n->in[0]->grad, n->in[1]->grad, n->out->grad, n->in[0]->data, n->in[1]->data,
+                       n->out->n, true);
 }
 
 static const mt_op OP_SWIGLU = {"swiglu", swiglu_forward, swiglu_backward};
@@ -328,8 +325,8 @@ static void dropout_forward(mt_node *n) {
 
 static void dropout_backward(mt_node *n) {
     if (n->in[0]->grad)
-        dropout_kernel(n->in[0]->grad, n->out->grad, n->out->n, *(uint64_t *)n->p, n->f[0],
-                       n->f[1], true);
+        dropout_kernel(n->in[0]->grad, n->out->grad, n->out->n, *(uint64_t *)n->p, n->f[0], n->f[1],
+                       true);
 }
 
 static const mt_op OP_DROPOUT = {"dropout", dropout_forward, dropout_backward};

@@ -42,8 +42,8 @@ static void params_bind(mt_params *P) {
     for (int i = 0; i < P->n; i++) {
         mt_param *e = &P->p[i];
         bool trained = e->role != MT_ROLE_BUFFER;
-        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL,
-                                 e->ndim, e->shape);
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL, e->ndim,
+                                 e->shape);
         P->t[i].bf16 = P->bf16 ? P->bf16 + e->offset : NULL;
     }
 }

@@ -14,7 +14,7 @@ enum { MT_PROFILE_OPS = 48 };
 struct mt_profile {
     struct {
         const mt_op *op;
-        double s[2];    /* seconds in [0] forward, [1] backward */
+        double s[2]; /* seconds in [0] forward, [1] backward */
         long calls[2];
     } row[MT_PROFILE_OPS];
     int n;

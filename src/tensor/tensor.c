@@ -142,10 +142,8 @@ mt_tensor *mt_tensor_from(mt_ctx *c, const float *src, int ndim, const int shape
 
 /* ---- tape ---------------------------------------------------------------------------------- */
 
-mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
-                     mt_tensor *const in[]) {
-    MT_ASSERT(n_in <= MT_NODE_MAX_IN, "%s: %d inputs, at most %d", op->name, n_in,
-              MT_NODE_MAX_IN);
+mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in, mt_tensor *const in[]) {
+    MT_ASSERT(n_in <= MT_NODE_MAX_IN, "%s: %d inputs, at most %d", op->name, n_in, MT_NODE_MAX_IN);
     mt_node *n = mt_arena_alloc(c, sizeof *n);
     memset(n, 0, sizeof *n);
     n->op = op;
@@ -243,8 +241,7 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
         /* The tape was written during the forward, long ago: the node after next and the tensors
            of the next one are asked for while this one runs (the next node came in this way) */
         mt_node *p = n->prev;
-        if (p && p->prev)
-            __builtin_prefetch(p->prev), __builtin_prefetch((char *)p->prev + 64);
+        if (p && p->prev) __builtin_prefetch(p->prev), __builtin_prefetch((char *)p->prev + 64);
         for (int i = 0; p && i < p->n_in; i++) __builtin_prefetch(p->in[i]);
         if (p) __builtin_prefetch(p->out);
         if (!n->out->grad) continue; /* nothing flows back through this node */
@@ -272,4 +269,3 @@ void mt_backward(mt_ctx *c, mt_tensor *loss) {
     const float one = 1.0f;
     mt_backward_from(c, loss, &one);
 }
-

@@ -22,14 +22,14 @@ typedef struct {
     size_t cap, used, peak;
 } mt_arena;
 
-/* ---- tensors ---------------------------------------------------------------------------------- */
+/* ---- tensors --------------------------------------------------------------------------------- */
 typedef struct mt_tensor {
-    float *data;        /* n floats, never owned */
-    float *grad;        /* n floats, or NULL: allocated (zeroed) by backward when first needed */
-    size_t n;           /* number of elements */
+    float *data; /* n floats, never owned */
+    float *grad; /* n floats, or NULL: allocated (zeroed) by backward when first needed */
+    size_t n;    /* number of elements */
     int ndim;
     int shape[MT_MAX_DIMS];
-    bool requires_grad; /* parameters, and every op output that depends on one */
+    bool requires_grad;  /* parameters, and every op output that depends on one */
     const mt_bf16 *bf16; /* parameters under bf16 precision: data rounded to bf16 (mt_params's
                             copy, refreshed after every update); else NULL */
 } mt_tensor;
@@ -134,11 +134,10 @@ mt_tensor *mt_tensor_like(mt_ctx *c, const mt_tensor *x);
 /* A leaf in the arena holding a copy of src (n floats). */
 mt_tensor *mt_tensor_from(mt_ctx *c, const float *src, int ndim, const int shape[]);
 
-/* ---- the tape ------------------------------------------------------------------------------------
+/* ---- the tape -----------------------------------------------------------------------------------
  * An op's builder checks shapes, allocates its output, fills a node and calls mt_node_run, which
  * runs the forward and records the node when grad is enabled and an input requires grad. */
-mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in,
-                     mt_tensor *const in[]);
+mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in, mt_tensor *const in[]);
 void mt_node_run(mt_ctx *c, mt_node *n);
 /* The grad of x, allocating it zeroed in the arena when absent (x must require grad). */
 float *mt_grad(mt_ctx *c, mt_tensor *x);

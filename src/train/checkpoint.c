@@ -36,8 +36,9 @@ static mt_status parse_state(const mt_safetensors *st, const char *path, mt_ckpt
     uint64_t *a = state->sampler.s, *b = state->dropout.s;
     char *end;
     if (!step || !rng || (state->step = strtol(step, &end, 10)) < 0 || *end ||
-        sscanf(rng, "%" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64
-                    " %" SCNx64 " %" SCNx64,
+        sscanf(rng,
+               "%" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64
+               " %" SCNx64,
                &a[0], &a[1], &a[2], &a[3], &b[0], &b[1], &b[2], &b[3]) != 8)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: the metadata 'step' and 'rng' of a training checkpoint are missing "
@@ -103,7 +104,8 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
     if (!config || !meta)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: not an mt checkpoint of a %s model (no 'config' and '%s' in "
-                         "__metadata__)", path, type->name, type->meta_key);
+                         "__metadata__)",
+                         path, type->name, type->meta_key);
     if (!(cfg = malloc(type->config_size)))
         return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     if ((s = mt_model_config_from_json(type, config, cfg, &e)) != MT_OK) {

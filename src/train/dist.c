@@ -63,13 +63,16 @@ bool mt_dist_thread_warning(char *buf, size_t len) {
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), per_node = mt_dist_local_size();
     if (mt_dist_size() == 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return false;
     if (mt_threads() == 1 && per_node < cores)
-        snprintf(buf, len, "each of the %d rank(s) on this machine runs 1 thread on %d cores; "
+        snprintf(buf, len,
+                 "each of the %d rank(s) on this machine runs 1 thread on %d cores; "
                  "mpirun binds a rank to one core unless given --bind-to none (or --map-by "
-                 "slot:PE=N) and -x OMP_NUM_THREADS=N", per_node, cores);
+                 "slot:PE=N) and -x OMP_NUM_THREADS=N",
+                 per_node, cores);
     else if (mt_threads() * per_node > cores)
-        snprintf(buf, len, "%d rank(s) x %d threads on %d cores: oversubscribed, set --threads "
-                 "or OMP_NUM_THREADS to %d", per_node, mt_threads(), cores,
-                 cores / per_node > 0 ? cores / per_node : 1);
+        snprintf(buf, len,
+                 "%d rank(s) x %d threads on %d cores: oversubscribed, set --threads "
+                 "or OMP_NUM_THREADS to %d",
+                 per_node, mt_threads(), cores, cores / per_node > 0 ? cores / per_node : 1);
     else return false;
     return true;
 }

@@ -42,10 +42,15 @@ static mt_status log_step(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, 
     for (int k = 0; k < mt_task_metric_count(tr->model->type->task); k++)
         extra[k] = p->eval ? tr->val_metrics[k] : NAN;
     p->metrics = extra;
-    mt_metrics_row row = {.step = p->step, .loss = p->st.loss, .val_loss = p->val,
-                          .lr = p->st.lr, .grad_norm = p->st.grad_norm, .ms = p->ms,
+    mt_metrics_row row = {.step = p->step,
+                          .loss = p->st.loss,
+                          .val_loss = p->val,
+                          .lr = p->st.lr,
+                          .grad_norm = p->st.grad_norm,
+                          .ms = p->ms,
                           .tok_per_s = p->units / (p->ms / 1e3),
-                          .elapsed_s = (rank0 ? m->elapsed0 : 0) + p->elapsed, .extra = extra};
+                          .elapsed_s = (rank0 ? m->elapsed0 : 0) + p->elapsed,
+                          .extra = extra};
     mt_status s = rank0 ? mt_metrics_write(m, &row, err) : MT_OK;
     if (s == MT_OK && lc->on_log) lc->on_log(tr, p, lc->arg);
     return s;
@@ -75,7 +80,9 @@ mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
     bool rank0 = mt_dist_rank() == 0, open;
     mt_metrics m;
     mt_status s = open_metrics(tr, &m, &open, err);
-    mt_progress p = {.steps = tr->cfg.steps, .first = tr->step, .t0 = mt_clock(),
+    mt_progress p = {.steps = tr->cfg.steps,
+                     .first = tr->step,
+                     .t0 = mt_clock(),
                      .units = (double)tr->cfg.batch *
                               tr->model->type->task->row_units(tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */

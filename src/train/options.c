@@ -9,51 +9,65 @@
 #include "../models/stack.h"
 #include "../tensor/gemm.h"
 
-static const mt_enum_item BAD_IMAGES[] = {[MT_BAD_IMAGES_SKIP] = {"skip", "and list them"},
-                                          [MT_BAD_IMAGES_REJECT] = {"reject", "stop"}};
+static const mt_enum_item BAD_IMAGES[] =
+    {[MT_BAD_IMAGES_SKIP] = {"skip", "and list them"}, [MT_BAD_IMAGES_REJECT] = {"reject", "stop"}};
 static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DATA[] = {
-    F(path, STR, "data", "training text (UTF-8 for char) or token file FILE.bin; images: an image "
+    F(path, STR, "data",
+      "training text (UTF-8 for char) or token file FILE.bin; images: an image "
       "folder (a subdirectory per class) or MNIST-format idx files"),
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS),
-    F(vocab_size, INT, "vocab_size", "bpe: the vocabulary learnt from the training part (the 256 "
-      "bytes and the merges)", .range = "257..65536"),
-    F(val_fraction, FLOAT, "val_fraction", "last part of the data held out for validation (text: "
+    F(vocab_size, INT, "vocab_size",
+      "bpe: the vocabulary learnt from the training part (the 256 "
+      "bytes and the merges)",
+      .range = "257..65536"),
+    F(val_fraction, FLOAT, "val_fraction",
+      "last part of the data held out for validation (text: "
       "of its bytes; images: a random part, unless the data has a test part)"),
     F(image_size, INT, "image_size", "images resized to N x N; 0: the data's size", .range = "0.."),
     F(channels, INT, "channels", "images: 1 gray, 3 RGB (2, 4 with alpha); 0: the data's",
       .range = "0..4"),
     F(resize, BOOL, "resize", "images: one of another size is bad instead of resized",
       .flag = "no_resize"),
-    F(bad_images, ENUM, "bad_images", "unreadable or mismatched images are skipped (and listed) "
-      "or stop the run", .of = &MT_BAD_IMAGES),
-    F(classes, STR, "classes", "images: class names, one per line (idx data; default: "
+    F(bad_images, ENUM, "bad_images",
+      "unreadable or mismatched images are skipped (and listed) "
+      "or stop the run",
+      .of = &MT_BAD_IMAGES),
+    F(classes, STR, "classes",
+      "images: class names, one per line (idx data; default: "
       "classes.txt beside it)"),
 };
 #undef F
 static const mt_fields DATA_FIELDS = MT_FIELDS_OF(DATA);
 
-#define F(member, TYPE, key, help, ...) \
-    MT_FIELD(mt_diag_cfg, member, TYPE, key, help, __VA_ARGS__)
+#define F(member, TYPE, key, help, ...) MT_FIELD(mt_diag_cfg, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DIAG[] = {
-    F(grad_every, INT, "diag_grad_every", "per-sublayer gradient norms every N steps from init to "
-      "diag_grad.csv; 0: off", .range = "0.."),
-    F(update_steps, INT, "diag_update_steps", "model update ||F(x,theta_t) - F(x,theta_0)|| for "
-      "steps 0..N to diag_update.csv; 0: off", .range = "0.."),
-    F(resid_every, INT, "diag_resid_every", "residual-stream norm entering each block every N "
-      "steps to diag_resid.csv; 0: off", .range = "0.."),
-    F(batch, INT, "diag_batch", "rows of the fixed held-out batch of the diagnostics; 0: min(4, "
-      "batch)", .range = "0.."),
+    F(grad_every, INT, "diag_grad_every",
+      "per-sublayer gradient norms every N steps from init to "
+      "diag_grad.csv; 0: off",
+      .range = "0.."),
+    F(update_steps, INT, "diag_update_steps",
+      "model update ||F(x,theta_t) - F(x,theta_0)|| for "
+      "steps 0..N to diag_update.csv; 0: off",
+      .range = "0.."),
+    F(resid_every, INT, "diag_resid_every",
+      "residual-stream norm entering each block every N "
+      "steps to diag_resid.csv; 0: off",
+      .range = "0.."),
+    F(batch, INT, "diag_batch",
+      "rows of the fixed held-out batch of the diagnostics; 0: min(4, "
+      "batch)",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
 
-#define F(member, TYPE, key, help, ...) \
+#define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_train_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field TRAIN[] = {
     F(model, STR, "model", "the model (listed below)"),
@@ -63,31 +77,47 @@ static const mt_field TRAIN[] = {
     F(out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
     F(config, STR, "config", "config file of key = value lines (flags override it)",
       .flags = MT_FIELD_CLI),
-    F(resume, BOOL, "resume", "continue the run in --out (its options, then the config, then "
-      "flags)", .flags = MT_FIELD_CLI),
+    F(resume, BOOL, "resume",
+      "continue the run in --out (its options, then the config, then "
+      "flags)",
+      .flags = MT_FIELD_CLI),
     F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
-    F(replicas, INT, "replicas", "threads that each run a slice of every batch (data parallel: no "
+    F(replicas, INT, "replicas",
+      "threads that each run a slice of every batch (data parallel: no "
       "fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI "
-      "ranks); 1: every op split across the threads", .range = "0..1024"),
-    F(precision, ENUM, "precision", "number format of the linear layers' matrix products (bf16: "
-      "docs/performance.md)", .of = &MT_PRECISIONS),
+      "ranks); 1: every op split across the threads",
+      .range = "0..1024"),
+    F(precision, ENUM, "precision",
+      "number format of the linear layers' matrix products (bf16: "
+      "docs/performance.md)",
+      .of = &MT_PRECISIONS),
     F(steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
     F(batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
     F(optim, TABLE, "optim", NULL, .of = &MT_OPTIM_FIELDS),
-    F(eval_every, INT, "eval_every", "validation every N steps (and at the end); 0: only at the "
-      "end", .range = "0.."),
-    F(eval_batches, INT, "eval_batches", "text: validation batches (the same ones each time); "
-      "encdec: at most this many batches of validation words", .range = "1.."),
-    F(save_every, INT, "save_every", "checkpoint every N steps (and at the end); 0: only at the "
-      "end", .range = "0.."),
+    F(eval_every, INT, "eval_every",
+      "validation every N steps (and at the end); 0: only at the "
+      "end",
+      .range = "0.."),
+    F(eval_batches, INT, "eval_batches",
+      "text: validation batches (the same ones each time); "
+      "encdec: at most this many batches of validation words",
+      .range = "1.."),
+    F(save_every, INT, "save_every",
+      "checkpoint every N steps (and at the end); 0: only at the "
+      "end",
+      .range = "0.."),
     F(log_every, INT, "log_every", "progress and a metrics row every N steps", .range = "1.."),
     F(diag, TABLE, "diag", NULL, .of = &DIAG_FIELDS),
-    F(profile, BOOL, "profile", "time per op of the training steps (forward, backward, share), "
-      "printed at the end", .flags = MT_FIELD_CLI),
+    F(profile, BOOL, "profile",
+      "time per op of the training steps (forward, backward, share), "
+      "printed at the end",
+      .flags = MT_FIELD_CLI),
     F(arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
-    F(bucket_kb, INT, "bucket_kb", "MPI: gradients are summed across ranks in buckets of this "
-      "many KiB, each sent once the backward pass has finished it", .range = "1.."),
+    F(bucket_kb, INT, "bucket_kb",
+      "MPI: gradients are summed across ranks in buckets of this "
+      "many KiB, each sent once the backward pass has finished it",
+      .range = "1.."),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
 #undef F
@@ -101,10 +131,21 @@ static mt_train_options defaults(void) {
     oc.beta1 = 0.9f, oc.beta2 = 0.99f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.clip = 1.0f;
     oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f, .min_lr = -1, .warmup = -1};
     mt_train_options o = {
-        .data = {.path = "data/tinyshakespeare.txt", .tokenizer = MT_TOK_BYTE, .vocab_size = 4096,
-                 .val_fraction = 0.1f, .resize = true, .bad_images = MT_BAD_IMAGES_SKIP},
-        .out = "out", .seed = 1337, .steps = 1000, .batch = 32, .optim = oc,
-        .eval_every = 200, .eval_batches = 20, .save_every = 500, .log_every = 10,
+        .data = {.path = "data/tinyshakespeare.txt",
+                 .tokenizer = MT_TOK_BYTE,
+                 .vocab_size = 4096,
+                 .val_fraction = 0.1f,
+                 .resize = true,
+                 .bad_images = MT_BAD_IMAGES_SKIP},
+        .out = "out",
+        .seed = 1337,
+        .steps = 1000,
+        .batch = 32,
+        .optim = oc,
+        .eval_every = 200,
+        .eval_batches = 20,
+        .save_every = 500,
+        .log_every = 10,
         .bucket_kb = (int)(MT_DIST_BUCKET_BYTES / 1024),
     };
     snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
@@ -214,12 +255,17 @@ static void resolve(mt_run_options *r) {
     const mt_data_options *d = &o->data;
     r->optim = o->optim;
     mt_optim_resolve(&r->optim, o->steps);
-    r->data = (mt_data_cfg){
-        .path = d->path, .tokenizer = (mt_tok_kind)d->tokenizer, .vocab_size = d->vocab_size,
-        .val_fraction = d->val_fraction, .eval_batches = o->eval_batches,
-        .images = {.H = d->image_size, .W = d->image_size, .C = d->channels, .resize = d->resize,
-                   .skip_bad = d->bad_images == MT_BAD_IMAGES_SKIP,
-                   .classes = d->classes[0] ? d->classes : NULL}};
+    r->data = (mt_data_cfg){.path = d->path,
+                            .tokenizer = (mt_tok_kind)d->tokenizer,
+                            .vocab_size = d->vocab_size,
+                            .val_fraction = d->val_fraction,
+                            .eval_batches = o->eval_batches,
+                            .images = {.H = d->image_size,
+                                       .W = d->image_size,
+                                       .C = d->channels,
+                                       .resize = d->resize,
+                                       .skip_bad = d->bad_images == MT_BAD_IMAGES_SKIP,
+                                       .classes = d->classes[0] ? d->classes : NULL}};
 }
 
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err) {
@@ -234,7 +280,8 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         r->model_cfg = malloc(r->type->config_size);
         MT_ASSERT(r->model_cfg, "train: out of memory");
         r->type->config_default(r->model_cfg);
-        mt_fieldset sets[] = {{&TRAIN_FIELDS, &r->o}, stack_of(r->type, r->model_cfg),
+        mt_fieldset sets[] = {{&TRAIN_FIELDS, &r->o},
+                              stack_of(r->type, r->model_cfg),
                               {r->type->fields, r->model_cfg}};
         s = apply_layers(&L, sets, 3, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
@@ -274,7 +321,8 @@ char *mt_run_options_help(void) {
     for (int i = 0; i < a.n_types; i++) {
         const mt_model_type *t = mt_model_types[i];
         MT_ASSERT(asprintf(&line, "\n--model %s: %s (--data: %s)\n", t->name, t->about,
-                           t->task->data) >= 0, "train: out of memory");
+                           t->task->data) >= 0,
+                  "train: out of memory");
         append(&out, &len, line);
         /* a flag listed above (the stack's, an earlier model's) is not listed again */
         append(&out, &len, mt_fieldset_help(a.sets + 2 + i, 1, a.sets + 1, 1 + i));
@@ -286,10 +334,18 @@ char *mt_run_options_help(void) {
 mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
     const mt_train_options *o = &r->o;
     return (mt_train_cfg){
-        .model = r->type, .model_cfg = r->model_cfg, .data = r->data,
-        .out = o->out, .seed = (uint64_t)o->seed, .steps = o->steps, .batch = o->batch,
-        .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20, .options = r->saved,
+        .model = r->type,
+        .model_cfg = r->model_cfg,
+        .data = r->data,
+        .out = o->out,
+        .seed = (uint64_t)o->seed,
+        .steps = o->steps,
+        .batch = o->batch,
+        .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20,
+        .options = r->saved,
         .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
-        .resume = o->resume, .replicas = o->replicas, .precision = o->precision,
+        .resume = o->resume,
+        .replicas = o->replicas,
+        .precision = o->precision,
     };
 }

@@ -66,7 +66,8 @@ double mt_replicas_backward(mt_replicas *R, mt_ctx *c, mt_params *P, int lo, int
     /* a replica a thread; with fewer threads than replicas a thread runs several in turn (they
        share nothing). The losses are summed in replica order: the same bits on every run. */
 #pragma omp parallel for num_threads(n) schedule(static, 1)
-    for (int r = 0; r < n; r++) R->loss[r] = replica_backward(R, c, P, r, n, lo, rows, B, loss, arg);
+    for (int r = 0; r < n; r++)
+        R->loss[r] = replica_backward(R, c, P, r, n, lo, rows, B, loss, arg);
     double sum = 0;
     for (int r = 0; r < n; r++) sum += R->loss[r];
     return sum;
@@ -100,4 +101,3 @@ void mt_replicas_free(mt_replicas *R) {
     free(R->loss);
     memset(R, 0, sizeof *R);
 }
-

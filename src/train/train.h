@@ -13,7 +13,7 @@
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
 
-/* ---- checkpoints ----------------------------------------------------------------------------------
+/* ---- checkpoints --------------------------------------------------------------------------------
  * <out>/model.safetensors: every entry of the model's parameter table by its name, and the
  * __metadata__ strings
  *   model      the model type's name (a file without it holds the first registered type)
@@ -66,13 +66,13 @@ void mt_dist_agree(mt_status *s, mt_err *err);
 typedef struct {
     mt_params *P;
     int n_buckets;
-    int *bucket;           /* (P->n) the bucket of each entry */
-    const mt_node **last;  /* (P->n) the node whose backward finishes entry i this step */
-    size_t *lo, *hi;       /* (n_buckets) the bucket's range of P->grad, in floats */
-    int *pending;          /* (n_buckets) its entries not final yet */
-    bool *started;         /* (n_buckets) */
-    void *req;             /* (n_buckets) MPI requests */
-    double comm_s;         /* seconds spent in MPI calls by this rank (starting, testing, waiting) */
+    int *bucket;          /* (P->n) the bucket of each entry */
+    const mt_node **last; /* (P->n) the node whose backward finishes entry i this step */
+    size_t *lo, *hi;      /* (n_buckets) the bucket's range of P->grad, in floats */
+    int *pending;         /* (n_buckets) its entries not final yet */
+    bool *started;        /* (n_buckets) */
+    void *req;            /* (n_buckets) MPI requests */
+    double comm_s;        /* seconds spent in MPI calls by this rank (starting, testing, waiting) */
 } mt_dist_grads;
 
 /* Buckets of about bucket_floats gradients. */
@@ -155,16 +155,16 @@ typedef struct {
     mt_optim opt;
     mt_ctx ctx;
     mt_sampler sampler;
-    long step;     /* steps taken */
-    mt_params *P;  /* the parameters of the model trained */
-    double val_accuracy; /* of the last mt_trainer_eval, for a type with accuracy */
+    long step;                           /* steps taken */
+    mt_params *P;                        /* the parameters of the model trained */
+    double val_accuracy;                 /* of the last mt_trainer_eval, for a type with accuracy */
     double val_metrics[MT_EVAL_METRICS]; /* of the last mt_trainer_eval: the type's metrics */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
     mt_replicas replicas;
-    int slice_rows;  /* the most rows one context computes at once: a replica's slice */
-    bool keep_grad;  /* set by a caller that reads P->grad after a step (the diagnostics) */
-    bool grad_held;  /* P->grad holds the last step's gradient: the next step zeroes it first */
+    int slice_rows; /* the most rows one context computes at once: a replica's slice */
+    bool keep_grad; /* set by a caller that reads P->grad after a step (the diagnostics) */
+    bool grad_held; /* P->grad holds the last step's gradient: the next step zeroes it first */
 } mt_trainer;
 
 /* Checks the paths (--data a readable file, --out a writable directory that holds no run with
@@ -203,7 +203,6 @@ double mt_trainer_eval(mt_trainer *tr);
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
 void mt_trainer_free(mt_trainer *tr);
 
-
 /* ---- the loop -------------------------------------------------------------------------------- */
 /* Where a run is, for the program's progress line: after each logged step. */
 typedef struct {
@@ -218,9 +217,9 @@ typedef struct {
 } mt_progress;
 
 typedef struct {
-    int eval_every; /* validation every N steps and at the end; 0: only at the end */
-    int save_every; /* checkpoint every N steps and at the end; 0: only at the end */
-    int log_every;  /* a metrics row (and on_log) every N steps, and at each evaluation */
+    int eval_every;      /* validation every N steps and at the end; 0: only at the end */
+    int save_every;      /* checkpoint every N steps and at the end; 0: only at the end */
+    int log_every;       /* a metrics row (and on_log) every N steps, and at each evaluation */
     mt_profile *profile; /* NULL, or where the training steps' ops are timed (not evaluations) */
     /* After each step that updated (the diagnostics): a failure stops the run with it. */
     mt_status (*after_step)(mt_trainer *tr, const mt_step_stats *st, void *arg, mt_err *err);

@@ -83,11 +83,13 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
     if (cfg->replicas > 1 && has_buffers(P))
         return mt_errorf(err, MT_EINVAL,
                          "--replicas %d: the model keeps running statistics (BatchNorm), which "
-                         "replicas would all write: expected 0 or 1", cfg->replicas);
+                         "replicas would all write: expected 0 or 1",
+                         cfg->replicas);
     if (cfg->replicas > 1 && mt_dist_size() > 1)
         return mt_errorf(err, MT_EINVAL,
                          "--replicas %d: MPI runs %d ranks: expected 0 or 1 (one thread of "
-                         "replicas per rank is not supported)", cfg->replicas, mt_dist_size());
+                         "replicas per rank is not supported)",
+                         cfg->replicas, mt_dist_size());
     return MT_OK;
 }
 
@@ -96,7 +98,7 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    int slots = mt_optim_state_slots(oc); /* floats of state per parameter float */
+    int slots = mt_optim_state_slots(oc);    /* floats of state per parameter float */
     slots += replica_count(&tr->cfg, P) - 1; /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
@@ -147,8 +149,9 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     mt_dist_slice(cfg->batch, &lo, &n);
     mt_ctx c;
     float *saved = malloc(tr->P->total * sizeof *saved);
-    mt_status s = saved ? mt_ctx_init(&c, mt_model_arena_bytes(type, tr->model->cfg,
-                                                               local_rows(cfg->batch), true),
+    mt_status s = saved ? mt_ctx_init(&c,
+                                      mt_model_arena_bytes(type, tr->model->cfg,
+                                                           local_rows(cfg->batch), true),
                                       0, err)
                         : mt_errorf(err, MT_ENOMEM, "out of memory");
     if (s != MT_OK) {
@@ -161,7 +164,7 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     mt_rng r = tr->sampler.rng;
     type->task->draw_batch(tr->task, &r, lo, n);
     mt_tensor *loss = type->task->rows_loss(&c, tr->model, tr->P, tr->task, lo,
-                                      tr->slice_rows < n ? tr->slice_rows : n);
+                                            tr->slice_rows < n ? tr->slice_rows : n);
     float one = 1;
     mt_backward_from(&c, loss, &one);
     mt_params_zero_grad(tr->P);
@@ -201,8 +204,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if (cfg->batch < mt_dist_size())
         return mt_errorf(err, MT_EINVAL,
                          "--batch %d: smaller than the %d MPI ranks (each computes a slice of "
-                         "the batch): expected %d or more", cfg->batch, mt_dist_size(),
-                         mt_dist_size());
+                         "the batch): expected %d or more",
+                         cfg->batch, mt_dist_size(), mt_dist_size());
     if (cfg->data.eval_batches < 1)
         return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
                          cfg->data.eval_batches);
@@ -239,18 +242,16 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     tr->slice_rows = (rows + n_rep - 1) / n_rep;
     size_t arena = step_arena(tr, tr->slice_rows);
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK ||
-        (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT,
-                              err)) != MT_OK)
+        (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT, err)) !=
+            MT_OK)
         goto fail;
     tr->ctx.precision = cfg->precision;
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
     for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
-    if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK)
-        goto fail;
+    if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
     size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
-    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, err)) != MT_OK)
-        goto fail;
+    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, err)) != MT_OK) goto fail;
     if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
@@ -269,18 +270,20 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     char *ma = saved->type->meta_to_json(saved), *mb = type->meta_to_json(tr->model);
     char diff[512];
     if (saved->type != type)
-        s = mt_errorf(err, MT_EINVAL, "%s holds a %s model, not a %s: a resumed run keeps its "
-                      "model", tr->model_path, saved->type->name, type->name);
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s holds a %s model, not a %s: a resumed run keeps its "
+                      "model",
+                      tr->model_path, saved->type->name, type->name);
     else if (!mt_json_same(a, b, diff, sizeof diff))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: a resumed run keeps its model, but the model options differ: %s",
                       tr->model_path, diff);
     else if (strcmp(ma, mb) != 0)
-        s = mt_errorf(err, MT_EINVAL, "%s: the checkpoint's %s differs from the one of %s (a "
-                      "resumed run needs the same data and data options)", tr->model_path,
-                      type->meta_key, tr->cfg.data.path);
-    else
-        memcpy(tr->P->data, saved->P->data, saved->P->total * sizeof(float));
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: the checkpoint's %s differs from the one of %s (a "
+                      "resumed run needs the same data and data options)",
+                      tr->model_path, type->meta_key, tr->cfg.data.path);
+    else memcpy(tr->P->data, saved->P->data, saved->P->total * sizeof(float));
     free(a);
     free(b);
     free(ma);
@@ -319,7 +322,6 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     }
     return s;
 }
-
 
 /* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
 static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
@@ -387,8 +389,7 @@ static void eval_slice(mt_ctx *c, int s, void *arg) {
     mt_ctx_reset(c);
     b->part[s] = (mt_eval_sums){0};
     b->tr->model->type->task->eval_rows(c, b->tr->model, b->tr->task, at,
-                                        end - at < b->tr->slice_rows ? end - at
-                                                                     : b->tr->slice_rows,
+                                        end - at < b->tr->slice_rows ? end - at : b->tr->slice_rows,
                                         &b->part[s]);
 }
 
@@ -434,7 +435,8 @@ double mt_trainer_eval(mt_trainer *tr) {
     int nm = mt_task_metric_count(task);
     /* across ranks: the loss, the rows right and the metrics' terms, as one array */
     double all[2 + 2 * MT_EVAL_METRICS] = {sums.loss, sums.right};
-    for (int k = 0; k < nm; k++) all[2 + 2 * k] = sums.metric[k][0], all[3 + 2 * k] = sums.metric[k][1];
+    for (int k = 0; k < nm; k++)
+        all[2 + 2 * k] = sums.metric[k][0], all[3 + 2 * k] = sums.metric[k][1];
     mt_dist_sum(all, 2 + 2 * nm);
     c->training = true;
     c->grad_enabled = true;

@@ -1,5 +1,6 @@
 /* libFuzzer target: the checkpoint loader past the safetensors framing: the model type, the
-   config JSON, the tokenizer JSON or image metadata, the training state and the tensors checked against the
+   config JSON, the tokenizer JSON or image metadata, the training state and the tensors checked
+   against the
    config (a config claiming a huge model must be refused before it is allocated). */
 #include <stdint.h>
 #include <stdlib.h>

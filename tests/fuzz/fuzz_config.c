@@ -25,8 +25,8 @@ typedef struct {
     inner in;
 } options;
 
-static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL}, {"rms", NULL}, {"prms", NULL},
-                                          {"bn", NULL}, {"in", NULL}, {"gn", NULL},
+static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL},    {"rms", NULL}, {"prms", NULL},
+                                          {"bn", NULL},    {"in", NULL},  {"gn", NULL},
                                           {"scale", NULL}, {"none", NULL}};
 static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
 
@@ -74,8 +74,13 @@ static bool same(const options *a, const options *b) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const options defaults = {.n_layer = 4, .warmup = -1, .lr = 1e-3f, .beta = 0.9f,
-                              .path = "data/x.txt", .tied = true, .n_vocab = 256,
+    const options defaults = {.n_layer = 4,
+                              .warmup = -1,
+                              .lr = 1e-3f,
+                              .beta = 0.9f,
+                              .path = "data/x.txt",
+                              .tied = true,
+                              .n_vocab = 256,
                               .in = {.n_head = 4, .bias = true}};
     options o = defaults, back = defaults;
     mt_fieldset set = {&TABLE, &o}, set_back = {&TABLE, &back};

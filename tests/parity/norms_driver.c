@@ -64,14 +64,10 @@ static mt_tensor *b_groupnorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
 }
 
 static const parity_op OPS[] = {
-    {"batchnorm", b_batchnorm},
-    {"batchnorm_steps", b_batchnorm_steps},
-    {"instancenorm", b_instancenorm},
-    {"groupnorm", b_groupnorm},
-    {"layernorm", b_layernorm},
-    {"rmsnorm", b_rmsnorm},
-    {"prmsnorm", b_prmsnorm},
-    {"scalenorm", b_scalenorm},
+    {"batchnorm", b_batchnorm},       {"batchnorm_steps", b_batchnorm_steps},
+    {"instancenorm", b_instancenorm}, {"groupnorm", b_groupnorm},
+    {"layernorm", b_layernorm},       {"rmsnorm", b_rmsnorm},
+    {"prmsnorm", b_prmsnorm},         {"scalenorm", b_scalenorm},
 };
 
 int main(int argc, char **argv) {

@@ -71,7 +71,7 @@ static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
 
 /* the activations and softmax: one input, no option */
 #define UNARY(NAME)                                                                                \
-    static mt_tensor *b_##NAME(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {       \
+    static mt_tensor *b_##NAME(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {        \
         (void)n, (void)in;                                                                         \
         return mt_##NAME(c, x[0]);                                                                 \
     }
@@ -140,7 +140,8 @@ static mt_tensor *b_rope(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *
     int pos0 = (int)parity_opt(in, "pos0");
     mt_err err;
     MT_ASSERT(mt_rope_init(&rope_table, pos0 + x[0]->shape[1], (int)parity_opt(in, "HS"),
-                           (float)parity_opt(in, "theta"), &err) == MT_OK, "%s", err.msg);
+                           (float)parity_opt(in, "theta"), &err) == MT_OK,
+              "%s", err.msg);
     atexit(free_rope);
     return mt_rope_apply(c, &rope_table, x[0], pos0);
 }

@@ -48,8 +48,7 @@ static mt_optim_config read_config(const mt_safetensors *in) {
     MT_ASSERT(mt_enum_parse(&MT_OPTIMS, mt_st_meta(in, "optim"), &kind, NULL) == MT_OK, "optim");
     MT_ASSERT(mt_enum_parse(&MT_SCHEDULES, mt_st_meta(in, "schedule"), &sched, NULL) == MT_OK,
               "schedule");
-    MT_ASSERT(mt_enum_parse(&MT_DECAY_SCOPES, mt_st_meta(in, "decay_scope"), &scope, NULL) ==
-                  MT_OK,
+    MT_ASSERT(mt_enum_parse(&MT_DECAY_SCOPES, mt_st_meta(in, "decay_scope"), &scope, NULL) == MT_OK,
               "decay_scope");
     c.kind = (mt_optim_kind)kind, c.sched.kind = (mt_sched_kind)sched;
     c.decay_scope = (mt_decay_scope)scope;
@@ -95,7 +94,8 @@ static void run(const mt_safetensors *in, outputs *out, const char *state_path) 
     mt_optim o;
     mt_err err;
     MT_ASSERT(mt_optim_init(&o, &c, &P, &err) == MT_OK, "optim driver: %s", err.msg);
-    float *lr = malloc((size_t)steps * sizeof(float)), *norm = malloc((size_t)steps * sizeof(float));
+    float *lr = malloc((size_t)steps * sizeof(float)),
+          *norm = malloc((size_t)steps * sizeof(float));
     for (int s = 0; s < steps; s++) {
         if (s == resume_at && s > 0) {
             MT_ASSERT(mt_optim_save(&o, &P, state_path, &err) == MT_OK, "%s", err.msg);

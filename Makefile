@@ -63,7 +63,7 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
              zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev
 # make MPI=1 (and the MPI test, tests/test_mpi.sh)
 DEPS_MPI  := libopenmpi-dev openmpi-bin
-DEPS_TEST := python3-torch python3-numpy clang libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
+DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
 
 .PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links

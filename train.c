@@ -160,31 +160,38 @@ static int train(const mt_run_options *r) {
     return 0;
 }
 
+/* ./train --help */
+static void print_help(void) {
+    char *help = mt_run_options_help(); /* the flags at their defaults */
+    if (mt_dist_rank() == 0) printf("%s%s", USAGE, help);
+    free(help);
+}
+
+/* What the options ask: the help, a token file (--prepare), or a run. */
+static int run(const mt_run_options *r) {
+    const mt_train_options *o = &r->o;
+    if (o->help) return print_help(), 0;
+    if (o->prepare[0] && !r->type->task->data_file)
+        die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
+    if (o->prepare[0] && mt_dist_size() > 1)
+        die(2, "--prepare runs in one process, not under mpirun");
+    if (o->prepare[0]) return prepare(o);
+    mt_err e;
+    const char *omp = getenv("OMP_NUM_THREADS");
+    mt_set_threads(o->threads > 0 ? o->threads : omp ? atoi(omp) : 0);
+    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
+    /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
+    if (mt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
+    return train(r);
+}
+
 int main(int argc, char **argv) {
     mt_dist_init(&argc, &argv);
     mt_err e;
     mt_run_options r;
     mt_status s = mt_run_options_read(&r, argc, argv, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
-    const mt_train_options *o = &r.o;
-    if (o->help) {
-        char *help = mt_run_options_help(); /* the flags at their defaults */
-        if (mt_dist_rank() == 0) printf("%s%s", USAGE, help);
-        free(help);
-        mt_dist_finalize();
-        return 0;
-    }
-    if (o->prepare[0] && !r.type->task->data_file)
-        die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
-    if (o->prepare[0] && mt_dist_size() > 1)
-        die(2, "--prepare runs in one process, not under mpirun");
-    if (o->prepare[0]) return prepare(o);
-    const char *omp = getenv("OMP_NUM_THREADS");
-    mt_set_threads(o->threads > 0 ? o->threads : omp ? atoi(omp) : 0);
-    if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
-    /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
-    if (mt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
-    int rc = train(&r);
+    int rc = run(&r);
     mt_run_options_free(&r);
     mt_dist_finalize();
     return rc;

@@ -245,6 +245,14 @@ static int g2p_score(const mt_model *m, mt_ctx *c) {
     if (!idx) die(1, "out of memory");
     g->limits(m, &S, &T);
     int count = split_words(&d, S, idx);
+    if (count == 0) {
+        char msg[MT_FIELD_STR_MAX + 200];
+        snprintf(msg, sizeof msg,
+                 "--score-file %s: the %s part of its %d word(s) is empty: "
+                 "nothing to score (--split all scores every word)",
+                 o.score_file, mt_enum_name(&MT_G2P_SPLITS, o.split), d.n_words);
+        die(2, msg);
+    }
     mt_g2p_tally t[2] = {{0}};
     double t0 = mt_clock();
     for (int i = 0; i < count; i += SCORE_WORDS) {

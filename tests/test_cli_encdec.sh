@@ -3,7 +3,8 @@
 # first 800 lines of CMUdict (skipped when festlex-cmu is not installed): evaluation
 # prints and writes WER and PER, 2 replicas train as 1, a resumed run ends bit-identical, a
 # missing dictionary names the package, --n-layer is refused, the checkpoint gives phones (greedy
-# and beam), scores a split of a dictionary, and names characters outside its letters.
+# and beam), scores a split of a dictionary (refuses an empty one), and names characters outside
+# its letters.
 # MT_BUILD names the build directory (default: build).
 B=${MT_BUILD:-build}
 T=$(mktemp -d /tmp/mt_test_cli_encdec_XXXXXX)
@@ -68,6 +69,10 @@ score=$(infer --checkpoint "$C" --score-file "$T/dict" --split test) || fail "--
 echo "$score" | grep -Eq "^words=$TEST wer=[0-9.]+ per=[0-9.]+ wer_nostress=[0-9.]+ per_nostress=[0-9.]+ beam=1 split=test" ||
     fail "--score-file: $score"
 infer --checkpoint "$C" --score-file "$T/dict" --split all | grep -q "^words=$WORDS " || fail "--split all"
+head -n 2 "$T/dict" >"$T/two" # a split of so few words has an empty test part: an error, no score
+infer --checkpoint "$C" --score-file "$T/two" --split test
+[ $? -eq 2 ] && grep -q "the test part of its [0-9]* word(s) is empty" "$T/log" ||
+    fail "an empty split scored: $(cat "$T/log")"
 "$B/infer" --info "$C" | grep -q "encdec" || fail "--info"
 infer --checkpoint "$C" --prompt "x" && fail "an encdec checkpoint sampled text"
 

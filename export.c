@@ -63,6 +63,11 @@ int main(int argc, char **argv) {
     }
     if (o.format == MT_EXPORT_LLAMA2C && strcmp(o.out, o.tokenizer_out) == 0)
         die(2, "--out and --tokenizer-out name the same file: give them different names");
+    if (mt_output_check("--out", o.out, "--checkpoint", o.checkpoint, &e) != MT_OK ||
+        (o.format == MT_EXPORT_LLAMA2C &&
+         mt_output_check("--tokenizer-out", o.tokenizer_out, "--checkpoint", o.checkpoint, &e) !=
+             MT_OK))
+        die(2, e.msg);
     mt_model *model;
     mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);

@@ -32,7 +32,9 @@ static int prepare(const mt_train_options *o) {
     mt_tokens d;
     mt_err e;
     const mt_data_options *dat = &o->data;
-    if (mt_file_check("--data", dat->path, &e) != MT_OK) die(2, e.msg);
+    if (mt_file_check("--data", dat->path, &e) != MT_OK ||
+        mt_output_check("--prepare", o->prepare, "--data", dat->path, &e) != MT_OK)
+        die(2, e.msg);
     mt_text_cfg tc = {(mt_tok_kind)dat->tokenizer, dat->vocab_size, dat->val_fraction};
     mt_status s = mt_data_load(dat->path, &tc, &tok, &d, &e);
     if (s == MT_OK) s = mt_tokfile_write(o->prepare, &tok, &d, &e);

@@ -118,6 +118,10 @@ grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+ bpb=[0-9]+\.[0-9
     fail "score line: $(cat "$T/score")"
 grep -q "tokens=4848 .* bytes=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
 "$B/train" --data "$T/text.txt" --tokenizer char --prepare "$T/text.bin" >"$T/log" || fail "prepare"
+cp "$T/text.txt" "$T/same.txt" # --prepare over its own --data: refused, the text kept
+"$B/train" --data "$T/same.txt" --prepare "$T/./same.txt" >"$T/log" 2>&1
+[ $? -eq 2 ] && grep -q "would destroy the input" "$T/log" && cmp -s "$T/text.txt" "$T/same.txt" ||
+    fail "--prepare over --data: $(cat "$T/log")"
 train --data "$T/text.bin" --n-layer 1 --n-embd 16 --n-ctx 16 --steps 3 --out "$T/bin" ||
     fail "train on a token file: $(cat "$T/log")"
 infer --info "$T/bin/model.safetensors" | grep -q "tokenizer   char" || fail "char tokenizer from the token file"

@@ -69,6 +69,14 @@ export_ --checkpoint "$T/llama/model.safetensors" --format llama2c --out "$T/m.b
     --tokenizer-out "$T/tok.bin" && [ -s "$T/tok.bin" ] || fail "--tokenizer-out: $(cat "$T/err")"
 refused "same out and tokenizer" "--tokenizer-out" --checkpoint "$T/llama/model.safetensors" \
     --out "$T/m.bin" --tokenizer-out "$T/m.bin"
+# an output naming the checkpoint itself (through another path) is refused, the checkpoint kept
+cp "$T/llama/model.safetensors" "$T/self.safetensors"
+sum=$(cksum <"$T/self.safetensors")
+refused "--out over the checkpoint" "--out --checkpoint destroy" --checkpoint "$T/self.safetensors" \
+    --format gguf --out "$T/./self.safetensors"
+refused "--tokenizer-out over the checkpoint" "--tokenizer-out" --checkpoint "$T/self.safetensors" \
+    --out "$T/self.bin" --tokenizer-out "$T/../$(basename "$T")/self.safetensors"
+[ "$(cksum <"$T/self.safetensors")" = "$sum" ] || fail "the checkpoint changed"
 export_ --checkpoint "$T/llama/model.safetensors" --format gguf --out "$T/m.gguf" ||
     fail "gguf: $(cat "$T/err")"
 [ "$(head -c 4 "$T/m.gguf")" = GGUF ] || fail "gguf magic: $(head -c 4 "$T/m.gguf" | od -c)"

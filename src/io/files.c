@@ -141,3 +141,14 @@ mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err) {
 }
 
 int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }
+
+mt_status mt_output_check(const char *flag, const char *out, const char *in_flag, const char *in,
+                          mt_err *err) {
+    struct stat so, si;
+    if (stat(out, &so) != 0 || stat(in, &si) != 0) return MT_OK; /* no such file: no clash */
+    if (so.st_dev != si.st_dev || so.st_ino != si.st_ino) return MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "%s %s is the file %s names (%s): writing it would destroy the input; "
+                     "choose another %s",
+                     flag, out, in_flag, in, flag);
+}

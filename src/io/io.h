@@ -74,6 +74,10 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
    created there (probed: a file is created and removed). */
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
+/* MT_EINVAL when the output path out (of flag) names the same existing file as the input in (of
+   in_flag), by device and inode (links, "./" and ".." included): a write would destroy it. */
+mt_status mt_output_check(const char *flag, const char *out, const char *in_flag, const char *in,
+                          mt_err *err);
 /* mkdir -p path (flag names it in messages). */
 mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
 /* true when the JSON objects a and b hold the same keys with the same values; else msg gets the

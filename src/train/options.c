@@ -23,8 +23,7 @@ static const mt_field DATA[] = {
       "folder (a subdirectory per class) or MNIST-format idx files"),
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS),
     F(vocab_size, INT, "vocab_size",
-      "bpe: the vocabulary learnt from the training part (the 256 "
-      "bytes and the merges)",
+      "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",
       .range = "257..65536"),
     F(val_fraction, FLOAT, "val_fraction",
       "last part of the data held out for validation (text: "
@@ -35,12 +34,10 @@ static const mt_field DATA[] = {
     F(resize, BOOL, "resize", "images: one of another size is bad instead of resized",
       .flag = "no_resize"),
     F(bad_images, ENUM, "bad_images",
-      "unreadable or mismatched images are skipped (and listed) "
-      "or stop the run",
+      "unreadable or mismatched images are skipped (and listed) or stop the run",
       .of = &MT_BAD_IMAGES),
     F(classes, STR, "classes",
-      "images: class names, one per line (idx data; default: "
-      "classes.txt beside it)"),
+      "images: class names, one per line (idx data; default: classes.txt beside it)"),
 };
 #undef F
 static const mt_fields DATA_FIELDS = MT_FIELDS_OF(DATA);
@@ -48,21 +45,16 @@ static const mt_fields DATA_FIELDS = MT_FIELDS_OF(DATA);
 #define F(member, TYPE, key, help, ...) MT_FIELD(mt_diag_cfg, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DIAG[] = {
     F(grad_every, INT, "diag_grad_every",
-      "per-sublayer gradient norms every N steps from init to "
-      "diag_grad.csv; 0: off",
+      "per-sublayer gradient norms every N steps from init to diag_grad.csv; 0: off",
       .range = "0.."),
     F(update_steps, INT, "diag_update_steps",
-      "model update ||F(x,theta_t) - F(x,theta_0)|| for "
-      "steps 0..N to diag_update.csv; 0: off",
+      "model update ||F(x,theta_t) - F(x,theta_0)|| for steps 0..N to diag_update.csv; 0: off",
       .range = "0.."),
     F(resid_every, INT, "diag_resid_every",
-      "residual-stream norm entering each block every N "
-      "steps to diag_resid.csv; 0: off",
+      "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off",
       .range = "0.."),
     F(batch, INT, "diag_batch",
-      "rows of the fixed held-out batch of the diagnostics; 0: min(4, "
-      "batch)",
-      .range = "0.."),
+      "rows of the fixed held-out batch of the diagnostics; 0: min(4, batch)", .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
@@ -78,8 +70,7 @@ static const mt_field TRAIN[] = {
     F(config, STR, "config", "config file of key = value lines (flags override it)",
       .flags = MT_FIELD_CLI),
     F(resume, BOOL, "resume",
-      "continue the run in --out (its options, then the config, then "
-      "flags)",
+      "continue the run in --out (its options, then the config, then flags)",
       .flags = MT_FIELD_CLI),
     F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
@@ -89,29 +80,23 @@ static const mt_field TRAIN[] = {
       "ranks); 1: every op split across the threads",
       .range = "0..1024"),
     F(precision, ENUM, "precision",
-      "number format of the linear layers' matrix products (bf16: "
-      "docs/performance.md)",
+      "number format of the linear layers' matrix products (bf16: docs/performance.md)",
       .of = &MT_PRECISIONS),
     F(steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
     F(batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
     F(optim, TABLE, "optim", NULL, .of = &MT_OPTIM_FIELDS),
     F(eval_every, INT, "eval_every",
-      "validation every N steps (and at the end); 0: only at the "
-      "end",
-      .range = "0.."),
+      "validation every N steps (and at the end); 0: only at the end", .range = "0.."),
     F(eval_batches, INT, "eval_batches",
       "text: validation batches (the same ones each time); "
       "encdec: at most this many batches of validation words",
       .range = "1.."),
     F(save_every, INT, "save_every",
-      "checkpoint every N steps (and at the end); 0: only at the "
-      "end",
-      .range = "0.."),
+      "checkpoint every N steps (and at the end); 0: only at the end", .range = "0.."),
     F(log_every, INT, "log_every", "progress and a metrics row every N steps", .range = "1.."),
     F(diag, TABLE, "diag", NULL, .of = &DIAG_FIELDS),
     F(profile, BOOL, "profile",
-      "time per op of the training steps (forward, backward, share), "
-      "printed at the end",
+      "time per op of the training steps (forward, backward, share), printed at the end",
       .flags = MT_FIELD_CLI),
     F(arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
     F(bucket_kb, INT, "bucket_kb",

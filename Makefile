@@ -61,8 +61,8 @@ BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 # libdnnl-dev: oneDNN, the GEMM layer's second backend and --precision bf16
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
              zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev
-# make MPI=1 (and the MPI test, tests/test_mpi.sh)
-DEPS_MPI  := libopenmpi-dev openmpi-bin
+# make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
+DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
 
 .PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \

@@ -23,7 +23,8 @@ ip netns add "$NB" && ip link add "$VA" type veth peer name "$VB" &&
     ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB" &&
     ip -n "$NA" addr add 10.77.0.1/24 dev "$VA" && ip -n "$NB" addr add 10.77.0.2/24 dev "$VB" &&
     ip -n "$NA" link set lo up && ip -n "$NB" link set lo up &&
-    ip -n "$NA" link set "$VA" up && ip -n "$NB" link set "$VB" up || skip "cannot create a veth pair between two namespaces"
+    ip -n "$NA" link set "$VA" up && ip -n "$NB" link set "$VB" up ||
+    skip "cannot create a veth pair between two namespaces"
 
 M=$PWD
 MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { fail "make MPI=1"; exit 1; }

@@ -29,7 +29,7 @@ typedef struct {
     mt_data_options data;
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     bool resume;
-    int seed, threads, replicas, precision, steps, batch;
+    int seed, threads, replicas, precision, steps, batch, grad_accum;
     mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;

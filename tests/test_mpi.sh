@@ -6,7 +6,8 @@
 # and 3 ranks with 2 micro-batches of 4 rows (--grad-accum 2) too; that a run resumed under MPI
 # ends bit-identical to an uninterrupted one (with dropout: each rank's masks come from the shared
 # stream in the checkpoint), with and without --grad-accum; that a setup error stops every rank
-# with one message. Skipped (with a line saying so) when mpicc or mpirun is missing.
+# with one message; and that --recompute block changes no bit. Skipped (with a line saying so)
+# when mpicc or mpirun is missing.
 B=${MT_BUILD:-build}
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
     echo "SKIPPED test_mpi: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
@@ -48,6 +49,11 @@ grep -q "^mpi     2 ranks" "$T/log" || fail "no mpi line: $(cat "$T/log")"
 same "$T/one/metrics.csv" "$T/two/metrics.csv" "2 ranks x 4 vs 1 x 8"
 mpi 3 $TINY --steps 12 --out "$T/three" || { fail "3 ranks exited $?"; cat "$T/log"; }
 same "$T/one/metrics.csv" "$T/three/metrics.csv" "3 ranks (3 + 3 + 2) vs 1 x 8"
+# recomputed blocks (their nodes' parameters final at the recomputation's node): the same bits
+mpi 2 $TINY --steps 12 --recompute block --out "$T/two-rc" || fail "2 ranks, recompute"
+[ "$(cut -d, -f1-5 "$T/two/metrics.csv")" = "$(cut -d, -f1-5 "$T/two-rc/metrics.csv")" ] &&
+    cmp -s "$T/two/optim.safetensors" "$T/two-rc/optim.safetensors" ||
+    fail "2 ranks with --recompute block: other bits"
 # gradient accumulation: 2 micro-batches of 4 rows, each split across the ranks
 mpi 2 $TINY --batch 4 --grad-accum 2 --steps 12 --out "$T/accum2" || fail "2 ranks, accum"
 same "$T/one/metrics.csv" "$T/accum2/metrics.csv" "2 ranks x 2 rows x 2 micro-batches vs 1 x 8"

@@ -145,6 +145,8 @@ typedef struct {
     int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =
                              every thread, unless the model has buffers or MPI runs several ranks
                              (then 1); 1 = one, with every op split across the threads */
+    bool recompute;       /* each block keeps only its input and runs again in the backward
+                             (mt_recompute): --recompute block */
     int precision;        /* mt_precision of the linear layers' products: MT_BF16 keeps the
                              weights' bf16 copy (refreshed after each update); mt_bf16_check
                              must pass */

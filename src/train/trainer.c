@@ -161,6 +161,7 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     }
     memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
     c.precision = cfg->precision;
+    c.recompute = cfg->recompute;
     c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
     type->task->draw_batch(tr->task, &r);
@@ -252,8 +253,12 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
             MT_OK)
         goto fail;
     tr->ctx.precision = cfg->precision;
+    tr->ctx.recompute = cfg->recompute;
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
-    for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;
+    for (int r = 0; r < n_rep - 1; r++) {
+        tr->replicas.ctx[r].precision = cfg->precision;
+        tr->replicas.ctx[r].recompute = cfg->recompute;
+    }
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
     size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);

@@ -267,7 +267,7 @@ static void test_load(void) {
     CHECK(f && fwrite(text, 1, len, f) == len, "write");
     fclose(f);
     double vf = (double)(len - cut) / (double)len + 1e-9;
-    mt_text_cfg c = {MT_TOK_BPE, 300, vf};
+    mt_text_cfg c = {MT_TOK_BPE, 300, vf, 0};
     mt_tokenizer t;
     mt_tokens d;
     mt_err e;

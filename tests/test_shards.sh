@@ -144,5 +144,35 @@ grep -q "cannot write" "$T/log" || fail "full disk ($how): $(cat "$T/log")"
 cmp -s "$MNT/ok.bin" "$T/ok.copy" || fail "full disk ($how): the previous token file was changed"
 [ -z "$(ls "$MNT" | grep -v '^ok.bin$')" ] || fail "full disk ($how): left $(ls "$MNT")"
 
+# 6. memory does not grow with the corpus: 20 steps on a 192 MiB set (3 shards of 32 Mi ids) take
+# at most 24 MiB more than on a 2 MiB one (bench/shards_rss.sh measures 4 GiB against 10 MiB)
+if [ -x /usr/bin/time ]; then
+    mkdir -p "$T/rss/large" "$T/rss/small"
+    $PY - "$T/rss" <<'EOF' || fail "writing the RSS shards"
+import sys
+import numpy as np
+h = np.zeros(256, dtype=np.int32)
+h[0], h[1] = 20240520, 1
+ids = np.random.default_rng(1).integers(0, 256, 32 << 20, dtype=np.uint16)
+sets = [(f"{sys.argv[1]}/large/train_{k}.bin", (ids + k) % 256) for k in range(3)]
+for path, a in sets + [(f"{sys.argv[1]}/small/train_0.bin", ids[: 1 << 20])]:
+    h[2] = len(a)
+    with open(path, "wb") as f:
+        f.write(h.tobytes())
+        a.tofile(f)
+EOF
+    for set in small large; do
+        /usr/bin/time -f %M -o "$T/rss/$set.kib" "$B/train" --data "$T/rss/$set" --data-vocab 256 \
+            --n-layer 1 --n-embd 32 --n-head 2 --n-ctx 128 --batch 8 --steps 20 --eval-batches 4 \
+            --threads 1 --out "$T/rss/out-$set" >"$T/log" 2>&1 || fail "RSS run, $set: $(cat "$T/log")"
+    done
+    small=$(cat "$T/rss/small.kib") large=$(cat "$T/rss/large.kib")
+    [ "$large" -le $((small + 24 * 1024)) ] ||
+        fail "peak RSS grows with the corpus: $large KiB on 192 MiB, $small KiB on 2 MiB"
+    rm -rf "$T/rss"
+else
+    echo "test_shards: the RSS check SKIPPED (no /usr/bin/time: apt-get install time)"
+fi
+
 [ $fails -eq 0 ] && echo "test_shards: ok"
 [ $fails -eq 0 ]

@@ -83,6 +83,7 @@ typedef struct {
     size_t n;
     const char *path; /* the file, for messages */
     size_t offset;    /* the file offset of ids[0] */
+    bool mapped;      /* ids - offset is the start of the file's mapping */
 } mt_token_span;
 
 /* What spans point into: the files' mappings, or a text's ids. */
@@ -184,7 +185,9 @@ mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_
 /* ---- batch sampler ------------------------------------------------------------------------------
  * B windows of T + 1 consecutive tokens at uniform random starts among the windows of the split's
  * spans (one span: [0, n - T - 1]); the state is the RNG alone, so copying the struct saves it
- * and copying it back restores it. */
+ * and copying it back restores it. A window of a mapped file is copied, then its pages are
+ * released from the process (the page cache keeps them): the resident memory stays that of a
+ * few windows however many are drawn. */
 typedef struct {
     mt_rng rng;
 } mt_sampler;

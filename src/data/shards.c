@@ -398,7 +398,8 @@ static mt_status map_shards(shard *sh, int n, const mt_tokenizer *tok, double va
             d->span[k] = (mt_token_span){.ids = (const unsigned char *)st->map[k] + sh[i].offset,
                                          .n = sh[i].count,
                                          .path = st->path[k],
-                                         .offset = sh[i].offset};
+                                         .offset = sh[i].offset,
+                                         .mapped = st->map[k] != NULL};
             d->n += sh[i].count;
             if (pass) d->n_val += sh[i].count;
         }

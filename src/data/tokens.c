@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data.h"
 
@@ -260,6 +261,21 @@ static int span_of(const mt_tokens *d, uint64_t u) {
     return lo;
 }
 
+/* Unmaps the pages of ids [i, i + n) of a mapped span from this process (MADV_DONTNEED: a later
+   read maps them again from the page cache). A fault maps a large folio of the page cache whole,
+   so the aligned 2 MiB blocks around the ids go, within the span's pages. */
+static void release(const mt_token_span *sp, int width, size_t i, size_t n) {
+    if (!sp->mapped) return;
+    const uintptr_t block = 2u << 20, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)(sp->ids - sp->offset), /* the mapping: page-aligned */
+        end = ((uintptr_t)(sp->ids + sp->n * (size_t)width) + page - 1) & ~(page - 1),
+              lo = (uintptr_t)(sp->ids + i * (size_t)width) & ~(block - 1),
+              hi = ((uintptr_t)(sp->ids + (i + n) * (size_t)width) + block - 1) & ~(block - 1);
+    lo = lo < base ? base : lo;
+    hi = hi > end ? end : hi;
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y) {
     MT_ASSERT(d->win && d->T == T && d->win[d->n_span] > 0,
               "sampler: a split for windows of %d tokens, not %d", d->T + 1, T + 1);
@@ -274,5 +290,6 @@ void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, in
             x[b * T + t] = (int)mt_span_id(sp, d->width, at + t);
             y[b * T + t] = (int)mt_span_id(sp, d->width, at + t + 1);
         }
+        release(sp, d->width, at, (size_t)T + 1);
     }
 }

@@ -119,6 +119,31 @@ static mt_status split(mt_tokens *all, int n_ctx, mt_tokens *tr, mt_tokens *va, 
     return mt_tokens_split(all, n_ctx, tr, va, e);
 }
 
+/* ids: "<i>" per id, JSON round trip, no encoding, the vocabulary's bounds */
+static void test_ids(void) {
+    mt_tokenizer t, u;
+    mt_err e;
+    CHECK(mt_tok_init_ids(&t, 50257, &e) == MT_OK && t.kind == MT_TOK_IDS, "ids: %s", e.msg);
+    int len;
+    const char *b = mt_tok_decode(&t, 50256, &len);
+    CHECK(len == 7 && memcmp(b, "<50256>", 7) == 0, "decode 50256: %.*s", len, b);
+    b = mt_tok_decode(&t, 0, &len);
+    CHECK(len == 3 && memcmp(b, "<0>", 3) == 0, "decode 0");
+    char *json = mt_tok_to_json(&t);
+    CHECK(strcmp(json, "{\"type\":\"ids\",\"n_vocab\":50257}") == 0, "json %s", json);
+    CHECK(mt_tok_from_json(json, &u, &e) == MT_OK && u.kind == MT_TOK_IDS && u.n_vocab == 50257,
+          "from json: %s", e.msg);
+    free(json);
+    uint16_t ids[4];
+    size_t n;
+    CHECK(mt_tok_encode(&u, "hi", 2, ids, &n, &e) == MT_EINVAL && strstr(e.msg, "cannot encode"),
+          "ids encode text: %s", e.msg);
+    CHECK(mt_tok_from_json("{\"type\":\"ids\",\"n_vocab\":70000}", &u, &e) == MT_EFORMAT,
+          "70000 ids accepted");
+    CHECK(mt_tok_init_ids(&u, 0, &e) == MT_EFORMAT, "0 ids accepted");
+    mt_tok_free(&t);
+}
+
 static void test_split(void) {
     uint16_t tok[100];
     for (int i = 0; i < 100; i++) tok[i] = (uint16_t)i;
@@ -344,6 +369,7 @@ int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_byte();
     test_char();
+    test_ids();
     test_split();
     test_text_split();
     test_tokfile();

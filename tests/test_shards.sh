@@ -93,12 +93,15 @@ train $TINY --data "$T/ng/train.bin" --steps 2 --out "$T/o4" ||
     fail "nanoGPT's train.bin with meta.json: $(cat "$T/log")"
 
 # 4. bad input: exit 2, a message naming the file and what was expected, no --out written
-mkdir -p "$T/bad/magic" "$T/bad/trunc" "$T/bad/width" "$T/bad/empty"
+mkdir -p "$T/bad/magic" "$T/bad/trunc" "$T/bad/width" "$T/bad/empty" "$T/bad/val"
 cp "$T/lc/a_train_00000"[01].bin "$T/bad/magic/"
 printf 'XXXX' | dd of="$T/bad/magic/a_train_000001.bin" conv=notrunc 2>/dev/null
 cp "$T/lc/a_train_000000.bin" "$T/bad/trunc/"
 head -c 5000 "$T/lc/a_train_000001.bin" >"$T/bad/trunc/a_train_000001.bin"
 cp "$T/lc/a_train_000000.bin" "$T/lc4/b_train_000000.bin" "$T/bad/width/"
+cp "$T/lc/a_train_000000.bin" "$T/bad/val/"
+head -c 1034 "$T/lc/a_val_000000.bin" | $PY -c "import sys; b = bytearray(sys.stdin.buffer.read())
+b[8:12] = (5).to_bytes(4, 'little'); sys.stdout.buffer.write(b)" >"$T/bad/val/a_val_000000.bin"
 offset=$((1024 + 2 * 321)) # ids[4321]: the 321st of the second shard
 bad() { # expected text, then the flags
     want=$1
@@ -122,6 +125,8 @@ bad "--data '$T/lc/*.shard': the pattern matches no file" --data "$T/lc/*.shard"
 bad "$T/lc/a_train_000001.bin: token 321 is 299 (file offset $offset), outside the vocabulary \
 of 299 (from --data-vocab)" --data "$T/lc" --data-vocab 299
 bad "$T/bad/empty is a directory without token shards" --data "$T/bad/empty"
+bad "the validation split, the files named *val*, has no file of a window of n_ctx + 1 = 17 \
+tokens (5 tokens in all)" --data "$T/bad/val" --data-vocab 300
 bad "$T/lc/a_train_000000.bin is an llm.c shard, which carries no vocabulary size" --data "$T/lc"
 bad "--data-vocab 300: $T/text.bin is an mt token file" --data "$T/text.bin" --data-vocab 300
 "$B/train" $BPE --prepare "$T/ll" --format llmc >"$T/log" 2>&1

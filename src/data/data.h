@@ -102,6 +102,7 @@ typedef struct {
     size_t n;  /* ids in all spans, each < n_vocab */
     int n_vocab;
     size_t n_val;          /* the last n_val ids are the validation part (mt_data_load) */
+    bool val_files;        /* they are the files named *val* of a set (else a fraction) */
     int T;                 /* mt_tokens_split: the windows of T + 1 ids the sampler draws; */
     size_t *win;           /* (n_span + 1) the windows before span i (a window stays in a span) */
     mt_token_store *store; /* what mt_data_load filled owns it; NULL in views */

@@ -366,6 +366,22 @@ static mt_status scan_ids(const shard *sh, int vocab, const char *source, unsign
     return MT_OK;
 }
 
+static void store_free(mt_token_store *st) {
+    for (int i = 0; st && i < st->n_files; i++) {
+        if (st->map[i]) munmap(st->map[i], st->map_len[i]);
+        free(st->path[i]);
+    }
+    if (st) free(st->path), free(st->map), free(st->map_len), free(st->buf);
+    free(st);
+}
+
+void mt_tokens_free(mt_tokens *d) {
+    store_free(d->store);
+    free(d->span);
+    free(d->win);
+    memset(d, 0, sizeof *d);
+}
+
 /* ---- the set --------------------------------------------------------------------------------- */
 
 /* Maps the n checked shards into d's store and spans (the paths are taken over): the training
@@ -406,6 +422,7 @@ static mt_status map_shards(shard *sh, int n, const mt_tokenizer *tok, double va
     d->n_span = n;
     d->width = sh[0].width;
     d->n_vocab = tok->n_vocab;
+    d->val_files = by_name;
     if (!by_name) d->n_val = (size_t)((double)d->n * val_fraction);
     return MT_OK;
 }

@@ -173,22 +173,6 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     return s;
 }
 
-static void store_free(mt_token_store *st) {
-    for (int i = 0; st && i < st->n_files; i++) {
-        if (st->map[i]) munmap(st->map[i], st->map_len[i]);
-        free(st->path[i]);
-    }
-    if (st) free(st->path), free(st->map), free(st->map_len), free(st->buf);
-    free(st);
-}
-
-void mt_tokens_free(mt_tokens *d) {
-    store_free(d->store);
-    free(d->span);
-    free(d->win);
-    memset(d, 0, sizeof *d);
-}
-
 mt_status mt_tokens_wrap(mt_tokens *d, const uint16_t *ids, size_t n, int n_vocab, size_t n_val,
                          mt_err *err) {
     *d = (mt_tokens){.n_span = 1, .width = 2, .n = n, .n_vocab = n_vocab, .n_val = n_val};
@@ -239,11 +223,17 @@ mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_
                          "needs more data or a smaller --n-ctx",
                          n_train, train->n_span > 1 ? " in shards shorter than a window" : "",
                          need);
+    if (n_val > 0 && longest(val) < need && all->val_files)
+        return mt_errorf(err, MT_EINVAL,
+                         "the validation split, the files named *val*, has no file of a window of "
+                         "n_ctx + 1 = %zu tokens (%zu tokens in all): a smaller --n-ctx or longer "
+                         "val files",
+                         need, n_val);
     if (n_val > 0 && longest(val) < need)
         return mt_errorf(err, MT_EINVAL,
-                         "the validation split has %zu tokens (the last --val-fraction of %zu, or "
-                         "the val shards); a window of n_ctx + 1 = %zu needs a larger "
-                         "--val-fraction (or 0: no validation)",
+                         "the validation split has %zu tokens (the last --val-fraction of %zu); a "
+                         "window of n_ctx + 1 = %zu needs a larger --val-fraction (or 0: no "
+                         "validation)",
                          n_val, all->n, need);
     return MT_OK;
 }

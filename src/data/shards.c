@@ -271,17 +271,20 @@ static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err
 
 /* ---- the vocabulary -------------------------------------------------------------------------- */
 
-/* meta.json in the directory of path, when there is one (*found): mt's tokenizer JSON (what
-   --prepare --format llmc writes) or {"vocab_size": N} (nanoGPT's meta.pkl's key), an ids
-   tokenizer of N ids. */
-static mt_status read_meta(const char *path, mt_tokenizer *tok, char *meta, size_t len, bool *found,
-                           mt_err *err) {
+/* meta (len bytes): meta.json in the directory of path; true when it is readable. */
+static bool meta_path(const char *path, char *meta, size_t len) {
     char *copy = strdup(path);
-    if (!copy) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (!copy) return false;
     snprintf(meta, len, "%s/meta.json", dirname(copy));
     free(copy);
+    return access(meta, R_OK) == 0;
+}
+
+/* The tokenizer of meta.json: mt's tokenizer JSON (what --prepare --format llmc writes) or
+   {"vocab_size": N} (nanoGPT's meta.pkl's key), an ids tokenizer of N ids. */
+static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
     FILE *f = fopen(meta, "rb");
-    if (!(*found = f != NULL)) return MT_OK;
+    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", meta, strerror(errno));
     char *buf = malloc(META_MAX + 1);
     size_t n = buf ? fread(buf, 1, META_MAX + 1, f) : 0;
     fclose(f);
@@ -437,13 +440,15 @@ static mt_status load_files(char **files, int n, bool only_mt, const mt_text_cfg
     unsigned char *buf = malloc(1u << 20);
     mt_status s = sh && buf ? MT_OK : mt_errorf(err, MT_ENOMEM, "out of memory");
     for (int i = 0; sh && i < n; i++) sh[i] = (shard){.path = files[i], .fd = -1};
-    if (s == MT_OK && !only_mt)
-        s = read_meta(files[0], &meta_tok, meta, sizeof meta, &has_meta, err);
+    /* meta.json is read only for files without a tokenizer, and when --data-vocab is not given */
+    has_meta = !only_mt && meta_path(files[0], meta, sizeof meta);
     bool raw = !only_mt && (c->data_vocab > 0 || has_meta);
     for (int i = 0; i < n && s == MT_OK; i++) s = open_shard(&sh[i], i ? &sh[0] : NULL, raw, err);
     if (s == MT_OK && only_mt && sh[0].fmt != FMT_MT)
         s = mt_errorf(err, MT_EFORMAT, "%s: not an mt token file (it does not start with \"%s\")",
                       sh[0].path, MT_TOKFILE_MAGIC);
+    if (s == MT_OK && sh[0].fmt != FMT_MT && !c->data_vocab && has_meta)
+        s = read_meta(meta, &meta_tok, err);
     if (s == MT_OK)
         s = set_tokenizer(&sh[0], c, &meta_tok, has_meta, meta, tok, source, sizeof source, err);
     for (int i = 0; i < n && s == MT_OK; i++)

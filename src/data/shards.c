@@ -385,6 +385,22 @@ void mt_tokens_free(mt_tokens *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* scan_ids over the n shards, through a buffer of at most 1 MiB. */
+static mt_status scan_all(const shard *sh, int n, int vocab, const char *source, mt_err *err) {
+    uint64_t most = 4;
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = (sh[i].count * (uint64_t)sh[i].width + 3) & ~(uint64_t)3;
+        most = bytes > most ? bytes : most;
+    }
+    size_t cap = most < (1u << 20) ? (size_t)most : 1u << 20;
+    unsigned char *buf = malloc(cap);
+    if (!buf) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    mt_status s = MT_OK;
+    for (int i = 0; i < n && s == MT_OK; i++) s = scan_ids(&sh[i], vocab, source, buf, cap, err);
+    free(buf);
+    return s;
+}
+
 /* ---- the set --------------------------------------------------------------------------------- */
 
 /* Maps the n checked shards into d's store and spans (the paths are taken over): the training
@@ -437,8 +453,7 @@ static mt_status load_files(char **files, int n, bool only_mt, const mt_text_cfg
     mt_tokenizer meta_tok = {0};
     char meta[4200], source[4200];
     bool has_meta = false;
-    unsigned char *buf = malloc(1u << 20);
-    mt_status s = sh && buf ? MT_OK : mt_errorf(err, MT_ENOMEM, "out of memory");
+    mt_status s = sh ? MT_OK : mt_errorf(err, MT_ENOMEM, "out of memory");
     for (int i = 0; sh && i < n; i++) sh[i] = (shard){.path = files[i], .fd = -1};
     /* meta.json is read only for files without a tokenizer, and when --data-vocab is not given */
     has_meta = !only_mt && meta_path(files[0], meta, sizeof meta);
@@ -451,8 +466,7 @@ static mt_status load_files(char **files, int n, bool only_mt, const mt_text_cfg
         s = read_meta(meta, &meta_tok, err);
     if (s == MT_OK)
         s = set_tokenizer(&sh[0], c, &meta_tok, has_meta, meta, tok, source, sizeof source, err);
-    for (int i = 0; i < n && s == MT_OK; i++)
-        s = scan_ids(&sh[i], tok->n_vocab, source, buf, 1u << 20, err);
+    if (s == MT_OK) s = scan_all(sh, n, tok->n_vocab, source, err);
     if (s == MT_OK) s = map_shards(sh, n, tok, c->val_fraction, d, err);
     for (int i = 0; sh && i < n; i++) {
         if (sh[i].fd >= 0) close(sh[i].fd);
@@ -460,7 +474,6 @@ static mt_status load_files(char **files, int n, bool only_mt, const mt_text_cfg
         free((char *)sh[i].path); /* NULL: the store has it */
     }
     free(sh);
-    free(buf);
     mt_tok_free(&meta_tok);
     if (s != MT_OK) {
         mt_tokens_free(d);

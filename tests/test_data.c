@@ -138,6 +138,7 @@ static void test_ids(void) {
     size_t n;
     CHECK(mt_tok_encode(&u, "hi", 2, ids, &n, &e) == MT_EINVAL && strstr(e.msg, "cannot encode"),
           "ids encode text: %s", e.msg);
+    mt_tok_free(&u);
     CHECK(mt_tok_from_json("{\"type\":\"ids\",\"n_vocab\":70000}", &u, &e) == MT_EFORMAT,
           "70000 ids accepted");
     CHECK(mt_tok_init_ids(&u, 0, &e) == MT_EFORMAT, "0 ids accepted");

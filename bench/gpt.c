@@ -84,14 +84,21 @@ static mt_status write_data(const char *dir, char *path, size_t len, mt_err *err
     snprintf(path, len, "%s/data.bin", dir);
     mt_tokenizer tok;
     mt_tok_init_byte(&tok);
-    mt_tokens d = {.n = (size_t)DATA_WINDOWS * o.batch * (gc.n_ctx + 1), .n_vocab = 256};
-    d.n_val = d.n / 10;
-    if (!(d.tok = malloc(d.n * sizeof *d.tok))) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    size_t n = (size_t)DATA_WINDOWS * o.batch * (gc.n_ctx + 1);
+    uint16_t *ids = malloc(n * sizeof *ids);
+    if (!ids) return mt_errorf(err, MT_ENOMEM, "out of memory");
     mt_rng rng;
     mt_rng_seed(&rng, (uint64_t)o.seed);
-    for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)mt_rng_below(&rng, 256);
-    mt_status s = mt_tokfile_write(path, &tok, &d, err);
-    free(d.tok);
+    for (size_t i = 0; i < n; i++) ids[i] = (uint16_t)mt_rng_below(&rng, 256);
+    mt_tokens d;
+    FILE *f = NULL;
+    mt_status s = mt_tokens_wrap(&d, ids, n, 256, n / 10, err);
+    if (s == MT_OK && !(f = fopen(path, "wb")))
+        s = mt_errorf(err, MT_EIO, "%s: cannot create", path);
+    if (s == MT_OK) s = mt_tokfile_write(f, path, &tok, &d, err);
+    if (f && fclose(f) != 0 && s == MT_OK) s = mt_errorf(err, MT_EIO, "%s: cannot write", path);
+    mt_tokens_free(&d);
+    free(ids);
     mt_tok_free(&tok);
     return s;
 }

@@ -267,7 +267,7 @@ static void test_load(void) {
     CHECK(f && fwrite(text, 1, len, f) == len, "write");
     fclose(f);
     double vf = (double)(len - cut) / (double)len + 1e-9;
-    mt_text_cfg c = {MT_TOK_BPE, 300, vf};
+    mt_text_cfg c = {MT_TOK_BPE, 300, vf, 0};
     mt_tokenizer t;
     mt_tokens d;
     mt_err e;
@@ -283,7 +283,7 @@ static void test_load(void) {
     uint16_t ids[2000];
     size_t n;
     CHECK(mt_tok_encode(&t, text + cut, len - cut, ids, &n, &e) == MT_OK && n == d.n_val &&
-              memcmp(ids, d.tok + d.n - n, n * sizeof *ids) == 0,
+              d.n_span == 1 && memcmp(ids, d.span[0].ids + 2 * (d.n - n), n * sizeof *ids) == 0,
           "the validation part: %zu tokens, encoded apart %zu", d.n_val, n);
     mt_tokens_free(&d);
     mt_tok_free(&t);

@@ -180,19 +180,24 @@ static void test_gpt_checkpoints(void) {
 
 static void test_tokfile_json(void) {
     /* a token file whose tokenizer JSON is not an object */
-    mt_tokens d = {(uint16_t[]){0, 1, 2, 3}, 4, 5, 0};
+    static const uint16_t ids[] = {0, 1, 2, 3};
+    mt_tokens d;
     char bin[300];
     snprintf(bin, sizeof bin, "%s/t.bin", dir);
     mt_err e;
-    CHECK(mt_tokfile_write(bin, &tok, &d, &e) == MT_OK, "write: %s", e.msg);
-    FILE *f = fopen(bin, "r+b");
+    FILE *f = fopen(bin, "wb");
+    CHECK(mt_tokens_wrap(&d, ids, 4, 5, 0, &e) == MT_OK && f &&
+              mt_tokfile_write(f, bin, &tok, &d, &e) == MT_OK && fclose(f) == 0,
+          "write: %s", e.msg);
+    mt_tokens_free(&d);
+    f = fopen(bin, "r+b");
     fseek(f, 28, SEEK_SET); /* the JSON's '{' */
     fputc('[', f);
     fclose(f);
     mt_tokenizer t;
     mt_tokens d2;
     mt_status s = mt_tokfile_read(bin, &t, &d2, &e);
-    CHECK(s == MT_EFORMAT && strstr(e.msg, "tokenizer: expected {\"type\"") && d2.tok == NULL,
+    CHECK(s == MT_EFORMAT && strstr(e.msg, "tokenizer: expected {\"type\"") && d2.span == NULL,
           "token file with a JSON array: %d %s", s, e.msg);
     unlink(bin);
 }

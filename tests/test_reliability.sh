@@ -76,7 +76,7 @@ cases() {
 2|--momentum and --nesterov apply to --optim sgd only|train $TINY --momentum 0.9
 2|--schedule invsqrt needs --warmup >= 1|train $TINY --schedule invsqrt --warmup 0
 2|--data $D/none.txt: No such file or directory|train $TINY --data $D/none.txt
-2|--data $D/adir is a directory: expected a file|train $TINY --data $D/adir
+2|--data $D/adir is a directory without token shards|train $TINY --data $D/adir
 2|$D/empty.txt is empty|train $TINY --data $D/empty.txt
 2|$D/nul.txt holds a NUL byte at offset 4|train $TINY --data $D/nul.txt
 2|$D/bad.bin: not an mt token file|train $TINY --data $D/bad.bin

@@ -4,6 +4,8 @@
 #ifndef MT_DATA_H
 #define MT_DATA_H
 
+#include <stdio.h>
+
 #include "../tensor/base.h"
 
 /* ---- tokenizers ---------------------------------------------------------------------------------
@@ -14,8 +16,10 @@
  * bpe: byte-level byte-pair encoding (Sennrich et al. 2016, byte-level as GPT-2's). Ids 0..255
  * are the bytes, so any input encodes; id 256 + k is merge k, the concatenation of two earlier
  * tokens, learnt from a text (bpe.c: the pre-tokenizer, the training and its tie rule). The
- * merges travel in the checkpoint. */
-typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE } mt_tok_kind;
+ * merges travel in the checkpoint.
+ * ids: no text at all: the ids of token shards that bring no tokenizer (llm.c's, nanoGPT's: their
+ * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error. */
+typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE, MT_TOK_IDS } mt_tok_kind;
 
 #define MT_BPE_MIN_VOCAB 257   /* the 256 bytes and a merge */
 #define MT_BPE_MAX_VOCAB 65536 /* 16-bit ids */
@@ -35,6 +39,8 @@ typedef struct {
 } mt_tokenizer;
 
 void mt_tok_init_byte(mt_tokenizer *t);
+/* The ids tokenizer of n_vocab ids (1..65536; else MT_EFORMAT). */
+mt_status mt_tok_init_ids(mt_tokenizer *t, int n_vocab, mt_err *err);
 /* The char vocabulary of len bytes of UTF-8 text (invalid UTF-8 is an error with its offset). */
 mt_status mt_tok_build_char(mt_tokenizer *t, const char *text, size_t len, mt_err *err);
 /* Learns a bpe vocabulary of at most vocab_size tokens (MT_BPE_MIN_VOCAB..MT_BPE_MAX_VOCAB) from
@@ -49,11 +55,12 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
    returned, which lives as long as t. A char token is a whole UTF-8 character; a bpe token may
    be part of one. */
 const char *mt_tok_decode(const mt_tokenizer *t, int id, int *len);
-/* {"type":"byte"}, {"type":"char","chars":[10,32,33,...]} (code points by id) or
-   {"type":"bpe","merges":[[104,101],[32,116],...]} (merge k: the ids it joins); malloc'd. */
+/* {"type":"byte"}, {"type":"char","chars":[10,32,33,...]} (code points by id),
+   {"type":"bpe","merges":[[104,101],[32,116],...]} (merge k: the ids it joins) or
+   {"type":"ids","n_vocab":50257}; malloc'd. */
 char *mt_tok_to_json(const mt_tokenizer *t);
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err);
-extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe" */
+extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe", "ids" */
 void mt_tok_free(mt_tokenizer *t);
 
 /* bpe.c's parts, for tokenizer.c and the tests. The pre-token that starts at s[i] ends at the
@@ -67,13 +74,47 @@ void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, ui
                    size_t *n);
 void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
 
-/* ---- token datasets -------------------------------------------------------------------------- */
+/* ---- token datasets ------------------------------------------------------------------------------
+ * A dataset is a list of spans of token ids: one span per file of a shard set, mapped read-only
+ * (mmap: memory does not grow with the corpus), or one span of a text's ids encoded in memory.
+ * Ids are little-endian, `width` bytes each: 2 (uint16) or 4 (llm.c's version 2 shards). */
 typedef struct {
-    uint16_t *tok; /* n ids < n_vocab; owned by what mt_data_load filled, split views borrow it */
+    const unsigned char *ids; /* n ids of the dataset's width */
     size_t n;
+    const char *path; /* the file, for messages */
+    size_t offset;    /* the file offset of ids[0] */
+    bool mapped;      /* ids - offset is the start of the file's mapping */
+} mt_token_span;
+
+/* What spans point into: the files' mappings, or a text's ids. */
+typedef struct {
+    int n_files;
+    char **path;     /* (n_files) malloc'd */
+    void **map;      /* (n_files) the whole file mapped read-only; NULL: not mapped */
+    size_t *map_len; /* (n_files) */
+    uint16_t *buf;   /* a text's ids (malloc'd) */
+} mt_token_store;
+
+typedef struct {
+    mt_token_span *span; /* (n_span) malloc'd: each mt_tokens owns its array */
+    int n_span;
+    int width; /* bytes per id: 2 or 4 */
+    size_t n;  /* ids in all spans, each < n_vocab */
     int n_vocab;
-    size_t n_val; /* the last n_val tokens are the validation part (mt_data_load) */
+    size_t n_val;          /* the last n_val ids are the validation part (mt_data_load) */
+    bool val_files;        /* they are the files named *val* of a set (else a fraction) */
+    int T;                 /* mt_tokens_split: the windows of T + 1 ids the sampler draws; */
+    size_t *win;           /* (n_span + 1) the windows before span i (a window stays in a span) */
+    mt_token_store *store; /* what mt_data_load filled owns it; NULL in views */
 } mt_tokens;
+
+/* Id i of span s (i < s->n). */
+static inline uint32_t mt_span_id(const mt_token_span *s, int width, size_t i) {
+    const unsigned char *p = s->ids + i * (size_t)width;
+    return width == 2
+               ? (uint32_t)(p[0] | p[1] << 8)
+               : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 /* A token file (all integers little-endian):
  *   0  magic "MTTOKENS"     8 bytes
@@ -86,22 +127,40 @@ typedef struct {
  * Nothing may follow the tokens. */
 #define MT_TOKFILE_MAGIC "MTTOKENS"
 #define MT_TOKFILE_VERSION 1u
+/* An llm.c shard: a header of 256 int32 (magic 20240520, version 1: uint16 ids or 2: uint32 ids,
+   the count of ids; the rest 0), then the ids. */
+#define MT_LLMC_MAGIC 20240520
+#define MT_LLMC_HEADER 1024
 
-mt_status mt_tokfile_write(const char *path, const mt_tokenizer *tok, const mt_tokens *d,
+/* Writes d (ids < 65536) with tok's tokenizer as a token file to f (name: for messages); the
+   caller opens and closes f (./train: a temporary file renamed over the target). */
+mt_status mt_tokfile_write(FILE *f, const char *name, const mt_tokenizer *tok, const mt_tokens *d,
                            mt_err *err);
+/* Writes tokens [lo, hi) of d (ids < 65536) as an llm.c shard (version 1) to f. */
+mt_status mt_llmc_write(FILE *f, const char *name, const mt_tokens *d, size_t lo, size_t hi,
+                        mt_err *err);
 /* Reads and checks a token file: magic, version, sizes, the tokenizer, every token < n_vocab. */
 mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_err *err);
 
-/* How mt_data_load reads a text. */
+/* How mt_data_load reads a text or token shards. */
 typedef struct {
     mt_tok_kind kind;
     int vocab_size;      /* bpe: the vocabulary to learn */
     double val_fraction; /* in [0, 1): the part held out for validation */
+    int data_vocab;      /* shards without a tokenizer: their vocabulary; 0: meta.json's */
 } mt_text_cfg;
 
+/* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */
+bool mt_data_is_set(const char *path);
+
 /* Loads a dataset and where its validation part starts (d->n_val).
-   A path ending in ".bin" is a token file: it brings its own tokenizer (c->kind is ignored) and
-   its last floor(n * val_fraction) tokens are the validation part.
+   A path ending in ".bin", a directory or a glob pattern is token data (shards.c): one file, a
+   directory's *.bin files or the pattern's matches (sorted), each an mt token file (it brings its
+   tokenizer; c->kind is ignored), an llm.c shard or raw uint16 ids (nanoGPT's train.bin; the
+   vocabulary from c->data_vocab or meta.json, docs/data.md), all of one format and width. A set
+   of shards named *val* and others holds out the val ones; otherwise the last
+   floor(n * val_fraction) tokens are the validation part. Errors name the file and what was
+   expected (MT_EFORMAT, MT_EINVAL).
    Anything else is UTF-8 (byte, bpe: any) text, cut in bytes: the validation part is the text's
    last floor(len * val_fraction) bytes (char: from the next character start on), so every
    tokenizer holds out the same text. A new tokenizer of c->kind reads it: char's vocabulary is
@@ -109,24 +168,34 @@ typedef struct {
    encoded each on its own. An empty text, or one holding a NUL byte (binary), is MT_EINVAL. */
 mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err);
+/* shards.c: the token data at path as mt_data_load says. */
+mt_status mt_shards_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
+                         mt_err *err);
+/* Frees d's spans and windows, and its store (files unmapped) when it has one. */
 void mt_tokens_free(mt_tokens *d);
+/* A one-span dataset of the n uint16 ids at ids (borrowed, not freed), n_val of them held out. */
+mt_status mt_tokens_wrap(mt_tokens *d, const uint16_t *ids, size_t n, int n_vocab, size_t n_val,
+                         mt_err *err);
 
 /* Splits all into train (the first part) and val (the last all->n_val tokens), both views into
-   all. Each non-empty split must hold a window of n_ctx + 1 tokens; n_val 0 leaves val empty
-   (no validation). */
+   all (free them with mt_tokens_free), ready to draw windows of n_ctx + 1 ids that stay inside a
+   span. Each non-empty split must hold such a window; n_val 0 leaves val empty (no validation). */
 mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_tokens *val,
                           mt_err *err);
 
 /* ---- batch sampler ------------------------------------------------------------------------------
- * B windows of T + 1 consecutive tokens at uniform random starts in [0, n - T - 1]; the state is
- * the RNG alone, so copying the struct saves it and copying it back restores it. */
+ * B windows of T + 1 consecutive tokens at uniform random starts among the windows of the split's
+ * spans (one span: [0, n - T - 1]); the state is the RNG alone, so copying the struct saves it
+ * and copying it back restores it. A window of a mapped file is copied, then its pages are
+ * released from the process (the page cache keeps them): the resident memory stays that of a
+ * few windows however many are drawn. */
 typedef struct {
     mt_rng rng;
 } mt_sampler;
 
 void mt_sampler_init(mt_sampler *s, uint64_t seed);
 /* x (B, T): the windows' first T tokens; y (B, T): the next token of each (the window shifted
-   by one). d->n >= T + 1. */
+   by one). d is a split of mt_tokens_split for this T. */
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y);
 
 /* ---- images ------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-/* The tokenizers' common parts (encode, decode, JSON) and the byte and character tokenizers.
+/* The tokenizers' common parts (encode, decode, JSON) and the byte, character and ids tokenizers.
  * Characters are Unicode code points of UTF-8 text; bpe.c holds the byte-pair encoding. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,26 @@ static mt_status char_bytes(mt_tokenizer *t, mt_err *err) {
     t->off[0] = 0;
     for (int i = 0; i < t->n_vocab; i++)
         t->off[i + 1] = t->off[i] + (uint32_t)utf8_put(t->chars[i], t->bytes + t->off[i]);
+    return MT_OK;
+}
+
+mt_status mt_tok_init_ids(mt_tokenizer *t, int n_vocab, mt_err *err) {
+    memset(t, 0, sizeof *t);
+    if (n_vocab < 1 || n_vocab > 65536)
+        return mt_errorf(err, MT_EFORMAT, "tokenizer: ids needs 'n_vocab' from 1 to 65536, not %d",
+                         n_vocab);
+    t->kind = MT_TOK_IDS;
+    t->n_vocab = n_vocab;
+    /* id i decodes to "<i>": at most 7 bytes ("<65535>") each */
+    t->off = malloc(((size_t)n_vocab + 1) * sizeof *t->off);
+    t->bytes = malloc((size_t)n_vocab * 8);
+    if (!t->off || !t->bytes) {
+        mt_tok_free(t);
+        return mt_errorf(err, MT_ENOMEM, "tokenizer: out of memory for %d ids", n_vocab);
+    }
+    t->off[0] = 0;
+    for (int i = 0; i < n_vocab; i++)
+        t->off[i + 1] = t->off[i] + (uint32_t)sprintf(t->bytes + t->off[i], "<%d>", i);
     return MT_OK;
 }
 
@@ -162,6 +183,12 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
         mt_bpe_encode(t, s, len, ids, n);
         return MT_OK;
     }
+    if (t->kind == MT_TOK_IDS)
+        return mt_errorf(err, MT_EINVAL,
+                         "the ids tokenizer cannot encode text: its %d ids came from token shards "
+                         "without a tokenizer (llm.c, nanoGPT); give it a text tokenizer "
+                         "(meta.json beside the shards, docs/data.md)",
+                         t->n_vocab);
     uint32_t cp;
     for (size_t i = 0; i < len;) {
         size_t at = i;
@@ -204,6 +231,7 @@ static const mt_enum_item TOKENIZERS[] = {
     [MT_TOK_BYTE] = {"byte", "every byte a token"},
     [MT_TOK_CHAR] = {"char", "every character of the text a token"},
     [MT_TOK_BPE] = {"bpe", "byte-level BPE learnt from the training part, --vocab-size tokens"},
+    [MT_TOK_IDS] = {"ids", "token shards' ids without a tokenizer (no text)"},
 };
 const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 
@@ -215,6 +243,7 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
         for (int i = 0; i < t->n_vocab; i++)
             cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));
     }
+    if (t->kind == MT_TOK_IDS) cJSON_AddNumberToObject(o, "n_vocab", t->n_vocab);
     if (t->kind == MT_TOK_BPE) {
         cJSON *a = cJSON_AddArrayToObject(o, "merges");
         for (int k = 0; k < t->n_vocab - 256; k++) {
@@ -265,7 +294,8 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
     mt_status s = MT_OK;
     if (!cJSON_IsString(type)) {
         s = mt_errorf(err, MT_EFORMAT,
-                      "tokenizer: expected {\"type\": \"byte\", \"char\" or \"bpe\", ...}");
+                      "tokenizer: expected {\"type\": \"byte\", \"char\", \"bpe\" or \"ids\", "
+                      "...}");
     } else if (strcmp(type->valuestring, "byte") == 0) {
         mt_tok_init_byte(t);
     } else if (strcmp(type->valuestring, "char") == 0) {
@@ -296,8 +326,12 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
         s = char_bytes(t, err);
     } else if (strcmp(type->valuestring, "bpe") == 0) {
         s = bpe_from_json(cJSON_GetObjectItemCaseSensitive(o, "merges"), t, err);
+    } else if (strcmp(type->valuestring, "ids") == 0) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "n_vocab");
+        double v = cJSON_IsNumber(n) ? n->valuedouble : 0;
+        s = mt_tok_init_ids(t, v >= 1 && v <= 65536 && v == (int)v ? (int)v : 0, err);
     } else {
-        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char or bpe)",
+        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char, bpe or ids)",
                       type->valuestring);
     }
 out:

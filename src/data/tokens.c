@@ -1,9 +1,12 @@
-/* Token datasets: text and token files, the train/validation split, the batch sampler. */
+/* Token datasets: texts, the writers of token files and llm.c shards, the train/validation split
+   and the batch sampler (shards.c reads token files and shards). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data.h"
 
@@ -51,13 +54,23 @@ static void put_le(unsigned char *p, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t get_le(const unsigned char *p, int bytes) {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
+/* Ids [lo, hi) of d as uint16 to f (the host is little-endian, as mt's safetensors assume). */
+static bool write_ids(FILE *f, const mt_tokens *d, size_t lo, size_t hi) {
+    uint16_t buf[4096];
+    size_t at = 0; /* the first id of span k */
+    for (int k = 0; k < d->n_span && lo < hi; at += d->span[k++].n) {
+        const mt_token_span *sp = &d->span[k];
+        for (size_t i = lo - at; lo < hi && i < sp->n;) {
+            size_t m = 0;
+            for (; m < 4096 && lo < hi && i < sp->n; m++, lo++, i++)
+                buf[m] = (uint16_t)mt_span_id(sp, d->width, i);
+            if (fwrite(buf, sizeof *buf, m, f) != m) return false;
+        }
+    }
+    return true;
 }
 
-mt_status mt_tokfile_write(const char *path, const mt_tokenizer *tok, const mt_tokens *d,
+mt_status mt_tokfile_write(FILE *f, const char *name, const mt_tokenizer *tok, const mt_tokens *d,
                            mt_err *err) {
     char *json = mt_tok_to_json(tok);
     size_t jlen = strlen(json);
@@ -67,111 +80,21 @@ mt_status mt_tokfile_write(const char *path, const mt_tokenizer *tok, const mt_t
     put_le(h + 12, (uint64_t)tok->n_vocab, 4);
     put_le(h + 16, d->n, 8);
     put_le(h + 24, jlen, 4);
-    mt_status s = MT_OK;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", path, strerror(errno));
-    } else {
-        /* the tokens are written as the host holds them: mt assumes a little-endian host, as
-           its safetensors files do */
-        bool ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(json, 1, jlen, f) == jlen &&
-                  fwrite(d->tok, sizeof *d->tok, d->n, f) == d->n;
-        if (fclose(f) != 0 || !ok)
-            s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
-    }
+    bool ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(json, 1, jlen, f) == jlen &&
+              write_ids(f, d, 0, d->n);
     free(json);
-    return s;
+    return ok ? MT_OK : mt_errorf(err, MT_EIO, "%s: cannot write: %s", name, strerror(errno));
 }
 
-mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_err *err) {
-    memset(d, 0, sizeof *d);
-    memset(tok, 0, sizeof *tok);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    mt_status s = check_regular(f, path, err);
-    if (s != MT_OK) return s;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    unsigned char h[TOKFILE_HEADER];
-    char *json = NULL;
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot determine its size", path);
-        goto out;
-    }
-    if (size < TOKFILE_HEADER || fread(h, 1, sizeof h, f) != sizeof h) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: truncated: %ld bytes, a token file header has %d", path,
-                      size, TOKFILE_HEADER);
-        goto out;
-    }
-    if (memcmp(h, MT_TOKFILE_MAGIC, 8) != 0) {
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s: not an mt token file (it does not start with \"%s\"); make one with "
-                      "./train --data TEXT --prepare FILE.bin",
-                      path, MT_TOKFILE_MAGIC);
-        goto out;
-    }
-    uint64_t version = get_le(h + 8, 4), vocab = get_le(h + 12, 4), count = get_le(h + 16, 8),
-             jlen = get_le(h + 24, 4);
-    if (version != MT_TOKFILE_VERSION) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: token file version %llu; this mt reads version %u",
-                      path, (unsigned long long)version, MT_TOKFILE_VERSION);
-        goto out;
-    }
-    if (vocab < 1 || vocab > 65536) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: vocabulary size %llu outside 1..65536", path,
-                      (unsigned long long)vocab);
-        goto out;
-    }
-    uint64_t room = (uint64_t)size - TOKFILE_HEADER;
-    if (jlen > room || count > (room - jlen) / 2 || (room - jlen) != 2 * count) {
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s: the header announces a %llu-byte tokenizer and %llu tokens (%llu bytes "
-                      "in all) but the file holds %llu bytes after the header: %s",
-                      path, (unsigned long long)jlen, (unsigned long long)count,
-                      (unsigned long long)(jlen + 2 * count), (unsigned long long)room,
-                      jlen + 2 * count > room ? "truncated" : "trailing bytes");
-        goto out;
-    }
-    if (!(json = malloc(jlen + 1)) || fread(json, 1, jlen, f) != jlen) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot read the tokenizer", path);
-        goto out;
-    }
-    json[jlen] = 0;
-    mt_err terr;
-    if (mt_tok_from_json(json, tok, &terr) != MT_OK) {
-        s = mt_errorf(err, MT_EFORMAT, "%s: %s", path, terr.msg);
-        goto out;
-    }
-    if ((uint64_t)tok->n_vocab != vocab) {
-        s = mt_errorf(err, MT_EFORMAT,
-                      "%s: the header says %llu tokens in the vocabulary, its tokenizer has %d",
-                      path, (unsigned long long)vocab, tok->n_vocab);
-        goto out;
-    }
-    d->n = (size_t)count;
-    d->n_vocab = (int)vocab;
-    if (!(d->tok = malloc((d->n ? d->n : 1) * sizeof *d->tok))) {
-        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, d->n);
-        goto out;
-    }
-    if (fread(d->tok, sizeof *d->tok, d->n, f) != d->n) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot read the tokens", path);
-        goto out;
-    }
-    for (size_t i = 0; i < d->n; i++)
-        if (d->tok[i] >= vocab) {
-            s = mt_errorf(err, MT_EFORMAT, "%s: token %zu is %u, outside the vocabulary of %llu",
-                          path, i, d->tok[i], (unsigned long long)vocab);
-            goto out;
-        }
-out:
-    free(json);
-    fclose(f);
-    if (s != MT_OK) {
-        mt_tokens_free(d);
-        mt_tok_free(tok);
-    }
-    return s;
+mt_status mt_llmc_write(FILE *f, const char *name, const mt_tokens *d, size_t lo, size_t hi,
+                        mt_err *err) {
+    MT_ASSERT(lo <= hi && hi <= d->n && hi - lo <= INT32_MAX, "llm.c shard of [%zu, %zu)", lo, hi);
+    unsigned char h[MT_LLMC_HEADER] = {0};
+    put_le(h, MT_LLMC_MAGIC, 4);
+    put_le(h + 4, 1, 4); /* version 1: uint16 ids */
+    put_le(h + 8, hi - lo, 4);
+    bool ok = fwrite(h, 1, sizeof h, f) == sizeof h && write_ids(f, d, lo, hi);
+    return ok ? MT_OK : mt_errorf(err, MT_EIO, "%s: cannot write: %s", name, strerror(errno));
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -194,11 +117,13 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     if (!(c->val_fraction >= 0 && c->val_fraction < 1))
         return mt_errorf(err, MT_EINVAL, "--val-fraction %g: expected a fraction in [0, 1)",
                          c->val_fraction);
-    if (ends_with(path, ".bin")) {
-        mt_status s = mt_tokfile_read(path, tok, d, err);
-        if (s == MT_OK) d->n_val = (size_t)((double)d->n * c->val_fraction);
-        return s;
-    }
+    if (ends_with(path, ".bin") || mt_data_is_set(path))
+        return mt_shards_load(path, c, tok, d, err);
+    if (c->kind == MT_TOK_IDS)
+        return mt_errorf(err, MT_EINVAL,
+                         "--tokenizer ids: %s is a text; ids are token shards' (a text needs "
+                         "byte, char or bpe)",
+                         path);
     char *text;
     size_t len = 0;
     mt_status s = read_file(path, &text, &len, err);
@@ -229,15 +154,18 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
         free(text);
         return mt_errorf(err, s, "%s: %s", path, e.msg);
     }
-    d->tok = malloc((len ? len : 1) * sizeof *d->tok);
-    d->n_vocab = tok->n_vocab;
-    if (!d->tok) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, len);
-    else if ((s = mt_tok_encode(tok, text, cut, d->tok, &n_train, &e)) != MT_OK ||
-             (s = mt_tok_encode(tok, text + cut, len - cut, d->tok + n_train, &d->n_val, &e)) !=
-                 MT_OK)
+    uint16_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    size_t n_val = 0;
+    if (!ids) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, len);
+    else if ((s = mt_tok_encode(tok, text, cut, ids, &n_train, &e)) != MT_OK ||
+             (s = mt_tok_encode(tok, text + cut, len - cut, ids + n_train, &n_val, &e)) != MT_OK)
         s = mt_errorf(err, s, "%s: %s", path, e.msg);
-    d->n = n_train + d->n_val;
     free(text);
+    if (s == MT_OK) s = mt_tokens_wrap(d, ids, n_train + n_val, tok->n_vocab, n_val, err);
+    if (s == MT_OK && !(d->store = calloc(1, sizeof *d->store)))
+        s = mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (s == MT_OK) d->store->buf = ids;
+    else free(ids);
     if (s != MT_OK) {
         mt_tokens_free(d);
         mt_tok_free(tok);
@@ -245,24 +173,63 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     return s;
 }
 
-void mt_tokens_free(mt_tokens *d) {
-    free(d->tok);
-    memset(d, 0, sizeof *d);
+mt_status mt_tokens_wrap(mt_tokens *d, const uint16_t *ids, size_t n, int n_vocab, size_t n_val,
+                         mt_err *err) {
+    *d = (mt_tokens){.n_span = 1, .width = 2, .n = n, .n_vocab = n_vocab, .n_val = n_val};
+    if (!(d->span = malloc(sizeof *d->span))) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    d->span[0] = (mt_token_span){.ids = (const unsigned char *)ids, .n = n, .path = "(memory)"};
+    return MT_OK;
+}
+
+/* v: the ids [lo, hi) of all, a view (its own span array) ready for windows of T + 1. */
+static mt_status view(const mt_tokens *all, size_t lo, size_t hi, int T, mt_tokens *v,
+                      mt_err *err) {
+    *v = (mt_tokens){.width = all->width, .n = hi - lo, .n_vocab = all->n_vocab, .T = T};
+    if (!(v->span = malloc(((size_t)all->n_span + 1) * sizeof *v->span)) ||
+        !(v->win = malloc(((size_t)all->n_span + 1) * sizeof *v->win)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory");
+    v->win[0] = 0;
+    size_t at = 0; /* the first id of span k */
+    for (int k = 0; k < all->n_span; at += all->span[k++].n) {
+        mt_token_span sp = all->span[k];
+        size_t a = lo > at ? lo - at : 0, b = hi < at + sp.n ? hi - at : sp.n;
+        if (a >= b) continue;
+        sp.ids += a * (size_t)all->width, sp.offset += a * (size_t)all->width, sp.n = b - a;
+        v->span[v->n_span] = sp;
+        v->win[v->n_span + 1] = v->win[v->n_span] + (sp.n > (size_t)T ? sp.n - (size_t)T : 0);
+        v->n_span++;
+    }
+    return MT_OK;
+}
+
+/* The longest span of d. */
+static size_t longest(const mt_tokens *d) {
+    size_t m = 0;
+    for (int k = 0; k < d->n_span; k++) m = d->span[k].n > m ? d->span[k].n : m;
+    return m;
 }
 
 mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_tokens *val,
                           mt_err *err) {
     MT_ASSERT(all->n_val <= all->n, "split: %zu validation tokens of %zu", all->n_val, all->n);
-    size_t n_val = all->n_val;
-    *train = (mt_tokens){.tok = all->tok, .n = all->n - n_val, .n_vocab = all->n_vocab};
-    *val = (mt_tokens){.tok = all->tok + train->n, .n = n_val, .n_vocab = all->n_vocab};
-    size_t need = (size_t)n_ctx + 1;
-    if (train->n < need)
+    size_t n_val = all->n_val, n_train = all->n - n_val, need = (size_t)n_ctx + 1;
+    memset(val, 0, sizeof *val);
+    mt_status s = view(all, 0, n_train, n_ctx, train, err);
+    if (s == MT_OK) s = view(all, n_train, all->n, n_ctx, val, err);
+    if (s != MT_OK) return s;
+    if (longest(train) < need)
         return mt_errorf(err, MT_EINVAL,
-                         "the training split has %zu tokens; one window of n_ctx + 1 = %zu needs "
-                         "more data or a smaller --n-ctx",
-                         train->n, need);
-    if (n_val > 0 && n_val < need)
+                         "the training split has %zu tokens%s; one window of n_ctx + 1 = %zu "
+                         "needs more data or a smaller --n-ctx",
+                         n_train, train->n_span > 1 ? " in shards shorter than a window" : "",
+                         need);
+    if (n_val > 0 && longest(val) < need && all->val_files)
+        return mt_errorf(err, MT_EINVAL,
+                         "the validation split, the files named *val*, has no file of a window of "
+                         "n_ctx + 1 = %zu tokens (%zu tokens in all): a smaller --n-ctx or longer "
+                         "val files",
+                         need, n_val);
+    if (n_val > 0 && longest(val) < need)
         return mt_errorf(err, MT_EINVAL,
                          "the validation split has %zu tokens (the last --val-fraction of %zu); a "
                          "window of n_ctx + 1 = %zu needs a larger --val-fraction (or 0: no "
@@ -273,15 +240,46 @@ mt_status mt_tokens_split(const mt_tokens *all, int n_ctx, mt_tokens *train, mt_
 
 void mt_sampler_init(mt_sampler *s, uint64_t seed) { mt_rng_seed(&s->rng, seed); }
 
+/* The span holding window u of d (win[k] <= u < win[k + 1]). */
+static int span_of(const mt_tokens *d, uint64_t u) {
+    int lo = 0, hi = d->n_span - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->win[mid] <= u) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Unmaps the pages of ids [i, i + n) of a mapped span from this process (MADV_DONTNEED: a later
+   read maps them again from the page cache). A fault maps a large folio of the page cache whole,
+   so the aligned 2 MiB blocks around the ids go, within the span's pages. */
+static void release(const mt_token_span *sp, int width, size_t i, size_t n) {
+    if (!sp->mapped) return;
+    const uintptr_t block = 2u << 20, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)(sp->ids - sp->offset), /* the mapping: page-aligned */
+        end = ((uintptr_t)(sp->ids + sp->n * (size_t)width) + page - 1) & ~(page - 1),
+              lo = (uintptr_t)(sp->ids + i * (size_t)width) & ~(block - 1),
+              hi = ((uintptr_t)(sp->ids + (i + n) * (size_t)width) + block - 1) & ~(block - 1);
+    lo = lo < base ? base : lo;
+    hi = hi > end ? end : hi;
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y) {
-    MT_ASSERT(d->n >= (size_t)T + 1, "sampler: %zu tokens, a window needs %d", d->n, T + 1);
-    uint64_t starts = d->n - (size_t)T; /* windows [i, i + T] for i in [0, n - T - 1] */
+    MT_ASSERT(d->win && d->T == T && d->win[d->n_span] > 0,
+              "sampler: a split for windows of %d tokens, not %d", d->T + 1, T + 1);
+    uint64_t starts = d->win[d->n_span]; /* one span: windows [i, i + T], i in [0, n - T - 1] */
     for (int b = 0; b < B; b++) {
         /* modulo bias: starts / 2^64, negligible below 2^40 tokens */
-        const uint16_t *w = d->tok + mt_rng_u64(&s->rng) % starts;
+        uint64_t u = mt_rng_u64(&s->rng) % starts;
+        int k = span_of(d, u);
+        const mt_token_span *sp = &d->span[k];
+        size_t at = u - d->win[k];
         for (int t = 0; t < T; t++) {
-            x[b * T + t] = w[t];
-            y[b * T + t] = w[t + 1];
+            x[b * T + t] = (int)mt_span_id(sp, d->width, at + t);
+            y[b * T + t] = (int)mt_span_id(sp, d->width, at + t + 1);
         }
+        release(sp, d->width, at, (size_t)T + 1);
     }
 }

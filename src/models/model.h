@@ -92,9 +92,10 @@ typedef struct {
 
 /* What the training data is and how it is read and split. */
 typedef struct {
-    const char *path;      /* a text or token file, or an image dataset (data.h) */
+    const char *path;      /* a text, token file or shard set, or an image dataset (data.h) */
     mt_tok_kind tokenizer; /* text */
     int vocab_size;        /* text, bpe: the vocabulary to learn from the training part */
+    int data_vocab;        /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
     double val_fraction;   /* the last part of a text (in bytes); a random part of images (but a
                               test part) */
     mt_image_opts images;  /* images */
@@ -116,7 +117,8 @@ typedef struct {
 struct mt_task_type {
     const char *name;  /* "text" */
     const char *data;  /* what --data names: "a text or token file" */
-    bool data_file;    /* --data is a file (not a folder): text, which --prepare can tokenize */
+    bool data_file;    /* --data is a file (not a folder; text: or a shard set, mt_data_is_set):
+                          text, which --prepare can tokenize */
     const char *units; /* what a row holds: "tokens", "images" */
     const char *unit;  /* of throughput: "tok", "img" */
     /* Units (tokens, images) in a row of the model config's: throughput. */

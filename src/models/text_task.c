@@ -1,6 +1,6 @@
-/* The text task: next-token prediction on a text or token file (data.h), for the GPT. Windows of
-   T = n_ctx tokens drawn at random from the training part; validation on the same
-   eval_batches x B windows of the held-out part every time. B T as in nn.h. */
+/* The text task: next-token prediction on a text, a token file or a set of token shards (data.h),
+   for the GPT. Windows of T = n_ctx tokens drawn at random from the training part; validation on
+   the same eval_batches x B windows of the held-out part every time. B T as in nn.h. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,7 +30,8 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *model_cfg, mt_er
     t->seed = d->seed;
     mt_text_cfg tc = {.kind = d->tokenizer,
                       .vocab_size = d->vocab_size,
-                      .val_fraction = d->val_fraction};
+                      .val_fraction = d->val_fraction,
+                      .data_vocab = d->data_vocab};
     mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
     cfg->n_vocab = t->tok.n_vocab;
@@ -49,6 +50,8 @@ static void task_free(mt_task *tp) {
     text_task *t = (text_task *)tp;
     if (!t) return;
     mt_tok_free(&t->tok);
+    mt_tokens_free(&t->train);
+    mt_tokens_free(&t->val);
     mt_tokens_free(&t->all);
     free(t->x);
     free(t->y);
@@ -57,8 +60,11 @@ static void task_free(mt_task *tp) {
 
 static void describe(const mt_task *tp, char *buf, size_t len) {
     const text_task *t = (const text_task *)tp;
-    snprintf(buf, len, "%zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu", t->all.n,
-             mt_enum_name(&MT_TOKENIZERS, t->tok.kind), t->tok.n_vocab, t->train.n, t->val.n);
+    int n = snprintf(buf, len, "%zu tokens (%s tokenizer, vocabulary %d), train %zu, val %zu",
+                     t->all.n, mt_enum_name(&MT_TOKENIZERS, t->tok.kind), t->tok.n_vocab,
+                     t->train.n, t->val.n);
+    if (t->all.n_span > 1 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " in %d shards (mapped)", t->all.n_span);
 }
 
 static char *meta(const mt_task *tp) { return mt_tok_to_json(&((const text_task *)tp)->tok); }
@@ -116,7 +122,7 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
 
 const mt_task_type mt_text_task = {
     .name = "text",
-    .data = "a text or token file",
+    .data = "a text or token file, or a directory or glob of token shards",
     .data_file = true,
     .units = "tokens",
     .unit = "tok",

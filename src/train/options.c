@@ -17,6 +17,10 @@ static const mt_enum_item RECOMPUTE[] =
      [MT_RECOMPUTE_BLOCK] = {"block", "each block's input kept, its forward run again in the "
                                       "backward"}};
 static const mt_enum MT_RECOMPUTES = MT_ENUM("recompute", RECOMPUTE);
+static const mt_enum_item PREPARE_FORMATS[] =
+    {[MT_PREPARE_MT] = {"mt", "one token file with its tokenizer"},
+     [MT_PREPARE_LLMC] = {"llmc", "a directory of llm.c shards and meta.json"}};
+const mt_enum MT_PREPARE_FORMATS = MT_ENUM("format", PREPARE_FORMATS);
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
@@ -24,12 +28,17 @@ static const mt_enum MT_RECOMPUTES = MT_ENUM("recompute", RECOMPUTE);
     MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DATA[] = {
     F(path, STR, "data",
-      "training text (UTF-8 for char) or token file FILE.bin; images: an image "
-      "folder (a subdirectory per class) or MNIST-format idx files"),
+      "training text (UTF-8 for char), token file FILE.bin, or a directory or quoted glob of "
+      "token shards (mt, llm.c, nanoGPT: docs/data.md); images: an image folder (a subdirectory "
+      "per class) or MNIST-format idx files"),
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS),
     F(vocab_size, INT, "vocab_size",
       "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",
       .range = "257..65536"),
+    F(data_vocab, INT, "data_vocab",
+      "token shards without a tokenizer (llm.c, nanoGPT): the vocabulary of their ids; 0: "
+      "meta.json's beside them (docs/data.md)",
+      .range = "0..65536"),
     F(val_fraction, FLOAT, "val_fraction",
       "last part of the data held out for validation (text: "
       "of its bytes; images: a random part, unless the data has a test part)"),
@@ -69,8 +78,12 @@ static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
 static const mt_field TRAIN[] = {
     F(model, STR, "model", "the model (listed below)"),
     F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
-    F(prepare, STR, "prepare", "write --data as a token file FILE.bin and exit",
+    F(prepare, STR, "prepare", "write --data as a token file FILE.bin (or --format's) and exit",
       .flags = MT_FIELD_CLI),
+    F(format, ENUM, "format", "--prepare's output", .of = &MT_PREPARE_FORMATS,
+      .flags = MT_FIELD_CLI),
+    F(shard_tokens, INT, "shard_tokens", "--prepare --format llmc: tokens per shard",
+      .range = "1..2147483647", .flags = MT_FIELD_CLI),
     F(out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
     F(config, STR, "config", "config file of key = value lines (flags override it)",
       .flags = MT_FIELD_CLI),
@@ -135,6 +148,7 @@ static mt_train_options defaults(void) {
                  .val_fraction = 0.1f,
                  .resize = true,
                  .bad_images = MT_BAD_IMAGES_SKIP},
+        .shard_tokens = 100000000, /* llm.c's fineweb shards */
         .out = "out",
         .seed = 1337,
         .steps = 1000,
@@ -257,6 +271,7 @@ static void resolve(mt_run_options *r) {
     r->data = (mt_data_cfg){.path = d->path,
                             .tokenizer = (mt_tok_kind)d->tokenizer,
                             .vocab_size = d->vocab_size,
+                            .data_vocab = d->data_vocab,
                             .val_fraction = d->val_fraction,
                             .eval_batches = o->eval_batches,
                             .images = {.H = d->image_size,

@@ -17,6 +17,7 @@ typedef struct {
     char classes[MT_FIELD_STR_MAX]; /* images: a class-name file; empty: beside the data */
     int tokenizer;                  /* mt_tok_kind */
     int vocab_size;                 /* bpe */
+    int data_vocab;                 /* token shards without a tokenizer; 0: meta.json's */
     float val_fraction;
     int image_size, channels; /* 0: the data's */
     bool resize;              /* --no-resize clears it */
@@ -25,12 +26,16 @@ typedef struct {
 
 /* --recompute: what a training step keeps for the backward. */
 typedef enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_BLOCK } mt_recompute_mode;
+/* --format: what --prepare writes. */
+typedef enum { MT_PREPARE_MT, MT_PREPARE_LLMC } mt_prepare_format;
+extern const mt_enum MT_PREPARE_FORMATS;
 
 /* Every option of ./train but the model's config, as its table lists them. */
 typedef struct {
     char model[MT_FIELD_STR_MAX];
     mt_data_options data;
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
+    int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
     bool resume;
     int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
     mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */

@@ -229,7 +229,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if (!cfg->model->task->data_file && stat(data, &sb) != 0) /* a file or a directory */
         return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected %s (--model %s)", data,
                          strerror(errno), cfg->model->task->data, cfg->model->name);
-    if ((cfg->model->task->data_file && (s = mt_file_check("--data", data, err)) != MT_OK) ||
+    if ((cfg->model->task->data_file && !mt_data_is_set(data) &&
+         (s = mt_file_check("--data", data, err)) != MT_OK) ||
         (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
         (!cfg->resume &&
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))

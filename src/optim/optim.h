@@ -73,9 +73,26 @@
 #include "../tensor/params.h"
 
 /* The registered kinds: mt_optim_types[kind] is its type, MT_OPTIMS its --optim name. */
-typedef enum { MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW } mt_optim_kind;
+typedef enum {
+    MT_OPTIM_SGD,
+    MT_OPTIM_ADAM,
+    MT_OPTIM_ADAMW,
+    MT_OPTIM_MUON,
+    MT_OPTIM_LION
+} mt_optim_kind;
 
-typedef enum { MT_SCHED_CONST, MT_SCHED_COSINE, MT_SCHED_LINEAR, MT_SCHED_INVSQRT } mt_sched_kind;
+typedef enum {
+    MT_SCHED_CONST,
+    MT_SCHED_COSINE,
+    MT_SCHED_LINEAR,
+    MT_SCHED_INVSQRT,
+    MT_SCHED_WSD,
+} mt_sched_kind;
+
+/* Muon's scale of the orthogonalised update of an (R, C) matrix: the reference's
+   sqrt(max(1, R / C)) (KellerJordan/Muon), or Moonlight's rms sqrt(max(R, C)) (arXiv 2502.16982,
+   rms 0.2: the update's RMS matches AdamW's, so Muon can take AdamW's lr and weight decay). */
+typedef enum { MT_MUON_SCALE_REFERENCE, MT_MUON_SCALE_MATCH_ADAMW } mt_muon_scale;
 
 /* Which table entries weight decay reaches: the table's flags as built (matrices), those plus the
    embeddings, or every trainable entry. */
@@ -88,6 +105,9 @@ typedef enum { MT_DECAY_MATRICES, MT_DECAY_EMBEDDINGS, MT_DECAY_ALL } mt_decay_s
        cosine   min_lr + (lr - min_lr) * (1 + cos(pi * u / D)) / 2,  min_lr once s >= steps
        linear   lr - (lr - min_lr) * u / D,                          min_lr once s >= steps
        invsqrt  lr * sqrt(warmup / s)
+       wsd      lr until D' = round(decay_frac * steps) steps are left (round half to even, as
+                Python's round), then min_lr + (lr - min_lr) * (steps - s) / D' (nanochat's
+                base_train.py: warmup, stable, decay), min_lr once s >= steps
    So step 0 runs at warmup_init_lr, step `warmup` at lr, and lr_at(steps) = min_lr is where the
    decays end (the last step, steps - 1, is one decrement above it). invsqrt with warmup_init_lr
    = 0 is the original Transformer's lr * min(s / warmup, sqrt(warmup / s)). */
@@ -95,6 +115,7 @@ typedef struct {
     mt_sched_kind kind;
     double lr, min_lr, warmup_init_lr;
     long warmup, steps;
+    double decay_frac; /* wsd: the fraction of the steps that decays, in [0, 1] */
 } mt_schedule;
 
 typedef struct {
@@ -106,6 +127,18 @@ typedef struct {
     mt_decay_scope decay_scope;
     double clip; /* max global gradient norm; 0: no clipping */
     mt_schedule sched;
+    /* Muon (muon.c): the hidden matrices' rate, the rest's (AdamW with beta1, beta2, eps), each
+       -1: the schedule's lr, else scaled by the schedule's lr_at / lr; the hidden matrices'
+       weight decay (-1: weight_decay); momentum, Nesterov, Newton-Schulz steps, coefficients
+       and epsilon; the scale rule and Moonlight's rms */
+    double muon_lr, adam_lr, muon_wd;
+    double muon_momentum;
+    bool muon_nesterov;
+    int ns_steps;
+    double ns_a, ns_b, ns_c, ns_eps;
+    mt_muon_scale muon_scale;
+    double muon_rms;
+    double lion_beta1, lion_beta2; /* Lion (lion.c) */
 } mt_optim_config;
 
 /* torch.optim.AdamW's defaults (lr 1e-3, betas 0.9, 0.999, eps 1e-8, weight decay 0.01), decay
@@ -126,8 +159,9 @@ extern const mt_fields MT_OPTIM_FIELDS;
 void mt_optim_resolve(mt_optim_config *c, long steps);
 
 /* The names of the enums' values (mt_enum_name, mt_enum_parse). */
-extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw" */
-extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt" */
+extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw", "muon", "lion" */
+extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt", "wsd" */
+extern const mt_enum MT_MUON_SCALES;  /* "reference", "match-adamw" */
 extern const mt_enum MT_DECAY_SCOPES; /* "matrices", "embeddings", "all" */
 
 /* The lr of step s >= 0 (see mt_schedule). A pure function. */
@@ -148,6 +182,7 @@ typedef struct {
     const float *g;    /* the gradient there: the buffers' sum, clipped (mt_grads) */
     float *s[MT_OPTIM_MAX_SLOTS]; /* each state slot there; NULL past the kind's slots */
     float *scratch;               /* whole tensors: the kind's scratch(cfg, e) floats, else NULL */
+    bool bf16;                    /* whole tensors: the model's products are bf16 (P->bf16) */
 } mt_optim_tensor;
 
 typedef struct mt_optim_type {
@@ -164,13 +199,16 @@ typedef struct mt_optim_type {
     bool (*whole)(const mt_optim_config *c, const mt_param *e);
     /* optional: floats of scratch stepping e whole needs */
     size_t (*scratch)(const mt_optim_config *c, const mt_param *e);
+    /* init refuses a table with no entry to step whole (Muon on a model without a hidden matrix) */
+    bool needs_whole;
     /* optional: the kind's own checks, after mt_optim_validate's general ones */
     mt_status (*validate)(const mt_optim_config *c, mt_err *err);
 } mt_optim_type;
 
 /* The registry (config.c), indexed by mt_optim_kind, and its types (sgd.c, adam.c). */
 extern const mt_optim_type *const mt_optim_types[];
-extern const mt_optim_type mt_optim_sgd, mt_optim_adam, mt_optim_adamw;
+extern const mt_optim_type mt_optim_sgd, mt_optim_adam, mt_optim_adamw, mt_optim_muon,
+    mt_optim_lion;
 
 /* Floats of optimizer state per parameter float for config c (c->kind registered). */
 int mt_optim_state_slots(const mt_optim_config *c);

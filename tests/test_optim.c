@@ -303,7 +303,11 @@ static void test_muon_formula(void) {
                *v = calloc(N, sizeof(double));
         for (size_t i = 0; i < N; i++) p[i] = P.data[i];
         double lr[3] = {0.1, 0.05, 0.02}, err = 0;
+        mt_rng r;
+        mt_rng_seed(&r, 3);
         for (int t = 1; t <= 3; t++) {
+            for (size_t i = 0; t > 1 && i < N; i++) /* a new direction: momentum matters */
+                P.grad[i] = P.grad[i] != 0 ? 2 * mt_rng_uniform(&r) - 1 : 0;
             double f = lr[t - 1] / c.sched.lr;
             double mlr = c.muon_lr < 0 ? lr[t - 1] : c.muon_lr * f;
             double alr = c.adam_lr < 0 ? lr[t - 1] : c.adam_lr * f;

@@ -38,7 +38,8 @@ done
 resume() { # label, extra flags
     R="$TINY --schedule const --steps 30 --save-every 10 $2"
     rm -rf "$T/once" "$T/r"
-    train $R --out "$T/r" && mv "$T/r" "$T/once" || { fail "$1: run once: $(tail -n 2 "$T/log")"; return; }
+    train $R --out "$T/r" && mv "$T/r" "$T/once" ||
+        { fail "$1: run once: $(tail -n 2 "$T/log")"; return; }
     train $R --steps 15 --out "$T/r" || fail "$1: first half"
     train --resume --out "$T/r" --steps 30 || fail "$1: resume exited: $(tail -n 2 "$T/log")"
     cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "$1: resumed weights differ"
@@ -57,7 +58,8 @@ train --resume --out "$T/once" --steps 40 --optim adamw; rc=$?
     fail "muon state resumed with adamw: exit $rc, $(cat "$T/log")"
 resume "muon plain match-adamw" "$MUON --no-nesterov --muon-scale match-adamw --ns-steps 3"
 resume lion "--optim lion --lr 1e-3"
-if "$B/train" --threads 1 $TINY --steps 1 --warmup 0 --precision bf16 --out "$T/probe" >/dev/null 2>&1; then
+if "$B/train" --threads 1 $TINY --steps 1 --warmup 0 --precision bf16 --out "$T/probe" \
+    >/dev/null 2>&1; then
     resume "muon bf16" "$MUON --precision bf16"
 else
     echo "test_cli_optim: no bf16 here: Muon in bf16 not resumed"

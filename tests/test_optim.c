@@ -228,7 +228,7 @@ static void test_against_formula(void) {
     }
 }
 
-/* ---- Muon against muon.py's formulas in double ------------------------------------------------ */
+/* ---- Muon against muon.py's formulas in double --------------------------------------------- */
 
 /* zeropower_via_newtonschulz5 in double, as muon.py writes it: X (r, k) normalised, transposed
    when r > k, iterated, transposed back, into out. */

@@ -199,7 +199,7 @@ static mt_status muon_validate(const mt_optim_config *c, mt_err *err) {
                          "momentum divides by it) and --muon-rms >= 0",
                          c->ns_eps, c->muon_rms);
     if (!isfinite(c->ns_a) || !isfinite(c->ns_b) || !isfinite(c->ns_c))
-        return mt_errorf(err, MT_EINVAL, "--ns-a, --ns-b, --ns-c must be finite");
+        return mt_errorf(err, MT_EINVAL, "--ns-coef-a, --ns-coef-b, --ns-coef-c must be finite");
     return MT_OK;
 }
 

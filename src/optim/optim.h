@@ -25,8 +25,9 @@
  *   --decay-scope matrices|embeddings|all decay_scope                 --clip   clip
  *   --lr --min-lr --warmup-init-lr --warmup --schedule const|cosine|linear|invsqrt|wsd
  *   --decay-frac  in sched (sched.steps is the run's number of steps)
- *   --muon-lr --adam-lr --muon-wd --muon-momentum --no-nesterov --ns-steps --ns-a --ns-b --ns-c
- *   --ns-eps --muon-scale --muon-rms   muon_*, ns_*      --lion-beta1 --lion-beta2   lion_*
+ *   --muon-lr --adam-lr --muon-wd --muon-momentum --no-nesterov --muon-scale --muon-rms  muon_*
+ *   --ns-steps --ns-coef-a --ns-coef-b --ns-coef-c --ns-eps  ns_*
+ *   --lion-beta1 --lion-beta2  lion_*
  *
  * ---- an optimizer kind ------------------------------------------------------------------------
  * A kind is an mt_optim_type (below): its name, its state slots (arrays laid out as P->data, each

@@ -167,6 +167,13 @@ static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
            mt_enum_name(&MT_SCHEDULES, o->optim.sched.kind), tr->opt.cfg.sched.warmup, batch,
            mt_threads(), tr->replicas.n, o->precision == MT_BF16 ? "bf16 products, " : "",
            o->resume ? "resumed" : "from scratch", o->out);
+    const mt_optim *op = &tr->opt;
+    if (op->type->whole) /* Muon: its two groups */
+        printf("groups  %d hidden matrices (%.3fM parameters) %s, lr %g; %d other tensors AdamW, "
+               "lr %g\n",
+               op->n_whole, op->whole_floats / 1e6, op->type->name,
+               op->cfg.muon_lr < 0 ? op->cfg.sched.lr : op->cfg.muon_lr, op->n_pieces,
+               op->cfg.adam_lr < 0 ? op->cfg.sched.lr : op->cfg.adam_lr);
     if (mt_dist_size() > 1)
         printf("mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
                "gradients summed in %d buckets\n",

@@ -1,9 +1,12 @@
 /* mt side of bench/optim.py: milliseconds per optimizer step and per clip on a Transformer-shaped
  * parameter table. Usage: optim LAYERS WIDTH REPEATS THREADS (0: all cores). Prints "name min
- * median" lines in ms. */
+ * median" lines in ms: SGD with momentum, Adam, AdamW, the gradient norm, Lion, Muon (its
+ * Newton-Schulz on the 2-D matrices, AdamW on the rest) and, where bf16 runs, Muon with the
+ * parameters' bf16 copy (its products in bf16). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 #include "mt.h"
@@ -49,21 +52,31 @@ int main(int argc, char **argv) {
     make_table(&P, L, C);
     printf("params %zu entries %d threads %d\n", mt_params_count_trainable(&P), P.n, mt_threads());
     double *t = malloc((size_t)R * sizeof(double));
-    const char *names[] = {"sgd_momentum", "adam", "adamw", "clip"};
-    for (int k = 0; k < 4; k++) {
+    const struct {
+        const char *name;
+        mt_optim_kind kind; /* clip: any */
+        bool bf16;
+    } cases[] = {{"sgd_momentum", MT_OPTIM_SGD, false}, {"adam", MT_OPTIM_ADAM, false},
+                 {"adamw", MT_OPTIM_ADAMW, false},      {"clip", MT_OPTIM_ADAMW, false},
+                 {"lion", MT_OPTIM_LION, false},        {"muon", MT_OPTIM_MUON, false},
+                 {"muon_bf16", MT_OPTIM_MUON, true}}; /* last: it leaves P's bf16 copy on */
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].bf16 && (mt_bf16_check(NULL) != MT_OK || mt_params_enable_bf16(&P, NULL)))
+            continue;
         mt_optim o;
         mt_optim_config c = mt_optim_defaults();
-        c.kind = k == 0 ? MT_OPTIM_SGD : k == 1 ? MT_OPTIM_ADAM : MT_OPTIM_ADAMW;
-        if (k == 0) c.momentum = 0.9;
+        c.kind = cases[k].kind;
+        if (c.kind == MT_OPTIM_SGD) c.momentum = 0.9;
         MT_ASSERT(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        bool clip = strcmp(cases[k].name, "clip") == 0;
         for (int r = -2; r < R; r++) { /* two warm-up repeats */
             double t0 = omp_get_wtime();
-            if (k == 3) mt_optim_clip(&P, 1e9); /* the norm pass; the scaling is one more pass */
+            if (clip) mt_optim_clip(&P, 1e9); /* the norm pass; the scaling is one more pass */
             else mt_optim_step(&o, &P, 1e-4);
             if (r >= 0) t[r] = 1e3 * (omp_get_wtime() - t0);
         }
         qsort(t, (size_t)R, sizeof *t, bench_cmp);
-        printf("%s %.3f %.3f\n", names[k], t[0], t[R / 2]);
+        printf("%s %.3f %.3f\n", cases[k].name, t[0], t[R / 2]);
         mt_optim_free(&o);
     }
     free(t);

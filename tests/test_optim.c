@@ -9,6 +9,11 @@
 
 static bool near(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want) + 1e-15; }
 
+/* The kinds every generic test runs. */
+static const mt_optim_kind KINDS[] = {MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW, MT_OPTIM_MUON,
+                                      MT_OPTIM_LION};
+enum { N_KINDS = sizeof KINDS / sizeof KINDS[0] };
+
 /* ---- schedules: lr 1e-3, warmup 10 from 1e-4, 110 steps, min_lr 1e-5 ------------------------ */
 
 static void test_schedules(void) {
@@ -29,7 +34,7 @@ static void test_schedules(void) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         mt_optim_config cfg = mt_optim_defaults();
-        cfg.sched = (mt_schedule){cases[c].kind, 1e-3, cases[c].min, cases[c].init, 10, 110};
+        cfg.sched = (mt_schedule){cases[c].kind, 1e-3, cases[c].min, cases[c].init, 10, 110, 0};
         mt_err err;
         CHECK(mt_optim_validate(&cfg, &err) == MT_OK, "schedule %zu: %s", c, err.msg);
         for (int i = 0; i < 5; i++) {
@@ -39,8 +44,25 @@ static void test_schedules(void) {
                   mt_enum_name(&MT_SCHEDULES, cases[c].kind), at[i], got, cases[c].want[i]);
         }
     }
+    /* wsd over the last 0.2 of 110 steps (22): lr up to step 88, then linear to min_lr at 110 */
+    mt_schedule w = {MT_SCHED_WSD, 1e-3, 1e-5, 1e-4, 10, 110, 0.2};
+    const long wat[8] = {0, 9, 10, 87, 88, 89, 109, 110};
+    const double wwant[8] =
+        {1e-4, 9.1e-4, 1e-3, 1e-3, 1e-3, 1e-5 + 9.9e-4 * 21 / 22, 1e-5 + 9.9e-4 / 22, 1e-5};
+    for (int i = 0; i < 8; i++)
+        CHECK(near(mt_optim_lr_at(&w, wat[i]), wwant[i]), "wsd at step %ld: %.12g, want %.12g",
+              wat[i], mt_optim_lr_at(&w, wat[i]), wwant[i]);
+    /* the decay's length rounds half to even, as Python's round: 2.5 -> 2, 7.5 -> 8 */
+    w = (mt_schedule){MT_SCHED_WSD, 1e-3, 0, 0, 0, 10, 0.25};
+    CHECK(mt_optim_lr_at(&w, 8) == 1e-3 && near(mt_optim_lr_at(&w, 9), 5e-4), "wsd 2.5 steps");
+    w.decay_frac = 0.75;
+    CHECK(mt_optim_lr_at(&w, 2) == 1e-3 && near(mt_optim_lr_at(&w, 3), 1e-3 * 7 / 8),
+          "wsd 7.5 steps: %g", mt_optim_lr_at(&w, 3));
+    w.decay_frac = 0; /* no decay: lr to the end */
+    CHECK(mt_optim_lr_at(&w, 9) == 1e-3 && mt_optim_lr_at(&w, 10) == 0, "wsd without decay");
+
     /* no warmup: step 0 is already at lr */
-    mt_schedule s = {MT_SCHED_COSINE, 1e-3, 0, 0, 0, 100};
+    mt_schedule s = {MT_SCHED_COSINE, 1e-3, 0, 0, 0, 100, 0};
     CHECK(mt_optim_lr_at(&s, 0) == 1e-3, "cosine without warmup at 0: %g", mt_optim_lr_at(&s, 0));
     CHECK(near(mt_optim_lr_at(&s, 50), 5e-4), "cosine halfway: %g", mt_optim_lr_at(&s, 50));
 }
@@ -153,13 +175,16 @@ static void test_decay_and_buffers(void) {
     mt_params_free(&P);
 }
 
-/* Each element against a naive loop written from torch's formulas, in double, over 3 steps. */
+/* Each element against a naive loop written from torch's formulas (Lion: lion-pytorch's), in
+   double, over 3 steps. */
 static void test_against_formula(void) {
-    for (int kind = 0; kind < 3; kind++) {
+    const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW, MT_OPTIM_LION};
+    for (int ki = 0; ki < 4; ki++) {
+        mt_optim_kind kind = kinds[ki];
         mt_params P;
         make_params(&P, 1, 2);
         mt_optim o;
-        mt_optim_config c = config((mt_optim_kind)kind);
+        mt_optim_config c = config(kind);
         CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
         size_t N = P.total;
         double *p = calloc(N, sizeof(double)), *m = calloc(N, sizeof(double)),
@@ -176,6 +201,12 @@ static void test_against_formula(void) {
                         double d = g + wd * p[j];
                         m[j] = t == 1 ? d : c.momentum * m[j] + d;
                         p[j] -= lr[t - 1] * (d + c.momentum * m[j]);
+                        continue;
+                    }
+                    if (kind == MT_OPTIM_LION) {
+                        double u = c.lion_beta1 * m[j] + (1 - c.lion_beta1) * g;
+                        p[j] = p[j] * (1 - lr[t - 1] * wd) - lr[t - 1] * ((u > 0) - (u < 0));
+                        m[j] = c.lion_beta2 * m[j] + (1 - c.lion_beta2) * g;
                         continue;
                     }
                     if (kind == MT_OPTIM_ADAM) g += wd * p[j];
@@ -197,14 +228,138 @@ static void test_against_formula(void) {
     }
 }
 
+/* ---- Muon against muon.py's formulas in double --------------------------------------------- */
+
+/* zeropower_via_newtonschulz5 in double, as muon.py writes it: X (r, k) normalised, transposed
+   when r > k, iterated, transposed back, into out. */
+static void ns_double(const double *G, int r, int k, const mt_optim_config *c, double *out) {
+    bool tall = r > k;
+    int R = tall ? k : r, K = tall ? r : k; /* X is (R, K), R <= K */
+    double *X = malloc((size_t)R * K * sizeof *X), *Y = malloc((size_t)R * K * sizeof *Y),
+           *A = malloc((size_t)R * R * sizeof *A), *B = malloc((size_t)R * R * sizeof *B);
+    double nrm = 0;
+    for (int i = 0; i < r * k; i++) nrm += G[i] * G[i];
+    nrm = sqrt(nrm) + c->ns_eps;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < K; j++) X[i * K + j] = (tall ? G[j * k + i] : G[i * k + j]) / nrm;
+    for (int s = 0; s < c->ns_steps; s++) {
+        for (int i = 0; i < R; i++) /* A = X X^T */
+            for (int j = 0; j < R; j++) {
+                A[i * R + j] = 0;
+                for (int l = 0; l < K; l++) A[i * R + j] += X[i * K + l] * X[j * K + l];
+            }
+        for (int i = 0; i < R; i++) /* B = b A + c A A */
+            for (int j = 0; j < R; j++) {
+                double aa = 0;
+                for (int l = 0; l < R; l++) aa += A[i * R + l] * A[l * R + j];
+                B[i * R + j] = c->ns_b * A[i * R + j] + c->ns_c * aa;
+            }
+        for (int i = 0; i < R; i++) /* X = a X + B X */
+            for (int j = 0; j < K; j++) {
+                double bx = 0;
+                for (int l = 0; l < R; l++) bx += B[i * R + l] * X[l * K + j];
+                Y[i * K + j] = c->ns_a * X[i * K + j] + bx;
+            }
+        memcpy(X, Y, (size_t)R * K * sizeof *X);
+    }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < K; j++) *(tall ? &out[j * k + i] : &out[i * k + j]) = X[i * K + j];
+    free(X), free(Y), free(A), free(B);
+}
+
+/* One Muon step of hidden matrix e in double: p, m (its offsets), the gradient g. */
+static void muon_double(const mt_param *e, double *p, double *m, const float *g, double lr,
+                        const mt_optim_config *c) {
+    int r = e->shape[0], k = e->shape[1];
+    double *u = malloc(e->n * sizeof *u), *X = malloc(e->n * sizeof *X);
+    double beta = c->muon_momentum, wd = c->muon_wd < 0 ? c->weight_decay : c->muon_wd;
+    for (size_t j = 0; j < e->n; j++) {
+        m[j] = beta * m[j] + (1 - beta) * g[j];
+        u[j] = c->muon_nesterov ? (1 - beta) * g[j] + beta * m[j] : m[j];
+    }
+    ns_double(u, r, k, c, X);
+    double s = c->muon_scale == MT_MUON_SCALE_REFERENCE ? sqrt(fmax(1, (double)r / k))
+                                                        : c->muon_rms * sqrt(fmax(r, k));
+    for (size_t j = 0; j < e->n; j++) p[j] = p[j] * (1 - lr * (e->decay ? wd : 0)) - lr * s * X[j];
+    free(u), free(X);
+}
+
+/* Muon's hidden matrices (fc.weight tall, head.weight wide in this table) against the double
+   loop; AdamW for the rest at adam_lr; three configs: the defaults, the plain momentum with
+   Moonlight's scale and 3 iterations, each group at its own rate. */
+static void test_muon_formula(void) {
+    for (int variant = 0; variant < 3; variant++) {
+        mt_params P;
+        make_params(&P, 1, 2);
+        mt_optim_config c = config(MT_OPTIM_MUON);
+        c.sched.lr = 0.1;
+        if (variant == 1)
+            c.muon_nesterov = false, c.muon_scale = MT_MUON_SCALE_MATCH_ADAMW, c.ns_steps = 3;
+        if (variant == 2) c.muon_lr = 0.05, c.adam_lr = 0.01, c.muon_wd = 0.3;
+        mt_optim o;
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        size_t N = P.total;
+        double *p = calloc(N, sizeof(double)), *m = calloc(N, sizeof(double)),
+               *v = calloc(N, sizeof(double));
+        for (size_t i = 0; i < N; i++) p[i] = P.data[i];
+        double lr[3] = {0.1, 0.05, 0.02}, err = 0;
+        mt_rng r;
+        mt_rng_seed(&r, 3);
+        for (int t = 1; t <= 3; t++) {
+            for (size_t i = 0; t > 1 && i < N; i++) /* a new direction: momentum matters */
+                P.grad[i] = P.grad[i] != 0 ? 2 * mt_rng_uniform(&r) - 1 : 0;
+            double f = lr[t - 1] / c.sched.lr;
+            double mlr = c.muon_lr < 0 ? lr[t - 1] : c.muon_lr * f;
+            double alr = c.adam_lr < 0 ? lr[t - 1] : c.adam_lr * f;
+            for (int e = 0; e < P.n; e++) {
+                const mt_param *x = &P.p[e];
+                if (x->role == MT_ROLE_BUFFER) continue;
+                if (x->role == MT_ROLE_MATRIX && x->ndim == 2) {
+                    muon_double(x, p + x->offset, m + x->offset, P.grad + x->offset, mlr, &c);
+                    continue;
+                }
+                double wd = x->decay ? c.weight_decay : 0;
+                for (size_t j = x->offset; j < x->offset + x->n; j++) {
+                    double g = P.grad[j];
+                    p[j] *= 1 - alr * wd;
+                    m[j] = c.beta1 * m[j] + (1 - c.beta1) * g;
+                    v[j] = c.beta2 * v[j] + (1 - c.beta2) * g * g;
+                    double mh = m[j] / (1 - pow(c.beta1, t)), vh = v[j] / (1 - pow(c.beta2, t));
+                    p[j] -= alr * mh / (sqrt(vh) + c.eps);
+                }
+            }
+            mt_optim_step(&o, &P, lr[t - 1]);
+            for (size_t i = 0; i < N; i++) err = fmax(err, fabs(P.data[i] - p[i]));
+        }
+        CHECK(o.n_whole == 2 && err < 2e-6, "muon variant %d vs the formula: max error %g", variant,
+              err);
+        free(p), free(m), free(v);
+        mt_optim_free(&o);
+        mt_params_free(&P);
+    }
+    /* a table without a hidden matrix is refused, naming the optimizer */
+    mt_params P;
+    mt_params_init_table(&P);
+    mt_params_add(&P, "wte", 2, (int[]){7, 5}, MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 1);
+    mt_params_add(&P, "head", 2, (int[]){7, 5}, MT_ROLE_HEAD, MT_INIT_NORMAL, 1);
+    MT_ASSERT(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
+    mt_optim o;
+    mt_optim_config c = config(MT_OPTIM_MUON);
+    mt_err err;
+    CHECK(mt_optim_init(&o, &c, &P, &err) == MT_EINVAL && strstr(err.msg, "--optim muon") &&
+              strstr(err.msg, "none"),
+          "muon without a hidden matrix: %s", err.msg);
+    mt_params_free(&P);
+}
+
 /* Many threads, many entries: the same bits as one thread (the partition is elementwise). */
 static void test_threads(void) {
     mt_params P1, P2;
     make_params(&P1, 2000, 4);
     make_params(&P2, 2000, 4);
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < N_KINDS; kind++) {
         mt_optim o1, o2;
-        mt_optim_config c = config((mt_optim_kind)kind);
+        mt_optim_config c = config(KINDS[kind]);
         CHECK(mt_optim_init(&o1, &c, &P1, NULL) == MT_OK &&
                   mt_optim_init(&o2, &c, &P2, NULL) == MT_OK,
               "init");
@@ -228,28 +383,29 @@ static void test_threads(void) {
 /* bf16 precision: after each update every weight's bf16 copy is its new value rounded (the
    update writes the copy; nothing else refreshes it), at both sizes (one chunk, many; threads). */
 static void test_bf16_copy(void) {
-    for (int scale = 1; scale <= 2000; scale += 1999) {
-        mt_params P;
-        make_params(&P, scale, 4);
-        MT_ASSERT(mt_params_enable_bf16(&P, NULL) == MT_OK, "bf16");
-        mt_bf16 *want = malloc(P.total * sizeof *want);
-        mt_optim o;
-        mt_optim_config c = config(MT_OPTIM_ADAMW);
-        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
-        for (int step = 0; step < 2; step++) {
-            mt_optim_update(&o, &P, &(mt_grads){&P.grad, 1}, 0.1, 1.0f, true);
-            mt_bf16_from_floats(want, P.data, P.total);
-            size_t bad = 0;
-            for (size_t i = 0; i < P.total; i++) bad += P.bf16[i] != want[i];
-            CHECK(bad == 0,
-                  "scale %d, update %d: %zu of %zu bf16 weights are not the new "
-                  "weights rounded",
-                  scale, step + 1, bad, P.total);
+    for (int scale = 1; scale <= 2000; scale += 1999)
+        for (int muon = 0; muon < 2 && (!muon || mt_bf16_check(NULL) == MT_OK); muon++) {
+            mt_params P;
+            make_params(&P, scale, 4);
+            MT_ASSERT(mt_params_enable_bf16(&P, NULL) == MT_OK, "bf16");
+            mt_bf16 *want = malloc(P.total * sizeof *want);
+            mt_optim o;
+            mt_optim_config c = config(muon ? MT_OPTIM_MUON : MT_OPTIM_ADAMW);
+            CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+            for (int step = 0; step < 2; step++) {
+                mt_optim_update(&o, &P, &(mt_grads){&P.grad, 1}, 0.1, 1.0f, true);
+                mt_bf16_from_floats(want, P.data, P.total);
+                size_t bad = 0;
+                for (size_t i = 0; i < P.total; i++) bad += P.bf16[i] != want[i];
+                CHECK(bad == 0,
+                      "%s, scale %d, update %d: %zu of %zu bf16 weights are not the new "
+                      "weights rounded",
+                      o.type->name, scale, step + 1, bad, P.total);
+            }
+            mt_optim_free(&o);
+            free(want);
+            mt_params_free(&P);
         }
-        mt_optim_free(&o);
-        free(want);
-        mt_params_free(&P);
-    }
 }
 
 /* ---- the fused step: gradient in several buffers, clipping and zeroing in the update -------- */
@@ -260,9 +416,10 @@ static void test_bf16_copy(void) {
    zeroed (or g[0] = the clipped sum when kept); mt_grads_sum gives the sum. Large tables run the
    parallel paths, small ones the short tails. */
 static void test_fused(void) {
-    const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW};
+    const mt_optim_kind kinds[] = {MT_OPTIM_SGD,   MT_OPTIM_SGD,  MT_OPTIM_ADAM,
+                                   MT_OPTIM_ADAMW, MT_OPTIM_MUON, MT_OPTIM_LION};
     for (int scale = 1; scale <= 2000; scale += 1999)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 6; k++)
             for (int n = 1; n <= 3; n++)
                 for (int clip = 0; clip < 2; clip++) {
                     bool keep = (k + n + clip) % 2;
@@ -339,12 +496,12 @@ static void test_fused(void) {
 static void test_state(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < N_KINDS; kind++) {
         mt_params P, Q;
         make_params(&P, 1, 5);
         make_params(&Q, 1, 5);
         mt_optim o, q;
-        mt_optim_config c = config((mt_optim_kind)kind);
+        mt_optim_config c = config(KINDS[kind]);
         mt_err err;
         CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
         for (int s = 0; s < 3; s++) mt_optim_step(&o, &P, 0.01 * (s + 1));
@@ -363,7 +520,7 @@ static void test_state(const char *dir) {
         mt_optim_free(&q);
 
         /* a state file of another optimizer or another model is refused, the state untouched */
-        mt_optim_config other = config((mt_optim_kind)((kind + 1) % 3));
+        mt_optim_config other = config(KINDS[(kind + 1) % N_KINDS]);
         CHECK(mt_optim_init(&q, &other, &Q, NULL) == MT_OK, "init");
         CHECK(mt_optim_load(&q, &Q, path, &err) == MT_EFORMAT && strstr(err.msg, "--optim") &&
                   q.t == 0,
@@ -377,8 +534,9 @@ static void test_state(const char *dir) {
               "another model's state: %s", err.msg);
         mt_optim_free(&q);
         mt_params_free(&R);
-        mt_params_init_table(&R); /* a missing parameter: the file has an extra tensor */
+        mt_params_init_table(&R); /* missing parameters: the file has an extra tensor */
         mt_params_add(&R, "wte", 2, (int[]){7, 5}, MT_ROLE_EMBEDDING, MT_INIT_ZEROS, 0);
+        mt_params_add(&R, "fc.weight", 2, (int[]){9, 5}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
         MT_ASSERT(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
         CHECK(mt_optim_init(&q, &c, &R, NULL) == MT_OK, "init");
         CHECK(mt_optim_load(&q, &R, path, &err) == MT_EFORMAT && strstr(err.msg, "ln.weight"),
@@ -429,10 +587,9 @@ static void test_registry(void) {
         double momentum;
         int slots;
         const char *names; /* the slots' names, joined */
-    } cases[] = {{MT_OPTIM_SGD, 0, 0, ""},
-                 {MT_OPTIM_SGD, 0.9, 1, "m"},
-                 {MT_OPTIM_ADAM, 0, 2, "mv"},
-                 {MT_OPTIM_ADAMW, 0, 2, "mv"}};
+    } cases[] = {{MT_OPTIM_SGD, 0, 0, ""},    {MT_OPTIM_SGD, 0.9, 1, "m"},
+                 {MT_OPTIM_ADAM, 0, 2, "mv"}, {MT_OPTIM_ADAMW, 0, 2, "mv"},
+                 {MT_OPTIM_MUON, 0, 2, "mv"}, {MT_OPTIM_LION, 0, 1, "m"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mt_optim_config c = mt_optim_defaults();
         c.kind = cases[i].kind, c.momentum = cases[i].momentum;
@@ -664,7 +821,7 @@ static void expect_error(const mt_optim_config *c, const char *n1, const char *n
 
 static void test_errors(void) {
     mt_optim_config good = mt_optim_defaults();
-    good.sched = (mt_schedule){MT_SCHED_COSINE, 1e-3, 1e-5, 0, 100, 1000};
+    good.sched = (mt_schedule){MT_SCHED_COSINE, 1e-3, 1e-5, 0, 100, 1000, 0};
     CHECK(mt_optim_validate(&good, NULL) == MT_OK, "the good config");
     BAD(c.sched.lr = -1e-3, "--lr", ">= 0");
     BAD(c.sched.lr = NAN, "--lr", ">= 0");
@@ -681,13 +838,30 @@ static void test_errors(void) {
     BAD(c.sched.warmup = 1001, "--warmup 1001", "warmup <= steps");
     BAD(c.sched.steps = 0, "--schedule cosine", "number of steps");
     BAD(c.sched.min_lr = 1e-2, "--min-lr", "larger than --lr");
-    BAD(c.sched.kind = MT_SCHED_CONST, "--min-lr", "cosine and linear only");
+    BAD(c.sched.kind = MT_SCHED_CONST, "--min-lr", "cosine, linear and wsd only");
     BAD((c.sched.kind = MT_SCHED_INVSQRT, c.sched.min_lr = 0, c.sched.warmup = 0), "invsqrt",
         "--warmup >= 1");
     BAD(c.sched.warmup = -1, "--warmup", ">= 0");
+    /* WSD, Muon, Lion */
+    BAD(c.sched.decay_frac = 1.5, "--decay-frac", "[0, 1]");
+    BAD(c.sched.decay_frac = -0.1, "--decay-frac", "[0, 1]");
+    BAD(c.sched.decay_frac = NAN, "--decay-frac", "[0, 1]");
+    BAD((c.sched.kind = MT_SCHED_WSD, c.sched.decay_frac = 0.95), "inside the --warmup",
+        "warmup <= 50");
+    BAD((c.kind = MT_OPTIM_MUON, c.ns_steps = 0), "--ns-steps", "at least 1");
+    BAD((c.kind = MT_OPTIM_MUON, c.muon_momentum = 1), "--muon-momentum", "[0, 1)");
+    BAD((c.kind = MT_OPTIM_MUON, c.muon_momentum = -0.5), "--muon-momentum", "[0, 1)");
+    BAD((c.kind = MT_OPTIM_MUON, c.muon_lr = -2), "--muon-lr", "-1 (the default) or >= 0");
+    BAD((c.kind = MT_OPTIM_MUON, c.adam_lr = 1e-3, c.sched.lr = 0, c.sched.min_lr = 0), "--adam-lr",
+        "--lr > 0");
+    BAD((c.kind = MT_OPTIM_MUON, c.ns_eps = 0), "--ns-eps", "> 0");
+    BAD((c.kind = MT_OPTIM_LION, c.lion_beta2 = 1), "--lion-beta2", "[0, 1)");
+    BAD(c.muon_lr = 0.02, "--muon-lr", "--optim muon only (this run uses adamw)");
+    BAD(c.muon_nesterov = false, "--no-nesterov", "--optim muon only");
+    BAD((c.kind = MT_OPTIM_MUON, c.lion_beta1 = 0.5), "--lion-beta1", "--optim lion only");
     /* meaningful where it looks odd: const and invsqrt need no step count, SGD ignores betas */
     mt_optim_config ok = good;
-    ok.sched = (mt_schedule){MT_SCHED_INVSQRT, 1e-3, 0, 0, 4000, 0};
+    ok.sched = (mt_schedule){MT_SCHED_INVSQRT, 1e-3, 0, 0, 4000, 0, 0};
     CHECK(mt_optim_validate(&ok, NULL) == MT_OK, "invsqrt without steps");
     ok.sched.kind = MT_SCHED_CONST;
     ok.sched.warmup = 0;
@@ -710,8 +884,8 @@ static void test_errors(void) {
               strstr(err.msg, "matrices, embeddings, all"),
           "unknown scope: %s", err.msg);
     char buf[64];
-    CHECK(strcmp(mt_enum_choices(&MT_SCHEDULES, buf, sizeof buf), "const|cosine|linear|invsqrt") ==
-                  0 &&
+    CHECK(strcmp(mt_enum_choices(&MT_SCHEDULES, buf, sizeof buf),
+                 "const|cosine|linear|invsqrt|wsd") == 0 &&
               strcmp(mt_enum_name(&MT_OPTIMS, MT_OPTIM_ADAM), "adam") == 0 &&
               strcmp(mt_enum_name(&MT_OPTIMS, 7), "?") == 0,
           "choices %s", buf);
@@ -724,6 +898,7 @@ int main(void) {
     test_clip();
     test_decay_and_buffers();
     test_against_formula();
+    test_muon_formula();
     test_threads();
     test_fused();
     test_bf16_copy();

@@ -1,7 +1,8 @@
 /* A steady-state training step allocates nothing: after the first step, steps 2..N of a small
    GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, the
-   gradient's norm, clipping, AdamW and zero grad in mt_optim_update; with and without the
-   blocks recomputed in the backward, mt_recompute) make no call to
+   gradient's norm, clipping, the update and zero grad in mt_optim_update, with AdamW, Lion and
+   Muon, whose Newton-Schulz products run in the update; AdamW also with the blocks recomputed in
+   the backward, mt_recompute) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -77,8 +78,9 @@ static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_bat
 }
 
 /* The training loop with n replicas (1: every op split across the threads; 2: the batch), its
-   linear layers' products in precision prec, its blocks recomputed in the backward or not. */
-static void steady(int n, mt_precision prec, bool recompute) {
+   linear layers' products in precision prec, optimizer kind, its blocks recomputed in the
+   backward or not. */
+static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute) {
     enum { B = 4, T = 32, STEPS = 6 };
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
@@ -88,14 +90,15 @@ static void steady(int n, mt_precision prec, bool recompute) {
     mt_ctx c;
     mt_replicas R;
     mt_optim_config oc = mt_optim_defaults();
+    oc.kind = kind;
     MT_ASSERT(!mt_gpt_build(&m, &cfg, &err) && !mt_optim_init(&o, &oc, &m.P, &err) &&
                   !mt_ctx_init(&c, 64 << 20, 1, &err) &&
                   (prec != MT_BF16 || !mt_params_enable_bf16(&m.P, &err)) &&
                   !mt_replicas_init(&R, n, &m.P, 64 << 20, 1, &err),
               "setup: %s", err.msg);
     char pn[64];
-    snprintf(pn, sizeof pn, "%s%s", mt_enum_name(&MT_PRECISIONS, prec),
-             recompute ? ", recomputed" : "");
+    snprintf(pn, sizeof pn, "%s %s%s", mt_enum_name(&MT_PRECISIONS, prec),
+             mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed" : "");
     c.precision = prec, c.recompute = recompute;
     for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;
     mt_rng r;
@@ -146,9 +149,11 @@ int main(void) {
             printf("test_steady: bf16 skipped (no oneDNN or no AVX512_BF16 here)\n");
             continue;
         }
-        for (int rc = 0; rc <= 1; rc++) {
-            steady(1, prec, rc);
-            steady(2, prec, rc);
+        for (int k = 0; k < 4; k++) { /* AdamW, Lion, Muon; then AdamW recomputed */
+            mt_optim_kind kind = (mt_optim_kind[]){MT_OPTIM_ADAMW, MT_OPTIM_LION, MT_OPTIM_MUON,
+                                                   MT_OPTIM_ADAMW}[k];
+            steady(1, prec, kind, k == 3);
+            steady(2, prec, kind, k == 3);
         }
     }
     if (!WRAPPED)

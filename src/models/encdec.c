@@ -140,7 +140,7 @@ static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
                                     "dec.final_norm", err)) != MT_OK)
         return st;
     L->lm_head = g->tied ? -1
-                         : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
+                         : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_HEAD,
                                          MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
     return MT_OK;
 }

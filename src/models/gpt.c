@@ -108,7 +108,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
                                     err)) != MT_OK)
         return st;
     L->lm_head = g->tied ? -1
-                         : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_MATRIX,
+                         : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_HEAD,
                                          MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
     return MT_OK;
 }

@@ -108,7 +108,7 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_params *P = &m->P;
     mt_params_init_table(P);
     /* the patch embedding and the head as the GPT's untied head */
-    L->patch_w = mt_params_add(P, "patch_embed.weight", 2, (int[]){C, D}, MT_ROLE_MATRIX,
+    L->patch_w = mt_params_add(P, "patch_embed.weight", 2, (int[]){C, D}, MT_ROLE_HEAD,
                                MT_INIT_NORMAL, mt_stack_other_std(s, C, D));
     L->patch_b = s->bias ? mt_params_add(P, "patch_embed.bias", 1, &C, MT_ROLE_BIAS, MT_INIT_ZEROS,
                                          0.0f)
@@ -121,7 +121,7 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
                                MT_ROLE_EMBEDDING, MT_INIT_NORMAL, MT_GPT2_STD);
     if ((st = mt_stack_build(&L->stack, s, false, P, "blocks", "final_norm", err)) != MT_OK)
         return st;
-    L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_MATRIX, MT_INIT_NORMAL,
+    L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_HEAD, MT_INIT_NORMAL,
                               mt_stack_other_std(s, C, K));
     L->head_b = mt_params_add(P, "head.bias", 1, &K, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
     return MT_OK;

@@ -1,28 +1,20 @@
 /* Adam (L2 weight decay) and AdamW (decoupled weight decay), torch.optim's rules, as optimizer
- * kinds: two state slots, "m" and "v" (the first and second moments). */
+ * kinds: two state slots, "m" and "v" (the first and second moments). The kernel is shared with
+ * muon.c through adam_internal.h. */
 #include <math.h>
 #include <string.h>
 
-#include "optim.h"
+#include "adam_internal.h"
 
-/* Computed in double, as torch does in Python, and rounded to float once. */
-typedef struct {
-    float b1, b2, omb1, omb2; /* beta1, beta2, 1 - beta1, 1 - beta2 */
-    float step_size;          /* lr / (1 - beta1^t) */
-    float bc2_sqrt;           /* sqrt(1 - beta2^t) */
-    float eps;
-    float l2, keep; /* of the entries that decay: Adam wd, 1; AdamW 0, 1 - lr*wd */
-} adam_scalars;
-_Static_assert(sizeof(adam_scalars) <= MT_OPTIM_SCALARS, "adam_scalars");
+_Static_assert(sizeof(mt_adam_scalars) <= MT_OPTIM_SCALARS, "mt_adam_scalars");
 
 static int adam_slots(const mt_optim_config *c) {
     (void)c;
     return 2;
 }
 
-static void adam_scalars_at(const mt_optim_config *c, long t, double lr, bool decoupled,
-                            void *out) {
-    adam_scalars k = {
+mt_adam_scalars mt_adam_scalars_at(const mt_optim_config *c, long t, double lr, bool decoupled) {
+    return (mt_adam_scalars){
         .b1 = (float)c->beta1,
         .b2 = (float)c->beta2,
         .omb1 = (float)(1 - c->beta1),
@@ -33,21 +25,20 @@ static void adam_scalars_at(const mt_optim_config *c, long t, double lr, bool de
         .l2 = decoupled ? 0.0f : (float)c->weight_decay,
         .keep = decoupled ? (float)(1 - lr * c->weight_decay) : 1.0f,
     };
-    memcpy(out, &k, sizeof k);
 }
 
 static void adam_scalars_l2(const mt_optim_config *c, long t, double lr, void *out) {
-    adam_scalars_at(c, t, lr, false, out);
+    mt_adam_scalars k = mt_adam_scalars_at(c, t, lr, false);
+    memcpy(out, &k, sizeof k);
 }
 
 static void adamw_scalars(const mt_optim_config *c, long t, double lr, void *out) {
-    adam_scalars_at(c, t, lr, true, out);
+    mt_adam_scalars k = mt_adam_scalars_at(c, t, lr, true);
+    memcpy(out, &k, sizeof k);
 }
 
-/* g' = g + l2*p;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
-   p = keep*p - step_size * m / (sqrt(v)/bc2_sqrt + eps). */
-static void adam_kernel(float *restrict p, const float *restrict g, float *restrict m,
-                        float *restrict v, size_t n, const adam_scalars *k, float l2, float keep) {
+void mt_adam_kernel(float *restrict p, const float *restrict g, float *restrict m,
+                    float *restrict v, size_t n, const mt_adam_scalars *k, float l2, float keep) {
     const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, ss = k->step_size,
                 bc2 = k->bc2_sqrt, eps = k->eps;
 #pragma omp simd
@@ -61,10 +52,11 @@ static void adam_kernel(float *restrict p, const float *restrict g, float *restr
 
 /* The kernel with the entry's decay: l2 = 0 and keep = 1 where it does not decay. */
 static void adam_step(const mt_optim_tensor *x, const void *scalars) {
-    adam_scalars k;
+    mt_adam_scalars k;
     memcpy(&k, scalars, sizeof k);
     bool decay = x->e->decay;
-    adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k, decay ? k.l2 : 0.0f, decay ? k.keep : 1.0f);
+    mt_adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k, decay ? k.l2 : 0.0f,
+                   decay ? k.keep : 1.0f);
 }
 
 const mt_optim_type mt_optim_adam = {

@@ -13,7 +13,24 @@ mt_optim_config mt_optim_defaults(void) {
         .eps = 1e-8,
         .weight_decay = 0.01,
         .decay_scope = MT_DECAY_MATRICES,
-        .sched = {.kind = MT_SCHED_CONST, .lr = 1e-3},
+        .sched = {.kind = MT_SCHED_CONST, .lr = 1e-3, .decay_frac = 0.2f},
+        /* KellerJordan/Muon's muon.py, as floats (what the flags read); the rates -1: the
+           schedule's */
+        .muon_lr = -1,
+        .adam_lr = -1,
+        .muon_wd = -1,
+        .muon_momentum = 0.95f,
+        .muon_nesterov = true,
+        .ns_steps = 5,
+        .ns_a = 3.4445f,
+        .ns_b = -4.7750f,
+        .ns_c = 2.0315f,
+        .ns_eps = 1e-7f,
+        .muon_scale = MT_MUON_SCALE_REFERENCE,
+        .muon_rms = 0.2f,
+        /* lucidrains/lion-pytorch */
+        .lion_beta1 = 0.9f,
+        .lion_beta2 = 0.99f,
     };
 }
 
@@ -23,12 +40,19 @@ static const mt_enum_item OPTIMS[] = {
     [MT_OPTIM_SGD] = {"sgd", NULL},
     [MT_OPTIM_ADAM] = {"adam", "L2 weight decay"},
     [MT_OPTIM_ADAMW] = {"adamw", "decoupled weight decay"},
+    [MT_OPTIM_MUON] = {"muon", "hidden matrices; AdamW the rest"},
+    [MT_OPTIM_LION] = {"lion", "sign of momentum"},
 };
 static const mt_enum_item SCHEDULES[] = {
     [MT_SCHED_CONST] = {"const", NULL},
     [MT_SCHED_COSINE] = {"cosine", "to min-lr"},
     [MT_SCHED_LINEAR] = {"linear", "to min-lr"},
     [MT_SCHED_INVSQRT] = {"invsqrt", "lr sqrt(warmup / step)"},
+    [MT_SCHED_WSD] = {"wsd", "lr, then linear to min-lr over the last decay-frac"},
+};
+static const mt_enum_item MUON_SCALES[] = {
+    [MT_MUON_SCALE_REFERENCE] = {"reference", "sqrt(max(1, rows / cols))"},
+    [MT_MUON_SCALE_MATCH_ADAMW] = {"match-adamw", "muon-rms sqrt(max(rows, cols))"},
 };
 static const mt_enum_item DECAY_SCOPES[] = {
     [MT_DECAY_MATRICES] = {"matrices", NULL},
@@ -37,15 +61,16 @@ static const mt_enum_item DECAY_SCOPES[] = {
 };
 /* The registry: each kind's type, in OPTIMS' order (each type's name is its OPTIMS name). */
 const mt_optim_type *const mt_optim_types[] = {
-    [MT_OPTIM_SGD] = &mt_optim_sgd,
-    [MT_OPTIM_ADAM] = &mt_optim_adam,
-    [MT_OPTIM_ADAMW] = &mt_optim_adamw,
+    [MT_OPTIM_SGD] = &mt_optim_sgd,     [MT_OPTIM_ADAM] = &mt_optim_adam,
+    [MT_OPTIM_ADAMW] = &mt_optim_adamw, [MT_OPTIM_MUON] = &mt_optim_muon,
+    [MT_OPTIM_LION] = &mt_optim_lion,
 };
 _Static_assert(sizeof mt_optim_types / sizeof mt_optim_types[0] == sizeof OPTIMS / sizeof OPTIMS[0],
                "a kind in OPTIMS without its type in mt_optim_types, or the reverse");
 const mt_enum MT_OPTIMS = MT_ENUM("optimizer", OPTIMS);
 const mt_enum MT_SCHEDULES = MT_ENUM("schedule", SCHEDULES);
 const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
+const mt_enum MT_MUON_SCALES = MT_ENUM("Muon scale", MUON_SCALES);
 
 /* ---- fields ---------------------------------------------------------------------------------
  * The numbers are doubles holding floats (MT_FIELD_FLOAT): a flag's value is the float it reads
@@ -72,13 +97,32 @@ static const mt_field FIELDS[] = {
     F(momentum, FLOAT, "momentum", "SGD momentum"),
     F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum"),
     F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
+    F(sched.decay_frac, FLOAT, "decay_frac", "wsd: the last fraction of the steps that decays",
+      .range = "0..1"),
+    F(muon_lr, FLOAT, "muon_lr", "muon: the hidden matrices' lr; -1: --lr", .range = "-1.."),
+    F(adam_lr, FLOAT, "adam_lr", "muon: the other tensors' (AdamW) lr; -1: --lr", .range = "-1.."),
+    F(muon_wd, FLOAT, "muon_wd", "muon: the hidden matrices' weight decay; -1: --weight-decay",
+      .range = "-1.."),
+    F(muon_momentum, FLOAT, "muon_momentum", "muon: momentum beta", .range = "0..1"),
+    F(muon_nesterov, BOOL, "muon_nesterov", "muon: the plain momentum instead of Nesterov's",
+      .flag = "no_nesterov"),
+    F(ns_steps, INT, "ns_steps", "muon: Newton-Schulz iterations", .range = "1.."),
+    F(ns_a, FLOAT, "ns_coef_a", "muon: Newton-Schulz a"),
+    F(ns_b, FLOAT, "ns_coef_b", "muon: Newton-Schulz b"),
+    F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c"),
+    F(ns_eps, FLOAT, "ns_eps", "muon: X = u / (|u|_F + ns-eps)", .range = "0.."),
+    F(muon_scale, ENUM, "muon_scale", "muon: the update's scale", .of = &MT_MUON_SCALES),
+    F(muon_rms, FLOAT, "muon_rms", "muon: match-adamw's target RMS", .range = "0.."),
+    F(lion_beta1, FLOAT, "lion_beta1", "lion: the update's interpolation beta", .range = "0..1"),
+    F(lion_beta2, FLOAT, "lion_beta2", "lion: the momentum's beta", .range = "0..1"),
 };
 #undef F
 const mt_fields MT_OPTIM_FIELDS = MT_FIELDS_OF(FIELDS);
 
 void mt_optim_resolve(mt_optim_config *c, long steps) {
     mt_schedule *s = &c->sched;
-    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR;
+    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR ||
+                  s->kind == MT_SCHED_WSD;
     /* lr / 10 in float, as when the flags were floats; any other negative value reaches
        validation, which refuses it */
     if (s->min_lr == -1) s->min_lr = decays ? (float)s->lr / 10 : 0;
@@ -88,13 +132,65 @@ void mt_optim_resolve(mt_optim_config *c, long steps) {
 /* ---- validation ------------------------------------------------------------------------------
  * Comparisons are written so that NaN fails them. */
 
+/* D', the steps wsd decays over: decay_frac * steps rounded half to even (Python's round). */
+static long wsd_decay_steps(const mt_schedule *s) {
+    return (long)nearbyint(s->decay_frac * (double)s->steps);
+}
+
+/* A Muon or Lion option set for another kind: the first one, named in err. */
+static mt_status other_kinds_options(const mt_optim_config *c, mt_err *err) {
+    mt_optim_config d = mt_optim_defaults();
+    struct {
+        const char *flag;
+        bool changed;
+        mt_optim_kind kind;
+    } opts[] = {
+        {"--muon-lr", c->muon_lr != d.muon_lr, MT_OPTIM_MUON},
+        {"--adam-lr", c->adam_lr != d.adam_lr, MT_OPTIM_MUON},
+        {"--muon-wd", c->muon_wd != d.muon_wd, MT_OPTIM_MUON},
+        {"--muon-momentum", c->muon_momentum != d.muon_momentum, MT_OPTIM_MUON},
+        {"--no-nesterov", c->muon_nesterov != d.muon_nesterov, MT_OPTIM_MUON},
+        {"--ns-steps", c->ns_steps != d.ns_steps, MT_OPTIM_MUON},
+        {"--ns-coef-a, --ns-coef-b, --ns-coef-c",
+         c->ns_a != d.ns_a || c->ns_b != d.ns_b || c->ns_c != d.ns_c, MT_OPTIM_MUON},
+        {"--ns-eps", c->ns_eps != d.ns_eps, MT_OPTIM_MUON},
+        {"--muon-scale", c->muon_scale != d.muon_scale, MT_OPTIM_MUON},
+        {"--muon-rms", c->muon_rms != d.muon_rms, MT_OPTIM_MUON},
+        {"--lion-beta1", c->lion_beta1 != d.lion_beta1, MT_OPTIM_LION},
+        {"--lion-beta2", c->lion_beta2 != d.lion_beta2, MT_OPTIM_LION},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (opts[i].changed && c->kind != opts[i].kind)
+            return mt_errorf(err, MT_EINVAL, "%s applies to --optim %s only (this run uses %s)",
+                             opts[i].flag, mt_enum_name(&MT_OPTIMS, opts[i].kind),
+                             mt_enum_name(&MT_OPTIMS, c->kind));
+    return MT_OK;
+}
+
+/* wsd: its fraction, and a decay that starts after the warmup. */
+static mt_status validate_wsd(const mt_schedule *s, mt_err *err) {
+    if (!(s->decay_frac >= 0 && s->decay_frac <= 1))
+        return mt_errorf(err, MT_EINVAL,
+                         "--decay-frac is %g; it must be in [0, 1] (the fraction of the steps "
+                         "that decays)",
+                         s->decay_frac);
+    if (s->kind == MT_SCHED_WSD && s->warmup > s->steps - wsd_decay_steps(s))
+        return mt_errorf(err, MT_EINVAL,
+                         "--schedule wsd: the decay over the last %ld of %ld steps (--decay-frac "
+                         "%g) would start inside the --warmup of %ld steps; use a warmup <= %ld",
+                         wsd_decay_steps(s), s->steps, s->decay_frac, s->warmup,
+                         s->steps - wsd_decay_steps(s));
+    return MT_OK;
+}
+
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
     const mt_schedule *s = &c->sched;
     const char *sname = mt_enum_name(&MT_SCHEDULES, s->kind);
-    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR;
+    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR ||
+                  s->kind == MT_SCHED_WSD;
     if ((unsigned)c->kind >= (unsigned)MT_OPTIMS.n)
         return mt_errorf(err, MT_EINVAL, "--optim: unknown optimizer %d", (int)c->kind);
-    if ((unsigned)s->kind > MT_SCHED_INVSQRT)
+    if ((unsigned)s->kind > MT_SCHED_WSD)
         return mt_errorf(err, MT_EINVAL, "--schedule: unknown schedule %d", (int)s->kind);
     if ((unsigned)c->decay_scope > MT_DECAY_ALL)
         return mt_errorf(err, MT_EINVAL, "--decay-scope: unknown scope %d", (int)c->decay_scope);
@@ -149,8 +245,13 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
                          s->min_lr, s->lr, sname);
     if (!decays && s->min_lr != 0)
         return mt_errorf(err, MT_EINVAL,
-                         "--min-lr applies to --schedule cosine and linear only (this run uses %s)",
+                         "--min-lr applies to --schedule cosine, linear and wsd only (this run "
+                         "uses "
+                         "%s)",
                          sname);
+    mt_status st = validate_wsd(s, err);
+    if (st == MT_OK) st = other_kinds_options(c, err);
+    if (st != MT_OK) return st;
     const mt_optim_type *type = mt_optim_types[c->kind];
     return type->validate ? type->validate(c, err) : MT_OK;
 }
@@ -171,6 +272,12 @@ double mt_optim_lr_at(const mt_schedule *s, long step) {
         if (step >= s->steps) return s->min_lr;
         return s->lr - (s->lr - s->min_lr) * u / D;
     case MT_SCHED_INVSQRT: return s->lr * sqrt((double)s->warmup / (double)step);
+    case MT_SCHED_WSD: {
+        long D = wsd_decay_steps(s);
+        if (step >= s->steps) return s->min_lr;
+        if (step <= s->steps - D) return s->lr;
+        return s->min_lr + (s->lr - s->min_lr) * (double)(s->steps - step) / (double)D;
+    }
     }
     mt_fatal(__FILE__, __LINE__, "lr_at: unknown schedule %d", (int)s->kind);
 }

@@ -117,6 +117,13 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
               o->n_slots);
     apply_decay_scope(P, c->decay_scope);
     bool ok = plan_walk(o, P);
+    if (ok && type->needs_whole && o->n_whole == 0) {
+        mt_optim_free(o);
+        return mt_errorf(err, MT_EINVAL,
+                         "--optim %s steps the hidden 2-D matrices whole, and this model has "
+                         "none; use --optim adamw",
+                         type->name);
+    }
     for (int k = 0; k < o->n_slots && ok; k++) ok = (o->slot[k] = zeros(P->total)) != NULL;
     if (!ok) {
         mt_optim_free(o);
@@ -205,7 +212,7 @@ static void step_whole(const update_ctx *u, const mt_param *e, float *scratch) {
         grads_done(u->G, off, n, grads_read(u->G, off, n, u->coef, x), GRADS_KEEP);
     }
     mt_optim_tensor t = tensor_of(u, e, u->G->g[0] + e->offset);
-    t.n = e->n, t.scratch = scratch;
+    t.n = e->n, t.scratch = scratch, t.bf16 = u->P->bf16 != NULL;
     u->o->type->step(&t, u->k);
     if (u->after == GRADS_ZERO) memset(u->G->g[0] + e->offset, 0, N * sizeof(float));
     if (u->P->bf16) mt_bf16_from_floats(u->P->bf16 + e->offset, t.p, e->n);

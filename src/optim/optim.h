@@ -1,6 +1,6 @@
-/* mt optim: the optimizer as a table-described kind (SGD, Adam, AdamW), the update that walks
- * the parameter table's trainable tensors, gradient clipping, state files, and learning-rate
- * schedules as pure functions of the step.
+/* mt optim: the optimizer as a table-described kind (SGD, Adam, AdamW, Muon, Lion), the update
+ * that walks the parameter table's trainable tensors, gradient clipping, state files, and
+ * learning-rate schedules as pure functions of the step.
  *
  * Semantics are torch.optim's (torch 1.13, the for-loop implementation), checked step by step in
  * tests/parity/test_optim.py:
@@ -10,16 +10,24 @@
  *          p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
  *   AdamW  p *= 1 - lr*wd (decoupled, Loshchilov & Hutter, arXiv 1711.05101), then Adam with no
  *          L2 term.
+ * and, written out from their references in the same test (torch 1.13 has neither):
+ *   Muon   the hidden matrices (muon.c: KellerJordan/Muon's muon.py): momentum, Newton-Schulz,
+ *          scale, decoupled decay; AdamW for every other tensor, each group at its own rate.
+ *   Lion   c = b1*m + (1-b1)*g;  p = (1 - lr*wd)*p - lr*sign(c);  m = b2*m + (1-b2)*g (lion.c).
  * Weight decay applies to the entries of the parameter table whose `decay` flag is set (by default
- * the matrices: norms, biases and embeddings skip it); decay_scope widens it once, at init.
- * Buffers (MT_ROLE_BUFFER) are never updated.
+ * the matrices and the head: norms, biases and embeddings skip it); decay_scope widens it once, at
+ * init. Buffers (MT_ROLE_BUFFER) are never updated.
  *
- * The command-line flags of train (and the same keys in config files) map onto the fields:
- *   --optim sgd|adam|adamw  kind          --beta1 --beta2 --eps       beta1, beta2, eps
+ * The command-line flags of train (and the same keys in config files) map onto the fields
+ * (MT_OPTIM_FIELDS, config.c):
+ *   --optim sgd|adam|adamw|muon|lion  kind   --beta1 --beta2 --eps       beta1, beta2, eps
  *   --weight-decay          weight_decay  --momentum --nesterov       momentum, nesterov
  *   --decay-scope matrices|embeddings|all decay_scope                 --clip   clip
- *   --lr --min-lr --warmup-init-lr --warmup --schedule const|cosine|linear|invsqrt  in sched
- *   (sched.steps is the run's number of steps).
+ *   --lr --min-lr --warmup-init-lr --warmup --schedule const|cosine|linear|invsqrt|wsd
+ *   --decay-frac  in sched (sched.steps is the run's number of steps)
+ *   --muon-lr --adam-lr --muon-wd --muon-momentum --no-nesterov --muon-scale --muon-rms  muon_*
+ *   --ns-steps --ns-coef-a --ns-coef-b --ns-coef-c --ns-eps  ns_*
+ *   --lion-beta1 --lion-beta2  lion_*
  *
  * ---- an optimizer kind ------------------------------------------------------------------------
  * A kind is an mt_optim_type (below): its name, its state slots (arrays laid out as P->data, each
@@ -33,33 +41,18 @@
  *   into the zero padding after the tensor's last element: zero data, gradient and state must stay
  *   zero), split evenly across the threads whatever the tensors' sizes.
  *   Kinds that need a tensor whole (Muon's Newton-Schulz on a 2-D matrix) say which tensors with
- *   `whole`; each such tensor then goes to one thread whole (tensors spread over the threads in
- *   runs of about equal element counts), its gradient summed and scaled in place in P->grad
- *   first, with `scratch(cfg, entry)` floats of scratch that init allocates per thread (no
- *   allocation in the step). A product in a whole step goes through mt_gemm, which runs on the
- *   calling thread inside the update's parallel region. The other tensors of the same kind (Muon:
- *   embeddings, norms, biases, the head) still come in pieces, so one kind can hold both groups.
+ *   `whole` (and with `needs_whole` that a table without one is refused); each such tensor then
+ *   goes to one thread whole (tensors spread over the threads in runs of about equal element
+ *   counts), its gradient summed and scaled in place in P->grad first, with `scratch(cfg, entry)`
+ *   floats of scratch that init allocates per thread (no allocation in the step). A product in a
+ *   whole step goes through mt_gemm (mt_gemm_bf16 when the tensor's `bf16` says the model runs
+ *   bf16), which runs on the calling thread inside the update's parallel region. The other
+ *   tensors of the same kind (Muon: embeddings, norms, biases, the head) still come in pieces,
+ *   so one kind can hold both groups.
  *
- * Adding an optimizer (Lion, Muon):
- *   1. src/optim/<name>.c: its scalars struct (at most MT_OPTIM_SCALARS bytes) and `scalars`,
- *      `step`, `slots` (how many of slot_names this config keeps); a kind that needs a tensor
- *      whole also `whole` and `scratch`; `validate` for its own fields (each message names the
- *      flag and what is accepted); then `const mt_optim_type mt_optim_<name> = {.name = "<name>",
- *      ...}`. sgd.c (one optional slot) and adam.c (two slots, two kinds sharing a step) are the
- *      models. Lion: one slot "m", elementwise, like sgd.c. Muon: `whole` = the hidden 2-D
- *      matrices by role and shape (e->role == MT_ROLE_MATRIX && e->ndim == 2, and whatever
- *      singles out the head); its step, given a whole matrix, updates the momentum and runs
- *      Newton-Schulz in its scratch through mt_gemm; given a piece of another tensor, it runs
- *      AdamW (reuse adam.c's kernel through a small internal header rather than copying it).
- *      A kind with groups keeps the union of their slots ("m" and "v"; the matrices' "v" stays
- *      zero) and scales the schedule's one lr per group in `scalars` (e.g. adam_lr / muon_lr).
- *   2. optim.h: a value in mt_optim_kind, the extern declaration of the type beside
- *      mt_optim_sgd's, and its fields in mt_optim_config (say which flags set them).
- *   3. config.c: its line in OPTIMS (the name --optim takes, which must equal the type's name:
- *      test_optim checks) and in mt_optim_types (the registry), its fields' defaults in
- *      mt_optim_defaults; its flags (train.c's options table, or the config field table).
- *   4. tests/test_optim.c: the kind in the formula, threads, fused and state tests; a PyTorch
- *      reference in tests/parity/test_optim.py (and its driver, which reads the config).
+ * Adding an optimizer: docs/design.md's recipe ("How to add an optimizer"); sgd.c (one optional
+ * slot), adam.c (two slots, two kinds sharing a step), lion.c (one slot) and muon.c (whole
+ * matrices with scratch and a group in pieces that reuses adam.c's kernel) are the models.
  * Nothing else changes: the trainer sizes the state with mt_optim_state_slots, state files and
  * resume are generic over the slots (a state file of another kind is refused by its name), the
  * update is generic over the kind. If a few large matrices dominate a per-tensor kind's cost,
@@ -73,12 +66,29 @@
 #include "../tensor/params.h"
 
 /* The registered kinds: mt_optim_types[kind] is its type, MT_OPTIMS its --optim name. */
-typedef enum { MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW } mt_optim_kind;
+typedef enum {
+    MT_OPTIM_SGD,
+    MT_OPTIM_ADAM,
+    MT_OPTIM_ADAMW,
+    MT_OPTIM_MUON,
+    MT_OPTIM_LION
+} mt_optim_kind;
 
-typedef enum { MT_SCHED_CONST, MT_SCHED_COSINE, MT_SCHED_LINEAR, MT_SCHED_INVSQRT } mt_sched_kind;
+typedef enum {
+    MT_SCHED_CONST,
+    MT_SCHED_COSINE,
+    MT_SCHED_LINEAR,
+    MT_SCHED_INVSQRT,
+    MT_SCHED_WSD,
+} mt_sched_kind;
 
-/* Which table entries weight decay reaches: the table's flags as built (matrices), those plus the
-   embeddings, or every trainable entry. */
+/* Muon's scale of the orthogonalised update of an (R, C) matrix: the reference's
+   sqrt(max(1, R / C)) (KellerJordan/Muon), or Moonlight's rms sqrt(max(R, C)) (arXiv 2502.16982,
+   rms 0.2: the update's RMS matches AdamW's, so Muon can take AdamW's lr and weight decay). */
+typedef enum { MT_MUON_SCALE_REFERENCE, MT_MUON_SCALE_MATCH_ADAMW } mt_muon_scale;
+
+/* Which table entries weight decay reaches: the table's flags as built (matrices and the head),
+   those plus the embeddings, or every trainable entry. */
 typedef enum { MT_DECAY_MATRICES, MT_DECAY_EMBEDDINGS, MT_DECAY_ALL } mt_decay_scope;
 
 /* The learning rate of step s (s = 0, 1, ...: the lr used by the update that step s makes):
@@ -88,6 +98,9 @@ typedef enum { MT_DECAY_MATRICES, MT_DECAY_EMBEDDINGS, MT_DECAY_ALL } mt_decay_s
        cosine   min_lr + (lr - min_lr) * (1 + cos(pi * u / D)) / 2,  min_lr once s >= steps
        linear   lr - (lr - min_lr) * u / D,                          min_lr once s >= steps
        invsqrt  lr * sqrt(warmup / s)
+       wsd      lr until D' = round(decay_frac * steps) steps are left (round half to even, as
+                Python's round), then min_lr + (lr - min_lr) * (steps - s) / D' (nanochat's
+                base_train.py: warmup, stable, decay), min_lr once s >= steps
    So step 0 runs at warmup_init_lr, step `warmup` at lr, and lr_at(steps) = min_lr is where the
    decays end (the last step, steps - 1, is one decrement above it). invsqrt with warmup_init_lr
    = 0 is the original Transformer's lr * min(s / warmup, sqrt(warmup / s)). */
@@ -95,6 +108,7 @@ typedef struct {
     mt_sched_kind kind;
     double lr, min_lr, warmup_init_lr;
     long warmup, steps;
+    double decay_frac; /* wsd: the fraction of the steps that decays, in [0, 1] */
 } mt_schedule;
 
 typedef struct {
@@ -106,16 +120,33 @@ typedef struct {
     mt_decay_scope decay_scope;
     double clip; /* max global gradient norm; 0: no clipping */
     mt_schedule sched;
+    /* Muon (muon.c): the hidden matrices' rate, the rest's (AdamW with beta1, beta2, eps), each
+       -1: the schedule's lr, else scaled by the schedule's lr_at / lr; the hidden matrices'
+       weight decay (-1: weight_decay); momentum, Nesterov, Newton-Schulz steps, coefficients
+       and epsilon; the scale rule and Moonlight's rms */
+    double muon_lr, adam_lr, muon_wd;
+    double muon_momentum;
+    bool muon_nesterov;
+    int ns_steps;
+    double ns_a, ns_b, ns_c, ns_eps;
+    mt_muon_scale muon_scale;
+    double muon_rms;
+    double lion_beta1, lion_beta2; /* Lion (lion.c) */
 } mt_optim_config;
 
 /* torch.optim.AdamW's defaults (lr 1e-3, betas 0.9, 0.999, eps 1e-8, weight decay 0.01), decay
-   scope matrices, no clipping, constant schedule without warmup, steps 0 (unknown). */
+   scope matrices, no clipping, constant schedule without warmup, steps 0 (unknown), wsd's
+   decay_frac 0.2 (nanochat's); Muon's (muon.py: momentum 0.95, Nesterov, 5 steps of (3.4445,
+   -4.7750, 2.0315), eps 1e-7, the reference's scale, rms 0.2, the rates -1) and Lion's (betas
+   0.9, 0.99), as floats. */
 mt_optim_config mt_optim_defaults(void);
 
 /* Every value and combination, with a message naming the flag and what is accepted: lr, min_lr,
    warmup_init_lr, eps, weight_decay, clip >= 0; betas and momentum in [0, 1); nesterov only with
-   momentum; momentum and nesterov only with sgd; warmup >= 0 (>= 1 for invsqrt); cosine and
-   linear need steps >= 1, warmup <= steps and min_lr <= lr; min_lr only with cosine and linear. */
+   momentum; momentum and nesterov only with sgd; warmup >= 0 (>= 1 for invsqrt); cosine, linear
+   and wsd need steps >= 1, warmup <= steps and min_lr <= lr; min_lr only with them; decay_frac
+   in [0, 1], wsd's decay after the warmup; Muon's and Lion's options only with their kind; then
+   the kind's own checks (muon.c, lion.c). */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
 
 /* The fields of the flags and config keys above (fields.h): ./train's options. Its numbers are
@@ -126,8 +157,9 @@ extern const mt_fields MT_OPTIM_FIELDS;
 void mt_optim_resolve(mt_optim_config *c, long steps);
 
 /* The names of the enums' values (mt_enum_name, mt_enum_parse). */
-extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw" */
-extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt" */
+extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw", "muon", "lion" */
+extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt", "wsd" */
+extern const mt_enum MT_MUON_SCALES;  /* "reference", "match-adamw" */
 extern const mt_enum MT_DECAY_SCOPES; /* "matrices", "embeddings", "all" */
 
 /* The lr of step s >= 0 (see mt_schedule). A pure function. */
@@ -148,6 +180,7 @@ typedef struct {
     const float *g;    /* the gradient there: the buffers' sum, clipped (mt_grads) */
     float *s[MT_OPTIM_MAX_SLOTS]; /* each state slot there; NULL past the kind's slots */
     float *scratch;               /* whole tensors: the kind's scratch(cfg, e) floats, else NULL */
+    bool bf16;                    /* whole tensors: the model's products are bf16 (P->bf16) */
 } mt_optim_tensor;
 
 typedef struct mt_optim_type {
@@ -164,13 +197,16 @@ typedef struct mt_optim_type {
     bool (*whole)(const mt_optim_config *c, const mt_param *e);
     /* optional: floats of scratch stepping e whole needs */
     size_t (*scratch)(const mt_optim_config *c, const mt_param *e);
+    /* init refuses a table with no entry to step whole (Muon on a model without a hidden matrix) */
+    bool needs_whole;
     /* optional: the kind's own checks, after mt_optim_validate's general ones */
     mt_status (*validate)(const mt_optim_config *c, mt_err *err);
 } mt_optim_type;
 
 /* The registry (config.c), indexed by mt_optim_kind, and its types (sgd.c, adam.c). */
 extern const mt_optim_type *const mt_optim_types[];
-extern const mt_optim_type mt_optim_sgd, mt_optim_adam, mt_optim_adamw;
+extern const mt_optim_type mt_optim_sgd, mt_optim_adam, mt_optim_adamw, mt_optim_muon,
+    mt_optim_lion;
 
 /* Floats of optimizer state per parameter float for config c (c->kind registered). */
 int mt_optim_state_slots(const mt_optim_config *c);
@@ -245,7 +281,7 @@ double mt_optim_clip(mt_params *P, double max_norm);
 
 /* ---- state for exact resume ---------------------------------------------------------------
  * A safetensors file: "<slot>.<name>" (each shaped as the parameter) for every slot the kind
- * keeps (SGD with momentum "m"; Adam, AdamW "m" and "v") and every trainable entry;
+ * keeps (SGD with momentum and Lion "m"; Adam, AdamW, Muon "m" and "v") and every trainable entry;
  * __metadata__ "optim" (the kind's name) and "step" (o->t). Loading into an initialised
  * optimizer restores them; a file for another optimizer, a missing or extra tensor or a shape
  * that differs from the parameter's is an error naming it. */

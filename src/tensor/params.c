@@ -29,7 +29,7 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     e->n = mt_shape_numel(ndim, shape);
     e->offset = P->total;
     e->role = role;
-    e->decay = role == MT_ROLE_MATRIX;
+    e->decay = role == MT_ROLE_MATRIX || role == MT_ROLE_HEAD;
     e->init = init;
     e->init_value = init_value;
     P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */

@@ -25,6 +25,8 @@ typedef enum {
     MT_ROLE_NORM,      /* normalization weights, biases and scalars */
     MT_ROLE_EMBEDDING, /* token and position embeddings */
     MT_ROLE_BUFFER,    /* not trained: BatchNorm running statistics */
+    MT_ROLE_HEAD,      /* a matrix at the model's edge, decayed as a matrix: the output head, the
+                          ViT's patch projection (Muon leaves it to AdamW: not a hidden matrix) */
 } mt_param_role;
 
 typedef struct {
@@ -33,7 +35,7 @@ typedef struct {
     int ndim;
     int shape[MT_MAX_DIMS];
     mt_param_role role;
-    bool decay; /* weight decay applies; default: role == MT_ROLE_MATRIX */
+    bool decay; /* weight decay applies; default: role MT_ROLE_MATRIX or MT_ROLE_HEAD */
     mt_init_kind init;
     float init_value;
 } mt_param;

@@ -141,6 +141,7 @@ static mt_train_options defaults(void) {
     oc.kind = MT_OPTIM_ADAMW, oc.decay_scope = MT_DECAY_MATRICES;
     oc.beta1 = 0.9f, oc.beta2 = 0.99f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.clip = 1.0f;
     oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f, .min_lr = -1, .warmup = -1};
+    oc.sched.decay_frac = mt_optim_defaults().sched.decay_frac;
     mt_train_options o = {
         .data = {.path = "data/tinyshakespeare.txt",
                  .tokenizer = MT_TOK_BYTE,

@@ -1,0 +1,87 @@
+#!/bin/sh
+# ./train with --optim muon and lion and --schedule wsd end to end on a tiny GPT: the loss falls;
+# wsd's rates; 30 steps at once and 15 + 15 resumed give the same bits (Muon in fp32 and, where
+# this build and CPU have it, bf16; Lion); the options are saved in the checkpoint; Muon's state
+# resumed with another optimizer and bad values exit 2 with a message naming the flag.
+# MT_BUILD names the build directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_cli_optim_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_cli_optim: $*"; fails=$((fails + 1)); }
+train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
+      --warmup 5 --eval-every 20 --eval-batches 2 --log-every 5"
+MUON="--optim muon --muon-lr 0.02 --adam-lr 3e-3"
+
+# the loss falls over 40 steps, with wsd
+for opt in "$MUON" "--optim lion --lr 1e-3"; do
+    rm -rf "$T/a"
+    train $TINY $opt --schedule wsd --decay-frac 0.3 --steps 40 --out "$T/a" ||
+        { fail "$opt: train exited $?"; cat "$T/log"; }
+    first=$(sed -n 2p "$T/a/metrics.csv" | cut -d, -f2)
+    last=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f2)
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' ||
+        fail "$opt: loss did not fall: first $first, last $last"
+    [ "$opt" = "$MUON" ] || continue
+    # wsd (row k: the lr of step k - 1): lr until 0.3 of 40 steps (12) are left, then linear to
+    # min-lr (lr / 10): step 29 at 3e-4 + 2.7e-3 * 11/12, step 34 at 3e-4 + 2.7e-3 * 6/12
+    grep -q "^25,[^,]*,[^,]*,0.003," "$T/a/metrics.csv" &&
+        grep -q "^30,[^,]*,[^,]*,0.002775," "$T/a/metrics.csv" &&
+        grep -q "^35,[^,]*,[^,]*,0.00165," "$T/a/metrics.csv" ||
+        fail "wsd lr: $(cut -d, -f1,4 "$T/a/metrics.csv" | tr '\n' ' ')"
+done
+
+# exact resume: 30 steps at once, 15 + 15 resumed (constant lr)
+resume() { # label, extra flags
+    R="$TINY --schedule const --steps 30 --save-every 10 $2"
+    rm -rf "$T/once" "$T/r"
+    train $R --out "$T/r" && mv "$T/r" "$T/once" ||
+        { fail "$1: run once: $(tail -n 2 "$T/log")"; return; }
+    train $R --steps 15 --out "$T/r" || fail "$1: first half"
+    train --resume --out "$T/r" --steps 30 || fail "$1: resume exited: $(tail -n 2 "$T/log")"
+    cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "$1: resumed weights differ"
+    cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "$1: resumed state differs"
+}
+resume muon "$MUON"
+"$B/infer" --info "$T/once/model.safetensors" | grep -q "^muon-lr = 0.02$" ||
+    fail "the options are not in the checkpoint: $("$B/infer" --info "$T/once/model.safetensors")"
+# Muon's state resumed with another optimizer: refused (exit 2), the options of another kind first
+train --resume --out "$T/once" --steps 40 --optim adamw; rc=$?
+[ $rc -eq 2 ] && grep -q "muon-lr applies to --optim muon only (this run uses adamw)" "$T/log" ||
+    fail "muon options resumed with adamw: exit $rc, $(cat "$T/log")"
+resume "muon, default rates" "--optim muon"
+train --resume --out "$T/once" --steps 40 --optim adamw; rc=$?
+[ $rc -eq 2 ] && grep -q "optimizer state for 'muon', but this run uses --optim adamw" "$T/log" ||
+    fail "muon state resumed with adamw: exit $rc, $(cat "$T/log")"
+resume "muon plain match-adamw" "$MUON --no-nesterov --muon-scale match-adamw --ns-steps 3"
+resume lion "--optim lion --lr 1e-3"
+if "$B/train" --threads 1 $TINY --steps 1 --warmup 0 --precision bf16 --out "$T/probe" \
+    >/dev/null 2>&1; then
+    resume "muon bf16" "$MUON --precision bf16"
+else
+    echo "test_cli_optim: no bf16 here: Muon in bf16 not resumed"
+fi
+
+# bad values: exit 2, the flag and what is accepted in the message
+bad() { # expected message, flags...
+    want=$1
+    shift
+    train $TINY --steps 10 --out "$T/bad" "$@"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "$want" "$T/log" || fail "$*: exit $rc, $(cat "$T/log")"
+    [ ! -e "$T/bad" ] || fail "$*: wrote $T/bad"
+}
+bad "ns-steps" --optim muon --ns-steps 0
+bad "muon-momentum is 1; it must be in \[0, 1)" --optim muon --muon-momentum 1
+bad "decay-frac" --schedule wsd --decay-frac 1.5
+bad "decay-frac" --schedule wsd --decay-frac -0.1
+bad "would start inside the --warmup" --schedule wsd --decay-frac 1 --warmup 1
+bad "muon-lr applies to --optim muon only (this run uses adamw)" --muon-lr 0.02
+bad "no-nesterov applies to --optim muon only" --optim lion --no-nesterov
+bad "lion-beta2 1; each must be in \[0, 1)" --optim lion --lion-beta2 1
+bad "is not one of reference|match-adamw" --optim muon --muon-scale rms
+
+[ $fails -eq 0 ] && echo "test_cli_optim: ok" || { echo "test_cli_optim: $fails failed"; exit 1; }

@@ -132,6 +132,26 @@ done <"$T/cases"
 cmp -s "$M" "$T/model.before" || fail "a refused run changed the checkpoint in its --out"
 [ $n -ge 50 ] || fail "only $n cases ran"
 
+# refusals in time linear in the size of the input (look-ups by name are hashed): a model of
+# 12000 blocks (144k parameter tensors) and a file of 150k one-float tensors are refused in
+# seconds (each took minutes with the linear look-ups: 25 s at 8000 blocks, 16 s at 100k tensors)
+many() { # many N FILE: a safetensors file of N one-float tensors
+    LC_ALL=C awk -v n="$1" 'BEGIN { printf "{"; for (i = 0; i < n; i++)
+        printf "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+               i ? "," : "", i, 4 * i, 4 * i + 4; printf "}" }' >"$2.json"
+    LC_ALL=C awk -v l="$(wc -c <"$2.json")" \
+        'BEGIN { for (i = 0; i < 8; i++) { printf "%c", l % 256; l = int(l / 256) } }' >"$2"
+    cat "$2.json" >>"$2" && rm "$2.json" && head -c $((4 * $1)) /dev/zero >>"$2"
+}
+many 150000 "$D/many.safetensors"
+ms() { echo $(($(date +%s%N) / 1000000)); }
+for cmd in "train --data $D/t.txt --n-layer 12000 --n-embd 16 --n-head 2 --steps 0 --threads 1" \
+    "infer --info $D/many.safetensors"; do
+    t0=$(ms)
+    (cd "$W" && exec "$OLDPWD/$B/"$cmd >"$L" 2>&1 </dev/null) && fail "$cmd was not refused"
+    [ $(($(ms) - t0)) -lt 15000 ] || fail "$cmd took $(($(ms) - t0)) ms to refuse: $(cat "$L")"
+done
+
 # crash safety and exact resume
 # (saving is I/O only: the reference saves once, and the last resume too, to be quick)
 R="$TINY --batch 4 --steps 5000 --log-every 1 --eval-every 0 --eval-batches 1

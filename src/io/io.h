@@ -26,6 +26,8 @@ typedef struct {
     int n_meta;
     char **meta_key, **meta_val;
     float *blob; /* the data section, 64-byte aligned */
+    /* the tensors by name, for mt_st_find */
+    mt_name_index index;
 } mt_safetensors;
 
 /* Reads and validates a whole file: F32 tensors only, offsets inside the data section, sizes

@@ -2,6 +2,7 @@
  * is not an object or holds bad values, tensors missing, extra, of another shape or dtype, a
  * config claiming a huge model (refused before any allocation), malformed state, a truncated
  * file; each is refused with a message naming the problem, and nothing is kept. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -175,6 +176,19 @@ static void test_gpt_checkpoints(void) {
     mt_gpt_free(&g);
     mt_st_free(&sf);
     refused("unknown model", MT_EFORMAT, "unknown model 'rnn' (accepted: gpt");
+
+    /* a weight that is not a finite number (in a file whose checksums hold) is named */
+    const char *k4[] = {"config", "tokenizer", "step", "rng"}, *v4[] = {good, tok_json, "3", RNG};
+    const float non_finite[] = {NAN, -INFINITY};
+    const char *said[] = {"tensor 'tok_emb.weight' holds nan at index 5",
+                          "tensor 'tok_emb.weight' holds -inf at index 5"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(mt_gpt_build(&g, &c, &e) == MT_OK, "build");
+        g.P.data[g.P.p[mt_params_find(&g.P, "tok_emb.weight")].offset + 5] = non_finite[k];
+        CHECK(mt_st_save_params(path, &g.P, 4, k4, v4, &e) == MT_OK, "save");
+        mt_gpt_free(&g);
+        refused("a non-finite weight", MT_EFORMAT, said[k]);
+    }
     free(good);
 }
 

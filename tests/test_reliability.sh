@@ -32,6 +32,10 @@ printf '[train]\nlr = 1e-3\n' >"$D/section.ini"
 printf 'resume = true\n' >"$D/cli.ini"
 printf 'label-smoothing = 1.5\n' >"$D/ls.ini"
 M=$D/run/model.safetensors
+"$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
+ML=$D/llama/model.safetensors
+mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a broken check
+                                             # would replace it)
 
 # status|text the message must hold|program and arguments (split on spaces)
 cases() {
@@ -104,6 +108,10 @@ cases() {
 2|--prompt is empty|infer --checkpoint $M --prompt=
 2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
 2|--info $D/none: No such file or directory|infer --info $D/none
+2|--out $D/fifolink is a pipe: expected a regular file|export --checkpoint $ML --format gguf --out $D/fifolink
+2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
+2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir
+2|--tokenizer-out $D/fifo is a pipe|export --checkpoint $ML --format llama2c --out m.bin --tokenizer-out $D/fifo
 2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png
 2|none of the 1 files in its 1 class subdirectories is an image|preview --data $D/junk --channels 3 --out $D/g.png
 2|make a 4294972194x4294972230 preview; it has at most 16384|preview --data $PWD/data/mnist --size 86x86 --scale 16647179 --n 9 --out $D/g.png
@@ -130,6 +138,12 @@ while IFS='|' read -r want text cmd; do
         fail "case $n ($cmd) wrote: $written $(ls -A "$W")"
 done <"$T/cases"
 cmp -s "$M" "$T/model.before" || fail "a refused run changed the checkpoint in its --out"
+[ -L "$D/fifolink" ] && [ -p "$D/fifo" ] || fail "an export replaced a link or a pipe"
+# an export through a symbolic link to a file replaces the file and keeps the link
+echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
+"$B/export" --checkpoint "$ML" --format gguf --out "$D/link.gguf" >"$L" 2>&1 || fail "$(cat "$L")"
+[ -L "$D/link.gguf" ] && [ "$(head -c 4 "$D/target.gguf")" = GGUF ] ||
+    fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
 
 # refusals in time linear in the size of the input (look-ups by name are hashed): a model of

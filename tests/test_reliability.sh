@@ -31,6 +31,12 @@ printf 'lr = fast\n' >"$D/type.ini"
 printf '[train]\nlr = 1e-3\n' >"$D/section.ini"
 printf 'resume = true\n' >"$D/cli.ini"
 printf 'label-smoothing = 1.5\n' >"$D/ls.ini"
+printf 'lr = 1e-3\nsteps = 3\nlr = 2e-3\n' >"$D/dup.ini"
+printf '\377\376l\000r\000 \000=\000 \0001\000\n\000' >"$D/utf16.ini"
+printf '\000l\000r\000 \000=\000 \0001\000\n' >"$D/utf16be.ini"
+printf 'lr = 1e-3\nste\000ps = 5\n' >"$D/nul.ini"
+printf '\357\273\277lr = 1e-3\nn_layers = 4\n' >"$D/bom.ini"
+printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
 M=$D/run/model.safetensors
 "$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
 ML=$D/llama/model.safetensors
@@ -92,10 +98,19 @@ cases() {
 2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
 2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini
 2|$D/cli.ini:1: 'resume' is a command-line flag only|train $TINY --config $D/cli.ini
+2|$D/dup.ini:3: 'lr' is set on line 1 already: keep one|train $TINY --config $D/dup.ini
+2|$D/utf16.ini: the file is UTF-16|train $TINY --config $D/utf16.ini
+2|$D/utf16be.ini holds a NUL byte at offset 0|train $TINY --config $D/utf16be.ini
+2|$D/nul.ini holds a NUL byte at offset 13|train $TINY --config $D/nul.ini
+2|$D/bom.ini:2: unknown key 'n_layers'|train $TINY --config $D/bom.ini
+2|$D/quote.ini:1: data: a value that starts with a quote ends with one|train $TINY --config $D/quote.ini
 2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
 2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
 1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
 1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
+1|GiB available (parameters and gradients|train $TINY --n-ff 2147483647
+1|out of memory for a batch of 34359738352 tokens|train $TINY --batch 2147483647
+1|n_layer = 2147483647: out of memory for the table of 2147483647 blocks|train $TINY --n-layer 2147483647
 2|unknown flag --temperatur (did you mean --temperature?)|infer --checkpoint $M --temperatur 1
 2|--checkpoint FILE is required|infer --prompt hi
 2|--checkpoint $D/none: No such file or directory|infer --checkpoint $D/none
@@ -145,6 +160,19 @@ echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
 [ -L "$D/link.gguf" ] && [ "$(head -c 4 "$D/target.gguf")" = GGUF ] ||
     fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
+
+# a path with a # (a comment starts at a # after a blank): given as a flag, it is saved and
+# resumed; in a config file it is read as it is, quoted or not
+cp "$D/t.txt" "$D/d#7.txt"
+H="--n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 2 --threads 1 --steps 1"
+"$B/train" --data "$D/d#7.txt" $H --out "$T/hash" >"$L" 2>&1 &&
+    "$B/train" --resume --out "$T/hash" --steps 2 >"$L" 2>&1 || fail "a path with #: $(cat "$L")"
+printf 'data = %s # a comment\n' "$D/d#7.txt" >"$D/hash.ini"
+printf 'data = "%s" # a comment\n' "$D/d#7.txt" >"$D/hashq.ini"
+for ini in hash hashq; do
+    "$B/train" --config "$D/$ini.ini" $H --out "$T/$ini.out" >"$L" 2>&1 &&
+        grep -qF "d#7.txt: 20000 tokens" "$L" || fail "a path with # in $ini.ini: $(cat "$L")"
+done
 
 # oneDNN limited by its environment below bf16 (where bf16 runs at all): a refusal naming the
 # variable, before anything is written (it was an abort in the first product)

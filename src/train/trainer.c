@@ -15,7 +15,7 @@
 #define SEED_DROPOUT 0x44524f504f555421ULL
 
 /* The most rows of a batch of B one rank computes. */
-static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
+static int local_rows(int B) { return (int)(((long)B + mt_dist_size() - 1) / mt_dist_size()); }
 
 /* A run in out that is not the one asked for (other options) is refused without --resume: its
    checkpoint would be overwritten. The same options start the run over. */
@@ -243,8 +243,17 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     size_t arena = step_arena(tr, tr->slice_rows);
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK ||
         (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT, err)) !=
-            MT_OK)
+            MT_OK) {
+        if (s == MT_ENOMEM) /* what the estimate came from, and what to lower */
+            mt_errorf(err, s,
+                      "cannot reserve %d step arena(s) of %.1f MiB (%s): use a smaller --batch, "
+                      "a smaller model (--n-layer, --n-ctx, --n-embd), fewer --threads, or "
+                      "--arena-mb",
+                      n_rep, arena / 1048576.0,
+                      cfg->arena_bytes ? "--arena-mb"
+                                       : "3 times the estimated activations of a slice, + 64 MiB");
         goto fail;
+    }
     tr->ctx.precision = cfg->precision;
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
     for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;

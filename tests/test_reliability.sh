@@ -40,6 +40,12 @@ printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
 M=$D/run/model.safetensors
 "$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
 ML=$D/llama/model.safetensors
+"$B/train" --model vit --data "$PWD/data/mnist" --n-layer 1 --n-head 2 --n-embd 16 --batch 2 \
+    --steps 1 --threads 1 --eval-every 0 --out "$D/vit" >"$L" 2>&1 || fail "vit: $(cat "$L")"
+printf 'hello hh ax0 l ow1\nworld w er1 l d\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$D/d1.dict"
+printf 'hi hh ay1\nyo y ow1\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$D/d2.dict"
+"$B/train" --model encdec --data "$D/d1.dict" --enc-layers 1 --dec-layers 1 --n-head 2 \
+    --n-embd 16 --batch 2 --steps 1 --threads 1 --out "$D/ed" >"$L" 2>&1 || fail "encdec: $(cat "$L")"
 mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a broken check
                                              # would replace it)
 
@@ -106,6 +112,9 @@ cases() {
 2|$D/quote.ini:1: data: a value that starts with a quote ends with one|train $TINY --config $D/quote.ini
 2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
 2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
+2|holds a vit run, and --model gpt was given: a run continues as the model it is|train --resume --out $D/vit --model gpt
+2|the data differs from the run's: src_ctx is 5 in the checkpoint, 3 now (a value --data $D/d2.dict decides|train --resume --out $D/ed --data $D/d2.dict
+2|more than 200 distinct phones: not a pronunciation dictionary?|train --model encdec --data $PWD/data/tinyshakespeare.txt --threads 1 --out $D/edx
 1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
 1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
 1|GiB available (parameters and gradients|train $TINY --n-ff 2147483647

@@ -192,8 +192,17 @@ static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, m
     return s;
 }
 
-/* The options of <out>/model.safetensors into *text (malloc'd). */
-static mt_status read_saved(const char *out, char **text, mt_err *err) {
+/* The value the settings give key (the last), NULL when none. */
+static const char *setting(const mt_settings *s, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->s[i].name, key) == 0) v = s->s[i].value;
+    return v;
+}
+
+/* The options of <out>/model.safetensors into *text (malloc'd); a --model (flag or config file,
+   in L) other than the checkpoint's is refused: the saved options are that model's. */
+static mt_status read_saved(const char *out, const layers *L, char **text, mt_err *err) {
     char path[MT_FIELD_STR_MAX + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (access(path, F_OK) != 0)
@@ -203,9 +212,18 @@ static mt_status read_saved(const char *out, char **text, mt_err *err) {
     mt_safetensors st;
     if (s == MT_OK) s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
-    const char *saved = mt_st_meta(&st, "options");
-    if (saved) *text = strdup(saved);
+    const char *saved = mt_st_meta(&st, "options"), *model = mt_st_meta(&st, "model");
+    const char *asked = setting(&L->flags, "model") ? setting(&L->flags, "model")
+                                                    : setting(&L->file, "model");
+    if (!model) model = mt_model_types[0]->name; /* files from before models were named */
+    if (saved && asked && strcmp(asked, model) != 0)
+        s = mt_errorf(err, MT_EINVAL,
+                      "--resume: %s holds a %s run, and --model %s was given: a run continues "
+                      "as the model it is (drop --model)",
+                      path, model, asked);
+    if (saved && s == MT_OK) *text = strdup(saved);
     mt_st_free(&st);
+    if (s != MT_OK) return s;
     if (!saved)
         return mt_errorf(err, MT_EINVAL,
                          "the checkpoint has no saved options: was it written by ./train?");
@@ -226,7 +244,7 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
     if (s == MT_OK) s = apply_layers(L, sets, n, err);
     if (s != MT_OK || a->o.help || !a->o.resume) return s;
     char *text = NULL;
-    if ((s = read_saved(a->o.out, &text, err)) == MT_OK)
+    if ((s = read_saved(a->o.out, L, &text, err)) == MT_OK)
         s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
     free(text);
     a->o = defaults();

@@ -268,6 +268,19 @@ fail:
     return s;
 }
 
+/* Whether diff ("key is ... in the checkpoint, ... now") names a config field that the data sets
+   (no flag: the encoder-decoder's src_ctx is its dictionary's longest word). */
+static bool set_by_data(const mt_fields *t, const char *diff) {
+    size_t len = strcspn(diff, " ");
+    for (int i = 0; i < t->n; i++) {
+        const mt_field *f = &t->f[i];
+        if (f->type == MT_FIELD_TABLE ? set_by_data(f->of, diff)
+                                      : strlen(f->key) == len && !strncmp(f->key, diff, len))
+            return f->type == MT_FIELD_TABLE || (f->flags & MT_FIELD_NO_FLAG);
+    }
+    return false;
+}
+
 /* The checkpoint's model into the trainer's, which must be the same model (config) trained on the
    same data (what it reads inputs with); state gets the checkpoint's step and RNGs. */
 static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
@@ -283,6 +296,11 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
                       "%s holds a %s model, not a %s: a resumed run keeps its "
                       "model",
                       tr->model_path, saved->type->name, type->name);
+    else if (!mt_json_same(a, b, diff, sizeof diff) && set_by_data(type->fields, diff))
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: the data differs from the run's: %s (a value --data %s decides; a "
+                      "resumed run needs the same data)",
+                      tr->model_path, diff, tr->cfg.data.path);
     else if (!mt_json_same(a, b, diff, sizeof diff))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: a resumed run keeps its model, but the model options differ: %s",

@@ -100,6 +100,9 @@ cases() {
 2|--out $D/t.txt: $D/t.txt is a file, expected a directory|train $TINY --out $D/t.txt
 2|--out /proc/mt-test: cannot write in /proc|train $TINY --out /proc/mt-test
 2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run
+2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run//
+2|--vocab-size 512 applies to --tokenizer bpe only|train $TINY --vocab-size 512 --out $D/vs
+2|--tokenizer: --data $D/ok.bin is a token file, read with the tokenizer it was made with|train $TINY --data $D/ok.bin --tokenizer char --out $D/tc
 2|$D/key.ini:2: unknown key 'n_layers' (did you mean n-layer?)|train $TINY --config $D/key.ini
 2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
 2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini
@@ -169,6 +172,9 @@ echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
 [ -L "$D/link.gguf" ] && [ "$(head -c 4 "$D/target.gguf")" = GGUF ] ||
     fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
+
+# --out o/ is the run of --out o (its saved options say o): the same run starts over
+"$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"
 
 # a path with a # (a comment starts at a # after a blank): given as a flag, it is saved and
 # resumed; in a config file it is read as it is, quoted or not

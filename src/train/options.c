@@ -192,12 +192,39 @@ static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, m
     return s;
 }
 
-/* The value the settings give key (the last), NULL when none. */
+/* The value the settings give key (the last; '-' and '_' alike), NULL when none. */
 static const char *setting(const mt_settings *s, const char *key) {
     const char *v = NULL;
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->s[i].name, key) == 0) v = s->s[i].value;
+    for (int i = 0; i < s->n; i++) {
+        const char *a = s->s[i].name, *b = key;
+        while (*a && (*a == *b || (strchr("-_", *a) && strchr("-_", *b)))) a++, b++;
+        if (!*a && !*b) v = s->s[i].value;
+    }
     return v;
+}
+
+/* A flag or config key of the run (not the saved options of a resumed one). */
+static const char *given(const layers *L, const char *key) {
+    return setting(&L->flags, key) ? setting(&L->flags, key) : setting(&L->file, key);
+}
+
+/* Data options that would be ignored are refused: --vocab-size but for --tokenizer bpe, and
+   --tokenizer or --vocab-size with a token file (its tokenizer is the one it was made with). */
+static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_err *err) {
+    const char *tok = given(L, "tokenizer"), *vs = given(L, "vocab-size");
+    size_t n = strlen(o->data.path);
+    if (vs && o->data.tokenizer != MT_TOK_BPE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--vocab-size %s applies to --tokenizer bpe only (byte: 256 tokens, "
+                         "char: the characters of the text): add --tokenizer bpe, or drop it",
+                         vs);
+    if ((tok || vs) && !o->prepare[0] && n >= 4 && !strcmp(o->data.path + n - 4, ".bin"))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: --data %s is a token file, read with the tokenizer it was made "
+                         "with (--prepare): drop %s",
+                         tok ? "--tokenizer" : "--vocab-size", o->data.path,
+                         tok ? "--tokenizer" : "--vocab-size");
+    return MT_OK;
 }
 
 /* The options of <out>/model.safetensors into *text (malloc'd); a --model (flag or config file,
@@ -213,8 +240,7 @@ static mt_status read_saved(const char *out, const layers *L, char **text, mt_er
     if (s == MT_OK) s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
     const char *saved = mt_st_meta(&st, "options"), *model = mt_st_meta(&st, "model");
-    const char *asked = setting(&L->flags, "model") ? setting(&L->flags, "model")
-                                                    : setting(&L->file, "model");
+    const char *asked = given(L, "model");
     if (!model) model = mt_model_types[0]->name; /* files from before models were named */
     if (saved && asked && strcmp(asked, model) != 0)
         s = mt_errorf(err, MT_EINVAL,
@@ -287,6 +313,9 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
                               stack_of(r->type, r->model_cfg),
                               {r->type->fields, r->model_cfg}};
         s = apply_layers(&L, sets, 3, err);
+        for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
+            r->o.out[--n] = 0;
+        if (s == MT_OK) s = check_ignored(&L, &r->o, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
         resolve(r);
     }

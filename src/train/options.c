@@ -208,10 +208,11 @@ static const char *given(const layers *L, const char *key) {
     return setting(&L->flags, key) ? setting(&L->flags, key) : setting(&L->file, key);
 }
 
-/* Data options that would be ignored are refused: --vocab-size but for --tokenizer bpe, and
-   --tokenizer or --vocab-size with a token file (its tokenizer is the one it was made with). */
+/* Data flags that would be ignored are refused: --vocab-size but for --tokenizer bpe, and
+   --tokenizer or --vocab-size with a token file (its tokenizer is the one it was made with).
+   Flags only: a config file may be a run's saved options, which hold every key. */
 static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_err *err) {
-    const char *tok = given(L, "tokenizer"), *vs = given(L, "vocab-size");
+    const char *tok = setting(&L->flags, "tokenizer"), *vs = setting(&L->flags, "vocab-size");
     size_t n = strlen(o->data.path);
     if (vs && o->data.tokenizer != MT_TOK_BPE)
         return mt_errorf(err, MT_EINVAL,

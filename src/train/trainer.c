@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../io/fields.h"
 #include "../tensor/gemm.h"
 #include "train.h"
 

@@ -63,7 +63,10 @@ int main(int argc, char **argv) {
     }
     if (o.format == MT_EXPORT_LLAMA2C && strcmp(o.out, o.tokenizer_out) == 0)
         die(2, "--out and --tokenizer-out name the same file: give them different names");
-    if (mt_output_check("--out", o.out, "--checkpoint", o.checkpoint, &e) != MT_OK ||
+    if (mt_output_file_check("--out", o.out, &e) != MT_OK ||
+        (o.format == MT_EXPORT_LLAMA2C &&
+         mt_output_file_check("--tokenizer-out", o.tokenizer_out, &e) != MT_OK) ||
+        mt_output_check("--out", o.out, "--checkpoint", o.checkpoint, &e) != MT_OK ||
         (o.format == MT_EXPORT_LLAMA2C &&
          mt_output_check("--tokenizer-out", o.tokenizer_out, "--checkpoint", o.checkpoint, &e) !=
              MT_OK))

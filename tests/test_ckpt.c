@@ -2,8 +2,10 @@
  * is not an object or holds bad values, tensors missing, extra, of another shape or dtype, a
  * config claiming a huge model (refused before any allocation), malformed state, a truncated
  * file; each is refused with a message naming the problem, and nothing is kept. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -175,6 +177,36 @@ static void test_gpt_checkpoints(void) {
     mt_gpt_free(&g);
     mt_st_free(&sf);
     refused("unknown model", MT_EFORMAT, "unknown model 'rnn' (accepted: gpt");
+
+    /* RoPE: n_ctx sizes no tensor, so the file cannot bound it; a config claiming 1e8 positions
+       loads in a moment and small memory (the cos and sin are tabled as positions are used: the
+       table of every position took 10 s and 1.6 GB here) */
+    mt_gpt_config r = c;
+    r.pos = MT_POS_ROPE;
+    char *rope = mt_fields_to_json(mt_gpt_type.fields, &r);
+    snprintf(cfg, sizeof cfg, "%.*s, \"n_ctx\": 100000000}", (int)strlen(rope) - 1, rope);
+    write_ckpt(r, cfg, tok_json, "3", RNG);
+    double t0 = mt_clock();
+    struct rusage ru;
+    CHECK(mt_ckpt_load(path, &m, &st, NULL, &e) == MT_OK, "rope, n_ctx 1e8: %s", e.msg);
+    mt_model_free(m);
+    getrusage(RUSAGE_SELF, &ru);
+    CHECK(mt_clock() - t0 < 2 && ru.ru_maxrss < 500 * 1024,
+          "rope, n_ctx 1e8: loaded in %.1f s, peak RSS %ld KiB", mt_clock() - t0, ru.ru_maxrss);
+    free(rope);
+
+    /* a weight that is not a finite number (in a file whose checksums hold) is named */
+    const char *k4[] = {"config", "tokenizer", "step", "rng"}, *v4[] = {good, tok_json, "3", RNG};
+    const float non_finite[] = {NAN, -INFINITY};
+    const char *said[] = {"tensor 'tok_emb.weight' holds nan at index 5",
+                          "tensor 'tok_emb.weight' holds -inf at index 5"};
+    for (int k = 0; k < 2; k++) {
+        CHECK(mt_gpt_build(&g, &c, &e) == MT_OK, "build");
+        g.P.data[g.P.p[mt_params_find(&g.P, "tok_emb.weight")].offset + 5] = non_finite[k];
+        CHECK(mt_st_save_params(path, &g.P, 4, k4, v4, &e) == MT_OK, "save");
+        mt_gpt_free(&g);
+        refused("a non-finite weight", MT_EFORMAT, said[k]);
+    }
     free(good);
 }
 

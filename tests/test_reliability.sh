@@ -31,7 +31,23 @@ printf 'lr = fast\n' >"$D/type.ini"
 printf '[train]\nlr = 1e-3\n' >"$D/section.ini"
 printf 'resume = true\n' >"$D/cli.ini"
 printf 'label-smoothing = 1.5\n' >"$D/ls.ini"
+printf 'lr = 1e-3\nsteps = 3\nlr = 2e-3\n' >"$D/dup.ini"
+printf '\377\376l\000r\000 \000=\000 \0001\000\n\000' >"$D/utf16.ini"
+printf '\000l\000r\000 \000=\000 \0001\000\n' >"$D/utf16be.ini"
+printf 'lr = 1e-3\nste\000ps = 5\n' >"$D/nul.ini"
+printf '\357\273\277lr = 1e-3\nn_layers = 4\n' >"$D/bom.ini"
+printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
 M=$D/run/model.safetensors
+"$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
+ML=$D/llama/model.safetensors
+"$B/train" --model vit --data "$PWD/data/mnist" --n-layer 1 --n-head 2 --n-embd 16 --batch 2 \
+    --steps 1 --threads 1 --eval-every 0 --out "$D/vit" >"$L" 2>&1 || fail "vit: $(cat "$L")"
+printf 'hello hh ax0 l ow1\nworld w er1 l d\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$D/d1.dict"
+printf 'hi hh ay1\nyo y ow1\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$D/d2.dict"
+"$B/train" --model encdec --data "$D/d1.dict" --enc-layers 1 --dec-layers 1 --n-head 2 \
+    --n-embd 16 --batch 2 --steps 1 --threads 1 --out "$D/ed" >"$L" 2>&1 || fail "encdec: $(cat "$L")"
+mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a broken check
+                                             # would replace it)
 
 # status|text the message must hold|program and arguments (split on spaces)
 cases() {
@@ -84,14 +100,29 @@ cases() {
 2|--out $D/t.txt: $D/t.txt is a file, expected a directory|train $TINY --out $D/t.txt
 2|--out /proc/mt-test: cannot write in /proc|train $TINY --out /proc/mt-test
 2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run
+2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run//
+2|--vocab-size 512 applies to --tokenizer bpe only|train $TINY --vocab-size 512 --out $D/vs
+2|--tokenizer: --data $D/ok.bin is a token file, read with the tokenizer it was made with|train $TINY --data $D/ok.bin --tokenizer char --out $D/tc
 2|$D/key.ini:2: unknown key 'n_layers' (did you mean n-layer?)|train $TINY --config $D/key.ini
 2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
 2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini
 2|$D/cli.ini:1: 'resume' is a command-line flag only|train $TINY --config $D/cli.ini
+2|$D/dup.ini:3: 'lr' is set on line 1 already: keep one|train $TINY --config $D/dup.ini
+2|$D/utf16.ini: the file is UTF-16|train $TINY --config $D/utf16.ini
+2|$D/utf16be.ini holds a NUL byte at offset 0|train $TINY --config $D/utf16be.ini
+2|$D/nul.ini holds a NUL byte at offset 13|train $TINY --config $D/nul.ini
+2|$D/bom.ini:2: unknown key 'n_layers'|train $TINY --config $D/bom.ini
+2|$D/quote.ini:1: data: a value that starts with a quote ends with one|train $TINY --config $D/quote.ini
 2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
 2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
+2|holds a vit run, and --model gpt was given: a run continues as the model it is|train --resume --out $D/vit --model gpt
+2|the data differs from the run's: src_ctx is 5 in the checkpoint, 3 now (a value --data $D/d2.dict decides|train --resume --out $D/ed --data $D/d2.dict
+2|more than 200 distinct phones: not a pronunciation dictionary?|train --model encdec --data $PWD/data/tinyshakespeare.txt --threads 1 --out $D/edx
 1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
 1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
+1|GiB available (parameters and gradients|train $TINY --n-ff 2147483647
+1|out of memory for a batch of 34359738352 tokens|train $TINY --batch 2147483647
+1|n_layer = 2147483647: out of memory for the table of 2147483647 blocks|train $TINY --n-layer 2147483647
 2|unknown flag --temperatur (did you mean --temperature?)|infer --checkpoint $M --temperatur 1
 2|--checkpoint FILE is required|infer --prompt hi
 2|--checkpoint $D/none: No such file or directory|infer --checkpoint $D/none
@@ -104,6 +135,10 @@ cases() {
 2|--prompt is empty|infer --checkpoint $M --prompt=
 2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
 2|--info $D/none: No such file or directory|infer --info $D/none
+2|--out $D/fifolink is a pipe: expected a regular file|export --checkpoint $ML --format gguf --out $D/fifolink
+2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
+2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir
+2|--tokenizer-out $D/fifo is a pipe|export --checkpoint $ML --format llama2c --out m.bin --tokenizer-out $D/fifo
 2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png
 2|none of the 1 files in its 1 class subdirectories is an image|preview --data $D/junk --channels 3 --out $D/g.png
 2|make a 4294972194x4294972230 preview; it has at most 16384|preview --data $PWD/data/mnist --size 86x86 --scale 16647179 --n 9 --out $D/g.png
@@ -130,7 +165,60 @@ while IFS='|' read -r want text cmd; do
         fail "case $n ($cmd) wrote: $written $(ls -A "$W")"
 done <"$T/cases"
 cmp -s "$M" "$T/model.before" || fail "a refused run changed the checkpoint in its --out"
+[ -L "$D/fifolink" ] && [ -p "$D/fifo" ] || fail "an export replaced a link or a pipe"
+# an export through a symbolic link to a file replaces the file and keeps the link
+echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
+"$B/export" --checkpoint "$ML" --format gguf --out "$D/link.gguf" >"$L" 2>&1 || fail "$(cat "$L")"
+[ -L "$D/link.gguf" ] && [ "$(head -c 4 "$D/target.gguf")" = GGUF ] ||
+    fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
+
+# --out o/ is the run of --out o (its saved options say o): the same run starts over
+"$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"
+
+# a path with a # (a comment starts at a # after a blank): given as a flag, it is saved and
+# resumed; in a config file it is read as it is, quoted or not
+cp "$D/t.txt" "$D/d#7.txt"
+H="--n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 2 --threads 1 --steps 1"
+"$B/train" --data "$D/d#7.txt" $H --out "$T/hash" >"$L" 2>&1 &&
+    "$B/train" --resume --out "$T/hash" --steps 2 >"$L" 2>&1 || fail "a path with #: $(cat "$L")"
+printf 'data = %s # a comment\n' "$D/d#7.txt" >"$D/hash.ini"
+printf 'data = "%s" # a comment\n' "$D/d#7.txt" >"$D/hashq.ini"
+for ini in hash hashq; do
+    "$B/train" --config "$D/$ini.ini" $H --out "$T/$ini.out" >"$L" 2>&1 &&
+        grep -qF "d#7.txt: 20000 tokens" "$L" || fail "a path with # in $ini.ini: $(cat "$L")"
+done
+
+# oneDNN limited by its environment below bf16 (where bf16 runs at all): a refusal naming the
+# variable, before anything is written (it was an abort in the first product)
+if "$B/train" $TINY --precision bf16 --steps 1 --out "$T/bf16" >"$L" 2>&1; then
+    for prog in "train $TINY --steps 1 --out $W/bf16" "infer --checkpoint $M --prompt hi"; do
+        (cd "$W" && ONEDNN_MAX_CPU_ISA=AVX2 exec "$OLDPWD/$B/"$prog --precision bf16 >"$L" 2>&1)
+        rc=$?
+        [ $rc -eq 2 ] && grep -qF "ONEDNN_MAX_CPU_ISA=AVX2" "$L" && [ -z "$(ls -A "$W")" ] ||
+            fail "bf16 under ONEDNN_MAX_CPU_ISA=AVX2 ($prog): exit $rc: $(cat "$L")"
+    done
+fi
+
+# refusals in time linear in the size of the input (look-ups by name are hashed): a model of
+# 12000 blocks (144k parameter tensors) and a file of 150k one-float tensors are refused in
+# seconds (each took minutes with the linear look-ups: 25 s at 8000 blocks, 16 s at 100k tensors)
+many() { # many N FILE: a safetensors file of N one-float tensors
+    LC_ALL=C awk -v n="$1" 'BEGIN { printf "{"; for (i = 0; i < n; i++)
+        printf "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+               i ? "," : "", i, 4 * i, 4 * i + 4; printf "}" }' >"$2.json"
+    LC_ALL=C awk -v l="$(wc -c <"$2.json")" \
+        'BEGIN { for (i = 0; i < 8; i++) { printf "%c", l % 256; l = int(l / 256) } }' >"$2"
+    cat "$2.json" >>"$2" && rm "$2.json" && head -c $((4 * $1)) /dev/zero >>"$2"
+}
+many 150000 "$D/many.safetensors"
+ms() { echo $(($(date +%s%N) / 1000000)); }
+for cmd in "train --data $D/t.txt --n-layer 12000 --n-embd 16 --n-head 2 --steps 0 --threads 1" \
+    "infer --info $D/many.safetensors"; do
+    t0=$(ms)
+    (cd "$W" && exec "$OLDPWD/$B/"$cmd >"$L" 2>&1 </dev/null) && fail "$cmd was not refused"
+    [ $(($(ms) - t0)) -lt 15000 ] || fail "$cmd took $(($(ms) - t0)) ms to refuse: $(cat "$L")"
+done
 
 # crash safety and exact resume
 # (saving is I/O only: the reference saves once, and the last resume too, to be quick)

@@ -110,10 +110,72 @@ static void test_rejections(void) {
     CHECK(mt_st_parse("mem", buf, n, &st, &err) == MT_EFORMAT, "NUL in header");
 }
 
+/* a and b hold the same metadata and tensors, bit for bit */
+static bool same_content(const mt_safetensors *a, const mt_safetensors *b) {
+    bool same = a->n_meta == b->n_meta && a->n == b->n;
+    for (int i = 0; same && i < a->n_meta; i++)
+        same = strcmp(a->meta_key[i], b->meta_key[i]) == 0 &&
+               strcmp(a->meta_val[i], b->meta_val[i]) == 0;
+    for (int i = 0; same && i < a->n; i++) {
+        const mt_st_entry *x = &a->t[i], *y = &b->t[i];
+        same = strcmp(x->name, y->name) == 0 && x->ndim == y->ndim && x->n == y->n &&
+               memcmp(x->shape, y->shape, sizeof x->shape) == 0 &&
+               memcmp(x->data, y->data, x->n * sizeof(float)) == 0;
+    }
+    return same;
+}
+
+/* Every byte of a saved file changed (three ways, one of them `[[32,` into `[[3\x12,`, which
+   cJSON reads as 3): each damaged file is refused, or reads as the same metadata and tensors
+   (a change to the header's padding or its JSON whitespace). Then the checksum's limits: a file
+   without one (another writer's, or mt's before it) loads; its name one byte off is refused. */
+static void test_flipped_bytes(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.safetensors", dir);
+    float w[6] = {1.5f, -2, 3e-8f, 4, 5, 6}, b[3] = {-0.0f, 1e30f, 7};
+    mt_st_item items[] = {{"fc.weight", 2, (int[]){2, 3}, w}, {"fc.bias", 1, (int[]){3}, b}};
+    const char *keys[] = {"tokenizer", "step"}, *vals[] = {"{\"merges\": [[32, 101]]}", "17"};
+    mt_err err;
+    mt_safetensors ref, st;
+    CHECK(mt_st_save(path, 2, items, 2, keys, vals, &err) == MT_OK, "save: %s", err.msg);
+    CHECK(mt_st_load(path, &ref, &err) == MT_OK && ref.n_meta == 2, "load: %s", err.msg);
+    FILE *f = fopen(path, "rb");
+    static unsigned char buf[4096];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    int refused = 0, changed = 0;
+    const unsigned char flips[] = {0x01, 0x20, 0x80};
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < sizeof flips; k++) {
+            buf[i] ^= flips[k];
+            if (mt_st_parse("flipped", buf, n, &st, &err) != MT_OK) refused++;
+            else {
+                CHECK(same_content(&ref, &st), "byte %zu ^ 0x%02x read as other content", i,
+                      flips[k]);
+                changed += !same_content(&ref, &st);
+                mt_st_free(&st);
+            }
+            buf[i] ^= flips[k];
+        }
+    CHECK(refused > (int)n && changed == 0, "%d of %zu flips refused, %d read differently", refused,
+          3 * n, changed);
+    mt_st_free(&ref);
+    n = make_file(buf,
+                  "{\"__metadata__\": {\"step\": \"3\"}, "
+                  "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+                  4);
+    CHECK(mt_st_parse("old", buf, n, &st, &err) == MT_OK, "a file without checksums: %s", err.msg);
+    mt_st_free(&st);
+    n = make_file(buf, "{\"__metadata__\": {\"mt_crc32x\": \"00000000\"}}", 0);
+    CHECK(mt_st_parse("key", buf, n, &st, &err) == MT_EFORMAT && strstr(err.msg, "mt_crc32x"),
+          "the checksum's name damaged: %s", err.msg);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_round_trip();
     test_rejections();
+    test_flipped_bytes();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");

@@ -275,8 +275,12 @@ static mt_status build_vocab(const entry *e, int n, mt_g2p_vocab *v, const char 
         for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
             if (phone_index(v, t) >= 0) continue;
             if (v->n_phones == MT_G2P_MAX_PHONES)
-                return mt_errorf(err, MT_EFORMAT, "%s: more than %d distinct phones", path,
-                                 MT_G2P_MAX_PHONES);
+                return mt_errorf(err, MT_EFORMAT,
+                                 "%s: more than %d distinct phones: not a pronunciation "
+                                 "dictionary? One is a word and its phones a line, festival's "
+                                 "(\"hello\" nil (((hh ax) 0) ((l ow) 1))) or plain hello hh "
+                                 "ax0 l ow1",
+                                 path, MT_G2P_MAX_PHONES);
             snprintf(v->phones[v->n_phones++], sizeof(mt_g2p_phone), "%s", t);
             qsort(v->phones, (size_t)v->n_phones, sizeof(mt_g2p_phone), cmp_str);
         }

@@ -1,4 +1,6 @@
 /* A parameter table to and from safetensors, by the names and shapes of its entries. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,24 @@ static const char *shape_str(int ndim, const int *shape, char *buf, size_t len) 
     return buf;
 }
 
+/* The index of the first NaN or infinity of x[0, n) (exponent bits all ones), n when all are
+   finite: an integer test per block of 1024 that GCC vectorises, then the block's element. */
+static size_t first_non_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i += 1024) {
+        size_t m = n - i < 1024 ? n - i : 1024;
+        uint32_t any = 0;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t bits;
+            memcpy(&bits, &x[i + j], sizeof bits);
+            any |= (bits & 0x7f800000u) == 0x7f800000u;
+        }
+        if (any)
+            for (size_t j = 0; j < m; j++)
+                if (!isfinite(x[i + j])) return i + j;
+    }
+    return n;
+}
+
 mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
                              mt_err *err) {
     char a[64], b[64];
@@ -42,6 +62,12 @@ mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const m
             return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' has shape %s, the model needs %s",
                              path, p->name, shape_str(e->ndim, e->shape, a, sizeof a),
                              shape_str(p->ndim, p->shape, b, sizeof b));
+        size_t bad = first_non_finite(e->data, e->n);
+        if (bad < e->n)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: tensor '%s' holds %g at index %zu: a model's weights are finite "
+                             "numbers (a damaged file, or a run that diverged)",
+                             path, p->name, (double)e->data[bad], bad);
     }
     for (int i = 0; i < st->n; i++)
         if (mt_params_find(P, st->t[i].name) < 0)

@@ -110,6 +110,10 @@ mt_status mt_fieldset_parse_args(const mt_fieldset *sets, int n, int argc, char 
    MT_FIELD_CLI key is refused. */
 mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
                                 const char *source, mt_settings *out, mt_err *err);
+/* The same from a file's bytes: UTF-8 (its byte order mark skipped); UTF-16 and NUL bytes are
+   refused; a key set twice is refused naming both lines. */
+mt_status mt_fieldset_parse_ini_bytes(const mt_fieldset *sets, int n, const char *bytes, size_t len,
+                                      const char *source, mt_settings *out, mt_err *err);
 mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path, mt_settings *out,
                                mt_err *err);
 /* Applies settings read before to (other) sets, with the messages the reading would give. */

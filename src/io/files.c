@@ -84,22 +84,53 @@ mt_status mt_mem_check(double need, const char *what, mt_err *err) {
                      need / gib, avail / gib, what);
 }
 
+/* What kind of file st is, for messages. */
+static const char *file_kind(const struct stat *st) {
+    return S_ISDIR(st->st_mode)    ? "a directory"
+           : S_ISCHR(st->st_mode)  ? "a character device"
+           : S_ISBLK(st->st_mode)  ? "a block device"
+           : S_ISFIFO(st->st_mode) ? "a pipe"
+           : S_ISSOCK(st->st_mode) ? "a socket"
+                                   : "not a regular file";
+}
+
+mt_status mt_output_file_check(const char *flag, const char *path, mt_err *err) {
+    struct stat st;
+    if (!*path) return mt_errorf(err, MT_EINVAL, "%s: no file given: expected a path", flag);
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return MT_OK; /* new, or a file */
+    return mt_errorf(err, MT_EINVAL,
+                     "%s %s is %s: expected a regular file or a new name (the file is written "
+                     "beside it and renamed over it, which would replace it)",
+                     flag, path, file_kind(&st));
+}
+
 mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err) {
-    size_t plen = strlen(path) + 8;
+    memset(a, 0, sizeof *a);
     a->path = path;
-    a->f = NULL;
-    if (!(a->tmp = malloc(plen))) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", path);
-    snprintf(a->tmp, plen, "%s.tmp", path);
+    mt_status s = mt_output_file_check("the output", path, err);
+    if (s != MT_OK) return s;
+    /* a symbolic link to a file is written through: the file is replaced, the link stays */
+    struct stat st;
+    bool link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+    char *target = link ? realpath(path, NULL) : strdup(path);
+    size_t len = target ? strlen(target) + 8 : 0;
+    if (!target || !(a->tmp = malloc(len))) {
+        free(target);
+        return mt_errorf(err, link ? MT_EIO : MT_ENOMEM, "%s: cannot resolve: %s", path,
+                         strerror(errno));
+    }
+    a->target = target;
+    snprintf(a->tmp, len, "%s.tmp", target);
     if (!(a->f = fopen(a->tmp, "wb"))) {
-        mt_status s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", a->tmp, strerror(errno));
+        s = mt_errorf(err, MT_EIO, "%s: cannot create: %s", a->tmp, strerror(errno));
         free(a->tmp);
-        a->tmp = NULL;
+        free(a->target);
+        memset(a, 0, sizeof *a);
         return s;
     }
     return MT_OK;
 }
 
-/* fsync the directory holding path, so a rename survives a power cut */
 static void sync_dir(const char *path) {
     char *copy = strdup(path);
     if (!copy) return;
@@ -115,11 +146,12 @@ mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err) {
     mt_status s = MT_OK;
     ok = ok && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
     if (fclose(a->f) != 0) ok = false;
-    if (!ok || rename(a->tmp, a->path) != 0) {
+    if (!ok || rename(a->tmp, a->target) != 0) {
         s = mt_errorf(err, MT_EIO, "%s: cannot write: %s", a->path, strerror(errno));
         unlink(a->tmp);
-    } else sync_dir(a->path);
+    } else sync_dir(a->target);
     free(a->tmp);
+    free(a->target);
     memset(a, 0, sizeof *a);
     return s;
 }

@@ -26,6 +26,8 @@ typedef struct {
     int n_meta;
     char **meta_key, **meta_val;
     float *blob; /* the data section, 64-byte aligned */
+    /* the tensors by name, for mt_st_find */
+    mt_name_index index;
 } mt_safetensors;
 
 /* Reads and validates a whole file: F32 tensors only, offsets inside the data section, sizes
@@ -85,12 +87,18 @@ mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
 bool mt_json_same(const char *a, const char *b, char *msg, size_t len);
 /* A file written whole or not at all: writes go to path.tmp (one name per target: a write killed
    midway leaves a file the next write overwrites), which mt_atomic_close flushes, fsyncs and
-   renames over path (then fsyncs the directory) when ok, and removes otherwise. */
+   renames over path (then fsyncs the directory) when ok, and removes otherwise. A path that
+   exists must be a regular file (mt_output_file_check); a symbolic link to one is written
+   through (its target replaced, the link kept). */
 typedef struct {
     FILE *f;
     char *tmp;
     const char *path;
+    char *target; /* path, or the file its symbolic link names */
 } mt_atomic_file;
+/* MT_EINVAL naming flag when path exists and is not a regular file (after symbolic links): a
+   device, a pipe, a directory would be replaced by the rename. */
+mt_status mt_output_file_check(const char *flag, const char *path, mt_err *err);
 mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err);
 /* ok: every write succeeded. MT_EIO naming path when ok is false or the file cannot be
    completed. */

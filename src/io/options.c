@@ -152,14 +152,19 @@ static mt_status apply_flag(const entries *E, const char *name, size_t len, cons
     return mt_field_parse(x->f, x->obj, value, where, err);
 }
 
-/* One config line (key = value, line lineno of source) to the entries. */
+/* One config line (key = value, line lineno of source) to the entries; seen (NULL: not
+   checked): the line that set each entry, 0 for none yet. */
 static mt_status apply_line(const entries *E, const char *key, const char *value,
-                            const char *source, int lineno, mt_err *err) {
+                            const char *source, int lineno, int *seen, mt_err *err) {
     char where[MT_FIELD_STR_MAX + 64], hint[160];
     const entry *x = find_n(E, key, strlen(key));
     if (!x)
         return mt_errorf(err, MT_EINVAL, "%s:%d: unknown key '%s'%s", source, lineno, key,
                          suggest(E, key, strlen(key), "", hint, sizeof hint));
+    if (seen && seen[x - E->e])
+        return mt_errorf(err, MT_EINVAL, "%s:%d: '%s' is set on line %d already: keep one", source,
+                         lineno, key, seen[x - E->e]);
+    if (seen) seen[x - E->e] = lineno;
     if (x->f->flags & MT_FIELD_CLI)
         return mt_errorf(err, MT_EINVAL,
                          "%s:%d: '%s' is a command-line flag only (--%s), not a config key", source,
@@ -173,7 +178,7 @@ mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n
     mt_status st = MT_OK;
     for (int i = 0; i < s->n && st == MT_OK; i++) {
         const mt_setting *x = &s->s[i];
-        st = x->source ? apply_line(&E, x->name, x->value, x->source, x->line, err)
+        st = x->source ? apply_line(&E, x->name, x->value, x->source, x->line, NULL, err)
                        : apply_flag(&E, x->name, strlen(x->name), x->value, err);
     }
     free(E.e);
@@ -221,12 +226,33 @@ static char *trim(char *s) {
     return s;
 }
 
-/* One line of a config file (its comment cut) to the entries; blank lines do nothing. */
-static mt_status parse_line(const entries *E, char *line, const char *source, int lineno,
+/* The value after '=' (blanks trimmed, a comment cut): "quoted", taken as it is between the
+   first and the last quote of the line (after which only a comment may follow), or plain, up to
+   a comment: a # at its start or after a blank (so a path may hold one: d#7.txt). NULL: a
+   quote that does not close. */
+static char *line_value(char *v) {
+    v = trim(v);
+    if (*v == '"') {
+        char *q = strrchr(v + 1, '"');
+        if (!q) return NULL;
+        char *rest = trim(q + 1);
+        if (*rest && *rest != '#') return NULL;
+        *q = 0;
+        return v + 1;
+    }
+    for (char *c = v; *c; c++)
+        if (*c == '#' && (c == v || c[-1] == ' ' || c[-1] == '\t')) {
+            *c = 0;
+            break;
+        }
+    return trim(v);
+}
+
+/* One line of a config file to the entries; blank and comment lines do nothing. */
+static mt_status parse_line(const entries *E, char *line, const char *source, int lineno, int *seen,
                             mt_settings *out, mt_err *err) {
-    line[strcspn(line, "#")] = 0; /* a comment runs from # to the end of the line */
     char *s = trim(line);
-    if (!*s) return MT_OK;
+    if (!*s || *s == '#') return MT_OK;
     if (*s == '[')
         return mt_errorf(err, MT_EINVAL,
                          "%s:%d: '%s': config files have no sections, only key = value lines",
@@ -235,13 +261,13 @@ static mt_status parse_line(const entries *E, char *line, const char *source, in
     if (!eq)
         return mt_errorf(err, MT_EINVAL, "%s:%d: '%s': expected key = value", source, lineno, s);
     *eq = 0;
-    char *key = trim(s), *value = trim(eq + 1);
-    size_t vlen = strlen(value);
-    if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') { /* "a value" */
-        value[vlen - 1] = 0;
-        value++;
-    }
-    mt_status st = apply_line(E, key, value, source, lineno, err);
+    char *key = trim(s), *value = line_value(eq + 1);
+    if (!value)
+        return mt_errorf(err, MT_EINVAL,
+                         "%s:%d: %s: a value that starts with a quote ends with one (then only a "
+                         "# comment may follow)",
+                         source, lineno, key);
+    mt_status st = apply_line(E, key, value, source, lineno, seen, err);
     if (st == MT_OK) settings_add(out, key, strlen(key), value, source, lineno);
     return st;
 }
@@ -251,7 +277,8 @@ mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text
     char line[MT_FIELD_STR_MAX + 256];
     int lineno = 0;
     entries E = flatten(sets, n);
-    mt_status st = MT_OK;
+    int *seen = calloc((size_t)E.n + 1, sizeof *seen);
+    mt_status st = seen ? MT_OK : mt_errorf(err, MT_ENOMEM, "%s: out of memory", source);
     for (const char *p = text; *p && st == MT_OK;) {
         size_t len = strcspn(p, "\n");
         lineno++;
@@ -262,10 +289,36 @@ mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text
         memcpy(line, p, len);
         line[len] = 0;
         p += len + (p[len] == '\n');
-        st = parse_line(&E, line, source, lineno, out, err);
+        st = parse_line(&E, line, source, lineno, seen, out, err);
     }
+    free(seen);
     free(E.e);
     return st;
+}
+
+mt_status mt_fieldset_parse_ini_bytes(const mt_fieldset *sets, int n, const char *bytes, size_t len,
+                                      const char *source, mt_settings *out, mt_err *err) {
+    const unsigned char *u = (const unsigned char *)bytes;
+    if (len >= 2 && ((u[0] == 0xfe && u[1] == 0xff) || (u[0] == 0xff && u[1] == 0xfe)))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: the file is UTF-16 (it starts with a byte order mark): a config "
+                         "file is UTF-8 text; save it as UTF-8",
+                         source);
+    size_t mark = len >= 3 && u[0] == 0xef && u[1] == 0xbb && u[2] == 0xbf ? 3 : 0;
+    bytes += mark, len -= mark; /* UTF-8's byte order mark: skipped */
+    const char *nul = memchr(bytes, 0, len);
+    if (nul)
+        return mt_errorf(err, MT_EINVAL,
+                         "%s holds a NUL byte at offset %zu: a config file is UTF-8 text (UTF-16 "
+                         "without its mark?)",
+                         source, (size_t)(nul - bytes) + mark);
+    char *text = malloc(len + 1);
+    if (!text) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", source);
+    memcpy(text, bytes, len);
+    text[len] = 0;
+    mt_status s = mt_fieldset_parse_ini(sets, n, text, source, out, err);
+    free(text);
+    return s;
 }
 
 mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path, mt_settings *out,
@@ -280,12 +333,9 @@ mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
               (text = malloc((size_t)size + 1)) &&
               (len = fread(text, 1, (size_t)size, f)) == (size_t)size;
     fclose(f);
-    if (!ok) {
-        free(text);
-        return mt_errorf(err, MT_EIO, "%s: cannot read (a config file is under 1 MiB)", path);
-    }
-    text[len] = 0;
-    mt_status s = mt_fieldset_parse_ini(sets, n, text, path, out, err);
+    mt_status s = ok ? mt_fieldset_parse_ini_bytes(sets, n, text, len, path, out, err)
+                     : mt_errorf(err, MT_EIO, "%s: cannot read (a config file is under 1 MiB)",
+                                 path);
     free(text);
     return s;
 }
@@ -351,9 +401,13 @@ char *mt_fieldset_to_ini(const mt_fieldset *sets, int n) {
     char val[MT_FIELD_STR_MAX + 8];
     entries E = flatten(sets, n);
     for (int i = 0; i < E.n; i++)
-        if (!(E.e[i].f->flags & MT_FIELD_CLI))
-            sb_printf(&b, "%s = %s\n", E.e[i].name,
-                      mt_field_format(E.e[i].f, E.e[i].obj, val, sizeof val));
+        if (!(E.e[i].f->flags & MT_FIELD_CLI)) {
+            const char *v = mt_field_format(E.e[i].f, E.e[i].obj, val, sizeof val);
+            size_t k = strlen(v);
+            bool quote = strchr(v, '#') ||
+                         (k && (strchr(" \t\"", v[0]) || strchr(" \t\r", v[k - 1])));
+            sb_printf(&b, quote ? "%s = \"%s\"\n" : "%s = %s\n", E.e[i].name, v);
+        }
     free(E.e);
     return b.s;
 }

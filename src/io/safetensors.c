@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +14,114 @@
 
 #define ST_MAX_HEADER (100u << 20) /* as the reference implementation: 100 MB of JSON at most */
 
+/* ---- checksums ----------------------------------------------------------------------------------
+ * mt_st_save adds the metadata ST_CHECKSUM: one CRC-32C (8 hex digits, space-separated) per
+ * metadata entry (its key, a NUL, its value), then one per tensor (its name, a NUL, its dims as
+ * 32-bit ints, its data), in the header's order. mt_st_parse checks them when the key is there
+ * (files of other writers, and mt's before it, have none) and keeps the key out of the metadata.
+ * A flipped byte anywhere is then refused: in the JSON's syntax or a tensor's entry by the
+ * parser and the model's checks, in a value or the data by its CRC. */
+#define ST_CHECKSUM "mt_crc32c"
+
+#ifdef __SSE4_2__
+#include <nmmintrin.h>
+#endif
+
+static uint32_t crc32c(uint32_t crc, const void *buf, size_t n) {
+    const unsigned char *p = buf;
+    crc = ~crc;
+#ifdef __SSE4_2__
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        crc = (uint32_t)_mm_crc32_u64(crc, w);
+    }
+    for (; n; n--) crc = _mm_crc32_u8(crc, *p++);
+#else
+    for (; n; n--) { /* bitwise, reflected polynomial 0x82f63b78 */
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++) crc = crc >> 1 ^ (0x82f63b78u & -(crc & 1));
+    }
+#endif
+    return ~crc;
+}
+
+static uint32_t meta_crc(const char *key, const char *val) {
+    return crc32c(crc32c(0, key, strlen(key) + 1), val, strlen(val));
+}
+
+static uint32_t tensor_crc(const char *name, int ndim, const int *shape, const float *data) {
+    uint32_t crc = crc32c(0, name, strlen(name) + 1);
+    for (int d = 0; d < ndim; d++) {
+        int32_t dim = shape[d];
+        crc = crc32c(crc, &dim, sizeof dim);
+    }
+    return crc32c(crc, data, mt_shape_numel(ndim, shape) * sizeof(float));
+}
+
+/* The checksum list: 8 hex digits per item, space-separated; *want = item i's. */
+static bool list_item(const char *list, int i, uint32_t *want) {
+    const char *p = list + 9 * (size_t)i;
+    *want = 0;
+    for (int k = 0; k < 8; k++) {
+        int c = p[k], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) return false;
+        *want = *want << 4 | (uint32_t)v;
+    }
+    return true;
+}
+
+/* The item whose checksum in list differs, or a list that does not fit the items. */
+static mt_status check_sums(const char *name, const mt_safetensors *st, const char *list,
+                            mt_err *err) {
+    int items = st->n_meta + st->n;
+    uint32_t want;
+    bool fits = strlen(list) == (items ? 9 * (size_t)items - 1 : 0);
+    for (int i = 0; fits && i < items; i++) fits = list_item(list, i, &want);
+    if (!fits)
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: the metadata '" ST_CHECKSUM "' is not %d checksums of 8 hex digits "
+                         "(one per metadata entry and tensor): the file is damaged",
+                         name, items);
+    for (int i = 0; i < items; i++) {
+        list_item(list, i, &want);
+        if (i < st->n_meta && meta_crc(st->meta_key[i], st->meta_val[i]) != want)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: the metadata '%s' does not match its checksum: the file is "
+                             "damaged",
+                             name, st->meta_key[i]);
+        const mt_st_entry *e = i < st->n_meta ? NULL : &st->t[i - st->n_meta];
+        if (e && tensor_crc(e->name, e->ndim, e->shape, e->data) != want)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: tensor '%s' does not match its checksum: the file is damaged",
+                             name, e->name);
+    }
+    return MT_OK;
+}
+
+/* Without a checksum, a metadata key one byte off its name is its name damaged. */
+static mt_status check_unsummed(const char *name, const mt_safetensors *st, mt_err *err) {
+    for (int i = 0; i < st->n_meta; i++) {
+        const char *k = st->meta_key[i], *want = ST_CHECKSUM;
+        int diff = strlen(k) == strlen(want) ? 0 : 2;
+        for (; *k && diff < 2; k++, want++) diff += *k != *want;
+        if (diff == 1)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: the metadata key '%s' is the checksum's name '" ST_CHECKSUM
+                             "' with a byte changed: the file is damaged",
+                             name, st->meta_key[i]);
+    }
+    return MT_OK;
+}
+
 static int cmp_offsets(const void *a, const void *b) {
     const size_t *x = a, *y = b;
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* *sums: the checksum list, when the header has one. */
 static mt_status parse_header(const char *path, const char *json, size_t data_len,
-                              mt_safetensors *st, size_t (*spans)[2], mt_err *err) {
+                              mt_safetensors *st, size_t (*spans)[2], char **sums, mt_err *err) {
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -39,6 +141,13 @@ static mt_status parse_header(const char *path, const char *json, size_t data_le
                     s = mt_errorf(err, MT_EFORMAT, "%s: metadata '%s' is not a string", path,
                                   kv->string);
                     goto done;
+                }
+                if (strcmp(kv->string, ST_CHECKSUM) == 0 && !*sums) {
+                    if (!(*sums = strdup(kv->valuestring))) {
+                        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for the metadata", path);
+                        goto done;
+                    }
+                    continue;
                 }
                 st->meta_key[st->n_meta] = strdup(kv->string);
                 st->meta_val[st->n_meta++] = strdup(kv->valuestring);
@@ -133,7 +242,7 @@ mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safeten
     size_t data_len = size - 8 - hlen;
     mt_status s = MT_OK;
     size_t(*spans)[2] = NULL;
-    char *json = malloc(hlen + 1);
+    char *sums = NULL, *json = malloc(hlen + 1);
     size_t items = 1; /* upper bounds: every tensor is an object, every metadata value a string */
     for (size_t i = 0; i < hlen; i++) items += bytes[8 + i] == '{' || bytes[8 + i] == ':';
     st->t = calloc(items, sizeof *st->t);
@@ -152,15 +261,16 @@ mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safeten
         goto out;
     }
     memcpy(st->blob, bytes + 8 + hlen, data_len);
-    if ((s = parse_header(name, json, data_len, st, spans, err)) != MT_OK) goto out;
+    if ((s = parse_header(name, json, data_len, st, spans, &sums, err)) != MT_OK) goto out;
     for (int i = 0; i < st->n; i++) {
         st->t[i].data = (const float *)((const char *)st->blob + spans[i][0]);
-        for (int j = 0; j < i; j++)
-            if (strcmp(st->t[i].name, st->t[j].name) == 0) {
-                s = mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' appears twice", name,
-                              st->t[i].name);
-                goto out;
-            }
+        int same = mt_name_index_add(&st->index, st->t, sizeof *st->t, i);
+        if (same != i) {
+            s = same < 0 ? mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", name)
+                         : mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' appears twice", name,
+                                     st->t[i].name);
+            goto out;
+        }
     }
     qsort(spans, (size_t)st->n, sizeof *spans, cmp_offsets);
     for (int i = 1; i < st->n; i++)
@@ -168,7 +278,9 @@ mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safeten
             s = mt_errorf(err, MT_EFORMAT, "%s: two tensors overlap in the data section", name);
             goto out;
         }
+    s = sums ? check_sums(name, st, sums, err) : check_unsummed(name, st, err);
 out:
+    free(sums);
     free(json);
     free(spans);
     if (s != MT_OK) mt_st_free(st);
@@ -201,10 +313,12 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
     return s;
 }
 
+_Static_assert(offsetof(mt_st_entry, name) == 0,
+               "the name index reads an entry's name at its start");
+
 const mt_st_entry *mt_st_find(const mt_safetensors *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
-    return NULL;
+    int i = mt_name_index_find(&st->index, st->t, sizeof *st->t, name);
+    return i < 0 ? NULL : &st->t[i];
 }
 
 const char *mt_st_meta(const mt_safetensors *st, const char *key) {
@@ -222,6 +336,7 @@ void mt_st_free(mt_safetensors *st) {
     free(st->meta_val);
     free(st->t);
     free(st->blob);
+    mt_name_index_free(&st->index);
     memset(st, 0, sizeof *st);
 }
 
@@ -264,14 +379,13 @@ static void header_members(header_buf *h, cJSON *o, bool first) {
 /* The JSON header, as cJSON prints the whole object, built one tensor entry at a time: the tree
    of a model with thousands of tensors (a few MiB) never exists at once. */
 static char *header_json(int n, const mt_st_item *items, int n_meta, const char *const *meta_keys,
-                         const char *const *meta_vals) {
+                         const char *const *meta_vals, const char *sums) {
     header_buf h = {0};
     header_add(&h, "{", 1);
-    if (n_meta > 0) {
-        cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
-        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_keys[i], meta_vals[i]);
-        header_members(&h, root, true);
-    }
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_keys[i], meta_vals[i]);
+    cJSON_AddStringToObject(meta, ST_CHECKSUM, sums);
+    header_members(&h, root, true);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, items[i].name);
@@ -284,7 +398,7 @@ static char *header_json(int n, const mt_st_item *items, int n_meta, const char 
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
         off += numel * sizeof(float);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        header_members(&h, root, i == 0 && n_meta == 0);
+        header_members(&h, root, false);
     }
     header_add(&h, "}", 1);
     if (!h.failed) return h.s;
@@ -294,7 +408,18 @@ static char *header_json(int n, const mt_st_item *items, int n_meta, const char 
 
 mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
                      const char *const *meta_keys, const char *const *meta_vals, mt_err *err) {
-    char *json = header_json(n, items, n_meta, meta_keys, meta_vals);
+    char *sums = malloc(9 * (size_t)(n_meta + n) + 1), *json = NULL;
+    if (sums) {
+        sums[0] = 0;
+        for (int i = 0; i < n_meta + n; i++) {
+            const mt_st_item *t = i < n_meta ? NULL : &items[i - n_meta];
+            uint32_t crc = t ? tensor_crc(t->name, t->ndim, t->shape, t->data)
+                             : meta_crc(meta_keys[i], meta_vals[i]);
+            snprintf(sums + (i ? 9 * (size_t)i - 1 : 0), 10, i ? " %08x" : "%08x", crc);
+        }
+        json = header_json(n, items, n_meta, meta_keys, meta_vals, sums);
+        free(sums);
+    }
     if (!json) return mt_errorf(err, MT_ENOMEM, "%s: out of memory building the header", path);
     size_t hlen = strlen(json), padded = (hlen + 7) / 8 * 8; /* data 8-byte aligned */
     unsigned char len8[8];

@@ -182,8 +182,9 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
 
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
     int C = s->n_embd, F = s->n_ff, KC = C / s->n_head * s->n_kv_head; /* k_proj's, v_proj's */
-    float sq = sqrtf(2.0f / (C + C)), sf = sqrtf(2.0f / (C + F)), beta = s->deepnorm_beta;
-    float skv = sqrtf(2.0f / (C + KC)), gamma = s->subln_gain;
+    float sq = sqrtf(2.0f / ((float)C + C)), sf = sqrtf(2.0f / ((float)C + F));
+    float skv = sqrtf(2.0f / ((float)C + KC)); /* the sums in float: no int overflow */
+    float beta = s->deepnorm_beta, gamma = s->subln_gain;
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float g = MT_GPT2_STD, r = g / sqrtf(2.0f * s->n_layer); /* residual output projections */
@@ -237,7 +238,10 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
     memset(st, 0, sizeof *st);
     st->blocks = calloc((size_t)s->n_layer, sizeof *st->blocks);
     if (!st->blocks)
-        return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", s->n_layer);
+        return mt_errorf(err, MT_ENOMEM,
+                         "n_layer = %d: out of memory for the table of %d blocks (before their "
+                         "weights): use fewer layers",
+                         s->n_layer, s->n_layer);
     st->n_layer = s->n_layer;
     st->norm = &s->norm;
     st->block = *block;

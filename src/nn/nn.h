@@ -167,12 +167,16 @@ mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor 
 
 /* Rotary position embedding (RoPE; Su et al. 2021, arXiv 2104.09864), llama2.c's convention:
    each head's adjacent channel pair (x[2i], x[2i+1]), i < HS/2, rotated by the angle
-   p theta^(-2i/HS) at position p (docs/layers.md). The cos and sin of every angle are tabled
-   once, in double, for positions [0, n_pos). */
+   p theta^(-2i/HS) at position p (docs/layers.md). The cos and sin of every angle are tabled,
+   in double, for the positions asked for so far (the first apply of a training run asks for all
+   n_pos; generation for as many as it reached, doubling): a config's n_pos costs nothing until
+   positions are used. */
 typedef struct {
     int n_pos, HS;
     float theta;
-    float *cs; /* (n_pos, HS/2, 2): cos, sin */
+    float *cs; /* (rows, HS/2, 2): cos, sin of positions [0, rows) */
+    int rows;
+    void *tables; /* cs's table, then those it replaced (nodes built before still read them) */
 } mt_rope;
 mt_status mt_rope_init(mt_rope *r, int n_pos, int HS, float theta, mt_err *err);
 void mt_rope_free(mt_rope *r);

@@ -5,40 +5,63 @@
      y[2i+1] = x[2i] sin(p w_i) + x[2i+1] cos(p w_i)
    (HF transformers' LLaMA rotates the halves (x[i], x[i + HS/2]) instead: the same model up to a
    permutation of each head's q and k channels.) x, y (B, T, W), W a multiple of HS (any number
-   of heads: q's NH or k's n_kv_head). The cos and sin come from a table computed once in double
-   for positions [0, n_pos); the op reads rows pos0 .. pos0 + T - 1 of it. */
+   of heads: q's NH or k's n_kv_head). The cos and sin come from a table computed in double
+   for the positions asked for so far (rope_rows); the op reads rows pos0 .. pos0 + T - 1. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
 #include "nn.h"
 
+/* A table and the one it replaced (NULL: none). */
+typedef struct rope_table {
+    struct rope_table *prev;
+    float cs[];
+} rope_table;
+
 mt_status mt_rope_init(mt_rope *r, int n_pos, int HS, float theta, mt_err *err) {
-    r->cs = NULL;
+    *r = (mt_rope){.n_pos = n_pos, .HS = HS, .theta = theta};
     if (n_pos < 1 || HS < 2 || HS % 2 || !(theta > 0))
         return mt_errorf(err, MT_EINVAL,
                          "rope: head size %d must be even (at least 2), theta "
                          "%g > 0 and %d positions at least 1",
                          HS, theta, n_pos);
-    r->n_pos = n_pos, r->HS = HS, r->theta = theta;
-    size_t half = (size_t)HS / 2;
-    r->cs = malloc((size_t)n_pos * half * 2 * sizeof *r->cs);
-    if (!r->cs)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a RoPE table of %d positions", n_pos);
-    for (size_t i = 0; i < half; i++) {
-        double w = pow((double)theta, -2.0 * (double)i / HS);
-        for (int p = 0; p < n_pos; p++) {
-            float *cs = r->cs + ((size_t)p * half + i) * 2;
-            cs[0] = (float)cos(p * w);
-            cs[1] = (float)sin(p * w);
-        }
-    }
     return MT_OK;
 }
 
+/* r's table of at least need rows (at most n_pos, at least twice the rows it had), the smaller
+   one kept for the nodes that read it. Under a lock: replicas apply RoPE concurrently. */
+static const float *rope_rows(mt_rope *r, int need) {
+    const float *cs;
+#pragma omp critical(mt_rope)
+    {
+        if (r->rows < need) {
+            int rows = 2 * (size_t)r->rows > (size_t)need ? 2 * r->rows : need;
+            rows = rows < r->n_pos ? rows : r->n_pos;
+            size_t half = (size_t)r->HS / 2;
+            rope_table *t = malloc(sizeof *t + (size_t)rows * half * 2 * sizeof(float));
+            MT_ASSERT(t, "rope: out of memory for the cos and sin of %d positions", rows);
+            for (size_t i = 0; i < half; i++) {
+                double w = pow((double)r->theta, -2.0 * (double)i / r->HS);
+                for (int p = 0; p < rows; p++) {
+                    t->cs[((size_t)p * half + i) * 2] = (float)cos(p * w);
+                    t->cs[((size_t)p * half + i) * 2 + 1] = (float)sin(p * w);
+                }
+            }
+            t->prev = r->tables;
+            r->tables = t, r->cs = t->cs, r->rows = rows;
+        }
+        cs = r->cs;
+    }
+    return cs;
+}
+
 void mt_rope_free(mt_rope *r) {
-    free(r->cs);
-    r->cs = NULL;
+    for (rope_table *t = r->tables, *prev; t; t = prev) {
+        prev = t->prev;
+        free(t);
+    }
+    r->tables = NULL, r->cs = NULL, r->rows = 0;
 }
 
 /* y (B T, W) = x rotated, sign = 1; or the inverse rotation (sign = -1) added into y: the
@@ -86,7 +109,7 @@ mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0) {
               pos0 + T - 1, r->n_pos);
     mt_tensor *out = mt_tensor_like(c, x);
     mt_node *n = mt_node_new(c, &OP_ROPE, out, 1, (mt_tensor *[]){x});
-    n->p = r->cs;
+    n->p = (void *)rope_rows((mt_rope *)r, pos0 + T); /* the table grows: a cache, not r's value */
     int args[] = {x->shape[0] * T, T, x->shape[2], r->HS, pos0};
     for (int i = 0; i < 5; i++) n->i[i] = args[i];
     mt_node_run(c, n);

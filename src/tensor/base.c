@@ -123,3 +123,57 @@ double mt_clock(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* ---- a hash index of names ----------------------------------------------------------------- */
+
+static const char *item_name(const void *items, size_t stride, int i) {
+    return (const char *)items + (size_t)i * stride;
+}
+
+static uint32_t name_hash(const char *s) { /* FNV-1a, 32 bits */
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot holding name (of hash h), or the empty slot where it would go; items NULL: the first
+   empty slot (a rehash, whose names are all different). */
+static size_t name_slot(const mt_name_index *x, const void *items, size_t stride, const char *name,
+                        uint32_t h) {
+    size_t k = h & (x->cap - 1);
+    for (; x->slot[k]; k = (k + 1) & (x->cap - 1))
+        if (items && x->slot[k] >> 32 == h &&
+            strcmp(item_name(items, stride, (int)(uint32_t)x->slot[k] - 1), name) == 0)
+            break;
+    return k;
+}
+
+int mt_name_index_find(const mt_name_index *x, const void *items, size_t stride, const char *name) {
+    if (!x->cap) return -1;
+    return (int)(uint32_t)x->slot[name_slot(x, items, stride, name, name_hash(name))] - 1;
+}
+
+int mt_name_index_add(mt_name_index *x, const void *items, size_t stride, int i) {
+    if (2 * ((size_t)x->n + 1) > x->cap) { /* grow to keep it at most half full, then rehash */
+        mt_name_index bigger = {.cap = x->cap ? 2 * x->cap : 64, .n = x->n};
+        if (!(bigger.slot = calloc(bigger.cap, sizeof *bigger.slot))) return -1;
+        for (size_t k = 0; k < x->cap; k++)
+            if (x->slot[k])
+                bigger.slot[name_slot(&bigger, NULL, 0, NULL, (uint32_t)(x->slot[k] >> 32))] =
+                    x->slot[k];
+        free(x->slot);
+        *x = bigger;
+    }
+    const char *name = item_name(items, stride, i);
+    uint32_t h = name_hash(name);
+    uint64_t *slot = &x->slot[name_slot(x, items, stride, name, h)];
+    if (*slot) return (int)(uint32_t)*slot - 1;
+    *slot = (uint64_t)h << 32 | (uint32_t)(i + 1);
+    x->n++;
+    return i;
+}
+
+void mt_name_index_free(mt_name_index *x) {
+    free(x->slot);
+    *x = (mt_name_index){0};
+}

@@ -111,4 +111,23 @@ uint32_t mt_rng_below(mt_rng *r, uint32_t n); /* uniform integer in [0, n) */
 void *mt_alloc_big(size_t bytes);
 double mt_clock(void); /* seconds, CLOCK_MONOTONIC */
 
+/* ---- a hash index of names ------------------------------------------------------------------
+ * Finds an item of an array by its name in O(1) (the parameter table, a safetensors header), so
+ * that matching n names against n is linear, not quadratic. The names stay in the caller's
+ * items: item i's name is the string at (char *)items + i * stride. The index keeps item numbers
+ * only, so the caller may move its array (realloc) between calls. */
+typedef struct {
+    uint64_t *slot; /* cap slots: the name's hash in the high 32 bits, the item number + 1 in
+                       the low 32 (0: empty); open addressing */
+    size_t cap;     /* a power of two, at least twice the items; 0 before the first add */
+    int n;
+} mt_name_index;
+
+/* The item whose name is name, -1 when none. */
+int mt_name_index_find(const mt_name_index *x, const void *items, size_t stride, const char *name);
+/* Adds item i unless an item of its name is there already: returns that item, else i (added), or
+   -1 when out of memory. */
+int mt_name_index_add(mt_name_index *x, const void *items, size_t stride, int i);
+void mt_name_index_free(mt_name_index *x);
+
 #endif

@@ -334,6 +334,28 @@ static void gemm_dnnl(bool ta, bool tb, int M, int N, int K, const void *A, cons
     if (nested) omp_set_num_threads(outer);
 }
 
+/* Whether oneDNN can make the bf16 products of the linear layers (A B, A B^T, A^T B): a CPU limit
+   of its own (ONEDNN_MAX_CPU_ISA below AVX512_BF16) leaves it none; *status: the first failure. */
+static bool dnnl_bf16_works(int *status) {
+    *status = dnnl_success;
+    if (!engine) {
+#pragma omp critical(mt_dnnl_engine)
+        if (!engine) *status = dnnl_engine_create(&engine, dnnl_cpu, 0);
+    }
+    for (int t = 0; t < 3 && *status == dnnl_success; t++) {
+        dnnl_memory_desc_t a, b, c;
+        md_2d(&a, 64, 64, t == 2, true);
+        md_2d(&b, 64, 64, t == 1, true);
+        md_2d(&c, 64, 64, false, false);
+        dnnl_matmul_desc_t d;
+        dnnl_primitive_desc_t pd;
+        if ((*status = dnnl_matmul_desc_init(&d, &a, &b, NULL, &c)) == dnnl_success &&
+            (*status = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL)) == dnnl_success)
+            dnnl_primitive_desc_destroy(pd);
+    }
+    return *status == dnnl_success;
+}
+
 /* The implementation oneDNN chose for a product (bench/gemm.c prints it). */
 const char *mt_gemm_impl(bool ta, bool tb, int M, int N, int K, bool bf16) {
     dnnl_memory_desc_t a, b, c;
@@ -416,6 +438,18 @@ mt_status mt_bf16_check(mt_err *err) {
                          "precision bf16 needs a CPU with AVX512_BF16 (Intel "
                          "Cooper Lake, Sapphire Rapids or later, AMD Zen 4 or "
                          "later), and this one has none; use --precision fp32");
+#ifdef MT_DNNL
+    int status;
+    const char *isa = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!isa) isa = getenv("DNNL_MAX_CPU_ISA");
+    if (!dnnl_bf16_works(&status))
+        return mt_errorf(err, MT_EINVAL,
+                         "precision bf16: oneDNN cannot make a bf16 matrix product here (status "
+                         "%d)%s%s%s; use --precision fp32",
+                         status, isa ? ": the environment limits it to ONEDNN_MAX_CPU_ISA=" : "",
+                         isa ? isa : "",
+                         isa ? " (unset it, or set it to AVX512_CORE_BF16 or higher)" : "");
+#endif
     return MT_OK;
 }
 

@@ -9,12 +9,13 @@
 #include "gemm.h"
 #include "tensor.h"
 
+_Static_assert(offsetof(mt_param, name) == 0, "the name index reads an entry's name at its start");
+
 void mt_params_init_table(mt_params *P) { memset(P, 0, sizeof *P); }
 
 int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
                   mt_init_kind init, float init_value) {
     MT_ASSERT(!P->data, "params: '%s' added after mt_params_alloc", name);
-    MT_ASSERT(mt_params_find(P, name) < 0, "params: '%s' added twice", name);
     MT_ASSERT(strlen(name) < sizeof P->p[0].name, "params: name '%s' is too long", name);
     if (P->n == P->cap) {
         P->cap = P->cap ? 2 * P->cap : 64;
@@ -33,6 +34,9 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     e->init = init;
     e->init_value = init_value;
     P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */
+    int same = mt_name_index_add(&P->index, P->p, sizeof *P->p, P->n);
+    MT_ASSERT(same == P->n, "params: '%s' %s", name,
+              same < 0 ? "cannot be indexed (out of memory)" : "added twice");
     return P->n++;
 }
 
@@ -112,9 +116,7 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
 }
 
 int mt_params_find(const mt_params *P, const char *name) {
-    for (int i = 0; i < P->n; i++)
-        if (strcmp(P->p[i].name, name) == 0) return i;
-    return -1;
+    return mt_name_index_find(&P->index, P->p, sizeof *P->p, name);
 }
 
 size_t mt_params_count_trainable(const mt_params *P) {
@@ -134,5 +136,6 @@ void mt_params_free(mt_params *P) {
     free(P->data);
     free(P->grad);
     free(P->t);
+    mt_name_index_free(&P->index);
     memset(P, 0, sizeof *P);
 }

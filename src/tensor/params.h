@@ -48,6 +48,8 @@ typedef struct {
     float *grad;   /* same layout; zero for buffers */
     mt_bf16 *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
     mt_tensor *t;  /* t[i] views entry i; valid after mt_params_alloc */
+    /* the entries by name, for mt_params_find */
+    mt_name_index index;
 } mt_params;
 
 void mt_params_init_table(mt_params *P);
@@ -57,7 +59,7 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
 mt_status mt_params_alloc(mt_params *P, mt_err *err);
 /* Fills every entry from its initialiser, in table order, from r. */
 void mt_params_initialize(mt_params *P, mt_rng *r);
-int mt_params_find(const mt_params *P, const char *name); /* -1 when absent */
+int mt_params_find(const mt_params *P, const char *name); /* -1 when absent; O(1) */
 /* bf16 precision: allocates P->bf16, points every tensor's bf16 at its part and fills it; before
    mt_params_view (views share it). The optimizer's update rounds the weights it changes into it;
    mt_params_refresh_bf16 rounds all of data into it again, after any other change (a load). */

@@ -221,8 +221,45 @@ static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, m
     return s;
 }
 
-/* The options of <out>/model.safetensors into *text (malloc'd). */
-static mt_status read_saved(const char *out, char **text, mt_err *err) {
+/* The value the settings give key (the last; '-' and '_' alike), NULL when none. */
+static const char *setting(const mt_settings *s, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const char *a = s->s[i].name, *b = key;
+        while (*a && (*a == *b || (strchr("-_", *a) && strchr("-_", *b)))) a++, b++;
+        if (!*a && !*b) v = s->s[i].value;
+    }
+    return v;
+}
+
+/* A flag or config key of the run (not the saved options of a resumed one). */
+static const char *given(const layers *L, const char *key) {
+    return setting(&L->flags, key) ? setting(&L->flags, key) : setting(&L->file, key);
+}
+
+/* Data flags that would be ignored are refused: --vocab-size but for --tokenizer bpe, and
+   --tokenizer or --vocab-size with a token file (its tokenizer is the one it was made with).
+   Flags only: a config file may be a run's saved options, which hold every key. */
+static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_err *err) {
+    const char *tok = setting(&L->flags, "tokenizer"), *vs = setting(&L->flags, "vocab-size");
+    size_t n = strlen(o->data.path);
+    if (vs && o->data.tokenizer != MT_TOK_BPE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--vocab-size %s applies to --tokenizer bpe only (byte: 256 tokens, "
+                         "char: the characters of the text): add --tokenizer bpe, or drop it",
+                         vs);
+    if ((tok || vs) && !o->prepare[0] && n >= 4 && !strcmp(o->data.path + n - 4, ".bin"))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: --data %s is a token file, read with the tokenizer it was made "
+                         "with (--prepare): drop %s",
+                         tok ? "--tokenizer" : "--vocab-size", o->data.path,
+                         tok ? "--tokenizer" : "--vocab-size");
+    return MT_OK;
+}
+
+/* The options of <out>/model.safetensors into *text (malloc'd); a --model (flag or config file,
+   in L) other than the checkpoint's is refused: the saved options are that model's. */
+static mt_status read_saved(const char *out, const layers *L, char **text, mt_err *err) {
     char path[MT_FIELD_STR_MAX + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (access(path, F_OK) != 0)
@@ -232,9 +269,17 @@ static mt_status read_saved(const char *out, char **text, mt_err *err) {
     mt_safetensors st;
     if (s == MT_OK) s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
-    const char *saved = mt_st_meta(&st, "options");
-    if (saved) *text = strdup(saved);
+    const char *saved = mt_st_meta(&st, "options"), *model = mt_st_meta(&st, "model");
+    const char *asked = given(L, "model");
+    if (!model) model = mt_model_types[0]->name; /* files from before models were named */
+    if (saved && asked && strcmp(asked, model) != 0)
+        s = mt_errorf(err, MT_EINVAL,
+                      "--resume: %s holds a %s run, and --model %s was given: a run continues "
+                      "as the model it is (drop --model)",
+                      path, model, asked);
+    if (saved && s == MT_OK) *text = strdup(saved);
     mt_st_free(&st);
+    if (s != MT_OK) return s;
     if (!saved)
         return mt_errorf(err, MT_EINVAL,
                          "the checkpoint has no saved options: was it written by ./train?");
@@ -255,7 +300,7 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
     if (s == MT_OK) s = apply_layers(L, sets, n, err);
     if (s != MT_OK || a->o.help || !a->o.resume) return s;
     char *text = NULL;
-    if ((s = read_saved(a->o.out, &text, err)) == MT_OK)
+    if ((s = read_saved(a->o.out, L, &text, err)) == MT_OK)
         s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
     free(text);
     a->o = defaults();
@@ -299,6 +344,9 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
                               stack_of(r->type, r->model_cfg),
                               {r->type->fields, r->model_cfg}};
         s = apply_layers(&L, sets, 3, err);
+        for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
+            r->o.out[--n] = 0;
+        if (s == MT_OK) s = check_ignored(&L, &r->o, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
         resolve(r);
     }

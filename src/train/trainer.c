@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../io/fields.h"
 #include "../tensor/gemm.h"
 #include "train.h"
 
@@ -16,7 +17,7 @@
 #define SEED_DROPOUT 0x44524f504f555421ULL
 
 /* The most rows of a batch of B one rank computes. */
-static int local_rows(int B) { return (B + mt_dist_size() - 1) / mt_dist_size(); }
+static int local_rows(int B) { return (int)(((long)B + mt_dist_size() - 1) / mt_dist_size()); }
 
 /* A run in out that is not the one asked for (other options) is refused without --resume: its
    checkpoint would be overwritten. The same options start the run over. */
@@ -251,8 +252,17 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     size_t arena = step_arena(tr, tr->slice_rows);
     if ((s = mt_ctx_init(&tr->ctx, arena, cfg->seed ^ SEED_DROPOUT, err)) != MT_OK ||
         (s = mt_replicas_init(&tr->replicas, n_rep, tr->P, arena, cfg->seed ^ SEED_DROPOUT, err)) !=
-            MT_OK)
+            MT_OK) {
+        if (s == MT_ENOMEM) /* what the estimate came from, and what to lower */
+            mt_errorf(err, s,
+                      "cannot reserve %d step arena(s) of %.1f MiB (%s): use a smaller --batch, "
+                      "a smaller model (--n-layer, --n-ctx, --n-embd), fewer --threads, or "
+                      "--arena-mb",
+                      n_rep, arena / 1048576.0,
+                      cfg->arena_bytes ? "--arena-mb"
+                                       : "3 times the estimated activations of a slice, + 64 MiB");
         goto fail;
+    }
     tr->ctx.precision = cfg->precision;
     tr->ctx.recompute = cfg->recompute;
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
@@ -271,6 +281,19 @@ fail:
     return s;
 }
 
+/* Whether diff ("key is ... in the checkpoint, ... now") names a config field that the data sets
+   (no flag: the encoder-decoder's src_ctx is its dictionary's longest word). */
+static bool set_by_data(const mt_fields *t, const char *diff) {
+    size_t len = strcspn(diff, " ");
+    for (int i = 0; i < t->n; i++) {
+        const mt_field *f = &t->f[i];
+        if (f->type == MT_FIELD_TABLE ? set_by_data(f->of, diff)
+                                      : strlen(f->key) == len && !strncmp(f->key, diff, len))
+            return f->type == MT_FIELD_TABLE || (f->flags & MT_FIELD_NO_FLAG);
+    }
+    return false;
+}
+
 /* The checkpoint's model into the trainer's, which must be the same model (config) trained on the
    same data (what it reads inputs with); state gets the checkpoint's step and RNGs. */
 static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
@@ -286,6 +309,11 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
                       "%s holds a %s model, not a %s: a resumed run keeps its "
                       "model",
                       tr->model_path, saved->type->name, type->name);
+    else if (!mt_json_same(a, b, diff, sizeof diff) && set_by_data(type->fields, diff))
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: the data differs from the run's: %s (a value --data %s decides; a "
+                      "resumed run needs the same data)",
+                      tr->model_path, diff, tr->cfg.data.path);
     else if (!mt_json_same(a, b, diff, sizeof diff))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: a resumed run keeps its model, but the model options differ: %s",

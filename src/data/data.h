@@ -152,6 +152,8 @@ typedef struct {
 
 /* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */
 bool mt_data_is_set(const char *path);
+/* True when path names token data (a FILE.bin or a shard set), not a text to tokenize. */
+bool mt_data_is_tokens(const char *path);
 
 /* Loads a dataset and where its validation part starts (d->n_val).
    A path ending in ".bin", a directory or a glob pattern is token data (shards.c): one file, a

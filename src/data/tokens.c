@@ -111,14 +111,15 @@ static size_t text_cut(const char *text, size_t len, const mt_text_cfg *c) {
     return at;
 }
 
+bool mt_data_is_tokens(const char *path) { return ends_with(path, ".bin") || mt_data_is_set(path); }
+
 mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err) {
     memset(d, 0, sizeof *d);
     if (!(c->val_fraction >= 0 && c->val_fraction < 1))
         return mt_errorf(err, MT_EINVAL, "--val-fraction %g: expected a fraction in [0, 1)",
                          c->val_fraction);
-    if (ends_with(path, ".bin") || mt_data_is_set(path))
-        return mt_shards_load(path, c, tok, d, err);
+    if (mt_data_is_tokens(path)) return mt_shards_load(path, c, tok, d, err);
     if (c->kind == MT_TOK_IDS)
         return mt_errorf(err, MT_EINVAL,
                          "--tokenizer ids: %s is a text; ids are token shards' (a text needs "

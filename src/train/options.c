@@ -242,15 +242,14 @@ static const char *given(const layers *L, const char *key) {
    Flags only: a config file may be a run's saved options, which hold every key. */
 static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_err *err) {
     const char *tok = setting(&L->flags, "tokenizer"), *vs = setting(&L->flags, "vocab-size");
-    size_t n = strlen(o->data.path);
     if (vs && o->data.tokenizer != MT_TOK_BPE)
         return mt_errorf(err, MT_EINVAL,
                          "--vocab-size %s applies to --tokenizer bpe only (byte: 256 tokens, "
                          "char: the characters of the text): add --tokenizer bpe, or drop it",
                          vs);
-    if ((tok || vs) && !o->prepare[0] && n >= 4 && !strcmp(o->data.path + n - 4, ".bin"))
+    if ((tok || vs) && !o->prepare[0] && mt_data_is_tokens(o->data.path))
         return mt_errorf(err, MT_EINVAL,
-                         "%s: --data %s is a token file, read with the tokenizer it was made "
+                         "%s: --data %s is token data, read with the tokenizer it was made "
                          "with (--prepare): drop %s",
                          tok ? "--tokenizer" : "--vocab-size", o->data.path,
                          tok ? "--tokenizer" : "--vocab-size");

@@ -159,6 +159,106 @@ static void test_deterministic(void) {
     test_tensor_free(b);
 }
 
+/* ---- point-wise norms: DyT, Derf ---------------------------------------------------------------
+ */
+typedef struct {
+    bool erf, affine; /* in = {x, alpha, s (Derf), w, b} or {x, alpha, s (Derf)} */
+} point_arg;
+
+static mt_tensor *build_point(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const point_arg *a = arg;
+    int k = a->erf ? 3 : 2; /* where w and b start */
+    mt_tensor *w = a->affine ? in[k] : NULL, *b = a->affine ? in[k + 1] : NULL;
+    return a->erf ? mt_derf(c, in[0], in[1], in[2], w, b) : mt_dyt(c, in[0], in[1], w, b);
+}
+
+/* the formulas of docs/norms.md, in double */
+static void ref_point(bool erf_fn, const float *x, double alpha, double s, const float *w,
+                      const float *b, int N, int C, float *y) {
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < C; i++) {
+            double u = alpha * x[(size_t)r * C + i] + s, t = erf_fn ? erf(u) : tanh(u);
+            y[(size_t)r * C + i] = (float)((w ? w[i] : 1) * t + (b ? b[i] : 0));
+        }
+}
+
+static void test_point_norms(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 14);
+    int shapes[][3] = {{3, 1, 0}, {2, 3, 17}, {5, 40, 0}, {300, 96, 0}};
+    int ndims[] = {2, 3, 2, 2}, one = 1;
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (int fn = 0; fn < 2; fn++)
+        for (int s = 0; s < 4; s++) {
+            int C = shapes[s][ndims[s] - 1];
+            mt_tensor *x = test_tensor(&r, ndims[s], shapes[s], -3, 3, true);
+            mt_tensor *alpha = test_tensor(&r, 1, &one, 0.3f, 0.9f, true);
+            mt_tensor *sh = test_tensor(&r, 1, &one, -0.4f, 0.4f, true);
+            mt_tensor *w = test_tensor(&r, 1, &C, 0.5f, 1.5f, true);
+            mt_tensor *b = test_tensor(&r, 1, &C, -1, 1, true);
+            point_arg a = {fn == 1, true};
+            mt_tensor *in[] = {x, alpha, a.erf ? sh : w, a.erf ? w : b, b};
+            int n_in = a.erf ? 5 : 4;
+            mt_ctx_reset(&c);
+            mt_tensor *y = build_point(&c, in, &a);
+            float *ref = malloc(y->n * sizeof(float));
+            ref_point(a.erf, x->data, alpha->data[0], a.erf ? sh->data[0] : 0, w->data, b->data,
+                      mt_rows(x), C, ref);
+            const char *what = a.erf ? "derf" : "dyt";
+            double e = max_rel_err(y->data, ref, y->n);
+            CHECK(e < 2e-6, "%s C=%d vs naive: %g", what, C, e);
+            char name[64];
+            snprintf(name, sizeof name, "%s[C=%d]", what, C);
+            if (s < 3) gradcheck(name, build_point, &a, n_in, in, 1e-3, 1e-2);
+            a.affine = false;
+            snprintf(name, sizeof name, "%s[C=%d, no affine]", what, C);
+            if (s < 3) gradcheck(name, build_point, &a, n_in - 2, in, 1e-3, 1e-2);
+            free(ref);
+            mt_tensor *all[] = {x, alpha, sh, w, b};
+            for (int i = 0; i < 5; i++) test_tensor_free(all[i]);
+        }
+    mt_ctx_free(&c);
+}
+
+/* DyT and Derf gradients, 1 and 2 threads: the same bits (fixed parts for the parameter sums). */
+static void test_point_deterministic(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 15);
+    int shape[] = {4096, 48}, C = 48, one = 1;
+    mt_tensor *in[] = {test_tensor(&r, 2, shape, -2, 2, true),
+                       test_tensor(&r, 1, &one, 0.5f, 1, true),
+                       test_tensor(&r, 1, &one, -0.2f, 0.2f, true),
+                       test_tensor(&r, 1, &C, 0, 2, true), test_tensor(&r, 1, &C, -1, 1, true)};
+    size_t total = 0, at;
+    for (int i = 0; i < 5; i++) total += in[i]->n;
+    float *dy = malloc(in[0]->n * sizeof(float)), *first = malloc(total * sizeof(float));
+    for (size_t i = 0; i < in[0]->n; i++) dy[i] = mt_rng_uniform(&r) - 0.5f;
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    for (int fn = 0; fn < 2; fn++)
+        for (int t = 1; t <= 2; t++) {
+            mt_set_threads(t);
+            for (int i = 0; i < 5; i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
+            mt_ctx_reset(&c);
+            point_arg a = {fn == 1, true};
+            mt_tensor *args[] = {in[0], in[1], fn ? in[2] : in[3], fn ? in[3] : in[4], in[4]};
+            mt_backward_from(&c, build_point(&c, args, &a), dy);
+            bool same = true;
+            at = 0;
+            for (int i = 0; i < 5; i++, at += in[i - 1]->n) {
+                if (t == 1) memcpy(first + at, in[i]->grad, in[i]->n * sizeof(float));
+                else same &= memcmp(first + at, in[i]->grad, in[i]->n * sizeof(float)) == 0;
+            }
+            CHECK(same, "%s gradients differ between 1 and 2 threads", fn ? "derf" : "dyt");
+        }
+    mt_set_threads(0);
+    mt_ctx_free(&c);
+    free(dy);
+    free(first);
+    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+}
+
 /* ---- BatchNorm, InstanceNorm, GroupNorm ------------------------------------------------------ */
 typedef enum { K_BN, K_IN, K_GN } batch_kind;
 static const char *const BATCH_NAMES[] = {"batchnorm", "instancenorm", "groupnorm"};
@@ -377,7 +477,7 @@ static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char 
 static void test_options(void) {
     mt_err err;
     int k;
-    for (int i = MT_NORM_LN; i <= MT_NORM_NONE; i++) {
+    for (int i = MT_NORM_LN; i < MT_NORMS.n; i++) {
         CHECK(mt_enum_parse(&MT_NORMS, mt_enum_name(&MT_NORMS, i), &k, &err) == MT_OK && k == i,
               "parse(name(%d))", i);
         mt_norm_cfg cfg = mt_norm_default((mt_norm_kind)i);
@@ -410,6 +510,34 @@ static void test_options(void) {
     expect_error(&cfg, 64, true, "future", "--model vit");
     cfg = mt_norm_default(MT_NORM_IN);
     expect_error(&cfg, 64, true, "future", "InstanceNorm");
+    /* DyT's and Derf's options: alphas > 0 (a site's 0: dyt_alpha), refused for other norms */
+    cfg = mt_norm_default(MT_NORM_DYT);
+    cfg.dyt_alpha = 0;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "> 0");
+    cfg.dyt_alpha = NAN;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "nan");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.dyt_alpha_ffn = -1;
+    expect_error(&cfg, 64, true, "--dyt-alpha-ffn", "or 0");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.derf_shift = INFINITY;
+    expect_error(&cfg, 64, true, "--derf-shift", "finite");
+    cfg = mt_norm_default(MT_NORM_DYT);
+    cfg.derf_shift = 0.5f;
+    expect_error(&cfg, 64, true, "--derf-shift", "only --norm derf");
+    cfg = mt_norm_default(MT_NORM_LN);
+    cfg.dyt_alpha_attn = 0.8f;
+    expect_error(&cfg, 64, true, "--dyt-alpha-attn", "the norm is ln");
+    cfg = mt_norm_default(MT_NORM_RMS);
+    cfg.dyt_alpha = 0.7f;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "only --norm dyt and --norm derf");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.dyt_alpha_attn = 0.8f, cfg.dyt_alpha_final = 0.2f, cfg.derf_shift = -0.1f;
+    CHECK(mt_norm_validate(&cfg, 64, true, &err) == MT_OK, "derf with site alphas: %s", err.msg);
+    CHECK(mt_norm_at(&cfg, MT_NORM_SITE_ATTN).dyt_alpha == 0.8f &&
+              mt_norm_at(&cfg, MT_NORM_SITE_FFN).dyt_alpha == 0.5f &&
+              mt_norm_at(&cfg, MT_NORM_SITE_FINAL).dyt_alpha == 0.2f,
+          "mt_norm_at: the site's alpha, else dyt_alpha");
     cfg = mt_norm_default(MT_NORM_RMS);
     CHECK(mt_norm_eps(&cfg) == 1e-5f, "LLaMA RMSNorm eps");
     cfg.rms_form = MT_RMS_PAPER;
@@ -430,12 +558,15 @@ static void test_params_and_tokens(void) {
         {MT_NORM_GN, "weight bias"},
         {MT_NORM_SCALE, "g"},
         {MT_NORM_NONE, ""},
+        {MT_NORM_DYT, "weight bias alpha"},
+        {MT_NORM_DERF, "weight bias alpha shift"},
     };
     int C = 24;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mt_params P;
         mt_params_init_table(&P);
         mt_norm_cfg cfg = mt_norm_default(cases[i].kind);
+        cfg.derf_shift = cases[i].kind == MT_NORM_DERF ? 0.25f : 0;
         mt_norm_params np;
         mt_norm_add_params(&P, "h.0.ln_1", &cfg, C, &np);
         char got[256] = "";
@@ -455,6 +586,9 @@ static void test_params_and_tokens(void) {
         if (np.g >= 0) CHECK(P.t[np.g].data[0] == sqrtf(C), "scale g = sqrt(C)");
         if (np.running_var >= 0) CHECK(P.t[np.running_var].data[3] == 1, "running_var = 1");
         if (np.weight >= 0) CHECK(P.t[np.weight].data[C - 1] == 1, "weight = 1");
+        if (np.bias >= 0) CHECK(P.t[np.bias].data[C - 1] == 0, "bias = 0");
+        if (np.alpha >= 0) CHECK(P.t[np.alpha].data[0] == 0.5f, "alpha = dyt_alpha (0.5)");
+        if (np.shift >= 0) CHECK(P.t[np.shift].data[0] == 0.25f, "shift = derf_shift");
         mt_params_free(&P);
     }
     /* the dispatcher and the op agree */
@@ -505,6 +639,8 @@ int main(void) {
     test_row_norms();
     test_large_mean();
     test_deterministic();
+    test_point_norms();
+    test_point_deterministic();
     test_batch_norms();
     test_batch_large_mean();
     test_batch_deterministic();

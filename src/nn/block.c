@@ -90,8 +90,11 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     bool bias = cfg->bias;
     mt_attn_params *a = &bp->attn;
     mt_ffn_params *f = &bp->ffn;
+    /* the norms of each sublayer: their site's options (DyT's initial alpha) */
+    mt_norm_cfg attn_norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_ATTN),
+                ffn_norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_FFN);
     snprintf(name, sizeof name, "%s.attn_norm", prefix);
-    mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_norm);
+    mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_norm);
     const struct {
         const char *name;
         float std;
@@ -109,9 +112,9 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
     snprintf(name, sizeof name, "%s.attn.inner_norm", prefix);
-    if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_inner);
+    if (inner) mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_inner);
     snprintf(name, sizeof name, "%s.attn_out_norm", prefix);
-    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
+    if (out) mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_out);
     bp->cross_norm = bp->cross_inner = bp->cross_out = MT_NORM_PARAMS_NONE;
     bp->cross = MT_ATTN_PARAMS_NONE;
     if (cfg->cross) { /* no grouped-query form: KC = C */
@@ -120,18 +123,18 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
         int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
             *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};
         snprintf(name, sizeof name, "%s.cross_attn_norm", prefix);
-        mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_norm);
+        mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_norm);
         for (int i = 0; i < 4; i++) {
             snprintf(name, sizeof name, "%s.cross_attn.%s", prefix, proj[i].name);
             add_linear(P, name, C, C, bias, proj[i].std, w[i], b[i]);
         }
         snprintf(name, sizeof name, "%s.cross_attn.inner_norm", prefix);
-        if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_inner);
+        if (inner) mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_inner);
         snprintf(name, sizeof name, "%s.cross_attn_out_norm", prefix);
-        if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_out);
+        if (out) mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_out);
     }
     snprintf(name, sizeof name, "%s.ffn_norm", prefix);
-    mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
+    mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_norm);
     snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
     add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
     f->fc3_w = f->fc3_b = -1;
@@ -140,9 +143,9 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
     add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
     snprintf(name, sizeof name, "%s.ffn.inner_norm", prefix);
-    if (inner) mt_norm_add_params(P, name, &cfg->norm, F, &bp->ffn_inner);
+    if (inner) mt_norm_add_params(P, name, &ffn_norm, F, &bp->ffn_inner);
     snprintf(name, sizeof name, "%s.ffn_out_norm", prefix);
-    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_out);
+    if (out) mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_out);
 }
 
 /* ---- sublayers ------------------------------------------------------------------------------- */

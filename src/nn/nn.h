@@ -19,6 +19,8 @@ typedef enum {
     MT_NORM_GN,    /* GroupNorm */
     MT_NORM_SCALE, /* ScaleNorm */
     MT_NORM_NONE,  /* identity, for ablations */
+    MT_NORM_DYT,   /* Dynamic Tanh: w tanh(alpha x) + b, no statistics */
+    MT_NORM_DERF,  /* Dynamic erf: w erf(alpha x + s) + b, no statistics */
 } mt_norm_kind;
 
 typedef enum { MT_RMS_LLAMA, MT_RMS_PAPER } mt_rms_form;
@@ -34,24 +36,42 @@ typedef struct {
     mt_rms_form rms_form;
     bool rms_bias;  /* RMSNorm paper form: a learned bias */
     bool in_affine; /* InstanceNorm: learned weight and bias (off by default, as in torch) */
+    /* DyT and Derf: the initial alpha of every site, and of the attention's (self and cross:
+       the norms of those sublayers), the FFN's and the final norm's (0: dyt_alpha); Derf's
+       initial shift s */
+    float dyt_alpha, dyt_alpha_attn, dyt_alpha_ffn, dyt_alpha_final, derf_shift;
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
-extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none" */
+extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none", "dyt",
+                                  "derf" */
 /* Checks the options for C channels. causal: a model that reads tokens left to right, where
    BatchNorm's and InstanceNorm's statistics over time would let it see the future. */
 mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err);
 
+/* Where a norm sits, for the options that differ per site (DyT's and Derf's initial alpha). */
+typedef enum { MT_NORM_SITE_ATTN, MT_NORM_SITE_FFN, MT_NORM_SITE_FINAL } mt_norm_site;
+/* cfg with the site's initial alpha as dyt_alpha (a copy, for mt_norm_add_params). */
+mt_norm_cfg mt_norm_at(const mt_norm_cfg *cfg, mt_norm_site site);
+
 /* Indices into mt_params of a norm's parameters, -1 where the kind has none. */
 typedef struct {
     int weight, bias, running_mean, running_var, g;
+    int alpha, shift; /* DyT, Derf: (1) each; Derf's shift */
 } mt_norm_params;
 /* A norm with no parameters (none, or not built): every index -1. */
 #define MT_NORM_PARAMS_NONE                                                                        \
-    ((mt_norm_params){.weight = -1, .bias = -1, .running_mean = -1, .running_var = -1, .g = -1})
-_Static_assert(sizeof(mt_norm_params) == 5 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
+    ((mt_norm_params){.weight = -1,                                                                \
+                      .bias = -1,                                                                  \
+                      .running_mean = -1,                                                          \
+                      .running_var = -1,                                                           \
+                      .g = -1,                                                                     \
+                      .alpha = -1,                                                                 \
+                      .shift = -1})
+_Static_assert(sizeof(mt_norm_params) == 7 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
 
-/* Adds <prefix>.weight, .bias, .running_mean, .running_var or .g as the kind has them. */
+/* Adds <prefix>.weight, .bias, .running_mean, .running_var, .g, .alpha or .shift as the kind has
+   them (DyT: weight, bias, alpha = cfg->dyt_alpha; Derf: also shift = cfg->derf_shift). */
 void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
                         mt_norm_params *np);
 /* Normalizes tokens x (B, T, C), channels last: per token for ln, rms, prms, scale and gn
@@ -73,6 +93,11 @@ mt_tensor *mt_prmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, floa
 int mt_prms_k(int C, float p); /* floor(C p), at least 1 */
 /* g * x / max(||x||, eps), g a learned scalar (1). */
 mt_tensor *mt_scalenorm(mt_ctx *c, mt_tensor *x, mt_tensor *g, float eps);
+/* Point-wise, no statistics (norm_point.c), x (..., C), alpha (1), s (1), w (C) and b (C) or
+   NULL: DyT y = w tanh(alpha x) + b; Derf y = w erf(alpha x + s) + b. */
+mt_tensor *mt_dyt(mt_ctx *c, mt_tensor *x, mt_tensor *alpha, mt_tensor *w, mt_tensor *b);
+mt_tensor *mt_derf(mt_ctx *c, mt_tensor *x, mt_tensor *alpha, mt_tensor *s, mt_tensor *w,
+                   mt_tensor *b);
 /* Over other axes: x (N, C, *spatial) channels-first as torch takes it ((N, C), (N, C, L),
    (N, C, H, W)), or (N, *spatial, C) when channels_last (tokens (B, T, C)).
    BatchNorm: per channel over N and spatial; with c->training (or no running statistics) the

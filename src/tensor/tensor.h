@@ -159,8 +159,9 @@ mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 /* The ops below are declared here as the contract other modules build on. */
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b); /* elementwise, same shape */
 mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s);
-mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);  /* all elements -> (1,) */
-mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x); /* all elements -> (1,) */
+mt_tensor *mt_scale_by(mt_ctx *c, mt_tensor *x, mt_tensor *s); /* s (1) a learned scalar */
+mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);                    /* all elements -> (1,) */
+mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x);                   /* all elements -> (1,) */
 /* Same data, new shape with the same element count; shares x's data (no copy). */
 mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
 /* out.shape[i] = x.shape[perm[i]]; a copy. */

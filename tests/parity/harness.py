@@ -73,7 +73,8 @@ def check_model(R, label, got, logits, loss, model, tol):
     The k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant), so both
     sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
     dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms: measured against the sum of |terms|
-    (model.g_terms, when the model records them)."""
+    (model.g_terms, when the model records them), as are the other learned scalars' gradients
+    (DyT's and Derf's alpha and shift, the embedding scale: model.terms)."""
     R.check(f"{label} logits", got["logits"], logits.detach().numpy(), tol)
     R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), tol)
     names = {k[5:] for k in got if k.startswith("grad.")}
@@ -86,6 +87,8 @@ def check_model(R, label, got, logits, loss, model, tol):
             scale = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
         elif name.endswith(".g") and hasattr(model, "g_terms"):
             scale = model.g_terms[name[:-2]]
+        elif name in getattr(model, "terms", {}):
+            scale = model.terms[name]
         R.check(f"{label} grad {name}", got["grad." + name], want,
                 tol * max(1.0, scale / max(np.abs(want).max(), 1e-30)))
 

@@ -99,6 +99,11 @@ CASES = [
     {"norm": "ln", "placement": "deepnorm", "tied": True, "bias": True, "act": "relu"},
     {"norm": "rms", "placement": "pre", "tied": True, "bias": False, "act": "swiglu",
      "pos": "rope", "rope_theta": 10000.0, "n_kv_head": 1},  # the LLaMA pieces: fc3 in bf16
+    # DyT and Derf (point-wise, fp32 like every norm) with the embedding scale
+    {"norm": "dyt", "placement": "pre", "tied": True, "bias": True, "act": "gelu",
+     "emb_scale": True},
+    {"norm": "derf", "placement": "peri", "tied": False, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "emb_scale": True},
 ]
 worst_plain = 0.0
 for i, case in enumerate(CASES):

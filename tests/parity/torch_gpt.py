@@ -36,6 +36,15 @@ class TorchBlocks(torch.nn.Module):
                   for k, v in params.items()}
         self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet: decoder-only and encoder-only alike
         self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
+        self.terms = {}  # a learned scalar's name -> the sum of |terms| of its gradient
+
+    def scalar(self, name, u, factor=None):
+        """p[name] enters as u = p[name] * factor (+ ...): records sum |dL/du factor|, the terms
+        of dL/dp[name] (which can cancel to far below them), for the tolerance."""
+        if u.requires_grad:
+            f = 1.0 if factor is None else factor.detach()
+            u.register_hook(lambda d: self.terms.__setitem__(name, (d * f).abs().sum().item()))
+        return u
 
     def norm(self, x, prefix):
         """The configured norm over x's last dim (C, or F for Sub-LN's FFN inner norm)."""
@@ -66,6 +75,13 @@ class TorchBlocks(torch.nn.Module):
                 xh.register_hook(lambda d: self.g_terms.__setitem__(
                     prefix, (d * xh.detach()).abs().sum().item() / p[prefix + ".g"].item()))
             return p[prefix + ".g"] * xh
+        if kind == "dyt":  # Dynamic Tanh (Zhu et al. 2025): w tanh(alpha x) + b
+            u = self.scalar(prefix + ".alpha", p[prefix + ".alpha"] * x, x)
+            return w * torch.tanh(u) + b
+        if kind == "derf":  # Dynamic erf (Chen et al. 2025): w erf(alpha x + s) + b
+            u = self.scalar(prefix + ".alpha", p[prefix + ".alpha"] * x, x)
+            u = self.scalar(prefix + ".shift", u + p[prefix + ".shift"])
+            return w * torch.erf(u) + b
         assert kind == "none"
         return x
 
@@ -145,6 +161,8 @@ class TorchGPT(TorchBlocks):
         x = p["tok_emb.weight"][ids]
         if cfg.get("pos", "learned") == "learned":
             x = x + p["pos_emb.weight"][:T]
+        if cfg.get("emb_scale"):  # DyT's and Derf's LLaMA setting: a learned scalar
+            x = self.scalar("emb_scale", x * p["emb_scale"], x)
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)
@@ -164,6 +182,10 @@ def norm_params(cfg):
         return [("weight", "w")]
     if kind == "scale":
         return [("g", "g")]
+    if kind == "dyt":
+        return [("weight", "w"), ("bias", "b"), ("alpha", "a")]
+    if kind == "derf":
+        return [("weight", "w"), ("bias", "b"), ("alpha", "a"), ("shift", "s")]
     return []
 
 
@@ -214,7 +236,7 @@ def param_shapes(cfg):
 
     def norm(prefix, width=C):
         for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (width,), kind)
+            shapes[f"{prefix}.{suffix}"] = ((1,) if kind in "gas" else (width,), kind)
 
     def linear(prefix, out, inp):
         shapes[prefix + ".weight"] = ((out, inp), "m")
@@ -224,6 +246,8 @@ def param_shapes(cfg):
     stack_shapes(cfg, norm, linear, Fw)
     if not cfg["tied"]:
         shapes["lm_head.weight"] = ((V, C), "m")
+    if cfg.get("emb_scale"):
+        shapes["emb_scale"] = ((1,), "g")
     return shapes
 
 
@@ -241,6 +265,10 @@ def random_params(cfg, rng):
             v = 1 + 0.2 * z
         elif kind == "g":
             v = math.sqrt(C) * (1 + 0.1 * z)
+        elif kind == "a":  # DyT's and Derf's alpha, about the papers' 0.5
+            v = 0.6 + 0.2 * z
+        elif kind == "s":  # Derf's shift
+            v = 0.2 * z
         else:
             v = 0.1 * z
         out[name] = v.astype(np.float32)

@@ -1,4 +1,4 @@
-/* Every norm: against naive double-precision loops, by finite differences (input, weight, bias),
+/* Every norm (and the QK-norm): against naive double-precision loops, by finite differences (input, weight, bias),
    a large-mean input that must keep its variance, the dispatcher, and bad options. */
 #include <math.h>
 #include <stdlib.h>
@@ -257,6 +257,124 @@ static void test_point_deterministic(void) {
     free(dy);
     free(first);
     for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+}
+
+/* ---- QK-norm ----------------------------------------------------------------------------------
+ */
+typedef struct {
+    mt_qk_norm_cfg qk;
+    int HS;
+} qk_arg;
+
+/* in = {x (B, T, W), gain}; the gain in a one-entry parameter table */
+static mt_tensor *build_qk(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const qk_arg *a = arg;
+    mt_params P = {.n = 1, .t = in[1]};
+    return mt_qk_norm(c, &a->qk, a->HS, &P, a->qk.affine ? 0 : -1, in[0]);
+}
+
+/* the formulas of docs/layers.md, in double: per group of n channels (HS per head, else W) */
+static void ref_qk(const qk_arg *a, const float *x, const float *g, size_t rows, int W, float *y) {
+    int n = a->qk.scope == MT_QK_HEAD ? a->HS : W;
+    for (size_t r = 0; r < rows * W / n; r++) {
+        const float *xr = x + r * n;
+        double mu = 0, ss = 0;
+        for (int i = 0; i < n && a->qk.kind == MT_QK_LN; i++) mu += xr[i] / (double)n;
+        for (int i = 0; i < n; i++) ss += (xr[i] - mu) * (xr[i] - mu);
+        double s = a->qk.kind == MT_QK_RMS  ? 1 / sqrt(ss / n + 1e-6)
+                   : a->qk.kind == MT_QK_LN ? 1 / sqrt(ss / n + 1e-5)
+                                            : 1 / fmax(sqrt(ss), 1e-12);
+        for (int i = 0; i < n; i++) {
+            double w = !a->qk.affine ? 1 : a->qk.kind == MT_QK_L2 ? g[0] : g[i];
+            y[r * n + i] = (float)((xr[i] - mu) * s * w);
+        }
+    }
+}
+
+static void test_qk_norm(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 16);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    int HS = 4, shape[] = {2, 3, 12}, W = 12; /* 3 heads of 4 */
+    for (int kind = MT_QK_RMS; kind <= MT_QK_L2; kind++)
+        for (int scope = MT_QK_HEAD; scope <= MT_QK_ALL; scope++)
+            for (int affine = 0; affine < 2; affine++) {
+                if (kind == MT_QK_L2 && !affine) continue; /* refused */
+                qk_arg a = {{(mt_qk_norm_kind)kind, (mt_qk_norm_scope)scope, affine}, HS};
+                int gw = kind == MT_QK_L2 ? 1 : scope == MT_QK_HEAD ? HS : W;
+                mt_tensor *x = test_tensor(&r, 3, shape, -2, 2, true);
+                mt_tensor *g = test_tensor(&r, 1, &gw, 0.5f, 1.5f, affine);
+                mt_ctx_reset(&c);
+                mt_tensor *y = build_qk(&c, (mt_tensor *[]){x, g}, &a);
+                float ref[72];
+                ref_qk(&a, x->data, g->data, 6, W, ref);
+                char name[64];
+                snprintf(name, sizeof name, "qk_norm[%s %s%s]", mt_enum_name(&MT_QK_NORMS, kind),
+                         mt_enum_name(&MT_QK_SCOPES, scope), affine ? " affine" : "");
+                CHECK(y->ndim == 3 && max_rel_err(y->data, ref, x->n) < 1e-5, "%s vs naive: %g",
+                      name, max_rel_err(y->data, ref, x->n));
+                gradcheck(name, build_qk, &a, affine ? 2 : 1, (mt_tensor *[]){x, g}, 1e-3, 1e-2);
+                test_tensor_free(x);
+                test_tensor_free(g);
+            }
+    mt_qk_norm_cfg none = {MT_QK_NONE, MT_QK_HEAD, false};
+    mt_tensor *x = test_tensor(&r, 3, shape, -2, 2, false);
+    CHECK(mt_qk_norm(&c, &none, HS, NULL, -1, x) == x, "qk_norm none is the identity");
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+    /* the gains: names, shapes, init (keys of KC = 8 channels: grouped-query attention) */
+    struct {
+        mt_qk_norm_cfg qk;
+        const char *q, *k;
+        int qn, kn;
+        float qinit, kinit; /* l2's g: sqrt(width), each head's part then about sqrt(HS) long */
+    } cases[] = {
+        {{MT_QK_RMS, MT_QK_HEAD, true}, "a.q_norm.weight", "a.k_norm.weight", 4, 4, 1, 1},
+        {{MT_QK_LN, MT_QK_ALL, true}, "a.q_norm.weight", "a.k_norm.weight", 12, 8, 1, 1},
+        {{MT_QK_L2, MT_QK_ALL, true}, "a.q_norm.g", "a.k_norm.g", 1, 1, sqrtf(12), sqrtf(8)},
+        {{MT_QK_L2, MT_QK_HEAD, true}, "a.q_norm.g", "a.k_norm.g", 1, 1, 2, 2},
+        {{MT_QK_RMS, MT_QK_ALL, false}, NULL, NULL, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_params P;
+        mt_params_init_table(&P);
+        int q, k;
+        mt_qk_norm_add_params(&P, "a", &cases[i].qk, HS, W, 8, &q, &k);
+        if (!cases[i].q) {
+            CHECK(P.n == 0 && q == -1 && k == -1, "qk_norm without affine adds no parameter");
+            continue;
+        }
+        CHECK(P.n == 2 && !strcmp(P.p[q].name, cases[i].q) && !strcmp(P.p[k].name, cases[i].k) &&
+                  P.p[q].n == (size_t)cases[i].qn && P.p[k].n == (size_t)cases[i].kn &&
+                  P.p[q].role == MT_ROLE_NORM,
+              "qk gains case %zu: %s (%zu), %s (%zu)", i, P.p[q].name, P.p[q].n, P.p[k].name,
+              P.p[k].n);
+        mt_params_alloc(&P, NULL);
+        mt_rng_seed(&r, 1);
+        mt_params_initialize(&P, &r);
+        CHECK(P.t[q].data[0] == cases[i].qinit && P.t[k].data[0] == cases[i].kinit,
+              "qk gains case %zu: init %g", i, P.t[q].data[0]);
+        mt_params_free(&P);
+    }
+    /* refusals */
+    mt_err err;
+    const struct {
+        mt_qk_norm_cfg qk;
+        int HS;
+        const char *a, *b;
+    } bad[] = {
+        {{MT_QK_NONE, MT_QK_ALL, false}, 4, "--qk-norm-scope all", "--qk-norm none"},
+        {{MT_QK_NONE, MT_QK_HEAD, true}, 4, "--qk-norm-affine", "give --qk-norm rms"},
+        {{MT_QK_L2, MT_QK_HEAD, false}, 16, "without --qk-norm-affine", "+-0.25"},
+        {{MT_QK_LN, MT_QK_HEAD, true}, 1, "head size 1", "--qk-norm-scope all"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(mt_qk_norm_validate(&bad[i].qk, bad[i].HS, &err) == MT_EINVAL &&
+                  strstr(err.msg, bad[i].a) && strstr(err.msg, bad[i].b),
+              "qk refusal %zu: '%s'", i, err.msg);
+    mt_qk_norm_cfg ok = {MT_QK_LN, MT_QK_ALL, false};
+    CHECK(mt_qk_norm_validate(&ok, 1, &err) == MT_OK, "ln over the projection: %s", err.msg);
 }
 
 /* ---- BatchNorm, InstanceNorm, GroupNorm ------------------------------------------------------ */
@@ -641,6 +759,7 @@ int main(void) {
     test_deterministic();
     test_point_norms();
     test_point_deterministic();
+    test_qk_norm();
     test_batch_norms();
     test_batch_large_mean();
     test_batch_deterministic();

@@ -108,6 +108,8 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
         add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w, proj[i].b);
     }
+    snprintf(name, sizeof name, "%s.attn", prefix); /* QK-norm gains: .attn.q_norm, .k_norm */
+    mt_qk_norm_add_params(P, name, &cfg->qk, C / cfg->n_head, C, KC, &a->q_norm, &a->k_norm);
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
@@ -128,6 +130,8 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
             snprintf(name, sizeof name, "%s.cross_attn.%s", prefix, proj[i].name);
             add_linear(P, name, C, C, bias, proj[i].std, w[i], b[i]);
         }
+        snprintf(name, sizeof name, "%s.cross_attn", prefix);
+        mt_qk_norm_add_params(P, name, &cfg->qk, C / cfg->n_head, C, C, &x->q_norm, &x->k_norm);
         snprintf(name, sizeof name, "%s.cross_attn.inner_norm", prefix);
         if (inner) mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_inner);
         snprintf(name, sizeof name, "%s.cross_attn_out_norm", prefix);
@@ -154,12 +158,24 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) 
     return mt_linear(c, x, &P->t[w], b >= 0 ? &P->t[b] : NULL);
 }
 
+/* q_proj(x) after the QK-norm */
+static mt_tensor *attn_query(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                             const mt_attn_params *a, mt_tensor *x) {
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->q_norm, q);
+}
+
+mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_attn_params *a,
+                        mt_tensor *x) {
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->k_norm, k);
+}
+
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->attn;
     const int *kv_len = arg;
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
@@ -172,8 +188,7 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     const mt_attn_params *a = &bp->attn;
     const mt_cache_arg *ca = arg;
     int pos0 = ca->kv->len; /* the new tokens' first position; the cached keys keep theirs */
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
@@ -193,8 +208,7 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
                                   const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->cross;
     const mt_cross_mem *m = arg;
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, m->mem);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, m->mem);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
     return cross_output(c, cfg, P, bp, y);
@@ -203,7 +217,7 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
 mt_tensor *mt_cross_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                          const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_cache_arg *ca = arg;
-    mt_tensor *q = mt_param_linear(c, P, bp->cross.q_w, bp->cross.q_b, x), *k, *v;
+    mt_tensor *q = attn_query(c, cfg, P, &bp->cross, x), *k, *v;
     mt_attn_cache_layer(c, ca->kv, ca->layer, &k, &v);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, ca->kv_len);
     return cross_output(c, cfg, P, bp, y);

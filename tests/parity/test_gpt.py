@@ -65,6 +65,21 @@ for norm in ("dyt", "derf"):
                "dropout": 0.0, "pos": pos, "emb_scale": True}
         run_case(cfg, 2, 8, f"{norm} emb_scale pos {pos}")
 
+# QK-norm: each kind per head and over the whole projection, with and without its gain (l2 only
+# with), before RoPE, with grouped-query attention (k_norm over the n_kv_head heads), in every
+# placement
+QK = [("rms", "head", False), ("rms", "head", True), ("rms", "all", True), ("ln", "head", True),
+      ("ln", "all", False), ("l2", "head", True), ("l2", "all", True)]
+for i, (kind, scope, affine) in enumerate(QK):
+    for j, placement in enumerate(("pre", "post", "deepnorm", "subln", "peri")):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+               "rms_form": "llama", "tied": True, "bias": i % 2 == 0, "act": "gelu",
+               "dropout": 0.0, "qk_norm": kind, "qk_norm_scope": scope, "qk_norm_affine": affine,
+               "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[i % 2]}
+        run_case(cfg, 2, 8, f"qk-norm {kind} {scope}{' affine' if affine else ''} {placement}"
+                 f" pos {cfg['pos']} kv {cfg['n_kv_head']}")
+
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.

@@ -97,6 +97,11 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
 mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
     memset(d, 0, sizeof *d);
     d->cfg = *cfg;
+    mt_status sa = mt_diag_attn_open(d, tr, err); /* diag_attn.c: its own checks and file */
+    if (sa != MT_OK) {
+        mt_diag_close(d);
+        return sa;
+    }
     if (cfg->grad_every < 0 || cfg->update_steps < 0 || cfg->resid_every < 0 || cfg->batch < 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
@@ -181,6 +186,8 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     bool update = d->update && step <= d->cfg.update_steps;
     bool resid = d->resid && step % d->cfg.resid_every == 0;
     if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
+    if (s == MT_OK && d->attn && step % d->cfg.attn_every == 0)
+        s = mt_diag_attn_rows(d, tr, step, err);
     return s;
 }
 
@@ -188,6 +195,8 @@ void mt_diag_close(mt_diag *d) {
     if (d->grad) fclose(d->grad);
     if (d->update) fclose(d->update);
     if (d->resid) fclose(d->resid);
+    if (d->attn) fclose(d->attn);
+    free(d->attn_max);
     free(d->group);
     free(d->sq);
     free(d->resid_norm);

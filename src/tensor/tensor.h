@@ -87,7 +87,12 @@ struct mt_ctx {
     void (*after_backward)(mt_node *n, void *arg);
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else each node's forward and backward time (profile.h) */
-    int precision;       /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
+    /* NULL: off; else each attention op writes the largest logit it computed (q.k / sqrt(HS)
+       over the keys each query sees) to attn_max[attn_calls++]: the diagnostics' probe
+       (src/diag), which sizes attn_max for the attentions of its forward */
+    float *attn_max;
+    int attn_calls;
+    int precision; /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
     /* The thread budget of this context's ops and their products: at most this many of the
        pool's threads (0: all of them). Set by whoever owns the context (decoding's tiny ops run
        on one); nothing process-wide changes. */

@@ -97,17 +97,14 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
 mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
     memset(d, 0, sizeof *d);
     d->cfg = *cfg;
-    mt_status sa = mt_diag_attn_open(d, tr, err); /* diag_attn.c: its own checks and file */
-    if (sa != MT_OK) {
-        mt_diag_close(d);
-        return sa;
-    }
     if (cfg->grad_every < 0 || cfg->update_steps < 0 || cfg->resid_every < 0 || cfg->batch < 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
-    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
+    /* all off, or all but diag_attn.c's, which checks and opens its own file */
+    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every)
+        return mt_diag_attn_open(d, tr, err);
     if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics need a model with a probe of "
@@ -149,6 +146,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     }
     mt_status st = MT_OK;
     if (fwd) st = forward_rows(d, tr, tr->step, cfg->update_steps > 0, cfg->resid_every > 0, err);
+    if (st == MT_OK) st = mt_diag_attn_open(d, tr, err);
     if (st != MT_OK) mt_diag_close(d);
     return st;
 }

@@ -14,6 +14,7 @@
 
 #define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows: diag.c's */
 
+/* Opens diag_attn.csv and writes its rows of the current step; on an error nothing stays open. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err) {
     if (d->cfg.attn_every < 0)
         return mt_errorf(err, MT_EINVAL, "--diag-attn-every %d: expected 0 (off) or more",
@@ -26,14 +27,24 @@ mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err) {
                          tr->model->type->name);
     if (mt_dist_size() > 1)
         return mt_errorf(err, MT_EINVAL, "--diag-attn-every runs in one process, not under mpirun");
+    if (d->cfg.batch > tr->cfg.batch) /* the step arena holds a batch */
+        return mt_errorf(err, MT_EINVAL, "--diag-batch %d: at most --batch (%d)", d->cfg.batch,
+                         tr->cfg.batch);
     int L = mt_config_stack(tr->model->cfg)->n_layer;
     char path[1100];
     snprintf(path, sizeof path, "%s/diag_attn.csv", tr->cfg.out);
     d->attn_max = malloc(2 * (size_t)L * sizeof *d->attn_max); /* a self- and a cross-attention */
     if (!d->attn_max) return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
+    mt_status st = MT_OK;
     if (!(d->attn = fopen(path, "wb")) || fputs("step,layer,self,cross\n", d->attn) == EOF)
-        return mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
-    return mt_diag_attn_rows(d, tr, tr->step, err);
+        st = mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
+    if (st == MT_OK) st = mt_diag_attn_rows(d, tr, tr->step, err);
+    if (st != MT_OK) {
+        if (d->attn) fclose(d->attn);
+        free(d->attn_max);
+        d->attn = NULL, d->attn_max = NULL;
+    }
+    return st;
 }
 
 mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {

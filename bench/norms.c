@@ -54,8 +54,14 @@ typedef struct {
 } bench_case;
 
 /* x is (N, C), or (8, N / 8, C) for InstanceNorm */
-static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *w, mt_tensor *b,
-                      mt_tensor *g, mt_tensor *rm, mt_tensor *rv) {
+/* the parameters every norm takes its own from: weight, bias, ScaleNorm's g, BatchNorm's running
+   statistics, DyT's and Derf's alpha and shift */
+typedef struct {
+    mt_tensor *w, *b, *g, *rm, *rv, *alpha, *shift;
+} bench_params;
+
+static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, const bench_params *p) {
+    mt_tensor *w = p->w, *b = p->b, *g = p->g, *rm = p->rm, *rv = p->rv;
     switch (k->kind) {
     case MT_NORM_LN: return mt_layernorm(c, x, w, b, 1e-5f);
     case MT_NORM_RMS: return mt_rmsnorm(c, x, w, NULL, 1e-5f, k->form);
@@ -64,6 +70,8 @@ static mt_tensor *run(mt_ctx *c, const bench_case *k, mt_tensor *x, mt_tensor *w
     case MT_NORM_BN: return mt_batchnorm(c, x, w, b, rm, rv, 0.1f, 1e-5f, false);
     case MT_NORM_IN: return mt_instancenorm(c, x, w, b, 1e-5f, true);
     case MT_NORM_GN: return mt_groupnorm(c, x, 32, w, b, 1e-5f, false);
+    case MT_NORM_DYT: return mt_dyt(c, x, p->alpha, w, b);
+    case MT_NORM_DERF: return mt_derf(c, x, p->alpha, p->shift, w, b);
     case MT_NORM_NONE: break;
     }
     return x;
@@ -103,8 +111,17 @@ int main(int argc, char **argv) {
     int ig = mt_params_add(&P, "g", 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST, sqrtf(C));
     int im = mt_params_add(&P, "rm", 1, (int[]){C}, MT_ROLE_BUFFER, MT_INIT_ZEROS, 0);
     int iv = mt_params_add(&P, "rv", 1, (int[]){C}, MT_ROLE_BUFFER, MT_INIT_ONES, 0);
+    int ia = mt_params_add(&P, "alpha", 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST, 0.5f);
+    int is = mt_params_add(&P, "shift", 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_ZEROS, 0);
     mt_params_alloc(&P, NULL);
     mt_params_initialize(&P, &r);
+    const bench_params bp = {.w = &P.t[iw],
+                             .b = &P.t[ib],
+                             .g = &P.t[ig],
+                             .rm = &P.t[im],
+                             .rv = &P.t[iv],
+                             .alpha = &P.t[ia],
+                             .shift = &P.t[is]};
     mt_tensor x = mt_tensor_view(xd, dxd, 2, (int[]){N, C});
     mt_tensor x3 = mt_tensor_view(xd, dxd, 3, (int[]){8, N / 8, C});
     mt_ctx c;
@@ -115,6 +132,7 @@ int main(int argc, char **argv) {
         {"rmsnorm_paper", MT_NORM_RMS, MT_RMS_PAPER}, {"prmsnorm", MT_NORM_PRMS, MT_RMS_LLAMA},
         {"scalenorm", MT_NORM_SCALE, MT_RMS_LLAMA},   {"batchnorm", MT_NORM_BN, MT_RMS_LLAMA},
         {"instancenorm", MT_NORM_IN, MT_RMS_LLAMA},   {"groupnorm", MT_NORM_GN, MT_RMS_LLAMA},
+        {"dyt", MT_NORM_DYT, MT_RMS_LLAMA},           {"derf", MT_NORM_DERF, MT_RMS_LLAMA},
     };
     double *tf = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double)),
            *tt = malloc(reps * sizeof(double));
@@ -124,7 +142,7 @@ int main(int argc, char **argv) {
             mt_tensor *y = cases[k].kind == MT_NORM_IN ? &x3 : &x;
             double t0 = bench_now(clock_id);
             for (int j = 0; j < K; j++) {
-                y = run(&c, &cases[k], y, &P.t[iw], &P.t[ib], &P.t[ig], &P.t[im], &P.t[iv]);
+                y = run(&c, &cases[k], y, &bp);
                 y->grad = dy[j % 2];
             }
             double t1 = bench_now(clock_id);

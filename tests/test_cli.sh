@@ -59,6 +59,18 @@ train --config "$T/bad.ini"; [ $? -eq 2 ] && grep -q "bad.ini:2: unknown key 'ba
     fail "unknown config key: $(cat "$T/log")"
 train --resume --out "$T/none"; [ $? -eq 2 ] && grep -q "no checkpoint" "$T/log" || fail "resume without a run"
 train $TINY --norm batch; [ $? -eq 2 ] && grep -q "is not one of ln|rms" "$T/log" || fail "bad choice"
+# DyT and Derf: refused with DeepNorm and their options with another norm (docs/norms.md)
+train $TINY --norm dyt --placement deepnorm; [ $? -eq 2 ] && grep -q "skip scale alpha" "$T/log" ||
+    fail "dyt with deepnorm: $(cat "$T/log")"
+train $TINY --norm ln --dyt-alpha-attn 0.8; [ $? -eq 2 ] &&
+    grep -q "dyt-alpha-attn 0.8: only --norm dyt and --norm derf" "$T/log" || fail "dyt alpha with ln"
+train $TINY --norm derf --dyt-alpha 0; [ $? -eq 2 ] && grep -q "must be > 0" "$T/log" ||
+    fail "derf alpha 0: $(cat "$T/log")"
+# QK-norm: l2 without its gain and a scope without a norm are refused (docs/layers.md)
+train $TINY --qk-norm l2; [ $? -eq 2 ] && grep -q "softmax stays near uniform" "$T/log" ||
+    fail "qk-norm l2 without affine: $(cat "$T/log")"
+train $TINY --qk-norm-scope all; [ $? -eq 2 ] && grep -q "no QK-norm to apply to" "$T/log" ||
+    fail "qk-norm scope without a norm: $(cat "$T/log")"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"
 train --config "$T/ok.ini" --data "$T/text.txt" --n-ctx 16 --steps 2 --out "$T/c" --log-every 1 ||

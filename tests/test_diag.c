@@ -2,7 +2,7 @@
    to the global norm (clipped or not), each column the norm of its parameters' gradients (the
    inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0
    after, residual norms per
-   block, and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
+   block, the largest attention logit per block (self, and cross in a decoder), and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
    encoder-decoder on a made-up dictionary: its blocks numbered encoder first, a decoder block's
    cross-attention in its attention columns. */
 #include <math.h>
@@ -95,7 +95,8 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
         CHECK(0, "trainer: %s", e.msg);
         return;
     }
-    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2}, off = {0};
+    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2, .attn_every = 2},
+                off = {0};
     CHECK(mt_diag_open(&d, diag ? &dc : &off, &tr, &e) == MT_OK, "open: %s", e.msg);
     for (int s = 0; s < STEPS; s++) {
         mt_step_stats st;
@@ -176,12 +177,31 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     }
     free_lines(r, n);
 
+    /* the largest attention logit of each block's self- and (decoder) cross-attention */
+    char **a = read_lines("diag_attn.csv", &n);
+    CHECK(n == 1 + 3 * L && strcmp(a[0], "step,layer,self,cross\n") == 0, "diag_attn.csv: %d lines",
+          n);
+    for (int i = 1; i < n; i++) {
+        long step;
+        int layer, got;
+        double self, cross;
+        bool dec = mc->type == &mt_encdec_type && (i - 1) % L >= ENC; /* has a cross-attention */
+        got = sscanf(a[i], "%ld,%d,%lf,%lf", &step, &layer, &self, &cross);
+        CHECK(got == (dec ? 4 : 3) && step == 2 * ((i - 1) / L) && layer == (i - 1) % L &&
+                  isfinite(self) && (!dec || isfinite(cross)),
+              "row %s", a[i]);
+    }
+    free_lines(a, n);
+
     /* a resumed run cannot measure against theta_0; negative settings are refused */
     CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-update-steps"),
           "update after step 0: %s", e.msg);
     dc = (mt_diag_cfg){.grad_every = -1};
     CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "expected 0"),
           "negative: %s", e.msg);
+    dc = (mt_diag_cfg){.attn_every = -2};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-attn-every -2"),
+          "negative attn: %s", e.msg);
     mt_trainer_free(&tr);
 }
 
@@ -250,8 +270,9 @@ int main(void) {
     run_encdec(MT_PLACE_PERI, 0);
     run_encdec(MT_PLACE_SUBLN, 0);
     const char *names[] = {"diag_grad.csv",     "diag_update.csv",   "diag_resid.csv",
-                           "model.safetensors", "optim.safetensors", "dict"};
-    for (int i = 0; i < 6; i++) {
+                           "model.safetensors", "optim.safetensors", "dict",
+                           "diag_attn.csv"};
+    for (int i = 0; i < 7; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);

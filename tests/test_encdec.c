@@ -192,10 +192,11 @@ static void test_gradcheck(void) {
 }
 
 /* Padding changes nothing: row 0 alone, unpadded, has the logits it has in the padded batch; the
-   KV-cache decoder's logits equal the full forward's at every position; beam 1 is greedy. */
-static void test_padding_and_cache(void) {
+   KV-cache decoder's logits equal the full forward's at every position (with a QK-norm: the
+   caches hold the normalised keys, the cross-attention's stored once); beam 1 is greedy. */
+static void test_padding_and_cache(mt_qk_norm_cfg qk) {
     mt_encdec_config g = small(2, 2, MT_PLACE_PRE);
-    g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6;
+    g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6, g.stack.qk = qk;
     mt_encdec m;
     mt_err e;
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
@@ -338,7 +339,9 @@ int main(void) {
     test_deepnorm_init();
     test_deepnorm_forward();
     test_gradcheck();
-    test_padding_and_cache();
+    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_NONE});
+    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true});
+    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true});
     test_bad_config();
     test_length_buckets();
     return check_finish("test_encdec");

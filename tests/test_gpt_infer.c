@@ -1,6 +1,6 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
-   across the window's slides, for each placement, with RoPE, grouped-query attention and the
-   LLaMA preset; in bf16 precision; token sampling. */
+   across the window's slides, for each placement, with RoPE, grouped-query attention, the
+   LLaMA preset, QK-norm, DyT and Derf; in bf16 precision; token sampling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +173,18 @@ int main(void) {
     test_cache(MT_PLACE_SUBLN, MT_NORM_LN,
                "{\"arch\": \"llama\", \"n_head\": 4, \"n_kv_head\": 2}");
     test_cache(MT_PLACE_PERI, MT_NORM_LN, "{\"arch\": \"llama\", \"n_head\": 2, \"n_kv_head\": 1}");
+    /* QK-norm: the cache holds normalised keys (rotated after the norm with RoPE) */
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS,
+               "{\"qk_norm\": \"rms\", \"qk_norm_affine\": true, \"pos\": \"rope\"}");
+    test_cache(MT_PLACE_POST, MT_NORM_LN,
+               "{\"qk_norm\": \"ln\", \"qk_norm_scope\": \"all\", \"qk_norm_affine\": true}");
+    test_cache(MT_PLACE_PRE, MT_NORM_LN,
+               "{\"qk_norm\": \"l2\", \"qk_norm_affine\": true, \"pos\": \"rope\", "
+               "\"n_head\": 4, \"n_kv_head\": 2}");
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"qk_norm\": \"rms\", \"qk_norm_scope\": \"all\"}");
+    /* DyT and Derf with the embedding scale */
+    test_cache(MT_PLACE_PRE, MT_NORM_DYT, "{\"emb_scale\": true}");
+    test_cache(MT_PLACE_PERI, MT_NORM_DERF, "{\"emb_scale\": true, \"pos\": \"rope\"}");
     test_sampling();
     test_bf16();
     return check_finish("test_gpt_infer");

@@ -737,6 +737,57 @@ static void test_attention_masked(void) {
     mt_ctx_free(&c);
 }
 
+/* The diagnostics' probe (mt_ctx.attn_max): each attention op reports its largest logit
+   q.k / sqrt(HS) over the keys each query sees, against a loop in double: the fused op on its
+   register-tile and sgemm paths, causal and not, grouped heads, and the masked op (padded keys,
+   queries at pos0 of a longer sequence); nothing when off. */
+static void test_attention_max_logit(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 17);
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    static const int LEN[] = {5, 2, 9};
+    struct {
+        int B, Tq, Tk, C, NH, KC, pos0;
+        bool causal;
+        const int *len; /* NULL and Tq == Tk, pos0 0: mt_attention */
+    } cases[] = {{2, 9, 9, 32, 2, 32, 0, true, NULL}, {2, 9, 9, 32, 2, 16, 0, false, NULL},
+                 {2, 7, 7, 12, 3, 12, 0, true, NULL}, {3, 4, 9, 8, 2, 8, 0, false, LEN},
+                 {3, 2, 9, 16, 2, 8, 7, true, NULL},  {3, 6, 9, 8, 2, 8, 0, false, NULL}};
+    float got[2];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int B = cases[k].B, Tq = cases[k].Tq, Tk = cases[k].Tk, C = cases[k].C;
+        int NH = cases[k].NH, KC = cases[k].KC, HS = C / NH, G = NH / (KC / HS);
+        mt_tensor *q = test_tensor(&r, 3, (int[]){B, Tq, C}, -2, 2, false);
+        mt_tensor *kk = test_tensor(&r, 3, (int[]){B, Tk, KC}, -2, 2, false);
+        double want = -INFINITY;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tq; t++)
+                    for (int s2 = 0; s2 < (cases[k].len ? cases[k].len[b] : Tk); s2++) {
+                        if (cases[k].causal && s2 > cases[k].pos0 + t) continue;
+                        double dot = 0;
+                        for (int i = 0; i < HS; i++)
+                            dot += (double)q->data[((size_t)b * Tq + t) * C + h * HS + i] *
+                                   kk->data[((size_t)b * Tk + s2) * KC + h / G * HS + i];
+                        want = fmax(want, dot / sqrt((double)HS));
+                    }
+        mt_ctx_reset(&c);
+        c.attn_max = got, c.attn_calls = 0;
+        mt_attn_mask mask = {.causal = cases[k].causal,
+                             .pos0 = cases[k].pos0,
+                             .kv_len = cases[k].len};
+        mt_attention_ex(&c, q, kk, kk, NH, &mask); /* v = k: only the scores matter */
+        CHECK(c.attn_calls == 1 && fabs(got[0] - want) <= 1e-5 * fabs(want),
+              "max logit case %zu: %d calls, %.7g, want %.7g", k, c.attn_calls, got[0], want);
+        c.attn_max = NULL, c.attn_calls = 0;
+        mt_attention_ex(&c, q, kk, kk, NH, &mask);
+        CHECK(c.attn_calls == 0, "max logit off: nothing recorded");
+        test_tensor_free(q), test_tensor_free(kk);
+    }
+    mt_ctx_free(&c);
+}
+
 /* Inside a parallel region (as in a replica) attention runs inline on its thread with scratch for
    one thread, whatever omp_get_thread_num() says there: on a pool of 1 thread, each of 2 threads
    runs forward and backward in an arena of exactly the peak a run outside needed and gets that
@@ -895,6 +946,7 @@ int main(void) {
     test_ffn();
     test_attention();
     test_attention_masked();
+    test_attention_max_logit();
     test_attention_in_replica();
     test_attention_cached();
     test_thread_budget();

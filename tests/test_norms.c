@@ -1,4 +1,4 @@
-/* Every norm: against naive double-precision loops, by finite differences (input, weight, bias),
+/* Every norm (and the QK-norm): against naive double-precision loops, by finite differences (input, weight, bias),
    a large-mean input that must keep its variance, the dispatcher, and bad options. */
 #include <math.h>
 #include <stdlib.h>
@@ -157,6 +157,224 @@ static void test_deterministic(void) {
     test_tensor_free(x);
     test_tensor_free(w);
     test_tensor_free(b);
+}
+
+/* ---- point-wise norms: DyT, Derf ---------------------------------------------------------------
+ */
+typedef struct {
+    bool erf, affine; /* in = {x, alpha, s (Derf), w, b} or {x, alpha, s (Derf)} */
+} point_arg;
+
+static mt_tensor *build_point(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const point_arg *a = arg;
+    int k = a->erf ? 3 : 2; /* where w and b start */
+    mt_tensor *w = a->affine ? in[k] : NULL, *b = a->affine ? in[k + 1] : NULL;
+    return a->erf ? mt_derf(c, in[0], in[1], in[2], w, b) : mt_dyt(c, in[0], in[1], w, b);
+}
+
+/* the formulas of docs/norms.md, in double */
+static void ref_point(bool erf_fn, const float *x, double alpha, double s, const float *w,
+                      const float *b, int N, int C, float *y) {
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < C; i++) {
+            double u = alpha * x[(size_t)r * C + i] + s, t = erf_fn ? erf(u) : tanh(u);
+            y[(size_t)r * C + i] = (float)((w ? w[i] : 1) * t + (b ? b[i] : 0));
+        }
+}
+
+static void test_point_norms(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 14);
+    int shapes[][3] = {{3, 1, 0}, {2, 3, 17}, {5, 40, 0}, {300, 96, 0}};
+    int ndims[] = {2, 3, 2, 2}, one = 1;
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    for (int fn = 0; fn < 2; fn++)
+        for (int s = 0; s < 4; s++) {
+            int C = shapes[s][ndims[s] - 1];
+            mt_tensor *x = test_tensor(&r, ndims[s], shapes[s], -3, 3, true);
+            mt_tensor *alpha = test_tensor(&r, 1, &one, 0.3f, 0.9f, true);
+            mt_tensor *sh = test_tensor(&r, 1, &one, -0.4f, 0.4f, true);
+            mt_tensor *w = test_tensor(&r, 1, &C, 0.5f, 1.5f, true);
+            mt_tensor *b = test_tensor(&r, 1, &C, -1, 1, true);
+            point_arg a = {fn == 1, true};
+            mt_tensor *in[] = {x, alpha, a.erf ? sh : w, a.erf ? w : b, b};
+            int n_in = a.erf ? 5 : 4;
+            mt_ctx_reset(&c);
+            mt_tensor *y = build_point(&c, in, &a);
+            float *ref = malloc(y->n * sizeof(float));
+            ref_point(a.erf, x->data, alpha->data[0], a.erf ? sh->data[0] : 0, w->data, b->data,
+                      mt_rows(x), C, ref);
+            const char *what = a.erf ? "derf" : "dyt";
+            double e = max_rel_err(y->data, ref, y->n);
+            CHECK(e < 2e-6, "%s C=%d vs naive: %g", what, C, e);
+            char name[64];
+            snprintf(name, sizeof name, "%s[C=%d]", what, C);
+            if (s < 3) gradcheck(name, build_point, &a, n_in, in, 1e-3, 1e-2);
+            a.affine = false;
+            snprintf(name, sizeof name, "%s[C=%d, no affine]", what, C);
+            if (s < 3) gradcheck(name, build_point, &a, n_in - 2, in, 1e-3, 1e-2);
+            free(ref);
+            mt_tensor *all[] = {x, alpha, sh, w, b};
+            for (int i = 0; i < 5; i++) test_tensor_free(all[i]);
+        }
+    mt_ctx_free(&c);
+}
+
+/* DyT and Derf gradients, 1 and 2 threads: the same bits (fixed parts for the parameter sums). */
+static void test_point_deterministic(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 15);
+    int shape[] = {4096, 48}, C = 48, one = 1;
+    mt_tensor *in[] = {test_tensor(&r, 2, shape, -2, 2, true),
+                       test_tensor(&r, 1, &one, 0.5f, 1, true),
+                       test_tensor(&r, 1, &one, -0.2f, 0.2f, true),
+                       test_tensor(&r, 1, &C, 0, 2, true), test_tensor(&r, 1, &C, -1, 1, true)};
+    size_t total = 0, at;
+    for (int i = 0; i < 5; i++) total += in[i]->n;
+    float *dy = malloc(in[0]->n * sizeof(float)), *first = malloc(total * sizeof(float));
+    for (size_t i = 0; i < in[0]->n; i++) dy[i] = mt_rng_uniform(&r) - 0.5f;
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    for (int fn = 0; fn < 2; fn++)
+        for (int t = 1; t <= 2; t++) {
+            mt_set_threads(t);
+            for (int i = 0; i < 5; i++) memset(in[i]->grad, 0, in[i]->n * sizeof(float));
+            mt_ctx_reset(&c);
+            point_arg a = {fn == 1, true};
+            mt_tensor *args[] = {in[0], in[1], fn ? in[2] : in[3], fn ? in[3] : in[4], in[4]};
+            mt_backward_from(&c, build_point(&c, args, &a), dy);
+            bool same = true;
+            at = 0;
+            for (int i = 0; i < 5; i++, at += in[i - 1]->n) {
+                if (t == 1) memcpy(first + at, in[i]->grad, in[i]->n * sizeof(float));
+                else same &= memcmp(first + at, in[i]->grad, in[i]->n * sizeof(float)) == 0;
+            }
+            CHECK(same, "%s gradients differ between 1 and 2 threads", fn ? "derf" : "dyt");
+        }
+    mt_set_threads(0);
+    mt_ctx_free(&c);
+    free(dy);
+    free(first);
+    for (int i = 0; i < 5; i++) test_tensor_free(in[i]);
+}
+
+/* ---- QK-norm ----------------------------------------------------------------------------------
+ */
+typedef struct {
+    mt_qk_norm_cfg qk;
+    int HS;
+} qk_arg;
+
+/* in = {x (B, T, W), gain}; the gain in a one-entry parameter table */
+static mt_tensor *build_qk(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const qk_arg *a = arg;
+    mt_params P = {.n = 1, .t = in[1]};
+    return mt_qk_norm(c, &a->qk, a->HS, &P, a->qk.affine ? 0 : -1, in[0]);
+}
+
+/* the formulas of docs/layers.md, in double: per group of n channels (HS per head, else W) */
+static void ref_qk(const qk_arg *a, const float *x, const float *g, size_t rows, int W, float *y) {
+    int n = a->qk.scope == MT_QK_HEAD ? a->HS : W;
+    for (size_t r = 0; r < rows * W / n; r++) {
+        const float *xr = x + r * n;
+        double mu = 0, ss = 0;
+        for (int i = 0; i < n && a->qk.kind == MT_QK_LN; i++) mu += xr[i] / (double)n;
+        for (int i = 0; i < n; i++) ss += (xr[i] - mu) * (xr[i] - mu);
+        double s = a->qk.kind == MT_QK_RMS  ? 1 / sqrt(ss / n + 1e-6)
+                   : a->qk.kind == MT_QK_LN ? 1 / sqrt(ss / n + 1e-5)
+                                            : 1 / fmax(sqrt(ss), 1e-12);
+        for (int i = 0; i < n; i++) {
+            double w = !a->qk.affine ? 1 : a->qk.kind == MT_QK_L2 ? g[0] : g[i];
+            y[r * n + i] = (float)((xr[i] - mu) * s * w);
+        }
+    }
+}
+
+static void test_qk_norm(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 16);
+    mt_ctx c;
+    mt_ctx_init(&c, 16 << 20, 1, NULL);
+    int HS = 4, shape[] = {2, 3, 12}, W = 12; /* 3 heads of 4 */
+    for (int kind = MT_QK_RMS; kind <= MT_QK_L2; kind++)
+        for (int scope = MT_QK_HEAD; scope <= MT_QK_ALL; scope++)
+            for (int affine = 0; affine < 2; affine++) {
+                if (kind == MT_QK_L2 && !affine) continue; /* refused */
+                qk_arg a = {{(mt_qk_norm_kind)kind, (mt_qk_norm_scope)scope, affine}, HS};
+                int gw = kind == MT_QK_L2 ? 1 : scope == MT_QK_HEAD ? HS : W;
+                mt_tensor *x = test_tensor(&r, 3, shape, -2, 2, true);
+                mt_tensor *g = test_tensor(&r, 1, &gw, 0.5f, 1.5f, affine);
+                mt_ctx_reset(&c);
+                mt_tensor *y = build_qk(&c, (mt_tensor *[]){x, g}, &a);
+                float ref[72];
+                ref_qk(&a, x->data, g->data, 6, W, ref);
+                char name[64];
+                snprintf(name, sizeof name, "qk_norm[%s %s%s]", mt_enum_name(&MT_QK_NORMS, kind),
+                         mt_enum_name(&MT_QK_SCOPES, scope), affine ? " affine" : "");
+                CHECK(y->ndim == 3 && max_rel_err(y->data, ref, x->n) < 1e-5, "%s vs naive: %g",
+                      name, max_rel_err(y->data, ref, x->n));
+                gradcheck(name, build_qk, &a, affine ? 2 : 1, (mt_tensor *[]){x, g}, 1e-3, 1e-2);
+                test_tensor_free(x);
+                test_tensor_free(g);
+            }
+    mt_qk_norm_cfg none = {MT_QK_NONE, MT_QK_HEAD, false};
+    mt_tensor *x = test_tensor(&r, 3, shape, -2, 2, false);
+    CHECK(mt_qk_norm(&c, &none, HS, NULL, -1, x) == x, "qk_norm none is the identity");
+    test_tensor_free(x);
+    mt_ctx_free(&c);
+    /* the gains: names, shapes, init (keys of KC = 8 channels: grouped-query attention) */
+    struct {
+        mt_qk_norm_cfg qk;
+        const char *q, *k;
+        int qn, kn;
+        float qinit, kinit; /* l2's g: sqrt(width), each head's part then about sqrt(HS) long */
+    } cases[] = {
+        {{MT_QK_RMS, MT_QK_HEAD, true}, "a.q_norm.weight", "a.k_norm.weight", 4, 4, 1, 1},
+        {{MT_QK_LN, MT_QK_ALL, true}, "a.q_norm.weight", "a.k_norm.weight", 12, 8, 1, 1},
+        {{MT_QK_L2, MT_QK_ALL, true}, "a.q_norm.g", "a.k_norm.g", 1, 1, sqrtf(12), sqrtf(8)},
+        {{MT_QK_L2, MT_QK_HEAD, true}, "a.q_norm.g", "a.k_norm.g", 1, 1, 2, 2},
+        {{MT_QK_RMS, MT_QK_ALL, false}, NULL, NULL, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_params P;
+        mt_params_init_table(&P);
+        int q, k;
+        mt_qk_norm_add_params(&P, "a", &cases[i].qk, HS, W, 8, &q, &k);
+        if (!cases[i].q) {
+            CHECK(P.n == 0 && q == -1 && k == -1, "qk_norm without affine adds no parameter");
+            continue;
+        }
+        CHECK(P.n == 2 && !strcmp(P.p[q].name, cases[i].q) && !strcmp(P.p[k].name, cases[i].k) &&
+                  P.p[q].n == (size_t)cases[i].qn && P.p[k].n == (size_t)cases[i].kn &&
+                  P.p[q].role == MT_ROLE_NORM,
+              "qk gains case %zu: %s (%zu), %s (%zu)", i, P.p[q].name, P.p[q].n, P.p[k].name,
+              P.p[k].n);
+        mt_params_alloc(&P, NULL);
+        mt_rng_seed(&r, 1);
+        mt_params_initialize(&P, &r);
+        CHECK(P.t[q].data[0] == cases[i].qinit && P.t[k].data[0] == cases[i].kinit,
+              "qk gains case %zu: init %g", i, P.t[q].data[0]);
+        mt_params_free(&P);
+    }
+    /* refusals */
+    mt_err err;
+    const struct {
+        mt_qk_norm_cfg qk;
+        int HS;
+        const char *a, *b;
+    } bad[] = {
+        {{MT_QK_NONE, MT_QK_ALL, false}, 4, "--qk-norm-scope all", "--qk-norm none"},
+        {{MT_QK_NONE, MT_QK_HEAD, true}, 4, "--qk-norm-affine", "give --qk-norm rms"},
+        {{MT_QK_L2, MT_QK_HEAD, false}, 16, "without --qk-norm-affine", "+-0.25"},
+        {{MT_QK_LN, MT_QK_HEAD, true}, 1, "head size 1", "--qk-norm-scope all"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(mt_qk_norm_validate(&bad[i].qk, bad[i].HS, &err) == MT_EINVAL &&
+                  strstr(err.msg, bad[i].a) && strstr(err.msg, bad[i].b),
+              "qk refusal %zu: '%s'", i, err.msg);
+    mt_qk_norm_cfg ok = {MT_QK_LN, MT_QK_ALL, false};
+    CHECK(mt_qk_norm_validate(&ok, 1, &err) == MT_OK, "ln over the projection: %s", err.msg);
 }
 
 /* ---- BatchNorm, InstanceNorm, GroupNorm ------------------------------------------------------ */
@@ -377,7 +595,7 @@ static void expect_error(const mt_norm_cfg *cfg, int C, bool causal, const char 
 static void test_options(void) {
     mt_err err;
     int k;
-    for (int i = MT_NORM_LN; i <= MT_NORM_NONE; i++) {
+    for (int i = MT_NORM_LN; i < MT_NORMS.n; i++) {
         CHECK(mt_enum_parse(&MT_NORMS, mt_enum_name(&MT_NORMS, i), &k, &err) == MT_OK && k == i,
               "parse(name(%d))", i);
         mt_norm_cfg cfg = mt_norm_default((mt_norm_kind)i);
@@ -410,6 +628,34 @@ static void test_options(void) {
     expect_error(&cfg, 64, true, "future", "--model vit");
     cfg = mt_norm_default(MT_NORM_IN);
     expect_error(&cfg, 64, true, "future", "InstanceNorm");
+    /* DyT's and Derf's options: alphas > 0 (a site's 0: dyt_alpha), refused for other norms */
+    cfg = mt_norm_default(MT_NORM_DYT);
+    cfg.dyt_alpha = 0;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "> 0");
+    cfg.dyt_alpha = NAN;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "nan");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.dyt_alpha_ffn = -1;
+    expect_error(&cfg, 64, true, "--dyt-alpha-ffn", "or 0");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.derf_shift = INFINITY;
+    expect_error(&cfg, 64, true, "--derf-shift", "finite");
+    cfg = mt_norm_default(MT_NORM_DYT);
+    cfg.derf_shift = 0.5f;
+    expect_error(&cfg, 64, true, "--derf-shift", "only --norm derf");
+    cfg = mt_norm_default(MT_NORM_LN);
+    cfg.dyt_alpha_attn = 0.8f;
+    expect_error(&cfg, 64, true, "--dyt-alpha-attn", "the norm is ln");
+    cfg = mt_norm_default(MT_NORM_RMS);
+    cfg.dyt_alpha = 0.7f;
+    expect_error(&cfg, 64, true, "--dyt-alpha", "only --norm dyt and --norm derf");
+    cfg = mt_norm_default(MT_NORM_DERF);
+    cfg.dyt_alpha_attn = 0.8f, cfg.dyt_alpha_final = 0.2f, cfg.derf_shift = -0.1f;
+    CHECK(mt_norm_validate(&cfg, 64, true, &err) == MT_OK, "derf with site alphas: %s", err.msg);
+    CHECK(mt_norm_at(&cfg, MT_NORM_SITE_ATTN).dyt_alpha == 0.8f &&
+              mt_norm_at(&cfg, MT_NORM_SITE_FFN).dyt_alpha == 0.5f &&
+              mt_norm_at(&cfg, MT_NORM_SITE_FINAL).dyt_alpha == 0.2f,
+          "mt_norm_at: the site's alpha, else dyt_alpha");
     cfg = mt_norm_default(MT_NORM_RMS);
     CHECK(mt_norm_eps(&cfg) == 1e-5f, "LLaMA RMSNorm eps");
     cfg.rms_form = MT_RMS_PAPER;
@@ -430,12 +676,15 @@ static void test_params_and_tokens(void) {
         {MT_NORM_GN, "weight bias"},
         {MT_NORM_SCALE, "g"},
         {MT_NORM_NONE, ""},
+        {MT_NORM_DYT, "weight bias alpha"},
+        {MT_NORM_DERF, "weight bias alpha shift"},
     };
     int C = 24;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mt_params P;
         mt_params_init_table(&P);
         mt_norm_cfg cfg = mt_norm_default(cases[i].kind);
+        cfg.derf_shift = cases[i].kind == MT_NORM_DERF ? 0.25f : 0;
         mt_norm_params np;
         mt_norm_add_params(&P, "h.0.ln_1", &cfg, C, &np);
         char got[256] = "";
@@ -455,6 +704,9 @@ static void test_params_and_tokens(void) {
         if (np.g >= 0) CHECK(P.t[np.g].data[0] == sqrtf(C), "scale g = sqrt(C)");
         if (np.running_var >= 0) CHECK(P.t[np.running_var].data[3] == 1, "running_var = 1");
         if (np.weight >= 0) CHECK(P.t[np.weight].data[C - 1] == 1, "weight = 1");
+        if (np.bias >= 0) CHECK(P.t[np.bias].data[C - 1] == 0, "bias = 0");
+        if (np.alpha >= 0) CHECK(P.t[np.alpha].data[0] == 0.5f, "alpha = dyt_alpha (0.5)");
+        if (np.shift >= 0) CHECK(P.t[np.shift].data[0] == 0.25f, "shift = derf_shift");
         mt_params_free(&P);
     }
     /* the dispatcher and the op agree */
@@ -505,6 +757,9 @@ int main(void) {
     test_row_norms();
     test_large_mean();
     test_deterministic();
+    test_point_norms();
+    test_point_deterministic();
+    test_qk_norm();
     test_batch_norms();
     test_batch_large_mean();
     test_batch_deterministic();

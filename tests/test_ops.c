@@ -37,6 +37,10 @@ static mt_tensor *b_mul(mt_ctx *c, mt_tensor **x, const void *a) {
 static mt_tensor *b_scale(mt_ctx *c, mt_tensor **x, const void *a) {
     return mt_scale(c, x[0], *(const float *)a);
 }
+static mt_tensor *b_scale_by(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_scale_by(c, x[0], x[1]);
+}
 static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_sum(c, x[0]);
@@ -116,6 +120,10 @@ static void r_mul(mt_tensor **x, const void *a, double *y) {
 }
 static void r_scale(mt_tensor **x, const void *a, double *y) {
     for (size_t i = 0; i < x[0]->n; i++) y[i] = (double)*(const float *)a * x[0]->data[i];
+}
+static void r_scale_by(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = (double)x[1]->data[0] * x[0]->data[i];
 }
 static void r_sum(mt_tensor **x, const void *a, double *y) {
     (void)a;
@@ -303,6 +311,10 @@ static const op_case CASES[] = {
     {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(1, 1)}, -2, 2, false, 1e-7},
     {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(3, 2, 3, 17)}, -2, 2, false, 1e-7},
     {"scale", b_scale, r_scale, &S_NEG, 1, {SHP(2, 300, 65)}, -2, 2, false, 1e-7},
+    {"scale_by", b_scale_by, r_scale_by, NULL, 2, {SHP(1, 1), SHP(1, 1)}, -2, 2, false, 1e-7},
+    {"scale_by", b_scale_by, r_scale_by, NULL, 2, {SHP(3, 2, 3, 17), SHP(1, 1)}, -2, 2, false,
+     1e-7},
+    {"scale_by", b_scale_by, r_scale_by, NULL, 2, {SHP(2, 300, 65), SHP(1, 1)}, -2, 2, false, 1e-7},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(2, 5, 33)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 5001)}, -1, 2, false, 1e-6},

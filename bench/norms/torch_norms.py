@@ -25,6 +25,7 @@ b = torch.zeros(C, requires_grad=True)
 s = torch.tensor([C ** 0.5], requires_grad=True)
 rm, rv = torch.zeros(C), torch.ones(C)
 k = int(C * 0.0625)
+alpha, shift = torch.tensor([0.5], requires_grad=True), torch.zeros(1, requires_grad=True)
 
 
 def rms(x, eps=1e-5):
@@ -42,6 +43,8 @@ CASES = {
     "batchnorm": (lambda x: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5), False),
     "instancenorm": (lambda x: F.instance_norm(x, weight=w, bias=b, eps=1e-5), True),
     "groupnorm": (lambda x: F.group_norm(x, 32, w, b, 1e-5), False),
+    "dyt": (lambda x: w * torch.tanh(alpha * x) + b, False),
+    "derf": (lambda x: w * torch.erf(alpha * x + shift) + b, False),
 }
 
 for name, (fn, channels_first) in CASES.items():

@@ -102,7 +102,9 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
-    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every) return MT_OK; /* all off */
+    /* all off, or all but diag_attn.c's, which checks and opens its own file */
+    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every)
+        return mt_diag_attn_open(d, tr, err);
     if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics need a model with a probe of "
@@ -144,6 +146,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     }
     mt_status st = MT_OK;
     if (fwd) st = forward_rows(d, tr, tr->step, cfg->update_steps > 0, cfg->resid_every > 0, err);
+    if (st == MT_OK) st = mt_diag_attn_open(d, tr, err);
     if (st != MT_OK) mt_diag_close(d);
     return st;
 }
@@ -181,6 +184,8 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     bool update = d->update && step <= d->cfg.update_steps;
     bool resid = d->resid && step % d->cfg.resid_every == 0;
     if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
+    if (s == MT_OK && d->attn && step % d->cfg.attn_every == 0)
+        s = mt_diag_attn_rows(d, tr, step, err);
     return s;
 }
 
@@ -188,6 +193,8 @@ void mt_diag_close(mt_diag *d) {
     if (d->grad) fclose(d->grad);
     if (d->update) fclose(d->update);
     if (d->resid) fclose(d->resid);
+    if (d->attn) fclose(d->attn);
+    free(d->attn_max);
     free(d->group);
     free(d->sq);
     free(d->resid_norm);

@@ -25,6 +25,11 @@
  *   The residual stream entering block layer (layer n_layer: leaving the last block) on the same
  *   batch: the mean over tokens of ||x_t||_2 (Xiong et al. 2020). Every resid_every steps from 0.
  *   An encoder-decoder: its encoder's blocks, then its decoder's (the encoder's output has no row).
+ * diag_attn.csv   step,layer,self,cross
+ *   The largest attention logit q.k / sqrt(HS) (after the QK-norm and RoPE) of block layer's
+ *   self-attention and (a decoder's) cross-attention on the same batch, over its rows, heads and
+ *   the keys each query sees (Wortsman et al. 2023: its growth precedes the instability). Every
+ *   attn_every steps from 0; cross empty for a block without one. Layers numbered as above.
  */
 #ifndef MT_DIAG_H
 #define MT_DIAG_H
@@ -38,6 +43,7 @@ typedef struct {
     int grad_every;   /* 0: no diag_grad.csv */
     int update_steps; /* 0: no diag_update.csv */
     int resid_every;  /* 0: no diag_resid.csv */
+    int attn_every;   /* 0: no diag_attn.csv */
     int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
 } mt_diag_cfg;
 
@@ -49,6 +55,8 @@ typedef struct {
     int *group;         /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
     double *sq;         /* 4 L + 1 sums of squares */
     double *resid_norm; /* L + 1 */
+    FILE *attn;
+    float *attn_max; /* 2 L: each attention's largest logit, in forward order */
 } mt_diag;
 
 /* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks
@@ -59,5 +67,8 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
 /* After mt_trainer_step returned with st->finite: the rows due at tr->step. */
 mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st, mt_err *err);
 void mt_diag_close(mt_diag *d);
+/* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
+mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
+mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err);
 
 #endif

@@ -32,7 +32,7 @@ static void dec_start(mt_ctx *c, dec_state *st, const mt_encdec *m, const int *s
     mt_tensor *mem = mt_encdec_encode(c, m, P, src, src_len, B, S);
     for (int l = 0; l < st->L; l++) {
         const mt_attn_params *ap = &Lo->dec.blocks[l].cross;
-        mt_attn_cache_put(&st->cross, l, 0, mt_param_linear(c, P, ap->k_w, ap->k_b, mem),
+        mt_attn_cache_put(&st->cross, l, 0, mt_attn_keys(c, bc, P, ap, mem),
                           mt_param_linear(c, P, ap->v_w, ap->v_b, mem));
     }
     st->cross.len = S;

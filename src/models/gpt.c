@@ -104,6 +104,9 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
              MT_OK)
         return st;
     else block.rope = &L->rope;
+    L->emb_scale = !g->emb_scale ? -1
+                                 : mt_params_add(P, "emb_scale", 1, (int[]){1}, MT_ROLE_NORM,
+                                                 MT_INIT_CONST, sqrtf((float)C));
     if ((st = mt_stack_build_blocks(&L->stack, &g->stack, &block, P, "blocks", "final_norm",
                                     err)) != MT_OK)
         return st;
@@ -135,6 +138,7 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids
         for (int i = 0; i < n; i++) pos[i] = pos0 + i % T;
         x = mt_add(c, x, mt_embedding(c, &P->t[L->pos_emb], pos, n));
     }
+    if (L->emb_scale >= 0) x = mt_scale_by(c, x, &P->t[L->emb_scale]);
     x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }

@@ -50,6 +50,8 @@ static const struct {
     {"bias", "false", "--no-bias"},
     {"act", "swiglu", "--act swiglu"},
     {"pos", "rope", "--pos rope"},
+    {"emb_scale", "false", "no --emb-scale"},
+    {"qk_norm", "none", "--qk-norm none"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {

@@ -9,11 +9,12 @@ struct mt_gpt_layout {
     int tok_emb, pos_emb; /* (V, C), (n_ctx, C); pos_emb -1 with RoPE */
     mt_rope rope;         /* pos rope: the table for n_ctx positions, which the blocks read */
     int lm_head;          /* (V, C), -1 when tied to tok_emb */
+    int emb_scale;        /* (1), -1 without --emb-scale */
     mt_stack stack;       /* causal blocks, the final norm (pre, subln, peri) */
 };
 
-/* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (RoPE: tok_emb[ids] alone; then dropout when
-   configured); ids (B*T), pos0 + T <= n_ctx. */
+/* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (RoPE: tok_emb[ids] alone), times emb_scale
+   when the model has it; then dropout when configured; ids (B*T), pos0 + T <= n_ctx. */
 mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T,
                         int pos0);
 /* The final norm (pre, subln, peri) and the head: x (B, T, C) -> logits (B, T, V). */

@@ -26,6 +26,9 @@ static const mt_field FIELDS[] = {
     F(rope_theta, FLOAT, "rope_theta",
       "RoPE's base: pair i of a head turns by position x "
       "theta^(-2i/head size)"),
+    F(emb_scale, BOOL, "emb_scale",
+      "a learned scalar emb_scale on the embeddings (tokens + positions), init sqrt(n-embd), as "
+      "DyT's and Derf's LLaMA setting"),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F

@@ -41,6 +41,7 @@ typedef struct {
     mt_gpt_arch arch;
     mt_pos_kind pos;  /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
     float rope_theta; /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
+    bool emb_scale;   /* a learned scalar on the embeddings, init sqrt(n_embd) (DyT's LLaMA) */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */

@@ -59,6 +59,21 @@ static const mt_field FIELDS[] = {
       .of = &MT_RMS_FORMS),
     F(norm.rms_bias, BOOL, "rms_bias", "RMSNorm paper form: a learned bias"),
     F(norm.in_affine, BOOL, "in_affine", "InstanceNorm: a learned weight and bias"),
+    F(norm.dyt_alpha, FLOAT, "dyt_alpha", "DyT and Derf: the initial alpha of every norm",
+      .range = "0.."),
+    F(norm.dyt_alpha_attn, FLOAT, "dyt_alpha_attn",
+      "DyT and Derf: the initial alpha of the attention's norms; 0: dyt-alpha", .range = "0.."),
+    F(norm.dyt_alpha_ffn, FLOAT, "dyt_alpha_ffn",
+      "DyT and Derf: the initial alpha of the FFN's norms; 0: dyt-alpha", .range = "0.."),
+    F(norm.dyt_alpha_final, FLOAT, "dyt_alpha_final",
+      "DyT and Derf: the initial alpha of the final norm; 0: dyt-alpha", .range = "0.."),
+    F(norm.derf_shift, FLOAT, "derf_shift", "Derf: the initial shift s"),
+    F(qk.kind, ENUM, "qk_norm", "a norm on the attention's queries and keys, before RoPE",
+      .of = &MT_QK_NORMS),
+    F(qk.scope, ENUM, "qk_norm_scope", "QK-norm over each head or the whole projection",
+      .of = &MT_QK_SCOPES),
+    F(qk.affine, BOOL, "qk_norm_affine",
+      "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS),
     F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
       .range = "0.."),
@@ -125,6 +140,16 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          s->deepnorm_alpha, s->deepnorm_beta, s->subln_gain);
     mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
+    if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
+    if (s->placement == MT_PLACE_DEEPNORM &&
+        (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF))
+        return mt_errorf(err, MT_EINVAL,
+                         "--norm %s with --placement deepnorm: refused: DeepNorm's skip scale "
+                         "alpha = (2N)^(1/4) assumes a norm after the sum that removes its scale, "
+                         "and a point-wise %s does not (a larger sum only saturates it); use "
+                         "--placement pre, post, subln or peri",
+                         mt_enum_name(&MT_NORMS, s->norm.kind),
+                         mt_enum_name(&MT_NORMS, s->norm.kind));
     if (s->ff_multiple < 1)
         return mt_errorf(err, MT_EINVAL,
                          "config: ff_multiple = %d, must be at least 1 (LLaMA: "
@@ -174,6 +199,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .bias = s->bias,
                           .causal = causal,
                           .norm = s->norm,
+                          .qk = s->qk,
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,
                           .act = s->act,
@@ -219,6 +245,7 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->act == MT_ACT_SWIGLU) block += 3 * F;
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
+    if (s->qk.kind != MT_QK_NONE) block += 4 * C; /* normalised q and k, a cross-attention's */
     return s->n_layer * block;
 }
 
@@ -253,7 +280,8 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
     }
     st->final_norm_on = mt_placement_final_norm(s->placement);
     st->final_norm = MT_NORM_PARAMS_NONE;
-    if (st->final_norm_on) mt_norm_add_params(P, final_name, &s->norm, s->n_embd, &st->final_norm);
+    mt_norm_cfg final = mt_norm_at(&s->norm, MT_NORM_SITE_FINAL);
+    if (st->final_norm_on) mt_norm_add_params(P, final_name, &final, s->n_embd, &st->final_norm);
     return MT_OK;
 }
 

@@ -27,6 +27,7 @@ typedef struct {
     int ff_multiple;                   /* SwiGLU's default n_ff is rounded up to a multiple */
     int n_kv_head; /* key-value heads (grouped-query attention), divides n_head; 0: n_head */
     mt_norm_cfg norm;
+    mt_qk_norm_cfg qk; /* QK-norm of every attention */
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
     float subln_gain;                    /* Sub-LN's gamma; 0: from the depth */

@@ -530,6 +530,15 @@ static void attention_backward(mt_node *n) {
 }
 static const mt_op OP_ATTENTION = {"attention", attention_forward, attention_backward};
 
+/* For the diagnostics' probe (mt_ctx.attn_max): the largest of an op's n saved row maxima of
+   the scores S = q.k / sqrt(HS), each over the keys its query sees. */
+static void record_max_logit(mt_ctx *c, const float *rmax, size_t n) {
+    if (!c->attn_max) return;
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++) m = rmax[i] > m ? rmax[i] : m;
+    c->attn_max[c->attn_calls++] = m;
+}
+
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal) {
     char sq[64], sk[64], sv[64];
@@ -556,6 +565,7 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     bool recorded = c->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
     if (d.small && recorded) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
     mt_node_run(c, n);
+    record_max_logit(c, n->saved[0], (size_t)B * n_head * T);
     return out;
 }
 
@@ -743,6 +753,7 @@ mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, 
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     mt_node_run(c, n);
+    record_max_logit(c, n->saved[0], (size_t)B * n_head * Tq);
     return out;
 }
 

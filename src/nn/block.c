@@ -90,8 +90,11 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     bool bias = cfg->bias;
     mt_attn_params *a = &bp->attn;
     mt_ffn_params *f = &bp->ffn;
+    /* the norms of each sublayer: their site's options (DyT's initial alpha) */
+    mt_norm_cfg attn_norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_ATTN),
+                ffn_norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_FFN);
     snprintf(name, sizeof name, "%s.attn_norm", prefix);
-    mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_norm);
+    mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_norm);
     const struct {
         const char *name;
         float std;
@@ -105,13 +108,15 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
         snprintf(name, sizeof name, "%s.attn.%s", prefix, proj[i].name);
         add_linear(P, name, i == 1 || i == 2 ? KC : C, C, bias, proj[i].std, proj[i].w, proj[i].b);
     }
+    snprintf(name, sizeof name, "%s.attn", prefix); /* QK-norm gains: .attn.q_norm, .k_norm */
+    mt_qk_norm_add_params(P, name, &cfg->qk, C / cfg->n_head, C, KC, &a->q_norm, &a->k_norm);
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
     snprintf(name, sizeof name, "%s.attn.inner_norm", prefix);
-    if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_inner);
+    if (inner) mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_inner);
     snprintf(name, sizeof name, "%s.attn_out_norm", prefix);
-    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->attn_out);
+    if (out) mt_norm_add_params(P, name, &attn_norm, C, &bp->attn_out);
     bp->cross_norm = bp->cross_inner = bp->cross_out = MT_NORM_PARAMS_NONE;
     bp->cross = MT_ATTN_PARAMS_NONE;
     if (cfg->cross) { /* no grouped-query form: KC = C */
@@ -120,18 +125,20 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
         int *w[] = {&x->q_w, &x->k_w, &x->v_w, &x->out_w},
             *b[] = {&x->q_b, &x->k_b, &x->v_b, &x->out_b};
         snprintf(name, sizeof name, "%s.cross_attn_norm", prefix);
-        mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_norm);
+        mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_norm);
         for (int i = 0; i < 4; i++) {
             snprintf(name, sizeof name, "%s.cross_attn.%s", prefix, proj[i].name);
             add_linear(P, name, C, C, bias, proj[i].std, w[i], b[i]);
         }
+        snprintf(name, sizeof name, "%s.cross_attn", prefix);
+        mt_qk_norm_add_params(P, name, &cfg->qk, C / cfg->n_head, C, C, &x->q_norm, &x->k_norm);
         snprintf(name, sizeof name, "%s.cross_attn.inner_norm", prefix);
-        if (inner) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_inner);
+        if (inner) mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_inner);
         snprintf(name, sizeof name, "%s.cross_attn_out_norm", prefix);
-        if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->cross_out);
+        if (out) mt_norm_add_params(P, name, &attn_norm, C, &bp->cross_out);
     }
     snprintf(name, sizeof name, "%s.ffn_norm", prefix);
-    mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_norm);
+    mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_norm);
     snprintf(name, sizeof name, "%s.ffn.fc1", prefix);
     add_linear(P, name, F, C, bias, init->fc1, &f->fc1_w, &f->fc1_b);
     f->fc3_w = f->fc3_b = -1;
@@ -140,9 +147,9 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     snprintf(name, sizeof name, "%s.ffn.fc2", prefix);
     add_linear(P, name, C, F, bias, init->fc2, &f->fc2_w, &f->fc2_b);
     snprintf(name, sizeof name, "%s.ffn.inner_norm", prefix);
-    if (inner) mt_norm_add_params(P, name, &cfg->norm, F, &bp->ffn_inner);
+    if (inner) mt_norm_add_params(P, name, &ffn_norm, F, &bp->ffn_inner);
     snprintf(name, sizeof name, "%s.ffn_out_norm", prefix);
-    if (out) mt_norm_add_params(P, name, &cfg->norm, C, &bp->ffn_out);
+    if (out) mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_out);
 }
 
 /* ---- sublayers ------------------------------------------------------------------------------- */
@@ -151,12 +158,24 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) 
     return mt_linear(c, x, &P->t[w], b >= 0 ? &P->t[b] : NULL);
 }
 
+/* q_proj(x) after the QK-norm */
+static mt_tensor *attn_query(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                             const mt_attn_params *a, mt_tensor *x) {
+    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
+    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->q_norm, q);
+}
+
+mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_attn_params *a,
+                        mt_tensor *x) {
+    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->k_norm, k);
+}
+
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->attn;
     const int *kv_len = arg;
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
@@ -169,8 +188,7 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     const mt_attn_params *a = &bp->attn;
     const mt_cache_arg *ca = arg;
     int pos0 = ca->kv->len; /* the new tokens' first position; the cached keys keep theirs */
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
@@ -190,8 +208,7 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
                                   const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->cross;
     const mt_cross_mem *m = arg;
-    mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, m->mem);
+    mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, m->mem);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
     return cross_output(c, cfg, P, bp, y);
@@ -200,7 +217,7 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
 mt_tensor *mt_cross_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                          const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_cache_arg *ca = arg;
-    mt_tensor *q = mt_param_linear(c, P, bp->cross.q_w, bp->cross.q_b, x), *k, *v;
+    mt_tensor *q = attn_query(c, cfg, P, &bp->cross, x), *k, *v;
     mt_attn_cache_layer(c, ca->kv, ca->layer, &k, &v);
     mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, ca->kv_len);
     return cross_output(c, cfg, P, bp, y);

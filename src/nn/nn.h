@@ -19,6 +19,8 @@ typedef enum {
     MT_NORM_GN,    /* GroupNorm */
     MT_NORM_SCALE, /* ScaleNorm */
     MT_NORM_NONE,  /* identity, for ablations */
+    MT_NORM_DYT,   /* Dynamic Tanh: w tanh(alpha x) + b, no statistics */
+    MT_NORM_DERF,  /* Dynamic erf: w erf(alpha x + s) + b, no statistics */
 } mt_norm_kind;
 
 typedef enum { MT_RMS_LLAMA, MT_RMS_PAPER } mt_rms_form;
@@ -34,24 +36,42 @@ typedef struct {
     mt_rms_form rms_form;
     bool rms_bias;  /* RMSNorm paper form: a learned bias */
     bool in_affine; /* InstanceNorm: learned weight and bias (off by default, as in torch) */
+    /* DyT and Derf: the initial alpha of every site, and of the attention's (self and cross:
+       the norms of those sublayers), the FFN's and the final norm's (0: dyt_alpha); Derf's
+       initial shift s */
+    float dyt_alpha, dyt_alpha_attn, dyt_alpha_ffn, dyt_alpha_final, derf_shift;
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
-extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none" */
+extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none", "dyt",
+                                  "derf" */
 /* Checks the options for C channels. causal: a model that reads tokens left to right, where
    BatchNorm's and InstanceNorm's statistics over time would let it see the future. */
 mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err);
 
+/* Where a norm sits, for the options that differ per site (DyT's and Derf's initial alpha). */
+typedef enum { MT_NORM_SITE_ATTN, MT_NORM_SITE_FFN, MT_NORM_SITE_FINAL } mt_norm_site;
+/* cfg with the site's initial alpha as dyt_alpha (a copy, for mt_norm_add_params). */
+mt_norm_cfg mt_norm_at(const mt_norm_cfg *cfg, mt_norm_site site);
+
 /* Indices into mt_params of a norm's parameters, -1 where the kind has none. */
 typedef struct {
     int weight, bias, running_mean, running_var, g;
+    int alpha, shift; /* DyT, Derf: (1) each; Derf's shift */
 } mt_norm_params;
 /* A norm with no parameters (none, or not built): every index -1. */
 #define MT_NORM_PARAMS_NONE                                                                        \
-    ((mt_norm_params){.weight = -1, .bias = -1, .running_mean = -1, .running_var = -1, .g = -1})
-_Static_assert(sizeof(mt_norm_params) == 5 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
+    ((mt_norm_params){.weight = -1,                                                                \
+                      .bias = -1,                                                                  \
+                      .running_mean = -1,                                                          \
+                      .running_var = -1,                                                           \
+                      .g = -1,                                                                     \
+                      .alpha = -1,                                                                 \
+                      .shift = -1})
+_Static_assert(sizeof(mt_norm_params) == 7 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
 
-/* Adds <prefix>.weight, .bias, .running_mean, .running_var or .g as the kind has them. */
+/* Adds <prefix>.weight, .bias, .running_mean, .running_var, .g, .alpha or .shift as the kind has
+   them (DyT: weight, bias, alpha = cfg->dyt_alpha; Derf: also shift = cfg->derf_shift). */
 void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
                         mt_norm_params *np);
 /* Normalizes tokens x (B, T, C), channels last: per token for ln, rms, prms, scale and gn
@@ -73,6 +93,11 @@ mt_tensor *mt_prmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, floa
 int mt_prms_k(int C, float p); /* floor(C p), at least 1 */
 /* g * x / max(||x||, eps), g a learned scalar (1). */
 mt_tensor *mt_scalenorm(mt_ctx *c, mt_tensor *x, mt_tensor *g, float eps);
+/* Point-wise, no statistics (norm_point.c), x (..., C), alpha (1), s (1), w (C) and b (C) or
+   NULL: DyT y = w tanh(alpha x) + b; Derf y = w erf(alpha x + s) + b. */
+mt_tensor *mt_dyt(mt_ctx *c, mt_tensor *x, mt_tensor *alpha, mt_tensor *w, mt_tensor *b);
+mt_tensor *mt_derf(mt_ctx *c, mt_tensor *x, mt_tensor *alpha, mt_tensor *s, mt_tensor *w,
+                   mt_tensor *b);
 /* Over other axes: x (N, C, *spatial) channels-first as torch takes it ((N, C), (N, C, L),
    (N, C, H, W)), or (N, *spatial, C) when channels_last (tokens (B, T, C)).
    BatchNorm: per channel over N and spatial; with c->training (or no running statistics) the
@@ -107,6 +132,32 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
    w3 (F, C), b3 (F) or NULL; keeps the two N x F products. w3 and b3 are NULL for the others. */
 mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
                   mt_tensor *b2, mt_tensor *w3, mt_tensor *b3, mt_act act);
+
+/* QK-norm (norm_qk.c): a norm on an attention's queries and keys after their projections and
+   before RoPE, as Qwen3, Gemma 3 (per head) and OLMo-2 (the whole projection) place it
+   (docs/layers.md). rms: x / sqrt(mean(x^2) + 1e-6); ln: (x - mean) / sqrt(var + 1e-5); each
+   times a learned weight with affine (HS per head, shared by the heads; else the projection's
+   width). l2: g x / max(||x||, 1e-12), g one learned scalar (init sqrt(width)), affine only. */
+typedef enum { MT_QK_NONE, MT_QK_RMS, MT_QK_LN, MT_QK_L2 } mt_qk_norm_kind;
+typedef enum { MT_QK_HEAD, MT_QK_ALL } mt_qk_norm_scope;
+typedef struct {
+    mt_qk_norm_kind kind;
+    mt_qk_norm_scope scope;
+    bool affine; /* a learned gain */
+} mt_qk_norm_cfg;
+extern const mt_enum MT_QK_NORMS;  /* "none", "rms", "ln", "l2" */
+extern const mt_enum MT_QK_SCOPES; /* "head", "all" */
+/* Refuses what makes no sense (the reason in err): scope or affine without a norm, l2 without a
+   gain, LayerNorm per head of size 1. */
+mt_status mt_qk_norm_validate(const mt_qk_norm_cfg *qk, int HS, mt_err *err);
+/* With affine, <prefix>.q_norm.* and <prefix>.k_norm.* for queries of C and keys of KC
+   channels; *q, *k their indices, -1 without. */
+void mt_qk_norm_add_params(mt_params *P, const char *prefix, const mt_qk_norm_cfg *qk, int HS,
+                           int C, int KC, int *q, int *k);
+/* x (..., W), W a multiple of HS, normalised per head of HS channels or whole, gain P->t[gain]
+   (-1: none); x itself for kind none. */
+mt_tensor *mt_qk_norm(mt_ctx *c, const mt_qk_norm_cfg *qk, int HS, mt_params *P, int gain,
+                      mt_tensor *x);
 
 /* Multi-head scaled dot-product attention, one fused op: q (B, T, C), C = NH * HS, head h the
    channels [h HS, (h+1) HS); k, v (B, T, KC) with KC = NKV HS, NKV dividing NH (grouped-query
@@ -221,6 +272,7 @@ typedef struct {
     bool causal;      /* attention masked to the past (decoders) */
     bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
+    mt_qk_norm_cfg qk; /* QK-norm of every attention (self and cross) */
     mt_placement placement;
     float alpha; /* DeepNorm's skip scale */
     mt_act act;
@@ -229,9 +281,11 @@ typedef struct {
         *rope; /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
 } mt_block_cfg;
 
-/* Indices into mt_params; biases -1 when the block has none. */
+/* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
+   gains (-1: none). */
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
+    int q_norm, k_norm;
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
@@ -242,8 +296,10 @@ typedef struct {
                       .v_w = -1,                                                                   \
                       .v_b = -1,                                                                   \
                       .out_w = -1,                                                                 \
-                      .out_b = -1})
-_Static_assert(sizeof(mt_attn_params) == 8 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
+                      .out_b = -1,                                                                 \
+                      .q_norm = -1,                                                                \
+                      .k_norm = -1})
+_Static_assert(sizeof(mt_attn_params) == 10 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;
@@ -303,7 +359,12 @@ bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each subla
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
 /* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
-/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))), q and k rotated by cfg->rope when set;
+/* The keys k_proj(x) of attention a (the block's attn or cross) after the QK-norm: what the
+   attention and a KV cache read. */
+mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_attn_params *a,
+                        mt_tensor *x);
+/* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))), q and k after the QK-norm (cfg->qk) and
+   rotated by cfg->rope when set;
    arg: NULL, or the keys' lengths (const int *, B) of a padded batch. */
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);

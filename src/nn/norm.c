@@ -1,5 +1,6 @@
 /* The norm a model picks by name: options, checks, parameters, and the dispatch over tokens
  * x (B, T, C). The norms themselves are fused ops in norm_layer.c and norm_batch.c. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,10 +8,16 @@
 #include "nn.h"
 
 static const mt_enum_item NORMS[] = {
-    [MT_NORM_LN] = {"ln", "LayerNorm"},           [MT_NORM_RMS] = {"rms", "RMSNorm"},
-    [MT_NORM_PRMS] = {"prms", "partial RMSNorm"}, [MT_NORM_BN] = {"bn", "BatchNorm"},
-    [MT_NORM_IN] = {"in", "InstanceNorm"},        [MT_NORM_GN] = {"gn", "GroupNorm"},
-    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},     [MT_NORM_NONE] = {"none", "identity"},
+    [MT_NORM_LN] = {"ln", "LayerNorm"},
+    [MT_NORM_RMS] = {"rms", "RMSNorm"},
+    [MT_NORM_PRMS] = {"prms", "partial RMSNorm"},
+    [MT_NORM_BN] = {"bn", "BatchNorm"},
+    [MT_NORM_IN] = {"in", "InstanceNorm"},
+    [MT_NORM_GN] = {"gn", "GroupNorm"},
+    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},
+    [MT_NORM_NONE] = {"none", "identity"},
+    [MT_NORM_DYT] = {"dyt", "Dynamic Tanh, w tanh(alpha x) + b"},
+    [MT_NORM_DERF] = {"derf", "Dynamic erf, w erf(alpha x + s) + b"},
 };
 const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 
@@ -24,7 +31,51 @@ mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
                          .gn_groups = 32,
                          .rms_form = MT_RMS_LLAMA,
                          .rms_bias = false,
-                         .in_affine = false};
+                         .in_affine = false,
+                         .dyt_alpha = 0.5f};
+}
+
+static bool point_wise(const mt_norm_cfg *cfg) {
+    return cfg->kind == MT_NORM_DYT || cfg->kind == MT_NORM_DERF;
+}
+
+mt_norm_cfg mt_norm_at(const mt_norm_cfg *cfg, mt_norm_site site) {
+    mt_norm_cfg at = *cfg;
+    float a = site == MT_NORM_SITE_ATTN  ? cfg->dyt_alpha_attn
+              : site == MT_NORM_SITE_FFN ? cfg->dyt_alpha_ffn
+                                         : cfg->dyt_alpha_final;
+    if (a > 0) at.dyt_alpha = a;
+    return at;
+}
+
+/* DyT's and Derf's options: alphas > 0 (a site's 0: --dyt-alpha), a finite shift; given to
+   another norm they would do nothing, so they are refused there. */
+static mt_status point_validate(const mt_norm_cfg *cfg, const char *name, mt_err *err) {
+    const struct {
+        const char *flag;
+        float v, unset;
+    } opts[] = {{"--dyt-alpha", cfg->dyt_alpha, 0.5f},
+                {"--dyt-alpha-attn", cfg->dyt_alpha_attn, 0},
+                {"--dyt-alpha-ffn", cfg->dyt_alpha_ffn, 0},
+                {"--dyt-alpha-final", cfg->dyt_alpha_final, 0},
+                {"--derf-shift", cfg->derf_shift, 0}};
+    for (int i = 0; i < 5; i++) {
+        float v = opts[i].v;
+        if (!point_wise(cfg) && v != opts[i].unset)
+            return mt_errorf(err, MT_EINVAL,
+                             "%s %g: only --norm dyt and --norm derf have it (the norm is %s)",
+                             opts[i].flag, v, name);
+        if (i == 4 ? !isfinite(v) : !(isfinite(v) && v >= (i == 0 ? FLT_MIN : 0)))
+            return mt_errorf(err, MT_EINVAL, "%s: %g; %s", opts[i].flag, v,
+                             i == 0   ? "the initial alpha must be > 0 (the papers use 0.5)"
+                             : i == 4 ? "the initial shift must be a finite number (0)"
+                                      : "the site's initial alpha must be > 0, or 0 for "
+                                        "--dyt-alpha");
+    }
+    if (cfg->kind == MT_NORM_DYT && cfg->derf_shift != 0)
+        return mt_errorf(err, MT_EINVAL, "--derf-shift %g: only --norm derf has a shift",
+                         cfg->derf_shift);
+    return MT_OK;
 }
 
 static bool rms_like(const mt_norm_cfg *cfg) {
@@ -53,6 +104,8 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
                          "--gn-groups: %d groups do not divide the %d channels; use a divisor "
                          "of %d (1 is LayerNorm-like, %d InstanceNorm-like)",
                          cfg->gn_groups, C, C, C);
+    mt_status st = point_validate(cfg, name, err);
+    if (st != MT_OK) return st;
     if (causal && (cfg->kind == MT_NORM_BN || cfg->kind == MT_NORM_IN))
         return mt_errorf(
             err, MT_EINVAL,
@@ -60,7 +113,7 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
             "includes the future tokens of every position, so training could read the future "
             "and generation (which has no future) would behave differently; it is available for "
             "non-causal models (the ViT, --model vit); a causal model can use ln, rms, prms, gn, "
-            "scale or none",
+            "scale, dyt, derf or none",
             name, cfg->kind == MT_NORM_BN ? "BatchNorm" : "InstanceNorm",
             cfg->kind == MT_NORM_BN ? "the batch and time (B*T)" : "time (T)");
     return MT_OK;
@@ -75,7 +128,8 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
     (snprintf(name, sizeof name, "%s.%s", prefix, suffix),                                         \
      np->field = mt_params_add(P, name, 1, shape, role, init, value))
     bool affine = cfg->kind == MT_NORM_LN || rms_like(cfg) || cfg->kind == MT_NORM_BN ||
-                  cfg->kind == MT_NORM_GN || (cfg->kind == MT_NORM_IN && cfg->in_affine);
+                  cfg->kind == MT_NORM_GN || (cfg->kind == MT_NORM_IN && cfg->in_affine) ||
+                  point_wise(cfg);
     bool bias = affine && (!rms_like(cfg) || (cfg->rms_form == MT_RMS_PAPER && cfg->rms_bias));
     if (affine) ADD(weight, "weight", MT_ROLE_NORM, MT_INIT_ONES, 0);
     if (bias) ADD(bias, "bias", MT_ROLE_NORM, MT_INIT_ZEROS, 0);
@@ -87,6 +141,16 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
         snprintf(name, sizeof name, "%s.g", prefix);
         np->g = mt_params_add(P, name, 1, (const int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
                               sqrtf((float)C));
+    }
+    if (point_wise(cfg)) {
+        snprintf(name, sizeof name, "%s.alpha", prefix);
+        np->alpha = mt_params_add(P, name, 1, (const int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                  cfg->dyt_alpha);
+    }
+    if (cfg->kind == MT_NORM_DERF) {
+        snprintf(name, sizeof name, "%s.shift", prefix);
+        np->shift = mt_params_add(P, name, 1, (const int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                  cfg->derf_shift);
     }
 #undef ADD
 }
@@ -113,6 +177,8 @@ mt_tensor *mt_norm_tokens(mt_ctx *c, const mt_norm_cfg *cfg, mt_params *P, const
         return mt_reshape(c, y, x->ndim, x->shape);
     }
     case MT_NORM_NONE: return x;
+    case MT_NORM_DYT: return mt_dyt(c, x, param(P, np->alpha), w, b);
+    case MT_NORM_DERF: return mt_derf(c, x, param(P, np->alpha), param(P, np->shift), w, b);
     }
     MT_ASSERT(0, "norm_tokens: unknown norm kind %d", (int)cfg->kind);
 }

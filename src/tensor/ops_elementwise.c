@@ -92,32 +92,47 @@ mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     return out;
 }
 
-/* ---- scale: y = s * x, f[0] = s ------------------------------------------------------------ */
+/* ---- scale: y = s * x, s = f[0], or the scalar tensor in[1] (1) when given ------------------- */
+
+static float scale_of(const mt_node *n) { return n->in[1] ? n->in[1]->data[0] : n->f[0]; }
 
 static void scale_forward(mt_node *n) {
-    const float *x = n->in[0]->data, s = n->f[0];
+    const float *x = n->in[0]->data, s = scale_of(n);
     float *y = n->out->data;
     size_t N = n->out->n;
     MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) y[i] = s * x[i];);
 }
 
-/* dx += s * dy */
+/* dx += s * dy; a learned s: ds += sum dy x (in order, in double) */
 static void scale_backward(mt_node *n) {
-    const float *dy = n->out->grad, s = n->f[0];
-    float *dx = n->in[0]->grad;
+    const float *dy = n->out->grad, *x = n->in[0]->data, s = scale_of(n);
+    float *dx = n->in[0]->grad, *ds = n->in[1] ? n->in[1]->grad : NULL;
     size_t N = n->out->n;
+    if (ds) {
+        double sum = 0;
+        for (size_t i = 0; i < N; i++) sum += (double)dy[i] * x[i];
+        ds[0] += (float)sum;
+    }
     if (!dx) return;
     MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];);
 }
 
 static const mt_op OP_SCALE = {"scale", scale_forward, scale_backward};
 
-mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) {
+static mt_tensor *scale(mt_ctx *c, mt_tensor *x, mt_tensor *s, float sf) {
     mt_tensor *out = mt_tensor_like(c, x);
-    mt_node *n = mt_node_new(c, &OP_SCALE, out, 1, (mt_tensor *[]){x});
-    n->f[0] = s;
+    mt_node *n = mt_node_new(c, &OP_SCALE, out, s ? 2 : 1, (mt_tensor *[]){x, s});
+    n->f[0] = sf;
     mt_node_run(c, n);
     return out;
+}
+
+mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s) { return scale(c, x, NULL, s); }
+
+mt_tensor *mt_scale_by(mt_ctx *c, mt_tensor *x, mt_tensor *s) {
+    char buf[64];
+    MT_ASSERT(s->n == 1, "scale_by: s %s, expected one element", mt_shape_str(s, buf, 64));
+    return scale(c, x, s, 0.0f);
 }
 
 /* ---- activations: y = F(x), dx += dy * F'(x) --------------------------------------------------

@@ -87,7 +87,12 @@ struct mt_ctx {
     void (*after_backward)(mt_node *n, void *arg);
     void *after_backward_arg;
     mt_profile *profile; /* NULL: off; else each node's forward and backward time (profile.h) */
-    int precision;       /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
+    /* NULL: off; else each attention op writes the largest logit it computed (q.k / sqrt(HS)
+       over the keys each query sees) to attn_max[attn_calls++]: the diagnostics' probe
+       (src/diag), which sizes attn_max for the attentions of its forward */
+    float *attn_max;
+    int attn_calls;
+    int precision; /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
     /* The thread budget of this context's ops and their products: at most this many of the
        pool's threads (0: all of them). Set by whoever owns the context (decoding's tiny ops run
        on one); nothing process-wide changes. */
@@ -183,8 +188,9 @@ mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 /* The ops below are declared here as the contract other modules build on. */
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b); /* elementwise, same shape */
 mt_tensor *mt_scale(mt_ctx *c, mt_tensor *x, float s);
-mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);  /* all elements -> (1,) */
-mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x); /* all elements -> (1,) */
+mt_tensor *mt_scale_by(mt_ctx *c, mt_tensor *x, mt_tensor *s); /* s (1) a learned scalar */
+mt_tensor *mt_sum(mt_ctx *c, mt_tensor *x);                    /* all elements -> (1,) */
+mt_tensor *mt_mean(mt_ctx *c, mt_tensor *x);                   /* all elements -> (1,) */
 /* Same data, new shape with the same element count; shares x's data (no copy). */
 mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
 /* out.shape[i] = x.shape[perm[i]]; a copy. */

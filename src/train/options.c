@@ -67,6 +67,9 @@ static const mt_field DIAG[] = {
     F(resid_every, INT, "diag_resid_every",
       "residual-stream norm entering each block every N steps to diag_resid.csv; 0: off",
       .range = "0.."),
+    F(attn_every, INT, "diag_attn_every",
+      "the largest attention logit of each layer every N steps to diag_attn.csv; 0: off",
+      .range = "0.."),
     F(batch, INT, "diag_batch",
       "rows of the fixed held-out batch of the diagnostics; 0: min(4, batch)", .range = "0.."),
 };

@@ -70,10 +70,11 @@ def run_op(driver, op, xs, dy, grad, **opts):
 def check_model(R, label, got, logits, loss, model, tol):
     """A driver's output (got: logits, loss, grad.<name>) against a torch model's (logits, loss
     and model.p, name -> parameter with its .grad): the values, every gradient, and the names.
-    The k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant), so both
-    sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
+    The k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant; not under a
+    QK-norm), so both sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
     dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms: measured against the sum of |terms|
-    (model.g_terms, when the model records them)."""
+    (model.g_terms, when the model records them), as are the other learned scalars' gradients
+    (DyT's and Derf's alpha and shift, the embedding scale: model.terms)."""
     R.check(f"{label} logits", got["logits"], logits.detach().numpy(), tol)
     R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), tol)
     names = {k[5:] for k in got if k.startswith("grad.")}
@@ -82,8 +83,10 @@ def check_model(R, label, got, logits, loss, model, tol):
     for name, t in model.p.items():
         want = t.grad.numpy().reshape(got["grad." + name].shape)
         scale = 1.0
-        if name.endswith("k_proj.bias"):
+        if name.endswith("k_proj.bias") and model.cfg.get("qk_norm", "none") == "none":
             scale = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+        elif name in getattr(model, "terms", {}):
+            scale = model.terms[name]
         elif name.endswith(".g") and hasattr(model, "g_terms"):
             scale = model.g_terms[name[:-2]]
         R.check(f"{label} grad {name}", got["grad." + name], want,

@@ -1,5 +1,5 @@
 /* Parity driver for the norms (tests/parity/test_norms.py). Inputs x0 = x, then the weight and
-   bias when the norm has them (x1 = g for ScaleNorm); options: eps, form (0 LLaMA, 1 paper), p,
+   bias when the norm has them (x1 = g for ScaleNorm; DyT and Derf: below); options: eps, form (0 LLaMA, 1 paper), p,
    G, cl (channels-last), training. */
 #include "../check.h"
 
@@ -25,6 +25,17 @@ static mt_tensor *b_prmsnorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetenso
 static mt_tensor *b_scalenorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n;
     return mt_scalenorm(c, x[0], x[1], parity_opt(in, "eps"));
+}
+
+/* x0 = x, x1 = alpha, then (Derf) x2 = s, then w and b when given */
+static mt_tensor *b_dyt(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)in;
+    return mt_dyt(c, x[0], x[1], arg(x, n, 2), arg(x, n, 3));
+}
+
+static mt_tensor *b_derf(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)in;
+    return mt_derf(c, x[0], x[1], x[2], arg(x, n, 3), arg(x, n, 4));
 }
 
 /* x0 = x, x1 = w, x2 = b, x3 = running_mean, x4 = running_var; options training, cl */
@@ -64,10 +75,16 @@ static mt_tensor *b_groupnorm(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
 }
 
 static const parity_op OPS[] = {
-    {"batchnorm", b_batchnorm},       {"batchnorm_steps", b_batchnorm_steps},
-    {"instancenorm", b_instancenorm}, {"groupnorm", b_groupnorm},
-    {"layernorm", b_layernorm},       {"rmsnorm", b_rmsnorm},
-    {"prmsnorm", b_prmsnorm},         {"scalenorm", b_scalenorm},
+    {"batchnorm", b_batchnorm},
+    {"batchnorm_steps", b_batchnorm_steps},
+    {"instancenorm", b_instancenorm},
+    {"groupnorm", b_groupnorm},
+    {"layernorm", b_layernorm},
+    {"rmsnorm", b_rmsnorm},
+    {"prmsnorm", b_prmsnorm},
+    {"scalenorm", b_scalenorm},
+    {"dyt", b_dyt},
+    {"derf", b_derf},
 };
 
 int main(int argc, char **argv) {

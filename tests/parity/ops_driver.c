@@ -40,6 +40,11 @@ static mt_tensor *b_scale(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors 
     return mt_scale(c, x[0], (float)parity_opt(in, "s"));
 }
 
+static mt_tensor *b_scale_by(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n, (void)in;
+    return mt_scale_by(c, x[0], x[1]);
+}
+
 static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n, (void)in;
     return mt_sum(c, x[0]);
@@ -152,6 +157,7 @@ static const parity_op OPS[] = {
     {"add", b_add},
     {"mul", b_mul},
     {"scale", b_scale},
+    {"scale_by", b_scale_by},
     {"sum", b_sum},
     {"mean", b_mean},
     {"reshape", b_reshape},

@@ -99,6 +99,16 @@ CASES = [
     {"norm": "ln", "placement": "deepnorm", "tied": True, "bias": True, "act": "relu"},
     {"norm": "rms", "placement": "pre", "tied": True, "bias": False, "act": "swiglu",
      "pos": "rope", "rope_theta": 10000.0, "n_kv_head": 1},  # the LLaMA pieces: fc3 in bf16
+    # DyT and Derf (point-wise, fp32 like every norm) with the embedding scale
+    {"norm": "dyt", "placement": "pre", "tied": True, "bias": True, "act": "gelu",
+     "emb_scale": True},
+    {"norm": "derf", "placement": "peri", "tied": False, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "emb_scale": True},
+    # QK-norm (fp32, on the bf16 products' q and k), per head before RoPE and over the projection
+    {"norm": "rms", "placement": "pre", "tied": True, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "qk_norm": "rms", "qk_norm_affine": True},
+    {"norm": "ln", "placement": "post", "tied": True, "bias": True, "act": "gelu",
+     "qk_norm": "l2", "qk_norm_scope": "all", "qk_norm_affine": True},
 ]
 worst_plain = 0.0
 for i, case in enumerate(CASES):

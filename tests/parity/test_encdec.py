@@ -1,7 +1,8 @@
 """The encoder-decoder against a PyTorch model written here (separate q, k, v projections, an
 explicit key-padding mask; not nn.Transformer), on the same weights passed by their mt names:
 logits, loss and the gradient of every parameter, to 1e-4 relative, for each placement (Pre-LN,
-Post-LN, DeepNorm with the encoder-decoder constants), LayerNorm and RMSNorm, a batch of words of
+Post-LN, DeepNorm with the encoder-decoder constants), LayerNorm, RMSNorm, QK-norm on the self-
+and cross-attention, DyT and Derf (not with DeepNorm), a batch of words of
 different lengths (padded keys masked in the encoder's self-attention and the cross-attention),
 tied and untied, with and without biases, label smoothing 0, 0.1 and 0.3 in the loss."""
 import json
@@ -12,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, check_model, run_driver
-from torch_gpt import TorchBlocks
+from torch_gpt import TorchBlocks, norm_shapes, qk_norm_shapes
 
 rng = np.random.default_rng(1)
 R = Report("parity encdec")
@@ -33,9 +34,10 @@ class TorchEncDec(TorchBlocks):
     def mha(self, x, mem, pre, causal, key_len):
         B, T, C = x.shape
         S, NH = mem.shape[1], self.cfg["n_head"]
-        q = self.linear(x, pre + "q_proj").view(B, T, NH, C // NH).transpose(1, 2)
-        k, v = (self.linear(mem, pre + n).view(B, S, NH, C // NH).transpose(1, 2)
-                for n in ("k_proj", "v_proj"))
+        q = self.qk_norm(self.linear(x, pre + "q_proj"), pre + "q_norm")
+        k = self.qk_norm(self.linear(mem, pre + "k_proj"), pre + "k_norm")
+        q, k, v = (t.view(B, -1, NH, C // NH).transpose(1, 2)
+                   for t in (q, k, self.linear(mem, pre + "v_proj")))
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         mask = torch.arange(S)[None, :] >= key_len[:, None]  # (B, S): padded keys
         mask = mask[:, None, None, :].expand(B, NH, T, S)
@@ -88,10 +90,8 @@ def param_shapes(cfg):
     shapes = {"tok_emb.weight": ((V, C), "e"), "enc.pos_emb.weight": ((cfg["src_ctx"], C), "e"),
               "dec.pos_emb.weight": ((cfg["tgt_ctx"], C), "e")}
 
-    def norm(prefix):
-        shapes[prefix + ".weight"] = ((C,), "w")
-        if cfg["norm"] == "ln":
-            shapes[prefix + ".bias"] = ((C,), "b")
+    def norm(prefix, width=C, qk=None):
+        norm_shapes(shapes, cfg, prefix, width, qk)
 
     def linear(prefix, out, inp):
         shapes[prefix + ".weight"] = ((out, inp), "m")
@@ -106,6 +106,7 @@ def param_shapes(cfg):
                 norm(b + s + "_norm")
                 for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
                     linear(b + s + "." + proj, C, C)
+                qk_norm_shapes(cfg, b + s + ".", norm, C, C)
             norm(b + "ffn_norm")
             linear(b + "ffn.fc1", Fw, C)
             linear(b + "ffn.fc2", C, Fw)
@@ -121,20 +122,30 @@ def random_params(cfg):
     for name, (shape, kind) in param_shapes(cfg).items():
         z = rng.standard_normal(shape)
         v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
-             "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z}[kind]()
+             "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z, "a": lambda: 0.6 + 0.2 * z,
+             "s": lambda: 0.2 * z,
+             "q2": lambda: (cfg["n_embd"] // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)}[kind]()
         out[name] = v.astype(np.float32)
     return out
 
 
+# (norm, its options): LayerNorm, RMSNorm, QK-norm on the self- and cross-attention (per head with
+# its gain, over the whole projection, l2), DyT and Derf (not with DeepNorm, which refuses them)
+NORMS = [("ln", {}), ("rms", {}), ("ln", {"qk_norm": "rms", "qk_norm_affine": True}),
+         ("rms", {"qk_norm": "ln", "qk_norm_scope": "all", "qk_norm_affine": True}),
+         ("ln", {"qk_norm": "l2", "qk_norm_affine": True}), ("dyt", {}), ("derf", {})]
 case = 0
-for norm in ("ln", "rms"):
+for norm, opts in NORMS:
     for placement in ("pre", "post", "deepnorm"):
+        if norm in ("dyt", "derf") and placement == "deepnorm":
+            continue
         N, M = 2 + case % 2, 1 + (case + 1) % 3
         cfg = {"enc_layers": N, "dec_layers": M, "n_layer": N + M, "n_head": 2 + 2 * (case % 2),
                "n_embd": 16, "n_ff": 24, "src_ctx": 7, "tgt_ctx": 6, "n_vocab": 13,
                "norm": norm, "norm_eps": 1e-5, "rms_form": "llama", "placement": placement,
                "tied": case != 2, "bias": case != 4, "act": ("gelu", "relu", "silu")[case % 3],
                "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
+        cfg.update(opts)
         B, S, T = 3, 7, 5 + case % 2
         src_len = np.array([4, 7, 1 + case % 3])
         src = rng.integers(3, cfg["n_vocab"], (B, S))
@@ -152,7 +163,7 @@ for norm in ("ln", "rms"):
         tensors = dict(params, src=src.astype(np.float32), src_len=src_len.astype(np.float32),
                        tgt=tgt.astype(np.float32), targets=targets.astype(np.float32))
         got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
-        label = (f"{norm} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
+        label = (f"{norm} {opts} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
                  f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
                  f" smoothing {cfg['label_smoothing']}")
         check_model(R, label, got, logits, loss, model, TOL)

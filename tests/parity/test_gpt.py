@@ -1,6 +1,7 @@
 """The GPT against a PyTorch model written here, on the same weights (passed by their mt names):
 logits, loss and the gradient of every parameter, to 1e-4 relative, for every norm the GPT
-accepts x every placement (Sub-LN's and Peri-LN's extra norms included; 2 to 3 layers, n_head > 1), with the head tied and once untied, biases
+accepts x every placement (DyT and Derf: not DeepNorm, which refuses them; their learned alpha and
+shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms included; 2 to 3 layers, n_head > 1), with the head tied and once untied, biases
 on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3."""
 import json
 
@@ -17,7 +18,8 @@ TOL = 1e-4
 
 NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
          ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
-         ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {})]
+         ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {}),
+         ("dyt", {}), ("derf", {})]
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
 
@@ -39,6 +41,8 @@ def run_case(cfg, B, T, label, given=None):
 case = 0
 for norm, opts in NORMS:
     for placement in ("pre", "post", "deepnorm", "subln", "peri"):
+        if norm in ("dyt", "derf") and placement == "deepnorm":
+            continue  # refused (docs/norms.md)
         cfg = {"n_layer": 2 + case % 2, "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16,
                "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
                "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
@@ -51,6 +55,30 @@ for norm, opts in NORMS:
                  f" smoothing {cfg['label_smoothing']}")
         run_case(cfg, 2, 7 + case % 3, label)
         case += 1
+
+# DyT's and Derf's LLaMA setting: the learned embedding scale, with learned and rotary positions
+for norm in ("dyt", "derf"):
+    for pos in ("learned", "rope"):
+        cfg = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": norm, "placement": "pre", "norm_eps": 1e-5, "tied": pos == "rope",
+               "bias": pos == "learned", "act": "swiglu" if pos == "rope" else "gelu",
+               "dropout": 0.0, "pos": pos, "emb_scale": True}
+        run_case(cfg, 2, 8, f"{norm} emb_scale pos {pos}")
+
+# QK-norm: each kind per head and over the whole projection, with and without its gain (l2 only
+# with), before RoPE, with grouped-query attention (k_norm over the n_kv_head heads), in every
+# placement
+QK = [("rms", "head", False), ("rms", "head", True), ("rms", "all", True), ("ln", "head", True),
+      ("ln", "all", False), ("l2", "head", True), ("l2", "all", True)]
+for i, (kind, scope, affine) in enumerate(QK):
+    for j, placement in enumerate(("pre", "post", "deepnorm", "subln", "peri")):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+               "rms_form": "llama", "tied": True, "bias": i % 2 == 0, "act": "gelu",
+               "dropout": 0.0, "qk_norm": kind, "qk_norm_scope": scope, "qk_norm_affine": affine,
+               "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[i % 2]}
+        run_case(cfg, 2, 8, f"qk-norm {kind} {scope}{' affine' if affine else ''} {placement}"
+                 f" pos {cfg['pos']} kv {cfg['n_kv_head']}")
 
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1

@@ -1,6 +1,6 @@
 """Every norm against torch 1.13 (nn.LayerNorm's functional form, BatchNorm, InstanceNorm,
 GroupNorm) or against the torch formula of docs/norms.md (RMSNorm in both forms, pRMSNorm,
-ScaleNorm): outputs and the gradients of every input, float32, to 1e-5 relative."""
+ScaleNorm, DyT, Derf): outputs and the gradients of every input, float32, to 1e-5 relative."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -15,16 +15,26 @@ def randn(*shape, scale=1.0, shift=0.0):
     return (shift + scale * rng.standard_normal(shape)).astype(np.float32)
 
 
-def compare(label, op, xs, fn, tol=1e-5, **opts):
-    """xs: inputs (all require grad); fn: the torch computation on torch leaves."""
-    ts = [torch.tensor(x, requires_grad=True) for x in xs]
+def compare(label, op, xs, fn, tol=1e-5, scalars=(), **opts):
+    """xs: inputs (all require grad); fn: the torch computation on torch leaves. scalars: the
+    inputs that are one learned scalar (DyT's and Derf's alpha and s): their gradient sums a term
+    per element, which can cancel to 1e-4 of the terms, so torch runs in float64 and the error is
+    measured against the sum of |terms| (as check_model does for ScaleNorm's g)."""
+    dtype = torch.float64 if scalars else torch.float32
+    ts = [torch.tensor(x, dtype=dtype, requires_grad=True) for x in xs]
     y = fn(*ts)
     dy = randn(*y.shape)
-    y.backward(torch.tensor(dy))
+    y.backward(torch.tensor(dy, dtype=dtype))
     got = run_op("norms", op, xs, dy, [True] * len(xs), **opts)
     R.check(f"{label} y", got["y"], y.detach().numpy(), tol)
     for i, t in enumerate(ts):
-        R.check(f"{label} dx{i}", got[f"dx{i}"], t.grad.numpy(), tol)
+        want, scale = t.grad.numpy(), 1.0
+        if i in scalars:  # the terms: the gradient of the scalar spread over y's shape
+            spread = ts[i].detach().expand(y.shape).clone().requires_grad_()
+            fn(*[spread if j == i else u.detach() for j, u in enumerate(ts)]).backward(
+                torch.tensor(dy, dtype=dtype))
+            scale = max(1.0, spread.grad.abs().sum().item() / max(abs(want).max(), 1e-30))
+        R.check(f"{label} dx{i}", got[f"dx{i}"], want, tol * scale)
 
 
 # the torch formulas of the norms torch 1.13 does not have
@@ -72,6 +82,21 @@ for shape in SHAPES:
     g = np.array([np.sqrt(C) * 0.9], dtype=np.float32)
     compare(f"scalenorm {shape}", "scalenorm", [x, g],
             lambda x, g: scale_norm(x, g, 1e-5), eps=1e-5)
+
+# DyT and Derf, from the papers' formulas: w tanh(alpha x) + b (Zhu et al. 2025) and
+# w erf(alpha x + s) + b (Chen et al. 2025); the scalars' gradients are sums over every element
+for shape in SHAPES:
+    C = shape[-1]
+    x, w, b = randn(*shape, scale=2.0), randn(C, scale=0.5, shift=1.0), randn(C)
+    a, s = np.array([0.7], np.float32), np.array([-0.3], np.float32)
+    compare(f"dyt {shape}", "dyt", [x, a, w, b], lambda x, a, w, b: w * torch.tanh(a * x) + b,
+            scalars=(1,))
+    compare(f"dyt {shape} no affine", "dyt", [x, a], lambda x, a: torch.tanh(a * x),
+            scalars=(1,))
+    compare(f"derf {shape}", "derf", [x, a, s, w, b],
+            lambda x, a, s, w, b: w * torch.erf(a * x + s) + b, scalars=(1, 2))
+    compare(f"derf {shape} no affine", "derf", [x, a, s], lambda x, a, s: torch.erf(a * x + s),
+            scalars=(1, 2))
 
 # where eps matters: variance 1e-4 against eps 1e-5 (inside the sqrt), and the paper form's eps
 # (outside the sqrt) large enough to tell the two apart

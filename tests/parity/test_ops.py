@@ -60,6 +60,8 @@ for shape in SHAPES:
     compare(f"mul {shape}", "mul", [randn(*shape), randn(*shape)], [True, True],
             lambda a, b: a * b)
     compare(f"scale {shape}", "scale", [randn(*shape)], [True], lambda a: a * -1.75, s=-1.75)
+    compare(f"scale_by {shape}", "scale_by", [randn(*shape), randn(1)], [True, True],
+            lambda a, s: a * s)
     compare(f"sum {shape}", "sum", [randn(*shape)], [True], lambda a: a.sum().reshape(1))
     compare(f"mean {shape}", "mean", [randn(*shape)], [True], lambda a: a.mean().reshape(1))
     for op, fn in [("gelu", lambda a: F.gelu(a, approximate="tanh")), ("gelu_erf", F.gelu),

@@ -1,7 +1,8 @@
 """The ViT against a PyTorch model written here (float64), on the same weights (passed by their mt
 names): logits, loss and the gradient of every parameter after one training-mode step, BatchNorm's
 running statistics after it, and the logits in eval mode, to 1e-4 relative -- for every norm
-(BatchNorm, InstanceNorm and GroupNorm included) x every placement, with the class token and mean
+(BatchNorm, InstanceNorm, GroupNorm, DyT and Derf included) x every placement (DyT and Derf: not
+DeepNorm, which refuses them), with the class token and mean
 pooling, gray and RGB, square and non-square images, biases on and off, each activation, label
 smoothing 0, 0.1 and 0.3 in the loss. The patch
 embedding is checked against torch's Conv2d(kernel = stride = P) on the weight reshaped, the
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, run_driver
-from torch_gpt import FINAL_NORM, TorchBlocks, stack_shapes
+from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, stack_shapes
 from torch_gpt import norm_params as gpt_norm_params
 
 rng = np.random.default_rng(0)
@@ -40,9 +41,11 @@ def param_shapes(cfg):
     T = (cfg["image_h"] // P) * (cfg["image_w"] // P) + (cfg["pool"] == "cls")
     shapes = {}
 
-    def norm(prefix, width=C):
+    def norm(prefix, width=C, qk=None):
+        if qk:  # a QK-norm's gain
+            return norm_shapes(shapes, cfg, prefix, width, qk)
         for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (width,), kind)
+            shapes[f"{prefix}.{suffix}"] = ((1,) if kind in "gas" else (width,), kind)
 
     def linear(prefix, out, inp, bias=cfg["bias"]):
         shapes[prefix + ".weight"] = ((out, inp), "m")
@@ -66,7 +69,8 @@ def random_params(cfg):
         v = {"m": lambda: z * 1.2 / math.sqrt(shape[1]), "e": lambda: 0.5 * z,
              "w": lambda: 1 + 0.2 * z, "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
              "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape),
-             "b": lambda: 0.1 * z}[kind]()
+             "b": lambda: 0.1 * z, "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z,
+             "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)}[kind]()
         out[name] = v.astype(np.float32)
     return out
 
@@ -97,8 +101,8 @@ def zero_by_invariance(cfg, name):
     sum to 1; Sub-LN's inner norms' pass a linear layer, Peri-LN's output norms' go straight to
     the residual stream; patch_embed's reaches every token only without the class token, and only pre
     reads the embedded tokens through a norm alone: pre, subln and peri)."""
-    if name.endswith("k_proj.bias"):
-        return True
+    if name.endswith("k_proj.bias"):  # not under a QK-norm, which is not linear
+        return cfg.get("qk_norm", "none") == "none"
     if cfg["norm"] not in ("bn", "in"):
         return False
     return (name.endswith(("v_proj.bias", "out_proj.bias", "fc2.bias", "inner_norm.bias",
@@ -110,12 +114,17 @@ def zero_by_invariance(cfg, name):
 NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("gn", {"gn_groups": 4}), ("gn", {"gn_groups": 1}), ("rms", {"rms_form": "llama"}),
          ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
-         ("prms", {"prms_p": 0.25}), ("scale", {}), ("none", {})]
+         ("prms", {"prms_p": 0.25}), ("scale", {}), ("none", {}), ("dyt", {}), ("derf", {}),
+         ("ln", {"qk_norm": "rms", "qk_norm_affine": True}),
+         ("rms", {"qk_norm": "ln", "qk_norm_scope": "all", "qk_norm_affine": True}),
+         ("ln", {"qk_norm": "l2", "qk_norm_affine": True})]
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
 
 case = 0
 for norm, opts in NORMS:
     for placement in ("pre", "post", "deepnorm", "subln", "peri"):
+        if norm in ("dyt", "derf") and placement == "deepnorm":
+            continue  # refused (docs/norms.md)
         rgb, wide = case % 2 == 1, case % 3 == 2
         cfg = {"image_h": 8, "image_w": 12 if wide else 8, "channels": 3 if rgb else 1,
                "patch": 4 if case % 4 else 2, "n_classes": 5, "n_layer": 2 + case % 2,
@@ -165,12 +174,14 @@ for norm, opts in NORMS:
                 ref = np.abs(model.p[name[:-4] + "weight"].grad.numpy()).max()
                 R.check(f"{label} grad {name} vanishes", 1 + np.abs(want).max() / ref, 1.0, 1e-9)
                 tol = TOL * max(1.0, ref / max(np.abs(want).max(), 1e-30))
-            if name.endswith(".g"):
+            if name.endswith(".g") and name[:-2] in model.g_terms:
                 # After a post or DeepNorm ScaleNorm the next ScaleNorm makes the loss nearly
                 # invariant to g, and dL/dg = sum(dy * xh) cancels (|sum| / sum|terms| ~ 2e-5
                 # was seen): measure the error against the sum of |terms|.
                 terms = model.g_terms[name[:-2]]
                 tol = TOL * max(1.0, terms / max(np.abs(want).max(), 1e-30))
+            if name in model.terms:  # DyT's and Derf's alpha and shift: the same
+                tol = TOL * max(1.0, model.terms[name] / max(np.abs(want).max(), 1e-30))
             R.check(f"{label} grad {name}", got["grad." + name], want, tol)
         case += 1
 

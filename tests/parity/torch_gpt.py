@@ -36,6 +36,15 @@ class TorchBlocks(torch.nn.Module):
                   for k, v in params.items()}
         self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet: decoder-only and encoder-only alike
         self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
+        self.terms = {}  # a learned scalar's name -> the sum of |terms| of its gradient
+
+    def scalar(self, name, u, factor=None):
+        """p[name] enters as u = p[name] * factor (+ ...): records sum |dL/du factor|, the terms
+        of dL/dp[name] (which can cancel to far below them), for the tolerance."""
+        if u.requires_grad:
+            f = 1.0 if factor is None else factor.detach()
+            u.register_hook(lambda d: self.terms.__setitem__(name, (d * f).abs().sum().item()))
+        return u
 
     def norm(self, x, prefix):
         """The configured norm over x's last dim (C, or F for Sub-LN's FFN inner norm)."""
@@ -66,8 +75,38 @@ class TorchBlocks(torch.nn.Module):
                 xh.register_hook(lambda d: self.g_terms.__setitem__(
                     prefix, (d * xh.detach()).abs().sum().item() / p[prefix + ".g"].item()))
             return p[prefix + ".g"] * xh
+        if kind == "dyt":  # Dynamic Tanh (Zhu et al. 2025): w tanh(alpha x) + b
+            u = self.scalar(prefix + ".alpha", p[prefix + ".alpha"] * x, x)
+            return w * torch.tanh(u) + b
+        if kind == "derf":  # Dynamic erf (Chen et al. 2025): w erf(alpha x + s) + b
+            u = self.scalar(prefix + ".alpha", p[prefix + ".alpha"] * x, x)
+            u = self.scalar(prefix + ".shift", u + p[prefix + ".shift"])
+            return w * torch.erf(u) + b
         assert kind == "none"
         return x
+
+    def qk_norm(self, t, prefix):
+        """QK-norm of a projection t (B, T, W) before RoPE, from the formulas of docs/layers.md:
+        per head (HS channels, a gain of HS shared by the heads: Qwen3, Gemma 3) or over the
+        whole W (OLMo-2); rms x / sqrt(mean(x^2) + 1e-6), ln (x - mean) / sqrt(var + 1e-5), each
+        times the gain prefix.weight when learned; l2 g x / max(||x||, 1e-12)."""
+        cfg, p = self.cfg, self.p
+        kind = cfg.get("qk_norm", "none")
+        if kind == "none":
+            return t
+        B, T, W = t.shape
+        HS = cfg["n_embd"] // cfg["n_head"]
+        x = t.reshape(B, T, W // HS, HS) if cfg.get("qk_norm_scope", "head") == "head" else t
+        w = p.get(prefix + ".weight")
+        if kind == "rms":
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        elif kind == "ln":
+            y = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False,
+                                                                 keepdim=True) + 1e-5)
+        else:  # l2: g a learned scalar (affine only)
+            y = x / x.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+            return self.scalar(prefix + ".g", p[prefix + ".g"] * y, y).reshape(B, T, W)
+        return (y if w is None else y * w).reshape(B, T, W)
 
     def product(self, x, w):
         """x w^T, the linear layers' and the head's matrix product (test_bf16.py rounds its
@@ -83,10 +122,12 @@ class TorchBlocks(torch.nn.Module):
         NH, HS = self.cfg["n_head"], C // self.cfg["n_head"]
         NKV = self.cfg.get("n_kv_head", NH)
         pre = f"blocks.{i}.attn."
-        q = self.linear(x, pre + "q_proj").view(B, T, NH, HS).transpose(1, 2)
+        q = self.qk_norm(self.linear(x, pre + "q_proj"), pre + "q_norm")
+        q = q.view(B, T, NH, HS).transpose(1, 2)
         # grouped-query attention: head h reads key and value head h // (NH / NKV)
-        k, v = (self.linear(x, pre + n).view(B, T, NKV, HS).transpose(1, 2)
-                .repeat_interleave(NH // NKV, dim=1) for n in ("k_proj", "v_proj"))
+        k = self.qk_norm(self.linear(x, pre + "k_proj"), pre + "k_norm")
+        k, v = (t.view(B, T, NKV, HS).transpose(1, 2).repeat_interleave(NH // NKV, dim=1)
+                for t in (k, self.linear(x, pre + "v_proj")))
         if self.cfg.get("pos") == "rope":
             theta = self.cfg.get("rope_theta", 10000.0)
             q, k = rope(q, theta), rope(k, theta)
@@ -145,6 +186,8 @@ class TorchGPT(TorchBlocks):
         x = p["tok_emb.weight"][ids]
         if cfg.get("pos", "learned") == "learned":
             x = x + p["pos_emb.weight"][:T]
+        if cfg.get("emb_scale"):  # DyT's and Derf's LLaMA setting: a learned scalar
+            x = self.scalar("emb_scale", x * p["emb_scale"], x)
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)
@@ -164,6 +207,10 @@ def norm_params(cfg):
         return [("weight", "w")]
     if kind == "scale":
         return [("g", "g")]
+    if kind == "dyt":
+        return [("weight", "w"), ("bias", "b"), ("alpha", "a")]
+    if kind == "derf":
+        return [("weight", "w"), ("bias", "b"), ("alpha", "a"), ("shift", "s")]
     return []
 
 
@@ -188,6 +235,7 @@ def stack_shapes(cfg, norm, linear, Fw):
         norm(f"blocks.{i}.attn_norm")
         for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
             linear(f"blocks.{i}.attn.{proj}", out, C)
+        qk_norm_shapes(cfg, f"blocks.{i}.attn.", norm, C, KV)
         if subln:
             norm(f"blocks.{i}.attn.inner_norm")
         if peri:
@@ -205,6 +253,29 @@ def stack_shapes(cfg, norm, linear, Fw):
         norm("final_norm")
 
 
+def norm_shapes(shapes, cfg, prefix, width, qk=None):
+    """A norm's parameters into shapes, name -> (shape, kind); qk: a QK-norm's gain instead
+    ("qk": weight (width) about 1, "l2": the scalar g about sqrt(HS))."""
+    if qk:
+        shapes[f"{prefix}.{'g' if qk == 'l2' else 'weight'}"] = (
+            ((1,), "q2") if qk == "l2" else ((width,), "w"))
+        return
+    for suffix, kind in norm_params(cfg):
+        shapes[f"{prefix}.{suffix}"] = ((1,) if kind in "gas" else (width,), kind)
+
+
+def qk_norm_shapes(cfg, prefix, norm, C, KV):
+    """The QK-norm's gains of an attention (prefix ends in '.'), through the model's
+    norm(prefix, width, kind): weight (HS, or the projection's width) or l2's scalar g."""
+    kind = cfg.get("qk_norm", "none")
+    if kind == "none" or not cfg.get("qk_norm_affine"):
+        return
+    head = cfg.get("qk_norm_scope", "head") == "head"
+    HS = C // cfg["n_head"]
+    for name, width in (("q_norm", C), ("k_norm", KV)):
+        norm(prefix + name, HS if head else width, "l2" if kind == "l2" else "qk")
+
+
 def param_shapes(cfg):
     """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
     C, V, Fw = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg)
@@ -212,9 +283,8 @@ def param_shapes(cfg):
     if cfg.get("pos", "learned") == "learned":
         shapes["pos_emb.weight"] = ((cfg["n_ctx"], C), "e")
 
-    def norm(prefix, width=C):
-        for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind == "g" else (width,), kind)
+    def norm(prefix, width=C, qk=None):
+        norm_shapes(shapes, cfg, prefix, width, qk)
 
     def linear(prefix, out, inp):
         shapes[prefix + ".weight"] = ((out, inp), "m")
@@ -224,6 +294,8 @@ def param_shapes(cfg):
     stack_shapes(cfg, norm, linear, Fw)
     if not cfg["tied"]:
         shapes["lm_head.weight"] = ((V, C), "m")
+    if cfg.get("emb_scale"):
+        shapes["emb_scale"] = ((1,), "g")
     return shapes
 
 
@@ -241,6 +313,12 @@ def random_params(cfg, rng):
             v = 1 + 0.2 * z
         elif kind == "g":
             v = math.sqrt(C) * (1 + 0.1 * z)
+        elif kind == "q2":  # l2 QK-norm's g: logits q.k g^2 / sqrt(HS) of order 1
+            v = (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)
+        elif kind == "a":  # DyT's and Derf's alpha, about the papers' 0.5
+            v = 0.6 + 0.2 * z
+        elif kind == "s":  # Derf's shift
+            v = 0.2 * z
         else:
             v = 0.1 * z
         out[name] = v.astype(np.float32)

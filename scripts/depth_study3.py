@@ -106,18 +106,26 @@ def keep_resid(src, stem, layers):
 
 
 def set_out_gains(path, gain):
-    """Every Peri-LN output norm's weight (blocks.{i}.{attn,ffn}_out_norm.weight) := gain, in
-    place, in a checkpoint of ./train's (safetensors: a u64 header size, the JSON header, then
-    the tensors' bytes at their data_offsets; F32 little-endian)."""
-    with open(path, "r+b") as f:
+    """Every Peri-LN output norm's weight (blocks.{i}.{attn,ffn}_out_norm.weight) := gain in a
+    checkpoint of ./train's (safetensors: a u64 header size, the JSON header, then the tensors'
+    bytes at their data_offsets; F32 little-endian). The edited file drops its checksums
+    (metadata mt_crc32c, which no longer hold); mt reads it as it reads other writers' files."""
+    with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
-        for name, e in header.items():
-            if name.endswith("_out_norm.weight"):
-                assert e["dtype"] == "F32", name
-                begin, end = e["data_offsets"]
-                f.seek(8 + n + begin)
-                f.write(struct.pack("<%df" % ((end - begin) // 4), *[gain] * ((end - begin) // 4)))
+        data = bytearray(f.read())
+    header.get("__metadata__", {}).pop("mt_crc32c", None)
+    for name, e in header.items():
+        if name.endswith("_out_norm.weight"):
+            assert e["dtype"] == "F32", name
+            begin, end = e["data_offsets"]
+            count = (end - begin) // 4
+            data[begin:end] = struct.pack("<%df" % count, *[gain] * count)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
+    os.replace(path + ".tmp", path)
 
 
 def peri_runs(part):

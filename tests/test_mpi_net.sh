@@ -44,10 +44,11 @@ printf '%s slots=1\n%s slots=1\n' "$NA" "$NB" >"$T/hosts"
 received() { ip -n "$NB" -s -j link show "$VB" | sed 's/.*"rx":{"bytes":\([0-9]*\).*/\1/'; }
 before=$(received)
 (cd "$T/net" && ip netns exec "$NA" timeout 300 mpirun --allow-run-as-root --hostfile "$T/hosts" -np 2 \
-    --mca plm_rsh_agent "$M/tests/netns_agent.sh" --mca btl tcp,self \
+    --mca plm_rsh_agent "$M/tests/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+    --mca routed direct --mca btl tcp,self \
     --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
     $RUN --out run) >"$T/net.log" 2>&1 ||
-    { fail "2 ranks over TCP exited $?"; tail -n 30 "$T/net.log"; exit 1; }
+    { fail "2 ranks over TCP exited $?"; head -n 40 "$T/net.log"; exit 1; }
 after=$(received)
 grep -q "^mpi     2 ranks" "$T/net.log" || fail "no mpi line: $(head -n 5 "$T/net.log")"
 cmp -s "$T/shm/run/model.safetensors" "$T/net/run/model.safetensors" || fail "weights differ from shm"

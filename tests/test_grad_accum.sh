@@ -57,7 +57,7 @@ tensors() { tail -c +$(($(od -An -tu8 -N8 "$1" | tr -d ' ') + 9)) "$1"; } # (the
 cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
 
 # killed anywhere (mostly between micro-batches), resumed: the bits of one run
-"$B/train" $R --steps 150 --save-every 0 --out "$T/ref" >"$T/log" 2>&1 ||
+"$B/train" $R --steps 2000 --save-every 0 --out "$T/ref" >"$T/log" 2>&1 ||
     fail "reference: $(cat "$T/log")"
 kills=0 starts=0
 while [ $kills -lt 10 ] && [ $starts -lt 40 ]; do
@@ -65,7 +65,7 @@ while [ $kills -lt 10 ] && [ $starts -lt 40 ]; do
     if [ -e "$T/k/model.safetensors" ]; then
         "$B/train" --resume --out "$T/k" >"$T/log" 2>&1 &
     else
-        "$B/train" $R --steps 150 --save-every 1 --out "$T/k" >"$T/log" 2>&1 &
+        "$B/train" $R --steps 2000 --save-every 1 --out "$T/k" >"$T/log" 2>&1 &
     fi
     pid=$!
     sleep "0.$(printf '%03d' $((100 + $(od -An -N2 -tu2 /dev/urandom) % 400)))"
@@ -87,7 +87,7 @@ cmp -s "$T/ref/optim.safetensors" "$T/k/optim.safetensors" ||
     fail "killed and resumed: other optimizer state"
 [ "$(cut -d, -f1,2,4,5 "$T/ref/metrics.csv")" = "$(cut -d, -f1,2,4,5 "$T/k/metrics.csv")" ] ||
     fail "killed and resumed: other losses, learning rates or gradient norms"
-echo "test_grad_accum: $kills kills (the last near step ${step:-?} of 150), resumed to" \
+echo "test_grad_accum: $kills kills (the last near step ${step:-?} of 2000), resumed to" \
     "identical bits"
 [ $fails -eq 0 ] && echo "test_grad_accum: ok"
 [ $fails -eq 0 ]

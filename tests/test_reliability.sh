@@ -220,6 +220,17 @@ for cmd in "train --data $D/t.txt --n-layer 12000 --n-embd 16 --n-head 2 --steps
     [ $(($(ms) - t0)) -lt 15000 ] || fail "$cmd took $(($(ms) - t0)) ms to refuse: $(cat "$L")"
 done
 
+# deep models whatever this machine's memory: each trains (--steps 0) or is refused before any
+# reservation, for its activations or its step arena, with what to lower; never "cannot reserve"
+# (2000 blocks passed the memory check, then the kernel refused the 25 GiB arena, no hint)
+for layers in 2000 4000 8000 16000; do
+    (cd "$W" && exec "$OLDPWD/$B/train" --data "$D/t.txt" --n-layer $layers --n-embd 16 \
+        --n-head 2 --steps 0 --out "$T/deep$layers" >"$L" 2>&1 </dev/null)
+    rc=$?
+    [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q "needs .* GiB available\|more than this machine's \
+memory and swap.*use a smaller --batch" "$L"; } || fail "--n-layer $layers exited $rc: $(cat "$L")"
+done
+
 # crash safety and exact resume
 # (saving is I/O only: the reference saves once, and the last resume too, to be quick)
 R="$TINY --batch 4 --steps 5000 --log-every 1 --eval-every 0 --eval-batches 1

@@ -75,6 +75,18 @@ double mt_mem_available(void) {
     return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
+double mt_mem_total(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double ram = -1, swap = 0, kib;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lf kB", &kib) == 1) ram = kib;
+        else if (sscanf(line, "SwapTotal: %lf kB", &kib) == 1) swap = kib;
+    if (f) fclose(f);
+    if (ram >= 0) return (ram + swap) * 1024;
+    return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
 mt_status mt_mem_check(double need, const char *what, mt_err *err) {
     double avail = mt_mem_available(), gib = 1024.0 * 1024 * 1024;
     if (need <= avail) return MT_OK;

@@ -106,6 +106,9 @@ mt_status mt_atomic_close(mt_atomic_file *a, bool ok, mt_err *err);
 
 /* Bytes that can be allocated now: MemAvailable of /proc/meminfo, else the free pages. */
 double mt_mem_available(void);
+/* MemTotal + SwapTotal of /proc/meminfo: the kernel refuses one allocation larger than that
+   (overcommit's heuristic), however little of it would be touched. */
+double mt_mem_total(void);
 /* MT_ENOMEM "needs X GiB, Y GiB available (what)" when need (bytes) exceeds mt_mem_available. */
 mt_status mt_mem_check(double need, const char *what, mt_err *err);
 

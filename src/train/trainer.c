@@ -108,7 +108,18 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
              "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
              "GiB, activations of a batch of %s %.2f GiB",
              2 * params / gib, slots * params / gib, batch, act / gib);
-    return mt_mem_check((2 + slots) * params + act, what, err);
+    mt_status s = mt_mem_check((2 + slots) * params + act, what, err);
+    if (s != MT_OK) return s;
+    /* each step arena is reserved whole (and touched as used): one larger than the memory and
+       swap is refused by the kernel whatever the check above found */
+    int n_rep = replica_count(&tr->cfg, P), rows = local_rows(tr->cfg.batch);
+    double arena = (double)step_arena(tr, (rows + n_rep - 1) / n_rep), total = mt_mem_total();
+    if (arena <= total) return MT_OK;
+    return mt_errorf(err, MT_ENOMEM,
+                     "a step arena of %.2f GiB (3 x the activations of %d row(s) + 64 MiB) is "
+                     "more than this machine's memory and swap, %.2f GiB: use a smaller --batch, "
+                     "--n-ctx or model, or set --arena-mb",
+                     arena / gib, (rows + n_rep - 1) / n_rep, total / gib);
 }
 
 /* The data, then the model it decides the rest of (vocabulary, image size), its memory checked,

@@ -174,5 +174,25 @@ train $TINY --act swiglu --ff-multiple 0 --steps 1 --out "$T/bad"
 train $TINY --arch mistral --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "is not one of gpt|llama" "$T/log" || fail "arch mistral: $(cat "$T/log")"
 
+# the placements of issue 29: each trains; their settings' bad values exit 2 with the accepted ones
+for pl in lns reorder mixln dsl; do
+    train $TINY --placement $pl --steps 5 --out "$T/pl-$pl" &&
+        grep -q "placement $pl," "$T/log" || fail "--placement $pl: $(cat "$T/log")"
+done
+infer --info "$T/pl-mixln/model.safetensors" | grep -q '"mixln_post":0,' ||
+    fail "mixln_post not resolved to n_layer / 4 = 0"
+train $TINY --placement mixln --mixln-post 3 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "mixln_post = 3: beyond the depth.*0 to n_layer = 2" "$T/log" ||
+    fail "mixln-post 3 of 2: $(cat "$T/log")"
+train $TINY --mixln-post 1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "mixln_post = 1: only --placement mixln has it" "$T/log" ||
+    fail "mixln-post without mixln: $(cat "$T/log")"
+train $TINY --placement dsl --dsl-k 0 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "dsl_k = 0: .*needs k in (0, n_layer = 2\]" "$T/log" ||
+    fail "dsl-k 0: $(cat "$T/log")"
+train $TINY --dsl-k 1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "dsl_k = 1: only --placement dsl has it" "$T/log" ||
+    fail "dsl-k without dsl: $(cat "$T/log")"
+
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -116,12 +116,15 @@ static void test_gradcheck(void) {
     mt_rng r;
     mt_rng_seed(&r, 7);
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 7), targets[i] = (i * 3) % 7;
-    targets[4] = -1; /* ignored */
-    for (int k = 0; k < 9; k++) {
+    targets[4] = -1;               /* ignored */
+    for (int k = 0; k < 13; k++) { /* k >= 9: lns, reorder, mixln (block 0 Post-LN), dsl */
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7,
         g.stack.n_ff = 12;
-        g.stack.placement = (mt_placement)(k % MT_PLACEMENTS.n), g.stack.init = MT_SCHEME_XAVIER;
+        g.stack.placement = (mt_placement)(k < 9 ? k % 5 : MT_PLACE_LNS + k - 9);
+        g.stack.init = MT_SCHEME_XAVIER;
+        if (g.stack.placement == MT_PLACE_MIXLN) g.stack.mixln_post = 1;
+        if (g.stack.placement == MT_PLACE_DSL) g.stack.dsl_k = 1;
         g.tied = k != 3, g.stack.bias = k != 3;
         if (k >= 6) /* the LLaMA pieces: RoPE, SwiGLU, one key-value head of 2 */
             g.arch = MT_ARCH_LLAMA, g.stack.n_kv_head = 1, g.rope_theta = k == 8 ? 3.0f : 1e4f;

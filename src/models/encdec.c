@@ -64,6 +64,12 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
+    if (cfg->stack.placement == MT_PLACE_MIXLN || cfg->stack.placement == MT_PLACE_DSL)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: placement %s counts the blocks of one stack (Mix-LN's first "
+                         "blocks, DeepScaleLM's depth N); the encoder-decoder has two: use pre, "
+                         "post, deepnorm, subln, peri, lns or reorder",
+                         mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
     if (cfg->stack.n_kv_head != cfg->stack.n_head)
         return mt_errorf(err, MT_EINVAL,
                          "config: n_kv_head = %d: the encoder-decoder's "

@@ -31,7 +31,9 @@ mt_stack_config mt_stack_default(void) {
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
                              .act = MT_ACT_GELU,
-                             .ff_multiple = 32};
+                             .ff_multiple = 32,
+                             .mixln_post = -1,
+                             .dsl_k = 2};
 }
 
 #define F(member, TYPE, key, help, ...)                                                            \
@@ -72,9 +74,37 @@ static const mt_field FIELDS[] = {
     F(label_smoothing, FLOAT, "label_smoothing",
       "training loss: each target (1 - eps) one-hot "
       "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)"),
+    F(mixln_post, INT, "mixln_post",
+      "placement mixln: Post-LN in the first N blocks, Pre-LN after; -1: n-layer / 4",
+      .range = "-1.."),
+    F(dsl_k, FLOAT, "dsl_k",
+      "placement dsl: beta^2 = k / n-layer, lambda^2 = 1 - beta^2, (0, n-layer]"),
 };
 #undef F
 const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
+
+/* Mix-LN's switch (mixln_post: -1 resolved to n_layer / 4, as the paper's alpha = 0.25) and
+   DeepScaleLM's k, each refused with another placement when not its default. */
+static mt_status placement_validate(mt_stack_config *s, mt_err *err) {
+    bool mixln = s->placement == MT_PLACE_MIXLN, dsl = s->placement == MT_PLACE_DSL;
+    if (s->mixln_post != -1 && (!mixln || s->mixln_post < 0 || s->mixln_post > s->n_layer))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: mixln_post = %d: %s (the Post-LN blocks of --placement mixln: "
+                         "0 to n_layer = %d, or -1 for n_layer / 4)",
+                         s->mixln_post,
+                         mixln ? "beyond the depth" : "only --placement mixln has it", s->n_layer);
+    if (mixln && s->mixln_post == -1) s->mixln_post = s->n_layer / 4;
+    if (dsl && !(s->dsl_k > 0 && s->dsl_k <= s->n_layer))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_k = %g: DeepScaleLM's beta^2 = k / n_layer needs k in "
+                         "(0, n_layer = %d] (the paper's k = 2)",
+                         s->dsl_k, s->n_layer);
+    if (!dsl && s->dsl_k != 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_k = %g: only --placement dsl has it (the placement is %s)",
+                         s->dsl_k, mt_enum_name(&MT_PLACEMENTS, s->placement));
+    return MT_OK;
+}
 
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err) {
@@ -153,6 +183,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "--placement %s also normalises the FFN's n_ff = %d "
                          "channels: %s",
                          mt_enum_name(&MT_PLACEMENTS, s->placement), s->n_ff, inner.msg);
+    if ((st = placement_validate(s, err)) != MT_OK) return st;
     s->norm.eps = mt_norm_eps(&s->norm);
     float a, b;
     mt_deepnorm_constants(arch, N, M, &a, &b);
@@ -177,7 +208,10 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,
                           .act = s->act,
-                          .dropout = s->dropout};
+                          .dropout = s->dropout,
+                          .mixln_post = s->mixln_post,
+                          .dsl_lambda = sqrtf(1 - s->dsl_k / (float)s->n_layer),
+                          .dsl_beta = sqrtf(s->dsl_k / (float)s->n_layer)};
 }
 
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
@@ -218,6 +252,8 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->act == MT_ACT_SWIGLU) block += 3 * F;
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
+    if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
+    if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
     return s->n_layer * block;
 }
 
@@ -273,9 +309,11 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
 
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                                const int *x_len, const mt_cross_mem *mem, double *resid) {
+    mt_block_cfg block = st->block;
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
-        x = mt_block_forward_ex(c, &st->block, P, &st->blocks[i], x, x_len, mem);
+        block.layer = i;
+        x = mt_block_forward_ex(c, &block, P, &st->blocks[i], x, x_len, mem);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
     return x;

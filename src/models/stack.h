@@ -36,10 +36,12 @@ typedef struct {
     float dropout;
     float label_smoothing; /* of the training loss, in [0, 1): each target (1 - eps) onehot +
                               eps / V (mt_cross_entropy); evaluation scores the plain NLL */
+    int mixln_post;        /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
+    float dsl_k;           /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
 } mt_stack_config;
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
-   label smoothing, ff_multiple 32. */
+   label smoothing, ff_multiple 32 (mixln_post -1, dsl_k 2). */
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
@@ -53,9 +55,10 @@ extern const mt_fields MT_STACK_FIELDS;
    alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
    decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO
    (deepnorm for the
-   deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right
-   (bn and in are refused). With subln the norm must also fit the n_ff channels of the FFN's
-   inner norm. */
+   deepnorm placement, subln for subln, else gpt2), mixln_post (-1: n_layer / 4; given, it must
+   be in [0, n_layer] and the placement mixln), dsl_k (in (0, n_layer]). causal: a model reading
+   tokens left to right (bn and in are refused). With subln the norm must also fit the n_ff
+   channels of the FFN's inner norm. */
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err);
 

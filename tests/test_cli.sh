@@ -194,5 +194,18 @@ train $TINY --dsl-k 1 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "dsl_k = 1: only --placement dsl has it" "$T/log" ||
     fail "dsl-k without dsl: $(cat "$T/log")"
 
+# --z-loss: in the training loss (+ z lse^2 per target), not in the validation loss; with lr 0 the
+# weights stay, so the validation losses are the same bits and the training loss grows
+for z in 0 0.5; do
+    train $TINY --lr 0 --warmup 0 --schedule const --steps 2 --eval-every 2 --log-every 1 \
+        --z-loss $z --out "$T/z$z" || fail "--z-loss $z: $(cat "$T/log")"
+done
+[ "$(cut -d, -f3 "$T/z0/metrics.csv")" = "$(cut -d, -f3 "$T/z0.5/metrics.csv")" ] &&
+    awk -F, 'NR == FNR && FNR > 1 {l[FNR] = $2; next} FNR > 1 && $2 < l[FNR] + 1 {exit 1}' \
+        "$T/z0/metrics.csv" "$T/z0.5/metrics.csv" ||
+    fail "z-loss: val_loss should be the plain loss, loss the larger: $(cat "$T/z0.5/metrics.csv")"
+train $TINY --z-loss -1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "z-loss" "$T/log" || fail "z-loss -1: $(cat "$T/log")"
+
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -165,7 +165,7 @@ typedef struct {
 static mt_tensor *build_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in;
     const model_arg *a = arg;
-    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
+    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, MT_CE_PLAIN);
 }
 
 static void test_gradcheck(void) {

@@ -108,7 +108,7 @@ typedef struct {
 static mt_tensor *build_gpt_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in; /* the inputs are the model's own parameter views */
     const gpt_arg *a = arg;
-    return mt_gpt_loss(c, a->m, &a->m->P, a->ids, a->targets, a->B, a->T, 0);
+    return mt_gpt_loss(c, a->m, &a->m->P, a->ids, a->targets, a->B, a->T, MT_CE_PLAIN);
 }
 
 static void test_gradcheck(void) {
@@ -166,7 +166,7 @@ static void test_deterministic(void) {
     for (int run = 0; run < 2; run++) {
         mt_ctx_reset(&c);
         mt_params_zero_grad(&m.P);
-        mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
+        mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, MT_CE_PLAIN);
         mt_backward(&c, loss);
         if (run == 0) {
             loss0 = loss->data[0];
@@ -217,7 +217,7 @@ static void test_free_activations(void) {
             mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
             c.free_activations = freed;
             mt_params_zero_grad(&m.P);
-            mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
+            mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, MT_CE_PLAIN);
             mt_backward(&c, loss);
             peak[freed] = c.arena.peak;
             if (!freed) {

@@ -403,7 +403,7 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
     for (int i = 0; i < n; i++) memcpy(wp + 2 * i, t->ex + 2 * t->drawn[lo + i], 2 * sizeof(int));
     rows_ids r = make_rows(c, &t->dict, wp, n);
     mt_tensor *loss = mt_encdec_loss(c, m, P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
-                                     m->cfg.stack.label_smoothing);
+                                     mt_stack_ce(&m->cfg.stack));
     return mt_scale(c, loss, (float)(r.tokens / (n * t->drawn_tokens / t->B)));
 }
 
@@ -454,9 +454,10 @@ static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) wp[2 * i] = words[i], wp[2 * i + 1] = d->pron_start[words[i]];
     rows_ids r = make_rows(c, d, wp, n);
-    /* the plain cross-entropy, without the training's label smoothing */
-    double loss =
-        mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
+    /* the plain cross-entropy, without the training's label smoothing and z-loss */
+    double loss = mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
+                                 MT_CE_PLAIN)
+                      ->data[0];
     sums->loss += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);
@@ -514,9 +515,9 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
 }
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
+                       mt_ce_opts ce) {
     return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids, b->targets,
-                          b->B, b->T, label_smoothing);
+                          b->B, b->T, ce);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */

@@ -152,15 +152,15 @@ mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *i
 }
 
 mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
-                       int B, int T, float label_smoothing) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, label_smoothing);
+                       int B, int T, mt_ce_opts ce) {
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, ce);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
     const mt_gpt_batch *b = batch;
     size_t at = (size_t)lo * (size_t)b->T;
     return mt_gpt_loss(c, b->m, P, b->ids + at, b->targets + at, n, b->T,
-                       b->m->cfg.stack.label_smoothing);
+                       mt_stack_ce(&b->m->cfg.stack));
 }
 
 double mt_gpt_activation_bytes(const void *cfgp, int B, bool training) {

@@ -30,7 +30,7 @@ static double score_batch(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, s
         }
     }
     /* the mean over the M targets, back to a sum */
-    return (double)mt_gpt_loss(c, m, &m->P, ids, targets, rows, T, 0)->data[0] * M;
+    return (double)mt_gpt_loss(c, m, &m->P, ids, targets, rows, T, MT_CE_PLAIN)->data[0] * M;
 }
 
 mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, double *nll,

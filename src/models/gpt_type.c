@@ -46,8 +46,8 @@ mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *
 /* ---- the model on a batch -------------------------------------------------------------------- */
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
-    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, label_smoothing);
+                       mt_ce_opts ce) {
+    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, ce);
 }
 
 /* The probe's hidden state: the blocks' output after the final norm, what the head reads. */

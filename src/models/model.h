@@ -194,10 +194,10 @@ struct mt_model_type {
     /* The same in words for ./infer --info: "char, vocabulary 65" */
     void (*meta_describe)(const mt_model *m, char *buf, size_t len);
 
-    /* The mean cross-entropy of the batch's targets (its kind of input) with label_smoothing,
-       on the parameters P: a scalar. */
+    /* The mean cross-entropy of the batch's targets (its kind of input) with the terms of ce
+       (label smoothing, z-loss: mt_cross_entropy's), on the parameters P: a scalar. */
     mt_tensor *(*loss)(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing);
+                       mt_ce_opts ce);
     /* Diagnostics (NULL: none): the hidden state the head reads (rows, C) of the batch, resid as
        mt_stack_forward's (the model's blocks' count + 1 values). */
     mt_tensor *(*hidden)(mt_ctx *c, const mt_model *m, const mt_batch *b, double *resid);

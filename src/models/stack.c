@@ -74,6 +74,10 @@ static const mt_field FIELDS[] = {
     F(label_smoothing, FLOAT, "label_smoothing",
       "training loss: each target (1 - eps) one-hot "
       "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)"),
+    F(z_loss, FLOAT, "z_loss",
+      "training loss + z log(Z)^2 per target, Z the softmax's normaliser (PaLM: 1e-4; "
+      "validation: the plain cross-entropy)",
+      .range = "0.."),
     F(mixln_post, INT, "mixln_post",
       "placement mixln: Post-LN in the first N blocks, Pre-LN after; -1: n-layer / 4",
       .range = "-1.."),
@@ -143,6 +147,10 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                              enums[i].e->what, enums[i].v, enums[i].e->n);
     if (!(s->dropout >= 0 && s->dropout < 1))
         return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
+    if (!(s->z_loss >= 0 && isfinite(s->z_loss)))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: z_loss = %g, must be a finite number >= 0 (0: none; PaLM's 1e-4)",
+                         s->z_loss);
     if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
         return mt_errorf(err, MT_EINVAL,
                          "config: label_smoothing = %g, must be in [0, 1) (0: "
@@ -195,6 +203,10 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                   : s->placement == MT_PLACE_SUBLN  ? MT_SCHEME_SUBLN
                                                     : MT_SCHEME_GPT2;
     return MT_OK;
+}
+
+mt_ce_opts mt_stack_ce(const mt_stack_config *s) {
+    return (mt_ce_opts){.label_smoothing = s->label_smoothing, .z_loss = s->z_loss};
 }
 
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {

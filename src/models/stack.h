@@ -36,8 +36,9 @@ typedef struct {
     float dropout;
     float label_smoothing; /* of the training loss, in [0, 1): each target (1 - eps) onehot +
                               eps / V (mt_cross_entropy); evaluation scores the plain NLL */
-    int mixln_post;        /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
-    float dsl_k;           /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
+    float z_loss;   /* of the training loss: + z_loss log(Z)^2 per target (mt_cross_entropy) */
+    int mixln_post; /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
+    float dsl_k;    /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
 } mt_stack_config;
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
@@ -66,6 +67,8 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
    projections divided by sqrt(2 n_layer)) and the models' embeddings. */
 #define MT_GPT2_STD 0.02f
 
+/* The training loss's terms: the stack's label smoothing and z-loss. */
+mt_ce_opts mt_stack_ce(const mt_stack_config *s);
 /* The block of a validated stack. */
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
 /* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are

@@ -125,4 +125,12 @@ for i, (placement, L, opts) in enumerate(SETTINGS):
     cfg.update(opts)
     run_case(cfg, 2, 8, f"{placement} L{L} {opts}")
 
+# PaLM's z-loss in the training loss (torch_gpt.z_loss): alone, with label smoothing, untied
+for i, (z, eps, tied) in enumerate([(1e-4, 0.0, True), (0.3, 0.1, True), (0.05, 0.0, False)]):
+    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_ctx": 8, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[i % 2], "placement": ("pre", "post", "lns")[i],
+           "norm_eps": 1e-5, "rms_form": "llama", "tied": tied, "bias": True, "act": "gelu",
+           "dropout": 0.0, "label_smoothing": eps, "z_loss": z}
+    run_case(cfg, 2, 8, f"z-loss {z} smoothing {eps}{'' if tied else ' untied'}")
+
 R.finish()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, run_driver
-from torch_gpt import FINAL_NORM, TorchBlocks, stack_shapes
+from torch_gpt import FINAL_NORM, TorchBlocks, stack_shapes, z_loss
 from torch_gpt import norm_params as gpt_norm_params
 
 rng = np.random.default_rng(0)
@@ -154,6 +154,7 @@ def run_case(norm, opts, placement, case):
     logits = model.forward(torch.tensor(images))
     loss = F.cross_entropy(logits, torch.tensor(labels),
                            label_smoothing=cfg["label_smoothing"])
+    loss = loss + z_loss(cfg, logits, torch.tensor(labels))
     loss.backward()
     model.training = False
     with torch.no_grad():
@@ -197,5 +198,7 @@ def run_case(norm, opts, placement, case):
 
 # the placements of Post-LN to Peri-LN, then those of arXiv 2502.05795 (lns), OLMo-2 (reorder),
 # Mix-LN and DeepScaleLM
-run_cases(PLACEMENTS[5:], run_cases(PLACEMENTS[:5], 0))
+case = run_cases(PLACEMENTS[5:], run_cases(PLACEMENTS[:5], 0))
+for i, z in enumerate((1e-4, 0.3)):  # PaLM's z-loss in the training loss (torch_gpt.z_loss)
+    run_case("ln", {"z_loss": z}, ("pre", "dsl")[i], case + i)
 R.finish()

@@ -24,6 +24,14 @@ def rope(x, theta):
     return y.reshape(x.shape)
 
 
+def z_loss(cfg, logits, targets):
+    """PaLM's auxiliary loss (Chowdhery et al. 2022, arXiv 2204.02311, section 5): z log(Z)^2,
+    Z = sum_j exp(logit_j) of a row, averaged over the rows whose target is not ignored (-1)."""
+    z = cfg.get("z_loss", 0.0)
+    kept = targets != -1
+    return z * (torch.logsumexp(logits[kept], -1) ** 2).mean() if z else 0.0
+
+
 class TorchBlocks(torch.nn.Module):
     """The block stack of models.h in plain torch, float64, parameters under the mt names; the
     GPT (causal attention) and the ViT (tests/parity/test_vit.py) add their ends to it."""
@@ -163,7 +171,7 @@ class TorchGPT(TorchBlocks):
         logits = self.product(x, head)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-1, label_smoothing=cfg.get("label_smoothing", 0.0))
-        return logits, loss
+        return logits, loss + z_loss(cfg, logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def norm_params(cfg):

@@ -93,13 +93,16 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     m->layout = L;
     mt_params *P = &m->P;
     mt_params_init_table(P);
+    /* DeepScaleLM's init: the embeddings' sum of unit variance, 1 / tables each (emb_std unused) */
+    bool learned = g->pos == MT_POS_LEARNED;
+    float emb_std = g->stack.init == MT_SCHEME_DSL ? sqrtf(learned ? 0.5f : 1.0f) : g->emb_std;
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
-                               MT_INIT_NORMAL, g->emb_std);
+                               MT_INIT_NORMAL, emb_std);
     mt_block_cfg block = mt_stack_block(&g->stack, true);
     L->pos_emb = -1;
-    if (g->pos == MT_POS_LEARNED)
+    if (learned)
         L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
-                                   MT_INIT_NORMAL, g->emb_std);
+                                   MT_INIT_NORMAL, emb_std);
     else if ((st = mt_rope_init(&L->rope, g->n_ctx, C / g->stack.n_head, g->rope_theta, err)) !=
              MT_OK)
         return st;

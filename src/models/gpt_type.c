@@ -16,7 +16,8 @@ static const mt_field FIELDS[] = {
     F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
     F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
     F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
-    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+    F(emb_std, FLOAT, "emb_std",
+      "std of the token and position embeddings' normal init (init dsl: 1 / sqrt(tables))",
       .range = "0.."),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "

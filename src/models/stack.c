@@ -13,7 +13,10 @@ static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
     [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
                                   "fc2"},
-    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, else gpt2"},
+    [MT_SCHEME_DSL] = {"dsl", "DeepScaleLM: q, k, v, out N(0, 1/n-embd), fc1 (fc3), fc2 variance "
+                              "sqrt(2 / (n-embd n-ff))"},
+    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, dsl for dsl, "
+                                "else gpt2"},
 };
 static const mt_enum_item RMS_FORMS[] = {
     [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
@@ -201,6 +204,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (s->init == MT_SCHEME_AUTO)
         s->init = s->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM
                   : s->placement == MT_PLACE_SUBLN  ? MT_SCHEME_SUBLN
+                  : s->placement == MT_PLACE_DSL    ? MT_SCHEME_DSL
                                                     : MT_SCHEME_GPT2;
     return MT_OK;
 }
@@ -251,6 +255,10 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
                                .out = gamma * sq,
                                .fc1 = gamma * sf,
                                .fc2 = gamma * sf};
+    case MT_SCHEME_DSL: { /* unit-variance sublayer outputs from unit-variance (normed) inputs */
+        float a = 1 / sqrtf((float)C), f = powf(2.0f / ((float)C * (float)F), 0.25f);
+        return (mt_block_init){.q = a, .k = a, .v = a, .out = a, .fc1 = f, .fc2 = f};
+    }
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);

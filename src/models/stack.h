@@ -16,10 +16,12 @@ typedef enum {
     MT_SCHEME_XAVIER,   /* Xavier-normal, gain 1: std = sqrt(2 / (fan_in + fan_out)) */
     MT_SCHEME_DEEPNORM, /* Xavier-normal, gain beta for fc1, fc2, v_proj, out_proj; 1 for q, k */
     MT_SCHEME_SUBLN,    /* Xavier-normal, gain gamma for fc1, fc2, v_proj, out_proj; 1 for q, k */
-    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, subln for subln, gpt2 otherwise
-                           (validate sets it) */
+    MT_SCHEME_DSL,      /* DeepScaleLM: q, k, v, out N(0, 1/C); fc1, fc2 (fc3) variance
+                           sqrt(2 / (C F)) (a unit-variance sublayer output) */
+    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, subln for subln, dsl for dsl,
+                           gpt2 otherwise (validate sets it) */
 } mt_init_scheme;
-extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "auto" */
+extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "dsl", "auto" */
 extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 
 typedef struct {

@@ -207,5 +207,13 @@ done
 train $TINY --z-loss -1 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "z-loss" "$T/log" || fail "z-loss -1: $(cat "$T/log")"
 
+# the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3
+train $TINY --placement lns --steps 3 --warmup 1 --diag-logz-every 2 --diag-skip-every 2 \
+    --out "$T/probe" || fail "--diag-logz-every, --diag-skip-every: $(cat "$T/log")"
+[ "$(cut -d, -f1 "$T/probe/diag_logz.csv" | tr '\n' ' ')" = "step 0 2 " ] &&
+    [ "$(cut -d, -f1,2 "$T/probe/diag_skip.csv" | tr '\n' ' ')" = \
+        "step,block 0,-1 0,0 0,1 2,-1 2,0 2,1 3,-1 3,0 3,1 " ] ||
+    fail "diagnostics' rows: $(cat "$T/probe/diag_logz.csv" "$T/probe/diag_skip.csv")"
+
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -25,6 +25,16 @@
  *   The residual stream entering block layer (layer n_layer: leaving the last block) on the same
  *   batch: the mean over tokens of ||x_t||_2 (Xiong et al. 2020). Every resid_every steps from 0.
  *   An encoder-decoder: its encoder's blocks, then its decoder's (the encoder's output has no row).
+ * diag_logz.csv   step,mean,max
+ *   log Z = logsumexp_j(logit_j) of the output logits at every position of the same batch (what
+ *   PaLM's z-loss keeps near 0): its mean and its max over the positions, every logz_every steps
+ *   from 0 (a model type with logits: the GPT).
+ * diag_skip.csv   step,block,loss,delta
+ *   The block-effectiveness probe of the Curse of Depth paper (arXiv 2502.05795): the plain
+ *   cross-entropy of the same batch with the whole model (block -1, delta 0), then with each block
+ *   skipped in turn (its output is its input), delta = loss - the whole model's; every
+ *   skip_every steps from 0 and after the last step. n_layer + 1 forwards of the batch, no
+ *   gradients. An encoder-decoder's blocks are numbered as in diag_grad.csv.
  */
 #ifndef MT_DIAG_H
 #define MT_DIAG_H
@@ -34,11 +44,16 @@
 #include "../tensor/base.h"
 #include "../train/train.h"
 
+/* The fixed batch: the task's probe_rows of seed (the run's) ^ MT_DIAG_SEED. */
+#define MT_DIAG_SEED 0x4449414742415443ULL
+
 typedef struct {
     int grad_every;   /* 0: no diag_grad.csv */
     int update_steps; /* 0: no diag_update.csv */
     int resid_every;  /* 0: no diag_resid.csv */
     int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
+    int logz_every;   /* 0: no diag_logz.csv */
+    int skip_every;   /* 0: no diag_skip.csv */
 } mt_diag_cfg;
 
 typedef struct {
@@ -49,6 +64,7 @@ typedef struct {
     int *group;         /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
     double *sq;         /* 4 L + 1 sums of squares */
     double *resid_norm; /* L + 1 */
+    FILE *logz, *skip;
 } mt_diag;
 
 /* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks

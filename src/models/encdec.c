@@ -514,6 +514,14 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
     return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * b->T, m->cfg.stack.n_embd}), at, n);
 }
 
+/* The block-effectiveness probe's skipped block: the encoder's first, then the decoder's. */
+static void skip_block(mt_model *mp, int block) {
+    mt_encdec_layout *L = ((mt_encdec *)mp)->layout;
+    int N = L->enc.n_layer;
+    L->enc.skip = block < N ? block : -1;
+    L->dec.skip = block >= N ? block - N : -1;
+}
+
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce) {
     return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids, b->targets,
@@ -636,5 +644,6 @@ const mt_model_type mt_encdec_type = {
     .meta_describe = meta_describe,
     .loss = loss,
     .hidden = hidden,
+    .skip_block = skip_block,
     .g2p = &G2P_OPS,
 };

@@ -59,6 +59,13 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
     return mt_stack_final(c, &m->layout->stack, mp->P, x);
 }
 
+/* The diagnostics' logits (B T, V) and block to skip. */
+static mt_tensor *logits(mt_ctx *c, const mt_model *mp, const mt_batch *b) {
+    mt_tensor *y = mt_gpt_forward(c, (const mt_gpt *)mp, mp->P, b->ids, b->B, b->T);
+    return mt_reshape(c, y, 2, (int[]){b->B * b->T, y->shape[2]});
+}
+static void skip_block(mt_model *m, int block) { ((mt_gpt *)m)->layout->stack.skip = block; }
+
 /* ---- the type -------------------------------------------------------------------------------- */
 
 static void config_default(void *cfg) { *(mt_gpt_config *)cfg = mt_gpt_config_default(); }
@@ -170,6 +177,8 @@ const mt_model_type mt_gpt_type = {
     .meta_describe = meta_describe,
     .loss = loss,
     .hidden = hidden,
+    .logits = logits,
+    .skip_block = skip_block,
     .text = &TEXT_OPS,
     .export = export,
 };

@@ -296,6 +296,7 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
         return mt_errorf(err, MT_ENOMEM, "cannot allocate the layout of %d blocks", s->n_layer);
     st->n_layer = s->n_layer;
     st->norm = &s->norm;
+    st->skip = -1;
     st->block = *block;
     mt_block_init stds = mt_stack_init_stds(s);
     for (int i = 0; i < s->n_layer; i++) {
@@ -333,7 +334,7 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
         block.layer = i;
-        x = mt_block_forward_ex(c, &block, P, &st->blocks[i], x, x_len, mem);
+        if (i != st->skip) x = mt_block_forward_ex(c, &block, P, &st->blocks[i], x, x_len, mem);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
     return x;

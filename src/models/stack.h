@@ -92,6 +92,7 @@ typedef struct {
     bool final_norm_on;
     mt_norm_params final_norm;
     const mt_norm_cfg *norm; /* the stack's */
+    int skip; /* a probe's: the block the forward passes over (its input unchanged); -1: none */
 } mt_stack;
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,

@@ -58,11 +58,12 @@ BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
 # festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task);
-# libdnnl-dev: oneDNN, the GEMM layer's second backend and --precision bf16
+# libdnnl-dev: oneDNN, the GEMM layer's second backend and --precision bf16;
+# dict-gcide: the GNU dictionary of English, a 30 MB corpus (scripts/gcide_text.py, docs/scale.md)
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
-             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev
-# make MPI=1 (and the MPI test, tests/test_mpi.sh)
-DEPS_MPI  := libopenmpi-dev openmpi-bin
+             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev dict-gcide
+# make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
+DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
 
 .PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \

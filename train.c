@@ -64,7 +64,10 @@ static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
     printf("data    %s: %s\n", o->data.path, line);
     type->config_describe(tr->model->cfg, line, sizeof line);
     printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr->P) / 1e6);
-    mt_model_batch_words(type, tr->model->cfg, o->batch, batch, sizeof batch);
+    mt_model_batch_words(type, tr->model->cfg, o->grad_accum * o->batch, batch, sizeof batch);
+    if (o->grad_accum > 1) /* "128 x 64 tokens in 4 micro-batches" */
+        snprintf(batch + strlen(batch), sizeof batch - strlen(batch), " in %d micro-batches",
+                 o->grad_accum);
     printf("train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s%s -> %s\n",
            mt_enum_name(&MT_OPTIMS, o->optim.kind), o->optim.sched.lr,
            mt_enum_name(&MT_SCHEDULES, o->optim.sched.kind), tr->opt.cfg.sched.warmup, batch,

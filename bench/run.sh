@@ -8,7 +8,8 @@
 #      has bf16) and mt once with every op split across the threads
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the peak RSS of the whole ./train process on the configs with a memory goal: a short run
-#      of each, evaluation and checkpoint included (bench/train_rss.sh);
+#      of each, evaluation and checkpoint included (bench/train_rss.sh); then deep100's peak RSS
+#      and step time with --recompute none and block side by side (bench/recompute.sh);
 #   4. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), bench/generate.sh (./infer's generation against llama2.c's
@@ -82,6 +83,11 @@ MT_BUILD=$BUILD sh bench/train_rss.sh | tee -a "$RAW"
 $PY bench/gpt/report.py "$RAW" --load-start "$LOAD0" --seconds $(($(date +%s) - START)) \
     --command "make bench (STEPS=$STEPS UNTIMED=$UNTIMED ROUNDS=$ROUNDS${CONFIGS:+ CONFIGS=\"$CONFIGS\"})" \
     >bench/RESULTS.md
+
+echo "recomputation: bench/recompute.sh"
+printf '\n## bench/recompute.sh: ./train on deep100 with --recompute none and block\n\n' \
+    >>bench/RESULTS.md
+MT_BUILD=$BUILD sh bench/recompute.sh | tee -a bench/RESULTS.md
 
 if [ -z "$BENCH_GPT_ONLY" ]; then
     echo "norms: bench/norms/run.sh"

@@ -324,7 +324,7 @@ static void test_length_buckets(void) {
     }
     fclose(f);
     mt_encdec_config cfg = mt_encdec_config_default();
-    mt_data_cfg dc = {.path = path, .batch = 8, .rows = 8, .min_rows = 8, .eval_batches = 1};
+    mt_data_cfg dc = {.path = path, .batch = 8, .min_rows = 8, .eval_batches = 1};
     mt_task *t = NULL;
     mt_err e;
     CHECK(mt_g2p_task.load(&t, &dc, &cfg, &e) == MT_OK, "load: %s", e.msg);
@@ -335,7 +335,7 @@ static void test_length_buckets(void) {
     mt_rng r;
     mt_rng_seed(&r, 7);
     for (int d = 0; d < DRAWS; d++) {
-        mt_g2p_task.draw_batch(t, &r, 0, 8);
+        mt_g2p_task.draw_batch(t, &r);
         for (int b = 0; b < 8; b++) {
             const char *w = mt_encdec_drawn_word(t, b);
             mixed += strlen(w) != strlen(mt_encdec_drawn_word(t, 0));

@@ -2,10 +2,12 @@
 # Data parallelism under MPI (docs/mpi.md): builds build-mpi/train (make MPI=1) and checks that
 # 2 ranks with a global batch of 8 give the losses, validation losses and gradient norms of one
 # process with batch 8 (the default build) to a relative 2e-5 (float32 sums in another order:
-# each rank's half of a gradient, then the two halves), 3 ranks with 3 + 3 + 2 rows too; that a
-# run resumed under MPI ends bit-identical to an uninterrupted one (with dropout: each rank's
-# masks come from the shared stream in the checkpoint); that a setup error stops every rank with
-# one message. Skipped (with a line saying so) when mpicc or mpirun is missing.
+# each rank's half of a gradient, then the two halves), 3 ranks with 3 + 3 + 2 rows too, and 2
+# and 3 ranks with 2 micro-batches of 4 rows (--grad-accum 2) too; that a run resumed under MPI
+# ends bit-identical to an uninterrupted one (with dropout: each rank's masks come from the shared
+# stream in the checkpoint), with and without --grad-accum; that a setup error stops every rank
+# with one message; and that --recompute block changes no bit. Skipped (with a line saying so)
+# when mpicc or mpirun is missing.
 B=${MT_BUILD:-build}
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
     echo "SKIPPED test_mpi: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
@@ -47,6 +49,16 @@ grep -q "^mpi     2 ranks" "$T/log" || fail "no mpi line: $(cat "$T/log")"
 same "$T/one/metrics.csv" "$T/two/metrics.csv" "2 ranks x 4 vs 1 x 8"
 mpi 3 $TINY --steps 12 --out "$T/three" || { fail "3 ranks exited $?"; cat "$T/log"; }
 same "$T/one/metrics.csv" "$T/three/metrics.csv" "3 ranks (3 + 3 + 2) vs 1 x 8"
+# recomputed blocks (their nodes' parameters final at the recomputation's node): the same bits
+mpi 2 $TINY --steps 12 --recompute block --out "$T/two-rc" || fail "2 ranks, recompute"
+[ "$(cut -d, -f1-5 "$T/two/metrics.csv")" = "$(cut -d, -f1-5 "$T/two-rc/metrics.csv")" ] &&
+    cmp -s "$T/two/optim.safetensors" "$T/two-rc/optim.safetensors" ||
+    fail "2 ranks with --recompute block: other bits"
+# gradient accumulation: 2 micro-batches of 4 rows, each split across the ranks
+mpi 2 $TINY --batch 4 --grad-accum 2 --steps 12 --out "$T/accum2" || fail "2 ranks, accum"
+same "$T/one/metrics.csv" "$T/accum2/metrics.csv" "2 ranks x 2 rows x 2 micro-batches vs 1 x 8"
+mpi 3 $TINY --batch 4 --grad-accum 2 --steps 12 --out "$T/accum3" || fail "3 ranks, accum"
+same "$T/one/metrics.csv" "$T/accum3/metrics.csv" "3 ranks (2 + 1 + 1) x 2 micro-batches vs 1 x 8"
 
 # resumed under MPI: the same bits as at once (with dropout: per-rank masks)
 R="$TINY --dropout 0.1 --steps 10 --save-every 5"
@@ -55,6 +67,13 @@ mpi 2 $R --steps 5 --out "$T/r" || fail "first half"
 mpi 2 --resume --out "$T/r" --steps 10 || { fail "resume exited $?"; cat "$T/log"; }
 cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ"
 cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
+# ... and with gradient accumulation
+rm -rf "$T/once" "$T/r"
+R="$R --batch 4 --grad-accum 2"
+mpi 2 $R --out "$T/r" && mv "$T/r" "$T/once" || fail "run once, accum"
+mpi 2 $R --steps 5 --out "$T/r" || fail "first half, accum"
+mpi 2 --resume --out "$T/r" --steps 10 || { fail "resume exited $?, accum"; cat "$T/log"; }
+cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ, accum"
 
 # a setup error: one message, exit 2
 mpi 2 $TINY --batch 1 --out "$T/b"

@@ -1,6 +1,7 @@
 /* A steady-state training step allocates nothing: after the first step, steps 2..N of a small
    GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, the
-   gradient's norm, clipping, AdamW and zero grad in mt_optim_update) make no call to
+   gradient's norm, clipping, AdamW and zero grad in mt_optim_update; with and without the
+   blocks recomputed in the backward, mt_recompute) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -76,8 +77,8 @@ static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_bat
 }
 
 /* The training loop with n replicas (1: every op split across the threads; 2: the batch), its
-   linear layers' products in precision prec. */
-static void steady(int n, mt_precision prec) {
+   linear layers' products in precision prec, its blocks recomputed in the backward or not. */
+static void steady(int n, mt_precision prec, bool recompute) {
     enum { B = 4, T = 32, STEPS = 6 };
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
@@ -92,9 +93,11 @@ static void steady(int n, mt_precision prec) {
                   (prec != MT_BF16 || !mt_params_enable_bf16(&m.P, &err)) &&
                   !mt_replicas_init(&R, n, &m.P, 64 << 20, 1, &err),
               "setup: %s", err.msg);
-    const char *pn = mt_enum_name(&MT_PRECISIONS, prec);
-    c.precision = prec;
-    for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec;
+    char pn[64];
+    snprintf(pn, sizeof pn, "%s%s", mt_enum_name(&MT_PRECISIONS, prec),
+             recompute ? ", recomputed" : "");
+    c.precision = prec, c.recompute = recompute;
+    for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;
     mt_rng r;
     mt_rng_seed(&r, 3);
     mt_params_initialize(&m.P, &r);
@@ -143,8 +146,10 @@ int main(void) {
             printf("test_steady: bf16 skipped (no oneDNN or no AVX512_BF16 here)\n");
             continue;
         }
-        steady(1, prec);
-        steady(2, prec);
+        for (int rc = 0; rc <= 1; rc++) {
+            steady(1, prec, rc);
+            steady(2, prec, rc);
+        }
     }
     if (!WRAPPED)
         printf("test_steady: allocator not wrapped under AddressSanitizer; arena checked only\n");

@@ -369,9 +369,8 @@ static char *task_meta(const mt_task *tp) {
 
 /* B training examples drawn with replacement from one length bucket, the bucket drawn with
    probability its share of the examples: every example is as likely as with B uniform draws. */
-static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
+static void draw_batch(mt_task *tp, mt_rng *r) {
     encdec_task *t = (encdec_task *)tp;
-    (void)lo, (void)n;
     int e0 = (int)mt_rng_below(r, (uint32_t)t->n_ex), k = 0, hi = t->n_bucket;
     while (hi - k > 1) { /* the bucket holding e0: bucket[k] <= e0 < bucket[k + 1] */
         int mid = (k + hi) / 2;

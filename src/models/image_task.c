@@ -15,10 +15,8 @@ typedef struct {
     int *order; /* (n) image indices: the training split, then validation */
     int n_train, n_val;
     int B;
-    int *idx, *label; /* (B) the drawn batch's images and labels */
-    float *images;    /* (rows, CH, H, W) this process's rows of it */
-    int lo;           /* the first of those rows */
-    int eval_at;      /* the first validation image of the evaluation batch drawn */
+    int *idx;    /* (B) the drawn batch's images */
+    int eval_at; /* the first validation image of the evaluation batch drawn */
 } image_task;
 
 static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
@@ -42,10 +40,7 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *er
     cfg->n_classes = ds->n_classes;
     size_t B = (size_t)d->batch;
     t->idx = malloc(B * sizeof *t->idx);
-    t->label = malloc(B * sizeof *t->label);
-    t->images = malloc((size_t)d->rows * ds->C * ds->H * ds->W * sizeof *t->images);
-    if (!t->idx || !t->label || !t->images)
-        return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
+    if (!t->idx) return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
     if ((s = mt_vit_config_validate(cfg, err)) != MT_OK) return s;
     /* BatchNorm's statistics need two values per channel: rows x tokens in a process's slice */
     if (cfg->stack.norm.kind == MT_NORM_BN && (long)d->min_rows * mt_vit_tokens(cfg) < 2)
@@ -63,8 +58,6 @@ static void task_free(mt_task *tp) {
     mt_images_free(&t->imgs);
     free(t->order);
     free(t->idx);
-    free(t->label);
-    free(t->images);
     free(t);
 }
 
@@ -90,21 +83,21 @@ static char *meta(const mt_task *tp) {
     return mt_images_meta_to_json(&((const image_task *)tp)->imgs);
 }
 
-/* B training images drawn with replacement; rows [lo, lo + n) read into t->images. */
-static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
+/* B training images drawn with replacement. */
+static void draw_batch(mt_task *tp, mt_rng *r) {
     image_task *t = (image_task *)tp;
     for (int b = 0; b < t->B; b++) t->idx[b] = t->order[mt_rng_below(r, (uint32_t)t->n_train)];
-    t->lo = lo;
-    mt_images_batch(&t->imgs, t->idx + lo, n, t->images, t->label + lo);
 }
 
+/* Rows [lo, lo + n): their images and labels read into c's arena. */
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
                             int n) {
     image_task *t = (image_task *)tp;
-    size_t pixels = (size_t)t->imgs.C * t->imgs.H * t->imgs.W;
-    mt_batch b = {.B = n,
-                  .images = t->images + (size_t)(lo - t->lo) * pixels,
-                  .labels = t->label + lo};
+    const mt_images *d = &t->imgs;
+    float *x = mt_arena_floats(c, (size_t)n * d->C * d->H * d->W);
+    int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
+    mt_images_batch(d, t->idx + lo, n, x, label);
+    mt_batch b = {.B = n, .images = x, .labels = label};
     return m->type->loss(c, m, P, &b, mt_stack_ce(mt_config_stack(m->cfg)));
 }
 

@@ -99,9 +99,8 @@ typedef struct {
                               test part) */
     mt_image_opts images;  /* images */
     uint64_t seed;         /* a random split */
-    int batch;             /* rows of a training batch */
-    int rows;              /* the most rows of a batch one process computes (its buffers) */
-    int min_rows;          /* the fewest */
+    int batch;             /* rows of a training batch: an optimizer step's (every micro-batch) */
+    int min_rows;          /* the fewest rows of a micro-batch one process computes */
     int eval_batches;      /* text: validation batches of `batch` windows */
 } mt_data_cfg;
 
@@ -135,11 +134,11 @@ struct mt_task_type {
        inputs with. */
     char *(*meta)(const mt_task *t);
 
-    /* Draws the next training batch of d->batch rows with r (the same draw in every process)
-       and makes rows [lo, lo + n) of it ready for rows_loss. */
-    void (*draw_batch)(mt_task *t, mt_rng *r, int lo, int n);
+    /* Draws the next training batch of d->batch rows with r (the same draw in every process). */
+    void (*draw_batch)(mt_task *t, mt_rng *r);
     /* The mean loss over rows [lo, lo + n) of the drawn batch (a scalar), built in c on the
-       parameters P (the model's or a replica's view of them). */
+       parameters P (the model's or a replica's view of them); what the rows read beyond the
+       drawn indices (images) goes in c's arena: slices run concurrently. */
     mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo, int n);
 
     /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws

@@ -328,13 +328,31 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
     return mt_stack_forward_ex(c, st, P, x, NULL, NULL, resid);
 }
 
+/* A block as mt_recompute's segment: what it reads besides x, kept until the backward (its
+   config by value: it holds the block's index, which the loop below changes). */
+typedef struct {
+    mt_block_cfg cfg;
+    mt_params *P;
+    const mt_block_params *bp;
+    const int *x_len;
+    mt_cross_mem mem; /* mem.mem NULL: none */
+} block_segment;
+
+static mt_tensor *block_forward(mt_ctx *c, mt_tensor *x, const void *arg) {
+    const block_segment *b = arg;
+    return mt_block_forward_ex(c, &b->cfg, b->P, b->bp, x, b->x_len, b->mem.mem ? &b->mem : NULL);
+}
+
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                                const int *x_len, const mt_cross_mem *mem, double *resid) {
     mt_block_cfg block = st->block;
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
+        if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
         block.layer = i;
-        if (i != st->skip) x = mt_block_forward_ex(c, &block, P, &st->blocks[i], x, x_len, mem);
+        block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}};
+        x = c->recompute ? mt_recompute(c, x, block_forward, &b, sizeof b)
+                         : block_forward(c, x, &b);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
     return x;

@@ -65,9 +65,8 @@ static char *meta(const mt_task *tp) { return mt_tok_to_json(&((const text_task 
 
 static int row_units(const void *model_cfg) { return ((const mt_gpt_config *)model_cfg)->n_ctx; }
 
-static void draw_batch(mt_task *tp, mt_rng *r, int lo, int n) {
+static void draw_batch(mt_task *tp, mt_rng *r) {
     text_task *t = (text_task *)tp;
-    (void)lo, (void)n; /* every row of the batch is drawn */
     mt_sampler s = {.rng = *r};
     mt_sampler_next(&s, &t->train, t->B, t->T, t->x, t->y);
     *r = s.rng;

@@ -357,10 +357,13 @@ static float *data_or_null(mt_tensor *t) { return t ? t->data : NULL; }
 static void batchnorm_like_forward(mt_node *n) {
     layout L = node_layout(n);
     float *scratch = mt_arena_floats(n->ctx, (size_t)n_parts(&L) * 4 * L.C);
+    /* a recomputation (mt_recompute) does not update the running statistics again */
+    bool update = !(n->i[6] && n->ctx->replaying);
     batchnorm_like_forward_kernel(n->out->data, n->saved[0], n->saved[1], n->in[0]->data,
                                   data_or_null(n->in[1]), data_or_null(n->in[2]),
-                                  data_or_null(n->in[3]), data_or_null(n->in[4]), n->i[6], n->f[1],
-                                  n->f[0], scratch, &L);
+                                  update ? data_or_null(n->in[3]) : NULL,
+                                  update ? data_or_null(n->in[4]) : NULL, n->i[6], n->f[1], n->f[0],
+                                  scratch, &L);
 }
 
 static void batchnorm_like_backward(mt_node *n) {

@@ -154,6 +154,8 @@ mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in, mt_te
     return n;
 }
 
+static const mt_op OP_RECOMPUTE; /* mt_recompute's node: its ops are timed one by one */
+
 /* n's forward (dir 0) or backward (dir 1), timed into c->profile when one is set; under
    c->threads, the calling thread's team size (the nthreads ICV, which mt's loops, mt_threads(),
    OpenBLAS and oneDNN read) is the budget for the op's length and then what it was. */
@@ -162,7 +164,7 @@ static void run_op(mt_ctx *c, mt_node *n, int dir) {
     int outer = c->threads > 0 && !omp_in_parallel() ? omp_get_max_threads() : 0;
     bool budget = c->threads < outer;
     if (budget) omp_set_num_threads(c->threads);
-    if (!c->profile) {
+    if (!c->profile || n->op == &OP_RECOMPUTE) {
         fn(n);
     } else {
         double t = mt_clock();
@@ -172,16 +174,19 @@ static void run_op(mt_ctx *c, mt_node *n, int dir) {
     if (budget) omp_set_num_threads(outer);
 }
 
+static void record(mt_ctx *c, mt_node *n) {
+    n->out->requires_grad = true;
+    n->prev = c->tape;
+    c->tape = n;
+    c->n_nodes++;
+}
+
 void mt_node_run(mt_ctx *c, mt_node *n) {
     run_op(c, n, 0);
     if (!c->grad_enabled) return;
     bool needs = false;
     for (int i = 0; i < n->n_in; i++) needs |= n->in[i] && n->in[i]->requires_grad;
-    if (!needs) return;
-    n->out->requires_grad = true;
-    n->prev = c->tape;
-    c->tape = n;
-    c->n_nodes++;
+    if (needs) record(c, n);
 }
 
 float *mt_grad(mt_ctx *c, mt_tensor *x) {
@@ -231,13 +236,13 @@ static void release_output(mt_ctx *c, mt_node *n, const mt_tensor *y, released *
     *pool = r;
 }
 
-void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
-    MT_ASSERT(y->requires_grad, "backward: the output does not depend on any parameter");
-    float *g = mt_grad(c, y);
-    for (size_t i = 0; i < y->n; i++) g[i] += dy[i];
-    released *pool = NULL;
+/* The backward of the nodes from n down the tape, y's gradient set (y: the tensor backward
+   started from, whose block is never released; NULL inside a recomputed segment). The released
+   blocks are c->free_grads. */
+static void backward_nodes(mt_ctx *c, mt_node *n, const mt_tensor *y) {
+    released **pool = (released **)&c->free_grads;
     const unsigned char *lo = c->arena.base, *hi = lo + c->arena.cap;
-    for (mt_node *n = c->tape; n; n = n->prev) {
+    for (; n; n = n->prev) {
         /* The tape was written during the forward, long ago: the node after next and the tensors
            of the next one are asked for while this one runs (the next node came in this way) */
         mt_node *p = n->prev;
@@ -251,21 +256,166 @@ void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
         if (owned && n->grad_through && a && a->requires_grad && !a->grad)
             a->grad = n->out->grad, handed = true; /* not zeroed, summed nor released */
         for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], &pool);
+            if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], pool);
         run_op(c, n, 1);
         if (c->after_backward) c->after_backward(n, c->after_backward_arg);
-        release_output(c, n, y, &pool);
-        if (!owned) continue;
+        release_output(c, n, y, pool);
+        /* a recomputed segment hands its output's gradient on inside (and clears it) */
+        if (!owned || !n->out->grad) continue;
         n->out->grad = NULL;
         if (handed) continue;
         released *r = (released *)dead;
-        *r = (released){pool, grad_bytes(n->out)};
-        pool = r;
+        *r = (released){*pool, grad_bytes(n->out)};
+        *pool = r;
     }
+}
+
+void mt_backward_from(mt_ctx *c, mt_tensor *y, const float *dy) {
+    MT_ASSERT(y->requires_grad, "backward: the output does not depend on any parameter");
+    float *g = mt_grad(c, y);
+    for (size_t i = 0; i < y->n; i++) g[i] += dy[i];
+    c->free_grads = NULL;
+    backward_nodes(c, c->tape, y);
+    c->free_grads = NULL;
 }
 
 void mt_backward(mt_ctx *c, mt_tensor *loss) {
     MT_ASSERT(loss->n == 1, "backward: the loss has %zu elements, expected a scalar", loss->n);
-    const float one = 1.0f;
+    static const float one = 1.0f;
     mt_backward_from(c, loss, &one);
+}
+
+/* ---- recomputation ------------------------------------------------------------------------- */
+
+/* mt_recompute's node (n->p): fn, its arg and input, the RNG it started with, and the tensors
+   outside the segment that its nodes read (mt_node_reads). */
+typedef struct {
+    mt_segment_fn fn;
+    const void *arg;
+    mt_tensor *x;
+    mt_rng rng;
+    mt_tensor **reads;
+    int n_reads;
+} segment;
+
+static bool in_range(const void *p, const unsigned char *lo, const unsigned char *hi) {
+    return (const unsigned char *)p >= lo && (const unsigned char *)p < hi;
+}
+
+int mt_node_reads(const mt_node *n, mt_tensor *const **reads) {
+    if (n->op != &OP_RECOMPUTE) return *reads = n->in, n->n_in;
+    const segment *s = n->p;
+    return *reads = s->reads, s->n_reads;
+}
+
+/* The tensors requiring grad that the nodes from n down to (not including) end read, outside the
+   arena's [lo, hi): each once, in the arena; their count in *k. */
+static mt_tensor **outside_reads(mt_ctx *c, const mt_node *n, const mt_node *end,
+                                 const unsigned char *lo, const unsigned char *hi, int *k) {
+    size_t most = 0;
+    mt_tensor *const *r;
+    for (const mt_node *m = n; m != end; m = m->prev) most += (size_t)mt_node_reads(m, &r);
+    mt_tensor **out = mt_arena_alloc(c, most * sizeof *out);
+    *k = 0;
+    for (const mt_node *m = n; m != end; m = m->prev)
+        for (int i = mt_node_reads(m, &r) - 1; i >= 0; i--) {
+            mt_tensor *t = r[i];
+            int j = 0;
+            if (!t || !t->requires_grad || in_range(t, lo, hi)) continue;
+            while (j < *k && out[j] != t) j++;
+            if (j == *k) out[(*k)++] = t;
+        }
+    return out;
+}
+
+/* Never run: mt_recompute runs the segment's ops itself. */
+static void recompute_forward(mt_node *n) {
+    MT_ASSERT(0, "recompute: node %p runs its segment's ops, not a forward", (void *)n);
+}
+
+/* After a segment's backward (its arena from mark): the released blocks above mark forgotten,
+   the gradients of the tensors outside the segment that lie above mark moved down to mark in
+   address order (each to a place no higher than its own), and the rest given back. */
+static void keep_outside_grads(mt_ctx *c, const segment *s, size_t mark) {
+    const unsigned char *lo = c->arena.base + mark, *hi = c->arena.base + c->arena.cap;
+    for (released **p = (released **)&c->free_grads; *p;)
+        if (in_range(*p, lo, hi)) *p = (*p)->next;
+        else p = &(*p)->next;
+    mt_tensor *keep[MT_NODE_MAX_IN];
+    int k = 0;
+    for (int i = 0; i < s->n_reads; i++) {
+        mt_tensor *t = s->reads[i];
+        if (!t->grad || !in_range(t->grad, lo, hi)) continue;
+        MT_ASSERT(k < MT_NODE_MAX_IN, "recompute: more than %d outside gradients", k);
+        int j = k++;
+        for (; j > 0 && keep[j - 1]->grad > t->grad; j--) keep[j] = keep[j - 1];
+        keep[j] = t;
+    }
+    mt_arena_release(c, mark);
+    for (int i = 0; i < k; i++) {
+        float *g = mt_arena_floats(c, keep[i]->n);
+        memmove(g, keep[i]->grad, keep[i]->n * sizeof *g);
+        keep[i]->grad = g;
+    }
+}
+
+/* fn again from x with the RNG it had, then the backward of what it recorded, from the segment's
+   output gradient, which goes on inside as the first recording's did. */
+static void recompute_backward(mt_node *n) {
+    mt_ctx *c = n->ctx;
+    segment *s = n->p;
+    size_t mark = mt_arena_mark(c), count = c->n_nodes;
+    mt_node *tape = c->tape;
+    mt_rng rng = c->rng;
+    c->tape = NULL, c->rng = s->rng, c->replaying = true;
+    mt_tensor *y = s->fn(c, s->x, s->arg);
+    mt_node *inner = c->tape;
+    c->tape = tape, c->n_nodes = count, c->rng = rng, c->replaying = false;
+    y->grad = n->out->grad;
+    n->out->grad = NULL;
+    backward_nodes(c, inner, NULL);
+    keep_outside_grads(c, s, mark);
+}
+
+static const mt_op OP_RECOMPUTE = {"recompute", recompute_forward, recompute_backward};
+
+/* y, computed from mark on, moved down to out's data at mark (no higher than its place): the
+   arena above it given back. */
+static void keep_output(mt_ctx *c, mt_tensor *out, const mt_tensor *y, size_t mark) {
+    *out = *y;
+    out->grad = NULL;
+    mt_arena_release(c, mark);
+    out->data = mt_arena_floats(c, y->n);
+    memmove(out->data, y->data, y->n * sizeof(float));
+}
+
+mt_tensor *mt_recompute(mt_ctx *c, mt_tensor *x, mt_segment_fn fn, const void *arg,
+                        size_t arg_bytes) {
+    mt_tensor *out = mt_arena_alloc(c, sizeof *out);
+    if (!c->grad_enabled) { /* nothing to record: only y is kept */
+        size_t mark = mt_arena_mark(c);
+        keep_output(c, out, fn(c, x, arg), mark);
+        return out;
+    }
+    segment *s = mt_arena_alloc(c, sizeof *s);
+    void *a = mt_arena_alloc(c, arg_bytes);
+    memcpy(a, arg, arg_bytes);
+    mt_node *n = mt_node_new(c, &OP_RECOMPUTE, out, 0, NULL);
+    *s = (segment){.fn = fn, .arg = a, .x = x, .rng = c->rng};
+    n->p = s;
+    mt_node *tape = c->tape;
+    size_t mark = mt_arena_mark(c), count = c->n_nodes;
+    mt_tensor *y = fn(c, x, a);
+    if (c->tape == tape) return y; /* nothing recorded: nothing to recompute */
+    int k;
+    mt_tensor **reads = outside_reads(c, c->tape, tape, c->arena.base + mark,
+                                      c->arena.base + c->arena.used, &k);
+    /* y's data, then the list (above it), moved down over the segment */
+    keep_output(c, out, y, mark);
+    s->reads = mt_arena_alloc(c, (size_t)k * sizeof *reads);
+    memmove(s->reads, reads, (size_t)k * sizeof *reads);
+    s->n_reads = k;
+    c->tape = tape, c->n_nodes = count;
+    record(c, n);
+    return out;
 }

@@ -97,6 +97,12 @@ struct mt_ctx {
        for a training step, whose caller reads only the loss. Off by default; when on, every
        output but the one backward starts from is lost after backward. */
     bool free_activations;
+    /* Models run each block through mt_recompute when they record (--recompute block). */
+    bool recompute;
+    /* Set while mt_recompute's backward runs a segment's forward again: an op with a side effect
+       beyond its output (BatchNorm's running statistics) leaves it out. */
+    bool replaying;
+    void *free_grads; /* during a backward pass: the released gradient blocks (tensor.c) */
     /* mt_ctx_bf16's last copy: its source (data and element count) and the copy in the arena.
        Cleared by mt_ctx_reset and by an mt_arena_release below either. */
     struct {
@@ -141,6 +147,24 @@ mt_node *mt_node_new(mt_ctx *c, const mt_op *op, mt_tensor *out, int n_in, mt_te
 void mt_node_run(mt_ctx *c, mt_node *n);
 /* The grad of x, allocating it zeroed in the arena when absent (x must require grad). */
 float *mt_grad(mt_ctx *c, mt_tensor *x);
+
+/* The tensors n reads: its inputs (n->in), or for mt_recompute's node every tensor outside the
+   segment that the segment's nodes read and that requires grad (the parameters among them).
+   Returns their count. */
+int mt_node_reads(const mt_node *n, mt_tensor *const **reads);
+
+/* Recomputation (activation checkpointing): y = fn(c, x, arg), keeping only x and y. When c
+   records, the nodes and activations fn left in the arena are given back once y is computed
+   (y moved down in their place) and one node stands for them; its backward runs fn again on x,
+   with c->rng as it was (the same dropout masks) and c->replaying set, runs the backward of
+   what that recorded, and gives its memory back, keeping the gradients of the tensors outside
+   the segment. The gradients are the bits of fn recorded plainly: the same ops in the same
+   order, the same gradient buffers handed on. fn must read nothing that changes between the
+   forward and the backward pass but x and what it reads through arg; arg (arg_bytes) is copied
+   into the arena. Without grad, what fn leaves but y is given back at once. */
+typedef mt_tensor *(*mt_segment_fn)(mt_ctx *c, mt_tensor *x, const void *arg);
+mt_tensor *mt_recompute(mt_ctx *c, mt_tensor *x, mt_segment_fn fn, const void *arg,
+                        size_t arg_bytes);
 
 /* Reverse-mode pass from a scalar loss (d loss = 1). Parameter grads accumulate into
  * mt_params.grad; zero them between steps with mt_params_zero_grad. */

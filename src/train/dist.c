@@ -146,8 +146,9 @@ static int entry_of(const mt_params *P, const mt_tensor *t) {
 static void after_backward(mt_node *n, void *arg) {
     mt_dist_grads *g = arg;
     double t0 = now();
-    for (int k = 0; k < n->n_in; k++) {
-        int i = n->in[k] ? entry_of(g->P, n->in[k]) : -1;
+    mt_tensor *const *reads;
+    for (int k = 0, nr = mt_node_reads(n, &reads); k < nr; k++) {
+        int i = reads[k] ? entry_of(g->P, reads[k]) : -1;
         if (i < 0 || g->last[i] != n) continue;
         g->last[i] = NULL; /* counted once when a node reads it twice */
         if (--g->pending[g->bucket[i]] == 0) start(g, g->bucket[i]);
@@ -170,9 +171,10 @@ void mt_dist_grads_begin(mt_dist_grads *g, mt_ctx *c) {
     }
     for (int i = 0; i < P->n; i++) g->last[i] = NULL;
     /* the tape runs from the last node recorded: the last assignment is the last reader */
+    mt_tensor *const *reads;
     for (const mt_node *n = c->tape; n; n = n->prev)
-        for (int k = 0; k < n->n_in; k++) {
-            int i = n->in[k] ? entry_of(P, n->in[k]) : -1;
+        for (int k = 0, nr = mt_node_reads(n, &reads); k < nr; k++) {
+            int i = reads[k] ? entry_of(P, reads[k]) : -1;
             if (i >= 0 && P->p[i].role != MT_ROLE_BUFFER) g->last[i] = n;
         }
     for (int i = 0; i < P->n; i++) g->pending[g->bucket[i]] += g->last[i] != NULL;

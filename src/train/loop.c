@@ -83,7 +83,7 @@ mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
     mt_progress p = {.steps = tr->cfg.steps,
                      .first = tr->step,
                      .t0 = mt_clock(),
-                     .units = (double)tr->cfg.batch *
+                     .units = (double)tr->cfg.batch * tr->cfg.grad_accum *
                               tr->model->type->task->row_units(tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */
     if (s == MT_OK && tr->step >= tr->cfg.steps && rank0) s = mt_trainer_save(tr, err);

@@ -12,6 +12,11 @@
 static const mt_enum_item BAD_IMAGES[] =
     {[MT_BAD_IMAGES_SKIP] = {"skip", "and list them"}, [MT_BAD_IMAGES_REJECT] = {"reject", "stop"}};
 static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
+static const mt_enum_item RECOMPUTE[] =
+    {[MT_RECOMPUTE_NONE] = {"none", "every activation kept for the backward"},
+     [MT_RECOMPUTE_BLOCK] = {"block", "each block's input kept, its forward run again in the "
+                                      "backward"}};
+static const mt_enum MT_RECOMPUTES = MT_ENUM("recompute", RECOMPUTE);
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
@@ -92,6 +97,14 @@ static const mt_field TRAIN[] = {
       .of = &MT_PRECISIONS),
     F(steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
     F(batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
+    F(grad_accum, INT, "grad_accum",
+      "micro-batches of --batch rows per step: a step's batch is grad_accum x batch rows, in the "
+      "memory of batch rows",
+      .range = "1.."),
+    F(recompute, ENUM, "recompute",
+      "activations: block keeps each block's input only and recomputes the rest in the "
+      "backward (less memory, one more forward)",
+      .of = &MT_RECOMPUTES),
     F(optim, TABLE, "optim", NULL, .of = &MT_OPTIM_FIELDS),
     F(eval_every, INT, "eval_every",
       "validation every N steps (and at the end); 0: only at the end", .range = "0.."),
@@ -134,6 +147,7 @@ static mt_train_options defaults(void) {
         .seed = 1337,
         .steps = 1000,
         .batch = 32,
+        .grad_accum = 1,
         .optim = oc,
         .eval_every = 200,
         .eval_batches = 20,
@@ -334,6 +348,8 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .seed = (uint64_t)o->seed,
         .steps = o->steps,
         .batch = o->batch,
+        .grad_accum = o->grad_accum,
+        .recompute = o->recompute == MT_RECOMPUTE_BLOCK,
         .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20,
         .options = r->saved,
         .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),

@@ -23,13 +23,16 @@ typedef struct {
     int bad_images;           /* mt_bad_images */
 } mt_data_options;
 
+/* --recompute: what a training step keeps for the backward. */
+typedef enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_BLOCK } mt_recompute_mode;
+
 /* Every option of ./train but the model's config, as its table lists them. */
 typedef struct {
     char model[MT_FIELD_STR_MAX];
     mt_data_options data;
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     bool resume;
-    int seed, threads, replicas, precision, steps, batch;
+    int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
     mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;

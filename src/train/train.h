@@ -136,6 +136,8 @@ typedef struct {
     const char *out;       /* directory, created when missing */
     uint64_t seed;         /* weights, sampler and dropout */
     int steps, batch;
+    int grad_accum;       /* micro-batches of `batch` rows an optimizer step takes (0: 1): the
+                             step's batch is grad_accum x batch rows, computed batch at a time */
     size_t arena_bytes;   /* 0: estimated from the model and batch */
     size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_BYTES */
     const char *options;  /* saved in checkpoints (config-file lines) */
@@ -143,6 +145,8 @@ typedef struct {
     int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =
                              every thread, unless the model has buffers or MPI runs several ranks
                              (then 1); 1 = one, with every op split across the threads */
+    bool recompute;       /* each block keeps only its input and runs again in the backward
+                             (mt_recompute): --recompute block */
     int precision;        /* mt_precision of the linear layers' products: MT_BF16 keeps the
                              weights' bf16 copy (refreshed after each update); mt_bf16_check
                              must pass */
@@ -186,8 +190,10 @@ typedef struct {
     bool finite;                /* false: nothing was updated; see mt_params_first_nonfinite */
 } mt_step_stats;
 
-/* One step: a batch (under MPI this rank's slice of it), forward, backward (the gradients
-   averaged across ranks), clip, the optimizer update (skipped when the loss or the gradient norm
+/* One step: a batch of grad_accum x batch rows, drawn at once; forward and backward of each
+   micro-batch of batch rows (under MPI this rank's slice of it), the gradients accumulated in
+   P->grad (or the replicas' buffers) with the weight of their rows in the step's batch, and
+   summed across ranks during the last backward; clip, the optimizer update (skipped when the loss or the gradient norm
    is not finite), zero grad; the last three in one pass (mt_optim_update). After a step that
    updated nothing, or with tr->keep_grad, P->grad holds the gradient (summed; clipped when the
    update ran). No allocation: the step arena and the trainer's buffers. */

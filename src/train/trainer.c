@@ -1,6 +1,7 @@
 /* The training loop's pieces: setup, one step, evaluation, checkpoints, resume, for any model
    through its type (src/models/model.h). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +161,10 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     }
     memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
     c.precision = cfg->precision;
+    c.recompute = cfg->recompute;
     c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
-    type->task->draw_batch(tr->task, &r, lo, n);
+    type->task->draw_batch(tr->task, &r);
     mt_tensor *loss = type->task->rows_loss(&c, tr->model, tr->P, tr->task, lo,
                                             tr->slice_rows < n ? tr->slice_rows : n);
     float one = 1;
@@ -193,9 +195,14 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                           mt_err *err) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = *cfg;
+    if (cfg->grad_accum < 0 || (cfg->grad_accum > 0 && cfg->batch > INT_MAX / cfg->grad_accum))
+        return mt_errorf(err, MT_EINVAL,
+                         "--grad-accum %d: expected 1 or more, with --batch %d times it at most "
+                         "%d",
+                         cfg->grad_accum, cfg->batch, INT_MAX);
+    int K = tr->cfg.grad_accum = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
     tr->cfg.data.seed = cfg->seed;
-    tr->cfg.data.batch = cfg->batch;
-    tr->cfg.data.rows = local_rows(cfg->batch);
+    tr->cfg.data.batch = K * cfg->batch; /* the task draws a step's rows at once */
     tr->cfg.data.min_rows = cfg->batch / mt_dist_size();
     if (cfg->steps < 0)
         return mt_errorf(err, MT_EINVAL, "--steps %d: expected 0 or more", cfg->steps);
@@ -246,8 +253,12 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
             MT_OK)
         goto fail;
     tr->ctx.precision = cfg->precision;
+    tr->ctx.recompute = cfg->recompute;
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
-    for (int r = 0; r < n_rep - 1; r++) tr->replicas.ctx[r].precision = cfg->precision;
+    for (int r = 0; r < n_rep - 1; r++) {
+        tr->replicas.ctx[r].precision = cfg->precision;
+        tr->replicas.ctx[r].recompute = cfg->recompute;
+    }
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
     size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
@@ -329,34 +340,47 @@ static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
     return tr->model->type->task->rows_loss(c, tr->model, P, tr->task, lo, n);
 }
 
+/* This rank's slices of the step's micro-batches (MPI), each backward weighted n / (K B): the
+   sum across ranks is the gradient of the step's mean loss, summed during the last backward
+   (mt_dist_grads). Each rank draws its own dropout masks, from a stream derived from the shared
+   one, which advances by one draw a step (the checkpoint saves the shared one). Returns this
+   rank's share of the step's loss. */
+static double ranks_backward(mt_trainer *tr) {
+    mt_ctx *c = &tr->ctx;
+    int B = tr->cfg.batch, K = tr->cfg.grad_accum, lo, n;
+    mt_dist_slice(B, &lo, &n);
+    mt_rng shared = c->rng;
+    mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
+    float w = (float)n / (float)(K * B);
+    double loss = 0;
+    for (int k = 0; k < K; k++) {
+        mt_ctx_reset(c);
+        mt_tensor *l = rows_loss(c, tr->P, k * B + lo, n, tr);
+        if (k == K - 1) mt_dist_grads_begin(&tr->dist, c);
+        mt_backward_from(c, l, &w);
+        if (k == K - 1) mt_dist_grads_end(&tr->dist, c);
+        loss += (double)l->data[0] * w;
+    }
+    c->rng = shared;
+    return loss;
+}
+
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     mt_ctx *c = &tr->ctx;
     c->training = true;
     c->grad_enabled = true;
     /* the gradients start at zero: the last update consumed them, unless they were kept */
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
-    int lo, n;
-    mt_dist_slice(tr->cfg.batch, &lo, &n);
-    tr->model->type->task->draw_batch(tr->task, &tr->sampler.rng, lo, n);
+    tr->model->type->task->draw_batch(tr->task, &tr->sampler.rng);
     mt_grads G = {.g = &tr->P->grad, .n = 1};
+    int B = tr->cfg.batch, K = tr->cfg.grad_accum;
     if (mt_dist_size() > 1) {
-        /* Each rank draws its own dropout masks, from a stream derived from the shared one,
-           which advances by one draw (the checkpoint saves the shared one). */
-        mt_rng shared = c->rng;
-        mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
-        mt_ctx_reset(c);
-        mt_tensor *loss = rows_loss(c, tr->P, lo, n, tr);
-        /* this rank's mean over n rows weighs n / B in the batch's mean; the sum across ranks
-           (in mt_dist_grads_end) gives the gradient of the batch's mean */
-        float w = (float)n / (float)tr->cfg.batch;
-        mt_dist_grads_begin(&tr->dist, c);
-        mt_backward_from(c, loss, &w);
-        mt_dist_grads_end(&tr->dist, c);
-        c->rng = shared;
-        st->loss = (double)loss->data[0] * w;
-    } else {
-        st->loss = mt_replicas_backward(&tr->replicas, c, tr->P, lo, n, tr->cfg.batch, rows_loss,
-                                        tr);
+        st->loss = ranks_backward(tr);
+    } else { /* the replicas' buffers accumulate the micro-batches' gradients */
+        st->loss = 0;
+        for (int k = 0; k < K; k++)
+            st->loss += mt_replicas_backward(&tr->replicas, c, tr->P, k * B, B, K * B, rows_loss,
+                                             tr);
         G = mt_replicas_grads(&tr->replicas);
     }
     mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */

@@ -1,0 +1,59 @@
+#!/bin/sh
+# MPI across a real TCP link (docs/mpi.md, "Several machines"): two network namespaces joined by
+# a veth pair stand for two hosts. mpirun runs in the first, launches one rank into each through
+# tests/netns_agent.sh (its ssh), and the ranks talk over TCP only (btl tcp,self: no shared
+# memory). Checks that the run ends with the bits of the same 2-rank run through shared memory
+# (a sum of two halves is the same float either way), and that the gradients crossed the link:
+# the second rank's end of the link received at least half the checkpoint's bytes per step (a sum
+# of two ranks' gradients brings each about all of them: half in the reduce, half in the gather). Needs root and iproute2; skipped with
+# a line saying so where network namespaces cannot be made (a container without CAP_SYS_ADMIN).
+B=${MT_BUILD:-build}
+skip() { echo "SKIPPED test_mpi_net: $*"; exit 0; }
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+    skip "mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
+command -v ip >/dev/null || skip "ip missing (make deps-test installs iproute2)"
+NA=mt-net-a-$$ NB=mt-net-b-$$ VA=mtva$$ VB=mtvb$$
+ip netns add "$NA" 2>/dev/null || skip "cannot create a network namespace (needs root)"
+T=$(mktemp -d /tmp/mt_test_mpi_net_XXXXXX)
+trap 'ip netns del "$NA" 2>/dev/null; ip netns del "$NB" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_mpi_net: $*"; fails=$((fails + 1)); }
+# the link: 10.77.0.1 (NA) <-> 10.77.0.2 (NB); deleting a namespace deletes its end of the pair
+ip netns add "$NB" && ip link add "$VA" type veth peer name "$VB" &&
+    ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB" &&
+    ip -n "$NA" addr add 10.77.0.1/24 dev "$VA" && ip -n "$NB" addr add 10.77.0.2/24 dev "$VB" &&
+    ip -n "$NA" link set lo up && ip -n "$NB" link set lo up &&
+    ip -n "$NA" link set "$VA" up && ip -n "$NB" link set "$VB" up ||
+    skip "cannot create a veth pair between two namespaces"
+
+M=$PWD
+MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { fail "make MPI=1"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+STEPS=6
+RUN="$M/build-mpi/train --threads 1 --data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32
+     --n-ctx 32 --batch 8 --lr 3e-3 --warmup 2 --eval-every 3 --eval-batches 2 --log-every 1
+     --steps $STEPS"
+# each run writes "run" in a directory of its own: the saved options (in the checkpoint) match
+mkdir "$T/shm" "$T/net"
+(cd "$T/shm" && mpirun --allow-run-as-root --oversubscribe -np 2 $RUN --out run) >"$T/shm.log" 2>&1 ||
+    { fail "2 ranks through shared memory"; cat "$T/shm.log"; }
+
+printf '%s slots=1\n%s slots=1\n' "$NA" "$NB" >"$T/hosts"
+# the bytes the second namespace's end of the link received (the first "bytes" of its stats: rx)
+received() { ip -n "$NB" -s -j link show "$VB" | sed 's/.*"rx":{"bytes":\([0-9]*\).*/\1/'; }
+before=$(received)
+(cd "$T/net" && ip netns exec "$NA" timeout 300 mpirun --allow-run-as-root --hostfile "$T/hosts" -np 2 \
+    --mca plm_rsh_agent "$M/tests/netns_agent.sh" --mca btl tcp,self \
+    --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+    $RUN --out run) >"$T/net.log" 2>&1 ||
+    { fail "2 ranks over TCP exited $?"; tail -n 30 "$T/net.log"; exit 1; }
+after=$(received)
+grep -q "^mpi     2 ranks" "$T/net.log" || fail "no mpi line: $(head -n 5 "$T/net.log")"
+cmp -s "$T/shm/run/model.safetensors" "$T/net/run/model.safetensors" || fail "weights differ from shm"
+cmp -s "$T/shm/run/optim.safetensors" "$T/net/run/optim.safetensors" || fail "optimizer differs from shm"
+model=$(stat -c %s "$T/net/run/model.safetensors" 2>/dev/null || echo 0)
+[ $((after - before)) -ge $((model / 2 * STEPS)) ] ||
+    fail "$((after - before)) bytes received over the link, less than half of $model bytes x $STEPS steps"
+[ $fails -eq 0 ] && echo "test_mpi_net: ok ($((after - before)) bytes received over the veth)"
+[ $fails -eq 0 ]

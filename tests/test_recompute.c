@@ -1,0 +1,178 @@
+/* Activation recomputation (mt_recompute, ./train --recompute block): two training steps of the
+   GPT (text), the ViT (images) and the encoder-decoder (G2P, whose decoder blocks also read the
+   encoder's output), for every placement and every norm the model accepts, with dropout, give
+   the bits of the same steps without it: the loss, every gradient, the weights after the
+   updates and BatchNorm's running statistics (updated once, not again by the recomputation);
+   with 2 replicas (1 with BatchNorm) and with 1 (every op split across the threads), and in
+   bf16 where the machine has it. And the step arena's peak falls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[] = "/tmp/mt_test_recompute_XXXXXX";
+
+typedef struct {
+    const char *name;
+    const mt_model_type *type;
+    void *model_cfg;
+    mt_stack_config *stack; /* inside model_cfg */
+    mt_data_cfg data;
+} setup;
+
+typedef struct {
+    double loss[2];
+    float *grad[2], *weights; /* after each step; after the second update */
+    size_t n, peak;
+} run;
+
+/* Two steps with keep_grad; false when the model refuses the config (a norm it cannot take). */
+static bool two_steps(const setup *s, bool recompute, int replicas, int precision, run *r) {
+    mt_train_cfg tc = {.model = s->type,
+                       .model_cfg = s->model_cfg,
+                       .data = s->data,
+                       .out = dir,
+                       .seed = 11,
+                       .steps = 2,
+                       .batch = 4,
+                       .replicas = replicas,
+                       .precision = precision,
+                       .recompute = recompute};
+    mt_optim_config oc = mt_optim_defaults();
+    oc.kind = MT_OPTIM_ADAMW;
+    oc.sched.lr = 1e-2f;
+    mt_trainer tr;
+    mt_err e;
+    if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) return false;
+    tr.keep_grad = true;
+    r->n = tr.P->total;
+    for (int i = 0; i < 2; i++) {
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st);
+        r->loss[i] = st.loss;
+        r->grad[i] = malloc(r->n * sizeof(float));
+        memcpy(r->grad[i], tr.P->grad, r->n * sizeof(float));
+    }
+    r->weights = malloc(r->n * sizeof(float));
+    memcpy(r->weights, tr.P->data, r->n * sizeof(float)); /* BatchNorm's statistics too */
+    r->peak = tr.ctx.arena.peak;
+    mt_trainer_free(&tr);
+    return true;
+}
+
+static void run_free(run *r) { free(r->grad[0]), free(r->grad[1]), free(r->weights); }
+
+/* With and without recomputation, the same bits; returns false when the model refused. */
+static bool compare(const setup *s, int replicas, int precision, const char *what) {
+    run a, b;
+    if (!two_steps(s, false, replicas, precision, &a)) return false;
+    CHECK(two_steps(s, true, replicas, precision, &b), "%s %s: refused with recomputation", s->name,
+          what);
+    bool same = a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1];
+    for (int i = 0; i < 2; i++) same &= memcmp(a.grad[i], b.grad[i], a.n * sizeof(float)) == 0;
+    CHECK(same && memcmp(a.weights, b.weights, a.n * sizeof(float)) == 0,
+          "%s %s, %d replicas%s: recomputed steps differ (losses %.9g %.9g against %.9g %.9g)",
+          s->name, what, replicas, precision == MT_BF16 ? ", bf16" : "", b.loss[0], b.loss[1],
+          a.loss[0], a.loss[1]);
+    CHECK(b.peak < a.peak, "%s %s: the arena's peak %zu with recomputation, %zu without", s->name,
+          what, b.peak, a.peak);
+    run_free(&a), run_free(&b);
+    return true;
+}
+
+/* Every placement and norm (those the model refuses are skipped: bn and in for causal models,
+   mixln and dsl for the encoder-decoder; at least one per placement must run), the default
+   replicas and 1. */
+static void every_block(const setup *s) {
+    for (int p = 0; p < MT_PLACEMENTS.n; p++) {
+        if (s->type == &mt_encdec_type && (p == MT_PLACE_MIXLN || p == MT_PLACE_DSL))
+            continue; /* refused by the encoder-decoder (they count one stack's blocks) */
+        int ran = 0;
+        for (int k = 0; k < MT_NORMS.n; k++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", MT_PLACEMENTS.items[p].name,
+                     MT_NORMS.items[k].name);
+            s->stack->placement = (mt_placement)p;
+            s->stack->norm = mt_norm_default((mt_norm_kind)k);
+            s->stack->norm.gn_groups = 4; /* of n_embd 16 */
+            bool causal = s->type != &mt_vit_type, ok = compare(s, 0, MT_FP32, what);
+            CHECK(ok || (causal && (k == MT_NORM_BN || k == MT_NORM_IN)), "%s %s: refused", s->name,
+                  what);
+            ran += ok;
+            if (p == 0) compare(s, 1, MT_FP32, what);
+        }
+        CHECK(ran > 0, "%s: no norm ran with placement %s", s->name, MT_PLACEMENTS.items[p].name);
+    }
+    s->stack->placement = MT_PLACE_PRE;
+    s->stack->norm = mt_norm_default(MT_NORM_LN);
+}
+
+/* A pronunciation dictionary of 120 words of 1 to 9 letters and 2 to 5 phones. */
+static const char *write_dict(void) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/dict.out", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return NULL;
+    const char *phones[] = {"hh", "ax", "l", "ow", "k", "ae", "t"};
+    for (int i = 0; i < 120; i++) {
+        char word[16];
+        int len = 1 + (i * 7) % 9;
+        for (int j = 0; j < len; j++) word[j] = (char)('a' + (i * 5 + j * 3) % 26);
+        snprintf(word + len, sizeof word - (size_t)len, "%c%c", 'a' + i / 26 % 26, 'a' + i % 26);
+        fprintf(f, "(\"%s\" nil (", word); /* syllables ((phones) stress) */
+        for (int p = 0; p < 2 + i % 4; p++) fprintf(f, "((%s) %d) ", phones[(i + p) % 7], p % 2);
+        fprintf(f, "))\n");
+    }
+    fclose(f);
+    return path;
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    mt_set_threads(2);
+    mt_err e;
+    char text[300];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    FILE *f = fopen(text, "wb"), *src = fopen("data/tinyshakespeare.txt", "rb");
+    CHECK(f && src, "cannot copy data/tinyshakespeare.txt to %s", text);
+    if (!f || !src) return check_finish("test_recompute");
+    char buf[20000];
+    fwrite(buf, 1, fread(buf, 1, sizeof buf, src), f);
+    fclose(f), fclose(src);
+
+    mt_gpt_config gc = mt_gpt_config_default();
+    gc.stack.n_layer = 3, gc.stack.n_head = 2, gc.stack.n_embd = 16, gc.n_ctx = 16;
+    gc.stack.dropout = 0.1f;
+    setup gpt = {"gpt", &mt_gpt_type, &gc, &gc.stack, {.path = text, .val_fraction = 0.1}};
+    gpt.data.eval_batches = 1;
+    every_block(&gpt);
+    gc.arch = MT_ARCH_LLAMA; /* RoPE, SwiGLU, RMSNorm, grouped-query attention */
+    gc.stack.n_kv_head = 1;
+    CHECK(compare(&gpt, 2, MT_FP32, "llama"), "gpt llama: refused");
+    gc.arch = MT_ARCH_GPT, gc.stack.n_kv_head = 0;
+    if (mt_bf16_check(&e) == MT_OK) CHECK(compare(&gpt, 2, MT_BF16, "pre ln"), "gpt bf16: refused");
+
+    mt_vit_config vc = mt_vit_config_default();
+    vc.stack.n_layer = 2, vc.stack.n_head = 2, vc.stack.n_embd = 16;
+    vc.stack.dropout = 0.1f;
+    setup vit = {"vit", &mt_vit_type, &vc, &vc.stack, {.path = "data/mnist", .val_fraction = 0.1}};
+    vit.data.eval_batches = 1;
+    vit.data.images = mt_image_opts_default();
+    if (access("data/mnist/t10k-images-idx3-ubyte.gz", R_OK) == 0) every_block(&vit);
+
+    mt_encdec_config ec = mt_encdec_config_default();
+    ec.enc_layers = ec.dec_layers = 2, ec.stack.n_head = 2, ec.stack.n_embd = 16;
+    ec.stack.dropout = 0.1f;
+    const char *dict = write_dict();
+    setup encdec = {"encdec", &mt_encdec_type, &ec, &ec.stack, {.path = dict, .val_fraction = 0.1}};
+    encdec.data.eval_batches = 1;
+    if (dict) every_block(&encdec);
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    return check_finish("test_recompute");
+}

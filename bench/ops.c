@@ -27,9 +27,11 @@ static mt_tensor *b_gelu_erf(mt_ctx *c, mt_tensor **x) { return mt_gelu_erf(c, x
 static mt_tensor *b_relu(mt_ctx *c, mt_tensor **x) { return mt_relu(c, x[0]); }
 static mt_tensor *b_silu(mt_ctx *c, mt_tensor **x) { return mt_silu(c, x[0]); }
 static mt_tensor *b_softmax(mt_ctx *c, mt_tensor **x) { return mt_softmax(c, x[0]); }
-static mt_tensor *b_ce(mt_ctx *c, mt_tensor **x) { return mt_cross_entropy(c, x[0], ids, -100, 0); }
+static mt_tensor *b_ce(mt_ctx *c, mt_tensor **x) {
+    return mt_cross_entropy(c, x[0], ids, -100, MT_CE_PLAIN);
+}
 static mt_tensor *b_ce_ls(mt_ctx *c, mt_tensor **x) {
-    return mt_cross_entropy(c, x[0], ids, -100, 0.1f);
+    return mt_cross_entropy(c, x[0], ids, -100, (mt_ce_opts){.label_smoothing = 0.1f});
 }
 static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x) { return mt_embedding(c, x[0], ids, N); }
 static mt_tensor *b_dropout(mt_ctx *c, mt_tensor **x) { return mt_dropout(c, x[0], 0.1f); }

@@ -186,5 +186,46 @@ train $TINY --act swiglu --ff-multiple 0 --steps 1 --out "$T/bad"
 train $TINY --arch mistral --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "is not one of gpt|llama" "$T/log" || fail "arch mistral: $(cat "$T/log")"
 
+# the placements of issue 29: each trains; their settings' bad values exit 2 with the accepted ones
+for pl in lns reorder mixln dsl; do
+    train $TINY --placement $pl --steps 5 --out "$T/pl-$pl" &&
+        grep -q "placement $pl," "$T/log" || fail "--placement $pl: $(cat "$T/log")"
+done
+infer --info "$T/pl-mixln/model.safetensors" | grep -q '"mixln_post":0,' ||
+    fail "mixln_post not resolved to n_layer / 4 = 0"
+train $TINY --placement mixln --mixln-post 3 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "mixln_post = 3: beyond the depth.*0 to n_layer = 2" "$T/log" ||
+    fail "mixln-post 3 of 2: $(cat "$T/log")"
+train $TINY --mixln-post 1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "mixln_post = 1: only --placement mixln has it" "$T/log" ||
+    fail "mixln-post without mixln: $(cat "$T/log")"
+train $TINY --placement dsl --dsl-k 0 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "dsl_k = 0: .*needs k in (0, n_layer = 2\]" "$T/log" ||
+    fail "dsl-k 0: $(cat "$T/log")"
+train $TINY --dsl-k 1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "dsl_k = 1: only --placement dsl has it" "$T/log" ||
+    fail "dsl-k without dsl: $(cat "$T/log")"
+
+# --z-loss: in the training loss (+ z lse^2 per target), not in the validation loss; with lr 0 the
+# weights stay, so the validation losses are the same bits and the training loss grows
+for z in 0 0.5; do
+    train $TINY --lr 0 --warmup 0 --schedule const --steps 2 --eval-every 2 --log-every 1 \
+        --z-loss $z --out "$T/z$z" || fail "--z-loss $z: $(cat "$T/log")"
+done
+[ "$(cut -d, -f3 "$T/z0/metrics.csv")" = "$(cut -d, -f3 "$T/z0.5/metrics.csv")" ] &&
+    awk -F, 'NR == FNR && FNR > 1 {l[FNR] = $2; next} FNR > 1 && $2 < l[FNR] + 1 {exit 1}' \
+        "$T/z0/metrics.csv" "$T/z0.5/metrics.csv" ||
+    fail "z-loss: val_loss should be the plain loss, loss the larger: $(cat "$T/z0.5/metrics.csv")"
+train $TINY --z-loss -1 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "z-loss" "$T/log" || fail "z-loss -1: $(cat "$T/log")"
+
+# the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3
+train $TINY --placement lns --steps 3 --warmup 1 --diag-logz-every 2 --diag-skip-every 2 \
+    --out "$T/probe" || fail "--diag-logz-every, --diag-skip-every: $(cat "$T/log")"
+[ "$(cut -d, -f1 "$T/probe/diag_logz.csv" | tr '\n' ' ')" = "step 0 2 " ] &&
+    [ "$(cut -d, -f1,2 "$T/probe/diag_skip.csv" | tr '\n' ' ')" = \
+        "step,block 0,-1 0,0 0,1 2,-1 2,0 2,1 3,-1 3,0 3,1 " ] ||
+    fail "diagnostics' rows: $(cat "$T/probe/diag_logz.csv" "$T/probe/diag_skip.csv")"
+
 [ $fails -eq 0 ] && echo "test_cli: ok"
 [ $fails -eq 0 ]

@@ -56,6 +56,11 @@ train --model encdec --data "$T/none.out" --steps 1 --out "$T/x"
 [ $? -eq 2 ] && grep -q "festlex-cmu" "$T/log" || fail "missing dictionary: $(cat "$T/log")"
 train $TINY --n-layer 3 --steps 1 --out "$T/y"
 [ $? -eq 2 ] && grep -q "enc-layers" "$T/log" || fail "--n-layer accepted: $(cat "$T/log")"
+for pl in mixln dsl; do # they count one stack's blocks
+    train $TINY --placement $pl --steps 1 --out "$T/y"
+    [ $? -eq 2 ] && grep -q "placement $pl counts the blocks of one stack.*use pre, post" "$T/log" ||
+        fail "--placement $pl accepted: $(cat "$T/log")"
+done
 
 # the checkpoint: phones (greedy, beam), a score on the test split, letters outside the vocabulary
 C="$T/a/model.safetensors"

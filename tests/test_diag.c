@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../src/models/gpt_internal.h"
 #include "check.h"
 
 static char dir[] = "/tmp/mt_test_diag_XXXXXX";
@@ -256,6 +257,95 @@ static void run_encdec(mt_placement place, double clip) {
     run_case(&mc, clip);
 }
 
+/* The fixed batch's loss by a forward written here: embeddings, every block but `skip` (-1: none)
+   with mt_block_forward, the head, the plain cross-entropy. */
+static double loss_without(mt_ctx *c, const mt_gpt *m, const mt_batch *b, int skip) {
+    const mt_stack *st = &m->layout->stack;
+    mt_params *P = (mt_params *)&m->P;
+    mt_tensor *x = mt_gpt_embed(c, m, P, b->ids, b->B, b->T, 0);
+    for (int i = 0; i < st->n_layer; i++) {
+        mt_block_cfg bc = st->block;
+        bc.layer = i;
+        if (i != skip) x = mt_block_forward(c, &bc, P, &st->blocks[i], x);
+    }
+    return mt_cross_entropy(c, mt_gpt_head(c, m, P, x), b->targets, -1, MT_CE_PLAIN)->data[0];
+}
+
+/* diag_logz.csv and diag_skip.csv of a GPT against their definitions at the run's last step: log Z
+   of the fixed batch's logits in double, each block's loss with it left out (loss_without); the
+   rows' steps (logz every step, skip every 2 and after the last). */
+static void test_probe(mt_placement place) {
+    mt_gpt_config g = mt_gpt_config_default();
+    g.stack.n_layer = 3, g.stack.n_head = 2, g.stack.n_embd = 16, g.stack.n_ff = 32, g.n_ctx = 16;
+    g.stack.placement = place;
+    mt_train_cfg tc = {.model = &mt_gpt_type,
+                       .data = {.path = "data/tinyshakespeare.txt",
+                                .val_fraction = 0.1,
+                                .eval_batches = 1},
+                       .out = dir,
+                       .seed = 7,
+                       .steps = STEPS,
+                       .batch = 4,
+                       .model_cfg = &g};
+    mt_optim_config oc = mt_optim_defaults();
+    mt_trainer tr;
+    mt_diag d;
+    mt_err e;
+    CHECK(mt_trainer_init(&tr, &tc, &oc, &e) == MT_OK, "trainer: %s", e.msg);
+    mt_diag_cfg dc = {.logz_every = 1, .skip_every = 2};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_OK, "open: %s", e.msg);
+    for (int s = 0; s < STEPS; s++) {
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st);
+        CHECK(mt_diag_after_step(&d, &tr, &st, &e) == MT_OK, "after step: %s", e.msg);
+    }
+    mt_diag_close(&d);
+    mt_ctx *c = &tr.ctx;
+    mt_ctx_reset(c);
+    c->grad_enabled = false, c->training = false;
+    mt_batch b = mt_gpt_type.task->probe_rows(c, tr.task, tc.seed ^ MT_DIAG_SEED, 4);
+    const mt_gpt *m = mt_gpt_of(tr.model);
+    int n, V = m->cfg.n_vocab;
+    mt_tensor *y = mt_gpt_forward(c, m, tr.P, b.ids, b.B, b.T);
+    double sum = 0, top = -INFINITY, mean, max;
+    for (int r = 0; r < b.B * b.T; r++) {
+        double s = 0;
+        for (int j = 0; j < V; j++) s += exp(y->data[(size_t)r * V + j]);
+        sum += log(s), top = fmax(top, log(s));
+    }
+    char **z = read_lines("diag_logz.csv", &n);
+    CHECK(n == STEPS + 2 && strcmp(z[0], "step,mean,max\n") == 0, "diag_logz.csv: %d lines", n);
+    long step;
+    CHECK(n == STEPS + 2 && sscanf(z[n - 1], "%ld,%lf,%lf", &step, &mean, &max) == 3 &&
+              step == STEPS,
+          "last logz row");
+    sum /= b.B * b.T;
+    CHECK(fabs(mean - sum) < 1e-5 * fabs(sum) && fabs(max - top) < 1e-5 * fabs(top),
+          "%s: log Z mean %.7g max %.7g, by hand %.7g %.7g", mt_enum_name(&MT_PLACEMENTS, place),
+          mean, max, sum, top);
+    free_lines(z, n);
+    char **k = read_lines("diag_skip.csv", &n);
+    int L = 3, rows = 4 * (L + 1); /* steps 0, 2, 4 and the last, 5 */
+    CHECK(n == 1 + rows && strcmp(k[0], "step,block,loss,delta\n") == 0, "diag_skip.csv: %d", n);
+    double whole = loss_without(c, m, &b, -1);
+    for (int i = 0; n == 1 + rows && i <= L; i++) {
+        int block;
+        double loss, delta, want = loss_without(c, m, &b, i - 1);
+        CHECK(sscanf(k[1 + rows - (L + 1) + i], "%ld,%d,%lf,%lf", &step, &block, &loss, &delta) ==
+                      4 &&
+                  step == STEPS && block == i - 1,
+              "skip row %s", k[1 + rows - (L + 1) + i]);
+        CHECK(fabs(loss - want) < 1e-5 * want && fabs(delta - (want - whole)) < 1e-5 * want,
+              "%s: skipping block %d: loss %.7g delta %.3g, by hand %.7g %.3g",
+              mt_enum_name(&MT_PLACEMENTS, place), block, loss, delta, want, want - whole);
+    }
+    free_lines(k, n);
+    mt_diag_cfg bad = {.skip_every = -2};
+    CHECK(mt_diag_open(&d, &bad, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-skip-every -2"),
+          "negative: %s", e.msg);
+    mt_trainer_free(&tr);
+}
+
 int main(void) {
     mt_set_threads(1);
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -269,10 +359,12 @@ int main(void) {
     run_encdec(MT_PLACE_DEEPNORM, 0.05);
     run_encdec(MT_PLACE_PERI, 0);
     run_encdec(MT_PLACE_SUBLN, 0);
+    test_probe(MT_PLACE_LNS);
+    test_probe(MT_PLACE_MIXLN);
     const char *names[] = {"diag_grad.csv",     "diag_update.csv",   "diag_resid.csv",
                            "model.safetensors", "optim.safetensors", "dict",
-                           "diag_attn.csv"};
-    for (int i = 0; i < 7; i++) {
+                           "diag_attn.csv",     "diag_logz.csv",     "diag_skip.csv"};
+    for (int i = 0; i < 9; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);

@@ -165,7 +165,7 @@ typedef struct {
 static mt_tensor *build_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in;
     const model_arg *a = arg;
-    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, 0);
+    return mt_encdec_loss(c, a->m, &a->m->P, SRC, SRC_LEN, 6, TGT, TARGETS, 2, 5, MT_CE_PLAIN);
 }
 
 static void test_gradcheck(void) {
@@ -189,6 +189,31 @@ static void test_gradcheck(void) {
         free(in);
         mt_encdec_free(&m);
     }
+}
+
+/* The KV-cache decoder with a placement that reads the block's index (lns: the decoder's blocks
+   from 0 in its stack) and reorder: its logits equal the full forward's at every position. */
+static void test_cache_placement(mt_placement place) {
+    mt_encdec_config g = small(2, 2, place);
+    g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6;
+    mt_encdec m;
+    mt_err e;
+    CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    mt_params_initialize(&m.P, &r);
+    for (size_t i = 0; i < m.P.total; i++) m.P.data[i] += 0.3f * mt_rng_normal(&r);
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    c.grad_enabled = false;
+    mt_tensor *full = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 6, TGT, 2, 5);
+    float *cached = malloc(full->n * sizeof(float));
+    mt_encdec_cached_logits(&c, &m, SRC, SRC_LEN, 2, 6, TGT, 5, cached);
+    CHECK(max_rel_err(cached, full->data, full->n) < 1e-5, "%s: KV-cache logits vs the forward: %g",
+          mt_enum_name(&MT_PLACEMENTS, place), max_rel_err(cached, full->data, full->n));
+    free(cached);
+    mt_ctx_free(&c);
+    mt_encdec_free(&m);
 }
 
 /* Padding changes nothing: row 0 alone, unpadded, has the logits it has in the padded batch; the
@@ -342,6 +367,8 @@ int main(void) {
     test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_NONE});
     test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true});
     test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true});
+    test_cache_placement(MT_PLACE_LNS);
+    test_cache_placement(MT_PLACE_REORDER);
     test_bad_config();
     test_length_buckets();
     return check_finish("test_encdec");

@@ -16,13 +16,17 @@ static double expected_std(const mt_gpt_config *g, const char *name, int fan_out
     double xavier = sqrt(2.0 / (fan_in + fan_out));
     bool resid = strstr(name, "out_proj") || strstr(name, "fc2");
     bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1") || strstr(name, "fc3");
-    if (strstr(name, "_emb.")) return g->emb_std;
+    if (strstr(name, "_emb.")) return g->stack.init == MT_SCHEME_DSL ? sqrt(0.5) : g->emb_std;
     switch (g->stack.init) {
     case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->stack.n_layer) : 0.02;
     case MT_SCHEME_XAVIER: return xavier;
     case MT_SCHEME_DEEPNORM:
         if (strstr(name, "lm_head")) return xavier;
         return beta ? xavier * pow(8.0 * g->stack.n_layer, -0.25) : xavier;
+    case MT_SCHEME_DSL: /* DeepScaleLM: fan-in in the attention, FFN variance sqrt(2 / (C F)) */
+        if (strstr(name, "lm_head")) return xavier;
+        if (strstr(name, "attn.")) return 1 / sqrt(fan_in);
+        return pow(2.0 / ((double)fan_in * fan_out), 0.25);
     case MT_SCHEME_SUBLN: /* Magneto: gain gamma = sqrt(log 2N) on v, out, fc1, fc2 */
         if (strstr(name, "lm_head")) return xavier;
         return beta ? xavier * sqrt(log(2.0 * g->stack.n_layer)) : xavier;
@@ -48,13 +52,19 @@ static void test_init(void) {
                  {MT_PLACE_DEEPNORM, MT_SCHEME_AUTO, MT_SCHEME_DEEPNORM},
                  {MT_PLACE_SUBLN, MT_SCHEME_AUTO, MT_SCHEME_SUBLN},
                  {MT_PLACE_POST, MT_SCHEME_XAVIER, MT_SCHEME_XAVIER},
-                 {MT_PLACE_PRE, MT_SCHEME_GPT2, MT_SCHEME_GPT2}};
-    for (int k = 0; k < 12; k++) {
+                 {MT_PLACE_PRE, MT_SCHEME_GPT2, MT_SCHEME_GPT2},
+                 /* DeepScaleLM's init, also with another placement */
+                 {MT_PLACE_DSL, MT_SCHEME_AUTO, MT_SCHEME_DSL},
+                 {MT_PLACE_LNS, MT_SCHEME_DSL, MT_SCHEME_DSL},
+                 {MT_PLACE_LNS, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
+                 {MT_PLACE_REORDER, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
+                 {MT_PLACE_MIXLN, MT_SCHEME_AUTO, MT_SCHEME_GPT2}};
+    for (int k = 0; k < 17; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 3, g.stack.n_head = 4, g.stack.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
         g.stack.placement = cases[k].placement, g.stack.init = cases[k].init, g.tied = false;
         if (k == 1) g.emb_std = 1.0f; /* the pilot's embeddings */
-        if (k >= 8) g.stack.act = MT_ACT_SWIGLU, g.stack.n_kv_head = 1 + k % 2;
+        if (k >= 8 && k < 12) g.stack.act = MT_ACT_SWIGLU, g.stack.n_kv_head = 1 + k % 2;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
@@ -88,7 +98,7 @@ static void test_init(void) {
         }
         int per_block = g.stack.act == MT_ACT_SWIGLU ? 7 : 6;
         CHECK(matrices == 3 + per_block * g.stack.n_layer, "%d matrices checked", matrices);
-        if (k >= 8) {
+        if (k >= 8 && k < 12) {
             int kp = mt_params_find(&m.P, "blocks.0.attn.k_proj.weight");
             CHECK(kp >= 0 && m.P.p[kp].shape[0] == 16 * g.stack.n_kv_head &&
                       m.P.p[kp].shape[1] == 64 && mt_params_find(&m.P, "pos_emb.weight") >= 0,
@@ -108,7 +118,7 @@ typedef struct {
 static mt_tensor *build_gpt_loss(mt_ctx *c, mt_tensor **in, const void *arg) {
     (void)in; /* the inputs are the model's own parameter views */
     const gpt_arg *a = arg;
-    return mt_gpt_loss(c, a->m, &a->m->P, a->ids, a->targets, a->B, a->T, 0);
+    return mt_gpt_loss(c, a->m, &a->m->P, a->ids, a->targets, a->B, a->T, MT_CE_PLAIN);
 }
 
 static void test_gradcheck(void) {
@@ -116,12 +126,15 @@ static void test_gradcheck(void) {
     mt_rng r;
     mt_rng_seed(&r, 7);
     for (int i = 0; i < B * T; i++) ids[i] = (int)mt_rng_below(&r, 7), targets[i] = (i * 3) % 7;
-    targets[4] = -1; /* ignored */
-    for (int k = 0; k < 9; k++) {
+    targets[4] = -1;               /* ignored */
+    for (int k = 0; k < 13; k++) { /* k >= 9: lns, reorder, mixln (block 0 Post-LN), dsl */
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 2, g.stack.n_head = 2, g.stack.n_embd = 8, g.n_ctx = 6, g.n_vocab = 7,
         g.stack.n_ff = 12;
-        g.stack.placement = (mt_placement)(k % MT_PLACEMENTS.n), g.stack.init = MT_SCHEME_XAVIER;
+        g.stack.placement = (mt_placement)(k < 9 ? k % 5 : MT_PLACE_LNS + k - 9);
+        g.stack.init = MT_SCHEME_XAVIER;
+        if (g.stack.placement == MT_PLACE_MIXLN) g.stack.mixln_post = 1;
+        if (g.stack.placement == MT_PLACE_DSL) g.stack.dsl_k = 1;
         g.tied = k != 3, g.stack.bias = k != 3;
         if (k >= 6) /* the LLaMA pieces: RoPE, SwiGLU, one key-value head of 2 */
             g.arch = MT_ARCH_LLAMA, g.stack.n_kv_head = 1, g.rope_theta = k == 8 ? 3.0f : 1e4f;
@@ -163,7 +176,7 @@ static void test_deterministic(void) {
     for (int run = 0; run < 2; run++) {
         mt_ctx_reset(&c);
         mt_params_zero_grad(&m.P);
-        mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
+        mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, MT_CE_PLAIN);
         mt_backward(&c, loss);
         if (run == 0) {
             loss0 = loss->data[0];
@@ -214,7 +227,7 @@ static void test_free_activations(void) {
             mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
             c.free_activations = freed;
             mt_params_zero_grad(&m.P);
-            mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, 0);
+            mt_tensor *loss = mt_gpt_loss(&c, &m, &m.P, ids, targets, B, T, MT_CE_PLAIN);
             mt_backward(&c, loss);
             peak[freed] = c.arena.peak;
             if (!freed) {
@@ -335,7 +348,7 @@ static void test_bad_config(void) {
     CHECK(mt_gpt_build(&m, &h, &err) == MT_EINVAL && strstr(err.msg, "n_head"), "build refuses");
     expect_json_error("{\"n_layer\": 2, \"n_heads\": 4}", "n_heads");
     expect_json_error("{\"placement\": \"sandwich\"}", "pre, post, deepnorm, subln, peri");
-    expect_json_error("{\"init\": \"kaiming\"}", "gpt2, xavier, deepnorm, subln, auto");
+    expect_json_error("{\"init\": \"kaiming\"}", "gpt2, xavier, deepnorm, subln, dsl, auto");
     /* Sub-LN's FFN inner norm sees n_ff channels: GroupNorm's groups must divide them too */
     h = g, h.stack.norm = mt_norm_default(MT_NORM_GN), h.stack.norm.gn_groups = 8;
     h.stack.n_embd = 64, h.stack.n_ff = 100;

@@ -530,11 +530,75 @@ static mt_tensor *subln_ffn_by_hand(mt_ctx *c, const mt_block_cfg *cfg, mt_param
                      ptensor(P, f->fc2_b));
 }
 
+/* One sublayer of a block at index cfg->layer by hand into out (n floats): F from the nn
+   functions (Sub-LN's written out), every norm, scale and residual from the formula. */
+static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                         const mt_block_params *bp, int s, const float *in, float *out, int n) {
+    const mt_norm_params *np = s ? &bp->ffn_norm : &bp->attn_norm;
+    mt_sublayer f = s ? mt_ffn_sublayer : mt_attn_sublayer;
+    int C = cfg->C, pl = cfg->placement;
+    int shape[3] = {n / (5 * C), 5, C};
+    float *tmp = malloc((size_t)n * sizeof(float));
+    mt_tensor *xin = mt_tensor_from(c, in, 3, shape);
+    if (pl == MT_PLACE_MIXLN) pl = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;
+    if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN || pl == MT_PLACE_LNS || pl == MT_PLACE_DSL) {
+        /* x + F(LN(x) s), s = 1 / sqrt(l + 1) for LNS; DSL: lambda x + beta F(LN(x)) */
+        if (pl == MT_PLACE_SUBLN) f = s ? subln_ffn_by_hand : subln_attn_by_hand;
+        double scale = pl == MT_PLACE_LNS ? 1 / sqrt(cfg->layer + 1.0) : 1;
+        ref_layernorm(in, P->t[np->weight].data, P->t[np->bias].data, n / C, C, tmp);
+        for (int i = 0; i < n; i++) tmp[i] = (float)(tmp[i] * scale);
+        mt_tensor *fx = f(c, cfg, P, bp, mt_tensor_from(c, tmp, 3, shape), NULL);
+        bool dsl = pl == MT_PLACE_DSL;
+        for (size_t i = 0; dsl && i < fx->n; i++) fx->data[i] *= cfg->dsl_beta;
+        ref_combine(dsl ? cfg->dsl_lambda : 1.0f, in, fx->data, false, P, np, n, C, out);
+    } else if (pl == MT_PLACE_PERI || pl == MT_PLACE_REORDER) {
+        /* x + LN_out(F(LN_in(x))); reorder: x + LN(F(x)) */
+        bool peri = pl == MT_PLACE_PERI;
+        if (peri) ref_layernorm(in, P->t[np->weight].data, P->t[np->bias].data, n / C, C, tmp);
+        mt_tensor *fx = f(c, cfg, P, bp, peri ? mt_tensor_from(c, tmp, 3, shape) : xin, NULL);
+        const mt_norm_params *no = !peri ? np : s ? &bp->ffn_out : &bp->attn_out;
+        ref_combine(1.0f, in, ref_ln_tensor(c, P, no, fx)->data, false, P, np, n, C, out);
+    } else { /* LN(a x + F(x)), a = 1 (post) or alpha (deepnorm) */
+        mt_tensor *fx = f(c, cfg, P, bp, xin, NULL);
+        ref_combine(pl == MT_PLACE_DEEPNORM ? cfg->alpha : 1.0f, in, fx->data, true, P, np, n, C,
+                    out);
+    }
+    free(tmp);
+}
+
+/* The block's parameters: Sub-LN's inner norms (C and F channels) and Peri-LN's output norms
+   where the placement has them, and 16 others. */
+static void check_block_params(const mt_params *P, int pl, int C, int F) {
+    bool sub = pl == MT_PLACE_SUBLN, peri = pl == MT_PLACE_PERI;
+    const struct {
+        const char *name;
+        int n;
+        bool on;
+    } extra[] = {{"blocks.0.attn.inner_norm.weight", C, sub},
+                 {"blocks.0.attn.inner_norm.bias", C, sub},
+                 {"blocks.0.ffn.inner_norm.weight", F, sub},
+                 {"blocks.0.ffn.inner_norm.bias", F, sub},
+                 {"blocks.0.attn_out_norm.weight", C, peri},
+                 {"blocks.0.attn_out_norm.bias", C, peri},
+                 {"blocks.0.ffn_out_norm.weight", C, peri},
+                 {"blocks.0.ffn_out_norm.bias", C, peri}};
+    for (int i = 0; i < 8; i++) {
+        int at = -1;
+        for (int j = 0; j < P->n; j++) at = strcmp(P->p[j].name, extra[i].name) ? at : j;
+        CHECK(extra[i].on ? at >= 0 && P->p[at].n == (size_t)extra[i].n : at < 0,
+              "placement %d: %s %s", pl, extra[i].name, extra[i].on ? "missing" : "present");
+    }
+    CHECK(P->n == 16 + 4 * (sub || peri), "placement %d: %d parameters", pl, P->n);
+}
+
+/* Every placement as block 2 (l = 2: LNS scales by 1/sqrt(3)); Mix-LN twice, block 2 Post-LN
+   (mixln_post 3), then Pre-LN (mixln_post 2); DSL with lambda 0.6, beta 0.8. */
 static void test_block_formula(void) {
     int B = 2, T = 5, C = 16, F = 24;
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
-    for (int pl = 0; pl < MT_PLACEMENTS.n; pl++) {
+    for (int k = 0; k <= MT_PLACEMENTS.n; k++) {
+        int pl = k < MT_PLACEMENTS.n ? k : MT_PLACE_MIXLN;
         mt_block_cfg cfg = {.C = C,
                             .F = F,
                             .n_head = 2,
@@ -543,34 +607,18 @@ static void test_block_formula(void) {
                             .norm = mt_norm_default(MT_NORM_LN),
                             .placement = (mt_placement)pl,
                             .alpha = 1.7f,
-                            .act = MT_ACT_GELU};
+                            .act = MT_ACT_GELU,
+                            .layer = 2,
+                            .mixln_post = k < MT_PLACEMENTS.n ? 3 : 2,
+                            .dsl_lambda = 0.6f,
+                            .dsl_beta = 0.8f};
         mt_block_init init = {0.3f, 0.3f, 0.3f, 0.3f, 0.3f, 0.3f};
         mt_params P;
         mt_block_params bp;
         mt_params_init_table(&P);
         mt_block_add_params(&P, "blocks.0", &cfg, &init, &bp);
         CHECK(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
-        /* the extra norms and their widths: Sub-LN's inner norms see C and F channels */
-        bool sub = pl == MT_PLACE_SUBLN, peri = pl == MT_PLACE_PERI;
-        const struct {
-            const char *name;
-            int n;
-            bool on;
-        } extra[] = {{"blocks.0.attn.inner_norm.weight", C, sub},
-                     {"blocks.0.attn.inner_norm.bias", C, sub},
-                     {"blocks.0.ffn.inner_norm.weight", F, sub},
-                     {"blocks.0.ffn.inner_norm.bias", F, sub},
-                     {"blocks.0.attn_out_norm.weight", C, peri},
-                     {"blocks.0.attn_out_norm.bias", C, peri},
-                     {"blocks.0.ffn_out_norm.weight", C, peri},
-                     {"blocks.0.ffn_out_norm.bias", C, peri}};
-        for (int i = 0; i < 8; i++) {
-            int at = -1;
-            for (int j = 0; j < P.n; j++) at = strcmp(P.p[j].name, extra[i].name) ? at : j;
-            CHECK(extra[i].on ? at >= 0 && P.p[at].n == (size_t)extra[i].n : at < 0,
-                  "placement %d: %s %s", pl, extra[i].name, extra[i].on ? "missing" : "present");
-        }
-        CHECK(P.n == 16 + 4 * (sub || peri), "placement %d: %d parameters", pl, P.n);
+        check_block_params(&P, pl, C, F);
         mt_rng r;
         mt_rng_seed(&r, 21);
         mt_params_initialize(&P, &r);
@@ -579,38 +627,14 @@ static void test_block_formula(void) {
         int n = B * T * C;
         mt_ctx_reset(&c);
         mt_tensor *y = mt_block_forward(&c, &cfg, &P, &bp, x);
-        /* by hand: each sublayer F from the nn functions, the residual and LN from the formula */
         float *h1 = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
-        float *tmp = malloc(n * sizeof(float));
-        const float *in = x->data;
-        for (int s = 0; s < 2; s++) {
-            const mt_norm_params *np = s ? &bp.ffn_norm : &bp.attn_norm;
-            mt_sublayer f = s ? mt_ffn_sublayer : mt_attn_sublayer;
-            float *out = s ? ref : h1;
-            mt_tensor *xin = mt_tensor_from(&c, in, 3, (int[]){B, T, C});
-            if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN) { /* x + F(LN(x)) */
-                if (pl == MT_PLACE_SUBLN) f = s ? subln_ffn_by_hand : subln_attn_by_hand;
-                ref_layernorm(in, P.t[np->weight].data, P.t[np->bias].data, B * T, C, tmp);
-                mt_tensor *fx = f(&c, &cfg, &P, &bp, mt_tensor_from(&c, tmp, 3, xin->shape), NULL);
-                ref_combine(1.0f, in, fx->data, false, &P, np, n, C, out);
-            } else if (pl == MT_PLACE_PERI) { /* x + LN_out(F(LN_in(x))) */
-                ref_layernorm(in, P.t[np->weight].data, P.t[np->bias].data, B * T, C, tmp);
-                mt_tensor *fx = f(&c, &cfg, &P, &bp, mt_tensor_from(&c, tmp, 3, xin->shape), NULL);
-                mt_tensor *fo = ref_ln_tensor(&c, &P, s ? &bp.ffn_out : &bp.attn_out, fx);
-                ref_combine(1.0f, in, fo->data, false, &P, np, n, C, out);
-            } else { /* LN(a x + F(x)), a = 1 (post) or alpha (deepnorm) */
-                mt_tensor *fx = f(&c, &cfg, &P, &bp, xin, NULL);
-                ref_combine(pl == MT_PLACE_DEEPNORM ? cfg.alpha : 1.0f, in, fx->data, true, &P, np,
-                            n, C, out);
-            }
-            in = h1;
-        }
+        ref_sublayer(&c, &cfg, &P, &bp, 0, x->data, h1, n);
+        ref_sublayer(&c, &cfg, &P, &bp, 1, h1, ref, n);
         double e = max_rel_err(y->data, ref, n);
-        CHECK(e < 1e-5, "block %s vs its formula: %g", mt_enum_name(&MT_PLACEMENTS, cfg.placement),
-              e);
+        CHECK(e < 1e-5, "block %s (mixln_post %d) vs its formula: %g",
+              mt_enum_name(&MT_PLACEMENTS, cfg.placement), cfg.mixln_post, e);
         free(h1);
         free(ref);
-        free(tmp);
         test_tensor_free(x);
         mt_params_free(&P);
     }

@@ -20,6 +20,7 @@ typedef struct {
     const int *ids; /* embedding ids or cross-entropy targets */
     int n, ignore;
     float smoothing; /* cross-entropy's label smoothing */
+    float z_loss;    /* cross-entropy's z-loss */
 } ids_arg;
 typedef struct {
     int start, len;
@@ -87,7 +88,8 @@ static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, const void *a) {
 }
 static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, const void *a) {
     const ids_arg *t = a;
-    return mt_cross_entropy(c, x[0], t->ids, t->ignore, t->smoothing);
+    return mt_cross_entropy(c, x[0], t->ids, t->ignore,
+                            (mt_ce_opts){.label_smoothing = t->smoothing, .z_loss = t->z_loss});
 }
 static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x, const void *a) {
     const ids_arg *t = a;
@@ -204,8 +206,9 @@ static void r_cross_entropy(mt_tensor **x, const void *a, double *y) {
         for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
         double lse = mx + log(s), mean_x = 0;
         for (int j = 0; j < C; j++) mean_x += xr[j] / (double)C;
-        /* (1 - eps) (lse - x_t) + eps mean_j (lse - x_j) */
-        y[0] += (1 - t->smoothing) * (lse - xr[t->ids[r]]) + t->smoothing * (lse - mean_x);
+        /* (1 - eps) (lse - x_t) + eps mean_j (lse - x_j) + z lse^2 */
+        y[0] += (1 - t->smoothing) * (lse - xr[t->ids[r]]) + t->smoothing * (lse - mean_x) +
+                t->z_loss * lse * lse;
         m++;
     }
     y[0] /= m;
@@ -283,12 +286,14 @@ static const int IDS_A[9] = {3, 0, 6, 3, 3, 1, 6, 2, 5};
 static const int IDS_B[3] = {0, 0, 0};
 static int IDS_BIG[600], IDS_MID[40], TGT_A[3] = {4, -100, 16}, TGT_B[10], TGT_C[1] = {0},
                                       TGT_BIG[300];
-static ids_arg E_A = {IDS_A, 9, 0, 0}, E_B = {IDS_B, 3, 0, 0}, E_C = {IDS_MID, 40, 0, 0},
-               E_BIG = {IDS_BIG, 600, 0, 0};
-static ids_arg CE_A = {TGT_A, 3, -100, 0}, CE_B = {TGT_B, 10, -1, 0}, CE_C = {TGT_C, 1, -100, 0},
-               CE_BIG = {TGT_BIG, 300, -100, 0}, CE_LS_A = {TGT_A, 3, -100, 0.1f},
-               CE_LS_B = {TGT_B, 10, -1, 0.3f}, CE_LS_C = {TGT_C, 1, -100, 0.5f},
-               CE_LS_BIG = {TGT_BIG, 300, -100, 0.1f};
+static ids_arg E_A = {IDS_A, 9, 0, 0, 0}, E_B = {IDS_B, 3, 0, 0, 0}, E_C = {IDS_MID, 40, 0, 0, 0},
+               E_BIG = {IDS_BIG, 600, 0, 0, 0};
+static ids_arg CE_A = {TGT_A, 3, -100, 0, 0}, CE_B = {TGT_B, 10, -1, 0, 0},
+               CE_C = {TGT_C, 1, -100, 0, 0}, CE_BIG = {TGT_BIG, 300, -100, 0, 0},
+               CE_LS_A = {TGT_A, 3, -100, 0.1f, 0}, CE_LS_B = {TGT_B, 10, -1, 0.3f, 0},
+               CE_LS_C = {TGT_C, 1, -100, 0.5f, 0}, CE_LS_BIG = {TGT_BIG, 300, -100, 0.1f, 0},
+               CE_Z_A = {TGT_A, 3, -100, 0, 0.1f}, CE_Z_B = {TGT_B, 10, -1, 0.3f, 0.5f},
+               CE_Z_BIG = {TGT_BIG, 300, -100, 0.1f, 1e-4f};
 static const slice_arg SL_A = {2, 5}, SL_B = {0, 33}, SL_C = {0, 1}, SL_D = {31, 2};
 static const split_arg SP_A = {3, {5, 1, 11}}, SP_B = {2, {16, 17}}, SP_C = {4, {1, 1, 1, 1}};
 
@@ -367,6 +372,12 @@ static const op_case CASES[] = {
      -3, 3, false, 1e-6},
     {"cross_entropy smoothed", b_cross_entropy, r_cross_entropy, &CE_LS_BIG, 1, {SHP(2, 9, 1000)},
      -8, 8, false, 1e-6},
+    {"cross_entropy z-loss", b_cross_entropy, r_cross_entropy, &CE_Z_A, 1, {SHP(2, 3, 17)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy z-loss smoothed", b_cross_entropy, r_cross_entropy, &CE_Z_B, 1,
+     {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
+    {"cross_entropy z-loss smoothed", b_cross_entropy, r_cross_entropy, &CE_Z_BIG, 1,
+     {SHP(3, 3, 100, 97)}, -8, 8, false, 1e-6},
     {"embedding", b_embedding, r_embedding, &E_A, 1, {SHP(2, 7, 5)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_B, 1, {SHP(2, 1, 1)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_C, 1, {SHP(2, 33, 17)}, -1, 1, false, 0},
@@ -541,13 +552,14 @@ static void test_dropout(void) {
     mt_ctx_free(&c);
 }
 
-/* Cross-entropy, plain and label-smoothed: ignored rows change neither the loss nor get a
-   gradient; huge logits stay finite (log-sum-exp with the max taken out); all rows ignored gives
-   NaN as torch does. */
+/* Cross-entropy, plain, label-smoothed and with z-loss: ignored rows change neither the loss
+   nor get a gradient; huge logits stay finite (log-sum-exp with the max taken out); all rows
+   ignored gives NaN as torch does. */
 static void test_cross_entropy(void) {
-    const float smoothing[] = {0, 0.2f};
-    for (int k = 0; k < 2; k++) {
-        float eps = smoothing[k];
+    const float smoothing[] = {0, 0.2f, 0.2f}, zs[] = {0, 0, 0.5f};
+    for (int k = 0; k < 3; k++) {
+        float eps = smoothing[k], z = zs[k];
+        mt_ce_opts o = {.label_smoothing = eps, .z_loss = z};
         mt_ctx c;
         mt_ctx_init(&c, (size_t)16 << 20, 5, NULL);
         mt_rng r;
@@ -558,15 +570,17 @@ static void test_cross_entropy(void) {
             t_none[4] = {-100, -100, -100, -100};
         mt_tensor *kept = mt_tensor_from(&c, x->data, 2, (int[]){4, V});
         double loss2 = 0;
-        mt_tensor *all = mt_cross_entropy(&c, kept, t_all, -100, eps);
+        mt_tensor *all = mt_cross_entropy(&c, kept, t_all, -100, o);
         for (int rr = 0; rr < 4; rr += 2) { /* the mean of rows 0 and 2 alone */
             double mx = -INFINITY, s = 0, mean_x = 0;
             for (int j = 0; j < V; j++) mx = fmax(mx, x->data[rr * V + j]);
             for (int j = 0; j < V; j++) s += exp(x->data[rr * V + j] - mx);
             for (int j = 0; j < V; j++) mean_x += x->data[rr * V + j] / (double)V;
-            loss2 += (mx + log(s) - (1 - eps) * x->data[rr * V + t_all[rr]] - eps * mean_x) / 2;
+            double lse = mx + log(s);
+            loss2 += (lse - (1 - eps) * x->data[rr * V + t_all[rr]] - eps * mean_x) / 2;
+            loss2 += z * lse * lse / 2;
         }
-        mt_tensor *ign = mt_cross_entropy(&c, x, t_ign, -100, eps);
+        mt_tensor *ign = mt_cross_entropy(&c, x, t_ign, -100, o);
         CHECK(fabs(ign->data[0] - loss2) < 1e-6 * fabs(loss2), "eps %g, ignore_index: %g vs %g",
               eps, ign->data[0], loss2);
         CHECK(all->data[0] != ign->data[0], "eps %g: ignoring rows changes the loss", eps);
@@ -575,10 +589,10 @@ static void test_cross_entropy(void) {
             CHECK(x->grad[V + j] == 0 && x->grad[3 * V + j] == 0,
                   "eps %g: ignored rows get no gradient", eps);
         for (int j = 0; j < V; j++) x->data[j] = 1e4f * (float)(j % 3) - 5e3f; /* row 0: +-5000 */
-        mt_tensor *big = mt_cross_entropy(&c, x, t_ign, -100, eps);
+        mt_tensor *big = mt_cross_entropy(&c, x, t_ign, -100, o);
         CHECK(isfinite(big->data[0]), "eps %g: cross-entropy of logits of 5000: %g", eps,
               big->data[0]);
-        CHECK(isnan(mt_cross_entropy(&c, x, t_none, -100, eps)->data[0]),
+        CHECK(isnan(mt_cross_entropy(&c, x, t_none, -100, o)->data[0]),
               "eps %g: all ignored: NaN as torch", eps);
         test_tensor_free(x);
         mt_ctx_free(&c);
@@ -618,7 +632,7 @@ static void run_model(mt_params *P, const int *ids, const int *tgt, float *out, 
     mt_split(&c, z, 2, (int[]){30, 34}, parts);
     z = mt_concat(&c, 2, (mt_tensor *[]){mt_silu(&c, parts[1]), parts[0]});
     mt_tensor *logits = mt_matmul(&c, z, &P->t[1], false, true); /* (B, T, V) */
-    mt_tensor *loss = mt_add(&c, mt_cross_entropy(&c, logits, tgt, -100, 0),
+    mt_tensor *loss = mt_add(&c, mt_cross_entropy(&c, logits, tgt, -100, MT_CE_PLAIN),
                              mt_scale(&c, mt_mean(&c, mt_mul(&c, z, z)), 0.01f));
     mt_backward(&c, loss);
     memcpy(out, loss->data, sizeof(float));

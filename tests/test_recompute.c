@@ -82,10 +82,13 @@ static bool compare(const setup *s, int replicas, int precision, const char *wha
     return true;
 }
 
-/* Every placement and norm (those the model refuses are skipped: bn and in for causal models;
-   at least one per placement must run), the default replicas and 1. */
+/* Every placement and norm (those the model refuses are skipped: bn and in for causal models,
+   mixln and dsl for the encoder-decoder; at least one per placement must run), the default
+   replicas and 1. */
 static void every_block(const setup *s) {
     for (int p = 0; p < MT_PLACEMENTS.n; p++) {
+        if (s->type == &mt_encdec_type && (p == MT_PLACE_MIXLN || p == MT_PLACE_DSL))
+            continue; /* refused by the encoder-decoder (they count one stack's blocks) */
         int ran = 0;
         for (int k = 0; k < MT_NORMS.n; k++) {
             char what[96];

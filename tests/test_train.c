@@ -121,7 +121,7 @@ static void test_score_windows(void) {
         int T = w < 22 ? 12 : 8, ids[12], tg[12];
         for (int t = 0; t < T; t++) ids[t] = tok[13 * w + t], tg[t] = tok[13 * w + t + 1];
         mt_ctx_reset(&ctx);
-        nll2 += (double)mt_gpt_loss(&ctx, &m, &m.P, ids, tg, 1, T, 0)->data[0] * T;
+        nll2 += (double)mt_gpt_loss(&ctx, &m, &m.P, ids, tg, 1, T, MT_CE_PLAIN)->data[0] * T;
     }
     CHECK(fabs(nll - nll2) < 1e-6 * nll2, "score %.9g, windows %.9g", nll, nll2);
     mt_ctx_free(&ctx);

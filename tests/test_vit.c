@@ -251,7 +251,7 @@ static void test_learns(void) {
         }
         mt_ctx_reset(&c);
         mt_params_zero_grad(&m.P);
-        mt_tensor *loss = mt_vit_loss(&c, &m, &m.P, img, y, B, 0);
+        mt_tensor *loss = mt_vit_loss(&c, &m, &m.P, img, y, B, MT_CE_PLAIN);
         mt_backward(&c, loss);
         mt_optim_step(&o, &m.P, oc.sched.lr);
         if (step == 0) first = loss->data[0];

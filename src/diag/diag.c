@@ -1,5 +1,5 @@
-/* Depth-study diagnostics: per-sublayer gradient norms, the model update against theta_0 and the
-   residual-stream norms (diag.h). Memory is allocated at open; a diagnostic step uses the step
+/* Depth-study diagnostics: per-sublayer gradient norms, the model update against theta_0, the
+   residual-stream norms, the output logits' log Z and the block-skip probe (diag.h). Memory is allocated at open; a diagnostic step uses the step
    arena only. */
 #include <errno.h>
 #include <math.h>
@@ -11,8 +11,6 @@
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
 #include "diag.h"
-
-#define SEED_DIAG 0x4449414742415443ULL /* the fixed batch's windows */
 
 /* Each parameter's group in P's order: 4 i + (attn_norm 0, attn 1, ffn_norm 2, ffn 3) for block
    i, or -1 outside the blocks. Blocks are named <stack>blocks.<j>.<sub>; the blocks of a later
@@ -67,7 +65,7 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
     mt_ctx_reset(c);
     c->training = false;
     c->grad_enabled = false;
-    mt_batch b = tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ SEED_DIAG, d->B);
+    mt_batch b = tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
     mt_tensor *f = tr->model->type->hidden(c, tr->model, &b, resid ? d->resid_norm : NULL);
     c->training = true;
     c->grad_enabled = true;
@@ -94,6 +92,83 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
               : MT_OK;
 }
 
+/* The probe batch in c, reset, in eval mode without gradients (the caller restores them). */
+static mt_batch probe(mt_diag *d, mt_trainer *tr) {
+    mt_ctx *c = &tr->ctx;
+    mt_ctx_reset(c);
+    c->training = false;
+    c->grad_enabled = false;
+    return tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
+}
+
+static mt_status write_failed(const char *name, mt_err *err) {
+    return mt_errorf(err, MT_EIO, "cannot write %s: %s", name, strerror(errno));
+}
+
+/* The logz row of step: log Z of every row of the logits, in double, its mean and max. */
+static mt_status logz_row(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
+    mt_batch b = probe(d, tr);
+    const mt_tensor *y = tr->model->type->logits(&tr->ctx, tr->model, &b);
+    tr->ctx.training = tr->ctx.grad_enabled = true;
+    int rows = mt_rows(y), V = mt_cols(y);
+    double sum = 0, top = -INFINITY;
+    for (int r = 0; r < rows; r++) {
+        const float *x = y->data + (size_t)r * V;
+        double m = -INFINITY, s = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, x[j]);
+        for (int j = 0; j < V; j++) s += exp(x[j] - m);
+        sum += m + log(s), top = fmax(top, m + log(s));
+    }
+    bool bad = fprintf(d->logz, "%ld,%.9g,%.9g\n", step, sum / rows, top) < 0 || fflush(d->logz);
+    return bad ? write_failed("diag_logz.csv", err) : MT_OK;
+}
+
+/* The probe batch's plain cross-entropy with block `skip` passed over (-1: none). */
+static double skipped_loss(mt_diag *d, mt_trainer *tr, int skip) {
+    mt_batch b = probe(d, tr);
+    tr->model->type->skip_block(tr->model, skip);
+    double loss = tr->model->type->loss(&tr->ctx, tr->model, tr->P, &b, MT_CE_PLAIN)->data[0];
+    tr->model->type->skip_block(tr->model, -1);
+    tr->ctx.training = tr->ctx.grad_enabled = true;
+    return loss;
+}
+
+/* The skip rows of step: the whole model's loss (block -1), then each block skipped. */
+static mt_status skip_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
+    double whole = skipped_loss(d, tr, -1);
+    bool bad = fprintf(d->skip, "%ld,-1,%.9g,0\n", step, whole) < 0;
+    for (int l = 0; l < d->L; l++) {
+        double loss = skipped_loss(d, tr, l);
+        bad |= fprintf(d->skip, "%ld,%d,%.9g,%.9g\n", step, l, loss, loss - whole) < 0;
+    }
+    return bad || fflush(d->skip) ? write_failed("diag_skip.csv", err) : MT_OK;
+}
+
+/* The logz and skip rows due at step (at_end: the run's last step). */
+static mt_status probe_rows_due(mt_diag *d, mt_trainer *tr, long step, bool at_end, mt_err *err) {
+    mt_status s = MT_OK;
+    if (d->logz && step % d->cfg.logz_every == 0) s = logz_row(d, tr, step, err);
+    if (s == MT_OK && d->skip && (step % d->cfg.skip_every == 0 || at_end))
+        s = skip_rows(d, tr, step, err);
+    return s;
+}
+
+/* The model type can give what the logz and skip diagnostics read. */
+static mt_status probe_check(const mt_diag_cfg *cfg, const mt_trainer *tr, mt_err *err) {
+    const mt_model_type *t = tr->model->type;
+    if (cfg->logz_every && !t->logits)
+        return mt_errorf(err, MT_EINVAL,
+                         "--diag-logz-every reads the output logits of every position; --model %s "
+                         "does not give them (the GPT does)",
+                         t->name);
+    if (cfg->skip_every && !t->skip_block)
+        return mt_errorf(err, MT_EINVAL,
+                         "--diag-skip-every skips blocks of the model; --model %s cannot (the GPT "
+                         "and the encoder-decoder can)",
+                         t->name);
+    return MT_OK;
+}
+
 mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
     memset(d, 0, sizeof *d);
     d->cfg = *cfg;
@@ -102,14 +177,21 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "
                          "--diag-batch %d: expected 0 (off) or more",
                          cfg->grad_every, cfg->update_steps, cfg->resid_every, cfg->batch);
+    if (cfg->logz_every < 0 || cfg->skip_every < 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "--diag-logz-every %d, --diag-skip-every %d: expected 0 (off) or more",
+                         cfg->logz_every, cfg->skip_every);
     /* all off, or all but diag_attn.c's, which checks and opens its own file */
-    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every)
+    if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every && !cfg->logz_every &&
+        !cfg->skip_every)
         return mt_diag_attn_open(d, tr, err);
     if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics need a model with a probe of "
                          "its hidden state; --model %s has none",
                          tr->model->type->name);
+    mt_status st = probe_check(cfg, tr, err);
+    if (st != MT_OK) return st;
     if (cfg->update_steps > 0 && tr->step > 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-update-steps measures against the initial weights: a run resumed "
@@ -140,12 +222,15 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
         (cfg->update_steps &&
          !(d->update = open_csv(out, "diag_update.csv", "step,update\n", err))) ||
         (cfg->resid_every &&
-         !(d->resid = open_csv(out, "diag_resid.csv", "step,layer,norm\n", err)))) {
+         !(d->resid = open_csv(out, "diag_resid.csv", "step,layer,norm\n", err))) ||
+        (cfg->logz_every && !(d->logz = open_csv(out, "diag_logz.csv", "step,mean,max\n", err))) ||
+        (cfg->skip_every &&
+         !(d->skip = open_csv(out, "diag_skip.csv", "step,block,loss,delta\n", err)))) {
         mt_diag_close(d);
         return MT_EIO;
     }
-    mt_status st = MT_OK;
     if (fwd) st = forward_rows(d, tr, tr->step, cfg->update_steps > 0, cfg->resid_every > 0, err);
+    if (st == MT_OK) st = probe_rows_due(d, tr, tr->step, false, err);
     if (st == MT_OK) st = mt_diag_attn_open(d, tr, err);
     if (st != MT_OK) mt_diag_close(d);
     return st;
@@ -186,6 +271,7 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
     if (s == MT_OK && d->attn && step % d->cfg.attn_every == 0)
         s = mt_diag_attn_rows(d, tr, step, err);
+    if (s == MT_OK) s = probe_rows_due(d, tr, step, step == tr->cfg.steps, err);
     return s;
 }
 
@@ -195,6 +281,8 @@ void mt_diag_close(mt_diag *d) {
     if (d->resid) fclose(d->resid);
     if (d->attn) fclose(d->attn);
     free(d->attn_max);
+    if (d->logz) fclose(d->logz);
+    if (d->skip) fclose(d->skip);
     free(d->group);
     free(d->sq);
     free(d->resid_norm);

@@ -30,6 +30,16 @@
  *   self-attention and (a decoder's) cross-attention on the same batch, over its rows, heads and
  *   the keys each query sees (Wortsman et al. 2023: its growth precedes the instability). Every
  *   attn_every steps from 0; cross empty for a block without one. Layers numbered as above.
+ * diag_logz.csv   step,mean,max
+ *   log Z = logsumexp_j(logit_j) of the output logits at every position of the same batch (what
+ *   PaLM's z-loss keeps near 0): its mean and its max over the positions, every logz_every steps
+ *   from 0 (a model type with logits: the GPT).
+ * diag_skip.csv   step,block,loss,delta
+ *   The block-effectiveness probe of the Curse of Depth paper (arXiv 2502.05795): the plain
+ *   cross-entropy of the same batch with the whole model (block -1, delta 0), then with each block
+ *   skipped in turn (its output is its input), delta = loss - the whole model's; every
+ *   skip_every steps from 0 and after the last step. n_layer + 1 forwards of the batch, no
+ *   gradients. An encoder-decoder's blocks are numbered as in diag_grad.csv.
  */
 #ifndef MT_DIAG_H
 #define MT_DIAG_H
@@ -39,12 +49,17 @@
 #include "../tensor/base.h"
 #include "../train/train.h"
 
+/* The fixed batch: the task's probe_rows of seed (the run's) ^ MT_DIAG_SEED. */
+#define MT_DIAG_SEED 0x4449414742415443ULL
+
 typedef struct {
     int grad_every;   /* 0: no diag_grad.csv */
     int update_steps; /* 0: no diag_update.csv */
     int resid_every;  /* 0: no diag_resid.csv */
     int attn_every;   /* 0: no diag_attn.csv */
     int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
+    int logz_every;   /* 0: no diag_logz.csv */
+    int skip_every;   /* 0: no diag_skip.csv */
 } mt_diag_cfg;
 
 typedef struct {
@@ -57,6 +72,7 @@ typedef struct {
     double *resid_norm; /* L + 1 */
     FILE *attn;
     float *attn_max; /* 2 L: each attention's largest logit, in forward order */
+    FILE *logz, *skip;
 } mt_diag;
 
 /* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks

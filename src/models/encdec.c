@@ -64,6 +64,12 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
+    if (cfg->stack.placement == MT_PLACE_MIXLN || cfg->stack.placement == MT_PLACE_DSL)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: placement %s counts the blocks of one stack (Mix-LN's first "
+                         "blocks, DeepScaleLM's depth N); the encoder-decoder has two: use pre, "
+                         "post, deepnorm, subln, peri, lns or reorder",
+                         mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
     if (cfg->stack.n_kv_head != cfg->stack.n_head)
         return mt_errorf(err, MT_EINVAL,
                          "config: n_kv_head = %d: the encoder-decoder's "
@@ -396,7 +402,7 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *mp, mt_params *P, mt_task
     for (int i = 0; i < n; i++) memcpy(wp + 2 * i, t->ex + 2 * t->drawn[lo + i], 2 * sizeof(int));
     rows_ids r = make_rows(c, &t->dict, wp, n);
     mt_tensor *loss = mt_encdec_loss(c, m, P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
-                                     m->cfg.stack.label_smoothing);
+                                     mt_stack_ce(&m->cfg.stack));
     return mt_scale(c, loss, (float)(r.tokens / (n * t->drawn_tokens / t->B)));
 }
 
@@ -447,9 +453,10 @@ static void eval_rows(mt_ctx *c, const mt_model *mp, mt_task *tp, int lo, int n,
     int *wp = mt_arena_alloc(c, 2 * (size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) wp[2 * i] = words[i], wp[2 * i + 1] = d->pron_start[words[i]];
     rows_ids r = make_rows(c, d, wp, n);
-    /* the plain cross-entropy, without the training's label smoothing */
-    double loss =
-        mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T, 0)->data[0];
+    /* the plain cross-entropy, without the training's label smoothing and z-loss */
+    double loss = mt_encdec_loss(c, m, mp->P, r.src, r.src_len, r.S, r.tgt, r.targets, n, r.T,
+                                 MT_CE_PLAIN)
+                      ->data[0];
     sums->loss += loss * r.tokens / t->val_tokens;
     mt_g2p_tally tally[2] = {{0}};
     mt_encdec_tally(c, m, d, words, n, 1, tally);
@@ -506,10 +513,18 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
     return mt_embedding(c, mt_reshape(c, y, 2, (int[]){B * b->T, m->cfg.stack.n_embd}), at, n);
 }
 
+/* The block-effectiveness probe's skipped block: the encoder's first, then the decoder's. */
+static void skip_block(mt_model *mp, int block) {
+    mt_encdec_layout *L = ((mt_encdec *)mp)->layout;
+    int N = L->enc.n_layer;
+    L->enc.skip = block < N ? block : -1;
+    L->dec.skip = block >= N ? block - N : -1;
+}
+
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
+                       mt_ce_opts ce) {
     return mt_encdec_loss(c, (const mt_encdec *)m, P, b->src, b->src_len, b->S, b->ids, b->targets,
-                          b->B, b->T, label_smoothing);
+                          b->B, b->T, ce);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -628,5 +643,6 @@ const mt_model_type mt_encdec_type = {
     .meta_describe = meta_describe,
     .loss = loss,
     .hidden = hidden,
+    .skip_block = skip_block,
     .g2p = &G2P_OPS,
 };

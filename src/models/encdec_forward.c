@@ -46,7 +46,7 @@ mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const 
 
 mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
                           const int *src_len, int S, const int *tgt, const int *targets, int B,
-                          int T, float label_smoothing) {
+                          int T, mt_ce_opts ce) {
     return mt_cross_entropy(c, mt_encdec_forward(c, m, P, src, src_len, S, tgt, B, T), targets, -1,
-                            label_smoothing);
+                            ce);
 }

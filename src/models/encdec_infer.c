@@ -44,13 +44,14 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     const mt_encdec *m = st->m;
     const mt_encdec_layout *Lo = m->layout;
     mt_params *P = (mt_params *)&m->P;
-    const mt_block_cfg *bc = &Lo->dec.block;
+    mt_block_cfg block = Lo->dec.block, *bc = &block;
     size_t mark = mt_arena_mark(c);
     mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->self.len);
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
         mt_cache_arg self = {.kv = &st->self, .layer = l},
                      cross = {.kv = &st->cross, .layer = l, .kv_len = st->src_len};
+        block.layer = l;
         x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &self);
         x = mt_residual(c, bc, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer_cached, &cross);
         x = mt_residual(c, bc, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);

@@ -93,13 +93,16 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     m->layout = L;
     mt_params *P = &m->P;
     mt_params_init_table(P);
+    /* DeepScaleLM's init: the embeddings' sum of unit variance, 1 / tables each (emb_std unused) */
+    bool learned = g->pos == MT_POS_LEARNED;
+    float emb_std = g->stack.init == MT_SCHEME_DSL ? sqrtf(learned ? 0.5f : 1.0f) : g->emb_std;
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
-                               MT_INIT_NORMAL, g->emb_std);
+                               MT_INIT_NORMAL, emb_std);
     mt_block_cfg block = mt_stack_block(&g->stack, true);
     L->pos_emb = -1;
-    if (g->pos == MT_POS_LEARNED)
+    if (learned)
         L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
-                                   MT_INIT_NORMAL, g->emb_std);
+                                   MT_INIT_NORMAL, emb_std);
     else if ((st = mt_rope_init(&L->rope, g->n_ctx, C / g->stack.n_head, g->rope_theta, err)) !=
              MT_OK)
         return st;
@@ -156,15 +159,15 @@ mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *i
 }
 
 mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
-                       int B, int T, float label_smoothing) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, label_smoothing);
+                       int B, int T, mt_ce_opts ce) {
+    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, ce);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {
     const mt_gpt_batch *b = batch;
     size_t at = (size_t)lo * (size_t)b->T;
     return mt_gpt_loss(c, b->m, P, b->ids + at, b->targets + at, n, b->T,
-                       b->m->cfg.stack.label_smoothing);
+                       mt_stack_ce(&b->m->cfg.stack));
 }
 
 double mt_gpt_activation_bytes(const void *cfgp, int B, bool training) {

@@ -30,7 +30,7 @@ static double score_batch(mt_ctx *c, mt_gpt *m, const uint16_t *tok, size_t n, s
         }
     }
     /* the mean over the M targets, back to a sum */
-    return (double)mt_gpt_loss(c, m, &m->P, ids, targets, rows, T, 0)->data[0] * M;
+    return (double)mt_gpt_loss(c, m, &m->P, ids, targets, rows, T, MT_CE_PLAIN)->data[0] * M;
 }
 
 mt_status mt_gpt_score(mt_gpt *m, const uint16_t *tok, size_t n, int precision, double *nll,
@@ -124,12 +124,13 @@ static void run(mt_kv_cache *kv, int pos0) {
         const mt_stack *st = &m->layout->stack;
         mt_tensor *x = mt_gpt_embed(c, m, &m->P, kv->ids + pos0, 1, n, pos0);
         kv->cache.len = pos0;
+        mt_block_cfg block = st->block;
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
             mt_cache_arg arg = {.kv = &kv->cache, .layer = l};
-            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached,
-                            &arg);
-            x = mt_residual(c, &st->block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
+            block.layer = l;
+            x = mt_residual(c, &block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &arg);
+            x = mt_residual(c, &block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
         }
         kv->cache.len = kv->len;
         logits = mt_gpt_head(c, m, &m->P, x);

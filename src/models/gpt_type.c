@@ -16,7 +16,8 @@ static const mt_field FIELDS[] = {
     F(n_ctx, INT, "n_ctx", "context length (tokens)", .range = "1.."),
     F(n_vocab, INT, "n_vocab", NULL, .flags = MT_FIELD_NO_FLAG),
     F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
-    F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
+    F(emb_std, FLOAT, "emb_std",
+      "std of the token and position embeddings' normal init (init dsl: 1 / sqrt(tables))",
       .range = "0.."),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
@@ -49,8 +50,8 @@ mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *
 /* ---- the model on a batch -------------------------------------------------------------------- */
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
-    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, label_smoothing);
+                       mt_ce_opts ce) {
+    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, ce);
 }
 
 /* The probe's hidden state: the blocks' output after the final norm, what the head reads. */
@@ -60,6 +61,13 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
     x = mt_stack_forward(c, &m->layout->stack, mp->P, x, resid);
     return mt_stack_final(c, &m->layout->stack, mp->P, x);
 }
+
+/* The diagnostics' logits (B T, V) and block to skip. */
+static mt_tensor *logits(mt_ctx *c, const mt_model *mp, const mt_batch *b) {
+    mt_tensor *y = mt_gpt_forward(c, (const mt_gpt *)mp, mp->P, b->ids, b->B, b->T);
+    return mt_reshape(c, y, 2, (int[]){b->B * b->T, y->shape[2]});
+}
+static void skip_block(mt_model *m, int block) { ((mt_gpt *)m)->layout->stack.skip = block; }
 
 /* ---- the type -------------------------------------------------------------------------------- */
 
@@ -172,6 +180,8 @@ const mt_model_type mt_gpt_type = {
     .meta_describe = meta_describe,
     .loss = loss,
     .hidden = hidden,
+    .logits = logits,
+    .skip_block = skip_block,
     .text = &TEXT_OPS,
     .export = export,
 };

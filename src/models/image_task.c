@@ -98,7 +98,7 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task 
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(d, t->idx + lo, n, x, label);
     mt_batch b = {.B = n, .images = x, .labels = label};
-    return m->type->loss(c, m, P, &b, mt_config_stack(m->cfg)->label_smoothing);
+    return m->type->loss(c, m, P, &b, mt_stack_ce(mt_config_stack(m->cfg)));
 }
 
 /* every validation image, in batches of B */
@@ -122,7 +122,7 @@ static void eval_rows(mt_ctx *c, const mt_model *m, mt_task *tp, int lo, int n, 
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(d, t->order + t->n_train + t->eval_at + lo, n, x, label);
     mt_tensor *logits = m->type->classify->logits(c, m, x, n);
-    s->loss += (double)mt_cross_entropy(c, logits, label, -1, 0)->data[0] * n; /* unsmoothed */
+    s->loss += (double)mt_cross_entropy(c, logits, label, -1, MT_CE_PLAIN)->data[0] * n; /* plain */
     for (int b = 0; b < n; b++) { /* right when the argmax is the label */
         const float *z = logits->data + (size_t)b * K;
         int best = 0;

@@ -195,13 +195,19 @@ struct mt_model_type {
     /* The same in words for ./infer --info: "char, vocabulary 65" */
     void (*meta_describe)(const mt_model *m, char *buf, size_t len);
 
-    /* The mean cross-entropy of the batch's targets (its kind of input) with label_smoothing,
-       on the parameters P: a scalar. */
+    /* The mean cross-entropy of the batch's targets (its kind of input) with the terms of ce
+       (label smoothing, z-loss: mt_cross_entropy's), on the parameters P: a scalar. */
     mt_tensor *(*loss)(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing);
+                       mt_ce_opts ce);
     /* Diagnostics (NULL: none): the hidden state the head reads (rows, C) of the batch, resid as
        mt_stack_forward's (the model's blocks' count + 1 values). */
     mt_tensor *(*hidden)(mt_ctx *c, const mt_model *m, const mt_batch *b, double *resid);
+    /* Diagnostics (NULL: none): the output logits (rows, V) of the batch's predictions (the log Z
+       diagnostic), and the block the forward passes over from now on (its input unchanged; the
+       blocks counted over the model's stacks, an encoder's first; -1: none): the
+       block-effectiveness probe. */
+    mt_tensor *(*logits)(mt_ctx *c, const mt_model *m, const mt_batch *b);
+    void (*skip_block)(mt_model *m, int block);
 
     /* What the programs do with it (NULL: not that). */
     const mt_text_ops *text;

@@ -66,10 +66,11 @@ mt_gpt *mt_gpt_of(mt_model *m);
 /* ids (B*T) -> logits (B, T, V), on the parameters P (the model's own, m->P, or a replica's view
    of them: mt_params_view) */
 mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T);
-/* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with label_smoothing
-   (mt_cross_entropy's; training passes the stack's, evaluation and scoring 0): a scalar. */
+/* Mean cross-entropy of targets (B*T, -1 ignored) under the logits of ids, with the terms of ce
+   (mt_cross_entropy's; training passes the stack's, mt_stack_ce, evaluation and scoring
+   MT_CE_PLAIN): a scalar. */
 mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
-                       int B, int T, float label_smoothing);
+                       int B, int T, mt_ce_opts ce);
 
 /* A batch of rows of T tokens, ids and targets (B, T): mt_gpt_rows_loss(c, P, lo, n, &batch) is
    the model's mean training loss (with the stack's label smoothing) on rows [lo, lo + n) with
@@ -187,10 +188,10 @@ void mt_vit_free(mt_vit *m);
 mt_vit *mt_vit_of(mt_model *m); /* the ViT a model of mt_vit_type is */
 /* images (B, CH, H, W) -> logits (B, K), on the parameters P (m->P or a view of them) */
 mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images, int B);
-/* Mean cross-entropy of labels (B) in [0, K), with label_smoothing (mt_cross_entropy's): a
+/* Mean cross-entropy of labels (B) in [0, K), with the terms of ce (mt_cross_entropy's): a
    scalar. */
 mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
-                       const int *labels, int B, float label_smoothing);
+                       const int *labels, int B, mt_ce_opts ce);
 
 /* ---- encoder-decoder ---------------------------------------------------------------------------
  * A Transformer encoder-decoder (Vaswani et al. 2017) trained on grapheme-to-phoneme: the letters
@@ -249,11 +250,11 @@ mt_encdec *mt_encdec_of(mt_model *m);
    inputs (bos, phones, padding) -> logits (B, T, V). */
 mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
                              const int *src_len, int S, const int *tgt, int B, int T);
-/* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1), with
-   label_smoothing (mt_cross_entropy's): a scalar. */
+/* Mean cross-entropy over targets (B, T) that are not -1 (phones, eos, then -1), with the terms
+   of ce (mt_cross_entropy's): a scalar. */
 mt_tensor *mt_encdec_loss(mt_ctx *c, const mt_encdec *m, mt_params *P, const int *src,
                           const int *src_len, int S, const int *tgt, const int *targets, int B,
-                          int T, float label_smoothing);
+                          int T, mt_ce_opts ce);
 
 /* ---- decoding: the encoder once, its cross-attention keys and values once per decoder block,
  * then a token at a time with a KV cache of the decoder's self-attention; in c's arena (no

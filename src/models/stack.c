@@ -13,7 +13,10 @@ static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
     [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
                                   "fc2"},
-    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, else gpt2"},
+    [MT_SCHEME_DSL] = {"dsl", "DeepScaleLM: q, k, v, out N(0, 1/n-embd), fc1 (fc3), fc2 variance "
+                              "sqrt(2 / (n-embd n-ff))"},
+    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, dsl for dsl, "
+                                "else gpt2"},
 };
 static const mt_enum_item RMS_FORMS[] = {
     [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
@@ -31,7 +34,9 @@ mt_stack_config mt_stack_default(void) {
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
                              .act = MT_ACT_GELU,
-                             .ff_multiple = 32};
+                             .ff_multiple = 32,
+                             .mixln_post = -1,
+                             .dsl_k = 2};
 }
 
 #define F(member, TYPE, key, help, ...)                                                            \
@@ -87,9 +92,41 @@ static const mt_field FIELDS[] = {
     F(label_smoothing, FLOAT, "label_smoothing",
       "training loss: each target (1 - eps) one-hot "
       "+ eps / classes, in [0, 1) (validation: the plain cross-entropy)"),
+    F(z_loss, FLOAT, "z_loss",
+      "training loss + z log(Z)^2 per target, Z the softmax's normaliser (PaLM: 1e-4; "
+      "validation: the plain cross-entropy)",
+      .range = "0.."),
+    F(mixln_post, INT, "mixln_post",
+      "placement mixln: Post-LN in the first N blocks, Pre-LN after; -1: n-layer / 4",
+      .range = "-1.."),
+    F(dsl_k, FLOAT, "dsl_k",
+      "placement dsl: beta^2 = k / n-layer, lambda^2 = 1 - beta^2, (0, n-layer]"),
 };
 #undef F
 const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
+
+/* Mix-LN's switch (mixln_post: -1 resolved to n_layer / 4, as the paper's alpha = 0.25) and
+   DeepScaleLM's k, each refused with another placement when not its default. */
+static mt_status placement_validate(mt_stack_config *s, mt_err *err) {
+    bool mixln = s->placement == MT_PLACE_MIXLN, dsl = s->placement == MT_PLACE_DSL;
+    if (s->mixln_post != -1 && (!mixln || s->mixln_post < 0 || s->mixln_post > s->n_layer))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: mixln_post = %d: %s (the Post-LN blocks of --placement mixln: "
+                         "0 to n_layer = %d, or -1 for n_layer / 4)",
+                         s->mixln_post,
+                         mixln ? "beyond the depth" : "only --placement mixln has it", s->n_layer);
+    if (mixln && s->mixln_post == -1) s->mixln_post = s->n_layer / 4;
+    if (dsl && !(s->dsl_k > 0 && s->dsl_k <= s->n_layer))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_k = %g: DeepScaleLM's beta^2 = k / n_layer needs k in "
+                         "(0, n_layer = %d] (the paper's k = 2)",
+                         s->dsl_k, s->n_layer);
+    if (!dsl && s->dsl_k != 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_k = %g: only --placement dsl has it (the placement is %s)",
+                         s->dsl_k, mt_enum_name(&MT_PLACEMENTS, s->placement));
+    return MT_OK;
+}
 
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err) {
@@ -128,6 +165,10 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                              enums[i].e->what, enums[i].v, enums[i].e->n);
     if (!(s->dropout >= 0 && s->dropout < 1))
         return mt_errorf(err, MT_EINVAL, "config: dropout = %g, must be in [0, 1)", s->dropout);
+    if (!(s->z_loss >= 0 && isfinite(s->z_loss)))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: z_loss = %g, must be a finite number >= 0 (0: none; PaLM's 1e-4)",
+                         s->z_loss);
     if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
         return mt_errorf(err, MT_EINVAL,
                          "config: label_smoothing = %g, must be in [0, 1) (0: "
@@ -178,6 +219,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "--placement %s also normalises the FFN's n_ff = %d "
                          "channels: %s",
                          mt_enum_name(&MT_PLACEMENTS, s->placement), s->n_ff, inner.msg);
+    if ((st = placement_validate(s, err)) != MT_OK) return st;
     s->norm.eps = mt_norm_eps(&s->norm);
     float a, b;
     mt_deepnorm_constants(arch, N, M, &a, &b);
@@ -187,8 +229,13 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (s->init == MT_SCHEME_AUTO)
         s->init = s->placement == MT_PLACE_DEEPNORM ? MT_SCHEME_DEEPNORM
                   : s->placement == MT_PLACE_SUBLN  ? MT_SCHEME_SUBLN
+                  : s->placement == MT_PLACE_DSL    ? MT_SCHEME_DSL
                                                     : MT_SCHEME_GPT2;
     return MT_OK;
+}
+
+mt_ce_opts mt_stack_ce(const mt_stack_config *s) {
+    return (mt_ce_opts){.label_smoothing = s->label_smoothing, .z_loss = s->z_loss};
 }
 
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
@@ -203,7 +250,10 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,
                           .act = s->act,
-                          .dropout = s->dropout};
+                          .dropout = s->dropout,
+                          .mixln_post = s->mixln_post,
+                          .dsl_lambda = sqrtf(1 - s->dsl_k / (float)s->n_layer),
+                          .dsl_beta = sqrtf(s->dsl_k / (float)s->n_layer)};
 }
 
 mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
@@ -232,6 +282,10 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
                                .out = gamma * sq,
                                .fc1 = gamma * sf,
                                .fc2 = gamma * sf};
+    case MT_SCHEME_DSL: { /* unit-variance sublayer outputs from unit-variance (normed) inputs */
+        float a = 1 / sqrtf((float)C), f = powf(2.0f / ((float)C * (float)F), 0.25f);
+        return (mt_block_init){.q = a, .k = a, .v = a, .out = a, .fc1 = f, .fc2 = f};
+    }
     case MT_SCHEME_AUTO: break;
     }
     MT_ASSERT(0, "init scheme %d has no stds (AUTO is resolved by validate)", (int)s->init);
@@ -245,7 +299,9 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->act == MT_ACT_SWIGLU) block += 3 * F;
     if (mt_placement_inner_norm(s->placement)) block += 4 * F + 2 * C; /* unfused FFN, norms */
     if (mt_placement_out_norm(s->placement)) block += 4 * C;
-    if (s->qk.kind != MT_QK_NONE) block += 4 * C; /* normalised q and k, a cross-attention's */
+    if (s->qk.kind != MT_QK_NONE) block += 4 * C;     /* normalised q and k, a cross-attention's */
+    if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
+    if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
     return s->n_layer * block;
 }
 
@@ -271,6 +327,7 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
                          s->n_layer, s->n_layer);
     st->n_layer = s->n_layer;
     st->norm = &s->norm;
+    st->skip = -1;
     st->block = *block;
     mt_block_init stds = mt_stack_init_stds(s);
     for (int i = 0; i < s->n_layer; i++) {
@@ -303,9 +360,10 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
     return mt_stack_forward_ex(c, st, P, x, NULL, NULL, resid);
 }
 
-/* A block as mt_recompute's segment: what it reads besides x, kept until the backward. */
+/* A block as mt_recompute's segment: what it reads besides x, kept until the backward (its
+   config by value: it holds the block's index, which the loop below changes). */
 typedef struct {
-    const mt_block_cfg *cfg;
+    mt_block_cfg cfg;
     mt_params *P;
     const mt_block_params *bp;
     const int *x_len;
@@ -314,14 +372,17 @@ typedef struct {
 
 static mt_tensor *block_forward(mt_ctx *c, mt_tensor *x, const void *arg) {
     const block_segment *b = arg;
-    return mt_block_forward_ex(c, b->cfg, b->P, b->bp, x, b->x_len, b->mem.mem ? &b->mem : NULL);
+    return mt_block_forward_ex(c, &b->cfg, b->P, b->bp, x, b->x_len, b->mem.mem ? &b->mem : NULL);
 }
 
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                                const int *x_len, const mt_cross_mem *mem, double *resid) {
+    mt_block_cfg block = st->block;
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
-        block_segment b = {&st->block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}};
+        if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
+        block.layer = i;
+        block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}};
         x = c->recompute ? mt_recompute(c, x, block_forward, &b, sizeof b)
                          : block_forward(c, x, &b);
     }

@@ -16,10 +16,12 @@ typedef enum {
     MT_SCHEME_XAVIER,   /* Xavier-normal, gain 1: std = sqrt(2 / (fan_in + fan_out)) */
     MT_SCHEME_DEEPNORM, /* Xavier-normal, gain beta for fc1, fc2, v_proj, out_proj; 1 for q, k */
     MT_SCHEME_SUBLN,    /* Xavier-normal, gain gamma for fc1, fc2, v_proj, out_proj; 1 for q, k */
-    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, subln for subln, gpt2 otherwise
-                           (validate sets it) */
+    MT_SCHEME_DSL,      /* DeepScaleLM: q, k, v, out N(0, 1/C); fc1, fc2 (fc3) variance
+                           sqrt(2 / (C F)) (a unit-variance sublayer output) */
+    MT_SCHEME_AUTO,     /* deepnorm for the deepnorm placement, subln for subln, dsl for dsl,
+                           gpt2 otherwise (validate sets it) */
 } mt_init_scheme;
-extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "auto" */
+extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "dsl", "auto" */
 extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 
 typedef struct {
@@ -37,10 +39,13 @@ typedef struct {
     float dropout;
     float label_smoothing; /* of the training loss, in [0, 1): each target (1 - eps) onehot +
                               eps / V (mt_cross_entropy); evaluation scores the plain NLL */
+    float z_loss;   /* of the training loss: + z_loss log(Z)^2 per target (mt_cross_entropy) */
+    int mixln_post; /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
+    float dsl_k;    /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
 } mt_stack_config;
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
-   label smoothing, ff_multiple 32. */
+   label smoothing, ff_multiple 32 (mixln_post -1, dsl_k 2). */
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
@@ -54,9 +59,10 @@ extern const mt_fields MT_STACK_FIELDS;
    alpha and beta and Sub-LN's gain (unless set, > 0) from the row of arch for N encoder and M
    decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO
    (deepnorm for the
-   deepnorm placement, subln for subln, else gpt2). causal: a model reading tokens left to right
-   (bn and in are refused). With subln the norm must also fit the n_ff channels of the FFN's
-   inner norm. */
+   deepnorm placement, subln for subln, else gpt2), mixln_post (-1: n_layer / 4; given, it must
+   be in [0, n_layer] and the placement mixln), dsl_k (in (0, n_layer]). causal: a model reading
+   tokens left to right (bn and in are refused). With subln the norm must also fit the n_ff
+   channels of the FFN's inner norm. */
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err);
 
@@ -64,6 +70,8 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
    projections divided by sqrt(2 n_layer)) and the models' embeddings. */
 #define MT_GPT2_STD 0.02f
 
+/* The training loss's terms: the stack's label smoothing and z-loss. */
+mt_ce_opts mt_stack_ce(const mt_stack_config *s);
 /* The block of a validated stack. */
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
 /* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are
@@ -85,6 +93,7 @@ typedef struct {
     bool final_norm_on;
     mt_norm_params final_norm;
     const mt_norm_cfg *norm; /* the stack's */
+    int skip; /* a probe's: the block the forward passes over (its input unchanged); -1: none */
 } mt_stack;
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,

@@ -87,7 +87,7 @@ static mt_batch rows(const text_task *t, int lo, int n) {
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
                             int n) {
     mt_batch b = rows((const text_task *)tp, lo, n);
-    return m->type->loss(c, m, P, &b, mt_config_stack(m->cfg)->label_smoothing);
+    return m->type->loss(c, m, P, &b, mt_stack_ce(mt_config_stack(m->cfg)));
 }
 
 static int eval_count(const mt_task *tp) {
@@ -105,7 +105,7 @@ static int eval_draw(mt_task *tp, int i) {
 static void eval_rows(mt_ctx *c, const mt_model *m, mt_task *tp, int lo, int n, mt_eval_sums *s) {
     mt_batch b = rows((const text_task *)tp, lo, n);
     /* the plain cross-entropy, without the training's label smoothing */
-    s->loss += (double)m->type->loss(c, m, m->P, &b, 0)->data[0] * n;
+    s->loss += (double)m->type->loss(c, m, m->P, &b, MT_CE_PLAIN)->data[0] * n;
 }
 
 /* B windows of the validation part (of the training part when it is too short), the same for a

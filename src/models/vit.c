@@ -199,6 +199,6 @@ mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float 
 }
 
 mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *images,
-                       const int *labels, int B, float label_smoothing) {
-    return mt_cross_entropy(c, mt_vit_forward(c, m, P, images, B), labels, -1, label_smoothing);
+                       const int *labels, int B, mt_ce_opts ce) {
+    return mt_cross_entropy(c, mt_vit_forward(c, m, P, images, B), labels, -1, ce);
 }

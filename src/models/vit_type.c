@@ -39,8 +39,8 @@ mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *
 /* ---- the model on a batch -------------------------------------------------------------------- */
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
-                       float label_smoothing) {
-    return mt_vit_loss(c, (const mt_vit *)m, P, b->images, b->labels, b->B, label_smoothing);
+                       mt_ce_opts ce) {
+    return mt_vit_loss(c, (const mt_vit *)m, P, b->images, b->labels, b->B, ce);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */

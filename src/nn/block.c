@@ -1,5 +1,6 @@
 /* Transformer blocks: activation, the attention and FFN sublayers, the residual placement
-   (Post-LN, Pre-LN, DeepNorm, Sub-LN, Peri-LN), DeepNorm's constants and Sub-LN's gain.
+   (Post-LN, Pre-LN, DeepNorm, Sub-LN, Peri-LN, LayerNorm Scaling, OLMo-2's reorder, Mix-LN,
+   DeepScaleLM), DeepNorm's constants and Sub-LN's gain.
    B T C as in nn.h, F the FFN width. */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,11 @@ static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_SUBLN] = {"subln", "x + F(N(x)), a norm inside F before its output projection, "
                                  "final norm"},
     [MT_PLACE_PERI] = {"peri", "x + N(F(N(x))), final norm"},
+    [MT_PLACE_LNS] = {"lns", "x + F(N(x) / sqrt(l + 1)) in block l from 0, final norm"},
+    [MT_PLACE_REORDER] = {"reorder", "x + N(F(x)) (OLMo-2), final norm"},
+    [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm"},
+    [MT_PLACE_DSL] = {"dsl", "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
+                             "final norm"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
@@ -251,7 +257,7 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 /* ---- the residual placement: the one place it is decided ------------------------------------- */
 
 bool mt_placement_final_norm(mt_placement p) {
-    return p == MT_PLACE_PRE || p == MT_PLACE_SUBLN || p == MT_PLACE_PERI;
+    return p != MT_PLACE_POST && p != MT_PLACE_DEEPNORM;
 }
 bool mt_placement_inner_norm(mt_placement p) { return p == MT_PLACE_SUBLN; }
 bool mt_placement_out_norm(mt_placement p) { return p == MT_PLACE_PERI; }
@@ -263,30 +269,58 @@ static mt_tensor *sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     return cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y;
 }
 
+/* x + F(N(x) s): Pre-LN (s = 1; Sub-LN's F holds its inner norm) and LNS (s = 1/sqrt(l + 1)) */
+static mt_tensor *pre_ln(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                         const mt_block_params *bp, const mt_norm_params *np, mt_tensor *x,
+                         mt_sublayer f, void *arg, float s) {
+    mt_tensor *h = mt_norm_tokens(c, &cfg->norm, P, np, x);
+    if (s != 1) h = mt_scale(c, h, s);
+    return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, h));
+}
+
+/* x + N_out(F(N(x))) (Peri-LN, in N_in) or x + N_out(F(x)) (reorder, in NULL); dropout after
+   N_out */
+static mt_tensor *out_norm(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                           const mt_block_params *bp, const mt_norm_params *in,
+                           const mt_norm_params *out, mt_tensor *x, mt_sublayer f, void *arg) {
+    mt_tensor *y = f(c, cfg, P, bp, in ? mt_norm_tokens(c, &cfg->norm, P, in, x) : x, arg);
+    y = mt_norm_tokens(c, &cfg->norm, P, out, y);
+    return mt_add(c, x, cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y);
+}
+
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
                        mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg) {
     const mt_norm_cfg *n = &cfg->norm;
     const mt_norm_params *np = sub == MT_SUB_ATTN    ? &bp->attn_norm
                                : sub == MT_SUB_CROSS ? &bp->cross_norm
                                                      : &bp->ffn_norm;
-    switch (cfg->placement) {
+    mt_placement p = cfg->placement;
+    if (p == MT_PLACE_MIXLN) p = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;
+    switch (p) {
     case MT_PLACE_PRE:   /* x + F(N(x)) */
     case MT_PLACE_SUBLN: /* the same; F holds the inner norm (mt_attn_output, mt_ffn_sublayer) */
-        return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x)));
-    case MT_PLACE_PERI: { /* x + N_out(F(N(x))), dropout after N_out */
-        const mt_norm_params *out = sub == MT_SUB_ATTN    ? &bp->attn_out
-                                    : sub == MT_SUB_CROSS ? &bp->cross_out
-                                                          : &bp->ffn_out;
-        mt_tensor *y = f(c, cfg, P, bp, mt_norm_tokens(c, n, P, np, x), arg);
-        y = mt_norm_tokens(c, n, P, out, y);
-        return mt_add(c, x, cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y);
-    }
+        return pre_ln(c, cfg, P, bp, np, x, f, arg, 1);
+    case MT_PLACE_LNS: /* x + F(N(x) / sqrt(l + 1)) */
+        return pre_ln(c, cfg, P, bp, np, x, f, arg, 1 / sqrtf((float)cfg->layer + 1));
+    case MT_PLACE_PERI: /* x + N_out(F(N(x))) */
+        return out_norm(c, cfg, P, bp, np,
+                        sub == MT_SUB_ATTN    ? &bp->attn_out
+                        : sub == MT_SUB_CROSS ? &bp->cross_out
+                                              : &bp->ffn_out,
+                        x, f, arg);
+    case MT_PLACE_REORDER: /* x + N(F(x)): the sublayer's one norm on its output */
+        return out_norm(c, cfg, P, bp, NULL, np, x, f, arg);
     case MT_PLACE_POST: /* N(x + F(x)) */
         return mt_norm_tokens(c, n, P, np, mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, x)));
     case MT_PLACE_DEEPNORM: /* N(alpha x + F(x)) */
         return mt_norm_tokens(c, n, P, np,
                               mt_add(c, mt_scale(c, x, cfg->alpha),
                                      sublayer(c, cfg, P, bp, f, arg, x)));
+    case MT_PLACE_DSL: { /* lambda x + beta F(N(x)) */
+        mt_tensor *y = sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x));
+        return mt_add(c, mt_scale(c, x, cfg->dsl_lambda), mt_scale(c, y, cfg->dsl_beta));
+    }
+    case MT_PLACE_MIXLN: break; /* resolved above */
     }
     MT_ASSERT(0, "residual: unknown placement %d", (int)cfg->placement);
 }

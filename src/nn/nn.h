@@ -118,8 +118,12 @@ typedef enum {
     MT_PLACE_PRE,
     MT_PLACE_POST,
     MT_PLACE_DEEPNORM,
-    MT_PLACE_SUBLN, /* Sub-LN (Magneto) */
-    MT_PLACE_PERI,  /* Peri-LN */
+    MT_PLACE_SUBLN,   /* Sub-LN (Magneto) */
+    MT_PLACE_PERI,    /* Peri-LN */
+    MT_PLACE_LNS,     /* LayerNorm Scaling: Pre-LN, N(x) / sqrt(layer + 1) */
+    MT_PLACE_REORDER, /* OLMo-2: x + N(F(x)) */
+    MT_PLACE_MIXLN,   /* Mix-LN: Post-LN in the first mixln_post blocks, Pre-LN after */
+    MT_PLACE_DSL,     /* DeepScaleLM: lambda x + beta F(N(x)) */
 } mt_placement;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
@@ -237,7 +241,8 @@ mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu" */
-extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri" */
+extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri", "lns",
+                                       "reorder", "mixln", "dsl" */
 
 /* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
@@ -261,6 +266,10 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * DeepNorm: x = N(alpha x + F(x))  (alpha on the skip branch)
  * Sub-LN:   x = x + F(N(x)), F with an inner norm before its output projection (final norm)
  * Peri-LN:  x = x + N_out(F(N(x)))  (final norm)
+ * LNS:      x = x + F(N(x) / sqrt(l + 1)), l the block's index from 0 (final norm)
+ * reorder:  x = x + N(F(x))        (OLMo-2; final norm)
+ * Mix-LN:   Post-LN in blocks l < mixln_post, Pre-LN after (final norm)
+ * DSL:      x = lambda x + beta F(N(x)), lambda^2 + beta^2 = 1 (DeepScaleLM; final norm)
  * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
  * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
@@ -278,7 +287,10 @@ typedef struct {
     mt_act act;
     float dropout; /* on each sublayer's output; 0: none */
     const mt_rope
-        *rope; /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
+        *rope;      /* RoPE on the self-attention's q and k (at positions 0..T-1); NULL: none */
+    int layer;      /* the block's index from 0 in its stack (LNS's scale, Mix-LN's switch) */
+    int mixln_post; /* Mix-LN: blocks [0, mixln_post) are Post-LN */
+    float dsl_lambda, dsl_beta; /* DeepScaleLM's skip and branch scales */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
@@ -354,7 +366,8 @@ typedef mt_tensor *(*mt_sublayer)(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
    (see above). */
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
                        mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg);
-bool mt_placement_final_norm(mt_placement p); /* pre, subln, peri: a final norm before the head */
+/* pre, subln, peri, lns, reorder, mixln, dsl: a final norm before the head */
+bool mt_placement_final_norm(mt_placement p);
 bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each sublayer */
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
 /* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */

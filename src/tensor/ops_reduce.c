@@ -107,7 +107,8 @@ mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x) {
  * (smooth_r from the shifted logits: no cancellation of lse_r against the logits' mean),
  * loss = (1/M) sum_{r: t_r != ignore} l_r, M the number of such rows (M = 0 gives 0/0 = NaN, as
  * torch). eps = 0 is the plain cross-entropy to the bit (1 nll_r + 0 smooth_r, smooth_r = 0 then).
- * ids = targets (N), i[0] = ignore_index, f[0] = M, f[1] = eps, saved[0] = lse (N),
+ * The z-loss z (PaLM, Chowdhery et al. 2022) adds z lse_r^2 to l_r (z = 0: nothing computed).
+ * ids = targets (N), i[0] = ignore_index, f[0] = M, f[1] = eps, f[2] = z, saved[0] = lse (N),
  * saved[1] = row losses. */
 
 static void cross_entropy_forward(mt_node *n) {
@@ -116,7 +117,7 @@ static void cross_entropy_forward(mt_node *n) {
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
-    float eps = n->f[1], keep = 1.0f - eps;
+    float eps = n->f[1], keep = 1.0f - eps, z = n->f[2];
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
         float mx = -INFINITY, s = 0, shifted = 0, smooth = 0;
@@ -131,21 +132,23 @@ static void cross_entropy_forward(mt_node *n) {
             smooth = logf(s) - shifted / (float)V;
         }
         loss[r] = t[r] == ignore ? 0.0f : keep * (lse[r] - xr[t[r]]) + eps * smooth;
+        if (z > 0 && t[r] != ignore) loss[r] += z * lse[r] * lse[r];
     });
     double s = 0;
     for (long r = 0; r < N; r++) s += loss[r];
     n->out->data[0] = (float)(s / n->f[0]);
 }
 
-/* dl_r/dx_rj = softmax(x_r)_j - (1 - eps) [j == t_r] - eps / V, softmax = exp(x - lse):
-   dx_rj += (dy / M) dl_r/dx_rj for the rows not ignored */
+/* dl_r/dx_rj = softmax(x_r)_j - (1 - eps) [j == t_r] - eps / V + 2 z lse_r softmax(x_r)_j,
+   softmax = exp(x - lse) (d lse_r / dx_rj = softmax_j): dx_rj += (dy / M) dl_r/dx_rj for the rows
+   not ignored */
 static void cross_entropy_backward(mt_node *n) {
     const float *x = n->in[0]->data, *lse = n->saved[0];
     float *dx = n->in[0]->grad, g = n->out->grad[0] / n->f[0];
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
-    float eps = n->f[1], uniform = g * (eps / (float)V);
+    float eps = n->f[1], uniform = g * (eps / (float)V), z = n->f[2];
     if (!dx) return;
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         if (t[r] == ignore) continue;
@@ -160,6 +163,11 @@ static void cross_entropy_backward(mt_node *n) {
         /* g (1 - eps) as g - V uniform: the row sums to 0 as closely as it can (V = 1: exactly
            0, as torch) */
         dxr[t[r]] -= g - uniform * (float)V;
+        if (z > 0) { /* after the target's -g: softmax - onehot first, as exact as without z */
+            float gz = g * 2 * z * l;
+            _Pragma("omp simd")
+            for (int j = 0; j < V; j++) dxr[j] += gz * mt_vexpf(xr[j] - l);
+        }
     });
 }
 
@@ -167,10 +175,11 @@ static const mt_op OP_CROSS_ENTROPY = {"cross_entropy", cross_entropy_forward,
                                        cross_entropy_backward};
 
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
-                            float label_smoothing) {
+                            mt_ce_opts opts) {
     int N = mt_rows(logits), V = mt_cols(logits), M = 0;
-    MT_ASSERT(label_smoothing >= 0 && label_smoothing <= 1,
-              "cross_entropy: label smoothing %g is outside [0, 1]", label_smoothing);
+    MT_ASSERT(opts.label_smoothing >= 0 && opts.label_smoothing <= 1 && opts.z_loss >= 0,
+              "cross_entropy: label smoothing %g is outside [0, 1] or z-loss %g < 0",
+              opts.label_smoothing, opts.z_loss);
     int *t = mt_arena_alloc(c, (size_t)N * sizeof(int));
     for (int r = 0; r < N; r++) {
         MT_ASSERT(targets[r] == ignore_index || (targets[r] >= 0 && targets[r] < V),
@@ -185,7 +194,8 @@ mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, in
     n->ids = t;
     n->i[0] = ignore_index;
     n->f[0] = (float)M;
-    n->f[1] = label_smoothing;
+    n->f[1] = opts.label_smoothing;
+    n->f[2] = opts.z_loss;
     n->saved[0] = mt_arena_floats(c, (size_t)N);
     n->saved[1] = mt_arena_floats(c, (size_t)N);
     mt_node_run(c, n);

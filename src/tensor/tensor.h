@@ -207,12 +207,19 @@ mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x); /* over the last dim */
+/* The training loss's terms beyond the plain cross-entropy; {0} (MT_CE_PLAIN): none. */
+typedef struct {
+    float label_smoothing; /* eps in [0, 1]: each target (1 - eps) onehot + eps / V */
+    float z_loss; /* z >= 0: + z log(Z_r)^2 per row (PaLM's auxiliary loss; log Z_r = lse_r) */
+} mt_ce_opts;
+#define MT_CE_PLAIN ((mt_ce_opts){.label_smoothing = 0})
 /* Fused log-softmax + negative log-likelihood: logits (..., V), targets (rows of logits) in
    [0, V) or ignore_index; the mean over the targets that are not ignored -> (1,). With
-   label_smoothing eps in [0, 1] each target is the distribution (1 - eps) onehot + eps / V, as
-   torch's F.cross_entropy(..., label_smoothing=eps); eps = 0: the plain cross-entropy. */
+   label smoothing eps each target is the distribution (1 - eps) onehot + eps / V, as torch's
+   F.cross_entropy(..., label_smoothing=eps); with z-loss z each row not ignored also adds
+   z lse_r^2. MT_CE_PLAIN: the plain cross-entropy. */
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
-                            float label_smoothing);
+                            mt_ce_opts opts);
 /* weight (V, C), ids (n) in [0, V) -> (n, C); backward scatters into the weight's rows. */
 mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *weight, const int *ids, int n);
 /* Inverted dropout with probability p from c->rng; the identity when !c->training or p == 0. */

@@ -72,6 +72,14 @@ static const mt_field DIAG[] = {
       .range = "0.."),
     F(batch, INT, "diag_batch",
       "rows of the fixed held-out batch of the diagnostics; 0: min(4, batch)", .range = "0.."),
+    F(logz_every, INT, "diag_logz_every",
+      "log Z of the output logits (mean, max over the batch) every N steps to diag_logz.csv; "
+      "0: off",
+      .range = "0.."),
+    F(skip_every, INT, "diag_skip_every",
+      "the batch's loss with each block skipped in turn, every N steps and at the end, to "
+      "diag_skip.csv; 0: off",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);

@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
     mt_tensor *loss = mt_encdec_loss(&c, m, &m->P, src, len, S, tgt, targets, B, T,
-                                     m->cfg.stack.label_smoothing);
+                                     mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.grad_enabled = false;
     mt_tensor *logits = mt_encdec_forward(&c, m, &m->P, src, len, S, tgt, B, T);

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     if (c.precision == MT_BF16 &&
         (mt_bf16_check(&err) != MT_OK || mt_params_enable_bf16(&m->P, &err) != MT_OK))
         return fail(err.msg);
-    mt_tensor *loss = mt_gpt_loss(&c, m, &m->P, ids, targets, B, T, m->cfg.stack.label_smoothing);
+    mt_tensor *loss = mt_gpt_loss(&c, m, &m->P, ids, targets, B, T, mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.grad_enabled = false;
     mt_tensor *logits = mt_gpt_forward(&c, m, &m->P, ids, B, T);

@@ -95,7 +95,8 @@ static mt_tensor *b_swiglu(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors
 static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
     (void)n;
     return mt_cross_entropy(c, x[0], as_ints(c, x[1]), (int)parity_opt(in, "ignore"),
-                            (float)parity_opt(in, "smoothing"));
+                            (mt_ce_opts){.label_smoothing = (float)parity_opt(in, "smoothing"),
+                                         .z_loss = (float)parity_opt(in, "z_loss")});
 }
 
 /* x0 weight, x1 ids */

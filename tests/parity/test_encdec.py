@@ -1,8 +1,9 @@
 """The encoder-decoder against a PyTorch model written here (separate q, k, v projections, an
 explicit key-padding mask; not nn.Transformer), on the same weights passed by their mt names:
 logits, loss and the gradient of every parameter, to 1e-4 relative, for each placement (Pre-LN,
-Post-LN, DeepNorm with the encoder-decoder constants), LayerNorm, RMSNorm, QK-norm on the self-
-and cross-attention, DyT and Derf (not with DeepNorm), a batch of words of
+Post-LN, DeepNorm with the encoder-decoder constants, then LayerNorm Scaling with each stack's
+blocks counted from 0 and OLMo-2's reorder), LayerNorm, RMSNorm, QK-norm on the self- and
+cross-attention, DyT and Derf (not with DeepNorm), a batch of words of
 different lengths (padded keys masked in the encoder's self-attention and the cross-attention),
 tied and untied, with and without biases, label smoothing 0, 0.1 and 0.3 in the loss."""
 import json
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from harness import Report, check_model, run_driver
-from torch_gpt import TorchBlocks, norm_shapes, qk_norm_shapes
+from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, qk_norm_shapes
 
 rng = np.random.default_rng(1)
 R = Report("parity encdec")
@@ -58,7 +59,7 @@ class TorchEncDec(TorchBlocks):
     def forward(self, src, src_len, tgt, targets):
         p, cfg = self.p, self.cfg
         S, T = src.shape[1], tgt.shape[1]
-        pre_ln = cfg["placement"] == "pre"
+        pre_ln = cfg["placement"] in FINAL_NORM
         x = p["tok_emb.weight"][src] + p["enc.pos_emb.weight"][:S]
         for i in range(cfg["enc_layers"]):
             b = f"enc.blocks.{i}."
@@ -110,7 +111,7 @@ def param_shapes(cfg):
             norm(b + "ffn_norm")
             linear(b + "ffn.fc1", Fw, C)
             linear(b + "ffn.fc2", C, Fw)
-        if cfg["placement"] == "pre":
+        if cfg["placement"] in FINAL_NORM:
             norm(side + ".final_norm")
     if not cfg["tied"]:
         shapes["lm_head.weight"] = ((V, C), "m")
@@ -129,6 +130,38 @@ def random_params(cfg):
     return out
 
 
+def run_case(norm, opts, placement, case):
+    """One encoder-decoder through torch and the driver; case varies the other settings."""
+    N, M = 2 + case % 2, 1 + (case + 1) % 3
+    cfg = {"enc_layers": N, "dec_layers": M, "n_layer": N + M, "n_head": 2 + 2 * (case % 2),
+           "n_embd": 16, "n_ff": 24, "src_ctx": 7, "tgt_ctx": 6, "n_vocab": 13,
+           "norm": norm, "norm_eps": 1e-5, "rms_form": "llama", "placement": placement,
+           "tied": case != 2, "bias": case != 4, "act": ("gelu", "relu", "silu")[case % 3],
+           "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
+    cfg.update(opts)
+    B, S, T = 3, 7, 5 + case % 2
+    src_len = np.array([4, 7, 1 + case % 3])
+    src = rng.integers(3, cfg["n_vocab"], (B, S))
+    for b in range(B):
+        src[b, src_len[b]:] = 0  # padding
+    tgt = rng.integers(3, cfg["n_vocab"], (B, T))
+    tgt[:, 0] = 1
+    targets = rng.integers(2, cfg["n_vocab"], (B, T))
+    targets[0, T - 2:] = -1  # a shorter pronunciation
+    params = random_params(cfg)
+    model = TorchEncDec(cfg, params)
+    logits, loss = model(torch.tensor(src), torch.tensor(src_len), torch.tensor(tgt),
+                         torch.tensor(targets))
+    loss.backward()
+    tensors = dict(params, src=src.astype(np.float32), src_len=src_len.astype(np.float32),
+                   tgt=tgt.astype(np.float32), targets=targets.astype(np.float32))
+    got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
+    label = (f"{norm} {opts} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
+             f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
+             f" smoothing {cfg['label_smoothing']}")
+    check_model(R, label, got, logits, loss, model, TOL)
+
+
 # (norm, its options): LayerNorm, RMSNorm, QK-norm on the self- and cross-attention (per head with
 # its gain, over the whole projection, l2), DyT and Derf (not with DeepNorm, which refuses them)
 NORMS = [("ln", {}), ("rms", {}), ("ln", {"qk_norm": "rms", "qk_norm_affine": True}),
@@ -139,34 +172,11 @@ for norm, opts in NORMS:
     for placement in ("pre", "post", "deepnorm"):
         if norm in ("dyt", "derf") and placement == "deepnorm":
             continue
-        N, M = 2 + case % 2, 1 + (case + 1) % 3
-        cfg = {"enc_layers": N, "dec_layers": M, "n_layer": N + M, "n_head": 2 + 2 * (case % 2),
-               "n_embd": 16, "n_ff": 24, "src_ctx": 7, "tgt_ctx": 6, "n_vocab": 13,
-               "norm": norm, "norm_eps": 1e-5, "rms_form": "llama", "placement": placement,
-               "tied": case != 2, "bias": case != 4, "act": ("gelu", "relu", "silu")[case % 3],
-               "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
-        cfg.update(opts)
-        B, S, T = 3, 7, 5 + case % 2
-        src_len = np.array([4, 7, 1 + case % 3])
-        src = rng.integers(3, cfg["n_vocab"], (B, S))
-        for b in range(B):
-            src[b, src_len[b]:] = 0  # padding
-        tgt = rng.integers(3, cfg["n_vocab"], (B, T))
-        tgt[:, 0] = 1
-        targets = rng.integers(2, cfg["n_vocab"], (B, T))
-        targets[0, T - 2:] = -1  # a shorter pronunciation
-        params = random_params(cfg)
-        model = TorchEncDec(cfg, params)
-        logits, loss = model(torch.tensor(src), torch.tensor(src_len), torch.tensor(tgt),
-                             torch.tensor(targets))
-        loss.backward()
-        tensors = dict(params, src=src.astype(np.float32), src_len=src_len.astype(np.float32),
-                       tgt=tgt.astype(np.float32), targets=targets.astype(np.float32))
-        got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
-        label = (f"{norm} {opts} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
-                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
-                 f" smoothing {cfg['label_smoothing']}")
-        check_model(R, label, got, logits, loss, model, TOL)
+        run_case(norm, opts, placement, case)
+        case += 1
+for norm in ("ln", "rms"):  # the placements that count each stack's blocks
+    for placement in ("lns", "reorder"):
+        run_case(norm, {}, placement, case)
         case += 1
 
 R.finish()

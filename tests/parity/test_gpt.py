@@ -1,7 +1,9 @@
 """The GPT against a PyTorch model written here, on the same weights (passed by their mt names):
 logits, loss and the gradient of every parameter, to 1e-4 relative, for every norm the GPT
 accepts x every placement (DyT and Derf: not DeepNorm, which refuses them; their learned alpha and
-shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms included; 2 to 3 layers, n_head > 1), with the head tied and once untied, biases
+shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms included; LNS, OLMo-2's
+reorder, Mix-LN and DeepScaleLM written from their papers' formulas; 2 to 3 layers, n_head > 1),
+with the head tied and once untied, biases
 on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3."""
 import json
 
@@ -21,6 +23,10 @@ NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
          ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {}),
          ("dyt", {}), ("derf", {})]
 ACTS = ["gelu", "gelu_erf", "relu", "silu"]
+PLACEMENTS = ("pre", "post", "deepnorm", "subln", "peri", "lns", "reorder", "mixln", "dsl")
+# Mix-LN with Post-LN in its first block of 2 or 3 (the default n_layer / 4 is 0 there); DSL's
+# k below n_layer (k = 2 at 2 layers would leave no skip: lambda = 0)
+PLACEMENT_OPTS = {"mixln": {"mixln_post": 1}, "dsl": {"dsl_k": 0.7}}
 
 
 def run_case(cfg, B, T, label, given=None):
@@ -38,23 +44,28 @@ def run_case(cfg, B, T, label, given=None):
     got = run_driver("gpt", tensors, {"config": json.dumps(given or cfg), "B": B, "T": T})
     check_model(R, label, got, logits, loss, model, TOL)
 
-case = 0
-for norm, opts in NORMS:
-    for placement in ("pre", "post", "deepnorm", "subln", "peri"):
-        if norm in ("dyt", "derf") and placement == "deepnorm":
-            continue  # refused (docs/norms.md)
-        cfg = {"n_layer": 2 + case % 2, "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16,
-               "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
-               "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
-               "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
-               "act": ACTS[case % 4], "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
-        cfg.update(opts)
-        label = (f"{norm}{'/' + opts['rms_form'] if 'rms_form' in opts else ''} {placement}"
-                 f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}"
-                 f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
-                 f" smoothing {cfg['label_smoothing']}")
-        run_case(cfg, 2, 7 + case % 3, label)
-        case += 1
+
+def norm_cases(placements, case):
+    """Every norm in each placement; case (from 0, then on) varies the other settings."""
+    for norm, opts in NORMS:
+        for placement in placements:
+            if norm in ("dyt", "derf") and placement == "deepnorm":
+                continue  # refused (docs/norms.md)
+            cfg = {"n_layer": 2 + case % 2, "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16,
+                   "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
+                   "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
+                   "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
+                   "act": ACTS[case % 4], "dropout": 0.0,
+                   "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
+            cfg.update(opts)
+            cfg.update(PLACEMENT_OPTS.get(placement, {}))
+            label = (f"{norm}{'/' + opts['rms_form'] if 'rms_form' in opts else ''} {placement}"
+                     f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}"
+                     f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
+                     f" smoothing {cfg['label_smoothing']}")
+            run_case(cfg, 2, 7 + case % 3, label)
+            case += 1
+
 
 # DyT's and Derf's LLaMA setting: the learned embedding scale, with learned and rotary positions
 for norm in ("dyt", "derf"):
@@ -90,29 +101,65 @@ PIECES = [("rope", {"pos": "rope", "rope_theta": 10000.0}),
           ("rope swiglu", {"pos": "rope", "act": "swiglu", "bias": False}),
           ("gqa 2 of 4", {"n_kv_head": 2}),
           ("gqa 1 of 4 rope", {"n_kv_head": 1, "pos": "rope"})]
-for i, (what, opts) in enumerate(PIECES):
-    for placement in ("pre", "post", "deepnorm", "subln", "peri"):
-        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 12, "n_vocab": 11,
-               "n_ff": 24, "norm": ("ln", "rms")[i % 2], "placement": placement,
-               "norm_eps": 1e-5, "rms_form": "llama", "tied": i % 2 == 0, "bias": True,
-               "act": "gelu", "dropout": 0.0}
-        cfg.update(opts)
-        run_case(cfg, 2, 11, f"{what} {cfg['norm']} {placement}")
 
-# arch llama: the driver gets the preset as the user gives it (arch, and any explicit pieces);
-# torch gets what validation must resolve it to: RoPE, SwiGLU with LLaMA's n_ff, RMSNorm
-# (x / sqrt(mean(x^2) + eps) w), no biases, tied; with grouped-query attention and untied once.
-# The register-tile path of the attention too (head size 16).
-for placement in ("pre", "post", "deepnorm", "subln", "peri"):
-    for extra in ({}, {"n_kv_head": 2, "tied": False, "rope_theta": 500000.0}):
-        given = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_ctx": 12,
-                 "n_vocab": 11, "n_ff": 0, "placement": placement, "dropout": 0.0}
-        given.update(extra)
-        resolved = dict(given, pos="rope", act="swiglu", norm="rms", rms_form="llama",
-                        norm_eps=1e-5, bias=False, tied=given.get("tied", True),
-                        rope_theta=given.get("rope_theta", 10000.0))
-        resolved["n_ff"] = n_ff(resolved)
-        run_case(resolved, 2, 11, f"llama {placement}{' gqa untied theta 5e5' if extra else ''}",
-                 given)
+
+def piece_cases(placements):
+    for i, (what, opts) in enumerate(PIECES):
+        for placement in placements:
+            cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 12, "n_vocab": 11,
+                   "n_ff": 24, "norm": ("ln", "rms")[i % 2], "placement": placement,
+                   "norm_eps": 1e-5, "rms_form": "llama", "tied": i % 2 == 0, "bias": True,
+                   "act": "gelu", "dropout": 0.0}
+            cfg.update(opts)
+            cfg.update(PLACEMENT_OPTS.get(placement, {}))
+            run_case(cfg, 2, 11, f"{what} {cfg['norm']} {placement}")
+
+
+def llama_cases(placements):
+    """arch llama: the driver gets the preset as the user gives it (arch, and any explicit
+    pieces); torch gets what validation must resolve it to: RoPE, SwiGLU with LLaMA's n_ff,
+    RMSNorm (x / sqrt(mean(x^2) + eps) w), no biases, tied; with grouped-query attention and
+    untied once. The register-tile path of the attention too (head size 16)."""
+    for placement in placements:
+        for extra in ({}, {"n_kv_head": 2, "tied": False, "rope_theta": 500000.0}):
+            given = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_ctx": 12,
+                     "n_vocab": 11, "n_ff": 0, "placement": placement, "dropout": 0.0}
+            given.update(extra)
+            given.update(PLACEMENT_OPTS.get(placement, {}))
+            resolved = dict(given, pos="rope", act="swiglu", norm="rms", rms_form="llama",
+                            norm_eps=1e-5, bias=False, tied=given.get("tied", True),
+                            rope_theta=given.get("rope_theta", 10000.0))
+            resolved["n_ff"] = n_ff(resolved)
+            run_case(resolved, 2, 11,
+                     f"llama {placement}{' gqa untied theta 5e5' if extra else ''}", given)
+
+
+# Post-LN to Peri-LN, then those of arXiv 2502.05795 (lns), OLMo-2 (reorder), Mix-LN and
+# DeepScaleLM (each set in turn: the first set's cases draw what they drew before the second)
+for placements in (PLACEMENTS[:5], PLACEMENTS[5:]):
+    norm_cases(placements, 0 if placements[0] == "pre" else len(NORMS) * 5)
+    piece_cases(placements)
+    llama_cases(placements)
+
+# The placements' own settings: Mix-LN's default quarter (1 Post-LN block of 4, 2 of 9), every
+# block Post-LN (then the final norm), and none; DeepScaleLM's default k = 2 at 4 and 9 layers and
+# k = n_layer (lambda = 0: no skip at all).
+SETTINGS = [("mixln", 4, {}), ("mixln", 9, {}), ("mixln", 3, {"mixln_post": 3}),
+            ("mixln", 3, {"mixln_post": 0}), ("dsl", 4, {}), ("dsl", 9, {}),
+            ("dsl", 3, {"dsl_k": 3.0}), ("lns", 9, {})]
+for i, (placement, L, opts) in enumerate(SETTINGS):
+    cfg = {"n_layer": L, "n_head": 2, "n_embd": 16, "n_ctx": 8, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[i % 2], "placement": placement, "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": True, "bias": True, "act": "gelu", "dropout": 0.0}
+    cfg.update(opts)
+    run_case(cfg, 2, 8, f"{placement} L{L} {opts}")
+
+# PaLM's z-loss in the training loss (torch_gpt.z_loss): alone, with label smoothing, untied
+for i, (z, eps, tied) in enumerate([(1e-4, 0.0, True), (0.3, 0.1, True), (0.05, 0.0, False)]):
+    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_ctx": 8, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[i % 2], "placement": ("pre", "post", "lns")[i],
+           "norm_eps": 1e-5, "rms_form": "llama", "tied": tied, "bias": True, "act": "gelu",
+           "dropout": 0.0, "label_smoothing": eps, "z_loss": z}
+    run_case(cfg, 2, 8, f"z-loss {z} smoothing {eps}{'' if tied else ' untied'}")
 
 R.finish()

@@ -95,6 +95,14 @@ def targets(rows, V, ignore, every):
     return t.astype(np.float32)
 
 
+def ce_z_loss(x, t, ignore, eps, z):
+    """torch's cross-entropy plus z mean(logsumexp(x_r)^2) over the rows not ignored."""
+    kept = t != ignore
+    lse = torch.logsumexp(x, -1)
+    ce = F.cross_entropy(x, t, ignore_index=ignore, label_smoothing=eps)
+    return (ce + z * (lse[kept] ** 2).sum() / kept.sum()).reshape(1)
+
+
 # label smoothing eps: torch's loss (1 - eps) nll + eps mean_j(-log p_j), mean over the targets
 # that are not ignored
 for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33), 7, 3),
@@ -105,7 +113,15 @@ for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33),
                 [4 * randn(*shape), targets(rows, V, ignore, every)], [True, False],
                 lambda x, t, V=V, ignore=ignore, eps=eps: F.cross_entropy(
                     x.reshape(-1, V), t.long(), ignore_index=ignore,
-                    label_smoothing=eps).reshape(1), ignore=ignore, smoothing=eps)
+                    label_smoothing=eps).reshape(1), ignore=ignore, smoothing=eps, z_loss=0)
+    # PaLM's z-loss (Chowdhery et al. 2022, arXiv 2204.02311): + z log(Z)^2, log Z the row's
+    # log-sum-exp, averaged over the same rows
+    for eps, z in [(0.0, 1e-4), (0.0, 0.5), (0.1, 0.2)]:
+        compare(f"cross_entropy {shape} ignore {ignore} smoothing {eps} z-loss {z}",
+                "cross_entropy", [4 * randn(*shape), targets(rows, V, ignore, every)],
+                [True, False], lambda x, t, V=V, ignore=ignore, eps=eps, z=z: ce_z_loss(
+                    x.reshape(-1, V), t.long(), ignore, eps, z), ignore=ignore, smoothing=eps,
+                z_loss=z)
 
 for V, C, n in [(1, 1, 3), (7, 5, 9), (33, 17, 40), (257, 65, 600)]:
     ids = rng.integers(0, V, n).astype(np.float32)  # repeats: the backward scatter adds up

@@ -7,7 +7,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-FINAL_NORM = ("pre", "subln", "peri")  # the placements with a norm before the head
+# the placements with a norm before the head
+FINAL_NORM = ("pre", "subln", "peri", "lns", "reorder", "mixln", "dsl")
 ACTS = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu, "relu": F.relu,
         "silu": F.silu, "swiglu": F.silu}
 
@@ -21,6 +22,14 @@ def rope(x, theta):
     a, b = x[..., 0::2], x[..., 1::2]
     y = torch.stack([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1)
     return y.reshape(x.shape)
+
+
+def z_loss(cfg, logits, targets):
+    """PaLM's auxiliary loss (Chowdhery et al. 2022, arXiv 2204.02311, section 5): z log(Z)^2,
+    Z = sum_j exp(logit_j) of a row, averaged over the rows whose target is not ignored (-1)."""
+    z = cfg.get("z_loss", 0.0)
+    kept = targets != -1
+    return z * (torch.logsumexp(logits[kept], -1) ** 2).mean() if z else 0.0
 
 
 class TorchBlocks(torch.nn.Module):
@@ -155,10 +164,22 @@ class TorchBlocks(torch.nn.Module):
         return self.linear(h, f"blocks.{i}.ffn.fc2")
 
     def residual(self, x, prefix, f):
-        """prefix: the sublayer's norm, blocks.{i}.attn_norm or blocks.{i}.ffn_norm."""
-        pl = self.cfg["placement"]
+        """prefix: the sublayer's norm, blocks.{i}.attn_norm or blocks.{i}.ffn_norm; i, the
+        block's index from 0, is read from it."""
+        pl, cfg = self.cfg["placement"], self.cfg
+        layer = int(prefix.split("blocks.")[1].split(".")[0])
+        if pl == "mixln":  # Mix-LN (arXiv 2412.13795): Post-LN in the first blocks, Pre-LN after
+            post = cfg.get("mixln_post", -1)
+            pl = "post" if layer < (cfg["n_layer"] // 4 if post == -1 else post) else "pre"
         if pl in ("pre", "subln"):  # subln's inner norms are in attn and ffn
             return x + f(self.norm(x, prefix))
+        if pl == "lns":  # LayerNorm Scaling (arXiv 2502.05795): the norm's output / sqrt(l + 1)
+            return x + f(self.norm(x, prefix) / math.sqrt(layer + 1))
+        if pl == "reorder":  # OLMo-2: the sublayer's output normalised, no input norm
+            return x + self.norm(f(x), prefix)
+        if pl == "dsl":  # DeepScaleLM (arXiv 2403.09635): beta^2 = k / N, lambda^2 + beta^2 = 1
+            beta2 = cfg.get("dsl_k", 2.0) / cfg["n_layer"]
+            return math.sqrt(1 - beta2) * x + math.sqrt(beta2) * f(self.norm(x, prefix))
         if pl == "peri":  # Peri-LN: the sublayer's output normalised too
             return x + self.norm(f(self.norm(x, prefix)), prefix.replace("_norm", "_out_norm"))
         if pl == "post":
@@ -193,7 +214,7 @@ class TorchGPT(TorchBlocks):
         logits = self.product(x, head)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-1, label_smoothing=cfg.get("label_smoothing", 0.0))
-        return logits, loss
+        return logits, loss + z_loss(cfg, logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def norm_params(cfg):

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
     c.training = true;
     mt_tensor *logits = mt_vit_forward(&c, m, &m->P, ti->data, B);
-    mt_tensor *loss = mt_cross_entropy(&c, logits, labels, -1, m->cfg.stack.label_smoothing);
+    mt_tensor *loss = mt_cross_entropy(&c, logits, labels, -1, mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.training = false;
     c.grad_enabled = false;

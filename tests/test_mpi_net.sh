@@ -42,13 +42,25 @@ mkdir "$T/shm" "$T/net"
 printf '%s slots=1\n%s slots=1\n' "$NA" "$NB" >"$T/hosts"
 # the bytes the second namespace's end of the link received (the first "bytes" of its stats: rx)
 received() { ip -n "$NB" -s -j link show "$VB" | sed 's/.*"rx":{"bytes":\([0-9]*\).*/\1/'; }
+net_run() { # 2 ranks, one in each namespace, over TCP; mpirun's log in $T/net.log
+    rm -rf "$T/net/run"
+    (cd "$T/net" && ip netns exec "$NA" timeout 90 mpirun --allow-run-as-root \
+        --hostfile "$T/hosts" -np 2 --mca plm_rsh_agent "$M/tests/netns_agent.sh" \
+        --mca plm_rsh_no_tree_spawn 1 --mca routed direct --mca btl tcp,self \
+        --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+        $RUN --out run) >"$T/net.log" 2>&1
+}
+# Open MPI's launch into the second namespace failed twice in about twenty runs here, both inside
+# make test (a daemon that never called back: no output, or "does not know how to route"), never
+# alone: one retry, said in the output; a second failure fails the test
 before=$(received)
-(cd "$T/net" && ip netns exec "$NA" timeout 300 mpirun --allow-run-as-root --hostfile "$T/hosts" -np 2 \
-    --mca plm_rsh_agent "$M/tests/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-    --mca routed direct --mca btl tcp,self \
-    --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-    $RUN --out run) >"$T/net.log" 2>&1 ||
-    { fail "2 ranks over TCP exited $?"; head -n 40 "$T/net.log"; exit 1; }
+net_run
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "test_mpi_net: mpirun failed once (exit $rc: $(head -c 300 "$T/net.log")); again"
+    before=$(received)
+    net_run || { fail "2 ranks over TCP exited $?"; head -n 40 "$T/net.log"; exit 1; }
+fi
 after=$(received)
 grep -q "^mpi     2 ranks" "$T/net.log" || fail "no mpi line: $(head -n 5 "$T/net.log")"
 cmp -s "$T/shm/run/model.safetensors" "$T/net/run/model.safetensors" || fail "weights differ from shm"

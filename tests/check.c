@@ -208,3 +208,19 @@ int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
     mt_st_free(&in);
     return rc;
 }
+
+bool test_write_dict(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    const char *phones[] = {"hh", "ax", "l", "ow", "k", "ae", "t"};
+    for (int i = 0; i < n; i++) {
+        char word[16];
+        int len = 1 + (i * 7) % 9;
+        for (int j = 0; j < len; j++) word[j] = (char)('a' + (i * 5 + j * 3) % 26);
+        snprintf(word + len, sizeof word - (size_t)len, "%c%c", 'a' + i / 26 % 26, 'a' + i % 26);
+        fprintf(f, "(\"%s\" nil (", word); /* syllables ((phones) stress) */
+        for (int p = 0; p < 2 + i % 4; p++) fprintf(f, "((%s) %d) ", phones[(i + p) % 7], p % 2);
+        fprintf(f, "))\n");
+    }
+    return fclose(f) == 0;
+}

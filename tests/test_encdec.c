@@ -191,36 +191,12 @@ static void test_gradcheck(void) {
     }
 }
 
-/* The KV-cache decoder with a placement that reads the block's index (lns: the decoder's blocks
-   from 0 in its stack) and reorder: its logits equal the full forward's at every position. */
-static void test_cache_placement(mt_placement place) {
-    mt_encdec_config g = small(2, 2, place);
-    g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6;
-    mt_encdec m;
-    mt_err e;
-    CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
-    mt_rng r;
-    mt_rng_seed(&r, 5);
-    mt_params_initialize(&m.P, &r);
-    for (size_t i = 0; i < m.P.total; i++) m.P.data[i] += 0.3f * mt_rng_normal(&r);
-    mt_ctx c;
-    mt_ctx_init(&c, 64 << 20, 1, NULL);
-    c.grad_enabled = false;
-    mt_tensor *full = mt_encdec_forward(&c, &m, &m.P, SRC, SRC_LEN, 6, TGT, 2, 5);
-    float *cached = malloc(full->n * sizeof(float));
-    mt_encdec_cached_logits(&c, &m, SRC, SRC_LEN, 2, 6, TGT, 5, cached);
-    CHECK(max_rel_err(cached, full->data, full->n) < 1e-5, "%s: KV-cache logits vs the forward: %g",
-          mt_enum_name(&MT_PLACEMENTS, place), max_rel_err(cached, full->data, full->n));
-    free(cached);
-    mt_ctx_free(&c);
-    mt_encdec_free(&m);
-}
-
 /* Padding changes nothing: row 0 alone, unpadded, has the logits it has in the padded batch; the
    KV-cache decoder's logits equal the full forward's at every position (with a QK-norm: the
-   caches hold the normalised keys, the cross-attention's stored once); beam 1 is greedy. */
-static void test_padding_and_cache(mt_qk_norm_cfg qk) {
-    mt_encdec_config g = small(2, 2, MT_PLACE_PRE);
+   caches hold the normalised keys, the cross-attention's stored once; with lns: the decoder's
+   blocks counted from 0 in its stack); beam 1 is greedy. */
+static void test_padding_and_cache(mt_placement place, mt_qk_norm_cfg qk) {
+    mt_encdec_config g = small(2, 2, place);
     g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6, g.stack.qk = qk;
     mt_encdec m;
     mt_err e;
@@ -243,8 +219,8 @@ static void test_padding_and_cache(mt_qk_norm_cfg qk) {
     CHECK(worst < 1e-5, "padded and unpadded logits differ by %g", worst);
     float *cached = malloc(full->n * sizeof(float));
     mt_encdec_cached_logits(&c, &m, SRC, SRC_LEN, 2, 6, TGT, 5, cached);
-    CHECK(max_rel_err(cached, full->data, full->n) < 1e-5, "KV-cache logits vs the forward: %g",
-          max_rel_err(cached, full->data, full->n));
+    CHECK(max_rel_err(cached, full->data, full->n) < 1e-5, "%s: KV-cache logits vs the forward: %g",
+          mt_enum_name(&MT_PLACEMENTS, place), max_rel_err(cached, full->data, full->n));
     free(cached);
     /* decoding: greedy against the argmax of the full forward on its own output, step by step */
     int out[2 * 6], len[2];
@@ -364,11 +340,13 @@ int main(void) {
     test_deepnorm_init();
     test_deepnorm_forward();
     test_gradcheck();
-    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_NONE});
-    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true});
-    test_padding_and_cache((mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true});
-    test_cache_placement(MT_PLACE_LNS);
-    test_cache_placement(MT_PLACE_REORDER);
+    const mt_qk_norm_cfg no_qk = {.kind = MT_QK_NONE};
+    test_padding_and_cache(MT_PLACE_PRE, no_qk);
+    test_padding_and_cache(MT_PLACE_PRE, (mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true});
+    test_padding_and_cache(MT_PLACE_PRE,
+                           (mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true});
+    test_padding_and_cache(MT_PLACE_LNS, no_qk);
+    test_padding_and_cache(MT_PLACE_REORDER, no_qk);
     test_bad_config();
     test_length_buckets();
     return check_finish("test_encdec");

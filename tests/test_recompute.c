@@ -110,24 +110,11 @@ static void every_block(const setup *s) {
     s->stack->norm = mt_norm_default(MT_NORM_LN);
 }
 
-/* A pronunciation dictionary of 120 words of 1 to 9 letters and 2 to 5 phones. */
+/* A pronunciation dictionary of 120 words in dir (test_write_dict). */
 static const char *write_dict(void) {
     static char path[256];
     snprintf(path, sizeof path, "%s/dict.out", dir);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return NULL;
-    const char *phones[] = {"hh", "ax", "l", "ow", "k", "ae", "t"};
-    for (int i = 0; i < 120; i++) {
-        char word[16];
-        int len = 1 + (i * 7) % 9;
-        for (int j = 0; j < len; j++) word[j] = (char)('a' + (i * 5 + j * 3) % 26);
-        snprintf(word + len, sizeof word - (size_t)len, "%c%c", 'a' + i / 26 % 26, 'a' + i % 26);
-        fprintf(f, "(\"%s\" nil (", word); /* syllables ((phones) stress) */
-        for (int p = 0; p < 2 + i % 4; p++) fprintf(f, "((%s) %d) ", phones[(i + p) % 7], p % 2);
-        fprintf(f, "))\n");
-    }
-    fclose(f);
+    CHECK(test_write_dict(path, 120), "cannot write %s", path);
     return path;
 }
 

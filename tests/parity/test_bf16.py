@@ -16,7 +16,13 @@ carries them to the first blocks' gradients: measured, mt against this reference
 1.8e-3 relative (of the largest |value|) for logits, loss and every gradient, most below 1e-4, so
 TOL = 3e-3. Against the same model without the rounding (plain float64, test_gpt.py's), mt's bf16
 run is off by 1.2e-2 to 0.2 in these cases; the test checks that the larger of those is above
-3 TOL, i.e. that it tells bf16 products from fp32 ones."""
+3 TOL, i.e. that it tells bf16 products from fp32 ones.
+
+With a QK-norm, q and k are divided by their RMS over a head (16 channels here) before the
+logits: a flipped element moves its head's vector by about 2^-8 / 4, not averaged over the
+product's K terms, and the logits themselves then differ by up to 7e-4. Measured: up to 4.2e-3
+for q_proj's and k_proj's gradients (clang's ASan build; gcc's stays within TOL), so TOL_QK =
+1e-2 for those cases, still 4x below their distance from the unrounded model (0.04)."""
 import json
 import os
 import subprocess
@@ -28,7 +34,7 @@ import torch
 from harness import BUILD, Report, run_driver
 from torch_gpt import ACTS, TorchGPT, random_params
 
-TOL = 3e-3
+TOL, TOL_QK = 3e-3, 1e-2
 
 
 def r(t):
@@ -139,8 +145,9 @@ for i, case in enumerate(CASES):
                  for k, w in want.items()}
         errs = {k: rel_err(got[k], w) / scale[k] for k, w in want.items()}
         if ref_type is TorchGPTBF16:
+            tol = TOL_QK if cfg.get("qk_norm", "none") != "none" else TOL
             for k, w in want.items():
-                R.check(f"{label} {k}", got[k], w, TOL * scale[k])
+                R.check(f"{label} {k}", got[k], w, tol * scale[k])
             if os.environ.get("VERBOSE"):
                 print("   ", " ".join(f"{k}:{e:.1e}" for k, e in errs.items()))
         else:

@@ -1,8 +1,8 @@
 /* Depth-study diagnostics (src/diag): the CSVs' columns, the gradient norms adding up in squares
    to the global norm (clipped or not), each column the norm of its parameters' gradients (the
    inner and output norms of Sub-LN and Peri-LN with their sublayer), the update 0 at init and > 0
-   after, residual norms per
-   block, the largest attention logit per block (self, and cross in a decoder), and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
+   after, residual norms per block, the largest attention logit per block (self, and cross in a
+   decoder), and the refusals. A tiny GPT on tiny Shakespeare for a few steps, and a tiny
    encoder-decoder on a made-up dictionary: its blocks numbered encoder first, a decoder block's
    cross-attention in its attention columns. */
 #include <math.h>

@@ -1,5 +1,6 @@
-/* Every norm (and the QK-norm): against naive double-precision loops, by finite differences (input, weight, bias),
-   a large-mean input that must keep its variance, the dispatcher, and bad options. */
+/* Every norm (and the QK-norm): against naive double-precision loops, by finite differences
+   (input, weight, bias), a large-mean input that must keep its variance, the dispatcher, and bad
+   options. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -74,7 +74,7 @@ void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, ui
                    size_t *n);
 void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
 
-/* ---- token datasets ------------------------------------------------------------------------------
+/* ---- token datasets ----------------------------------------------------------------------------
  * A dataset is a list of spans of token ids: one span per file of a shard set, mapped read-only
  * (mmap: memory does not grow with the corpus), or one span of a text's ids encoded in memory.
  * Ids are little-endian, `width` bytes each: 2 (uint16) or 4 (llm.c's version 2 shards). */

@@ -1,6 +1,6 @@
 /* Depth-study diagnostics: per-sublayer gradient norms, the model update against theta_0, the
-   residual-stream norms, the output logits' log Z and the block-skip probe (diag.h). Memory is allocated at open; a diagnostic step uses the step
-   arena only. */
+   residual-stream norms, the output logits' log Z and the block-skip probe (diag.h). Memory is
+   allocated at open; a diagnostic step uses the step arena only. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

@@ -193,10 +193,11 @@ typedef struct {
 /* One step: a batch of grad_accum x batch rows, drawn at once; forward and backward of each
    micro-batch of batch rows (under MPI this rank's slice of it), the gradients accumulated in
    P->grad (or the replicas' buffers) with the weight of their rows in the step's batch, and
-   summed across ranks during the last backward; clip, the optimizer update (skipped when the loss or the gradient norm
-   is not finite), zero grad; the last three in one pass (mt_optim_update). After a step that
-   updated nothing, or with tr->keep_grad, P->grad holds the gradient (summed; clipped when the
-   update ran). No allocation: the step arena and the trainer's buffers. */
+   summed across ranks during the last backward; clip, the optimizer update (skipped when the
+   loss or the gradient norm is not finite), zero grad; the last three in one pass
+   (mt_optim_update). After a step that updated nothing, or with tr->keep_grad, P->grad holds the
+   gradient (summed; clipped when the update ran). No allocation: the step arena and the
+   trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 /* Mean validation loss over the rows of the type's evaluation batches (the same every time);
    NAN without a validation split. tr->val_accuracy is set for a type with accuracy. Under MPI

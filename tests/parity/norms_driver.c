@@ -1,6 +1,6 @@
 /* Parity driver for the norms (tests/parity/test_norms.py). Inputs x0 = x, then the weight and
-   bias when the norm has them (x1 = g for ScaleNorm; DyT and Derf: below); options: eps, form (0 LLaMA, 1 paper), p,
-   G, cl (channels-last), training. */
+   bias when the norm has them (x1 = g for ScaleNorm; DyT and Derf: below); options: eps, form
+   (0 LLaMA, 1 paper), p, G, cl (channels-last), training. */
 #include "../check.h"
 
 static mt_tensor *arg(mt_tensor **x, int n, int i) { return i < n ? x[i] : NULL; }

@@ -209,9 +209,11 @@ int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {
     return rc;
 }
 
-bool test_write_dict(const char *path, int n) {
+const char *test_write_dict(const char *dir, int n) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/dict.out", dir);
     FILE *f = fopen(path, "wb");
-    if (!f) return false;
+    if (!f) return NULL;
     const char *phones[] = {"hh", "ax", "l", "ow", "k", "ae", "t"};
     for (int i = 0; i < n; i++) {
         char word[16];
@@ -222,5 +224,5 @@ bool test_write_dict(const char *path, int n) {
         for (int p = 0; p < 2 + i % 4; p++) fprintf(f, "((%s) %d) ", phones[(i + p) % 7], p % 2);
         fprintf(f, "))\n");
     }
-    return fclose(f) == 0;
+    return fclose(f) == 0 ? path : NULL;
 }

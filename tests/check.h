@@ -28,8 +28,9 @@ mt_tensor *test_tensor(mt_rng *r, int ndim, const int shape[], float lo, float h
 void test_tensor_free(mt_tensor *t);
 
 /* A made-up pronunciation dictionary of n words (1 to 9 letters and two more making it distinct,
-   2 to 5 phones of 7) at path, in festival's form; false when it cannot be written. */
-bool test_write_dict(const char *path, int n);
+   2 to 5 phones of 7) in festival's form, written to dir/dict.out: its path (a static buffer), or
+   NULL when it cannot be written. */
+const char *test_write_dict(const char *dir, int n);
 
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error relative to the reference's scale. */
 double max_rel_err(const float *a, const float *b, size_t n);

@@ -92,14 +92,6 @@ static void compare(const setup *s, int KB, const int *Ks, int n_K, int precisio
     free(ref[1]);
 }
 
-/* A pronunciation dictionary of 200 words in dir (test_write_dict). */
-static const char *write_dict(void) {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/dict.out", dir);
-    CHECK(test_write_dict(path, 200), "cannot write %s", path);
-    return path;
-}
-
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     mt_set_threads(2);
@@ -127,7 +119,8 @@ int main(void) {
 
     mt_encdec_config ec = mt_encdec_config_default();
     ec.enc_layers = ec.dec_layers = 1, ec.stack.n_head = 2, ec.stack.n_embd = 16;
-    const char *dict = write_dict();
+    const char *dict = test_write_dict(dir, 200);
+    CHECK(dict != NULL, "cannot write the dictionary in %s", dir);
     setup encdec = {"encdec",
                     &mt_encdec_type,
                     &ec,

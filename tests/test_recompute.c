@@ -110,14 +110,6 @@ static void every_block(const setup *s) {
     s->stack->norm = mt_norm_default(MT_NORM_LN);
 }
 
-/* A pronunciation dictionary of 120 words in dir (test_write_dict). */
-static const char *write_dict(void) {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/dict.out", dir);
-    CHECK(test_write_dict(path, 120), "cannot write %s", path);
-    return path;
-}
-
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     mt_set_threads(2);
@@ -154,7 +146,8 @@ int main(void) {
     mt_encdec_config ec = mt_encdec_config_default();
     ec.enc_layers = ec.dec_layers = 2, ec.stack.n_head = 2, ec.stack.n_embd = 16;
     ec.stack.dropout = 0.1f;
-    const char *dict = write_dict();
+    const char *dict = test_write_dict(dir, 120);
+    CHECK(dict != NULL, "cannot write the dictionary in %s", dir);
     setup encdec = {"encdec", &mt_encdec_type, &ec, &ec.stack, {.path = dict, .val_fraction = 0.1}};
     encdec.data.eval_batches = 1;
     if (dict) every_block(&encdec);

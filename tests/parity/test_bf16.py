@@ -22,7 +22,19 @@ With a QK-norm, q and k are divided by their RMS over a head (16 channels here) 
 logits: a flipped element moves its head's vector by about 2^-8 / 4, not averaged over the
 product's K terms, and the logits themselves then differ by up to 7e-4. Measured: up to 4.2e-3
 for q_proj's and k_proj's gradients (clang's ASan build; gcc's stays within TOL), so TOL_QK =
-1e-2 for those cases, still 4x below their distance from the unrounded model (0.04)."""
+1e-2 for those cases, still 4x below their distance from the unrounded model (0.04).
+
+The placements of issue 29 (LNS, reorder, Mix-LN, DeepScaleLM, with LayerNorm, RMSNorm, DyT and
+Derf) add only fp32 arithmetic around the same products, and their errors have the same spread as
+the cases above: over ten other draws of each case (seeds 100-109), the largest error of a draw
+reaches 8.9e-3 for the first case above (ln pre; 7e-3 deepnorm, 6.5e-3 rms pre swiglu) and 8.3e-3
+for the new ones (median 1e-4 to 3e-3): a flipped element feeding a sharp softmax row or a
+small gradient is rare but not negligible. TOL holds for the fixed draws of the cases above; two
+of the nine new fixed draws exceed it (3.9e-3 and 4.4e-3), so the new cases use TOL_NEW = 1e-2,
+the measured tail, still below most cases' distance from the unrounded model (0.0075 to 0.15
+here: the told-apart check below is over all cases). The learned scalars' gradients (alpha,
+shift, the embedding scale) are sums over every element that can cancel: as in test_gpt.py they
+are measured against the sum of their terms."""
 import json
 import os
 import subprocess
@@ -34,7 +46,7 @@ import torch
 from harness import BUILD, Report, run_driver
 from torch_gpt import ACTS, TorchGPT, random_params
 
-TOL, TOL_QK = 3e-3, 1e-2
+TOL, TOL_QK, TOL_NEW = 3e-3, 1e-2, 1e-2
 
 
 def r(t):
@@ -115,7 +127,28 @@ CASES = [
      "pos": "rope", "rope_theta": 10000.0, "qk_norm": "rms", "qk_norm_affine": True},
     {"norm": "ln", "placement": "post", "tied": True, "bias": True, "act": "gelu",
      "qk_norm": "l2", "qk_norm_scope": "all", "qk_norm_affine": True},
+    # the placements of issue 29 (fp32 residual arithmetic around the bf16 products), each with a
+    # norm with statistics and with DyT or Derf: LNS (block 1's norms times 1/sqrt 2), OLMo-2's
+    # reorder (once with its QK-norm over the projection), Mix-LN with block 0 Post-LN and block 1
+    # Pre-LN, DeepScaleLM with k = 0.7 (lambda^2 = 0.65; with the z-loss once)
+    {"norm": "ln", "placement": "lns", "tied": True, "bias": True, "act": "gelu"},
+    {"norm": "dyt", "placement": "lns", "tied": False, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "emb_scale": True},
+    {"norm": "rms", "placement": "reorder", "tied": False, "bias": False, "act": "silu"},
+    {"norm": "derf", "placement": "reorder", "tied": True, "bias": True, "act": "gelu"},
+    {"norm": "rms", "placement": "reorder", "tied": True, "bias": False, "act": "swiglu",
+     "pos": "rope", "rope_theta": 10000.0, "qk_norm": "rms", "qk_norm_scope": "all",
+     "qk_norm_affine": True},
+    {"norm": "ln", "placement": "mixln", "mixln_post": 1, "tied": True, "bias": True,
+     "act": "relu"},
+    {"norm": "derf", "placement": "mixln", "mixln_post": 1, "tied": False, "bias": True,
+     "act": "gelu"},
+    {"norm": "rms", "placement": "dsl", "dsl_k": 0.7, "tied": True, "bias": False,
+     "act": "swiglu", "pos": "rope", "rope_theta": 10000.0},
+    {"norm": "dyt", "placement": "dsl", "dsl_k": 0.7, "tied": False, "bias": True,
+     "act": "gelu", "z_loss": 1e-2},
 ]
+FIRST_NEW = 8  # the first case of issue 29's placements
 worst_plain = 0.0
 for i, case in enumerate(CASES):
     cfg = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_ctx": 16, "n_vocab": 29, "n_ff": 64,
@@ -139,13 +172,21 @@ for i, case in enumerate(CASES):
         want.update({"grad." + k: t.grad.numpy().reshape(got["grad." + k].shape)
                      for k, t in model.p.items()})
         # the k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant):
-        # both sides hold rounding noise, measured against the q_proj bias's (as test_gpt.py)
-        scale = {k: max(1.0, np.abs(want[k.replace("k_proj", "q_proj")]).max() /
-                        max(np.abs(w).max(), 1e-30)) if k.endswith("k_proj.bias") else 1.0
-                 for k, w in want.items()}
+        # both sides hold rounding noise, measured against the q_proj bias's; a learned scalar's
+        # gradient (DyT's and Derf's alpha and shift, the embedding scale) is a sum over every
+        # element that can cancel far below its terms: measured against the sum of |terms|
+        # (model.terms; both as harness.check_model for test_gpt.py)
+        def scale_of(k, w):
+            if k.endswith("k_proj.bias"):
+                ref = np.abs(want[k.replace("k_proj", "q_proj")]).max()
+            else:
+                ref = model.terms.get(k[len("grad."):], 0.0)
+            return max(1.0, ref / max(np.abs(w).max(), 1e-30))
+        scale = {k: scale_of(k, w) for k, w in want.items()}
         errs = {k: rel_err(got[k], w) / scale[k] for k, w in want.items()}
         if ref_type is TorchGPTBF16:
             tol = TOL_QK if cfg.get("qk_norm", "none") != "none" else TOL
+            tol = TOL_NEW if i >= FIRST_NEW else tol
             for k, w in want.items():
                 R.check(f"{label} {k}", got[k], w, tol * scale[k])
             if os.environ.get("VERBOSE"):

@@ -11,9 +11,14 @@ writes into typed rows, the run labels of the depth studies, and gnuplot.
   diag_update.csv  step,update: DeepNet's model update on a fixed batch.
   diag_resid.csv   step,layer,norm: the residual stream entering block `layer` (n_layer: after
                    the last block).
-read_metrics, read_grad, read_update and read_resid return them as rows of typed fields: int
-step and layer, float values, None for an empty cell or a column the file lacks. A last line
-without its newline (a file being written) is left out.
+  diag_attn.csv    step,layer,self,cross: each block's largest attention logit q.k / sqrt(HS),
+                   of its self-attention and (a decoder block) its cross-attention, else empty.
+  diag_logz.csv    step,mean,max: log Z of the output logits over the diagnostic batch.
+  diag_skip.csv    step,block,loss,delta: the loss with block `block` skipped (-1: none, the
+                   whole model, delta 0), delta = loss - the whole model's.
+read_metrics, read_grad, read_update, read_resid, read_attn, read_logz and read_skip return them
+as rows of typed fields: int step, layer and block, float values, None for an empty cell or a
+column the file lacks. A last line without its newline (a file being written) is left out.
 
 Python 3 standard library; gnuplot for the plots.
 """
@@ -193,7 +198,32 @@ class ResidRow:
     norm: Optional[float]
 
 
-INT_COLUMNS = ("step", "layer")
+@dataclass
+class AttnRow:
+    """A row of diag_attn.csv; cross is None but in an encoder-decoder's decoder blocks."""
+    step: int
+    layer: int
+    self: Optional[float]
+    cross: Optional[float]
+
+
+@dataclass
+class LogzRow:
+    step: int
+    mean: Optional[float]
+    max: Optional[float]
+
+
+@dataclass
+class SkipRow:
+    """A row of diag_skip.csv; block -1 is the whole model (delta 0)."""
+    step: int
+    block: int
+    loss: Optional[float]
+    delta: Optional[float]
+
+
+INT_COLUMNS = ("step", "layer", "block")
 
 
 def parse_rows(lines, source, kind):
@@ -267,6 +297,18 @@ def read_resid(path):
     return read_rows(path, ResidRow)
 
 
+def read_attn(path):
+    return read_rows(path, AttnRow)
+
+
+def read_logz(path):
+    return read_rows(path, LogzRow)
+
+
+def read_skip(path):
+    return read_rows(path, SkipRow)
+
+
 def evals(metrics):
     """The rows with an evaluation (a validation loss)."""
     return [r for r in metrics if r.val_loss is not None]
@@ -279,8 +321,8 @@ def final_val(metrics):
 
 
 class RunDir:
-    """What ./train --out path wrote: metrics, grad, update, resid (lists of rows; empty when the
-    file is absent)."""
+    """What ./train --out path wrote: metrics, grad, update, resid, attn, logz, skip (lists of
+    rows; empty when the file is absent)."""
 
     def __init__(self, path):
         self.path = path
@@ -288,6 +330,9 @@ class RunDir:
         self.grad = read_grad(os.path.join(path, "diag_grad.csv"))
         self.update = read_update(os.path.join(path, "diag_update.csv"))
         self.resid = read_resid(os.path.join(path, "diag_resid.csv"))
+        self.attn = read_attn(os.path.join(path, "diag_attn.csv"))
+        self.logz = read_logz(os.path.join(path, "diag_logz.csv"))
+        self.skip = read_skip(os.path.join(path, "diag_skip.csv"))
 
 
 # ---- the log ---------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 # scripts/mtrun.py, the study scripts' shared module: a tiny ./train run with the diagnostics read
 # back into typed rows (metrics.csv: steps, evaluations, empty cells as None; diag_grad.csv: each
 # block's total is the root of its four parts' squares, the layer -1 row has a total only;
-# diag_update.csv starts at 0; diag_resid.csv has n_layer + 1 rows a step), an older metrics.csv,
+# diag_update.csv starts at 0; diag_resid.csv has n_layer + 1 rows a step; diag_attn.csv a self
+# logit per block and no cross; diag_logz.csv mean <= max; diag_skip.csv the whole model's row and
+# a row per block, delta = loss - the whole model's), an older metrics.csv,
 # a row being written, a malformed cell (an error naming file, line and column), val_<metric>
 # columns; run() with its exit status, log and timeout; flags(), copy_columns(), scores(),
 # log_field(), diverged_at(), progress_evals(), label() and byte_entropy() on known inputs.
@@ -13,7 +15,8 @@ trap 'rm -rf "$T"' EXIT
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 "$B/train" --threads 1 --data "$T/text.txt" --n-layer 3 --n-head 2 --n-embd 16 --n-ctx 16 \
     --batch 4 --steps 12 --eval-every 4 --eval-batches 1 --log-every 2 --diag-grad-every 4 \
-    --diag-update-steps 4 --diag-resid-every 4 --out "$T/run" >"$T/log" 2>&1 ||
+    --diag-update-steps 4 --diag-resid-every 4 --diag-attn-every 4 --diag-logz-every 4 \
+    --diag-skip-every 4 --out "$T/run" >"$T/log" 2>&1 ||
     { echo "FAIL test_mtrun: train: $(cat "$T/log")"; exit 1; }
 exec python3 - "$T" <<'EOF'
 import math, os, sys
@@ -55,6 +58,17 @@ check("update %s" % r.update, [u.step for u in r.update] == [0, 1, 2, 3, 4] and
       r.update[0].update == 0 and r.update[-1].update > 0)
 check("resid", [(x.step, x.layer) for x in r.resid[:4]] == [(0, 0), (0, 1), (0, 2), (0, 3)] and
       len(r.resid) == 4 * len({x.step for x in r.resid}) and all(x.norm > 0 for x in r.resid))
+check("attn %s" % r.attn[:4], [(x.step, x.layer) for x in r.attn] ==
+      [(s, l) for s in (0, 4, 8, 12) for l in range(3)] and
+      all(isinstance(x.self, float) and x.cross is None for x in r.attn))
+check("logz %s" % r.logz, [z.step for z in r.logz] == [0, 4, 8, 12] and
+      all(0 < z.mean <= z.max for z in r.logz))
+check("skip steps", [(k.step, k.block) for k in r.skip] ==
+      [(s, b) for s in (0, 4, 8, 12) for b in (-1, 0, 1, 2)])
+for k in r.skip:
+    whole = [w.loss for w in r.skip if w.step == k.step and w.block == -1][0]
+    check("skip delta at %d block %d" % (k.step, k.block), isinstance(k.block, int) and
+          abs(k.delta - (k.loss - whole)) <= 1e-5 * whole and (k.block >= 0 or k.delta == 0))
 
 # an older file, a row being written, val_<metric> columns, errors
 old = os.path.join(T, "old.csv")

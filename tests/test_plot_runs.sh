@@ -42,12 +42,69 @@ loader.exec_module(m)
 runs = [m.Run(sys.argv[1] + "/pre-run"), m.Run(sys.argv[1] + "/subln-run")]
 m.label_runs(runs)
 want = ["pre-run: lr=0.003 diag-grad-every=4 diag-update-steps=4 diag-resid-every=4 "
-        "placement=pre init=auto (gpt2)",
+        "placement=pre (Pre-LN) init=auto (gpt2)",
         "subln-run: lr=0.001 diag-grad-every=0 diag-update-steps=0 diag-resid-every=0 "
-        "placement=subln init=auto (subln)"]
+        "placement=subln (Sub-LN) init=auto (subln)"]
 got = [r.label for r in runs]
 if got != want:
     sys.exit("labels %s, expected %s" % (got, want))
+EOF
+
+# issue 29's diagnostics and methods: LNS with DyT, QK-norm and the z-loss writing diag_attn.csv,
+# diag_logz.csv and diag_skip.csv, against Mix-LN (its default -1: a quarter of 2 blocks, 0)
+train $TINY --placement lns --norm dyt --qk-norm rms --z-loss 1e-4 --out "$T/lns-run" \
+    --diag-attn-every 4 --diag-logz-every 4 --diag-skip-every 4
+train $TINY --placement mixln --out "$T/mixln-run"
+out=$(python3 scripts/plot-runs "$T/lns-run" "$T/mixln-run" -o "$T/new.png" 2>&1) ||
+    fail "plot-runs exited $?: $out"
+echo "$out" | grep -q "2 runs, 7 panels" || fail "panels of the new diagnostics: $out"
+png_ok "$T/new.png" 1000 1000 || fail "new diagnostics: not a PNG of sensible size"
+# the labels name the methods; the panels hold the files' numbers: the largest self-attention
+# logit over the blocks per step, log Z's mean and max per step, each block's loss increase at
+# the first and last step measured (read here with csv, not with mtrun)
+python3 - "$T" <<'EOF' || fail "new diagnostics' labels or panels"
+import csv, importlib.machinery, importlib.util, os, sys, tempfile
+loader = importlib.machinery.SourceFileLoader("plot_runs", "scripts/plot-runs")
+spec = importlib.util.spec_from_loader("plot_runs", loader)
+m = importlib.util.module_from_spec(spec)
+loader.exec_module(m)
+T = sys.argv[1]
+runs = [m.Run(T + "/lns-run"), m.Run(T + "/mixln-run")]
+m.label_runs(runs)
+want = ["lns-run: diag-attn-every=4 diag-logz-every=4 diag-skip-every=4 norm=dyt (DyT) "
+        "qk-norm=rms (QK-RMSNorm) placement=lns (LNS) z-loss=0.0001 mixln-post=-1",
+        "mixln-run: diag-attn-every=0 diag-logz-every=0 diag-skip-every=0 norm=ln (LayerNorm) "
+        "qk-norm=none (off) placement=mixln (Mix-LN) z-loss=0 (off) mixln-post=-1 (0)"]
+got = [r.label for r in runs]
+if got != want:
+    sys.exit("labels %s, expected %s" % (got, want))
+rows = lambda name: list(csv.DictReader(open(os.path.join(T, "lns-run", name))))
+attn, logz, skip = rows("diag_attn.csv"), rows("diag_logz.csv"), rows("diag_skip.csv")
+steps = sorted({int(r["step"]) for r in attn})
+want_attn = [[s, max(float(r["self"]) for r in attn if int(r["step"]) == s)] for s in steps]
+want_mean = [[int(r["step"]), float(r["mean"])] for r in logz]
+want_max = [[int(r["step"]), float(r["max"])] for r in logz]
+last = max(int(r["step"]) for r in skip)
+want_first = [[int(r["block"]), float(r["delta"])] for r in skip
+              if r["step"] == "0" and r["block"] != "-1"]
+want_last = [[int(r["block"]), float(r["delta"])] for r in skip
+             if int(r["step"]) == last and r["block"] != "-1"]
+with tempfile.TemporaryDirectory() as tmp:
+    panels = {p.title.split("(")[1].split(")")[0]: p for p in m.build_panels(runs, m.Plot(tmp))
+              if "diag_" in p.title}
+    data = lambda p, k: [[float(x) for x in l.split()] for l in open(panels[p].curves[k][0])]
+    close = lambda a, b: len(a) == len(b) and all(
+        x[0] == y[0] and abs(x[1] - y[1]) <= 1e-6 * max(1, abs(y[1])) for x, y in zip(a, b))
+    checks = {"diag_attn.csv": [want_attn], "diag_logz.csv": [want_mean, want_max],
+              "diag_skip.csv": [want_first, want_last]}
+    for p, curves in checks.items():
+        if p not in panels or len(panels[p].curves) != len(curves):
+            sys.exit("panel %s: %s" % (p, sorted(panels)))
+        for k, w in enumerate(curves):
+            if not close(data(p, k), w):
+                sys.exit("panel %s curve %d: %s, expected %s" % (p, k, data(p, k), w))
+    if len(want_attn) != 4 or len(want_last) != 2 or last != 12:
+        sys.exit("diagnostics' rows: attn %s, skip at %d %s" % (want_attn, last, want_last))
 EOF
 
 # a metrics.csv of the older format (no elapsed_s, no checkpoint) plots, its wall time estimated

@@ -205,6 +205,16 @@ train $TINY --placement dsl --dsl-k 0 --steps 1 --out "$T/bad"
 train $TINY --dsl-k 1 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "dsl_k = 1: only --placement dsl has it" "$T/log" ||
     fail "dsl-k without dsl: $(cat "$T/log")"
+for r0 in 0 1.5; do
+    train $TINY --placement dsl --dsl-r0 $r0 --steps 1 --out "$T/bad"
+    [ $? -eq 2 ] && grep -q "dsl_r0 = $r0: the embedded tokens' correlation must be in (0, 1\]" \
+        "$T/log" || fail "dsl-r0 $r0: $(cat "$T/log")"
+done
+train $TINY --dsl-r0 0.5 --steps 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q "dsl_r0 = 0.5: only --init dsl has it (the init is gpt2)" "$T/log" ||
+    fail "dsl-r0 without init dsl: $(cat "$T/log")"
+train $TINY --placement lns --init dsl --dsl-r0 0.5 --steps 5 --out "$T/pl-lns-dsl" ||
+    fail "lns with init dsl and dsl-r0: $(cat "$T/log")"
 
 # --z-loss: in the training loss (+ z lse^2 per target), not in the validation loss; with lr 0 the
 # weights stay, so the validation losses are the same bits and the training loss grows

@@ -11,22 +11,42 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* DeepScaleLM's v_proj and out_proj std in block `layer`, docs/layers.md's recurrence written
+   sublayer by sublayer: the stream's correlation r (from r0 (1 - p)) and variance v; a sublayer
+   adds a branch of variance beta^2 and correlation c (attention: 1 - p; FFN: (1 - p) times ReLU's
+   (sqrt(1 - r^2) + (pi - acos r) r) / pi) to a skip of variance lambda^2 v. */
+static double dsl_vo_std(const mt_stack_config *s, int layer) {
+    double p = s->dropout, r = s->dsl_r0 * (1 - p), v = 1, l2 = 1, b2 = 1;
+    if (s->placement == MT_PLACE_DSL) b2 = s->dsl_k / s->n_layer, l2 = 1 - b2;
+    for (int i = 0; i < 2 * layer; i++) {
+        double c = i % 2 == 0 ? 1 - p : (1 - p) * (sqrt(1 - r * r) + (M_PI - acos(r)) * r) / M_PI;
+        double cov = l2 * v * r + b2 * c;
+        v = l2 * v + b2;
+        r = cov / v;
+    }
+    return sqrt(sqrt((1 - p) / r) / s->n_embd);
+}
+
 /* The std a matrix must have, from docs/layers.md's formulas (not from the model's table). */
 static double expected_std(const mt_gpt_config *g, const char *name, int fan_out, int fan_in) {
-    double xavier = sqrt(2.0 / (fan_in + fan_out));
+    double xavier = sqrt(2.0 / (fan_in + fan_out)), p = g->stack.dropout;
     bool resid = strstr(name, "out_proj") || strstr(name, "fc2");
     bool beta = resid || strstr(name, "v_proj") || strstr(name, "fc1") || strstr(name, "fc3");
-    if (strstr(name, "_emb.")) return g->stack.init == MT_SCHEME_DSL ? sqrt(0.5) : g->emb_std;
+    if (strstr(name, "_emb.")) /* DSL: the tables' sum of variance 1 - p */
+        return g->stack.init == MT_SCHEME_DSL ? sqrt((1 - p) / 2) : g->emb_std;
     switch (g->stack.init) {
     case MT_SCHEME_GPT2: return resid ? 0.02 / sqrt(2.0 * g->stack.n_layer) : 0.02;
     case MT_SCHEME_XAVIER: return xavier;
     case MT_SCHEME_DEEPNORM:
         if (strstr(name, "lm_head")) return xavier;
         return beta ? xavier * pow(8.0 * g->stack.n_layer, -0.25) : xavier;
-    case MT_SCHEME_DSL: /* DeepScaleLM: fan-in in the attention, FFN variance sqrt(2 / (C F)) */
+    case MT_SCHEME_DSL: /* DeepScaleLM: q, k fan-in, v and out by the recurrence, FFN variance
+                           sqrt(2 (1 - p) / (C F)) */
         if (strstr(name, "lm_head")) return xavier;
+        if (strstr(name, "v_proj") || strstr(name, "out_proj"))
+            return dsl_vo_std(&g->stack, atoi(strstr(name, "blocks.") + 7));
         if (strstr(name, "attn.")) return 1 / sqrt(fan_in);
-        return pow(2.0 / ((double)fan_in * fan_out), 0.25);
+        return pow(2.0 * (1 - p) / ((double)fan_in * fan_out), 0.25);
     case MT_SCHEME_SUBLN: /* Magneto: gain gamma = sqrt(log 2N) on v, out, fc1, fc2 */
         if (strstr(name, "lm_head")) return xavier;
         return beta ? xavier * sqrt(log(2.0 * g->stack.n_layer)) : xavier;
@@ -58,13 +78,16 @@ static void test_init(void) {
                  {MT_PLACE_LNS, MT_SCHEME_DSL, MT_SCHEME_DSL},
                  {MT_PLACE_LNS, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
                  {MT_PLACE_REORDER, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
-                 {MT_PLACE_MIXLN, MT_SCHEME_AUTO, MT_SCHEME_GPT2}};
-    for (int k = 0; k < 17; k++) {
+                 {MT_PLACE_MIXLN, MT_SCHEME_AUTO, MT_SCHEME_GPT2},
+                 /* DSL with dropout 0.1, k = 1, r0 0.05 (the recurrence's every term) */
+                 {MT_PLACE_DSL, MT_SCHEME_AUTO, MT_SCHEME_DSL}};
+    for (int k = 0; k < 18; k++) {
         mt_gpt_config g = mt_gpt_config_default();
         g.stack.n_layer = 3, g.stack.n_head = 4, g.stack.n_embd = 64, g.n_ctx = 64, g.n_vocab = 300;
         g.stack.placement = cases[k].placement, g.stack.init = cases[k].init, g.tied = false;
         if (k == 1) g.emb_std = 1.0f; /* the pilot's embeddings */
         if (k >= 8 && k < 12) g.stack.act = MT_ACT_SWIGLU, g.stack.n_kv_head = 1 + k % 2;
+        if (k == 17) g.stack.dropout = 0.1f, g.stack.dsl_k = 1, g.stack.dsl_r0 = 0.05f;
         mt_gpt m;
         mt_err err;
         CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
@@ -105,6 +128,31 @@ static void test_init(void) {
                   "k_proj (n_kv_head HS, C) with %d key-value heads", g.stack.n_kv_head);
         }
         mt_gpt_free(&m);
+    }
+}
+
+/* DeepScaleLM's stds exactly, block by block, where the std estimates above are too coarse: 12
+   blocks, dropout 0.1, both placements' lambda and beta (dsl: k = 2; lns: 1 and 1). */
+static void test_dsl_stds(void) {
+    mt_placement placements[] = {MT_PLACE_DSL, MT_PLACE_LNS};
+    for (int k = 0; k < 2; k++) {
+        mt_stack_config s = mt_stack_default();
+        s.n_layer = 12, s.n_embd = 48, s.n_head = 4, s.dropout = 0.1f, s.dsl_r0 = 0.08f;
+        s.placement = placements[k], s.init = MT_SCHEME_DSL;
+        mt_err err;
+        CHECK(mt_stack_validate(&s, MT_DEEPNORM_DECODER_ONLY, 0, 12, true, &err) == MT_OK, "%s",
+              err.msg);
+        double ffn = pow(2.0 * 0.9 / (48.0 * 192), 0.25);
+        for (int l = 0; l < 12; l++) {
+            mt_block_init b = mt_stack_init_stds(&s, l);
+            double vo = dsl_vo_std(&s, l);
+            CHECK(fabs(b.v / vo - 1) < 1e-6 && fabs(b.out / vo - 1) < 1e-6 &&
+                      fabs(b.fc1 / ffn - 1) < 1e-6 && fabs(b.fc2 / ffn - 1) < 1e-6 &&
+                      fabs(b.q * sqrt(48.0) - 1) < 1e-6 && b.k == b.q,
+                  "%s block %d: v %g out %g (want %g), fc1 %g fc2 %g (want %g), q %g k %g",
+                  mt_enum_name(&MT_PLACEMENTS, s.placement), l, b.v, b.out, vo, b.fc1, b.fc2, ffn,
+                  b.q, b.k);
+        }
     }
 }
 
@@ -427,6 +475,7 @@ static void test_arch(void) {
 
 int main(void) {
     test_init();
+    test_dsl_stds();
     test_gradcheck();
     test_deterministic();
     test_free_activations();

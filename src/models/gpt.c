@@ -93,9 +93,12 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     m->layout = L;
     mt_params *P = &m->P;
     mt_params_init_table(P);
-    /* DeepScaleLM's init: the embeddings' sum of unit variance, 1 / tables each (emb_std unused) */
+    /* DeepScaleLM's init: the embeddings' sum of variance 1 - p, (1 - p) / tables each, unit
+       variance after the dropout (the authors' sqrt((1 - p) / 3) of BERT's three; emb_std unused) */
     bool learned = g->pos == MT_POS_LEARNED;
-    float emb_std = g->stack.init == MT_SCHEME_DSL ? sqrtf(learned ? 0.5f : 1.0f) : g->emb_std;
+    float emb_std = g->stack.init == MT_SCHEME_DSL
+                        ? sqrtf((1 - g->stack.dropout) / (learned ? 2.0f : 1.0f))
+                        : g->emb_std;
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
                                MT_INIT_NORMAL, emb_std);
     mt_block_cfg block = mt_stack_block(&g->stack, true);

@@ -36,7 +36,8 @@ mt_stack_config mt_stack_default(void) {
                              .act = MT_ACT_GELU,
                              .ff_multiple = 32,
                              .mixln_post = -1,
-                             .dsl_k = 2};
+                             .dsl_k = 2,
+                             .dsl_r0 = 0.221f};
 }
 
 #define F(member, TYPE, key, help, ...)                                                            \
@@ -101,6 +102,9 @@ static const mt_field FIELDS[] = {
       .range = "-1.."),
     F(dsl_k, FLOAT, "dsl_k",
       "placement dsl: beta^2 = k / n-layer, lambda^2 = 1 - beta^2, (0, n-layer]"),
+    F(dsl_r0, FLOAT, "dsl_r0",
+      "init dsl: the correlation of the embedded tokens, (0, 1] (the DeepScaleLM authors' "
+      "0.221, BERT on Wikipedia)"),
 };
 #undef F
 const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
@@ -231,6 +235,15 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                   : s->placement == MT_PLACE_SUBLN  ? MT_SCHEME_SUBLN
                   : s->placement == MT_PLACE_DSL    ? MT_SCHEME_DSL
                                                     : MT_SCHEME_GPT2;
+    if (s->init == MT_SCHEME_DSL && !(s->dsl_r0 > 0 && s->dsl_r0 <= 1))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_r0 = %g: the embedded tokens' correlation must be in (0, 1] "
+                         "(the DeepScaleLM authors' 0.221)",
+                         s->dsl_r0);
+    if (s->init != MT_SCHEME_DSL && s->dsl_r0 != 0.221f)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: dsl_r0 = %g: only --init dsl has it (the init is %s)", s->dsl_r0,
+                         mt_enum_name(&MT_INIT_SCHEMES, s->init));
     return MT_OK;
 }
 
@@ -256,7 +269,29 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .dsl_beta = sqrtf(s->dsl_k / (float)s->n_layer)};
 }
 
-mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
+/* DeepScaleLM's v_proj and out_proj variance in block `layer` (Kedia et al. 2024; the authors'
+   sigma_attn_v_out, akhilkedia/TranformersGetStable, megatron/model/utils.py): at init the
+   attention is uniform, its output the mean of the values, of variance C s^2 C s^2 r / (1 - p)
+   (dropout p after it) for input tokens of correlation r: s^2 = sqrt((1 - p) / r) / C. r is the
+   stream's, carried from the embeddings' r0 (1 - p) through every sublayer: the attention
+   outputs tokens of correlation 1 - p, the FFN ReLU's map r + (sqrt(1 - r^2) - r acos r) / pi
+   times 1 - p, and the residual mixes the skip's and the branch's correlations by their
+   variances lambda^2 v and beta^2 (v the stream's variance; lambda = beta = 1 outside the dsl
+   placement, as the authors' code without its lambda-beta flag). */
+static double dsl_attn_variance(const mt_stack_config *s, int layer) {
+    double p = s->dropout, beta2 = 1, lambda2 = 1, v = 1, r = s->dsl_r0 * (1 - p);
+    if (s->placement == MT_PLACE_DSL) beta2 = s->dsl_k / s->n_layer, lambda2 = 1 - beta2;
+    for (int l = 0; l < layer; l++)
+        for (int sub = 0; sub < 2; sub++) { /* the attention, then the FFN */
+            double relu = r + (sqrt(1 - r * r) - r * acos(r)) / M_PI;
+            double out = (1 - p) * (sub == 0 ? 1 : relu);
+            r = (lambda2 * r * v + beta2 * out) / (lambda2 * v + beta2);
+            v = lambda2 * v + beta2;
+        }
+    return sqrt((1 - p) / r) / s->n_embd;
+}
+
+mt_block_init mt_stack_init_stds(const mt_stack_config *s, int layer) {
     int C = s->n_embd, F = s->n_ff, KC = C / s->n_head * s->n_kv_head; /* k_proj's, v_proj's */
     float sq = sqrtf(2.0f / ((float)C + C)), sf = sqrtf(2.0f / ((float)C + F));
     float skv = sqrtf(2.0f / ((float)C + KC)); /* the sums in float: no int overflow */
@@ -283,8 +318,10 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s) {
                                .fc1 = gamma * sf,
                                .fc2 = gamma * sf};
     case MT_SCHEME_DSL: { /* unit-variance sublayer outputs from unit-variance (normed) inputs */
-        float a = 1 / sqrtf((float)C), f = powf(2.0f / ((float)C * (float)F), 0.25f);
-        return (mt_block_init){.q = a, .k = a, .v = a, .out = a, .fc1 = f, .fc2 = f};
+        /* q, k: 1 / C; the FFN's C s^2 F s^2 / 2 / (1 - p) = 1 (ReLU's half, dropout after) */
+        float a = 1 / sqrtf((float)C), vo = (float)sqrt(dsl_attn_variance(s, layer));
+        float f = (float)pow(2.0 * (1 - s->dropout) / ((double)C * F), 0.25);
+        return (mt_block_init){.q = a, .k = a, .v = vo, .out = vo, .fc1 = f, .fc2 = f};
     }
     case MT_SCHEME_AUTO: break;
     }
@@ -329,10 +366,10 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
     st->norm = &s->norm;
     st->skip = -1;
     st->block = *block;
-    mt_block_init stds = mt_stack_init_stds(s);
     for (int i = 0; i < s->n_layer; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s.%d", prefix, i);
+        mt_block_init stds = mt_stack_init_stds(s, i);
         mt_block_add_params(P, name, &st->block, &stds, &st->blocks[i]);
     }
     st->final_norm_on = mt_placement_final_norm(s->placement);

@@ -42,10 +42,11 @@ typedef struct {
     float z_loss;   /* of the training loss: + z_loss log(Z)^2 per target (mt_cross_entropy) */
     int mixln_post; /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
     float dsl_k;    /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
+    float dsl_r0;   /* init dsl: the embedded tokens' correlation r, in (0, 1] (0.221) */
 } mt_stack_config;
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
-   label smoothing, ff_multiple 32 (mixln_post -1, dsl_k 2). */
+   label smoothing, ff_multiple 32 (mixln_post -1, dsl_k 2, dsl_r0 0.221). */
 mt_stack_config mt_stack_default(void);
 
 /* The stack's fields under their JSON keys (n_layer, norm, norm_eps, ...), which are also the
@@ -60,7 +61,8 @@ extern const mt_fields MT_STACK_FIELDS;
    decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO
    (deepnorm for the
    deepnorm placement, subln for subln, else gpt2), mixln_post (-1: n_layer / 4; given, it must
-   be in [0, n_layer] and the placement mixln), dsl_k (in (0, n_layer]). causal: a model reading
+   be in [0, n_layer] and the placement mixln), dsl_k (in (0, n_layer]), dsl_r0 (in (0, 1], only
+   with init dsl). causal: a model reading
    tokens left to right (bn and in are refused). With subln the norm must also fit the n_ff
    channels of the FFN's inner norm. */
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
@@ -74,9 +76,9 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
 mt_ce_opts mt_stack_ce(const mt_stack_config *s);
 /* The block of a validated stack. */
 mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal);
-/* The std of every block matrix under the stack's (resolved) init scheme. Embeddings are
-   N(0, MT_GPT2_STD^2) in every scheme. */
-mt_block_init mt_stack_init_stds(const mt_stack_config *s);
+/* The std of every matrix of block `layer` (from 0) under the stack's (resolved) init scheme
+   (only dsl's v_proj and out_proj depend on the layer). Embeddings are the model's. */
+mt_block_init mt_stack_init_stds(const mt_stack_config *s, int layer);
 /* Floats of one token's activations through the blocks, roughly (a model's memory estimate):
    per block about 16 C and 4 F, more for the extra norms of subln and peri. */
 double mt_stack_token_floats(const mt_stack_config *s);

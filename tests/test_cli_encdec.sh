@@ -56,6 +56,12 @@ train --model encdec --data "$T/none.out" --steps 1 --out "$T/x"
 [ $? -eq 2 ] && grep -q "festlex-cmu" "$T/log" || fail "missing dictionary: $(cat "$T/log")"
 train $TINY --n-layer 3 --steps 1 --out "$T/y"
 [ $? -eq 2 ] && grep -q "enc-layers" "$T/log" || fail "--n-layer accepted: $(cat "$T/log")"
+# --emb-scale: the learned scalar emb_scale on both sides' embeddings trains, saves and decodes
+train $TINY --norm dyt --emb-scale --steps 5 --out "$T/es" || fail "--emb-scale: $(cat "$T/log")"
+infer --info "$T/es/model.safetensors" | grep -q '"emb_scale":true' ||
+    fail "--emb-scale: not in the checkpoint's config: $(cat "$T/log")"
+infer --checkpoint "$T/es/model.safetensors" --source "abc" | grep -q "^abc " ||
+    fail "--emb-scale: --source: $(cat "$T/log")"
 for pl in mixln dsl; do # they count one stack's blocks
     train $TINY --placement $pl --steps 1 --out "$T/y"
     [ $? -eq 2 ] && grep -q "placement $pl counts the blocks of one stack.*use pre, post" "$T/log" ||

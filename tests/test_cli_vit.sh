@@ -47,6 +47,11 @@ cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed opt
 train --resume --out "$T/r" --patch 4 && fail "resume with another patch accepted"
 grep -q "patch is 7 in the checkpoint, 4 now" "$T/log" || fail "resume mismatch: $(cat "$T/log")"
 
+# --emb-scale: the learned scalar emb_scale on the tokens trains and is in the checkpoint's config
+train $TINY --norm dyt --emb-scale --steps 5 --out "$T/es" || fail "--emb-scale: $(cat "$T/log")"
+infer --info "$T/es/model.safetensors" | grep -q '"emb_scale":true' ||
+    fail "--emb-scale: not in the checkpoint's config: $(cat "$T/log")"
+
 # an image folder: classes from the directory names, a broken file skipped and named, or rejected
 mkdir -p "$T/img/seven" "$T/img/two"
 for i in 0 17 26 34 36 41; do digit $i "$T/img/seven/$i.pgm"; done

@@ -194,10 +194,12 @@ static void test_gradcheck(void) {
 /* Padding changes nothing: row 0 alone, unpadded, has the logits it has in the padded batch; the
    KV-cache decoder's logits equal the full forward's at every position (with a QK-norm: the
    caches hold the normalised keys, the cross-attention's stored once; with lns: the decoder's
-   blocks counted from 0 in its stack); beam 1 is greedy. */
-static void test_padding_and_cache(mt_placement place, mt_qk_norm_cfg qk) {
+   blocks counted from 0 in its stack; with emb_scale: both sides' embeddings scaled); beam 1 is
+   greedy. */
+static void test_padding_and_cache(mt_placement place, mt_qk_norm_cfg qk, bool emb_scale) {
     mt_encdec_config g = small(2, 2, place);
     g.stack.n_embd = 16, g.stack.n_head = 2, g.stack.n_ff = 24, g.tgt_ctx = 6, g.stack.qk = qk;
+    g.emb_scale = emb_scale;
     mt_encdec m;
     mt_err e;
     CHECK(mt_encdec_build(&m, &g, &e) == MT_OK, "build: %s", e.msg);
@@ -341,12 +343,15 @@ int main(void) {
     test_deepnorm_forward();
     test_gradcheck();
     const mt_qk_norm_cfg no_qk = {.kind = MT_QK_NONE};
-    test_padding_and_cache(MT_PLACE_PRE, no_qk);
-    test_padding_and_cache(MT_PLACE_PRE, (mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true});
+    test_padding_and_cache(MT_PLACE_PRE, no_qk, false);
+    test_padding_and_cache(MT_PLACE_PRE, (mt_qk_norm_cfg){.kind = MT_QK_RMS, .affine = true},
+                           false);
     test_padding_and_cache(MT_PLACE_PRE,
-                           (mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true});
-    test_padding_and_cache(MT_PLACE_LNS, no_qk);
-    test_padding_and_cache(MT_PLACE_REORDER, no_qk);
+                           (mt_qk_norm_cfg){.kind = MT_QK_L2, .scope = MT_QK_ALL, .affine = true},
+                           false);
+    test_padding_and_cache(MT_PLACE_LNS, no_qk, false);
+    test_padding_and_cache(MT_PLACE_REORDER, no_qk, false);
+    test_padding_and_cache(MT_PLACE_PRE, no_qk, true); /* the embedding scale: both sides */
     test_bad_config();
     test_length_buckets();
     return check_finish("test_encdec");

@@ -101,6 +101,9 @@ static const mt_field FIELDS[] = {
     F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
     F(emb_std, FLOAT, "emb_std", "std of the token and position embeddings' normal init",
       .range = "0.."),
+    F(emb_scale, BOOL, "emb_scale",
+      "a learned scalar emb_scale on the encoder's and the decoder's embeddings (tokens + "
+      "positions), init sqrt(n-embd), as DyT's and Derf's LLaMA setting"),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
@@ -140,6 +143,9 @@ static mt_status build_table(void *mp, const void *cfgp, mt_err *err) {
                                MT_ROLE_EMBEDDING, MT_INIT_NORMAL, g->emb_std);
     L->dec_pos = mt_params_add(P, "dec.pos_emb.weight", 2, (int[]){g->tgt_ctx, C},
                                MT_ROLE_EMBEDDING, MT_INIT_NORMAL, g->emb_std);
+    L->emb_scale = !g->emb_scale ? -1
+                                 : mt_params_add(P, "emb_scale", 1, (int[]){1}, MT_ROLE_NORM,
+                                                 MT_INIT_CONST, sqrtf((float)C));
     if ((st = mt_stack_build_blocks(&L->enc, &L->enc_cfg, &enc_block, P, "enc.blocks",
                                     "enc.final_norm", err)) != MT_OK ||
         (st = mt_stack_build_blocks(&L->dec, &L->dec_cfg, &dec_block, P, "dec.blocks",

@@ -16,6 +16,7 @@ mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, mt_params *P, int pos_
               pos0 + T - 1, P->t[pos_table].shape[0]);
     mt_tensor *x = mt_add(c, mt_embedding(c, &P->t[L->tok_emb], ids, B * T),
                           mt_embedding(c, &P->t[pos_table], pos, B * T));
+    if (L->emb_scale >= 0) x = mt_scale_by(c, x, &P->t[L->emb_scale]);
     x = mt_reshape(c, x, 3, (int[]){B, T, m->cfg.stack.n_embd});
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }

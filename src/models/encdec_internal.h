@@ -6,12 +6,14 @@
 
 struct mt_encdec_layout {
     int tok_emb, enc_pos, dec_pos;    /* (V, C), (src_ctx, C), (tgt_ctx, C) */
+    int emb_scale;                    /* (1), -1 without emb_scale */
     int lm_head;                      /* (V, C), -1 when tied to tok_emb */
     mt_stack_config enc_cfg, dec_cfg; /* the stack with each side's depth and DeepNorm row */
     mt_stack enc, dec;                /* bidirectional blocks; causal blocks with cross-attention */
 };
 
-/* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (the table pos_table), dropout when set. */
+/* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (the table pos_table), times emb_scale when
+   there is one, dropout when set. */
 mt_tensor *mt_encdec_embed(mt_ctx *c, const mt_encdec *m, mt_params *P, int pos_table,
                            const int *ids, int B, int T, int pos0);
 /* The encoder's output (B, S, C), after its final norm (pre). */

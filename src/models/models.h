@@ -155,7 +155,8 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
  * subln, peri) on every token; the class token's output or the mean over tokens; a linear head
  * to K classes. Trained on an image dataset (data.h), cross-entropy of the labels.
  * Parameter names: patch_embed.{weight,bias}, cls_token (1, C) (cls pooling only),
- * pos_emb.weight (T or T + 1, C), blocks.{i}.* as the GPT's, final_norm.*, head.{weight,bias}. */
+ * pos_emb.weight (T or T + 1, C), emb_scale (1) (with emb_scale), blocks.{i}.* as the GPT's,
+ * final_norm.*, head.{weight,bias}. */
 extern const mt_model_type mt_vit_type;
 /* Its task: classification of an image dataset (image_task.c). */
 extern const mt_task_type mt_image_task;
@@ -167,6 +168,7 @@ typedef struct {
     mt_stack_config stack;
     int image_h, image_w, channels, patch, n_classes;
     mt_vit_pool pool;
+    bool emb_scale; /* a learned scalar on the tokens (patches + positions), init sqrt(n_embd) */
 } mt_vit_config;
 
 typedef struct mt_vit_layout mt_vit_layout; /* parameter indices, private to the model */
@@ -208,7 +210,7 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
  * Xavier gain of v_proj, out_proj, fc1 and fc2 of every attention (self and cross) and FFN.
  * bn and in are refused (their statistics would cross time in the decoder and take in padding).
  * Parameter names: tok_emb.weight (V, C), enc.pos_emb.weight (src_ctx, C),
- * dec.pos_emb.weight (tgt_ctx, C), enc.blocks.{i}.{attn_norm, attn.{q,k,v,out}_proj, ffn_norm,
+ * dec.pos_emb.weight (tgt_ctx, C), emb_scale (1) (with emb_scale), enc.blocks.{i}.{attn_norm, attn.{q,k,v,out}_proj, ffn_norm,
  * ffn.{fc1,fc2}}.*, dec.blocks.{i}.{attn_norm, attn.*, cross_attn_norm,
  * cross_attn.{q,k,v,out}_proj, ffn_norm, ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre
  * only), lm_head.weight (untied only). */
@@ -227,6 +229,7 @@ typedef struct {
     int n_vocab;          /* 3 + letters + phones (data) */
     bool tied;
     float emb_std;
+    bool emb_scale; /* a learned scalar on both embeddings (tokens + positions), init sqrt(C) */
 } mt_encdec_config;
 
 typedef struct mt_encdec_layout mt_encdec_layout; /* parameter indices, private to the model */

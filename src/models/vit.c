@@ -13,6 +13,7 @@ struct mt_vit_layout {
     int patch_w, patch_b; /* (C, CH P P), (C) or -1 */
     int cls_token;        /* (1, C), -1 with mean pooling */
     int pos_emb;          /* (T, C) */
+    int emb_scale;        /* (1), -1 without emb_scale */
     int head_w, head_b;   /* (K, C), (K) */
     mt_stack stack;       /* bidirectional blocks, the final norm (pre, subln, peri) */
 };
@@ -119,6 +120,9 @@ mt_status mt_vit_build_table(void *mp, const void *cfgp, mt_err *err) {
                        : -1;
     L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){mt_vit_tokens(g), C},
                                MT_ROLE_EMBEDDING, MT_INIT_NORMAL, MT_GPT2_STD);
+    L->emb_scale = !g->emb_scale ? -1
+                                 : mt_params_add(P, "emb_scale", 1, (int[]){1}, MT_ROLE_NORM,
+                                                 MT_INIT_CONST, sqrtf((float)C));
     if ((st = mt_stack_build(&L->stack, s, false, P, "blocks", "final_norm", err)) != MT_OK)
         return st;
     L->head_w = mt_params_add(P, "head.weight", 2, (int[]){K, C}, MT_ROLE_HEAD, MT_INIT_NORMAL,
@@ -185,6 +189,7 @@ mt_tensor *mt_vit_forward(mt_ctx *c, const mt_vit *m, mt_params *P, const float 
     for (int i = 0; i < B * T; i++) pos[i] = i % T;
     x = mt_add(c, x,
                mt_reshape(c, mt_embedding(c, &P->t[L->pos_emb], pos, B * T), 3, (int[]){B, T, C}));
+    if (L->emb_scale >= 0) x = mt_scale_by(c, x, &P->t[L->emb_scale]);
     if (g->stack.dropout > 0) x = mt_dropout(c, x, g->stack.dropout);
     x = mt_stack_final(c, &L->stack, P, mt_stack_forward(c, &L->stack, P, x, NULL));
     mt_tensor *pooled;

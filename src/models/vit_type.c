@@ -19,6 +19,9 @@ static const mt_field FIELDS[] = {
     F(patch, INT, "patch", "patch size (divides the image size)", .range = "1.."),
     F(n_classes, INT, "n_classes", NULL, .flags = MT_FIELD_NO_FLAG),
     F(pool, ENUM, "pool", "what the head reads", .of = &MT_VIT_POOLS),
+    F(emb_scale, BOOL, "emb_scale",
+      "a learned scalar emb_scale on the tokens (patches + positions), init sqrt(n-embd), as "
+      "DyT's and Derf's LLaMA setting"),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F

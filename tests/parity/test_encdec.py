@@ -56,18 +56,25 @@ class TorchEncDec(TorchBlocks):
         self.alpha = alpha
         return self.residual(x, prefix, f)
 
+    def embedded(self, x):
+        """tokens + positions, times the one learned emb_scale of both sides when set (DyT's and
+        Derf's LLaMA setting)"""
+        if self.cfg.get("emb_scale"):
+            return self.scalar("emb_scale", x * self.p["emb_scale"], x)
+        return x
+
     def forward(self, src, src_len, tgt, targets):
         p, cfg = self.p, self.cfg
         S, T = src.shape[1], tgt.shape[1]
         pre_ln = cfg["placement"] in FINAL_NORM
-        x = p["tok_emb.weight"][src] + p["enc.pos_emb.weight"][:S]
+        x = self.embedded(p["tok_emb.weight"][src] + p["enc.pos_emb.weight"][:S])
         for i in range(cfg["enc_layers"]):
             b = f"enc.blocks.{i}."
             x = self.res(x, b + "attn_norm",
                          lambda h: self.mha(h, h, b + "attn.", False, src_len), self.enc_alpha)
             x = self.res(x, b + "ffn_norm", lambda h: self.ffn_at(h, b + "ffn."), self.enc_alpha)
         mem = self.norm(x, "enc.final_norm") if pre_ln else x
-        y = p["tok_emb.weight"][tgt] + p["dec.pos_emb.weight"][:T]
+        y = self.embedded(p["tok_emb.weight"][tgt] + p["dec.pos_emb.weight"][:T])
         full = torch.full((tgt.shape[0],), T)
         for i in range(cfg["dec_layers"]):
             b = f"dec.blocks.{i}."
@@ -115,6 +122,8 @@ def param_shapes(cfg):
             norm(side + ".final_norm")
     if not cfg["tied"]:
         shapes["lm_head.weight"] = ((V, C), "m")
+    if cfg.get("emb_scale"):
+        shapes["emb_scale"] = ((1,), "g")
     return shapes
 
 
@@ -124,7 +133,7 @@ def random_params(cfg):
         z = rng.standard_normal(shape)
         v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
              "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z, "a": lambda: 0.6 + 0.2 * z,
-             "s": lambda: 0.2 * z,
+             "s": lambda: 0.2 * z, "g": lambda: cfg["n_embd"] ** 0.5 * (1 + 0.1 * z),
              "q2": lambda: (cfg["n_embd"] // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)}[kind]()
         out[name] = v.astype(np.float32)
     return out
@@ -178,5 +187,9 @@ for norm in ("ln", "rms"):  # the placements that count each stack's blocks
     for placement in ("lns", "reorder"):
         run_case(norm, {}, placement, case)
         case += 1
+# the embedding scale (one scalar on both sides' embeddings), with DyT and with LayerNorm
+for norm, placement in (("dyt", "pre"), ("derf", "reorder"), ("ln", "post")):
+    run_case(norm, {"emb_scale": True}, placement, case)
+    case += 1
 
 R.finish()

@@ -58,6 +58,8 @@ def param_shapes(cfg):
     shapes["pos_emb.weight"] = ((T, C), "e")
     stack_shapes(cfg, norm, linear, Fw)
     linear("head", K, C, bias=True)
+    if cfg.get("emb_scale"):
+        shapes["emb_scale"] = ((1,), "g")
     return shapes
 
 
@@ -89,7 +91,10 @@ class TorchViT(TorchBlocks):
         x = x.flatten(2).transpose(1, 2)  # (B, np, C), patches in raster order
         if cfg["pool"] == "cls":
             x = torch.cat([p["cls_token"].expand(x.shape[0], 1, C), x], 1)
-        x = self.blocks(x + p["pos_emb.weight"])
+        x = x + p["pos_emb.weight"]
+        if cfg.get("emb_scale"):  # DyT's and Derf's LLaMA setting: a learned scalar
+            x = self.scalar("emb_scale", x * p["emb_scale"], x)
+        x = self.blocks(x)
         x = x[:, 0] if cfg["pool"] == "cls" else x.mean(1)
         return self.linear(x, "head")
 
@@ -212,4 +217,7 @@ def run_case(norm, opts, placement, case):
 case = run_cases(PLACEMENTS[5:], run_cases(PLACEMENTS[:5], 0))
 for i, z in enumerate((1e-4, 0.3)):  # PaLM's z-loss in the training loss (torch_gpt.z_loss)
     run_case("ln", {"z_loss": z}, ("pre", "dsl")[i], case + i)
+# the embedding scale on the tokens (patches + positions), with DyT, Derf and LayerNorm
+for i, (norm, placement) in enumerate((("dyt", "pre"), ("derf", "lns"), ("ln", "post"))):
+    run_case(norm, {"emb_scale": True}, placement, case + 2 + i)
 R.finish()

@@ -49,10 +49,12 @@ class TorchBlocks(torch.nn.Module):
 
     def scalar(self, name, u, factor=None):
         """p[name] enters as u = p[name] * factor (+ ...): records sum |dL/du factor|, the terms
-        of dL/dp[name] (which can cancel to far below them), for the tolerance."""
+        of dL/dp[name] (which can cancel to far below them), for the tolerance; summed over the
+        places it enters (the encoder-decoder's emb_scale: both embeddings)."""
         if u.requires_grad:
             f = 1.0 if factor is None else factor.detach()
-            u.register_hook(lambda d: self.terms.__setitem__(name, (d * f).abs().sum().item()))
+            u.register_hook(lambda d: self.terms.__setitem__(
+                name, self.terms.get(name, 0.0) + (d * f).abs().sum().item()))
         return u
 
     def norm(self, x, prefix):

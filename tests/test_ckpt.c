@@ -56,7 +56,8 @@ static const char *RNG = "1 2 3 4 5 6 7 8";
 
 static void test_gpt_checkpoints(void) {
     mt_gpt_config c = tiny(true);
-    char *good = mt_fields_to_json(mt_gpt_type.fields, &c), cfg[1024];
+    /* cfg: the GPT config (about 800 bytes) and a key or two more */
+    char *good = mt_fields_to_json(mt_gpt_type.fields, &c), cfg[2048];
     write_ckpt(c, good, tok_json, "3", RNG);
     mt_model *m;
     mt_ckpt_state st;

@@ -94,7 +94,8 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_params *P = &m->P;
     mt_params_init_table(P);
     /* DeepScaleLM's init: the embeddings' sum of variance 1 - p, (1 - p) / tables each, unit
-       variance after the dropout (the authors' sqrt((1 - p) / 3) of BERT's three; emb_std unused) */
+       variance after the dropout (the authors' sqrt((1 - p) / 3) of BERT's three; emb_std
+       unused) */
     bool learned = g->pos == MT_POS_LEARNED;
     float emb_std = g->stack.init == MT_SCHEME_DSL
                         ? sqrtf((1 - g->stack.dropout) / (learned ? 2.0f : 1.0f))

@@ -210,10 +210,10 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
  * Xavier gain of v_proj, out_proj, fc1 and fc2 of every attention (self and cross) and FFN.
  * bn and in are refused (their statistics would cross time in the decoder and take in padding).
  * Parameter names: tok_emb.weight (V, C), enc.pos_emb.weight (src_ctx, C),
- * dec.pos_emb.weight (tgt_ctx, C), emb_scale (1) (with emb_scale), enc.blocks.{i}.{attn_norm, attn.{q,k,v,out}_proj, ffn_norm,
- * ffn.{fc1,fc2}}.*, dec.blocks.{i}.{attn_norm, attn.*, cross_attn_norm,
- * cross_attn.{q,k,v,out}_proj, ffn_norm, ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre
- * only), lm_head.weight (untied only). */
+ * dec.pos_emb.weight (tgt_ctx, C), emb_scale (1) (with emb_scale),
+ * enc.blocks.{i}.{attn_norm, attn.{q,k,v,out}_proj, ffn_norm, ffn.{fc1,fc2}}.*,
+ * dec.blocks.{i}.{attn_norm, attn.*, cross_attn_norm, cross_attn.{q,k,v,out}_proj, ffn_norm,
+ * ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre only), lm_head.weight (untied only). */
 extern const mt_model_type mt_encdec_type;
 /* Its task: grapheme-to-phoneme on a pronunciation dictionary, WER and PER (encdec.c). */
 extern const mt_task_type mt_g2p_task;

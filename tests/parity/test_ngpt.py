@@ -9,20 +9,31 @@ the step), with the paper's default scalings and with others.
     ATTN: q, k rotated (RoPE), then Norm per head times s_qk (init / scale), softmax scale
           sqrt(d_k) instead of 1 / sqrt(d_k);
     MLP:  u = x W_u^T s_u,  v = x W_v^T s_v sqrt(d_model)  (s_uv's init / scale),  u SiLU(v) W_o^T;
-    logits z = x W_head^T s_z (init / scale); embeddings and matrices unit along d_model."""
+    logits z = x W_head^T s_z (init / scale); embeddings and matrices unit along d_model.
+
+bf16 (when this build and CPU have it): the same model whose linear layers and head multiply
+operands rounded to bf16, products summed in float64, the backward's dy rounded too (what oneDNN
+computes; test_bf16.py's reference, whose tolerance argument holds here: everything else stays
+fp32). Measured: mt within 1.7e-4 relative of it (logits, loss, every gradient; the first block's
+q_proj and v_proj the largest), so TOL_BF16 = 2e-3, below test_bf16.py's 3e-3 because the plain
+float64 model is off by only 8e-3 to 1e-2 here (unit vectors: the products' rounding is small
+against their sums) and must be more than 3 TOL_BF16 away, so that the check tells bf16 products
+from fp32 ones."""
 import json
 import math
+import os
+import subprocess
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, check_model, run_driver
+from harness import BUILD, Report, check_model, run_driver
 from torch_gpt import rope
 
 rng = np.random.default_rng(29)
 R = Report("parity ngpt")
-TOL = 1e-4
+TOL, TOL_BF16 = 1e-4, 2e-3
 
 # unit along d_model (C): rows of these (out, C) matrices, columns of the (C, in) ones
 ROWS = ("tok_emb.weight", "lm_head.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
@@ -93,6 +104,10 @@ class TorchNGPT(torch.nn.Module):
         self.p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
                   for k, v in params.items()}
 
+    def product(self, x, w):
+        """x w^T: the linear layers' and the head's product (rounded in TorchNGPTBF16)."""
+        return x @ w.t()
+
     def s(self, name, kind):
         init, scale = self.sc[kind]
         return self.p[name] * (init / scale)
@@ -108,7 +123,7 @@ class TorchNGPT(torch.nn.Module):
         NH = cfg["n_head"]
         HS = C // NH
         b = f"blocks.{i}.attn."
-        q, k, v = (h @ p[b + f"{n}_proj.weight"].t() for n in "qkv")
+        q, k, v = (self.product(h, p[b + f"{n}_proj.weight"]) for n in "qkv")
         q, k, v = (t.view(B, T, NH, HS).transpose(1, 2) for t in (q, k, v))
         q, k = rope(q, 10000.0), rope(k, 10000.0)
         sqk = self.s(b + "s_qk", "sqk").view(NH, 1, HS)
@@ -117,21 +132,21 @@ class TorchNGPT(torch.nn.Module):
         s = q @ k.transpose(-1, -2) * math.sqrt(HS)  # the softmax scale sqrt(d_k)
         s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
         y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
-        return y @ p[b + "out_proj.weight"].t()
+        return self.product(y, p[b + "out_proj.weight"])
 
     def mlp(self, h, i):
         p, C = self.p, self.cfg["n_embd"]
         b = f"blocks.{i}.ffn."
-        u = (h @ p[b + "fc3.weight"].t()) * self.s(b + "s_u", "suv")
-        v = (h @ p[b + "fc1.weight"].t()) * self.s(b + "s_v", "suv") * math.sqrt(C)
-        return (u * F.silu(v)) @ p[b + "fc2.weight"].t()
+        u = self.product(h, p[b + "fc3.weight"]) * self.s(b + "s_u", "suv")
+        v = self.product(h, p[b + "fc1.weight"]) * self.s(b + "s_v", "suv") * math.sqrt(C)
+        return self.product(u * F.silu(v), p[b + "fc2.weight"])
 
     def forward(self, ids, targets):
         h = self.p["tok_emb.weight"][ids]
         for i in range(self.cfg["n_layer"]):
             h = self.update(h, self.attn(h, i), f"blocks.{i}.attn_alpha")
             h = self.update(h, self.mlp(h, i), f"blocks.{i}.ffn_alpha")
-        logits = (h @ self.p["lm_head.weight"].t()) * self.s("s_z", "sz")
+        logits = self.product(h, self.p["lm_head.weight"]) * self.s("s_z", "sz")
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-1)
         return logits, loss
@@ -183,4 +198,66 @@ run_case(dict(BASE, n_embd=32, ngpt_alpha_init=0.2, ngpt_alpha_scale=0.5, ngpt_s
               ngpt_sz_scale=0.1), 3, 7, "ngpt other scalings")
 # the register-tile path of the attention (head size 16)
 run_case(dict(BASE, n_embd=64, n_head=4, n_ctx=12), 2, 11, "ngpt head size 16")
+
+
+def r(t):
+    """t rounded to bf16 (nearest even), back in t's float type."""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class BF16Product(torch.autograd.Function):
+    """x w^T on bf16-rounded operands; the backward rounds dy too (test_bf16.py's)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return r(x) @ r(w).t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dyr = r(dy)
+        return dyr @ r(w), dyr.reshape(-1, dy.shape[-1]).t() @ r(x).reshape(-1, x.shape[-1])
+
+
+class TorchNGPTBF16(TorchNGPT):
+    def product(self, x, w):
+        return BF16Product.apply(x, w)
+
+
+def bf16_case(cfg, B, T, label):
+    """cfg in bf16 against the rounded reference (TOL_BF16) and the plain one (told apart)."""
+    full = dict(cfg, n_ff=cfg["n_ff"])
+    ids = rng.integers(0, cfg["n_vocab"], (B, T))
+    targets = rng.integers(0, cfg["n_vocab"], (B, T))
+    params = random_params(full)
+    tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
+    got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T,
+                                      "precision": "bf16"})
+    plain = 0.0
+    for ref_type in (TorchNGPTBF16, TorchNGPT):
+        model = ref_type(full, params)
+        logits, loss = model(torch.tensor(ids), torch.tensor(targets))
+        loss.backward()
+        want = {"logits": logits.detach().numpy(), "loss": loss.detach().numpy().reshape(1)}
+        want.update({"grad." + k: t.grad.numpy() for k, t in model.p.items()})
+        for k, w in want.items():
+            if ref_type is TorchNGPTBF16:
+                R.check(f"{label} bf16 {k}", got[k], w, TOL_BF16)
+            else:
+                e = np.abs(got[k] - w).max() / max(np.abs(w).max(), 1e-30)
+                plain = max(plain, e)
+    print(f"  {label} bf16: against the unrounded float64 model, largest error {plain:.2g}")
+    R.check(f"{label} bf16: the unrounded model is told apart (error >= 3 TOL_BF16)",
+            [min(plain, 3 * TOL_BF16)], [3 * TOL_BF16], 0.0)
+
+
+probe = subprocess.run([os.path.join(BUILD, "tests", "parity", "gpt_driver"), "--bf16-check"],
+                       capture_output=True, text=True)
+if probe.returncode == 3:
+    print(f"parity ngpt bf16: skipped: {probe.stderr.strip()}")
+else:
+    bf16_case(dict(BASE, n_embd=32, n_ctx=16, n_vocab=29, n_ff=64), 3, 16, "ngpt")
+    bf16_case(dict(BASE, n_embd=64, n_head=4, n_ctx=16, n_vocab=29, n_ff=96), 3, 16,
+              "ngpt head size 16")
 R.finish()

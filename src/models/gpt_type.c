@@ -114,7 +114,7 @@ static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
 /* nGPT trains without weight decay and warmup (the paper's section 2.6, NVIDIA/ngpt train.py) */
 static const char *option_defaults(const void *cfg) {
     return ((const mt_gpt_config *)cfg)->arch == MT_ARCH_NGPT ? "weight_decay = 0\nwarmup = 0\n"
-                                                               : NULL;
+                                                              : NULL;
 }
 
 static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }

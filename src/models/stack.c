@@ -134,15 +134,14 @@ static mt_status ngpt_validate(const mt_stack_config *s, mt_err *err) {
     if (s->placement != MT_PLACE_NGPT) return MT_OK;
     const char *why = s->norm.kind != MT_NORM_NONE ? "--norm none: nGPT has no norm layers (its "
                                                      "vectors are kept on the unit sphere)"
-                      : s->qk.kind != MT_QK_NONE ? "--qk-norm none: nGPT's queries and keys are "
-                                                   "unit per head and scaled by its own s_qk"
+                      : s->qk.kind != MT_QK_NONE   ? "--qk-norm none: nGPT's queries and keys are "
+                                                     "unit per head and scaled by its own s_qk"
                       : s->n_kv_head != s->n_head
                           ? "--n-kv-head equal to --n-head: q and k share one s_qk head by head"
                       : s->act != MT_ACT_SWIGLU ? "--act swiglu: s_u and s_v scale its two branches"
                       : s->bias ? "--no-bias: a bias would move the unit vectors off the sphere"
                                 : NULL;
-    if (why)
-        return mt_errorf(err, MT_EINVAL, "--placement ngpt (--arch ngpt) needs %s", why);
+    if (why) return mt_errorf(err, MT_EINVAL, "--placement ngpt (--arch ngpt) needs %s", why);
     return MT_OK;
 }
 

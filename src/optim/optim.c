@@ -71,7 +71,7 @@ static size_t padded(size_t n) { return (n + 15) / 16 * 16; }
 /* Weight decay on an entry kept on the unit sphere is undone by the renormalisation after the
    step (it only lengthens the step a little): refused, naming the entry. */
 static mt_status unit_decay_check(const mt_optim_config *c, const mt_params *P, mt_err *err) {
-    double wd = c->weight_decay > 0 ? c->weight_decay
+    double wd = c->weight_decay > 0                          ? c->weight_decay
                 : c->kind == MT_OPTIM_MUON && c->muon_wd > 0 ? c->muon_wd
                                                              : 0;
     for (int i = 0; wd > 0 && i < P->n; i++)

@@ -144,7 +144,8 @@ static void unit_cols(float *w, int R, int K, int c0) {
     double s[UNIT_COLS] = {0};
     float inv[UNIT_COLS];
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < n; j++) s[j] += (double)w[(size_t)r * K + c0 + j] * w[(size_t)r * K + c0 + j];
+        for (int j = 0; j < n; j++)
+            s[j] += (double)w[(size_t)r * K + c0 + j] * w[(size_t)r * K + c0 + j];
     for (int j = 0; j < n; j++) inv[j] = s[j] > 0 ? (float)(1 / sqrt(s[j])) : 1.0f;
     for (int r = 0; r < R; r++)
         for (int j = 0; j < n; j++) w[(size_t)r * K + c0 + j] *= inv[j];

@@ -555,7 +555,8 @@ static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
             }
             for (int j = 0; j < C; j++) out[r * C + j] = (float)(z[j] / sqrt(nz));
         }
-    } else if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN || pl == MT_PLACE_LNS || pl == MT_PLACE_DSL) {
+    } else if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN || pl == MT_PLACE_LNS ||
+               pl == MT_PLACE_DSL) {
         /* x + F(LN(x) s), s = 1 / sqrt(l + 1) for LNS; DSL: lambda x + beta F(LN(x)) */
         if (pl == MT_PLACE_SUBLN) f = s ? subln_ffn_by_hand : subln_attn_by_hand;
         double scale = pl == MT_PLACE_LNS ? 1 / sqrt(cfg->layer + 1.0) : 1;

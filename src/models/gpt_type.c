@@ -21,7 +21,8 @@ static const mt_field FIELDS[] = {
       .range = "0.."),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
-      "the GPT's defaults",
+      "the GPT's defaults; ngpt: the same with --norm none --placement ngpt, untied, unit "
+      "vectors (nGPT, docs/layers.md)",
       .of = &MT_GPT_ARCHS),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
     F(rope_theta, FLOAT, "rope_theta",

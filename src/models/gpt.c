@@ -55,8 +55,8 @@ static void apply_arch(mt_gpt_config *cfg) {
     cfg->tied = false;
 }
 
-/* arch ngpt: its placement and scalings (their scales 0 resolved to 1 / sqrt(n_embd)); both
-   refused without it, and the pieces that would leave the sphere with it. */
+/* arch ngpt: its placement and scalings, both refused without it, and the pieces that would
+   leave the sphere with it. */
 static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
     mt_ngpt_cfg *n = &cfg->ngpt, d = mt_ngpt_default();
     bool ngpt = cfg->arch == MT_ARCH_NGPT, placed = cfg->stack.placement == MT_PLACE_NGPT;
@@ -77,6 +77,14 @@ static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
                          "--arch ngpt with %s: refused: the embeddings are unit vectors that "
                          "enter the first block as they are (--pos rope, no --emb-scale)",
                          cfg->emb_scale ? "--emb-scale" : "--pos learned");
+    return MT_OK;
+}
+
+/* arch ngpt's scales 0 resolved to 1 / sqrt(n_embd) (a validated n_embd), every init and scale
+   > 0 */
+static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
+    mt_ngpt_cfg *n = &cfg->ngpt;
+    if (cfg->arch != MT_ARCH_NGPT) return MT_OK;
     float r = 1 / sqrtf((float)cfg->stack.n_embd);
     float *scales[] = {&n->alpha_scale, &n->sqk_scale, &n->suv_scale, &n->sz_scale};
     for (int i = 0; i < 4; i++)
@@ -114,6 +122,7 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (st == MT_OK)
         st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
                                err);
+    if (st == MT_OK) st = ngpt_resolve(cfg, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
         return mt_errorf(err, MT_EINVAL,
                          "config: pos rope turns pairs of channels: the head size "

@@ -541,7 +541,22 @@ static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     float *tmp = malloc((size_t)n * sizeof(float));
     mt_tensor *xin = mt_tensor_from(c, in, 3, shape);
     if (pl == MT_PLACE_MIXLN) pl = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;
-    if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN || pl == MT_PLACE_LNS || pl == MT_PLACE_DSL) {
+    if (pl == MT_PLACE_NGPT) { /* Norm(x + a (Norm(F(x)) - x)), a = k |alpha| */
+        mt_tensor *fx = f(c, cfg, P, bp, xin, NULL);
+        const float *al = P->t[s ? bp->ngpt.ffn_alpha : bp->ngpt.attn_alpha].data;
+        double k = (double)cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale;
+        for (int r = 0; r < n / C; r++) {
+            const float *x = in + r * C, *y = fx->data + r * C;
+            double ny = 0, nz = 0, z[64];
+            for (int j = 0; j < C; j++) ny += (double)y[j] * y[j];
+            for (int j = 0; j < C; j++) {
+                z[j] = x[j] + k * fabs((double)al[j]) * (y[j] / sqrt(ny) - x[j]);
+                nz += z[j] * z[j];
+            }
+            for (int j = 0; j < C; j++) out[r * C + j] = (float)(z[j] / sqrt(nz));
+        }
+    } else if (pl == MT_PLACE_PRE || pl == MT_PLACE_SUBLN || pl == MT_PLACE_LNS ||
+               pl == MT_PLACE_DSL) {
         /* x + F(LN(x) s), s = 1 / sqrt(l + 1) for LNS; DSL: lambda x + beta F(LN(x)) */
         if (pl == MT_PLACE_SUBLN) f = s ? subln_ffn_by_hand : subln_attn_by_hand;
         double scale = pl == MT_PLACE_LNS ? 1 / sqrt(cfg->layer + 1.0) : 1;
@@ -569,6 +584,20 @@ static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 /* The block's parameters: Sub-LN's inner norms (C and F channels) and Peri-LN's output norms
    where the placement has them, and 16 others. */
 static void check_block_params(const mt_params *P, int pl, int C, int F) {
+    if (pl == MT_PLACE_NGPT) { /* no norm, no bias: 7 unit matrices and 5 vectors */
+        const char *unit[] = {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc3", "fc2"};
+        for (int i = 0; i < 7; i++)
+            CHECK(P->p[i].unit == (i == 3 || i == 6 ? MT_UNIT_COLS : MT_UNIT_ROWS) &&
+                      strstr(P->p[i].name, unit[i]),
+                  "ngpt: entry %d %s, unit %d", i, P->p[i].name, (int)P->p[i].unit);
+        const char *vec[] = {"attn_alpha", "attn.s_qk", "ffn_alpha", "ffn.s_u", "ffn.s_v"};
+        for (int i = 0; i < 5 && P->n == 12; i++)
+            CHECK(strstr(P->p[7 + i].name, vec[i]) && P->p[7 + i].n == (size_t)(i < 3 ? C : F) &&
+                      !P->p[7 + i].unit,
+                  "ngpt: entry %d %s", 7 + i, P->p[7 + i].name);
+        CHECK(P->n == 12 && P->n_unit == 7, "ngpt: %d parameters, %d unit", P->n, P->n_unit);
+        return;
+    }
     bool sub = pl == MT_PLACE_SUBLN, peri = pl == MT_PLACE_PERI;
     const struct {
         const char *name;
@@ -592,22 +621,25 @@ static void check_block_params(const mt_params *P, int pl, int C, int F) {
 }
 
 /* Every placement as block 2 (l = 2: LNS scales by 1/sqrt(3)); Mix-LN twice, block 2 Post-LN
-   (mixln_post 3), then Pre-LN (mixln_post 2); DSL with lambda 0.6, beta 0.8. */
+   (mixln_post 3), then Pre-LN (mixln_post 2); DSL with lambda 0.6, beta 0.8; nGPT with its
+   pieces (no norm, no bias, SwiGLU) and alpha acting at k |alpha|, k = 0.05 / 0.25. */
 static void test_block_formula(void) {
     int B = 2, T = 5, C = 16, F = 24;
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
     for (int k = 0; k <= MT_PLACEMENTS.n; k++) {
         int pl = k < MT_PLACEMENTS.n ? k : MT_PLACE_MIXLN;
+        bool ngpt = pl == MT_PLACE_NGPT;
         mt_block_cfg cfg = {.C = C,
                             .F = F,
                             .n_head = 2,
-                            .bias = true,
+                            .bias = !ngpt,
                             .causal = true,
-                            .norm = mt_norm_default(MT_NORM_LN),
+                            .norm = mt_norm_default(ngpt ? MT_NORM_NONE : MT_NORM_LN),
                             .placement = (mt_placement)pl,
                             .alpha = 1.7f,
-                            .act = MT_ACT_GELU,
+                            .act = ngpt ? MT_ACT_SWIGLU : MT_ACT_GELU,
+                            .ngpt = {0.05f, 0.25f, 1, 0.25f, 1, 1, 1, 0.25f},
                             .layer = 2,
                             .mixln_post = k < MT_PLACEMENTS.n ? 3 : 2,
                             .dsl_lambda = 0.6f,

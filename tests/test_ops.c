@@ -42,6 +42,12 @@ static mt_tensor *b_scale_by(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_scale_by(c, x[0], x[1]);
 }
+static mt_tensor *b_scale_channels(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_scale_channels(c, x[0], x[1], *(const float *)a);
+}
+static mt_tensor *b_ngpt_residual(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_ngpt_residual(c, x[0], x[1], x[2], *(const float *)a);
+}
 static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_sum(c, x[0]);
@@ -126,6 +132,27 @@ static void r_scale(mt_tensor **x, const void *a, double *y) {
 static void r_scale_by(mt_tensor **x, const void *a, double *y) {
     (void)a;
     for (size_t i = 0; i < x[0]->n; i++) y[i] = (double)x[1]->data[0] * x[0]->data[i];
+}
+/* y = k s_j x_j, s over the last dim */
+static void r_scale_channels(mt_tensor **x, const void *a, double *y) {
+    int W = mt_cols(x[0]);
+    for (size_t i = 0; i < x[0]->n; i++)
+        y[i] = (double)*(const float *)a * x[1]->data[i % W] * x[0]->data[i];
+}
+/* nGPT's update of each row (h, y): Norm(h + a (Norm(y) - h)), a_j = k |alpha_j|, written out */
+static void r_ngpt_residual(mt_tensor **x, const void *a, double *y) {
+    int C = mt_cols(x[0]);
+    for (size_t r = 0; r < x[0]->n / (size_t)C; r++) {
+        const float *h = x[0]->data + r * C, *v = x[1]->data + r * C;
+        double ny = 0, nz = 0;
+        for (int j = 0; j < C; j++) ny += (double)v[j] * v[j];
+        for (int j = 0; j < C; j++) {
+            double aj = *(const float *)a * fabs((double)x[2]->data[j]);
+            y[r * C + j] = h[j] + aj * (v[j] / sqrt(ny) - h[j]);
+            nz += y[r * C + j] * y[r * C + j];
+        }
+        for (int j = 0; j < C; j++) y[r * C + j] /= sqrt(nz);
+    }
 }
 static void r_sum(mt_tensor **x, const void *a, double *y) {
     (void)a;
@@ -277,7 +304,7 @@ typedef struct {
     double ref_tol; /* max relative error against the reference (0: exact) */
 } op_case;
 
-static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f;
+static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f, K_NGPT = 0.6f;
 static const int TWO = 2, THREE = 3;
 static const shape_arg RS_A = {2, {6, 4}}, RS_B = {2, {1, 17}}, RS_C = {2, {30, 7}};
 static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}}, P_D = {{2, 0, 1}};
@@ -320,6 +347,12 @@ static const op_case CASES[] = {
     {"scale_by", b_scale_by, r_scale_by, NULL, 2, {SHP(3, 2, 3, 17), SHP(1, 1)}, -2, 2, false,
      1e-7},
     {"scale_by", b_scale_by, r_scale_by, NULL, 2, {SHP(2, 300, 65), SHP(1, 1)}, -2, 2, false, 1e-7},
+    {"scale_channels", b_scale_channels, r_scale_channels, &S_NEG, 2, {SHP(1, 1), SHP(1, 1)}, -2, 2, false, 1e-7},
+    {"scale_channels", b_scale_channels, r_scale_channels, &S_NEG, 2, {SHP(3, 2, 3, 17), SHP(1, 17)}, -2, 2, false, 1e-7},
+    {"scale_channels", b_scale_channels, r_scale_channels, &S_NEG, 2, {SHP(2, 300, 65), SHP(1, 65)}, -2, 2, false, 1e-7},
+    {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3, {SHP(2, 1, 5), SHP(2, 1, 5), SHP(1, 5)}, -1, 1, true, 1e-6},
+    {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3, {SHP(3, 2, 3, 17), SHP(3, 2, 3, 17), SHP(1, 17)}, -1, 1, true, 1e-6},
+    {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3, {SHP(2, 300, 65), SHP(2, 300, 65), SHP(1, 65)}, -1, 1, true, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(2, 5, 33)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 5001)}, -1, 2, false, 1e-6},

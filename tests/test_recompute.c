@@ -42,6 +42,8 @@ static bool two_steps(const setup *s, bool recompute, int replicas, int precisio
                        .recompute = recompute};
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = MT_OPTIM_ADAMW;
+    if (s->type == &mt_gpt_type && ((const mt_gpt_config *)s->model_cfg)->arch == MT_ARCH_NGPT)
+        oc.weight_decay = 0; /* refused on its unit matrices */
     oc.sched.lr = 1e-2f;
     mt_trainer tr;
     mt_err e;
@@ -89,6 +91,7 @@ static void every_block(const setup *s) {
     for (int p = 0; p < MT_PLACEMENTS.n; p++) {
         if (s->type == &mt_encdec_type && (p == MT_PLACE_MIXLN || p == MT_PLACE_DSL))
             continue; /* refused by the encoder-decoder (they count one stack's blocks) */
+        if (p == MT_PLACE_NGPT) continue; /* the GPT's --arch ngpt only: a case in main */
         int ran = 0;
         for (int k = 0; k < MT_NORMS.n; k++) {
             char what[96];
@@ -132,7 +135,10 @@ int main(void) {
     gc.arch = MT_ARCH_LLAMA; /* RoPE, SwiGLU, RMSNorm, grouped-query attention */
     gc.stack.n_kv_head = 1;
     CHECK(compare(&gpt, 2, MT_FP32, "llama"), "gpt llama: refused");
-    gc.arch = MT_ARCH_GPT, gc.stack.n_kv_head = 0;
+    gc.arch = MT_ARCH_NGPT, gc.stack.n_kv_head = 0; /* nGPT's residual and scalings */
+    CHECK(compare(&gpt, 2, MT_FP32, "ngpt"), "gpt ngpt: refused");
+    CHECK(compare(&gpt, 1, MT_FP32, "ngpt"), "gpt ngpt, 1 replica: refused");
+    gc.arch = MT_ARCH_GPT; /* the trainer validated copies: gc is as set */
     if (mt_bf16_check(&e) == MT_OK) CHECK(compare(&gpt, 2, MT_BF16, "pre ln"), "gpt bf16: refused");
 
     mt_vit_config vc = mt_vit_config_default();

@@ -80,25 +80,27 @@ static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_bat
 /* The training loop with n replicas (1: every op split across the threads; 2: the batch), its
    linear layers' products in precision prec, optimizer kind, its blocks recomputed in the
    backward or not. */
-static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute) {
+static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute, bool ngpt) {
     enum { B = 4, T = 32, STEPS = 6 };
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
     cfg.stack.n_layer = 2, cfg.stack.n_embd = 64, cfg.stack.n_head = 4, cfg.n_ctx = T;
+    cfg.arch = ngpt ? MT_ARCH_NGPT : MT_ARCH_GPT; /* its ops, and the renormalisation */
     mt_gpt m;
     mt_optim o;
     mt_ctx c;
     mt_replicas R;
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = kind;
+    if (ngpt) oc.weight_decay = 0; /* refused on unit matrices */
     MT_ASSERT(!mt_gpt_build(&m, &cfg, &err) && !mt_optim_init(&o, &oc, &m.P, &err) &&
                   !mt_ctx_init(&c, 64 << 20, 1, &err) &&
                   (prec != MT_BF16 || !mt_params_enable_bf16(&m.P, &err)) &&
                   !mt_replicas_init(&R, n, &m.P, 64 << 20, 1, &err),
               "setup: %s", err.msg);
     char pn[64];
-    snprintf(pn, sizeof pn, "%s %s%s", mt_enum_name(&MT_PRECISIONS, prec),
-             mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed" : "");
+    snprintf(pn, sizeof pn, "%s %s%s%s", mt_enum_name(&MT_PRECISIONS, prec),
+             mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed" : "", ngpt ? ", ngpt" : "");
     c.precision = prec, c.recompute = recompute;
     for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;
     mt_rng r;
@@ -152,9 +154,11 @@ int main(void) {
         for (int k = 0; k < 4; k++) { /* AdamW, Lion, Muon; then AdamW recomputed */
             mt_optim_kind kind = (mt_optim_kind[]){MT_OPTIM_ADAMW, MT_OPTIM_LION, MT_OPTIM_MUON,
                                                    MT_OPTIM_ADAMW}[k];
-            steady(1, prec, kind, k == 3);
-            steady(2, prec, kind, k == 3);
+            steady(1, prec, kind, k == 3, false);
+            steady(2, prec, kind, k == 3, false);
         }
+        steady(1, prec, MT_OPTIM_ADAMW, false, true); /* nGPT */
+        steady(2, prec, MT_OPTIM_ADAMW, false, true);
     }
     if (!WRAPPED)
         printf("test_steady: allocator not wrapped under AddressSanitizer; arena checked only\n");

@@ -20,6 +20,8 @@ static const mt_enum_item ARCHS[] = {
     [MT_ARCH_GPT] = {"gpt", "the pieces as the other flags say"},
     [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given another "
                                 "value keeps it)"},
+    [MT_ARCH_NGPT] = {"ngpt", "the normalised Transformer (arXiv 2410.01131): llama's pieces with "
+                              "norm none, placement ngpt, an untied head, unit vectors"},
 };
 const mt_enum MT_POS_KINDS = MT_ENUM("position encoding", POS_KINDS);
 const mt_enum MT_GPT_ARCHS = MT_ENUM("arch", ARCHS);
@@ -32,18 +34,70 @@ mt_gpt_config mt_gpt_config_default(void) {
                            .emb_std = MT_GPT2_STD,
                            .arch = MT_ARCH_GPT,
                            .pos = MT_POS_LEARNED,
-                           .rope_theta = 10000.0f};
+                           .rope_theta = 10000.0f,
+                           .ngpt = mt_ngpt_default()};
 }
 
-/* arch llama: each piece of the preset where the field still holds the GPT default (a flag
-   given another value keeps it); idempotent, so a validated config validates to itself. */
+/* arch llama and ngpt: each piece of the preset where the field still holds the GPT default (a
+   flag given another value keeps it, and ngpt's validation refuses it); idempotent, so a
+   validated config validates to itself. ngpt: no norm layer, its own placement, an untied head
+   (the paper's), RoPE (a learned position table would move the embeddings off the sphere). */
 static void apply_arch(mt_gpt_config *cfg) {
-    if (cfg->arch != MT_ARCH_LLAMA) return;
+    if (cfg->arch == MT_ARCH_GPT) return;
     mt_stack_config *s = &cfg->stack;
+    bool ngpt = cfg->arch == MT_ARCH_NGPT;
     if (cfg->pos == MT_POS_LEARNED) cfg->pos = MT_POS_ROPE;
     if (s->act == MT_ACT_GELU) s->act = MT_ACT_SWIGLU;
-    if (s->norm.kind == MT_NORM_LN) s->norm.kind = MT_NORM_RMS; /* rms_form llama by default */
-    s->bias = false;                                            /* true is the GPT's default */
+    if (s->norm.kind == MT_NORM_LN) s->norm.kind = ngpt ? MT_NORM_NONE : MT_NORM_RMS;
+    s->bias = false; /* true is the GPT's default */
+    if (!ngpt) return;
+    if (s->placement == MT_PLACE_PRE) s->placement = MT_PLACE_NGPT;
+    cfg->tied = false;
+}
+
+/* arch ngpt: its placement and scalings, both refused without it, and the pieces that would
+   leave the sphere with it. */
+static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
+    mt_ngpt_cfg *n = &cfg->ngpt, d = mt_ngpt_default();
+    bool ngpt = cfg->arch == MT_ARCH_NGPT, placed = cfg->stack.placement == MT_PLACE_NGPT;
+    if (!ngpt && (placed || memcmp(n, &d, sizeof d) != 0))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: only --arch ngpt has it (the normalised Transformer's unit "
+                         "vectors and scalings go together)",
+                         placed ? "--placement ngpt" : "an --ngpt-* option");
+    if (!ngpt) return MT_OK;
+    if (!placed)
+        return mt_errorf(err, MT_EINVAL,
+                         "--arch ngpt with --placement %s: refused: nGPT's residual is its own, "
+                         "Norm(h + alpha (Norm(F(h)) - h)) (--placement ngpt, the default with "
+                         "--arch ngpt)",
+                         mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
+    if (cfg->emb_scale || cfg->pos != MT_POS_ROPE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--arch ngpt with %s: refused: the embeddings are unit vectors that "
+                         "enter the first block as they are (--pos rope, no --emb-scale)",
+                         cfg->emb_scale ? "--emb-scale" : "--pos learned");
+    return MT_OK;
+}
+
+/* arch ngpt's scales 0 resolved to 1 / sqrt(n_embd) (a validated n_embd), every init and scale
+   > 0 */
+static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
+    mt_ngpt_cfg *n = &cfg->ngpt;
+    if (cfg->arch != MT_ARCH_NGPT) return MT_OK;
+    float r = 1 / sqrtf((float)cfg->stack.n_embd);
+    float *scales[] = {&n->alpha_scale, &n->sqk_scale, &n->suv_scale, &n->sz_scale};
+    for (int i = 0; i < 4; i++)
+        if (*scales[i] == 0) *scales[i] = r;
+    const float all[] = {n->alpha_init, n->alpha_scale, n->sqk_init, n->sqk_scale,
+                         n->suv_init,   n->suv_scale,   n->sz_init,  n->sz_scale};
+    for (int i = 0; i < 8; i++)
+        if (!(all[i] > 0 && isfinite(all[i])))
+            return mt_errorf(err, MT_EINVAL,
+                             "config: an --ngpt-* init or scale is %g: each must be a finite "
+                             "number > 0 (a scale 0: 1 / sqrt(n_embd))",
+                             all[i]);
+    return MT_OK;
 }
 
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
@@ -64,8 +118,11 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
                          "(LLaMA's: 10000)",
                          cfg->rope_theta);
     apply_arch(cfg);
-    mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer,
-                                     true, err);
+    mt_status st = ngpt_validate(cfg, err);
+    if (st == MT_OK)
+        st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
+                               err);
+    if (st == MT_OK) st = ngpt_resolve(cfg, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
         return mt_errorf(err, MT_EINVAL,
                          "config: pos rope turns pairs of channels: the head size "
@@ -103,6 +160,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     L->tok_emb = mt_params_add(P, "tok_emb.weight", 2, (int[]){V, C}, MT_ROLE_EMBEDDING,
                                MT_INIT_NORMAL, emb_std);
     mt_block_cfg block = mt_stack_block(&g->stack, true);
+    block.ngpt = g->ngpt;
     L->pos_emb = -1;
     if (learned)
         L->pos_emb = mt_params_add(P, "pos_emb.weight", 2, (int[]){g->n_ctx, C}, MT_ROLE_EMBEDDING,
@@ -120,6 +178,13 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     L->lm_head = g->tied ? -1
                          : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_HEAD,
                                          MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
+    L->s_z = -1;
+    if (g->arch == MT_ARCH_NGPT) { /* the embedding's and the head's rows on the unit sphere */
+        mt_params_set_unit(P, L->tok_emb, MT_UNIT_ROWS);
+        mt_params_set_unit(P, L->lm_head, MT_UNIT_ROWS);
+        L->s_z = mt_params_add(P, "s_z", 1, (int[]){V}, MT_ROLE_NORM, MT_INIT_CONST,
+                               g->ngpt.sz_scale);
+    }
     return MT_OK;
 }
 
@@ -153,6 +218,9 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids
 mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
     x = mt_stack_final(c, &L->stack, P, x);
+    if (L->s_z >= 0) /* nGPT: s_z z */
+        return mt_scale_channels(c, mt_linear(c, x, &P->t[L->lm_head], NULL), &P->t[L->s_z],
+                                 m->cfg.ngpt.sz_init / m->cfg.ngpt.sz_scale);
     if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
     return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }

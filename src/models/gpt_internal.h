@@ -10,6 +10,7 @@ struct mt_gpt_layout {
     mt_rope rope;         /* pos rope: the table for n_ctx positions, which the blocks read */
     int lm_head;          /* (V, C), -1 when tied to tok_emb */
     int emb_scale;        /* (1), -1 without --emb-scale */
+    int s_z;              /* (V) nGPT's logit scale, -1 without --arch ngpt */
     mt_stack stack;       /* causal blocks, the final norm (pre, subln, peri) */
 };
 

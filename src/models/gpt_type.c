@@ -21,7 +21,8 @@ static const mt_field FIELDS[] = {
       .range = "0.."),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
-      "the GPT's defaults",
+      "the GPT's defaults; ngpt: the same with --norm none --placement ngpt, untied, unit "
+      "vectors (nGPT, docs/layers.md)",
       .of = &MT_GPT_ARCHS),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
     F(rope_theta, FLOAT, "rope_theta",
@@ -30,6 +31,24 @@ static const mt_field FIELDS[] = {
     F(emb_scale, BOOL, "emb_scale",
       "a learned scalar emb_scale on the embeddings (tokens + positions), init sqrt(n-embd), as "
       "DyT's and Derf's LLaMA setting"),
+    F(ngpt.alpha_init, FLOAT, "ngpt_alpha_init",
+      "arch ngpt: the eigen learning rates' initial value (attention and FFN, per channel)",
+      .range = "0.."),
+    F(ngpt.alpha_scale, FLOAT, "ngpt_alpha_scale",
+      "arch ngpt: alpha is stored at this scale, times ngpt-alpha-init / it; 0: 1 / sqrt(n-embd)",
+      .range = "0.."),
+    F(ngpt.sqk_init, FLOAT, "ngpt_sqk_init", "arch ngpt: s_qk's initial value (unit q and k)",
+      .range = "0.."),
+    F(ngpt.sqk_scale, FLOAT, "ngpt_sqk_scale", "arch ngpt: s_qk's scale; 0: 1 / sqrt(n-embd)",
+      .range = "0.."),
+    F(ngpt.suv_init, FLOAT, "ngpt_suv_init",
+      "arch ngpt: s_u's and s_v's initial value (SwiGLU's branches; s_v also times sqrt(n-embd))",
+      .range = "0.."),
+    F(ngpt.suv_scale, FLOAT, "ngpt_suv_scale", "arch ngpt: s_u's and s_v's scale", .range = "0.."),
+    F(ngpt.sz_init, FLOAT, "ngpt_sz_init", "arch ngpt: s_z's initial value (on the logits)",
+      .range = "0.."),
+    F(ngpt.sz_scale, FLOAT, "ngpt_sz_scale", "arch ngpt: s_z's scale; 0: 1 / sqrt(n-embd)",
+      .range = "0.."),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
 };
 #undef F
@@ -92,6 +111,12 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
 }
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
+
+/* nGPT trains without weight decay and warmup (the paper's section 2.6, NVIDIA/ngpt train.py) */
+static const char *option_defaults(const void *cfg) {
+    return ((const mt_gpt_config *)cfg)->arch == MT_ARCH_NGPT ? "weight_decay = 0\nwarmup = 0\n"
+                                                              : NULL;
+}
 
 static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }
 
@@ -171,6 +196,7 @@ const mt_model_type mt_gpt_type = {
     .config_default = config_default,
     .config_validate = config_validate,
     .config_describe = config_describe,
+    .option_defaults = option_defaults,
     .activation_bytes = mt_gpt_activation_bytes,
     .size = sizeof(mt_gpt),
     .build_table = mt_gpt_build_table,

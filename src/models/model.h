@@ -178,6 +178,10 @@ struct mt_model_type {
     mt_status (*config_validate)(void *cfg, mt_err *err);
     /* "4 layers, 4 heads, ..." for the programs' model line */
     void (*config_describe)(const void *cfg, char *buf, size_t len);
+    /* Optional: training options a config trains with unless set (config-file lines, such as
+       nGPT's "weight_decay = 0"), or NULL; ./train layers them under the saved options, the
+       config file and the flags. */
+    const char *(*option_defaults)(const void *cfg);
     /* Activation bytes of a step of B rows (training: with gradients), in double. */
     double (*activation_bytes)(const void *cfg, int B, bool training);
 

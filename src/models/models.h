@@ -30,7 +30,7 @@ extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
 /* arch llama: a preset of pos rope, act swiglu, norm rms, no biases, that validation resolves
    into those fields (each only where it still holds the GPT default: a flag given another value
    keeps it). */
-typedef enum { MT_ARCH_GPT, MT_ARCH_LLAMA } mt_gpt_arch;
+typedef enum { MT_ARCH_GPT, MT_ARCH_LLAMA, MT_ARCH_NGPT } mt_gpt_arch;
 extern const mt_enum MT_GPT_ARCHS; /* "gpt", "llama" */
 
 typedef struct {
@@ -42,6 +42,7 @@ typedef struct {
     mt_pos_kind pos;  /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
     float rope_theta; /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
     bool emb_scale;   /* a learned scalar on the embeddings, init sqrt(n_embd) (DyT's LLaMA) */
+    mt_ngpt_cfg ngpt; /* arch ngpt's scalings (nn.h; the block's and s_z), scales resolved */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */

@@ -132,6 +132,23 @@ static mt_status placement_validate(mt_stack_config *s, mt_err *err) {
     return MT_OK;
 }
 
+/* nGPT's block (placement ngpt) has no norm layer, unit q and k per head with one s_qk for
+   both, a SwiGLU with s_u and s_v, and no biases (the reference's): anything else is refused. */
+static mt_status ngpt_validate(const mt_stack_config *s, mt_err *err) {
+    if (s->placement != MT_PLACE_NGPT) return MT_OK;
+    const char *why = s->norm.kind != MT_NORM_NONE ? "--norm none: nGPT has no norm layers (its "
+                                                     "vectors are kept on the unit sphere)"
+                      : s->qk.kind != MT_QK_NONE   ? "--qk-norm none: nGPT's queries and keys are "
+                                                     "unit per head and scaled by its own s_qk"
+                      : s->n_kv_head != s->n_head
+                          ? "--n-kv-head equal to --n-head: q and k share one s_qk head by head"
+                      : s->act != MT_ACT_SWIGLU ? "--act swiglu: s_u and s_v scale its two branches"
+                      : s->bias ? "--no-bias: a bias would move the unit vectors off the sphere"
+                                : NULL;
+    if (why) return mt_errorf(err, MT_EINVAL, "--placement ngpt (--arch ngpt) needs %s", why);
+    return MT_OK;
+}
+
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err) {
     const struct {
@@ -183,7 +200,8 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "config: deepnorm_alpha = %g, deepnorm_beta = %g, "
                          "subln_gain = %g: expected 0 (from the depth) or more",
                          s->deepnorm_alpha, s->deepnorm_beta, s->subln_gain);
-    mt_status st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
+    mt_status st = ngpt_validate(s, err);
+    if (st == MT_OK) st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
     if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
     if (s->placement == MT_PLACE_DEEPNORM &&
@@ -339,6 +357,7 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->qk.kind != MT_QK_NONE) block += 4 * C;     /* normalised q and k, a cross-attention's */
     if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
     if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
+    if (s->placement == MT_PLACE_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
     return s->n_layer * block;
 }
 

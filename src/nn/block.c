@@ -29,6 +29,8 @@ static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm"},
     [MT_PLACE_DSL] = {"dsl", "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
                              "final norm"},
+    [MT_PLACE_NGPT] = {"ngpt", "Norm(x + alpha (Norm(F(x)) - x)) on the unit sphere (nGPT: the "
+                               "GPT's --arch ngpt only)"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
@@ -87,6 +89,39 @@ static void add_linear(mt_params *P, const char *prefix, int out, int in, bool b
     if (!bias) return;
     snprintf(name, sizeof name, "%s.bias", prefix);
     *b = mt_params_add(P, name, 1, &out, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
+}
+
+/* nGPT (placement ngpt): every matrix's vectors along C on the unit sphere (rows of q, k, v, fc1,
+   fc3 (out, C); columns of out_proj and fc2 (C, in), as the reference's normalize_matrices), and
+   the block's learned vectors, each at its scale (mt_ngpt_cfg): <prefix>.attn_alpha,
+   .attn.s_qk, .ffn_alpha (C), .ffn.s_u, .ffn.s_v (F). */
+static void ngpt_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
+                            mt_block_params *bp) {
+    mt_ngpt_params *g = &bp->ngpt;
+    *g = (mt_ngpt_params){-1, -1, -1, -1, -1};
+    if (cfg->placement != MT_PLACE_NGPT) return;
+    const mt_attn_params *a = &bp->attn;
+    const mt_ffn_params *f = &bp->ffn;
+    int rows[] = {a->q_w, a->k_w, a->v_w, f->fc1_w, f->fc3_w}, cols[] = {a->out_w, f->fc2_w};
+    for (int i = 0; i < 5; i++) mt_params_set_unit(P, rows[i], MT_UNIT_ROWS);
+    for (int i = 0; i < 2; i++) mt_params_set_unit(P, cols[i], MT_UNIT_COLS);
+    const mt_ngpt_cfg *n = &cfg->ngpt;
+    const struct {
+        const char *name;
+        int width;
+        float scale;
+        int *at;
+    } vec[] = {{"attn_alpha", cfg->C, n->alpha_scale, &g->attn_alpha},
+               {"attn.s_qk", cfg->C, n->sqk_scale, &g->s_qk},
+               {"ffn_alpha", cfg->C, n->alpha_scale, &g->ffn_alpha},
+               {"ffn.s_u", cfg->F, n->suv_scale, &g->s_u},
+               {"ffn.s_v", cfg->F, n->suv_scale, &g->s_v}};
+    for (int i = 0; i < 5; i++) {
+        char name[192];
+        snprintf(name, sizeof name, "%s.%s", prefix, vec[i].name);
+        *vec[i].at = mt_params_add(P, name, 1, &vec[i].width, MT_ROLE_NORM, MT_INIT_CONST,
+                                   vec[i].scale);
+    }
 }
 
 void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
@@ -156,6 +191,7 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     if (inner) mt_norm_add_params(P, name, &ffn_norm, F, &bp->ffn_inner);
     snprintf(name, sizeof name, "%s.ffn_out_norm", prefix);
     if (out) mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_out);
+    ngpt_add_params(P, prefix, cfg, bp);
 }
 
 /* ---- sublayers ------------------------------------------------------------------------------- */
@@ -164,17 +200,34 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) 
     return mt_linear(c, x, &P->t[w], b >= 0 ? &P->t[b] : NULL);
 }
 
+/* The QK-norm of the block: nGPT's unit queries and keys per head (scaled after RoPE: ngpt_qk),
+   else the configured one. */
+static const mt_qk_norm_cfg *qk_of(const mt_block_cfg *cfg) {
+    static const mt_qk_norm_cfg unit = {.kind = MT_QK_L2, .scope = MT_QK_HEAD};
+    return cfg->placement == MT_PLACE_NGPT ? &unit : &cfg->qk;
+}
+
 /* q_proj(x) after the QK-norm */
 static mt_tensor *attn_query(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                              const mt_attn_params *a, mt_tensor *x) {
     mt_tensor *q = mt_param_linear(c, P, a->q_w, a->q_b, x);
-    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->q_norm, q);
+    return mt_qk_norm(c, qk_of(cfg), cfg->C / cfg->n_head, P, a->q_norm, q);
 }
 
 mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_attn_params *a,
                         mt_tensor *x) {
     mt_tensor *k = mt_param_linear(c, P, a->k_w, a->k_b, x);
-    return mt_qk_norm(c, &cfg->qk, cfg->C / cfg->n_head, P, a->k_norm, k);
+    return mt_qk_norm(c, qk_of(cfg), cfg->C / cfg->n_head, P, a->k_norm, k);
+}
+
+/* nGPT: the unit (and rotated) q and k times s_qk; q also times HS, so that the attention's
+   1 / sqrt(HS) makes the paper's softmax scale sqrt(HS). The KV cache stores such keys. */
+static void ngpt_qk(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
+                    mt_tensor **q, mt_tensor **k) {
+    if (cfg->placement != MT_PLACE_NGPT) return;
+    float s = cfg->ngpt.sqk_init / cfg->ngpt.sqk_scale, HS = (float)(cfg->C / cfg->n_head);
+    *q = mt_scale_channels(c, *q, &P->t[bp->ngpt.s_qk], s * HS);
+    *k = mt_scale_channels(c, *k, &P->t[bp->ngpt.s_qk], s);
 }
 
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
@@ -184,6 +237,7 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
+    ngpt_qk(c, cfg, P, bp, &q, &k);
     mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
                           : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
     return mt_attn_output(c, cfg, P, bp, y);
@@ -198,6 +252,7 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
+    ngpt_qk(c, cfg, P, bp, &q, &k);
     mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head);
     return mt_attn_output(c, cfg, P, bp, y);
 }
@@ -240,6 +295,14 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg) {
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
+    if (cfg->placement == MT_PLACE_NGPT) { /* fc2(silu(fc1(x) s_v sqrt(C)) fc3(x) s_u) */
+        float k = cfg->ngpt.suv_init / cfg->ngpt.suv_scale;
+        mt_tensor *u = mt_param_linear(c, P, f->fc3_w, f->fc3_b, x);
+        mt_tensor *v = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
+        u = mt_scale_channels(c, u, &P->t[bp->ngpt.s_u], k);
+        v = mt_scale_channels(c, v, &P->t[bp->ngpt.s_v], k * sqrtf((float)cfg->C));
+        return mt_param_linear(c, P, f->fc2_w, f->fc2_b, mt_swiglu(c, v, u));
+    }
     if (mt_placement_inner_norm(cfg->placement)) { /* a norm between act and fc2: unfused */
         mt_tensor *a = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
         mt_tensor *h = cfg->act == MT_ACT_SWIGLU
@@ -257,7 +320,7 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 /* ---- the residual placement: the one place it is decided ------------------------------------- */
 
 bool mt_placement_final_norm(mt_placement p) {
-    return p != MT_PLACE_POST && p != MT_PLACE_DEEPNORM;
+    return p != MT_PLACE_POST && p != MT_PLACE_DEEPNORM && p != MT_PLACE_NGPT;
 }
 bool mt_placement_inner_norm(mt_placement p) { return p == MT_PLACE_SUBLN; }
 bool mt_placement_out_norm(mt_placement p) { return p == MT_PLACE_PERI; }
@@ -319,6 +382,12 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const m
     case MT_PLACE_DSL: { /* lambda x + beta F(N(x)) */
         mt_tensor *y = sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x));
         return mt_add(c, mt_scale(c, x, cfg->dsl_lambda), mt_scale(c, y, cfg->dsl_beta));
+    }
+    case MT_PLACE_NGPT: { /* Norm(x + alpha (Norm(F(x)) - x)), no norm layer */
+        MT_ASSERT(sub != MT_SUB_CROSS, "residual: nGPT has no cross-attention");
+        int alpha = sub == MT_SUB_ATTN ? bp->ngpt.attn_alpha : bp->ngpt.ffn_alpha;
+        return mt_ngpt_residual(c, x, sublayer(c, cfg, P, bp, f, arg, x), &P->t[alpha],
+                                cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale);
     }
     case MT_PLACE_MIXLN: break; /* resolved above */
     }

@@ -124,6 +124,7 @@ typedef enum {
     MT_PLACE_REORDER, /* OLMo-2: x + N(F(x)) */
     MT_PLACE_MIXLN,   /* Mix-LN: Post-LN in the first mixln_post blocks, Pre-LN after */
     MT_PLACE_DSL,     /* DeepScaleLM: lambda x + beta F(N(x)) */
+    MT_PLACE_NGPT,    /* nGPT: Norm(x + alpha (Norm(F(x)) - x)), the GPT's --arch ngpt only */
 } mt_placement;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
@@ -242,7 +243,30 @@ mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri", "lns",
-                                       "reorder", "mixln", "dsl" */
+                                       "reorder", "mixln", "dsl", "ngpt" */
+
+/* ---- nGPT, the normalised Transformer (Loshchilov et al. 2024, arXiv 2410.01131; ngpt.c) -------
+ * Each learned scaling s is stored as s_scale times the value it acts with, s_init / s_scale
+ * times the stored one (the reference's trick: the optimizer sees it at the scale s_scale):
+ *   alpha  eigen learning rates of the attention and the FFN (C each), init 0.05, scale 1/sqrt(C)
+ *   s_qk   on the unit queries and keys per head channel (C), init 1, scale 1/sqrt(C)
+ *   s_u    on SwiGLU's linear branch fc3 (F), init 1, scale 1; s_v on its gate fc1 (F), the same
+ *          and times sqrt(C)
+ *   s_z    on the logits (V), init 1, scale 1/sqrt(C) (the GPT's head)
+ * A scale of 0 in a config means 1/sqrt(C) where the paper has it (resolved by validation). */
+typedef struct {
+    float alpha_init, alpha_scale, sqk_init, sqk_scale, suv_init, suv_scale, sz_init, sz_scale;
+} mt_ngpt_cfg;
+/* The paper's: 0.05, 1/sqrt(C) (0), 1, 1/sqrt(C) (0), 1, 1, 1, 1/sqrt(C) (0). */
+mt_ngpt_cfg mt_ngpt_default(void);
+
+/* y = k s * x, s (W) a learned vector over the last dim of x (..., W), k a constant:
+   dx += k s dy, ds += k sum_rows dy x (down the rows in order, in double). */
+mt_tensor *mt_scale_channels(mt_ctx *c, mt_tensor *x, mt_tensor *s, float k);
+/* nGPT's residual update, one fused op per row of h, y (..., C):
+   out = Norm(h + a (Norm(y) - h)), Norm(x) = x / ||x||, a = k |alpha| (alpha (C) learned, the
+   reference's absolute value). */
+mt_tensor *mt_ngpt_residual(mt_ctx *c, mt_tensor *h, mt_tensor *y, mt_tensor *alpha, float k);
 
 /* DeepNorm's constants (DeepNet, Wang et al. 2022, arXiv 2203.00555, table in docs/layers.md):
    alpha scales the skip branch, beta is the Xavier gain of fc1, fc2, v_proj and out_proj.
@@ -270,6 +294,9 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * reorder:  x = x + N(F(x))        (OLMo-2; final norm)
  * Mix-LN:   Post-LN in blocks l < mixln_post, Pre-LN after (final norm)
  * DSL:      x = lambda x + beta F(N(x)), lambda^2 + beta^2 = 1 (DeepScaleLM; final norm)
+ * nGPT:     x = Norm(x + alpha (Norm(F(x)) - x)), no norm layers (mt_ngpt_residual); every
+ *           matrix's vectors along C on the unit sphere, q and k unit per head then times
+ *           s_qk (and sqrt(HS) for the softmax), SwiGLU's fc3(x) s_u, fc1(x) s_v sqrt(C)
  * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
  * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
@@ -291,6 +318,7 @@ typedef struct {
     int layer;      /* the block's index from 0 in its stack (LNS's scale, Mix-LN's switch) */
     int mixln_post; /* Mix-LN: blocks [0, mixln_post) are Post-LN */
     float dsl_lambda, dsl_beta; /* DeepScaleLM's skip and branch scales */
+    mt_ngpt_cfg ngpt;           /* nGPT's scalings (placement ngpt), scales resolved */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
@@ -315,8 +343,14 @@ _Static_assert(sizeof(mt_attn_params) == 10 * sizeof(int), "MT_ATTN_PARAMS_NONE 
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;
+/* nGPT's learned vectors of a block (placement ngpt; else -1): attn_alpha, ffn_alpha (C),
+   attn.s_qk (C), ffn.s_u, ffn.s_v (F). */
+typedef struct {
+    int attn_alpha, ffn_alpha, s_qk, s_u, s_v;
+} mt_ngpt_params;
 typedef struct {
     mt_norm_params attn_norm, ffn_norm;
+    mt_ngpt_params ngpt;
     mt_attn_params attn;
     mt_ffn_params ffn;
     mt_norm_params attn_inner, ffn_inner; /* Sub-LN: attn.inner_norm (C), ffn.inner_norm (F) */

@@ -68,6 +68,22 @@ static float *zeros(size_t n) {
 
 static size_t padded(size_t n) { return (n + 15) / 16 * 16; }
 
+/* Weight decay on an entry kept on the unit sphere is undone by the renormalisation after the
+   step (it only lengthens the step a little): refused, naming the entry. */
+static mt_status unit_decay_check(const mt_optim_config *c, const mt_params *P, mt_err *err) {
+    double wd = c->weight_decay > 0                          ? c->weight_decay
+                : c->kind == MT_OPTIM_MUON && c->muon_wd > 0 ? c->muon_wd
+                                                             : 0;
+    for (int i = 0; wd > 0 && i < P->n; i++)
+        if (P->p[i].unit && P->p[i].decay)
+            return mt_errorf(err, MT_EINVAL,
+                             "weight decay %g reaches %s, which is kept on the unit sphere "
+                             "(renormalised after every step, which undoes the decay; nGPT trains "
+                             "without it): give --weight-decay 0%s",
+                             wd, P->p[i].name, c->kind == MT_OPTIM_MUON ? " --muon-wd 0" : "");
+    return MT_OK;
+}
+
 int mt_optim_state_slots(const mt_optim_config *c) {
     MT_ASSERT((unsigned)c->kind < (unsigned)MT_OPTIMS.n, "optim: unknown kind %d", (int)c->kind);
     return mt_optim_types[c->kind]->slots(c);
@@ -116,6 +132,7 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
     MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots", type->name,
               o->n_slots);
     apply_decay_scope(P, c->decay_scope);
+    if ((s = unit_decay_check(c, P, err)) != MT_OK) return s;
     bool ok = plan_walk(o, P);
     if (ok && type->needs_whole && o->n_whole == 0) {
         mt_optim_free(o);
@@ -251,6 +268,7 @@ void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, fl
         walk_pieces(&u, lo, hi);
         if (id < TW) walk_whole(&u, id, TW);
     });
+    mt_params_normalize_units(P); /* nGPT's matrices back onto the unit sphere */
 }
 
 void mt_optim_step(mt_optim *o, mt_params *P, double lr) {

@@ -231,7 +231,8 @@ typedef struct {
 } mt_optim;
 
 /* Validates c, applies c->decay_scope to P's decay flags (once) and allocates the state (zeroed,
-   t = 0) of the kind c->kind. P must be allocated. */
+   t = 0) of the kind c->kind. P must be allocated. Weight decay > 0 on an entry kept on the unit
+   sphere is refused. */
 mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err);
 /* The same with a type of one's own (a test's, an experiment's) instead of c->kind's. */
 mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
@@ -256,7 +257,8 @@ typedef struct {
    state and G; no allocation; deterministic; the same bits as summing, clipping, then updating
    (mt_grads_sum, mt_optim_clip, mt_optim_step), and for elementwise kinds the same bits at any
    thread count. In bf16 precision (P->bf16) the same pass rounds each updated weight into the
-   products' bf16 copy. */
+   products' bf16 copy. Then the entries kept on the unit sphere (nGPT's matrices,
+   mt_params_set_unit) are renormalised (mt_params_normalize_units), whatever the kind. */
 void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
                      bool keep);
 /* The same from P->grad alone, unscaled, which it leaves as it is (torch's optimizer.step()). */

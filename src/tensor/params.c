@@ -2,6 +2,7 @@
  * the initialiser, bf16 copies, views for replicas. */
 #include "params.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +113,58 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
             case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
             }
         }
+    }
+    mt_params_normalize_units(P);
+}
+
+void mt_params_set_unit(mt_params *P, int i, mt_unit_axis axis) {
+    MT_ASSERT(!P->data && i >= 0 && i < P->n && P->p[i].ndim == 2 && !P->p[i].unit,
+              "params: unit axis of entry %d (2-D, once, before mt_params_alloc)", i);
+    P->p[i].unit = axis;
+    P->n_unit += axis != MT_UNIT_NONE;
+}
+
+/* Rows [r0, r1) of w (R, K), each divided by its norm. */
+static void unit_rows(float *w, int K, int r0, int r1) {
+    for (int r = r0; r < r1; r++) {
+        float *x = w + (size_t)r * K;
+        double s = 0;
+        for (int j = 0; j < K; j++) s += (double)x[j] * x[j];
+        float inv = s > 0 ? (float)(1 / sqrt(s)) : 1.0f;
+        for (int j = 0; j < K; j++) x[j] *= inv;
+    }
+}
+
+enum { UNIT_COLS = 16 }; /* columns normalised together: a row's 64 bytes at a time */
+
+/* Columns [c0, c0 + UNIT_COLS) (those below K) of w (R, K), each divided by its norm, the sums
+   down the rows in order. */
+static void unit_cols(float *w, int R, int K, int c0) {
+    int n = K - c0 < UNIT_COLS ? K - c0 : UNIT_COLS;
+    double s[UNIT_COLS] = {0};
+    float inv[UNIT_COLS];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++)
+            s[j] += (double)w[(size_t)r * K + c0 + j] * w[(size_t)r * K + c0 + j];
+    for (int j = 0; j < n; j++) inv[j] = s[j] > 0 ? (float)(1 / sqrt(s[j])) : 1.0f;
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) w[(size_t)r * K + c0 + j] *= inv[j];
+}
+
+void mt_params_normalize_units(mt_params *P) {
+    for (int i = 0; P->n_unit && i < P->n; i++) {
+        const mt_param *e = &P->p[i];
+        if (!e->unit) continue;
+        float *w = P->data + e->offset;
+        int R = e->shape[0], K = e->shape[1];
+        if (e->unit == MT_UNIT_ROWS) {
+            MT_PARALLEL_FOR(e->n >= MT_PAR_MIN, for (int r = 0; r < R; r++) unit_rows(w, K, r, r + 1););
+        } else {
+            int blocks = (K + UNIT_COLS - 1) / UNIT_COLS;
+            MT_PARALLEL_FOR(e->n >= MT_PAR_MIN,
+                            for (int b = 0; b < blocks; b++) unit_cols(w, R, K, b * UNIT_COLS););
+        }
+        if (P->bf16) mt_bf16_from_floats(P->bf16 + e->offset, w, e->n);
     }
 }
 

@@ -29,6 +29,10 @@ typedef enum {
                           ViT's patch projection (Muon leaves it to AdamW: not a hidden matrix) */
 } mt_param_role;
 
+/* A 2-D entry kept on the unit sphere (nGPT): each row, or each column, of L2 norm 1, restored by
+   mt_params_normalize_units after the initialiser and after every optimizer update. */
+typedef enum { MT_UNIT_NONE, MT_UNIT_ROWS, MT_UNIT_COLS } mt_unit_axis;
+
 typedef struct {
     char name[96];
     size_t offset, n; /* in floats, into mt_params.data / .grad */
@@ -38,12 +42,14 @@ typedef struct {
     bool decay; /* weight decay applies; default: role MT_ROLE_MATRIX or MT_ROLE_HEAD */
     mt_init_kind init;
     float init_value;
+    mt_unit_axis unit; /* MT_UNIT_NONE unless mt_params_set_unit */
 } mt_param;
 
 typedef struct {
     mt_param *p;
     int n, cap;
     size_t total;  /* floats in data (and grad) */
+    int n_unit;    /* entries kept on the unit sphere (mt_params_set_unit) */
     float *data;   /* all parameters and buffers, each entry 16-float aligned */
     float *grad;   /* same layout; zero for buffers */
     mt_bf16 *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
@@ -57,8 +63,16 @@ void mt_params_init_table(mt_params *P);
 int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], mt_param_role role,
                   mt_init_kind init, float init_value);
 mt_status mt_params_alloc(mt_params *P, mt_err *err);
-/* Fills every entry from its initialiser, in table order, from r. */
+/* Fills every entry from its initialiser, in table order, from r; then
+   mt_params_normalize_units. */
 void mt_params_initialize(mt_params *P, mt_rng *r);
+/* Entry i (2-D, (R, K)) kept on the unit sphere along axis: rows (each of its R rows of K) or
+   columns (each of its K columns of R). Only before mt_params_alloc. */
+void mt_params_set_unit(mt_params *P, int i, mt_unit_axis axis);
+/* Every row or column of the unit entries divided by its L2 norm (summed in double, in order;
+   one of norm 0 is left as it is), their bf16 copies rounded again: the same bits at any thread
+   count. No allocation. */
+void mt_params_normalize_units(mt_params *P);
 int mt_params_find(const mt_params *P, const char *name); /* -1 when absent; O(1) */
 /* bf16 precision: allocates P->bf16, points every tensor's bf16 at its part and fills it; before
    mt_params_view (views share it). The optimizer's update rounds the weights it changes into it;

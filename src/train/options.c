@@ -220,13 +220,15 @@ static void all_free(all_models *a) {
     free(a->sets);
 }
 
-/* The settings of the layers: saved (a resumed run's), the config file, the flags. */
+/* The settings of the layers: the model's defaults (mt_model_type.option_defaults), saved (a
+   resumed run's), the config file, the flags. */
 typedef struct {
-    mt_settings saved, file, flags;
+    mt_settings model, saved, file, flags;
 } layers;
 
 static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, mt_err *err) {
-    mt_status s = mt_settings_apply(&L->saved, sets, n, err);
+    mt_status s = mt_settings_apply(&L->model, sets, n, err);
+    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, n, err);
     if (s == MT_OK) s = mt_settings_apply(&L->file, sets, n, err);
     if (s == MT_OK) s = mt_settings_apply(&L->flags, sets, n, err);
     return s;
@@ -354,6 +356,15 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
                               stack_of(r->type, r->model_cfg),
                               {r->type->fields, r->model_cfg}};
         s = apply_layers(&L, sets, 3, err);
+        const char *md = s == MT_OK && r->type->option_defaults
+                             ? r->type->option_defaults(r->model_cfg)
+                             : NULL;
+        if (md) { /* the model's defaults under the layers: all of them again */
+            r->o = defaults();
+            r->type->config_default(r->model_cfg);
+            s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L.model, err);
+            if (s == MT_OK) s = apply_layers(&L, sets, 3, err);
+        }
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
         if (s == MT_OK) s = check_ignored(&L, &r->o, err);
@@ -361,6 +372,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         resolve(r);
     }
     all_free(&a);
+    mt_settings_free(&L.model);
     mt_settings_free(&L.saved);
     mt_settings_free(&L.file);
     mt_settings_free(&L.flags);

@@ -4,7 +4,10 @@
    every trained parameter. The file's names must be exactly the model's: that is the contract
    checkpoints rely on. Optional metadata "precision" = "bf16": the linear layers' products in
    bf16 (tests/parity/test_bf16.py). `gpt_driver --bf16-check` exits 3 when this build or CPU
-   has no bf16. */
+   has no bf16. Optional metadata "step_lr" and "step_eps": then one AdamW update (betas 0.9,
+   0.95, no weight decay, no clipping) from those gradients, with what mt_optim_update does
+   after it (nGPT's renormalisation), and "step.<name>" every parameter after it
+   (tests/parity/test_ngpt.py). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +50,10 @@ int main(int argc, char **argv) {
     c.grad_enabled = false;
     mt_tensor *logits = mt_gpt_forward(&c, m, &m->P, ids, B, T);
 
-    mt_st_item *items = calloc((size_t)m->P.n + 2, sizeof *items);
-    char(*names)[128] = calloc((size_t)m->P.n, sizeof *names);
+    mt_st_item *items = calloc(2 * (size_t)m->P.n + 2, sizeof *items);
+    char(*names)[128] = calloc(2 * (size_t)m->P.n, sizeof *names);
+    float *grads = malloc(m->P.total * sizeof *grads); /* the step consumes P.grad */
+    memcpy(grads, m->P.grad, m->P.total * sizeof *grads);
     int n = 0;
     items[n++] = (mt_st_item){"logits", logits->ndim, logits->shape, logits->data};
     items[n++] = (mt_st_item){"loss", 1, loss->shape, loss->data};
@@ -56,11 +61,26 @@ int main(int argc, char **argv) {
         if (m->P.p[i].role == MT_ROLE_BUFFER) continue;
         snprintf(names[i], sizeof names[i], "grad.%s", m->P.p[i].name);
         items[n++] = (mt_st_item){names[i], m->P.p[i].ndim, m->P.p[i].shape,
-                                  m->P.grad + m->P.p[i].offset};
+                                  grads + m->P.p[i].offset};
+    }
+    if (mt_st_meta(&in, "step_lr")) {
+        mt_optim_config oc = mt_optim_defaults();
+        oc.kind = MT_OPTIM_ADAMW, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.weight_decay = 0;
+        oc.eps = parity_opt(&in, "step_eps");
+        mt_optim o;
+        if (mt_optim_init(&o, &oc, &m->P, &err) != MT_OK) return fail(err.msg);
+        mt_optim_step(&o, &m->P, parity_opt(&in, "step_lr"));
+        mt_optim_free(&o);
+        for (int i = 0; i < m->P.n; i++) {
+            snprintf(names[m->P.n + i], sizeof names[0], "step.%s", m->P.p[i].name);
+            items[n++] = (mt_st_item){names[m->P.n + i], m->P.p[i].ndim, m->P.p[i].shape,
+                                      m->P.data + m->P.p[i].offset};
+        }
     }
     rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
     free(items);
     free(names);
+    free(grads);
     free(ids);
     free(targets);
     mt_ctx_free(&c);

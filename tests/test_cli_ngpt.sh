@@ -1,0 +1,102 @@
+#!/bin/sh
+# nGPT (--arch ngpt) end to end: it trains with no weight decay and no warmup by default, keeps
+# every matrix's vectors along n_embd on the unit sphere (checked in the checkpoint), resumes
+# bit-identically, generates from its checkpoint with and without the KV cache alike, scores;
+# ./export refuses it; bad combinations exit 2 naming the reason. MT_BUILD names the build
+# directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_cli_ngpt_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_cli_ngpt: $*"; fails=$((fails + 1)); }
+train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
+infer() { "$B/infer" --threads 2 "$@" 2>"$T/log"; }
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+NG="--data $T/text.txt --arch ngpt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8
+    --lr 1e-2 --eval-every 20 --eval-batches 2 --log-every 5"
+
+# the paper's training defaults, saved with the run; the loss falls (at lr 1e-2: nGPT's learned
+# scalings are stored at 1/sqrt(n_embd) of the value they act with and move slowly at 3e-3)
+train $NG --steps 40 --out "$T/a" || { fail "train exited $?"; cat "$T/log"; }
+grep -q "warmup 0" "$T/log" || fail "warmup is not 0 by default: $(grep '^train' "$T/log")"
+infer --info "$T/a/model.safetensors" >"$T/info" || fail "--info: $(cat "$T/log")"
+grep -q "^weight-decay = 0$" "$T/info" && grep -q "^warmup = 0$" "$T/info" ||
+    fail "saved options without weight_decay = 0, warmup = 0: $(grep -E 'weight|warmup' "$T/info")"
+first=$(sed -n 2p "$T/a/metrics.csv" | cut -d, -f2)
+last=$(tail -n 1 "$T/a/metrics.csv" | cut -d, -f2)
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' ||
+    fail "loss did not fall: first $first, last $last"
+
+# every unit matrix's rows (or columns: out_proj, fc2) of norm 1 after training
+/usr/bin/python3 - "$T/a/model.safetensors" <<'EOF' || fail "a matrix left the unit sphere"
+import json, struct, sys
+import numpy as np
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head.pop("__metadata__", None)
+seen = 0
+for name, e in head.items():
+    a, b = e["data_offsets"]
+    w = np.frombuffer(raw[8 + n + a:8 + n + b], "<f4").reshape(e["shape"])
+    axis = 0 if name.endswith(("out_proj.weight", "fc2.weight")) else 1
+    if name.endswith(".weight"):
+        norms = np.linalg.norm(w.astype(np.float64), axis=axis)
+        if np.abs(norms - 1).max() > 1e-5:
+            sys.exit(f"{name}: norms {norms.min()} .. {norms.max()}")
+        seen += 1
+sys.exit(0 if seen == 2 * 7 + 2 else f"{seen} matrices")
+EOF
+
+# 30 steps at once and 15 + 15 resumed: the same bits
+R="$NG --schedule const --steps 30 --save-every 10"
+train $R --out "$T/r" && mv "$T/r" "$T/once" || fail "run once: $(tail -n 2 "$T/log")"
+train $R --steps 15 --out "$T/r" || fail "first half"
+train --resume --out "$T/r" --steps 30 || fail "resume exited $?: $(tail -n 2 "$T/log")"
+cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ"
+cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
+
+# generation: the KV cache stores the scaled unit keys, so it samples what the whole window gives
+infer --checkpoint "$T/a/model.safetensors" --prompt "ROMEO:" --tokens 40 --temperature 0 \
+    >"$T/cached" || fail "generate: $(cat "$T/log")"
+infer --checkpoint "$T/a/model.safetensors" --prompt "ROMEO:" --tokens 40 --temperature 0 \
+    --no-cache >"$T/whole" || fail "generate --no-cache: $(cat "$T/log")"
+[ "$(wc -c <"$T/cached")" -gt 40 ] && cmp -s "$T/cached" "$T/whole" ||
+    fail "cached and uncached generation differ: $(cat "$T/cached") / $(cat "$T/whole")"
+infer --checkpoint "$T/a/model.safetensors" --score "$T/text.txt" | grep -q "loss=" ||
+    fail "score: $(cat "$T/log")"
+"$B/export" --checkpoint "$T/a/model.safetensors" --format gguf --out "$T/m.gguf" 2>"$T/log"
+[ $? -eq 2 ] && grep -q "placement = ngpt" "$T/log" || fail "export of an nGPT: $(cat "$T/log")"
+
+# Muon, Lion and SGD renormalise too (the update's hook is the optimizer's, not AdamW's)
+for o in muon lion sgd; do
+    train $NG --steps 3 --optim $o --out "$T/$o" || fail "--optim $o: $(tail -n 2 "$T/log")"
+done
+
+# refused, exit 2, with the reason
+bad() { # bad "PATTERN" FLAGS...: exit 2 and the message matches
+    pattern=$1
+    shift
+    train "$@" --steps 1 --out "$T/bad"
+    [ $? -eq 2 ] && grep -q -e "$pattern" "$T/log" || fail "$*: $(cat "$T/log")"
+}
+bad "needs --norm none: nGPT has no norm layers" $NG --norm bn
+bad "needs --norm none" $NG --norm dyt
+bad "with --placement post: refused: nGPT's residual is its own" $NG --placement post
+bad "weight decay 0.1 reaches tok_emb.weight.*give --weight-decay 0" $NG --weight-decay 0.1 \
+    --decay-scope embeddings
+bad "weight decay 0.02 reaches .*q_proj.weight.*--muon-wd 0" $NG --optim muon --muon-wd 0.02
+bad "needs --qk-norm none" $NG --qk-norm rms
+bad "needs --n-kv-head equal to --n-head" $NG --n-kv-head 1
+bad "needs --act swiglu" $NG --act relu
+bad "with --emb-scale: refused" $NG --emb-scale
+bad "ngpt_alpha_init = -1\|an --ngpt-\* init or scale is\|out of range" $NG --ngpt-alpha-init -1
+bad "--placement ngpt: only --arch ngpt has it" --data "$T/text.txt" --placement ngpt
+bad "an --ngpt-\* option: only --arch ngpt has it" --data "$T/text.txt" --ngpt-sz-init 2
+printf 'hello hh ax0 l ow1\nworld w er1 l d\ncat k ae1 t\ndog d ao1 g\n' >"$T/dict.txt"
+bad "--placement ngpt: nGPT is the GPT's.*no cross-attention" --model encdec --data "$T/dict.txt" \
+    --placement ngpt
+
+[ "$fails" -eq 0 ] && echo "test_cli_ngpt: ok"
+[ "$fails" -eq 0 ]

@@ -27,6 +27,8 @@ static bool kept(const mt_optim *o, const mt_params *P, const char *name) {
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err) {
     MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
               P->total, o->total);
+    MT_ASSERT(o->lo == 0 && o->hi == P->total, "optim: saving a shard [%zu, %zu) of the state",
+              o->lo, o->hi);
     size_t cap = (size_t)o->n_slots * (size_t)P->n + 1;
     mt_st_item *items = calloc(cap, sizeof *items);
     char(*names)[128] = calloc(cap, sizeof *names);
@@ -117,12 +119,13 @@ mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_er
     if ((s = check_meta(o, &st, path, &t, err)) == MT_OK &&
         (s = check_tensors(o, P, &st, path, err)) == MT_OK) {
         for (int k = 0; k < o->n_slots; k++)
-            for (int i = 0; i < P->n; i++) {
+            for (int i = o->first; i < o->last; i++) { /* the entries of this (shard's) state */
                 const mt_param *e = &P->p[i];
                 if (e->role == MT_ROLE_BUFFER) continue;
                 char name[128];
                 slot_name(o, k, e, name, sizeof name);
-                memcpy(o->slot[k] + e->offset, mt_st_find(&st, name)->data, e->n * sizeof(float));
+                memcpy(o->slot[k] + (e->offset - o->lo), mt_st_find(&st, name)->data,
+                       e->n * sizeof(float));
             }
         o->t = t;
     }

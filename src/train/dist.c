@@ -85,9 +85,26 @@ void mt_dist_slice(int B, int *lo, int *n) {
 /* Buckets: the table's entries from the last to the first (the order in which the backward pass
    finishes them, roughly), cut after an entry once a bucket holds bucket_floats. Each bucket is
    one range of the flat gradient buffer (entries are adjacent in it). */
-mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats, mt_err *err) {
+/* With ZeRO: rs_counts[b][r], the floats of bucket b in rank r's shard (the buckets and the
+   shards each tile [0, total)). */
+static bool scatter_counts(mt_dist_grads *g) {
+    const mt_zero *z = g->zero;
+    g->rs_counts = malloc((size_t)g->n_buckets * (size_t)z->ranks * sizeof *g->rs_counts);
+    if (!g->rs_counts) return false;
+    for (int b = 0; b < g->n_buckets; b++)
+        for (int r = 0; r < z->ranks; r++) {
+            size_t lo = g->lo[b] > z->at[r] ? g->lo[b] : z->at[r];
+            size_t hi = g->hi[b] < z->at[r + 1] ? g->hi[b] : z->at[r + 1];
+            g->rs_counts[b * z->ranks + r] = hi > lo ? (int)(hi - lo) : 0;
+        }
+    return true;
+}
+
+mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats,
+                             const mt_zero *zero, mt_err *err) {
     memset(g, 0, sizeof *g);
     g->P = P;
+    g->zero = zero;
     if (g_size == 1) return MT_OK;
     int n = P->n;
     g->bucket = malloc((size_t)n * sizeof *g->bucket);
@@ -113,6 +130,10 @@ mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_float
         size += end - e->offset;
         if (size >= bucket_floats) size = 0;
     }
+    if (zero && !scatter_counts(g)) {
+        mt_dist_grads_free(g);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for the gradient buckets");
+    }
     return MT_OK;
 }
 
@@ -124,14 +145,26 @@ void mt_dist_grads_free(mt_dist_grads *g) {
     free(g->pending);
     free(g->started);
     free(g->req);
+    free(g->rs_counts);
     memset(g, 0, sizeof *g);
 }
 
 #ifdef MT_MPI
+/* Bucket b's sum: all-reduced in place, or with ZeRO reduce-scattered, this rank's part of it into
+   its place in z->shard (a part of its own, as the sums in flight may not overlap). */
 static void start(mt_dist_grads *g, int b) {
     MPI_Request *req = g->req;
-    MPI_Iallreduce(MPI_IN_PLACE, g->P->grad + g->lo[b], (int)(g->hi[b] - g->lo[b]), MPI_FLOAT,
-                   MPI_SUM, MPI_COMM_WORLD, &req[b]);
+    float *bucket = g->P->grad + g->lo[b];
+    const mt_zero *z = g->zero;
+    if (!z)
+        MPI_Iallreduce(MPI_IN_PLACE, bucket, (int)(g->hi[b] - g->lo[b]), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &req[b]);
+    else {
+        size_t at = g->lo[b] > z->at[g_rank] ? g->lo[b] - z->at[g_rank] : 0;
+        float *part = g->rs_counts[b * g_size + g_rank] ? z->shard + at : z->shard;
+        MPI_Ireduce_scatter(bucket, part, g->rs_counts + b * g_size, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD, &req[b]);
+    }
     g->started[b] = true;
 }
 
@@ -195,6 +228,10 @@ void mt_dist_grads_end(mt_dist_grads *g, mt_ctx *c) {
     for (int b = 0; b < g->n_buckets; b++)
         if (!g->started[b]) start(g, b);
     MPI_Waitall(g->n_buckets, g->req, MPI_STATUSES_IGNORE);
+    const mt_zero *z = g->zero;
+    if (z) /* this rank's shard summed; the rest stays its own gradient */
+        memcpy(g->P->grad + z->at[g_rank], z->shard,
+               (z->at[g_rank + 1] - z->at[g_rank]) * sizeof(float));
     g->comm_s += now() - t0;
 #else
     (void)g, (void)c;

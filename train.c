@@ -147,21 +147,29 @@ static const char *hms(double s, char *buf, size_t len) {
     return buf;
 }
 
-/* Under MPI: the optimizer state's bytes on each rank (collective), with --zero 1 a shard each. */
+/* Under MPI: the optimizer state's bytes on each rank (collective), with --zero 1 a shard each,
+   and the largest entry's, which bounds how far a shard of whole entries is from 1/N. */
 static void print_state(const mt_trainer *tr) {
     int N = mt_dist_size();
-    double bytes[N], whole = (double)tr->opt.n_slots * (double)tr->P->total * sizeof(float),
-                     most = 0;
+    const mt_params *P = tr->P;
+    double slot_bytes = (double)tr->opt.n_slots * sizeof(float), whole = slot_bytes * P->total;
+    double bytes[N], most = 0, largest = 0;
     if (tr->cfg.zero) mt_zero_state_bytes(&tr->zero, &tr->opt, bytes);
     else
         for (int r = 0; r < N; r++) bytes[r] = whole;
+    for (int i = 0; i < P->n; i++) {
+        size_t end = i + 1 < P->n ? P->p[i + 1].offset : P->total;
+        if (slot_bytes * (end - P->p[i].offset) > largest)
+            largest = slot_bytes * (end - P->p[i].offset);
+    }
     printf("state   optimizer state bytes per rank:");
     for (int r = 0; r < N; r++) {
         printf(" %.0f", bytes[r]);
         most = bytes[r] > most ? bytes[r] : most;
     }
-    printf(" (the whole %.0f; %s", whole, tr->cfg.zero ? "--zero 1, " : "not sharded, ");
-    printf("the most %.3f x 1/%d of it)\n", whole > 0 ? most * N / whole : 0.0, N);
+    printf(" (the whole %.0f, the largest tensor's %.0f; %s the most %.3f x 1/%d of it)\n", whole,
+           largest, tr->cfg.zero ? "--zero 1," : "not sharded,", whole > 0 ? most * N / whole : 0.0,
+           N);
 }
 
 /* The data, model and training lines (and the MPI line), and the data's warning. */

@@ -238,7 +238,8 @@ typedef struct {
 /* One step: a batch of grad_accum x batch rows, drawn at once; forward and backward of each
    micro-batch of batch rows (under MPI this rank's slice of it), the gradients accumulated in
    P->grad (or the replicas' buffers) with the weight of their rows in the step's batch, and
-   summed across ranks during the last backward; clip, the optimizer update (skipped when the
+   summed across ranks during the last backward (with --zero 1 reduce-scattered: this rank's
+   shard is updated and the parameters all-gathered); clip, the optimizer update (skipped when the
    loss or the gradient norm is not finite), zero grad; the last three in one pass
    (mt_optim_update). After a step that updated nothing, or with tr->keep_grad, P->grad holds the
    gradient (summed; clipped when the update ran). No allocation: the step arena and the

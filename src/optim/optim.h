@@ -299,6 +299,12 @@ double mt_optim_clip(mt_params *P, double max_norm);
  * that differs from the parameter's is an error naming it. A shard's optimizer (first, last) loads
  * its entries' part of a whole file; saving needs the whole state (zero.c gathers it first). */
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err);
+/* The same file with slot k of entry e read from slot_of(o, k, e, arg), e->n floats (a shard's
+   optimizer saving the whole state: zero.c). */
+mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
+                             const float *(*slot_of)(const mt_optim *o, int k, const mt_param *e,
+                                                     void *arg),
+                             void *arg, const char *path, mt_err *err);
 mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_err *err);
 
 #endif

@@ -24,11 +24,24 @@ static bool kept(const mt_optim *o, const mt_params *P, const char *name) {
     return false;
 }
 
+/* The state's own arrays (mt_optim_save). */
+static const float *own_slot(const mt_optim *o, int k, const mt_param *e, void *arg) {
+    (void)arg;
+    return o->slot[k] + (e->offset - o->lo);
+}
+
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err) {
-    MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
-              P->total, o->total);
     MT_ASSERT(o->lo == 0 && o->hi == P->total, "optim: saving a shard [%zu, %zu) of the state",
               o->lo, o->hi);
+    return mt_optim_save_from(o, P, own_slot, NULL, path, err);
+}
+
+mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
+                             const float *(*slot_of)(const mt_optim *o, int k, const mt_param *e,
+                                                     void *arg),
+                             void *arg, const char *path, mt_err *err) {
+    MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
+              P->total, o->total);
     size_t cap = (size_t)o->n_slots * (size_t)P->n + 1;
     mt_st_item *items = calloc(cap, sizeof *items);
     char(*names)[128] = calloc(cap, sizeof *names);
@@ -46,7 +59,7 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
             items[n] = (mt_st_item){.name = names[n],
                                     .ndim = e->ndim,
                                     .shape = e->shape,
-                                    .data = o->slot[k] + e->offset};
+                                    .data = slot_of(o, k, e, arg)};
             n++;
         }
     char step[32];

@@ -94,8 +94,9 @@ double mt_zero_grad_sumsq(const mt_zero *z, const mt_params *P);
    kept, the bf16 copy rounded), and the gradient outside the shard zeroed, or with `grads`
    all-gathered too (P->grad then holds the whole summed gradient, as without --zero). */
 void mt_zero_gather(const mt_zero *z, mt_params *P, bool grads);
-/* Collective: the shards' optimizer state gathered on rank 0, which saves it as mt_optim_save
-   (the same file as an unsharded run's); the other ranks return MT_OK. */
+/* Collective: the other shards' optimizer state gathered on rank 0, which saves it with its own
+   as mt_optim_save (the same file as an unsharded run's; for the write rank 0 holds the whole
+   state, as every rank does without --zero); the other ranks return MT_OK. */
 mt_status mt_zero_save_optim(const mt_zero *z, const mt_optim *o, const mt_params *P,
                              const char *path, mt_err *err);
 /* Collective: the optimizer state bytes each rank holds, bytes[ranks]. */

@@ -108,31 +108,39 @@ void mt_zero_gather(const mt_zero *z, mt_params *P, bool grads) {
     }
 }
 
+/* Where rank 0 finds slot k of entry e: in its own shard, or in the floats the others sent. */
+typedef struct {
+    float *others[MT_OPTIM_MAX_SLOTS]; /* slot k of [at[1], total), laid out as P->data */
+    size_t at;
+} gathered;
+
+static const float *gathered_slot(const mt_optim *o, int k, const mt_param *e, void *arg) {
+    const gathered *g = arg;
+    return e->offset < g->at ? o->slot[k] + e->offset : g->others[k] + (e->offset - g->at);
+}
+
 mt_status mt_zero_save_optim(const mt_zero *z, const mt_optim *o, const mt_params *P,
                              const char *path, mt_err *err) {
     bool root = mt_dist_rank() == 0;
-    mt_optim whole = *o; /* the same kind and step, the whole table's state */
-    whole.first = 0, whole.last = P->n, whole.lo = 0, whole.hi = P->total;
+    size_t n = P->total - z->at[1]; /* the others' floats, received by rank 0 */
+    gathered g = {.at = z->at[1]};
     bool ok = true;
-    for (int k = 0; k < o->n_slots; k++) {
-        whole.slot[k] = root ? mt_alloc_big(P->total * sizeof(float)) : NULL;
-        ok &= !root || whole.slot[k];
-    }
-    mt_status s = MT_OK;
+    for (int k = 0; k < o->n_slots && root; k++)
+        ok &= (g.others[k] = mt_alloc_big((n ? n : 1) * sizeof(float))) != NULL;
 #ifdef MT_MPI
-    int displs[z->ranks], okay = ok;
-    for (int r = 0; r < z->ranks; r++) displs[r] = (int)z->at[r];
+    int displs[z->ranks], counts[z->ranks], okay = ok;
+    for (int r = 0; r < z->ranks; r++)
+        displs[r] = r ? (int)(z->at[r] - z->at[1]) : 0, counts[r] = r ? z->counts[r] : 0;
     MPI_Bcast(&okay, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int k = 0; k < o->n_slots && okay; k++)
-        MPI_Gatherv(o->slot[k], z->counts[mt_dist_rank()], MPI_FLOAT, whole.slot[k], z->counts,
-                    displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
-#else
-    (void)z;
+        MPI_Gatherv(o->slot[k], root ? 0 : z->counts[mt_dist_rank()], MPI_FLOAT, g.others[k],
+                    counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
 #endif
+    mt_status s = MT_OK;
     if (root)
-        s = ok ? mt_optim_save(&whole, P, path, err)
+        s = ok ? mt_optim_save_from(o, P, gathered_slot, &g, path, err)
                : mt_errorf(err, MT_ENOMEM, "%s: out of memory gathering the optimizer state", path);
-    for (int k = 0; k < o->n_slots; k++) free(whole.slot[k]);
+    for (int k = 0; k < o->n_slots; k++) free(g.others[k]);
     return s;
 }
 

@@ -150,22 +150,29 @@ void mt_dist_grads_free(mt_dist_grads *g) {
 }
 
 #ifdef MT_MPI
-/* Bucket b's sum: all-reduced in place, or with ZeRO reduce-scattered, this rank's part of it into
-   its place in z->shard (a part of its own, as the sums in flight may not overlap). */
+/* Bucket b's sum: all-reduced in place, or with ZeRO reduce-scattered in place: this rank's part
+   of the sum lands at the bucket's start (MPI_IN_PLACE's rule), moved to its place once complete
+   (place_part). The buckets are disjoint ranges of P->grad, so sums in flight never overlap. */
 static void start(mt_dist_grads *g, int b) {
     MPI_Request *req = g->req;
     float *bucket = g->P->grad + g->lo[b];
-    const mt_zero *z = g->zero;
-    if (!z)
+    if (!g->zero)
         MPI_Iallreduce(MPI_IN_PLACE, bucket, (int)(g->hi[b] - g->lo[b]), MPI_FLOAT, MPI_SUM,
                        MPI_COMM_WORLD, &req[b]);
-    else {
-        size_t at = g->lo[b] > z->at[g_rank] ? g->lo[b] - z->at[g_rank] : 0;
-        float *part = g->rs_counts[b * g_size + g_rank] ? z->shard + at : z->shard;
-        MPI_Ireduce_scatter(bucket, part, g->rs_counts + b * g_size, MPI_FLOAT, MPI_SUM,
+    else
+        MPI_Ireduce_scatter(MPI_IN_PLACE, bucket, g->rs_counts + b * g_size, MPI_FLOAT, MPI_SUM,
                             MPI_COMM_WORLD, &req[b]);
-    }
     g->started[b] = true;
+}
+
+/* With ZeRO, after bucket b's reduce-scatter: this rank's part from the bucket's start to where it
+   belongs (the rest of the bucket is left undefined: outside the shard, zeroed after the update). */
+static void place_part(const mt_dist_grads *g, int b) {
+    const mt_zero *z = g->zero;
+    size_t at = z->at[g_rank] > g->lo[b] ? z->at[g_rank] - g->lo[b] : 0;
+    int n = g->rs_counts[b * g_size + g_rank];
+    float *bucket = g->P->grad + g->lo[b];
+    if (n > 0 && at > 0) memmove(bucket + at, bucket, (size_t)n * sizeof(float));
 }
 
 /* The entry of a tensor that is a parameter's view, or -1. */
@@ -228,10 +235,7 @@ void mt_dist_grads_end(mt_dist_grads *g, mt_ctx *c) {
     for (int b = 0; b < g->n_buckets; b++)
         if (!g->started[b]) start(g, b);
     MPI_Waitall(g->n_buckets, g->req, MPI_STATUSES_IGNORE);
-    const mt_zero *z = g->zero;
-    if (z) /* this rank's shard summed; the rest stays its own gradient */
-        memcpy(g->P->grad + z->at[g_rank], z->shard,
-               (z->at[g_rank + 1] - z->at[g_rank]) * sizeof(float));
+    for (int b = 0; g->zero && b < g->n_buckets; b++) place_part(g, b);
     g->comm_s += now() - t0;
 #else
     (void)g, (void)c;

@@ -75,7 +75,6 @@ typedef struct {
     int *first;   /* (ranks + 1) */
     size_t *at;   /* (ranks + 1) */
     int *counts;  /* (ranks) floats of each shard, for the gathers */
-    float *shard; /* (at[rank + 1] - at[rank]) this rank's part of a reduce-scatter */
     float *stash; /* the buffers (BatchNorm's statistics) outside the shard, kept across a
                            gather: each rank keeps its own, as without --zero */
     size_t stash_floats;
@@ -118,7 +117,7 @@ typedef struct {
 
 /* Buckets of about bucket_floats gradients; with zero (not NULL) each bucket is reduce-scattered
    into the ranks' shards, and mt_dist_grads_end leaves this rank's shard of P->grad summed (the
-   rest of P->grad holds this rank's own gradient). */
+   rest of P->grad undefined: mt_zero_gather zeroes or gathers it). */
 mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats,
                              const mt_zero *zero, mt_err *err);
 /* Between the forward and the backward pass: marks each parameter's last reader on c's tape and

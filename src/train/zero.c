@@ -41,9 +41,8 @@ mt_status mt_zero_init(mt_zero *z, const mt_params *P, mt_err *err) {
     for (int i = 0; i < P->n; i++)
         if (P->p[i].role == MT_ROLE_BUFFER && (i < z->first[me] || i >= z->first[me + 1]))
             z->stash_floats += P->p[i].n;
-    z->shard = malloc((z->counts[me] ? (size_t)z->counts[me] : 1) * sizeof(float));
     z->stash = malloc((z->stash_floats ? z->stash_floats : 1) * sizeof(float));
-    if (z->shard && z->stash) return MT_OK;
+    if (z->stash) return MT_OK;
 oom:
     mt_zero_free(z);
     return mt_errorf(err, MT_ENOMEM, "out of memory for --zero 1's shard");
@@ -53,7 +52,6 @@ void mt_zero_free(mt_zero *z) {
     free(z->first);
     free(z->at);
     free(z->counts);
-    free(z->shard);
     free(z->stash);
     memset(z, 0, sizeof *z);
 }

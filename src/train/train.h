@@ -65,8 +65,8 @@ void mt_dist_agree(mt_status *s, mt_err *err);
 
 /* ZeRO-1 (--zero 1, zero.c): the optimizer state sharded across the ranks. Rank r holds the state
    of a run of whole entries of the parameter table, [first[r], first[r + 1]), floats
-   [at[r], at[r + 1]) of P->data (the runs tile the table in order, cut where the floats are
-   nearest to r/N of the whole: each rank's share is 1/N within the largest entry). A step's
+   [at[r], at[r + 1]) of P->data (the runs tile the table in order, cut so that the largest run is
+   as small as it can be: 1/N of the floats within the largest entry). A step's
    gradients are reduce-scattered (each bucket's sum lands in its owners' shards), each rank
    updates its own entries, and the parameters are all-gathered. Whole entries because Muon steps
    a matrix whole (Newton-Schulz); the same cut serves every kind. */
@@ -80,8 +80,8 @@ typedef struct {
     size_t stash_floats;
 } mt_zero;
 
-/* The cut of P's entries into `ranks` runs (first: ranks + 1 entries, 0 and P->n at the ends):
-   the boundary r at the entry whose offset is nearest r * total / ranks, never decreasing. */
+/* The cut of P's entries into `ranks` runs (first: ranks + 1 entries, 0 and P->n at the ends) whose
+   largest is the smallest possible: at most total / ranks floats plus the largest entry. */
 void mt_zero_plan(const mt_params *P, int ranks, int *first);
 /* The plan for this job's ranks and its buffers. */
 mt_status mt_zero_init(mt_zero *z, const mt_params *P, mt_err *err);

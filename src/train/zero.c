@@ -2,6 +2,7 @@
    parameter table (train.h, mt_zero); the plan, the gathers after an update, the gathered save and
    the bytes each rank holds. The gradients' reduce-scatter is in dist.c (the buckets). Without
    MT_MPI the job has one rank and --zero 1 is refused before any of this runs. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,16 +16,36 @@
 /* Where entry i starts in P->data (i = P->n: the end). */
 static size_t start_of(const mt_params *P, int i) { return i < P->n ? P->p[i].offset : P->total; }
 
-void mt_zero_plan(const mt_params *P, int ranks, int *first) {
-    first[0] = 0;
-    for (int r = 1; r < ranks; r++) {
-        double want = (double)P->total * r / ranks;
-        int i = first[r - 1]; /* the first entry starting at or after want, or the one before */
-        while (i < P->n && (double)start_of(P, i) < want) i++;
-        if (i > first[r - 1] && want - (double)start_of(P, i - 1) < (double)start_of(P, i) - want)
-            i--;
-        first[r] = i;
+/* The runs of at most cap floats P's entries fill in order, each run as long as it fits: their
+   starts into first (when not NULL); their count, or INT_MAX when an entry alone is larger. */
+static int fill(const mt_params *P, size_t cap, int *first, int ranks) {
+    int runs = 1;
+    size_t used = 0;
+    if (first) first[0] = 0;
+    for (int i = 0; i < P->n; i++) {
+        size_t span = start_of(P, i + 1) - start_of(P, i);
+        if (span > cap) return INT_MAX;
+        if (used + span > cap) {
+            if (first && runs < ranks) first[runs] = i;
+            runs++, used = 0;
+        }
+        used += span;
     }
+    for (int r = runs; first && r < ranks; r++) first[r] = P->n; /* ranks left without entries */
+    return runs;
+}
+
+/* The smallest cap whose runs number at most `ranks` (a binary search: the runs only grow as the
+   cap shrinks), then those runs: the largest shard is as small as a cut into runs allows, at most
+   1/N of the floats plus the largest entry. */
+void mt_zero_plan(const mt_params *P, int ranks, int *first) {
+    size_t lo = (P->total + (size_t)ranks - 1) / (size_t)ranks, hi = P->total > lo ? P->total : lo;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fill(P, mid, NULL, ranks) <= ranks) hi = mid;
+        else lo = mid + 1;
+    }
+    fill(P, lo, first, ranks);
     first[ranks] = P->n;
 }
 

@@ -1,10 +1,10 @@
 #!/bin/sh
 # --zero 1 under MPI (ZeRO-1, docs/mpi.md): the optimizer state sharded across the ranks. Checks,
 # against the same run without --zero (the unsharded run):
-# - 2 ranks, with AdamW, Adam, SGD with momentum, Lion and Muon, in bf16, with --grad-accum 2 and
-#   on a ViT with BatchNorm (buffers: each rank keeps its own statistics): the metrics and both
-#   checkpoint files bit-identical (a sum of two floats does not depend on its order, so the
-#   reduce-scatter's sums are the all-reduce's);
+# - 2 ranks, with AdamW, Adam, SGD with momentum, Lion and Muon, in bf16, with --grad-accum 2, with
+#   --recompute block and on a ViT with BatchNorm (buffers: each rank keeps its own statistics):
+#   the metrics and both checkpoint files bit-identical (a sum of two floats does not depend on
+#   its order, so the reduce-scatter's sums are the all-reduce's);
 # - 4 ranks (oversubscribed), AdamW and Muon: losses, validation losses and gradient norms within a
 #   relative 1e-6, every tensor of both checkpoints within 1e-6 of its largest element, and the
 #   same tensor names and metadata (the sums may be added in another order);
@@ -78,6 +78,8 @@ done
 pair 2 "2 ranks, bf16" $TINY --precision bf16 --steps 12 && same_bits "2 ranks, bf16"
 pair 2 "2 ranks, --grad-accum 2" $TINY --batch 4 --grad-accum 2 --steps 12 &&
     same_bits "2 ranks, --grad-accum 2"
+pair 2 "2 ranks, --recompute block" $TINY --recompute block --steps 12 &&
+    same_bits "2 ranks, --recompute block"
 pair 2 "2 ranks, ViT with BatchNorm" --model vit --data data/mnist --patch 7 --n-layer 2 \
     --n-head 2 --n-embd 16 --batch 16 --norm bn --schedule const --steps 10 --eval-every 5 \
     --eval-batches 2 --log-every 1 --bucket-kb 4 && same_bits "2 ranks, ViT with BatchNorm"

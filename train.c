@@ -147,6 +147,31 @@ static const char *hms(double s, char *buf, size_t len) {
     return buf;
 }
 
+/* Under MPI: the optimizer state's bytes on each rank (collective), with --zero 1 a shard each,
+   and the largest entry's, which bounds how far a shard of whole entries is from 1/N. */
+static void print_state(const mt_trainer *tr) {
+    int N = mt_dist_size();
+    const mt_params *P = tr->P;
+    double slot_bytes = (double)tr->opt.n_slots * sizeof(float), whole = slot_bytes * P->total;
+    double bytes[N], most = 0, largest = 0;
+    if (tr->cfg.zero) mt_zero_state_bytes(&tr->zero, &tr->opt, bytes);
+    else
+        for (int r = 0; r < N; r++) bytes[r] = whole;
+    for (int i = 0; i < P->n; i++) {
+        size_t end = i + 1 < P->n ? P->p[i + 1].offset : P->total;
+        if (slot_bytes * (end - P->p[i].offset) > largest)
+            largest = slot_bytes * (end - P->p[i].offset);
+    }
+    printf("state   optimizer state bytes per rank:");
+    for (int r = 0; r < N; r++) {
+        printf(" %.0f", bytes[r]);
+        most = bytes[r] > most ? bytes[r] : most;
+    }
+    printf(" (the whole %.0f, the largest tensor's %.0f; %s the most %.3f x 1/%d of it)\n", whole,
+           largest, tr->cfg.zero ? "--zero 1," : "not sharded,", whole > 0 ? most * N / whole : 0.0,
+           N);
+}
+
 /* The data, model and training lines (and the MPI line), and the data's warning. */
 static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
     const mt_model_type *type = tr->model->type;
@@ -179,6 +204,7 @@ static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
                "gradients summed in %d buckets\n",
                mt_dist_size(), mt_dist_local_size(), o->batch / mt_dist_size(),
                (o->batch + mt_dist_size() - 1) / mt_dist_size(), tr->dist.n_buckets);
+    if (mt_dist_size() > 1) print_state(tr);
 }
 
 static bool tty; /* progress on one line, rewritten (a terminal, one process) */

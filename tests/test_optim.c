@@ -891,6 +891,73 @@ static void test_errors(void) {
           "choices %s", buf);
 }
 
+/* ZeRO-1's shards (src/train/zero.c): the optimizers of runs of entries that tile the table, each
+   stepping its own entries, give the bits of one optimizer of the whole table (Muon too, with a
+   shard that holds no matrix), and each loads its part of a whole state file; mt_zero_plan tiles
+   the table with each run within the largest entry of 1/N of the floats. */
+static void test_shards(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/shards.safetensors", dir);
+    for (int kind = 0; kind < N_KINDS; kind++) {
+        mt_params P, Q;
+        make_params(&P, 300, 6);
+        make_params(&Q, 300, 6);
+        mt_optim_config c = config(KINDS[kind]);
+        int first[4];
+        mt_zero_plan(&P, 3, first); /* wte and ln; fc, its bias and the buffer; head */
+        mt_optim o, q[3];
+        mt_err err;
+        CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
+        for (int r = 0; r < 3; r++)
+            CHECK(mt_optim_init_shard(&q[r], &c, &Q, first[r], first[r + 1], &err) == MT_OK,
+                  "shard %d [%d, %d): %s", r, first[r], first[r + 1], err.msg);
+        for (int s = 0; s < 3; s++) {
+            mt_optim_step(&o, &P, 0.01 * (s + 1));
+            for (int r = 0; r < 3; r++) mt_optim_step(&q[r], &Q, 0.01 * (s + 1));
+        }
+        const char *name = mt_enum_name(&MT_OPTIMS, c.kind);
+        CHECK(memcmp(P.data, Q.data, P.total * sizeof(float)) == 0, "%s: the shards' steps differ",
+              name);
+        CHECK(mt_optim_save(&o, &P, path, &err) == MT_OK, "save: %s", err.msg);
+        for (int r = 0; r < 3; r++) {
+            size_t floats = (q[r].hi - q[r].lo) * sizeof(float);
+            for (int k = 0; k < o.n_slots; k++)
+                CHECK(memcmp(q[r].slot[k], o.slot[k] + q[r].lo, floats) == 0,
+                      "%s: shard %d's %s differs", name, r, o.type->slot_names[k]);
+            mt_optim_free(&q[r]);
+            CHECK(mt_optim_init_shard(&q[r], &c, &Q, first[r], first[r + 1], NULL) == MT_OK &&
+                      mt_optim_load(&q[r], &Q, path, &err) == MT_OK && q[r].t == 3,
+                  "%s: shard %d's load: %s", name, r, err.msg);
+            for (int k = 0; k < o.n_slots; k++)
+                CHECK(memcmp(q[r].slot[k], o.slot[k] + q[r].lo, floats) == 0,
+                      "%s: shard %d's loaded %s differs", name, r, o.type->slot_names[k]);
+            mt_optim_free(&q[r]);
+        }
+        mt_optim_free(&o);
+        mt_params_free(&P);
+        mt_params_free(&Q);
+    }
+    mt_params P;
+    make_params(&P, 40, 7);
+    size_t largest = 0;
+    for (int i = 0; i < P.n; i++) {
+        size_t end = i + 1 < P.n ? P.p[i + 1].offset : P.total;
+        largest = end - P.p[i].offset > largest ? end - P.p[i].offset : largest;
+    }
+    for (int N = 1; N <= 8; N++) {
+        int first[9];
+        mt_zero_plan(&P, N, first);
+        bool ok = first[0] == 0 && first[N] == P.n;
+        for (int r = 0; r < N; r++) {
+            size_t lo = first[r] < P.n ? P.p[first[r]].offset : P.total;
+            size_t hi = first[r + 1] < P.n ? P.p[first[r + 1]].offset : P.total;
+            ok &= first[r] <= first[r + 1] && hi - lo <= P.total / N + largest;
+        }
+        CHECK(ok, "mt_zero_plan for %d ranks", N);
+    }
+    mt_params_free(&P);
+}
+
 int main(void) {
     char dir[] = "/tmp/mt_test_optim_XXXXXX";
     MT_ASSERT(mkdtemp(dir), "mkdtemp");
@@ -903,6 +970,7 @@ int main(void) {
     test_fused();
     test_bf16_copy();
     test_state(dir);
+    test_shards(dir);
     test_registry();
     test_walk();
     test_old_state(dir);

@@ -97,7 +97,7 @@ static bool plan_walk(mt_optim *o, const mt_params *P) {
     o->at = calloc((size_t)P->n + 2, sizeof *o->at);
     if (!o->walk || !o->at) return false;
     for (int whole = 0; whole < 2; whole++)
-        for (int i = 0; i < P->n; i++) {
+        for (int i = o->first; i < o->last; i++) {
             const mt_param *e = &P->p[i];
             if (e->role == MT_ROLE_BUFFER || (ty->whole && ty->whole(&o->cfg, e)) != whole)
                 continue;
@@ -118,8 +118,16 @@ static bool plan_walk(mt_optim *o, const mt_params *P) {
     return o->scratch != NULL;
 }
 
-mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
-                             mt_params *P, mt_err *err) {
+/* Whether type steps any trainable entry of P whole. */
+static bool any_whole(const mt_optim_type *type, const mt_optim_config *c, const mt_params *P) {
+    for (int i = 0; type->whole && i < P->n; i++)
+        if (P->p[i].role != MT_ROLE_BUFFER && type->whole(c, &P->p[i])) return true;
+    return false;
+}
+
+/* The state of entries [first, last) of P for type. */
+static mt_status init_range(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
+                            mt_params *P, int first, int last, mt_err *err) {
     memset(o, 0, sizeof *o);
     MT_ASSERT(P->data, "optim: the parameters are not allocated");
     mt_status s = mt_optim_validate(c, err);
@@ -128,34 +136,49 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
     o->cfg = *c;
     o->type = type;
     o->total = P->total;
+    o->first = first, o->last = last;
+    o->lo = first < P->n ? P->p[first].offset : P->total;
+    o->hi = last < P->n ? P->p[last].offset : P->total;
     o->n_slots = type->slots(c);
     MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots", type->name,
               o->n_slots);
     apply_decay_scope(P, c->decay_scope);
     if ((s = unit_decay_check(c, P, err)) != MT_OK) return s;
     bool ok = plan_walk(o, P);
-    if (ok && type->needs_whole && o->n_whole == 0) {
+    if (ok && type->needs_whole && !any_whole(type, c, P)) {
         mt_optim_free(o);
         return mt_errorf(err, MT_EINVAL,
                          "--optim %s steps the hidden 2-D matrices whole, and this model has "
                          "none; use --optim adamw",
                          type->name);
     }
-    for (int k = 0; k < o->n_slots && ok; k++) ok = (o->slot[k] = zeros(P->total)) != NULL;
+    for (int k = 0; k < o->n_slots && ok; k++) ok = (o->slot[k] = zeros(o->hi - o->lo)) != NULL;
     if (!ok) {
         mt_optim_free(o);
         return mt_errorf(err, MT_ENOMEM, "optim: cannot allocate the state for %zu parameters",
-                         P->total);
+                         o->hi - o->lo);
     }
     return MT_OK;
 }
 
-mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err) {
+mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
+                             mt_params *P, mt_err *err) {
+    return init_range(o, type, c, P, 0, P->n, err);
+}
+
+mt_status mt_optim_init_shard(mt_optim *o, const mt_optim_config *c, mt_params *P, int first,
+                              int last, mt_err *err) {
+    MT_ASSERT(0 <= first && first <= last && last <= P->n, "optim: shard [%d, %d) of %d entries",
+              first, last, P->n);
     if ((unsigned)c->kind >= (unsigned)MT_OPTIMS.n) { /* its message, before indexing */
         memset(o, 0, sizeof *o);
         return mt_optim_validate(c, err);
     }
-    return mt_optim_init_type(o, mt_optim_types[c->kind], c, P, err);
+    return init_range(o, mt_optim_types[c->kind], c, P, first, last, err);
+}
+
+mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_err *err) {
+    return mt_optim_init_shard(o, c, P, 0, P->n, err);
 }
 
 void mt_optim_free(mt_optim *o) {
@@ -181,7 +204,7 @@ typedef struct {
 /* Entry e's first element, its gradient g: the step's view, lo and n to be set. */
 static mt_optim_tensor tensor_of(const update_ctx *u, const mt_param *e, const float *g) {
     mt_optim_tensor x = {.e = e, .p = u->P->data + e->offset, .g = g};
-    for (int k = 0; k < u->o->n_slots; k++) x.s[k] = u->o->slot[k] + e->offset;
+    for (int k = 0; k < u->o->n_slots; k++) x.s[k] = u->o->slot[k] + (e->offset - u->o->lo);
     return x;
 }
 
@@ -289,7 +312,7 @@ static void sumsq(const float *x, size_t n, double acc[16]) {
     for (; i < n; i++) acc[0] += (double)x[i] * x[i];
 }
 
-double mt_grads_norm(const mt_grads *G, size_t total) {
+double mt_grads_sumsq(const mt_grads *G, size_t total) {
     size_t T = total >= MT_PAR_MIN ? (size_t)mt_threads() : 1; /* parts, one a thread */
     double part[T];
     MT_PARALLEL_FOR(T > 1, for (size_t id = 0; id < T; id++) {
@@ -306,8 +329,10 @@ double mt_grads_norm(const mt_grads *G, size_t total) {
     });
     double s = 0;
     for (size_t i = 0; i < T; i++) s += part[i];
-    return sqrt(s);
+    return s;
 }
+
+double mt_grads_norm(const mt_grads *G, size_t total) { return sqrt(mt_grads_sumsq(G, total)); }
 
 double mt_optim_grad_norm(const mt_params *P) {
     return mt_grads_norm(&(mt_grads){.g = &P->grad, .n = 1}, P->total);

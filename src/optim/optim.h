@@ -216,8 +216,12 @@ typedef struct {
     const mt_optim_type *type;
     long t;       /* updates taken; the next mt_optim_step is update t + 1 */
     size_t total; /* floats in P->data */
+    /* the entries [first, last) of the table whose state this optimizer holds and steps, floats
+       [lo, hi) of P->data: the whole table, or a ZeRO-1 shard (mt_optim_init_shard) */
+    int first, last;
+    size_t lo, hi;
     int n_slots;
-    float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->data */
+    float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->data [lo, hi) */
     /* the walk, fixed at init: the indices of the entries stepped in pieces, then of those
        stepped whole, each group in table order; at[j] (j <= n_pieces) = the floats before
        walk[j] among the pieces' entries, each padded to 16; at[n_pieces] = piece_floats */
@@ -238,6 +242,12 @@ mt_status mt_optim_init(mt_optim *o, const mt_optim_config *c, mt_params *P, mt_
 mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_optim_config *c,
                              mt_params *P, mt_err *err);
 void mt_optim_free(mt_optim *o);
+/* ZeRO-1's shard (src/train/zero.c): the state of the entries [first, last) alone, floats
+   [P->p[first].offset, P->p[last].offset) (total for last = P->n), and an update that steps only
+   them (the other entries' data and gradients are left as they are). A kind that needs a tensor
+   whole is checked against the whole table. mt_optim_init is the shard [0, P->n). */
+mt_status mt_optim_init_shard(mt_optim *o, const mt_optim_config *c, mt_params *P, int first,
+                              int last, mt_err *err);
 
 /* ---- a step's gradient ----------------------------------------------------------------------
  * The gradient of a batch split across replicas (mt_replicas) lies in several buffers laid out as
@@ -268,6 +278,8 @@ void mt_optim_step(mt_optim *o, mt_params *P, double lr);
    double over a fixed partition and combined in thread order: the same bits for the same thread
    count. mt_optim_grad_norm: of P->grad. */
 double mt_grads_norm(const mt_grads *G, size_t total);
+/* Its square, the sum before the root (a shard's part of a norm across ranks). */
+double mt_grads_sumsq(const mt_grads *G, size_t total);
 double mt_optim_grad_norm(const mt_params *P);
 /* g[0] = P->grad becomes the summed gradient; the other buffers are zeroed. */
 void mt_grads_sum(const mt_grads *G, size_t total);
@@ -286,8 +298,15 @@ double mt_optim_clip(mt_params *P, double max_norm);
  * keeps (SGD with momentum and Lion "m"; Adam, AdamW, Muon "m" and "v") and every trainable entry;
  * __metadata__ "optim" (the kind's name) and "step" (o->t). Loading into an initialised
  * optimizer restores them; a file for another optimizer, a missing or extra tensor or a shape
- * that differs from the parameter's is an error naming it. */
+ * that differs from the parameter's is an error naming it. A shard's optimizer (first, last) loads
+ * its entries' part of a whole file; saving needs the whole state (zero.c gathers it first). */
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err);
+/* The same file with slot k of entry e read from slot_of(o, k, e, arg), e->n floats (a shard's
+   optimizer saving the whole state: zero.c). */
+mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
+                             const float *(*slot_of)(const mt_optim *o, int k, const mt_param *e,
+                                                     void *arg),
+                             void *arg, const char *path, mt_err *err);
 mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_err *err);
 
 #endif

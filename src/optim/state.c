@@ -24,7 +24,22 @@ static bool kept(const mt_optim *o, const mt_params *P, const char *name) {
     return false;
 }
 
+/* The state's own arrays (mt_optim_save). */
+static const float *own_slot(const mt_optim *o, int k, const mt_param *e, void *arg) {
+    (void)arg;
+    return o->slot[k] + (e->offset - o->lo);
+}
+
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err) {
+    MT_ASSERT(o->lo == 0 && o->hi == P->total, "optim: saving a shard [%zu, %zu) of the state",
+              o->lo, o->hi);
+    return mt_optim_save_from(o, P, own_slot, NULL, path, err);
+}
+
+mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
+                             const float *(*slot_of)(const mt_optim *o, int k, const mt_param *e,
+                                                     void *arg),
+                             void *arg, const char *path, mt_err *err) {
     MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
               P->total, o->total);
     size_t cap = (size_t)o->n_slots * (size_t)P->n + 1;
@@ -44,7 +59,7 @@ mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path,
             items[n] = (mt_st_item){.name = names[n],
                                     .ndim = e->ndim,
                                     .shape = e->shape,
-                                    .data = o->slot[k] + e->offset};
+                                    .data = slot_of(o, k, e, arg)};
             n++;
         }
     char step[32];
@@ -117,12 +132,13 @@ mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_er
     if ((s = check_meta(o, &st, path, &t, err)) == MT_OK &&
         (s = check_tensors(o, P, &st, path, err)) == MT_OK) {
         for (int k = 0; k < o->n_slots; k++)
-            for (int i = 0; i < P->n; i++) {
+            for (int i = o->first; i < o->last; i++) { /* the entries of this (shard's) state */
                 const mt_param *e = &P->p[i];
                 if (e->role == MT_ROLE_BUFFER) continue;
                 char name[128];
                 slot_name(o, k, e, name, sizeof name);
-                memcpy(o->slot[k] + e->offset, mt_st_find(&st, name)->data, e->n * sizeof(float));
+                memcpy(o->slot[k] + (e->offset - o->lo), mt_st_find(&st, name)->data,
+                       e->n * sizeof(float));
             }
         o->t = t;
     }

@@ -85,9 +85,26 @@ void mt_dist_slice(int B, int *lo, int *n) {
 /* Buckets: the table's entries from the last to the first (the order in which the backward pass
    finishes them, roughly), cut after an entry once a bucket holds bucket_floats. Each bucket is
    one range of the flat gradient buffer (entries are adjacent in it). */
-mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats, mt_err *err) {
+/* With ZeRO: rs_counts[b][r], the floats of bucket b in rank r's shard (the buckets and the
+   shards each tile [0, total)). */
+static bool scatter_counts(mt_dist_grads *g) {
+    const mt_zero *z = g->zero;
+    g->rs_counts = malloc((size_t)g->n_buckets * (size_t)z->ranks * sizeof *g->rs_counts);
+    if (!g->rs_counts) return false;
+    for (int b = 0; b < g->n_buckets; b++)
+        for (int r = 0; r < z->ranks; r++) {
+            size_t lo = g->lo[b] > z->at[r] ? g->lo[b] : z->at[r];
+            size_t hi = g->hi[b] < z->at[r + 1] ? g->hi[b] : z->at[r + 1];
+            g->rs_counts[b * z->ranks + r] = hi > lo ? (int)(hi - lo) : 0;
+        }
+    return true;
+}
+
+mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats,
+                             const mt_zero *zero, mt_err *err) {
     memset(g, 0, sizeof *g);
     g->P = P;
+    g->zero = zero;
     if (g_size == 1) return MT_OK;
     int n = P->n;
     g->bucket = malloc((size_t)n * sizeof *g->bucket);
@@ -113,6 +130,10 @@ mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_float
         size += end - e->offset;
         if (size >= bucket_floats) size = 0;
     }
+    if (zero && !scatter_counts(g)) {
+        mt_dist_grads_free(g);
+        return mt_errorf(err, MT_ENOMEM, "out of memory for the gradient buckets");
+    }
     return MT_OK;
 }
 
@@ -124,15 +145,34 @@ void mt_dist_grads_free(mt_dist_grads *g) {
     free(g->pending);
     free(g->started);
     free(g->req);
+    free(g->rs_counts);
     memset(g, 0, sizeof *g);
 }
 
 #ifdef MT_MPI
+/* Bucket b's sum: all-reduced in place, or with ZeRO reduce-scattered in place: this rank's part
+   of the sum lands at the bucket's start (MPI_IN_PLACE's rule), moved to its place once complete
+   (place_part). The buckets are disjoint ranges of P->grad, so sums in flight never overlap. */
 static void start(mt_dist_grads *g, int b) {
     MPI_Request *req = g->req;
-    MPI_Iallreduce(MPI_IN_PLACE, g->P->grad + g->lo[b], (int)(g->hi[b] - g->lo[b]), MPI_FLOAT,
-                   MPI_SUM, MPI_COMM_WORLD, &req[b]);
+    float *bucket = g->P->grad + g->lo[b];
+    if (!g->zero)
+        MPI_Iallreduce(MPI_IN_PLACE, bucket, (int)(g->hi[b] - g->lo[b]), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &req[b]);
+    else
+        MPI_Ireduce_scatter(MPI_IN_PLACE, bucket, g->rs_counts + b * g_size, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD, &req[b]);
     g->started[b] = true;
+}
+
+/* With ZeRO, after bucket b's reduce-scatter: this rank's part from the bucket's start to where it
+   belongs (the rest of the bucket is left undefined: outside the shard, zeroed after the update). */
+static void place_part(const mt_dist_grads *g, int b) {
+    const mt_zero *z = g->zero;
+    size_t at = z->at[g_rank] > g->lo[b] ? z->at[g_rank] - g->lo[b] : 0;
+    int n = g->rs_counts[b * g_size + g_rank];
+    float *bucket = g->P->grad + g->lo[b];
+    if (n > 0 && at > 0) memmove(bucket + at, bucket, (size_t)n * sizeof(float));
 }
 
 /* The entry of a tensor that is a parameter's view, or -1. */
@@ -195,6 +235,7 @@ void mt_dist_grads_end(mt_dist_grads *g, mt_ctx *c) {
     for (int b = 0; b < g->n_buckets; b++)
         if (!g->started[b]) start(g, b);
     MPI_Waitall(g->n_buckets, g->req, MPI_STATUSES_IGNORE);
+    for (int b = 0; g->zero && b < g->n_buckets; b++) place_part(g, b);
     g->comm_s += now() - t0;
 #else
     (void)g, (void)c;

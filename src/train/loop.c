@@ -72,7 +72,7 @@ static mt_status step_once(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m,
     if (s == MT_OK && (p->step % lc->log_every == 0 || p->eval))
         s = log_step(tr, lc, m, rank0, p, err);
     bool save = (lc->save_every > 0 && p->step % lc->save_every == 0) || p->step == p->steps;
-    return s == MT_OK && rank0 && save ? mt_trainer_save(tr, err) : s;
+    return s == MT_OK && save ? mt_trainer_save(tr, err) : s; /* rank 0 writes */
 }
 
 mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
@@ -86,7 +86,7 @@ mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
                      .units = (double)tr->cfg.batch * tr->cfg.grad_accum *
                               tr->model->type->task->row_units(tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */
-    if (s == MT_OK && tr->step >= tr->cfg.steps && rank0) s = mt_trainer_save(tr, err);
+    if (s == MT_OK && tr->step >= tr->cfg.steps) s = mt_trainer_save(tr, err);
     while (s == MT_OK && tr->step < tr->cfg.steps) s = step_once(tr, lc, &m, rank0, &p, err);
     if (open) mt_metrics_close(&m);
     return s;

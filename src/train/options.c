@@ -140,6 +140,10 @@ static const mt_field TRAIN[] = {
       "MPI: gradients are summed across ranks in buckets of this "
       "many KiB, each sent once the backward pass has finished it",
       .range = "1.."),
+    F(zero, INT, "zero",
+      "MPI: 1 shards the optimizer state across the ranks (ZeRO-1: each rank updates its share "
+      "of the tensors, docs/mpi.md); 0: every rank holds all of it",
+      .range = "0..1", .flags = MT_FIELD_CLI),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
 #undef F
@@ -433,6 +437,7 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
         .resume = o->resume,
         .replicas = o->replicas,
+        .zero = o->zero == 1,
         .precision = o->precision,
     };
 }

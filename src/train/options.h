@@ -43,6 +43,7 @@ typedef struct {
     mt_diag_cfg diag;
     bool profile;
     int arena_mb, bucket_kb;
+    int zero; /* --zero: 0 or 1 (ZeRO-1 under MPI) */
     bool help;
 } mt_train_options;
 

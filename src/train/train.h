@@ -63,8 +63,48 @@ void mt_dist_sum(double *x, int n);
    rank) of the lowest such rank, so that all stop together with one message. */
 void mt_dist_agree(mt_status *s, mt_err *err);
 
+/* ZeRO-1 (--zero 1, zero.c): the optimizer state sharded across the ranks. Rank r holds the state
+   of a run of whole entries of the parameter table, [first[r], first[r + 1]), floats
+   [at[r], at[r + 1]) of P->data (the runs tile the table in order, cut so that the largest run is
+   as small as it can be: 1/N of the floats within the largest entry). A step's
+   gradients are reduce-scattered (each bucket's sum lands in its owners' shards), each rank
+   updates its own entries, and the parameters are all-gathered. Whole entries because Muon steps
+   a matrix whole (Newton-Schulz); the same cut serves every kind. */
+typedef struct {
+    int ranks;
+    int *first;   /* (ranks + 1) */
+    size_t *at;   /* (ranks + 1) */
+    int *counts;  /* (ranks) floats of each shard, for the gathers */
+    float *stash; /* the buffers (BatchNorm's statistics) outside the shard, kept across a
+                           gather: each rank keeps its own, as without --zero */
+    size_t stash_floats;
+} mt_zero;
+
+/* The cut of P's entries into `ranks` runs (first: ranks + 1 entries, 0 and P->n at the ends) whose
+   largest is the smallest possible: at most total / ranks floats plus the largest entry. */
+void mt_zero_plan(const mt_params *P, int ranks, int *first);
+/* The plan for this job's ranks and its buffers. */
+mt_status mt_zero_init(mt_zero *z, const mt_params *P, mt_err *err);
+void mt_zero_free(mt_zero *z);
+/* The sum of squares of the summed gradient, each rank's shard's summed across ranks: every
+   rank gets the norm's square. */
+double mt_zero_grad_sumsq(const mt_zero *z, const mt_params *P);
+/* After an update of this rank's shard: the parameters all-gathered (the buffers outside the shard
+   kept, the bf16 copy rounded), and the gradient outside the shard zeroed, or with `grads`
+   all-gathered too (P->grad then holds the whole summed gradient, as without --zero). */
+void mt_zero_gather(const mt_zero *z, mt_params *P, bool grads);
+/* Collective: the other shards' optimizer state gathered on rank 0, which saves it with its own
+   as mt_optim_save (the same file as an unsharded run's; for the write rank 0 holds the whole
+   state, as every rank does without --zero); the other ranks return MT_OK. */
+mt_status mt_zero_save_optim(const mt_zero *z, const mt_optim *o, const mt_params *P,
+                             const char *path, mt_err *err);
+/* Collective: the optimizer state bytes each rank holds, bytes[ranks]. */
+void mt_zero_state_bytes(const mt_zero *z, const mt_optim *o, double *bytes);
+
 typedef struct {
     mt_params *P;
+    const mt_zero *zero; /* NULL: the gradients are all-reduced; else reduce-scattered */
+    int *rs_counts;      /* (n_buckets x ranks) with zero: bucket b's floats in rank r's shard */
     int n_buckets;
     int *bucket;          /* (P->n) the bucket of each entry */
     const mt_node **last; /* (P->n) the node whose backward finishes entry i this step */
@@ -75,8 +115,11 @@ typedef struct {
     double comm_s;        /* seconds spent in MPI calls by this rank (starting, testing, waiting) */
 } mt_dist_grads;
 
-/* Buckets of about bucket_floats gradients. */
-mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats, mt_err *err);
+/* Buckets of about bucket_floats gradients; with zero (not NULL) each bucket is reduce-scattered
+   into the ranks' shards, and mt_dist_grads_end leaves this rank's shard of P->grad summed (the
+   rest of P->grad undefined: mt_zero_gather zeroes or gathers it). */
+mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_floats,
+                             const mt_zero *zero, mt_err *err);
 /* Between the forward and the backward pass: marks each parameter's last reader on c's tape and
    hooks c's backward; mt_dist_grads_end (after it) waits until P->grad is summed everywhere. */
 void mt_dist_grads_begin(mt_dist_grads *g, mt_ctx *c);
@@ -142,6 +185,7 @@ typedef struct {
     size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_BYTES */
     const char *options;  /* saved in checkpoints (config-file lines) */
     bool resume;          /* false: an out directory holding a run with other options is refused */
+    bool zero;            /* ZeRO-1 (mt_zero): the optimizer state sharded across MPI ranks */
     int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =
                              every thread, unless the model has buffers or MPI runs several ranks
                              (then 1); 1 = one, with every op split across the threads */
@@ -165,6 +209,7 @@ typedef struct {
     double val_metrics[MT_EVAL_METRICS]; /* of the last mt_trainer_eval: the type's metrics */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
     mt_dist_grads dist;
+    mt_zero zero; /* with cfg.zero: the shards; tr->opt holds this rank's */
     mt_replicas replicas;
     int slice_rows; /* the most rows one context computes at once: a replica's slice */
     bool keep_grad; /* set by a caller that reads P->grad after a step (the diagnostics) */
@@ -193,7 +238,8 @@ typedef struct {
 /* One step: a batch of grad_accum x batch rows, drawn at once; forward and backward of each
    micro-batch of batch rows (under MPI this rank's slice of it), the gradients accumulated in
    P->grad (or the replicas' buffers) with the weight of their rows in the step's batch, and
-   summed across ranks during the last backward; clip, the optimizer update (skipped when the
+   summed across ranks during the last backward (with --zero 1 reduce-scattered: this rank's
+   shard is updated and the parameters all-gathered); clip, the optimizer update (skipped when the
    loss or the gradient norm is not finite), zero grad; the last three in one pass
    (mt_optim_update). After a step that updated nothing, or with tr->keep_grad, P->grad holds the
    gradient (summed; clipped when the update ran). No allocation: the step arena and the
@@ -206,7 +252,8 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 double mt_trainer_eval(mt_trainer *tr);
 /* Writes the optimizer state, then the model (which commits the step). The previous optimizer
    state is kept as optim.prev.safetensors until then: a run killed between the two writes
-   resumes from the model's step with the optimizer state of that step. */
+   resumes from the model's step with the optimizer state of that step. Every rank calls it: rank 0
+   writes (with --zero 1 after gathering the shards), the others return MT_OK. */
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err);
 void mt_trainer_free(mt_trainer *tr);
 

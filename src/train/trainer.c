@@ -100,8 +100,9 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    int slots = mt_optim_state_slots(oc);    /* floats of state per parameter float */
-    slots += replica_count(&tr->cfg, P) - 1; /* the other replicas' gradients */
+    double slots = mt_optim_state_slots(oc);   /* floats of state per parameter float */
+    if (tr->cfg.zero) slots /= mt_dist_size(); /* about 1/N of it: a shard */
+    slots += replica_count(&tr->cfg, P) - 1;   /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
     snprintf(what, sizeof what,
@@ -225,6 +226,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                          "--batch %d: smaller than the %d MPI ranks (each computes a slice of "
                          "the batch): expected %d or more",
                          cfg->batch, mt_dist_size(), mt_dist_size());
+    if (cfg->zero && mt_dist_size() == 1)
+        return mt_errorf(err, MT_EINVAL,
+                         "--zero 1 shards the optimizer state across MPI ranks, and this run is "
+                         "one process: run build-mpi/train under mpirun -np N (N >= 2), or drop "
+                         "--zero");
     if (cfg->data.eval_batches < 1)
         return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
                          cfg->data.eval_batches);
@@ -256,7 +262,10 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
     opt_cfg.sched.steps = cfg->steps > 0 ? cfg->steps : oc->sched.warmup > 0 ? oc->sched.warmup : 1;
-    if ((s = mt_optim_init(&tr->opt, &opt_cfg, tr->P, err)) != MT_OK) goto fail;
+    if (cfg->zero && (s = mt_zero_init(&tr->zero, tr->P, err)) != MT_OK) goto fail;
+    int me = mt_dist_rank(), first = cfg->zero ? tr->zero.first[me] : 0;
+    int last = cfg->zero ? tr->zero.first[me + 1] : tr->P->n;
+    if ((s = mt_optim_init_shard(&tr->opt, &opt_cfg, tr->P, first, last, err)) != MT_OK) goto fail;
     /* replica 0's arena (tr->ctx) also serves evaluations of whole batches */
     int n_rep = replica_count(cfg, tr->P), rows = local_rows(cfg->batch);
     tr->slice_rows = (rows + n_rep - 1) / n_rep;
@@ -284,7 +293,9 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
     size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
-    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, err)) != MT_OK) goto fail;
+    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, cfg->zero ? &tr->zero : NULL, err)) !=
+        MT_OK)
+        goto fail;
     if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
@@ -425,17 +436,21 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     }
     mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
-    st->grad_norm = mt_grads_norm(&G, tr->P->total);
+    st->grad_norm = tr->cfg.zero ? sqrt(mt_zero_grad_sumsq(&tr->zero, tr->P))
+                                 : mt_grads_norm(&G, tr->P->total);
     st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
     /* clip, update and zero the gradients in one pass; or leave them summed in P->grad for
        whoever looks (keep_grad, or a step that updates nothing) */
     tr->grad_held = tr->keep_grad || !st->finite;
     if (!st->finite) {
+        if (tr->cfg.zero) mt_zero_gather(&tr->zero, tr->P, true); /* the shards' sums */
         mt_grads_sum(&G, tr->P->total);
         return;
     }
+    /* with --zero 1 the update steps this rank's shard, whose sums the others gather */
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
                     mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
+    if (tr->cfg.zero) mt_zero_gather(&tr->zero, tr->P, tr->keep_grad);
     tr->step++;
 }
 
@@ -511,11 +526,15 @@ double mt_trainer_eval(mt_trainer *tr) {
 }
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
-    if (rename(tr->optim_path, tr->optim_prev_path) != 0 && errno != ENOENT)
+    bool root = mt_dist_rank() == 0;
+    if (!root && !tr->cfg.zero) return MT_OK;
+    if (root && rename(tr->optim_path, tr->optim_prev_path) != 0 && errno != ENOENT)
         return mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_path,
                          tr->optim_prev_path, strerror(errno));
-    mt_status s = mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
-    if (s != MT_OK) return s;
+    /* with --zero 1 every rank sends its shard to rank 0, which writes the whole state */
+    mt_status s = tr->cfg.zero ? mt_zero_save_optim(&tr->zero, &tr->opt, tr->P, tr->optim_path, err)
+                               : mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
+    if (s != MT_OK || !root) return s;
     mt_ckpt_state state = {.step = tr->step, .sampler = tr->sampler.rng, .dropout = tr->ctx.rng};
     return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
 }
@@ -527,5 +546,6 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_ctx_free(&tr->ctx);
     mt_replicas_free(&tr->replicas);
     mt_dist_grads_free(&tr->dist);
+    mt_zero_free(&tr->zero);
     memset(tr, 0, sizeof *tr);
 }

@@ -40,7 +40,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtrun import ENV, ROOT, cpu_model, gnuplot, header, read_csv, read_metrics, write_dat  # noqa
+from mtrun import (ENV, ROOT, cpu_model, gnuplot, header, read_csv, read_metrics,  # noqa: E402
+                   with_notes, write_dat)
 
 CONFIG = "configs/gcide-llama.ini"
 TRAIN = os.path.join(ROOT, "train")
@@ -49,7 +50,7 @@ METRIC_COLUMNS = ["step", "loss", "val_loss", "lr", "grad_norm", "ms", "tok_per_
 PART_COLUMNS = ["part", "start_step", "end_step", "steps", "finished", "wall_s", "cpu_s",
                 "peak_rss_mib", "load_start", "load_end", "threads", "started"]
 BENCH_COLUMNS = ["recompute", "threads", "steps", "tok_per_s", "ms_per_step", "peak_rss_mib",
-                 "load_start", "load_end", "started"]
+                 "arena_peak_mib", "load_start", "load_end", "started"]
 
 
 def write_csv(path, columns, rows):
@@ -248,13 +249,15 @@ def bench(args, root, docs, shards):
         rc, wall, cpu, rss, l0, l1 = timed(cmd, os.path.join(root, "bench.log"))
         if rc != 0:
             sys.exit("scale_run: %s exited %d: see %s/bench.log" % (" ".join(cmd), rc, root))
+        with open(os.path.join(root, "bench.log")) as f:
+            arena = re.findall(r"arena peak ([0-9.]+) MiB", f.read())[-1]
         steps = read_metrics(os.path.join(out, "metrics.csv"))
         tail = steps[1:] or steps
         rows.append({"recompute": recompute, "threads": args.threads, "steps": len(steps),
                      "tok_per_s": "%.0f" % statistics.median(r.tok_per_s for r in tail),
                      "ms_per_step": "%.0f" % statistics.median(r.ms for r in tail),
-                     "peak_rss_mib": "%.0f" % rss, "load_start": l0, "load_end": l1,
-                     "started": started})
+                     "peak_rss_mib": "%.0f" % rss, "arena_peak_mib": arena, "load_start": l0,
+                     "load_end": l1, "started": started})
         shutil.rmtree(out)
         print("scale_run: --recompute %s, %d threads: %s tokens/s, peak RSS %.0f MiB (load %s)"
               % (recompute, args.threads, rows[-1]["tok_per_s"], rss, l0), flush=True)
@@ -394,10 +397,11 @@ def memory_section(bench):
         share = (" (%.0f%%)" % (100 * float(r["peak_rss_mib"]) / float(base[0]["peak_rss_mib"]))
                  if base and r["recompute"] != "none" else "")
         rows.append((r["recompute"], r["threads"], r["steps"], r["peak_rss_mib"] + share,
-                     r["tok_per_s"], r["ms_per_step"], r["load_start"], r["started"]))
+                     r.get("arena_peak_mib", ""), r["tok_per_s"], r["ms_per_step"],
+                     r["load_start"], r["started"]))
     out += table([("--recompute", "l"), ("threads", "r"), ("steps", "r"), ("peak RSS MiB", "r"),
-                  ("tokens/s", "r"), ("ms per step", "r"), ("load at start", "r"),
-                  ("measured (UTC)", "l")], rows)
+                  ("arena peak MiB", "r"), ("tokens/s", "r"), ("ms per step", "r"),
+                  ("load at start", "r"), ("measured (UTC)", "l")], rows)
     return out + [""]
 
 
@@ -448,7 +452,7 @@ def report(docs):
     lines += commands_section()
     page = docs.rstrip("/") + ".md"
     with open(page + ".tmp", "w") as f:
-        f.write("\n".join(lines))
+        f.write(with_notes(page, "\n".join(lines)))
     os.replace(page + ".tmp", page)
     print("scale_run: wrote " + page)
 

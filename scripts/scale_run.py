@@ -10,21 +10,26 @@ trained with --recompute block and --grad-accum 4, in parts of at most an hour.
                                      --recompute none and block (docs/scale/bench.csv), the page
   scripts/scale_run.py --report      docs/scale.md again from docs/scale/*.csv
 
-The big files live in --root (default /work/runs/gcide, outside the repository): gcide.txt,
+The big files live in --root (default /work/runs/gcide, outside the repository): text.txt,
 shards/ (llm.c shards and meta.json) and run/ (the checkpoint, metrics.csv, a log per part). A
 part is ./train with the config's --steps for the whole run: the first part starts it, a later
-one resumes it (--resume); a part still running at its deadline is killed, and the next resumes
-from the last checkpoint (every 10 steps; the schedule, sampler and RNG continue exactly, as
-tests/test_reliability.sh shows). After each part the small files go to docs/scale/:
-  prep.csv     the text, the BPE and the shards: sizes, seconds, tokens
+one resumes it (--resume); a part still running at its deadline (or at the first checkpoint
+--part-steps on) is killed, and the next resumes from the last checkpoint (every 10 steps; the
+schedule, sampler and RNG continue exactly: tests/test_scale.sh). A part runs a copy of ./train
+(root/train), so that make may rebuild ./train meanwhile. After each part the small files go to
+docs/scale/:
+  prep.csv     the text, the BPE and the shards: sizes, seconds, tokens, the CPU
+  run.csv      the first part's command and ./train's lines on its data, model and training
   metrics.csv  ./train's metrics up to the checkpoint: loss, validation loss, tokens/s per step
   parts.csv    a row per part: steps, wall and CPU seconds, peak RSS, load, threads
-  bench.csv    --bench: a row per (recompute, threads): tokens/s, peak RSS, load
-so the page can be rebuilt (--report) and the run continued from any later session.
+  bench.csv    --bench: a row per (recompute, threads): tokens/s, peak RSS, arena, load
+so the page can be rebuilt (--report) and the run continued from any later session; the
+hand-written docs/scale.notes.md is appended to the page.
 
 Training runs at nice 10 with --threads 1 (a loss is the result; the machine is shared); tokens/s
-is only meaningful on a quiet machine: bench.csv records the load next to it. --text, --text-bytes,
---vocab-size, --shard-tokens and --train-flags shrink the pipeline for tests/test_scale.sh.
+is only meaningful on a quiet machine: bench.csv records the load next to it. --text,
+--text-bytes, --vocab-size, --shard-tokens and --train-flags shrink the pipeline for
+tests/test_scale.sh.
 Python 3 standard library and gnuplot; runs ./train as built by make all."""
 import argparse
 import csv
@@ -178,7 +183,19 @@ def total_steps(run):
     with open(os.path.join(run, "model.safetensors"), "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         options = json.loads(f.read(n))["__metadata__"]["options"]
-    return int([l for l in options.splitlines() if l.startswith("steps")][0].split("=")[1])
+    return int([o for o in options.splitlines() if o.startswith("steps")][0].split("=")[1])
+
+
+def save_run_lines(run, docs):
+    """docs/run.csv: the first part's command and what ./train said of the data, the model and
+    the training (its lines "data ...", "model ...", "train ...")."""
+    with open(os.path.join(run, "part-1.log")) as f:
+        lines = f.read().splitlines()
+    said = {line.split()[0]: line.split(None, 1)[1].strip() for line in lines
+            if line.split()[:1] in (["data"], ["model"], ["train"])}
+    said["command"] = lines[0][2:].replace(ROOT + "/", "")  # timed's "$ cmd" line
+    write_csv(os.path.join(docs, "run.csv"), ["key", "value"],
+              [{"key": k, "value": said.get(k, "")} for k in ("data", "model", "train", "command")])
 
 
 def train_part(args, root, docs, shards):
@@ -194,8 +211,11 @@ def train_part(args, root, docs, shards):
     shutil.copy2(TRAIN, train)
     if start:
         cmd = [train, "--resume", "--out", run, "--threads", str(args.threads)]
-    else:
+    else:  # a new run: nothing of an older one stays
         shutil.rmtree(run, ignore_errors=True)
+        for f in ("parts.csv", "metrics.csv", "run.csv"):
+            if os.path.exists(os.path.join(docs, f)):
+                os.remove(os.path.join(docs, f))
         parts = []
         cmd = [train, "--config", CONFIG, "--data", shards, "--out", run, "--threads",
                str(args.threads)] + args.train_flags.split()
@@ -203,6 +223,7 @@ def train_part(args, root, docs, shards):
     print("scale_run: part %d from step %d, at most %g minutes: %s"
           % (part, start, args.part_minutes, " ".join(cmd)), flush=True)
     started = now()
+
     def stop():  # --part-steps: once a checkpoint that far is written
         return args.part_steps and ckpt_step(ckpt) >= start + args.part_steps
 
@@ -218,13 +239,8 @@ def train_part(args, root, docs, shards):
                   "threads": args.threads, "started": started})
     write_csv(os.path.join(docs, "parts.csv"), PART_COLUMNS, parts)
     copy_metrics(run, docs)
-    if not os.path.exists(os.path.join(docs, "run.csv")):  # what ./train said, for the page
-        with open(os.path.join(run, "part-1.log")) as f:
-            said = {l.split()[0]: l.split(None, 1)[1].strip() for l in f
-                    if l.split()[:1] in (["data"], ["model"], ["train"])}
-        write_csv(os.path.join(docs, "run.csv"), ["key", "value"],
-                  [{"key": k, "value": said.get(k, "")} for k in ("data", "model", "train")]
-                  + [{"key": "command", "value": " ".join(cmd[1:])}])
+    if not os.path.exists(os.path.join(docs, "run.csv")):
+        save_run_lines(run, docs)
     print("scale_run: part %d: steps %d to %d of %d in %.0f s, peak RSS %.0f MiB"
           % (part, start, end, total_steps(run), wall, rss), flush=True)
 
@@ -267,7 +283,7 @@ def bench(args, root, docs, shards):
 
 # ---- the page --------------------------------------------------------------------------------
 
-def plot(docs, metrics):
+def plot(docs, metrics, step_tokens):
     """docs/loss.png: the training loss (mean of each 10 steps) and the validation loss."""
     png = os.path.join(docs, "loss.png")
     train, val = [], []
@@ -279,8 +295,8 @@ def plot(docs, metrics):
         return None
     write_dat(png + ".train", train)
     write_dat(png + ".val", val)
-    gnuplot(header(png, "GCIDE, 17.3M-parameter LLaMA, BPE 8192", "step (8192 tokens each)",
-                   "loss (nats per token)")
+    gnuplot(header(png, "GCIDE, 17.3M-parameter LLaMA, BPE 8192",
+                   "step (%s tokens each)" % fmt_int(step_tokens), "loss (nats per token)")
             + "plot '%s.train' w l lw 2 lc rgb '#4477aa' title 'training (mean of 10 steps)', "
               "'%s.val' w lp lw 2 pt 7 lc rgb '#cc3311' title 'validation'\n" % (png, png), png)
     os.remove(png + ".train")
@@ -357,8 +373,8 @@ def run_section(run, parts, metrics):
     out += ["Each part is at most an hour of ./train at nice 10 (the machine is shared); a part "
             "still running at its hour is killed and the next resumes from the checkpoint (every "
             "10 steps, so the steps after it are done again). Tokens/s is the median of the "
-            "part's steps (8192 tokens each) under the load shown: not the machine's speed "
-            "(that is [below](#memory-and-speed)).", ""]
+            "part's steps (%s tokens each) under the load shown: not the machine's speed "
+            "(that is [below](#memory-and-speed))." % fmt_int(tokens_per_step(run)), ""]
     out += table([("part", "r"), ("started (UTC)", "l"), ("steps", "l"), ("wall s", "r"),
                   ("CPU s", "r"), ("threads", "r"), ("tokens/s", "r"), ("peak RSS MiB", "r"),
                   ("load at start, end", "l")], rows)
@@ -434,7 +450,7 @@ def report(docs):
     parts = read_csv(os.path.join(docs, "parts.csv"))
     metrics = read_csv(os.path.join(docs, "metrics.csv"))
     bench = read_csv(os.path.join(docs, "bench.csv"))
-    png = plot(docs, metrics)
+    png = plot(docs, metrics, tokens_per_step(run))
     lines = ["# A real corpus: GCIDE, BPE 8192, a 17.3M-parameter LLaMA", "",
              "Generated by `scripts/scale_run.py` (do not edit by hand). What issue 32 built, "
              "working together on a corpus 26 times tiny Shakespeare: a BPE of 8192 tokens "

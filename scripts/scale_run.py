@@ -366,17 +366,23 @@ def run_section(run, parts, metrics):
     for p in parts:
         tps = [float(r["tok_per_s"]) for r in metrics
                if int(p["start_step"]) < int(r["step"]) <= int(p["end_step"])]
+        done_tokens = (int(p["end_step"]) - int(p["start_step"])) * tokens_per_step(run)
         rows.append((p["part"], p["started"], "%s to %s" % (p["start_step"], p["end_step"]),
                      p["wall_s"], p["cpu_s"], p["threads"],
                      "%.0f" % statistics.median(tps) if tps else "",
+                     "%.0f" % (done_tokens / float(p["cpu_s"])) if float(p["cpu_s"]) else "",
                      p["peak_rss_mib"], "%s, %s" % (p["load_start"], p["load_end"])))
     out += ["Each part is at most an hour of ./train at nice 10 (the machine is shared); a part "
             "still running at its hour is killed and the next resumes from the checkpoint (every "
             "10 steps, so the steps after it are done again). Tokens/s is the median of the "
             "part's steps (%s tokens each) under the load shown: not the machine's speed "
-            "(that is [below](#memory-and-speed))." % fmt_int(tokens_per_step(run)), ""]
+            "(that is [below](#memory-and-speed)). Tokens per CPU second divides the "
+            "checkpointed steps' tokens by the part's CPU time (which also holds the start, the "
+            "evaluations and the steps after the last checkpoint): less moved by the load, "
+            "though the cores' caches are shared." % fmt_int(tokens_per_step(run)), ""]
     out += table([("part", "r"), ("started (UTC)", "l"), ("steps", "l"), ("wall s", "r"),
-                  ("CPU s", "r"), ("threads", "r"), ("tokens/s", "r"), ("peak RSS MiB", "r"),
+                  ("CPU s", "r"), ("threads", "r"), ("tokens/s", "r"),
+                  ("tokens per CPU s", "r"), ("peak RSS MiB", "r"),
                   ("load at start, end", "l")], rows)
     return out + [""]
 

@@ -73,6 +73,11 @@ METHODS = {
                    "--qk-norm-affine": True},
     "dyt": {"--norm": "dyt"},
     "derf": {"--norm": "derf"},
+    # the papers' language-model setting: a learned scalar on the embeddings, init sqrt(n_embd)
+    # (DyT's LLaMA, Derf's GPT-2 patch): without it the blocks read a stream of norm ~0.2 and
+    # tanh(0.5 x) passes it on as small as it is (part 1: plain DyT and Derf stall)
+    "dyt-emb": {"--norm": "dyt", "--emb-scale": True},
+    "derf-emb": {"--norm": "derf", "--emb-scale": True},
     "lns": {"--placement": "lns"},
     "mixln": {"--placement": "mixln"},
     "dsl": {"--placement": "dsl"},
@@ -258,18 +263,19 @@ WIDE = {"--n-embd": 128, "--n-ff": 256}
 
 
 def dyt_runs(part):
-    """Part 2: DyT and Derf at 100 layers (Pre-LN's LayerNorm control is part 3's run), and
-    alpha's initial value against depth (12 and 100 layers) and width (64 and 128 channels at
-    12 layers), with per-block gradient norms; the runs that answer "do they train" first."""
+    """Part 2: DyT and Derf (with the embedding scale, the papers' language-model setting) at
+    100 layers (Pre-LN's LayerNorm control is part 3's run), and alpha's initial value against
+    depth (12 and 100 layers) and width (64 and 128 channels at 12 layers), with per-block
+    gradient norms; the runs that answer "do they train" first."""
     def one(m, a, layers, wide=None):
         name = "%s-L%d%s-a%s" % (m, layers, "-w128" if wide else "", a)
         return Run(part, name, {**METHODS[m], **(wide or {}), "--dyt-alpha": a}, layers=layers,
                    diag=GRAD_DIAG)
-    return ([one("dyt", "0.5", 100), one("derf", "0.5", 100)] +
-            [one(m, a, 12) for m in ("dyt", "derf") for a in DYT_ALPHAS] +
-            [one("dyt", a, 12, WIDE) for a in DYT_ALPHAS] +
+    return ([one("dyt-emb", "0.5", 100), one("derf-emb", "0.5", 100)] +
+            [one(m, a, 12) for m in ("dyt-emb", "derf-emb") for a in DYT_ALPHAS] +
+            [one("dyt-emb", a, 12, WIDE) for a in DYT_ALPHAS] +
             [Run(part, "pre-L12-w128", {**METHODS["pre"], **WIDE}, layers=12, diag=GRAD_DIAG),
-             one("dyt", "0.2", 100), one("dyt", "1", 100)])
+             one("dyt-emb", "0.2", 100), one("dyt-emb", "1", 100)])
 
 
 def run_part(part):
@@ -531,12 +537,13 @@ def report_dyt():
     pre12 = {r["name"]: r for r in rows("lr-12")}.get("pre-L12-lr1e-3")
     out.append("`scripts/depth_study3.py dyt`: lr 1e-3, otherwise as above; DyT "
                "`w tanh(alpha x) + b` and Derf `w erf(alpha x + s) + b` in place of every "
-               "LayerNorm of Pre-LN, alpha's initial value `--dyt-alpha` (the papers' 0.5 by "
-               "default). Final validation loss against alpha's initial value, depth and "
+               "LayerNorm of Pre-LN, with `--emb-scale` (the papers' language-model setting, "
+               "part 1's dyt-emb and derf-emb), alpha's initial value `--dyt-alpha` (the "
+               "papers' 0.5 by default). Final validation loss against alpha's initial value, depth and "
                "width (LayerNorm: Pre-LN's run of part 3, of part 1 and `pre-L12-w128`):\n")
-    cols = [("DyT 12 x 64", "dyt-L12-a%s"), ("Derf 12 x 64", "derf-L12-a%s"),
-            ("DyT 12 x 128", "dyt-L12-w128-a%s"), ("DyT 100 x 64", "dyt-L100-a%s"),
-            ("Derf 100 x 64", "derf-L100-a%s")]
+    cols = [("DyT 12 x 64", "dyt-emb-L12-a%s"), ("Derf 12 x 64", "derf-emb-L12-a%s"),
+            ("DyT 12 x 128", "dyt-emb-L12-w128-a%s"), ("DyT 100 x 64", "dyt-emb-L100-a%s"),
+            ("Derf 100 x 64", "derf-emb-L100-a%s")]
     out += ["| alpha | " + " | ".join(c for c, _ in cols) + " |",
             "|---:|" + "---:|" * len(cols)]
     for a in DYT_ALPHAS:
@@ -552,7 +559,8 @@ def report_dyt():
     out += ["| run | step | first block | middle block | last block | first/last | max/min |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     big = [r for r in [("curse", pre100)] + [(part, runs.get(n)) for n in
-           ("dyt-L100-a0.2", "dyt-L100-a0.5", "dyt-L100-a1", "derf-L100-a0.5")] if r[1]]
+           ("dyt-emb-L100-a0.2", "dyt-emb-L100-a0.5", "dyt-emb-L100-a1",
+            "derf-emb-L100-a0.5")] if r[1]]
     for p, r in big:
         out += [grad_row(p, r, 0), grad_row(p, r, last_grad_step(p, r["name"]))]
     lines = []

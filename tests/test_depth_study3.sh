@@ -52,8 +52,8 @@ def kept(part):
                                    if f.endswith(".row.json"))}
 lr = kept("lr-12")
 bad = [n for n, r in lr.items() if r["label"] == "failed"]
-if len(lr) != 60 or bad:
-    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 60, failed: %s" % (len(lr), bad))
+if len(lr) != 72 or bad:
+    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 72, failed: %s" % (len(lr), bad))
 pre, qk = lr["pre-L12-lr1e-1"]["attn_peak"], lr["pre-qk-L12-lr1e-1"]["attn_peak"]
 if not (qk < 10 and pre > 3 * qk):
     sys.exit("FAIL test_depth_study3: the largest attention logit at 1e-1: pre %g, pre-qk %g"
@@ -62,7 +62,7 @@ curve = lambda name: open(os.path.join(sys.argv[1], "docs/lr-12", name + ".csv")
 if curve("pre-z-L12-lr1e-2") == curve("pre-L12-lr1e-2"):
     sys.exit("FAIL test_depth_study3: z-loss left the training loss as it was")
 for part, name, what, key, step in (("curse", "mixln-L100-lr1e-3", "skip", "block", 20),
-                                    ("dyt", "derf-L100-a0.5", "grad", "layer", 10)):
+                                    ("dyt", "derf-emb-L100-a0.5", "grad", "layer", 10)):
     r = kept(part)[name]
     rs = list(csv.DictReader(open(os.path.join(sys.argv[1], "docs", part, name + "." + what +
                                                ".csv"))))

@@ -7,21 +7,23 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
 
   scripts/depth_study3.py lr-12    learning-rate sensitivity (Wortsman et al. 2023): every method
                                    of METHODS at 6 rates 3e-4..1e-1, 12 layers, with the largest
-                                   attention logit and log Z every 10 steps (60 runs, ~25 min on
-                                   2 idle cores, ~45 at load 14)
-  scripts/depth_study3.py lr-100   the same at 100 layers (60 runs, ~4 h on 2 idle cores)
+                                   attention logit and log Z every 10 steps (72 runs, ~15 min on
+                                   2 idle cores, ~75 at load 15)
+  scripts/depth_study3.py lr-100   the same at 100 layers (72 runs, ~1.5 h on 2 idle cores: two
+                                   sittings with --only)
   scripts/depth_study3.py dyt      DyT and Derf at 100 layers; alpha's initial value against
                                    depth (12, 100 layers) and width (64, 128 channels), per-block
-                                   gradient norms (20 runs, 4 of them 100 layers; ~25 min idle)
+                                   gradient norms (20 runs, 4 of them 100 layers; ~15 min idle)
   scripts/depth_study3.py curse    the curse of depth: Pre-LN, LNS, Mix-LN, DeepNorm at 100
                                    layers, the block-skip probe and per-block gradient norms
-                                   (4 runs, ~15 min idle)
+                                   (4 runs, ~8 min idle)
   scripts/depth_study3.py peri     Peri-LN settled: does a PyTorch twin of the second round's
                                    100-layer Peri-LN run (same init, AdamW, clipping, schedule,
                                    its own batches) show the residual stream's growth from 45 to
                                    1130? What controls it: the output norms' initial gain, the
                                    rate, the depth (~25 min on 2 idle cores)
   scripts/depth_study3.py report   docs/depth-study-3.md from the parts on disk
+  --only lns,mixln                 only those methods' runs (the rest stay to go)
   --smoke                          the part at 3 layers and 20 steps into /tmp (a check of the
                                    driver, not a result)
 
@@ -278,10 +280,12 @@ def dyt_runs(part):
              one("dyt-emb", "0.2", 100), one("dyt-emb", "1", 100)])
 
 
-def run_part(part):
-    """The part's runs that have no row yet, two at a time, each kept as it finishes."""
+def run_part(part, only=None):
+    """The part's runs that have no row yet (only: of those methods), two at a time, each kept
+    as it finishes."""
     H = byte_entropy()
-    runs = [r for r in PARTS[part]["runs"](part) if not r.done()]
+    runs = [r for r in PARTS[part]["runs"](part) if not r.done()
+            and (not only or method_of(r.name) in only)]
     os.makedirs(os.path.join(DOCS, part), exist_ok=True)
     print("depth_study3: %s: %d runs to go" % (part, len(runs)), flush=True)
     with cf.ThreadPoolExecutor(2) as ex:
@@ -371,8 +375,10 @@ def report_lr(part):
         mine = grid[m]
         best = min(mine.values(), key=loss_or_l0)
         sens = sensitivity(mine)
+        flat = "" if any(r["label"] == "trained" for r in mine.values()) else " (none trained)"
         out.append("| %s | %s | %s | %s |" % (m, " | ".join(cell(mine.get(lr)) for lr in RATES),
-                                             best["lr"], "-" if sens is None else "%.3f" % sens))
+                                             best["lr"],
+                                             "-" if sens is None else "%.3f%s" % (sens, flat)))
     out.append("\nThe largest attention logit (diag_attn.csv: the largest q.k / sqrt(head size) "
                "of any layer on the 4-row probe batch, every 10 steps), its peak over the run:\n")
     out += [head, rule] + ["| %s | %s |" % (m, " | ".join(
@@ -539,8 +545,9 @@ def report_dyt():
                "`w tanh(alpha x) + b` and Derf `w erf(alpha x + s) + b` in place of every "
                "LayerNorm of Pre-LN, with `--emb-scale` (the papers' language-model setting, "
                "part 1's dyt-emb and derf-emb), alpha's initial value `--dyt-alpha` (the "
-               "papers' 0.5 by default). Final validation loss against alpha's initial value, depth and "
-               "width (LayerNorm: Pre-LN's run of part 3, of part 1 and `pre-L12-w128`):\n")
+               "papers' 0.5 by default). Final validation loss against alpha's initial value, "
+               "depth and width (LayerNorm: Pre-LN's run of part 3, of part 1 and "
+               "`pre-L12-w128`):\n")
     cols = [("DyT 12 x 64", "dyt-emb-L12-a%s"), ("Derf 12 x 64", "derf-emb-L12-a%s"),
             ("DyT 12 x 128", "dyt-emb-L12-w128-a%s"), ("DyT 100 x 64", "dyt-emb-L100-a%s"),
             ("Derf 100 x 64", "derf-emb-L100-a%s")]
@@ -639,8 +646,15 @@ def plot_peri(part, runs):
 
 def report():
     text = ["# Depth study, third round\n",
-            "Generated by `scripts/depth_study3.py report` from docs/depth-study-3/ (CPU: %s); "
-            "the hand-written reading is docs/depth-study-3.notes.md.\n" % cpu_model()]
+            "Generated by `scripts/depth_study3.py report` from the small files each run kept "
+            "in [depth-study-3/](depth-study-3/) (CPU: %s); each part's command is given with "
+            "its section. The runs went two at a time, one thread each, at nice 10, on a 2-core "
+            "machine shared with other work (load 14-19): the losses do not depend on the load, "
+            "the seconds in the kept rows do. A part stopped by the end of a session resumes "
+            "where it stopped (a run whose row is kept is not run again). The hand-written "
+            "reading, with the table of the papers' claims, follows the generated sections "
+            "(docs/depth-study-3.notes.md). The second round is "
+            "[depth-study-2.md](depth-study-2.md).\n" % cpu_model()]
     for part in PARTS.values():
         text += part["report"]()
     with open(PAGE, "w") as f:
@@ -665,6 +679,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("part", choices=list(PARTS) + ["report"])
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--only", metavar="M,M", help="only the runs of these methods (the names' "
+                    "part before -L<layers>: lns,mixln), to run what matters first")
     a = ap.parse_args()
     os.chdir(ROOT)
     if a.smoke:
@@ -675,7 +691,7 @@ def main():
         report()
     else:
         os.nice(max(0, 10 - os.nice(0)))  # nice 10: the runs share the machine
-        run_part(a.part)
+        run_part(a.part, a.only.split(",") if a.only else None)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
   scripts/depth_study3.py report   docs/depth-study-3.md from the parts on disk
   --only lns,mixln                 only those methods' runs (the rest stay to go)
   --smoke                          the part at 3 layers and 20 steps into /tmp (a check of the
-                                   driver, not a result)
+                                   driver, not a result); --smoke-dir DIR: into DIR
 
 A method is an entry of METHODS (its flags over configs/deep100-pre.ini); a part is an entry of
 PARTS (its runs, its section of the page). Runs go to out/depth-study-3/<part>/<run>/ (./train's
@@ -679,13 +679,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("part", choices=list(PARTS) + ["report"])
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--smoke-dir", default="/tmp/mt-depth-study-3-smoke",
+                    help="--smoke's directory (its out/, docs/ and docs.md)")
     ap.add_argument("--only", metavar="M,M", help="only the runs of these methods (the names' "
                     "part before -L<layers>: lns,mixln), to run what matters first")
     a = ap.parse_args()
     os.chdir(ROOT)
     if a.smoke:
         SMOKE.update({"--n-layer": 3, "--steps": 20, "--eval-every": 10, "--warmup": 5})
-        OUT, DOCS = "/tmp/mt-depth-study-3-smoke/out", "/tmp/mt-depth-study-3-smoke/docs"
+        OUT, DOCS = os.path.join(a.smoke_dir, "out"), os.path.join(a.smoke_dir, "docs")
         PAGE = DOCS + ".md"
     if a.part == "report":
         report()

@@ -12,15 +12,15 @@ if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
     exit 0
 fi
-S=/tmp/mt-depth-study-3-smoke
-rm -rf "$S" "$S.log"
-trap 'rm -rf "$S"' EXIT
+# a directory of its own: two checkouts may run this test at once
+S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
+trap 'rm -rf "$S" "$S.log"' EXIT
 for part in peri lr-12 curse dyt report; do
-    python3 scripts/depth_study3.py $part --smoke >>"$S.log" 2>&1 ||
+    python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
         { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 done
 # run again: every run has its row, nothing runs
-python3 scripts/depth_study3.py lr-12 --smoke >"$S.log" 2>&1 &&
+python3 scripts/depth_study3.py lr-12 --smoke --smoke-dir "$S" >"$S.log" 2>&1 &&
     grep -q "lr-12: 0 runs to go" "$S.log" ||
     { echo "FAIL test_depth_study3: again: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 rm -f "$S.log"

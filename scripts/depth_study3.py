@@ -399,12 +399,12 @@ def report_lr(part):
                   for m in methods])
     out.append("\n![%s](depth-study-3/%s)\n" % (part, png))
     png = "%s-attn.png" % part
-    lines = [("%s %s" % (m, lr), COLORS[i % len(COLORS)], 1 if lr == RATES[-1] else 2, "l",
-              step_values(part, "%s-L%d-lr%s" % (m, depth, lr), "attn", "max"))
-             for i, m in enumerate(methods) for lr in RATES[-2:] if lr in grid[m]]
-    plot_lines(os.path.join(DOCS, png), "the largest attention logit at the two highest rates "
-               "(solid %s, dashed %s), %d layers" % (RATES[-1], RATES[-2], depth),
-               "logit", lines, extra="set logscale y")
+    top = RATES[-1]
+    lines = [(m, COLORS[i % len(COLORS)], 1 + i // len(COLORS), "l",
+              step_values(part, "%s-L%d-lr%s" % (m, depth, top), "attn", "max"))
+             for i, m in enumerate(methods) if top in grid[m]]
+    plot_lines(os.path.join(DOCS, png), "the largest attention logit at lr %s, %d layers"
+               % (top, depth), "logit", lines, extra="set logscale y\nset format y '%g'")
     out.append("![%s attention](depth-study-3/%s)\n" % (part, png))
     return out
 

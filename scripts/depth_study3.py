@@ -469,8 +469,9 @@ def grad_summary(part, name, step):
     if not g:
         return None
     L = max(g) + 1
-    vals = [v for v in g.values() if v > 0]
-    return g[0], g[L // 2], g[L - 1], g[0] / g[L - 1], max(vals) / min(vals)
+    vals = [v for v in g.values() if v > 0] or [0.0]  # all 0: no gradient reaches the blocks
+    ratio = lambda x, y: x / y if y > 0 else math.inf  # noqa: E731
+    return g[0], g[L // 2], g[L - 1], ratio(g[0], g[L - 1]), ratio(max(vals), min(vals))
 
 
 def grad_row(part, r, step):

@@ -1,19 +1,28 @@
 #!/bin/sh
-# scripts/depth_study3.py's Peri-LN part end to end at 3 layers and 20 steps (--smoke, into /tmp):
-# every run trains and is kept, the output gains set in the step-0 checkpoint reach the run (the
-# stream entering the last block at init scales with the gain), the torch twin starts where mt's
-# run starts (same weights; its probe batch is its own, so within 15%), and the page has the
-# tables. Skipped without Debian's python3-torch (the twin).
+# scripts/depth_study3.py's parts end to end at 3 layers and 20 steps (--smoke, into /tmp).
+# Peri-LN: every run trains and is kept, the output gains set in the step-0 checkpoint reach the
+# run (the stream entering the last block at init scales with the gain), the torch twin starts
+# where mt's run starts (same weights; its probe batch is its own, so within 15%). lr-12, curse,
+# dyt: every method of the table runs at every rate (./train accepts its flags), QK-norm bounds
+# the attention logit that grows without it at 1e-1, z-loss changes the training loss, the skip
+# probe and the gradient norms are kept per block, a second call runs nothing (the kept rows
+# mark runs done), and the page has every part's tables. Skipped without Debian's python3-torch
+# (the twin).
 if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
     exit 0
 fi
-S=/tmp/mt-depth-study-3-smoke
-rm -rf "$S"
-trap 'rm -rf "$S"' EXIT
-python3 scripts/depth_study3.py peri --smoke >"$S.log" 2>&1 &&
-    python3 scripts/depth_study3.py report --smoke >>"$S.log" 2>&1 ||
-    { echo "FAIL test_depth_study3: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
+# a directory of its own: two checkouts may run this test at once
+S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
+trap 'rm -rf "$S" "$S.log"' EXIT
+for part in peri lr-12 curse dyt report; do
+    python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
+        { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
+done
+# run again: every run has its row, nothing runs
+python3 scripts/depth_study3.py lr-12 --smoke --smoke-dir "$S" >"$S.log" 2>&1 &&
+    grep -q "lr-12: 0 runs to go" "$S.log" ||
+    { echo "FAIL test_depth_study3: again: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 rm -f "$S.log"
 python3 - "$S" <<'PY'
 import csv, json, os, sys
@@ -36,5 +45,34 @@ if abs(t0 / g1 - 1) > 0.15:
 page = open(sys.argv[1] + "/docs.md").read()
 if "| peri-L100-lr1e-3-gain0.1 |" not in page or "| 20 |" not in page:
     sys.exit("FAIL test_depth_study3: the page lacks its tables:\n" + page)
+
+def kept(part):
+    d = os.path.join(sys.argv[1], "docs", part)
+    return {r["name"]: r for r in (json.load(open(os.path.join(d, f))) for f in os.listdir(d)
+                                   if f.endswith(".row.json"))}
+lr = kept("lr-12")
+bad = [n for n, r in lr.items() if r["label"] == "failed"]
+if len(lr) != 72 or bad:
+    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 72, failed: %s" % (len(lr), bad))
+pre, qk = lr["pre-L12-lr1e-1"]["attn_peak"], lr["pre-qk-L12-lr1e-1"]["attn_peak"]
+if not (qk < 10 and pre > 3 * qk):
+    sys.exit("FAIL test_depth_study3: the largest attention logit at 1e-1: pre %g, pre-qk %g"
+             % (pre, qk))
+curve = lambda name: open(os.path.join(sys.argv[1], "docs/lr-12", name + ".csv")).read()
+if curve("pre-z-L12-lr1e-2") == curve("pre-L12-lr1e-2"):
+    sys.exit("FAIL test_depth_study3: z-loss left the training loss as it was")
+for part, name, what, key, step in (("curse", "mixln-L100-lr1e-3", "skip", "block", 20),
+                                    ("dyt", "derf-emb-L100-a0.5", "grad", "layer", 10)):
+    r = kept(part)[name]
+    rs = list(csv.DictReader(open(os.path.join(sys.argv[1], "docs", part, name + "." + what +
+                                               ".csv"))))
+    last = [x for x in rs if int(x["step"]) == step and int(x[key]) >= 0]
+    if r["label"] == "failed" or len(last) != 3:
+        sys.exit("FAIL test_depth_study3: %s %s: %s, %d blocks at step %d in its %s file"
+                 % (part, name, r["label"], len(last), step, what))
+for table in ("| pre-qk |", "| reorder-qk | `--placement reorder", "| 0.5 |",
+              "| mixln-L100-lr1e-3 |"):
+    if table not in page:
+        sys.exit("FAIL test_depth_study3: the page lacks %r" % table)
 print("test_depth_study3: ok")
 PY

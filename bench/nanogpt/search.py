@@ -35,6 +35,10 @@ CANDIDATES = {
     "muon-4e-2-450": MUON + " --muon-lr 0.04 --adam-lr 6e-3 --decay-frac 0.4 --steps 450",
     "muon-bf16-4e-2-450": MUON + " --muon-lr 0.04 --adam-lr 6e-3 --decay-frac 0.4 --steps 450 "
                                  "--precision bf16",
+    "muon-bf16-4e-2-500": MUON + " --muon-lr 0.04 --adam-lr 6e-3 --decay-frac 0.4 --steps 500 "
+                                 "--precision bf16",
+    "muon-bf16-2e-2-500": MUON + " --muon-lr 0.02 --adam-lr 3e-3 --decay-frac 0.4 --steps 500 "
+                                 "--precision bf16",
     "muon-6e-2-400": MUON + " --muon-lr 0.06 --adam-lr 8e-3 --decay-frac 0.4 --steps 400",
     "muon-4e-2-a1e-2-400": MUON + " --muon-lr 0.04 --adam-lr 1e-2 --decay-frac 0.4 --steps 400",
     "muon-4e-2-d6-400": MUON + " --muon-lr 0.04 --adam-lr 6e-3 --decay-frac 0.6 --steps 400",
@@ -47,6 +51,8 @@ CANDIDATES = {
     "lion-3e-4-1000": "--optim lion " + WSD + " --lr 3e-4 --weight-decay 1 --decay-frac 0.4 "
                                               "--steps 1000",
     "lion-1e-3-1000": "--optim lion " + WSD + " --lr 1e-3 --weight-decay 0.3 --decay-frac 0.4 "
+                                              "--steps 1000",
+    "lion-2e-3-1000": "--optim lion " + WSD + " --lr 2e-3 --weight-decay 0.15 --decay-frac 0.4 "
                                               "--steps 1000",
     "adamw-3e-3-1200": WSD + " --lr 3e-3 --decay-frac 0.4 --steps 1200",
     "lion-6e-4-800": "--optim lion " + WSD + " --lr 6e-4 --weight-decay 0.5 --decay-frac 0.4 "

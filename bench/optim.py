@@ -89,23 +89,29 @@ def fmt(t):
     return f"{t[0]:.2f} / {t[1]:.2f}"
 
 
-print(f"ms per call, best / median of {REPEATS}; mt's best in ns per parameter\n")
-print("| layers x width | entries | params | threads | op | mt | mt ns/param | torch for-loop |"
-      " torch foreach |")
-print("|---|---|---|---|---|---|---|---|---|")
-for threads in sorted({1, os.cpu_count()}):
-    torch.set_num_threads(threads)
-    for L, C in [(100, 64), (12, 256)]:
-        res = subprocess.run([os.path.join(BUILD, "bench", "optim"), str(L), str(C), str(REPEATS),
-                              str(threads)], check=True, capture_output=True, text=True).stdout
-        lines = res.strip().split("\n")
-        head = lines[0].split()
-        mt = {w[0]: (float(w[1]), float(w[2])) for w in (line.split() for line in lines[1:])}
-        loop, fe = torch_times(L, C, False), torch_times(L, C, True)
-        for op in ["sgd_momentum", "adam", "adamw", "clip", "lion", "muon", "muon_bf16"]:
-            if op not in mt:
-                continue
-            per = 1e6 * mt[op][0] / int(head[1])
-            tl, tf = (fmt(loop[op]), fmt(fe[op])) if op in loop else ("-", "-")
-            print(f"| {L} x {C} | {head[3]} | {head[1]} | {threads} | {op} | {fmt(mt[op])} | "
-                  f"{per:.2f} | {tl} | {tf} |")
+def main():
+    print(f"ms per call, best / median of {REPEATS}; mt's best in ns per parameter\n")
+    print("| layers x width | entries | params | threads | op | mt | mt ns/param | torch for-loop |"
+          " torch foreach |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for threads in sorted({1, os.cpu_count()}):
+        torch.set_num_threads(threads)
+        for L, C in [(100, 64), (12, 256)]:
+            cmd = [os.path.join(BUILD, "bench", "optim"), str(L), str(C), str(REPEATS),
+                   str(threads)]
+            res = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            lines = res.strip().split("\n")
+            head = lines[0].split()
+            mt = {w[0]: (float(w[1]), float(w[2])) for w in (line.split() for line in lines[1:])}
+            loop, fe = torch_times(L, C, False), torch_times(L, C, True)
+            for op in ["sgd_momentum", "adam", "adamw", "clip", "lion", "muon", "muon_bf16"]:
+                if op not in mt:
+                    continue
+                per = 1e6 * mt[op][0] / int(head[1])
+                tl, tf = (fmt(loop[op]), fmt(fe[op])) if op in loop else ("-", "-")
+                print(f"| {L} x {C} | {head[3]} | {head[1]} | {threads} | {op} | {fmt(mt[op])} | "
+                      f"{per:.2f} | {tl} | {tf} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,9 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
                                    its own batches) show the residual stream's growth from 45 to
                                    1130? What controls it: the output norms' initial gain, the
                                    rate, the depth (~25 min on 2 idle cores)
+  scripts/depth_study3.py muon     Muon at depth: Muon against AdamW on the 100-layer Post-LN,
+                                   Pre-LN and DeepNorm configs, a short rate sweep, seed 1
+                                   (--seed2 2e-2,...: those rates with seed 2 too)
   scripts/depth_study3.py report   docs/depth-study-3.md from the parts on disk
   --only lns,mixln                 only those methods' runs (the rest stay to go)
   --smoke                          the part at 3 layers and 20 steps into /tmp (a check of the
@@ -300,6 +303,103 @@ def run_part(part, only=None):
         if extra_done:
             extra_done.result()
 
+
+# ---- muon: Muon at depth (issue 31) -----------------------------------------------------------
+# Self-contained: its own runs (BASE's flags with Muon's), skipped when their row exists.
+# For a table of parts: {"runs": lambda part: [], "report": report_muon, "extra": muon_part}.
+
+MUON_PLACEMENTS = ("post", "pre", "deepnorm")  # configs/deep100-{post,pre,deepnorm}.ini
+# The blocks' matrices' rate, in the order the runs go; the other tensors stay AdamW at the
+# config's 1e-3 (Muon's AdamW group: embeddings, the untied head, the norms). AdamW itself is the
+# second round's rate sweep on the same configs, steps and seed (docs/depth-study-2/lr-100.csv,
+# 3e-4 to 1e-2; seed 2 at the best rate in lr-seed2.csv), not run again.
+MUON_RATES = ("2e-2", "1e-2", "5e-3", "5e-2")
+MUON_SEEDS = ("1", "2")  # every rate with seed 1 first; seed 2 only for the rates in --seed2
+ADAMW_RUNS = [os.path.join(ROOT, "docs/depth-study-2", f) for f in ("lr-100.csv", "lr-seed2.csv")]
+
+
+def muon_part(part="muon", seed2=()):
+    """Muon on the 100-layer Post-LN, Pre-LN and DeepNorm configs: BASE's 400 steps (100 warmup,
+    cosine to 1e-4, clip 1, batch 16 x 64), each run's curve into docs/depth-study-3/muon/<run>.csv
+    and its summary into <run>.row.json (written last: its presence skips the run). nice -n 10,
+    one thread, two at a time (JOBS). seed2: the rates also run with seed 2."""
+    H, d = byte_entropy(), os.path.join(DOCS, part)
+    os.makedirs(d, exist_ok=True)
+    todo = [(pl, lr, seed) for seed in MUON_SEEDS for lr in MUON_RATES for pl in MUON_PLACEMENTS
+            if seed == "1" or lr in seed2]
+
+    def one(pl, lr, seed):
+        name = "%s-muon-lr%s-s%s" % (pl, lr, seed)
+        if os.path.exists(os.path.join(d, name + ".row.json")):
+            return
+        out = os.path.join(OUT, part, name)
+        shutil.rmtree(out, ignore_errors=True)
+        opts = {**BASE, **SMOKE, "--placement": pl, "--seed": seed, "--diag-resid-every": 0,
+                "--optim": "muon", "--muon-lr": lr, "--adam-lr": "1e-3"}
+        cmd = ["nice", "-n", "10", "./train"] + [str(x) for kv in opts.items() for x in kv]
+        res = run(cmd + ["--out", out], os.path.join(out, "log.txt"))
+        metrics = read_metrics(os.path.join(out, "metrics.csv"))
+        with open(os.path.join(d, name + ".csv"), "w") as f:
+            f.write("step,loss,val_loss\n")
+            for r in metrics:
+                f.write("%d,%s,%s\n" % (r.step, fmt(r.loss), fmt(r.val_loss)))
+        vals = {r.step: r.val_loss for r in evals(metrics)}
+        row = {"name": name, "placement": pl, "lr": lr, "seed": seed,
+               "label": label(res.rc, metrics, H, open(res.log).read()),
+               "val_final": vals[max(vals)] if vals else "", "seconds": "%.0f" % res.wall}
+        with open(os.path.join(d, name + ".row.json"), "w") as f:
+            json.dump(row, f)
+        print("depth_study3: muon %s %s %s" % (name, row["label"], row["val_final"]), flush=True)
+
+    with cf.ThreadPoolExecutor(int(os.environ.get("JOBS", "2"))) as ex:
+        for f in [ex.submit(one, *t) for t in todo]:
+            f.result()
+
+
+def report_muon(part="muon"):
+    """The section: per placement AdamW's final validation loss at each rate of the second
+    round's sweep and Muon's at each of its rates (seed 1; seed 2 in brackets where run), and the
+    first evaluation at which each Muon run reached AdamW's best final loss."""
+    runs = rows(part)
+    out = ["## Muon at depth\n"]
+    if not runs:
+        return out + ["Not run yet (`scripts/depth_study3.py muon`).\n"]
+    adamw = [r for f in ADAMW_RUNS if os.path.exists(f) for r in read_csv(f)
+             if r["variant"].startswith("L100 lr")]
+    out.append("`scripts/depth_study3.py muon`: the 100-layer configs (64-128-2, LayerNorm, "
+               "untied head), 400 steps of 16 x 64 bytes, 100 warmup steps then cosine to a "
+               "tenth, clip 1, seed 1 (2 in brackets). Muon (KellerJordan/Muon: momentum 0.95, "
+               "Nesterov, 5 Newton-Schulz steps, scale sqrt(max(1, rows / cols)), decay 0.1) on "
+               "the blocks' matrices at the rate shown, AdamW (0.9, 0.99, decay 0.1) on the rest "
+               "at 1e-3; AdamW on everything is the second round's sweep on the same configs "
+               "(docs/depth-study-2/lr-100.csv, lr-seed2.csv). Final validation loss; *reached* "
+               "is the first evaluation (every 50 steps) at or below AdamW's best:\n")
+    out.append("| placement | optimizer | rate | final | label | reached AdamW's best at |")
+    out.append("|---|---|---:|---:|---|---:|")
+    for pl in MUON_PLACEMENTS:
+        mine = [r for r in adamw if r["placement"] == pl]
+        s1 = [r for r in mine if "seed" not in r["variant"]]
+        ok = [float(r["val_final"]) for r in s1 if r["label"] == "trained"]
+        best = min(ok) if ok else None
+        for r in s1:
+            lr = r["variant"].split()[-1]
+            s2 = [x["val_final"] for x in mine if x["variant"] == r["variant"] + " seed 2"]
+            out.append("| %s | AdamW | %s | %.3f%s | %s | |" % (
+                pl, lr, float(r["val_final"]), " (%.3f)" % float(s2[0]) if s2 else "",
+                r["label"]))
+        for lr in MUON_RATES:
+            rs = {r["seed"]: r for r in runs if r["placement"] == pl and r["lr"] == lr}
+            if "1" not in rs:
+                continue
+            r = rs["1"]
+            curve = read_csv(os.path.join(DOCS, part, r["name"] + ".csv"))
+            hit = [int(c["step"]) for c in curve if best and c["val_loss"] and
+                   float(c["val_loss"]) <= best * (1 + 1e-5)]  # %.6g in the CSV
+            s2 = " (%.3f)" % rs["2"]["val_final"] if "2" in rs and rs["2"]["val_final"] else ""
+            final = "%.3f" % r["val_final"] if r["val_final"] != "" else "-"
+            out.append("| %s | Muon | %s | %s%s | %s | %s |" % (
+                pl, lr, final, s2, r["label"], hit[0] if hit else "-"))
+    return out + [""]
 
 # ---- report ----------------------------------------------------------------------------------
 
@@ -674,6 +774,7 @@ PARTS = {
     "curse": {"runs": curse_runs, "report": report_curse},
     "peri": {"runs": peri_runs, "report": report_peri,
              "extra": lambda part: twin(part, peri_runs(part)[0])},
+    "muon": {"runs": lambda part: [], "report": report_muon},  # run by muon_part (--seed2)
 }
 
 
@@ -686,6 +787,7 @@ def main():
                     help="--smoke's directory (its out/, docs/ and docs.md)")
     ap.add_argument("--only", metavar="M,M", help="only the runs of these methods (the names' "
                     "part before -L<layers>: lns,mixln), to run what matters first")
+    ap.add_argument("--seed2", default="", help="muon: the rates also run with seed 2 (2e-2,...)")
     a = ap.parse_args()
     os.chdir(ROOT)
     if a.smoke:
@@ -694,6 +796,8 @@ def main():
         PAGE = DOCS + ".md"
     if a.part == "report":
         report()
+    elif a.part == "muon":
+        muon_part(seed2=a.seed2.split(","))
     else:
         os.nice(max(0, 10 - os.nice(0)))  # nice 10: the runs share the machine
         run_part(a.part, a.only.split(",") if a.only else None)

@@ -32,12 +32,13 @@ tail -c 111539 data/tinyshakespeare.txt >"$TMP/val.txt" # the last 10%: ./train'
 
 # The recipes: label, steps (fp32, bf16), flags over configs/nanogpt-char.ini; torch_char.py takes
 # the same flags for adamw and muon. From bench/nanogpt/search.csv: the fewest steps whose
-# validation loss is at most torch's recipe's (bf16 Muon: 450 steps gave 1.914, 500 1.885); Lion
+# validation loss is at most torch's recipe's (bf16 Muon: 450 steps gave 1.914, 500 1.885; fp32
+# Muon at 450 gave 1.904 with one thread but 1.909 with the bench's two, and 1.882 at 500); Lion
 # reached none in 1000 steps (best 1.975 at 1e-3, decay 0.3): it runs the recipe's 2000.
 RECIPE_STEPS=2000
 ADAMW_STEPS="1200 1200"
 ADAMW="--lr 3e-3 --schedule wsd --decay-frac 0.4 --warmup 50"
-MUON_STEPS="450 500"
+MUON_STEPS="500 500"
 MUON="--optim muon --muon-lr 0.04 --adam-lr 6e-3 --schedule wsd --decay-frac 0.4 --warmup 50"
 LION_STEPS=2000
 LION="--optim lion --lr 1e-3 --weight-decay 0.3 --schedule wsd --decay-frac 0.4 --warmup 50"

@@ -55,8 +55,9 @@ static void scale_channels_forward(mt_node *n) {
     const float *x = n->in[0]->data, *s = n->in[1]->data, k = n->f[0];
     float *y = n->out->data;
     int R = mt_rows(n->out), W = mt_cols(n->out);
-    MT_PARALLEL_FOR((size_t)R * W >= MT_PAR_MIN, for (int r = 0; r < R; r++) scale_row(
-                                                     y + (size_t)r * W, x + (size_t)r * W, s, k, W););
+    size_t cells = (size_t)R * W;
+    MT_PARALLEL_FOR(cells >= MT_PAR_MIN, for (int r = 0; r < R; r++)
+                        scale_row(y + (size_t)r * W, x + (size_t)r * W, s, k, W););
 }
 
 /* A row of the backward: dx += k s dy (dx NULL: none), t = dy x (t NULL: none) */

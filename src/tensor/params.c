@@ -158,7 +158,8 @@ void mt_params_normalize_units(mt_params *P) {
         float *w = P->data + e->offset;
         int R = e->shape[0], K = e->shape[1];
         if (e->unit == MT_UNIT_ROWS) {
-            MT_PARALLEL_FOR(e->n >= MT_PAR_MIN, for (int r = 0; r < R; r++) unit_rows(w, K, r, r + 1););
+            MT_PARALLEL_FOR(e->n >= MT_PAR_MIN,
+                            for (int r = 0; r < R; r++) unit_rows(w, K, r, r + 1););
         } else {
             int blocks = (K + UNIT_COLS - 1) / UNIT_COLS;
             MT_PARALLEL_FOR(e->n >= MT_PAR_MIN,

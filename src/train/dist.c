@@ -166,7 +166,8 @@ static void start(mt_dist_grads *g, int b) {
 }
 
 /* With ZeRO, after bucket b's reduce-scatter: this rank's part from the bucket's start to where it
-   belongs (the rest of the bucket is left undefined: outside the shard, zeroed after the update). */
+   belongs (the rest of the bucket is left undefined: outside the shard, zeroed after the
+   update). */
 static void place_part(const mt_dist_grads *g, int b) {
     const mt_zero *z = g->zero;
     size_t at = z->at[g_rank] > g->lo[b] ? z->at[g_rank] - g->lo[b] : 0;

@@ -8,27 +8,8 @@
 # stream in the checkpoint), with and without --grad-accum; that a setup error stops every rank
 # with one message; and that --recompute block changes no bit. Skipped (with a line saying so)
 # when mpicc or mpirun is missing.
-B=${MT_BUILD:-build}
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-    echo "SKIPPED test_mpi: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
-    exit 0
-fi
-# a make of ours (make test, make asan) must not pass its variables to this build
-MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { echo "FAIL test_mpi: make MPI=1"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-T=$(mktemp -d /tmp/mt_test_mpi_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_mpi: $*"; fails=$((fails + 1)); }
-mpi() { # ranks, flags...
-    n=$1
-    shift
-    mpirun --allow-run-as-root --oversubscribe -np "$n" build-mpi/train --threads 1 "$@" >"$T/log" 2>&1
-}
-
-head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
-TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
-      --warmup 5 --schedule const --eval-every 5 --eval-batches 2 --log-every 1 --bucket-kb 16"
+NAME=test_mpi
+. "$(dirname "$0")/mpi_setup.sh"
 
 # step, loss, val_loss, grad_norm of two runs agree to a relative tol
 same() { # a.csv b.csv what

@@ -15,27 +15,8 @@
 #   sharded run's checkpoint resumes in one process;
 # - refusals: --zero 1 in one process (the default build and mpirun -np 1), --zero 2; exit 2.
 # Skipped (with a line saying so) when mpicc or mpirun is missing.
-B=${MT_BUILD:-build}
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-    echo "SKIPPED test_zero: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
-    exit 0
-fi
-# a make of ours (make test, make asan) must not pass its variables to this build
-MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { echo "FAIL test_zero: make MPI=1"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-T=$(mktemp -d /tmp/mt_test_zero_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_zero: $*"; fails=$((fails + 1)); }
-mpi() { # ranks, flags...
-    n=$1
-    shift
-    mpirun --allow-run-as-root --oversubscribe -np "$n" build-mpi/train --threads 1 "$@" >"$T/log" 2>&1
-}
-
-head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
-TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
-      --warmup 5 --schedule const --eval-every 5 --eval-batches 2 --log-every 1 --bucket-kb 16"
+NAME=test_zero
+. "$(dirname "$0")/mpi_setup.sh"
 
 # The state line's numbers: every rank's bytes, their sum is the whole, each within the largest
 # tensor's of whole / N and (sharded) below the whole; unsharded every rank holds the whole.

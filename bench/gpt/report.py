@@ -2,8 +2,9 @@
 
 FLOPs per token: 6 * trainable params + 12 * n_layer * T * C, the usual estimate of a
 training step's matmul work (forward 2, backward 4 per weight; attention's scores and weighted sum
-counted unmasked). GFLOP/s = that * tokens/s; MFU = GFLOP/s over the fp32 GEMM peak measured in the same
-run. A program's step time is the median over all its measured steps across the rounds."""
+counted unmasked). GFLOP/s = that * tokens/s; MFU = GFLOP/s over the GEMM peak of the run's
+precision (fp32, or bf16 for --precision bf16) measured in the same run. A program's step time is
+the median over all its measured steps across the rounds."""
 import argparse
 import json
 import os
@@ -35,6 +36,7 @@ def main():
     rows = [json.loads(line) for line in open(a.raw) if line.strip()]
     sgemm = next(r for r in rows if r["prog"] == "sgemm")
     peak = sgemm["gflops_median"]
+    bf16_peak = sgemm.get("bf16_median") or float("nan")
     runs = {}  # (config, who) -> list of rows
     order = []
     train = {r["config"]: r for r in rows if r["prog"] == "train"}  # ./train's whole process
@@ -59,8 +61,10 @@ def main():
         ms = statistics.median([t for r in rs for t in r["ms_steps"]])
         tok_s = r0["batch"] * r0["ctx"] / (ms / 1e3)
         flops = 6 * r0["params"] + 12 * r0["layers"] * r0["ctx"] * r0["embd"]
-        return {"ms": ms, "tok_s": tok_s, "gflops": flops * tok_s / 1e9,
-                "mfu": flops * tok_s / 1e9 / peak, "rss": max(r["rss_mib"] for r in rs),
+        gflops = flops * tok_s / 1e9
+        return {"ms": ms, "tok_s": tok_s, "gflops": gflops,
+                "mfu": gflops / (bf16_peak if who.endswith("_bf16") else peak),
+                "rss": max(r["rss_mib"] for r in rs),
                 "rss_base": r0.get("rss_base_mib"), "arena": r0.get("arena_peak_mib"),
                 "params": r0["params"], "loss": r0["loss_first"], "r0": r0}
 
@@ -84,6 +88,9 @@ def main():
     p(f"- fp32 GEMM peak: {peak:.0f} GFLOP/s, the fastest fp32 GEMM measured here "
       f"({sgemm.get('backend', 'openblas')}; {each}; {sgemm['threads']} threads, "
       f"{sgemm['n']}^3, median of {sgemm['reps']}; best {sgemm['gflops_best']:.0f})")
+    if sgemm.get("bf16_median"):
+        p(f"- bf16 GEMM peak: {bf16_peak:.0f} GFLOP/s (mt_gemm_bf16, oneDNN, the same product on "
+          "bf16 copies, median)")
     t = next((r for r in rows if r.get("setting") == "best"), None)
     if t:
         p(f"- torch {t['torch']} best setting: torch.set_num_threads({t['threads']}), "
@@ -95,8 +102,8 @@ def main():
     if os.environ.get("OMP_WAIT_POLICY"):
         p(f"- OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} for both programs (set by bench/run.sh "
           "when the load average exceeds the CPU count)")
-    p("- MFU is against the fp32 GEMM peak measured in this run, under the same load (bf16 rows "
-      "too: what they gain over it is bf16's)")
+    p("- MFU is against the GEMM peak of the row's precision measured in this run, under the "
+      "same load (fp32 rows against the fp32 peak, bf16 rows against the bf16 peak)")
     p("- one step = zero grad + forward + cross-entropy + backward + AdamW; mt's is ./train's "
       "own (`mt_trainer_step`, bench/gpt.c, which also draws the batch and takes the gradient "
       "norm); mt and torch-best alternate in one run; a figure is the median step over all "
@@ -147,8 +154,8 @@ def main():
           "the same rounds:\n")
         p("| config | mt fp32 ms/step | mt bf16 ms/step | bf16 / fp32 speed-up | goal "
           "| first loss fp32 / bf16 | torch bf16 autocast ms/step (one run) | mt bf16 / torch "
-          "autocast |")
-        p("|---|---:|---:|---:|---:|---|---:|---:|")
+          "autocast | mt bf16 MFU |")
+        p("|---|---:|---:|---:|---:|---|---:|---:|---:|")
         for cfg in order:
             m, h, t = stat(cfg, "mt"), stat(cfg, "mt_bf16"), stat(cfg, "torch_autocast")
             if not (m and h):
@@ -156,7 +163,8 @@ def main():
             goal = GOAL_BF16.get(cfg)
             p(f"| {cfg} | {m['ms']:.1f} | {h['ms']:.1f} | {m['ms'] / h['ms']:.2f}x "
               f"| {'>= %.3gx' % goal if goal else '-'} | {m['loss']:.3f} / {h['loss']:.3f} "
-              f"| {'%.1f' % t['ms'] if t else '-'} | {'%.2fx' % (t['ms'] / h['ms']) if t else '-'} |")
+              f"| {'%.1f' % t['ms'] if t else '-'} | {'%.2fx' % (t['ms'] / h['ms']) if t else '-'} "
+              f"| {100 * h['mfu']:.0f}% |")
     t0 = next(iter(train.values()), None)
     p("\nMemory (peak RSS from getrusage, mt's of bench/gpt's steps alone; torch's includes its "
       "Python and library runtime, "

@@ -55,11 +55,12 @@ def header(rows, load0, load1, wait, check):
             for p, (s, b, f) in recipes.items()]
     out += ["",
             "- machine: %s, OpenBLAS kernels %s; fp32 GEMM peak %.0f GFLOP/s (bench/sgemm: "
-            "%s, %d threads, 2048^3, median of %d; OpenBLAS %.0f); %s threads; load average %s "
-            "at the start, %s at the end; OMP_WAIT_POLICY %s" % (
+            "%s, %d threads, 2048^3, median of %d; OpenBLAS %.0f); bf16 GEMM peak %s; %s "
+            "threads; load average %s at the start, %s at the end; OMP_WAIT_POLICY %s" % (
                 machine["cpu"], machine["blas_core"], sgemm["gflops_median"], sgemm["backend"],
-                sgemm["threads"], sgemm["reps"], sgemm["openblas_median"], rows[-1]["threads"],
-                load0, load1, wait),
+                sgemm["threads"], sgemm["reps"], sgemm["openblas_median"],
+                "%.0f GFLOP/s (oneDNN)" % sgemm["bf16_median"] if sgemm.get("bf16_median")
+                else "not measured", rows[-1]["threads"], load0, load1, wait),
             "- %d round(s), the programs alternating in each; a figure is the median over the "
             "rounds" % n,
             "- whole program: mt's ./train (loading, training, its evaluation every 500 steps "
@@ -68,7 +69,7 @@ def header(rows, load0, load1, wait, check):
             "is the whole program of a recipe whose loss is at most torch's recipe's",
             "- GFLOP/s: (6 x parameters + 12 x layers x context x C) x tokens/s of the training "
             "steps (bench/RESULTS.md's estimate; the optimizer's own work, Muon's Newton-Schulz, "
-            "not counted); fraction of limit: that over the fp32 GEMM peak (bf16 rows too)", ""]
+            "not counted); fraction of limit: that over the GEMM peak of the row's precision", ""]
     return out
 
 
@@ -80,7 +81,8 @@ def main():
         if r["prog"] not in ("machine", "sgemm") and r["prog"] not in progs:
             progs.append(r["prog"])
     med = medians(rows, progs)
-    peak = next(r for r in rows if r["prog"] == "sgemm")["gflops_median"]
+    sgemm = next(r for r in rows if r["prog"] == "sgemm")
+    peak = {False: sgemm["gflops_median"], True: sgemm.get("bf16_median") or float("nan")}
     steps = {r["prog"]: r["steps"] for r in rows if r["prog"] in progs}
     out = header(rows, load0, load1, wait, check)
     out += ["| program | steps | whole program s | training s | tok/s | GFLOP/s | fraction of "
@@ -100,7 +102,8 @@ def main():
         twin = med.get(TWIN.get(p, ""))
         same = "%.2fx" % (twin["prog_s"] / m["prog_s"]) if twin else "-"
         out.append("| %s | %d | %.1f | %.1f | %.0f | %.0f | %.0f%% | %.4f | %s | %s | %s | %s |"
-                   % (p, steps[p], m["prog_s"], m["train_s"], m["tok_s"], gf, 100 * gf / peak,
+                   % (p, steps[p], m["prog_s"], m["train_s"], m["tok_s"], gf,
+                      100 * gf / peak[p.endswith("-bf16")],
                       m["val_loss"], "yes" if reached else "no" if t else "-", ratio, goal,
                       same))
     out.append("")

@@ -16,7 +16,8 @@
 #      run.c, from LLAMA2C_RUN_C), bench/shards_rss.sh (./train's peak RSS on a 4 GiB set of
 #      token shards against a 10 MiB one), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
-#   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes).
+#   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes) and
+#      bench/zero.sh (--zero 1 against the unsharded run: state bytes, RSS, step time per rank).
 # Environment: MT_BUILD (build dir), STEPS (10), UNTIMED (3: steps before the timed ones),
 # ROUNDS (4), CONFIGS (all, by name), TRAIN_STEPS (20, of 3), BENCH_GPT_ONLY=1 (skip 4 and 5),
 # LLAMA2C_RUN_C (llama2.c's run.c, e.g. ../shared/third_party/llama2c/run.c; absent:
@@ -122,5 +123,8 @@ if [ -z "$BENCH_GPT_ONLY" ] && command -v mpicc >/dev/null && command -v mpirun 
     echo "mpi: bench/mpi.sh"
     printf '\n' >>bench/RESULTS.md
     sh bench/mpi.sh | tee -a bench/RESULTS.md
+    echo "zero: bench/zero.sh"
+    printf '\n' >>bench/RESULTS.md
+    sh bench/zero.sh | tee -a bench/RESULTS.md
 fi
 echo "wrote bench/RESULTS.md"

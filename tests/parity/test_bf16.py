@@ -43,31 +43,11 @@ import sys
 import numpy as np
 import torch
 
+from bf16_ref import BF16Product, r
 from harness import BUILD, Report, run_driver
 from torch_gpt import ACTS, TorchGPT, random_params
 
 TOL, TOL_QK, TOL_NEW = 3e-3, 1e-2, 1e-2
-
-
-def r(t):
-    """t rounded to bf16 (nearest even), back in t's float type."""
-    return t.to(torch.bfloat16).to(t.dtype)
-
-
-class BF16Product(torch.autograd.Function):
-    """x w^T on bf16-rounded operands; the backward rounds dy too."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return r(x) @ r(w).t()
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, w = ctx.saved_tensors
-        dyr = r(dy)
-        dw = dyr.reshape(-1, dy.shape[-1]).t() @ r(x).reshape(-1, x.shape[-1])
-        return dyr @ r(w), dw
 
 
 class BF16Hidden(torch.autograd.Function):

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bf16_ref import BF16Product
 from harness import BUILD, Report, check_model, run_driver
 from torch_gpt import rope
 
@@ -198,26 +199,6 @@ run_case(dict(BASE, n_embd=32, ngpt_alpha_init=0.2, ngpt_alpha_scale=0.5, ngpt_s
               ngpt_sz_scale=0.1), 3, 7, "ngpt other scalings")
 # the register-tile path of the attention (head size 16)
 run_case(dict(BASE, n_embd=64, n_head=4, n_ctx=12), 2, 11, "ngpt head size 16")
-
-
-def r(t):
-    """t rounded to bf16 (nearest even), back in t's float type."""
-    return t.to(torch.bfloat16).to(t.dtype)
-
-
-class BF16Product(torch.autograd.Function):
-    """x w^T on bf16-rounded operands; the backward rounds dy too (test_bf16.py's)."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return r(x) @ r(w).t()
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, w = ctx.saved_tensors
-        dyr = r(dy)
-        return dyr @ r(w), dyr.reshape(-1, dy.shape[-1]).t() @ r(x).reshape(-1, x.shape[-1])
 
 
 class TorchNGPTBF16(TorchNGPT):

@@ -972,7 +972,7 @@ static void test_attention_cached(void) {
 
 /* An op that writes the threads it may use (mt_threads()) into its output */
 static void threads_forward(mt_node *n) { n->out->data[0] = (float)mt_threads(); }
-static const mt_op OP_THREADS = {"threads", threads_forward, NULL};
+static const mt_op OP_THREADS = {.name = "threads", .forward = threads_forward, .backward = NULL};
 
 /* The context's thread budget: its ops see at most c.threads threads (0: the pool's), and the
    pool is as it was after each op, for the context without a budget too. */

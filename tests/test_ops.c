@@ -638,6 +638,61 @@ static void test_cross_entropy(void) {
     }
 }
 
+/* The logits' gradient over the logits (grad_in_place): with c->free_activations a head's
+   logits feeding the cross-entropy take no gradient block of their own, and the parameters'
+   gradients and the loss keep every bit of the run without it; rows ignored get 0, not their
+   logits. z-loss keeps the separate block (its term reads the logits after the row is written).
+   Compared bit for bit with free_activations off, for each of eps 0, 0.2 and z-loss. */
+static void ce_head_run(mt_params *P, const int *ids, const int *tgt, mt_ce_opts o, bool in_place,
+                        float *grads, float *loss, size_t *peak) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)64 << 20, 5, NULL);
+    c.free_activations = in_place;
+    mt_params_zero_grad(P);
+    int N = 256;
+    mt_tensor *h = mt_embedding(&c, &P->t[0], ids, N);           /* (N, C) */
+    mt_tensor *logits = mt_matmul(&c, h, &P->t[1], false, true); /* (N, V) */
+    mt_tensor *l = mt_cross_entropy(&c, logits, tgt, -100, o);
+    size_t before = c.arena.used;
+    mt_backward(&c, l);
+    *peak = c.arena.peak - before; /* what the backward took */
+    *loss = l->data[0];
+    memcpy(grads, P->grad, P->total * sizeof(float));
+    mt_ctx_free(&c);
+}
+
+static void test_cross_entropy_in_place(void) {
+    int V = 997, C = 32, N = 256;
+    mt_params P;
+    mt_params_init_table(&P);
+    mt_params_add(&P, "wte", 2, (int[]){50, C}, MT_ROLE_EMBEDDING, MT_INIT_NORMAL, 0.5f);
+    mt_params_add(&P, "head", 2, (int[]){V, C}, MT_ROLE_MATRIX, MT_INIT_NORMAL, 0.3f);
+    mt_params_alloc(&P, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 8);
+    mt_params_initialize(&P, &r);
+    int ids[256], tgt[256];
+    for (int i = 0; i < N; i++)
+        ids[i] = (int)mt_rng_below(&r, 50), tgt[i] = i % 7 ? (int)mt_rng_below(&r, V) : -100;
+    float *a = malloc(P.total * sizeof(float)), *b = malloc(P.total * sizeof(float));
+    const mt_ce_opts opts[] = {MT_CE_PLAIN, {.label_smoothing = 0.2f}, {.z_loss = 1e-3f}};
+    size_t logits = (size_t)N * V * sizeof(float);
+    for (int k = 0; k < 3; k++) {
+        float la, lb;
+        size_t pa, pb;
+        ce_head_run(&P, ids, tgt, opts[k], false, a, &la, &pa);
+        ce_head_run(&P, ids, tgt, opts[k], true, b, &lb, &pb);
+        CHECK(la == lb && !memcmp(a, b, P.total * sizeof(float)),
+              "case %d: in place, other bits (loss %.9g vs %.9g)", k, la, lb);
+        bool z = opts[k].z_loss > 0;
+        CHECK(z ? pb + 4096 > pa : pb + logits <= pa + 4096,
+              "case %d: the backward took %zu bytes in place against %zu (logits %zu)", k, pb, pa,
+              logits);
+    }
+    free(a), free(b);
+    mt_params_free(&P);
+}
+
 /* A reshape shares its input's data; split parts that are used twice accumulate. */
 static void test_reshape_shares(void) {
     mt_ctx c;
@@ -740,6 +795,7 @@ int main(void) {
     test_table();
     test_dropout();
     test_cross_entropy();
+    test_cross_entropy_in_place();
     test_reshape_shares();
     test_determinism();
     return check_finish("test_ops");

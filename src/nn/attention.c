@@ -528,7 +528,9 @@ static void attention_backward(mt_node *n) {
     });
     mt_arena_release(n->ctx, mark);
 }
-static const mt_op OP_ATTENTION = {"attention", attention_forward, attention_backward};
+static const mt_op OP_ATTENTION = {.name = "attention",
+                                   .forward = attention_forward,
+                                   .backward = attention_backward};
 
 /* For the diagnostics' probe (mt_ctx.attn_max): the largest of an op's n saved row maxima of
    the scores S = q.k / sqrt(HS), each over the keys its query sees. */
@@ -703,7 +705,9 @@ static void masked_backward(mt_node *n) {
     mt_arena_release(n->ctx, mark);
 }
 
-static const mt_op OP_ATTENTION_MASKED = {"attention_masked", masked_forward, masked_backward};
+static const mt_op OP_ATTENTION_MASKED = {.name = "attention_masked",
+                                          .forward = masked_forward,
+                                          .backward = masked_backward};
 
 /* Checks q (B, Tq, C), k and v (B, Tk, KC) and the mask; the heads' size C / n_head. */
 static int check_masked(const mt_tensor *q, const mt_tensor *k, const mt_tensor *v, int n_head,

@@ -99,7 +99,10 @@ static void linear_backward(mt_node *n) {
                            n->i[0], n->i[1], n->i[2], true);
 }
 
-static const mt_op OP_LINEAR = {"linear", linear_forward, linear_backward};
+static const mt_op OP_LINEAR = {.name = "linear",
+                                .forward = linear_forward,
+                                .backward = linear_backward,
+                                .backward_skips_out = true};
 
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     char sx[64], sw[64];
@@ -208,7 +211,7 @@ static void ffn_backward(mt_node *n) {
     mt_arena_release(c, mark);
 }
 
-static const mt_op OP_FFN = {"ffn", ffn_forward, ffn_backward};
+static const mt_op OP_FFN = {.name = "ffn", .forward = ffn_forward, .backward = ffn_backward};
 
 mt_tensor *mt_ffn(mt_ctx *c, mt_tensor *x, mt_tensor *w1, mt_tensor *b1, mt_tensor *w2,
                   mt_tensor *b2, mt_tensor *w3, mt_tensor *b3, mt_act act) {

@@ -86,8 +86,10 @@ static void scale_channels_backward(mt_node *n) {
     mt_arena_release(n->ctx, mark);
 }
 
-static const mt_op OP_SCALE_CHANNELS = {"scale_channels", scale_channels_forward,
-                                        scale_channels_backward};
+static const mt_op OP_SCALE_CHANNELS = {.name = "scale_channels",
+                                        .forward = scale_channels_forward,
+                                        .backward = scale_channels_backward,
+                                        .backward_skips_out = true};
 
 mt_tensor *mt_scale_channels(mt_ctx *c, mt_tensor *x, mt_tensor *s, float k) {
     char sx[64], ss[64];
@@ -172,8 +174,9 @@ static void ngpt_residual_backward(mt_node *n) {
     mt_arena_release(n->ctx, mark);
 }
 
-static const mt_op OP_NGPT_RESIDUAL = {"ngpt_residual", ngpt_residual_forward,
-                                       ngpt_residual_backward};
+static const mt_op OP_NGPT_RESIDUAL = {.name = "ngpt_residual",
+                                       .forward = ngpt_residual_forward,
+                                       .backward = ngpt_residual_backward};
 
 mt_tensor *mt_ngpt_residual(mt_ctx *c, mt_tensor *h, mt_tensor *y, mt_tensor *alpha, float k) {
     char sh[64], sy[64], sa[64];

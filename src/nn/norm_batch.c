@@ -375,10 +375,15 @@ static void batchnorm_like_backward(mt_node *n) {
                                    n->saved[1], n->i[6], scratch, &L);
 }
 
-static const mt_op OP_BATCHNORM = {"batchnorm", batchnorm_like_forward, batchnorm_like_backward};
-static const mt_op OP_INSTANCENORM = {"instancenorm", batchnorm_like_forward,
-                                      batchnorm_like_backward};
-static const mt_op OP_GROUPNORM = {"groupnorm", batchnorm_like_forward, batchnorm_like_backward};
+static const mt_op OP_BATCHNORM = {.name = "batchnorm",
+                                   .forward = batchnorm_like_forward,
+                                   .backward = batchnorm_like_backward};
+static const mt_op OP_INSTANCENORM = {.name = "instancenorm",
+                                      .forward = batchnorm_like_forward,
+                                      .backward = batchnorm_like_backward};
+static const mt_op OP_GROUPNORM = {.name = "groupnorm",
+                                   .forward = batchnorm_like_forward,
+                                   .backward = batchnorm_like_backward};
 
 static mt_tensor *batchnorm_like(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_tensor *w,
                                  mt_tensor *b, mt_tensor *rm, mt_tensor *rv, int G, bool batch,

@@ -272,10 +272,18 @@ static void rownorm_backward(mt_node *n) {
                             n->i[2], n->i[3] == ROW_LN);
 }
 
-static const mt_op OP_LAYERNORM = {"layernorm", rownorm_forward, rownorm_backward};
-static const mt_op OP_RMSNORM = {"rmsnorm", rownorm_forward, rownorm_backward};
-static const mt_op OP_PRMSNORM = {"prmsnorm", rownorm_forward, rownorm_backward};
-static const mt_op OP_SCALENORM = {"scalenorm", rownorm_forward, rownorm_backward};
+static const mt_op OP_LAYERNORM = {.name = "layernorm",
+                                   .forward = rownorm_forward,
+                                   .backward = rownorm_backward};
+static const mt_op OP_RMSNORM = {.name = "rmsnorm",
+                                 .forward = rownorm_forward,
+                                 .backward = rownorm_backward};
+static const mt_op OP_PRMSNORM = {.name = "prmsnorm",
+                                  .forward = rownorm_forward,
+                                  .backward = rownorm_backward};
+static const mt_op OP_SCALENORM = {.name = "scalenorm",
+                                   .forward = rownorm_forward,
+                                   .backward = rownorm_backward};
 
 static mt_tensor *rownorm(mt_ctx *c, const mt_op *op, mt_tensor *x, mt_tensor *w, mt_tensor *b,
                           int k, row_mode mode, float eps) {

@@ -124,8 +124,8 @@ static void point_backward(mt_node *n) {
     if (s && s->grad) s->grad[0] += (float)ps[1];
 }
 
-static const mt_op OP_DYT = {"dyt", point_forward, point_backward};
-static const mt_op OP_DERF = {"derf", point_forward, point_backward};
+static const mt_op OP_DYT = {.name = "dyt", .forward = point_forward, .backward = point_backward};
+static const mt_op OP_DERF = {.name = "derf", .forward = point_forward, .backward = point_backward};
 
 static mt_tensor *pointnorm(mt_ctx *c, const mt_op *op, point_fn fn, mt_tensor *x, mt_tensor *alpha,
                             mt_tensor *s, mt_tensor *w, mt_tensor *b) {

@@ -98,7 +98,7 @@ static void rope_backward(mt_node *n) {
                     -1.0f, true);
 }
 
-static const mt_op OP_ROPE = {"rope", rope_forward, rope_backward};
+static const mt_op OP_ROPE = {.name = "rope", .forward = rope_forward, .backward = rope_backward};
 
 mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0) {
     char sx[64];

@@ -40,7 +40,7 @@ static void add_backward(mt_node *n) {
     }
 }
 
-static const mt_op OP_ADD = {"add", add_forward, add_backward};
+static const mt_op OP_ADD = {.name = "add", .forward = add_forward, .backward = add_backward};
 
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     char sa[64], sb[64];
@@ -80,7 +80,7 @@ static void mul_backward(mt_node *n) {
     }
 }
 
-static const mt_op OP_MUL = {"mul", mul_forward, mul_backward};
+static const mt_op OP_MUL = {.name = "mul", .forward = mul_forward, .backward = mul_backward};
 
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     char sa[64], sb[64];
@@ -117,7 +117,9 @@ static void scale_backward(mt_node *n) {
     MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];);
 }
 
-static const mt_op OP_SCALE = {"scale", scale_forward, scale_backward};
+static const mt_op OP_SCALE = {.name = "scale",
+                               .forward = scale_forward,
+                               .backward = scale_backward};
 
 static mt_tensor *scale(mt_ctx *c, mt_tensor *x, mt_tensor *s, float sf) {
     mt_tensor *out = mt_tensor_like(c, x);
@@ -232,10 +234,12 @@ static void act_backward(mt_node *n) {
                         true);
 }
 
-static const mt_op OP_GELU = {"gelu", act_forward, act_backward};
-static const mt_op OP_GELU_ERF = {"gelu_erf", act_forward, act_backward};
-static const mt_op OP_RELU = {"relu", act_forward, act_backward};
-static const mt_op OP_SILU = {"silu", act_forward, act_backward};
+static const mt_op OP_GELU = {.name = "gelu", .forward = act_forward, .backward = act_backward};
+static const mt_op OP_GELU_ERF = {.name = "gelu_erf",
+                                  .forward = act_forward,
+                                  .backward = act_backward};
+static const mt_op OP_RELU = {.name = "relu", .forward = act_forward, .backward = act_backward};
+static const mt_op OP_SILU = {.name = "silu", .forward = act_forward, .backward = act_backward};
 
 static mt_tensor *activation(mt_ctx *c, const mt_op *op, mt_act act, mt_tensor *x) {
     mt_tensor *out = mt_tensor_like(c, x);
@@ -293,7 +297,9 @@ static void swiglu_backward(mt_node *n) {
                        n->out->n, true);
 }
 
-static const mt_op OP_SWIGLU = {"swiglu", swiglu_forward, swiglu_backward};
+static const mt_op OP_SWIGLU = {.name = "swiglu",
+                                .forward = swiglu_forward,
+                                .backward = swiglu_backward};
 
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
     char sa[64], sb[64];
@@ -344,7 +350,9 @@ static void dropout_backward(mt_node *n) {
                        true);
 }
 
-static const mt_op OP_DROPOUT = {"dropout", dropout_forward, dropout_backward};
+static const mt_op OP_DROPOUT = {.name = "dropout",
+                                 .forward = dropout_forward,
+                                 .backward = dropout_backward};
 
 mt_tensor *mt_dropout(mt_ctx *c, mt_tensor *x, float p) {
     MT_ASSERT(p >= 0.0f && p <= 1.0f, "dropout: probability %g is outside [0, 1]", p);

@@ -37,7 +37,9 @@ static void embedding_backward(mt_node *n) {
     });
 }
 
-static const mt_op OP_EMBEDDING = {"embedding", embedding_forward, embedding_backward};
+static const mt_op OP_EMBEDDING = {.name = "embedding",
+                                   .forward = embedding_forward,
+                                   .backward = embedding_backward};
 
 mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *weight, const int *ids, int n) {
     char sw[64];

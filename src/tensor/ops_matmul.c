@@ -38,7 +38,10 @@ static void matmul_backward(mt_node *n) {
     }
 }
 
-static const mt_op OP_MATMUL = {"matmul", matmul_forward, matmul_backward};
+static const mt_op OP_MATMUL = {.name = "matmul",
+                                .forward = matmul_forward,
+                                .backward = matmul_backward,
+                                .backward_skips_out = true};
 
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *a, mt_tensor *b, bool ta, bool tb) {
     char sa[64], sb[64];

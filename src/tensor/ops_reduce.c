@@ -3,6 +3,7 @@
    blocks of a fixed size summed in block order, one row per thread. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tensor.h"
 #include "vmath.h"
@@ -38,8 +39,8 @@ static void sum_backward(mt_node *n) {
     MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += g;);
 }
 
-static const mt_op OP_SUM = {"sum", sum_forward, sum_backward};
-static const mt_op OP_MEAN = {"mean", sum_forward, sum_backward};
+static const mt_op OP_SUM = {.name = "sum", .forward = sum_forward, .backward = sum_backward};
+static const mt_op OP_MEAN = {.name = "mean", .forward = sum_forward, .backward = sum_backward};
 
 static mt_tensor *reduce_all(mt_ctx *c, const mt_op *op, mt_tensor *x, float f) {
     mt_tensor *out = mt_tensor_new(c, 1, (int[]){1});
@@ -90,7 +91,9 @@ static void softmax_backward(mt_node *n) {
     });
 }
 
-static const mt_op OP_SOFTMAX = {"softmax", softmax_forward, softmax_backward};
+static const mt_op OP_SOFTMAX = {.name = "softmax",
+                                 .forward = softmax_forward,
+                                 .backward = softmax_backward};
 
 mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x) {
     mt_tensor *out = mt_tensor_like(c, x);
@@ -141,7 +144,8 @@ static void cross_entropy_forward(mt_node *n) {
 
 /* dl_r/dx_rj = softmax(x_r)_j - (1 - eps) [j == t_r] - eps / V + 2 z lse_r softmax(x_r)_j,
    softmax = exp(x - lse) (d lse_r / dx_rj = softmax_j): dx_rj += (dy / M) dl_r/dx_rj for the rows
-   not ignored */
+   not ignored. In place (grad_in_place: dx is x; z = 0 only) each row is written instead:
+   the bits of a sum onto zeros. */
 static void cross_entropy_backward(mt_node *n) {
     const float *x = n->in[0]->data, *lse = n->saved[0];
     float *dx = n->in[0]->grad, g = n->out->grad[0] / n->f[0];
@@ -149,13 +153,22 @@ static void cross_entropy_backward(mt_node *n) {
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
     float eps = n->f[1], uniform = g * (eps / (float)V), z = n->f[2];
+    bool in_place = dx == x;
     if (!dx) return;
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
-        if (t[r] == ignore) continue;
         const float *xr = x + r * V;
         float *dxr = dx + r * V, l = lse[r];
-        _Pragma("omp simd")
-        for (int j = 0; j < V; j++) dxr[j] += g * mt_vexpf(xr[j] - l);
+        if (t[r] == ignore) {
+            if (in_place) memset(dxr, 0, (size_t)V * sizeof *dxr);
+            continue;
+        }
+        if (in_place) {
+            _Pragma("omp simd")
+            for (int j = 0; j < V; j++) dxr[j] = g * mt_vexpf(xr[j] - l);
+        } else {
+            _Pragma("omp simd")
+            for (int j = 0; j < V; j++) dxr[j] += g * mt_vexpf(xr[j] - l);
+        }
         if (eps > 0) { /* a pass of its own: the loop above stays as fast at eps = 0 */
             _Pragma("omp simd")
             for (int j = 0; j < V; j++) dxr[j] -= uniform;
@@ -171,8 +184,9 @@ static void cross_entropy_backward(mt_node *n) {
     });
 }
 
-static const mt_op OP_CROSS_ENTROPY = {"cross_entropy", cross_entropy_forward,
-                                       cross_entropy_backward};
+static const mt_op OP_CROSS_ENTROPY = {.name = "cross_entropy",
+                                       .forward = cross_entropy_forward,
+                                       .backward = cross_entropy_backward};
 
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
                             mt_ce_opts opts) {
@@ -198,6 +212,10 @@ mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, in
     n->f[2] = opts.z_loss;
     n->saved[0] = mt_arena_floats(c, (size_t)N);
     n->saved[1] = mt_arena_floats(c, (size_t)N);
+    /* the logits' gradient over the logits, when nothing else reads them in the backward (the
+       z-loss term reads them after the rest of the row is written) */
+    n->grad_in_place = opts.z_loss == 0 && c->tape && c->tape->out == logits &&
+                       c->tape->op->backward_skips_out;
     mt_node_run(c, n);
     return out;
 }

@@ -18,7 +18,9 @@ static void reshape_backward(mt_node *n) {
     MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) dx[i] += dy[i];);
 }
 
-static const mt_op OP_RESHAPE = {"reshape", reshape_forward, reshape_backward};
+static const mt_op OP_RESHAPE = {.name = "reshape",
+                                 .forward = reshape_forward,
+                                 .backward = reshape_backward};
 
 mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]) {
     char sx[64];
@@ -81,7 +83,9 @@ static void permute_backward(mt_node *n) {
     if (n->in[0]->grad) permute_kernel(n->out->grad, n->in[0]->grad, n->i, n->i + 4, true);
 }
 
-static const mt_op OP_PERMUTE = {"permute", permute_forward, permute_backward};
+static const mt_op OP_PERMUTE = {.name = "permute",
+                                 .forward = permute_forward,
+                                 .backward = permute_backward};
 
 mt_tensor *mt_permute(mt_ctx *c, mt_tensor *x, const int perm[]) {
     char sx[64];
@@ -150,7 +154,9 @@ static void concat_backward(mt_node *n) {
         });
 }
 
-static const mt_op OP_CONCAT = {"concat", concat_forward, concat_backward};
+static const mt_op OP_CONCAT = {.name = "concat",
+                                .forward = concat_forward,
+                                .backward = concat_backward};
 
 mt_tensor *mt_concat(mt_ctx *c, int n, mt_tensor *const xs[]) {
     char s0[64], sk[64];
@@ -196,7 +202,9 @@ static void slice_backward(mt_node *n) {
         for (int j = 0; j < L; j++) dx[r * C + s + j] += dy[r * L + j];);
 }
 
-static const mt_op OP_SLICE = {"slice", slice_forward, slice_backward};
+static const mt_op OP_SLICE = {.name = "slice",
+                               .forward = slice_forward,
+                               .backward = slice_backward};
 
 mt_tensor *mt_slice(mt_ctx *c, mt_tensor *x, int start, int len) {
     char sx[64];

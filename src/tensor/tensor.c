@@ -227,8 +227,8 @@ static float *grad_reuse(mt_ctx *c, mt_tensor *x, released **pool) {
 static void release_output(mt_ctx *c, mt_node *n, const mt_tensor *y, released **pool) {
     unsigned char *d = (unsigned char *)n->out->data;
     if (!c->free_activations || n->out == y || d < c->arena.base ||
-        d >= c->arena.base + c->arena.cap)
-        return;
+        d >= c->arena.base + c->arena.cap || n->out->grad == n->out->data) /* grad_in_place's: */
+        return; /* released as the gradient it became */
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] && n->in[i]->data == n->out->data) return;
     released *r = (released *)d;
@@ -255,6 +255,10 @@ static void backward_nodes(mt_ctx *c, mt_node *n, const mt_tensor *y) {
         mt_tensor *a = n->in[0];
         if (owned && n->grad_through && a && a->requires_grad && !a->grad)
             a->grad = n->out->grad, handed = true; /* not zeroed, summed nor released */
+        const unsigned char *ad = a ? (const unsigned char *)a->data : NULL;
+        if (n->grad_in_place && c->free_activations && a->requires_grad && !a->grad && ad >= lo &&
+            ad < hi)
+            a->grad = a->data; /* not zeroed: the backward writes every element */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && n->in[i]->requires_grad) grad_reuse(c, n->in[i], pool);
         run_op(c, n, 1);
@@ -377,7 +381,9 @@ static void recompute_backward(mt_node *n) {
     keep_outside_grads(c, s, mark);
 }
 
-static const mt_op OP_RECOMPUTE = {"recompute", recompute_forward, recompute_backward};
+static const mt_op OP_RECOMPUTE = {.name = "recompute",
+                                   .forward = recompute_forward,
+                                   .backward = recompute_backward};
 
 /* y, computed from mark on, moved down to out's data at mark (no higher than its place): the
    arena above it given back. */

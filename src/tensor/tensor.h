@@ -52,6 +52,7 @@ typedef struct mt_op {
     const char *name;
     void (*forward)(mt_node *n);  /* computes n->out from n->in; may fill n->saved */
     void (*backward)(mt_node *n); /* accumulates into in[i]->grad (NULL: skip) from out->grad */
+    bool backward_skips_out;      /* the backward never reads out->data (see grad_in_place) */
 } mt_op;
 
 #define MT_NODE_MAX_IN 8
@@ -73,6 +74,11 @@ struct mt_node {
        an arena in[0] with no gradient yet then takes out's gradient buffer (mt_backward_from),
        and the backward skips in[0] when in[0]->grad is out->grad */
     bool grad_through;
+    /* set by the builder when in[0]'s data is read by this node's backward alone (in[0]'s node
+       comes just before it and its op's backward_skips_out): with c->free_activations an arena
+       in[0] with no gradient yet takes its own data block as its gradient, which the backward
+       writes over the data (the cross-entropy's logits: their gradient costs no memory) */
+    bool grad_in_place;
 };
 
 struct mt_ctx {

@@ -715,7 +715,7 @@ def report_steps(part="ngpt-steps"):
     out += ["", "; ".join(summary) + ".\n" if summary else ""]
     plot_lines(os.path.join(DOCS, "ngpt-steps.png"), "validation loss, Pre-LN and nGPT at "
                "their best rates (seed 1 solid, 2 dashed)", "validation loss", lines,
-               extra="set yrange [2:3.4]")
+               extra="set yrange [1.9:3.4]")
     out.append("![steps](depth-study-3/ngpt-steps.png)\n")
     return out
 

@@ -680,8 +680,8 @@ def report_steps(part="ngpt-steps"):
     out.append("`scripts/depth_study3.py %s`: Pre-LN and nGPT (part 1's `ngpt` entry) at 12 "
                "and 100 layers, each at its best rate of part 1 (lr-12, lr-100: chosen from %d "
                "and at least %d of the %d rates), seeds %s, 400 steps, the validation loss (8 "
-               "fixed batches) every %d steps, otherwise as part 1 (seed 1 at 100 layers is part 1's "
-               "run, evaluated as often). *Reached* is the first evaluation at which nGPT's "
+               "fixed batches) every %d steps, otherwise as part 1 (seed 1 at 100 layers is part "
+               "1's run, evaluated as often). *Reached* is the first evaluation at which nGPT's "
                "validation loss is at or below Pre-LN's final one of the same seed; the paper "
                "(Loshchilov et al. 2024, arXiv 2410.01131) reports 4-20x fewer steps, 400 / "
                "reached is that factor here:\n" % (part, ran[12], ran[100], len(RATES),

@@ -563,7 +563,8 @@ def report_lr(part):
              for i, m in enumerate(methods) if top in grid[m]]
     plot_lines(os.path.join(DOCS, png), "the largest attention logit at lr %s, %d layers"
                % (top, depth), "logit", lines, extra="set logscale y\nset format y '%g'")
-    out.append("![%s attention](depth-study-3/%s)\n" % (part, png))
+    if any(pts for *_, pts in lines):  # none until a method has run at the top rate
+        out.append("![%s attention](depth-study-3/%s)\n" % (part, png))
     return out
 
 

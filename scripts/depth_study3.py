@@ -22,19 +22,23 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
                                    its own batches) show the residual stream's growth from 45 to
                                    1130? What controls it: the output norms' initial gain, the
                                    rate, the depth (~25 min on 2 idle cores)
+  scripts/depth_study3.py ngpt-steps  nGPT's step claim (4-20x fewer steps): Pre-LN and nGPT at
+                                   12 and 100 layers, each at its best rate of part 1, two
+                                   seeds, evaluated every 25 steps (8 runs, 4 of them 100 layers)
   scripts/depth_study3.py muon     Muon at depth: Muon against AdamW on the 100-layer Post-LN,
                                    Pre-LN and DeepNorm configs, a short rate sweep, seed 1
                                    (--seed2 2e-2,...: those rates with seed 2 too)
   scripts/depth_study3.py report   docs/depth-study-3.md from the parts on disk
   --only lns,mixln                 only those methods' runs (the rest stay to go)
+  --rates 3e-3,1e-2                only the runs at those rates
   --smoke                          the part at 3 layers and 20 steps into /tmp (a check of the
                                    driver, not a result); --smoke-dir DIR: into DIR
 
 A method is an entry of METHODS (its flags over configs/deep100-pre.ini); a part is an entry of
 PARTS (its runs, its section of the page). Runs go to out/depth-study-3/<part>/<run>/ (./train's
-own files); two run at once, one thread each, at nice 10. The torch twin (tests/parity/
-torch_gpt.py's model, float32) needs Debian's python3-torch. Python 3 standard library and
-gnuplot otherwise; runs ./train as built by make all.
+own files); two run at once (JOBS=1: one), one thread each, at nice 10. The torch twin
+(tests/parity/torch_gpt.py's model, float32) needs Debian's python3-torch. Python 3 standard
+library and gnuplot otherwise; runs ./train as built by make all.
 """
 import argparse
 import concurrent.futures as cf
@@ -65,7 +69,7 @@ TWIN_STEPS = 100  # the torch twin's length: the growth happens in the first 50 
 LOSS0 = math.log(256)  # the loss at init (uniform over the bytes): Wortsman et al.'s l_0
 
 # The methods of parts 1-3: their flags over BASE (configs/deep100-pre.ini: LayerNorm, Pre-LN,
-# init auto, untied head). nGPT joins as one more entry when mt has it.
+# init auto, untied head).
 METHODS = {
     "pre": {"--placement": "pre"},
     "deepnorm": {"--placement": "deepnorm"},
@@ -88,6 +92,15 @@ METHODS = {
     # the init these runs were made with: the correlation r = 1 throughout (--dsl-r0 1, no
     # dropout), which the authors' recurrence from r0 = 0.221 replaced after part 1a was run
     "dsl": {"--placement": "dsl", "--dsl-r0": 1},
+    # nGPT (Loshchilov et al. 2024, arXiv 2410.01131; docs/layers.md): --arch ngpt replaces the
+    # config's norm and placement and brings what it needs, so it differs from the Pre-LN control
+    # in more than the block: RoPE for the learned position table (its embeddings enter the
+    # sphere as they are), SwiGLU for GELU, and the paper's recipe, no weight decay (refused on
+    # unit matrices) and no warmup (the config's 0.1 and 100 are given back). The FFN is 85 wide
+    # so that its three matrices hold what Pre-LN's two of 128 hold (16320 against 16384 weights
+    # a block; 3.340M parameters in all at 100 layers, Pre-LN 3.384M): the same size, each
+    # method as its paper trains it, at its own best rate (part 1), is the paper's comparison.
+    "ngpt": {"--arch": "ngpt", "--n-ff": 85, "--weight-decay": 0, "--warmup": 0},
 }
 RATES = ["3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1"]
 ATTN_DIAG = {"--diag-attn-every": 10, "--diag-logz-every": 10}
@@ -157,7 +170,8 @@ class Run:
         vals = {r.step: r.val_loss for r in evals(metrics)}
         log = open(os.path.join(self.dir, "log.txt")).read()
         row = {"name": self.name, "part": self.part, "flags": self.method,
-               "placement": self.method.get("--placement", "pre"), "lr": self.lr,
+               "placement": self.method.get("--placement", "ngpt" if self.method.get(
+                   "--arch") == "ngpt" else "pre"), "lr": self.lr,
                "layers": self.layers, "gain": self.gain,
                "label": label(self.rc, metrics, H, log),
                "val_final": vals[max(vals)] if vals else "", "seconds": "%.0f" % self.seconds,
@@ -250,8 +264,11 @@ def twin(part, partner):
 
 
 def lr_runs(part, layers):
-    """Part 1: every method at every rate, with the attention-logit and log Z diagnostics."""
-    return [Run(part, "%s-L%d-lr%s" % (m, layers, lr), m, lr, layers, ATTN_DIAG)
+    """Part 1: every method at every rate, with the attention-logit and log Z diagnostics; at
+    the depths of EVAL_25 evaluated every 25 steps, so that part 4's seed 1 is part 1's run
+    (the evaluations do not change the training: the same losses to the last digit)."""
+    diag = {**ATTN_DIAG, "--eval-every": STEPS_EVAL} if layers in EVAL_25 else ATTN_DIAG
+    return [Run(part, "%s-L%d-lr%s" % (m, layers, lr), m, lr, layers, diag)
             for m in METHODS for lr in RATES]
 
 
@@ -285,15 +302,54 @@ def dyt_runs(part):
              one("dyt-emb", "0.2", 100), one("dyt-emb", "1", 100)])
 
 
-def run_part(part, only=None):
-    """The part's runs that have no row yet (only: of those methods), two at a time, each kept
-    as it finishes."""
+# Part 4: nGPT's step claim (arXiv 2410.01131: 4-20x fewer steps to the same loss). Pre-LN and
+# nGPT at 12 and 100 layers, each at its best rate of part 1, two seeds, evaluated every 25 steps
+# (seed 1 at the depths of EVAL_25 is part 1's run: lr-12 was run before part 4 and evaluated
+# every 50 steps, so it has its own seed-1 runs)
+STEPS_METHODS, STEPS_SEEDS, STEPS_EVAL, EVAL_25 = ("pre", "ngpt"), (1, 2), 25, (100,)
+
+
+def best_rate(method, layers):
+    """The rate of part 1's lowest final loss for method at that depth (None: not run yet;
+    --smoke without part 1's rows: BASE's 1e-3, to check the driver)."""
+    mine = [r for r in rows("lr-%d" % layers) if method_of(r["name"]) == method]
+    if not mine:
+        return "1e-3" if SMOKE else None
+    return min(mine, key=loss_or_l0)["lr"]
+
+
+def steps_runs(part):
+    runs = []
+    for layers in (12, 100):
+        for m in STEPS_METHODS:
+            lr = best_rate(m, layers)
+            if lr is None:
+                print("depth_study3: %s: no part-1 rows for %s at %d layers yet (lr-%d)"
+                      % (part, m, layers, layers), flush=True)
+                continue
+            runs += [Run(part, "%s-L%d-lr%s-s%d" % (m, layers, lr, seed), m, lr, layers,
+                         {"--seed": seed, "--eval-every": STEPS_EVAL}) for seed in STEPS_SEEDS
+                     if steps_source(part, m, layers, lr, seed)[0] == part]
+    return runs
+
+
+def steps_source(part, method, layers, lr, seed):
+    """(part, run name) of part 4's run of method at that depth, rate and seed: part 1's for
+    seed 1 at the depths of EVAL_25."""
+    if seed == 1 and layers in EVAL_25:
+        return "lr-%d" % layers, "%s-L%d-lr%s" % (method, layers, lr)
+    return part, "%s-L%d-lr%s-s%d" % (method, layers, lr, seed)
+
+
+def run_part(part, only=None, rates=None):
+    """The part's runs that have no row yet (only: of those methods; rates: at those rates), two
+    at a time, each kept as it finishes."""
     H = byte_entropy()
     runs = [r for r in PARTS[part]["runs"](part) if not r.done()
-            and (not only or method_of(r.name) in only)]
+            and (not only or method_of(r.name) in only) and (not rates or r.lr in rates)]
     os.makedirs(os.path.join(DOCS, part), exist_ok=True)
     print("depth_study3: %s: %d runs to go" % (part, len(runs)), flush=True)
-    with cf.ThreadPoolExecutor(2) as ex:
+    with cf.ThreadPoolExecutor(int(os.environ.get("JOBS", "2"))) as ex:
         extra = PARTS[part].get("extra")
         extra_done = ex.submit(extra, part) if extra else None
         for f in cf.as_completed([ex.submit(r.execute) for r in runs]):
@@ -507,7 +563,8 @@ def report_lr(part):
              for i, m in enumerate(methods) if top in grid[m]]
     plot_lines(os.path.join(DOCS, png), "the largest attention logit at lr %s, %d layers"
                % (top, depth), "logit", lines, extra="set logscale y\nset format y '%g'")
-    out.append("![%s attention](depth-study-3/%s)\n" % (part, png))
+    if any(pts for *_, pts in lines):  # none until a method has run at the top rate
+        out.append("![%s attention](depth-study-3/%s)\n" % (part, png))
     return out
 
 
@@ -581,6 +638,87 @@ def grad_row(part, r, step):
     if s is None:
         return "| %s | %d | - | - | - | - | - |" % (r["name"], step)
     return "| %s | %d | %.3g | %.3g | %.3g | %.2f | %.1f |" % ((r["name"], step) + s)
+
+
+def val_curve(part, name):
+    """[(step, validation loss)] of a kept run's curve."""
+    return [(int(r["step"]), float(r["val_loss"]))
+            for r in read_csv(os.path.join(DOCS, part, name + ".csv")) if r["val_loss"]]
+
+
+def first_at(curve, target):
+    """The first evaluated step whose validation loss is at or below target (the CSV keeps 6
+    digits), None if none is."""
+    return next((s for s, v in curve if v <= target * (1 + 1e-6)), None)
+
+
+def spread(xs):
+    """mean (min-max) of a list, or its one value."""
+    if len(xs) == 1:
+        return "%.0f" % xs[0]
+    return "%.0f (%.0f-%.0f)" % (sum(xs) / len(xs), min(xs), max(xs))
+
+
+def kept_run(part, method, layers, seed):
+    """(part, row) of part 4's kept run of method at that depth and seed, at its best rate;
+    (None, None) if there is none yet."""
+    lr = best_rate(method, layers)
+    if lr is None:
+        return None, None
+    p, name = steps_source(part, method, layers, lr, seed)
+    row = os.path.join(DOCS, p, name + ".row.json")
+    return (p, json.load(open(row))) if os.path.exists(row) else (None, None)
+
+
+def report_steps(part="ngpt-steps"):
+    """Part 4's section: per depth and seed, Pre-LN's final validation loss and the first
+    evaluation at which nGPT (same depth, same seed) reached it; mean and range over seeds."""
+    out = ["## nGPT's step claim\n"]
+    if not rows(part):
+        return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
+    ran = {d: min(sum(method_of(r["name"]) == m for r in rows("lr-%d" % d))
+                  for m in STEPS_METHODS) for d in (12, 100)}
+    out.append("`scripts/depth_study3.py %s`: Pre-LN and nGPT (part 1's `ngpt` entry) at 12 "
+               "and 100 layers, each at its best rate of part 1 (lr-12, lr-100: chosen from %d "
+               "and at least %d of the %d rates), seeds %s, 400 steps, the validation loss (8 "
+               "fixed batches) every %d steps, otherwise as part 1 (seed 1 at 100 layers is part "
+               "1's run, evaluated as often). *Reached* is the first evaluation at which nGPT's "
+               "validation loss is at or below Pre-LN's final one of the same seed; the paper "
+               "(Loshchilov et al. 2024, arXiv 2410.01131) reports 4-20x fewer steps, 400 / "
+               "reached is that factor here:\n" % (part, ran[12], ran[100], len(RATES),
+                                                   " and ".join(map(str, STEPS_SEEDS)),
+                                                   STEPS_EVAL))
+    out += ["| layers | seed | Pre-LN rate | Pre-LN final | nGPT rate | nGPT final | reached | "
+            "400 / reached |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines, summary = [], []
+    for i, layers in enumerate((12, 100)):
+        reached = []
+        for seed in STEPS_SEEDS:
+            pick = {m: kept_run(part, m, layers, seed) for m in STEPS_METHODS}
+            for m, (p, r) in pick.items():
+                if r:
+                    lines.append(("%s L%d seed %d" % (m, layers, seed),
+                                  COLORS[2 * i + (m == "ngpt")], seed, "l",
+                                  val_curve(p, r["name"])))
+            (_, pre), (ng_part, ng) = pick["pre"], pick["ngpt"]
+            if not (pre and ng):
+                continue
+            hit = first_at(val_curve(ng_part, ng["name"]), pre["val_final"])
+            steps = SMOKE.get("--steps", BASE["--steps"])
+            if hit:
+                reached.append(hit)
+            out.append("| %d | %d | %s | %s | %s | %s | %s | %s |" % (
+                layers, seed, pre["lr"], cell(pre), ng["lr"], cell(ng),
+                hit or "not by %d" % steps, "%.1f" % (steps / hit) if hit else "-"))
+        if reached:
+            summary.append("%d layers: nGPT reached Pre-LN's final loss at step %s over %d "
+                           "seeds (mean, range)" % (layers, spread(reached), len(reached)))
+    out += ["", "; ".join(summary) + ".\n" if summary else ""]
+    plot_lines(os.path.join(DOCS, "ngpt-steps.png"), "validation loss, Pre-LN and nGPT at "
+               "their best rates (seed 1 solid, 2 dashed)", "validation loss", lines,
+               extra="set yrange [1.9:3.4]")
+    out.append("![steps](depth-study-3/ngpt-steps.png)\n")
+    return out
 
 
 def report_curse():
@@ -774,6 +912,7 @@ PARTS = {
     "curse": {"runs": curse_runs, "report": report_curse},
     "peri": {"runs": peri_runs, "report": report_peri,
              "extra": lambda part: twin(part, peri_runs(part)[0])},
+    "ngpt-steps": {"runs": steps_runs, "report": report_steps},
     "muon": {"runs": lambda part: [], "report": report_muon},  # run by muon_part (--seed2)
 }
 
@@ -787,6 +926,7 @@ def main():
                     help="--smoke's directory (its out/, docs/ and docs.md)")
     ap.add_argument("--only", metavar="M,M", help="only the runs of these methods (the names' "
                     "part before -L<layers>: lns,mixln), to run what matters first")
+    ap.add_argument("--rates", metavar="R,R", help="only the runs at these rates (3e-3,1e-2)")
     ap.add_argument("--seed2", default="", help="muon: the rates also run with seed 2 (2e-2,...)")
     a = ap.parse_args()
     os.chdir(ROOT)
@@ -800,7 +940,8 @@ def main():
         muon_part(seed2=a.seed2.split(","))
     else:
         os.nice(max(0, 10 - os.nice(0)))  # nice 10: the runs share the machine
-        run_part(a.part, a.only.split(",") if a.only else None)
+        run_part(a.part, a.only.split(",") if a.only else None,
+                 a.rates.split(",") if a.rates else None)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@
 # dyt: every method of the table runs at every rate (./train accepts its flags), QK-norm bounds
 # the attention logit that grows without it at 1e-1, z-loss changes the training loss, the skip
 # probe and the gradient norms are kept per block, a second call runs nothing (the kept rows
-# mark runs done), and the page has every part's tables. Skipped without Debian's python3-torch
-# (the twin).
+# mark runs done), and the page has every part's tables. ngpt-steps: Pre-LN and nGPT at their
+# best lr-12 rate, two seeds that differ, paired in the page's table. Skipped without Debian's
+# python3-torch (the twin).
 if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
     exit 0
@@ -15,7 +16,7 @@ fi
 # a directory of its own: two checkouts may run this test at once
 S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
 trap 'rm -rf "$S" "$S.log"' EXIT
-for part in peri lr-12 curse dyt report; do
+for part in peri lr-12 ngpt-steps curse dyt report; do
     python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
         { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 done
@@ -52,8 +53,8 @@ def kept(part):
                                    if f.endswith(".row.json"))}
 lr = kept("lr-12")
 bad = [n for n, r in lr.items() if r["label"] == "failed"]
-if len(lr) != 72 or bad:
-    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 72, failed: %s" % (len(lr), bad))
+if len(lr) != 78 or bad:
+    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 78, failed: %s" % (len(lr), bad))
 pre, qk = lr["pre-L12-lr1e-1"]["attn_peak"], lr["pre-qk-L12-lr1e-1"]["attn_peak"]
 if not (qk < 10 and pre > 3 * qk):
     sys.exit("FAIL test_depth_study3: the largest attention logit at 1e-1: pre %g, pre-qk %g"
@@ -70,6 +71,20 @@ for part, name, what, key, step in (("curse", "mixln-L100-lr1e-3", "skip", "bloc
     if r["label"] == "failed" or len(last) != 3:
         sys.exit("FAIL test_depth_study3: %s %s: %s, %d blocks at step %d in its %s file"
                  % (part, name, r["label"], len(last), step, what))
+# part 4: seeds 1 and 2 at 12 layers, seed 2 at 100 (seed 1 there is lr-100's run, not smoked),
+# each method at its best lr-12 rate; the seeds differ; the table pairs them
+steps = kept("ngpt-steps")
+best = {m: min((r for n, r in lr.items() if n.rsplit("-L", 1)[0] == m),
+               key=lambda r: r["val_final"])["lr"] for m in ("pre", "ngpt")}
+want = ["%s-L12-lr%s-s%d" % (m, best[m], s) for m in best for s in (1, 2)]
+want += ["%s-L100-lr1e-3-s2" % m for m in best]
+if sorted(steps) != sorted(want) or any(r["label"] == "failed" for r in steps.values()):
+    sys.exit("FAIL test_depth_study3: ngpt-steps kept %s, want %s" % (sorted(steps), want))
+curve = lambda name: open(os.path.join(sys.argv[1], "docs/ngpt-steps", name + ".csv")).read()
+if curve(want[2]) == curve(want[3]):
+    sys.exit("FAIL test_depth_study3: nGPT's seeds 1 and 2 gave the same curve")
+if "| 12 | 2 | %s |" % best["pre"] not in page:
+    sys.exit("FAIL test_depth_study3: the page lacks part 4's table")
 for table in ("| pre-qk |", "| reorder-qk | `--placement reorder", "| 0.5 |",
               "| mixln-L100-lr1e-3 |"):
     if table not in page:

@@ -14,6 +14,12 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
   scripts/depth_study3.py dyt      DyT and Derf at 100 layers; alpha's initial value against
                                    depth (12, 100 layers) and width (64, 128 channels), per-block
                                    gradient norms (20 runs, 4 of them 100 layers; ~15 min idle)
+  scripts/depth_study3.py dyt-twin why DyT and Derf stall: part 2's 12-layer DyT run again with
+                                   its checkpoints kept, the saturation of its norms' inputs,
+                                   its torch twin (loss, per-block gradients, saturation); one
+                                   change at a time that could make it train (the papers' LLaMA
+                                   alphas, biases, alpha, the embedding scale, DyT's weight at
+                                   init), the one that does at 100 layers (19 runs, ~20 min idle)
   scripts/depth_study3.py curse    the curse of depth: Pre-LN, LNS, Mix-LN, DeepNorm at 100
                                    layers, the block-skip probe and per-block gradient norms
                                    (4 runs, ~8 min idle)
@@ -45,10 +51,12 @@ import concurrent.futures as cf
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -112,11 +120,17 @@ GRAD_KEPT = (0, 10, 20, 50, 100, 200, 300, 390)
 
 class Run:
     """One ./train run of a part: the method's flags over BASE, the rate, the depth and the
-    diagnostics. gain: the output norms' initial weight (Peri-LN), set in the step-0
-    checkpoint, from which the run resumes (it equals a run from scratch bit for bit)."""
+    diagnostics. gain: the output norms' initial weight (Peri-LN); edits: {regex: value}, the
+    initial value of every element of the tensors whose name matches the regex (DyT's weights,
+    the embedding scale). Both are set in the step-0 checkpoint, from which the run resumes (it
+    equals a run from scratch bit for bit)."""
 
-    def __init__(self, part, name, method, lr="1e-3", layers=100, diag=None, gain=1.0):
+    def __init__(self, part, name, method, lr="1e-3", layers=100, diag=None, gain=1.0,
+                 edits=None):
         self.part, self.name, self.lr, self.gain = part, name, lr, gain
+        self.edits = dict(edits or {})
+        if gain != 1.0:
+            self.edits[r".*_out_norm\.weight"] = gain
         self.method = METHODS[method] if isinstance(method, str) else method
         self.layers, self.diag = SMOKE.get("--n-layer", layers), diag or {}
         self.dir = os.path.join(OUT, part, name)
@@ -133,12 +147,14 @@ class Run:
     def execute(self):
         shutil.rmtree(self.dir, ignore_errors=True)
         log = os.path.join(self.dir, "log.txt")
-        if self.gain == 1.0:
+        if not self.edits:
             res = run(["./train"] + self.flags() + ["--out", self.dir], log)
         else:
             res = run(["./train"] + self.flags() + ["--steps", "0", "--out", self.dir], log)
             if res.rc == 0:
-                set_out_gains(os.path.join(self.dir, "model.safetensors"), self.gain)
+                for regex, value in self.edits.items():
+                    set_tensors(os.path.join(self.dir, "model.safetensors"),
+                                lambda name: re.fullmatch(regex, name), value)
                 steps = SMOKE.get("--steps", BASE["--steps"])
                 res = run(["./train", "--resume", "--out", self.dir, "--steps", str(steps)],
                           log)
@@ -172,7 +188,7 @@ class Run:
         row = {"name": self.name, "part": self.part, "flags": self.method,
                "placement": self.method.get("--placement", "ngpt" if self.method.get(
                    "--arch") == "ngpt" else "pre"), "lr": self.lr,
-               "layers": self.layers, "gain": self.gain,
+               "layers": self.layers, "gain": self.gain, "edits": self.edits,
                "label": label(self.rc, metrics, H, log),
                "val_final": vals[max(vals)] if vals else "", "seconds": "%.0f" % self.seconds,
                "attn_peak": max(attn.values()) if attn else "",
@@ -211,22 +227,22 @@ def keep_resid(src, stem, layers):
                 f.write("%d,%d,%.6g\n" % (r.step, r.layer, r.norm))
 
 
-def set_out_gains(path, gain):
-    """Every Peri-LN output norm's weight (blocks.{i}.{attn,ffn}_out_norm.weight) := gain in a
-    checkpoint of ./train's (safetensors: a u64 header size, the JSON header, then the tensors'
-    bytes at their data_offsets; F32 little-endian). The edited file drops its checksums
-    (metadata mt_crc32c, which no longer hold); mt reads it as it reads other writers' files."""
+def set_tensors(path, which, value):
+    """Every element of the tensors whose name satisfies which(name) := value in a checkpoint
+    of ./train's (safetensors: a u64 header size, the JSON header, then the tensors' bytes at
+    their data_offsets; F32 little-endian). The edited file drops its checksums (metadata
+    mt_crc32c, which no longer hold); mt reads it as it reads other writers' files."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
         data = bytearray(f.read())
     header.get("__metadata__", {}).pop("mt_crc32c", None)
     for name, e in header.items():
-        if name.endswith("_out_norm.weight"):
+        if name != "__metadata__" and which(name):
             assert e["dtype"] == "F32", name
             begin, end = e["data_offsets"]
             count = (end - begin) // 4
-            data[begin:end] = struct.pack("<%df" % count, *[gain] * count)
+            data[begin:end] = struct.pack("<%df" % count, *[value] * count)
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path + ".tmp", "wb") as f:
@@ -339,6 +355,98 @@ def steps_source(part, method, layers, lr, seed):
     if seed == 1 and layers in EVAL_25:
         return "lr-%d" % layers, "%s-L%d-lr%s" % (method, layers, lr)
     return part, "%s-L%d-lr%s-s%d" % (method, layers, lr, seed)
+
+
+# ---- dyt-twin: why DyT and Derf stall (issue 30 part 2) ---------------------------------------
+TWIN_RUN = "dyt-emb-L12-a0.5"  # the stalled run the twin follows: part 2's, at 12 layers
+TWIN_PROBE_STEPS = (0, 10, 20, 30, 40, 50, 60, 100, 200, 400)
+PAPER_ALPHAS = {"--dyt-alpha-attn": 0.8, "--dyt-alpha-ffn": 0.2, "--dyt-alpha-final": 0.2}
+GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too)
+
+
+def dyt_twin_runs(part):
+    """What makes the stalled 12-layer run train, one change at a time over dyt-emb (lr 1e-3,
+    alpha 0.5, emb scale sqrt(64) = 8): DyT's LLaMA setting (per-site alphas 0.8 / 0.2 / 0.2,
+    no biases), alpha, the embedding scale's initial value (and the rate), DyT's weight gamma
+    at init; then the change that trains at 100 layers."""
+    def one(name, flags=None, edits=None, lr="1e-3", layers=12, method="dyt-emb"):
+        return Run(part, "%s-L%d-%s" % (method, layers, name), {**METHODS[method],
+                   **(flags or {})}, lr, layers, GRAD_DIAG, edits=edits)
+    return [one("paper-alphas", PAPER_ALPHAS),
+            one("nobias", {"--no-bias": True}),
+            one("paper-alphas-nobias", {**PAPER_ALPHAS, "--no-bias": True}),
+            one("final0.05", {"--dyt-alpha-final": 0.05}),
+            one("a4", {"--dyt-alpha": 4}),
+            one("a8", {"--dyt-alpha": 8})] + \
+        [one("emb%d" % e, edits={"emb_scale": e}) for e in (32, 64, 128)] + \
+        [one("emb64-lr%s" % lr, edits={"emb_scale": 64}, lr=lr) for lr in ("3e-4", "3e-3")] + \
+        [one("emb64-paper-alphas-nobias", {**PAPER_ALPHAS, "--no-bias": True},
+             {"emb_scale": 64})] + \
+        [one("gamma%d" % g, edits={GAMMA: g}) for g in (2, 4, 8, 16)] + \
+        [one("gamma8", edits={GAMMA: 8}, method="derf-emb"),
+         one("gamma8", edits={GAMMA: 8}, layers=100),
+         one("gamma8", edits={GAMMA: 8}, layers=100, method="derf-emb")]
+
+
+def dyt_twin(part):
+    """TWIN_RUN again, its checkpoints at TWIN_PROBE_STEPS kept (its gradients, stream and
+    metrics: mt-<run>.grad.csv, .resid.csv, .metrics.csv); the saturation of its norms' inputs
+    in each (scripts/torch_twin.py --probe: mt-<run>.sat.csv); and the torch twin from its
+    step-0 weights (torch-<run>.csv: stream and loss, .grad.csv, .sat.csv)."""
+    d, stem = os.path.join(OUT, part, "capture"), os.path.join(DOCS, part, "%s-" + TWIN_RUN)
+    if os.path.exists(stem % "torch" + ".sat.csv"):
+        return
+    partner = [r for r in dyt_runs("dyt") if r.name == TWIN_RUN][0]
+    steps = SMOKE.get("--steps", BASE["--steps"])
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    ckpts = capture(partner.flags() + ["--save-every", "10", "--diag-resid-every", "10",
+                                       "--out", d], d)
+    init = os.path.join(OUT, part, "init")
+    if run(["./train"] + partner.flags() + ["--steps", "0", "--out", init],
+           os.path.join(OUT, part, "twin-init.log")).rc != 0:
+        sys.exit("depth_study3: the twin's init run failed (%s)" % init)
+    ckpts[0] = os.path.join(init, "model.safetensors")
+    twin = ["/usr/bin/python3", os.path.join(HERE, "torch_twin.py")]
+    subprocess.run(twin + ["--probe", "dyt", stem % "mt" + ".sat.csv"] +
+                   [ckpts[s] for s in TWIN_PROBE_STEPS if s in ckpts], check=True, cwd=ROOT)
+    copy_columns(os.path.join(d, "diag_grad.csv"), stem % "mt" + ".grad.csv",
+                 ["step", "layer", "total"])
+    keep_resid(os.path.join(d, "diag_resid.csv"), stem % "mt", partner.layers)
+    shutil.copy(os.path.join(d, "metrics.csv"), stem % "mt" + ".metrics.csv")
+    subprocess.run(twin + [ckpts[0], str(partner.layers), "pre", partner.lr, str(steps),
+                           stem % "torch" + ".csv", "--norm", "dyt", "--emb-scale",
+                           "--grad", stem % "torch" + ".grad.csv",
+                           "--sat", stem % "torch" + ".sat.csv.tmp"], check=True, cwd=ROOT)
+    os.replace(stem % "torch" + ".sat.csv.tmp", stem % "torch" + ".sat.csv")
+
+
+def capture(args, d):
+    """./train args (nice 10), hard-linking each checkpoint it writes to d/ckpt-<step>
+    (checkpoints are renamed into place: the link holds that step's file); {step: path}."""
+    p = subprocess.Popen(["./train"] + args, stdout=open(os.path.join(d, "log.txt"), "w"),
+                         stderr=subprocess.STDOUT)
+    model, seen, ckpts = os.path.join(d, "model.safetensors"), None, {}
+    while True:
+        done = p.poll() is not None
+        try:
+            ino = os.stat(model).st_ino
+        except FileNotFoundError:
+            ino = seen
+        if ino != seen:
+            seen, tmp = ino, os.path.join(d, "ckpt.tmp")
+            os.link(model, tmp)
+            with open(tmp, "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                step = int(json.loads(f.read(n))["__metadata__"]["step"])
+            ckpts[step] = os.path.join(d, "ckpt-%d.safetensors" % step)
+            os.replace(tmp, ckpts[step])
+        if done:
+            break
+        time.sleep(0.02)
+    if p.returncode != 0:
+        sys.exit("depth_study3: the captured run failed (%s)" % d)
+    return ckpts
 
 
 def run_part(part, only=None, rates=None):
@@ -824,6 +932,69 @@ def report_dyt():
     return out
 
 
+def report_dyt_twin():
+    part = "dyt-twin"
+    out = ["## Why DyT and Derf stall: a torch twin and what makes them train\n"]
+    stem = os.path.join(DOCS, part, "%s-" + TWIN_RUN)
+    if not os.path.exists(stem % "torch" + ".sat.csv"):
+        return out + ["Not run yet (`scripts/depth_study3.py dyt-twin`).\n"]
+    out.append("`scripts/depth_study3.py dyt-twin`: part 2's `%s` (12 layers, DyT alpha 0.5, "
+               "`--emb-scale`, lr 1e-3) again with its checkpoints kept, and its PyTorch twin "
+               "(scripts/torch_twin.py: tests/parity/torch_gpt.py's model in float32 written from "
+               "`w tanh(alpha x) + b`, from mt's step-0 weights, the same AdamW, groups, clipping "
+               "and schedule, its own batches). Training loss, the gradient norm of the first and "
+               "last block's parameters, and the final norm's input on the probe batch: mean "
+               "|u| = |alpha x|, the fraction of its elements where 1 - tanh(u)^2 is 0 in "
+               "float32, and the input split into the part the tokens share (shared: the norm "
+               "of its mean over the probe batch's tokens) and the rest (spread: the mean norm "
+               "of each token's difference from that mean):\n" % TWIN_RUN)
+    loss = {"mt": {r.step: r.loss for r in read_metrics(stem % "mt" + ".metrics.csv")},
+            "torch": {int(r["step"]): r["loss"] for r in read_csv(stem % "torch" + ".csv")}}
+    grad = {w: {(int(r["step"]), int(r["layer"])): num(r["total"])
+                for r in read_csv(stem % w + ".grad.csv")} for w in ("mt", "torch")}
+    sat = {w: {(int(r["step"]), r["site"]): r for r in read_csv(stem % w + ".sat.csv")}
+           for w in ("mt", "torch")}
+    L = max(layer for _, layer in grad["mt"]) + 1
+    out += ["| step | loss mt | torch | block 0 grad mt | torch | block %d grad mt | torch | "
+            "final norm mean abs(u) mt | torch | saturated mt | torch | shared mt | spread mt |"
+            % (L - 1), "|---:|" + "---:|" * 12]
+    g = lambda w, s, b: "%.2g" % grad[w][(s, b)] if (s, b) in grad[w] else "-"  # noqa: E731
+    u = lambda w, s, k: ("%.3g" % num(sat[w][(s, "final_norm")][k])  # noqa: E731
+                         if (s, "final_norm") in sat[w] else "-")
+    for s in TWIN_PROBE_STEPS:
+        lm, lt = loss["mt"].get(s), loss["torch"].get(s)
+        out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            s, "%.3f" % lm if lm else "-", "%.3f" % float(lt) if lt else "-",
+            g("mt", s, 0), g("torch", s, 0), g("mt", s, L - 1), g("torch", s, L - 1),
+            u("mt", s, "mean_abs_u"), u("torch", s, "mean_abs_u"),
+            u("mt", s, "frac_saturated"), u("torch", s, "frac_saturated"),
+            u("mt", s, "shared"), u("mt", s, "spread")))
+    out.append("\nmt's norms, site by site (max |u|, the fraction saturated):\n")
+    sites = ["blocks.0.attn_norm", "blocks.%d.attn_norm" % (L // 2),
+             "blocks.%d.ffn_norm" % (L - 1), "final_norm"]
+    out += ["| step | " + " | ".join(sites) + " |", "|---:|" + "---:|" * len(sites)]
+    for s in TWIN_PROBE_STEPS:
+        cells = ["%.3g, %.3g" % (num(sat["mt"][(s, x)]["max_abs_u"]),
+                                 num(sat["mt"][(s, x)]["frac_saturated"]))
+                 if (s, x) in sat["mt"] else "-" for x in sites]
+        out.append("| %d | %s |" % (s, " | ".join(cells)))
+    out.append("\nOne change at a time over `%s` (edits: initial values set in the step-0 "
+               "checkpoint; gamma: every DyT or Derf weight, the final norm's too), lr 1e-3 "
+               "unless named, one seed:\n" % TWIN_RUN)
+    out += ["| run | flags | edits | lr | final val | block 0 grad at 100 | label |",
+            "|---|---|---|---:|---:|---:|---|"]
+    order = [r.name for r in dyt_twin_runs(part)]
+    for r in sorted(rows(part), key=lambda r: order.index(r["name"])):
+        flags = {k: v for k, v in r["flags"].items() if k not in ("--norm", "--emb-scale")}
+        g100 = dict(block_values(part, r["name"], "grad", "total", 100)).get(0)
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], " ".join("%s %s" % (k, "" if v is True else v) for k, v in
+                                flags.items()) or "-",
+            ", ".join("%s = %g" % kv for kv in r.get("edits", {}).items()) or "-", r["lr"],
+            cell(r), "%.2g" % g100 if g100 is not None else "-", r["label"]))
+    return out
+
+
 def report_peri():
     part, out = "peri", []
     runs = rows(part)
@@ -909,6 +1080,7 @@ PARTS = {
     "lr-12": {"runs": lambda part: lr_runs(part, 12), "report": lambda: report_lr("lr-12")},
     "lr-100": {"runs": lambda part: lr_runs(part, 100), "report": lambda: report_lr("lr-100")},
     "dyt": {"runs": dyt_runs, "report": report_dyt},
+    "dyt-twin": {"runs": dyt_twin_runs, "report": report_dyt_twin, "extra": dyt_twin},
     "curse": {"runs": curse_runs, "report": report_curse},
     "peri": {"runs": peri_runs, "report": report_peri,
              "extra": lambda part: twin(part, peri_runs(part)[0])},

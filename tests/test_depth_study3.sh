@@ -7,7 +7,11 @@
 # the attention logit that grows without it at 1e-1, z-loss changes the training loss, the skip
 # probe and the gradient norms are kept per block, a second call runs nothing (the kept rows
 # mark runs done), and the page has every part's tables. ngpt-steps: Pre-LN and nGPT at their
-# best lr-12 rate, two seeds that differ, paired in the page's table. Skipped without Debian's
+# best lr-12 rate, two seeds that differ, paired in the page's table. dyt-twin: the edits of the
+# step-0 checkpoint reach the run (DyT's weight 8 multiplies the blocks' gradients at init by ~8),
+# the saturation probe covers mt's checkpoints and the twin's steps, and the twin starts where mt
+# starts: its block gradients and its stream entering the first block within 25% and 15% (the
+# same weights; its own batch and probe batch). Skipped without Debian's
 # python3-torch (the twin).
 if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
@@ -16,7 +20,7 @@ fi
 # a directory of its own: two checkouts may run this test at once
 S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
 trap 'rm -rf "$S" "$S.log"' EXIT
-for part in peri lr-12 ngpt-steps curse dyt report; do
+for part in peri lr-12 ngpt-steps curse dyt dyt-twin report; do
     python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
         { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 done
@@ -89,5 +93,30 @@ for table in ("| pre-qk |", "| reorder-qk | `--placement reorder", "| 0.5 |",
               "| mixln-L100-lr1e-3 |"):
     if table not in page:
         sys.exit("FAIL test_depth_study3: the page lacks %r" % table)
+def grad0(part, name, layer=0):
+    for r in csv.DictReader(open(os.path.join(sys.argv[1], "docs", part, name + ".grad.csv"))):
+        if int(r["step"]) == 0 and int(r["layer"]) == layer:
+            return float(r["total"])
+    sys.exit("FAIL test_depth_study3: no step-0 gradient of block %d in %s" % (layer, name))
+base, g8 = grad0("dyt", "dyt-emb-L12-a0.5"), grad0("dyt-twin", "dyt-emb-L12-gamma8")
+if not 4 < g8 / base < 16:
+    sys.exit("FAIL test_depth_study3: block 0's gradient at init: %g with DyT's weight 8, %g "
+             "with 1" % (g8, base))
+mt, th = grad0("dyt-twin", "mt-dyt-emb-L12-a0.5"), grad0("dyt-twin", "torch-dyt-emb-L12-a0.5")
+if abs(th / mt - 1) > 0.25:
+    sys.exit("FAIL test_depth_study3: the twin's block-0 gradient at init %g, mt's %g" % (th, mt))
+d = sys.argv[1] + "/docs/dyt-twin"
+mt = at("mt-dyt-emb-L12-a0.5", 0, 0)
+th = [float(r["norm"]) for r in csv.DictReader(open(d + "/torch-dyt-emb-L12-a0.5.csv"))
+      if r["step"] == "0" and r["layer"] == "0"][0]
+if abs(th / mt - 1) > 0.15:
+    sys.exit("FAIL test_depth_study3: the twin's stream at init %g, mt's %g" % (th, mt))
+for who, steps in (("mt", {0, 10, 20}), ("torch", {0, 10, 20})):
+    sat = os.path.join(sys.argv[1], "docs/dyt-twin/%s-dyt-emb-L12-a0.5.sat.csv" % who)
+    got = {int(r["step"]) for r in csv.DictReader(open(sat)) if r["site"] == "final_norm"}
+    if got != steps:
+        sys.exit("FAIL test_depth_study3: %s's saturation rows at steps %s" % (who, sorted(got)))
+if "| dyt-emb-L12-gamma8 |" not in page or "mt's norms, site by site" not in page:
+    sys.exit("FAIL test_depth_study3: the page lacks the dyt-twin tables")
 print("test_depth_study3: ok")
 PY

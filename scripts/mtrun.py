@@ -126,6 +126,23 @@ def num(s):
         return math.nan
 
 
+def run_candidates(names, run_one, path, fields, jobs=None):
+    """run_one(name) -> a row (dict of fields) for each name, JOBS (default 2) at a time, each row
+    appended to the CSV at path as it finishes (its header first when the file is new): a search
+    stopped part way keeps what it measured and the caller skips the names already there."""
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(jobs or int(os.environ.get("JOBS", "2"))) as ex:
+        for f in cf.as_completed([ex.submit(run_one, n) for n in names]):
+            row = f.result()
+            new = not os.path.exists(path)
+            with open(path, "a", newline="") as out:
+                w = csv.DictWriter(out, fields)
+                if new:
+                    w.writeheader()
+                w.writerow(row)
+            print(row, flush=True)
+
+
 def read_csv(path):
     """A CSV file's rows as dicts of text; [] when the file does not exist."""
     if not os.path.exists(path):

@@ -8,7 +8,6 @@ bench/g2p/search.csv, written as it finishes and skipped when present. The valid
 
 usage: bench/g2p/search.py [NAME ...]   (no name: every candidate below; needs make all)
 """
-import concurrent.futures as cf
 import csv
 import os
 import shutil
@@ -17,7 +16,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from mtrun import evals, read_metrics  # noqa: E402
+from mtrun import evals, read_metrics, run_candidates  # noqa: E402
 
 CSV = os.path.join(ROOT, "bench/g2p/search.csv")
 OUT = os.path.join(ROOT, "out/g2p-search")
@@ -57,17 +56,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     have = {r["name"] for r in csv.DictReader(open(CSV))} if os.path.exists(CSV) else set()
     todo = [n for n in (sys.argv[1:] or CANDIDATES) if n not in have]
-    with cf.ThreadPoolExecutor(int(os.environ.get("JOBS", "2"))) as ex:
-        for f in cf.as_completed([ex.submit(run_one, n) for n in todo]):
-            row = f.result()
-            new = not os.path.exists(CSV)
-            with open(CSV, "a", newline="") as out:
-                w = csv.DictWriter(out, FIELDS)
-                if new:
-                    w.writeheader()
-                w.writerow(row)
-            print(row, flush=True)
-
+    run_candidates(todo, run_one, CSV, FIELDS)
 
 if __name__ == "__main__":
     main()

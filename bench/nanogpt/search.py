@@ -9,7 +9,6 @@ most torch's recipe's (1.9086).
 
 usage: bench/nanogpt/search.py [NAME ...]   (no name: every candidate below; needs make all)
 """
-import concurrent.futures as cf
 import csv
 import os
 import re
@@ -19,6 +18,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from mtrun import run_candidates  # noqa: E402
+
 CSV = os.path.join(ROOT, "bench/nanogpt/search.csv")
 FIELDS = ["name", "flags", "steps", "batch", "val_loss", "train_s", "load"]
 WSD = "--schedule wsd --warmup 50"
@@ -94,17 +96,7 @@ def run_one(name):
 def main():
     names = sys.argv[1:] or list(CANDIDATES)
     todo = [n for n in names if n not in done()]
-    with cf.ThreadPoolExecutor(int(os.environ.get("JOBS", "2"))) as ex:
-        for f in cf.as_completed([ex.submit(run_one, n) for n in todo]):
-            row = f.result()
-            new = not os.path.exists(CSV)
-            with open(CSV, "a", newline="") as out:
-                w = csv.DictWriter(out, FIELDS)
-                if new:
-                    w.writeheader()
-                w.writerow(row)
-            print(row, flush=True)
-
+    run_candidates(todo, run_one, CSV, FIELDS)
 
 if __name__ == "__main__":
     main()

@@ -60,7 +60,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mtrun import (ROOT, byte_entropy, copy_columns, cpu_model, evals, gnuplot,  # noqa: E402
+from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals, gnuplot,  # noqa: E402
                    header, label, num, plot_lines, read_csv, read_metrics, read_resid, run,
                    with_notes, write_dat)
 from mtrun import flags as mtflags  # noqa: E402
@@ -436,9 +436,7 @@ def capture(args, d):
         if ino != seen:
             seen, tmp = ino, os.path.join(d, "ckpt.tmp")
             os.link(model, tmp)
-            with open(tmp, "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
-                step = int(json.loads(f.read(n))["__metadata__"]["step"])
+            step = ckpt_step(tmp)
             ckpts[step] = os.path.join(d, "ckpt-%d.safetensors" % step)
             os.replace(tmp, ckpts[step])
         if done:

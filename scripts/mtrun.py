@@ -23,9 +23,11 @@ column the file lacks. A last line without its newline (a file being written) is
 Python 3 standard library; gnuplot for the plots.
 """
 import csv
+import json
 import math
 import os
 import re
+import struct
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -75,6 +77,21 @@ class Result:
     def text(self):
         with open(self.log) as f:
             return f.read()
+
+
+def ckpt_meta(path):
+    """The metadata of a safetensors checkpoint of ./train's (a u64 header size, then the JSON
+    header whose "__metadata__" holds "step", "options", ...): {} when there is no file."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+def ckpt_step(path):
+    """The step a checkpoint was saved at; 0 when there is none."""
+    return int(ckpt_meta(path).get("step", 0))
 
 
 def run(cmd, log, timeout=None, env=ENV, cwd=None):

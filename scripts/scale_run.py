@@ -34,19 +34,17 @@ Python 3 standard library and gnuplot; runs ./train as built by make all."""
 import argparse
 import csv
 import math
-import json
 import os
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mtrun import (ENV, ROOT, cpu_model, gnuplot, header, read_csv, read_metrics,  # noqa: E402
-                   with_notes, write_dat)
+from mtrun import (ENV, ROOT, ckpt_meta, ckpt_step, cpu_model, gnuplot, header,  # noqa: E402
+                   read_csv, read_metrics, with_notes, write_dat)
 
 CONFIG = "configs/gcide-llama.ini"
 TRAIN = os.path.join(ROOT, "train")
@@ -73,16 +71,6 @@ def load1():
 
 def now():
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-
-
-def ckpt_step(path):
-    """The step in a safetensors checkpoint's metadata; 0 when there is none."""
-    if not os.path.exists(path):
-        return 0
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        meta = json.loads(f.read(n)).get("__metadata__", {})
-    return int(meta.get("step", 0))
 
 
 def timed(cmd, log, timeout=None, stop=None):
@@ -180,9 +168,7 @@ def copy_metrics(run, docs):
 
 def total_steps(run):
     """--steps of the run, from the checkpoint's saved options."""
-    with open(os.path.join(run, "model.safetensors"), "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        options = json.loads(f.read(n))["__metadata__"]["options"]
+    options = ckpt_meta(os.path.join(run, "model.safetensors"))["options"]
     return int([o for o in options.splitlines() if o.startswith("steps")][0].split("=")[1])
 
 

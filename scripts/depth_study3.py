@@ -31,6 +31,9 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
   scripts/depth_study3.py ngpt-steps  nGPT's step claim (4-20x fewer steps): Pre-LN and nGPT at
                                    12 and 100 layers, each at its best rate of part 1, two
                                    seeds, evaluated every 25 steps (8 runs, 4 of them 100 layers)
+  scripts/depth_study3.py long     the long runs: Pre-LN, DeepNorm and the best methods of parts
+                                   1-4 at 100 layers, 3000 steps, two seeds (10 runs of ~19 min
+                                   on an idle core; resumable from a checkpoint every 250 steps)
   scripts/depth_study3.py muon     Muon at depth: Muon against AdamW on the 100-layer Post-LN,
                                    Pre-LN and DeepNorm configs, a short rate sweep, seed 1
                                    (--seed2 2e-2,...: those rates with seed 2 too)
@@ -60,9 +63,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals, gnuplot,  # noqa: E402
-                   header, label, num, plot_lines, read_csv, read_metrics, read_resid, run,
-                   with_notes, write_dat)
+from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals,  # noqa: E402
+                   gnuplot, header, label, num, plot_lines, read_csv, read_metrics, read_resid,
+                   run, with_notes, write_dat)
 from mtrun import flags as mtflags  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs/depth-study-3")
@@ -110,6 +113,7 @@ METHODS = {
     # method as its paper trains it, at its own best rate (part 1), is the paper's comparison.
     "ngpt": {"--arch": "ngpt", "--n-ff": 85, "--weight-decay": 0, "--warmup": 0},
 }
+GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too): Run(edits=...)
 RATES = ["3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1"]
 ATTN_DIAG = {"--diag-attn-every": 10, "--diag-logz-every": 10}
 GRAD_DIAG = {"--diag-grad-every": 10}
@@ -123,11 +127,13 @@ class Run:
     diagnostics. gain: the output norms' initial weight (Peri-LN); edits: {regex: value}, the
     initial value of every element of the tensors whose name matches the regex (DyT's weights,
     the embedding scale). Both are set in the step-0 checkpoint, from which the run resumes (it
-    equals a run from scratch bit for bit)."""
+    equals a run from scratch bit for bit). resumable: a run that saves checkpoints (diag's
+    --save-every) and was stopped part way (the end of a session) resumes from its last one."""
 
     def __init__(self, part, name, method, lr="1e-3", layers=100, diag=None, gain=1.0,
-                 edits=None):
+                 edits=None, resumable=False):
         self.part, self.name, self.lr, self.gain = part, name, lr, gain
+        self.resumable = resumable
         self.edits = dict(edits or {})
         if gain != 1.0:
             self.edits[r".*_out_norm\.weight"] = gain
@@ -136,18 +142,24 @@ class Run:
         self.dir = os.path.join(OUT, part, name)
         self.stem = os.path.join(DOCS, part, name)
 
-    def flags(self):
-        opts = {**BASE, **self.diag, **self.method, **SMOKE, "--lr": self.lr,
+    def options(self):
+        return {**BASE, **self.diag, **self.method, **SMOKE, "--lr": self.lr,
                 "--n-layer": self.layers}
-        return mtflags(opts)
+
+    def flags(self):
+        return mtflags(self.options())
 
     def done(self):
         return os.path.exists(self.stem + ".row.json")
 
     def execute(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
         log = os.path.join(self.dir, "log.txt")
-        if not self.edits:
+        stopped = self.resumable and ckpt_step(os.path.join(self.dir, "model.safetensors"))
+        if not stopped:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if stopped:
+            res = run(["./train", "--resume", "--out", self.dir], log)
+        elif not self.edits:
             res = run(["./train"] + self.flags() + ["--out", self.dir], log)
         else:
             res = run(["./train"] + self.flags() + ["--steps", "0", "--out", self.dir], log)
@@ -155,9 +167,8 @@ class Run:
                 for regex, value in self.edits.items():
                     set_tensors(os.path.join(self.dir, "model.safetensors"),
                                 lambda name: re.fullmatch(regex, name), value)
-                steps = SMOKE.get("--steps", BASE["--steps"])
-                res = run(["./train", "--resume", "--out", self.dir, "--steps", str(steps)],
-                          log)
+                res = run(["./train", "--resume", "--out", self.dir, "--steps",
+                           str(self.options()["--steps"])], log)
         self.rc, self.seconds = res.rc, res.wall
         return self
 
@@ -357,11 +368,83 @@ def steps_source(part, method, layers, lr, seed):
     return part, "%s-L%d-lr%s-s%d" % (method, layers, lr, seed)
 
 
+# ---- long: the long runs (issue 30 part 6) ---------------------------------------------------
+# The three best methods of parts 1-4 at 100 layers against the controls Pre-LN and DeepNorm,
+# each at its best rate of lr-100 (400 steps), for 3000 steps (warmup 100, cosine to the
+# config's 1e-4 over the 3000: 3.1M tokens, 2.8 passes over the training bytes), seeds 1 and 2,
+# the validation loss every 100 steps; a checkpoint every 250 steps, from which a run stopped by
+# the end of a session resumes. An entry: its name, (METHODS key, edits, rate; None: the best
+# rate of lr-100).
+LONG = {"pre": ("pre", None, None), "deepnorm": ("deepnorm", None, None),
+        "ngpt": ("ngpt", None, None), "dsl": ("dsl", None, None),
+        # part 2: DyT with every norm weight started at 8 (dyt-twin's gamma8), at its one rate
+        "dyt-gamma8": ("dyt-emb", {GAMMA: 8}, "1e-3")}
+LONG_FLAGS = {"--steps": 3000, "--eval-every": 100, "--save-every": 250}
+LONG_SEEDS = (1, 2)
+
+
+def long_runs(part):
+    """Part 6's runs, seed 1 of every entry first."""
+    runs = []
+    for seed in LONG_SEEDS:
+        for name, (method, edits, lr) in LONG.items():
+            lr = lr or best_rate(method, 100)
+            if lr is None:
+                print("depth_study3: %s: no lr-100 rows for %s yet" % (part, method), flush=True)
+                continue
+            runs.append(Run(part, "%s-L100-lr%s-s%d" % (name, lr, seed), METHODS[method], lr,
+                            diag={**LONG_FLAGS, "--seed": seed}, edits=edits, resumable=True))
+    return runs
+
+
+def report_long(part="long"):
+    """Part 6's section: per entry its rate, the final validation loss of each seed, their mean
+    and spread, beside its 400-step result of part 1; the curves."""
+    out = ["## Long runs\n"]
+    runs = rows(part)
+    if not runs:
+        return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
+    steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
+    out.append("`scripts/depth_study3.py %s`: the controls Pre-LN and DeepNorm and the methods "
+               "that led at 100 layers in parts 1-4, each at its best rate of lr-100 (DyT with "
+               "its norm weights started at 8 at part 2's one rate), %d steps (warmup 100, "
+               "cosine to 1e-4 over the %d: 2.8 passes over the training bytes), seeds %s, the "
+               "validation loss (8 fixed batches) every %d steps; otherwise as part 1. The "
+               "400-step column is the entry's lr-100 run at the same rate (its schedule ends at "
+               "step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(
+                   map(str, LONG_SEEDS)), LONG_FLAGS["--eval-every"]))
+    out += ["| method | rate | %s | mean | spread | 400 steps (lr-100) |"
+            % " | ".join("seed %d" % s for s in LONG_SEEDS),
+            "|---|---:|%s---:|---:|---:|" % ("---:|" * len(LONG_SEEDS))]
+    lines, table = [], []
+    for i, (name, (method, _, _)) in enumerate(LONG.items()):
+        mine = {int(r["name"].rsplit("-s", 1)[1]): r for r in runs
+                if method_of(r["name"]) == name}
+        if not mine:
+            continue
+        lr = next(iter(mine.values()))["lr"]
+        short = [r for r in rows("lr-100") if r["name"] == "%s-L100-lr%s" % (method, lr)]
+        vals = [r["val_final"] for r in mine.values() if r["label"] == "trained"]
+        for seed, r in mine.items():
+            lines.append(("%s seed %d" % (name, seed), COLORS[i], seed, "l",
+                          val_curve(part, r["name"])))
+        mean = sum(vals) / len(vals) if vals else math.inf
+        table.append((mean, "| %s | %s | %s | %s | %s | %s |" % (
+            name, lr, " | ".join(cell(mine.get(s)) for s in LONG_SEEDS),
+            "%.3f" % mean if vals else "-",
+            "%.3f" % (max(vals) - min(vals)) if len(vals) > 1 else "-",
+            cell(short[0]) if short else "-")))
+    out += [t for _, t in sorted(table)] + [""]
+    plot_lines(os.path.join(DOCS, "long.png"), "validation loss, 100 layers, %d steps (seed 1 "
+               "solid, 2 dashed)" % steps, "validation loss", lines)
+    out.append("![long runs](depth-study-3/long.png)\n")
+    return out
+
+
 # ---- dyt-twin: why DyT and Derf stall (issue 30 part 2) ---------------------------------------
 TWIN_RUN = "dyt-emb-L12-a0.5"  # the stalled run the twin follows: part 2's, at 12 layers
 TWIN_PROBE_STEPS = (0, 10, 20, 30, 40, 50, 60, 100, 200, 400)
 PAPER_ALPHAS = {"--dyt-alpha-attn": 0.8, "--dyt-alpha-ffn": 0.2, "--dyt-alpha-final": 0.2}
-GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too)
 
 
 def dyt_twin_runs(part):
@@ -1083,6 +1166,7 @@ PARTS = {
     "peri": {"runs": peri_runs, "report": report_peri,
              "extra": lambda part: twin(part, peri_runs(part)[0])},
     "ngpt-steps": {"runs": steps_runs, "report": report_steps},
+    "long": {"runs": long_runs, "report": report_long},
     "muon": {"runs": lambda part: [], "report": report_muon},  # run by muon_part (--seed2)
 }
 

@@ -7,9 +7,9 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
 
   scripts/depth_study3.py lr-12    learning-rate sensitivity (Wortsman et al. 2023): every method
                                    of METHODS at 6 rates 3e-4..1e-1, 12 layers, with the largest
-                                   attention logit and log Z every 10 steps (72 runs, ~15 min on
+                                   attention logit and log Z every 10 steps (90 runs, ~20 min on
                                    2 idle cores, ~75 at load 15)
-  scripts/depth_study3.py lr-100   the same at 100 layers (72 runs, ~1.5 h on 2 idle cores: two
+  scripts/depth_study3.py lr-100   the same at 100 layers (90 runs, ~2 h on 2 idle cores: in
                                    sittings with --only)
   scripts/depth_study3.py dyt      DyT and Derf at 100 layers; alpha's initial value against
                                    depth (12, 100 layers) and width (64, 128 channels), per-block
@@ -28,9 +28,10 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
                                    its own batches) show the residual stream's growth from 45 to
                                    1130? What controls it: the output norms' initial gain, the
                                    rate, the depth (~25 min on 2 idle cores)
-  scripts/depth_study3.py ngpt-steps  nGPT's step claim (4-20x fewer steps): Pre-LN and nGPT at
-                                   12 and 100 layers, each at its best rate of part 1, two
-                                   seeds, evaluated every 25 steps (8 runs, 4 of them 100 layers)
+  scripts/depth_study3.py ngpt-steps  nGPT's step claim (4-20x fewer steps): nGPT, Pre-LN and
+                                   the LLaMA-shaped Pre-LN at 12 and 100 layers, each at its best
+                                   rate of part 1, two seeds, evaluated every 25 steps (9 runs of
+                                   its own, 3 of them 100 layers; seed 1 at 100 is lr-100's)
   scripts/depth_study3.py long     the long runs: Pre-LN, DeepNorm and the best methods of parts
                                    1-4 at 100 layers, 3000 steps, two seeds (10 runs of ~19 min
                                    on an idle core; resumable from a checkpoint every 250 steps)
@@ -112,6 +113,9 @@ METHODS = {
     # a block; 3.340M parameters in all at 100 layers, Pre-LN 3.384M): the same size, each
     # method as its paper trains it, at its own best rate (part 1), is the paper's comparison.
     "ngpt": {"--arch": "ngpt", "--n-ff": 85, "--weight-decay": 0, "--warmup": 0},
+    # the Pre-LN control with what nGPT brings besides the sphere (its paper's baseline is such a
+    # modern GPT): RMSNorm, RoPE, SwiGLU 85 wide, no biases; Pre-LN's decay and warmup
+    "llama": {"--arch": "llama", "--n-ff": 85},
 }
 GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too): Run(edits=...)
 RATES = ["3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1"]
@@ -329,11 +333,12 @@ def dyt_runs(part):
              one("dyt-emb", "0.2", 100), one("dyt-emb", "1", 100)])
 
 
-# Part 4: nGPT's step claim (arXiv 2410.01131: 4-20x fewer steps to the same loss). Pre-LN and
-# nGPT at 12 and 100 layers, each at its best rate of part 1, two seeds, evaluated every 25 steps
-# (seed 1 at the depths of EVAL_25 is part 1's run: lr-12 was run before part 4 and evaluated
-# every 50 steps, so it has its own seed-1 runs)
-STEPS_METHODS, STEPS_SEEDS, STEPS_EVAL, EVAL_25 = ("pre", "ngpt"), (1, 2), 25, (100,)
+# Part 4: nGPT's step claim (arXiv 2410.01131: 4-20x fewer steps to the same loss). nGPT and its
+# controls, Pre-LN and the LLaMA-shaped Pre-LN, at 12 and 100 layers, each at its best rate of
+# part 1, two seeds, evaluated every 25 steps (seed 1 at the depths of EVAL_25 is part 1's run:
+# lr-12 was run before part 4 and evaluated every 50 steps, so it has its own seed-1 runs)
+STEPS_CONTROLS = ("pre", "llama")
+STEPS_METHODS, STEPS_SEEDS, STEPS_EVAL, EVAL_25 = STEPS_CONTROLS + ("ngpt",), (1, 2), 25, (100,)
 
 
 def best_rate(method, layers):
@@ -860,50 +865,53 @@ def kept_run(part, method, layers, seed):
 
 
 def report_steps(part="ngpt-steps"):
-    """Part 4's section: per depth and seed, Pre-LN's final validation loss and the first
+    """Part 4's section: per depth, seed and control (Pre-LN, and the LLaMA-shaped Pre-LN with
+    nGPT's positions and activation), the control's final validation loss and the first
     evaluation at which nGPT (same depth, same seed) reached it; mean and range over seeds."""
     out = ["## nGPT's step claim\n"]
     if not rows(part):
         return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
-    ran = {d: min(sum(method_of(r["name"]) == m for r in rows("lr-%d" % d))
-                  for m in STEPS_METHODS) for d in (12, 100)}
-    out.append("`scripts/depth_study3.py %s`: Pre-LN and nGPT (part 1's `ngpt` entry) at 12 "
-               "and 100 layers, each at its best rate of part 1 (lr-12, lr-100: chosen from %d "
-               "and at least %d of the %d rates), seeds %s, 400 steps, the validation loss (8 "
-               "fixed batches) every %d steps, otherwise as part 1 (seed 1 at 100 layers is part "
-               "1's run, evaluated as often). *Reached* is the first evaluation at which nGPT's "
-               "validation loss is at or below Pre-LN's final one of the same seed; the paper "
-               "(Loshchilov et al. 2024, arXiv 2410.01131) reports 4-20x fewer steps, 400 / "
-               "reached is that factor here:\n" % (part, ran[12], ran[100], len(RATES),
-                                                   " and ".join(map(str, STEPS_SEEDS)),
-                                                   STEPS_EVAL))
-    out += ["| layers | seed | Pre-LN rate | Pre-LN final | nGPT rate | nGPT final | reached | "
-            "400 / reached |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    lines, summary = [], []
+    ran = {d: min([n for n in (sum(method_of(r["name"]) == m for r in rows("lr-%d" % d))
+                               for m in STEPS_METHODS) if n] or [0]) for d in (12, 100)}
+    out.append("`scripts/depth_study3.py %s`: nGPT (part 1's `ngpt` entry) against two controls, "
+               "Pre-LN and `llama` (Pre-LN with RMSNorm, RoPE, SwiGLU and no biases: what nGPT "
+               "brings besides the sphere), at 12 and 100 layers, each at its best rate of part 1 "
+               "(lr-12, lr-100: chosen from at least %d and %d of the %d rates), seeds %s, 400 "
+               "steps, the validation loss (8 fixed batches) every %d steps, otherwise as part 1 "
+               "(seed 1 at 100 layers is part 1's run, evaluated as often). *Reached* is the "
+               "first evaluation at which nGPT's validation loss is at or below the control's "
+               "final one of the same seed; the paper (Loshchilov et al. 2024, arXiv 2410.01131) "
+               "reports 4-20x fewer steps, 400 / reached is that factor here:\n"
+               % (part, ran[12], ran[100], len(RATES), " and ".join(map(str, STEPS_SEEDS)),
+                  STEPS_EVAL))
+    out += ["| layers | seed | control | its rate | its final | nGPT rate | nGPT final | reached "
+            "| 400 / reached |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines, summary, steps = [], [], SMOKE.get("--steps", BASE["--steps"])
     for i, layers in enumerate((12, 100)):
-        reached = []
+        reached = {c: [] for c in STEPS_CONTROLS}
         for seed in STEPS_SEEDS:
             pick = {m: kept_run(part, m, layers, seed) for m in STEPS_METHODS}
-            for m, (p, r) in pick.items():
+            for j, (m, (p, r)) in enumerate(pick.items()):
                 if r:
                     lines.append(("%s L%d seed %d" % (m, layers, seed),
-                                  COLORS[2 * i + (m == "ngpt")], seed, "l",
+                                  COLORS[len(STEPS_METHODS) * i + j], seed, "l",
                                   val_curve(p, r["name"])))
-            (_, pre), (ng_part, ng) = pick["pre"], pick["ngpt"]
-            if not (pre and ng):
-                continue
-            hit = first_at(val_curve(ng_part, ng["name"]), pre["val_final"])
-            steps = SMOKE.get("--steps", BASE["--steps"])
-            if hit:
-                reached.append(hit)
-            out.append("| %d | %d | %s | %s | %s | %s | %s | %s |" % (
-                layers, seed, pre["lr"], cell(pre), ng["lr"], cell(ng),
-                hit or "not by %d" % steps, "%.1f" % (steps / hit) if hit else "-"))
-        if reached:
-            summary.append("%d layers: nGPT reached Pre-LN's final loss at step %s over %d "
-                           "seeds (mean, range)" % (layers, spread(reached), len(reached)))
+            ng_part, ng = pick["ngpt"]
+            for c in STEPS_CONTROLS:
+                ctl = pick[c][1]
+                if not (ctl and ng):
+                    continue
+                hit = first_at(val_curve(ng_part, ng["name"]), ctl["val_final"])
+                if hit:
+                    reached[c].append(hit)
+                out.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                    layers, seed, c, ctl["lr"], cell(ctl), ng["lr"], cell(ng),
+                    hit or "not by %d" % steps, "%.1f" % (steps / hit) if hit else "-"))
+        summary += ["%d layers: nGPT reached %s's final loss at step %s over %d seeds (mean, "
+                    "range)" % (layers, c, spread(hit), len(hit))
+                    for c, hit in reached.items() if hit]
     out += ["", "; ".join(summary) + ".\n" if summary else ""]
-    plot_lines(os.path.join(DOCS, "ngpt-steps.png"), "validation loss, Pre-LN and nGPT at "
+    plot_lines(os.path.join(DOCS, "ngpt-steps.png"), "validation loss, nGPT and its controls at "
                "their best rates (seed 1 solid, 2 dashed)", "validation loss", lines,
                extra="set yrange [1.9:3.4]")
     out.append("![steps](depth-study-3/ngpt-steps.png)\n")

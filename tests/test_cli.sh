@@ -66,6 +66,16 @@ train $TINY --norm ln --dyt-alpha-attn 0.8; [ $? -eq 2 ] &&
     grep -q "dyt-alpha-attn 0.8: only --norm dyt and --norm derf" "$T/log" || fail "dyt alpha with ln"
 train $TINY --norm derf --dyt-alpha 0; [ $? -eq 2 ] && grep -q "must be > 0" "$T/log" ||
     fail "derf alpha 0: $(cat "$T/log")"
+# (a run accepted by mistake stays short and out of the way)
+W="--steps 0 --out $T/refused"
+train $TINY $W --norm rms --dyt-weight-init 8; [ $? -eq 2 ] &&
+    grep -q "dyt-weight-init 8: only --norm dyt and --norm derf" "$T/log" || fail "dyt weight with rms"
+train $TINY $W --norm dyt --dyt-weight-init 0; [ $? -eq 2 ] && grep -q "finite number > 0" "$T/log" ||
+    fail "dyt weight 0: $(cat "$T/log")"
+train $TINY $W --norm derf --dyt-weight-init -8; [ $? -eq 2 ] && grep -q "out of range" "$T/log" ||
+    fail "derf weight -8: $(cat "$T/log")"
+train $TINY $W --norm dyt --dyt-weight-init nan; [ $? -eq 2 ] && grep -q "not a finite" "$T/log" ||
+    fail "dyt weight nan: $(cat "$T/log")"
 # QK-norm: l2 without its gain and a scope without a norm are refused (docs/layers.md)
 train $TINY --qk-norm l2; [ $? -eq 2 ] && grep -q "softmax stays near uniform" "$T/log" ||
     fail "qk-norm l2 without affine: $(cat "$T/log")"

@@ -650,8 +650,17 @@ static void test_options(void) {
     cfg = mt_norm_default(MT_NORM_RMS);
     cfg.dyt_alpha = 0.7f;
     expect_error(&cfg, 64, true, "--dyt-alpha", "only --norm dyt and --norm derf");
+    cfg = mt_norm_default(MT_NORM_DYT); /* the initial weight: > 0, refused for other norms */
+    cfg.dyt_weight_init = 0;
+    expect_error(&cfg, 64, true, "--dyt-weight-init", "> 0");
+    cfg.dyt_weight_init = INFINITY;
+    expect_error(&cfg, 64, true, "--dyt-weight-init", "finite");
+    cfg = mt_norm_default(MT_NORM_LN);
+    cfg.dyt_weight_init = 8;
+    expect_error(&cfg, 64, true, "--dyt-weight-init 8", "the norm is ln");
     cfg = mt_norm_default(MT_NORM_DERF);
     cfg.dyt_alpha_attn = 0.8f, cfg.dyt_alpha_final = 0.2f, cfg.derf_shift = -0.1f;
+    cfg.dyt_weight_init = 8;
     CHECK(mt_norm_validate(&cfg, 64, true, &err) == MT_OK, "derf with site alphas: %s", err.msg);
     CHECK(mt_norm_at(&cfg, MT_NORM_SITE_ATTN).dyt_alpha == 0.8f &&
               mt_norm_at(&cfg, MT_NORM_SITE_FFN).dyt_alpha == 0.5f &&
@@ -686,6 +695,7 @@ static void test_params_and_tokens(void) {
         mt_params_init_table(&P);
         mt_norm_cfg cfg = mt_norm_default(cases[i].kind);
         cfg.derf_shift = cases[i].kind == MT_NORM_DERF ? 0.25f : 0;
+        cfg.dyt_weight_init = cases[i].kind == MT_NORM_DYT ? 8 : 1;
         mt_norm_params np;
         mt_norm_add_params(&P, "h.0.ln_1", &cfg, C, &np);
         char got[256] = "";
@@ -704,7 +714,10 @@ static void test_params_and_tokens(void) {
         mt_params_initialize(&P, &r);
         if (np.g >= 0) CHECK(P.t[np.g].data[0] == sqrtf(C), "scale g = sqrt(C)");
         if (np.running_var >= 0) CHECK(P.t[np.running_var].data[3] == 1, "running_var = 1");
-        if (np.weight >= 0) CHECK(P.t[np.weight].data[C - 1] == 1, "weight = 1");
+        if (np.weight >= 0)
+            CHECK(P.t[np.weight].data[0] == cfg.dyt_weight_init &&
+                      P.t[np.weight].data[C - 1] == cfg.dyt_weight_init,
+                  "weight = 1 (DyT here: dyt_weight_init 8)");
         if (np.bias >= 0) CHECK(P.t[np.bias].data[C - 1] == 0, "bias = 0");
         if (np.alpha >= 0) CHECK(P.t[np.alpha].data[0] == 0.5f, "alpha = dyt_alpha (0.5)");
         if (np.shift >= 0) CHECK(P.t[np.shift].data[0] == 0.25f, "shift = derf_shift");

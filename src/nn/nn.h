@@ -40,6 +40,7 @@ typedef struct {
        the norms of those sublayers), the FFN's and the final norm's (0: dyt_alpha); Derf's
        initial shift s */
     float dyt_alpha, dyt_alpha_attn, dyt_alpha_ffn, dyt_alpha_final, derf_shift;
+    float dyt_weight_init; /* DyT and Derf: the initial weight gamma of every norm (1) */
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
@@ -71,7 +72,8 @@ typedef struct {
 _Static_assert(sizeof(mt_norm_params) == 7 * sizeof(int), "MT_NORM_PARAMS_NONE sets every field");
 
 /* Adds <prefix>.weight, .bias, .running_mean, .running_var, .g, .alpha or .shift as the kind has
-   them (DyT: weight, bias, alpha = cfg->dyt_alpha; Derf: also shift = cfg->derf_shift). */
+   them (DyT: weight = cfg->dyt_weight_init, bias, alpha = cfg->dyt_alpha; Derf: also shift =
+   cfg->derf_shift). */
 void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg, int C,
                         mt_norm_params *np);
 /* Normalizes tokens x (B, T, C), channels last: per token for ln, rms, prms, scale and gn

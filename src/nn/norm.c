@@ -32,7 +32,8 @@ mt_norm_cfg mt_norm_default(mt_norm_kind kind) {
                          .rms_form = MT_RMS_LLAMA,
                          .rms_bias = false,
                          .in_affine = false,
-                         .dyt_alpha = 0.5f};
+                         .dyt_alpha = 0.5f,
+                         .dyt_weight_init = 1.0f};
 }
 
 static bool point_wise(const mt_norm_cfg *cfg) {
@@ -48,29 +49,31 @@ mt_norm_cfg mt_norm_at(const mt_norm_cfg *cfg, mt_norm_site site) {
     return at;
 }
 
-/* DyT's and Derf's options: alphas > 0 (a site's 0: --dyt-alpha), a finite shift; given to
-   another norm they would do nothing, so they are refused there. */
+/* DyT's and Derf's options: alphas > 0 (a site's 0: --dyt-alpha), a weight > 0, a finite shift;
+   given to another norm they would do nothing, so they are refused there. */
 static mt_status point_validate(const mt_norm_cfg *cfg, const char *name, mt_err *err) {
+    const char *site = "the site's initial alpha must be > 0, or 0 for --dyt-alpha";
     const struct {
         const char *flag;
-        float v, unset;
-    } opts[] = {{"--dyt-alpha", cfg->dyt_alpha, 0.5f},
-                {"--dyt-alpha-attn", cfg->dyt_alpha_attn, 0},
-                {"--dyt-alpha-ffn", cfg->dyt_alpha_ffn, 0},
-                {"--dyt-alpha-final", cfg->dyt_alpha_final, 0},
-                {"--derf-shift", cfg->derf_shift, 0}};
-    for (int i = 0; i < 5; i++) {
+        float v, unset, min; /* min: the least value accepted (-inf: any finite one) */
+        const char *rule;
+    } opts[] = {{"--dyt-alpha", cfg->dyt_alpha, 0.5f, FLT_MIN,
+                 "the initial alpha must be > 0 (the papers use 0.5)"},
+                {"--dyt-alpha-attn", cfg->dyt_alpha_attn, 0, 0, site},
+                {"--dyt-alpha-ffn", cfg->dyt_alpha_ffn, 0, 0, site},
+                {"--dyt-alpha-final", cfg->dyt_alpha_final, 0, 0, site},
+                {"--dyt-weight-init", cfg->dyt_weight_init, 1, FLT_MIN,
+                 "the initial weight must be a finite number > 0 (the papers use 1)"},
+                {"--derf-shift", cfg->derf_shift, 0, -INFINITY,
+                 "the initial shift must be a finite number (0)"}};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         float v = opts[i].v;
         if (!point_wise(cfg) && v != opts[i].unset)
             return mt_errorf(err, MT_EINVAL,
                              "%s %g: only --norm dyt and --norm derf have it (the norm is %s)",
                              opts[i].flag, v, name);
-        if (i == 4 ? !isfinite(v) : !(isfinite(v) && v >= (i == 0 ? FLT_MIN : 0)))
-            return mt_errorf(err, MT_EINVAL, "%s: %g; %s", opts[i].flag, v,
-                             i == 0   ? "the initial alpha must be > 0 (the papers use 0.5)"
-                             : i == 4 ? "the initial shift must be a finite number (0)"
-                                      : "the site's initial alpha must be > 0, or 0 for "
-                                        "--dyt-alpha");
+        if (!(isfinite(v) && v >= opts[i].min))
+            return mt_errorf(err, MT_EINVAL, "%s: %g; %s", opts[i].flag, v, opts[i].rule);
     }
     if (cfg->kind == MT_NORM_DYT && cfg->derf_shift != 0)
         return mt_errorf(err, MT_EINVAL, "--derf-shift %g: only --norm derf has a shift",
@@ -131,7 +134,9 @@ void mt_norm_add_params(mt_params *P, const char *prefix, const mt_norm_cfg *cfg
                   cfg->kind == MT_NORM_GN || (cfg->kind == MT_NORM_IN && cfg->in_affine) ||
                   point_wise(cfg);
     bool bias = affine && (!rms_like(cfg) || (cfg->rms_form == MT_RMS_PAPER && cfg->rms_bias));
-    if (affine) ADD(weight, "weight", MT_ROLE_NORM, MT_INIT_ONES, 0);
+    if (affine) /* 1, or DyT's and Derf's --dyt-weight-init */
+        ADD(weight, "weight", MT_ROLE_NORM, MT_INIT_CONST,
+            point_wise(cfg) ? cfg->dyt_weight_init : 1.0f);
     if (bias) ADD(bias, "bias", MT_ROLE_NORM, MT_INIT_ZEROS, 0);
     if (cfg->kind == MT_NORM_BN) {
         ADD(running_mean, "running_mean", MT_ROLE_BUFFER, MT_INIT_ZEROS, 0);

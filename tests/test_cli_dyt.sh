@@ -1,0 +1,77 @@
+#!/bin/sh
+# --dyt-weight-init (docs/norms.md, "Narrow models"): for DyT and Derf, a run with the flag ends
+# bit-identical (metrics, weights, optimizer state) to the route it replaces: a --steps 0 run
+# whose checkpoint has every *norm.weight tensor (the blocks' and the final norm's) set to the
+# value, then resumed to the same step. Its refusals are in test_cli.sh. MT_BUILD names the build
+# directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_cli_dyt_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_cli_dyt: $*"; fails=$((fails + 1)); }
+train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || { cat "$T/log"; return 1; }; }
+# safetensors FILE set VALUE: every element of the *norm.weight tensors := VALUE (dropping the
+# checksums, which no longer hold); FILE count VALUE: how many such tensors hold VALUE only;
+# FILE same OTHER: every tensor of FILE has OTHER's bytes (the headers' configs differ)
+safetensors() {
+    /usr/bin/python3 - "$@" <<'EOF'
+import json, re, struct, sys
+def load(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)), bytearray(f.read())
+def tensors(header):
+    return [(k, e) for k, e in header.items() if k != "__metadata__"]
+path, what, arg = sys.argv[1:]
+header, data = load(path)
+norms = [(k, e) for k, e in tensors(header) if re.fullmatch(r".*norm\.weight", k)]
+if what == "set":
+    header.get("__metadata__", {}).pop("mt_crc32c", None)
+    for k, e in norms:
+        b, end = e["data_offsets"]
+        data[b:end] = struct.pack("<%df" % ((end - b) // 4), *[float(arg)] * ((end - b) // 4))
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
+elif what == "count":
+    def values(e):
+        b, end = e["data_offsets"]
+        return set(struct.unpack("<%df" % ((end - b) // 4), data[b:end]))
+    print(sum(values(e) == {float(arg)} for k, e in norms))
+else:
+    other, odata = load(arg)
+    bad = [k for k, e in tensors(header) if k not in other or
+           data[slice(*e["data_offsets"])] != odata[slice(*other[k]["data_offsets"])]]
+    if bad or len(tensors(other)) != len(tensors(header)):
+        sys.exit("tensors differ: %s" % bad[:5])
+EOF
+}
+
+head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
+# 6 blocks of 32 channels, the embedding scale (DyT's LLaMA setting): 13 norm weights
+F="--data $T/text.txt --n-layer 6 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
+   --warmup 5 --steps 20 --eval-every 10 --eval-batches 2 --log-every 5 --emb-scale"
+for norm in dyt derf; do
+    # the default: every norm weight 1; the flag: every norm weight 8, the final norm's too
+    train $F --norm $norm --steps 0 --out "$T/$norm-one" || fail "$norm: step 0"
+    n=$(safetensors "$T/$norm-one/model.safetensors" count 1)
+    [ "$n" = 13 ] || fail "$norm: $n of 13 norm weights are 1 by default"
+    train $F --norm $norm --steps 0 --dyt-weight-init 8 --out "$T/$norm-zero" || fail "$norm: step 0"
+    n=$(safetensors "$T/$norm-zero/model.safetensors" count 8)
+    [ "$n" = 13 ] || fail "$norm: $n of 13 norm weights are 8 with --dyt-weight-init 8"
+    # the flag against the edited step-0 checkpoint, resumed
+    train $F --norm $norm --dyt-weight-init 8 --out "$T/$norm-flag" || fail "$norm: flag run"
+    safetensors "$T/$norm-one/model.safetensors" set 8
+    train --resume --out "$T/$norm-one" --steps 20 || fail "$norm: resumed edit"
+    a=$(cut -d, -f1-5 "$T/$norm-flag/metrics.csv") b=$(cut -d, -f1-5 "$T/$norm-one/metrics.csv")
+    [ "$a" = "$b" ] && [ "$(echo "$a" | wc -l)" -eq 5 ] ||
+        fail "$norm: metrics differ: flag $(echo $a), edit $(echo $b)"
+    for f in model optim; do
+        safetensors "$T/$norm-flag/$f.safetensors" same "$T/$norm-one/$f.safetensors" ||
+            fail "$norm: $f.safetensors differ"
+    done
+done
+
+[ $fails -eq 0 ] && echo "test_cli_dyt: ok"
+[ $fails -eq 0 ]

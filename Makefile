@@ -94,8 +94,9 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
+# cp -f unlinks a program that is running (a training while make rebuilds) and copies anew
 $(PROGS): %: $(BUILD)/%
-	cp $< $@
+	cp -f $< $@
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)

@@ -99,6 +99,10 @@ METHODS = {
     # tanh(0.5 x) passes it on as small as it is (part 1: plain DyT and Derf stall)
     "dyt-emb": {"--norm": "dyt", "--emb-scale": True},
     "derf-emb": {"--norm": "derf", "--emb-scale": True},
+    # part 2's finding: with every norm weight started at 8 the outputs start at LayerNorm's
+    # scale, and DyT and Derf train at this width (docs/norms.md, "Narrow models")
+    "dyt-gamma8": {"--norm": "dyt", "--emb-scale": True, "--dyt-weight-init": 8},
+    "derf-gamma8": {"--norm": "derf", "--emb-scale": True, "--dyt-weight-init": 8},
     "lns": {"--placement": "lns"},
     "mixln": {"--placement": "mixln"},
     # the init these runs were made with: the correlation r = 1 throughout (--dsl-r0 1, no
@@ -117,7 +121,6 @@ METHODS = {
     # modern GPT): RMSNorm, RoPE, SwiGLU 85 wide, no biases; Pre-LN's decay and warmup
     "llama": {"--arch": "llama", "--n-ff": 85},
 }
-GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too): Run(edits=...)
 RATES = ["3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1"]
 ATTN_DIAG = {"--diag-attn-every": 10, "--diag-logz-every": 10}
 GRAD_DIAG = {"--diag-grad-every": 10}
@@ -378,32 +381,28 @@ def steps_source(part, method, layers, lr, seed):
 # each at its best rate of lr-100 (400 steps), for 3000 steps (warmup 100, cosine to the
 # config's 1e-4 over the 3000: 3.1M tokens, 2.8 passes over the training bytes), seeds 1 and 2,
 # the validation loss every 100 steps; a checkpoint every 250 steps, from which a run stopped by
-# the end of a session resumes. An entry: its name, (METHODS key, edits, rate; None: the best
-# rate of lr-100).
-LONG = {"pre": ("pre", None, None), "deepnorm": ("deepnorm", None, None),
-        "ngpt": ("ngpt", None, None), "dsl": ("dsl", None, None),
-        # part 2: DyT with every norm weight started at 8 (dyt-twin's gamma8), at its one rate
-        "dyt-gamma8": ("dyt-emb", {GAMMA: 8}, "1e-3")}
+# the end of a session resumes.
+LONG = ("pre", "deepnorm", "ngpt", "dsl", "dyt-gamma8")
 LONG_FLAGS = {"--steps": 3000, "--eval-every": 100, "--save-every": 250}
 LONG_SEEDS = (1, 2)
 
 
 def long_runs(part):
-    """Part 6's runs, seed 1 of every entry first."""
+    """Part 6's runs, seed 1 of every method first."""
     runs = []
     for seed in LONG_SEEDS:
-        for name, (method, edits, lr) in LONG.items():
-            lr = lr or best_rate(method, 100)
+        for method in LONG:
+            lr = best_rate(method, 100)
             if lr is None:
                 print("depth_study3: %s: no lr-100 rows for %s yet" % (part, method), flush=True)
                 continue
-            runs.append(Run(part, "%s-L100-lr%s-s%d" % (name, lr, seed), METHODS[method], lr,
-                            diag={**LONG_FLAGS, "--seed": seed}, edits=edits, resumable=True))
+            runs.append(Run(part, "%s-L100-lr%s-s%d" % (method, lr, seed), method, lr,
+                            diag={**LONG_FLAGS, "--seed": seed}, resumable=True))
     return runs
 
 
 def report_long(part="long"):
-    """Part 6's section: per entry its rate, the final validation loss of each seed, their mean
+    """Part 6's section: per method its rate, the final validation loss of each seed, their mean
     and spread, beside its 400-step result of part 1; the curves."""
     out = ["## Long runs\n"]
     runs = rows(part)
@@ -411,31 +410,30 @@ def report_long(part="long"):
         return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
     out.append("`scripts/depth_study3.py %s`: the controls Pre-LN and DeepNorm and the methods "
-               "that led at 100 layers in parts 1-4, each at its best rate of lr-100 (DyT with "
-               "its norm weights started at 8 at part 2's one rate), %d steps (warmup 100, "
-               "cosine to 1e-4 over the %d: 2.8 passes over the training bytes), seeds %s, the "
-               "validation loss (8 fixed batches) every %d steps; otherwise as part 1. The "
-               "400-step column is the entry's lr-100 run at the same rate (its schedule ends at "
-               "step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(
+               "that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
+               "(warmup 100, cosine to 1e-4 over the %d: 2.8 passes over the training bytes), "
+               "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
+               "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "
+               "ends at step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(
                    map(str, LONG_SEEDS)), LONG_FLAGS["--eval-every"]))
     out += ["| method | rate | %s | mean | spread | 400 steps (lr-100) |"
             % " | ".join("seed %d" % s for s in LONG_SEEDS),
             "|---|---:|%s---:|---:|---:|" % ("---:|" * len(LONG_SEEDS))]
     lines, table = [], []
-    for i, (name, (method, _, _)) in enumerate(LONG.items()):
+    for i, method in enumerate(LONG):
         mine = {int(r["name"].rsplit("-s", 1)[1]): r for r in runs
-                if method_of(r["name"]) == name}
+                if method_of(r["name"]) == method}
         if not mine:
             continue
         lr = next(iter(mine.values()))["lr"]
         short = [r for r in rows("lr-100") if r["name"] == "%s-L100-lr%s" % (method, lr)]
         vals = [r["val_final"] for r in mine.values() if r["label"] == "trained"]
         for seed, r in mine.items():
-            lines.append(("%s seed %d" % (name, seed), COLORS[i], seed, "l",
+            lines.append(("%s seed %d" % (method, seed), COLORS[i], seed, "l",
                           val_curve(part, r["name"])))
         mean = sum(vals) / len(vals) if vals else math.inf
         table.append((mean, "| %s | %s | %s | %s | %s | %s |" % (
-            name, lr, " | ".join(cell(mine.get(s)) for s in LONG_SEEDS),
+            method, lr, " | ".join(cell(mine.get(s)) for s in LONG_SEEDS),
             "%.3f" % mean if vals else "-",
             "%.3f" % (max(vals) - min(vals)) if len(vals) > 1 else "-",
             cell(short[0]) if short else "-")))
@@ -449,6 +447,7 @@ def report_long(part="long"):
 # ---- dyt-twin: why DyT and Derf stall (issue 30 part 2) ---------------------------------------
 TWIN_RUN = "dyt-emb-L12-a0.5"  # the stalled run the twin follows: part 2's, at 12 layers
 TWIN_PROBE_STEPS = (0, 10, 20, 30, 40, 50, 60, 100, 200, 400)
+GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too)
 PAPER_ALPHAS = {"--dyt-alpha-attn": 0.8, "--dyt-alpha-ffn": 0.2, "--dyt-alpha-final": 0.2}
 
 

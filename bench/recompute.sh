@@ -53,7 +53,8 @@ done
 rss() { sort -g "$OUT/$1.rss" | tail -1 | awk '{ printf "%.1f", $1 / 1024 }'; }
 ms() { median <"$OUT/$1.ms"; }
 echo "Peak RSS of the whole ./train process and median step time, deep100 (100 x 64, batch 8 x 64,"
-echo "2 threads, 2 replicas), $STEPS steps a run (the first $UNTIMED untimed), $ROUNDS rounds"
+echo "2 threads, 2 replicas unless the mode says 1), $STEPS steps a run (the first $UNTIMED" \
+    "untimed), $ROUNDS rounds"
 echo "alternating; load average at the end $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores."
 echo
 echo "| mode | peak RSS MiB | arena peak MiB (replica 0) | step ms | RSS vs none |" \

@@ -382,7 +382,9 @@ def steps_source(part, method, layers, lr, seed):
 # config's 1e-4 over the 3000: 3.1M tokens, 2.8 passes over the training bytes), seeds 1 and 2,
 # the validation loss every 100 steps; a checkpoint every 250 steps, from which a run stopped by
 # the end of a session resumes.
-LONG = ("pre", "deepnorm", "ngpt", "dsl", "dyt-gamma8")
+# The three: the lowest best final loss of lr-100 besides the controls (nGPT 2.004, Mix-LN 2.248,
+# DeepScaleLM 2.250; then LNS 2.273, qk-norm 2.281, DyT with weights 8 2.282).
+LONG = ("pre", "deepnorm", "ngpt", "mixln", "dsl")
 LONG_FLAGS = {"--steps": 3000, "--eval-every": 100, "--save-every": 250}
 LONG_SEEDS = (1, 2)
 

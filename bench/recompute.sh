@@ -2,10 +2,11 @@
 # ./train on deep100 (bench/run.sh's shape: 100 layers, n_embd 64, 2 heads, n_ctx 64, batch 8;
 # tiny Shakespeare, 2 threads, the default replicas) with --recompute none and block side by
 # side, and block with --replicas 1 (one gradient buffer instead of one a thread: the floor of
-# parameters, gradients and AdamW's moments is most of what block leaves): ROUNDS rounds of one run of each, alternating, each STEPS steps then the evaluation and the
-# checkpoint at the end. Per mode: the peak RSS of the whole process (/usr/bin/time %M, the most
-# over the rounds) and the step time (the median of each run's steps after the first UNTIMED,
-# then the median over the rounds). Prints a Markdown table; bench/run.sh appends it to
+# parameters, gradients and AdamW's moments is most of what block leaves): ROUNDS rounds of one
+# run of each, alternating, each STEPS steps then the evaluation and the checkpoint at the end.
+# Per mode: the peak RSS of the whole process (/usr/bin/time %M, the most over the rounds) and
+# the step time (the median of each run's steps after the first UNTIMED, then the median over
+# the rounds). Prints a Markdown table; bench/run.sh appends it to
 # bench/RESULTS.md. Goal (issue 32): with block, RSS at most 40% of none's at a step time at most
 # 1.35x. Environment: MT_BUILD (build dir), STEPS (12), UNTIMED (3), ROUNDS (3).
 set -e

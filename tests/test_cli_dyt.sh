@@ -57,7 +57,8 @@ for norm in dyt derf; do
     train $F --norm $norm --steps 0 --out "$T/$norm-one" || fail "$norm: step 0"
     n=$(safetensors "$T/$norm-one/model.safetensors" count 1)
     [ "$n" = 13 ] || fail "$norm: $n of 13 norm weights are 1 by default"
-    train $F --norm $norm --steps 0 --dyt-weight-init 8 --out "$T/$norm-zero" || fail "$norm: step 0"
+    train $F --norm $norm --steps 0 --dyt-weight-init 8 --out "$T/$norm-zero" ||
+        fail "$norm: step 0"
     n=$(safetensors "$T/$norm-zero/model.safetensors" count 8)
     [ "$n" = 13 ] || fail "$norm: $n of 13 norm weights are 8 with --dyt-weight-init 8"
     # the flag against the edited step-0 checkpoint, resumed

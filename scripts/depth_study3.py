@@ -908,9 +908,9 @@ def report_steps(part="ngpt-steps"):
                 out.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                     layers, seed, c, ctl["lr"], cell(ctl), ng["lr"], cell(ng),
                     hit or "not by %d" % steps, "%.1f" % (steps / hit) if hit else "-"))
-        summary += ["%d layers: nGPT reached %s's final loss at step %s over %d seeds (mean, "
-                    "range)" % (layers, c, spread(hit), len(hit))
-                    for c, hit in reached.items() if hit]
+        summary += ["%d layers: nGPT reached %s's final loss at step %s (%s)" % (
+            layers, c, spread(hit), "%d seeds: mean, range" % len(hit) if len(hit) > 1 else
+            "one seed") for c, hit in reached.items() if hit]
     out += ["", "; ".join(summary) + ".\n" if summary else ""]
     plot_lines(os.path.join(DOCS, "ngpt-steps.png"), "validation loss, nGPT and its controls at "
                "their best rates (seed 1 solid, 2 dashed)", "validation loss", lines,

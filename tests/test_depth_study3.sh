@@ -6,13 +6,14 @@
 # dyt: every method of the table runs at every rate (./train accepts its flags), QK-norm bounds
 # the attention logit that grows without it at 1e-1, z-loss changes the training loss, the skip
 # probe and the gradient norms are kept per block, a second call runs nothing (the kept rows
-# mark runs done), and the page has every part's tables. ngpt-steps: Pre-LN and nGPT at their
-# best lr-12 rate, two seeds that differ, paired in the page's table. dyt-twin: the edits of the
-# step-0 checkpoint reach the run (DyT's weight 8 multiplies the blocks' gradients at init by ~8),
-# the saturation probe covers mt's checkpoints and the twin's steps, and the twin starts where mt
-# starts: its block gradients and its stream entering the first block within 25% and 15% (the
-# same weights; its own batch and probe batch). Skipped without Debian's
-# python3-torch (the twin).
+# mark runs done), and the page has every part's tables. ngpt-steps: nGPT and its two controls
+# at their best lr-12 rate, two seeds that differ, paired in the page's table. dyt-twin: the
+# edits of the step-0 checkpoint reach the run (DyT's weight 8 multiplies the blocks' gradients
+# at init by ~8), the saturation probe covers mt's checkpoints and the twin's steps, and the twin
+# starts where mt starts: its block gradients and its stream entering the first block within 25%
+# and 15% (the same weights; its own batch and probe batch). long: every method and seed kept, in
+# the page; a run stopped after a checkpoint resumes from it and ends with the uninterrupted
+# run's metrics. Skipped without Debian's python3-torch (the twin).
 if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
     exit 0
@@ -20,7 +21,7 @@ fi
 # a directory of its own: two checkouts may run this test at once
 S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
 trap 'rm -rf "$S" "$S.log"' EXIT
-for part in peri lr-12 ngpt-steps curse dyt dyt-twin report; do
+for part in peri lr-12 ngpt-steps curse dyt dyt-twin long report; do
     python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
         { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
 done
@@ -31,6 +32,8 @@ python3 scripts/depth_study3.py lr-12 --smoke --smoke-dir "$S" >"$S.log" 2>&1 &&
 rm -f "$S.log"
 python3 - "$S" <<'PY'
 import csv, json, os, sys
+sys.path.insert(0, "scripts")
+from depth_study3 import LONG, LONG_SEEDS, METHODS, RATES, STEPS_METHODS
 d = sys.argv[1] + "/docs/peri"
 def at(name, step, layer=2):
     for r in csv.DictReader(open(os.path.join(d, name + ".resid.csv"))):
@@ -57,8 +60,9 @@ def kept(part):
                                    if f.endswith(".row.json"))}
 lr = kept("lr-12")
 bad = [n for n, r in lr.items() if r["label"] == "failed"]
-if len(lr) != 78 or bad:
-    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of 78, failed: %s" % (len(lr), bad))
+if len(lr) != len(METHODS) * len(RATES) or bad:
+    sys.exit("FAIL test_depth_study3: lr-12 kept %d runs of %d, failed: %s"
+             % (len(lr), len(METHODS) * len(RATES), bad))
 pre, qk = lr["pre-L12-lr1e-1"]["attn_peak"], lr["pre-qk-L12-lr1e-1"]["attn_peak"]
 if not (qk < 10 and pre > 3 * qk):
     sys.exit("FAIL test_depth_study3: the largest attention logit at 1e-1: pre %g, pre-qk %g"
@@ -79,15 +83,15 @@ for part, name, what, key, step in (("curse", "mixln-L100-lr1e-3", "skip", "bloc
 # each method at its best lr-12 rate; the seeds differ; the table pairs them
 steps = kept("ngpt-steps")
 best = {m: min((r for n, r in lr.items() if n.rsplit("-L", 1)[0] == m),
-               key=lambda r: r["val_final"])["lr"] for m in ("pre", "ngpt")}
+               key=lambda r: r["val_final"])["lr"] for m in STEPS_METHODS}
 want = ["%s-L12-lr%s-s%d" % (m, best[m], s) for m in best for s in (1, 2)]
 want += ["%s-L100-lr1e-3-s2" % m for m in best]
 if sorted(steps) != sorted(want) or any(r["label"] == "failed" for r in steps.values()):
     sys.exit("FAIL test_depth_study3: ngpt-steps kept %s, want %s" % (sorted(steps), want))
 curve = lambda name: open(os.path.join(sys.argv[1], "docs/ngpt-steps", name + ".csv")).read()
-if curve(want[2]) == curve(want[3]):
+if curve("ngpt-L12-lr%s-s1" % best["ngpt"]) == curve("ngpt-L12-lr%s-s2" % best["ngpt"]):
     sys.exit("FAIL test_depth_study3: nGPT's seeds 1 and 2 gave the same curve")
-if "| 12 | 2 | %s |" % best["pre"] not in page:
+if "| 12 | 2 | pre | %s |" % best["pre"] not in page or "| 12 | 2 | llama |" not in page:
     sys.exit("FAIL test_depth_study3: the page lacks part 4's table")
 for table in ("| pre-qk |", "| reorder-qk | `--placement reorder", "| 0.5 |",
               "| mixln-L100-lr1e-3 |"):
@@ -118,5 +122,41 @@ for who, steps in (("mt", {0, 10, 20}), ("torch", {0, 10, 20})):
         sys.exit("FAIL test_depth_study3: %s's saturation rows at steps %s" % (who, sorted(got)))
 if "| dyt-emb-L12-gamma8 |" not in page or "mt's norms, site by site" not in page:
     sys.exit("FAIL test_depth_study3: the page lacks the dyt-twin tables")
+# part 6: every method of LONG, both seeds, at the smoke's rate, in the page's table
+long = kept("long")
+want = sorted("%s-L100-lr1e-3-s%d" % (m, s) for m in LONG for s in LONG_SEEDS)
+if sorted(long) != want or any(r["label"] == "failed" for r in long.values()):
+    sys.exit("FAIL test_depth_study3: long kept %s, want %s" % (sorted(long), want))
+if "## Long runs" not in page or "| dsl | 1e-3 |" not in page:
+    sys.exit("FAIL test_depth_study3: the page lacks part 6's table")
 print("test_depth_study3: ok")
+PY
+[ $? -eq 0 ] || exit 1
+# part 6's runs resume: one stopped after its first checkpoint and run again ends with the
+# uninterrupted run's losses, rates and gradient norms
+python3 - "$S" <<'PY'
+import os, subprocess, sys, threading, time
+sys.path.insert(0, "scripts")
+import depth_study3 as d
+d.OUT, d.DOCS = sys.argv[1] + "/resume/out", sys.argv[1] + "/resume/docs"
+flags = {"--n-layer": 3, "--warmup": 5, "--steps": 200, "--eval-every": 50, "--save-every": 20}
+run = lambda name: d.Run("long", name, "pre", diag=flags, layers=3, resumable=True)
+whole, part = run("whole").execute(), run("part")
+t = threading.Thread(target=part.execute)
+t.start()
+ckpt = os.path.join(part.dir, "model.safetensors")
+while t.is_alive() and d.ckpt_step(ckpt) < 20:
+    time.sleep(0.005)
+subprocess.run(["pkill", "-f", "out " + part.dir])
+t.join()
+stopped = d.ckpt_step(ckpt)
+again = run("part").execute()
+rows = lambda r: [l.split(",")[:5] for l in open(os.path.join(r.dir, "metrics.csv"))]
+resumed = "resumed ->" in open(os.path.join(again.dir, "log.txt")).read()
+if (whole.rc or part.rc == 0 or again.rc or not 0 < stopped < 200 or not resumed or
+        rows(again) != rows(whole)):
+    sys.exit("FAIL test_depth_study3: resume: rc %d, stopped (rc %d) at step %d, resumed %s "
+             "(rc %d), %d rows against %d" % (whole.rc, part.rc, stopped, resumed, again.rc,
+                                             len(rows(again)), len(rows(whole))))
+print("test_depth_study3: resume ok (stopped at step %d)" % stopped)
 PY

@@ -379,7 +379,7 @@ def steps_source(part, method, layers, lr, seed):
 # ---- long: the long runs (issue 30 part 6) ---------------------------------------------------
 # The three best methods of parts 1-4 at 100 layers against the controls Pre-LN and DeepNorm,
 # each at its best rate of lr-100 (400 steps), for 3000 steps (warmup 100, cosine to the
-# config's 1e-4 over the 3000: 3.1M tokens, 2.8 passes over the training bytes), seeds 1 and 2,
+# config's 1e-4 over the 3000: 3.1M tokens, 3.1 passes over the training bytes), seeds 1 and 2,
 # the validation loss every 100 steps; a checkpoint every 250 steps, from which a run stopped by
 # the end of a session resumes.
 # The three: the lowest best final loss of lr-100 besides the controls (nGPT 2.004, Mix-LN 2.248,
@@ -413,7 +413,7 @@ def report_long(part="long"):
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
     out.append("`scripts/depth_study3.py %s`: the controls Pre-LN and DeepNorm and the methods "
                "that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
-               "(warmup 100, cosine to 1e-4 over the %d: 2.8 passes over the training bytes), "
+               "(warmup 100, cosine to 1e-4 over the %d: 3.1 passes over the training bytes), "
                "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
                "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "
                "ends at step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(

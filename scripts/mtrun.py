@@ -79,19 +79,51 @@ class Result:
             return f.read()
 
 
+def safetensors_header(f):
+    """The JSON header of a safetensors file open at its start (a u64 size, then the JSON); the
+    file is left at the tensors' bytes."""
+    (n,) = struct.unpack("<Q", f.read(8))
+    return json.loads(f.read(n))
+
+
+def read_safetensors(path):
+    """(header, bytearray of the tensors' bytes, which each entry's data_offsets index)."""
+    with open(path, "rb") as f:
+        return safetensors_header(f), bytearray(f.read())
+
+
 def ckpt_meta(path):
-    """The metadata of a safetensors checkpoint of ./train's (a u64 header size, then the JSON
-    header whose "__metadata__" holds "step", "options", ...): {} when there is no file."""
+    """The metadata of a checkpoint of ./train's (its header's "__metadata__": "step",
+    "options", ...): {} when there is no file."""
     if not os.path.exists(path):
         return {}
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        return json.loads(f.read(n)).get("__metadata__", {})
+        return safetensors_header(f).get("__metadata__", {})
 
 
 def ckpt_step(path):
     """The step a checkpoint was saved at; 0 when there is none."""
     return int(ckpt_meta(path).get("step", 0))
+
+
+def set_tensors(path, which, value):
+    """Every element of the tensors whose name satisfies which(name) := value in a checkpoint
+    of ./train's (safetensors: a u64 header size, the JSON header, then the tensors' bytes at
+    their data_offsets; F32 little-endian). The edited file drops its checksums (metadata
+    mt_crc32c, which no longer hold); mt reads it as it reads other writers' files."""
+    header, data = read_safetensors(path)
+    header.get("__metadata__", {}).pop("mt_crc32c", None)
+    for name, e in header.items():
+        if name != "__metadata__" and which(name):
+            assert e["dtype"] == "F32", name
+            begin, end = e["data_offsets"]
+            count = (end - begin) // 4
+            data[begin:end] = struct.pack("<%df" % count, *[value] * count)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
+    os.replace(path + ".tmp", path)
 
 
 def run(cmd, log, timeout=None, env=ENV, cwd=None):

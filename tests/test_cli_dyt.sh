@@ -10,40 +10,27 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL test_cli_dyt: $*"; fails=$((fails + 1)); }
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || { cat "$T/log"; return 1; }; }
-# safetensors FILE set VALUE: every element of the *norm.weight tensors := VALUE (dropping the
-# checksums, which no longer hold); FILE count VALUE: how many such tensors hold VALUE only;
-# FILE same OTHER: every tensor of FILE has OTHER's bytes (the headers' configs differ)
+# safetensors FILE set VALUE: every element of the *norm.weight tensors := VALUE (the depth
+# study's edit, scripts/mtrun.py set_tensors); FILE count VALUE: how many such tensors hold VALUE
+# only; FILE same OTHER: every tensor of FILE has OTHER's bytes (the headers' configs differ)
 safetensors() {
     /usr/bin/python3 - "$@" <<'EOF'
-import json, re, struct, sys
-def load(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        return json.loads(f.read(n)), bytearray(f.read())
-def tensors(header):
-    return [(k, e) for k, e in header.items() if k != "__metadata__"]
+import re, sys
+sys.path[:0] = ["scripts", "tests/parity"]
+from harness import load
+from mtrun import set_tensors
 path, what, arg = sys.argv[1:]
-header, data = load(path)
-norms = [(k, e) for k, e in tensors(header) if re.fullmatch(r".*norm\.weight", k)]
+norm = lambda name: re.fullmatch(r".*norm\.weight", name)
 if what == "set":
-    header.get("__metadata__", {}).pop("mt_crc32c", None)
-    for k, e in norms:
-        b, end = e["data_offsets"]
-        data[b:end] = struct.pack("<%df" % ((end - b) // 4), *[float(arg)] * ((end - b) // 4))
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
-elif what == "count":
-    def values(e):
-        b, end = e["data_offsets"]
-        return set(struct.unpack("<%df" % ((end - b) // 4), data[b:end]))
-    print(sum(values(e) == {float(arg)} for k, e in norms))
+    set_tensors(path, norm, float(arg))
+    sys.exit()
+tensors = load(path)[0]
+if what == "count":
+    print(sum(set(t.ravel()) == {float(arg)} for k, t in tensors.items() if norm(k)))
 else:
-    other, odata = load(arg)
-    bad = [k for k, e in tensors(header) if k not in other or
-           data[slice(*e["data_offsets"])] != odata[slice(*other[k]["data_offsets"])]]
-    if bad or len(tensors(other)) != len(tensors(header)):
+    other = load(arg)[0]
+    bad = [k for k, t in tensors.items() if k not in other or t.tobytes() != other[k].tobytes()]
+    if bad or len(other) != len(tensors):
         sys.exit("tensors differ: %s" % bad[:5])
 EOF
 }

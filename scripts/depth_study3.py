@@ -7,9 +7,9 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
 
   scripts/depth_study3.py lr-12    learning-rate sensitivity (Wortsman et al. 2023): every method
                                    of METHODS at 6 rates 3e-4..1e-1, 12 layers, with the largest
-                                   attention logit and log Z every 10 steps (90 runs, ~20 min on
+                                   attention logit and log Z every 10 steps (96 runs, ~20 min on
                                    2 idle cores, ~75 at load 15)
-  scripts/depth_study3.py lr-100   the same at 100 layers (90 runs, ~2 h on 2 idle cores: in
+  scripts/depth_study3.py lr-100   the same at 100 layers (96 runs, ~2 h on 2 idle cores: in
                                    sittings with --only)
   scripts/depth_study3.py dyt      DyT and Derf at 100 layers; alpha's initial value against
                                    depth (12, 100 layers) and width (64, 128 channels), per-block
@@ -33,8 +33,8 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
                                    rate of part 1, two seeds, evaluated every 25 steps (9 runs of
                                    its own, 3 of them 100 layers; seed 1 at 100 is lr-100's)
   scripts/depth_study3.py long     the long runs: Pre-LN, DeepNorm and the best methods of parts
-                                   1-4 at 100 layers, 3000 steps, two seeds (10 runs of ~19 min
-                                   on an idle core; resumable from a checkpoint every 250 steps)
+                                   1-4 at 100 layers, 3000 steps, two seeds (10 runs of 18-28 min
+                                   of a core; resumable from a checkpoint every 250 steps)
   scripts/depth_study3.py muon     Muon at depth: Muon against AdamW on the 100-layer Post-LN,
                                    Pre-LN and DeepNorm configs, a short rate sweep, seed 1
                                    (--seed2 2e-2,...: those rates with seed 2 too)
@@ -57,7 +57,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -66,7 +65,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals,  # noqa: E402
                    gnuplot, header, label, num, plot_lines, read_csv, read_metrics, read_resid,
-                   run, with_notes, write_dat)
+                   run, set_tensors, with_notes, write_dat)
 from mtrun import flags as mtflags  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs/depth-study-3")
@@ -161,14 +160,13 @@ class Run:
 
     def execute(self):
         log = os.path.join(self.dir, "log.txt")
-        stopped = self.resumable and ckpt_step(os.path.join(self.dir, "model.safetensors"))
-        if not stopped:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        if stopped:
-            res = run(["./train", "--resume", "--out", self.dir], log)
+        if self.resumable and ckpt_step(os.path.join(self.dir, "model.safetensors")):
+            res = run(["./train", "--resume", "--out", self.dir], log)  # stopped part way
         elif not self.edits:
+            shutil.rmtree(self.dir, ignore_errors=True)
             res = run(["./train"] + self.flags() + ["--out", self.dir], log)
         else:
+            shutil.rmtree(self.dir, ignore_errors=True)
             res = run(["./train"] + self.flags() + ["--steps", "0", "--out", self.dir], log)
             if res.rc == 0:
                 for regex, value in self.edits.items():
@@ -243,29 +241,6 @@ def keep_resid(src, stem, layers):
         for r in read_resid(src):
             if r.layer in keep:
                 f.write("%d,%d,%.6g\n" % (r.step, r.layer, r.norm))
-
-
-def set_tensors(path, which, value):
-    """Every element of the tensors whose name satisfies which(name) := value in a checkpoint
-    of ./train's (safetensors: a u64 header size, the JSON header, then the tensors' bytes at
-    their data_offsets; F32 little-endian). The edited file drops its checksums (metadata
-    mt_crc32c, which no longer hold); mt reads it as it reads other writers' files."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        data = bytearray(f.read())
-    header.get("__metadata__", {}).pop("mt_crc32c", None)
-    for name, e in header.items():
-        if name != "__metadata__" and which(name):
-            assert e["dtype"] == "F32", name
-            begin, end = e["data_offsets"]
-            count = (end - begin) // 4
-            data[begin:end] = struct.pack("<%df" % count, *[value] * count)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
-    os.replace(path + ".tmp", path)
 
 
 def peri_runs(part):
@@ -413,7 +388,7 @@ def report_long(part="long"):
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
     out.append("`scripts/depth_study3.py %s`: the controls Pre-LN and DeepNorm and the methods "
                "that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
-               "(warmup 100, cosine to 1e-4 over the %d: 3.1 passes over the training bytes), "
+               "(warmup 100, cosine to 1e-4 over the %d), "
                "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
                "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "
                "ends at step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(
@@ -449,8 +424,8 @@ def report_long(part="long"):
 # ---- dyt-twin: why DyT and Derf stall (issue 30 part 2) ---------------------------------------
 TWIN_RUN = "dyt-emb-L12-a0.5"  # the stalled run the twin follows: part 2's, at 12 layers
 TWIN_PROBE_STEPS = (0, 10, 20, 30, 40, 50, 60, 100, 200, 400)
-GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too)
 PAPER_ALPHAS = {"--dyt-alpha-attn": 0.8, "--dyt-alpha-ffn": 0.2, "--dyt-alpha-final": 0.2}
+GAMMA = r".*norm\.weight"  # every DyT or Derf weight (the final norm's too)
 
 
 def dyt_twin_runs(part):

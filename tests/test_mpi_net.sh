@@ -7,8 +7,8 @@
 # memory (a sum of two halves is the same float either way), and that the gradients crossed the
 # link: the second rank's end of the link received at least half the checkpoint's bytes per step
 # (a sum of two ranks' gradients brings each about all of them: half in the reduce, half in the
-# gather). Needs root and iproute2; skipped with
-# a line saying so where network namespaces cannot be made (a container without CAP_SYS_ADMIN).
+# gather). Needs root and iproute2; skipped with a line saying so where network namespaces
+# cannot be made (a container without CAP_SYS_ADMIN).
 B=${MT_BUILD:-build}
 skip() { echo "SKIPPED test_mpi_net: $*"; exit 0; }
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||

@@ -78,24 +78,16 @@ close() { # what
         }
         n++ } END { exit bad || n != 12 }' || fails=$((fails + 1))
     for f in model optim; do
-        python3 - "$T/a/$f.safetensors" "$T/z/$f.safetensors" <<'PY' || fail "$1: $f.safetensors: see above"
-import array, json, struct, sys
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    meta = head.pop("__metadata__", {})
-    out = {}
-    for name, t in head.items():
-        lo, hi = t["data_offsets"]
-        out[name] = array.array("f")
-        out[name].frombytes(b[8 + n + lo:8 + n + hi])
-    return meta, out
-(ma, a), (mb, b) = load(sys.argv[1]), load(sys.argv[2])
+        /usr/bin/python3 - "$T/a/$f.safetensors" "$T/z/$f.safetensors" <<'PY' || fail "$1: $f.safetensors: see above"
+import sys
+import numpy as np
+sys.path[:0] = ["tests/parity"]
+from harness import load
+(a, ma), (b, mb) = load(sys.argv[1]), load(sys.argv[2])
 bad = [] if ma == mb and sorted(a) == sorted(b) else ["the metadata or tensor names differ"]
 for name in sorted(set(a) & set(b)):
-    big = max((abs(x) for x in a[name]), default=0.0)
-    diff = max((abs(x - y) for x, y in zip(a[name], b[name])), default=0.0)
+    big = float(np.abs(a[name]).max(initial=0.0))
+    diff = float(np.abs(a[name] - b[name]).max(initial=0.0))
     if diff > 1e-6 * big + 1e-12:
         bad.append("%s: %g of its largest %g" % (name, diff, big))
 for line in bad[:5]:

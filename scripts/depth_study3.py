@@ -358,8 +358,10 @@ def steps_source(part, method, layers, lr, seed):
 # the validation loss every 100 steps; a checkpoint every 250 steps, from which a run stopped by
 # the end of a session resumes.
 # The three: the lowest best final loss of lr-100 besides the controls (nGPT 2.004, Mix-LN 2.248,
-# DeepScaleLM 2.250; then LNS 2.273, qk-norm 2.281, DyT with weights 8 2.282).
-LONG = ("pre", "deepnorm", "ngpt", "mixln", "dsl")
+# DeepScaleLM 2.250; then LNS 2.273, qk-norm 2.281, DyT with weights 8 2.282). A third control,
+# part 4's LLaMA-shaped Pre-LN, holds nGPT's RoPE, SwiGLU and RMSNorm: against it nGPT's lead is
+# the sphere's.
+LONG = ("pre", "deepnorm", "ngpt", "mixln", "dsl", "llama")
 LONG_FLAGS = {"--steps": 3000, "--eval-every": 100, "--save-every": 250}
 LONG_SEEDS = (1, 2)
 
@@ -386,8 +388,8 @@ def report_long(part="long"):
     if not runs:
         return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
-    out.append("`scripts/depth_study3.py %s`: the controls Pre-LN and DeepNorm and the methods "
-               "that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
+    out.append("`scripts/depth_study3.py %s`: the controls Pre-LN, DeepNorm and part 4's "
+               "LLaMA-shaped Pre-LN (llama) and the methods that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
                "(warmup 100, cosine to 1e-4 over the %d), "
                "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
                "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "

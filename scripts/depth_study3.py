@@ -319,10 +319,15 @@ STEPS_CONTROLS = ("pre", "llama")
 STEPS_METHODS, STEPS_SEEDS, STEPS_EVAL, EVAL_25 = STEPS_CONTROLS + ("ngpt",), (1, 2), 25, (100,)
 
 
+def lr_rows(method, layers):
+    """Part 1's kept rows of method at that depth, one a rate."""
+    return [r for r in rows("lr-%d" % layers) if method_of(r["name"]) == method]
+
+
 def best_rate(method, layers):
     """The rate of part 1's lowest final loss for method at that depth (None: not run yet;
     --smoke without part 1's rows: BASE's 1e-3, to check the driver)."""
-    mine = [r for r in rows("lr-%d" % layers) if method_of(r["name"]) == method]
+    mine = lr_rows(method, layers)
     if not mine:
         return "1e-3" if SMOKE else None
     return min(mine, key=loss_or_l0)["lr"]
@@ -849,8 +854,9 @@ def report_steps(part="ngpt-steps"):
     out = ["## nGPT's step claim\n"]
     if not rows(part):
         return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
-    ran = {d: min([n for n in (sum(method_of(r["name"]) == m for r in rows("lr-%d" % d))
-                               for m in STEPS_METHODS) if n] or [0]) for d in (12, 100)}
+    # the fewest rates behind a best rate, over the methods that have any
+    ran = {d: min(filter(None, (len(lr_rows(m, d)) for m in STEPS_METHODS)), default=0)
+           for d in (12, 100)}
     out.append("`scripts/depth_study3.py %s`: nGPT (part 1's `ngpt` entry) against two controls, "
                "Pre-LN and `llama` (Pre-LN with RMSNorm, RoPE, SwiGLU and no biases: what nGPT "
                "brings besides the sphere), at 12 and 100 layers, each at its best rate of part 1 "

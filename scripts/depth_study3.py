@@ -394,8 +394,9 @@ def report_long(part="long"):
         return out + ["Not run yet (`scripts/depth_study3.py %s`).\n" % part]
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
     out.append("`scripts/depth_study3.py %s`: the controls Pre-LN, DeepNorm and part 4's "
-               "LLaMA-shaped Pre-LN (llama) and the methods that led at 100 layers in parts 1-4, each at its best rate of lr-100, %d steps "
-               "(warmup 100, cosine to 1e-4 over the %d), "
+               "LLaMA-shaped Pre-LN (llama) and the methods that led at 100 layers in parts 1-4, "
+               "each at its best rate of lr-100, %d steps (warmup 100, cosine to 1e-4 over the "
+               "%d), "
                "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
                "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "
                "ends at step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(

@@ -543,11 +543,12 @@ def run_part(part, only=None, rates=None):
 # For a table of parts: {"runs": lambda part: [], "report": report_muon, "extra": muon_part}.
 
 MUON_PLACEMENTS = ("post", "pre", "deepnorm")  # configs/deep100-{post,pre,deepnorm}.ini
-# The blocks' matrices' rate, in the order the runs go; the other tensors stay AdamW at the
-# config's 1e-3 (Muon's AdamW group: embeddings, the untied head, the norms). AdamW itself is the
-# second round's rate sweep on the same configs, steps and seed (docs/depth-study-2/lr-100.csv,
-# 3e-4 to 1e-2; seed 2 at the best rate in lr-seed2.csv), not run again.
-MUON_RATES = ("2e-2", "1e-2", "5e-3", "5e-2")
+# The blocks' matrices' rate, in the order the runs go (0.1 last: Pre-LN's best was 0.05, then
+# the top of the grid); the other tensors stay AdamW at the config's 1e-3 (Muon's AdamW group:
+# embeddings, the untied head, the norms). AdamW itself is the second round's rate sweep on the
+# same configs, steps and seed (docs/depth-study-2/lr-100.csv, 3e-4 to 1e-2; seed 2 at the best
+# rate in lr-seed2.csv), not run again.
+MUON_RATES = ("2e-2", "1e-2", "5e-3", "5e-2", "1e-1")
 MUON_SEEDS = ("1", "2")  # every rate with seed 1 first; seed 2 only for the rates in --seed2
 ADAMW_RUNS = [os.path.join(ROOT, "docs/depth-study-2", f) for f in ("lr-100.csv", "lr-seed2.csv")]
 

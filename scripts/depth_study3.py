@@ -32,9 +32,10 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size, untied head, 400 steps, se
                                    the LLaMA-shaped Pre-LN at 12 and 100 layers, each at its best
                                    rate of part 1, two seeds, evaluated every 25 steps (9 runs of
                                    its own, 3 of them 100 layers; seed 1 at 100 is lr-100's)
-  scripts/depth_study3.py long     the long runs: Pre-LN, DeepNorm and the best methods of parts
-                                   1-4 at 100 layers, 3000 steps, two seeds (10 runs of 18-28 min
-                                   of a core; resumable from a checkpoint every 250 steps)
+  scripts/depth_study3.py long     the long runs: Pre-LN, DeepNorm, the LLaMA-shaped Pre-LN and
+                                   the best methods of parts 1-4 at 100 layers, 3000 steps, two
+                                   seeds (12 runs of 16-28 min of a core; resumable from a
+                                   checkpoint every 250 steps)
   scripts/depth_study3.py muon     Muon at depth: Muon against AdamW on the 100-layer Post-LN,
                                    Pre-LN and DeepNorm configs, a short rate sweep, seed 1
                                    (--seed2 2e-2,...: those rates with seed 2 too)
@@ -162,11 +163,12 @@ class Run:
         log = os.path.join(self.dir, "log.txt")
         if self.resumable and ckpt_step(os.path.join(self.dir, "model.safetensors")):
             res = run(["./train", "--resume", "--out", self.dir], log)  # stopped part way
-        elif not self.edits:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            self.rc, self.seconds = res.rc, res.wall
+            return self
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if not self.edits:
             res = run(["./train"] + self.flags() + ["--out", self.dir], log)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        else:  # the step-0 checkpoint, edited, then trained from
             res = run(["./train"] + self.flags() + ["--steps", "0", "--out", self.dir], log)
             if res.rc == 0:
                 for regex, value in self.edits.items():
@@ -387,7 +389,9 @@ def long_runs(part):
 
 def report_long(part="long"):
     """Part 6's section: per method its rate, the final validation loss of each seed, their mean
-    and spread, beside its 400-step result of part 1; the curves."""
+    and spread, beside its 400-step result of part 1; per run its validation loss at six steps,
+    its training loss over the last 100 and the first evaluation at or below the LLaMA-shaped
+    control's final loss (same seed); the curves."""
     out = ["## Long runs\n"]
     runs = rows(part)
     if not runs:
@@ -395,12 +399,12 @@ def report_long(part="long"):
     steps = SMOKE.get("--steps", LONG_FLAGS["--steps"])
     out.append("`scripts/depth_study3.py %s`: the controls Pre-LN, DeepNorm and part 4's "
                "LLaMA-shaped Pre-LN (llama) and the methods that led at 100 layers in parts 1-4, "
-               "each at its best rate of lr-100, %d steps (warmup 100, cosine to 1e-4 over the "
-               "%d), "
-               "seeds %s, the validation loss (8 fixed batches) every %d steps; otherwise as part "
-               "1. The 400-step column is the method's lr-100 run at the same rate (its schedule "
-               "ends at step 400). Sorted by the mean.\n" % (part, steps, steps, " and ".join(
-                   map(str, LONG_SEEDS)), LONG_FLAGS["--eval-every"]))
+               "each at its best rate of lr-100, %d steps (warmup 100, %s none; cosine to 1e-4 "
+               "over the %d), seeds %s, the validation loss (8 fixed batches) every %d steps; "
+               "otherwise as part 1. The 400-step column is the method's lr-100 run at the same "
+               "rate (its schedule ends at step 400). Sorted by the mean.\n" % (
+                   part, steps, ", ".join(m for m in LONG if METHODS[m].get("--warmup") == 0),
+                   steps, " and ".join(map(str, LONG_SEEDS)), LONG_FLAGS["--eval-every"]))
     out += ["| method | rate | %s | mean | spread | 400 steps (lr-100) |"
             % " | ".join("seed %d" % s for s in LONG_SEEDS),
             "|---|---:|%s---:|---:|---:|" % ("---:|" * len(LONG_SEEDS))]
@@ -423,10 +427,36 @@ def report_long(part="long"):
             "%.3f" % (max(vals) - min(vals)) if len(vals) > 1 else "-",
             cell(short[0]) if short else "-")))
     out += [t for _, t in sorted(table)] + [""]
+    out += report_long_runs(part, runs)
     plot_lines(os.path.join(DOCS, "long.png"), "validation loss, 100 layers, %d steps (seed 1 "
                "solid, 2 dashed)" % steps, "validation loss", lines)
     out.append("![long runs](depth-study-3/long.png)\n")
     return out
+
+
+def report_long_runs(part, runs):
+    """Per run: the validation loss at the evaluations nearest each sixth of the run, the mean
+    training loss of the last 10 logged steps (10 apart), and the first evaluation at or below the
+    final validation loss of the LLaMA-shaped control of the same seed ("-": never)."""
+    control = {r["name"].rsplit("-s", 1)[1]: r["val_final"] for r in runs
+               if method_of(r["name"]) == "llama" and r["val_final"] != ""}
+    curves = {r["name"]: val_curve(part, r["name"]) for r in runs}
+    steps = [s for s, _ in next(iter(curves.values()))]
+    marks = sorted({min(steps, key=lambda s: abs(s - steps[-1] * i / 6)) for i in range(1, 7)})
+    out = ["Per run, the validation loss at steps %s; the training loss over the last 100 steps "
+           "(the mean of the last 10 logged); the first evaluation at or below llama's final "
+           "validation loss of the same seed:\n" % ", ".join(map(str, marks)),
+           "| run | %s | training loss | reaches llama's final at |" % " | ".join(map(str, marks)),
+           "|---|%s---:|---:|" % ("---:|" * len(marks))]
+    for r in sorted(runs, key=lambda r: (LONG.index(method_of(r["name"])), r["name"])):
+        val = dict(curves[r["name"]])
+        train = [float(m["loss"]) for m in read_csv(os.path.join(DOCS, part, r["name"] + ".csv"))]
+        seed = r["name"].rsplit("-s", 1)[1]
+        reach = first_at(curves[r["name"]], control[seed]) if seed in control else None
+        out.append("| %s | %s | %.3f | %s |" % (
+            r["name"], " | ".join("%.3f" % val[s] if s in val else "-" for s in marks),
+            sum(train[-10:]) / len(train[-10:]), reach or "-"))
+    return out + [""]
 
 
 # ---- dyt-twin: why DyT and Derf stall (issue 30 part 2) ---------------------------------------

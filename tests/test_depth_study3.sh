@@ -129,6 +129,10 @@ if sorted(long) != want or any(r["label"] == "failed" for r in long.values()):
     sys.exit("FAIL test_depth_study3: long kept %s, want %s" % (sorted(long), want))
 if "## Long runs" not in page or "| dsl | 1e-3 |" not in page:
     sys.exit("FAIL test_depth_study3: the page lacks part 6's table")
+# the per-run table: the control reaches its own final loss at its last evaluation, step 20
+own = [l for l in page.splitlines() if l.startswith("| llama-L100-lr1e-3-s")]
+if len(own) != 2 or not all(l.endswith("| 20 |") for l in own):
+    sys.exit("FAIL test_depth_study3: part 6's per-run rows of llama: %s" % own)
 print("test_depth_study3: ok")
 PY
 [ $? -eq 0 ] || exit 1

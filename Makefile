@@ -9,7 +9,7 @@
 #   make check-links  every relative link and image of README.md, docs/ and bench/*.md resolves
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make clean
-# PORTABLE=1 builds for any x86-64-v2 CPU instead of -march=native.
+# PORTABLE=1 builds for any x86-64 CPU (the baseline: SSE2) instead of -march=native.
 # MPI=1 builds with mpicc into build-mpi/ (./build-mpi/train runs under mpirun; docs/mpi.md).
 
 MPI      ?= 0
@@ -35,16 +35,16 @@ DNNL_LIB   := -ldnnl
 endif
 
 ifeq ($(PORTABLE),1)
-ARCH := -march=x86-64-v2 -mtune=generic
+ARCH := -march=x86-64 -mtune=generic
 else
 ARCH := -march=native
 endif
 
 # -fno-math-errno: sqrtf vectorises (mt never reads errno)
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -fno-math-errno -g -fopenmp -Wall -Wextra -Isrc \
+CFLAGS  := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) $(ARCH) -fno-math-errno -g -fopenmp -Wall -Wextra -Isrc \
            -I$(BLAS_INC) -MMD -MP $(MPI_FLAGS) $(DNNL_FLAGS) $(EXTRA_CFLAGS)
 # rpath: always the OpenMP build of OpenBLAS, whatever the system's libblas alternative says
-LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(EXTRA_LDFLAGS)
+LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -Wl,-u,mt_cpu_check $(EXTRA_LDFLAGS)
 LDLIBS  := -lopenblas $(DNNL_LIB) -lcjson -lstb -lz -lm
 
 SRC     := $(shell find src -name '*.c' | sort)
@@ -64,7 +64,9 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
              zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev dict-gcide
 # make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
 DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
-DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind $(DEPS_MPI)
+# qemu-user: qemu-x86_64 runs the builds on older CPU models (tests/test_cpu_check.sh)
+DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind \
+             qemu-user $(DEPS_MPI)
 
 .PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
@@ -77,6 +79,22 @@ $(BUILD)/%.o: %.c
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# src/tensor/cpu_check.c, compiled for the x86-64 baseline, refuses to start on a CPU without an
+# instruction set of the build's ARCH; $(BUILD)/cpu_needs.h lists them, oldest first, of those
+# that __builtin_cpu_supports names.
+CPU_SETS := ssse3 sse4.1 sse4.2 popcnt avx avx2 fma bmi bmi2 avx512f avx512cd avx512bw avx512dq \
+            avx512vl avx512ifma avx512vbmi avx512vbmi2 avx512vnni avx512bitalg avx512vpopcntdq \
+            avx512bf16
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+$(BUILD)/cpu_needs.h: Makefile
+	@mkdir -p $(dir $@)
+	@macros=$$($(CC) $(ARCH) -dM -E -x c /dev/null); printf '#define MT_CPU_NEEDS' >$@; \
+	for s in $(CPU_SETS); do m=__$$(echo $$s | tr a-z. A-Z_)__; \
+	  echo "$$macros" | grep -q "^#define $$m 1$$" && printf ' X("%s")' $$s >>$@; done; echo >>$@
+$(BUILD)/src/tensor/cpu_check.o: $(BUILD)/cpu_needs.h
+$(BUILD)/src/tensor/cpu_check.o: CFLAGS += -march=x86-64 -mtune=generic -I$(BUILD)
+endif
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: %.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -124,7 +142,7 @@ asan:
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
 # valgrind memcheck over the C tests: definite and indirect leaks and every invalid access fail a
-# test. Built for x86-64-v2 at -O1 and with OpenBLAS's Haswell kernels: valgrind knows no AVX-512.
+# test. Built for the x86-64 baseline at -O1 and with OpenBLAS's Haswell kernels: valgrind knows no AVX-512.
 VALGRIND := valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect \
             --error-exitcode=1
 valgrind:

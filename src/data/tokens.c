@@ -30,12 +30,12 @@ static mt_status read_file(const char *path, char **buf, size_t *len, mt_err *er
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     mt_status s = check_regular(f, path, err);
     if (s != MT_OK) return s;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    off_t size = -1;
+    if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
+    if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
         s = mt_errorf(err, MT_EIO, "%s: cannot determine its size", path);
     } else if (!(*buf = malloc((size_t)size + 1))) {
-        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %ld bytes", path, size);
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %lld bytes", path, (long long)size);
     } else if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
         s = mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
     } else {

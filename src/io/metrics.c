@@ -29,7 +29,7 @@ static mt_status truncate_rows(const char *path, long keep_until, double *elapse
                    ? MT_OK
                    : mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char line[512];
-    long keep = 0; /* bytes kept */
+    off_t keep = 0; /* bytes kept */
     bool header = true, old = false;
     char *rows = NULL; /* an old file's kept rows, each with ",\n" for its newline */
     size_t len = 0;
@@ -37,11 +37,11 @@ static mt_status truncate_rows(const char *path, long keep_until, double *elapse
         if (header) {
             old = strcmp(line, OLD_HEADER) == 0;
             header = false;
-            keep = ftell(f);
+            keep = ftello(f);
             continue;
         }
         if (strtol(line, NULL, 10) > keep_until) break;
-        keep = ftell(f);
+        keep = ftello(f);
         *elapsed = row_elapsed(line);
         if (!old) continue;
         size_t n = strcspn(line, "\n");
@@ -58,8 +58,8 @@ static mt_status truncate_rows(const char *path, long keep_until, double *elapse
     }
     bool ok = !ferror(f);
     if (ok && old) /* the current header, then the rows with an empty elapsed_s */
-        ok = fseek(f, 0, SEEK_SET) == 0 && fputs(HEADER, f) != EOF &&
-             (len == 0 || fwrite(rows, 1, len, f) == len) && (keep = ftell(f)) >= 0;
+        ok = fseeko(f, 0, SEEK_SET) == 0 && fputs(HEADER, f) != EOF &&
+             (len == 0 || fwrite(rows, 1, len, f) == len) && (keep = ftello(f)) >= 0;
     ok = ok && fflush(f) == 0 && ftruncate(fileno(f), keep) == 0;
     free(rows);
     fclose(f);
@@ -88,7 +88,7 @@ mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
     }
     m->f = fopen(path, keep_until >= 0 ? "ab" : "wb");
     if (!m->f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (ftell(m->f) == 0 && (fputs(header, m->f) == EOF || fflush(m->f) != 0)) {
+    if (ftello(m->f) == 0 && (fputs(header, m->f) == EOF || fflush(m->f) != 0)) {
         mt_metrics_close(m);
         return mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
     }

@@ -327,9 +327,9 @@ mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;
     size_t len = 0;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    bool ok = size >= 0 && size < (1 << 20) && fseek(f, 0, SEEK_SET) == 0 &&
+    off_t size = -1;
+    if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
+    bool ok = size >= 0 && size < (1 << 20) && fseeko(f, 0, SEEK_SET) == 0 &&
               (text = malloc((size_t)size + 1)) &&
               (len = fread(text, 1, (size_t)size, f)) == (size_t)size;
     fclose(f);

@@ -23,26 +23,53 @@
  * parser and the model's checks, in a value or the data by its CRC. */
 #define ST_CHECKSUM "mt_crc32c"
 
-#ifdef __SSE4_2__
+/* CRC-32C of buf, in hardware where the CPU has it (x86's SSE4.2, chosen at run time so that a
+   build for the x86-64 baseline has it too; aarch64's CRC extension, part of -march=armv8-a+crc),
+   else bitwise (reflected polynomial 0x82f63b78). crc: the previous value (0 to start). */
+#if defined(__x86_64__)
 #include <nmmintrin.h>
-#endif
-
-static uint32_t crc32c(uint32_t crc, const void *buf, size_t n) {
-    const unsigned char *p = buf;
-    crc = ~crc;
-#ifdef __SSE4_2__
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p,
+                                                            size_t n) {
     for (; n >= 8; n -= 8, p += 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         crc = (uint32_t)_mm_crc32_u64(crc, w);
     }
     for (; n; n--) crc = _mm_crc32_u8(crc, *p++);
+    return crc;
+}
+static bool crc32c_has_hw(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sse4.2");
+}
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#include <arm_acle.h>
+static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        crc = __crc32cd(crc, w);
+    }
+    for (; n; n--) crc = __crc32cb(crc, *p++);
+    return crc;
+}
+static bool crc32c_has_hw(void) { return true; }
 #else
-    for (; n; n--) { /* bitwise, reflected polynomial 0x82f63b78 */
+static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    (void)p, (void)n;
+    return crc;
+}
+static bool crc32c_has_hw(void) { return false; }
+#endif
+
+static uint32_t crc32c(uint32_t crc, const void *buf, size_t n) {
+    const unsigned char *p = buf;
+    crc = ~crc;
+    if (crc32c_has_hw()) return ~crc32c_hw(crc, p, n);
+    for (; n; n--) {
         crc ^= *p++;
         for (int k = 0; k < 8; k++) crc = crc >> 1 ^ (0x82f63b78u & -(crc & 1));
     }
-#endif
     return ~crc;
 }
 
@@ -293,10 +320,10 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
     if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
     /* a directory opens, and ftell then reports LONG_MAX: only a regular file is read */
     struct stat sb;
-    long size = -1;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    off_t size = -1;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fseeko(f, 0, SEEK_END) == 0)
+        size = ftello(f);
+    if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return mt_errorf(err, MT_EIO, "%s: cannot read (not a regular file?)", path);
     }

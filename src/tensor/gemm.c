@@ -432,12 +432,18 @@ mt_status mt_bf16_check(mt_err *err) {
                          "precision bf16 needs oneDNN, and mt was built without "
                          "it (install libdnnl-dev, then make clean && make); "
                          "use --precision fp32");
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16"))
         return mt_errorf(err, MT_EINVAL,
                          "precision bf16 needs a CPU with AVX512_BF16 (Intel "
                          "Cooper Lake, Sapphire Rapids or later, AMD Zen 4 or "
                          "later), and this one has none; use --precision fp32");
+#else /* mt's bf16 products are oneDNN's AVX512_BF16 kernels */
+    return mt_errorf(err, MT_EINVAL,
+                     "precision bf16 runs on x86-64 CPUs with AVX512_BF16 only, and this "
+                     "build is for another architecture; use --precision fp32");
+#endif
 #ifdef MT_DNNL
     int status;
     const char *isa = getenv("ONEDNN_MAX_CPU_ISA");

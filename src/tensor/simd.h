@@ -87,12 +87,18 @@ MT_VINLINE mt_vf mt_vf_exp_le0(mt_vf x) {
  *   LO1 a0 b0 a1 b1 a4 b4 a5 b5   HI1 a2 b2 a3 b3 a6 b6 a7 b7   (floats within 4-float halves)
  *   LO2 a0 a1 b0 b1 a4 a5 b4 b5   HI2 a2 a3 b2 b3 a6 a7 b6 b7   (pairs within halves)
  *   LO4 a0 a1 a2 a3 b0 b1 b2 b3   HI4 a4 a5 a6 a7 b4 b5 b6 b7   (halves) */
-#define MT_V8_LO1(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13)
-#define MT_V8_HI1(a, b) __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15)
-#define MT_V8_LO2(a, b) __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13)
-#define MT_V8_HI2(a, b) __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15)
-#define MT_V8_LO4(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
-#define MT_V8_HI4(a, b) __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
+#if defined(__clang__) || __GNUC__ >= 12
+#define MT_V8_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else /* GCC 11 and older: __builtin_shuffle with the lanes as a vector of ints */
+typedef int mt_v8_lanes __attribute__((vector_size(8 * sizeof(int))));
+#define MT_V8_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (mt_v8_lanes){__VA_ARGS__})
+#endif
+#define MT_V8_LO1(a, b) MT_V8_SHUFFLE(a, b, 0, 8, 1, 9, 4, 12, 5, 13)
+#define MT_V8_HI1(a, b) MT_V8_SHUFFLE(a, b, 2, 10, 3, 11, 6, 14, 7, 15)
+#define MT_V8_LO2(a, b) MT_V8_SHUFFLE(a, b, 0, 1, 8, 9, 4, 5, 12, 13)
+#define MT_V8_HI2(a, b) MT_V8_SHUFFLE(a, b, 2, 3, 10, 11, 6, 7, 14, 15)
+#define MT_V8_LO4(a, b) MT_V8_SHUFFLE(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
+#define MT_V8_HI4(a, b) MT_V8_SHUFFLE(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
 
 /* r (8) rows of an 8 x 8 block -> its columns, in place */
 MT_VINLINE void mt_v8_transpose(mt_v8 r[8]) {

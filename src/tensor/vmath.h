@@ -6,9 +6,10 @@
 
 #include <math.h>
 
-/* a * b + c in one rounding where the CPU has FMA (-march=native on x86-64-v3 and later), else
-   two: results differ between such builds, never between runs of one build */
-#ifdef __FMA__
+/* a * b + c in one rounding where the CPU has FMA (-march=native on x86-64-v3 and later; every
+   aarch64, which names it __ARM_FEATURE_FMA), else two: results differ between such builds,
+   never between runs of one build */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
 #define MT_MADD(a, b, c) fmaf(a, b, c)
 #else
 #define MT_MADD(a, b, c) ((a) * (b) + (c))

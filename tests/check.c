@@ -1,5 +1,6 @@
 #include "check.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,13 @@ int check_finish(const char *test_name) {
     else printf("%s: ok\n", test_name);
     return check_failures ? 1 : 0;
 }
+
+static int remove_entry(const char *path, const struct stat *st, int kind, struct FTW *ftw) {
+    (void)st, (void)kind, (void)ftw;
+    return remove(path);
+}
+
+int test_remove_dir(const char *dir) { return nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS); }
 
 mt_tensor *test_tensor(mt_rng *r, int ndim, const int shape[], float lo, float hi,
                        bool requires_grad) {

@@ -2,6 +2,7 @@
 #ifndef MT_TEST_CHECK_H
 #define MT_TEST_CHECK_H
 
+#include <math.h>
 #include <stdio.h>
 
 #include "../src/mt.h"
@@ -27,13 +28,22 @@ mt_tensor *test_tensor(mt_rng *r, int ndim, const int shape[], float lo, float h
                        bool requires_grad);
 void test_tensor_free(mt_tensor *t);
 
+/* Removes dir and everything under it (a test's mkdtemp directory); 0 on success. */
+int test_remove_dir(const char *dir);
+
 /* A made-up pronunciation dictionary of n words (1 to 9 letters and two more making it distinct,
    2 to 5 phones of 7) in festival's form, written to dir/dict.out: its path (a static buffer), or
    NULL when it cannot be written. */
 const char *test_write_dict(const char *dir, int n);
 
-/* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error relative to the reference's scale. */
+/* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error relative to the reference's scale
+   (infinite where a difference is NaN). */
 double max_rel_err(const float *a, const float *b, size_t n);
+/* The worse of a running worst error and a new one, infinite where the new one is NaN (fmax
+   would pass over it, and a NaN result would pass every check that follows). */
+static inline double worst_err(double worst, double err) {
+    return err != err ? INFINITY : err > worst ? err : worst;
+}
 
 /* Builds the op under test from the inputs; arg carries options. */
 typedef mt_tensor *(*gc_build)(mt_ctx *c, mt_tensor **in, const void *arg);

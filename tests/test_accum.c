@@ -127,8 +127,6 @@ int main(void) {
                     {.path = dict, .val_fraction = 0.1, .eval_batches = 1}};
     if (dict) compare(&encdec, 8, K8, 3, MT_FP32);
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(test_remove_dir(dir) == 0, "cannot remove %s", dir);
     return check_finish("test_accum");
 }

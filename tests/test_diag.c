@@ -307,7 +307,7 @@ static void test_probe(mt_placement place) {
     const mt_gpt *m = mt_gpt_of(tr.model);
     int n, V = m->cfg.n_vocab;
     mt_tensor *y = mt_gpt_forward(c, m, tr.P, b.ids, b.B, b.T);
-    double sum = 0, top = -INFINITY, mean, max;
+    double sum = 0, top = -INFINITY, mean = NAN, max = NAN; /* NaN: a failed read fails */
     for (int r = 0; r < b.B * b.T; r++) {
         double s = 0;
         for (int j = 0; j < V; j++) s += exp(y->data[(size_t)r * V + j]);

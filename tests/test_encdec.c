@@ -145,7 +145,7 @@ static void test_deepnorm_forward(void) {
         var /= C;
         for (int j = 0; j < C; j++) {
             double want = (h[j] - mean) / sqrt(var + 1e-5);
-            worst = fmax(worst, fabs(want - y->data[t * C + j]));
+            worst = worst_err(worst, fabs(want - y->data[t * C + j]));
         }
     }
     CHECK(worst < 1e-5, "deepnorm sublayer vs LN(alpha x + F(x)): %g", worst);
@@ -217,7 +217,7 @@ static void test_padding_and_cache(mt_placement place, mt_qk_norm_cfg qk, bool e
     double worst = 0;
     for (int t = 0; t < 3; t++)
         for (int v = 0; v < V; v++)
-            worst = fmax(worst, fabs(full->data[t * V + v] - alone->data[t * V + v]));
+            worst = worst_err(worst, fabs(full->data[t * V + v] - alone->data[t * V + v]));
     CHECK(worst < 1e-5, "padded and unpadded logits differ by %g", worst);
     float *cached = malloc(full->n * sizeof(float));
     mt_encdec_cached_logits(&c, &m, SRC, SRC_LEN, 2, 6, TGT, 5, cached);

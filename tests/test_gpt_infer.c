@@ -100,8 +100,8 @@ static void test_bf16(void) {
     double cache_err = 0, fp32_err = 0;
     for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 3; j++) mt_kv_feed(&kv[j], i ? &tok[4 + i] : tok, i ? 1 : 5);
-        cache_err = fmax(cache_err, max_rel_err(kv[0].logits, kv[1].logits, (size_t)V));
-        fp32_err = fmax(fp32_err, max_rel_err(kv[0].logits, kv[2].logits, (size_t)V));
+        cache_err = worst_err(cache_err, max_rel_err(kv[0].logits, kv[1].logits, (size_t)V));
+        fp32_err = worst_err(fp32_err, max_rel_err(kv[0].logits, kv[2].logits, (size_t)V));
         tok[5 + i] = (tok[4 + i] * 7 + 3) % V;
     }
     CHECK(cache_err < 2e-2, "bf16: cached logits differ from the re-run window's by %g", cache_err);

@@ -457,8 +457,6 @@ int main(void) {
     test_checkpoint();
     test_metrics();
     test_metrics_extra();
-    const char *files[] = {"a.ini", "m.safetensors", "metrics.csv"};
-    for (int i = 0; i < 3; i++) unlink(tmp_path(files[i]));
-    rmdir(dir);
+    CHECK(test_remove_dir(dir) == 0, "cannot remove %s", dir);
     return check_finish("test_io");
 }

@@ -944,8 +944,9 @@ static void test_attention_cached(void) {
             mt_tensor *xy = mt_attention_masked(&c, qt, K, V, NH, false, len);
             for (int b = 0; b < B; b++) {
                 size_t at = ((size_t)b * T + t0) * C, m = (size_t)n * C;
-                worst = fmax(worst, max_rel_err(y->data + (size_t)b * m, full->data + at, m));
-                xworst = fmax(xworst, max_rel_err(xy->data + (size_t)b * m, xfull->data + at, m));
+                worst = worst_err(worst, max_rel_err(y->data + (size_t)b * m, full->data + at, m));
+                xworst = worst_err(xworst,
+                                   max_rel_err(xy->data + (size_t)b * m, xfull->data + at, m));
             }
             kv.len += n, t0 += n;
             mt_arena_release(&c, mark);

@@ -218,7 +218,7 @@ static void test_against_formula(void) {
                 }
             }
             mt_optim_step(&o, &P, lr[t - 1]);
-            for (size_t i = 0; i < N; i++) err = fmax(err, fabs(P.data[i] - p[i]));
+            for (size_t i = 0; i < N; i++) err = worst_err(err, fabs(P.data[i] - p[i]));
         }
         CHECK(err < 2e-6, "%s vs the formula: max error %g", mt_enum_name(&MT_OPTIMS, c.kind), err);
         CHECK(o.t == 3, "step count %ld", o.t);
@@ -329,7 +329,7 @@ static void test_muon_formula(void) {
                 }
             }
             mt_optim_step(&o, &P, lr[t - 1]);
-            for (size_t i = 0; i < N; i++) err = fmax(err, fabs(P.data[i] - p[i]));
+            for (size_t i = 0; i < N; i++) err = worst_err(err, fabs(P.data[i] - p[i]));
         }
         CHECK(o.n_whole == 2 && err < 2e-6, "muon variant %d vs the formula: max error %g", variant,
               err);

@@ -158,8 +158,6 @@ int main(void) {
     encdec.data.eval_batches = 1;
     if (dict) every_block(&encdec);
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(test_remove_dir(dir) == 0, "cannot remove %s", dir);
     return check_finish("test_recompute");
 }

@@ -248,7 +248,7 @@ static void test_gemm(void) {
                             for (int k = 0; k < K; k++)
                                 s += (double)(ta ? a[k * M + i] : a[i * K + k]) *
                                      (tb ? b[j * K + k] : b[k * N + j]);
-                            worst = fmax(worst, fabs(C[t * M * N + i * N + j] - s));
+                            worst = worst_err(worst, fabs(C[t * M * N + i * N + j] - s));
                         }
                 CHECK(worst < 1e-4, "%s ta %d tb %d mode %d, %s: error %g", way_names[way], ta, tb,
                       mode,
@@ -269,7 +269,7 @@ static void test_gemm(void) {
                     for (int j = 0; j < 8; j++) {
                         double sum = 0;
                         for (int k = 0; k < 8; k++) sum += (double)Ar[i * 8 + k] * Br[k * 8 + j];
-                        worst = fmax(worst, fabs(C[i * 8 + j] - sum));
+                        worst = worst_err(worst, fabs(C[i * 8 + j] - sum));
                     }
             }
         CHECK(worst < 1e-5, "oneDNN bf16 on 300 shapes, twice: error %g", worst);
@@ -435,7 +435,7 @@ static void test_gemv(void) {
                 double dot = 0;
                 for (int k = 0; k < K; k++)
                     dot += (double)A[k] * (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-                worst = fmax(worst, fabs(C[j] - (s + alpha * dot)));
+                worst = worst_err(worst, fabs(C[j] - (s + alpha * dot)));
             }
             CHECK(worst < 1e-4, "one-row product N %d K %d tb %d mode %d: error %g", N, K, tb, mode,
                   worst);

@@ -209,7 +209,7 @@ static void test_patches_and_pooling(void) {
             for (int k = 0; k < K; k++) {
                 double z = hb[k];
                 for (int o = 0; o < C; o++) z += hw[k * C + o] * pooled[o];
-                maxerr = fmax(maxerr, fabs(z - logits->data[b * K + k]) / (1 + fabs(z)));
+                maxerr = worst_err(maxerr, fabs(z - logits->data[b * K + k]) / (1 + fabs(z)));
             }
         }
         CHECK(maxerr < 1e-5, "pool %s: logits differ from the naive ViT by %g",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Time to quality on nanoGPT's CPU shakespeare_char recipe, side by side in one run, whole
 # programs: PyTorch's recipe (bench/nanogpt/torch_char.py: AdamW, 2000 steps, cosine; torch's best
-# setting here: 2 threads, the OpenMP OpenBLAS, AVX-512) against mt's ./train --config
+# setting here: 2 threads, the OpenMP OpenBLAS, its widest kernels: bench/env.sh) against mt's ./train --config
 # configs/nanogpt-char.ini with the same recipe and with mt's best recipe for each optimizer
 # (AdamW, Muon, Lion: rate, schedule, batch and steps chosen by validation loss with
 # bench/nanogpt/search.py, in bench/nanogpt/search.csv), and torch's twin of the Muon recipe
@@ -23,7 +23,7 @@ THREADS=${THREADS:-2}
 DIV=1
 [ -z "$CHECK" ] || DIV=10
 PY=/usr/bin/python3
-BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+. bench/env.sh
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 RAW=$BUILD/bench/nanogpt.jsonl
@@ -95,7 +95,7 @@ run_torch() { # label steps [torch_char.py flags]; prog_s: the whole program
     shift 2
     [ -z "$CHECK" ] || set -- "$@" --warmup 10
     t0=$(now)
-    LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/nanogpt/torch_char.py \
+    env $TORCH_BEST $PY bench/nanogpt/torch_char.py \
         --steps "$steps" --threads "$THREADS" --prog "$label" "$@" >"$TMP/torch.json" ||
         { echo "$label: torch_char.py failed" >"$TMP/failed" && return 1; }
     t1=$(now)

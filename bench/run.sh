@@ -2,7 +2,7 @@
 # make bench: mt against PyTorch on this machine; writes bench/RESULTS.md. About 10 minutes.
 #   1. this machine's fp32 GEMM peak (the faster of OpenBLAS and oneDNN, 2 threads), the ceiling for MFU;
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
-#      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, AVX-512) and, where the build
+#      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, its widest kernels: bench/env.sh) and, where the build
 #      and CPU have bf16, mt --precision bf16, for ROUNDS rounds,
 #      then torch once in its default setting (and once in its best with bf16 autocast, where mt
 #      has bf16) and mt once with every op split across the threads
@@ -29,7 +29,7 @@ STEPS=${STEPS:-10}
 UNTIMED=${UNTIMED:-3}
 ROUNDS=${ROUNDS:-4}
 PY=/usr/bin/python3
-BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+. bench/env.sh
 RAW=$BUILD/bench/results.jsonl
 mkdir -p "$BUILD/bench"
 : >"$RAW"
@@ -68,13 +68,13 @@ echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
     r=0
     while [ $r -lt "$ROUNDS" ]; do
         "$BUILD/bench/gpt" $args 2 | tee -a "$RAW"
-        LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/gpt/torch_gpt.py $args 2 \
+        env $TORCH_BEST $PY bench/gpt/torch_gpt.py $args 2 \
             --setting best | tee -a "$RAW"
         [ "$BF16" = 0 ] || "$BUILD/bench/gpt" $args 2 --precision bf16 | tee -a "$RAW"
         r=$((r + 1))
     done
     $PY bench/gpt/torch_gpt.py $args 0 --setting default | tee -a "$RAW"
-    [ "$BF16" = 0 ] || LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 $PY bench/gpt/torch_gpt.py \
+    [ "$BF16" = 0 ] || env $TORCH_BEST $PY bench/gpt/torch_gpt.py \
         $args 2 --setting autocast --autocast | tee -a "$RAW"
     "$BUILD/bench/gpt" $args 2 --replicas 1 | tee -a "$RAW"
 done

@@ -14,9 +14,9 @@ a multiple of 32; the head tied, the same init.
 --autocast: torch's CPU mixed precision (bf16 autocast around the forward and the loss; the
 backward follows the forward's types, master weights and AdamW stay fp32).
 
-Run it as bench/run.sh does: torch's best setting here is --threads 2 with
-LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ATEN_CPU_CAPABILITY=avx512; without
---threads torch keeps its default thread count."""
+Run it as bench/run.sh does: torch's best setting here is --threads 2 with bench/env.sh's
+$TORCH_BEST (the OpenMP OpenBLAS, the CPU's widest ATEN_CPU_CAPABILITY); without --threads torch
+keeps its default thread count."""
 import argparse
 import json
 import math

@@ -93,9 +93,22 @@ def run_one(name):
             "load": open("/proc/loadavg").read().split()[0]}
 
 
+def has_bf16():
+    """Whether ./train runs --precision bf16 here (oneDNN and a CPU with AVX512_BF16)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return subprocess.run(["./train", "--precision", "bf16", "--n-layer", "1", "--n-embd", "16",
+                               "--n-head", "1", "--n-ctx", "8", "--batch", "2", "--steps", "1",
+                               "--warmup", "0", "--threads", "1", "--out", tmp + "/out"],
+                              cwd=ROOT, capture_output=True).returncode == 0
+
+
 def main():
     names = sys.argv[1:] or list(CANDIDATES)
     todo = [n for n in names if n not in done()]
+    if any("--precision bf16" in CANDIDATES[n] for n in todo) and not has_bf16():
+        print("search: this build or CPU has no bf16 (./train --precision bf16 refused): "
+              "the bf16 candidates are skipped")
+        todo = [n for n in todo if "--precision bf16" not in CANDIDATES[n]]
     run_candidates(todo, run_one, CSV, FIELDS)
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ set -e
 cd "$(dirname "$0")/../.."
 BUILD=${MT_BUILD:-build}
 PY=/usr/bin/python3
-BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+. bench/env.sh
 HAVE_TORCH=$($PY -c 'import torch' 2>/dev/null && echo 1 || echo 0)
 
 # 1-2 minutes when the machine is idle. REPS repetitions each (median). 2 threads on the wall clock, mt and torch
@@ -19,8 +19,8 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 norms_round() { # threads [cpu]
     "$BUILD/bench/norms" "$REPS" "$@" | tee -a "$RAW"
     [ "$HAVE_TORCH" = 1 ] || return 0
-    LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=avx512 \
-        $PY bench/norms/torch_norms.py "$REPS" "$1" openmp-openblas+avx512 $2 | tee -a "$RAW"
+    env $TORCH_BEST $PY bench/norms/torch_norms.py "$REPS" "$1" "openmp-openblas+$TORCH_ISA" $2 |
+        tee -a "$RAW"
     $PY bench/norms/torch_norms.py "$REPS" "$1" default $2 | tee -a "$RAW"
 }
 norms_round 2

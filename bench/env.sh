@@ -1,0 +1,15 @@
+# Sourced by the benchmark scripts: where this machine's OpenMP OpenBLAS is (by the compiler's
+# multiarch triplet, as the Makefile finds it) and PyTorch's best kernels on this CPU
+# (ATEN_CPU_CAPABILITY: avx512 where the CPU has AVX512F, BW, VL and DQ, which ATen's avx512
+# kernels need; avx2 with AVX2 and FMA; else default: a capability the CPU lacks dies with
+# SIGILL). TORCH_BEST is the environment of torch's best setting, for `env $TORCH_BEST python3 ...`.
+BLAS=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/openblas-openmp
+cpu_has() { grep -qw "$1" /proc/cpuinfo; }
+if cpu_has avx512f && cpu_has avx512bw && cpu_has avx512vl && cpu_has avx512dq; then
+    TORCH_ISA=avx512
+elif cpu_has avx2 && cpu_has fma; then
+    TORCH_ISA=avx2
+else
+    TORCH_ISA=default
+fi
+TORCH_BEST="LD_LIBRARY_PATH=$BLAS ATEN_CPU_CAPABILITY=$TORCH_ISA"

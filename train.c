@@ -176,14 +176,15 @@ static void print_state(const mt_trainer *tr) {
 static void print_setup(const mt_trainer *tr, const mt_train_options *o) {
     const mt_model_type *type = tr->model->type;
     char line[512], batch[64];
-    char *warning = type->task->warning ? type->task->warning(tr->task) : NULL;
+    char *warning = tr->task->type->warning ? tr->task->type->warning(tr->task) : NULL;
     if (warning && mt_dist_rank() == 0) fprintf(stderr, "train: %s", warning);
     free(warning);
-    type->task->describe(tr->task, line, sizeof line);
+    tr->task->type->describe(tr->task, line, sizeof line);
     printf("data    %s: %s\n", o->data.path, line);
     type->config_describe(tr->model->cfg, line, sizeof line);
     printf("model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr->P) / 1e6);
-    mt_model_batch_words(type, tr->model->cfg, o->grad_accum * o->batch, batch, sizeof batch);
+    mt_task_batch_words(tr->task->type, type, tr->model->cfg, o->grad_accum * o->batch, batch,
+                        sizeof batch);
     if (o->grad_accum > 1) /* "128 x 64 tokens in 4 micro-batches" */
         snprintf(batch + strlen(batch), sizeof batch - strlen(batch), " in %d micro-batches",
                  o->grad_accum);
@@ -212,7 +213,7 @@ static bool tty; /* progress on one line, rewritten (a terminal, one process) */
 /* The progress line of a logged step (mt_loop_cfg.on_log). */
 static void print_progress(const mt_trainer *tr, const mt_progress *p, void *arg) {
     (void)arg;
-    const mt_task_type *task = tr->model->type->task;
+    const mt_task_type *task = tr->task->type;
     double per = p->elapsed / (double)(p->step - p->first);
     char el[32], eta[32];
     printf("%sstep %*ld/%ld | loss %.4f | lr %.2e | norm %6.3f | %6.0f %s/s | %s | ETA %s",
@@ -303,7 +304,7 @@ static void print_help(void) {
 static int run(const mt_run_options *r) {
     const mt_train_options *o = &r->o;
     if (o->help) return print_help(), 0;
-    if (o->prepare[0] && !r->type->task->data_file)
+    if (o->prepare[0] && !r->task->data_file)
         die(2, "--prepare writes token files of text data; this --model reads a dataset folder");
     if (o->prepare[0] && mt_dist_size() > 1)
         die(2, "--prepare runs in one process, not under mpirun");

@@ -12,6 +12,7 @@
 #include "models/models.h"
 #include "data/data.h"
 #include "io/io.h"
+#include "tasks/task.h"
 #include "train/train.h"
 #include "diag/diag.h"
 #include "train/options.h"

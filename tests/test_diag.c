@@ -262,13 +262,14 @@ static void run_encdec(mt_placement place, double clip) {
 static double loss_without(mt_ctx *c, const mt_gpt *m, const mt_batch *b, int skip) {
     const mt_stack *st = &m->layout->stack;
     mt_params *P = (mt_params *)&m->P;
-    mt_tensor *x = mt_gpt_embed(c, m, P, b->ids, b->B, b->T, 0);
+    mt_tensor *x = mt_gpt_embed(c, m, P, b->tokens.ids, b->B, b->tokens.T, 0);
     for (int i = 0; i < st->n_layer; i++) {
         mt_block_cfg bc = st->block;
         bc.layer = i;
         if (i != skip) x = mt_block_forward(c, &bc, P, &st->blocks[i], x);
     }
-    return mt_cross_entropy(c, mt_gpt_head(c, m, P, x), b->targets, -1, MT_CE_PLAIN)->data[0];
+    return mt_cross_entropy(c, mt_gpt_head(c, m, P, x), b->tokens.targets, -1, MT_CE_PLAIN)
+        ->data[0];
 }
 
 /* diag_logz.csv and diag_skip.csv of a GPT against their definitions at the run's last step: log Z
@@ -303,12 +304,12 @@ static void test_probe(mt_placement place) {
     mt_ctx *c = &tr.ctx;
     mt_ctx_reset(c);
     c->grad_enabled = false, c->training = false;
-    mt_batch b = mt_gpt_type.task->probe_rows(c, tr.task, tc.seed ^ MT_DIAG_SEED, 4);
+    mt_batch b = tr.task->type->probe_rows(c, tr.task, tc.seed ^ MT_DIAG_SEED, 4);
     const mt_gpt *m = mt_gpt_of(tr.model);
     int n, V = m->cfg.n_vocab;
-    mt_tensor *y = mt_gpt_forward(c, m, tr.P, b.ids, b.B, b.T);
+    mt_tensor *y = mt_gpt_forward(c, m, tr.P, b.tokens.ids, b.B, b.tokens.T);
     double sum = 0, top = -INFINITY, mean = NAN, max = NAN; /* NaN: a failed read fails */
-    for (int r = 0; r < b.B * b.T; r++) {
+    for (int r = 0; r < b.B * b.tokens.T; r++) {
         double s = 0;
         for (int j = 0; j < V; j++) s += exp(y->data[(size_t)r * V + j]);
         sum += log(s), top = fmax(top, log(s));
@@ -319,7 +320,7 @@ static void test_probe(mt_placement place) {
     CHECK(n == STEPS + 2 && sscanf(z[n - 1], "%ld,%lf,%lf", &step, &mean, &max) == 3 &&
               step == STEPS,
           "last logz row");
-    sum /= b.B * b.T;
+    sum /= b.B * b.tokens.T;
     CHECK(fabs(mean - sum) < 1e-5 * fabs(sum) && fabs(max - top) < 1e-5 * fabs(top),
           "%s: log Z mean %.7g max %.7g, by hand %.7g %.7g", mt_enum_name(&MT_PLACEMENTS, place),
           mean, max, sum, top);

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "../src/models/encdec_internal.h"
+#include "../src/tasks/task.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -306,7 +307,7 @@ static void test_length_buckets(void) {
     mt_data_cfg dc = {.path = path, .batch = 8, .min_rows = 8, .eval_batches = 1};
     mt_task *t = NULL;
     mt_err e;
-    CHECK(mt_g2p_task.load(&t, &dc, &cfg, &e) == MT_OK, "load: %s", e.msg);
+    CHECK(mt_g2p_task.load(&t, &dc, &mt_encdec_type, &cfg, &e) == MT_OK, "load: %s", e.msg);
     if (!t) return;
     enum { DRAWS = 40000, MOST = 256 };
     const char *seen[MOST];
@@ -316,8 +317,8 @@ static void test_length_buckets(void) {
     for (int d = 0; d < DRAWS; d++) {
         mt_g2p_task.draw_batch(t, &r);
         for (int b = 0; b < 8; b++) {
-            const char *w = mt_encdec_drawn_word(t, b);
-            mixed += strlen(w) != strlen(mt_encdec_drawn_word(t, 0));
+            const char *w = mt_g2p_task_drawn_word(t, b);
+            mixed += strlen(w) != strlen(mt_g2p_task_drawn_word(t, 0));
             int k = 0;
             while (k < n_seen && seen[k] != w) k++;
             if (k == n_seen && n_seen < MOST) seen[n_seen++] = w;

@@ -237,7 +237,7 @@ static void test_eval_replicas(void) {
         mt_step_stats st;
         mt_trainer_step(&tr, &st); /* weights away from init */
         double got = mt_trainer_eval(&tr), sum = 0, rows = 0;
-        const mt_task_type *task = tr.model->type->task;
+        const mt_task_type *task = tr.task->type;
         tr.ctx.training = tr.ctx.grad_enabled = false;
         for (int i = 0; i < task->eval_count(tr.task); i++) {
             int n = task->eval_draw(tr.task, i);

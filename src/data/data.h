@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "../tensor/base.h"
+#include "../tensor/tensor.h"
 
 /* ---- tokenizers ---------------------------------------------------------------------------------
  * byte: every byte is a token (V = 256), any input, nothing to train.
@@ -376,5 +377,15 @@ typedef struct {
 void mt_g2p_tally_add(const mt_g2p_dict *d, int w, const int *pred, int n, mt_g2p_tally t[2]);
 double mt_g2p_wer(const mt_g2p_tally *t); /* wrong / words */
 double mt_g2p_per(const mt_g2p_tally *t); /* edits / ref_len */
+
+/* Rows of n (word, pronunciation) pairs wp (2 ints each) for a model, in c's arena: src (n, S)
+   the letters' ids with S the longest word (MT_G2P_PAD past a word), src_len (n), tgt (n, T)
+   bos + phones, targets (n, T) phones + eos (-1 past it) with T the longest pronunciation + 1;
+   tokens: the targets not ignored. */
+typedef struct {
+    int *src, *src_len, *tgt, *targets;
+    int S, T, tokens;
+} mt_g2p_rows;
+mt_g2p_rows mt_g2p_rows_of(mt_ctx *c, const mt_g2p_dict *d, const int *wp, int n);
 
 #endif

@@ -508,3 +508,36 @@ void mt_g2p_tally_add(const mt_g2p_dict *d, int w, const int *pred, int n, mt_g2
 
 double mt_g2p_wer(const mt_g2p_tally *t) { return t->words > 0 ? t->wrong / t->words : 0; }
 double mt_g2p_per(const mt_g2p_tally *t) { return t->ref_len > 0 ? t->edits / t->ref_len : 0; }
+
+/* mt_g2p_rows_of (data.h) */
+mt_g2p_rows mt_g2p_rows_of(mt_ctx *c, const mt_g2p_dict *d, const int *wp, int n) {
+    mt_g2p_rows r = {0};
+    const mt_g2p_vocab *v = &d->vocab;
+    int off = MT_G2P_TOK_SPECIAL + v->n_letters;
+    for (int i = 0; i < n; i++) {
+        int w = wp[2 * i], p = wp[2 * i + 1], ls = (int)strlen(d->words[w]),
+            lt = d->phone_start[p + 1] - d->phone_start[p] + 1;
+        r.S = ls > r.S ? ls : r.S;
+        r.T = lt > r.T ? lt : r.T;
+    }
+    r.src = mt_arena_alloc(c, (size_t)n * r.S * sizeof(int));
+    r.src_len = mt_arena_alloc(c, (size_t)n * sizeof(int));
+    r.tgt = mt_arena_alloc(c, (size_t)n * r.T * sizeof(int));
+    r.targets = mt_arena_alloc(c, (size_t)n * r.T * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        const char *word = d->words[wp[2 * i]];
+        int p = wp[2 * i + 1], np = d->phone_start[p + 1] - d->phone_start[p];
+        const int *ph = d->phones + d->phone_start[p];
+        int *s = r.src + (size_t)i * r.S, *t = r.tgt + (size_t)i * r.T,
+            *y = r.targets + (size_t)i * r.T;
+        r.src_len[i] = (int)strlen(word);
+        for (int j = 0; j < r.S; j++)
+            s[j] = j < r.src_len[i] ? mt_g2p_letter_id(v, word[j]) : MT_G2P_PAD;
+        for (int j = 0; j < r.T; j++) {
+            t[j] = j == 0 ? MT_G2P_BOS : j <= np ? off + ph[j - 1] : MT_G2P_PAD;
+            y[j] = j < np ? off + ph[j] : j == np ? MT_G2P_EOS : -1;
+        }
+        r.tokens += np + 1;
+    }
+    return r;
+}

@@ -65,7 +65,7 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
     mt_ctx_reset(c);
     c->training = false;
     c->grad_enabled = false;
-    mt_batch b = tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
+    mt_batch b = tr->task->type->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
     mt_tensor *f = tr->model->type->hidden(c, tr->model, &b, resid ? d->resid_norm : NULL);
     c->training = true;
     c->grad_enabled = true;
@@ -98,7 +98,7 @@ static mt_batch probe(mt_diag *d, mt_trainer *tr) {
     mt_ctx_reset(c);
     c->training = false;
     c->grad_enabled = false;
-    return tr->model->type->task->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
+    return tr->task->type->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
 }
 
 static mt_status write_failed(const char *name, mt_err *err) {
@@ -185,7 +185,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every && !cfg->logz_every &&
         !cfg->skip_every)
         return mt_diag_attn_open(d, tr, err);
-    if (!tr->model->type->hidden || !tr->model->type->task->probe_rows)
+    if (!tr->model->type->hidden || !tr->task->type->probe_rows)
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics need a model with a probe of "
                          "its hidden state; --model %s has none",

@@ -1,6 +1,6 @@
 /* The encoder-decoder's network (models.h): the embeddings, the encoder, the head and the
    teacher-forced forward and loss. Below both the model's file (encdec.c: config, parameters,
-   the G2P task and its evaluation) and the decoding (encdec_infer.c), which use it and not each
+   the dictionary's tallies) and the decoding (encdec_infer.c), which use it and not each
    other's reverse: encdec.c -> encdec_infer.c -> encdec_forward.c. B batch, S source length,
    T target length, C n_embd, V vocabulary. */
 #include "encdec_internal.h"

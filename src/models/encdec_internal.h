@@ -26,7 +26,4 @@ void mt_encdec_cached_logits(mt_ctx *c, const mt_encdec *m, const int *src, cons
 /* The decoder's final norm (pre) and the head: (B, T, C) -> (B, T, V). */
 mt_tensor *mt_encdec_head(mt_ctx *c, const mt_encdec *m, mt_params *P, mt_tensor *x);
 
-/* The word of row b of the training batch drawn last (encdec_task's draw_batch). */
-const char *mt_encdec_drawn_word(const mt_task *t, int b);
-
 #endif

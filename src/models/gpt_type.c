@@ -1,6 +1,6 @@
 /* The GPT's type (model.h): its field table, what the trainer, the checkpoints and the programs
    call through it, and its public constructor. Above gpt.c (the model), gpt_infer.c (scoring,
-   generation), gpt_export.c and text_task.c (its task), which know nothing of this file. */
+   generation), and gpt_export.c, which know nothing of this file. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,21 +70,23 @@ mt_gpt *mt_gpt_of(mt_model *m) { return m && m->type == &mt_gpt_type ? (mt_gpt *
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce) {
-    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->ids, b->targets, b->B, b->T, ce);
+    MT_ASSERT(b->kind == MT_INPUT_TOKENS, "gpt: a batch of another kind of input");
+    return mt_gpt_loss(c, (const mt_gpt *)m, P, b->tokens.ids, b->tokens.targets, b->B, b->tokens.T,
+                       ce);
 }
 
 /* The probe's hidden state: the blocks' output after the final norm, what the head reads. */
 static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
     const mt_gpt *m = (const mt_gpt *)mp;
-    mt_tensor *x = mt_gpt_embed(c, m, mp->P, b->ids, b->B, b->T, 0);
+    mt_tensor *x = mt_gpt_embed(c, m, mp->P, b->tokens.ids, b->B, b->tokens.T, 0);
     x = mt_stack_forward(c, &m->layout->stack, mp->P, x, resid);
     return mt_stack_final(c, &m->layout->stack, mp->P, x);
 }
 
 /* The diagnostics' logits (B T, V) and block to skip. */
 static mt_tensor *logits(mt_ctx *c, const mt_model *mp, const mt_batch *b) {
-    mt_tensor *y = mt_gpt_forward(c, (const mt_gpt *)mp, mp->P, b->ids, b->B, b->T);
-    return mt_reshape(c, y, 2, (int[]){b->B * b->T, y->shape[2]});
+    mt_tensor *y = mt_gpt_forward(c, (const mt_gpt *)mp, mp->P, b->tokens.ids, b->B, b->tokens.T);
+    return mt_reshape(c, y, 2, (int[]){b->B * b->tokens.T, y->shape[2]});
 }
 static void skip_block(mt_model *m, int block) { ((mt_gpt *)m)->layout->stack.skip = block; }
 
@@ -186,10 +188,14 @@ static mt_status export(const mt_model *m, const mt_export_opts *opts, mt_err *e
     return mt_gpt_export((const mt_gpt *)m, opts, err);
 }
 
+static const mt_input INPUT = {.kind = MT_INPUT_TOKENS,
+                               .n_ctx = offsetof(mt_gpt_config, n_ctx),
+                               .n_vocab = offsetof(mt_gpt_config, n_vocab)};
+
 const mt_model_type mt_gpt_type = {
     .name = "gpt",
     .about = "a language model",
-    .task = &mt_text_task,
+    .input = &INPUT,
     .meta_key = "tokenizer",
     .config_size = sizeof(mt_gpt_config),
     .fields = &GPT_FIELDS,

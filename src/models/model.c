@@ -27,14 +27,6 @@ mt_status mt_model_build(mt_model **m, const mt_model_type *type, const void *cf
     return s;
 }
 
-int mt_task_metric_count(const mt_task_type *task) {
-    int n = 0;
-    while (task->metrics && task->metrics[n]) n++;
-    MT_ASSERT(n <= MT_EVAL_METRICS, "task %s: %d metrics, at most %d", task->name, n,
-              MT_EVAL_METRICS);
-    return n;
-}
-
 void mt_model_free(mt_model *m) {
     if (m && m->type) m->type->free(m);
     free(m);
@@ -47,14 +39,6 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
     type->config_default(cfg);
     mt_status s = mt_fields_from_json(type->fields, json, cfg, err);
     return s == MT_OK ? type->config_validate(cfg, err) : s;
-}
-
-const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
-                                 size_t len) {
-    int units = type->task->row_units(cfg);
-    if (units > 1) snprintf(buf, len, "%d x %d %s", B, units, type->task->units);
-    else snprintf(buf, len, "%d %s", B, type->task->units);
-    return buf;
 }
 
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training) {

@@ -1,8 +1,9 @@
 /* The model interface: what the trainer, the checkpoints, the diagnostics and the programs know
  * of a model. A model type fills one mt_model_type (its config, its parameter table, what it
- * reads its inputs with, its loss on a batch, what it can do for ./infer and ./export) and names
- * its task, an mt_task_type (its data, batches, the training loss of their rows, evaluation);
- * the registry lists the model types. Nothing outside src/models names a type.
+ * reads its inputs with, its loss on a batch, what it can do for ./infer and ./export) and the
+ * kind of input it takes (mt_input), which any task of that kind (src/tasks: data, batches,
+ * evaluation) hands it; the registry lists the model types. Nothing outside src/models names a
+ * type.
  * Dimension letters as in nn.h; a "row" is one sample of a batch (a window of tokens, an image). */
 #ifndef MT_MODEL_H
 #define MT_MODEL_H
@@ -60,8 +61,6 @@ typedef struct {
 typedef struct mt_export_opts mt_export_opts;
 typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts, mt_err *err);
 
-#define MT_EVAL_METRICS 8
-
 /* A built model; the type's own struct holds it (first member) with the rest. */
 struct mt_model {
     const mt_model_type *type;
@@ -69,105 +68,69 @@ struct mt_model {
     mt_params *P; /* the parameter table */
 };
 
+/* ---- the kinds of input ----------------------------------------------------------------------
+ * A model takes one kind of input, and any task (src/tasks) of that kind trains it. A kind says
+ * what the model does with it besides its loss: images are classified (the type's classify
+ * ops), pairs transduced (its g2p ops). */
+typedef enum {
+    MT_INPUT_TOKENS, /* windows of tokens, each predicting the next */
+    MT_INPUT_IMAGES, /* images and their classes */
+    MT_INPUT_PAIRS,  /* sequence pairs: a source and the target it is transduced into */
+} mt_input_kind;
+
+/* What a model declares of its config to a task: the kind of input, and where in the config
+   (offsetof, into an int) the fields are that the task reads or the data sets; 0: none. */
+typedef struct {
+    mt_input_kind kind;
+    size_t n_ctx;                                 /* tokens: a row's length (read) */
+    size_t n_vocab;                               /* tokens, pairs: the vocabulary (set) */
+    size_t image_h, image_w, channels, n_classes; /* images: set */
+    size_t src_ctx, tgt_ctx; /* pairs: the longest source, the longest target + 1 (set) */
+    /* images: the tokens of a row a norm's statistics see, and how to have more ("a smaller
+       --patch"): BatchNorm's check of a process's rows */
+    int (*row_tokens)(const void *cfg);
+    const char *more_tokens;
+} mt_input;
+
+/* The int of cfg at offset (an mt_input field), read and set. */
+static inline int mt_input_get(const void *cfg, size_t offset) {
+    return *(const int *)((const char *)cfg + offset);
+}
+static inline void mt_input_set(void *cfg, size_t offset, int v) {
+    *(int *)((char *)cfg + offset) = v;
+}
+
 /* ---- the rows a task hands a model --------------------------------------------------------------
- * A batch of B rows; each model reads the fields of its kind of input. */
+ * A batch of B rows of one kind of input (the model checks it is its own). */
 typedef struct {
-    int B;
-    const int *ids, *targets; /* tokens (B, T): the inputs and what each predicts (-1: ignored) */
     int T;
-    const float *images;      /* (B, CH, H, W), normalised */
-    const int *labels;        /* (B) their classes */
-    const int *src, *src_len; /* sequence pairs: sources (B, S) padded, their lengths (B) */
-    int S;                    /* ... decoder inputs and targets: tgt in ids, targets (B, T) */
+    const int *ids, *targets; /* (B, T): the inputs and what each predicts (-1: ignored) */
+} mt_token_rows;
+typedef struct {
+    const float *images; /* (B, CH, H, W), normalised */
+    const int *labels;   /* (B) their classes */
+} mt_image_rows;
+typedef struct {
+    int S, T;
+    const int *src, *src_len; /* sources (B, S) padded, their lengths (B) */
+    const int *ids, *targets; /* decoder inputs and targets (B, T) (-1: ignored) */
+} mt_pair_rows;
+typedef struct {
+    mt_input_kind kind;
+    int B;
+    union {
+        mt_token_rows tokens;
+        mt_image_rows images;
+        mt_pair_rows pairs;
+    };
 } mt_batch;
-
-/* ---- tasks -------------------------------------------------------------------------------------
- * A task is what a model is trained and evaluated on: its data (loaded and split from the data
- * options), the training batches it draws, the loss of their rows and the evaluation. Its state
- * is the task type's own struct, which holds mt_task first. */
-typedef struct mt_task_type mt_task_type;
-typedef struct {
-    const mt_task_type *type;
-} mt_task;
-
-/* What the training data is and how it is read and split. */
-typedef struct {
-    const char *path;      /* a text, token file or shard set, or an image dataset (data.h) */
-    mt_tok_kind tokenizer; /* text */
-    int vocab_size;        /* text, bpe: the vocabulary to learn from the training part */
-    int data_vocab;        /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
-    double val_fraction;   /* the last part of a text (in bytes); a random part of images (but a
-                              test part) */
-    mt_image_opts images;  /* images */
-    uint64_t seed;         /* a random split */
-    int batch;             /* rows of a training batch: an optimizer step's (every micro-batch) */
-    int min_rows;          /* the fewest rows of a micro-batch one process computes */
-    int eval_batches;      /* text: validation batches of `batch` windows */
-} mt_data_cfg;
-
-/* An evaluation's sums over rows: the loss summed over rows, the rows predicted right (a task
-   with accuracy), and for each of the task's metrics its two terms (a share of wrong words:
-   wrong, words), whose ratio over every evaluation batch is the metric. Only doubles: it is
-   summed across processes as an array. */
-typedef struct {
-    double loss, right;
-    double metric[MT_EVAL_METRICS][2];
-} mt_eval_sums;
-
-struct mt_task_type {
-    const char *name;  /* "text" */
-    const char *data;  /* what --data names: "a text or token file" */
-    bool data_file;    /* --data is a file (not a folder; text: or a shard set, mt_data_is_set):
-                          text, which --prepare can tokenize */
-    const char *units; /* what a row holds: "tokens", "images" */
-    const char *unit;  /* of throughput: "tok", "img" */
-    /* Units (tokens, images) in a row of the model config's: throughput. */
-    int (*row_units)(const void *model_cfg);
-
-    /* Loads and splits the data; fills the fields of the model config the data decides
-       (n_vocab; image size, channels, classes). */
-    mt_status (*load)(mt_task **t, const mt_data_cfg *d, void *model_cfg, mt_err *err);
-    void (*free)(mt_task *t);
-    /* The data line of the programs; a warning about the data (malloc'd) or NULL (warning
-       NULL: the task never warns). */
-    void (*describe)(const mt_task *t, char *buf, size_t len);
-    char *(*warning)(const mt_task *t);
-    /* The meta JSON (the model type's meta_to_json) of the data: what a model trained on it reads
-       inputs with. */
-    char *(*meta)(const mt_task *t);
-
-    /* Draws the next training batch of d->batch rows with r (the same draw in every process). */
-    void (*draw_batch)(mt_task *t, mt_rng *r);
-    /* The mean loss over rows [lo, lo + n) of the drawn batch (a scalar), built in c on the
-       parameters P (the model's or a replica's view of them); what the rows read beyond the
-       drawn indices (images) goes in c's arena: slices run concurrently. */
-    mt_tensor *(*rows_loss)(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *t, int lo, int n);
-
-    /* Evaluation: the same validation batches every time. eval_count: how many; eval_draw: draws
-       batch i (i = 0 first) and returns its rows; eval_rows: adds rows [lo, lo + n) of it to s. */
-    int (*eval_count)(const mt_task *t);
-    int (*eval_draw)(mt_task *t, int i);
-    void (*eval_rows)(mt_ctx *c, const mt_model *m, mt_task *t, int lo, int n, mt_eval_sums *s);
-    /* eval_rows may run on disjoint rows of a batch in several contexts at once (it writes
-       nothing but its context's arena and its sums): the trainer then evaluates a batch's slices
-       on the replicas' threads, else one slice after another */
-    bool eval_concurrent;
-    bool accuracy; /* eval_rows counts the rows right */
-    /* Evaluation metrics besides loss and accuracy, NULL or NULL-terminated names (at most
-       MT_EVAL_METRICS; "wer"). They become columns of metrics.csv and are printed at evaluation. */
-    const char *const *metrics;
-
-    /* Diagnostics (NULL: none): B fixed held-out rows (the same every call for a seed), in c's
-       arena, for the model's hidden. */
-    mt_batch (*probe_rows)(mt_ctx *c, mt_task *t, uint64_t seed, int B);
-};
 
 /* ---- model types ----------------------------------------------------------------------------- */
 struct mt_model_type {
-    const char *name;         /* "gpt": --model, the checkpoint's "model" */
-    const char *about;        /* a line for --help */
-    const mt_task_type *task; /* what it trains on */
-    const char *meta_key; /* the checkpoint metadata of what reads inputs: "tokenizer", "images" */
+    const char *name;      /* "gpt": --model, the checkpoint's "model" */
+    const char *about;     /* a line for --help */
+    const mt_input *input; /* what it takes, which decides the tasks that train it */
+    const char *meta_key;  /* the checkpoint metadata of what reads inputs: "tokenizer", "images" */
 
     /* config: the struct (which starts with its mt_stack_config), its fields (with the
        stack's), its defaults and checks */
@@ -240,11 +203,6 @@ char *mt_model_config_json(const mt_model *m); /* malloc'd */
 /* cfg (type->config_size bytes): the defaults, the keys json sets, validated. */
 mt_status mt_model_config_from_json(const mt_model_type *type, const char *json, void *cfg,
                                     mt_err *err);
-/* The number of the task's metrics. */
-int mt_task_metric_count(const mt_task_type *task);
-/* "32 x 64 tokens", "64 images": a batch of B rows in words. */
-const char *mt_model_batch_words(const mt_model_type *type, const void *cfg, int B, char *buf,
-                                 size_t len);
 /* Step-arena bytes to reserve for B rows: the activation estimate, generously (3x + 64 MiB):
    pages the arena never touches cost nothing. */
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training);

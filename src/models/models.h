@@ -22,8 +22,6 @@
  * blocks.{i}.attn_out_norm.*, blocks.{i}.ffn_out_norm.*, final_norm.* (pre, subln, peri),
  * lm_head.weight (untied only). */
 extern const mt_model_type mt_gpt_type;
-/* Its task: next-token prediction on a text or token file (text_task.c). */
-extern const mt_task_type mt_text_task;
 
 typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
 extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
@@ -159,8 +157,6 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
  * pos_emb.weight (T or T + 1, C), emb_scale (1) (with emb_scale), blocks.{i}.* as the GPT's,
  * final_norm.*, head.{weight,bias}. */
 extern const mt_model_type mt_vit_type;
-/* Its task: classification of an image dataset (image_task.c). */
-extern const mt_task_type mt_image_task;
 
 typedef enum { MT_VIT_POOL_CLS, MT_VIT_POOL_MEAN } mt_vit_pool;
 extern const mt_enum MT_VIT_POOLS; /* "cls", "mean" */
@@ -216,8 +212,6 @@ mt_tensor *mt_vit_loss(mt_ctx *c, const mt_vit *m, mt_params *P, const float *im
  * dec.blocks.{i}.{attn_norm, attn.*, cross_attn_norm, cross_attn.{q,k,v,out}_proj, ffn_norm,
  * ffn.*}.*, enc.final_norm.* and dec.final_norm.* (pre only), lm_head.weight (untied only). */
 extern const mt_model_type mt_encdec_type;
-/* Its task: grapheme-to-phoneme on a pronunciation dictionary, WER and PER (encdec.c). */
-extern const mt_task_type mt_g2p_task;
 
 #define MT_ENCDEC_MAX_LAYERS 10000
 #define MT_ENCDEC_MAX_CTX 4096

@@ -1,6 +1,5 @@
 /* The ViT's type (model.h): its field table, what the trainer, the checkpoints and ./infer call
-   through it, and its public constructor. Above vit.c (the model) and image_task.c (its task),
-   which know nothing of this file. */
+   through it, and its public constructor. Above vit.c (the model), which knows nothing of this file. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +42,8 @@ mt_vit *mt_vit_of(mt_model *m) { return m && m->type == &mt_vit_type ? (mt_vit *
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce) {
-    return mt_vit_loss(c, (const mt_vit *)m, P, b->images, b->labels, b->B, ce);
+    MT_ASSERT(b->kind == MT_INPUT_IMAGES, "vit: a batch of another kind of input");
+    return mt_vit_loss(c, (const mt_vit *)m, P, b->images.images, b->images.labels, b->B, ce);
 }
 
 /* ---- the type -------------------------------------------------------------------------------- */
@@ -107,10 +107,20 @@ static mt_tensor *classify_logits(mt_ctx *c, const mt_model *m, const float *ima
 
 static const mt_classify_ops CLASSIFY_OPS = {.images = classify_images, .logits = classify_logits};
 
+static int row_tokens(const void *cfg) { return mt_vit_tokens(cfg); }
+
+static const mt_input INPUT = {.kind = MT_INPUT_IMAGES,
+                               .image_h = offsetof(mt_vit_config, image_h),
+                               .image_w = offsetof(mt_vit_config, image_w),
+                               .channels = offsetof(mt_vit_config, channels),
+                               .n_classes = offsetof(mt_vit_config, n_classes),
+                               .row_tokens = row_tokens,
+                               .more_tokens = "a smaller --patch, or --pool cls"};
+
 const mt_model_type mt_vit_type = {
     .name = "vit",
     .about = "an image classifier",
-    .task = &mt_image_task,
+    .input = &INPUT,
     .meta_key = "images",
     .config_size = sizeof(mt_vit_config),
     .fields = &VIT_FIELDS,

@@ -28,7 +28,7 @@ static mt_status open_metrics(mt_trainer *tr, mt_metrics *m, bool *open, mt_err 
     if (mt_dist_rank() != 0) return MT_OK;
     snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out);
     mt_status s = mt_metrics_open_with(m, path, tr->cfg.resume ? tr->step : -1,
-                                       tr->model->type->task->metrics, err);
+                                       tr->task->type->metrics, err);
     *open = s == MT_OK;
     return s;
 }
@@ -39,7 +39,7 @@ static mt_status log_step(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, 
     double extra[MT_EVAL_METRICS];
     p->val = p->eval ? mt_trainer_eval(tr) : NAN;
     p->elapsed = mt_clock() - p->t0;
-    for (int k = 0; k < mt_task_metric_count(tr->model->type->task); k++)
+    for (int k = 0; k < mt_task_metric_count(tr->task->type); k++)
         extra[k] = p->eval ? tr->val_metrics[k] : NAN;
     p->metrics = extra;
     mt_metrics_row row = {.step = p->step,
@@ -84,7 +84,7 @@ mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
                      .first = tr->step,
                      .t0 = mt_clock(),
                      .units = (double)tr->cfg.batch * tr->cfg.grad_accum *
-                              tr->model->type->task->row_units(tr->model->cfg)};
+                              mt_task_row_units(tr->task->type, tr->model->type, tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */
     if (s == MT_OK && tr->step >= tr->cfg.steps) s = mt_trainer_save(tr, err);
     while (s == MT_OK && tr->step < tr->cfg.steps) s = step_once(tr, lc, &m, rank0, &p, err);

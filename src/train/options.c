@@ -88,6 +88,8 @@ static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
     MT_FIELD(mt_train_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field TRAIN[] = {
     F(model, STR, "model", "the model (listed below)"),
+    F(task, STR, "task",
+      "the task the model trains on, one of its kind of input (listed below; none: the first)"),
     F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
     F(prepare, STR, "prepare", "write --data as a token file FILE.bin (or --format's) and exit",
       .flags = MT_FIELD_CLI),
@@ -372,6 +374,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
         if (s == MT_OK) s = check_ignored(&L, &r->o, err);
+        if (s == MT_OK) s = mt_task_find(r->o.task, r->type, &r->task, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
         resolve(r);
     }
@@ -409,8 +412,9 @@ char *mt_run_options_help(void) {
     append(&out, &len, mt_fieldset_help(a.sets + 1, 1, NULL, 0));
     for (int i = 0; i < a.n_types; i++) {
         const mt_model_type *t = mt_model_types[i];
-        MT_ASSERT(asprintf(&line, "\n--model %s: %s (--data: %s)\n", t->name, t->about,
-                           t->task->data) >= 0,
+        const mt_task_type *task = mt_task_default(t);
+        MT_ASSERT(asprintf(&line, "\n--model %s: %s (--task %s, --data: %s)\n", t->name, t->about,
+                           task->name, task->data) >= 0,
                   "train: out of memory");
         append(&out, &len, line);
         /* a flag listed above (the stack's, an earlier model's) is not listed again */
@@ -425,6 +429,7 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
     return (mt_train_cfg){
         .model = r->type,
         .model_cfg = r->model_cfg,
+        .task = r->task,
         .data = r->data,
         .out = o->out,
         .seed = (uint64_t)o->seed,

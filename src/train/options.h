@@ -32,7 +32,7 @@ extern const mt_enum MT_PREPARE_FORMATS;
 
 /* Every option of ./train but the model's config, as its table lists them. */
 typedef struct {
-    char model[MT_FIELD_STR_MAX];
+    char model[MT_FIELD_STR_MAX], task[MT_FIELD_STR_MAX];
     mt_data_options data;
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
@@ -51,6 +51,7 @@ typedef struct {
 typedef struct {
     mt_train_options o;
     const mt_model_type *type;
+    const mt_task_type *task;
     void *model_cfg;       /* (type->config_size) malloc'd */
     mt_optim_config optim; /* o.optim with min_lr and warmup resolved (mt_optim_resolve) */
     mt_data_cfg data;      /* path, tokenizer, images, eval_batches; the trainer sets the rest */

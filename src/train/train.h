@@ -9,6 +9,7 @@
 #include "../io/io.h"
 #include "../models/model.h"
 #include "../optim/optim.h"
+#include "../tasks/task.h"
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
@@ -174,10 +175,12 @@ void mt_replicas_free(mt_replicas *R);
 /* ---- training -------------------------------------------------------------------------------- */
 typedef struct {
     const mt_model_type *model;
-    const void *model_cfg; /* the model's config (the data sets what it decides) */
-    mt_data_cfg data;      /* data.seed and .batch are set from seed and batch */
-    const char *out;       /* directory, created when missing */
-    uint64_t seed;         /* weights, sampler and dropout */
+    const void *model_cfg;    /* the model's config (the data sets what it decides) */
+    const mt_task_type *task; /* what it trains on (mt_task_check); NULL: the first for the
+                                 model's kind of input (mt_task_find) */
+    mt_data_cfg data;         /* data.seed and .batch are set from seed and batch */
+    const char *out;          /* directory, created when missing */
+    uint64_t seed;            /* weights, sampler and dropout */
     int steps, batch;
     int grad_accum;       /* micro-batches of `batch` rows an optimizer step takes (0: 1): the
                              step's batch is grad_accum x batch rows, computed batch at a time */

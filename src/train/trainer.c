@@ -131,15 +131,15 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     void *mc = malloc(type->config_size);
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
-    mt_status s = type->task->load(&tr->task, &cfg->data, mc, err);
+    mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     free(mc);
-    char *meta = s == MT_OK ? type->task->meta(tr->task) : NULL;
+    char *meta = s == MT_OK ? tr->task->type->meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
     free(meta);
     if (s != MT_OK) return s;
     char batch[64];
-    mt_model_batch_words(type, tr->model->cfg, cfg->batch, batch, sizeof batch);
+    mt_task_batch_words(cfg->task, type, tr->model->cfg, cfg->batch, batch, sizeof batch);
     if ((s = check_memory(tr, tr->model->P, oc,
                           type->activation_bytes(tr->model->cfg, cfg->batch, true), batch, err)) !=
             MT_OK ||
@@ -177,21 +177,21 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     c.recompute = cfg->recompute;
     c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
-    type->task->draw_batch(tr->task, &r);
-    mt_tensor *loss = type->task->rows_loss(&c, tr->model, tr->P, tr->task, lo,
-                                            tr->slice_rows < n ? tr->slice_rows : n);
+    tr->task->type->draw_batch(tr->task, &r);
+    mt_tensor *loss = tr->task->type->rows_loss(&c, tr->model, tr->P, tr->task, lo,
+                                                tr->slice_rows < n ? tr->slice_rows : n);
     float one = 1;
     mt_backward_from(&c, loss, &one);
     mt_params_zero_grad(tr->P);
-    if (type->task->eval_count(tr->task) > 0) {
-        int eval_lo, eval_n, rows = type->task->eval_draw(tr->task, 0);
+    if (tr->task->type->eval_count(tr->task) > 0) {
+        int eval_lo, eval_n, rows = tr->task->type->eval_draw(tr->task, 0);
         mt_dist_slice(rows, &eval_lo, &eval_n);
         mt_eval_sums sums = {0};
         mt_ctx_reset(&c);
         c.training = c.grad_enabled = false;
         if (eval_n > 0)
-            type->task->eval_rows(&c, tr->model, tr->task, eval_lo,
-                                  tr->slice_rows < eval_n ? tr->slice_rows : eval_n, &sums);
+            tr->task->type->eval_rows(&c, tr->model, tr->task, eval_lo,
+                                      tr->slice_rows < eval_n ? tr->slice_rows : eval_n, &sums);
     }
     memcpy(tr->P->data, saved, tr->P->total * sizeof *saved);
     size_t need = c.arena.peak;
@@ -244,10 +244,14 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_status s;
     struct stat sb;
     const char *data = cfg->data.path;
-    if (!cfg->model->task->data_file && stat(data, &sb) != 0) /* a file or a directory */
+    if ((!tr->cfg.task && (s = mt_task_find(NULL, cfg->model, &tr->cfg.task, err)) != MT_OK) ||
+        (s = mt_task_check(tr->cfg.task, cfg->model, err)) != MT_OK)
+        return s;
+    const mt_task_type *task = tr->cfg.task;
+    if (!task->data_file && stat(data, &sb) != 0) /* a file or a directory */
         return mt_errorf(err, MT_EINVAL, "--data %s: %s: expected %s (--model %s)", data,
-                         strerror(errno), cfg->model->task->data, cfg->model->name);
-    if ((cfg->model->task->data_file && !mt_data_is_set(data) &&
+                         strerror(errno), task->data, cfg->model->name);
+    if ((task->data_file && !mt_data_is_set(data) &&
          (s = mt_file_check("--data", data, err)) != MT_OK) ||
         (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
         (!cfg->resume &&
@@ -388,7 +392,7 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
 /* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
 static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
     mt_trainer *tr = arg;
-    return tr->model->type->task->rows_loss(c, tr->model, P, tr->task, lo, n);
+    return tr->task->type->rows_loss(c, tr->model, P, tr->task, lo, n);
 }
 
 /* This rank's slices of the step's micro-batches (MPI), each backward weighted n / (K B): the
@@ -422,7 +426,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     c->grad_enabled = true;
     /* the gradients start at zero: the last update consumed them, unless they were kept */
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
-    tr->model->type->task->draw_batch(tr->task, &tr->sampler.rng);
+    tr->task->type->draw_batch(tr->task, &tr->sampler.rng);
     mt_grads G = {.g = &tr->P->grad, .n = 1};
     int B = tr->cfg.batch, K = tr->cfg.grad_accum;
     if (mt_dist_size() > 1) {
@@ -467,9 +471,9 @@ static void eval_slice(mt_ctx *c, int s, void *arg) {
     int at = b->lo + (b->first + s) * b->tr->slice_rows, end = b->lo + b->n;
     mt_ctx_reset(c);
     b->part[s] = (mt_eval_sums){0};
-    b->tr->model->type->task->eval_rows(c, b->tr->model, b->tr->task, at,
-                                        end - at < b->tr->slice_rows ? end - at : b->tr->slice_rows,
-                                        &b->part[s]);
+    b->tr->task->type->eval_rows(c, b->tr->model, b->tr->task, at,
+                                 end - at < b->tr->slice_rows ? end - at : b->tr->slice_rows,
+                                 &b->part[s]);
 }
 
 /* a += b, term by term */
@@ -483,7 +487,7 @@ static void eval_sums_add(mt_eval_sums *a, const mt_eval_sums *b) {
 /* The sums of every evaluation batch's rows of this rank, added slice by slice in order (the
    sums a serial evaluation adds, in its order); the rows of the batches in rows_all. */
 static mt_eval_sums eval_batches(mt_trainer *tr, double *rows_all) {
-    const mt_task_type *task = tr->model->type->task;
+    const mt_task_type *task = tr->task->type;
     mt_eval_sums sums = {0}, part[tr->replicas.n];
     int batches = task->eval_count(tr->task);
     for (int i = 0; i < batches; i++) {
@@ -505,7 +509,7 @@ static mt_eval_sums eval_batches(mt_trainer *tr, double *rows_all) {
 }
 
 double mt_trainer_eval(mt_trainer *tr) {
-    const mt_task_type *task = tr->model->type->task;
+    const mt_task_type *task = tr->task->type;
     mt_ctx *c = &tr->ctx;
     c->training = false;
     c->grad_enabled = false;

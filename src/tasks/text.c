@@ -1,10 +1,11 @@
 /* The text task: next-token prediction on a text, a token file or a set of token shards (data.h),
-   for the GPT. Windows of T = n_ctx tokens drawn at random from the training part; validation on
-   the same eval_batches x B windows of the held-out part every time. B T as in nn.h. */
+   for a model taking tokens. Windows of T = n_ctx tokens (the model's input.n_ctx) drawn at
+   random from the training part; validation on the same eval_batches x B windows of the held-out
+   part every time. B T as in nn.h. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "models.h"
+#include "task.h"
 
 #define SEED_EVAL 0x4556414c5549414eULL /* the validation windows */
 
@@ -18,14 +19,14 @@ typedef struct {
     mt_sampler eval; /* the validation windows' draws */
 } text_task;
 
-static mt_status load(mt_task **tp, const mt_data_cfg *d, void *model_cfg, mt_err *err) {
-    mt_gpt_config *cfg = model_cfg;
+static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *model, void *cfg,
+                      mt_err *err) {
     text_task *t = calloc(1, sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
     *tp = &t->base;
     t->base.type = &mt_text_task;
     t->B = d->batch;
-    t->T = cfg->n_ctx;
+    t->T = mt_input_get(cfg, model->input->n_ctx);
     t->eval_batches = d->eval_batches;
     t->seed = d->seed;
     mt_text_cfg tc = {.kind = d->tokenizer,
@@ -34,11 +35,11 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *model_cfg, mt_er
                       .data_vocab = d->data_vocab};
     mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
-    cfg->n_vocab = t->tok.n_vocab;
-    if ((s = mt_gpt_config_validate(cfg, err)) != MT_OK ||
-        (s = mt_tokens_split(&t->all, cfg->n_ctx, &t->train, &t->val, err)) != MT_OK)
+    mt_input_set(cfg, model->input->n_vocab, t->tok.n_vocab);
+    if ((s = model->config_validate(cfg, err)) != MT_OK ||
+        (s = mt_tokens_split(&t->all, t->T, &t->train, &t->val, err)) != MT_OK)
         return s;
-    size_t n = (size_t)d->batch * (size_t)cfg->n_ctx; /* the whole batch: every rank draws it */
+    size_t n = (size_t)d->batch * (size_t)t->T; /* the whole batch: every rank draws it */
     t->x = malloc(n * sizeof *t->x);
     t->y = malloc(n * sizeof *t->y);
     if (!t->x || !t->y)
@@ -69,7 +70,9 @@ static void describe(const mt_task *tp, char *buf, size_t len) {
 
 static char *meta(const mt_task *tp) { return mt_tok_to_json(&((const text_task *)tp)->tok); }
 
-static int row_units(const void *model_cfg) { return ((const mt_gpt_config *)model_cfg)->n_ctx; }
+static int row_units(const mt_model_type *model, const void *cfg) {
+    return mt_input_get(cfg, model->input->n_ctx);
+}
 
 static void draw_batch(mt_task *tp, mt_rng *r) {
     text_task *t = (text_task *)tp;
@@ -81,7 +84,9 @@ static void draw_batch(mt_task *tp, mt_rng *r) {
 /* Rows [lo, lo + n) of the drawn batch. */
 static mt_batch rows(const text_task *t, int lo, int n) {
     size_t at = (size_t)lo * (size_t)t->T;
-    return (mt_batch){.B = n, .ids = t->x + at, .targets = t->y + at, .T = t->T};
+    return (mt_batch){.kind = MT_INPUT_TOKENS,
+                      .B = n,
+                      .tokens = {.T = t->T, .ids = t->x + at, .targets = t->y + at}};
 }
 
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
@@ -117,11 +122,14 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     mt_sampler s;
     mt_sampler_init(&s, seed);
     mt_sampler_next(&s, src, B, t->T, ids, ids + (size_t)B * t->T);
-    return (mt_batch){.B = B, .ids = ids, .targets = ids + (size_t)B * t->T, .T = t->T};
+    return (mt_batch){.kind = MT_INPUT_TOKENS,
+                      .B = B,
+                      .tokens = {.T = t->T, .ids = ids, .targets = ids + (size_t)B * t->T}};
 }
 
 const mt_task_type mt_text_task = {
     .name = "text",
+    .input = MT_INPUT_TOKENS,
     .data = "a text or token file, or a directory or glob of token shards",
     .data_file = true,
     .units = "tokens",

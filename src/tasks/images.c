@@ -1,11 +1,11 @@
 /* The image task: classification of an image dataset (data.h: a folder of class folders or idx
-   files), for the ViT. B images drawn with replacement from the training split a batch; the
+   files), for a model taking images (which classifies them). B images drawn with replacement from the training split a batch; the
    validation split (the data's test part, or a random part) whole, in batches of B. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "task.h"
 
 #define SEED_SPLIT 0x53504c4954494d47ULL /* the random validation part */
 
@@ -19,8 +19,9 @@ typedef struct {
     int eval_at; /* the first validation image of the evaluation batch drawn */
 } image_task;
 
-static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *err) {
-    mt_vit_config *cfg = cfgp;
+static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *model, void *cfg,
+                      mt_err *err) {
+    const mt_input *in = model->input;
     image_task *t = calloc(1, sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory");
     *tp = &t->base;
@@ -36,19 +37,19 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, void *cfgp, mt_err *er
         return s;
     t->n_val = ds->n - t->n_train;
     mt_images_normalize_from(ds, t->order, t->n_train);
-    cfg->image_h = ds->H, cfg->image_w = ds->W, cfg->channels = ds->C;
-    cfg->n_classes = ds->n_classes;
+    mt_input_set(cfg, in->image_h, ds->H), mt_input_set(cfg, in->image_w, ds->W);
+    mt_input_set(cfg, in->channels, ds->C), mt_input_set(cfg, in->n_classes, ds->n_classes);
     size_t B = (size_t)d->batch;
     t->idx = malloc(B * sizeof *t->idx);
     if (!t->idx) return mt_errorf(err, MT_ENOMEM, "out of memory for a batch of %zu images", B);
-    if ((s = mt_vit_config_validate(cfg, err)) != MT_OK) return s;
+    if ((s = model->config_validate(cfg, err)) != MT_OK) return s;
     /* BatchNorm's statistics need two values per channel: rows x tokens in a process's slice */
-    if (cfg->stack.norm.kind == MT_NORM_BN && (long)d->min_rows * mt_vit_tokens(cfg) < 2)
+    int tokens = in->row_tokens(cfg);
+    if (mt_config_stack(cfg)->norm.kind == MT_NORM_BN && (long)d->min_rows * tokens < 2)
         return mt_errorf(err, MT_EINVAL,
                          "--norm bn needs at least 2 values per channel in a step, and %d row(s) "
-                         "of %d token(s) give %d: use --batch 2 or more (per MPI rank), a smaller "
-                         "--patch, or --pool cls",
-                         d->min_rows, mt_vit_tokens(cfg), d->min_rows * mt_vit_tokens(cfg));
+                         "of %d token(s) give %d: use --batch 2 or more (per MPI rank), %s",
+                         d->min_rows, tokens, d->min_rows * tokens, in->more_tokens);
     return MT_OK;
 }
 
@@ -97,7 +98,7 @@ static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task 
     float *x = mt_arena_floats(c, (size_t)n * d->C * d->H * d->W);
     int *label = mt_arena_alloc(c, (size_t)n * sizeof *label);
     mt_images_batch(d, t->idx + lo, n, x, label);
-    mt_batch b = {.B = n, .images = x, .labels = label};
+    mt_batch b = {.kind = MT_INPUT_IMAGES, .B = n, .images = {.images = x, .labels = label}};
     return m->type->loss(c, m, P, &b, mt_stack_ce(mt_config_stack(m->cfg)));
 }
 
@@ -132,15 +133,13 @@ static void eval_rows(mt_ctx *c, const mt_model *m, mt_task *tp, int lo, int n, 
     }
 }
 
-static int row_units(const void *model_cfg) { return (void)model_cfg, 1; }
-
 const mt_task_type mt_image_task = {
     .name = "images",
+    .input = MT_INPUT_IMAGES,
     .data = "an image folder or idx files",
     .data_file = false,
     .units = "images",
     .unit = "img",
-    .row_units = row_units,
     .load = load,
     .free = task_free,
     .describe = describe,

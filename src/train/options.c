@@ -88,9 +88,9 @@ static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
     MT_FIELD(mt_train_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field TRAIN[] = {
     F(model, STR, "model", "the model (listed below)"),
+    F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
     F(task, STR, "task",
       "the task the model trains on, one of its kind of input (listed below; none: the first)"),
-    F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
     F(prepare, STR, "prepare", "write --data as a token file FILE.bin (or --format's) and exit",
       .flags = MT_FIELD_CLI),
     F(format, ENUM, "format", "--prepare's output", .of = &MT_PREPARE_FORMATS,

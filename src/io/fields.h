@@ -44,6 +44,11 @@ typedef struct {
     const void *of;    /* ENUM: its mt_enum; TABLE: its mt_fields */
     const char *flag;  /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
     unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG */
+    /* Whether the run reads the field, on the resolved values of the struct that holds it (NULL:
+       always); read_by names what reads it ("--schedule wsd"). A flag or config key given for a
+       field the run does not read is refused (mt_settings_check_read). */
+    bool (*read)(const void *obj);
+    const char *read_by;
 } mt_field;
 
 typedef struct {
@@ -118,6 +123,11 @@ mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
                                mt_err *err);
 /* Applies settings read before to (other) sets, with the messages the reading would give. */
 mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n, mt_err *err);
+/* Whether s would change the value of its field in sets (a name it does not know: true). */
+bool mt_setting_changes(const mt_setting *s, const mt_fieldset *sets, int n);
+/* The first setting of s whose field its holder in sets (the resolved values) does not read
+   (mt_field.read) is an error naming it and what reads it. */
+mt_status mt_settings_check_read(const mt_settings *s, const mt_fieldset *sets, int n, mt_err *err);
 
 /* "  --name VALUE    help (default: x)" for every named field, its default the value in the set's
    struct, but those named in skip[0..n_skip); malloc'd. */

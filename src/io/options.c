@@ -185,6 +185,43 @@ mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n
     return st;
 }
 
+bool mt_setting_changes(const mt_setting *s, const mt_fieldset *sets, int n) {
+    entries E = flatten(sets, n);
+    const entry *x = find_n(&E, s->name, strlen(s->name));
+    bool changes = true;
+    char before[MT_FIELD_STR_MAX + 8], after[MT_FIELD_STR_MAX + 8], kept[MT_FIELD_STR_MAX];
+    mt_err e;
+    if (x && x->f->size <= sizeof kept) { /* the value applied and put back */
+        char *at = (char *)x->obj + x->f->off;
+        mt_field_format(x->f, x->obj, before, sizeof before);
+        memcpy(kept, at, x->f->size);
+        changes = mt_field_parse(x->f, x->obj, s->value, "", &e) != MT_OK ||
+                  strcmp(before, mt_field_format(x->f, x->obj, after, sizeof after)) != 0;
+        memcpy(at, kept, x->f->size);
+    }
+    free(E.e);
+    return changes;
+}
+
+mt_status mt_settings_check_read(const mt_settings *s, const mt_fieldset *sets, int n,
+                                 mt_err *err) {
+    entries E = flatten(sets, n);
+    mt_status st = MT_OK;
+    for (int i = 0; i < s->n && st == MT_OK; i++) {
+        const mt_setting *x = &s->s[i];
+        const entry *e = find_n(&E, x->name, strlen(x->name));
+        if (!e || !e->f->read || e->f->read(e->obj)) continue;
+        char what[2 * MT_FIELD_STR_MAX + 64];
+        if (x->source)
+            snprintf(what, sizeof what, "%s:%d: %s = %s", x->source, x->line, e->name, x->value);
+        else snprintf(what, sizeof what, "--%s %s", e->name, x->value);
+        st = mt_errorf(err, MT_EINVAL, "%s: this run does not read it (only %s does): drop it",
+                       what, e->f->read_by);
+    }
+    free(E.e);
+    return st;
+}
+
 /* ---- flags and config files ----------------------------------------------------------------- */
 
 /* argv[*i] to the entries; *i moves past its value. */

@@ -18,8 +18,7 @@ static const mt_enum_item POS_KINDS[] = {
 };
 static const mt_enum_item ARCHS[] = {
     [MT_ARCH_GPT] = {"gpt", "the pieces as the other flags say"},
-    [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given another "
-                                "value keeps it)"},
+    [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given wins)"},
     [MT_ARCH_NGPT] = {"ngpt", "the normalised Transformer (arXiv 2410.01131): llama's pieces with "
                               "norm none, placement ngpt, an untied head, unit vectors"},
 };
@@ -38,14 +37,10 @@ mt_gpt_config mt_gpt_config_default(void) {
                            .ngpt = mt_ngpt_default()};
 }
 
-/* arch llama and ngpt: each piece of the preset where the field still holds the GPT default (a
-   flag given another value keeps it, and ngpt's validation refuses it); idempotent, so a
-   validated config validates to itself. ngpt: no norm layer, its own placement, an untied head
-   (the paper's), RoPE (a learned position table would move the embeddings off the sphere). */
-static void apply_arch(mt_gpt_config *cfg) {
-    if (cfg->arch == MT_ARCH_GPT) return;
+void mt_gpt_arch_fill(mt_gpt_config *cfg) {
     mt_stack_config *s = &cfg->stack;
     bool ngpt = cfg->arch == MT_ARCH_NGPT;
+    if (cfg->arch == MT_ARCH_GPT) return;
     if (cfg->pos == MT_POS_LEARNED) cfg->pos = MT_POS_ROPE;
     if (s->act == MT_ACT_GELU) s->act = MT_ACT_SWIGLU;
     if (s->norm.kind == MT_NORM_LN) s->norm.kind = ngpt ? MT_NORM_NONE : MT_NORM_RMS;
@@ -77,6 +72,11 @@ static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
                          "--arch ngpt with %s: refused: the embeddings are unit vectors that "
                          "enter the first block as they are (--pos rope, no --emb-scale)",
                          cfg->emb_scale ? "--emb-scale" : "--pos learned");
+    if (cfg->tied)
+        return mt_errorf(err, MT_EINVAL,
+                         "--arch ngpt with a tied head (untie = false): refused: nGPT's head is "
+                         "a matrix of its own, its rows unit vectors scaled by s_z (--untie, the "
+                         "default with --arch ngpt)");
     return MT_OK;
 }
 
@@ -117,7 +117,8 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
                          "config: rope_theta = %g, must be a finite number > 0 "
                          "(LLaMA's: 10000)",
                          cfg->rope_theta);
-    apply_arch(cfg);
+    if (!cfg->arch_applied) mt_gpt_arch_fill(cfg);
+    cfg->arch_applied = true;
     mt_status st = ngpt_validate(cfg, err);
     if (st == MT_OK)
         st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,

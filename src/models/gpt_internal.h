@@ -21,6 +21,12 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids
 /* The final norm (pre, subln, peri) and the head: x (B, T, C) -> logits (B, T, V). */
 mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x);
 
+/* arch llama's and ngpt's pieces (models.h), each where its field holds the GPT default;
+   idempotent, so a validated config validates to itself. ngpt: no norm layer, its own placement,
+   an untied head (the paper's), RoPE (a learned position table would move the embeddings off
+   the sphere). */
+void mt_gpt_arch_fill(mt_gpt_config *cfg);
+
 /* The type's build_table and activation_bytes (model.h): the model's parameter table into m (an
    mt_gpt), not allocated; activation bytes of a step of B rows. */
 mt_status mt_gpt_build_table(void *m, const void *cfg, mt_err *err);

@@ -10,6 +10,12 @@
 
 /* ---- config fields ------------------------------------------------------------------------- */
 
+/* What reads an option (mt_field.read), on a validated config. */
+static bool emb_std_read(const void *g) {
+    return ((const mt_gpt_config *)g)->stack.init != MT_SCHEME_DSL;
+}
+static bool rope(const void *g) { return ((const mt_gpt_config *)g)->pos == MT_POS_ROPE; }
+
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -18,16 +24,19 @@ static const mt_field FIELDS[] = {
     F(tied, BOOL, "tied", "a separate output head instead of the token embedding", .flag = "untie"),
     F(emb_std, FLOAT, "emb_std",
       "std of the token and position embeddings' normal init (init dsl: 1 / sqrt(tables))",
-      .range = "0.."),
+      .range = "0..", .read = emb_std_read,
+      .read_by = "an --init other than dsl (dsl's embeddings have the std of its derivation)"),
     F(arch, ENUM, "arch",
-      "llama: --pos rope --act swiglu --norm rms --no-bias where those hold "
-      "the GPT's defaults; ngpt: the same with --norm none --placement ngpt, untied, unit "
-      "vectors (nGPT, docs/layers.md)",
+      "llama: --pos rope --act swiglu --norm rms --no-bias unless given (a flag wins); ngpt: the "
+      "same with --norm none --placement ngpt --untie, unit vectors (nGPT, docs/layers.md: what "
+      "it cannot take is refused)",
       .of = &MT_GPT_ARCHS),
+    F(arch_applied, BOOL, "arch_applied", NULL, .flags = MT_FIELD_NO_FLAG),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
     F(rope_theta, FLOAT, "rope_theta",
       "RoPE's base: pair i of a head turns by position x "
-      "theta^(-2i/head size)"),
+      "theta^(-2i/head size)",
+      .read = rope, .read_by = "--pos rope"),
     F(emb_scale, BOOL, "emb_scale",
       "a learned scalar emb_scale on the embeddings (tokens + positions), init sqrt(n-embd), as "
       "DyT's and Derf's LLaMA setting"),
@@ -114,10 +123,33 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }
 
-/* nGPT trains without weight decay and warmup (the paper's section 2.6, NVIDIA/ngpt train.py) */
-static const char *option_defaults(const void *cfg) {
-    return ((const mt_gpt_config *)cfg)->arch == MT_ARCH_NGPT ? "weight_decay = 0\nwarmup = 0\n"
-                                                              : NULL;
+/* An arch's pieces as config lines (those of mt_gpt_arch_fill on the defaults that differ from
+   the defaults'), and nGPT's training without weight decay and warmup (the paper's section 2.6,
+   NVIDIA/ngpt train.py); cfg is marked as holding the pieces (./train layers the lines under the
+   given options). */
+static const char *option_defaults(void *cfgp) {
+    static char lines[3][512];
+    mt_gpt_config *cfg = cfgp, d = mt_gpt_config_default(), p = d;
+    cfg->arch_applied = true;
+    if (cfg->arch == MT_ARCH_GPT || (unsigned)cfg->arch >= sizeof lines / sizeof lines[0])
+        return NULL;
+    char *out = lines[cfg->arch];
+    if (*out) return out;
+    p.arch = cfg->arch;
+    mt_gpt_arch_fill(&p);
+    char *a = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &d}, 1),
+         *b = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &p}, 1);
+    size_t len = 0;
+    for (const char *x = a, *y = b; *x && *y;) { /* the same keys, line by line */
+        size_t lx = strcspn(x, "\n") + 1, ly = strcspn(y, "\n") + 1;
+        if ((lx != ly || memcmp(x, y, lx) != 0) && len + ly < sizeof lines[0])
+            memcpy(out + len, y, ly), len += ly;
+        x += lx, y += ly;
+    }
+    if (cfg->arch == MT_ARCH_NGPT)
+        snprintf(out + len, sizeof lines[0] - len, "weight_decay = 0\nwarmup = 0\n");
+    free(a), free(b);
+    return out;
 }
 
 static char *meta_to_json(const mt_model *m) { return mt_tok_to_json(&((const mt_gpt *)m)->tok); }

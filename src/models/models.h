@@ -25,9 +25,10 @@ extern const mt_model_type mt_gpt_type;
 
 typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
 extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
-/* arch llama: a preset of pos rope, act swiglu, norm rms, no biases, that validation resolves
-   into those fields (each only where it still holds the GPT default: a flag given another value
-   keeps it). */
+/* arch llama: a preset of pos rope, act swiglu, norm rms, no biases; ngpt: the same with norm
+   none, placement ngpt, untied. ./train layers an arch's pieces under the given options (a flag
+   wins; what nGPT cannot take its validation refuses); a config built in code gets them in
+   validation, each where its field still holds the GPT default (arch_applied false). */
 typedef enum { MT_ARCH_GPT, MT_ARCH_LLAMA, MT_ARCH_NGPT } mt_gpt_arch;
 extern const mt_enum MT_GPT_ARCHS; /* "gpt", "llama" */
 
@@ -37,10 +38,12 @@ typedef struct {
     bool tied;
     float emb_std; /* the token and position embeddings' init: N(0, emb_std^2) */
     mt_gpt_arch arch;
-    mt_pos_kind pos;  /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
-    float rope_theta; /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
-    bool emb_scale;   /* a learned scalar on the embeddings, init sqrt(n_embd) (DyT's LLaMA) */
-    mt_ngpt_cfg ngpt; /* arch ngpt's scalings (nn.h; the block's and s_z), scales resolved */
+    bool arch_applied; /* arch's pieces are in the fields (./train's layers or a validation put
+                          them there): validation adds none */
+    mt_pos_kind pos;   /* learned: pos_emb.weight added to the tokens; rope: q and k rotated */
+    float rope_theta;  /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
+    bool emb_scale;    /* a learned scalar on the embeddings, init sqrt(n_embd) (DyT's LLaMA) */
+    mt_ngpt_cfg ngpt;  /* arch ngpt's scalings (nn.h; the block's and s_z), scales resolved */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */

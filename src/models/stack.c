@@ -40,6 +40,19 @@ mt_stack_config mt_stack_default(void) {
                              .dsl_r0 = 0.221f};
 }
 
+/* What reads the options of one norm or placement (mt_field.read), on a resolved config. */
+static bool group_norm(const void *s) {
+    return ((const mt_stack_config *)s)->norm.kind == MT_NORM_GN;
+}
+static bool point_wise_final_norm(const void *sp) {
+    const mt_stack_config *s = sp;
+    return (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF) &&
+           mt_placement_final_norm(s->placement);
+}
+static bool deepnorm(const void *s) {
+    return ((const mt_stack_config *)s)->placement == MT_PLACE_DEEPNORM;
+}
+
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_stack_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -60,7 +73,8 @@ static const mt_field FIELDS[] = {
     F(norm.kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
     F(norm.eps, FLOAT, "norm_eps", "norm epsilon; -1: the norm's default", .range = "-1.."),
     F(norm.prms_p, FLOAT, "prms_p", "pRMSNorm: fraction of channels the RMS is taken from"),
-    F(norm.gn_groups, INT, "gn_groups", "GroupNorm groups", .range = "1.."),
+    F(norm.gn_groups, INT, "gn_groups", "GroupNorm groups", .range = "1..", .read = group_norm,
+      .read_by = "--norm gn"),
     F(norm.rms_form, ENUM, "rms_form", "RMSNorm form: eps inside or outside the sqrt",
       .of = &MT_RMS_FORMS),
     F(norm.rms_bias, BOOL, "rms_bias", "RMSNorm paper form: a learned bias"),
@@ -72,7 +86,10 @@ static const mt_field FIELDS[] = {
     F(norm.dyt_alpha_ffn, FLOAT, "dyt_alpha_ffn",
       "DyT and Derf: the initial alpha of the FFN's norms; 0: dyt-alpha", .range = "0.."),
     F(norm.dyt_alpha_final, FLOAT, "dyt_alpha_final",
-      "DyT and Derf: the initial alpha of the final norm; 0: dyt-alpha", .range = "0.."),
+      "DyT and Derf: the initial alpha of the final norm; 0: dyt-alpha", .range = "0..",
+      .read = point_wise_final_norm,
+      .read_by = "the final norm of --norm dyt or derf (a placement with one: not post, "
+                 "deepnorm or ngpt)"),
     F(norm.derf_shift, FLOAT, "derf_shift", "Derf: the initial shift s"),
     F(norm.dyt_weight_init, FLOAT, "dyt_weight_init",
       "DyT and Derf: the initial weight gamma of every norm, > 0 (8: narrow models, docs/norms.md)",
@@ -85,7 +102,7 @@ static const mt_field FIELDS[] = {
       "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS),
     F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
-      .range = "0.."),
+      .range = "0..", .read = deepnorm, .read_by = "--placement deepnorm"),
     F(deepnorm_beta, FLOAT, "deepnorm_beta", "DeepNorm's init gain; 0: from the depth",
       .range = "0.."),
     F(subln_gain, FLOAT, "subln_gain", "Sub-LN's init gain; 0: from the depth", .range = "0.."),

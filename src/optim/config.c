@@ -76,6 +76,14 @@ const mt_enum MT_MUON_SCALES = MT_ENUM("Muon scale", MUON_SCALES);
  * The numbers are doubles holding floats (MT_FIELD_FLOAT): a flag's value is the float it reads
  * as, as when the flags were floats, so runs keep their bits. */
 
+/* What reads the options of one schedule or kind (mt_field.read), on a resolved config. */
+static bool warms_up(const void *c) { return ((const mt_optim_config *)c)->sched.warmup > 0; }
+static bool wsd(const void *c) { return ((const mt_optim_config *)c)->sched.kind == MT_SCHED_WSD; }
+static bool muon_matches_adamw(const void *cp) {
+    const mt_optim_config *c = cp;
+    return c->kind == MT_OPTIM_MUON && c->muon_scale == MT_MUON_SCALE_MATCH_ADAMW;
+}
+
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -87,7 +95,8 @@ static const mt_field FIELDS[] = {
       .range = "-1.."),
     F(sched.warmup, INT, "warmup", "linear warmup steps; -1: steps / 10, at most 100",
       .range = "-1.."),
-    F(sched.warmup_init_lr, FLOAT, "warmup_init_lr", "learning rate at step 0 of the warmup"),
+    F(sched.warmup_init_lr, FLOAT, "warmup_init_lr", "learning rate at step 0 of the warmup",
+      .read = warms_up, .read_by = "a warmup (--warmup > 0)"),
     F(sched.kind, ENUM, "schedule", "learning-rate schedule after warmup", .of = &MT_SCHEDULES),
     F(beta1, FLOAT, "beta1", "Adam beta1"),
     F(beta2, FLOAT, "beta2", "Adam beta2"),
@@ -98,7 +107,7 @@ static const mt_field FIELDS[] = {
     F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum"),
     F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
     F(sched.decay_frac, FLOAT, "decay_frac", "wsd: the last fraction of the steps that decays",
-      .range = "0..1"),
+      .range = "0..1", .read = wsd, .read_by = "--schedule wsd"),
     F(muon_lr, FLOAT, "muon_lr", "muon: the hidden matrices' lr; -1: --lr", .range = "-1.."),
     F(adam_lr, FLOAT, "adam_lr", "muon: the other tensors' (AdamW) lr; -1: --lr", .range = "-1.."),
     F(muon_wd, FLOAT, "muon_wd", "muon: the hidden matrices' weight decay; -1: --weight-decay",
@@ -112,7 +121,8 @@ static const mt_field FIELDS[] = {
     F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c"),
     F(ns_eps, FLOAT, "ns_eps", "muon: X = u / (|u|_F + ns-eps)", .range = "0.."),
     F(muon_scale, ENUM, "muon_scale", "muon: the update's scale", .of = &MT_MUON_SCALES),
-    F(muon_rms, FLOAT, "muon_rms", "muon: match-adamw's target RMS", .range = "0.."),
+    F(muon_rms, FLOAT, "muon_rms", "muon: match-adamw's target RMS", .range = "0..",
+      .read = muon_matches_adamw, .read_by = "--optim muon --muon-scale match-adamw"),
     F(lion_beta1, FLOAT, "lion_beta1", "lion: the update's interpolation beta", .range = "0..1"),
     F(lion_beta2, FLOAT, "lion_beta2", "lion: the momentum's beta", .range = "0..1"),
 };

@@ -24,6 +24,16 @@ const mt_enum MT_PREPARE_FORMATS = MT_ENUM("format", PREPARE_FORMATS);
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
+/* What reads an option (mt_field.read), on the resolved options. */
+static bool token_shards(const void *d) {
+    return mt_data_is_tokens(((const mt_data_options *)d)->path);
+}
+static bool prepares_llmc(const void *o) {
+    const mt_train_options *t = o;
+    return t->prepare[0] && t->format == MT_PREPARE_LLMC;
+}
+static bool mpi_ranks(const void *o) { return (void)o, mt_dist_size() > 1; }
+
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DATA[] = {
@@ -38,7 +48,7 @@ static const mt_field DATA[] = {
     F(data_vocab, INT, "data_vocab",
       "token shards without a tokenizer (llm.c, nanoGPT): the vocabulary of their ids; 0: "
       "meta.json's beside them (docs/data.md)",
-      .range = "0..65536"),
+      .range = "0..65536", .read = token_shards, .read_by = "--data of token shards"),
     F(val_fraction, FLOAT, "val_fraction",
       "last part of the data held out for validation (text: "
       "of its bytes; images: a random part, unless the data has a test part)"),
@@ -96,7 +106,8 @@ static const mt_field TRAIN[] = {
     F(format, ENUM, "format", "--prepare's output", .of = &MT_PREPARE_FORMATS,
       .flags = MT_FIELD_CLI),
     F(shard_tokens, INT, "shard_tokens", "--prepare --format llmc: tokens per shard",
-      .range = "1..2147483647", .flags = MT_FIELD_CLI),
+      .range = "1..2147483647", .flags = MT_FIELD_CLI, .read = prepares_llmc,
+      .read_by = "--prepare --format llmc"),
     F(out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
     F(config, STR, "config", "config file of key = value lines (flags override it)",
       .flags = MT_FIELD_CLI),
@@ -141,7 +152,7 @@ static const mt_field TRAIN[] = {
     F(bucket_kb, INT, "bucket_kb",
       "MPI: gradients are summed across ranks in buckets of this "
       "many KiB, each sent once the backward pass has finished it",
-      .range = "1.."),
+      .range = "1..", .read = mpi_ranks, .read_by = "a run of more than one MPI rank"),
     F(zero, INT, "zero",
       "MPI: 1 shards the optimizer state across the ranks (ZeRO-1: each rank updates its share "
       "of the tensors, docs/mpi.md); 0: every rank holds all of it",
@@ -275,6 +286,34 @@ static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_er
     return MT_OK;
 }
 
+/* The given settings (the flags; the config file's lines that change a value: a run's saved
+   options, read as a config file, hold every key) that the run does not read (mt_field.read)
+   are refused, read on the resolved options and a validated copy of the model's config (one
+   that does not validate yet is left to the trainer, which names why). */
+static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *err) {
+    const mt_model_type *t = r->type;
+    mt_train_options o = defaults();
+    void *cfg = malloc(t->config_size);
+    mt_setting *given = malloc(((size_t)L->flags.n + (size_t)L->file.n + 1) * sizeof *given);
+    MT_ASSERT(cfg && given, "train: out of memory");
+    t->config_default(cfg);
+    mt_fieldset sets[] = {{&TRAIN_FIELDS, &o}, stack_of(t, cfg), {t->fields, cfg}};
+    mt_settings g = {.s = given};
+    mt_status s = mt_settings_apply(&L->model, sets, 3, err);
+    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, 3, err);
+    for (int i = 0; s == MT_OK && i < L->file.n; i++) /* against the layers under the file */
+        if (mt_setting_changes(&L->file.s[i], sets, 3)) given[g.n++] = L->file.s[i];
+    for (int i = 0; i < L->flags.n; i++) given[g.n++] = L->flags.s[i];
+    o = r->o, o.optim = r->optim;
+    memcpy(cfg, r->model_cfg, t->config_size);
+    mt_err invalid;
+    if (s == MT_OK && t->config_validate(cfg, &invalid) == MT_OK)
+        s = mt_settings_check_read(&g, sets, 3, err);
+    free(given);
+    free(cfg);
+    return s;
+}
+
 /* The options of <out>/model.safetensors into *text (malloc'd); a --model (flag or config file,
    in L) other than the checkpoint's is refused: the saved options are that model's. */
 static mt_status read_saved(const char *out, const layers *L, char **text, mt_err *err) {
@@ -370,6 +409,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
             r->type->config_default(r->model_cfg);
             s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L.model, err);
             if (s == MT_OK) s = apply_layers(&L, sets, 3, err);
+            if (s == MT_OK) r->type->option_defaults(r->model_cfg); /* it holds them now */
         }
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
@@ -377,6 +417,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         if (s == MT_OK) s = mt_task_find(r->o.task, r->type, &r->task, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
         resolve(r);
+        if (s == MT_OK) s = check_read(&L, r, err);
     }
     all_free(&a);
     mt_settings_free(&L.model);

@@ -28,10 +28,9 @@ static const mt_field FIELDS[] = {
       .read_by = "an --init other than dsl (dsl's embeddings have the std of its derivation)"),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias unless given (a flag wins); ngpt: the "
-      "same with --norm none --placement ngpt --untie, unit vectors (nGPT, docs/layers.md: what "
+      "same with --norm none --placement ngpt, untied, unit vectors (nGPT, docs/layers.md: what "
       "it cannot take is refused)",
       .of = &MT_GPT_ARCHS),
-    F(arch_applied, BOOL, "arch_applied", NULL, .flags = MT_FIELD_NO_FLAG),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
     F(rope_theta, FLOAT, "rope_theta",
       "RoPE's base: pair i of a head turns by position x "
@@ -59,6 +58,7 @@ static const mt_field FIELDS[] = {
     F(ngpt.sz_scale, FLOAT, "ngpt_sz_scale", "arch ngpt: s_z's scale; 0: 1 / sqrt(n-embd)",
       .range = "0.."),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
+    F(arch_applied, BOOL, "arch_applied", NULL, .flags = MT_FIELD_NO_FLAG),
 };
 #undef F
 static const mt_fields GPT_FIELDS = MT_FIELDS_OF(FIELDS);

@@ -1,0 +1,95 @@
+#!/bin/sh
+# Flags and config keys that nothing reads, and presets against explicit flags (docs/training.md,
+# "What reads an option"): a given option the chosen components do not read exits 2 naming it and
+# what would read it, before anything is written; a config file's key left at the value under it
+# (a run's saved options hold every key) is not refused; an explicit flag wins over --arch
+# llama's pieces, and one nGPT cannot take is refused with the reason. MT_BUILD names the build
+# directory (default: build).
+B=${MT_BUILD:-build}
+T=$(mktemp -d /tmp/mt_test_flags_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL test_flags: $*"; fails=$((fails + 1)); }
+
+head -c 20000 data/tinyshakespeare.txt >"$T/text.txt"
+TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 16 --n-ctx 16 --batch 2 --steps 2
+      --eval-every 0 --save-every 0 --threads 2"
+n=0
+# bad MESSAGE FLAGS...: exit 2, MESSAGE in the output, no --out written
+bad() {
+    msg=$1
+    shift
+    n=$((n + 1))
+    "$B/train" $TINY --out "$T/bad$n" "$@" >"$T/log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "$msg" "$T/log" && [ ! -e "$T/bad$n" ] ||
+        fail "$* (exit $rc, want 2 and '$msg'): $(cat "$T/log")"
+}
+# good FLAGS...: the run trains; its model line is in $T/log
+good() {
+    n=$((n + 1))
+    "$B/train" $TINY --out "$T/good$n" "$@" >"$T/log" 2>&1 || fail "$* exited $?: $(cat "$T/log")"
+}
+
+# ---- no-op options, each refused naming what would read it
+bad "--decay-frac 0.3: this run does not read it (only --schedule wsd does)" --decay-frac 0.3
+bad "--muon-rms 0.3: this run does not read it (only --optim muon --muon-scale match-adamw does)" \
+    --optim muon --muon-rms 0.3
+bad "--dyt-alpha-final 0.3: this run does not read it (only the final norm of --norm dyt or derf" \
+    --norm dyt --placement post --dyt-alpha-final 0.3
+bad "--emb-std 0.1: this run does not read it (only an --init other than dsl" --init dsl \
+    --emb-std 0.1
+bad "--data-vocab 300: this run does not read it (only --data of token shards does)" \
+    --data-vocab 300
+bad "--shard-tokens 8000: this run does not read it (only --prepare --format llmc does)" \
+    --prepare "$T/p.bin" --shard-tokens 8000
+[ ! -e "$T/p.bin" ] || fail "--prepare --format mt --shard-tokens wrote $T/p.bin"
+if [ -z "${OMPI_COMM_WORLD_SIZE:-}" ]; then
+    bad "--bucket-kb 8: this run does not read it (only a run of more than one MPI rank does)" \
+        --bucket-kb 8
+fi
+bad "--rope-theta 500: this run does not read it (only --pos rope does)" --rope-theta 500
+bad "--gn-groups 4: this run does not read it (only --norm gn does)" --norm rms --gn-groups 4
+bad "--deepnorm-alpha 2: this run does not read it (only --placement deepnorm does)" \
+    --placement pre --deepnorm-alpha 2
+bad "--warmup-init-lr 0.001: this run does not read it (only a warmup (--warmup > 0) does)" \
+    --warmup 0 --warmup-init-lr 0.001
+# a config key as a flag: named by its file and line
+printf 'steps = 2\ndecay_frac = 0.3\n' >"$T/d.ini"
+bad "$T/d.ini:2: decay-frac = 0.3: this run does not read it (only --schedule wsd does)" \
+    --config "$T/d.ini"
+# ... but a key at the value under it is not refused (a run's saved options hold every key)
+printf 'decay_frac = 0.2\nwarmup_init_lr = 0\nrope_theta = 10000\n' >"$T/same.ini"
+good --config "$T/same.ini"
+# read where the components read them
+good --schedule wsd --decay-frac 0.5 --warmup 0
+good --pos rope --rope-theta 500
+good --norm gn --gn-groups 2
+good --norm dyt --dyt-alpha-final 0.3
+
+# ---- presets: an explicit flag wins over --arch llama's pieces
+good --arch llama --norm ln --pos learned --act gelu
+grep -q "norm ln, placement pre, init gpt2, pos learned, act gelu, no bias" "$T/log" ||
+    fail "--arch llama --norm ln --pos learned --act gelu: $(grep '^model' "$T/log")"
+printf 'arch = llama\nno-bias = false\n' >"$T/llama.ini"
+good --config "$T/llama.ini"
+grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu: " ||
+    fail "llama with no-bias = false keeps the biases: $(grep '^model' "$T/log")"
+good --arch llama
+grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu, no bias" ||
+    fail "--arch llama's pieces: $(grep '^model' "$T/log")"
+# ... and one nGPT cannot take is refused with the reason
+bad "--placement ngpt (--arch ngpt) needs --act swiglu: s_u and s_v scale its two branches" \
+    --arch ngpt --act gelu
+bad "--arch ngpt with --pos learned: refused: the embeddings are unit vectors" --arch ngpt \
+    --pos learned
+bad "--arch ngpt with --placement pre: refused: nGPT's residual is its own" --arch ngpt \
+    --placement pre
+bad "--placement ngpt (--arch ngpt) needs --norm none" --arch ngpt --norm ln
+printf 'arch = ngpt\nno-bias = false\n' >"$T/ngpt.ini"
+bad "--placement ngpt (--arch ngpt) needs --no-bias: a bias would move the unit vectors" \
+    --config "$T/ngpt.ini"
+printf 'arch = ngpt\nuntie = false\n' >"$T/tied.ini"
+bad "--arch ngpt with a tied head (untie = false): refused" --config "$T/tied.ini"
+
+[ $fails -eq 0 ] && echo "ok test_flags" || exit 1

@@ -108,18 +108,21 @@ METHODS = {
     # the init these runs were made with: the correlation r = 1 throughout (--dsl-r0 1, no
     # dropout), which the authors' recurrence from r0 = 0.221 replaced after part 1a was run
     "dsl": {"--placement": "dsl", "--dsl-r0": 1},
-    # nGPT (Loshchilov et al. 2024, arXiv 2410.01131; docs/layers.md): --arch ngpt replaces the
-    # config's norm and placement and brings what it needs, so it differs from the Pre-LN control
+    # nGPT (Loshchilov et al. 2024, arXiv 2410.01131; docs/layers.md): --arch ngpt with the
+    # config's norm and placement given as nGPT's (a preset does not override the config file's
+    # keys) and what it brings, so it differs from the Pre-LN control
     # in more than the block: RoPE for the learned position table (its embeddings enter the
     # sphere as they are), SwiGLU for GELU, and the paper's recipe, no weight decay (refused on
     # unit matrices) and no warmup (the config's 0.1 and 100 are given back). The FFN is 85 wide
     # so that its three matrices hold what Pre-LN's two of 128 hold (16320 against 16384 weights
     # a block; 3.340M parameters in all at 100 layers, Pre-LN 3.384M): the same size, each
     # method as its paper trains it, at its own best rate (part 1), is the paper's comparison.
-    "ngpt": {"--arch": "ngpt", "--n-ff": 85, "--weight-decay": 0, "--warmup": 0},
+    "ngpt": {"--arch": "ngpt", "--norm": "none", "--placement": "ngpt", "--n-ff": 85,
+             "--weight-decay": 0, "--warmup": 0},
     # the Pre-LN control with what nGPT brings besides the sphere (its paper's baseline is such a
-    # modern GPT): RMSNorm, RoPE, SwiGLU 85 wide, no biases; Pre-LN's decay and warmup
-    "llama": {"--arch": "llama", "--n-ff": 85},
+    # modern GPT): RMSNorm (given over the config's LayerNorm), RoPE, SwiGLU 85 wide, no biases;
+    # Pre-LN's decay and warmup
+    "llama": {"--arch": "llama", "--norm": "rms", "--n-ff": 85},
 }
 RATES = ["3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1"]
 ATTN_DIAG = {"--diag-attn-every": 10, "--diag-logz-every": 10}

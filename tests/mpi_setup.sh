@@ -18,9 +18,10 @@ fail() { echo "FAIL $NAME: $*"; fails=$((fails + 1)); }
 mpi() { # ranks, flags...
     n=$1
     shift
-    mpirun --allow-run-as-root --oversubscribe -np "$n" build-mpi/train --threads 1 "$@" >"$T/log" 2>&1
+    mpirun --allow-run-as-root --oversubscribe -np "$n" build-mpi/train --threads 1 --bucket-kb 16 \
+        "$@" >"$T/log" 2>&1
 }
 
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
-      --warmup 5 --schedule const --eval-every 5 --eval-batches 2 --log-every 1 --bucket-kb 16"
+      --warmup 5 --schedule const --eval-every 5 --eval-batches 2 --log-every 1"

@@ -32,7 +32,14 @@ static bool prepares_llmc(const void *o) {
     const mt_train_options *t = o;
     return t->prepare[0] && t->format == MT_PREPARE_LLMC;
 }
-static bool mpi_ranks(const void *o) { return (void)o, mt_dist_size() > 1; }
+static bool mpi_build(const void *o) {
+    (void)o;
+#ifdef MT_MPI
+    return true;
+#else
+    return false;
+#endif
+}
 
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
@@ -152,7 +159,7 @@ static const mt_field TRAIN[] = {
     F(bucket_kb, INT, "bucket_kb",
       "MPI: gradients are summed across ranks in buckets of this "
       "many KiB, each sent once the backward pass has finished it",
-      .range = "1..", .read = mpi_ranks, .read_by = "a run of more than one MPI rank"),
+      .range = "1..", .read = mpi_build, .read_by = "a build with MPI (make MPI=1)"),
     F(zero, INT, "zero",
       "MPI: 1 shards the optimizer state across the ranks (ZeRO-1: each rank updates its share "
       "of the tensors, docs/mpi.md); 0: every rank holds all of it",

@@ -13,28 +13,44 @@
 # MPI=1 builds with mpicc into build-mpi/ (./build-mpi/train runs under mpirun; docs/mpi.md).
 
 MPI      ?= 0
+# CROSS=aarch64 builds with the cross compiler aarch64-linux-gnu-gcc into build-aarch64/ (make
+# deps-cross installs it and the arm64 libraries; make test-aarch64 runs the tests under qemu).
+CROSS    ?=
 ifeq ($(MPI),1)
 BUILD    ?= build-mpi
 CC       := mpicc
 MPI_FLAGS := -DMT_MPI
+else ifneq ($(CROSS),)
+BUILD    ?= build-$(CROSS)
+CC       := $(CROSS)-linux-gnu-gcc
 else
 BUILD    ?= build
 CC       := gcc
 endif
 PORTABLE ?= 0
 OPT      ?= -O3
-BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
+# the libraries of the compiler's target (x86_64-linux-gnu, aarch64-linux-gnu: Debian's multiarch)
+TRIPLET  := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_DIR := /usr/lib/$(TRIPLET)/openblas-openmp
+BLAS_INC := /usr/include/$(TRIPLET)/openblas-openmp
 
-# oneDNN (libdnnl-dev) when its header is present: the GEMM layer's second backend and bf16.
-# DNNL=0 builds without it (OpenBLAS only; --precision bf16 is refused).
-DNNL ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+# oneDNN (libdnnl-dev) when the target's library is present: the GEMM layer's second backend and
+# bf16. DNNL=0 builds without it (OpenBLAS only; --precision bf16 is refused).
+DNNL ?= $(if $(wildcard /usr/lib/$(TRIPLET)/libdnnl.so),1,0)
 ifeq ($(DNNL),1)
 DNNL_FLAGS := -DMT_DNNL
 DNNL_LIB   := -ldnnl
 endif
 
-ifeq ($(PORTABLE),1)
+# ARCH: the build's instruction sets. aarch64: -march=native where it runs, else (a cross build)
+# ARMv8-A with the CRC extension (every aarch64 server and the Raspberry Pi 3 and later have it).
+ifneq ($(filter aarch64-%,$(TRIPLET)),)
+ifeq ($(PORTABLE)$(CROSS),0)
+ARCH := -march=native
+else
+ARCH := -march=armv8-a+crc
+endif
+else ifeq ($(PORTABLE),1)
 ARCH := -march=x86-64 -mtune=generic
 else
 ARCH := -march=native
@@ -68,7 +84,7 @@ DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind \
              qemu-user $(DEPS_MPI)
 
-.PHONY: all test asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+.PHONY: all test test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
@@ -118,6 +134,18 @@ $(PROGS): %: $(BUILD)/%
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# make test-aarch64: the cross build (CROSS=aarch64, build-aarch64/) and every test of it under
+# qemu-aarch64 (tests/qemu.sh); skips with a message where the cross tools are absent
+# (make deps-cross installs them).
+test-aarch64:
+	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && \
+	  [ -e /usr/lib/aarch64-linux-gnu/openblas-openmp ]; then \
+	  $(MAKE) CROSS=aarch64 qemu-test; \
+	else echo "test-aarch64: SKIPPED (needs aarch64-linux-gnu-gcc, qemu-aarch64 and the arm64" \
+	  "libraries: make deps-cross)"; fi
+qemu-test: all $(TESTS) $(DRIVERS)
+	@sh tests/qemu.sh $(BUILD)
 
 # scripts/check_links.py: the Markdown pages' relative links and anchors (make test runs it too,
 # as tests/test_links.sh).
@@ -192,8 +220,18 @@ deps deps-test:
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+# The aarch64 cross compiler, qemu-user and the arm64 libraries (Debian's multiarch) of
+# make CROSS=aarch64 and make test-aarch64.
+DEPS_CROSS := gcc-aarch64-linux-gnu qemu-user libopenblas-openmp-dev:arm64 libopenblas0-openmp:arm64 \
+              libcjson-dev:arm64 libstb-dev:arm64 zlib1g-dev:arm64 libgomp1:arm64
+deps-cross:
+	@sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	dpkg --print-foreign-architectures | grep -qx arm64 || \
+	  { $$sudo dpkg --add-architecture arm64 && $$sudo apt-get update -q; }; \
+	$(MAKE) deps PKGS="$(DEPS_CROSS)"
+
 clean:
-	rm -rf build build-asan build-valgrind build-fuzz build-mpi $(PROGS)
+	rm -rf build build-asan build-valgrind build-fuzz build-mpi build-aarch64 build-portable $(PROGS)
 
 .SECONDARY: $(TESTLIB) $(OBJ)
 

@@ -39,6 +39,13 @@ const char *test_write_dict(const char *dir, int n);
 /* max_i |a_i - b_i| / max(max_i |b_i|, tiny): the error relative to the reference's scale
    (infinite where a difference is NaN). */
 double max_rel_err(const float *a, const float *b, size_t n);
+/* The largest of x[0..n) (n >= 1), a reference's max: in float, which is exact (GCC 12 for
+   aarch64 fails, an ICE, on an fmax reduction of floats widened to double). */
+static inline double max_of(const float *x, int n) {
+    float m = x[0];
+    for (int i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
 /* The worse of a running worst error and a new one, infinite where the new one is NaN (fmax
    would pass over it, and a NaN result would pass every check that follows). */
 static inline double worst_err(double worst, double err) {

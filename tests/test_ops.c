@@ -215,8 +215,7 @@ static void r_softmax(mt_tensor **x, const void *a, double *y) {
     int C = mt_cols(x[0]);
     for (int r = 0; r < mt_rows(x[0]); r++) {
         const float *xr = x[0]->data + (size_t)r * C;
-        double mx = -INFINITY, s = 0;
-        for (int j = 0; j < C; j++) mx = fmax(mx, xr[j]);
+        double mx = max_of(xr, C), s = 0;
         for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
         for (int j = 0; j < C; j++) y[(size_t)r * C + j] = exp(xr[j] - mx) / s;
     }
@@ -228,8 +227,7 @@ static void r_cross_entropy(mt_tensor **x, const void *a, double *y) {
     for (int r = 0; r < mt_rows(x[0]); r++) {
         if (t->ids[r] == t->ignore) continue;
         const float *xr = x[0]->data + (size_t)r * C;
-        double mx = -INFINITY, s = 0;
-        for (int j = 0; j < C; j++) mx = fmax(mx, xr[j]);
+        double mx = max_of(xr, C), s = 0;
         for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
         double lse = mx + log(s), mean_x = 0;
         for (int j = 0; j < C; j++) mean_x += xr[j] / (double)C;
@@ -611,8 +609,7 @@ static void test_cross_entropy(void) {
         double loss2 = 0;
         mt_tensor *all = mt_cross_entropy(&c, kept, t_all, -100, o);
         for (int rr = 0; rr < 4; rr += 2) { /* the mean of rows 0 and 2 alone */
-            double mx = -INFINITY, s = 0, mean_x = 0;
-            for (int j = 0; j < V; j++) mx = fmax(mx, x->data[rr * V + j]);
+            double mx = max_of(x->data + rr * V, V), s = 0, mean_x = 0;
             for (int j = 0; j < V; j++) s += exp(x->data[rr * V + j] - mx);
             for (int j = 0; j < V; j++) mean_x += x->data[rr * V + j] / (double)V;
             double lse = mx + log(s);

@@ -114,8 +114,10 @@ static mt_status logz_row(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
     double sum = 0, top = -INFINITY;
     for (int r = 0; r < rows; r++) {
         const float *x = y->data + (size_t)r * V;
-        double m = -INFINITY, s = 0;
-        for (int j = 0; j < V; j++) m = fmax(m, x[j]);
+        float mx = -INFINITY; /* the max in float (exact), then in double: GCC 12 for aarch64
+                                 fails (ICE) on an fmax reduction of floats widened to double */
+        for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
+        double m = mx, s = 0;
         for (int j = 0; j < V; j++) s += exp(x[j] - m);
         sum += m + log(s), top = fmax(top, m + log(s));
     }

@@ -16,5 +16,6 @@
 #include "train/train.h"
 #include "diag/diag.h"
 #include "train/options.h"
+#include "app/app.h"
 
 #endif

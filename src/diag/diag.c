@@ -10,6 +10,7 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
+#include "../train/train.h"
 #include "diag.h"
 
 /* Each parameter's group in P's order: 4 i + (attn_norm 0, attn 1, ffn_norm 2, ffn 3) for block
@@ -174,6 +175,9 @@ static mt_status probe_check(const mt_diag_cfg *cfg, const mt_trainer *tr, mt_er
 mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
     memset(d, 0, sizeof *d);
     d->cfg = *cfg;
+    if (mt_dist_size() > 1 && (cfg->grad_every || cfg->update_steps || cfg->resid_every))
+        return mt_errorf(err, MT_EINVAL,
+                         "the --diag-* diagnostics run in one process, not under mpirun");
     if (cfg->grad_every < 0 || cfg->update_steps < 0 || cfg->resid_every < 0 || cfg->batch < 0)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-grad-every %d, --diag-update-steps %d, --diag-resid-every %d, "

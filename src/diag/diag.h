@@ -47,20 +47,11 @@
 #include <stdio.h>
 
 #include "../tensor/base.h"
+#include "../train/options.h"
 #include "../train/train.h"
 
 /* The fixed batch: the task's probe_rows of seed (the run's) ^ MT_DIAG_SEED. */
 #define MT_DIAG_SEED 0x4449414742415443ULL
-
-typedef struct {
-    int grad_every;   /* 0: no diag_grad.csv */
-    int update_steps; /* 0: no diag_update.csv */
-    int resid_every;  /* 0: no diag_resid.csv */
-    int attn_every;   /* 0: no diag_attn.csv */
-    int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
-    int logz_every;   /* 0: no diag_logz.csv */
-    int skip_every;   /* 0: no diag_skip.csv */
-} mt_diag_cfg;
 
 typedef struct {
     mt_diag_cfg cfg;

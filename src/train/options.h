@@ -7,7 +7,6 @@
 #ifndef MT_TRAIN_OPTIONS_H
 #define MT_TRAIN_OPTIONS_H
 
-#include "../diag/diag.h"
 #include "../io/fields.h"
 #include "train.h"
 
@@ -23,6 +22,17 @@ typedef struct {
     bool resize;              /* --no-resize clears it */
     int bad_images;           /* mt_bad_images */
 } mt_data_options;
+
+/* ./train --diag-*: which of src/diag's CSVs a run writes (diag.h says what each holds). */
+typedef struct {
+    int grad_every;   /* 0: no diag_grad.csv */
+    int update_steps; /* 0: no diag_update.csv */
+    int resid_every;  /* 0: no diag_resid.csv */
+    int attn_every;   /* 0: no diag_attn.csv */
+    int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
+    int logz_every;   /* 0: no diag_logz.csv */
+    int skip_every;   /* 0: no diag_skip.csv */
+} mt_diag_cfg;
 
 /* --recompute: what a training step keeps for the backward. */
 typedef enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_BLOCK } mt_recompute_mode;

@@ -29,8 +29,8 @@ work) everything.
 --includes also checks that every src/ file includes the header of each mt_ / MT_ name it uses,
 itself or through a header of its own directory (include_uses says how; clean today, not yet in
 the test while other branches merge). --models also checks the last rule of design.md's:
-nothing above src/models (the programs, src/train, src/io, src/diag, src/app) nor beside it (src/tasks,
-which reaches a model through its type) names a model (mt_gpt*, mt_vit*, mt_encdec*).
+nothing above src/models (the programs, src/train, src/io, src/diag, src/app) nor beside it
+(src/tasks, which reaches a model through its type) names a model (mt_gpt*, mt_vit*, mt_encdec*).
 
 Prints each cycle with the symbols or includes that make it, each layering violation, and exits 1
 when there is any not allowed by --allow (a cycle given as two files, A.c:B.c: the cycle that

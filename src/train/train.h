@@ -1,7 +1,7 @@
 /* mt train: a model trained on its data (the loop's step, evaluation, resume) and the
  * checkpoints; data parallelism across threads (replicas) and processes (MPI). The programs
- * train.c and infer.c are thin shells over this module; what is particular to a model is behind
- * its type (src/models/model.h), to its data behind its task (src/tasks/task.h). */
+ * train.c and infer.c are thin shells over this module and src/app; what is particular to a model
+ * is behind its type (src/models/model.h), to its data behind its task (src/tasks/task.h). */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 

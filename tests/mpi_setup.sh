@@ -1,20 +1,13 @@
 # Sourced by the MPI tests (tests/test_mpi.sh, tests/test_zero.sh) with NAME set to the test's
-# name: skips the test (exit 0, with a line saying so) when mpicc or mpirun is missing, builds
-# build-mpi/train, and defines $T (a temporary directory, removed on exit), fail (counts into
-# $fails), mpi RANKS FLAGS... (./train under mpirun, one thread a rank, its output in $T/log), a
-# 60 KB slice of tiny Shakespeare in $T/text.txt and $TINY, a 2-layer GPT's flags on it.
-B=${MT_BUILD:-build}
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-    echo "SKIPPED $NAME: mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
-    exit 0
-fi
+# name: tests/lib.sh's preamble, skips the test where mpicc or mpirun is missing (need_mpi),
+# builds build-mpi/train, and defines mpi RANKS FLAGS... (./train under mpirun, one thread a
+# rank, its output in $T/log), a 60 KB slice of tiny Shakespeare in $T/text.txt and $TINY, a
+# 2-layer GPT's flags on it.
+. "$(dirname "$0")/lib.sh"
+need_mpi
 # a make of ours (make test, make asan) must not pass its variables to this build
-MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { echo "FAIL $NAME: make MPI=1"; exit 1; }
+MAKEFLAGS= MFLAGS= make -s MPI=1 build-mpi/train >/dev/null || { fail "make MPI=1"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-T=$(mktemp -d "/tmp/mt_${NAME}_XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL $NAME: $*"; fails=$((fails + 1)); }
 mpi() { # ranks, flags...
     n=$1
     shift

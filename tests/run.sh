@@ -3,6 +3,8 @@
 # every PyTorch parity script
 # (tests/parity/test_*.py, with Debian's /usr/bin/python3), and ends with the line
 # "N passed, N failed" (", N skipped" when torch is missing and parity could not run).
+NAME=run
+. "$(dirname "$0")/lib.sh"
 pass=0 fail=0 skip=0 failed=""
 run() { # name, command...
     name=$1
@@ -13,14 +15,13 @@ run() { # name, command...
 }
 for t in "$@"; do run "$(basename "$t")" "$t"; done
 for t in tests/test_*.sh; do [ -e "$t" ] && run "$(basename "$t")" sh "$t"; done
-if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
+if has_torch; then
     for p in tests/parity/test_*.py; do
         [ -e "$p" ] && run "$(basename "$p")" /usr/bin/python3 "$p"
     done
 else
     for p in tests/parity/test_*.py; do [ -e "$p" ] && skip=$((skip + 1)); done
-    echo "SKIPPED $skip parity test(s): /usr/bin/python3 cannot import torch and numpy" \
-         "(make deps-test installs python3-torch)"
+    echo "SKIPPED $skip parity test(s): $TORCH_MISSING"
 fi
 [ -n "$failed" ] && echo "failed:$failed"
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"

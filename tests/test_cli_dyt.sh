@@ -4,11 +4,8 @@
 # whose checkpoint has every *norm.weight tensor (the blocks' and the final norm's) set to the
 # value, then resumed to the same step. Its refusals are in test_cli.sh. MT_BUILD names the build
 # directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_dyt_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_dyt: $*"; fails=$((fails + 1)); }
+NAME=test_cli_dyt
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || { cat "$T/log"; return 1; }; }
 # safetensors FILE set VALUE: every element of the *norm.weight tensors := VALUE (the depth
 # study's edit, scripts/mtrun.py set_tensors); FILE count VALUE: how many such tensors hold VALUE
@@ -61,5 +58,4 @@ for norm in dyt derf; do
     done
 done
 
-[ $fails -eq 0 ] && echo "test_cli_dyt: ok"
-[ $fails -eq 0 ]
+finish

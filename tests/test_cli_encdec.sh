@@ -6,19 +6,12 @@
 # and beam), scores a split of a dictionary (refuses an empty one), and names characters outside
 # its letters.
 # MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_encdec_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_encdec: $*"; fails=$((fails + 1)); }
+NAME=test_cli_encdec
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1; }
 infer() { "$B/infer" --threads 1 "$@" 2>"$T/log"; }
 
-CMU=/usr/share/festival/dicts/cmu/cmudict-0.4.out
-if [ ! -r "$CMU" ]; then
-    echo "test_cli_encdec: skipped ($CMU missing: apt-get install festlex-cmu, or make deps)"
-    exit 0
-fi
+has_cmudict || skip "$CMU_MISSING"
 head -n 800 "$CMU" >"$T/dict" # 799 entries of 786 words
 WORDS=786
 TINY="--model encdec --data $T/dict --enc-layers 1 --dec-layers 1 --n-head 2 --n-embd 16
@@ -87,5 +80,4 @@ infer --checkpoint "$C" --score-file "$T/two" --split test
 "$B/infer" --info "$C" | grep -q "encdec" || fail "--info"
 infer --checkpoint "$C" --prompt "x" && fail "an encdec checkpoint sampled text"
 
-[ $fails -eq 0 ] && echo "test_cli_encdec: ok"
-[ $fails -eq 0 ]
+finish

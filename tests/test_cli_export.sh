@@ -5,11 +5,8 @@
 # eps or rope_theta other than run.c's built-in ones (GGUF stores them), a ViT and an
 # encoder-decoder checkpoint are refused by type, --f16 is gguf's only, a bad flag or path is
 # named. MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_export_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_export: $*"; fails=$((fails + 1)); }
+NAME=test_cli_export
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || { fail "train $*: $(tail -n 3 "$T/log")"; return 1; }; }
 export_() { "$B/export" "$@" >"$T/out" 2>"$T/err"; }
 # refused: exit 2 and each of the words in the message
@@ -106,5 +103,4 @@ refused "no --out" "--out" --checkpoint "$T/llama/model.safetensors"
 refused "no checkpoint" "--checkpoint" --checkpoint "$T/none.safetensors" --out "$T/x"
 "$B/export" --help | grep -q "llama2c|gguf" || fail "--help"
 
-[ $fails -eq 0 ] && echo "test_cli_export: ok"
-[ $fails -eq 0 ]
+finish

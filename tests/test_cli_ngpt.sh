@@ -4,11 +4,8 @@
 # bit-identically, generates from its checkpoint with and without the KV cache alike, scores;
 # ./export refuses it; bad combinations exit 2 naming the reason. MT_BUILD names the build
 # directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_ngpt_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_ngpt: $*"; fails=$((fails + 1)); }
+NAME=test_cli_ngpt
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 infer() { "$B/infer" --threads 2 "$@" 2>"$T/log"; }
 
@@ -94,5 +91,4 @@ printf 'hello hh ax0 l ow1\nworld w er1 l d\ncat k ae1 t\ndog d ao1 g\n' >"$T/di
 bad "--placement ngpt: nGPT is the GPT's.*no cross-attention" --model encdec --data "$T/dict.txt" \
     --placement ngpt
 
-[ "$fails" -eq 0 ] && echo "test_cli_ngpt: ok"
-[ "$fails" -eq 0 ]
+finish

@@ -4,11 +4,8 @@
 # this build and CPU have it, bf16; Lion); the options are saved in the checkpoint; Muon's state
 # resumed with another optimizer and bad values exit 2 with a message naming the flag.
 # MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_optim_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_optim: $*"; fails=$((fails + 1)); }
+NAME=test_cli_optim
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
@@ -58,11 +55,10 @@ train --resume --out "$T/once" --steps 40 --optim adamw; rc=$?
     fail "muon state resumed with adamw: exit $rc, $(cat "$T/log")"
 resume "muon plain match-adamw" "$MUON --no-nesterov --muon-scale match-adamw --ns-steps 3"
 resume lion "--optim lion --lr 1e-3"
-if "$B/train" --threads 1 $TINY --steps 1 --warmup 0 --precision bf16 --out "$T/probe" \
-    >/dev/null 2>&1; then
+if has_bf16; then
     resume "muon bf16" "$MUON --precision bf16"
 else
-    echo "test_cli_optim: no bf16 here: Muon in bf16 not resumed"
+    skip_case "Muon in bf16" "$BF16_WHY"
 fi
 
 # bad values: exit 2, the flag and what is accepted in the message
@@ -84,4 +80,4 @@ bad "no-nesterov applies to --optim muon only" --optim lion --no-nesterov
 bad "lion-beta2 1; each must be in \[0, 1)" --optim lion --lion-beta2 1
 bad "is not one of reference|match-adamw" --optim muon --muon-scale rms
 
-[ $fails -eq 0 ] && echo "test_cli_optim: ok" || { echo "test_cli_optim: $fails failed"; exit 1; }
+finish

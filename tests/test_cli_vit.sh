@@ -4,11 +4,8 @@
 # a broken file is skipped or rejected as asked, the InstanceNorm + mean-pooling trap is refused,
 # a ViT checkpoint classifies image files and refuses to generate text, the preview PNG has the
 # documented size. MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cli_vit_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cli_vit: $*"; fails=$((fails + 1)); }
+NAME=test_cli_vit
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1; }
 infer() { "$B/infer" --threads 1 "$@" 2>"$T/log"; }
 
@@ -98,5 +95,4 @@ infer --info "$M" | grep -q "^model       vit$" || fail "--info of a ViT"
 size=$(od -An -tu1 -j16 -N8 "$T/grid.png" | awk '{ print $3 * 256 + $4, $7 * 256 + $8 }')
 [ "$size" = "180 144" ] || fail "preview size $size, want 180 144"
 
-[ $fails -eq 0 ] && echo "test_cli_vit: ok"
-[ $fails -eq 0 ]
+finish

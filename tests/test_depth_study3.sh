@@ -14,22 +14,18 @@
 # and 15% (the same weights; its own batch and probe batch). long: every method and seed kept, in
 # the page; a run stopped after a checkpoint resumes from it and ends with the uninterrupted
 # run's metrics. Skipped without Debian's python3-torch (the twin).
-if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
-    echo "SKIPPED test_depth_study3: /usr/bin/python3 cannot import torch (make deps-test)"
-    exit 0
-fi
-# a directory of its own: two checkouts may run this test at once
-S=$(mktemp -d /tmp/mt-depth-study-3-smoke.XXXXXX) || exit 1
-trap 'rm -rf "$S" "$S.log"' EXIT
+NAME=test_depth_study3
+. "$(dirname "$0")/lib.sh"
+has_torch || skip "$TORCH_MISSING"
+S=$T/smoke # a directory of its own: two checkouts may run this test at once
 for part in peri lr-12 ngpt-steps curse dyt dyt-twin long report; do
-    python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$S.log" 2>&1 ||
-        { echo "FAIL test_depth_study3: $part: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
+    python3 scripts/depth_study3.py $part --smoke --smoke-dir "$S" >>"$T/log" 2>&1 ||
+        { fail "$part: $(tail -n 20 "$T/log")"; exit 1; }
 done
 # run again: every run has its row, nothing runs
-python3 scripts/depth_study3.py lr-12 --smoke --smoke-dir "$S" >"$S.log" 2>&1 &&
-    grep -q "lr-12: 0 runs to go" "$S.log" ||
-    { echo "FAIL test_depth_study3: again: $(tail -n 20 "$S.log")"; rm -f "$S.log"; exit 1; }
-rm -f "$S.log"
+python3 scripts/depth_study3.py lr-12 --smoke --smoke-dir "$S" >"$T/log" 2>&1 &&
+    grep -q "lr-12: 0 runs to go" "$T/log" ||
+    { fail "again: $(tail -n 20 "$T/log")"; exit 1; }
 python3 - "$S" <<'PY'
 import csv, json, os, sys
 sys.path.insert(0, "scripts")

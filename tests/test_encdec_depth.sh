@@ -4,12 +4,9 @@
 # its CSV; the page rebuilt from the kept files has a cell for every placement and depth, the
 # figures and the notes; --reuse runs only the runs without a kept row. Skipped without
 # festlex-cmu.
-T=$(mktemp -d /tmp/mt_test_encdec_depth_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-[ -r /usr/share/festival/dicts/cmu/cmudict-0.4.out ] ||
-    { echo "test_encdec_depth: skipped (festlex-cmu not installed)"; exit 0; }
-fails=0
-fail() { echo "FAIL test_encdec_depth: $*"; fails=$((fails + 1)); }
+NAME=test_encdec_depth
+. "$(dirname "$0")/lib.sh"
+has_cmudict || skip "$CMU_MISSING"
 S="scripts/encdec_depth.py --smoke --dir $T"
 D="$T/docs"
 python3 $S >"$T/log" 2>&1 || fail "exit $?: $(tail -5 "$T/log")"
@@ -56,5 +53,4 @@ R=$(cd scripts && python3 -c 'from encdec_depth import relabel
 print(*(relabel({"label": l, "wer": w})["label"] for l, w in
         (("trained", "1.000000"), ("trained", "0.74"), ("diverged", "1"), ("trained", ""))))')
 [ "$R" = "stalled trained diverged trained" ] || fail "relabel: $R"
-[ $fails -eq 0 ] && echo "test_encdec_depth: ok"
-[ $fails -eq 0 ]
+finish

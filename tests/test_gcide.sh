@@ -3,10 +3,8 @@
 # database's own entry is left out, the preface before the first headword goes, pronunciation
 # markup and source lines go, wrapped lines join, an entry two words share is written once, and
 # a missing dictionary is an error naming the package.
-T=$(mktemp -d /tmp/mt_test_gcide_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_gcide: $*"; fails=$((fails + 1)); }
+NAME=test_gcide
+. "$(dirname "$0")/lib.sh"
 python3 - "$T" <<'PY' || fail "could not build the test database"
 import gzip, sys
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -43,5 +41,4 @@ grep -q "2 entries" "$T/log" || fail "entry count: $(cat "$T/log")"
 python3 scripts/gcide_text.py --dict "$T/none.dz" --index "$T/t.index" -o "$T/o2.txt" >"$T/log" 2>&1
 [ $? -ne 0 ] && grep -q "dict-gcide" "$T/log" && [ ! -e "$T/o2.txt" ] ||
     fail "a missing dictionary: $(cat "$T/log")"
-[ $fails -eq 0 ] && echo "test_gcide: ok"
-[ $fails -eq 0 ]
+finish

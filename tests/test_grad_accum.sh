@@ -8,11 +8,8 @@
 # step's time here), then resumed, ends bit-identical too, with dropout. A checkpoint is only
 # written after an update, and a step's micro-batches are a function of the state it saves (the
 # sampler's and dropout's RNGs, drawn at the step's start): no state inside a step is needed.
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_grad_accum_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_grad_accum: $*"; fails=$((fails + 1)); }
+NAME=test_grad_accum
+. "$(dirname "$0")/lib.sh"
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --lr 3e-3 --warmup 5
       --schedule const --eval-every 5 --eval-batches 2 --log-every 1 --threads 1"
@@ -89,5 +86,4 @@ cmp -s "$T/ref/optim.safetensors" "$T/k/optim.safetensors" ||
     fail "killed and resumed: other losses, learning rates or gradient norms"
 echo "test_grad_accum: $kills kills (the last near step ${step:-?} of 2000), resumed to" \
     "identical bits"
-[ $fails -eq 0 ] && echo "test_grad_accum: ok"
-[ $fails -eq 0 ]
+finish

@@ -9,23 +9,19 @@
 #  3. a run with --label-smoothing 0.1 trains: in 40 steps its plain validation loss falls below the
 #     first logged training loss by a margin each model clears (the tiny ViT learns slowest).
 # MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_ls_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_label_smoothing: $*"; fails=$((fails + 1)); }
+NAME=test_label_smoothing
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 GPT="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --emb-std 0.5"
 VIT="--model vit --data data/mnist --patch 7 --n-layer 1 --n-head 2 --n-embd 16 --batch 16"
-CMU=/usr/share/festival/dicts/cmu/cmudict-0.4.out
 ENCDEC=
-if [ -r "$CMU" ]; then
+if has_cmudict; then
     head -n 800 "$CMU" >"$T/dict"
     ENCDEC="--model encdec --data $T/dict --enc-layers 1 --dec-layers 1 --n-head 2 --n-embd 16 --batch 16"
 else
-    echo "test_label_smoothing: encdec skipped ($CMU missing: apt-get install festlex-cmu)"
+    skip_case encdec "$CMU_MISSING"
 fi
 
 check_model() { # name, margin of 3, flags
@@ -62,5 +58,4 @@ check_model gpt 1 $GPT
 check_model vit 0.1 $VIT
 [ -n "$ENCDEC" ] && check_model encdec 0.3 $ENCDEC
 
-[ "$fails" -eq 0 ] && echo "test_label_smoothing: ok"
-[ "$fails" -eq 0 ]
+finish

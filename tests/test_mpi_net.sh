@@ -9,19 +9,14 @@
 # (a sum of two ranks' gradients brings each about all of them: half in the reduce, half in the
 # gather). Needs root and iproute2; skipped with a line saying so where network namespaces
 # cannot be made (a container without CAP_SYS_ADMIN).
-B=${MT_BUILD:-build}
-skip() { echo "SKIPPED test_mpi_net: $*"; exit 0; }
-command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
-    skip "mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
-command -v ip >/dev/null || skip "ip missing (make deps-test installs iproute2)"
+NAME=test_mpi_net
+. "$(dirname "$0")/lib.sh"
+need_mpi
 NA=mt-net-a-$$ NB=mt-net-b-$$ VA=mtva$$ VB=mtvb$$
-ip netns add "$NA" 2>/dev/null || skip "cannot create a network namespace (needs root)"
-T=$(mktemp -d /tmp/mt_test_mpi_net_XXXXXX)
 trap 'ip netns del "$NA" 2>/dev/null; ip netns del "$NB" 2>/dev/null; [ -n "$KEEP" ] || rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_mpi_net: $*"; fails=$((fails + 1)); }
+need_netns "$NA" "$NB"
 # the link: 10.77.0.1 (NA) <-> 10.77.0.2 (NB); deleting a namespace deletes its end of the pair
-ip netns add "$NB" && ip link add "$VA" type veth peer name "$VB" &&
+ip link add "$VA" type veth peer name "$VB" &&
     ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB" &&
     ip -n "$NA" addr add 10.77.0.1/24 dev "$VA" && ip -n "$NB" addr add 10.77.0.2/24 dev "$VB" &&
     ip -n "$NA" link set lo up && ip -n "$NB" link set lo up &&
@@ -86,5 +81,4 @@ net_check() { # dir what [flags]
 # unsharded run's bits, tests/test_zero.sh)
 net_check net "2 ranks"
 net_check netz "2 ranks, --zero 1" --zero 1
-[ $fails -eq 0 ] && echo "test_mpi_net: ok"
-[ $fails -eq 0 ]
+finish

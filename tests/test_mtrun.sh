@@ -9,15 +9,14 @@
 # columns; run() with its exit status, log and timeout; flags(), copy_columns(), scores(),
 # log_field(), diverged_at(), progress_evals(), label() and byte_entropy() on known inputs.
 # MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_mtrun_XXXXXX)
-trap 'rm -rf "$T"' EXIT
+NAME=test_mtrun
+. "$(dirname "$0")/lib.sh"
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 "$B/train" --threads 1 --data "$T/text.txt" --n-layer 3 --n-head 2 --n-embd 16 --n-ctx 16 \
     --batch 4 --steps 12 --eval-every 4 --eval-batches 1 --log-every 2 --diag-grad-every 4 \
     --diag-update-steps 4 --diag-resid-every 4 --diag-attn-every 4 --diag-logz-every 4 \
     --diag-skip-every 4 --out "$T/run" >"$T/log" 2>&1 ||
-    { echo "FAIL test_mtrun: train: $(cat "$T/log")"; exit 1; }
+    { fail "train: $(cat "$T/log")"; exit 1; }
 exec python3 - "$T" <<'EOF'
 import math, os, sys
 sys.path.insert(0, "scripts")

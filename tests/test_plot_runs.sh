@@ -3,11 +3,8 @@
 # plotted side by side into a PNG of sensible size, labelled by the options they differ in; a
 # metrics.csv of the older format still plots; a directory holding no run, or none at all, is an
 # error naming it (exit 2). MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_plot_runs_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_plot_runs: $*"; fails=$((fails + 1)); }
+NAME=test_plot_runs
+. "$(dirname "$0")/lib.sh"
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1 || fail "train $*: $(cat "$T/log")"; }
 # the PNG signature, then a width and height (IHDR) above min: $1 png, $2 min width, $3 min height
 png_ok() {
@@ -16,7 +13,7 @@ png_ok() {
     h=$(od -An -tu1 -j20 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
     [ "$w" -ge "$2" ] && [ "$h" -ge "$3" ]
 }
-command -v gnuplot >/dev/null || { echo "test_plot_runs: gnuplot missing (make deps)"; exit 1; }
+command -v gnuplot >/dev/null || { fail "gnuplot missing (make deps)"; exit 1; }
 
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 --steps 12
@@ -125,5 +122,4 @@ out=$(python3 scripts/plot-runs "$T/nowhere" 2>&1)
 python3 scripts/plot-runs >/dev/null 2>&1
 [ $? -eq 2 ] || fail "no argument accepted"
 
-[ $fails -eq 0 ] && echo "test_plot_runs: ok"
-[ $fails -eq 0 ]
+finish

@@ -7,12 +7,10 @@
 #     continues; the run resumed to the end ends with the same bits (model tensors, optimizer
 #     state, every logged loss) as an uninterrupted one, with a cosine schedule, warmup and dropout.
 # MT_BUILD names the build directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_rel_XXXXXX)
-L=$(mktemp /tmp/mt_test_rel_log_XXXXXX)
+NAME=test_reliability
+. "$(dirname "$0")/lib.sh"
+L=$(mktemp /tmp/mt_test_rel_log_XXXXXX) # outside $T: the bad runs' check finds $T's new files
 trap 'rm -rf "$T" "$L"' EXIT
-fails=0
-fail() { echo "FAIL test_reliability: $*"; fails=$((fails + 1)); }
 
 D=$T/d                 # inputs
 W=$T/w                 # the working directory of the bad runs: must stay empty
@@ -193,13 +191,15 @@ done
 
 # oneDNN limited by its environment below bf16 (where bf16 runs at all): a refusal naming the
 # variable, before anything is written (it was an abort in the first product)
-if "$B/train" $TINY --precision bf16 --steps 1 --out "$T/bf16" >"$L" 2>&1; then
+if has_bf16; then
     for prog in "train $TINY --steps 1 --out $W/bf16" "infer --checkpoint $M --prompt hi"; do
         (cd "$W" && ONEDNN_MAX_CPU_ISA=AVX2 exec "$OLDPWD/$B/"$prog --precision bf16 >"$L" 2>&1)
         rc=$?
         [ $rc -eq 2 ] && grep -qF "ONEDNN_MAX_CPU_ISA=AVX2" "$L" && [ -z "$(ls -A "$W")" ] ||
             fail "bf16 under ONEDNN_MAX_CPU_ISA=AVX2 ($prog): exit $rc: $(cat "$L")"
     done
+else
+    skip_case "ONEDNN_MAX_CPU_ISA" "$BF16_WHY"
 fi
 
 # refusals in time linear in the size of the input (look-ups by name are hashed): a model of
@@ -273,5 +273,4 @@ cmp -s "$T/ref/optim.safetensors" "$T/k/optim.safetensors" || fail "killed and r
 [ "$(cut -d, -f1,2,4,5 "$T/ref/metrics.csv")" = "$(cut -d, -f1,2,4,5 "$T/k/metrics.csv")" ] ||
     fail "killed and resumed: other losses, learning rates or gradient norms"
 echo "test_reliability: $n bad inputs; $kills kills (the last at step ${step:-?} of 5000), resumed to identical bits"
-[ $fails -eq 0 ] && echo "test_reliability: ok"
-[ $fails -eq 0 ]
+finish

@@ -5,10 +5,8 @@
 # its checkpoint, the second resumed to the end), the CSVs and the page; then --bench. The two
 # parts must give the losses of one run never stopped, every step once in metrics.csv, and the
 # bench's --recompute block a smaller peak RSS than none.
-T=$(mktemp -d /tmp/mt_test_scale_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_scale: $*"; fails=$((fails + 1)); }
+NAME=test_scale
+. "$(dirname "$0")/lib.sh"
 MODEL="--n-layer 2 --n-embd 64 --n-head 2 --n-ctx 64"
 FLAGS="$MODEL --steps 30 --warmup 3 --save-every 5 --eval-every 10 --eval-batches 2"
 if [ -e /usr/share/dictd/gcide.dict.dz ]; then
@@ -47,5 +45,4 @@ scale --bench --bench-steps 2 --train-flags "--n-layer 4 --n-embd 128 --n-head 4
 awk -F, '$1 == "none" { n = $6 } $1 == "block" { b = $6 }
          END { exit !(n > 0 && b > 0 && b < n) }' "$T/scale/bench.csv" ||
     fail "bench: $(cat "$T/scale/bench.csv")"
-[ $fails -eq 0 ] && echo "test_scale: ok"
-[ $fails -eq 0 ]
+finish

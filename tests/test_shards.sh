@@ -5,12 +5,10 @@
 # nanoGPT's raw train.bin/val.bin (meta.json or --data-vocab); a run on shards resumes bit-exactly;
 # bad shards exit 2 naming the file and what was expected, writing nothing; --prepare on a full
 # disk leaves the previous token file as it was. MT_BUILD names the build directory.
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_shards_XXXXXX)
+NAME=test_shards
+. "$(dirname "$0")/lib.sh"
 MNT=$T/tiny
 trap 'umount "$MNT" 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_shards: $*"; fails=$((fails + 1)); }
 train() { "$B/train" --threads 1 "$@" >"$T/log" 2>&1; }
 PY=/usr/bin/python3
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
@@ -178,8 +176,7 @@ EOF
         fail "peak RSS grows with the corpus: $large KiB on 192 MiB, $small KiB on 2 MiB"
     rm -rf "$T/rss"
 else
-    echo "test_shards: the RSS check SKIPPED (no /usr/bin/time: apt-get install time)"
+    skip_case "the RSS check" "no /usr/bin/time (apt-get install time)"
 fi
 
-[ $fails -eq 0 ] && echo "test_shards: ok"
-[ $fails -eq 0 ]
+finish

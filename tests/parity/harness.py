@@ -58,6 +58,14 @@ def run_driver(driver, tensors, meta):
         return load(dst)[0]
 
 
+def bf16_missing():
+    """Why this build or CPU cannot multiply in bf16 (gpt_driver --bf16-check, mt_bf16_check), or
+    None where it can."""
+    probe = subprocess.run([os.path.join(BUILD, "tests", "parity", "gpt_driver"), "--bf16-check"],
+                           capture_output=True, text=True)
+    return probe.stderr.strip() if probe.returncode == 3 else None
+
+
 def run_op(driver, op, xs, dy, grad, **opts):
     """One op through a driver: xs the inputs, dy the upstream grad, grad a list of bools."""
     tensors = {f"x{i}": x for i, x in enumerate(xs)}

@@ -37,14 +37,13 @@ shift, the embedding scale) are sums over every element that can cancel: as in t
 are measured against the sum of their terms."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import torch
 
 from bf16_ref import BF16Product, r
-from harness import BUILD, Report, run_driver
+from harness import Report, bf16_missing, run_driver
 from torch_gpt import ACTS, TorchGPT, random_params
 
 TOL, TOL_QK, TOL_NEW = 3e-3, 1e-2, 1e-2
@@ -83,10 +82,9 @@ def rel_err(got, want):
     return np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
 
 
-probe = subprocess.run([os.path.join(BUILD, "tests", "parity", "gpt_driver"), "--bf16-check"],
-                       capture_output=True, text=True)
-if probe.returncode == 3:
-    print(f"parity bf16: skipped: {probe.stderr.strip()}")
+why = bf16_missing()
+if why:
+    print(f"parity bf16: skipped: {why}")
     sys.exit(0)
 
 rng = np.random.default_rng(5)

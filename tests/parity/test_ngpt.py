@@ -21,15 +21,13 @@ against their sums) and must be more than 3 TOL_BF16 away, so that the check tel
 from fp32 ones."""
 import json
 import math
-import os
-import subprocess
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from bf16_ref import BF16Product
-from harness import BUILD, Report, check_model, run_driver
+from harness import Report, bf16_missing, check_model, run_driver
 from torch_gpt import rope
 
 rng = np.random.default_rng(29)
@@ -233,10 +231,9 @@ def bf16_case(cfg, B, T, label):
             [min(plain, 3 * TOL_BF16)], [3 * TOL_BF16], 0.0)
 
 
-probe = subprocess.run([os.path.join(BUILD, "tests", "parity", "gpt_driver"), "--bf16-check"],
-                       capture_output=True, text=True)
-if probe.returncode == 3:
-    print(f"parity ngpt bf16: skipped: {probe.stderr.strip()}")
+why = bf16_missing()
+if why:
+    print(f"parity ngpt bf16: skipped: {why}")
 else:
     bf16_case(dict(BASE, n_embd=32, n_ctx=16, n_vocab=29, n_ff=64), 3, 16, "ngpt")
     bf16_case(dict(BASE, n_embd=64, n_head=4, n_ctx=16, n_vocab=29, n_ff=96), 3, 16,

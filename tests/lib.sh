@@ -1,0 +1,63 @@
+# The preamble every shell test sources (`. "$(dirname "$0")/lib.sh"`), with NAME set to the
+# test's name:
+#   B               the build directory (MT_BUILD; default build)
+#   T               a temporary directory, removed on exit (a test with more to undo sets its own
+#                   trap and removes $T in it)
+#   fail MSG...     a "FAIL NAME: MSG" line; the test goes on and finish exits 1
+#   skip MSG...     a "SKIPPED NAME: MSG" line and exit 0: this machine lacks what the test needs
+#   skip_case WHAT MSG...  a "SKIPPED NAME: WHAT: MSG" line; the test goes on without that case
+#   finish          "NAME: ok" and exit 0, or "NAME: N failed" and exit 1
+# and one probe per capability a test may lack: has_bf16, has_torch, has_cmudict (CMU), need_mpi,
+# need_netns (each need_ skips the test where the capability is missing).
+B=${MT_BUILD:-build}
+T=$(mktemp -d "/tmp/mt_${NAME}_XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL $NAME: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIPPED $NAME: $*"; exit 0; }
+skip_case() { # what, why...
+    what=$1
+    shift
+    echo "SKIPPED $NAME: $what: $*"
+}
+finish() {
+    [ "$fails" -eq 0 ] && { echo "$NAME: ok"; exit 0; }
+    echo "$NAME: $fails failed"
+    exit 1
+}
+
+# has_bf16 [TRAIN]: whether TRAIN (default $B/train) trains with --precision bf16: this build has
+# oneDNN and the CPU AVX512_BF16 (mt_bf16_check). If not, BF16_RC is its exit status and
+# BF16_WHY its last line (the refusal's reason).
+has_bf16() {
+    "${1:-$B/train}" --threads 1 --precision bf16 --data data/tinyshakespeare.txt --n-layer 1 \
+        --n-head 1 --n-embd 8 --n-ctx 8 --batch 1 --steps 0 --out "$T/bf16-probe" \
+        >"$T/bf16-probe.log" 2>&1
+    BF16_RC=$?
+    BF16_WHY=$(tail -n 1 "$T/bf16-probe.log")
+    rm -rf "$T/bf16-probe" "$T/bf16-probe.log"
+    [ "$BF16_RC" -eq 0 ]
+}
+
+# Debian's /usr/bin/python3 with torch and numpy: the PyTorch twins and parity tests
+TORCH_MISSING="/usr/bin/python3 cannot import torch and numpy (make deps-test installs python3-torch)"
+has_torch() { /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; }
+
+# CMUdict 0.4 (festlex-cmu): the encoder-decoder's G2P data
+CMU=/usr/share/festival/dicts/cmu/cmudict-0.4.out
+CMU_MISSING="$CMU missing (make deps installs festlex-cmu)"
+has_cmudict() { [ -r "$CMU" ]; }
+
+need_mpi() {
+    command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+        skip "mpicc or mpirun missing (make deps-test installs libopenmpi-dev openmpi-bin)"
+}
+
+# need_netns NS...: creates each network namespace (the caller deletes them), or skips the test
+# where they cannot be made (no iproute2; a container without CAP_SYS_ADMIN)
+need_netns() {
+    command -v ip >/dev/null || skip "ip missing (make deps-test installs iproute2)"
+    for ns in "$@"; do
+        ip netns add "$ns" 2>/dev/null || skip "cannot create a network namespace (needs root)"
+    done
+}

@@ -1,6 +1,7 @@
 # mt: a minimal Transformer training framework in C.
 #   make            library (build/libmt.a) and programs (./train, ./infer, ./preview, ./export)
 #   make test       every test; ends with "N passed, N failed"
+#   make test-fast  the edit-compile-test loop's tier (under 2 minutes): make test without SLOW_TESTS
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
 #   make valgrind   the C tests under valgrind memcheck (build-valgrind/)
@@ -84,7 +85,7 @@ DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind \
              qemu-user $(DEPS_MPI)
 
-.PHONY: all test test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+.PHONY: all test test-fast test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
@@ -134,6 +135,14 @@ $(PROGS): %: $(BUILD)/%
 
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# make test-fast runs every C test, every shell and parity test but these: fuzzing, MPI (a second
+# build), the depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the
+# scale and encoder-decoder depth scripts, and the parity tests that take longest.
+SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_study3.sh \
+              test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh
+test-fast: all $(TESTS) $(DRIVERS)
+	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 
 # make test-aarch64: the cross build (CROSS=aarch64, build-aarch64/) and every test of it under
 # qemu-aarch64 (tests/qemu.sh); skips with a message where the cross tools are absent

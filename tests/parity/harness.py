@@ -4,6 +4,7 @@ Run with Debian's /usr/bin/python3 (python3-torch, python3-numpy). MT_BUILD name
 directory (default: build). A comparison passes when max|mt - torch| <= tol * max|torch|.
 """
 import json
+import math
 import os
 import struct
 import subprocess
@@ -56,6 +57,26 @@ def run_driver(driver, tensors, meta):
         save(src, tensors, meta)
         subprocess.run([exe, src, dst], check=True)
         return load(dst)[0]
+
+
+def random_params(shapes, cfg, rng):
+    """Random parameters of a layout (name -> (shape, kind)), name -> float32 array, drawn from rng
+    in layout order at about the scale each kind acts at: m a matrix (rows of norm about 1.2), e
+    an embedding, w a norm's weight, b a bias, g and q2 the l2 norms' and QK-norm's gains (q.k g^2
+    / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the papers' 0.5), s Derf's shift, rm
+    and rv BatchNorm's running mean and variance."""
+    C = cfg["n_embd"]
+    out = {}
+    for name, (shape, kind) in shapes.items():
+        z = rng.standard_normal(shape)
+        v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
+             "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z,
+             "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
+             "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z),
+             "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z,
+             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
+        out[name] = v.astype(np.float32)
+    return out
 
 
 def bf16_missing():

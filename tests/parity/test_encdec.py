@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, check_model, run_driver
+from harness import Report, check_model, random_params, run_driver
 from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, qk_norm_shapes
 
 rng = np.random.default_rng(1)
@@ -127,18 +127,6 @@ def param_shapes(cfg):
     return shapes
 
 
-def random_params(cfg):
-    out = {}
-    for name, (shape, kind) in param_shapes(cfg).items():
-        z = rng.standard_normal(shape)
-        v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
-             "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z, "a": lambda: 0.6 + 0.2 * z,
-             "s": lambda: 0.2 * z, "g": lambda: cfg["n_embd"] ** 0.5 * (1 + 0.1 * z),
-             "q2": lambda: (cfg["n_embd"] // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)}[kind]()
-        out[name] = v.astype(np.float32)
-    return out
-
-
 def run_case(norm, opts, placement, case):
     """One encoder-decoder through torch and the driver; case varies the other settings."""
     N, M = 2 + case % 2, 1 + (case + 1) % 3
@@ -157,7 +145,7 @@ def run_case(norm, opts, placement, case):
     tgt[:, 0] = 1
     targets = rng.integers(2, cfg["n_vocab"], (B, T))
     targets[0, T - 2:] = -1  # a shorter pronunciation
-    params = random_params(cfg)
+    params = random_params(param_shapes(cfg), cfg, rng)
     model = TorchEncDec(cfg, params)
     logits, loss = model(torch.tensor(src), torch.tensor(src_len), torch.tensor(tgt),
                          torch.tensor(targets))

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import torch
 
-from harness import Report, check_model, run_driver
-from torch_gpt import TorchGPT, n_ff, random_params
+from harness import Report, check_model, random_params, run_driver
+from torch_gpt import TorchGPT, n_ff, param_shapes
 
 rng = np.random.default_rng(0)
 R = Report("parity gpt")
@@ -35,7 +35,7 @@ def run_case(cfg, B, T, label, given=None):
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
-    params = random_params(cfg, rng)
+    params = random_params(param_shapes(cfg), cfg, rng)
     model = TorchGPT(cfg, params)
     logits, loss = model(torch.tensor(ids), torch.tensor(targets))
     loss.backward()

@@ -76,7 +76,7 @@ def shapes(cfg):
     return out
 
 
-def random_params(cfg):
+def ngpt_params(cfg):
     """Unit matrices (as training keeps them); each learned vector about its initial value
     (stored at its scale), spread so that they differ per channel; one alpha entry negative
     (|alpha| is what acts)."""
@@ -171,7 +171,7 @@ def run_case(cfg, B, T, label, lr=0.05, eps=1e-3):
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
-    params = random_params(full)
+    params = ngpt_params(full)
     model = TorchNGPT(full, params)
     logits, loss = model(torch.tensor(ids), torch.tensor(targets))
     loss.backward()
@@ -209,7 +209,7 @@ def bf16_case(cfg, B, T, label):
     full = dict(cfg, n_ff=cfg["n_ff"])
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
-    params = random_params(full)
+    params = ngpt_params(full)
     tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
     got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T,
                                       "precision": "bf16"})

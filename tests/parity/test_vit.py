@@ -8,13 +8,12 @@ smoothing 0, 0.1 and 0.3 in the loss. The patch
 embedding is checked against torch's Conv2d(kernel = stride = P) on the weight reshaped, the
 layout models.h promises."""
 import json
-import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, run_driver
+from harness import Report, random_params, run_driver
 from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, stack_shapes, z_loss
 from torch_gpt import norm_params as gpt_norm_params
 
@@ -61,20 +60,6 @@ def param_shapes(cfg):
     if cfg.get("emb_scale"):
         shapes["emb_scale"] = ((1,), "g")
     return shapes
-
-
-def random_params(cfg):
-    C = cfg["n_embd"]
-    out = {}
-    for name, (shape, kind) in param_shapes(cfg).items():
-        z = rng.standard_normal(shape)
-        v = {"m": lambda: z * 1.2 / math.sqrt(shape[1]), "e": lambda: 0.5 * z,
-             "w": lambda: 1 + 0.2 * z, "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
-             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape),
-             "b": lambda: 0.1 * z, "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z,
-             "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)}[kind]()
-        out[name] = v.astype(np.float32)
-    return out
 
 
 class TorchViT(TorchBlocks):
@@ -163,7 +148,7 @@ def run_case(norm, opts, placement, case):
     B = 3 + case % 2
     images = rng.standard_normal((B, cfg["channels"], cfg["image_h"], cfg["image_w"]))
     labels = rng.integers(0, cfg["n_classes"], B)
-    params = random_params(cfg)
+    params = random_params(param_shapes(cfg), cfg, rng)
     model = TorchViT(cfg, params)
     logits = model.forward(torch.tensor(images))
     loss = F.cross_entropy(logits, torch.tensor(labels),

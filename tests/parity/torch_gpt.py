@@ -320,29 +320,3 @@ def param_shapes(cfg):
     if cfg.get("emb_scale"):
         shapes["emb_scale"] = ((1,), "g")
     return shapes
-
-
-def random_params(cfg, rng):
-    """Random parameters of a GPT config, name -> float32 array, drawn from rng in table order."""
-    C = cfg["n_embd"]
-    out = {}
-    for name, (shape, kind) in param_shapes(cfg).items():
-        z = rng.standard_normal(shape)
-        if kind == "m":
-            v = z * 1.2 / math.sqrt(shape[1])
-        elif kind == "e":
-            v = 0.5 * z
-        elif kind == "w":
-            v = 1 + 0.2 * z
-        elif kind == "g":
-            v = math.sqrt(C) * (1 + 0.1 * z)
-        elif kind == "q2":  # l2 QK-norm's g: logits q.k g^2 / sqrt(HS) of order 1
-            v = (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z)
-        elif kind == "a":  # DyT's and Derf's alpha, about the papers' 0.5
-            v = 0.6 + 0.2 * z
-        elif kind == "s":  # Derf's shift
-            v = 0.2 * z
-        else:
-            v = 0.1 * z
-        out[name] = v.astype(np.float32)
-    return out

@@ -138,9 +138,10 @@ test: all $(TESTS) $(DRIVERS)
 
 # make test-fast runs every C test, every shell and parity test but these: fuzzing, MPI (a second
 # build), the depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the
-# scale and encoder-decoder depth scripts, and the parity tests that take longest.
+# scale and encoder-decoder depth scripts, the old CPUs under qemu (a third build).
 SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_study3.sh \
-              test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh
+              test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
+              test_cpu_check.sh
 test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 

@@ -3,20 +3,12 @@
 # set and PORTABLE=1) instead of dying with SIGILL, and a PORTABLE=1 build trains on a Core 2:
 # both under qemu-x86_64 (qemu-user) with an older CPU model. MT_BUILD names the build directory
 # (default: build); the PORTABLE=1 build goes to build-portable.
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_cpu_check_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_cpu_check: $*"; fails=$((fails + 1)); }
+NAME=test_cpu_check
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(uname -m)" != x86_64 ] || [ ! -e "$B/cpu_needs.h" ] || ! command -v qemu-x86_64 >/dev/null; then
-    echo "test_cpu_check: SKIPPED (needs an x86-64 machine and build, and qemu-x86_64: make deps-test)"
-    exit 0
-fi
-case $B in *asan*)
-    echo "test_cpu_check: SKIPPED under the sanitizers (qemu-user cannot map ASan's shadow memory)"
-    exit 0
-esac
+[ "$(uname -m)" = x86_64 ] && [ -e "$B/cpu_needs.h" ] && command -v qemu-x86_64 >/dev/null ||
+    skip "needs an x86-64 machine and build, and qemu-x86_64 (make deps-test)"
+case $B in *asan*) skip "under the sanitizers (qemu-user cannot map ASan's shadow memory)" ;; esac
 
 # Nehalem (SSE4.2, no AVX): the build's first set it lacks, or a clean start where it needs none
 if grep -q '"avx"' "$B/cpu_needs.h"; then
@@ -27,7 +19,7 @@ if grep -q '"avx"' "$B/cpu_needs.h"; then
         fail "no message naming avx and PORTABLE=1: $(cat "$T/err")"
     [ -s "$T/out" ] && fail "printed to stdout before refusing: $(head -2 "$T/out")"
 else
-    echo "test_cpu_check: the build needs no AVX (cpu_needs.h: $(cat "$B/cpu_needs.h")): Nehalem case skipped"
+    skip_case Nehalem "the build needs no AVX (cpu_needs.h: $(cat "$B/cpu_needs.h"))"
 fi
 
 # PORTABLE=1 on a Core 2 (Conroe: SSSE3, no SSE4): three steps and a checkpoint that the native
@@ -42,5 +34,4 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE qemu-x86_64 -cpu Conroe build-porta
 "$B/infer" --checkpoint "$T/core2/model.safetensors" --score "$T/s.txt" >"$T/score" 2>&1 ||
     fail "the native build cannot read the Core 2's checkpoint: $(cat "$T/score")"
 
-[ $fails -eq 0 ] && echo "test_cpu_check: ok"
-[ $fails -eq 0 ]
+finish

@@ -5,11 +5,8 @@
 # (a run's saved options hold every key) is not refused; an explicit flag wins over --arch
 # llama's pieces, and one nGPT cannot take is refused with the reason. MT_BUILD names the build
 # directory (default: build).
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_flags_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_flags: $*"; fails=$((fails + 1)); }
+NAME=test_flags
+. "$(dirname "$0")/lib.sh"
 
 head -c 20000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 16 --n-ctx 16 --batch 2 --steps 2
@@ -93,4 +90,4 @@ bad "--placement ngpt (--arch ngpt) needs --no-bias: a bias would move the unit 
 printf 'arch = ngpt\nuntie = false\n' >"$T/tied.ini"
 bad "--arch ngpt with a tied head (untie = false): refused" --config "$T/tied.ini"
 
-[ $fails -eq 0 ] && echo "ok test_flags" || exit 1
+finish

@@ -13,6 +13,7 @@
 #include "data/data.h"
 #include "io/io.h"
 #include "tasks/task.h"
+#include "ckpt/ckpt.h"
 #include "train/train.h"
 #include "diag/diag.h"
 #include "train/options.h"

@@ -37,7 +37,7 @@ static void write_ckpt(mt_gpt_config c, const char *config, const char *tokj, co
     const char *k[] = {"config", "tokenizer", "step", "rng"}, *v[] = {config, tokj, step, rng};
     for (int i = 0; i < 4; i++)
         if (v[i]) keys[n] = k[i], vals[n++] = v[i];
-    CHECK(mt_st_save_params(path, &m.P, n, keys, vals, &e) == MT_OK, "save: %s", e.msg);
+    CHECK(mt_ckpt_save_params(path, &m.P, n, keys, vals, &e) == MT_OK, "save: %s", e.msg);
     mt_gpt_free(&m);
 }
 
@@ -174,7 +174,7 @@ static void test_gpt_checkpoints(void) {
     const char *keys[] = {"model", "config", "tokenizer"}, *vals[] = {"rnn", good, tok_json};
     mt_gpt g;
     CHECK(mt_gpt_build(&g, &c, &e) == MT_OK, "build");
-    CHECK(mt_st_save_params(path, &g.P, 3, keys, vals, &e) == MT_OK, "save");
+    CHECK(mt_ckpt_save_params(path, &g.P, 3, keys, vals, &e) == MT_OK, "save");
     mt_gpt_free(&g);
     mt_st_free(&sf);
     refused("unknown model", MT_EFORMAT, "unknown model 'rnn' (accepted: gpt");
@@ -204,7 +204,7 @@ static void test_gpt_checkpoints(void) {
     for (int k = 0; k < 2; k++) {
         CHECK(mt_gpt_build(&g, &c, &e) == MT_OK, "build");
         g.P.data[g.P.p[mt_params_find(&g.P, "tok_emb.weight")].offset + 5] = non_finite[k];
-        CHECK(mt_st_save_params(path, &g.P, 4, k4, v4, &e) == MT_OK, "save");
+        CHECK(mt_ckpt_save_params(path, &g.P, 4, k4, v4, &e) == MT_OK, "save");
         mt_gpt_free(&g);
         refused("a non-finite weight", MT_EFORMAT, said[k]);
     }

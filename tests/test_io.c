@@ -318,7 +318,7 @@ static void test_checkpoint(void) {
     P.data[P.p[2].offset + 1] = 0.123456789f;
     const char *keys[] = {"config", "note"}, *vals[] = {"{\"n_layer\":1}", "x"};
     mt_err e;
-    CHECK(mt_st_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK, "save: %s",
+    CHECK(mt_ckpt_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK, "save: %s",
           e.msg);
 
     mt_params_init_table(&Q);
@@ -328,7 +328,7 @@ static void test_checkpoint(void) {
     CHECK(mt_params_alloc(&Q, NULL) == MT_OK, "alloc");
     mt_safetensors st;
     CHECK(mt_st_load(tmp_path("m.safetensors"), &st, &e) == MT_OK, "load: %s", e.msg);
-    CHECK(mt_st_load_params(&st, "m", &Q, &e) == MT_OK, "load params: %s", e.msg);
+    CHECK(mt_ckpt_load_params(&st, "m", &Q, &e) == MT_OK, "load params: %s", e.msg);
     CHECK(memcmp(P.data, Q.data, P.total * sizeof(float)) == 0, "round trip is not bit-exact");
     CHECK(st.n_meta == 2 && strcmp(mt_st_meta(&st, "config"), vals[0]) == 0, "metadata");
     DIR *d = opendir(dir);
@@ -341,7 +341,7 @@ static void test_checkpoint(void) {
     mt_params_init_table(&R);
     mt_params_add(&R, "a.weight", 2, (int[]){5, 7}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
     CHECK(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
-    CHECK(mt_st_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
+    CHECK(mt_ckpt_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
               strstr(e.msg, "'a.weight' has shape (7, 5), the model needs (5, 7)"),
           "shape: %s", e.msg);
     mt_params_free(&R);
@@ -349,14 +349,14 @@ static void test_checkpoint(void) {
     mt_params_add(&R, "a.weight", 2, (int[]){7, 5}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
     mt_params_add(&R, "b.weight", 1, (int[]){2}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
     CHECK(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
-    CHECK(mt_st_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
+    CHECK(mt_ckpt_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
               strstr(e.msg, "'b.weight' (2) is missing"),
           "missing: %s", e.msg);
     mt_params_free(&R);
     mt_params_init_table(&R);
     mt_params_add(&R, "a.weight", 2, (int[]){7, 5}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
     CHECK(mt_params_alloc(&R, NULL) == MT_OK, "alloc");
-    CHECK(mt_st_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
+    CHECK(mt_ckpt_load_params(&st, "m", &R, &e) == MT_EFORMAT &&
               strstr(e.msg, "'a.bias' is not a parameter"),
           "extra: %s", e.msg);
     mt_params_free(&R);

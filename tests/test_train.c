@@ -68,7 +68,7 @@ static void test_checkpoint(void) {
     CHECK(mt_st_load(path, &s, &e) == MT_OK, "st");
     char *wrong = mt_model_config_json(&m.base);
     const char *keys[] = {"config", "tokenizer"}, *vals[] = {wrong, mt_st_meta(&s, "tokenizer")};
-    CHECK(mt_st_save_params(path, &other.P, 2, keys, vals, &e) == MT_OK, "save");
+    CHECK(mt_ckpt_save_params(path, &other.P, 2, keys, vals, &e) == MT_OK, "save");
     CHECK(mt_ckpt_load(path, &loaded, NULL, NULL, &e) == MT_EFORMAT &&
               strstr(e.msg, "'tok_emb.weight' has shape (5, 8), the model needs (5, 16)"),
           "shape mismatch: %s", e.msg);

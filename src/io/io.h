@@ -1,4 +1,4 @@
-/* mt io: safetensors files, parameter checkpoints, metrics; options from flags and config files
+/* mt io: safetensors files, metrics; options from flags and config files
  * are fields.h's.
  * safetensors: 8-byte little-endian header length N, N bytes of JSON, then raw data.
  * The JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
@@ -50,19 +50,6 @@ typedef struct {
 /* Writes path atomically: a temporary file beside it, fsynced, then renamed over path. */
 mt_status mt_st_save(const char *path, int n, const mt_st_item *items, int n_meta,
                      const char *const *meta_keys, const char *const *meta_vals, mt_err *err);
-
-/* ---- parameter checkpoints ---------------------------------------------------------------------
- * Every entry of a parameter table (buffers too) as a tensor of its name and shape. */
-mt_status mt_st_save_params(const char *path, const mt_params *P, int n_meta,
-                            const char *const *meta_keys, const char *const *meta_vals,
-                            mt_err *err);
-/* Copies the tensors of st (read from path) into P: every entry of P must be present with its
-   shape, and st may hold nothing else. Errors name the tensor. */
-mt_status mt_st_load_params(const mt_safetensors *st, const char *path, mt_params *P, mt_err *err);
-/* The checks of mt_st_load_params alone: P's table suffices (its data need not be allocated, so
-   a file's config claiming a huge model is refused before any allocation). */
-mt_status mt_st_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
-                             mt_err *err);
 
 /* A program's exit code for a failed status: 2 when the run cannot start as asked (MT_EINVAL:
    a flag or config value; MT_EFORMAT: a malformed input file), 1 for a failure while working

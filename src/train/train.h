@@ -1,10 +1,12 @@
-/* mt train: a model trained on its data (the loop's step, evaluation, resume) and the
- * checkpoints; data parallelism across threads (replicas) and processes (MPI). The programs
- * train.c and infer.c are thin shells over this module and src/app; what is particular to a model
- * is behind its type (src/models/model.h), to its data behind its task (src/tasks/task.h). */
+/* mt train: a model trained on its data (the loop's step, evaluation, checkpoints through
+ * src/ckpt, resume, a start from another run's weights); data parallelism across threads
+ * (replicas) and processes (MPI). The programs train.c and infer.c are thin shells over this
+ * module and src/app; what is particular to a model is behind its type (src/models/model.h), to
+ * its data behind its task (src/tasks/task.h). */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 
+#include "../ckpt/ckpt.h"
 #include "../data/data.h"
 #include "../io/io.h"
 #include "../models/model.h"
@@ -13,33 +15,6 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
-
-/* ---- checkpoints --------------------------------------------------------------------------------
- * <out>/model.safetensors: every entry of the model's parameter table by its name, and the
- * __metadata__ strings
- *   model      the model type's name (a file without it holds the first registered type)
- *   config     the model config (mt_model_config_json): the resolved values the model computes
- *   <meta_key> what the model reads inputs with (type->meta_to_json), e.g. "tokenizer"
- *   step       training steps taken
- *   rng        the sampler's and the dropout RNG's states, 8 hex u64 "s0 s1 s2 s3 d0 d1 d2 d3"
- *   options    the training options as config-file lines (what a resume starts from)
- * <out>/optim.safetensors: the optimizer state (mt_optim_save), taken at the same step. */
-typedef struct {
-    long step;
-    mt_rng sampler, dropout;
-} mt_ckpt_state;
-
-mt_status mt_ckpt_save(const char *path, const mt_model *m, const mt_ckpt_state *state,
-                       const char *options, mt_err *err);
-/* Builds *m from the checkpoint's model type and config and loads its weights (names and shapes
-   checked, errors name the tensor) and what it reads inputs with; fills state and options
-   (malloc'd) when not NULL. */
-mt_status mt_ckpt_load(const char *path, mt_model **m, mt_ckpt_state *state, char **options,
-                       mt_err *err);
-/* The same from a safetensors file already read (path names it in messages). The model's
-   tensors are checked against its config before anything is allocated. */
-mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m,
-                        mt_ckpt_state *state, char **options, mt_err *err);
 
 /* ---- data parallelism (MPI) ------------------------------------------------------------------
  * Built with MT_MPI (make MPI=1), ./train is one rank of an MPI job: every rank holds the whole

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../src/train/train.h"
+#include "../../src/ckpt/ckpt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mt_safetensors st;

@@ -1,0 +1,115 @@
+/* mt ckpt: model files. A parameter table to and from safetensors, and loading a model's tensors
+ * by name from a file that may name them otherwise, skip some and hold more (tensors.c); mt's
+ * checkpoints: a model with its type, config, what it reads inputs with and the training state,
+ * and a fresh model started from one's weights (checkpoint.c).
+ * Models are reached through their type (src/models/model.h): nothing here names one.
+ *
+ * A file of another format becomes named float tensors (an mt_safetensors in memory) that
+ * mt_ckpt_load_names reads through a name map: an importer is a reader of its format here and a
+ * map of its names to the model's. */
+#ifndef MT_CKPT_H
+#define MT_CKPT_H
+
+#include "../io/io.h"
+#include "../models/model.h"
+#include "../tensor/base.h"
+#include "../tensor/params.h"
+
+/* ---- a parameter table, by its entries' names and shapes ----------------------------------- */
+/* Every entry of P (buffers too) as a tensor of its name and shape, with the metadata. */
+mt_status mt_ckpt_save_params(const char *path, const mt_params *P, int n_meta,
+                              const char *const *meta_keys, const char *const *meta_vals,
+                              mt_err *err);
+/* Copies the tensors of st (read from path) into P: every entry of P must be present with its
+   shape, and st may hold nothing else. Errors name the tensor. */
+mt_status mt_ckpt_load_params(const mt_safetensors *st, const char *path, mt_params *P,
+                              mt_err *err);
+/* The checks of mt_ckpt_load_params alone: P's table suffices (its data need not be allocated, so
+   a file's config claiming a huge model is refused before any allocation). */
+mt_status mt_ckpt_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
+                               mt_err *err);
+
+/* ---- loading by name ------------------------------------------------------------------------
+ * A rule of a name map, a model's names <- the file's: the model's names that match the pattern
+ * `model`, where each '*' matches a run of characters, are read from the file's tensor `file`
+ * whose k-th '*' stands for what the k-th '*' of `model` matched:
+ *   {"blocks.*.attn.qkv.weight", "h.*.attn.c_attn.weight"}: blocks.3.attn.qkv.weight <-
+ *   h.3.attn.c_attn.weight. */
+typedef struct {
+    const char *model, *file;
+} mt_name_rule;
+
+typedef struct {
+    const mt_name_rule *map; /* the first rule whose pattern matches a name gives the file's
+                                name for it; a name no rule matches is the file's too */
+    int n_map;
+    const char *skip; /* globs (fnmatch(3), ',' between them) of the model's names left as they
+                         are (their initialisation); NULL or "": none. A glob that matches no
+                         name is an error: it was meant to */
+    bool exact;       /* the file may hold nothing the model does not read (a checkpoint) */
+} mt_load_spec;
+
+/* What a load did: each entry of the model read or left as it was, and the file's tensors that
+   no entry read. */
+typedef struct {
+    int loaded, skipped;  /* entries of the model */
+    size_t loaded_floats; /* in the loaded entries */
+    bool *is_skipped;     /* (P->n) */
+    int n_unused;         /* the file's tensors no entry read */
+    char **unused;        /* (n_unused) their names */
+    int failed;           /* after a failed load, the entry that stopped it (missing, another
+                             shape, not finite); -1: none */
+} mt_load_report;
+
+/* Reads P's entries from st (read from path) by name as spec says, every one checked (found,
+   the same shape, finite) before any is written: on an error P is unchanged and the message
+   names the file, the tensor (the model's name and, when the map renames it, the file's), both
+   shapes and what would be accepted. report (its arrays malloc'd; free them with
+   mt_load_report_free) says what was done, or which entry failed. */
+mt_status mt_ckpt_load_names(const mt_safetensors *st, const char *path, mt_params *P,
+                             const mt_load_spec *spec, mt_load_report *report, mt_err *err);
+void mt_load_report_free(mt_load_report *r);
+/* The report in one or two lines (the second: the file's tensors the model does not read):
+   "loaded 14 of 16 tensors (0.209M numbers) from F; left at their initialisation: a, b". */
+void mt_load_report_describe(const mt_load_report *r, const mt_params *P, const char *path,
+                             char *buf, size_t len);
+
+/* ---- checkpoints ----------------------------------------------------------------------------
+ * <out>/model.safetensors: every entry of the model's parameter table by its name, and the
+ * __metadata__ strings
+ *   model      the model type's name (a file without it holds the first registered type)
+ *   config     the model config (mt_model_config_json): the resolved values the model computes
+ *   <meta_key> what the model reads inputs with (type->meta_to_json), e.g. "tokenizer"
+ *   step       training steps taken
+ *   rng        the sampler's and the dropout RNG's states, 8 hex u64 "s0 s1 s2 s3 d0 d1 d2 d3"
+ *   options    the training options as config-file lines (what a resume starts from)
+ * <out>/optim.safetensors: the optimizer state (mt_optim_save), taken at the same step. */
+typedef struct {
+    long step;
+    mt_rng sampler, dropout;
+} mt_ckpt_state;
+
+mt_status mt_ckpt_save(const char *path, const mt_model *m, const mt_ckpt_state *state,
+                       const char *options, mt_err *err);
+/* Builds *m from the checkpoint's model type and config and loads its weights (names and shapes
+   checked, errors name the tensor) and what it reads inputs with; fills state and options
+   (malloc'd) when not NULL. */
+mt_status mt_ckpt_load(const char *path, mt_model **m, mt_ckpt_state *state, char **options,
+                       mt_err *err);
+/* The same from a safetensors file already read (path names it in messages). The model's
+   tensors are checked against its config before anything is allocated. */
+mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m,
+                        mt_ckpt_state *state, char **options, mt_err *err);
+
+/* The weights of the checkpoint at path into m, a model built (and initialised) from a run's
+   own config, by name: every tensor of m but those the globs skip (mt_load_spec.skip) must be
+   in the file with m's shape; the file's other tensors are reported, not read. The file must
+   hold a model of m's type that reads its inputs as m does (the same tokenizer, image
+   normalisation: its meta JSON). A tensor that is missing or of another shape is refused
+   (MT_EINVAL) naming the tensor, both shapes and, where one config value of the file's would
+   make it fit, that value and its flag ("n_embd is 64 in the file, 32 here: --n-embd 64").
+   m is unchanged on an error; report as mt_ckpt_load_names'. */
+mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip,
+                            mt_load_report *report, mt_err *err);
+
+#endif

@@ -80,7 +80,14 @@ void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_train_options *o) {
             mt_enum_name(&MT_OPTIMS, o->optim.kind), o->optim.sched.lr,
             mt_enum_name(&MT_SCHEDULES, o->optim.sched.kind), tr->opt.cfg.sched.warmup, batch,
             mt_threads(), tr->replicas.n, o->precision == MT_BF16 ? "bf16 products, " : "",
-            o->resume ? "resumed" : "from scratch", o->out);
+            o->resume         ? "resumed"
+            : o->init_from[0] ? "from --init-from"
+                              : "from scratch",
+            o->out);
+    if (o->init_from[0]) { /* what the weights came from */
+        mt_load_report_describe(&tr->init, tr->P, o->init_from, line, sizeof line);
+        fprintf(f, "init    %s\n", line);
+    }
     const mt_optim *op = &tr->opt;
     if (op->type->whole) /* Muon: its two groups */
         fprintf(f,

@@ -137,3 +137,151 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
     }
     return s;
 }
+
+/* ---- a fresh model from a checkpoint's weights ------------------------------------------------ */
+/* Whether the entry name of P fits the file: both lack it, or both hold it with one shape. */
+static bool fits(const mt_params *P, const mt_safetensors *st, const char *name) {
+    int i = mt_params_find(P, name);
+    const mt_st_entry *e = mt_st_find(st, name);
+    if (i < 0 || !e) return i < 0 && !e;
+    bool same = e->ndim == P->p[i].ndim;
+    for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == P->p[i].shape[d];
+    return same;
+}
+
+/* The name a field of a config goes by (a negated bool's flag, "untie"), its value in cfg (the
+   config that holds it at base) as that name reads, and the flag that sets that value. */
+static void field_text(const mt_field *fd, const char *cfg, size_t base, const char **name,
+                       char *value, size_t len, char *flag, size_t flag_len) {
+    *name = fd->type == MT_FIELD_BOOL && fd->flag ? fd->flag : fd->key;
+    mt_field_format(fd, cfg + base, value, len);
+    bool on = !strcmp(value, "true");
+    if (fd->flags & MT_FIELD_NO_FLAG) snprintf(flag, flag_len, "a value the data decides");
+    else if (fd->type == MT_FIELD_BOOL)
+        snprintf(flag, flag_len, "%s--%s", on ? "" : "drop ", *name);
+    else snprintf(flag, flag_len, "--%s %s", *name, value);
+    for (char *c = flag; *c && *c != ' '; c++) *c = *c == '_' ? '-' : *c;
+}
+
+/* fn(field, base, arg) for each field of t (at base in the configs) whose values in have and
+   want differ, until one returns true (then true). */
+typedef bool (*diff_fn)(const mt_field *fd, size_t base, void *arg);
+static bool each_diff(const mt_fields *t, size_t base, const char *have, const char *want,
+                      diff_fn fn, void *arg) {
+    for (int i = 0; i < t->n; i++) {
+        const mt_field *fd = &t->f[i];
+        size_t off = base + fd->off;
+        if (fd->type == MT_FIELD_TABLE
+                ? each_diff(fd->of, off, have, want, fn, arg)
+                : memcmp(have + off, want + off, fd->size) && fn(fd, base, arg))
+            return true;
+    }
+    return false;
+}
+
+typedef struct {
+    const mt_model *m;
+    const char *file_cfg;
+    const mt_safetensors *st;
+    const char *name; /* the entry that failed */
+    void *trial;      /* (config_size) */
+    char *out;        /* what each_diff's function writes */
+    size_t len;
+} diff_search;
+
+/* Whether the file's value of fd alone makes the failed entry fit (then the hint in out). */
+static bool fit_hint(const mt_field *fd, size_t base, void *arg) {
+    diff_search *f = arg;
+    const mt_model_type *type = f->m->type;
+    memcpy(f->trial, f->m->cfg, type->config_size);
+    memcpy((char *)f->trial + base + fd->off, f->file_cfg + base + fd->off, fd->size);
+    mt_err e;
+    mt_model *m = NULL;
+    bool ok = type->config_validate(f->trial, &e) == MT_OK &&
+              mt_model_table(&m, type, f->trial, &e) == MT_OK && fits(m->P, f->st, f->name);
+    mt_model_free(m);
+    if (!ok) return false;
+    const char *name;
+    char a[64], b[64], flag[96], unused[96];
+    field_text(fd, f->file_cfg, base, &name, a, sizeof a, flag, sizeof flag);
+    field_text(fd, f->m->cfg, base, &name, b, sizeof b, unused, sizeof unused);
+    snprintf(f->out, f->len, ": %s is %s in the file, %s here (%s)", name, a, b, flag);
+    return true;
+}
+
+/* ", n_head 2 (here 4)" appended to out. */
+static bool list_diff(const mt_field *fd, size_t base, void *arg) {
+    diff_search *f = arg;
+    const char *name;
+    char a[64], b[64], flag[96];
+    field_text(fd, f->file_cfg, base, &name, a, sizeof a, flag, sizeof flag);
+    field_text(fd, f->m->cfg, base, &name, b, sizeof b, flag, sizeof flag);
+    size_t o = strlen(f->out);
+    snprintf(f->out + o, f->len - o, "%s%s %s (here %s)", o ? ", " : "", name, a, b);
+    return false;
+}
+
+/* The message of a failed load with, where one config value of the file's makes the failed
+   entry fit, that value and its flag. */
+static mt_status explain(const mt_safetensors *st, const char *path, const mt_model *m,
+                         const void *file_cfg, const char *name, mt_err *err) {
+    char hint[300] = "", msg[sizeof err->msg];
+    diff_search f = {.m = m,
+                     .file_cfg = file_cfg,
+                     .st = st,
+                     .name = name,
+                     .trial = malloc(m->type->config_size),
+                     .out = hint,
+                     .len = sizeof hint};
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    if (!f.trial || !each_diff(m->type->fields, 0, m->cfg, file_cfg, fit_hint, &f))
+        snprintf(hint, sizeof hint,
+                 " (no one value of the file's config makes it fit: ./infer --info %s shows it)",
+                 path);
+    free(f.trial);
+    return mt_errorf(err, MT_EINVAL, "%s%s; or --init-skip '%s' leaves it at its initialisation",
+                     msg, hint, name);
+}
+
+/* The file's model is of m's type and reads its inputs as m does. */
+static mt_status same_kind(const mt_model *m, const mt_model_type *type, const char *meta,
+                           const char *path, mt_err *err) {
+    if (type != m->type)
+        return mt_errorf(err, MT_EINVAL, "%s holds a %s model, this run builds a %s (--model %s)",
+                         path, type->name, m->type->name, type->name);
+    char *mine = type->meta_to_json(m), diff[256];
+    bool same = mt_json_same(meta, mine, diff, sizeof diff);
+    free(mine);
+    if (same) return MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "%s: the file's %s differs from this run's (%s): its weights read inputs "
+                     "through the file's, so the data must give the same",
+                     path, type->meta_key, diff);
+}
+
+mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip, mt_load_report *report,
+                            mt_err *err) {
+    *report = (mt_load_report){.failed = -1};
+    mt_safetensors st;
+    mt_status s = mt_st_load(path, &st, err);
+    if (s != MT_OK) return s;
+    const mt_model_type *type;
+    void *cfg = NULL;
+    const char *meta;
+    if ((s = file_model(&st, path, &type, &cfg, &meta, err)) == MT_OK &&
+        (s = same_kind(m, type, meta, path, err)) == MT_OK) {
+        mt_load_spec spec = {.skip = skip};
+        s = mt_ckpt_load_names(&st, path, m->P, &spec, report, err);
+        const char *failed = report->failed >= 0 ? m->P->p[report->failed].name : NULL;
+        if (s != MT_OK && failed && !fits(m->P, &st, failed)) /* missing, or another shape */
+            s = explain(&st, path, m, cfg, failed, err);
+        diff_search f = {.m = m,
+                         .file_cfg = cfg,
+                         .out = report->differs,
+                         .len = sizeof report->differs};
+        if (s == MT_OK) each_diff(m->type->fields, 0, m->cfg, cfg, list_diff, &f);
+    }
+    free(cfg);
+    mt_st_free(&st);
+    return s;
+}

@@ -59,6 +59,8 @@ typedef struct {
     char **unused;        /* (n_unused) their names */
     int failed;           /* after a failed load, the entry that stopped it (missing, another
                              shape, not finite); -1: none */
+    char differs[256];    /* mt_ckpt_init_from: the file's config values that differ from the
+                             model's, "n_head 2 (here 4)"; "": none */
 } mt_load_report;
 
 /* Reads P's entries from st (read from path) by name as spec says, every one checked (found,
@@ -69,7 +71,8 @@ typedef struct {
 mt_status mt_ckpt_load_names(const mt_safetensors *st, const char *path, mt_params *P,
                              const mt_load_spec *spec, mt_load_report *report, mt_err *err);
 void mt_load_report_free(mt_load_report *r);
-/* The report in one or two lines (the second: the file's tensors the model does not read):
+/* The report in one or two lines (the second: the file's tensors the model does not read and
+   the config values that differ):
    "loaded 14 of 16 tensors (0.209M numbers) from F; left at their initialisation: a, b". */
 void mt_load_report_describe(const mt_load_report *r, const mt_params *P, const char *path,
                              char *buf, size_t len);
@@ -109,7 +112,7 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
    (MT_EINVAL) naming the tensor, both shapes and, where one config value of the file's would
    make it fit, that value and its flag ("n_embd is 64 in the file, 32 here: --n-embd 64").
    m is unchanged on an error; report as mt_ckpt_load_names'. */
-mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip,
-                            mt_load_report *report, mt_err *err);
+mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip, mt_load_report *report,
+                            mt_err *err);
 
 #endif

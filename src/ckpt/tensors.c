@@ -115,8 +115,7 @@ static void name_list(char *buf, size_t len, size_t *o, int n, const char *(*of)
 static const char *param_name(int i, const void *P) { return ((const mt_params *)P)->p[i].name; }
 
 /* A glob of spec->skip that matches none of P's names: an error listing some of them. */
-static mt_status check_globs(const mt_params *P, const char *globs, const char *path,
-                             mt_err *err) {
+static mt_status check_globs(const mt_params *P, const char *globs, const char *path, mt_err *err) {
     int k = 0;
     for (const char *p = globs; p && *p; k++) {
         size_t n = strcspn(p, ",");
@@ -138,14 +137,13 @@ static mt_status check_globs(const mt_params *P, const char *globs, const char *
 
 /* Entry i of P read from e (NULL: not in the file under fname), or an error naming it. */
 static mt_status check_entry(const mt_param *p, const mt_st_entry *e, const char *fname,
-                             const char *path, const mt_load_spec *spec, mt_err *err) {
+                             const char *path, mt_err *err) {
     char a[64], b[64], as[300] = "";
     if (strcmp(fname, p->name) != 0)
         snprintf(as, sizeof as, " (the file's '%s' by the name map)", fname);
     if (!e)
-        return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' %s is missing%s%s", path, p->name,
-                         shape_str(p->ndim, p->shape, a, sizeof a), as,
-                         spec->exact ? "" : "; a skip glob that matches it leaves it as it is");
+        return mt_errorf(err, MT_EFORMAT, "%s: tensor '%s' %s is missing%s", path, p->name,
+                         shape_str(p->ndim, p->shape, a, sizeof a), as);
     bool same = e->ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = e->shape[d] == p->shape[d];
     if (!same)
@@ -178,7 +176,7 @@ static mt_status resolve(const mt_safetensors *st, const char *path, const mt_pa
             r->skipped++;
             continue;
         }
-        if ((s = check_entry(p, e, fname, path, spec, err)) != MT_OK) r->failed = i;
+        if ((s = check_entry(p, e, fname, path, err)) != MT_OK) r->failed = i;
         src[i] = e;
         r->loaded++;
         r->loaded_floats += p->n;
@@ -240,11 +238,15 @@ void mt_load_report_describe(const mt_load_report *r, const mt_params *P, const 
         o += (size_t)snprintf(buf + o, len - o, "; left at their initialisation: ");
         name_list(buf, len, &o, r->skipped, skipped_name, &(skipped_of){r, P});
     }
+    if ((r->n_unused || r->differs[0]) && o < len) o += (size_t)snprintf(buf + o, len - o, "\n");
     if (r->n_unused && o < len) {
-        o += (size_t)snprintf(buf + o, len - o, "\nnot read: the file's %d tensor%s ",
-                              r->n_unused, r->n_unused > 1 ? "s" : "");
+        o += (size_t)snprintf(buf + o, len - o, "not read: the file's %d tensor%s ", r->n_unused,
+                              r->n_unused > 1 ? "s" : "");
         name_list(buf, len, &o, r->n_unused, unused_name, r);
     }
+    if (r->differs[0] && o < len)
+        snprintf(buf + o, len - o, "%sthe file's config differs: %s", r->n_unused ? "; " : "",
+                 r->differs);
 }
 
 /* ---- a checkpoint's tensors: the model's, under its names, and nothing else ------------------ */

@@ -47,6 +47,7 @@ typedef struct {
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
     bool resume;
+    char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX];
     int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
     mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */
     int eval_every, eval_batches, save_every, log_every;

@@ -172,6 +172,10 @@ typedef struct {
     int precision;        /* mt_precision of the linear layers' products: MT_BF16 keeps the
                              weights' bf16 copy (refreshed after each update); mt_bf16_check
                              must pass */
+    /* NULL or "": the model initialised; else a checkpoint whose weights it starts from by name
+       (mt_ckpt_init_from), but the tensors init_skip's globs name: a new run (step 0, a fresh
+       optimizer state) */
+    const char *init_from, *init_skip;
 } mt_train_cfg;
 
 typedef struct {
@@ -192,12 +196,15 @@ typedef struct {
     int slice_rows; /* the most rows one context computes at once: a replica's slice */
     bool keep_grad; /* set by a caller that reads P->grad after a step (the diagnostics) */
     bool grad_held; /* P->grad holds the last step's gradient: the next step zeroes it first */
+    /* with cfg.init_from: what the model's start read from the file */
+    mt_load_report init;
 } mt_trainer;
 
 /* Checks the paths (--data a readable file, --out a writable directory that holds no run with
    other options unless cfg->resume) and that the model, its gradients, the optimizer state and
    a step's activations fit in the available memory (MT_ENOMEM "needs X GiB, Y GiB available"),
-   then loads the data, builds and initialises the model (seeded) and the optimizer
+   then loads the data, builds and initialises the model (seeded; with cfg->init_from its weights
+   then read from that checkpoint by name, tr->init the report) and the optimizer
    (oc->sched.steps is set to cfg->steps) and allocates everything the loop needs. A given
    arena_bytes smaller than a step needs is refused (MT_EINVAL, naming --arena-mb and the size
    measured). Nothing is written but the out directory, created last. */

@@ -149,7 +149,9 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_params_initialize(tr->P, &r);
-    return MT_OK;
+    if (cfg->init_from && cfg->init_from[0])
+        s = mt_ckpt_init_from(cfg->init_from, tr->model, cfg->init_skip, &tr->init, err);
+    return s;
 }
 
 /* With --arena-mb: the bytes one slice of a batch takes, measured in an arena of the estimated
@@ -202,6 +204,23 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
                      "--arena-mb %zu: a step of this model and batch takes %.1f MiB of step arena "
                      "(measured on one batch): give at least %zu, or 0 for the estimate",
                      cfg->arena_bytes >> 20, need / 1048576.0, (need + (1 << 20) - 1) >> 20);
+}
+
+/* --init-from starts a new run from a file's weights: not with --resume, which continues the run
+   in --out; --init-skip names tensors of that file. */
+static mt_status check_init(const mt_train_cfg *cfg, mt_err *err) {
+    bool from = cfg->init_from && cfg->init_from[0];
+    if (cfg->init_skip && cfg->init_skip[0] && !from)
+        return mt_errorf(err, MT_EINVAL,
+                         "--init-skip %s leaves tensors of --init-from's file unread: give "
+                         "--init-from too, or drop it",
+                         cfg->init_skip);
+    if (!from) return MT_OK;
+    if (cfg->resume)
+        return mt_errorf(err, MT_EINVAL,
+                         "--init-from starts a new run from a file's weights, --resume continues "
+                         "the run in --out with its own: give one of them");
+    return mt_file_check("--init-from", cfg->init_from, err);
 }
 
 mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_optim_config *oc,
@@ -258,6 +277,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
          (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
+    if ((s = check_init(cfg, err)) != MT_OK) return s;
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */
@@ -551,5 +571,6 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_replicas_free(&tr->replicas);
     mt_dist_grads_free(&tr->dist);
     mt_zero_free(&tr->zero);
+    mt_load_report_free(&tr->init);
     memset(tr, 0, sizeof *tr);
 }

@@ -318,8 +318,8 @@ static void test_checkpoint(void) {
     P.data[P.p[2].offset + 1] = 0.123456789f;
     const char *keys[] = {"config", "note"}, *vals[] = {"{\"n_layer\":1}", "x"};
     mt_err e;
-    CHECK(mt_ckpt_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK, "save: %s",
-          e.msg);
+    CHECK(mt_ckpt_save_params(tmp_path("m.safetensors"), &P, 2, keys, vals, &e) == MT_OK,
+          "save: %s", e.msg);
 
     mt_params_init_table(&Q);
     mt_params_add(&Q, "a.weight", 2, (int[]){7, 5}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/fields.h"
 #include "ckpt.h"
 
 /* The metadata "step" and "rng" of a state. */

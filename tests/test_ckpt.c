@@ -1,7 +1,9 @@
 /* Checkpoint and token-file loaders against files that disagree with themselves: a config that
  * is not an object or holds bad values, tensors missing, extra, of another shape or dtype, a
  * config claiming a huge model (refused before any allocation), malformed state, a truncated
- * file; each is refused with a message naming the problem, and nothing is kept. */
+ * file; each is refused with a message naming the problem, and nothing is kept. Loading by name:
+ * a name map, skip globs, the report, strictness; and a model started from a checkpoint's
+ * weights (--init-from): a shape-changing config value named with its flag. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +213,176 @@ static void test_gpt_checkpoints(void) {
     free(good);
 }
 
+/* A table of the given entries (names, 2-D shapes), each element its entry's index + fill. */
+static void table(mt_params *P, int n, const char *const *names, const int (*shape)[2],
+                  float fill) {
+    mt_params_init_table(P);
+    for (int i = 0; i < n; i++)
+        mt_params_add(P, names[i], 2, shape[i], MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
+    CHECK(mt_params_alloc(P, NULL) == MT_OK, "alloc");
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < P->p[i].n; k++) P->data[P->p[i].offset + k] = (float)i + fill;
+}
+
+/* The value of every element of P's entry name, NAN when they differ. */
+static float value_of(const mt_params *P, const char *name) {
+    const mt_param *p = &P->p[mt_params_find(P, name)];
+    for (size_t k = 1; k < p->n; k++)
+        if (P->data[p->offset + k] != P->data[p->offset]) return NAN;
+    return P->data[p->offset];
+}
+
+static void test_load_names(void) {
+    /* the file: another program's names, one tensor the model does not read */
+    const char *fnames[] = {"emb", "h.0.mat", "h.1.mat", "head.bias", "extra"};
+    const int fshape[][2] = {{4, 3}, {3, 3}, {3, 3}, {1, 2}, {5, 1}};
+    mt_params F;
+    table(&F, 5, fnames, fshape, 100); /* emb 100, h.0.mat 101, ... */
+    mt_err e;
+    CHECK(mt_ckpt_save_params(path, &F, 0, NULL, NULL, &e) == MT_OK, "save: %s", e.msg);
+    mt_safetensors st;
+    CHECK(mt_st_load(path, &st, &e) == MT_OK, "load: %s", e.msg);
+    const char *names[] = {"tok.weight", "blocks.0.w", "blocks.1.w", "head.bias"};
+    const int shape[][2] = {{4, 3}, {3, 3}, {3, 3}, {1, 2}};
+    const mt_name_rule map[] = {{"tok.weight", "emb"}, {"blocks.*.w", "h.*.mat"}};
+    mt_params P;
+    mt_load_report r;
+    char line[512];
+
+    /* the map: every entry read from its file name, the extra tensor reported */
+    table(&P, 4, names, shape, 0);
+    mt_load_spec spec = {.map = map, .n_map = 2};
+    CHECK(mt_ckpt_load_names(&st, "F", &P, &spec, &r, &e) == MT_OK, "map: %s", e.msg);
+    CHECK(value_of(&P, "tok.weight") == 100 && value_of(&P, "blocks.0.w") == 101 &&
+              value_of(&P, "blocks.1.w") == 102 && value_of(&P, "head.bias") == 103,
+          "map: the entries hold %g %g %g %g", value_of(&P, "tok.weight"),
+          value_of(&P, "blocks.0.w"), value_of(&P, "blocks.1.w"), value_of(&P, "head.bias"));
+    CHECK(r.loaded == 4 && r.skipped == 0 && r.loaded_floats == 12 + 9 + 9 + 2 && r.n_unused == 1 &&
+              !strcmp(r.unused[0], "extra") && r.failed == -1,
+          "map: report %d loaded, %d skipped, %d unused", r.loaded, r.skipped, r.n_unused);
+    mt_load_report_describe(&r, &P, "F", line, sizeof line);
+    CHECK(!strcmp(line, "loaded 4 of 4 tensors (0.000M numbers) from F\n"
+                        "not read: the file's 1 tensor extra"),
+          "map: described as %s", line);
+    mt_load_report_free(&r);
+    mt_params_free(&P);
+
+    /* skip globs: those entries keep their values, the others are read */
+    table(&P, 4, names, shape, 0);
+    spec.skip = "blocks.1.*,head.*";
+    CHECK(mt_ckpt_load_names(&st, "F", &P, &spec, &r, &e) == MT_OK, "skip: %s", e.msg);
+    CHECK(value_of(&P, "tok.weight") == 100 && value_of(&P, "blocks.0.w") == 101 &&
+              value_of(&P, "blocks.1.w") == 2 && value_of(&P, "head.bias") == 3,
+          "skip: the entries hold %g %g %g %g", value_of(&P, "tok.weight"),
+          value_of(&P, "blocks.0.w"), value_of(&P, "blocks.1.w"), value_of(&P, "head.bias"));
+    CHECK(r.loaded == 2 && r.skipped == 2 && r.is_skipped[2] && r.is_skipped[3] &&
+              !r.is_skipped[0] && r.n_unused == 1,
+          "skip: report %d loaded, %d skipped, %d unused", r.loaded, r.skipped, r.n_unused);
+    mt_load_report_describe(&r, &P, "F", line, sizeof line);
+    CHECK(strstr(line, "loaded 2 of 4 tensors") &&
+              strstr(line, "left at their initialisation: blocks.1.w, head.bias"),
+          "skip: described as %s", line);
+    mt_load_report_free(&r);
+    /* a glob that matches nothing is refused, naming it */
+    spec.skip = "blocks.*,lm_head.*";
+    CHECK(mt_ckpt_load_names(&st, "F", &P, &spec, &r, &e) == MT_EINVAL &&
+              strstr(e.msg, "skip glob 'lm_head.*' matches no tensor of the model"),
+          "a glob of nothing: %s", e.msg);
+    mt_load_report_free(&r);
+    mt_params_free(&P);
+
+    /* without the map: the first entry is missing, named with its shape; nothing is written */
+    table(&P, 4, names, shape, 0);
+    spec = (mt_load_spec){0};
+    CHECK(mt_ckpt_load_names(&st, "F", &P, &spec, &r, &e) == MT_EFORMAT &&
+              strstr(e.msg, "F: tensor 'tok.weight' (4, 3) is missing") && r.failed == 0,
+          "missing: %s (failed %d)", e.msg, r.failed);
+    mt_load_report_free(&r);
+    /* a shape that differs, after an entry that matches: both shapes and the file's name */
+    const char *later[] = {"head.bias", "blocks.0.w"};
+    const int wrong[][2] = {{1, 2}, {3, 4}};
+    mt_params Q;
+    table(&Q, 2, later, wrong, 0);
+    spec = (mt_load_spec){.map = map, .n_map = 2};
+    CHECK(mt_ckpt_load_names(&st, "F", &Q, &spec, &r, &e) == MT_EFORMAT &&
+              strstr(e.msg, "tensor 'blocks.0.w' (the file's 'h.0.mat' by the name map) has "
+                            "shape (3, 3), the model needs (3, 4)") &&
+              r.failed == 1,
+          "shape: %s (failed %d)", e.msg, r.failed);
+    CHECK(value_of(&Q, "head.bias") == 0, "shape: an entry was written before the refusal");
+    mt_load_report_free(&r);
+    mt_params_free(&Q);
+    /* strict (a checkpoint): what the model does not read is refused */
+    spec = (mt_load_spec){.map = map, .n_map = 2, .exact = true};
+    CHECK(mt_ckpt_load_names(&st, "F", &P, &spec, &r, &e) == MT_EFORMAT &&
+              strstr(e.msg, "tensor 'extra' is not a parameter of the model"),
+          "exact: %s", e.msg);
+    CHECK(value_of(&P, "tok.weight") == 0, "exact: an entry was written before the refusal");
+    mt_load_report_free(&r);
+    mt_params_free(&P);
+    mt_st_free(&st);
+    mt_params_free(&F);
+}
+
+/* A GPT started from a checkpoint of another: the same config loads, skip globs keep their
+   initialisation, another n_embd is refused naming the value and the flag, and nothing moves. */
+static void test_init_from(void) {
+    mt_gpt_config c = tiny(true);
+    mt_gpt a, b;
+    mt_err e;
+    mt_rng r;
+    CHECK(mt_gpt_build(&a, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_rng_seed(&r, 1);
+    mt_params_initialize(&a.P, &r);
+    mt_tok_free(&a.tok);
+    CHECK(mt_tok_build_char(&a.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    mt_ckpt_state state = {0};
+    CHECK(mt_ckpt_save(path, &a.base, &state, "", &e) == MT_OK, "save: %s", e.msg);
+    c.stack.dropout = 0.1f; /* not a shape: loads, and the report says it differs */
+    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_tok_free(&b.tok);
+    CHECK(mt_tok_build_char(&b.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    mt_load_report rep;
+    CHECK(mt_ckpt_init_from(path, &b.base, "blocks.0.ffn.*", &rep, &e) == MT_OK, "init: %s", e.msg);
+    int skipped = 0;
+    for (int i = 0; i < b.P.n; i++) {
+        const mt_param *p = &b.P.p[i];
+        bool same = !memcmp(b.P.data + p->offset, a.P.data + p->offset, p->n * sizeof(float));
+        bool skip = !strncmp(p->name, "blocks.0.ffn.", 13);
+        skipped += skip;
+        CHECK(skip ? !same || p->role == MT_ROLE_BIAS : same, "init: %s %s the file's", p->name,
+              same ? "equals" : "differs from");
+    }
+    CHECK(skipped > 0 && rep.skipped == skipped && rep.loaded == b.P.n - skipped &&
+              strstr(rep.differs, "dropout 0 (here 0.1)"),
+          "init: report %d loaded, %d skipped, differs '%s'", rep.loaded, rep.skipped, rep.differs);
+    mt_load_report_free(&rep);
+    mt_gpt_free(&b);
+    /* another width: refused with the value and flag that fit, b's weights untouched */
+    c.stack.n_embd = 16;
+    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_tok_free(&b.tok);
+    CHECK(mt_tok_build_char(&b.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    b.P.data[0] = 7;
+    CHECK(mt_ckpt_init_from(path, &b.base, NULL, &rep, &e) == MT_EINVAL &&
+              strstr(e.msg, "tensor 'tok_emb.weight' has shape (5, 8), the model needs (5, 16)") &&
+              strstr(e.msg, "n_embd is 8 in the file, 16 here (--n-embd 8)") && b.P.data[0] == 7,
+          "another width: %s", e.msg);
+    mt_load_report_free(&rep);
+    mt_gpt_free(&b);
+    /* another tokenizer: the weights read other ids */
+    c.stack.n_embd = 8;
+    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_tok_free(&b.tok);
+    CHECK(mt_tok_build_char(&b.tok, "abcdf", 5, &e) == MT_OK, "tokenizer");
+    CHECK(mt_ckpt_init_from(path, &b.base, NULL, &rep, &e) == MT_EINVAL &&
+              strstr(e.msg, "the file's tokenizer differs from this run's"),
+          "another tokenizer: %s", e.msg);
+    mt_load_report_free(&rep);
+    mt_gpt_free(&b);
+    mt_gpt_free(&a);
+}
+
 static void test_tokfile_json(void) {
     /* a token file whose tokenizer JSON is not an object */
     static const uint16_t ids[] = {0, 1, 2, 3};
@@ -242,6 +414,8 @@ int main(void) {
     CHECK(mt_tok_build_char(&tok, "abcde", 5, &e) == MT_OK, "tokenizer");
     tok_json = mt_tok_to_json(&tok);
     test_gpt_checkpoints();
+    test_load_names();
+    test_init_from();
     test_tokfile_json();
     free(tok_json);
     mt_tok_free(&tok);

@@ -136,8 +136,9 @@ class Run:
     """One ./train run of a part: the method's flags over BASE, the rate, the depth and the
     diagnostics. gain: the output norms' initial weight (Peri-LN); edits: {regex: value}, the
     initial value of every element of the tensors whose name matches the regex (DyT's weights,
-    the embedding scale). Both are set in the step-0 checkpoint, from which the run resumes (it
-    equals a run from scratch bit for bit). resumable: a run that saves checkpoints (diag's
+    the embedding scale). Both are set in the step-0 checkpoint (<dir>/init), which the run
+    starts from (--init-from: the same numbers as a run from scratch, bit for bit, where nothing
+    is set). resumable: a run that saves checkpoints (diag's
     --save-every) and was stopped part way (the end of a session) resumes from its last one."""
 
     def __init__(self, part, name, method, lr="1e-3", layers=100, diag=None, gain=1.0,
@@ -171,14 +172,15 @@ class Run:
         shutil.rmtree(self.dir, ignore_errors=True)
         if not self.edits:
             res = run(["./train"] + self.flags() + ["--out", self.dir], log)
-        else:  # the step-0 checkpoint, edited, then trained from
-            res = run(["./train"] + self.flags() + ["--steps", "0", "--out", self.dir], log)
+        else:  # the step-0 checkpoint, edited, is where the run starts
+            init = os.path.join(self.dir, "init", "model.safetensors")
+            res = run(["./train"] + self.flags() + ["--steps", "0", "--out",
+                                                    os.path.dirname(init)], log)
             if res.rc == 0:
                 for regex, value in self.edits.items():
-                    set_tensors(os.path.join(self.dir, "model.safetensors"),
-                                lambda name: re.fullmatch(regex, name), value)
-                res = run(["./train", "--resume", "--out", self.dir, "--steps",
-                           str(self.options()["--steps"])], log)
+                    set_tensors(init, lambda name: re.fullmatch(regex, name), value)
+                res = run(["./train"] + self.flags() + ["--init-from", init, "--out", self.dir],
+                          log)
         self.rc, self.seconds = res.rc, res.wall
         return self
 

@@ -324,6 +324,14 @@ static void test_load_names(void) {
     mt_params_free(&F);
 }
 
+/* A GPT of config c with the char tokenizer of the 5 characters chars. */
+static void build_char(mt_gpt *m, mt_gpt_config c, const char *chars) {
+    mt_err e;
+    CHECK(mt_gpt_build(m, &c, &e) == MT_OK, "build: %s", e.msg);
+    mt_tok_free(&m->tok);
+    CHECK(mt_tok_build_char(&m->tok, chars, 5, &e) == MT_OK, "tokenizer: %s", e.msg);
+}
+
 /* A GPT started from a checkpoint of another: the same config loads, skip globs keep their
    initialisation, another n_embd is refused naming the value and the flag, and nothing moves. */
 static void test_init_from(void) {
@@ -331,17 +339,13 @@ static void test_init_from(void) {
     mt_gpt a, b;
     mt_err e;
     mt_rng r;
-    CHECK(mt_gpt_build(&a, &c, &e) == MT_OK, "build: %s", e.msg);
+    build_char(&a, c, "abcde");
     mt_rng_seed(&r, 1);
     mt_params_initialize(&a.P, &r);
-    mt_tok_free(&a.tok);
-    CHECK(mt_tok_build_char(&a.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
     mt_ckpt_state state = {0};
     CHECK(mt_ckpt_save(path, &a.base, &state, "", &e) == MT_OK, "save: %s", e.msg);
     c.stack.dropout = 0.1f; /* not a shape: loads, and the report says it differs */
-    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
-    mt_tok_free(&b.tok);
-    CHECK(mt_tok_build_char(&b.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    build_char(&b, c, "abcde");
     mt_load_report rep;
     CHECK(mt_ckpt_init_from(path, &b.base, "blocks.0.ffn.*", &rep, &e) == MT_OK, "init: %s", e.msg);
     int skipped = 0;
@@ -360,9 +364,7 @@ static void test_init_from(void) {
     mt_gpt_free(&b);
     /* another width: refused with the value and flag that fit, b's weights untouched */
     c.stack.n_embd = 16;
-    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
-    mt_tok_free(&b.tok);
-    CHECK(mt_tok_build_char(&b.tok, "abcde", 5, &e) == MT_OK, "tokenizer");
+    build_char(&b, c, "abcde");
     b.P.data[0] = 7;
     CHECK(mt_ckpt_init_from(path, &b.base, NULL, &rep, &e) == MT_EINVAL &&
               strstr(e.msg, "tensor 'tok_emb.weight' has shape (5, 8), the model needs (5, 16)") &&
@@ -372,9 +374,7 @@ static void test_init_from(void) {
     mt_gpt_free(&b);
     /* another tokenizer: the weights read other ids */
     c.stack.n_embd = 8;
-    CHECK(mt_gpt_build(&b, &c, &e) == MT_OK, "build: %s", e.msg);
-    mt_tok_free(&b.tok);
-    CHECK(mt_tok_build_char(&b.tok, "abcdf", 5, &e) == MT_OK, "tokenizer");
+    build_char(&b, c, "abcdf");
     CHECK(mt_ckpt_init_from(path, &b.base, NULL, &rep, &e) == MT_EINVAL &&
               strstr(e.msg, "the file's tokenizer differs from this run's"),
           "another tokenizer: %s", e.msg);

@@ -4,15 +4,9 @@
 # run's own initialisation, a run from a step-0 checkpoint trains as --resume from it does, and a
 # shape-changing flag, --resume, a glob without --init-from, a missing file and a file that is
 # no checkpoint are refused with exit 2 and nothing written. MT_BUILD names the build directory.
-B=${MT_BUILD:-build}
-T=$(mktemp -d /tmp/mt_test_init_from_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL test_init_from: $*"; fails=$((fails + 1)); }
-if ! command -v python3 >/dev/null; then
-    echo "test_init_from: SKIPPED (needs python3 to compare tensors)"
-    exit 0
-fi
+NAME=test_init_from
+. "$(dirname "$0")/lib.sh"
+command -v python3 >/dev/null || skip "needs python3 to compare tensors"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 # The names of the tensors of safetensors file $2 that are (or with "differ": are not) equal
 # to those of $3 and whose names match the regular expression $1.
@@ -99,5 +93,4 @@ refused "a glob of nothing" "the skip glob 'lm_head.\*' matches no tensor" \
 refused "a missing file" "--init-from $T/none" $TINY --init-from "$T/none"
 refused "not a checkpoint" "$T/text.txt" $TINY --init-from "$T/text.txt"
 
-[ $fails -eq 0 ] && echo "test_init_from: ok"
-[ $fails -eq 0 ]
+finish

@@ -1,6 +1,7 @@
 /* What ./infer's uses share: the inference context, a checkpoint's description (--info). */
 #include <stdlib.h>
 
+#include "../ckpt/ckpt.h"
 #include "../models/model.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ckpt/ckpt.h"
 #include "../data/data.h"
 #include "../models/model.h"
 #include "../optim/optim.h"

@@ -85,7 +85,8 @@ static void print_image(const char *path, const char *cls, double p, const char 
     else printf("%s: %s (p = %.3f)\n", path, cls, p);
 }
 
-/* --source: each word's phones; --score-file: WER and PER of the words of a dictionary's --split. */
+/* --source: each word's phones; --score-file: WER and PER of the words of a dictionary's
+   --split. */
 static int g2p(const mt_model *m) {
     if (!o.source[0] && !o.score_file[0])
         die(2,

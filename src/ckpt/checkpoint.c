@@ -139,7 +139,7 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
     return s;
 }
 
-/* ---- a fresh model from a checkpoint's weights ------------------------------------------------ */
+/* ---- a fresh model from a checkpoint's weights ---------------------------------------------- */
 /* Whether the entry name of P fits the file: both lack it, or both hold it with one shape. */
 static bool fits(const mt_params *P, const mt_safetensors *st, const char *name) {
     int i = mt_params_find(P, name);

@@ -1,7 +1,7 @@
 /* The encoder-decoder Transformer (models.h), which transduces words into pronunciations
-   (data.h's dictionaries; src/tasks/g2p.c trains it). B batch, S source length (letters), T target length
-   (bos + phones, phones + eos), C n_embd, V vocabulary; ids row-major over (B, S) or (B, T),
-   padded with MT_G2P_PAD past each row's length. */
+   (data.h's dictionaries; src/tasks/g2p.c trains it). B batch, S source length (letters), T
+   target length (bos + phones, phones + eos), C n_embd, V vocabulary; ids row-major over (B, S)
+   or (B, T), padded with MT_G2P_PAD past each row's length. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

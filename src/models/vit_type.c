@@ -1,5 +1,6 @@
 /* The ViT's type (model.h): its field table, what the trainer, the checkpoints and ./infer call
-   through it, and its public constructor. Above vit.c (the model), which knows nothing of this file. */
+   through it, and its public constructor. Above vit.c (the model), which knows nothing of this
+   file. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

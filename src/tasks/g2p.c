@@ -216,8 +216,8 @@ static int eval_draw(mt_task *tp, int i) {
 /* The loss of each word's first pronunciation (teacher forced) as a share of the mean tokens
    of a validation word (so that the evaluation's loss is per token), then the words decoded
    greedily (the model's tally): WER and PER with and without stress. On a budget of one thread,
-   as decoding: the evaluation's forward of 64 words, 3+3 layers of 256, took 1.3 s on two threads at load 6
-   and 0.14 s on one. */
+   as decoding: at this size the fork and join of every op cost a second thread more than it
+   saves. */
 static void eval_rows(mt_ctx *c, const mt_model *m, mt_task *tp, int lo, int n,
                       mt_eval_sums *sums) {
     int threads = c->threads;

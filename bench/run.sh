@@ -50,16 +50,7 @@ BF16=0
 echo "fp32 GEMM peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
 
-# name n-layer n-embd n-head n-ctx batch norm [arch: gpt unless given]
-CONFIG_TABLE="
-tiny     4   128 4 128 16 ln
-tiny_llama 4 128 4 128 16 rms llama
-small    6   384 6 256 8  ln
-deep100  100 64  2 64  8  ln
-tiny_rms 4   128 4 128 16 rms
-"
-echo "$CONFIG_TABLE" | while read -r name L C NH T B norm arch; do
-    [ -n "$name" ] || continue
+grep -v '^#' bench/configs.txt | while read -r name L C NH T B norm arch; do
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
     args="--name $name --n-layer $L --n-embd $C --n-head $NH --n-ctx $T --batch $B --norm $norm"
     args="$args --arch ${arch:-gpt}"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The peak RSS of the whole ./train process (/usr/bin/time %M) on the configs with a memory goal:
-# a short run of each on tiny Shakespeare with the bench's shapes (bench/run.sh's CONFIG_TABLE),
+# a short run of each on tiny Shakespeare with the bench's shapes (bench/configs.txt),
 # 2 threads and the default replicas, STEPS steps then the evaluation (--eval-batches, default
 # 20) and the checkpoint at the end. Prints one JSON line per config for bench/gpt/report.py.
 # bench/run.sh runs it; alone: sh bench/train_rss.sh. Environment: MT_BUILD (build dir),
@@ -15,10 +15,8 @@ if [ ! -x /usr/bin/time ]; then
 fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-# name layers embd heads ctx batch: bench/run.sh's shapes
-printf '%s\n' "tiny 4 128 4 128 16" "small 6 384 6 256 8" "deep100 100 64 2 64 8" |
-while read -r name L C NH T B; do
-    case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac
+grep -v '^#' bench/configs.txt | while read -r name L C NH T B norm arch; do
+    case " ${CONFIGS:-tiny small deep100} " in *" $name "*) ;; *) continue ;; esac
     echo "$name: ./train, $STEPS steps, evaluation and checkpoint at the end" >&2
     if ! /usr/bin/time -f %M -o "$OUT/rss" "$BUILD/train" --data data/tinyshakespeare.txt \
         --n-layer "$L" --n-embd "$C" --n-head "$NH" --n-ctx "$T" --batch "$B" \

@@ -255,6 +255,7 @@ static void all_free(all_models *a) {
    resumed run's), the config file, the flags. */
 typedef struct {
     mt_settings model, saved, file, flags;
+    char *trained; /* --resume: the checkpoint's model config as config lines (trained_config) */
 } layers;
 
 static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, mt_err *err) {
@@ -328,9 +329,29 @@ static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *er
     return s;
 }
 
-/* The options of <out>/model.safetensors into *text (malloc'd); a --model (flag or config file,
-   in L) other than the checkpoint's is refused: the saved options are that model's. */
-static mt_status read_saved(const char *out, const layers *L, char **text, mt_err *err) {
+/* The checkpoint's model config (its "config": what the run trained, presets and derived values
+   resolved) as config lines of its model's fields into *lines (malloc'd). */
+static mt_status trained_config(const char *path, const char *model, const char *json, char **lines,
+                                mt_err *err) {
+    const mt_model_type *t;
+    mt_status s = mt_model_type_find(model, &t, err);
+    void *cfg = s == MT_OK ? malloc(t->config_size) : NULL;
+    if (s != MT_OK) return s;
+    MT_ASSERT(cfg, "train: out of memory");
+    t->config_default(cfg);
+    mt_err e;
+    if (mt_fields_from_json(t->fields, json, cfg, &e) == MT_OK)
+        *lines = mt_fieldset_to_ini(&(mt_fieldset){t->fields, cfg}, 1);
+    else s = mt_errorf(err, MT_EFORMAT, "--resume: %s: its model config: %s", path, e.msg);
+    free(cfg);
+    return s;
+}
+
+/* The options of <out>/model.safetensors into *text and its model config as config lines into
+   *model_lines (both malloc'd; the second NULL for a file without one); a --model (flag or config
+   file, in L) other than the checkpoint's is refused: the saved options are that model's. */
+static mt_status read_saved(const char *out, const layers *L, char **text, char **model_lines,
+                            mt_err *err) {
     char path[MT_FIELD_STR_MAX + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (access(path, F_OK) != 0)
@@ -341,13 +362,14 @@ static mt_status read_saved(const char *out, const layers *L, char **text, mt_er
     if (s == MT_OK) s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
     const char *saved = mt_st_meta(&st, "options"), *model = mt_st_meta(&st, "model");
-    const char *asked = given(L, "model");
+    const char *asked = given(L, "model"), *config = mt_st_meta(&st, "config");
     if (!model) model = mt_model_types[0]->name; /* files from before models were named */
     if (saved && asked && strcmp(asked, model) != 0)
         s = mt_errorf(err, MT_EINVAL,
                       "--resume: %s holds a %s run, and --model %s was given: a run continues "
                       "as the model it is (drop --model)",
                       path, model, asked);
+    if (saved && config && s == MT_OK) s = trained_config(path, model, config, model_lines, err);
     if (saved && s == MT_OK) *text = strdup(saved);
     mt_st_free(&st);
     if (s != MT_OK) return s;
@@ -371,11 +393,57 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
     if (s == MT_OK) s = apply_layers(L, sets, n, err);
     if (s != MT_OK || a->o.help || !a->o.resume) return s;
     char *text = NULL;
-    if ((s = read_saved(a->o.out, L, &text, err)) == MT_OK)
+    if ((s = read_saved(a->o.out, L, &text, &L->trained, err)) == MT_OK)
         s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
     free(text);
     a->o = defaults();
     if (s == MT_OK) s = apply_layers(L, sets, n, err);
+    return s;
+}
+
+/* Appends text (malloc'd, freed here) to *out. */
+static void append(char **out, size_t *len, char *text) {
+    size_t k = strlen(text);
+    *out = realloc(*out, *len + k + 1);
+    MT_ASSERT(*out, "train: out of memory");
+    memcpy(*out + *len, text, k + 1);
+    *len += k;
+    free(text);
+}
+
+/* A resumed run's model fields whose saved options (over the model's defaults) do not give the
+   model the checkpoint trained are set to the trained values, the last lines of the saved layer:
+   an older build filled a preset's pieces in validation where the fields held the GPT's defaults,
+   so its saved arch = llama with norm = ln trained RMSNorm. Compared on the validated config
+   (derived values resolved); all of them when it does not validate. sets: the model's, at the
+   defaults. */
+static mt_status saved_as_trained(layers *L, const mt_model_type *t, const mt_fieldset *sets,
+                                  mt_err *err) {
+    void *scratch = malloc(t->config_size);
+    MT_ASSERT(scratch, "train: out of memory");
+    t->config_default(scratch);
+    mt_settings trained = {0};
+    mt_status s = mt_settings_apply(&L->model, sets, 3, err);
+    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, 3, err);
+    if (s == MT_OK && t->option_defaults) t->option_defaults(sets[2].obj); /* they are in */
+    mt_err invalid;
+    bool valid = s == MT_OK && t->config_validate(sets[2].obj, &invalid) == MT_OK;
+    if (s == MT_OK)
+        s = mt_fieldset_parse_ini(&(mt_fieldset){t->fields, scratch}, 1, L->trained,
+                                  "the checkpoint's model config", &trained, err);
+    char *differ = strdup(""), *line;
+    size_t len = 0;
+    for (int i = 0; s == MT_OK && i < trained.n; i++) {
+        const mt_setting *x = &trained.s[i];
+        if (valid && !mt_setting_changes(x, sets, 3)) continue;
+        MT_ASSERT(asprintf(&line, "%s = \"%s\"\n", x->name, x->value) >= 0, "train: out of memory");
+        append(&differ, &len, line);
+    }
+    if (s == MT_OK && len)
+        s = mt_fieldset_parse_ini(sets, 3, differ, "the checkpoint's model config", &L->saved, err);
+    free(differ);
+    mt_settings_free(&trained);
+    free(scratch);
     return s;
 }
 
@@ -418,12 +486,17 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         const char *md = s == MT_OK && r->type->option_defaults
                              ? r->type->option_defaults(r->model_cfg)
                              : NULL;
-        if (md) { /* the model's defaults under the layers: all of them again */
+        if (md) s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L.model, err);
+        if (s == MT_OK && L.trained) {
             r->o = defaults();
             r->type->config_default(r->model_cfg);
-            s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L.model, err);
+            s = saved_as_trained(&L, r->type, sets, err);
+        }
+        if (md || L.trained) { /* the model's defaults, or the trained values, in: all again */
+            r->o = defaults();
+            r->type->config_default(r->model_cfg);
             if (s == MT_OK) s = apply_layers(&L, sets, 3, err);
-            if (s == MT_OK) r->type->option_defaults(r->model_cfg); /* it holds them now */
+            if (s == MT_OK && md) r->type->option_defaults(r->model_cfg); /* it holds them now */
         }
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
@@ -438,6 +511,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
     mt_settings_free(&L.saved);
     mt_settings_free(&L.file);
     mt_settings_free(&L.flags);
+    free(L.trained);
     return s;
 }
 
@@ -445,16 +519,6 @@ void mt_run_options_free(mt_run_options *r) {
     free(r->model_cfg);
     free(r->saved);
     *r = (mt_run_options){0};
-}
-
-/* Appends text (malloc'd, freed here) to *out. */
-static void append(char **out, size_t *len, char *text) {
-    size_t k = strlen(text);
-    *out = realloc(*out, *len + k + 1);
-    MT_ASSERT(*out, "train: out of memory");
-    memcpy(*out + *len, text, k + 1);
-    *len += k;
-    free(text);
 }
 
 char *mt_run_options_help(void) {

@@ -2,7 +2,8 @@
 # Flags and config keys that nothing reads, and presets against explicit flags (docs/training.md,
 # "What reads an option"): a given option the chosen components do not read exits 2 naming it and
 # what would read it, before anything is written; a config file's key left at the value under it
-# (a run's saved options hold every key) is not refused; an explicit flag wins over --arch
+# (a run's saved options hold every key) is not refused; a preset sits just under the layer that
+# names it (--arch over the config file), an explicit option of that layer wins over --arch
 # llama's pieces, and one nGPT cannot take is refused with the reason. MT_BUILD names the build
 # directory (default: build).
 NAME=test_flags
@@ -76,6 +77,15 @@ grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu: " ||
 good --arch llama
 grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu, no bias" ||
     fail "--arch llama's pieces: $(grep '^model' "$T/log")"
+# ... a preset sits just under the layer that names it: --arch over the config file's keys
+printf 'norm = ln\n' >"$T/ln.ini"
+good --config "$T/ln.ini" --arch llama
+grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu, no bias" ||
+    fail "--config (norm = ln) --arch llama: $(grep '^model' "$T/log")"
+printf 'placement = pre\nact = gelu\nweight-decay = 0.1\n' >"$T/pre.ini"
+good --config "$T/pre.ini" --arch ngpt
+grep "^model" "$T/log" | grep -q "ngpt, .*norm none, placement ngpt, .*act swiglu, no bias" ||
+    fail "--config (placement = pre) --arch ngpt: $(grep '^model' "$T/log")"
 # ... and one nGPT cannot take is refused with the reason
 bad "--placement ngpt (--arch ngpt) needs --act swiglu: s_u and s_v scale its two branches" \
     --arch ngpt --act gelu

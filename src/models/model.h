@@ -142,9 +142,9 @@ struct mt_model_type {
     /* "4 layers, 4 heads, ..." for the programs' model line */
     void (*config_describe)(const void *cfg, char *buf, size_t len);
     /* Optional: options a config trains with unless given (config-file lines: the GPT's arch
-       pieces, nGPT's "weight_decay = 0"), or NULL; ./train layers them under the saved options,
-       the config file and the flags, and calls it again on the config they give, which it marks
-       as holding them (its validation adds no preset of its own). */
+       pieces, nGPT's "weight_decay = 0"), or NULL; ./train layers them just under the layer
+       that names them (src/train/options.h), and calls it again on the config they give, which
+       it marks as holding them (its validation adds no preset of its own). */
     const char *(*option_defaults)(void *cfg);
     /* Activation bytes of a step of B rows (training: with gradients), in double. */
     double (*activation_bytes)(const void *cfg, int B, bool training);

@@ -251,18 +251,25 @@ static void all_free(all_models *a) {
     free(a->sets);
 }
 
-/* The settings of the layers: the model's defaults (mt_model_type.option_defaults), saved (a
-   resumed run's), the config file, the flags. */
+/* The settings of the layers, bottom first: saved (a resumed run's), the config file, the flags;
+   and the model's defaults (mt_model_type.option_defaults: a preset), just under the layer that
+   names them (preset_under: the top layer that alone, on the defaults, gives them; else saved). */
 typedef struct {
     mt_settings model, saved, file, flags;
+    const mt_settings *preset_under;
     char *trained; /* --resume: the checkpoint's model config as config lines (trained_config) */
 } layers;
 
-static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n, mt_err *err) {
-    mt_status s = mt_settings_apply(&L->model, sets, n, err);
-    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, n, err);
-    if (s == MT_OK) s = mt_settings_apply(&L->file, sets, n, err);
-    if (s == MT_OK) s = mt_settings_apply(&L->flags, sets, n, err);
+/* Applies the layers under upto (NULL: all of them), the model's defaults where they sit. */
+static mt_status apply_layers(const layers *L, const mt_fieldset *sets, int n,
+                              const mt_settings *upto, mt_err *err) {
+    const mt_settings *order[] = {&L->saved, &L->file, &L->flags};
+    mt_status s = MT_OK;
+    for (int i = 0; i < 3 && s == MT_OK; i++) {
+        if (order[i] == L->preset_under) s = mt_settings_apply(&L->model, sets, n, err);
+        if (order[i] == upto) break;
+        if (s == MT_OK) s = mt_settings_apply(order[i], sets, n, err);
+    }
     return s;
 }
 
@@ -314,8 +321,7 @@ static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *er
     t->config_default(cfg);
     mt_fieldset sets[] = {{&TRAIN_FIELDS, &o}, stack_of(t, cfg), {t->fields, cfg}};
     mt_settings g = {.s = given};
-    mt_status s = mt_settings_apply(&L->model, sets, 3, err);
-    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, 3, err);
+    mt_status s = apply_layers(L, sets, 3, &L->file, err);
     for (int i = 0; s == MT_OK && i < L->file.n; i++) /* against the layers under the file */
         if (mt_setting_changes(&L->file.s[i], sets, 3)) given[g.n++] = L->file.s[i];
     for (int i = 0; i < L->flags.n; i++) given[g.n++] = L->flags.s[i];
@@ -390,14 +396,14 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
         (s = mt_fieldset_read_ini(sets, n, a->o.config, &L->file, err)) == MT_EIO)
         s = err->status = MT_EINVAL; /* a config file that cannot be read: a usage error */
     a->o = defaults();
-    if (s == MT_OK) s = apply_layers(L, sets, n, err);
+    if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);
     if (s != MT_OK || a->o.help || !a->o.resume) return s;
     char *text = NULL;
     if ((s = read_saved(a->o.out, L, &text, &L->trained, err)) == MT_OK)
         s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
     free(text);
     a->o = defaults();
-    if (s == MT_OK) s = apply_layers(L, sets, n, err);
+    if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);
     return s;
 }
 
@@ -423,8 +429,7 @@ static mt_status saved_as_trained(layers *L, const mt_model_type *t, const mt_fi
     MT_ASSERT(scratch, "train: out of memory");
     t->config_default(scratch);
     mt_settings trained = {0};
-    mt_status s = mt_settings_apply(&L->model, sets, 3, err);
-    if (s == MT_OK) s = mt_settings_apply(&L->saved, sets, 3, err);
+    mt_status s = apply_layers(L, sets, 3, &L->file, err);
     if (s == MT_OK && t->option_defaults) t->option_defaults(sets[2].obj); /* they are in */
     mt_err invalid;
     bool valid = s == MT_OK && t->config_validate(sets[2].obj, &invalid) == MT_OK;
@@ -467,6 +472,51 @@ static void resolve(mt_run_options *r) {
                                        .classes = d->classes[0] ? d->classes : NULL}};
 }
 
+/* The top layer that alone, on the defaults, gives the model's defaults md: the one that names
+   the preset; saved when none does. */
+static const mt_settings *preset_layer(const layers *L, const mt_model_type *t, const char *md) {
+    const mt_settings *order[] = {&L->flags, &L->file, &L->saved}, *under = &L->saved;
+    mt_train_options o;
+    void *cfg = malloc(t->config_size);
+    MT_ASSERT(cfg, "train: out of memory");
+    mt_fieldset sets[] = {{&TRAIN_FIELDS, &o}, stack_of(t, cfg), {t->fields, cfg}};
+    for (int i = 0; i < 3 && under == &L->saved; i++) {
+        o = defaults();
+        t->config_default(cfg);
+        mt_err e;
+        const char *named = mt_settings_apply(order[i], sets, 3, &e) == MT_OK
+                                ? t->option_defaults(cfg)
+                                : NULL;
+        if (named && strcmp(named, md) == 0) under = order[i];
+    }
+    free(cfg);
+    return under;
+}
+
+/* The layers on the model's sets (r's options and config, at their defaults): its defaults where
+   they sit, a resumed run's trained values (saved_as_trained). */
+static mt_status model_layers(layers *L, mt_run_options *r, const mt_fieldset *sets, mt_err *err) {
+    const mt_model_type *t = r->type;
+    L->preset_under = &L->saved;
+    mt_status s = apply_layers(L, sets, 3, NULL, err);
+    const char *md = s == MT_OK && t->option_defaults ? t->option_defaults(r->model_cfg) : NULL;
+    if (md) {
+        s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L->model, err);
+        L->preset_under = preset_layer(L, t, md);
+    }
+    if (s == MT_OK && L->trained) {
+        r->o = defaults();
+        t->config_default(r->model_cfg);
+        s = saved_as_trained(L, t, sets, err);
+    }
+    if (s != MT_OK || !(md || L->trained)) return s;
+    r->o = defaults(); /* the model's defaults, or the trained values, in: all again */
+    t->config_default(r->model_cfg);
+    s = apply_layers(L, sets, 3, NULL, err);
+    if (s == MT_OK && md) t->option_defaults(r->model_cfg); /* it holds them now */
+    return s;
+}
+
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err) {
     *r = (mt_run_options){.o = defaults()};
     layers L = {0};
@@ -482,22 +532,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         mt_fieldset sets[] = {{&TRAIN_FIELDS, &r->o},
                               stack_of(r->type, r->model_cfg),
                               {r->type->fields, r->model_cfg}};
-        s = apply_layers(&L, sets, 3, err);
-        const char *md = s == MT_OK && r->type->option_defaults
-                             ? r->type->option_defaults(r->model_cfg)
-                             : NULL;
-        if (md) s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L.model, err);
-        if (s == MT_OK && L.trained) {
-            r->o = defaults();
-            r->type->config_default(r->model_cfg);
-            s = saved_as_trained(&L, r->type, sets, err);
-        }
-        if (md || L.trained) { /* the model's defaults, or the trained values, in: all again */
-            r->o = defaults();
-            r->type->config_default(r->model_cfg);
-            if (s == MT_OK) s = apply_layers(&L, sets, 3, err);
-            if (s == MT_OK && md) r->type->option_defaults(r->model_cfg); /* it holds them now */
-        }
+        s = model_layers(&L, r, sets, err);
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
         if (s == MT_OK) s = check_ignored(&L, &r->o, err);

@@ -1,7 +1,13 @@
 /* ./train's options: the training, data, optimizer and diagnostics options and the model's config,
  * each a struct with its field table (fields.h), layered
  *     defaults < the resumed run's saved options (--resume: <out>/model.safetensors's "options")
- *              < the --config file < the flags.
+ *              < the --config file < the flags,
+ * and a model's preset (mt_model_type.option_defaults: --arch llama's pieces) just under the layer
+ * that names it: --arch over the config file, a file's arch = over the defaults and saved options.
+ * So an option of the same layer as the preset wins over it (or the model's validation refuses
+ * it, as nGPT's does what its unit vectors cannot take), and one of a layer below does not. A
+ * resumed run's model fields whose saved value does not give the model its checkpoint's config
+ * records (a run saved before presets were layered) take the trained value.
  * --model, from any layer, decides which model's table applies: every model's flags are known
  * (argv is checked against all of them first), but another model's flag or key is an error. */
 #ifndef MT_TRAIN_OPTIONS_H

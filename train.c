@@ -41,7 +41,7 @@ static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *
 static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
     mt_train_cfg tc = mt_run_options_train_cfg(r);
     mt_err e;
-    mt_status s = mt_trainer_init(tr, &tc, &r->optim, &e);
+    mt_status s = mt_trainer_init(tr, &tc, &r->o.optim, &e);
     if (s == MT_OK && r->o.resume) s = mt_trainer_resume(tr, &e);
     mt_dist_agree(&s, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);

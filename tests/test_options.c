@@ -31,12 +31,12 @@ static void test_defaults(void) {
     mt_err e;
     CHECK(run(&r, "", &e) == MT_OK && r.type == mt_model_types[0], "defaults: %s", e.msg);
     /* the optimizer's numbers are the floats the flags were: 3e-3f, its tenth in float */
-    CHECK(r.optim.sched.lr == (double)3e-3f && r.optim.sched.min_lr == (double)(3e-3f / 10) &&
-              r.optim.sched.warmup == 100 && r.optim.beta2 == (double)0.99f &&
-              r.optim.eps == (double)1e-8f && r.optim.weight_decay == (double)0.1f &&
-              r.optim.sched.kind == MT_SCHED_COSINE && r.o.optim.sched.min_lr == -1,
-          "optimizer defaults: lr %.17g min_lr %.17g warmup %ld", r.optim.sched.lr,
-          r.optim.sched.min_lr, r.optim.sched.warmup);
+    CHECK(r.o.optim.sched.lr == (double)3e-3f && r.o.optim.sched.min_lr == (double)(3e-3f / 10) &&
+              r.o.optim.sched.warmup == 100 && r.o.optim.beta2 == (double)0.99f &&
+              r.o.optim.eps == (double)1e-8f && r.o.optim.weight_decay == (double)0.1f &&
+              r.o.optim.sched.kind == MT_SCHED_COSINE,
+          "optimizer defaults: lr %.17g min_lr %.17g warmup %ld", r.o.optim.sched.lr,
+          r.o.optim.sched.min_lr, r.o.optim.sched.warmup);
     CHECK(r.o.steps == 1000 && r.o.batch == 32 && strcmp(r.data.path, r.o.data.path) == 0 &&
               r.data.images.resize && r.data.images.skip_bad && r.data.eval_batches == 20,
           "training and data defaults");
@@ -49,10 +49,11 @@ static void test_defaults(void) {
     mt_run_options_free(&r);
     CHECK(run(&r, "--schedule const --lr 1e-3 --steps 50 --no-resize --bad-images reject", &e) ==
                   MT_OK &&
-              r.optim.sched.min_lr == 0 && r.optim.sched.warmup == 5 &&
-              r.optim.sched.lr == (double)1e-3f && !r.data.images.resize && !r.data.images.skip_bad,
-          "const schedule: min_lr %g warmup %ld (%s)", r.optim.sched.min_lr, r.optim.sched.warmup,
-          e.msg);
+              r.o.optim.sched.min_lr == 0 && r.o.optim.sched.warmup == 5 &&
+              r.o.optim.sched.lr == (double)1e-3f && !r.data.images.resize &&
+              !r.data.images.skip_bad,
+          "const schedule: min_lr %g warmup %ld (%s)", r.o.optim.sched.min_lr,
+          r.o.optim.sched.warmup, e.msg);
     mt_run_options_free(&r);
 }
 

@@ -325,7 +325,7 @@ static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *er
     for (int i = 0; s == MT_OK && i < L->file.n; i++) /* against the layers under the file */
         if (mt_setting_changes(&L->file.s[i], sets, 3)) given[g.n++] = L->file.s[i];
     for (int i = 0; i < L->flags.n; i++) given[g.n++] = L->flags.s[i];
-    o = r->o, o.optim = r->optim;
+    o = r->o;
     memcpy(cfg, r->model_cfg, t->config_size);
     mt_err invalid;
     if (s == MT_OK && t->config_validate(cfg, &invalid) == MT_OK)
@@ -452,12 +452,12 @@ static mt_status saved_as_trained(layers *L, const mt_model_type *t, const mt_fi
     return s;
 }
 
-/* What the options resolve to for the loop: the optimizer's defaults, the data config. */
+/* What the options resolve to for the loop (after r->saved, which keeps the -1s): the optimizer's
+   defaults, the data config. */
 static void resolve(mt_run_options *r) {
-    const mt_train_options *o = &r->o;
+    mt_train_options *o = &r->o;
     const mt_data_options *d = &o->data;
-    r->optim = o->optim;
-    mt_optim_resolve(&r->optim, o->steps);
+    mt_optim_resolve(&o->optim, o->steps);
     r->data = (mt_data_cfg){.path = d->path,
                             .tokenizer = (mt_tok_kind)d->tokenizer,
                             .vocab_size = d->vocab_size,
@@ -538,7 +538,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         if (s == MT_OK) s = check_ignored(&L, &r->o, err);
         if (s == MT_OK) s = mt_task_find(r->o.task, r->type, &r->task, err);
         if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
-        resolve(r);
+        resolve(r); /* after the saved text: a resumed run derives min_lr and warmup again */
         if (s == MT_OK) s = check_read(&L, r, err);
     }
     all_free(&a);

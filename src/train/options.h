@@ -55,7 +55,8 @@ typedef struct {
     bool resume;
     char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX];
     int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
-    mt_optim_config optim; /* as set: min_lr and warmup -1 stand for their defaults */
+    mt_optim_config optim; /* read: min_lr and warmup -1 stand for their defaults, which
+                              mt_run_options_read resolves (mt_optim_resolve) */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;
     bool profile;
@@ -69,10 +70,9 @@ typedef struct {
     mt_train_options o;
     const mt_model_type *type;
     const mt_task_type *task;
-    void *model_cfg;       /* (type->config_size) malloc'd */
-    mt_optim_config optim; /* o.optim with min_lr and warmup resolved (mt_optim_resolve) */
-    mt_data_cfg data;      /* path, tokenizer, images, eval_batches; the trainer sets the rest */
-    char *saved;           /* the options as config lines, saved in checkpoints; malloc'd */
+    void *model_cfg;  /* (type->config_size) malloc'd */
+    mt_data_cfg data; /* path, tokenizer, images, eval_batches; the trainer sets the rest */
+    char *saved;      /* the options as config lines, saved in checkpoints; malloc'd */
 } mt_run_options;
 
 /* Reads argv (tokenised and checked once), the config file and, with --resume, the run's saved

@@ -11,6 +11,7 @@
 #include "../data/data.h"
 #include "../io/io.h"
 #include "../tensor/base.h"
+#include "../tensor/gemm.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
 #include "stack.h"
@@ -212,5 +213,8 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
 /* Step-arena bytes to reserve for B rows: the activation estimate, generously (3x + 64 MiB):
    pages the arena never touches cost nothing. */
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training);
+/* An inference context of m for batches of B rows: eval mode, no grad, precision's products. */
+mt_status mt_model_infer_ctx(mt_ctx *c, const mt_model *m, int B, mt_precision precision,
+                             mt_err *err);
 
 #endif

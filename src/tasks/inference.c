@@ -70,9 +70,9 @@ mt_status mt_infer_options_pick(const mt_infer_options *o, const mt_settings *gi
                              "--%s %s: --info reads no option of a use (%s: %s); drop it", s->name,
                              value, u->name, u->does);
         return mt_errorf(err, MT_EINVAL,
-                         "--%s %s: only the %s use reads it (%s, with a %s checkpoint); %s is a "
-                         "%s checkpoint, whose use is %s (%s): drop it",
-                         s->name, value, u->name, u->does, models_of(u, models, sizeof models),
+                         "--%s %s: only the %s use reads it (%s checkpoints: %s); %s is a %s "
+                         "checkpoint, whose use is %s (%s): drop it",
+                         s->name, value, u->name, models_of(u, models, sizeof models), u->does,
                          checkpoint, type->name, use->name, use->does);
     }
     return *set ? mt_settings_check_read(given, &o->set[*set], 1, err) : MT_OK;

@@ -1,5 +1,5 @@
-/* ./infer's uses of a checkpoint: one a task (the task type's infer slot), beside it in the task's
- * folder: text_infer.c (sampling from a prompt, scoring a text file), images_infer.c
+/* ./infer's uses of a checkpoint: one per task (the task type's infer slot), beside it in the
+ * task's folder: text_infer.c (sampling from a prompt, scoring a text file), images_infer.c
  * (classifying images), g2p_infer.c (words' phones, scoring a dictionary). A use owns its options
  * (a field table on its own struct) and reaches the model through its type's ops (model.h's text,
  * classify and g2p); the checkpoint's kind of input chooses it (its kind's first task's). A use

@@ -137,6 +137,17 @@ infer --checkpoint "$M" --score "$T/s.txt" | tail -n 1 >"$T/score"
 grep -Eq '^loss=[0-9]+\.[0-9]+ ppl=[0-9]+\.[0-9]+ tokens=[0-9]+ bpb=[0-9]+\.[0-9]+ bytes=[0-9]+$' "$T/score" ||
     fail "score line: $(cat "$T/score")"
 grep -q "tokens=4848 .* bytes=4848$" "$T/score" || fail "5000 tokens in windows of 33: 151 x 32 + 16: $(cat "$T/score")"
+# a flag of another use than the checkpoint's, or one the run does not read, is refused naming
+# what reads it (exit 2, nothing printed); --info reads no use's flag
+while IFS='|' read -r why args; do
+    eval "infer $args" >"$T/out"
+    [ $? -eq 2 ] && grep -q -e "$why" "$T/log" && [ ! -s "$T/out" ] || fail "$args: $(cat "$T/log")"
+done <<EOF
+only the images use reads it.*is a gpt checkpoint, whose use is text|--checkpoint $M --classify x.pgm
+only the g2p use reads it|--checkpoint $M --beam 2
+--tokens 5: .*only sampling|--checkpoint $M --score $T/s.txt --tokens 5
+--info reads no option of a use (text|--info $M --prompt x
+EOF
 "$B/train" --data "$T/text.txt" --tokenizer char --prepare "$T/text.bin" >"$T/log" || fail "prepare"
 cp "$T/text.txt" "$T/same.txt" # --prepare over its own --data: refused, the text kept
 "$B/train" --data "$T/same.txt" --prepare "$T/./same.txt" >"$T/log" 2>&1

@@ -79,5 +79,10 @@ infer --checkpoint "$C" --score-file "$T/two" --split test
     fail "an empty split scored: $(cat "$T/log")"
 "$B/infer" --info "$C" | grep -q "encdec" || fail "--info"
 infer --checkpoint "$C" --prompt "x" && fail "an encdec checkpoint sampled text"
+grep -q "only the text use reads it" "$T/log" || fail "--prompt: $(cat "$T/log")"
+infer --checkpoint "$C" --source "abc" --split test && fail "--split without --score-file"
+grep -q "only --score-file does" "$T/log" || fail "--split: $(cat "$T/log")"
+infer --checkpoint "$C" --source "abc" --score-file "$T/dict" && fail "--score-file with --source"
+grep -q "only a run without --source does" "$T/log" || fail "--score-file: $(cat "$T/log")"
 
 finish

@@ -67,7 +67,7 @@ static mt_status forward_rows(mt_diag *d, mt_trainer *tr, long step, bool update
     c->training = false;
     c->grad_enabled = false;
     mt_batch b = tr->task->type->probe_rows(c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, d->B);
-    mt_tensor *f = tr->model->type->hidden(c, tr->model, &b, resid ? d->resid_norm : NULL);
+    mt_tensor *f = tr->model->type->probes->hidden(c, tr->model, &b, resid ? d->resid_norm : NULL);
     c->training = true;
     c->grad_enabled = true;
     int ok = 0;
@@ -109,7 +109,7 @@ static mt_status write_failed(const char *name, mt_err *err) {
 /* The logz row of step: log Z of every row of the logits, in double, its mean and max. */
 static mt_status logz_row(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
     mt_batch b = probe(d, tr);
-    const mt_tensor *y = tr->model->type->logits(&tr->ctx, tr->model, &b);
+    const mt_tensor *y = tr->model->type->probes->logits(&tr->ctx, tr->model, &b);
     tr->ctx.training = tr->ctx.grad_enabled = true;
     int rows = mt_rows(y), V = mt_cols(y);
     double sum = 0, top = -INFINITY;
@@ -129,9 +129,9 @@ static mt_status logz_row(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
 /* The probe batch's plain cross-entropy with block `skip` passed over (-1: none). */
 static double skipped_loss(mt_diag *d, mt_trainer *tr, int skip) {
     mt_batch b = probe(d, tr);
-    tr->model->type->skip_block(tr->model, skip);
+    tr->model->type->probes->skip_block(tr->model, skip);
     double loss = tr->model->type->loss(&tr->ctx, tr->model, tr->P, &b, MT_CE_PLAIN)->data[0];
-    tr->model->type->skip_block(tr->model, -1);
+    tr->model->type->probes->skip_block(tr->model, -1);
     tr->ctx.training = tr->ctx.grad_enabled = true;
     return loss;
 }
@@ -156,15 +156,16 @@ static mt_status probe_rows_due(mt_diag *d, mt_trainer *tr, long step, bool at_e
     return s;
 }
 
-/* The model type can give what the logz and skip diagnostics read. */
+/* The model type can give what the logz and skip diagnostics read (it has probes: it probes its
+   hidden state). */
 static mt_status probe_check(const mt_diag_cfg *cfg, const mt_trainer *tr, mt_err *err) {
     const mt_model_type *t = tr->model->type;
-    if (cfg->logz_every && !t->logits)
+    if (cfg->logz_every && !t->probes->logits)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-logz-every reads the output logits of every position; --model %s "
                          "does not give them (the GPT does)",
                          t->name);
-    if (cfg->skip_every && !t->skip_block)
+    if (cfg->skip_every && !t->probes->skip_block)
         return mt_errorf(err, MT_EINVAL,
                          "--diag-skip-every skips blocks of the model; --model %s cannot (the GPT "
                          "and the encoder-decoder can)",
@@ -191,7 +192,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     if (!cfg->grad_every && !cfg->update_steps && !cfg->resid_every && !cfg->logz_every &&
         !cfg->skip_every)
         return mt_diag_attn_open(d, tr, err);
-    if (!tr->model->type->hidden || !tr->task->type->probe_rows)
+    if (!mt_diag_probes_hidden(tr))
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics need a model with a probe of "
                          "its hidden state; --model %s has none",

@@ -74,6 +74,10 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
 /* After mt_trainer_step returned with st->finite: the rows due at tr->step. */
 mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st, mt_err *err);
 void mt_diag_close(mt_diag *d);
+/* The model has a probe of its hidden state and the task rows to probe it on. */
+static inline bool mt_diag_probes_hidden(const mt_trainer *tr) {
+    return tr->model->type->probes && tr->model->type->probes->hidden && tr->task->type->probe_rows;
+}
 /* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
 mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err);

@@ -20,7 +20,7 @@ mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err) {
         return mt_errorf(err, MT_EINVAL, "--diag-attn-every %d: expected 0 (off) or more",
                          d->cfg.attn_every);
     if (!d->cfg.attn_every) return MT_OK;
-    if (!tr->model->type->hidden || !tr->task->type->probe_rows)
+    if (!mt_diag_probes_hidden(tr))
         return mt_errorf(err, MT_EINVAL,
                          "--diag-attn-every needs a model with a probe of its hidden state; "
                          "--model %s has none",
@@ -56,7 +56,7 @@ mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err) 
     c->grad_enabled = false;
     c->attn_max = d->attn_max, c->attn_calls = 0;
     mt_batch b = tr->task->type->probe_rows(c, tr->task, tr->cfg.seed ^ SEED_DIAG, B);
-    tr->model->type->hidden(c, tr->model, &b, NULL);
+    tr->model->type->probes->hidden(c, tr->model, &b, NULL);
     int calls = c->attn_calls, X = calls - L; /* the last X blocks: self, then cross */
     c->attn_max = NULL;
     c->training = true;

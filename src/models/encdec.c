@@ -245,6 +245,7 @@ static void skip_block(mt_model *mp, int block) {
     L->enc.skip = block < N ? block : -1;
     L->dec.skip = block >= N ? block - N : -1;
 }
+static const mt_probe_ops PROBES = {.hidden = hidden, .skip_block = skip_block};
 
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce) {
@@ -350,7 +351,6 @@ const mt_model_type mt_encdec_type = {
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
     .loss = loss,
-    .hidden = hidden,
-    .skip_block = skip_block,
+    .probes = &PROBES,
     .g2p = &G2P_OPS,
 };

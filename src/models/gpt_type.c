@@ -98,6 +98,7 @@ static mt_tensor *logits(mt_ctx *c, const mt_model *mp, const mt_batch *b) {
     return mt_reshape(c, y, 2, (int[]){b->B * b->tokens.T, y->shape[2]});
 }
 static void skip_block(mt_model *m, int block) { ((mt_gpt *)m)->layout->stack.skip = block; }
+static const mt_probe_ops PROBES = {.hidden = hidden, .logits = logits, .skip_block = skip_block};
 
 /* ---- the type -------------------------------------------------------------------------------- */
 
@@ -243,9 +244,7 @@ const mt_model_type mt_gpt_type = {
     .meta_from_json = meta_from_json,
     .meta_describe = meta_describe,
     .loss = loss,
-    .hidden = hidden,
-    .logits = logits,
-    .skip_block = skip_block,
+    .probes = &PROBES,
     .text = &TEXT_OPS,
     .export = export,
 };

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/gemm.h"
 #include "model.h"
 
 mt_status mt_model_table(mt_model **m, const mt_model_type *type, const void *cfg, mt_err *err) {
@@ -44,4 +45,14 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training) {
     double bytes = 3 * type->activation_bytes(cfg, B, training) + (double)((size_t)64 << 20);
     return bytes < (double)SIZE_MAX / 2 ? (size_t)bytes : SIZE_MAX / 2;
+}
+
+mt_status mt_model_infer_ctx(mt_ctx *c, const mt_model *m, int B, mt_precision precision,
+                             mt_err *err) {
+    mt_status s = mt_ctx_init(c, mt_model_arena_bytes(m->type, m->cfg, B, false), 0, err);
+    if (s != MT_OK) return s;
+    c->training = false;
+    c->grad_enabled = false;
+    c->precision = precision;
+    return MT_OK;
 }

@@ -11,6 +11,7 @@
 #include "../data/data.h"
 #include "../io/io.h"
 #include "../tensor/base.h"
+#include "../tensor/gemm.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
 #include "stack.h"
@@ -125,6 +126,18 @@ typedef struct {
     };
 } mt_batch;
 
+/* The research probes of the diagnostics (src/diag), each NULL when the type has none: the
+   hidden state the head reads (rows, C) of a batch, resid as mt_stack_forward's (the model's
+   blocks' count + 1 values); the output logits (rows, V) of the batch's predictions (the log Z
+   diagnostic); and the block the forward passes over from now on (its input unchanged; the
+   blocks counted over the model's stacks, an encoder's first; -1: none): the
+   block-effectiveness probe. */
+typedef struct {
+    mt_tensor *(*hidden)(mt_ctx *c, const mt_model *m, const mt_batch *b, double *resid);
+    mt_tensor *(*logits)(mt_ctx *c, const mt_model *m, const mt_batch *b);
+    void (*skip_block)(mt_model *m, int block);
+} mt_probe_ops;
+
 /* ---- model types ----------------------------------------------------------------------------- */
 struct mt_model_type {
     const char *name;      /* "gpt": --model, the checkpoint's "model" */
@@ -167,15 +180,8 @@ struct mt_model_type {
        (label smoothing, z-loss: mt_cross_entropy's), on the parameters P: a scalar. */
     mt_tensor *(*loss)(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce);
-    /* Diagnostics (NULL: none): the hidden state the head reads (rows, C) of the batch, resid as
-       mt_stack_forward's (the model's blocks' count + 1 values). */
-    mt_tensor *(*hidden)(mt_ctx *c, const mt_model *m, const mt_batch *b, double *resid);
-    /* Diagnostics (NULL: none): the output logits (rows, V) of the batch's predictions (the log Z
-       diagnostic), and the block the forward passes over from now on (its input unchanged; the
-       blocks counted over the model's stacks, an encoder's first; -1: none): the
-       block-effectiveness probe. */
-    mt_tensor *(*logits)(mt_ctx *c, const mt_model *m, const mt_batch *b);
-    void (*skip_block)(mt_model *m, int block);
+    /* The diagnostics' probes (NULL: none). */
+    const mt_probe_ops *probes;
 
     /* What the programs do with it (NULL: not that). */
     const mt_text_ops *text;
@@ -207,5 +213,8 @@ mt_status mt_model_config_from_json(const mt_model_type *type, const char *json,
 /* Step-arena bytes to reserve for B rows: the activation estimate, generously (3x + 64 MiB):
    pages the arena never touches cost nothing. */
 size_t mt_model_arena_bytes(const mt_model_type *type, const void *cfg, int B, bool training);
+/* An inference context of m for batches of B rows: eval mode, no grad, precision's products. */
+mt_status mt_model_infer_ctx(mt_ctx *c, const mt_model *m, int B, mt_precision precision,
+                             mt_err *err);
 
 #endif

@@ -279,4 +279,5 @@ const mt_task_type mt_g2p_task = {
     .eval_rows = eval_rows,
     .metrics = METRICS,
     .probe_rows = probe_rows,
+    .infer = &mt_g2p_infer,
 };

@@ -152,4 +152,5 @@ const mt_task_type mt_image_task = {
     .eval_rows = eval_rows,
     .eval_concurrent = true,
     .accuracy = true,
+    .infer = &mt_image_infer,
 };

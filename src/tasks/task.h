@@ -15,6 +15,7 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
+#include "inference.h"
 
 /* A task's state is its type's own struct, which holds mt_task first. */
 typedef struct mt_task_type mt_task_type;
@@ -96,6 +97,9 @@ struct mt_task_type {
     /* Diagnostics (NULL: none): B fixed held-out rows (the same every call for a seed), in c's
        arena, for the model's hidden. */
     mt_batch (*probe_rows)(mt_ctx *c, mt_task *t, uint64_t seed, int B);
+
+    /* What ./infer does with a model of the task's kind (NULL: nothing; inference.h). */
+    const mt_infer_use *infer;
 };
 
 /* The tasks (one file each). */

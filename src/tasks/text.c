@@ -146,4 +146,5 @@ const mt_task_type mt_text_task = {
     .eval_rows = eval_rows,
     .eval_concurrent = true,
     .probe_rows = probe_rows,
+    .infer = &mt_text_infer,
 };

@@ -1,4 +1,5 @@
-/* ./infer --classify: the class of each image of a list, by a model that classifies images. */
+/* ./infer's use of the image task's models: the class of each image of a list (--classify), by a
+ * model that classifies images (model.h's mt_classify_ops). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +7,17 @@
 #include "../data/data.h"
 #include "../models/model.h"
 #include "../tensor/tensor.h"
-#include "app.h"
+#include "inference.h"
+
+typedef struct {
+    char classify[MT_FIELD_STR_MAX];
+} image_options;
+static const image_options DEFAULTS = {0};
+static const mt_field FIELDS[] = {
+    MT_FIELD(image_options, classify, STR, "classify",
+             "image files or directories, comma-separated: print each one's class"),
+};
+static const mt_fields OPTIONS = MT_FIELDS_OF(FIELDS);
 
 /* One image file: its class and probability, or false and the reason in err. */
 static bool classify_file(mt_ctx *c, const mt_model *m, const char *path, uint8_t *pix, float *x,
@@ -39,11 +50,14 @@ static mt_status item_files(const char *item, char ***files, int *n, mt_err *err
     return MT_OK;
 }
 
-mt_status mt_classify(const mt_model *m, mt_precision precision, char *items, mt_on_image on,
-                      void *arg, mt_err *err) {
+/* Each image of items (comma-separated image files or directories of them; cut in place):
+   "path: class (p = probability)" to io->out, or why it could not be read to io->log (and
+   io->failed). MT_EINVAL for a missing path, an empty directory or no image at all, after the
+   images before it. */
+static mt_status classify(const mt_model *m, char *items, mt_infer_io *io, mt_err *err) {
     const mt_images *meta = m->type->classify->images(m);
     mt_ctx c;
-    mt_status s = mt_infer_ctx_open(&c, m, 1, precision, err);
+    mt_status s = mt_model_infer_ctx(&c, m, 1, io->precision, err);
     if (s != MT_OK) return s;
     size_t pixels = (size_t)meta->H * meta->W * meta->C;
     uint8_t *pix = malloc(pixels);
@@ -59,8 +73,9 @@ mt_status mt_classify(const mt_model *m, mt_precision precision, char *items, mt
             int best;
             double p;
             mt_err e;
-            bool ok = classify_file(&c, m, files[i], pix, x, &best, &p, &e);
-            on(files[i], ok ? meta->class_names[best] : NULL, ok ? p : 0, ok ? NULL : e.msg, arg);
+            if (classify_file(&c, m, files[i], pix, x, &best, &p, &e))
+                fprintf(io->out, "%s: %s (p = %.3f)\n", files[i], meta->class_names[best], p);
+            else fprintf(io->log, "infer: %s\n", e.msg), io->failed = true;
             free(files[i]);
         }
         free(files);
@@ -74,3 +89,22 @@ mt_status mt_classify(const mt_model *m, mt_precision precision, char *items, mt
     mt_ctx_free(&c);
     return s;
 }
+
+static mt_status run(mt_model *m, const void *options, mt_infer_io *io, mt_err *err) {
+    image_options o = *(const image_options *)options; /* a copy: classify cuts the list */
+    if (!o.classify[0])
+        return mt_errorf(err, MT_EINVAL,
+                         "%s is a %s checkpoint, which classifies images: ./infer --checkpoint "
+                         "FILE --classify IMAGE[,IMAGE|DIR...]",
+                         io->checkpoint, m->type->name);
+    return classify(m, o.classify, io, err);
+}
+
+const mt_infer_use mt_image_infer = {
+    .name = "images",
+    .does = "classify images",
+    .fields = &OPTIONS,
+    .options_size = sizeof(image_options),
+    .defaults = &DEFAULTS,
+    .run = run,
+};

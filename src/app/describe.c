@@ -1,22 +1,11 @@
-/* What ./infer's uses share: the inference context, a checkpoint's description (--info). */
+/* ./infer --info: a checkpoint's description. */
 #include <stdlib.h>
 
 #include "../ckpt/ckpt.h"
 #include "../models/model.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
-#include "../train/train.h"
 #include "app.h"
-
-mt_status mt_infer_ctx_open(mt_ctx *c, const mt_model *m, int B, mt_precision precision,
-                            mt_err *err) {
-    mt_status s = mt_ctx_init(c, mt_model_arena_bytes(m->type, m->cfg, B, false), 0, err);
-    if (s != MT_OK) return s;
-    c->training = false;
-    c->grad_enabled = false;
-    c->precision = precision;
-    return MT_OK;
-}
 
 mt_status mt_checkpoint_describe(const char *path, FILE *out, mt_err *err) {
     mt_ckpt_state state;

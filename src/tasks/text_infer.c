@@ -1,0 +1,186 @@
+/* ./infer's use of the text task's models: a sample streamed from a prompt (with a KV cache), or
+ * the loss on a text file (--score), by a model that has text ops (model.h's mt_text_ops). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../data/data.h"
+#include "../io/io.h"
+#include "../models/model.h"
+#include "../models/models.h"
+#include "inference.h"
+
+typedef struct {
+    char prompt[MT_FIELD_STR_MAX], score[MT_FIELD_STR_MAX];
+    int tokens, seed, top_k;
+    float temperature, top_p;
+    bool no_cache;
+} text_options;
+static const text_options DEFAULTS =
+    {.prompt = "\n", .tokens = 200, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 1};
+
+/* The sampling options are read without --score. */
+static bool samples(const void *o) { return !((const text_options *)o)->score[0]; }
+#define F(member, TYPE, key, help, ...)                                                            \
+    MT_FIELD(text_options, member, TYPE, key, help, .read = samples,                               \
+             .read_by = "sampling (a run without --score)", __VA_ARGS__)
+static const mt_field FIELDS[] = {
+    F(prompt, STR, "prompt", "text the sample continues"),
+    F(tokens, INT, "tokens", "tokens to generate", .range = "0.."),
+    F(temperature, FLOAT, "temperature", "sampling temperature; 0: always the most likely token",
+      .range = "0.."),
+    F(top_k, INT, "top_k", "sample among the k most likely tokens; 0: all", .range = "0.."),
+    F(top_p, FLOAT, "top_p", "sample among the most likely tokens holding this probability; 1: all",
+      .range = "1e-9..1"),
+    F(seed, INT, "seed", "sampling seed", .range = "0.."),
+    F(no_cache, BOOL, "no_cache", "re-run the whole window for every token (slow; for comparison)"),
+    MT_FIELD(text_options, score, STR, "score",
+             "print the model's loss on a text file instead of sampling"),
+};
+#undef F
+static const mt_fields OPTIONS = MT_FIELDS_OF(FIELDS);
+
+/* The loss of m on a text file: nll summed over count predicted tokens, which hold bytes bytes. */
+typedef struct {
+    double nll;
+    long count, bytes;
+} text_scored;
+
+/* A text file encoded with tok (*ids malloc'd, *n of them); MT_EINVAL when it cannot be opened
+   or encoded. */
+static mt_status encode_file(const char *path, const mt_tokenizer *tok, uint16_t **ids, size_t *n,
+                             mt_err *err) {
+    FILE *f = fopen(path, "rb");
+    *ids = NULL;
+    if (!f) return mt_errorf(err, MT_EINVAL, "--score: cannot open the file");
+    char *text = NULL;
+    size_t len = 0, cap = 0, k;
+    mt_status s = MT_OK;
+    do {
+        char *grown = len == cap ? realloc(text, cap = 2 * cap + 65536) : text;
+        if (!grown) {
+            s = mt_errorf(err, MT_ENOMEM, "out of memory");
+            break;
+        }
+        text = grown;
+        k = fread(text + len, 1, cap - len, f);
+        len += k;
+    } while (k > 0);
+    fclose(f);
+    *ids = s == MT_OK ? malloc((len ? len : 1) * sizeof **ids) : NULL;
+    if (s == MT_OK && !*ids) s = mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (s == MT_OK && mt_tok_encode(tok, text, len, *ids, n, err) != MT_OK) s = MT_EINVAL;
+    free(text);
+    if (s != MT_OK) free(*ids), *ids = NULL;
+    return s;
+}
+
+/* MT_EINVAL for a file that cannot be opened or encoded, or of fewer than 2 tokens. */
+static mt_status score_file(const mt_model *m, const char *path, mt_precision precision,
+                            text_scored *r, mt_err *err) {
+    const mt_text_ops *t = m->type->text;
+    size_t n;
+    uint16_t *ids;
+    mt_status s = encode_file(path, t->tokenizer(m), &ids, &n, err);
+    if (s != MT_OK) return s;
+    if (n < 2)
+        s = mt_errorf(err, MT_EINVAL,
+                      "--score: the file holds fewer than 2 tokens: nothing to "
+                      "predict");
+    else s = t->score(m, ids, n, precision, &r->nll, &r->count, &r->bytes, err);
+    free(ids);
+    return s;
+}
+
+/* The prompt's token ids (*ids malloc'd, *n of them); MT_EINVAL when it cannot be encoded or
+   is empty. */
+static mt_status prompt_ids(const mt_tokenizer *tok, const char *prompt, int **ids, size_t *n,
+                            mt_err *err) {
+    size_t plen = strlen(prompt);
+    uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
+    mt_status s = MT_OK;
+    *ids = malloc((plen ? plen : 1) * sizeof **ids);
+    if (!p16 || !*ids) s = mt_errorf(err, MT_ENOMEM, "out of memory");
+    else if (mt_tok_encode(tok, prompt, plen, p16, n, err) != MT_OK) s = MT_EINVAL;
+    else if (*n == 0)
+        s = mt_errorf(err, MT_EINVAL, "--prompt is empty: give at least one character");
+    for (size_t i = 0; s == MT_OK && i < *n; i++) (*ids)[i] = p16[i];
+    free(p16);
+    if (s != MT_OK) free(*ids), *ids = NULL;
+    return s;
+}
+
+/* The prompt's ids fed, then o->tokens sampled, each written to out as it comes. */
+static void sample(void *gen, const mt_text_ops *t, const mt_tokenizer *tok, const text_options *o,
+                   const int *prompt, size_t n, int *iscratch, float *pscratch, FILE *out) {
+    mt_rng r;
+    mt_rng_seed(&r, (uint64_t)o->seed);
+    mt_sampling sampling = {o->temperature, o->top_k, o->top_p};
+    const float *logits = t->gen_feed(gen, prompt, (int)n);
+    for (int i = 0; i < o->tokens; i++) {
+        int next = mt_sample_token(logits, tok->n_vocab, &sampling, &r, pscratch, iscratch), len;
+        const char *bytes = mt_tok_decode(tok, next, &len);
+        fwrite(bytes, 1, (size_t)len, out);
+        fflush(out);
+        if (i + 1 < o->tokens) logits = t->gen_feed(gen, &next, 1);
+    }
+}
+
+/* The prompt (MT_EINVAL when empty or not encodable, nothing written), then o->tokens sampled,
+   streamed to out; *seconds: the sampling's time. */
+static mt_status generate(mt_model *m, const text_options *o, mt_precision precision, FILE *out,
+                          double *seconds, mt_err *err) {
+    const mt_text_ops *t = m->type->text;
+    const mt_tokenizer *tok = t->tokenizer(m);
+    void *gen;
+    mt_status s = t->gen_open(m, o->no_cache, precision, &gen, err);
+    if (s != MT_OK) return s;
+    size_t n;
+    int *prompt = NULL, V = tok->n_vocab, *iscratch = malloc(V * sizeof(int));
+    float *pscratch = malloc((size_t)V * sizeof(float));
+    if ((s = prompt_ids(tok, o->prompt, &prompt, &n, err)) == MT_OK && (!iscratch || !pscratch))
+        s = mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (s == MT_OK) {
+        fputs(o->prompt, out);
+        fflush(out);
+        double t0 = mt_clock();
+        sample(gen, t, tok, o, prompt, n, iscratch, pscratch, out);
+        *seconds = mt_clock() - t0;
+    }
+    free(prompt);
+    free(iscratch);
+    free(pscratch);
+    t->gen_close(gen);
+    return s;
+}
+
+/* --score: the loss, perplexity and bits per byte on a text file; else the prompt, then --tokens
+   sampled tokens, streamed to out, the speed to the log. */
+static mt_status run(mt_model *m, const void *options, mt_infer_io *io, mt_err *err) {
+    const text_options *o = options;
+    double sec;
+    text_scored r;
+    if (o->score[0]) {
+        mt_status s = mt_file_check("--score", o->score, err);
+        if (s == MT_OK) s = score_file(m, o->score, io->precision, &r, err);
+        if (s != MT_OK) return s;
+        /* bits per byte: comparable across tokenizers (bytes: those the predicted tokens hold) */
+        fprintf(io->out, "loss=%.6f ppl=%.4f tokens=%ld bpb=%.4f bytes=%ld\n", r.nll / r.count,
+                exp(r.nll / r.count), r.count, r.nll / log(2.0) / (double)r.bytes, r.bytes);
+        return MT_OK;
+    }
+    mt_status s = generate(m, o, io->precision, io->out, &sec, err);
+    if (s == MT_OK)
+        fprintf(io->log, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", o->tokens, sec,
+                o->tokens / sec, o->no_cache ? ", no cache" : "");
+    return s;
+}
+
+const mt_infer_use mt_text_infer = {
+    .name = "text",
+    .does = "sample text from a prompt, or score a text file",
+    .fields = &OPTIONS,
+    .options_size = sizeof(text_options),
+    .defaults = &DEFAULTS,
+    .run = run,
+};

@@ -60,13 +60,13 @@ train $TINY --norm batch; [ $? -eq 2 ] && grep -q "is not one of ln|rms" "$T/log
 train $TINY --norm dyt --placement deepnorm; [ $? -eq 2 ] && grep -q "skip scale alpha" "$T/log" ||
     fail "dyt with deepnorm: $(cat "$T/log")"
 train $TINY --norm ln --dyt-alpha-attn 0.8; [ $? -eq 2 ] &&
-    grep -q "dyt-alpha-attn 0.8: only --norm dyt and --norm derf" "$T/log" || fail "dyt alpha with ln"
+    grep -q "dyt-alpha-attn 0.8: this run does not read it (only --norm dyt or derf does)" "$T/log" || fail "dyt alpha with ln"
 train $TINY --norm derf --dyt-alpha 0; [ $? -eq 2 ] && grep -q "must be > 0" "$T/log" ||
     fail "derf alpha 0: $(cat "$T/log")"
 # (a run accepted by mistake stays short and out of the way)
 W="--steps 0 --out $T/refused"
 train $TINY $W --norm rms --dyt-weight-init 8; [ $? -eq 2 ] &&
-    grep -q "dyt-weight-init 8: only --norm dyt and --norm derf" "$T/log" || fail "dyt weight with rms"
+    grep -q "dyt-weight-init 8: this run does not read it (only --norm dyt or derf does)" "$T/log" || fail "dyt weight with rms"
 train $TINY $W --norm dyt --dyt-weight-init 0; [ $? -eq 2 ] && grep -q "finite number > 0" "$T/log" ||
     fail "dyt weight 0: $(cat "$T/log")"
 train $TINY $W --norm derf --dyt-weight-init -8; [ $? -eq 2 ] && grep -q "out of range" "$T/log" ||
@@ -216,13 +216,13 @@ train $TINY --placement mixln --mixln-post 3 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "mixln_post = 3: beyond the depth.*0 to n_layer = 2" "$T/log" ||
     fail "mixln-post 3 of 2: $(cat "$T/log")"
 train $TINY --mixln-post 1 --steps 1 --out "$T/bad"
-[ $? -eq 2 ] && grep -q "mixln_post = 1: only --placement mixln has it" "$T/log" ||
+[ $? -eq 2 ] && grep -q "mixln-post 1: this run does not read it (only --placement mixln does)" "$T/log" ||
     fail "mixln-post without mixln: $(cat "$T/log")"
 train $TINY --placement dsl --dsl-k 0 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "dsl_k = 0: .*needs k in (0, n_layer = 2\]" "$T/log" ||
     fail "dsl-k 0: $(cat "$T/log")"
 train $TINY --dsl-k 1 --steps 1 --out "$T/bad"
-[ $? -eq 2 ] && grep -q "dsl_k = 1: only --placement dsl has it" "$T/log" ||
+[ $? -eq 2 ] && grep -q "dsl-k 1: this run does not read it (only --placement dsl does)" "$T/log" ||
     fail "dsl-k without dsl: $(cat "$T/log")"
 for r0 in 0 1.5; do
     train $TINY --placement dsl --dsl-r0 $r0 --steps 1 --out "$T/bad"
@@ -230,7 +230,7 @@ for r0 in 0 1.5; do
         "$T/log" || fail "dsl-r0 $r0: $(cat "$T/log")"
 done
 train $TINY --dsl-r0 0.5 --steps 1 --out "$T/bad"
-[ $? -eq 2 ] && grep -q "dsl_r0 = 0.5: only --init dsl has it (the init is gpt2)" "$T/log" ||
+[ $? -eq 2 ] && grep -q "dsl-r0 0.5: this run does not read it (only --init dsl" "$T/log" ||
     fail "dsl-r0 without init dsl: $(cat "$T/log")"
 train $TINY --placement lns --init dsl --dsl-r0 0.5 --steps 5 --out "$T/pl-lns-dsl" ||
     fail "lns with init dsl and dsl-r0: $(cat "$T/log")"

@@ -50,6 +50,50 @@ train --resume --out "$T/r" --steps 30 || fail "resume exited $?: $(tail -n 2 "$
 cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ"
 cmp -s "$T/once/optim.safetensors" "$T/r/optim.safetensors" || fail "resumed optimizer differs"
 
+# a checkpoint of an older build, whose options and config say placement ngpt (nGPT's residual
+# was a placement): read as this build's (pre, unread), it generates and resumes to the same bits
+train $R --steps 15 --out "$T/old" && cp "$T/old/model.safetensors" "$T/half.safetensors" ||
+    fail "the old run's first half"
+/usr/bin/python3 - "$T/old/model.safetensors" <<'EOF' || fail "could not age the checkpoint"
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+n = int.from_bytes(raw[:8], "little")
+h = json.loads(raw[8:8 + n])
+m = h["__metadata__"]
+assert "placement = pre\n" in m["options"] and '"placement":"pre"' in m["config"]
+m["options"] = m["options"].replace("placement = pre\n", "placement = ngpt\n")
+m["config"] = m["config"].replace('"placement":"pre"', '"placement":"ngpt"')
+def crc32c(data, crc=0):  # src/io/safetensors.c's
+    crc = ~crc & 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = crc >> 1 ^ (0x82F63B78 if crc & 1 else 0)
+    return ~crc & 0xFFFFFFFF
+sums = m["mt_crc32c"].split()
+for i, key in enumerate(k for k in m if k != "mt_crc32c"):  # one per entry, in order
+    sums[i] = "%08x" % crc32c(m[key].encode(), crc32c(key.encode() + b"\0"))
+m["mt_crc32c"] = " ".join(sums)
+head = json.dumps(h, separators=(",", ":")).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[1], "wb").write(len(head).to_bytes(8, "little") + head + raw[8 + n:])
+EOF
+infer --checkpoint "$T/old/model.safetensors" --prompt "ROMEO:" --tokens 20 --temperature 0 \
+    >"$T/old.txt" || fail "generate from an old checkpoint: $(cat "$T/log")"
+infer --checkpoint "$T/half.safetensors" --prompt "ROMEO:" --tokens 20 --temperature 0 \
+    >"$T/new.txt" || fail "generate: $(cat "$T/log")"
+cmp -s "$T/old.txt" "$T/new.txt" || fail "an old checkpoint generates otherwise"
+train --resume --out "$T/old" --steps 30 || fail "resume of an old checkpoint: $(tail -n 2 "$T/log")"
+/usr/bin/python3 - "$T/once" "$T/old" <<'EOF' || fail "an old checkpoint resumed to other bits"
+import sys
+def tensors(path):  # the bytes after the header (whose options name the --out)
+    raw = open(path, "rb").read()
+    return raw[8 + int.from_bytes(raw[:8], "little"):]
+for f in ("model.safetensors", "optim.safetensors"):
+    if tensors(f"{sys.argv[1]}/{f}") != tensors(f"{sys.argv[2]}/{f}"):
+        sys.exit(f)
+EOF
+
 # generation: the KV cache stores the scaled unit keys, so it samples what the whole window gives
 infer --checkpoint "$T/a/model.safetensors" --prompt "ROMEO:" --tokens 40 --temperature 0 \
     >"$T/cached" || fail "generate: $(cat "$T/log")"
@@ -60,7 +104,7 @@ infer --checkpoint "$T/a/model.safetensors" --prompt "ROMEO:" --tokens 40 --temp
 infer --checkpoint "$T/a/model.safetensors" --score "$T/text.txt" | grep -q "loss=" ||
     fail "score: $(cat "$T/log")"
 "$B/export" --checkpoint "$T/a/model.safetensors" --format gguf --out "$T/m.gguf" 2>"$T/log"
-[ $? -eq 2 ] && grep -q "placement = ngpt" "$T/log" || fail "export of an nGPT: $(cat "$T/log")"
+[ $? -eq 2 ] && grep -q "norm = none" "$T/log" || fail "export of an nGPT: $(cat "$T/log")"
 
 # Muon, Lion and SGD renormalise too (the update's hook is the optimizer's, not AdamW's)
 for o in muon lion sgd; do
@@ -76,7 +120,7 @@ bad() { # bad "PATTERN" FLAGS...: exit 2 and the message matches
 }
 bad "needs --norm none: nGPT has no norm layers" $NG --norm bn
 bad "needs --norm none" $NG --norm dyt
-bad "with --placement post: refused: nGPT's residual is its own" $NG --placement post
+bad "needs no --placement: nGPT's residual is its own" $NG --placement post
 bad "weight decay 0.1 reaches tok_emb.weight.*give --weight-decay 0" $NG --weight-decay 0.1 \
     --decay-scope embeddings
 bad "weight decay 0.02 reaches .*q_proj.weight.*--muon-wd 0" $NG --optim muon --muon-wd 0.02
@@ -85,10 +129,12 @@ bad "needs --n-kv-head equal to --n-head" $NG --n-kv-head 1
 bad "needs --act swiglu" $NG --act relu
 bad "with --emb-scale: refused" $NG --emb-scale
 bad "ngpt_alpha_init = -1\|an --ngpt-\* init or scale is\|out of range" $NG --ngpt-alpha-init -1
-bad "--placement ngpt: only --arch ngpt has it" --data "$T/text.txt" --placement ngpt
-bad "an --ngpt-\* option: only --arch ngpt has it" --data "$T/text.txt" --ngpt-sz-init 2
-printf 'hello hh ax0 l ow1\nworld w er1 l d\ncat k ae1 t\ndog d ao1 g\n' >"$T/dict.txt"
-bad "--placement ngpt: nGPT is the GPT's.*no cross-attention" --model encdec --data "$T/dict.txt" \
+bad "--placement: 'ngpt' is retired: nGPT's residual is --arch ngpt's" --data "$T/text.txt" \
     --placement ngpt
+bad "--ngpt-sz-init 2: this run does not read it (only --arch ngpt does)" --data "$T/text.txt" \
+    --ngpt-sz-init 2
+printf 'hello hh ax0 l ow1\nworld w er1 l d\ncat k ae1 t\ndog d ao1 g\n' >"$T/dict.txt"
+bad "--placement: 'ngpt' is retired: nGPT's residual is --arch ngpt's" --model encdec \
+    --data "$T/dict.txt" --placement ngpt
 
 finish

@@ -53,6 +53,23 @@ bad "--deepnorm-alpha 2: this run does not read it (only --placement deepnorm do
     --placement pre --deepnorm-alpha 2
 bad "--warmup-init-lr 0.001: this run does not read it (only a warmup (--warmup > 0) does)" \
     --warmup 0 --warmup-init-lr 0.001
+# ... each component's own: the norm's, the placement's and init's, the optimizer's, nGPT's
+bad "--dyt-alpha 0.5: this run does not read it (only --norm dyt or derf does)" --norm rms \
+    --dyt-alpha 0.5
+bad "--derf-shift 0.5: this run does not read it (only --norm derf does)" --norm dyt \
+    --derf-shift 0.5
+bad "--mixln-post 1: this run does not read it (only --placement mixln does)" --mixln-post 1
+bad "--dsl-k 1: this run does not read it (only --placement dsl does)" --dsl-k 1
+bad "--dsl-r0 0.5: this run does not read it (only --init dsl" --placement dsl --init gpt2 \
+    --dsl-r0 0.5
+bad "--deepnorm-beta 0.3: this run does not read it (only --init deepnorm" --deepnorm-beta 0.3
+bad "--subln-gain 1.5: this run does not read it (only --init subln" --placement subln \
+    --init xavier --subln-gain 1.5
+bad "--momentum 0.9: this run does not read it (only --optim sgd does)" --momentum 0.9
+bad "--lion-beta1 0.8: this run does not read it (only --optim lion does)" --lion-beta1 0.8
+bad "--ns-steps 3: this run does not read it (only --optim muon does)" --optim lion --ns-steps 3
+bad "--ngpt-alpha-init 0.1: this run does not read it (only --arch ngpt does)" \
+    --ngpt-alpha-init 0.1
 # a config key as a flag: named by its file and line
 printf 'steps = 2\ndecay_frac = 0.3\n' >"$T/d.ini"
 bad "$T/d.ini:2: decay-frac = 0.3: this run does not read it (only --schedule wsd does)" \
@@ -65,6 +82,13 @@ good --schedule wsd --decay-frac 0.5 --warmup 0
 good --pos rope --rope-theta 500
 good --norm gn --gn-groups 2
 good --norm dyt --dyt-alpha-final 0.3
+good --norm derf --derf-shift 0.5 --dyt-alpha 0.7
+good --placement mixln --mixln-post 1
+good --placement dsl --dsl-k 1 --dsl-r0 0.5
+good --placement deepnorm --deepnorm-beta 0.3
+good --placement subln --subln-gain 1.5
+good --optim sgd --momentum 0.9
+good --optim lion --lion-beta1 0.8
 
 # ---- presets: an explicit flag wins over --arch llama's pieces
 good --arch llama --norm ln --pos learned --act gelu
@@ -87,15 +111,16 @@ good --config "$T/pre.ini" --arch ngpt
 grep "^model" "$T/log" | grep -q "ngpt, .*norm none, placement ngpt, .*act swiglu, no bias" ||
     fail "--config (placement = pre) --arch ngpt: $(grep '^model' "$T/log")"
 # ... and one nGPT cannot take is refused with the reason
-bad "--placement ngpt (--arch ngpt) needs --act swiglu: s_u and s_v scale its two branches" \
+bad "--arch ngpt needs --act swiglu: s_u and s_v scale its two branches" \
     --arch ngpt --act gelu
 bad "--arch ngpt with --pos learned: refused: the embeddings are unit vectors" --arch ngpt \
     --pos learned
-bad "--arch ngpt with --placement pre: refused: nGPT's residual is its own" --arch ngpt \
-    --placement pre
-bad "--placement ngpt (--arch ngpt) needs --norm none" --arch ngpt --norm ln
+bad "--placement pre: this run does not read it (only a residual that sums its sublayers" \
+    --arch ngpt --placement pre
+bad "--arch ngpt needs no --placement: nGPT's residual is its own" --arch ngpt --placement post
+bad "--arch ngpt needs --norm none" --arch ngpt --norm ln
 printf 'arch = ngpt\nno-bias = false\n' >"$T/ngpt.ini"
-bad "--placement ngpt (--arch ngpt) needs --no-bias: a bias would move the unit vectors" \
+bad "--arch ngpt needs --no-bias: a bias would move the unit vectors" \
     --config "$T/ngpt.ini"
 printf 'arch = ngpt\nuntie = false\n' >"$T/tied.ini"
 bad "--arch ngpt with a tied head (untie = false): refused" --config "$T/tied.ini"

@@ -169,7 +169,7 @@ int main(void) {
     test_cache(MT_PLACE_MIXLN, MT_NORM_LN, "{\"mixln_post\": 1}");
     test_cache(MT_PLACE_DSL, MT_NORM_RMS, "{\"dsl_k\": 0.5}");
     /* nGPT: the cache holds the unit keys rotated and times s_qk */
-    test_cache(MT_PLACE_NGPT, MT_NORM_NONE, "{\"arch\": \"ngpt\"}");
+    test_cache(MT_PLACE_PRE, MT_NORM_NONE, "{\"arch\": \"ngpt\"}");
     /* RoPE: the cached keys rotated at their own positions, across the slides too */
     test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"pos\": \"rope\"}");
     test_cache(MT_PLACE_POST, MT_NORM_LN, "{\"pos\": \"rope\", \"rope_theta\": 5}");

@@ -541,7 +541,7 @@ static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     float *tmp = malloc((size_t)n * sizeof(float));
     mt_tensor *xin = mt_tensor_from(c, in, 3, shape);
     if (pl == MT_PLACE_MIXLN) pl = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;
-    if (pl == MT_PLACE_NGPT) { /* Norm(x + a (Norm(F(x)) - x)), a = k |alpha| */
+    if (cfg->residual == MT_RESIDUAL_NGPT) { /* Norm(x + a (Norm(F(x)) - x)), a = k |alpha| */
         mt_tensor *fx = f(c, cfg, P, bp, xin, NULL);
         const float *al = P->t[s ? bp->ngpt.ffn_alpha : bp->ngpt.attn_alpha].data;
         double k = (double)cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale;
@@ -583,8 +583,9 @@ static void ref_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 
 /* The block's parameters: Sub-LN's inner norms (C and F channels) and Peri-LN's output norms
    where the placement has them, and 16 others. */
-static void check_block_params(const mt_params *P, int pl, int C, int F) {
-    if (pl == MT_PLACE_NGPT) { /* no norm, no bias: 7 unit matrices and 5 vectors */
+static void check_block_params(const mt_params *P, const mt_block_cfg *cfg, int C, int F) {
+    int pl = cfg->placement;
+    if (cfg->residual == MT_RESIDUAL_NGPT) { /* no norm, no bias: 7 unit matrices and 5 vectors */
         const char *unit[] = {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc3", "fc2"};
         for (int i = 0; i < 7; i++)
             CHECK(P->p[i].unit == (i == 3 || i == 6 ? MT_UNIT_COLS : MT_UNIT_ROWS) &&
@@ -621,21 +622,23 @@ static void check_block_params(const mt_params *P, int pl, int C, int F) {
 }
 
 /* Every placement as block 2 (l = 2: LNS scales by 1/sqrt(3)); Mix-LN twice, block 2 Post-LN
-   (mixln_post 3), then Pre-LN (mixln_post 2); DSL with lambda 0.6, beta 0.8; nGPT with its
-   pieces (no norm, no bias, SwiGLU) and alpha acting at k |alpha|, k = 0.05 / 0.25. */
+   (mixln_post 3), then Pre-LN (mixln_post 2); DSL with lambda 0.6, beta 0.8; then nGPT's
+   residual with its pieces (no norm, no bias, SwiGLU) and alpha acting at k |alpha|,
+   k = 0.05 / 0.25. */
 static void test_block_formula(void) {
     int B = 2, T = 5, C = 16, F = 24;
     mt_ctx c;
     mt_ctx_init(&c, 16 << 20, 1, NULL);
-    for (int k = 0; k <= MT_PLACEMENTS.n; k++) {
-        int pl = k < MT_PLACEMENTS.n ? k : MT_PLACE_MIXLN;
-        bool ngpt = pl == MT_PLACE_NGPT;
+    for (int k = 0; k <= MT_PLACEMENTS.n + 1; k++) {
+        bool ngpt = k == MT_PLACEMENTS.n + 1;
+        int pl = k < MT_PLACEMENTS.n ? k : ngpt ? MT_PLACE_PRE : MT_PLACE_MIXLN;
         mt_block_cfg cfg = {.C = C,
                             .F = F,
                             .n_head = 2,
                             .bias = !ngpt,
                             .causal = true,
                             .norm = mt_norm_default(ngpt ? MT_NORM_NONE : MT_NORM_LN),
+                            .residual = ngpt ? MT_RESIDUAL_NGPT : MT_RESIDUAL_SUM,
                             .placement = (mt_placement)pl,
                             .alpha = 1.7f,
                             .act = ngpt ? MT_ACT_SWIGLU : MT_ACT_GELU,
@@ -650,7 +653,7 @@ static void test_block_formula(void) {
         mt_params_init_table(&P);
         mt_block_add_params(&P, "blocks.0", &cfg, &init, &bp);
         CHECK(mt_params_alloc(&P, NULL) == MT_OK, "alloc");
-        check_block_params(&P, pl, C, F);
+        check_block_params(&P, &cfg, C, F);
         mt_rng r;
         mt_rng_seed(&r, 21);
         mt_params_initialize(&P, &r);
@@ -664,7 +667,7 @@ static void test_block_formula(void) {
         ref_sublayer(&c, &cfg, &P, &bp, 1, h1, ref, n);
         double e = max_rel_err(y->data, ref, n);
         CHECK(e < 1e-5, "block %s (mixln_post %d) vs its formula: %g",
-              mt_enum_name(&MT_PLACEMENTS, cfg.placement), cfg.mixln_post, e);
+              ngpt ? "ngpt" : mt_enum_name(&MT_PLACEMENTS, cfg.placement), cfg.mixln_post, e);
         free(h1);
         free(ref);
         test_tensor_free(x);

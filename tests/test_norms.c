@@ -643,13 +643,13 @@ static void test_options(void) {
     expect_error(&cfg, 64, true, "--derf-shift", "finite");
     cfg = mt_norm_default(MT_NORM_DYT);
     cfg.derf_shift = 0.5f;
-    expect_error(&cfg, 64, true, "--derf-shift", "only --norm derf");
+    expect_error(&cfg, 64, true, "--derf-shift 0.5", "only --norm derf does");
     cfg = mt_norm_default(MT_NORM_LN);
     cfg.dyt_alpha_attn = 0.8f;
-    expect_error(&cfg, 64, true, "--dyt-alpha-attn", "the norm is ln");
+    expect_error(&cfg, 64, true, "--dyt-alpha-attn 0.8", "only --norm dyt or derf does");
     cfg = mt_norm_default(MT_NORM_RMS);
     cfg.dyt_alpha = 0.7f;
-    expect_error(&cfg, 64, true, "--dyt-alpha", "only --norm dyt and --norm derf");
+    expect_error(&cfg, 64, true, "--dyt-alpha 0.7", "only --norm dyt or derf does");
     cfg = mt_norm_default(MT_NORM_DYT); /* the initial weight: > 0, refused for other norms */
     cfg.dyt_weight_init = 0;
     expect_error(&cfg, 64, true, "--dyt-weight-init", "> 0");
@@ -657,7 +657,7 @@ static void test_options(void) {
     expect_error(&cfg, 64, true, "--dyt-weight-init", "finite");
     cfg = mt_norm_default(MT_NORM_LN);
     cfg.dyt_weight_init = 8;
-    expect_error(&cfg, 64, true, "--dyt-weight-init 8", "the norm is ln");
+    expect_error(&cfg, 64, true, "--dyt-weight-init 8", "only --norm dyt or derf does");
     cfg = mt_norm_default(MT_NORM_DERF);
     cfg.dyt_alpha_attn = 0.8f, cfg.dyt_alpha_final = 0.2f, cfg.derf_shift = -0.1f;
     cfg.dyt_weight_init = 8;

@@ -91,7 +91,6 @@ static void every_block(const setup *s) {
     for (int p = 0; p < MT_PLACEMENTS.n; p++) {
         if (s->type == &mt_encdec_type && (p == MT_PLACE_MIXLN || p == MT_PLACE_DSL))
             continue; /* refused by the encoder-decoder (they count one stack's blocks) */
-        if (p == MT_PLACE_NGPT) continue; /* the GPT's --arch ngpt only: a case in main */
         int ran = 0;
         for (int k = 0; k < MT_NORMS.n; k++) {
             char what[96];
@@ -99,7 +98,7 @@ static void every_block(const setup *s) {
                      MT_NORMS.items[k].name);
             s->stack->placement = (mt_placement)p;
             s->stack->norm = mt_norm_default((mt_norm_kind)k);
-            s->stack->norm.gn_groups = 4; /* of n_embd 16 */
+            if (k == MT_NORM_GN) s->stack->norm.gn_groups = 4; /* of n_embd 16 */
             bool causal = s->type != &mt_vit_type, ok = compare(s, 0, MT_FP32, what);
             bool dyt_deepnorm = p == MT_PLACE_DEEPNORM && (k == MT_NORM_DYT || k == MT_NORM_DERF);
             CHECK(ok || dyt_deepnorm || (causal && (k == MT_NORM_BN || k == MT_NORM_IN)),

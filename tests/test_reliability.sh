@@ -89,7 +89,7 @@ cases() {
 2|--norm-eps: -0.5; eps must be >= 0|train $TINY --norm-eps -0.5
 2|--min-lr is -0.5; it must be a finite number >= 0|train $TINY --min-lr -0.5
 2|--min-lr 0.1 is larger than --lr 0.01|train $TINY --lr 0.01 --min-lr 0.1
-2|--momentum and --nesterov apply to --optim sgd only|train $TINY --momentum 0.9
+2|--momentum 0.9: this run does not read it (only --optim sgd does)|train $TINY --momentum 0.9
 2|--schedule invsqrt needs --warmup >= 1|train $TINY --schedule invsqrt --warmup 0
 2|--data $D/none.txt: No such file or directory|train $TINY --data $D/none.txt
 2|--data $D/adir is a directory without token shards|train $TINY --data $D/adir

@@ -104,9 +104,48 @@ static mt_status parse_number(const mt_field *f, void *obj, const char *text, co
     return set_float(f, obj, v), MT_OK;
 }
 
+const char *mt_field_name(const mt_field *f, char *buf, size_t len) {
+    snprintf(buf, len, "%s", f->flag ? f->flag : f->key);
+    for (char *c = buf; *c; c++) *c = *c == '_' ? '-' : *c;
+    return buf;
+}
+
+mt_status mt_field_unread(const mt_field *f, const char *what, mt_err *err) {
+    return mt_errorf(err, MT_EINVAL, "%s: this run does not read it (only %s does): drop it", what,
+                     f->read_by);
+}
+
+mt_status mt_fields_check_unread(const mt_fields *t, const void *obj, const void *unset,
+                                 mt_err *err) {
+    for (int i = 0; i < t->n; i++) {
+        const mt_field *f = &t->f[i];
+        char v[64], u[64], name[64], what[160];
+        if (f->type == MT_FIELD_TABLE || !f->read || f->read(obj) ||
+            strcmp(mt_field_format(f, obj, v, sizeof v), mt_field_format(f, unset, u, sizeof u)) ==
+                0)
+            continue;
+        snprintf(what, sizeof what, "--%s %s", mt_field_name(f, name, sizeof name), v);
+        return mt_field_unread(f, what, err);
+    }
+    return MT_OK;
+}
+
+static const mt_field_retired *retired(const mt_field *f, const char *text) {
+    for (const mt_field_retired *r = f->retired; r && r->was; r++)
+        if (strcmp(text, r->was) == 0) return r;
+    return NULL;
+}
+
+const char *mt_field_saved_value(const mt_field *f, const char *text) {
+    const mt_field_retired *r = retired(f, text);
+    return r ? r->now : text;
+}
+
 mt_status mt_field_parse(const mt_field *f, void *obj, const char *text, const char *where,
                          mt_err *err) {
     check_size(f);
+    const mt_field_retired *r = retired(f, text);
+    if (r) return mt_errorf(err, MT_EINVAL, "%s: '%s' is retired: %s", where, text, r->why);
     switch (f->type) {
     case MT_FIELD_INT:
     case MT_FIELD_FLOAT: return parse_number(f, obj, text, where, err);
@@ -225,7 +264,8 @@ static mt_status set_json(const mt_field *f, void *obj, const cJSON *v, mt_err *
         if (f->type == MT_FIELD_STR && mt_field_parse(f, obj, v->valuestring, k, &e) != MT_OK)
             return mt_errorf(err, MT_EINVAL, "config: %s", e.msg);
         if (f->type == MT_FIELD_ENUM &&
-            mt_enum_parse(f->of, v->valuestring, (int *)AT(obj, f), &e) != MT_OK)
+            mt_enum_parse(f->of, mt_field_saved_value(f, v->valuestring), (int *)AT(obj, f), &e) !=
+                MT_OK)
             return mt_errorf(err, MT_EINVAL, "config: %s: %s", k, e.msg);
         return MT_OK;
     }

@@ -31,6 +31,13 @@ enum {
     MT_FIELD_NO_FLAG = 2u, /* set by the program (n_vocab: by the data): JSON only */
 };
 
+/* A value an older build saved that this one names otherwise (a retired enum name): saved data
+   (a checkpoint's config JSON, its options through mt_fieldset_parse_saved) reads it as now; a
+   flag or config line giving it is refused with why. */
+typedef struct {
+    const char *was, *now, *why;
+} mt_field_retired;
+
 /* The strings of the programs' options (paths, prompts): char[MT_FIELD_STR_MAX]. */
 #define MT_FIELD_STR_MAX 512
 
@@ -49,6 +56,7 @@ typedef struct {
        field the run does not read is refused (mt_settings_check_read). */
     bool (*read)(const void *obj);
     const char *read_by;
+    const mt_field_retired *retired; /* ended by {0}; NULL: none */
 } mt_field;
 
 typedef struct {
@@ -72,13 +80,25 @@ char *mt_fields_to_json(const mt_fields *t, const void *obj);
 /* Sets the fields json names (others keep their values); an unknown key, a value of the wrong
    type or an unknown name is an error naming the key and what is accepted. */
 mt_status mt_fields_from_json(const mt_fields *t, const char *json, void *obj, mt_err *err);
+/* The name of f: its key with '-' for '_' ("n_layer": "n-layer"), or a negated bool's flag. */
+const char *mt_field_name(const mt_field *f, char *buf, size_t len);
+/* The error of an option what ("--decay-frac 0.3", "f.ini:2: decay-frac = 0.3") given for f,
+   which the run does not read: names what reads it (f->read_by). */
+mt_status mt_field_unread(const mt_field *f, const char *what, mt_err *err);
+/* The first field of t (not its tables') that obj does not read (mt_field.read) at a value
+   other than unset's (the struct's defaults) is that error: a component's check of its own
+   options in a config that did not come from flags (a checkpoint's, a program's). */
+mt_status mt_fields_check_unread(const mt_fields *t, const void *obj, const void *unset,
+                                 mt_err *err);
 /* The value of field f of obj (the struct that holds it) as text ("4", "rms", "true") into buf;
    a negated bool as its flag reads ("untie": "false" while tied). */
 const char *mt_field_format(const mt_field *f, const void *obj, char *buf, size_t len);
 /* Applies the value text (as a flag or a config line would) to field f of obj; where names it in
-   messages ("--lr", "f.ini:3: lr"). */
+   messages ("--lr", "f.ini:3: lr"). A retired value is refused with its reason. */
 mt_status mt_field_parse(const mt_field *f, void *obj, const char *text, const char *where,
                          mt_err *err);
+/* text as saved data reads it: a retired value's replacement, else text. */
+const char *mt_field_saved_value(const mt_field *f, const char *text);
 
 /* ---- a program's options: several structs, each with its table --------------------------------
  * A name found in two of them is the first's (a model's copy of the stack's flags is not listed
@@ -115,6 +135,10 @@ mt_status mt_fieldset_parse_args(const mt_fieldset *sets, int n, int argc, char 
    MT_FIELD_CLI key is refused. */
 mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
                                 const char *source, mt_settings *out, mt_err *err);
+/* The same for the options a checkpoint saved: a retired value reads as its replacement (which
+   out keeps). */
+mt_status mt_fieldset_parse_saved(const mt_fieldset *sets, int n, const char *text,
+                                  const char *source, mt_settings *out, mt_err *err);
 /* The same from a file's bytes: UTF-8 (its byte order mark skipped); UTF-16 and NUL bytes are
    refused; a key set twice is refused naming both lines. */
 mt_status mt_fieldset_parse_ini_bytes(const mt_fieldset *sets, int n, const char *bytes, size_t len,

@@ -20,12 +20,6 @@ typedef struct {
     int n, cap;
 } entries;
 
-static const char *name_of(const mt_field *f, char *buf, size_t len) {
-    snprintf(buf, len, "%s", f->flag ? f->flag : f->key);
-    for (char *c = buf; *c; c++) *c = *c == '_' ? '-' : *c;
-    return buf;
-}
-
 /* name (len bytes, '_' for '-') is the entry's name */
 static bool name_eq(const char *opt, const char *name, size_t len) {
     for (size_t i = 0; i < len; i++) {
@@ -50,7 +44,7 @@ static void add_fields(entries *E, const mt_fields *t, void *obj) {
         }
         if (f->flags & MT_FIELD_NO_FLAG) continue;
         entry x = {.f = f, .obj = obj};
-        name_of(f, x.name, sizeof x.name);
+        mt_field_name(f, x.name, sizeof x.name);
         if (find_n(E, x.name, strlen(x.name))) continue; /* the first of a name holds it */
         if (E->n == E->cap) {
             E->cap = 2 * E->cap + 32;
@@ -215,8 +209,7 @@ mt_status mt_settings_check_read(const mt_settings *s, const mt_fieldset *sets, 
         if (x->source)
             snprintf(what, sizeof what, "%s:%d: %s = %s", x->source, x->line, e->name, x->value);
         else snprintf(what, sizeof what, "--%s %s", e->name, x->value);
-        st = mt_errorf(err, MT_EINVAL, "%s: this run does not read it (only %s does): drop it",
-                       what, e->f->read_by);
+        st = mt_field_unread(e->f, what, err);
     }
     free(E.e);
     return st;
@@ -285,9 +278,10 @@ static char *line_value(char *v) {
     return trim(v);
 }
 
-/* One line of a config file to the entries; blank and comment lines do nothing. */
+/* One line of a config file to the entries; blank and comment lines do nothing. saved: a
+   checkpoint's options (a retired value reads as its replacement). */
 static mt_status parse_line(const entries *E, char *line, const char *source, int lineno, int *seen,
-                            mt_settings *out, mt_err *err) {
+                            bool saved, mt_settings *out, mt_err *err) {
     char *s = trim(line);
     if (!*s || *s == '#') return MT_OK;
     if (*s == '[')
@@ -304,13 +298,15 @@ static mt_status parse_line(const entries *E, char *line, const char *source, in
                          "%s:%d: %s: a value that starts with a quote ends with one (then only a "
                          "# comment may follow)",
                          source, lineno, key);
-    mt_status st = apply_line(E, key, value, source, lineno, seen, err);
-    if (st == MT_OK) settings_add(out, key, strlen(key), value, source, lineno);
+    const entry *x = find_n(E, key, strlen(key));
+    const char *v = saved && x ? mt_field_saved_value(x->f, value) : value;
+    mt_status st = apply_line(E, key, v, source, lineno, seen, err);
+    if (st == MT_OK) settings_add(out, key, strlen(key), v, source, lineno);
     return st;
 }
 
-mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
-                                const char *source, mt_settings *out, mt_err *err) {
+static mt_status parse_text(const mt_fieldset *sets, int n, const char *text, const char *source,
+                            bool saved, mt_settings *out, mt_err *err) {
     char line[MT_FIELD_STR_MAX + 256];
     int lineno = 0;
     entries E = flatten(sets, n);
@@ -326,11 +322,21 @@ mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text
         memcpy(line, p, len);
         line[len] = 0;
         p += len + (p[len] == '\n');
-        st = parse_line(&E, line, source, lineno, seen, out, err);
+        st = parse_line(&E, line, source, lineno, seen, saved, out, err);
     }
     free(seen);
     free(E.e);
     return st;
+}
+
+mt_status mt_fieldset_parse_ini(const mt_fieldset *sets, int n, const char *text,
+                                const char *source, mt_settings *out, mt_err *err) {
+    return parse_text(sets, n, text, source, false, out, err);
+}
+
+mt_status mt_fieldset_parse_saved(const mt_fieldset *sets, int n, const char *text,
+                                  const char *source, mt_settings *out, mt_err *err) {
+    return parse_text(sets, n, text, source, true, out, err);
 }
 
 mt_status mt_fieldset_parse_ini_bytes(const mt_fieldset *sets, int n, const char *bytes, size_t len,

@@ -61,11 +61,6 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     cfg->stack.n_layer = total;
     /* causal: BatchNorm's and InstanceNorm's statistics would cross time in the decoder and take
        in padding in the encoder; the stack's DeepNorm constants are the encoder's */
-    if (cfg->stack.placement == MT_PLACE_NGPT)
-        return mt_errorf(err, MT_EINVAL,
-                         "--placement ngpt: nGPT is the GPT's (--model gpt --arch ngpt), which "
-                         "has no cross-attention; the encoder-decoder takes pre, post, deepnorm, "
-                         "subln, peri, lns or reorder");
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;

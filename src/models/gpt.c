@@ -20,7 +20,7 @@ static const mt_enum_item ARCHS[] = {
     [MT_ARCH_GPT] = {"gpt", "the pieces as the other flags say"},
     [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given wins)"},
     [MT_ARCH_NGPT] = {"ngpt", "the normalised Transformer (arXiv 2410.01131): llama's pieces with "
-                              "norm none, placement ngpt, an untied head, unit vectors"},
+                              "norm none, its own residual, an untied head, unit vectors"},
 };
 const mt_enum MT_POS_KINDS = MT_ENUM("position encoding", POS_KINDS);
 const mt_enum MT_GPT_ARCHS = MT_ENUM("arch", ARCHS);
@@ -45,28 +45,15 @@ void mt_gpt_arch_fill(mt_gpt_config *cfg) {
     if (s->act == MT_ACT_GELU) s->act = MT_ACT_SWIGLU;
     if (s->norm.kind == MT_NORM_LN) s->norm.kind = ngpt ? MT_NORM_NONE : MT_NORM_RMS;
     s->bias = false; /* true is the GPT's default */
-    if (!ngpt) return;
-    if (s->placement == MT_PLACE_PRE) s->placement = MT_PLACE_NGPT;
-    cfg->tied = false;
+    if (ngpt) cfg->tied = false;
 }
 
-/* arch ngpt: its placement and scalings, both refused without it, and the pieces that would
-   leave the sphere with it. */
+/* arch ngpt: its residual (the stack checks the blocks' pieces), and the GPT's pieces that would
+   leave the sphere. */
 static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
-    mt_ngpt_cfg *n = &cfg->ngpt, d = mt_ngpt_default();
-    bool ngpt = cfg->arch == MT_ARCH_NGPT, placed = cfg->stack.placement == MT_PLACE_NGPT;
-    if (!ngpt && (placed || memcmp(n, &d, sizeof d) != 0))
-        return mt_errorf(err, MT_EINVAL,
-                         "%s: only --arch ngpt has it (the normalised Transformer's unit "
-                         "vectors and scalings go together)",
-                         placed ? "--placement ngpt" : "an --ngpt-* option");
+    bool ngpt = cfg->arch == MT_ARCH_NGPT;
+    cfg->stack.residual = ngpt ? MT_RESIDUAL_NGPT : MT_RESIDUAL_SUM;
     if (!ngpt) return MT_OK;
-    if (!placed)
-        return mt_errorf(err, MT_EINVAL,
-                         "--arch ngpt with --placement %s: refused: nGPT's residual is its own, "
-                         "Norm(h + alpha (Norm(F(h)) - h)) (--placement ngpt, the default with "
-                         "--arch ngpt)",
-                         mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
     if (cfg->emb_scale || cfg->pos != MT_POS_ROPE)
         return mt_errorf(err, MT_EINVAL,
                          "--arch ngpt with %s: refused: the embeddings are unit vectors that "

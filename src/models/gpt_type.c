@@ -15,7 +15,9 @@ static bool emb_std_read(const void *g) {
     return ((const mt_gpt_config *)g)->stack.init != MT_SCHEME_DSL;
 }
 static bool rope(const void *g) { return ((const mt_gpt_config *)g)->pos == MT_POS_ROPE; }
+static bool ngpt(const void *g) { return ((const mt_gpt_config *)g)->arch == MT_ARCH_NGPT; }
 
+#define NGPT .read = ngpt, .read_by = "--arch ngpt"
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_gpt_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -28,7 +30,8 @@ static const mt_field FIELDS[] = {
       .read_by = "an --init other than dsl (dsl's embeddings have the std of its derivation)"),
     F(arch, ENUM, "arch",
       "llama: --pos rope --act swiglu --norm rms --no-bias unless given (a flag wins); ngpt: the "
-      "same with --norm none --placement ngpt, untied, unit vectors (nGPT, docs/layers.md: what "
+      "same with --norm none, nGPT's residual (no placement), untied, unit vectors "
+      "(docs/layers.md: what "
       "it cannot take is refused)",
       .of = &MT_GPT_ARCHS),
     F(pos, ENUM, "pos", "position encoding", .of = &MT_POS_KINDS),
@@ -41,26 +44,28 @@ static const mt_field FIELDS[] = {
       "DyT's and Derf's LLaMA setting"),
     F(ngpt.alpha_init, FLOAT, "ngpt_alpha_init",
       "arch ngpt: the eigen learning rates' initial value (attention and FFN, per channel)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(ngpt.alpha_scale, FLOAT, "ngpt_alpha_scale",
       "arch ngpt: alpha is stored at this scale, times ngpt-alpha-init / it; 0: 1 / sqrt(n-embd)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(ngpt.sqk_init, FLOAT, "ngpt_sqk_init", "arch ngpt: s_qk's initial value (unit q and k)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(ngpt.sqk_scale, FLOAT, "ngpt_sqk_scale", "arch ngpt: s_qk's scale; 0: 1 / sqrt(n-embd)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(ngpt.suv_init, FLOAT, "ngpt_suv_init",
       "arch ngpt: s_u's and s_v's initial value (SwiGLU's branches; s_v also times sqrt(n-embd))",
-      .range = "0.."),
-    F(ngpt.suv_scale, FLOAT, "ngpt_suv_scale", "arch ngpt: s_u's and s_v's scale", .range = "0.."),
+      .range = "0..", NGPT),
+    F(ngpt.suv_scale, FLOAT, "ngpt_suv_scale", "arch ngpt: s_u's and s_v's scale", .range = "0..",
+      NGPT),
     F(ngpt.sz_init, FLOAT, "ngpt_sz_init", "arch ngpt: s_z's initial value (on the logits)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(ngpt.sz_scale, FLOAT, "ngpt_sz_scale", "arch ngpt: s_z's scale; 0: 1 / sqrt(n-embd)",
-      .range = "0.."),
+      .range = "0..", NGPT),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
     F(arch_applied, BOOL, "arch_applied", NULL, .flags = MT_FIELD_NO_FLAG),
 };
 #undef F
+#undef NGPT
 static const mt_fields GPT_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- build --------------------------------------------------------------------------------- */

@@ -18,12 +18,7 @@ static const mt_enum_item INIT_SCHEMES[] = {
     [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, dsl for dsl, "
                                 "else gpt2"},
 };
-static const mt_enum_item RMS_FORMS[] = {
-    [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
-    [MT_RMS_PAPER] = {"paper", "x / (sqrt(mean(x^2)) + eps)"},
-};
 const mt_enum MT_INIT_SCHEMES = MT_ENUM("init", INIT_SCHEMES);
-const mt_enum MT_RMS_FORMS = MT_ENUM("rms form", RMS_FORMS);
 
 mt_stack_config mt_stack_default(void) {
     return (mt_stack_config){.n_layer = 4,
@@ -40,18 +35,39 @@ mt_stack_config mt_stack_default(void) {
                              .dsl_r0 = 0.221f};
 }
 
-/* What reads the options of one norm or placement (mt_field.read), on a resolved config. */
-static bool group_norm(const void *s) {
-    return ((const mt_stack_config *)s)->norm.kind == MT_NORM_GN;
+/* A final norm before the head: a sum's placement with one (nGPT's stream stays on the sphere). */
+static bool final_norm(const mt_stack_config *s) {
+    return s->residual == MT_RESIDUAL_SUM && mt_placement_final_norm(s->placement);
 }
+
+/* What reads the options of one residual, placement or init (mt_field.read), on a resolved
+   config. */
+static bool sums(const void *s) {
+    return ((const mt_stack_config *)s)->residual == MT_RESIDUAL_SUM;
+}
+static bool placed(const void *s, mt_placement p) {
+    return sums(s) && ((const mt_stack_config *)s)->placement == p;
+}
+static bool deepnorm(const void *s) { return placed(s, MT_PLACE_DEEPNORM); }
+static bool mixln(const void *s) { return placed(s, MT_PLACE_MIXLN); }
+static bool dsl(const void *s) { return placed(s, MT_PLACE_DSL); }
+static bool inits(const void *s, mt_init_scheme i) {
+    return ((const mt_stack_config *)s)->init == i;
+}
+static bool init_deepnorm(const void *s) { return inits(s, MT_SCHEME_DEEPNORM); }
+static bool init_subln(const void *s) { return inits(s, MT_SCHEME_SUBLN); }
+static bool init_dsl(const void *s) { return inits(s, MT_SCHEME_DSL); }
 static bool point_wise_final_norm(const void *sp) {
     const mt_stack_config *s = sp;
-    return (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF) &&
-           mt_placement_final_norm(s->placement);
+    return (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF) && final_norm(s);
 }
-static bool deepnorm(const void *s) {
-    return ((const mt_stack_config *)s)->placement == MT_PLACE_DEEPNORM;
-}
+
+/* placement ngpt, saved by older builds, was nGPT's residual: --arch ngpt's now */
+static const mt_field_retired PLACEMENTS_RETIRED[] =
+    {{.was = "ngpt",
+      .now = "pre",
+      .why = "nGPT's residual is --arch ngpt's, which reads no placement"},
+     {0}};
 
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_stack_config, member, TYPE, key, help, __VA_ARGS__)
@@ -70,42 +86,28 @@ static const mt_field FIELDS[] = {
       .range = "0.."),
     F(ff_multiple, INT, "ff_multiple", "swiglu: the default n-ff is a multiple of this",
       .range = "1.."),
-    F(norm.kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
-    F(norm.eps, FLOAT, "norm_eps", "norm epsilon; -1: the norm's default", .range = "-1.."),
-    F(norm.prms_p, FLOAT, "prms_p", "pRMSNorm: fraction of channels the RMS is taken from"),
-    F(norm.gn_groups, INT, "gn_groups", "GroupNorm groups", .range = "1..", .read = group_norm,
-      .read_by = "--norm gn"),
-    F(norm.rms_form, ENUM, "rms_form", "RMSNorm form: eps inside or outside the sqrt",
-      .of = &MT_RMS_FORMS),
-    F(norm.rms_bias, BOOL, "rms_bias", "RMSNorm paper form: a learned bias"),
-    F(norm.in_affine, BOOL, "in_affine", "InstanceNorm: a learned weight and bias"),
-    F(norm.dyt_alpha, FLOAT, "dyt_alpha", "DyT and Derf: the initial alpha of every norm",
-      .range = "0.."),
-    F(norm.dyt_alpha_attn, FLOAT, "dyt_alpha_attn",
-      "DyT and Derf: the initial alpha of the attention's norms; 0: dyt-alpha", .range = "0.."),
-    F(norm.dyt_alpha_ffn, FLOAT, "dyt_alpha_ffn",
-      "DyT and Derf: the initial alpha of the FFN's norms; 0: dyt-alpha", .range = "0.."),
-    F(norm.dyt_alpha_final, FLOAT, "dyt_alpha_final",
+    F(norm, TABLE, "norm", NULL, .of = &MT_NORM_FIELDS),
+    F(norm.dyt_alpha_final, FLOAT, "dyt_alpha_final", /* the norm's, at the stack's final norm */
       "DyT and Derf: the initial alpha of the final norm; 0: dyt-alpha", .range = "0..",
       .read = point_wise_final_norm,
-      .read_by = "the final norm of --norm dyt or derf (a placement with one: not post, "
-                 "deepnorm or ngpt)"),
-    F(norm.derf_shift, FLOAT, "derf_shift", "Derf: the initial shift s"),
-    F(norm.dyt_weight_init, FLOAT, "dyt_weight_init",
-      "DyT and Derf: the initial weight gamma of every norm, > 0 (8: narrow models, docs/norms.md)",
-      .range = "0.."),
+      .read_by = "the final norm of --norm dyt or derf (a placement with one: not post or "
+                 "deepnorm; not --arch ngpt)"),
     F(qk.kind, ENUM, "qk_norm", "a norm on the attention's queries and keys, before RoPE",
       .of = &MT_QK_NORMS),
     F(qk.scope, ENUM, "qk_norm_scope", "QK-norm over each head or the whole projection",
       .of = &MT_QK_SCOPES),
     F(qk.affine, BOOL, "qk_norm_affine",
       "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
-    F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS),
+    F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS,
+      .retired = PLACEMENTS_RETIRED, .read = sums,
+      .read_by = "a residual that sums its sublayers (every model but --arch ngpt)"),
     F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
       .range = "0..", .read = deepnorm, .read_by = "--placement deepnorm"),
     F(deepnorm_beta, FLOAT, "deepnorm_beta", "DeepNorm's init gain; 0: from the depth",
-      .range = "0.."),
-    F(subln_gain, FLOAT, "subln_gain", "Sub-LN's init gain; 0: from the depth", .range = "0.."),
+      .range = "0..", .read = init_deepnorm,
+      .read_by = "--init deepnorm (the default with --placement deepnorm)"),
+    F(subln_gain, FLOAT, "subln_gain", "Sub-LN's init gain; 0: from the depth", .range = "0..",
+      .read = init_subln, .read_by = "--init subln (the default with --placement subln)"),
     F(init, ENUM, "init", "weight init", .of = &MT_INIT_SCHEMES),
     F(bias, BOOL, "bias", "no biases in the linear layers", .flag = "no_bias"),
     F(act, ENUM, "act", "FFN activation", .of = &MT_ACTS),
@@ -119,53 +121,55 @@ static const mt_field FIELDS[] = {
       .range = "0.."),
     F(mixln_post, INT, "mixln_post",
       "placement mixln: Post-LN in the first N blocks, Pre-LN after; -1: n-layer / 4",
-      .range = "-1.."),
+      .range = "-1..", .read = mixln, .read_by = "--placement mixln"),
     F(dsl_k, FLOAT, "dsl_k",
-      "placement dsl: beta^2 = k / n-layer, lambda^2 = 1 - beta^2, (0, n-layer]"),
+      "placement dsl: beta^2 = k / n-layer, lambda^2 = 1 - beta^2, (0, n-layer]", .read = dsl,
+      .read_by = "--placement dsl"),
     F(dsl_r0, FLOAT, "dsl_r0",
       "init dsl: the correlation of the embedded tokens, (0, 1] (the DeepScaleLM authors' "
-      "0.221, BERT on Wikipedia)"),
+      "0.221, BERT on Wikipedia)",
+      .read = init_dsl, .read_by = "--init dsl (the default with --placement dsl)"),
 };
 #undef F
 const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* Mix-LN's switch (mixln_post: -1 resolved to n_layer / 4, as the paper's alpha = 0.25) and
-   DeepScaleLM's k, each refused with another placement when not its default. */
+   DeepScaleLM's k, each checked where its placement reads it (the fields' .read refuse a given
+   one elsewhere). */
 static mt_status placement_validate(mt_stack_config *s, mt_err *err) {
-    bool mixln = s->placement == MT_PLACE_MIXLN, dsl = s->placement == MT_PLACE_DSL;
-    if (s->mixln_post != -1 && (!mixln || s->mixln_post < 0 || s->mixln_post > s->n_layer))
+    if (mixln(s) && s->mixln_post != -1 && (s->mixln_post < 0 || s->mixln_post > s->n_layer))
         return mt_errorf(err, MT_EINVAL,
-                         "config: mixln_post = %d: %s (the Post-LN blocks of --placement mixln: "
-                         "0 to n_layer = %d, or -1 for n_layer / 4)",
-                         s->mixln_post,
-                         mixln ? "beyond the depth" : "only --placement mixln has it", s->n_layer);
-    if (mixln && s->mixln_post == -1) s->mixln_post = s->n_layer / 4;
-    if (dsl && !(s->dsl_k > 0 && s->dsl_k <= s->n_layer))
+                         "config: mixln_post = %d: beyond the depth (the Post-LN blocks of "
+                         "--placement mixln: 0 to n_layer = %d, or -1 for n_layer / 4)",
+                         s->mixln_post, s->n_layer);
+    if (mixln(s) && s->mixln_post == -1) s->mixln_post = s->n_layer / 4;
+    if (dsl(s) && !(s->dsl_k > 0 && s->dsl_k <= s->n_layer))
         return mt_errorf(err, MT_EINVAL,
                          "config: dsl_k = %g: DeepScaleLM's beta^2 = k / n_layer needs k in "
                          "(0, n_layer = %d] (the paper's k = 2)",
                          s->dsl_k, s->n_layer);
-    if (!dsl && s->dsl_k != 2)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: dsl_k = %g: only --placement dsl has it (the placement is %s)",
-                         s->dsl_k, mt_enum_name(&MT_PLACEMENTS, s->placement));
     return MT_OK;
 }
 
-/* nGPT's block (placement ngpt) has no norm layer, unit q and k per head with one s_qk for
-   both, a SwiGLU with s_u and s_v, and no biases (the reference's): anything else is refused. */
+/* nGPT's residual (the GPT's --arch ngpt) reads no placement (left at pre), and its block has
+   no norm layer, unit q and k per head with one s_qk for both, a SwiGLU with s_u and s_v, and
+   no biases (the reference's): anything else is refused. */
 static mt_status ngpt_validate(const mt_stack_config *s, mt_err *err) {
-    if (s->placement != MT_PLACE_NGPT) return MT_OK;
-    const char *why = s->norm.kind != MT_NORM_NONE ? "--norm none: nGPT has no norm layers (its "
-                                                     "vectors are kept on the unit sphere)"
-                      : s->qk.kind != MT_QK_NONE   ? "--qk-norm none: nGPT's queries and keys are "
-                                                     "unit per head and scaled by its own s_qk"
-                      : s->n_kv_head != s->n_head
-                          ? "--n-kv-head equal to --n-head: q and k share one s_qk head by head"
-                      : s->act != MT_ACT_SWIGLU ? "--act swiglu: s_u and s_v scale its two branches"
-                      : s->bias ? "--no-bias: a bias would move the unit vectors off the sphere"
-                                : NULL;
-    if (why) return mt_errorf(err, MT_EINVAL, "--placement ngpt (--arch ngpt) needs %s", why);
+    if (s->residual != MT_RESIDUAL_NGPT) return MT_OK;
+    const char *why =
+        s->placement != MT_PLACE_PRE
+            ? "no --placement: nGPT's residual is its own, Norm(h + alpha (Norm(F(h)) "
+              "- h)), on no placement's norms"
+        : s->norm.kind != MT_NORM_NONE ? "--norm none: nGPT has no norm layers (its "
+                                         "vectors are kept on the unit sphere)"
+        : s->qk.kind != MT_QK_NONE     ? "--qk-norm none: nGPT's queries and keys are "
+                                         "unit per head and scaled by its own s_qk"
+        : s->n_kv_head != s->n_head
+            ? "--n-kv-head equal to --n-head: q and k share one s_qk head by head"
+        : s->act != MT_ACT_SWIGLU ? "--act swiglu: s_u and s_v scale its two branches"
+        : s->bias                 ? "--no-bias: a bias would move the unit vectors off the sphere"
+                                  : NULL;
+    if (why) return mt_errorf(err, MT_EINVAL, "--arch ngpt needs %s", why);
     return MT_OK;
 }
 
@@ -278,10 +282,6 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "config: dsl_r0 = %g: the embedded tokens' correlation must be in (0, 1] "
                          "(the DeepScaleLM authors' 0.221)",
                          s->dsl_r0);
-    if (s->init != MT_SCHEME_DSL && s->dsl_r0 != 0.221f)
-        return mt_errorf(err, MT_EINVAL,
-                         "config: dsl_r0 = %g: only --init dsl has it (the init is %s)", s->dsl_r0,
-                         mt_enum_name(&MT_INIT_SCHEMES, s->init));
     return MT_OK;
 }
 
@@ -298,6 +298,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .causal = causal,
                           .norm = s->norm,
                           .qk = s->qk,
+                          .residual = s->residual,
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,
                           .act = s->act,
@@ -377,7 +378,7 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->qk.kind != MT_QK_NONE) block += 4 * C;     /* normalised q and k, a cross-attention's */
     if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
     if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
-    if (s->placement == MT_PLACE_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
+    if (s->residual == MT_RESIDUAL_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
     return s->n_layer * block;
 }
 
@@ -411,7 +412,7 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
         mt_block_init stds = mt_stack_init_stds(s, i);
         mt_block_add_params(P, name, &st->block, &stds, &st->blocks[i]);
     }
-    st->final_norm_on = mt_placement_final_norm(s->placement);
+    st->final_norm_on = final_norm(s);
     st->final_norm = MT_NORM_PARAMS_NONE;
     mt_norm_cfg final = mt_norm_at(&s->norm, MT_NORM_SITE_FINAL);
     if (st->final_norm_on) mt_norm_add_params(P, final_name, &final, s->n_embd, &st->final_norm);

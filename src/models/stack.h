@@ -22,7 +22,6 @@ typedef enum {
                            gpt2 otherwise (validate sets it) */
 } mt_init_scheme;
 extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "dsl", "auto" */
-extern const mt_enum MT_RMS_FORMS;    /* "llama", "paper" */
 
 typedef struct {
     int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd (SwiGLU: LLaMA's rule, ff_multiple) */
@@ -30,6 +29,9 @@ typedef struct {
     int n_kv_head; /* key-value heads (grouped-query attention), divides n_head; 0: n_head */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention */
+    /* How the blocks join the stream (nn.h), set by the model (no field: not saved; the GPT's
+       from --arch); a residual other than a sum reads no placement, which stays pre. */
+    mt_residual_kind residual;
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
     float subln_gain;                    /* Sub-LN's gamma; 0: from the depth */
@@ -61,8 +63,8 @@ extern const mt_fields MT_STACK_FIELDS;
    decoder layers (the count arch does not have is ignored), n_kv_head (0: n_head), init AUTO
    (deepnorm for the
    deepnorm placement, subln for subln, else gpt2), mixln_post (-1: n_layer / 4; given, it must
-   be in [0, n_layer] and the placement mixln), dsl_k (in (0, n_layer]), dsl_r0 (in (0, 1], only
-   with init dsl). causal: a model reading
+   be in [0, n_layer]), dsl_k (in (0, n_layer]), dsl_r0 (in (0, 1]), each where its placement or
+   init reads it (elsewhere a given one is refused by the field's .read). causal: a model reading
    tokens left to right (bn and in are refused). With subln the norm must also fit the n_ff
    channels of the FFN's inner norm. */
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,

@@ -73,11 +73,6 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
                          MAX_VIT_SIZE);
     if ((unsigned)cfg->pool >= (unsigned)MT_VIT_POOLS.n)
         return mt_errorf(err, MT_EINVAL, "config: pool %d (accepted: cls, mean)", (int)cfg->pool);
-    if (cfg->stack.placement == MT_PLACE_NGPT)
-        return mt_errorf(err, MT_EINVAL,
-                         "--placement ngpt: nGPT is the GPT's (--model gpt --arch ngpt): its "
-                         "embedding, head and renormalised matrices are built there; the ViT "
-                         "takes pre, post, deepnorm, subln, peri, lns, reorder, mixln or dsl");
     /* not causal: an image's patches may all see each other, so bn and in are fine here */
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCODER_ONLY, cfg->stack.n_layer, 0,
                                      false, err);

@@ -1,6 +1,6 @@
 /* Transformer blocks: activation, the attention and FFN sublayers, the residual placement
    (Post-LN, Pre-LN, DeepNorm, Sub-LN, Peri-LN, LayerNorm Scaling, OLMo-2's reorder, Mix-LN,
-   DeepScaleLM), DeepNorm's constants and Sub-LN's gain.
+   DeepScaleLM) and nGPT's residual, DeepNorm's constants and Sub-LN's gain.
    B T C as in nn.h, F the FFN width. */
 #include <math.h>
 #include <stdio.h>
@@ -29,8 +29,6 @@ static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm"},
     [MT_PLACE_DSL] = {"dsl", "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
                              "final norm"},
-    [MT_PLACE_NGPT] = {"ngpt", "Norm(x + alpha (Norm(F(x)) - x)) on the unit sphere (nGPT: the "
-                               "GPT's --arch ngpt only)"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
@@ -91,7 +89,7 @@ static void add_linear(mt_params *P, const char *prefix, int out, int in, bool b
     *b = mt_params_add(P, name, 1, &out, MT_ROLE_BIAS, MT_INIT_ZEROS, 0.0f);
 }
 
-/* nGPT (placement ngpt): every matrix's vectors along C on the unit sphere (rows of q, k, v, fc1,
+/* nGPT (residual ngpt): every matrix's vectors along C on the unit sphere (rows of q, k, v, fc1,
    fc3 (out, C); columns of out_proj and fc2 (C, in), as the reference's normalize_matrices), and
    the block's learned vectors, each at its scale (mt_ngpt_cfg): <prefix>.attn_alpha,
    .attn.s_qk, .ffn_alpha (C), .ffn.s_u, .ffn.s_v (F). */
@@ -99,7 +97,7 @@ static void ngpt_add_params(mt_params *P, const char *prefix, const mt_block_cfg
                             mt_block_params *bp) {
     mt_ngpt_params *g = &bp->ngpt;
     *g = (mt_ngpt_params){-1, -1, -1, -1, -1};
-    if (cfg->placement != MT_PLACE_NGPT) return;
+    if (cfg->residual != MT_RESIDUAL_NGPT) return;
     const mt_attn_params *a = &bp->attn;
     const mt_ffn_params *f = &bp->ffn;
     int rows[] = {a->q_w, a->k_w, a->v_w, f->fc1_w, f->fc3_w}, cols[] = {a->out_w, f->fc2_w};
@@ -204,7 +202,7 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) 
    else the configured one. */
 static const mt_qk_norm_cfg *qk_of(const mt_block_cfg *cfg) {
     static const mt_qk_norm_cfg unit = {.kind = MT_QK_L2, .scope = MT_QK_HEAD};
-    return cfg->placement == MT_PLACE_NGPT ? &unit : &cfg->qk;
+    return cfg->residual == MT_RESIDUAL_NGPT ? &unit : &cfg->qk;
 }
 
 /* q_proj(x) after the QK-norm */
@@ -224,7 +222,7 @@ mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const 
    1 / sqrt(HS) makes the paper's softmax scale sqrt(HS). The KV cache stores such keys. */
 static void ngpt_qk(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
                     mt_tensor **q, mt_tensor **k) {
-    if (cfg->placement != MT_PLACE_NGPT) return;
+    if (cfg->residual != MT_RESIDUAL_NGPT) return;
     float s = cfg->ngpt.sqk_init / cfg->ngpt.sqk_scale, HS = (float)(cfg->C / cfg->n_head);
     *q = mt_scale_channels(c, *q, &P->t[bp->ngpt.s_qk], s * HS);
     *k = mt_scale_channels(c, *k, &P->t[bp->ngpt.s_qk], s);
@@ -295,7 +293,7 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                            const mt_block_params *bp, mt_tensor *x, void *arg) {
     (void)arg;
     const mt_ffn_params *f = &bp->ffn;
-    if (cfg->placement == MT_PLACE_NGPT) { /* fc2(silu(fc1(x) s_v sqrt(C)) fc3(x) s_u) */
+    if (cfg->residual == MT_RESIDUAL_NGPT) { /* fc2(silu(fc1(x) s_v sqrt(C)) fc3(x) s_u) */
         float k = cfg->ngpt.suv_init / cfg->ngpt.suv_scale;
         mt_tensor *u = mt_param_linear(c, P, f->fc3_w, f->fc3_b, x);
         mt_tensor *v = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
@@ -317,10 +315,10 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 #undef OPT
 }
 
-/* ---- the residual placement: the one place it is decided ------------------------------------- */
+/* ---- the residual: the one place it is decided ----------------------------------------------- */
 
 bool mt_placement_final_norm(mt_placement p) {
-    return p != MT_PLACE_POST && p != MT_PLACE_DEEPNORM && p != MT_PLACE_NGPT;
+    return p != MT_PLACE_POST && p != MT_PLACE_DEEPNORM;
 }
 bool mt_placement_inner_norm(mt_placement p) { return p == MT_PLACE_SUBLN; }
 bool mt_placement_out_norm(mt_placement p) { return p == MT_PLACE_PERI; }
@@ -357,6 +355,12 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const m
     const mt_norm_params *np = sub == MT_SUB_ATTN    ? &bp->attn_norm
                                : sub == MT_SUB_CROSS ? &bp->cross_norm
                                                      : &bp->ffn_norm;
+    if (cfg->residual == MT_RESIDUAL_NGPT) { /* Norm(x + alpha (Norm(F(x)) - x)), no norm layer */
+        MT_ASSERT(sub != MT_SUB_CROSS, "residual: nGPT has no cross-attention");
+        int alpha = sub == MT_SUB_ATTN ? bp->ngpt.attn_alpha : bp->ngpt.ffn_alpha;
+        return mt_ngpt_residual(c, x, sublayer(c, cfg, P, bp, f, arg, x), &P->t[alpha],
+                                cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale);
+    }
     mt_placement p = cfg->placement;
     if (p == MT_PLACE_MIXLN) p = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;
     switch (p) {
@@ -382,12 +386,6 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const m
     case MT_PLACE_DSL: { /* lambda x + beta F(N(x)) */
         mt_tensor *y = sublayer(c, cfg, P, bp, f, arg, mt_norm_tokens(c, n, P, np, x));
         return mt_add(c, mt_scale(c, x, cfg->dsl_lambda), mt_scale(c, y, cfg->dsl_beta));
-    }
-    case MT_PLACE_NGPT: { /* Norm(x + alpha (Norm(F(x)) - x)), no norm layer */
-        MT_ASSERT(sub != MT_SUB_CROSS, "residual: nGPT has no cross-attention");
-        int alpha = sub == MT_SUB_ATTN ? bp->ngpt.attn_alpha : bp->ngpt.ffn_alpha;
-        return mt_ngpt_residual(c, x, sublayer(c, cfg, P, bp, f, arg, x), &P->t[alpha],
-                                cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale);
     }
     case MT_PLACE_MIXLN: break; /* resolved above */
     }

@@ -4,6 +4,7 @@
 #ifndef MT_NN_H
 #define MT_NN_H
 
+#include "../io/fields.h"
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
@@ -24,6 +25,7 @@ typedef enum {
 } mt_norm_kind;
 
 typedef enum { MT_RMS_LLAMA, MT_RMS_PAPER } mt_rms_form;
+extern const mt_enum MT_RMS_FORMS; /* "llama", "paper" */
 
 #define MT_NORM_EPS_DEFAULT (-1.0f)
 
@@ -44,9 +46,15 @@ typedef struct {
 } mt_norm_cfg;
 
 mt_norm_cfg mt_norm_default(mt_norm_kind kind);
+/* The norm's fields under their JSON keys (norm, norm_eps, prms_p, gn_groups, ..., dyt_alpha,
+   derf_shift, dyt_weight_init), which are also the flags, each a kind's with the kind that reads
+   it (mt_field.read): a TABLE field of the stack's. dyt_alpha_final is the stack's (read where
+   its placement has a final norm). */
+extern const mt_fields MT_NORM_FIELDS;
 extern const mt_enum MT_NORMS; /* "ln", "rms", "prms", "bn", "in", "gn", "scale", "none", "dyt",
                                   "derf" */
-/* Checks the options for C channels. causal: a model that reads tokens left to right, where
+/* Checks the options for C channels (one that the kind does not read, set: refused, naming what
+   reads it). causal: a model that reads tokens left to right, where
    BatchNorm's and InstanceNorm's statistics over time would let it see the future. */
 mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *err);
 
@@ -126,8 +134,16 @@ typedef enum {
     MT_PLACE_REORDER, /* OLMo-2: x + N(F(x)) */
     MT_PLACE_MIXLN,   /* Mix-LN: Post-LN in the first mixln_post blocks, Pre-LN after */
     MT_PLACE_DSL,     /* DeepScaleLM: lambda x + beta F(N(x)) */
-    MT_PLACE_NGPT,    /* nGPT: Norm(x + alpha (Norm(F(x)) - x)), the GPT's --arch ngpt only */
 } mt_placement;
+
+/* How a block's sublayers join the residual stream: the slot of the residual-stream methods. A
+   model sets it (no flag of the stack's); a method whose stream is not a sum of the sublayers
+   reads no placement. */
+typedef enum {
+    MT_RESIDUAL_SUM,  /* x + F(...) as the placement says */
+    MT_RESIDUAL_NGPT, /* nGPT: Norm(x + alpha (Norm(F(x)) - x)) on the unit sphere, no norm
+                         layer (the GPT's --arch ngpt) */
+} mt_residual_kind;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
@@ -245,7 +261,7 @@ mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
 extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri", "lns",
-                                       "reorder", "mixln", "dsl", "ngpt" */
+                                       "reorder", "mixln", "dsl" */
 
 /* ---- nGPT, the normalised Transformer (Loshchilov et al. 2024, arXiv 2410.01131; ngpt.c) -------
  * Each learned scaling s is stored as s_scale times the value it acts with, s_init / s_scale
@@ -296,6 +312,7 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * reorder:  x = x + N(F(x))        (OLMo-2; final norm)
  * Mix-LN:   Post-LN in blocks l < mixln_post, Pre-LN after (final norm)
  * DSL:      x = lambda x + beta F(N(x)), lambda^2 + beta^2 = 1 (DeepScaleLM; final norm)
+ * and the residual methods that are not a sum (mt_residual_kind, no placement):
  * nGPT:     x = Norm(x + alpha (Norm(F(x)) - x)), no norm layers (mt_ngpt_residual); every
  *           matrix's vectors along C on the unit sphere, q and k unit per head then times
  *           s_qk (and sqrt(HS) for the softmax), SwiGLU's fc3(x) s_u, fc1(x) s_v sqrt(C)
@@ -311,8 +328,9 @@ typedef struct {
     bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention (self and cross) */
-    mt_placement placement;
-    float alpha; /* DeepNorm's skip scale */
+    mt_residual_kind residual;
+    mt_placement placement; /* of MT_RESIDUAL_SUM */
+    float alpha;            /* DeepNorm's skip scale */
     mt_act act;
     float dropout; /* on each sublayer's output; 0: none */
     const mt_rope
@@ -320,7 +338,7 @@ typedef struct {
     int layer;      /* the block's index from 0 in its stack (LNS's scale, Mix-LN's switch) */
     int mixln_post; /* Mix-LN: blocks [0, mixln_post) are Post-LN */
     float dsl_lambda, dsl_beta; /* DeepScaleLM's skip and branch scales */
-    mt_ngpt_cfg ngpt;           /* nGPT's scalings (placement ngpt), scales resolved */
+    mt_ngpt_cfg ngpt;           /* nGPT's scalings (residual ngpt), scales resolved */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
@@ -345,7 +363,7 @@ _Static_assert(sizeof(mt_attn_params) == 10 * sizeof(int), "MT_ATTN_PARAMS_NONE 
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;
-/* nGPT's learned vectors of a block (placement ngpt; else -1): attn_alpha, ffn_alpha (C),
+/* nGPT's learned vectors of a block (residual ngpt; else -1): attn_alpha, ffn_alpha (C),
    attn.s_qk (C), ffn.s_u, ffn.s_v (F). */
 typedef struct {
     int attn_alpha, ffn_alpha, s_qk, s_u, s_v;
@@ -398,8 +416,8 @@ mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
    A sublayer maps x (B, T, C) to (B, T, C); arg is the caller's. */
 typedef mt_tensor *(*mt_sublayer)(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                   const mt_block_params *bp, mt_tensor *x, void *arg);
-/* The placement, decided here only: x and the sublayer f (sublayer sub of the block: its norms)
-   (see above). */
+/* The residual, decided here only (its method, then for a sum the placement): x and the sublayer
+   f (sublayer sub of the block: its norms) (see above). */
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
                        mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg);
 /* pre, subln, peri, lns, reorder, mixln, dsl: a final norm before the head */

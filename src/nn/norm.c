@@ -20,6 +20,11 @@ static const mt_enum_item NORMS[] = {
     [MT_NORM_DERF] = {"derf", "Dynamic erf, w erf(alpha x + s) + b"},
 };
 const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
+static const mt_enum_item RMS_FORMS[] = {
+    [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
+    [MT_RMS_PAPER] = {"paper", "x / (sqrt(mean(x^2)) + eps)"},
+};
+const mt_enum MT_RMS_FORMS = MT_ENUM("rms form", RMS_FORMS);
 
 /* BatchNorm's running statistics: r = (1 - momentum) r + momentum * batch, as torch. */
 #define BN_MOMENTUM 0.1f
@@ -49,35 +54,62 @@ mt_norm_cfg mt_norm_at(const mt_norm_cfg *cfg, mt_norm_site site) {
     return at;
 }
 
-/* DyT's and Derf's options: alphas > 0 (a site's 0: --dyt-alpha), a weight > 0, a finite shift;
-   given to another norm they would do nothing, so they are refused there. */
-static mt_status point_validate(const mt_norm_cfg *cfg, const char *name, mt_err *err) {
+/* What reads the options of one kind (mt_field.read). */
+static bool reads_point_wise(const void *cfg) { return point_wise(cfg); }
+static bool reads_derf(const void *cfg) { return ((const mt_norm_cfg *)cfg)->kind == MT_NORM_DERF; }
+static bool reads_gn(const void *cfg) { return ((const mt_norm_cfg *)cfg)->kind == MT_NORM_GN; }
+
+#define F(member, TYPE, key, help, ...) MT_FIELD(mt_norm_cfg, member, TYPE, key, help, __VA_ARGS__)
+#define POINT_WISE .read = reads_point_wise, .read_by = "--norm dyt or derf"
+static const mt_field FIELDS[] = {
+    F(kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
+    F(eps, FLOAT, "norm_eps", "norm epsilon; -1: the norm's default", .range = "-1.."),
+    F(prms_p, FLOAT, "prms_p", "pRMSNorm: fraction of channels the RMS is taken from"),
+    F(gn_groups, INT, "gn_groups", "GroupNorm groups", .range = "1..", .read = reads_gn,
+      .read_by = "--norm gn"),
+    F(rms_form, ENUM, "rms_form", "RMSNorm form: eps inside or outside the sqrt",
+      .of = &MT_RMS_FORMS),
+    F(rms_bias, BOOL, "rms_bias", "RMSNorm paper form: a learned bias"),
+    F(in_affine, BOOL, "in_affine", "InstanceNorm: a learned weight and bias"),
+    F(dyt_alpha, FLOAT, "dyt_alpha", "DyT and Derf: the initial alpha of every norm",
+      .range = "0..", POINT_WISE),
+    F(dyt_alpha_attn, FLOAT, "dyt_alpha_attn",
+      "DyT and Derf: the initial alpha of the attention's norms; 0: dyt-alpha", .range = "0..",
+      POINT_WISE),
+    F(dyt_alpha_ffn, FLOAT, "dyt_alpha_ffn",
+      "DyT and Derf: the initial alpha of the FFN's norms; 0: dyt-alpha", .range = "0..",
+      POINT_WISE),
+    F(derf_shift, FLOAT, "derf_shift", "Derf: the initial shift s", .read = reads_derf,
+      .read_by = "--norm derf"),
+    F(dyt_weight_init, FLOAT, "dyt_weight_init",
+      "DyT and Derf: the initial weight gamma of every norm, > 0 (8: narrow models, docs/norms.md)",
+      .range = "0..", POINT_WISE),
+};
+#undef POINT_WISE
+#undef F
+const mt_fields MT_NORM_FIELDS = MT_FIELDS_OF(FIELDS);
+
+/* DyT's and Derf's options: alphas > 0 (a site's 0: --dyt-alpha), a weight > 0, a finite
+   shift. */
+static mt_status point_validate(const mt_norm_cfg *cfg, mt_err *err) {
     const char *site = "the site's initial alpha must be > 0, or 0 for --dyt-alpha";
     const struct {
         const char *flag;
-        float v, unset, min; /* min: the least value accepted (-inf: any finite one) */
+        float v, min; /* min: the least value accepted (-inf: any finite one) */
         const char *rule;
-    } opts[] = {{"--dyt-alpha", cfg->dyt_alpha, 0.5f, FLT_MIN,
+    } opts[] = {{"--dyt-alpha", cfg->dyt_alpha, FLT_MIN,
                  "the initial alpha must be > 0 (the papers use 0.5)"},
-                {"--dyt-alpha-attn", cfg->dyt_alpha_attn, 0, 0, site},
-                {"--dyt-alpha-ffn", cfg->dyt_alpha_ffn, 0, 0, site},
-                {"--dyt-alpha-final", cfg->dyt_alpha_final, 0, 0, site},
-                {"--dyt-weight-init", cfg->dyt_weight_init, 1, FLT_MIN,
+                {"--dyt-alpha-attn", cfg->dyt_alpha_attn, 0, site},
+                {"--dyt-alpha-ffn", cfg->dyt_alpha_ffn, 0, site},
+                {"--dyt-alpha-final", cfg->dyt_alpha_final, 0, site},
+                {"--dyt-weight-init", cfg->dyt_weight_init, FLT_MIN,
                  "the initial weight must be a finite number > 0 (the papers use 1)"},
-                {"--derf-shift", cfg->derf_shift, 0, -INFINITY,
+                {"--derf-shift", cfg->derf_shift, -INFINITY,
                  "the initial shift must be a finite number (0)"}};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-        float v = opts[i].v;
-        if (!point_wise(cfg) && v != opts[i].unset)
-            return mt_errorf(err, MT_EINVAL,
-                             "%s %g: only --norm dyt and --norm derf have it (the norm is %s)",
-                             opts[i].flag, v, name);
-        if (!(isfinite(v) && v >= opts[i].min))
-            return mt_errorf(err, MT_EINVAL, "%s: %g; %s", opts[i].flag, v, opts[i].rule);
-    }
-    if (cfg->kind == MT_NORM_DYT && cfg->derf_shift != 0)
-        return mt_errorf(err, MT_EINVAL, "--derf-shift %g: only --norm derf has a shift",
-                         cfg->derf_shift);
+    if (!point_wise(cfg)) return MT_OK;
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!(isfinite(opts[i].v) && opts[i].v >= opts[i].min))
+            return mt_errorf(err, MT_EINVAL, "%s: %g; %s", opts[i].flag, opts[i].v, opts[i].rule);
     return MT_OK;
 }
 
@@ -107,7 +139,9 @@ mt_status mt_norm_validate(const mt_norm_cfg *cfg, int C, bool causal, mt_err *e
                          "--gn-groups: %d groups do not divide the %d channels; use a divisor "
                          "of %d (1 is LayerNorm-like, %d InstanceNorm-like)",
                          cfg->gn_groups, C, C, C);
-    mt_status st = point_validate(cfg, name, err);
+    mt_norm_cfg unset = mt_norm_default(cfg->kind);
+    mt_status st = mt_fields_check_unread(&MT_NORM_FIELDS, cfg, &unset, err);
+    if (st == MT_OK) st = point_validate(cfg, err);
     if (st != MT_OK) return st;
     if (causal && (cfg->kind == MT_NORM_BN || cfg->kind == MT_NORM_IN))
         return mt_errorf(

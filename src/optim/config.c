@@ -79,11 +79,17 @@ const mt_enum MT_MUON_SCALES = MT_ENUM("Muon scale", MUON_SCALES);
 /* What reads the options of one schedule or kind (mt_field.read), on a resolved config. */
 static bool warms_up(const void *c) { return ((const mt_optim_config *)c)->sched.warmup > 0; }
 static bool wsd(const void *c) { return ((const mt_optim_config *)c)->sched.kind == MT_SCHED_WSD; }
+static bool sgd(const void *c) { return ((const mt_optim_config *)c)->kind == MT_OPTIM_SGD; }
+static bool muon(const void *c) { return ((const mt_optim_config *)c)->kind == MT_OPTIM_MUON; }
+static bool lion(const void *c) { return ((const mt_optim_config *)c)->kind == MT_OPTIM_LION; }
 static bool muon_matches_adamw(const void *cp) {
     const mt_optim_config *c = cp;
     return c->kind == MT_OPTIM_MUON && c->muon_scale == MT_MUON_SCALE_MATCH_ADAMW;
 }
 
+#define SGD .read = sgd, .read_by = "--optim sgd"
+#define MUON .read = muon, .read_by = "--optim muon"
+#define LION .read = lion, .read_by = "--optim lion"
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -103,30 +109,35 @@ static const mt_field FIELDS[] = {
     F(eps, FLOAT, "eps", "Adam epsilon"),
     F(weight_decay, FLOAT, "weight_decay", "weight decay (decoupled for adamw)"),
     F(decay_scope, ENUM, "decay_scope", "what weight decay reaches", .of = &MT_DECAY_SCOPES),
-    F(momentum, FLOAT, "momentum", "SGD momentum"),
-    F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum"),
+    F(momentum, FLOAT, "momentum", "SGD momentum (Adam's and Lion's: their betas)", SGD),
+    F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum", SGD),
     F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
     F(sched.decay_frac, FLOAT, "decay_frac", "wsd: the last fraction of the steps that decays",
       .range = "0..1", .read = wsd, .read_by = "--schedule wsd"),
-    F(muon_lr, FLOAT, "muon_lr", "muon: the hidden matrices' lr; -1: --lr", .range = "-1.."),
-    F(adam_lr, FLOAT, "adam_lr", "muon: the other tensors' (AdamW) lr; -1: --lr", .range = "-1.."),
+    F(muon_lr, FLOAT, "muon_lr", "muon: the hidden matrices' lr; -1: --lr", .range = "-1..", MUON),
+    F(adam_lr, FLOAT, "adam_lr", "muon: the other tensors' (AdamW) lr; -1: --lr", .range = "-1..",
+      MUON),
     F(muon_wd, FLOAT, "muon_wd", "muon: the hidden matrices' weight decay; -1: --weight-decay",
-      .range = "-1.."),
-    F(muon_momentum, FLOAT, "muon_momentum", "muon: momentum beta", .range = "0..1"),
+      .range = "-1..", MUON),
+    F(muon_momentum, FLOAT, "muon_momentum", "muon: momentum beta", .range = "0..1", MUON),
     F(muon_nesterov, BOOL, "muon_nesterov", "muon: the plain momentum instead of Nesterov's",
-      .flag = "no_nesterov"),
-    F(ns_steps, INT, "ns_steps", "muon: Newton-Schulz iterations", .range = "1.."),
-    F(ns_a, FLOAT, "ns_coef_a", "muon: Newton-Schulz a"),
-    F(ns_b, FLOAT, "ns_coef_b", "muon: Newton-Schulz b"),
-    F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c"),
-    F(ns_eps, FLOAT, "ns_eps", "muon: X = u / (|u|_F + ns-eps)", .range = "0.."),
-    F(muon_scale, ENUM, "muon_scale", "muon: the update's scale", .of = &MT_MUON_SCALES),
+      .flag = "no_nesterov", MUON),
+    F(ns_steps, INT, "ns_steps", "muon: Newton-Schulz iterations", .range = "1..", MUON),
+    F(ns_a, FLOAT, "ns_coef_a", "muon: Newton-Schulz a", MUON),
+    F(ns_b, FLOAT, "ns_coef_b", "muon: Newton-Schulz b", MUON),
+    F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c", MUON),
+    F(ns_eps, FLOAT, "ns_eps", "muon: X = u / (|u|_F + ns-eps)", .range = "0..", MUON),
+    F(muon_scale, ENUM, "muon_scale", "muon: the update's scale", .of = &MT_MUON_SCALES, MUON),
     F(muon_rms, FLOAT, "muon_rms", "muon: match-adamw's target RMS", .range = "0..",
       .read = muon_matches_adamw, .read_by = "--optim muon --muon-scale match-adamw"),
-    F(lion_beta1, FLOAT, "lion_beta1", "lion: the update's interpolation beta", .range = "0..1"),
-    F(lion_beta2, FLOAT, "lion_beta2", "lion: the momentum's beta", .range = "0..1"),
+    F(lion_beta1, FLOAT, "lion_beta1", "lion: the update's interpolation beta", .range = "0..1",
+      LION),
+    F(lion_beta2, FLOAT, "lion_beta2", "lion: the momentum's beta", .range = "0..1", LION),
 };
 #undef F
+#undef SGD
+#undef MUON
+#undef LION
 const mt_fields MT_OPTIM_FIELDS = MT_FIELDS_OF(FIELDS);
 
 void mt_optim_resolve(mt_optim_config *c, long steps) {
@@ -145,36 +156,6 @@ void mt_optim_resolve(mt_optim_config *c, long steps) {
 /* D', the steps wsd decays over: decay_frac * steps rounded half to even (Python's round). */
 static long wsd_decay_steps(const mt_schedule *s) {
     return (long)nearbyint(s->decay_frac * (double)s->steps);
-}
-
-/* A Muon or Lion option set for another kind: the first one, named in err. */
-static mt_status other_kinds_options(const mt_optim_config *c, mt_err *err) {
-    mt_optim_config d = mt_optim_defaults();
-    struct {
-        const char *flag;
-        bool changed;
-        mt_optim_kind kind;
-    } opts[] = {
-        {"--muon-lr", c->muon_lr != d.muon_lr, MT_OPTIM_MUON},
-        {"--adam-lr", c->adam_lr != d.adam_lr, MT_OPTIM_MUON},
-        {"--muon-wd", c->muon_wd != d.muon_wd, MT_OPTIM_MUON},
-        {"--muon-momentum", c->muon_momentum != d.muon_momentum, MT_OPTIM_MUON},
-        {"--no-nesterov", c->muon_nesterov != d.muon_nesterov, MT_OPTIM_MUON},
-        {"--ns-steps", c->ns_steps != d.ns_steps, MT_OPTIM_MUON},
-        {"--ns-coef-a, --ns-coef-b, --ns-coef-c",
-         c->ns_a != d.ns_a || c->ns_b != d.ns_b || c->ns_c != d.ns_c, MT_OPTIM_MUON},
-        {"--ns-eps", c->ns_eps != d.ns_eps, MT_OPTIM_MUON},
-        {"--muon-scale", c->muon_scale != d.muon_scale, MT_OPTIM_MUON},
-        {"--muon-rms", c->muon_rms != d.muon_rms, MT_OPTIM_MUON},
-        {"--lion-beta1", c->lion_beta1 != d.lion_beta1, MT_OPTIM_LION},
-        {"--lion-beta2", c->lion_beta2 != d.lion_beta2, MT_OPTIM_LION},
-    };
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if (opts[i].changed && c->kind != opts[i].kind)
-            return mt_errorf(err, MT_EINVAL, "%s applies to --optim %s only (this run uses %s)",
-                             opts[i].flag, mt_enum_name(&MT_OPTIMS, opts[i].kind),
-                             mt_enum_name(&MT_OPTIMS, c->kind));
-    return MT_OK;
 }
 
 /* wsd: its fraction, and a decay that starts after the warmup. */
@@ -225,11 +206,6 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
         if (!(unit[i].v >= 0 && unit[i].v < 1))
             return mt_errorf(err, MT_EINVAL, "%s is %g; it must be in [0, 1)", unit[i].flag,
                              unit[i].v);
-    if (c->kind != MT_OPTIM_SGD && (c->momentum != 0 || c->nesterov))
-        return mt_errorf(err, MT_EINVAL,
-                         "--momentum and --nesterov apply to --optim sgd only (this run uses %s, "
-                         "whose momentum is --beta1)",
-                         mt_enum_name(&MT_OPTIMS, c->kind));
     if (c->nesterov && c->momentum == 0)
         return mt_errorf(err, MT_EINVAL, "--nesterov needs --momentum > 0 (it is 0)");
     if (s->warmup < 0 || s->steps < 0)
@@ -260,7 +236,8 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
                          "%s)",
                          sname);
     mt_status st = validate_wsd(s, err);
-    if (st == MT_OK) st = other_kinds_options(c, err);
+    mt_optim_config unset = mt_optim_defaults();
+    if (st == MT_OK) st = mt_fields_check_unread(&MT_OPTIM_FIELDS, c, &unset, err);
     if (st != MT_OK) return st;
     const mt_optim_type *type = mt_optim_types[c->kind];
     return type->validate ? type->validate(c, err) : MT_OK;

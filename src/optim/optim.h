@@ -143,10 +143,11 @@ mt_optim_config mt_optim_defaults(void);
 
 /* Every value and combination, with a message naming the flag and what is accepted: lr, min_lr,
    warmup_init_lr, eps, weight_decay, clip >= 0; betas and momentum in [0, 1); nesterov only with
-   momentum; momentum and nesterov only with sgd; warmup >= 0 (>= 1 for invsqrt); cosine, linear
-   and wsd need steps >= 1, warmup <= steps and min_lr <= lr; min_lr only with them; decay_frac
-   in [0, 1], wsd's decay after the warmup; Muon's and Lion's options only with their kind; then
-   the kind's own checks (muon.c, lion.c). */
+   momentum; warmup >= 0 (>= 1 for invsqrt); cosine, linear and wsd need steps >= 1, warmup <=
+   steps and min_lr <= lr; min_lr only with them; decay_frac in [0, 1], wsd's decay after the
+   warmup; an option set that its kind or schedule does not read (the fields' .read: SGD's,
+   Muon's and Lion's options with their kind) refused; then the kind's own checks (muon.c,
+   lion.c). */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
 
 /* The fields of the flags and config keys above (fields.h): ./train's options. Its numbers are

@@ -400,7 +400,7 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
     if (s != MT_OK || a->o.help || !a->o.resume) return s;
     char *text = NULL;
     if ((s = read_saved(a->o.out, L, &text, &L->trained, err)) == MT_OK)
-        s = mt_fieldset_parse_ini(sets, n, text, "the checkpoint's options", &L->saved, err);
+        s = mt_fieldset_parse_saved(sets, n, text, "the checkpoint's options", &L->saved, err);
     free(text);
     a->o = defaults();
     if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);

@@ -117,14 +117,17 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
     const mt_stack_config *s = &g->stack;
     char kv[32] = "";
     if (s->n_kv_head != s->n_head) snprintf(kv, sizeof kv, " (%d key-value)", s->n_kv_head);
+    char placement[48] = "residual ngpt"; /* nGPT's reads no placement */
+    if (s->residual == MT_RESIDUAL_SUM)
+        snprintf(placement, sizeof placement, "placement %s",
+                 mt_enum_name(&MT_PLACEMENTS, s->placement));
     snprintf(buf, len,
              "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
-             "placement %s, init %s, pos %s, act %s%s",
+             "%s, init %s, pos %s, act %s%s",
              mt_enum_name(&MT_GPT_ARCHS, g->arch), s->n_layer, s->n_head, kv, s->n_embd, s->n_ff,
-             g->n_ctx, mt_enum_name(&MT_NORMS, s->norm.kind),
-             mt_enum_name(&MT_PLACEMENTS, s->placement), mt_enum_name(&MT_INIT_SCHEMES, s->init),
-             mt_enum_name(&MT_POS_KINDS, g->pos), mt_enum_name(&MT_ACTS, s->act),
-             s->bias ? "" : ", no bias");
+             g->n_ctx, mt_enum_name(&MT_NORMS, s->norm.kind), placement,
+             mt_enum_name(&MT_INIT_SCHEMES, s->init), mt_enum_name(&MT_POS_KINDS, g->pos),
+             mt_enum_name(&MT_ACTS, s->act), s->bias ? "" : ", no bias");
 }
 
 static void type_free(mt_model *m) { mt_gpt_free((mt_gpt *)m); }

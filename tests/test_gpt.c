@@ -302,8 +302,8 @@ static void test_json(void) {
     mt_gpt_config g = mt_gpt_config_default();
     g.stack.n_layer = 7, g.stack.n_head = 3, g.stack.n_embd = 48, g.n_ctx = 33, g.n_vocab = 1000,
     g.stack.n_ff = 100;
-    g.stack.norm.kind = MT_NORM_GN, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f,
-    g.stack.norm.gn_groups = 4; /* GroupNorm's: refused unread with another norm */
+    g.stack.norm.kind = MT_NORM_RMS, g.stack.norm.eps = 1e-7f, g.stack.norm.prms_p = 0.125f,
+    g.stack.norm.gn_groups = 4;
     g.stack.norm.rms_form = MT_RMS_PAPER, g.stack.norm.rms_bias = true,
     g.stack.norm.in_affine = true;
     g.stack.placement = MT_PLACE_DEEPNORM, g.stack.deepnorm_alpha = 1.25f,
@@ -334,7 +334,7 @@ static void test_json(void) {
     CHECK(h.stack.n_layer == 7 && h.stack.n_head == 3 && h.stack.n_embd == 48 && h.n_ctx == 33 &&
               h.n_vocab == 1000 && h.stack.n_ff == 100,
           "dims round trip");
-    CHECK(h.stack.norm.kind == MT_NORM_GN && h.stack.norm.eps == 1e-7f &&
+    CHECK(h.stack.norm.kind == MT_NORM_RMS && h.stack.norm.eps == 1e-7f &&
               h.stack.norm.prms_p == 0.125f && h.stack.norm.gn_groups == 4 &&
               h.stack.norm.rms_form == MT_RMS_PAPER && h.stack.norm.rms_bias &&
               h.stack.norm.in_affine,

@@ -834,7 +834,7 @@ static void test_errors(void) {
     BAD(c.beta2 = -0.1, "--beta2", "[0, 1)");
     BAD((c.kind = MT_OPTIM_SGD, c.momentum = 1.5), "--momentum", "[0, 1)");
     BAD((c.kind = MT_OPTIM_SGD, c.nesterov = true), "--nesterov", "--momentum > 0");
-    BAD(c.momentum = 0.9, "--momentum", "sgd only");
+    BAD(c.momentum = 0.9, "--momentum 0.9", "only --optim sgd does");
     BAD(c.sched.warmup = 1001, "--warmup 1001", "warmup <= steps");
     BAD(c.sched.steps = 0, "--schedule cosine", "number of steps");
     BAD(c.sched.min_lr = 1e-2, "--min-lr", "larger than --lr");
@@ -856,9 +856,9 @@ static void test_errors(void) {
         "--lr > 0");
     BAD((c.kind = MT_OPTIM_MUON, c.ns_eps = 0), "--ns-eps", "> 0");
     BAD((c.kind = MT_OPTIM_LION, c.lion_beta2 = 1), "--lion-beta2", "[0, 1)");
-    BAD(c.muon_lr = 0.02, "--muon-lr", "--optim muon only (this run uses adamw)");
-    BAD(c.muon_nesterov = false, "--no-nesterov", "--optim muon only");
-    BAD((c.kind = MT_OPTIM_MUON, c.lion_beta1 = 0.5), "--lion-beta1", "--optim lion only");
+    BAD(c.muon_lr = 0.02, "--muon-lr 0.02", "only --optim muon does");
+    BAD(c.muon_nesterov = false, "--no-nesterov", "only --optim muon does");
+    BAD((c.kind = MT_OPTIM_MUON, c.lion_beta1 = 0.5), "--lion-beta1 0.5", "only --optim lion does");
     /* meaningful where it looks odd: const and invsqrt need no step count, SGD ignores betas */
     mt_optim_config ok = good;
     ok.sched = (mt_schedule){MT_SCHED_INVSQRT, 1e-3, 0, 0, 4000, 0, 0};

@@ -98,7 +98,7 @@ static void every_block(const setup *s) {
                      MT_NORMS.items[k].name);
             s->stack->placement = (mt_placement)p;
             s->stack->norm = mt_norm_default((mt_norm_kind)k);
-            if (k == MT_NORM_GN) s->stack->norm.gn_groups = 4; /* of n_embd 16 */
+            s->stack->norm.gn_groups = 4; /* of n_embd 16 */
             bool causal = s->type != &mt_vit_type, ok = compare(s, 0, MT_FP32, what);
             bool dyt_deepnorm = p == MT_PLACE_DEEPNORM && (k == MT_NORM_DYT || k == MT_NORM_DERF);
             CHECK(ok || dyt_deepnorm || (causal && (k == MT_NORM_BN || k == MT_NORM_IN)),

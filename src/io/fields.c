@@ -120,7 +120,7 @@ mt_status mt_fields_check_unread(const mt_fields *t, const void *obj, const void
     for (int i = 0; i < t->n; i++) {
         const mt_field *f = &t->f[i];
         char v[64], u[64], name[64], what[160];
-        if (f->type == MT_FIELD_TABLE || !f->read || f->read(obj) ||
+        if (!(f->flags & MT_FIELD_SET_READ) || !f->read || f->read(obj) ||
             strcmp(mt_field_format(f, obj, v, sizeof v), mt_field_format(f, unset, u, sizeof u)) ==
                 0)
             continue;

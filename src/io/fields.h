@@ -27,8 +27,10 @@ typedef enum {
 } mt_field_type;
 
 enum {
-    MT_FIELD_CLI = 1u,     /* a command-line flag only: no config key, not saved, not in JSON */
-    MT_FIELD_NO_FLAG = 2u, /* set by the program (n_vocab: by the data): JSON only */
+    MT_FIELD_CLI = 1u,      /* a command-line flag only: no config key, not saved, not in JSON */
+    MT_FIELD_NO_FLAG = 2u,  /* set by the program (n_vocab: by the data): JSON only */
+    MT_FIELD_SET_READ = 4u, /* with .read: refused set (not at its default) where not read, by
+                               its component's validation (mt_fields_check_unread), too */
 };
 
 /* A value an older build saved that this one names otherwise (a retired enum name): saved data
@@ -50,7 +52,7 @@ typedef struct {
                            any value; flags and files only (JSON is checked by its reader) */
     const void *of;    /* ENUM: its mt_enum; TABLE: its mt_fields */
     const char *flag;  /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
-    unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG */
+    unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG, MT_FIELD_SET_READ */
     /* Whether the run reads the field, on the resolved values of the struct that holds it (NULL:
        always); read_by names what reads it ("--schedule wsd"). A flag or config key given for a
        field the run does not read is refused (mt_settings_check_read). */
@@ -85,9 +87,10 @@ const char *mt_field_name(const mt_field *f, char *buf, size_t len);
 /* The error of an option what ("--decay-frac 0.3", "f.ini:2: decay-frac = 0.3") given for f,
    which the run does not read: names what reads it (f->read_by). */
 mt_status mt_field_unread(const mt_field *f, const char *what, mt_err *err);
-/* The first field of t (not its tables') that obj does not read (mt_field.read) at a value
-   other than unset's (the struct's defaults) is that error: a component's check of its own
-   options in a config that did not come from flags (a checkpoint's, a program's). */
+/* The first MT_FIELD_SET_READ field of t (not its tables') that obj does not read
+   (mt_field.read) at a value other than unset's (the struct's defaults) is that error: a
+   component's check of its own options in a config that did not come from flags (a
+   checkpoint's, a program's). */
 mt_status mt_fields_check_unread(const mt_fields *t, const void *obj, const void *unset,
                                  mt_err *err);
 /* The value of field f of obj (the struct that holds it) as text ("4", "rms", "true") into buf;

@@ -60,7 +60,8 @@ static bool reads_derf(const void *cfg) { return ((const mt_norm_cfg *)cfg)->kin
 static bool reads_gn(const void *cfg) { return ((const mt_norm_cfg *)cfg)->kind == MT_NORM_GN; }
 
 #define F(member, TYPE, key, help, ...) MT_FIELD(mt_norm_cfg, member, TYPE, key, help, __VA_ARGS__)
-#define POINT_WISE .read = reads_point_wise, .read_by = "--norm dyt or derf"
+#define POINT_WISE                                                                                 \
+    .read = reads_point_wise, .read_by = "--norm dyt or derf", .flags = MT_FIELD_SET_READ
 static const mt_field FIELDS[] = {
     F(kind, ENUM, "norm", "normalization", .of = &MT_NORMS),
     F(eps, FLOAT, "norm_eps", "norm epsilon; -1: the norm's default", .range = "-1.."),
@@ -80,7 +81,7 @@ static const mt_field FIELDS[] = {
       "DyT and Derf: the initial alpha of the FFN's norms; 0: dyt-alpha", .range = "0..",
       POINT_WISE),
     F(derf_shift, FLOAT, "derf_shift", "Derf: the initial shift s", .read = reads_derf,
-      .read_by = "--norm derf"),
+      .read_by = "--norm derf", .flags = MT_FIELD_SET_READ),
     F(dyt_weight_init, FLOAT, "dyt_weight_init",
       "DyT and Derf: the initial weight gamma of every norm, > 0 (8: narrow models, docs/norms.md)",
       .range = "0..", POINT_WISE),

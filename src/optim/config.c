@@ -87,9 +87,10 @@ static bool muon_matches_adamw(const void *cp) {
     return c->kind == MT_OPTIM_MUON && c->muon_scale == MT_MUON_SCALE_MATCH_ADAMW;
 }
 
-#define SGD .read = sgd, .read_by = "--optim sgd"
-#define MUON .read = muon, .read_by = "--optim muon"
-#define LION .read = lion, .read_by = "--optim lion"
+/* a kind's options: refused with another kind, given or set (a resumed run's) */
+#define SGD .read = sgd, .read_by = "--optim sgd", .flags = MT_FIELD_SET_READ
+#define MUON .read = muon, .read_by = "--optim muon", .flags = MT_FIELD_SET_READ
+#define LION .read = lion, .read_by = "--optim lion", .flags = MT_FIELD_SET_READ
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {

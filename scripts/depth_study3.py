@@ -117,7 +117,7 @@ METHODS = {
     # so that its three matrices hold what Pre-LN's two of 128 hold (16320 against 16384 weights
     # a block; 3.340M parameters in all at 100 layers, Pre-LN 3.384M): the same size, each
     # method as its paper trains it, at its own best rate (part 1), is the paper's comparison.
-    "ngpt": {"--arch": "ngpt", "--norm": "none", "--placement": "ngpt", "--n-ff": 85,
+    "ngpt": {"--arch": "ngpt", "--norm": "none", "--n-ff": 85,
              "--weight-decay": 0, "--warmup": 0},
     # the Pre-LN control with what nGPT brings besides the sphere (its paper's baseline is such a
     # modern GPT): RMSNorm (given over the config's LayerNorm), RoPE, SwiGLU 85 wide, no biases;

@@ -108,7 +108,7 @@ grep "^model" "$T/log" | grep -q "norm rms, .*pos rope, act swiglu, no bias" ||
     fail "--config (norm = ln) --arch llama: $(grep '^model' "$T/log")"
 printf 'placement = pre\nact = gelu\nweight-decay = 0.1\n' >"$T/pre.ini"
 good --config "$T/pre.ini" --arch ngpt
-grep "^model" "$T/log" | grep -q "ngpt, .*norm none, placement ngpt, .*act swiglu, no bias" ||
+grep "^model" "$T/log" | grep -q "ngpt, .*norm none, residual ngpt, .*act swiglu, no bias" ||
     fail "--config (placement = pre) --arch ngpt: $(grep '^model' "$T/log")"
 # ... and one nGPT cannot take is refused with the reason
 bad "--arch ngpt needs --act swiglu: s_u and s_v scale its two branches" \

@@ -147,6 +147,33 @@ void mt_replicas_run(mt_replicas *R, mt_ctx *c, int k, void (*fn)(mt_ctx *c, int
 mt_grads mt_replicas_grads(const mt_replicas *R);
 void mt_replicas_free(mt_replicas *R);
 
+/* ---- the step's parallelism -------------------------------------------------------------------
+ * How a step's work is split, one of three chosen once by mt_trainer_init (mt_parallel_choose):
+ * - threads: one process whose replicas split each micro-batch across the threads (mt_replicas);
+ * - ranks: MPI ranks, each computing a slice of each micro-batch, the gradients all-reduced in
+ *   buckets during the last backward (mt_dist_grads);
+ * - shards: ranks with --zero 1, the gradients reduce-scattered into the ranks' shards, each
+ *   rank's optimizer state and update its own entries, the parameters all-gathered (mt_zero).
+ * The step calls backward, grad_norm, the update of this rank's entries and gather, in order. */
+typedef struct mt_trainer mt_trainer;
+typedef struct {
+    bool sharded; /* each rank holds the optimizer state of its own entries only (about 1/N) */
+    /* What the steps use (the buckets, the shards), and this rank's entries of the parameter
+       table, [*first, *last): the ones its optimizer updates. */
+    mt_status (*init)(mt_trainer *tr, int *first, int *last, mt_err *err);
+    /* Forward and backward of the drawn batch's micro-batches: *G the gradient of the step's
+       mean loss, summed across ranks (with shards: this rank's entries of it); returns this
+       rank's share of the step's mean loss. */
+    double (*backward)(mt_trainer *tr, mt_grads *G);
+    /* The norm of the summed gradient G, the same on every rank. */
+    double (*grad_norm)(const mt_trainer *tr, const mt_grads *G);
+    /* After this rank's entries were updated (or left): every rank's parameters the same, and
+       P->grad zero outside this rank's entries, or with grads G's sum there too. */
+    void (*gather)(mt_trainer *tr, bool grads);
+    /* Collective: the whole optimizer state written to path by rank 0 (the others: MT_OK). */
+    mt_status (*save_optim)(mt_trainer *tr, const char *path, mt_err *err);
+} mt_parallel;
+
 /* ---- training -------------------------------------------------------------------------------- */
 typedef struct {
     const mt_model_type *model;
@@ -178,8 +205,9 @@ typedef struct {
     const char *init_from, *init_skip;
 } mt_train_cfg;
 
-typedef struct {
+struct mt_trainer {
     mt_train_cfg cfg;
+    const mt_parallel *par; /* how the step's work is split (mt_parallel_choose) */
     mt_model *model;
     mt_task *task;
     mt_optim opt;
@@ -190,15 +218,19 @@ typedef struct {
     double val_accuracy;                 /* of the last mt_trainer_eval, for a type with accuracy */
     double val_metrics[MT_EVAL_METRICS]; /* of the last mt_trainer_eval: the type's metrics */
     char model_path[1024], optim_path[1024], optim_prev_path[1024];
-    mt_dist_grads dist;
-    mt_zero zero; /* with cfg.zero: the shards; tr->opt holds this rank's */
+    mt_dist_grads dist; /* under MPI (ranks, shards): the gradient buckets */
+    mt_zero zero;       /* with shards (--zero 1): the plan; tr->opt holds this rank's state */
     mt_replicas replicas;
     int slice_rows; /* the most rows one context computes at once: a replica's slice */
     bool keep_grad; /* set by a caller that reads P->grad after a step (the diagnostics) */
     bool grad_held; /* P->grad holds the last step's gradient: the next step zeroes it first */
     /* with cfg.init_from: what the model's start read from the file */
     mt_load_report init;
-} mt_trainer;
+};
+
+/* How a run of cfg splits its steps in this job: threads in one process, ranks under MPI, shards
+   with cfg->zero (which one process refuses, MT_EINVAL). */
+mt_status mt_parallel_choose(const mt_train_cfg *cfg, const mt_parallel **par, mt_err *err);
 
 /* Checks the paths (--data a readable file, --out a writable directory that holds no run with
    other options unless cfg->resume) and that the model, its gradients, the optimizer state and

@@ -100,9 +100,9 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    double slots = mt_optim_state_slots(oc);   /* floats of state per parameter float */
-    if (tr->cfg.zero) slots /= mt_dist_size(); /* about 1/N of it: a shard */
-    slots += replica_count(&tr->cfg, P) - 1;   /* the other replicas' gradients */
+    double slots = mt_optim_state_slots(oc);       /* floats of state per parameter float */
+    if (tr->par->sharded) slots /= mt_dist_size(); /* about 1/N of it: a shard */
+    slots += replica_count(&tr->cfg, P) - 1;       /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
     snprintf(what, sizeof what,
@@ -245,11 +245,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                          "--batch %d: smaller than the %d MPI ranks (each computes a slice of "
                          "the batch): expected %d or more",
                          cfg->batch, mt_dist_size(), mt_dist_size());
-    if (cfg->zero && mt_dist_size() == 1)
-        return mt_errorf(err, MT_EINVAL,
-                         "--zero 1 shards the optimizer state across MPI ranks, and this run is "
-                         "one process: run build-mpi/train under mpirun -np N (N >= 2), or drop "
-                         "--zero");
+    mt_status s = mt_parallel_choose(cfg, &tr->par, err);
+    if (s != MT_OK) return s;
     if (cfg->data.eval_batches < 1)
         return mt_errorf(err, MT_EINVAL, "--eval-batches %d: expected 1 or more",
                          cfg->data.eval_batches);
@@ -260,7 +257,6 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         snprintf(tr->optim_prev_path, sizeof tr->optim_prev_path, "%s/optim.prev.safetensors",
                  cfg->out) >= (int)sizeof tr->optim_prev_path)
         return mt_errorf(err, MT_EINVAL, "--out: the path is too long");
-    mt_status s;
     struct stat sb;
     const char *data = cfg->data.path;
     if ((!tr->cfg.task && (s = mt_task_find(NULL, cfg->model, &tr->cfg.task, err)) != MT_OK) ||
@@ -286,10 +282,10 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     mt_optim_config opt_cfg = *oc;
     /* --steps 0 takes no update: any schedule length that validates will do */
     opt_cfg.sched.steps = cfg->steps > 0 ? cfg->steps : oc->sched.warmup > 0 ? oc->sched.warmup : 1;
-    if (cfg->zero && (s = mt_zero_init(&tr->zero, tr->P, err)) != MT_OK) goto fail;
-    int me = mt_dist_rank(), first = cfg->zero ? tr->zero.first[me] : 0;
-    int last = cfg->zero ? tr->zero.first[me + 1] : tr->P->n;
-    if ((s = mt_optim_init_shard(&tr->opt, &opt_cfg, tr->P, first, last, err)) != MT_OK) goto fail;
+    int first, last; /* this rank's entries, which its optimizer updates */
+    if ((s = tr->par->init(tr, &first, &last, err)) != MT_OK ||
+        (s = mt_optim_init_shard(&tr->opt, &opt_cfg, tr->P, first, last, err)) != MT_OK)
+        goto fail;
     /* replica 0's arena (tr->ctx) also serves evaluations of whole batches */
     int n_rep = replica_count(cfg, tr->P), rows = local_rows(cfg->batch);
     tr->slice_rows = (rows + n_rep - 1) / n_rep;
@@ -316,10 +312,6 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     }
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
     if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
-    size_t bucket = cfg->bucket_floats ? cfg->bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
-    if ((s = mt_dist_grads_init(&tr->dist, tr->P, bucket, cfg->zero ? &tr->zero : NULL, err)) !=
-        MT_OK)
-        goto fail;
     if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:
@@ -409,72 +401,29 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     return s;
 }
 
-/* The loss of rows [lo, lo + n) of the drawn batch on the parameters P (mt_rows_loss). */
-static mt_tensor *rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *arg) {
-    mt_trainer *tr = arg;
-    return tr->task->type->rows_loss(c, tr->model, P, tr->task, lo, n);
-}
-
-/* This rank's slices of the step's micro-batches (MPI), each backward weighted n / (K B): the
-   sum across ranks is the gradient of the step's mean loss, summed during the last backward
-   (mt_dist_grads). Each rank draws its own dropout masks, from a stream derived from the shared
-   one, which advances by one draw a step (the checkpoint saves the shared one). Returns this
-   rank's share of the step's loss. */
-static double ranks_backward(mt_trainer *tr) {
-    mt_ctx *c = &tr->ctx;
-    int B = tr->cfg.batch, K = tr->cfg.grad_accum, lo, n;
-    mt_dist_slice(B, &lo, &n);
-    mt_rng shared = c->rng;
-    mt_rng_seed(&c->rng, mt_rng_u64(&shared) ^ (uint64_t)mt_dist_rank());
-    float w = (float)n / (float)(K * B);
-    double loss = 0;
-    for (int k = 0; k < K; k++) {
-        mt_ctx_reset(c);
-        mt_tensor *l = rows_loss(c, tr->P, k * B + lo, n, tr);
-        if (k == K - 1) mt_dist_grads_begin(&tr->dist, c);
-        mt_backward_from(c, l, &w);
-        if (k == K - 1) mt_dist_grads_end(&tr->dist, c);
-        loss += (double)l->data[0] * w;
-    }
-    c->rng = shared;
-    return loss;
-}
-
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
-    mt_ctx *c = &tr->ctx;
-    c->training = true;
-    c->grad_enabled = true;
+    const mt_parallel *par = tr->par;
+    tr->ctx.training = tr->ctx.grad_enabled = true;
     /* the gradients start at zero: the last update consumed them, unless they were kept */
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
     tr->task->type->draw_batch(tr->task, &tr->sampler.rng);
-    mt_grads G = {.g = &tr->P->grad, .n = 1};
-    int B = tr->cfg.batch, K = tr->cfg.grad_accum;
-    if (mt_dist_size() > 1) {
-        st->loss = ranks_backward(tr);
-    } else { /* the replicas' buffers accumulate the micro-batches' gradients */
-        st->loss = 0;
-        for (int k = 0; k < K; k++)
-            st->loss += mt_replicas_backward(&tr->replicas, c, tr->P, k * B, B, K * B, rows_loss,
-                                             tr);
-        G = mt_replicas_grads(&tr->replicas);
-    }
+    mt_grads G;
+    st->loss = par->backward(tr, &G);
     mt_dist_sum(&st->loss, 1); /* every rank sees the same loss and gradients: they stop together */
     st->lr = mt_optim_lr_at(&tr->opt.cfg.sched, tr->step);
-    st->grad_norm = tr->cfg.zero ? sqrt(mt_zero_grad_sumsq(&tr->zero, tr->P))
-                                 : mt_grads_norm(&G, tr->P->total);
+    st->grad_norm = par->grad_norm(tr, &G);
     st->finite = isfinite(st->loss) && isfinite(st->grad_norm);
     /* clip, update and zero the gradients in one pass; or leave them summed in P->grad for
        whoever looks (keep_grad, or a step that updates nothing) */
     tr->grad_held = tr->keep_grad || !st->finite;
     if (!st->finite) {
-        if (tr->cfg.zero) mt_zero_gather(&tr->zero, tr->P, true); /* the shards' sums */
+        par->gather(tr, true);
         mt_grads_sum(&G, tr->P->total);
         return;
     }
-    /* with --zero 1 the update steps this rank's shard, whose sums the others gather */
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
                     mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
-    if (tr->cfg.zero) mt_zero_gather(&tr->zero, tr->P, tr->keep_grad);
+    par->gather(tr, tr->keep_grad);
     tr->step++;
 }
 
@@ -551,13 +500,10 @@ double mt_trainer_eval(mt_trainer *tr) {
 
 mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
     bool root = mt_dist_rank() == 0;
-    if (!root && !tr->cfg.zero) return MT_OK;
     if (root && rename(tr->optim_path, tr->optim_prev_path) != 0 && errno != ENOENT)
         return mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_path,
                          tr->optim_prev_path, strerror(errno));
-    /* with --zero 1 every rank sends its shard to rank 0, which writes the whole state */
-    mt_status s = tr->cfg.zero ? mt_zero_save_optim(&tr->zero, &tr->opt, tr->P, tr->optim_path, err)
-                               : mt_optim_save(&tr->opt, tr->P, tr->optim_path, err);
+    mt_status s = tr->par->save_optim(tr, tr->optim_path, err);
     if (s != MT_OK || !root) return s;
     mt_ckpt_state state = {.step = tr->step, .sampler = tr->sampler.rng, .dropout = tr->ctx.rng};
     return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);

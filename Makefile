@@ -2,6 +2,7 @@
 #   make            library (build/libmt.a) and programs (./train, ./infer, ./preview, ./export)
 #   make test       every test; ends with "N passed, N failed"
 #   make test-fast  the edit-compile-test loop's tier (under 2 minutes): make test without SLOW_TESTS
+#   make test-toolchains  the build and a smoke subset of the tests with GCC 11 and clang 14
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make bench      benchmarks against PyTorch on this machine
 #   make valgrind   the C tests under valgrind memcheck (build-valgrind/)
@@ -82,10 +83,10 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
 # make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
 DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 # qemu-user: qemu-x86_64 runs the builds on older CPU models (tests/test_cpu_check.sh)
-DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev libomp-14-dev valgrind \
+DEPS_TEST := python3-torch python3-numpy clang gcc-11 clang-format libclang-rt-14-dev libomp-14-dev valgrind \
              qemu-user $(DEPS_MPI)
 
-.PHONY: all test test-fast test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+.PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
 
@@ -156,6 +157,24 @@ test-aarch64:
 	  "libraries: make deps-cross)"; fi
 qemu-test: all $(TESTS) $(DRIVERS)
 	@sh tests/qemu.sh $(BUILD)
+
+# make test-toolchains: the library, programs and SMOKE_TESTS built by each other compiler users
+# have (TOOLCHAINS: GCC 11, as Ubuntu 22.04; clang 14) with warnings as errors into build-<cc>/,
+# the tests run; a compiler that is absent is skipped with a message (make deps-test installs it).
+TOOLCHAINS  := gcc-11 clang
+SMOKE_TESTS := test_tensor test_ops test_nn test_gpt test_steady
+test-toolchains:
+	@for cc in $(TOOLCHAINS); do \
+	  if ! command -v $$cc >/dev/null; then \
+	    echo "test-toolchains: $$cc SKIPPED (not installed: make deps-test)"; continue; fi; \
+	  mkdir -p build-$$cc; \
+	  $(MAKE) --no-print-directory CC=$$cc BUILD=build-$$cc EXTRA_CFLAGS=-Werror all \
+	    $(SMOKE_TESTS:%=build-$$cc/tests/%) >build-$$cc/make.log 2>&1 || \
+	    { tail -30 build-$$cc/make.log; echo "test-toolchains: $$cc: the build failed"; exit 1; }; \
+	  for t in $(SMOKE_TESTS); do build-$$cc/tests/$$t || \
+	    { echo "test-toolchains: $$cc: $$t failed"; exit 1; }; done; \
+	  echo "test-toolchains: $$cc: built without warnings, $(words $(SMOKE_TESTS)) tests passed"; \
+	done
 
 # scripts/check_links.py: the Markdown pages' relative links and anchors (make test runs it too,
 # as tests/test_links.sh).
@@ -241,7 +260,8 @@ deps-cross:
 	$(MAKE) deps PKGS="$(DEPS_CROSS)"
 
 clean:
-	rm -rf build build-asan build-valgrind build-fuzz build-mpi build-aarch64 build-portable $(PROGS)
+	rm -rf build build-asan build-valgrind build-fuzz build-mpi build-aarch64 build-portable \
+	  $(TOOLCHAINS:%=build-%) $(PROGS)
 
 .SECONDARY: $(TESTLIB) $(OBJ)
 

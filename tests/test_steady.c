@@ -10,6 +10,9 @@
    counted apart and only reported with 1 replica; with 2, where each op keeps to its thread,
    none is allowed). oneDNN (bf16 precision, or MT_GEMM=onednn) builds an argument map in every
    dnnl_primitive_execute: its allocations are counted apart again and reported, not failed.
+   So are those of LLVM's OpenMP runtime (libomp, a clang build's): its static loop set-up,
+   __kmpc_for_static_init_4, mallocs 512 bytes a call, the replicas' own loops' too (libgomp's
+   allocates nothing).
    Both precisions run when this machine has bf16. Under AddressSanitizer, which owns malloc,
    only the arena half runs. Nothing is timed. */
 #include <dlfcn.h>
@@ -21,8 +24,8 @@
 
 #include "check.h"
 
-/* allocations from mt's code, from oneDNN, from other shared libraries */
-static atomic_long n_mt, n_dnnl, n_lib;
+/* allocations from mt's code, from oneDNN, from LLVM's OpenMP runtime, from other libraries */
+static atomic_long n_mt, n_dnnl, n_llvm_omp, n_lib;
 static atomic_bool counting;
 
 #ifndef __SANITIZE_ADDRESS__
@@ -39,14 +42,15 @@ static void count(const void *caller) {
     /* oneDNN's: from libdnnl, or from libstdc++'s operator new (oneDNN is the only C++ under mt) */
     static _Thread_local bool inside; /* dladdr's own allocations, if any, are not looked up */
     Dl_info info;
-    bool dnnl = false;
+    bool dnnl = false, llvm_omp = false;
     if (!ours && !inside) {
         inside = true;
-        dnnl = dladdr(caller, &info) && info.dli_fname &&
-               (strstr(info.dli_fname, "libdnnl") || strstr(info.dli_fname, "libstdc++"));
+        const char *lib = dladdr(caller, &info) && info.dli_fname ? info.dli_fname : "";
+        dnnl = strstr(lib, "libdnnl") || strstr(lib, "libstdc++");
+        llvm_omp = strstr(lib, "/libomp.so");
         inside = false;
     }
-    atomic_fetch_add(ours ? &n_mt : dnnl ? &n_dnnl : &n_lib, 1);
+    atomic_fetch_add(ours ? &n_mt : dnnl ? &n_dnnl : llvm_omp ? &n_llvm_omp : &n_lib, 1);
 }
 /* noinline: the return address must be the caller's, also for calls from this file */
 #define CALLER __builtin_return_address(0)
@@ -116,12 +120,13 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
     size_t peak1 = c.arena.peak, peak1_r = n > 1 ? R.ctx[0].arena.peak : 0;
     atomic_store(&n_mt, 0);
     atomic_store(&n_dnnl, 0);
+    atomic_store(&n_llvm_omp, 0);
     atomic_store(&n_lib, 0);
     atomic_store(&counting, true);
     for (int s = 1; s < STEPS; s++) last = step(&R, &c, &m, &o, &b, B);
     atomic_store(&counting, false);
     long mt_calls = atomic_load(&n_mt), lib_calls = atomic_load(&n_lib);
-    long dnnl_calls = atomic_load(&n_dnnl);
+    long dnnl_calls = atomic_load(&n_dnnl), llvm_omp_calls = atomic_load(&n_llvm_omp);
 
     CHECK(mt_calls == 0, "%s, %d replicas, steps 2..%d: mt's code called the allocator %ld times",
           pn, n, STEPS, mt_calls);
@@ -136,8 +141,8 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
           pn, n, first, last);
     if (WRAPPED)
         printf("test_steady: %s, %d replicas, steps 2..%d: %ld allocations by mt, %ld by oneDNN, "
-               "%ld by the other libraries under it\n",
-               pn, n, STEPS, mt_calls, dnnl_calls, lib_calls);
+               "%ld by LLVM's OpenMP runtime, %ld by the other libraries under it\n",
+               pn, n, STEPS, mt_calls, dnnl_calls, llvm_omp_calls, lib_calls);
     mt_replicas_free(&R);
     mt_ctx_free(&c);
     mt_optim_free(&o);

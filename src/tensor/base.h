@@ -81,24 +81,32 @@ int mt_threads(void);
    `#pragma omp parallel for if (cond)` would open a region of one thread instead, and libgomp's
    set-up of it costs ~0.4 us at top level and ~1.3 us nested (a team allocated and freed each
    time): a deep100 step opened ~2700 of them a replica. A pragma inside `loop` is written
-   _Pragma("..."). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". Inline,
+   _Pragma("..."); `loop` is expanded by these macros themselves, never handed on to another
+   macro: GCC 11 runs a _Pragma of an argument passed on at the outer macro's place (before the
+   `do`). MT_PARALLEL_FOR_SIMD: "omp parallel for simd", inline "omp simd". Inline,
    omp_get_thread_num() is the enclosing team's (a replica's): per-thread scratch must not be
    indexed by it there (attention.c's thread_slot); for the same reason a bare `omp parallel`
    block that splits work by thread number cannot run inline this way: make its parts the loop's
    iterations instead, as many as mt_threads() (mt_gemm, optim.c). With one thread in the pool
    (--threads 1) the loop also runs inline: a team of one would cost the region's set-up for
    nothing (a step of configs/nanogpt-char.ini opened 53 of them). */
-#define MT_PARALLEL_FOR(cond, ...) MT_PARALLEL_(cond, "omp parallel for", , __VA_ARGS__)
-#define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
-    MT_PARALLEL_(cond, "omp parallel for simd", _Pragma("omp simd"), __VA_ARGS__)
-#define MT_PARALLEL_(cond, directive, inline_pragma, ...)                                          \
+#define MT_PARALLEL_FOR(cond, ...)                                                                 \
     do {                                                                                           \
-        if ((cond) && !omp_in_parallel() && omp_get_max_threads() > 1) {                           \
-            _Pragma(directive) __VA_ARGS__                                                         \
+        if (MT_PARALLEL_OK_(cond)) {                                                               \
+            _Pragma("omp parallel for") __VA_ARGS__                                                \
         } else {                                                                                   \
-            inline_pragma __VA_ARGS__                                                              \
+            __VA_ARGS__                                                                            \
         }                                                                                          \
     } while (0)
+#define MT_PARALLEL_FOR_SIMD(cond, ...)                                                            \
+    do {                                                                                           \
+        if (MT_PARALLEL_OK_(cond)) {                                                               \
+            _Pragma("omp parallel for simd") __VA_ARGS__                                           \
+        } else {                                                                                   \
+            _Pragma("omp simd") __VA_ARGS__                                                        \
+        }                                                                                          \
+    } while (0)
+#define MT_PARALLEL_OK_(cond) ((cond) && !omp_in_parallel() && omp_get_max_threads() > 1)
 
 /* ---- RNG: xoshiro256**, explicit state (saved in checkpoints for exact resume) ------------- */
 typedef struct {

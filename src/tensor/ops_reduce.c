@@ -63,9 +63,7 @@ static void softmax_forward(mt_node *n) {
     int C = mt_cols(n->out);
     MT_PARALLEL_FOR(n->out->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * C;
-        float *yr = y + r * C, mx = -INFINITY, s = 0;
-        _Pragma("omp simd reduction(max : mx)")
-        for (int j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
+        float *yr = y + r * C, mx = mt_vmaxf(xr, C), s = 0;
         _Pragma("omp simd reduction(+ : s)")
         for (int j = 0; j < C; j++) s += yr[j] = mt_vexpf(xr[j] - mx);
         float inv = 1.0f / s;
@@ -123,9 +121,7 @@ static void cross_entropy_forward(mt_node *n) {
     float eps = n->f[1], keep = 1.0f - eps, z = n->f[2];
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
-        float mx = -INFINITY, s = 0, shifted = 0, smooth = 0;
-        _Pragma("omp simd reduction(max : mx)")
-        for (int j = 0; j < V; j++) mx = xr[j] > mx ? xr[j] : mx;
+        float mx = mt_vmaxf(xr, V), s = 0, shifted = 0, smooth = 0;
         _Pragma("omp simd reduction(+ : s)")
         for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
         lse[r] = mx + logf(s);

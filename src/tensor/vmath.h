@@ -60,6 +60,23 @@ static inline float mt_vexpf(float x) {
     return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : x != x ? x : y;
 }
 
+/* max_j x[j] (-inf for n = 0; a NaN is passed over, as `x > m ? x : m` does) as 16 running maxima,
+   lane by lane, then the largest of them. One maximum under `omp simd reduction(max : m)` is a
+   float max reduction, which clang vectorises only when NaNs and signed zeros may be ignored
+   (-ffinite-math-only -fno-signed-zeros); lanes are plain selects (vmaxps) to GCC and clang. */
+static inline float mt_vmaxf(const float *x, int n) {
+    enum { LANES = 16 };
+    float m[LANES], mx = -INFINITY;
+    for (int k = 0; k < LANES; k++) m[k] = -INFINITY;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+#pragma omp simd
+        for (int k = 0; k < LANES; k++) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int k = 0; k < LANES; k++) mx = m[k] > mx ? m[k] : mx;
+    return mx;
+}
+
 /* exp(x) for arguments that are never large (x <= 88: -z^2 + P(t) in erfc, -x^2 / 2 in GELU's
    derivative), without mt_vexpf's selects at the edges: below -87 it gives exp(-87) = 1.6e-38
    instead of 0, and NaN gives exp(-87) (callers multiply by a factor that keeps the NaN). Relative

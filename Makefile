@@ -72,6 +72,9 @@ TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
 TESTLIB := $(BUILD)/tests/check.o
 BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
+# the methods of mt's enum tables, read by the parity twins, benchmarks and scripts (a cross
+# build's is written under qemu by tests/qemu.sh)
+METHODS := $(BUILD)/scripts/methods $(if $(CROSS),,$(BUILD)/methods.json)
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
 # festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task);
@@ -87,7 +90,7 @@ DEPS_TEST := python3-torch python3-numpy clang clang-format libclang-rt-14-dev l
 
 .PHONY: all test test-fast test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
-all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
+all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS)) $(METHODS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -124,6 +127,12 @@ $(BUILD)/tests/test_%: tests/test_%.c $(TESTLIB) $(LIB)
 $(BUILD)/tests/parity/%_driver: tests/parity/%_driver.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/scripts/methods: scripts/methods.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+$(BUILD)/methods.json: $(BUILD)/scripts/methods
+	$< >$@
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -136,9 +136,7 @@ int parity_open(int argc, char **argv, mt_safetensors *in) {
     return 0;
 }
 
-/* The model of type that the metadata "config" describes, built; NULL with err filled. */
-static mt_model *config_model(const mt_safetensors *in, const mt_model_type *type, mt_err *err) {
-    const char *json = mt_st_meta(in, "config");
+mt_model *parity_config_model(const mt_model_type *type, const char *json, mt_err *err) {
     void *cfg = malloc(type->config_size);
     mt_model *m = NULL;
     if (!json) snprintf(err->msg, sizeof err->msg, "no 'config' in the metadata");
@@ -150,7 +148,7 @@ static mt_model *config_model(const mt_safetensors *in, const mt_model_type *typ
 
 mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs) {
     mt_err err;
-    mt_model *m = config_model(in, type, &err);
+    mt_model *m = parity_config_model(type, mt_st_meta(in, "config"), &err);
     for (int i = 0; m && i < m->P->n; i++) {
         const mt_param *e = &m->P->p[i];
         const mt_st_entry *t = mt_st_find(in, e->name);
@@ -168,35 +166,6 @@ mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int 
     }
     if (!m) fprintf(stderr, "%s driver: %s\n", type->name, err.msg);
     return m;
-}
-
-int parity_layout(const mt_safetensors *in, const char *out) {
-    static const char *const ROLES[] =
-        {[MT_ROLE_MATRIX] = "matrix",       [MT_ROLE_BIAS] = "bias",     [MT_ROLE_NORM] = "norm",
-         [MT_ROLE_EMBEDDING] = "embedding", [MT_ROLE_BUFFER] = "buffer", [MT_ROLE_HEAD] = "head"};
-    mt_err err;
-    const mt_model_type *type = NULL;
-    const char *name = mt_st_meta(in, "model");
-    mt_model *m = NULL;
-    if (!name) snprintf(err.msg, sizeof err.msg, "no 'model' in the metadata");
-    else if (mt_model_type_find(name, &type, &err) == MT_OK) m = config_model(in, type, &err);
-    if (!m) {
-        fprintf(stderr, "layout: %s\n", err.msg);
-        return 1;
-    }
-    char *roles = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&roles, &len);
-    for (int i = 0; i < m->P->n; i++)
-        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "{", m->P->p[i].name, ROLES[m->P->p[i].role]);
-    fprintf(f, "}");
-    fclose(f);
-    const char *key = "roles", *val = roles;
-    mt_status st = mt_ckpt_save_params(out, m->P, 1, &key, &val, &err);
-    if (st != MT_OK) fprintf(stderr, "layout: %s\n", err.msg);
-    free(roles);
-    mt_model_free(m);
-    return st == MT_OK ? 0 : 1;
 }
 
 int parity_driver_main(int argc, char **argv, const parity_op *ops, int n_ops) {

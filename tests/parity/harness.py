@@ -87,15 +87,26 @@ def param_kind(name, role):
     return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g"}[last]
 
 
+_LAYOUT = []  # the layout driver, started by the first call of layout
+
+
 def layout(model, cfg):
     """The parameters (and buffers) mt builds for model (gpt, vit, encdec) from cfg, as its
-    checkpoints hold them (layout_driver): name -> (shape, role), in mt's table order."""
-    exe = os.path.join(BUILD, "tests", "parity", "layout_driver")
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
-        save(src, {}, {"model": model, "config": json.dumps(cfg)})
-        subprocess.run([exe, src, dst], check=True)
-        entries, meta = header(dst)
+    checkpoints hold them (one layout_driver serves the test): name -> (shape, role), in mt's
+    table order. A config mt refuses is an error naming why."""
+    if not _LAYOUT:
+        exe = os.path.join(BUILD, "tests", "parity", "layout_driver")
+        _LAYOUT.append(subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True))
+        _LAYOUT.append(tempfile.TemporaryDirectory())
+    driver, tmp = _LAYOUT
+    path = os.path.join(tmp.name, "layout.safetensors")
+    driver.stdin.write(f"{model} {path} {json.dumps(cfg)}\n")
+    driver.stdin.flush()
+    answer = driver.stdout.readline().strip()
+    if answer != "ok":
+        raise RuntimeError(f"layout_driver: {model} {cfg}: {answer or 'no answer'}")
+    entries, meta = header(path)
     roles = json.loads(meta["roles"])
     return {name: (tuple(e["shape"]), roles[name]) for name, e in entries.items()}
 

@@ -3,7 +3,7 @@
 # every PyTorch parity script
 # (tests/parity/test_*.py, with Debian's /usr/bin/python3), and ends with the line
 # "N passed, N failed" (", N skipped" when torch is missing and parity could not run).
-# MT_LEAVE_OUT: names of shell and parity tests not to run (make test-fast's slow ones).
+# MT_LEAVE_OUT: names of tests not to run (make test-fast's slow ones).
 NAME=run
 . "$(dirname "$0")/lib.sh"
 pass=0 fail=0 skip=0 failed=""
@@ -24,8 +24,8 @@ run() { # name, command...
     children_cpu >"$T/cpu1"
     echo "  ($name: $(($(date +%s) - start)) s, $(paste "$T/cpu1" "$T/cpu0" | awk '{ printf "%.1f", $1 - $2 }') s CPU)"
 }
-for t in "$@"; do run "$(basename "$t")" "$t"; done
 left_out() { case " $MT_LEAVE_OUT " in *" $(basename "$1") "*) true ;; *) false ;; esac; }
+for t in "$@"; do left_out "$t" || run "$(basename "$t")" "$t"; done
 for t in tests/test_*.sh; do [ -e "$t" ] && ! left_out "$t" && run "$(basename "$t")" sh "$t"; done
 if has_torch; then
     for p in tests/parity/test_*.py; do

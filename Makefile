@@ -73,6 +73,9 @@ TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DRIVERS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/parity/*_driver.c))
 TESTLIB := $(BUILD)/tests/check.o
 BENCHES := $(patsubst %.c,$(BUILD)/%,$(wildcard bench/*.c))
+# the methods of mt's enum tables, read by the parity twins, benchmarks and scripts (a cross
+# build's is written under qemu by tests/qemu.sh)
+METHODS := $(BUILD)/scripts/methods $(if $(CROSS),,$(BUILD)/methods.json)
 
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
 # festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task);
@@ -88,7 +91,7 @@ DEPS_TEST := python3-torch python3-numpy clang gcc-11 clang-format libclang-rt-1
 
 .PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
-all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS))
+all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS)) $(METHODS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -126,6 +129,12 @@ $(BUILD)/tests/parity/%_driver: tests/parity/%_driver.c $(TESTLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(TESTLIB) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
+$(BUILD)/scripts/methods: scripts/methods.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+$(BUILD)/methods.json: $(BUILD)/scripts/methods
+	$< >$@
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
@@ -137,12 +146,19 @@ $(PROGS): %: $(BUILD)/%
 test: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
-# make test-fast runs every C test, every shell and parity test but these: fuzzing, MPI (a second
-# build), the depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the
-# scale and encoder-decoder depth scripts, the old CPUs under qemu (a third build).
+# make test-fast runs every test but these (the tier is sized by the CPU seconds tests/run.sh
+# prints, to stay well under 2 minutes on 2 idle cores): fuzzing, MPI (a second build), the
+# depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the scale and
+# encoder-decoder depth scripts, the old CPUs under qemu (a third build); recompute's every norm
+# x placement, the step's allocation count, plot-runs, the optimizers end to end (test_optim
+# stays), and the parity of the exports, BPE, bf16 and the ViT. Every module keeps its C test
+# (test_<module>.c: tensor, ops, nn, norms, optim, data, bpe, io, models, tasks, ckpt, train, diag,
+# app), the programs their shell tests, and the GPT, encoder-decoder, nGPT, ops, norms,
+# optimizer and score twins stay.
 SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_study3.sh \
               test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
-              test_cpu_check.sh
+              test_cpu_check.sh test_recompute test_steady test_plot_runs.sh test_cli_optim.sh \
+              test_export.py test_bpe.py test_bf16.py test_vit.py
 test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 

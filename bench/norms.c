@@ -52,6 +52,7 @@ typedef struct {
     mt_norm_kind kind;
     mt_rms_form form;
 } bench_case;
+enum { MAX_CASES = 32 };
 
 /* x is (N, C), or (8, N / 8, C) for InstanceNorm */
 /* the parameters every norm takes its own from: weight, bias, ScaleNorm's g, BatchNorm's running
@@ -127,16 +128,17 @@ int main(int argc, char **argv) {
     mt_ctx c;
     mt_ctx_init(&c, (size_t)640 << 20, 1, NULL); /* K calls: ~100 MB of outputs, BatchNorm more */
 
-    const bench_case cases[] = {
-        {"layernorm", MT_NORM_LN, MT_RMS_LLAMA},      {"rmsnorm", MT_NORM_RMS, MT_RMS_LLAMA},
-        {"rmsnorm_paper", MT_NORM_RMS, MT_RMS_PAPER}, {"prmsnorm", MT_NORM_PRMS, MT_RMS_LLAMA},
-        {"scalenorm", MT_NORM_SCALE, MT_RMS_LLAMA},   {"batchnorm", MT_NORM_BN, MT_RMS_LLAMA},
-        {"instancenorm", MT_NORM_IN, MT_RMS_LLAMA},   {"groupnorm", MT_NORM_GN, MT_RMS_LLAMA},
-        {"dyt", MT_NORM_DYT, MT_RMS_LLAMA},           {"derf", MT_NORM_DERF, MT_RMS_LLAMA},
-    };
+    /* every norm of mt's table (MT_NORMS) but none, by its name, and RMSNorm in the paper's form */
+    bench_case cases[MAX_CASES];
+    int n_cases = 0;
+    MT_ASSERT(MT_NORMS.n < MAX_CASES, "norms: more norms than MAX_CASES");
+    for (int v = 0; v < MT_NORMS.n; v++)
+        if (v != MT_NORM_NONE)
+            cases[n_cases++] = (bench_case){MT_NORMS.items[v].name, v, MT_RMS_LLAMA};
+    cases[n_cases++] = (bench_case){"rms/paper", MT_NORM_RMS, MT_RMS_PAPER};
     double *tf = malloc(reps * sizeof(double)), *tb = malloc(reps * sizeof(double)),
            *tt = malloc(reps * sizeof(double));
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (int k = 0; k < n_cases; k++) {
         for (int i = -2; i < reps; i++) { /* two warm-up runs */
             mt_ctx_reset(&c);
             mt_tensor *y = cases[k].kind == MT_NORM_IN ? &x3 : &x;

@@ -84,5 +84,8 @@ int parity_open(int argc, char **argv, mt_safetensors *in);
    parameter copied from the file's tensor of its name (the contract checkpoints rely on); the
    file holds n_inputs tensors besides. NULL, after a message naming what is wrong, otherwise. */
 mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs);
+/* The model of type that the config JSON describes (NULL: none given), built; NULL with err
+   filled otherwise. */
+mt_model *parity_config_model(const mt_model_type *type, const char *json, mt_err *err);
 /* Option key of the input file as a number; fatal when absent. */
 double parity_opt(const mt_safetensors *in, const char *key);

@@ -33,16 +33,16 @@ def rms(x, eps=1e-5):
 
 
 CASES = {
-    "layernorm": (lambda x: F.layer_norm(x, (C,), w, b, 1e-5), False),
-    "rmsnorm": (rms, False),
-    "rmsnorm_paper": (lambda x: x / (x.norm(2, dim=-1, keepdim=True) * C ** -0.5 + 1e-8) * w,
+    "ln": (lambda x: F.layer_norm(x, (C,), w, b, 1e-5), False),
+    "rms": (rms, False),
+    "rms/paper": (lambda x: x / (x.norm(2, dim=-1, keepdim=True) * C ** -0.5 + 1e-8) * w,
                       False),
-    "prmsnorm": (lambda x: x * torch.rsqrt(x[:, :k].pow(2).mean(-1, keepdim=True) + 1e-5) * w,
+    "prms": (lambda x: x * torch.rsqrt(x[:, :k].pow(2).mean(-1, keepdim=True) + 1e-5) * w,
                  False),
-    "scalenorm": (lambda x: s * x / x.norm(dim=-1, keepdim=True).clamp(min=1e-5), False),
-    "batchnorm": (lambda x: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5), False),
-    "instancenorm": (lambda x: F.instance_norm(x, weight=w, bias=b, eps=1e-5), True),
-    "groupnorm": (lambda x: F.group_norm(x, 32, w, b, 1e-5), False),
+    "scale": (lambda x: s * x / x.norm(dim=-1, keepdim=True).clamp(min=1e-5), False),
+    "bn": (lambda x: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5), False),
+    "in": (lambda x: F.instance_norm(x, weight=w, bias=b, eps=1e-5), True),
+    "gn": (lambda x: F.group_norm(x, 32, w, b, 1e-5), False),
     "dyt": (lambda x: w * torch.tanh(alpha * x) + b, False),
     "derf": (lambda x: w * torch.erf(alpha * x + shift) + b, False),
 }

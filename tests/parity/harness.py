@@ -59,16 +59,68 @@ def run_driver(driver, tensors, meta):
         return load(dst)[0]
 
 
-def random_params(shapes, cfg, rng):
-    """Random parameters of a layout (name -> (shape, kind)), name -> float32 array, drawn from rng
-    in layout order at about the scale each kind acts at: m a matrix (rows of norm about 1.2), e
-    an embedding, w a norm's weight, b a bias, g and q2 the l2 norms' and QK-norm's gains (q.k g^2
-    / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the papers' 0.5), s Derf's shift, rm
-    and rv BatchNorm's running mean and variance."""
+def methods():
+    """The methods mt has, from its enum tables (build/methods.json, written by scripts/methods.c):
+    a config key ("norm", "placement", "act", "optim", ..., "model") -> {name: help}, in the
+    enum's order."""
+    with open(os.path.join(BUILD, "methods.json")) as f:
+        return json.load(f)
+
+
+def header(path):
+    """The header of a safetensors file: ({name: its entry}, in the file's order; metadata)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        entries = json.loads(f.read(n))
+    return entries, entries.pop("__metadata__", {})
+
+
+def param_kind(name, role):
+    """What random_params draws for a parameter, from its name and its role in mt's table."""
+    if role in ("matrix", "head", "embedding", "bias"):
+        return {"matrix": "m", "head": "m", "embedding": "e", "bias": "b"}[role]
+    if role == "buffer":
+        return {"running_mean": "rm", "running_var": "rv"}[name.rsplit(".", 1)[-1]]
+    last = name.rsplit(".", 1)[-1]
+    if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
+        return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
+    return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g"}[last]
+
+
+_LAYOUT = []  # the layout driver, started by the first call of layout
+
+
+def layout(model, cfg):
+    """The parameters (and buffers) mt builds for model (gpt, vit, encdec) from cfg, as its
+    checkpoints hold them (one layout_driver serves the test): name -> (shape, role), in mt's
+    table order. A config mt refuses is an error naming why."""
+    if not _LAYOUT:
+        exe = os.path.join(BUILD, "tests", "parity", "layout_driver")
+        _LAYOUT.append(subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True))
+        _LAYOUT.append(tempfile.TemporaryDirectory())
+    driver, tmp = _LAYOUT
+    path = os.path.join(tmp.name, "layout.safetensors")
+    driver.stdin.write(f"{model} {path} {json.dumps(cfg)}\n")
+    driver.stdin.flush()
+    answer = driver.stdout.readline().strip()
+    if answer != "ok":
+        raise RuntimeError(f"layout_driver: {model} {cfg}: {answer or 'no answer'}")
+    entries, meta = header(path)
+    roles = json.loads(meta["roles"])
+    return {name: (tuple(e["shape"]), roles[name]) for name, e in entries.items()}
+
+
+def random_params(model, cfg, rng):
+    """Random parameters for the layout mt builds for model from cfg (layout), name -> float32
+    array, drawn from rng in mt's table order at about the scale each kind acts at: m a matrix
+    (rows of norm about 1.2), e an embedding, w a norm's weight, b a bias, g and q2 the l2 norms'
+    and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
+    papers' 0.5), s Derf's shift, rm and rv BatchNorm's running mean and variance."""
     C = cfg["n_embd"]
     out = {}
-    for name, (shape, kind) in shapes.items():
-        z = rng.standard_normal(shape)
+    for name, (shape, role) in layout(model, cfg).items():
+        z, kind = rng.standard_normal(shape), param_kind(name, role)
         v = {"m": lambda: z * 1.2 / math.sqrt(shape[-1]), "e": lambda: 0.5 * z,
              "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z,
              "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
@@ -77,6 +129,14 @@ def random_params(shapes, cfg, rng):
              "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
         out[name] = v.astype(np.float32)
     return out
+
+
+def check_sizes(R, label, params, sizes):
+    """The shapes of params (mt's layout) that the config fixes and torch would not notice (it
+    slices the position embeddings, takes an FFN's width or a head's classes as they come):
+    sizes, name -> shape."""
+    for name, shape in sizes.items():
+        R.check(f"{label} {name} shape", params[name].shape, shape, 0)
 
 
 def bf16_missing():
@@ -110,6 +170,9 @@ def check_model(R, label, got, logits, loss, model, tol):
     if names != set(model.p):
         R.check(f"{label} parameter names", sorted(names), sorted(model.p))
     for name, t in model.p.items():
+        if t.grad is None:  # a parameter of mt's layout that the torch model does not read
+            R.check(f"{label} grad {name}: torch's model reads it", [0.0], [1.0])
+            continue
         want = t.grad.numpy().reshape(got["grad." + name].shape)
         scale = 1.0
         if name.endswith("k_proj.bias") and model.cfg.get("qk_norm", "none") == "none":

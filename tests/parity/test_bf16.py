@@ -44,7 +44,7 @@ import torch
 
 from bf16_ref import BF16Product, r
 from harness import Report, bf16_missing, random_params, run_driver
-from torch_gpt import ACTS, TorchGPT, param_shapes
+from torch_gpt import ACTS, TorchGPT
 
 TOL, TOL_QK, TOL_NEW = 3e-3, 1e-2, 1e-2
 
@@ -136,7 +136,7 @@ for i, case in enumerate(CASES):
     B, T = 3, 16
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
-    params = random_params(param_shapes(cfg), cfg, rng)
+    params = random_params("gpt", cfg, rng)
     tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
     got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T,
                                       "precision": "bf16"})

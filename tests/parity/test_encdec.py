@@ -13,8 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, check_model, random_params, run_driver
-from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, qk_norm_shapes
+from harness import Report, check_model, check_sizes, random_params, run_driver
+from torch_gpt import FINAL_NORM, TorchBlocks
 
 rng = np.random.default_rng(1)
 R = Report("parity encdec")
@@ -93,40 +93,6 @@ class TorchEncDec(TorchBlocks):
         return logits, loss
 
 
-def param_shapes(cfg):
-    C, V, Fw = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"]
-    shapes = {"tok_emb.weight": ((V, C), "e"), "enc.pos_emb.weight": ((cfg["src_ctx"], C), "e"),
-              "dec.pos_emb.weight": ((cfg["tgt_ctx"], C), "e")}
-
-    def norm(prefix, width=C, qk=None):
-        norm_shapes(shapes, cfg, prefix, width, qk)
-
-    def linear(prefix, out, inp):
-        shapes[prefix + ".weight"] = ((out, inp), "m")
-        if cfg["bias"]:
-            shapes[prefix + ".bias"] = ((out,), "b")
-
-    for side, L in (("enc", cfg["enc_layers"]), ("dec", cfg["dec_layers"])):
-        for i in range(L):
-            b = f"{side}.blocks.{i}."
-            subs = ["attn"] + (["cross_attn"] if side == "dec" else [])
-            for s in subs:
-                norm(b + s + "_norm")
-                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-                    linear(b + s + "." + proj, C, C)
-                qk_norm_shapes(cfg, b + s + ".", norm, C, C)
-            norm(b + "ffn_norm")
-            linear(b + "ffn.fc1", Fw, C)
-            linear(b + "ffn.fc2", C, Fw)
-        if cfg["placement"] in FINAL_NORM:
-            norm(side + ".final_norm")
-    if not cfg["tied"]:
-        shapes["lm_head.weight"] = ((V, C), "m")
-    if cfg.get("emb_scale"):
-        shapes["emb_scale"] = ((1,), "g")
-    return shapes
-
-
 def run_case(norm, opts, placement, case):
     """One encoder-decoder through torch and the driver; case varies the other settings."""
     N, M = 2 + case % 2, 1 + (case + 1) % 3
@@ -145,7 +111,12 @@ def run_case(norm, opts, placement, case):
     tgt[:, 0] = 1
     targets = rng.integers(2, cfg["n_vocab"], (B, T))
     targets[0, T - 2:] = -1  # a shorter pronunciation
-    params = random_params(param_shapes(cfg), cfg, rng)
+    params = random_params("encdec", cfg, rng)
+    C = cfg["n_embd"]
+    check_sizes(R, f"{norm} {opts} {placement} case {case}", params,
+                {"enc.pos_emb.weight": (cfg["src_ctx"], C), "dec.pos_emb.weight": (cfg["tgt_ctx"], C),
+                 "enc.blocks.0.ffn.fc1.weight": (cfg["n_ff"], C),
+                 "dec.blocks.0.ffn.fc1.weight": (cfg["n_ff"], C)})
     model = TorchEncDec(cfg, params)
     logits, loss = model(torch.tensor(src), torch.tensor(src_len), torch.tensor(tgt),
                          torch.tensor(targets))

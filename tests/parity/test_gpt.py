@@ -10,20 +10,24 @@ import json
 import numpy as np
 import torch
 
-from harness import Report, check_model, random_params, run_driver
-from torch_gpt import TorchGPT, n_ff, param_shapes
+from harness import Report, check_model, check_sizes, methods, random_params, run_driver
+from torch_gpt import TorchGPT, n_ff
 
 rng = np.random.default_rng(0)
 R = Report("parity gpt")
 TOL = 1e-4
 
 
-NORMS = [("ln", {}), ("rms", {"rms_form": "llama"}),
-         ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
-         ("prms", {"prms_p": 0.25}), ("gn", {"gn_groups": 4}), ("scale", {}), ("none", {}),
-         ("dyt", {}), ("derf", {})]
-ACTS = ["gelu", "gelu_erf", "relu", "silu"]
-PLACEMENTS = ("pre", "post", "deepnorm", "subln", "peri", "lns", "reorder", "mixln", "dsl")
+# Every method of mt's tables (harness.methods): each norm with its defaults, or with the
+# options of NORM_CASES (BatchNorm and InstanceNorm: images only, test_vit.py); each activation
+# but SwiGLU (PIECES); each placement but nGPT's (test_ngpt.py)
+METHODS = methods()
+NORM_CASES = {"rms": [{"rms_form": "llama"},
+                      {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}],
+              "prms": [{"prms_p": 0.25}], "gn": [{"gn_groups": 4}], "bn": [], "in": []}
+NORMS = [(norm, opts) for norm in METHODS["norm"] for opts in NORM_CASES.get(norm, [{}])]
+ACTS = [act for act in METHODS["act"] if act != "swiglu"]
+PLACEMENTS = tuple(p for p in METHODS["placement"] if p != "ngpt")
 # Mix-LN with Post-LN in its first block of 2 or 3 (the default n_layer / 4 is 0 there); DSL's
 # k below n_layer (k = 2 at 2 layers would leave no skip: lambda = 0)
 PLACEMENT_OPTS = {"mixln": {"mixln_post": 1}, "dsl": {"dsl_k": 0.7}}
@@ -35,7 +39,12 @@ def run_case(cfg, B, T, label, given=None):
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
-    params = random_params(param_shapes(cfg), cfg, rng)
+    params = random_params("gpt", given or cfg, rng)
+    C = cfg["n_embd"]
+    sizes = {"blocks.0.ffn.fc1.weight": (n_ff(cfg), C)}
+    if cfg.get("pos", "learned") == "learned":
+        sizes["pos_emb.weight"] = (cfg["n_ctx"], C)
+    check_sizes(R, label, params, sizes)
     model = TorchGPT(cfg, params)
     logits, loss = model(torch.tensor(ids), torch.tensor(targets))
     loss.backward()

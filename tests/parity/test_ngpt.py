@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from bf16_ref import BF16Product
-from harness import Report, bf16_missing, check_model, run_driver
+from harness import Report, bf16_missing, check_model, check_sizes, layout, run_driver
 from torch_gpt import rope
 
 rng = np.random.default_rng(29)
@@ -57,23 +57,9 @@ def scalings(cfg):
                             ("sz", 1.0, 0))}
 
 
-def shapes(cfg):
-    C, V, Fw, L = cfg["n_embd"], cfg["n_vocab"], cfg["n_ff"], cfg["n_layer"]
-    out = {"tok_emb.weight": ((V, C), "m")}
-    for i in range(L):
-        b = f"blocks.{i}."
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            out[b + f"attn.{proj}.weight"] = ((C, C), "m")
-        out[b + "ffn.fc1.weight"] = ((Fw, C), "m")
-        out[b + "ffn.fc3.weight"] = ((Fw, C), "m")
-        out[b + "ffn.fc2.weight"] = ((C, Fw), "m")
-        for name, w, kind in (("attn_alpha", C, "alpha"), ("attn.s_qk", C, "sqk"),
-                              ("ffn_alpha", C, "alpha"), ("ffn.s_u", Fw, "suv"),
-                              ("ffn.s_v", Fw, "suv")):
-            out[b + name] = ((w,), kind)
-    out["lm_head.weight"] = ((V, C), "m")
-    out["s_z"] = ((V,), "sz")
-    return out
+# the scalings' names (the ends of mt's), by the kind of scalings() they hold
+SCALINGS = {"attn_alpha": "alpha", "ffn_alpha": "alpha", "s_qk": "sqk", "s_u": "suv",
+            "s_v": "suv", "s_z": "sz"}
 
 
 def ngpt_params(cfg):
@@ -82,8 +68,9 @@ def ngpt_params(cfg):
     (|alpha| is what acts)."""
     sc = scalings(cfg)
     out = {}
-    for name, (shape, kind) in shapes(cfg).items():
+    for name, (shape, _) in layout("gpt", cfg).items():
         z = rng.standard_normal(shape)
+        kind = SCALINGS.get(name.rsplit(".", 1)[-1], "m")
         if kind == "m":
             v = unit(name, z)
         else:
@@ -171,7 +158,8 @@ def run_case(cfg, B, T, label, lr=0.05, eps=1e-3):
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
     targets[0, 1] = -1  # ignored
-    params = ngpt_params(full)
+    params = ngpt_params(cfg)
+    check_sizes(R, label, params, {"blocks.0.ffn.fc1.weight": (Fw, cfg["n_embd"])})
     model = TorchNGPT(full, params)
     logits, loss = model(torch.tensor(ids), torch.tensor(targets))
     loss.backward()
@@ -209,7 +197,7 @@ def bf16_case(cfg, B, T, label):
     full = dict(cfg, n_ff=cfg["n_ff"])
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
-    params = ngpt_params(full)
+    params = ngpt_params(cfg)
     tensors = dict(params, ids=ids.astype(np.float32), targets=targets.astype(np.float32))
     got = run_driver("gpt", tensors, {"config": json.dumps(cfg), "B": B, "T": T,
                                       "precision": "bf16"})

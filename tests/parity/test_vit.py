@@ -13,53 +13,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, random_params, run_driver
-from torch_gpt import FINAL_NORM, TorchBlocks, norm_shapes, stack_shapes, z_loss
-from torch_gpt import norm_params as gpt_norm_params
+from harness import Report, check_sizes, methods, random_params, run_driver
+from torch_gpt import TorchBlocks, z_loss
 
 rng = np.random.default_rng(0)
 R = Report("parity vit")
 TOL = 1e-4
-
-
-def norm_params(cfg):
-    """(suffix, kind) of a norm's parameters, as the mt table names them: the GPT's norms, and
-    the image-only BatchNorm (with its running statistics) and InstanceNorm."""
-    kind = cfg["norm"]
-    if kind == "bn":
-        return [("weight", "w"), ("bias", "b"), ("running_mean", "rm"), ("running_var", "rv")]
-    if kind == "in":
-        return [("weight", "w"), ("bias", "b")] if cfg.get("in_affine") else []
-    return gpt_norm_params(cfg)
-
-
-def param_shapes(cfg):
-    """Every parameter (and buffer) the ViT must have, name -> (shape, kind)."""
-    C, Fw, K = cfg["n_embd"], cfg["n_ff"], cfg["n_classes"]
-    P, CH = cfg["patch"], cfg["channels"]
-    T = (cfg["image_h"] // P) * (cfg["image_w"] // P) + (cfg["pool"] == "cls")
-    shapes = {}
-
-    def norm(prefix, width=C, qk=None):
-        if qk:  # a QK-norm's gain
-            return norm_shapes(shapes, cfg, prefix, width, qk)
-        for suffix, kind in norm_params(cfg):
-            shapes[f"{prefix}.{suffix}"] = ((1,) if kind in "gas" else (width,), kind)
-
-    def linear(prefix, out, inp, bias=cfg["bias"]):
-        shapes[prefix + ".weight"] = ((out, inp), "m")
-        if bias:
-            shapes[prefix + ".bias"] = ((out,), "b")
-
-    linear("patch_embed", C, CH * P * P)
-    if cfg["pool"] == "cls":
-        shapes["cls_token"] = ((1, C), "e")
-    shapes["pos_emb.weight"] = ((T, C), "e")
-    stack_shapes(cfg, norm, linear, Fw)
-    linear("head", K, C, bias=True)
-    if cfg.get("emb_scale"):
-        shapes["emb_scale"] = ((1,), "g")
-    return shapes
 
 
 class TorchViT(TorchBlocks):
@@ -110,6 +69,10 @@ def zero_by_invariance(cfg, name):
             (name == "patch_embed.bias" and cfg["pool"] == "mean" and normed))
 
 
+# Every method of mt's tables (harness.methods): the norms' cases below, in their order (each
+# meets the settings its index picks), then any other norm of mt's with its defaults; QK-norms;
+# each activation but SwiGLU; each placement but nGPT's (the GPT's only: test_ngpt.py)
+METHODS = methods()
 NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("gn", {"gn_groups": 4}), ("gn", {"gn_groups": 1}), ("rms", {"rms_form": "llama"}),
          ("rms", {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}),
@@ -117,8 +80,9 @@ NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("ln", {"qk_norm": "rms", "qk_norm_affine": True}),
          ("rms", {"qk_norm": "ln", "qk_norm_scope": "all", "qk_norm_affine": True}),
          ("ln", {"qk_norm": "l2", "qk_norm_affine": True})]
-ACTS = ["gelu", "gelu_erf", "relu", "silu"]
-PLACEMENTS = ("pre", "post", "deepnorm", "subln", "peri", "lns", "reorder", "mixln", "dsl")
+NORMS += [(norm, {}) for norm in METHODS["norm"] if norm not in dict(NORMS)]
+ACTS = [act for act in METHODS["act"] if act != "swiglu"]
+PLACEMENTS = tuple(p for p in METHODS["placement"] if p != "ngpt")
 PLACEMENT_OPTS = {"mixln": {"mixln_post": 1}, "dsl": {"dsl_k": 0.7}}  # as test_gpt.py's
 
 
@@ -148,7 +112,10 @@ def run_case(norm, opts, placement, case):
     B = 3 + case % 2
     images = rng.standard_normal((B, cfg["channels"], cfg["image_h"], cfg["image_w"]))
     labels = rng.integers(0, cfg["n_classes"], B)
-    params = random_params(param_shapes(cfg), cfg, rng)
+    params = random_params("vit", cfg, rng)
+    check_sizes(R, f"{norm} {opts} {placement} case {case}", params,
+                {"blocks.0.ffn.fc1.weight": (cfg["n_ff"], cfg["n_embd"]),
+                 "head.weight": (cfg["n_classes"], cfg["n_embd"])})
     model = TorchViT(cfg, params)
     logits = model.forward(torch.tensor(images))
     loss = F.cross_entropy(logits, torch.tensor(labels),

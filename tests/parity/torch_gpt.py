@@ -1,6 +1,7 @@
 """The GPT of docs/layers.md in plain torch, shared by the parity tests (test_gpt.py, test_score.py),
 and its block stack, which the ViT's reference (test_vit.py) shares: parameters held under mt's
-names (tok_emb.weight, blocks.{i}.attn.q_proj.weight, ...) in torch.nn's layout."""
+names (tok_emb.weight, blocks.{i}.attn.q_proj.weight, ...) in torch.nn's layout, as mt's
+checkpoints hold them (harness.py layout reads which there are and their shapes from mt)."""
 import math
 
 import numpy as np
@@ -219,24 +220,6 @@ class TorchGPT(TorchBlocks):
         return logits, loss + z_loss(cfg, logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def norm_params(cfg):
-    """(suffix, kind) of a norm's parameters, as the mt table names them."""
-    kind = cfg["norm"]
-    if kind in ("ln", "gn"):
-        return [("weight", "w"), ("bias", "b")]
-    if kind == "rms" and cfg.get("rms_form") == "paper" and cfg.get("rms_bias"):
-        return [("weight", "w"), ("bias", "b")]
-    if kind in ("rms", "prms"):
-        return [("weight", "w")]
-    if kind == "scale":
-        return [("g", "g")]
-    if kind == "dyt":
-        return [("weight", "w"), ("bias", "b"), ("alpha", "a")]
-    if kind == "derf":
-        return [("weight", "w"), ("bias", "b"), ("alpha", "a"), ("shift", "s")]
-    return []
-
-
 def n_ff(cfg):
     """The FFN width: n_ff, or by default 4 n_embd, and for SwiGLU LLaMA's int(2 (4 n_embd) / 3)
     rounded up to a multiple of ff_multiple (its ModelArgs.multiple_of)."""
@@ -246,77 +229,3 @@ def n_ff(cfg):
         return 4 * cfg["n_embd"]
     m = cfg.get("ff_multiple", 32)
     return (int(2 * 4 * cfg["n_embd"] / 3) + m - 1) // m * m
-
-
-def stack_shapes(cfg, norm, linear, Fw):
-    """The block stack's parameters (and the final norm), through the model's norm(prefix,
-    width) and linear(prefix, out, in), in mt's table order; shared with the ViT's reference."""
-    C = cfg["n_embd"]
-    KV = C // cfg["n_head"] * (cfg.get("n_kv_head") or cfg["n_head"])  # k_proj's, v_proj's outputs
-    subln, peri = cfg["placement"] == "subln", cfg["placement"] == "peri"
-    for i in range(cfg["n_layer"]):
-        norm(f"blocks.{i}.attn_norm")
-        for proj, out in (("q_proj", C), ("k_proj", KV), ("v_proj", KV), ("out_proj", C)):
-            linear(f"blocks.{i}.attn.{proj}", out, C)
-        qk_norm_shapes(cfg, f"blocks.{i}.attn.", norm, C, KV)
-        if subln:
-            norm(f"blocks.{i}.attn.inner_norm")
-        if peri:
-            norm(f"blocks.{i}.attn_out_norm")
-        norm(f"blocks.{i}.ffn_norm")
-        linear(f"blocks.{i}.ffn.fc1", Fw, C)
-        linear(f"blocks.{i}.ffn.fc2", C, Fw)
-        if cfg.get("act") == "swiglu":
-            linear(f"blocks.{i}.ffn.fc3", Fw, C)
-        if subln:
-            norm(f"blocks.{i}.ffn.inner_norm", Fw)
-        if peri:
-            norm(f"blocks.{i}.ffn_out_norm")
-    if cfg["placement"] in FINAL_NORM:
-        norm("final_norm")
-
-
-def norm_shapes(shapes, cfg, prefix, width, qk=None):
-    """A norm's parameters into shapes, name -> (shape, kind); qk: a QK-norm's gain instead
-    ("qk": weight (width) about 1, "l2": the scalar g about sqrt(HS))."""
-    if qk:
-        shapes[f"{prefix}.{'g' if qk == 'l2' else 'weight'}"] = (
-            ((1,), "q2") if qk == "l2" else ((width,), "w"))
-        return
-    for suffix, kind in norm_params(cfg):
-        shapes[f"{prefix}.{suffix}"] = ((1,) if kind in "gas" else (width,), kind)
-
-
-def qk_norm_shapes(cfg, prefix, norm, C, KV):
-    """The QK-norm's gains of an attention (prefix ends in '.'), through the model's
-    norm(prefix, width, kind): weight (HS, or the projection's width) or l2's scalar g."""
-    kind = cfg.get("qk_norm", "none")
-    if kind == "none" or not cfg.get("qk_norm_affine"):
-        return
-    head = cfg.get("qk_norm_scope", "head") == "head"
-    HS = C // cfg["n_head"]
-    for name, width in (("q_norm", C), ("k_norm", KV)):
-        norm(prefix + name, HS if head else width, "l2" if kind == "l2" else "qk")
-
-
-def param_shapes(cfg):
-    """Every parameter the GPT must have, name -> (shape, kind), in torch.nn's layout."""
-    C, V, Fw = cfg["n_embd"], cfg["n_vocab"], n_ff(cfg)
-    shapes = {"tok_emb.weight": ((V, C), "e")}
-    if cfg.get("pos", "learned") == "learned":
-        shapes["pos_emb.weight"] = ((cfg["n_ctx"], C), "e")
-
-    def norm(prefix, width=C, qk=None):
-        norm_shapes(shapes, cfg, prefix, width, qk)
-
-    def linear(prefix, out, inp):
-        shapes[prefix + ".weight"] = ((out, inp), "m")
-        if cfg["bias"]:
-            shapes[prefix + ".bias"] = ((out,), "b")
-
-    stack_shapes(cfg, norm, linear, Fw)
-    if not cfg["tied"]:
-        shapes["lm_head.weight"] = ((V, C), "m")
-    if cfg.get("emb_scale"):
-        shapes["emb_scale"] = ((1,), "g")
-    return shapes

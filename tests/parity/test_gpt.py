@@ -20,14 +20,14 @@ TOL = 1e-4
 
 # Every method of mt's tables (harness.methods): each norm with its defaults, or with the
 # options of NORM_CASES (BatchNorm and InstanceNorm: images only, test_vit.py); each activation
-# but SwiGLU (PIECES); each placement but nGPT's (test_ngpt.py)
+# but SwiGLU (PIECES); each placement
 METHODS = methods()
 NORM_CASES = {"rms": [{"rms_form": "llama"},
                       {"rms_form": "paper", "rms_bias": True, "norm_eps": 1e-8}],
               "prms": [{"prms_p": 0.25}], "gn": [{"gn_groups": 4}], "bn": [], "in": []}
 NORMS = [(norm, opts) for norm in METHODS["norm"] for opts in NORM_CASES.get(norm, [{}])]
 ACTS = [act for act in METHODS["act"] if act != "swiglu"]
-PLACEMENTS = tuple(p for p in METHODS["placement"] if p != "ngpt")
+PLACEMENTS = tuple(METHODS["placement"])
 # Mix-LN with Post-LN in its first block of 2 or 3 (the default n_layer / 4 is 0 there); DSL's
 # k below n_layer (k = 2 at 2 layers would leave no skip: lambda = 0)
 PLACEMENT_OPTS = {"mixln": {"mixln_post": 1}, "dsl": {"dsl_k": 0.7}}

@@ -71,7 +71,7 @@ def zero_by_invariance(cfg, name):
 
 # Every method of mt's tables (harness.methods): the norms' cases below, in their order (each
 # meets the settings its index picks), then any other norm of mt's with its defaults; QK-norms;
-# each activation but SwiGLU; each placement but nGPT's (the GPT's only: test_ngpt.py)
+# each activation but SwiGLU; each placement
 METHODS = methods()
 NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("gn", {"gn_groups": 4}), ("gn", {"gn_groups": 1}), ("rms", {"rms_form": "llama"}),
@@ -82,7 +82,7 @@ NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("ln", {"qk_norm": "l2", "qk_norm_affine": True})]
 NORMS += [(norm, {}) for norm in METHODS["norm"] if norm not in dict(NORMS)]
 ACTS = [act for act in METHODS["act"] if act != "swiglu"]
-PLACEMENTS = tuple(p for p in METHODS["placement"] if p != "ngpt")
+PLACEMENTS = tuple(METHODS["placement"])
 PLACEMENT_OPTS = {"mixln": {"mixln_post": 1}, "dsl": {"dsl_k": 0.7}}  # as test_gpt.py's
 
 

@@ -9,7 +9,7 @@
 
 #include "ckpt.h"
 
-#define MAGIC 0x616b3432u /* "ak42" as a little-endian uint32 */
+#define MAGIC 0x616b3432u /* "ak42" as a uint32: the bytes "24ka" */
 #define HEADER_BYTES 256  /* versions 1 and 2 */
 #define DIM_MAX (1 << 20) /* a bound on each size, so that every product fits 64 bits */
 
@@ -202,18 +202,22 @@ static bool read_floats(FILE *f, float *x, int64_t n, bool q8, int group) {
     return ok;
 }
 
-/* Each tensor of kind k (every layer's) as an entry of st over the floats at x. */
-static mt_status add_entries(const layout *l, int k, const float *x, mt_safetensors *st,
-                             const char *path, mt_err *err) {
+/* Each tensor of kind k (every layer's, one after the other) read into x and made an entry of
+   st. */
+static mt_status read_kind(FILE *f, const layout *l, int k, float *x, mt_safetensors *st,
+                           const char *path, mt_err *err) {
     int64_t r, c;
     shape_of(&l->a, k, &r, &c);
-    for (int layer = 0; layer < (per_layer(k) ? l->a.n_layer : 1); layer++) {
+    for (int layer = 0; layer < (per_layer(k) ? l->a.n_layer : 1); layer++, x += r * c) {
+        if (!read_floats(f, x, r * c, quantized(l, k), l->group))
+            return mt_errorf(err, MT_EIO, "%s: cannot read %s: %s", path, NAMES[k],
+                             ferror(f) ? strerror(errno) : "the file shrank");
         mt_st_entry *e = &st->t[st->n];
         snprintf(e->name, sizeof e->name, NAMES[k], layer);
         e->ndim = r == 1 ? 1 : 2;
         e->shape[0] = (int)(r == 1 ? c : r), e->shape[1] = (int)c;
         e->n = (size_t)(r * c);
-        e->data = x + (size_t)layer * e->n;
+        e->data = x;
         if (mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n++) < 0)
             return mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
     }
@@ -244,10 +248,7 @@ mt_status mt_llama2c_read(const char *path, mt_safetensors *st, mt_import_arch *
                 s = mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
             continue;
         }
-        if (!read_floats(f, x, kind_floats(&l, *k), quantized(&l, *k), l.group))
-            s = mt_errorf(err, MT_EIO, "%s: cannot read %s: %s", path, NAMES[*k],
-                          ferror(f) ? strerror(errno) : "the file shrank");
-        if (s == MT_OK) s = add_entries(&l, *k, x, st, path, err);
+        s = read_kind(f, &l, *k, x, st, path, err);
         x += kind_floats(&l, *k);
     }
     fclose(f);

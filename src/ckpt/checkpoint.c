@@ -300,11 +300,12 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
 
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;
-    if (!mt_llama2c_is(path)) return MT_OK;
+    mt_status s = mt_file_check("--init-from", path, err);
+    if (s != MT_OK || !mt_llama2c_is(path)) return s;
     mt_import_arch a;
     const mt_model_type *type = NULL;
     mt_import imp;
-    mt_status s = mt_llama2c_arch(path, &a, err);
+    s = mt_llama2c_arch(path, &a, err);
     if (s == MT_OK) s = import_type(&a, path, &type, &imp, err);
     if (s != MT_OK) return s;
     size_t n = strlen(type->name) + strlen(imp.options) + 16;

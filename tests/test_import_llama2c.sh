@@ -1,14 +1,16 @@
 #!/bin/sh
 # Importing llama2.c's model.bin (./train --init-from model.bin): an mt Llama exported, imported
 # and exported again is the same file byte for byte (tied and untied); the import fine-tunes and
-# ./infer runs it; a shape-changing flag, another vocabulary, a truncated or oversized file and
-# an unknown version are refused with exit 2 and nothing written. With llama2.c's own files
+# ./infer runs it; the export rewritten as versions 1 and 2 imports to its weights; a
+# shape-changing flag, another vocabulary, a truncated or oversized file and an unknown version
+# are refused with exit 2 and nothing written. With llama2.c's own files
 # (../shared/third_party/llama2c, MT_LLAMA2C) and torch: export.py's versions 0, 1 and 2 of a
 # random model.py model import to its weights (version 2 within its Q8_0 rounding), and mt's
 # greedy continuation of run.c's start (its BOS, id 1) is run.c's, token for token.
 NAME=test_import_llama2c
 . "$(dirname "$0")/lib.sh"
 L2C=${MT_LLAMA2C:-../shared/third_party/llama2c}
+command -v python3 >/dev/null || skip "needs python3 to write and compare the files"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 DATA="--data $T/text.txt --tokenizer byte --batch 4 --eval-batches 1"
@@ -33,6 +35,58 @@ train $DATA --steps 3 --init-from "$T/untied.bin" --out "$T/tuned" ||
     fail "fine-tuning exited $?: $(cat "$T/log")"
 "$B/infer" --checkpoint "$T/tuned/model.safetensors" --prompt "ROMEO:" --tokens 8 >"$T/gen" 2>&1 ||
     fail "infer exited $?: $(cat "$T/gen")"
+
+# versions 1 and 2 without llama2.c's writer: the untied export rewritten in their layouts (a
+# Q8_0 group of 16), imported to the same tensors (version 2: within half a step of its grid)
+python3 - "$T/untied.bin" "$T/untied" <<'PY' || fail "writing versions 1 and 2: exit $?"
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+b = open(src, "rb").read()
+C, F, L, H, KVH, V, T = struct.unpack("<7i", b[:28])
+V, HS = -V, C // H
+KV = KVH * HS
+sizes = [("emb", V * C, 1)] + [(k, n, L) for k, n in (("att_norm", C), ("wq", C * C),
+         ("wk", KV * C), ("wv", KV * C), ("wo", C * C), ("ffn_norm", C), ("w1", F * C),
+         ("w2", C * F), ("w3", F * C))] + [("norm", C, 1), ("freqs", T * HS, 1), ("out", V * C, 1)]
+at, t = 28, {}
+for k, n, layers in sizes:
+    t[k] = [struct.unpack_from(f"<{n}f", b, at + 4 * n * i) for i in range(layers)]
+    at += 4 * n * layers
+assert at == len(b)
+head = lambda v, extra=b"": (struct.pack("<Ii7iB", 0x616b3432, v, C, F, L, H, KVH, V, T, 0)
+                             + extra).ljust(256, b"\0")
+norms, mats = ["att_norm", "ffn_norm", "norm"], ["emb", "wq", "wk", "wv", "wo", "w1", "w2", "w3", "out"]
+with open(out + "-v1.bin", "wb") as f:
+    f.write(head(1))
+    for k in norms + mats:
+        for x in t[k]:
+            f.write(struct.pack(f"<{len(x)}f", *x))
+with open(out + "-v2.bin", "wb") as f:
+    f.write(head(2, struct.pack("<i", 16)))
+    for k in norms:
+        for x in t[k]:
+            f.write(struct.pack(f"<{len(x)}f", *x))
+    for k in mats:
+        for x in t[k]:
+            g = [x[i:i + 16] for i in range(0, len(x), 16)]
+            s = [max(abs(v) for v in grp) / 127 for grp in g]
+            f.write(struct.pack(f"<{len(x)}b", *[round(v / s[i // 16]) for i, v in enumerate(x)]))
+            f.write(struct.pack(f"<{len(s)}f", *s))
+PY
+for v in 1 2; do
+    train $DATA --steps 0 --init-from "$T/untied-v$v.bin" --out "$T/untied-v$v" ||
+        fail "version $v: import exited $?: $(cat "$T/log")"
+    "$B/export" --checkpoint "$T/untied-v$v/model.safetensors" --out "$T/untied-v$v-again.bin" \
+        >/dev/null || fail "version $v: export exited $?"
+done
+cmp -s "$T/untied.bin" "$T/untied-v1-again.bin" || fail "version 1 imports to other weights"
+python3 - "$T/untied.bin" "$T/untied-v2-again.bin" <<'PY' || fail "version 2 imports to other weights"
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:])
+x, y = (struct.unpack(f"<{(len(a) - 28) // 4}f", v[28:]) for v in (a, b))
+big = max(abs(p - q) for p, q in zip(x, y))
+sys.exit(not (len(a) == len(b) and a[:28] == b[:28] and 0 < big <= max(map(abs, x)) / 254 * 1.0001))
+PY
 
 # refusals: exit 2, a message naming the file and what was expected, nothing written
 refused() { # what, what the message says, flags...
@@ -67,7 +121,7 @@ if [ ! -r "$L2C/export.py" ] || [ ! -r "$L2C/run.c" ]; then
 elif ! has_torch; then
     skip_case "export.py and run.c" "$TORCH_MISSING"
 else
-    /usr/bin/python3 - "$L2C" "$T" <<'PY' || fail "export.py's files: exit $?"
+    /usr/bin/python3 - "$L2C" "$T" >"$T/export.log" 2>&1 <<'PY' || fail "export.py: $(cat "$T/export.log")"
 import sys, torch
 sys.path.insert(0, sys.argv[1])
 from model import ModelArgs, Transformer

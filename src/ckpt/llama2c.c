@@ -71,11 +71,14 @@ static bool quantized(const layout *l, int k) {
     return l->version == 2 && k != ATT_NORM && k != FFN_NORM && k != NORM;
 }
 
-/* Floats of kind k over the layers, and the bytes they take in the file. */
-static int64_t kind_floats(const layout *l, int k) {
+/* Floats of one tensor of kind k, of all of them (over the layers), and the bytes these take. */
+static int64_t tensor_floats(const layout *l, int k) {
     int64_t r, c;
     shape_of(&l->a, k, &r, &c);
-    return r * c * (per_layer(k) ? l->a.n_layer : 1);
+    return r * c;
+}
+static int64_t kind_floats(const layout *l, int k) {
+    return tensor_floats(l, k) * (per_layer(k) ? l->a.n_layer : 1);
 }
 static int64_t kind_bytes(const layout *l, int k) {
     int64_t n = kind_floats(l, k);
@@ -97,6 +100,7 @@ static mt_status parse_header(const char *path, const unsigned char *b, size_t n
     *l = (layout){.a = {.format = MT_IMPORT_LLAMA2C, .norm_eps = 1e-5f, .rope_theta = 10000.0f}};
     rd_i32(b, &magic);
     if (magic == (int32_t)MAGIC) {
+        if (n < 8) return truncated(path, n, HEADER_BYTES, err);
         rd_i32(b + 4, &l->version);
         if (l->version != 1 && l->version != 2)
             return mt_errorf(err, MT_EFORMAT,
@@ -112,7 +116,7 @@ static mt_status parse_header(const char *path, const unsigned char *b, size_t n
         if (n < sizeof h) return truncated(path, n, sizeof h, err);
         memcpy(h, b, sizeof h);
         l->a.tied = h[5] > 0; /* a negative vocab_size: an unshared classifier */
-        h[5] = h[5] < 0 ? -h[5] : h[5];
+        if (h[5] < 0 && h[5] >= -DIM_MAX) h[5] = -h[5];
         l->header = sizeof h;
     }
     mt_import_arch *a = &l->a;
@@ -129,11 +133,12 @@ static mt_status parse_header(const char *path, const unsigned char *b, size_t n
                          path, l->version, h[0], h[1], h[2], h[3], h[4], h[5], h[6], DIM_MAX);
     int64_t need = (int64_t)l->header;
     for (const int *k = ORDER[l->version]; *k != END; k++) {
-        if (quantized(l, *k) && present(l, *k) && (l->group <= 0 || kind_floats(l, *k) % l->group))
+        if (quantized(l, *k) && present(l, *k) &&
+            (l->group <= 0 || tensor_floats(l, *k) % l->group))
             return mt_errorf(err, MT_EFORMAT,
                              "%s: a llama2.c model.bin (version 2) with group size %d: expected "
-                             "one that divides every matrix (%s has %lld numbers a layer)",
-                             path, l->group, NAMES[*k], (long long)kind_floats(l, *k));
+                             "one that divides every matrix (%s has %lld numbers)",
+                             path, l->group, NAMES[*k], (long long)tensor_floats(l, *k));
         if (present(l, *k)) need += kind_bytes(l, *k);
     }
     if (need == size) return MT_OK;

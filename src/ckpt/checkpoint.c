@@ -140,10 +140,13 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
 }
 
 /* ---- a fresh model from a checkpoint's weights ---------------------------------------------- */
-/* Whether the entry name of P fits the file: both lack it, or both hold it with one shape. */
-static bool fits(const mt_params *P, const mt_safetensors *st, const char *name) {
+/* Whether the entry name of P fits the file (its name there as spec maps it): both lack it, or
+   both hold it with one shape. */
+static bool fits(const mt_params *P, const mt_safetensors *st, const mt_load_spec *spec,
+                 const char *name) {
+    char buf[256];
     int i = mt_params_find(P, name);
-    const mt_st_entry *e = mt_st_find(st, name);
+    const mt_st_entry *e = mt_st_find(st, mt_load_file_name(spec, name, buf, sizeof buf));
     if (i < 0 || !e) return i < 0 && !e;
     bool same = e->ndim == P->p[i].ndim;
     for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == P->p[i].shape[d];
@@ -184,6 +187,7 @@ typedef struct {
     const mt_model *m;
     const char *file_cfg;
     const mt_safetensors *st;
+    const mt_load_spec *spec;
     const char *name; /* the entry that failed */
     void *trial;      /* (config_size) */
     char *out;        /* what each_diff's function writes */
@@ -199,7 +203,8 @@ static bool fit_hint(const mt_field *fd, size_t base, void *arg) {
     mt_err e;
     mt_model *m = NULL;
     bool ok = type->config_validate(f->trial, &e) == MT_OK &&
-              mt_model_table(&m, type, f->trial, &e) == MT_OK && fits(m->P, f->st, f->name);
+              mt_model_table(&m, type, f->trial, &e) == MT_OK &&
+              fits(m->P, f->st, f->spec, f->name);
     mt_model_free(m);
     if (!ok) return false;
     const char *name;
@@ -224,12 +229,13 @@ static bool list_diff(const mt_field *fd, size_t base, void *arg) {
 
 /* The message of a failed load with, where one config value of the file's makes the failed
    entry fit, that value and its flag. */
-static mt_status explain(const mt_safetensors *st, const char *path, const mt_model *m,
-                         const void *file_cfg, const char *name, mt_err *err) {
+static mt_status explain(const mt_safetensors *st, const mt_load_spec *spec, const char *path,
+                         const mt_model *m, const void *file_cfg, const char *name, mt_err *err) {
     char hint[300] = "", msg[sizeof err->msg];
     diff_search f = {.m = m,
                      .file_cfg = file_cfg,
                      .st = st,
+                     .spec = spec,
                      .name = name,
                      .trial = malloc(m->type->config_size),
                      .out = hint,
@@ -260,29 +266,100 @@ static mt_status same_kind(const mt_model *m, const mt_model_type *type, const c
                      path, type->meta_key, diff);
 }
 
+/* ---- imports ---------------------------------------------------------------------------------- */
+/* The type (the first registered whose import reads the file's model) and what it makes of a. */
+static mt_status import_type(const mt_import_arch *a, const char *path, const mt_model_type **type,
+                             mt_import *imp, mt_err *err) {
+    mt_err e = {.msg = "no model type reads its format"};
+    for (const mt_model_type *const *t = mt_model_types; *t; t++)
+        if ((*t)->import && (*t)->import(a, imp, &e) == MT_OK) {
+            *type = *t;
+            return MT_OK;
+        }
+    return mt_errorf(err, MT_EINVAL, "%s: %s", path, e.msg);
+}
+
+/* The config (malloc'd) an import's lines give, with the file's vocabulary. */
+static mt_status import_config(const mt_model_type *type, const mt_import *imp,
+                               const mt_import_arch *a, const char *path, void **cfg, mt_err *err) {
+    mt_err e;
+    if (!(*cfg = malloc(type->config_size)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
+    type->config_default(*cfg);
+    mt_input_set(*cfg, type->input->n_vocab, a->n_vocab);
+    mt_fieldset set = {type->fields, *cfg};
+    mt_settings lines = {0};
+    mt_status s = mt_fieldset_parse_ini(&set, 1, imp->options, path, &lines, &e);
+    mt_settings_free(&lines);
+    if (s == MT_OK) s = type->config_validate(*cfg, &e);
+    if (s == MT_OK) return MT_OK;
+    free(*cfg);
+    *cfg = NULL;
+    return mt_errorf(err, MT_EFORMAT, "%s: its model as a %s: %s", path, type->name, e.msg);
+}
+
+mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
+    *lines = NULL;
+    mt_status s = mt_file_check("--init-from", path, err);
+    if (s != MT_OK || !mt_llama2c_is(path)) return s;
+    mt_import_arch a;
+    const mt_model_type *type = NULL;
+    mt_import imp;
+    s = mt_llama2c_arch(path, &a, err);
+    if (s == MT_OK) s = import_type(&a, path, &type, &imp, err);
+    if (s != MT_OK) return s;
+    size_t n = strlen(type->name) + strlen(imp.options) + 16;
+    if (!(*lines = malloc(n))) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    snprintf(*lines, n, "model = %s\n%s", type->name, imp.options);
+    return MT_OK;
+}
+
+/* The file --init-from reads: its tensors, its model's type and config, what that reads inputs
+   with (meta: NULL for an import, whose inputs the run's data decides) and the name map. */
+typedef struct {
+    mt_safetensors st;
+    const mt_model_type *type;
+    void *cfg;
+    const char *meta;
+    mt_import imp;
+} init_source;
+
+static mt_status read_source(const char *path, init_source *src, mt_err *err) {
+    *src = (init_source){0};
+    mt_import_arch a;
+    mt_status s;
+    if (!mt_llama2c_is(path)) {
+        if ((s = mt_st_load(path, &src->st, err)) == MT_OK)
+            s = file_model(&src->st, path, &src->type, &src->cfg, &src->meta, err);
+    } else if ((s = mt_llama2c_read(path, &src->st, &a, err)) == MT_OK &&
+               (s = import_type(&a, path, &src->type, &src->imp, err)) == MT_OK)
+        s = import_config(src->type, &src->imp, &a, path, &src->cfg, err);
+    return s;
+}
+
 mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip, mt_load_report *report,
                             mt_err *err) {
     *report = (mt_load_report){.failed = -1};
-    mt_safetensors st;
-    mt_status s = mt_st_load(path, &st, err);
-    if (s != MT_OK) return s;
-    const mt_model_type *type;
-    void *cfg = NULL;
-    const char *meta;
-    if ((s = file_model(&st, path, &type, &cfg, &meta, err)) == MT_OK &&
-        (s = same_kind(m, type, meta, path, err)) == MT_OK) {
-        mt_load_spec spec = {.skip = skip};
-        s = mt_ckpt_load_names(&st, path, m->P, &spec, report, err);
+    init_source src;
+    mt_status s = read_source(path, &src, err);
+    if (s == MT_OK && src.meta) s = same_kind(m, src.type, src.meta, path, err);
+    else if (s == MT_OK && src.type != m->type)
+        s = mt_errorf(err, MT_EINVAL, "%s holds a %s model, this run builds a %s (--model %s)",
+                      path, src.type->name, m->type->name, src.type->name);
+    if (s == MT_OK) {
+        mt_load_spec spec = {.map = src.imp.map, .n_map = src.imp.n_map, .skip = skip};
+        s = mt_ckpt_load_names(&src.st, path, m->P, &spec, report, err);
         const char *failed = report->failed >= 0 ? m->P->p[report->failed].name : NULL;
-        if (s != MT_OK && failed && !fits(m->P, &st, failed)) /* missing, or another shape */
-            s = explain(&st, path, m, cfg, failed, err);
+        if (s != MT_OK && failed &&
+            !fits(m->P, &src.st, &spec, failed)) /* missing, or another shape */
+            s = explain(&src.st, &spec, path, m, src.cfg, failed, err);
         diff_search f = {.m = m,
-                         .file_cfg = cfg,
+                         .file_cfg = src.cfg,
                          .out = report->differs,
                          .len = sizeof report->differs};
-        if (s == MT_OK) each_diff(m->type->fields, 0, m->cfg, cfg, list_diff, &f);
+        if (s == MT_OK) each_diff(m->type->fields, 0, m->cfg, src.cfg, list_diff, &f);
     }
-    free(cfg);
-    mt_st_free(&st);
+    free(src.cfg);
+    mt_st_free(&src.st);
     return s;
 }

@@ -30,15 +30,7 @@ mt_status mt_ckpt_check_params(const mt_safetensors *st, const char *path, const
                                mt_err *err);
 
 /* ---- loading by name ------------------------------------------------------------------------
- * A rule of a name map, a model's names <- the file's: the model's names that match the pattern
- * `model`, where each '*' matches a run of characters, are read from the file's tensor `file`
- * whose k-th '*' stands for what the k-th '*' of `model` matched:
- *   {"blocks.*.attn.qkv.weight", "h.*.attn.c_attn.weight"}: blocks.3.attn.qkv.weight <-
- *   h.3.attn.c_attn.weight. */
-typedef struct {
-    const char *model, *file;
-} mt_name_rule;
-
+ * A name map is a list of mt_name_rule (model.h): a model's names <- the file's. */
 typedef struct {
     const mt_name_rule *map; /* the first rule whose pattern matches a name gives the file's
                                 name for it; a name no rule matches is the file's too */
@@ -48,6 +40,10 @@ typedef struct {
                          name is an error: it was meant to */
     bool exact;       /* the file may hold nothing the model does not read (a checkpoint) */
 } mt_load_spec;
+
+/* The file's name for the model's name: the first rule that matches, else the name itself
+   (into buf when renamed). */
+const char *mt_load_file_name(const mt_load_spec *spec, const char *name, char *buf, size_t len);
 
 /* What a load did: each entry of the model read or left as it was, and the file's tensors that
    no entry read. */
@@ -108,11 +104,32 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
    own config, by name: every tensor of m but those the globs skip (mt_load_spec.skip) must be
    in the file with m's shape; the file's other tensors are reported, not read. The file must
    hold a model of m's type that reads its inputs as m does (the same tokenizer, image
-   normalisation: its meta JSON). A tensor that is missing or of another shape is refused
+   normalisation: its meta JSON), or be another program's file an importer reads (below; its
+   config is then what the type's import makes of it, its inputs are the run's). A tensor that is missing or of another shape is refused
    (MT_EINVAL) naming the tensor, both shapes and, where one config value of the file's would
    make it fit, that value and its flag ("n_embd is 64 in the file, 32 here: --n-embd 64").
    m is unchanged on an error; report as mt_ckpt_load_names'. */
 mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip, mt_load_report *report,
                             mt_err *err);
+
+/* ---- importers: other programs' model files -------------------------------------------------
+ * An importer reads its format into named float tensors (an mt_safetensors in memory, under the
+ * format's own names) and the file's shape (mt_import_arch); a model type's `import` turns the
+ * shape into its config lines and a name map of the format's names. mt_ckpt_init_from reads an
+ * imported file as a checkpoint of that config (the tokenizer is the run's, from its data).
+ *
+ * llama2.c's model.bin (llama2c.c): export.py's version 0 (seven int32, a negative vocab_size
+ * for an unshared classifier), 1 (magic "ak42", float32) and 2 (int8 Q8_0 groups, dequantized),
+ * under model.py's names (tok_embeddings.weight, layers.{i}.attention.wq.weight, ...). A file
+ * with the magic, or named *.bin, is read as one. */
+bool mt_llama2c_is(const char *path);
+/* The header alone, checked against the file's length. */
+mt_status mt_llama2c_arch(const char *path, mt_import_arch *arch, mt_err *err);
+mt_status mt_llama2c_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+
+/* What ./train layers under its options for --init-from path: an imported file's architecture
+   as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own
+   flags build the model. */
+mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err);
 
 #endif

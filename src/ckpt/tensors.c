@@ -68,8 +68,7 @@ static bool capture(const char *p, const char *s, const char **at, size_t *len, 
     return !*p || capture(p + 1, s + 1, at, len, k);
 }
 
-/* The file's name for the model's name (the first rule that matches, else the name itself). */
-static const char *file_name(const mt_load_spec *spec, const char *name, char *buf, size_t len) {
+const char *mt_load_file_name(const mt_load_spec *spec, const char *name, char *buf, size_t len) {
     const char *at[MAX_STARS];
     size_t n[MAX_STARS];
     for (int r = 0; r < spec->n_map; r++) {
@@ -168,7 +167,7 @@ static mt_status resolve(const mt_safetensors *st, const char *path, const mt_pa
     for (int i = 0; i < P->n && s == MT_OK; i++) {
         const mt_param *p = &P->p[i];
         char buf[256];
-        const char *fname = file_name(spec, p->name, buf, sizeof buf);
+        const char *fname = mt_load_file_name(spec, p->name, buf, sizeof buf);
         const mt_st_entry *e = mt_st_find(st, fname);
         if (e) read[e - st->t] = true;
         src[i] = NULL;

@@ -1,5 +1,6 @@
 /* A GPT in the files other programs run: llama2.c's checkpoint and tokenizer (what its run.c
-   reads) and GGUF (llama.cpp's "llama" architecture). Both hold a Llama: pre-norm RMSNorm blocks
+   reads) and GGUF (llama.cpp's "llama" architecture); and, back, what a llama2.c model.bin
+   (src/ckpt/llama2c.c reads it) is as a GPT. Both hold a Llama: pre-norm RMSNorm blocks
    without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
    refused with what does not fit. The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
@@ -445,4 +446,34 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
     } else s = write_gguf(m, &d, t, nt, opts->f16, opts->path, err);
     free(t);
     return s;
+}
+
+/* ---- import --------------------------------------------------------------------------------- */
+
+/* The GPT's names <- model.py's (what src/ckpt/llama2c.c names a model.bin's tensors). */
+static const mt_name_rule LLAMA2C_NAMES[] = {
+    {"tok_emb.weight", "tok_embeddings.weight"},
+    {"blocks.*.attn_norm.weight", "layers.*.attention_norm.weight"},
+    {"blocks.*.attn.q_proj.weight", "layers.*.attention.wq.weight"},
+    {"blocks.*.attn.k_proj.weight", "layers.*.attention.wk.weight"},
+    {"blocks.*.attn.v_proj.weight", "layers.*.attention.wv.weight"},
+    {"blocks.*.attn.out_proj.weight", "layers.*.attention.wo.weight"},
+    {"blocks.*.ffn_norm.weight", "layers.*.ffn_norm.weight"},
+    {"blocks.*.ffn.fc1.weight", "layers.*.feed_forward.w1.weight"},
+    {"blocks.*.ffn.fc2.weight", "layers.*.feed_forward.w2.weight"},
+    {"blocks.*.ffn.fc3.weight", "layers.*.feed_forward.w3.weight"},
+    {"final_norm.weight", "norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err) {
+    if (a->format != MT_IMPORT_LLAMA2C)
+        return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin only");
+    *out = (mt_import){.map = LLAMA2C_NAMES, .n_map = sizeof LLAMA2C_NAMES / sizeof *LLAMA2C_NAMES};
+    snprintf(out->options, sizeof out->options,
+             "arch = llama\nn-layer = %d\nn-head = %d\nn-kv-head = %d\nn-embd = %d\nn-ff = "
+             "%d\nn-ctx = %d\nuntie = %s\nnorm-eps = %.9g\nrope-theta = %.9g\n",
+             a->n_layer, a->n_head, a->n_kv_head, a->n_embd, a->n_ff, a->n_ctx,
+             a->tied ? "false" : "true", a->norm_eps, a->rope_theta);
+    return MT_OK;
 }

@@ -255,4 +255,5 @@ const mt_model_type mt_gpt_type = {
     .probes = &PROBES,
     .text = &TEXT_OPS,
     .export = export,
+    .import = mt_gpt_import,
 };

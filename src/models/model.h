@@ -62,6 +62,32 @@ typedef struct {
 typedef struct mt_export_opts mt_export_opts;
 typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts, mt_err *err);
 
+/* Reading another program's model file (src/ckpt's importers, docs/export.md): the shape the
+   file holds, in a Llama's terms, and what a model type makes of it. */
+typedef enum { MT_IMPORT_LLAMA2C } mt_import_format;
+typedef struct {
+    mt_import_format format;
+    int n_layer, n_head, n_kv_head, n_embd, n_ff, n_vocab, n_ctx;
+    bool tied;
+    float norm_eps, rope_theta;
+} mt_import_arch;
+/* A rule of a name map, a model's names <- the file's: the model's names that match the pattern
+ * `model`, where each '*' matches a run of characters, are read from the file's tensor `file`
+ * whose k-th '*' stands for what the k-th '*' of `model` matched:
+ *   {"blocks.*.attn.qkv.weight", "h.*.attn.c_attn.weight"}: blocks.3.attn.qkv.weight <-
+ *   h.3.attn.c_attn.weight. */
+typedef struct {
+    const char *model, *file;
+} mt_name_rule;
+typedef struct {
+    char options[512];       /* the architecture as config lines ("n_layer = 6\n"): ./train
+                                layers them under the given options */
+    const mt_name_rule *map; /* the model's names <- the importer's (ckpt.h) */
+    int n_map;
+} mt_import;
+/* MT_EINVAL naming what does not fit when the type cannot hold the file's model. */
+typedef mt_status (*mt_import_fn)(const mt_import_arch *a, mt_import *out, mt_err *err);
+
 /* A built model; the type's own struct holds it (first member) with the rest. */
 struct mt_model {
     const mt_model_type *type;
@@ -188,6 +214,7 @@ struct mt_model_type {
     const mt_classify_ops *classify;
     const mt_g2p_ops *g2p;
     mt_export_fn export; /* llama2c and GGUF files (docs/export.md) */
+    mt_import_fn import; /* llama2c files, read by src/ckpt (docs/export.md) */
 };
 
 /* The block stack of a config of any type: every config starts with it. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ckpt/ckpt.h"
 #include "../models/stack.h"
 #include "../tensor/gemm.h"
 
@@ -397,10 +398,14 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
         s = err->status = MT_EINVAL; /* a config file that cannot be read: a usage error */
     a->o = defaults();
     if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);
-    if (s != MT_OK || a->o.help || !a->o.resume) return s;
-    char *text = NULL;
-    if ((s = read_saved(a->o.out, L, &text, &L->trained, err)) == MT_OK)
-        s = mt_fieldset_parse_saved(sets, n, text, "the checkpoint's options", &L->saved, err);
+    if (s != MT_OK || a->o.help || (!a->o.resume && !a->o.init_from[0])) return s;
+    char *text = NULL; /* a resumed run's options, or an imported --init-from's architecture */
+    s = a->o.resume ? read_saved(a->o.out, L, &text, &L->trained, err)
+                    : mt_ckpt_import_options(a->o.init_from, &text, err);
+    if (s == MT_OK && text) /* both written by mt: saved options' rules (retired values) */
+        s = mt_fieldset_parse_saved(sets, n, text,
+                                    a->o.resume ? "the checkpoint's options" : a->o.init_from,
+                                    &L->saved, err);
     free(text);
     a->o = defaults();
     if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/io.h"
 #include "data.h"
 
 typedef enum { FMT_MT, FMT_LLMC, FMT_RAW } shard_format;
@@ -218,11 +219,10 @@ static mt_status llmc_header(shard *sh, const unsigned char *h, size_t got, mt_e
    the first's, as must its width. raw: raw ids are allowed (their vocabulary is known). */
 static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err) {
     struct stat sb;
-    if ((sh->fd = open(sh->path, O_RDONLY)) < 0)
-        return mt_errorf(err, MT_EIO, "%s: cannot open: %s", sh->path, strerror(errno));
-    if (fstat(sh->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return mt_errorf(err, MT_EINVAL, "--data %s is not a regular file: expected a token file",
-                         sh->path);
+    mt_status s = mt_fd_open("--data", sh->path, O_RDONLY, &sh->fd, err);
+    if (s == MT_OK && fstat(sh->fd, &sb) != 0)
+        s = mt_errorf(err, MT_EIO, "%s: cannot stat: %s", sh->path, strerror(errno));
+    if (s != MT_OK) return s;
     sh->size = (uint64_t)sb.st_size;
     sh->val = val_name(sh->path);
     unsigned char h[MT_LLMC_HEADER];
@@ -248,7 +248,6 @@ static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err
                          "beside them; a text makes a token file with ./train --data TEXT "
                          "--prepare FILE.bin",
                          sh->path);
-    mt_status s = MT_OK;
     if (sh->fmt == FMT_MT) s = mt_header(sh, h, got, err);
     else if (sh->fmt == FMT_LLMC) s = llmc_header(sh, h, got, err);
     else if (sh->size % 2)
@@ -283,12 +282,12 @@ static bool meta_path(const char *path, char *meta, size_t len) {
 /* The tokenizer of meta.json: mt's tokenizer JSON (what --prepare --format llmc writes) or
    {"vocab_size": N} (nanoGPT's meta.pkl's key), an ids tokenizer of N ids. */
 static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
-    FILE *f = fopen(meta, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", meta, strerror(errno));
+    FILE *f;
+    mt_status s = mt_file_open("the set's vocabulary", meta, "rb", &f, err);
+    if (s != MT_OK) return s;
     char *buf = malloc(META_MAX + 1);
     size_t n = buf ? fread(buf, 1, META_MAX + 1, f) : 0;
     fclose(f);
-    mt_status s = MT_OK;
     if (!buf) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", meta);
     buf[n < META_MAX ? n : META_MAX] = 0;
     cJSON *o = n <= META_MAX ? cJSON_Parse(buf) : NULL;

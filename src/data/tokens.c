@@ -5,30 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/io.h"
 #include "data.h"
 
 #define TOKFILE_HEADER 28
 
-/* fopen succeeds on a directory, whose ftell then says LONG_MAX: MT_EINVAL for anything but a
-   regular file (f is closed then). */
-static mt_status check_regular(FILE *f, const char *path, mt_err *err) {
-    struct stat sb;
-    bool known = fstat(fileno(f), &sb) == 0;
-    if (known && S_ISREG(sb.st_mode)) return MT_OK;
-    fclose(f);
-    return mt_errorf(err, MT_EINVAL, "%s is %s: expected a text file or a token file FILE.bin",
-                     path, known && S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-}
-
 /* Reads a whole file into a malloc'd buffer (NUL-terminated, *len without the NUL). */
 static mt_status read_file(const char *path, char **buf, size_t *len, mt_err *err) {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    mt_status s = check_regular(f, path, err);
+    FILE *f;
+    mt_status s = mt_file_open("--data", path, "rb", &f, err);
     if (s != MT_OK) return s;
     off_t size = -1;
     if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);

@@ -46,6 +46,16 @@ printf 'hi hh ay1\nyo y ow1\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$
     --n-embd 16 --batch 2 --steps 1 --threads 1 --out "$D/ed" >"$L" 2>&1 || fail "encdec: $(cat "$L")"
 mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a broken check
                                              # would replace it)
+# a pipe where a run reads a file it did not write: a shard set's meta.json, a resumed run's
+# optimizer state and metrics (each hung, waiting for a writer)
+"$B/train" --data "$D/t.txt" --prepare "$D/set" --format llmc >"$L" 2>&1 || fail "llmc: $(cat "$L")"
+rm "$D/set/meta.json" && mkfifo "$D/set/meta.json"
+for f in optim.safetensors metrics.csv; do
+    cp -r "$D/run" "$D/fifo-$f" && rm "$D/fifo-$f/$f" && mkfifo "$D/fifo-$f/$f"
+done
+# a link to a file descriptor: the rename of a write through it would replace the file behind
+# it, here this test's log
+ln -s /proc/self/fd/1 "$D/stdout"
 
 # status|text the message must hold|program and arguments (split on spaces)
 cases() {
@@ -139,6 +149,16 @@ cases() {
 2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
 2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir
 2|--tokenizer-out $D/fifo is a pipe|export --checkpoint $ML --format llama2c --out m.bin --tokenizer-out $D/fifo
+2|--out $D/stdout names an open file descriptor|export --checkpoint $ML --format gguf --out $D/stdout
+2|--out /dev/stdout names an open file descriptor|export --checkpoint $ML --format gguf --out /dev/stdout
+2|--prepare $D/stdout names an open file descriptor|train --data $D/t.txt --prepare $D/stdout
+2|--prepare $D/fifo is a pipe|train --data $D/t.txt --prepare $D/fifo
+2|--config $D/fifo is a pipe: expected a regular file|train $TINY --config $D/fifo
+2|$D/set/meta.json is a pipe: expected a regular file|train $TINY --data $D/set
+2|$D/fifo-optim.safetensors/optim.safetensors is a pipe|train --resume --out $D/fifo-optim.safetensors --steps 3
+2|$D/fifo-metrics.csv/metrics.csv is a pipe|train --resume --out $D/fifo-metrics.csv --steps 3
+2|the class names file $D/fifo is a pipe|preview --data $PWD/data/mnist --classes $D/fifo --out $D/g.png
+2|--out $D/fifo is a pipe|preview --data $PWD/data/mnist --out $D/fifo
 2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png
 2|none of the 1 files in its 1 class subdirectories is an image|preview --data $D/junk --channels 3 --out $D/g.png
 2|make a 4294972194x4294972230 preview; it has at most 16384|preview --data $PWD/data/mnist --size 86x86 --scale 16647179 --n 9 --out $D/g.png
@@ -156,7 +176,8 @@ while IFS='|' read -r want text cmd; do
     n=$((n + 1))
     touch "$T/stamp"
     prog=${cmd%% *}
-    (cd "$W" && exec "$OLDPWD/$B/$prog" ${cmd#* } >"$L" 2>&1 </dev/null)
+    # (a timeout: a case that waits on a pipe fails with 124 instead of hanging the test)
+    (cd "$W" && exec timeout 30 "$OLDPWD/$B/$prog" ${cmd#* } >"$L" 2>&1 </dev/null)
     rc=$?
     [ "$rc" -eq "$want" ] || fail "case $n ($cmd): exit $rc, expected $want: $(cat "$L")"
     grep -qF -- "$text" "$L" || fail "case $n ($cmd): the message does not say '$text': $(cat "$L")"

@@ -30,6 +30,17 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err) {
     return MT_OK;
 }
 
+/* path's last component cut off ("a/b/" -> "a", "a" -> ".", "/a" -> "/"); false at "." or "/". */
+static bool cut_last(char *path) {
+    if (strcmp(path, ".") == 0 || strcmp(path, "/") == 0) return false;
+    char *slash = strrchr(path, '/');
+    while (slash && slash > path && slash[1] == 0) *slash = 0, slash = strrchr(path, '/');
+    if (!slash) strcpy(path, ".");
+    else if (slash == path) strcpy(path, "/");
+    else *slash = 0;
+    return true;
+}
+
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) {
     char probe[1100], parent[1024];
     struct stat sb;
@@ -42,11 +53,7 @@ mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) 
         if (errno != ENOENT)
             return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a writable directory", flag, dir,
                              strerror(errno));
-        char *slash = strrchr(parent, '/');
-        while (slash && slash > parent && slash[1] == 0) *slash = 0, slash = strrchr(parent, '/');
-        if (!slash) strcpy(parent, ".");
-        else if (slash == parent) strcpy(parent, "/");
-        else *slash = 0;
+        cut_last(parent);
     }
     if (!S_ISDIR(sb.st_mode))
         return mt_errorf(err, MT_EINVAL, "%s %s: %s is a file, expected a directory", flag, dir,
@@ -241,6 +248,21 @@ mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err) {
         if (!(*p = c)) break;
     }
     return MT_OK;
+}
+
+int mt_missing_dirs(const char *path) {
+    char buf[1024];
+    struct stat st;
+    int n = 0;
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
+    while (stat(buf, &st) != 0 && errno == ENOENT && cut_last(buf)) n++;
+    return n;
+}
+
+void mt_remove_new_dirs(const char *path, int n) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (int i = 0; i < n && rmdir(buf) == 0; i++) cut_last(buf);
 }
 
 int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

@@ -76,6 +76,11 @@ mt_status mt_output_check(const char *flag, const char *out, const char *in_flag
                           mt_err *err);
 /* mkdir -p path (flag names it in messages). */
 mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
+/* How many of path's last components do not exist: the directories mt_make_dirs would create. */
+int mt_missing_dirs(const char *path);
+/* Removes path and its parents, n directories in all, while they are empty: what mt_make_dirs
+   created for a run refused before it wrote anything. */
+void mt_remove_new_dirs(const char *path, int n);
 /* true when the JSON objects a and b hold the same keys with the same values; else msg gets the
    first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys). */
 bool mt_json_same(const char *a, const char *b, char *msg, size_t len);

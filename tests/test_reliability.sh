@@ -195,6 +195,16 @@ echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
     fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
 
+# a full disk while logging (a file size limit of 1 KiB: metrics.csv reaches it first): the run
+# stops naming the file, which ends with a whole row (it kept the part of a row that fitted)
+(ulimit -f 2 && trap '' XFSZ && exec "$B/train" $TINY --steps 100 --log-every 1 --eval-every 0 \
+    --save-every 0 --out "$T/full") >/dev/null 2>"$L" # (stdout would reach the limit too)
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write the metrics file" "$L" || fail "a full disk: exit $rc: $(cat "$L")"
+[ "$(tail -c 1 "$T/full/metrics.csv" | od -An -c | tr -d ' ')" = '\n' ] &&
+    awk -F, 'NF != 8 { exit 1 }' "$T/full/metrics.csv" ||
+    fail "a full disk left a partial row: $(tail -n 2 "$T/full/metrics.csv")"
+
 # --out o/ is the run of --out o (its saved options say o): the same run starts over
 "$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"
 

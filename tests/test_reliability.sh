@@ -205,6 +205,20 @@ rc=$?
     awk -F, 'NF != 8 { exit 1 }' "$T/full/metrics.csv" ||
     fail "a full disk left a partial row: $(tail -n 2 "$T/full/metrics.csv")"
 
+# a set of many short shards, several of them val files: the training split is the train files
+# alone (the spans after it had their lengths wrapped below zero: a crash, SIGSEGV); shards all
+# shorter than a window are refused as such
+head -c 3000 "$D/t.txt" >"$D/t3.txt"
+"$B/train" --data "$D/t3.txt" --prepare "$D/short" --format llmc --shard-tokens 12 >"$L" 2>&1 ||
+    fail "short shards: $(cat "$L")"
+H="--n-layer 1 --n-head 2 --n-embd 16 --batch 2 --threads 1 --steps 20 --eval-every 10"
+"$B/train" --data "$D/short" $H --n-ctx 8 --out "$T/short" >"$L" 2>&1 ||
+    fail "a set of 25 val shards: exit $?: $(cat "$L")"
+"$B/train" --data "$D/short" $H --n-ctx 16 --out "$W/short" >"$L" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the training split has 2700 tokens in shards shorter than a window" "$L" &&
+    [ -z "$(ls -A "$W")" ] || fail "shards shorter than a window: exit $rc: $(cat "$L")"
+
 # --out o/ is the run of --out o (its saved options say o): the same run starts over
 "$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"
 

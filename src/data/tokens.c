@@ -179,8 +179,8 @@ static mt_status view(const mt_tokens *all, size_t lo, size_t hi, int T, mt_toke
         return mt_errorf(err, MT_ENOMEM, "out of memory");
     v->win[0] = 0;
     size_t at = 0; /* the first id of span k */
-    for (int k = 0; k < all->n_span; at += all->span[k++].n) {
-        mt_token_span sp = all->span[k];
+    for (int k = 0; k < all->n_span && at < hi; at += all->span[k++].n) {
+        mt_token_span sp = all->span[k]; /* its ids [a, b) are in [lo, hi) */
         size_t a = lo > at ? lo - at : 0, b = hi < at + sp.n ? hi - at : sp.n;
         if (a >= b) continue;
         sp.ids += a * (size_t)all->width, sp.offset += a * (size_t)all->width, sp.n = b - a;

@@ -49,6 +49,12 @@ mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a
 # a pipe where a run reads a file it did not write: a shard set's meta.json, a resumed run's
 # optimizer state and metrics (each hung, waiting for a writer)
 "$B/train" --data "$D/t.txt" --prepare "$D/set" --format llmc >"$L" 2>&1 || fail "llmc: $(cat "$L")"
+# shards that are not what they seem: one empty, a header with a magic one off (20240521), a
+# prepare cut before its meta.json
+cp -r "$D/set" "$D/emptyset" && : >"$D/emptyset/train_000001.bin"
+cp "$D/set/train_000000.bin" "$D/damaged.bin"
+printf '\111\332\064\001' | dd of="$D/damaged.bin" conv=notrunc 2>/dev/null
+cp -r "$D/set" "$D/unfinished" && rm "$D/unfinished/meta.json"
 rm "$D/set/meta.json" && mkfifo "$D/set/meta.json"
 for f in optim.safetensors metrics.csv; do
     cp -r "$D/run" "$D/fifo-$f" && rm "$D/fifo-$f/$f" && mkfifo "$D/fifo-$f/$f"
@@ -156,6 +162,9 @@ cases() {
 2|--prepare $D/fifo is a pipe|train --data $D/t.txt --prepare $D/fifo
 2|--config $D/fifo is a pipe: expected a regular file|train $TINY --config $D/fifo
 2|$D/set/meta.json is a pipe: expected a regular file|train $TINY --data $D/set
+2|$D/emptyset/train_000001.bin is empty: expected an llm.c shard|train $TINY --data $D/emptyset
+2|$D/damaged.bin: starts with 20240521 (version 1, 18000 ids), close to an llm.c shard's magic 20240520: this looks like a damaged llm.c header|train $TINY --data $D/damaged.bin --data-vocab 65536
+2|without a meta.json beside it, named as ./train --prepare --format llmc names its shards: that writes meta.json last, so this looks like an unfinished prepare|train $TINY --data $D/unfinished
 2|$D/fifo-optim.safetensors/optim.safetensors is a pipe|train --resume --out $D/fifo-optim.safetensors --steps 3
 2|$D/fifo-metrics.csv/metrics.csv is a pipe|train --resume --out $D/fifo-metrics.csv --steps 3
 2|the class names file $D/fifo is a pipe|preview --data $PWD/data/mnist --classes $D/fifo --out $D/g.png

@@ -215,6 +215,16 @@ static mt_status llmc_header(shard *sh, const unsigned char *h, size_t got, mt_e
     return check_size(sh, "the header", err);
 }
 
+/* A file that is not an llm.c shard by its magic, but whose first 12 bytes read as one's header
+   (magic, version, count) with the magic a little off: within 16 of 20240520 (20240522: llm.c's
+   evaluation files), or 2 bits off with a version of 1 or 2. */
+static bool damaged_llmc(const unsigned char *h, size_t got) {
+    if (got < 12) return false;
+    int64_t magic = (int64_t)le(h, 4), version = (int64_t)le(h + 4, 4);
+    int bits = __builtin_popcountll((uint64_t)magic ^ MT_LLMC_MAGIC);
+    return llabs(magic - MT_LLMC_MAGIC) <= 16 || (bits <= 2 && (version == 1 || version == 2));
+}
+
 /* Opens and checks one file: its format is detected (the first shard's, first NULL) or must be
    the first's, as must its width. raw: raw ids are allowed (their vocabulary is known). */
 static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err) {
@@ -231,6 +241,16 @@ static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err
     sh->fmt = got >= 8 && memcmp(h, MT_TOKFILE_MAGIC, 8) == 0 ? FMT_MT
               : got >= 4 && le(h, 4) == MT_LLMC_MAGIC         ? FMT_LLMC
                                                               : FMT_RAW;
+    if (sh->size == 0)
+        return mt_errorf(err, MT_EFORMAT, "%s is empty: expected %s", sh->path,
+                         first ? FORMAT_NAME[first->fmt] : "token ids (docs/data.md)");
+    if (sh->fmt == FMT_RAW && damaged_llmc(h, got))
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: starts with %llu (version %llu, %llu ids), close to an llm.c "
+                         "shard's magic 20240520: this looks like a damaged llm.c header, not "
+                         "raw ids; write the shard again",
+                         sh->path, (unsigned long long)le(h, 4), (unsigned long long)le(h + 4, 4),
+                         (unsigned long long)le(h + 8, 4));
     if (first && sh->fmt != first->fmt)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: starts with 0x%08llx, so it is %s, but %s is %s (magic %s): the "
@@ -311,6 +331,16 @@ static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
     return s;
 }
 
+/* path's file name is one ./train --prepare --format llmc writes: train_NNNNNN.bin, val_NNNNNN.bin */
+static bool prepared_name(const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t k = !strncmp(base, "train_", 6) ? 6 : !strncmp(base, "val_", 4) ? 4 : 0;
+    if (!k || strlen(base) != k + 10 || strcmp(base + k + 6, ".bin") != 0) return false;
+    for (size_t i = k; i < k + 6; i++)
+        if (base[i] < '0' || base[i] > '9') return false;
+    return true;
+}
+
 /* The tokenizer of the set (first: its first file) into tok, and where its vocabulary comes from
    (source, for messages). */
 static mt_status set_tokenizer(const shard *first, const mt_text_cfg *c, mt_tokenizer *meta_tok,
@@ -329,6 +359,13 @@ static mt_status set_tokenizer(const shard *first, const mt_text_cfg *c, mt_toke
         snprintf(source, len, "--data-vocab");
         return mt_tok_init_ids(tok, c->data_vocab, err);
     }
+    if (!has_meta && prepared_name(first->path))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s is %s without a meta.json beside it, named as ./train --prepare "
+                         "--format llmc names its shards: that writes meta.json last, so this "
+                         "looks like an unfinished prepare (run it again into a new directory); "
+                         "shards from elsewhere need --data-vocab N",
+                         first->path, FORMAT_NAME[first->fmt]);
     if (!has_meta)
         return mt_errorf(err, MT_EINVAL,
                          "%s is %s, which carries no vocabulary size: give --data-vocab N "

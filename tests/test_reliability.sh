@@ -228,6 +228,27 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "the training split has 2700 tokens in shards shorter than a window" "$L" &&
     [ -z "$(ls -A "$W")" ] || fail "shards shorter than a window: exit $rc: $(cat "$L")"
 
+# a shard changed while a run maps it: truncated to its header (a read past its end: SIGBUS), or
+# its ids written over (65535, beyond the vocabulary): the run ends with exit 1 naming the file
+# (one that goes on is stopped at 30 s: exit 124)
+for how in truncate overwrite; do
+    mkdir -p "$T/$how" && cp "$D/unfinished/train_000000.bin" "$T/$how/" &&
+        echo '{"vocab_size": 256}' >"$T/$how/meta.json"
+    timeout 30 "$B/train" --data "$T/$how" --n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 \
+        --threads 1 --steps 100000000 --log-every 100 --eval-every 0 --save-every 0 \
+        --out "$T/$how.out" >/dev/null 2>"$L" </dev/null &
+    pid=$!
+    sleep 1
+    if [ $how = truncate ]; then truncate -s 1024 "$T/$how/train_000000.bin"
+    else head -c 36000 /dev/zero | tr '\0' '\377' |
+        dd of="$T/$how/train_000000.bin" bs=1024 seek=1 conv=notrunc 2>/dev/null
+    fi
+    wait $pid
+    rc=$?
+    grep -q "$T/$how/train_000000.bin: the .* while training read it" "$L" && [ $rc -eq 1 ] ||
+        fail "a shard changed under a run ($how): exit $rc: $(cat "$L")"
+done
+
 # --out o/ is the run of --out o (its saved options say o): the same run starts over
 "$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"
 

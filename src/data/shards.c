@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,7 +406,54 @@ static mt_status scan_ids(const shard *sh, int vocab, const char *source, unsign
     return MT_OK;
 }
 
+/* ---- a mapped file that changes under the run ------------------------------------------------
+ * A shard truncated while mapped makes a read past its new end SIGBUS: the handler names the file
+ * of the faulting address (write and _exit only: async-signal-safe) and ends the run with exit 1
+ * (the last checkpoint stays). A fault outside the stores registered here is the default's. */
+#define MAX_MAPPED_STORES 16
+static mt_token_store *volatile mapped[MAX_MAPPED_STORES];
+
+static void put(const char *s) {
+    for (size_t n = strlen(s); n;) {
+        ssize_t k = write(2, s, n);
+        if (k <= 0) return;
+        s += k, n -= (size_t)k;
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    const char *at = si->si_addr;
+    for (int k = 0; k < MAX_MAPPED_STORES; k++)
+        for (int i = 0; mapped[k] && i < mapped[k]->n_files; i++) {
+            const char *m = mapped[k]->map[i];
+            if (!m || at < m || at >= m + mapped[k]->map_len[i]) continue;
+            put(program_invocation_short_name);
+            put(": ");
+            put(mapped[k]->path[i]);
+            put(": the file became shorter while training read it (truncated, or replaced in "
+                "place): a read past its end; the last checkpoint stays\n");
+            _exit(1);
+        }
+    signal(sig, SIG_DFL); /* not a shard: the fault repeats with the default action */
+}
+
+static void watch_store(mt_token_store *st, bool on) {
+    static bool installed;
+    if (on && !installed) {
+        struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, NULL) == 0;
+    }
+    for (int k = 0; k < MAX_MAPPED_STORES; k++)
+        if (mapped[k] == (on ? NULL : st)) {
+            mapped[k] = on ? st : NULL;
+            return;
+        }
+}
+
 static void store_free(mt_token_store *st) {
+    if (st) watch_store(st, false);
     for (int i = 0; st && i < st->n_files; i++) {
         if (st->map[i]) munmap(st->map[i], st->map_len[i]);
         free(st->path[i]);
@@ -474,6 +522,7 @@ static mt_status map_shards(shard *sh, int n, const mt_tokenizer *tok, double va
             d->n += sh[i].count;
             if (pass) d->n_val += sh[i].count;
         }
+    watch_store(st, true);
     d->n_span = n;
     d->width = sh[0].width;
     d->n_vocab = tok->n_vocab;

@@ -255,6 +255,17 @@ static void release(const mt_token_span *sp, int width, size_t i, size_t n) {
     madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* An id of a mapped file beyond the vocabulary: scanned at load (scan_ids), so the file was
+   written over while training read it; the run ends naming it (the last checkpoint stays). */
+static _Noreturn void changed_under(const mt_token_span *sp, int width, size_t i, int n_vocab) {
+    fprintf(stderr,
+            "%s: %s: the id at file offset %zu is %u, outside the vocabulary of %d: the file "
+            "changed while training read it; the last checkpoint stays\n",
+            program_invocation_short_name, sp->path, sp->offset + i * (size_t)width,
+            mt_span_id(sp, width, i), n_vocab);
+    exit(1);
+}
+
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y) {
     MT_ASSERT(d->win && d->T == T && d->win[d->n_span] > 0,
               "sampler: a split for windows of %d tokens, not %d", d->T + 1, T + 1);
@@ -265,9 +276,14 @@ void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, in
         int k = span_of(d, u);
         const mt_token_span *sp = &d->span[k];
         size_t at = u - d->win[k];
+        uint32_t id = mt_span_id(sp, d->width, at), vocab = (uint32_t)d->n_vocab;
         for (int t = 0; t < T; t++) {
-            x[b * T + t] = (int)mt_span_id(sp, d->width, at + t);
-            y[b * T + t] = (int)mt_span_id(sp, d->width, at + t + 1);
+            uint32_t next = mt_span_id(sp, d->width, at + t + 1);
+            if (id >= vocab || next >= vocab)
+                changed_under(sp, d->width, at + t + (id < vocab), d->n_vocab);
+            x[b * T + t] = (int)id;
+            y[b * T + t] = (int)next;
+            id = next;
         }
         release(sp, d->width, at, (size_t)T + 1);
     }

@@ -53,7 +53,7 @@ mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a
 # prepare cut before its meta.json
 cp -r "$D/set" "$D/emptyset" && : >"$D/emptyset/train_000001.bin"
 cp "$D/set/train_000000.bin" "$D/damaged.bin"
-printf '\111\332\064\001' | dd of="$D/damaged.bin" conv=notrunc 2>/dev/null
+printf '\211\330\064\001' | dd of="$D/damaged.bin" conv=notrunc 2>/dev/null
 cp -r "$D/set" "$D/unfinished" && rm "$D/unfinished/meta.json"
 rm "$D/set/meta.json" && mkfifo "$D/set/meta.json"
 for f in optim.safetensors metrics.csv; do

@@ -90,6 +90,7 @@ int main(int argc, char **argv) {
         return fail(2, "--size takes HEIGHTxWIDTH, e.g. 32x32; got ", po.size);
     if (!po.data[0] || !po.out[0])
         return fail(2, "--data and --out are required (--help lists the flags)", NULL);
+    if (mt_output_file_check("--out", po.out, &err) != MT_OK) return fail(2, err.msg, NULL);
     struct stat sb;
     if (stat(po.data, &sb) != 0) {
         fprintf(stderr, "preview: --data %s: %s: expected an image folder or idx files\n", po.data,

@@ -27,6 +27,14 @@ static _Noreturn void die(int code, const char *msg) {
 
 static bool tty; /* progress on one line, rewritten (a terminal, one process) */
 
+/* The directories of --out that the trainer creates (mt_missing_dirs), removed again when the
+   run stops before its first step: a refused run writes nothing. */
+static int new_dirs;
+static _Noreturn void die_in_setup(const mt_train_options *o, mt_status s, const char *msg) {
+    if (mt_dist_rank() == 0) mt_remove_new_dirs(o->out, new_dirs);
+    die(mt_exit_code(s), msg);
+}
+
 /* The progress line of a logged step (mt_loop_cfg.on_log). */
 static void on_log(const mt_trainer *tr, const mt_progress *p, void *arg) {
     (void)arg;
@@ -44,7 +52,7 @@ static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
     mt_status s = mt_trainer_init(tr, &tc, &r->o.optim, &e);
     if (s == MT_OK && r->o.resume) s = mt_trainer_resume(tr, &e);
     mt_dist_agree(&s, &e);
-    if (s != MT_OK) die(mt_exit_code(s), e.msg);
+    if (s != MT_OK) die_in_setup(&r->o, s, e.msg);
 }
 
 /* Trains: the trainer set up (or resumed), the diagnostics opened, the loop run. */
@@ -52,10 +60,11 @@ static int train(const mt_run_options *r) {
     const mt_train_options *o = &r->o;
     mt_err e;
     mt_trainer tr;
+    new_dirs = mt_missing_dirs(o->out);
     open_trainer(&tr, r);
     mt_diag diag;
     mt_status s;
-    if ((s = mt_diag_open(&diag, &o->diag, &tr, &e)) != MT_OK) die(mt_exit_code(s), e.msg);
+    if ((s = mt_diag_open(&diag, &o->diag, &tr, &e)) != MT_OK) die_in_setup(o, s, e.msg);
     char warning[512];
     if (mt_dist_rank() == 0 && mt_dist_thread_warning(warning, sizeof warning))
         fprintf(stderr, "train: warning: %s\n", warning);

@@ -22,8 +22,8 @@ Two graphs, both built from the tree as it is:
 A cycle is a strongly connected component of more than one node (or a self-include). Layering
 (docs/design.md, "Modules"): a directory of src/ may use, through its includes and its objects,
 only itself and the directories LAYERS allows: nothing in src/tensor knows a layer, nothing in
-src/nn a model, src/data and src/io only src/tensor, src/nn and src/optim also src/io (the field
-tables of their components' options), src/models src/nn,
+src/nn a model, src/io only src/tensor, src/data, src/nn and src/optim also src/io (files; the
+field tables of their components' options), src/models src/nn,
 src/data and src/io, src/tasks also src/models (through a model's type only), src/ckpt (model
 files) src/models' interface, src/io and src/tensor, src/train all of those, src/diag also
 src/train (the diagnostics read the trainer), and src/app (the programs' work) everything.
@@ -51,7 +51,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LAYERS = {
     "tensor": set(),
     "nn": {"tensor", "io"},
-    "data": {"tensor"},
+    "data": {"tensor", "io"},
     "io": {"tensor"},
     "optim": {"tensor", "io"},
     "models": {"tensor", "nn", "data", "io"},

@@ -46,6 +46,22 @@ printf 'hi hh ay1\nyo y ow1\nab ey1 b iy0\nabc ey1 b iy1 s iy1\nx eh1 k s\n' >"$
     --n-embd 16 --batch 2 --steps 1 --threads 1 --out "$D/ed" >"$L" 2>&1 || fail "encdec: $(cat "$L")"
 mkfifo "$D/fifo" && ln -s fifo "$D/fifolink" # (never a link to a system file: a broken check
                                              # would replace it)
+# a pipe where a run reads a file it did not write: a shard set's meta.json, a resumed run's
+# optimizer state and metrics (each hung, waiting for a writer)
+"$B/train" --data "$D/t.txt" --prepare "$D/set" --format llmc >"$L" 2>&1 || fail "llmc: $(cat "$L")"
+# shards that are not what they seem: one empty, a header with a magic one off (20240521), a
+# prepare cut before its meta.json
+cp -r "$D/set" "$D/emptyset" && : >"$D/emptyset/train_000001.bin"
+cp "$D/set/train_000000.bin" "$D/damaged.bin"
+printf '\211\330\064\001' | dd of="$D/damaged.bin" conv=notrunc 2>/dev/null
+cp -r "$D/set" "$D/unfinished" && rm "$D/unfinished/meta.json"
+rm "$D/set/meta.json" && mkfifo "$D/set/meta.json"
+for f in optim.safetensors metrics.csv; do
+    cp -r "$D/run" "$D/fifo-$f" && rm "$D/fifo-$f/$f" && mkfifo "$D/fifo-$f/$f"
+done
+# a link to a file descriptor: the rename of a write through it would replace the file behind
+# it, here this test's log
+ln -s /proc/self/fd/1 "$D/stdout"
 
 # status|text the message must hold|program and arguments (split on spaces)
 cases() {
@@ -82,6 +98,7 @@ cases() {
 2|--arena-mb 1: a step of this model and batch takes|train --data $D/t.txt --n-ctx 64 --batch 8 --threads 1 --arena-mb 1 --out $D/arena
 2|--norm bn needs at least 2 values per channel|train --model vit --data $PWD/data/mnist --norm bn --pool mean --patch 28 --batch 1 --threads 1 --steps 1 --out $D/bn1
 2|--diag-batch 20: at most --batch (2)|train $TINY --diag-resid-every 1 --diag-batch 20 --out $D/dg
+2|--model vit has none|train --model vit --data $PWD/data/mnist --n-layer 1 --n-head 2 --n-embd 16 --threads 1 --diag-logz-every 1 --out $W/new/run
 2|unknown flag --patch|train $TINY --patch 4 --out $D/patch
 2|unknown model 'rnn' (accepted: gpt (a language model), vit|train $TINY --model rnn --out $D/rnn
 2|--task images: --model gpt takes another kind of input (accepted: text)|train $TINY --task images --out $D/task
@@ -139,6 +156,19 @@ cases() {
 2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
 2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir
 2|--tokenizer-out $D/fifo is a pipe|export --checkpoint $ML --format llama2c --out m.bin --tokenizer-out $D/fifo
+2|--out $D/stdout names an open file descriptor|export --checkpoint $ML --format gguf --out $D/stdout
+2|--out /dev/stdout names an open file descriptor|export --checkpoint $ML --format gguf --out /dev/stdout
+2|--prepare $D/stdout names an open file descriptor|train --data $D/t.txt --prepare $D/stdout
+2|--prepare $D/fifo is a pipe|train --data $D/t.txt --prepare $D/fifo
+2|--config $D/fifo is a pipe: expected a regular file|train $TINY --config $D/fifo
+2|$D/set/meta.json is a pipe: expected a regular file|train $TINY --data $D/set
+2|$D/emptyset/train_000001.bin is empty: expected an llm.c shard|train $TINY --data $D/emptyset
+2|$D/damaged.bin: starts with 20240521 (version 1, 18000 ids), close to an llm.c shard's magic 20240520: this looks like a damaged llm.c header|train $TINY --data $D/damaged.bin --data-vocab 65536
+2|without a meta.json beside it, named as ./train --prepare --format llmc names its shards: that writes meta.json last, so this looks like an unfinished prepare|train $TINY --data $D/unfinished
+2|$D/fifo-optim.safetensors/optim.safetensors is a pipe|train --resume --out $D/fifo-optim.safetensors --steps 3
+2|$D/fifo-metrics.csv/metrics.csv is a pipe|train --resume --out $D/fifo-metrics.csv --steps 3
+2|the class names file $D/fifo is a pipe|preview --data $PWD/data/mnist --classes $D/fifo --out $D/g.png
+2|--out $D/fifo is a pipe|preview --data $PWD/data/mnist --out $D/fifo
 2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png
 2|none of the 1 files in its 1 class subdirectories is an image|preview --data $D/junk --channels 3 --out $D/g.png
 2|make a 4294972194x4294972230 preview; it has at most 16384|preview --data $PWD/data/mnist --size 86x86 --scale 16647179 --n 9 --out $D/g.png
@@ -156,7 +186,8 @@ while IFS='|' read -r want text cmd; do
     n=$((n + 1))
     touch "$T/stamp"
     prog=${cmd%% *}
-    (cd "$W" && exec "$OLDPWD/$B/$prog" ${cmd#* } >"$L" 2>&1 </dev/null)
+    # (a timeout: a case that waits on a pipe fails with 124 instead of hanging the test)
+    (cd "$W" && exec timeout 30 "$OLDPWD/$B/$prog" ${cmd#* } >"$L" 2>&1 </dev/null)
     rc=$?
     [ "$rc" -eq "$want" ] || fail "case $n ($cmd): exit $rc, expected $want: $(cat "$L")"
     grep -qF -- "$text" "$L" || fail "case $n ($cmd): the message does not say '$text': $(cat "$L")"
@@ -172,6 +203,51 @@ echo old >"$D/target.gguf" && ln -s target.gguf "$D/link.gguf"
 [ -L "$D/link.gguf" ] && [ "$(head -c 4 "$D/target.gguf")" = GGUF ] ||
     fail "an export through a link: $(ls -l "$D/link.gguf" "$D/target.gguf")"
 [ $n -ge 50 ] || fail "only $n cases ran"
+
+# a full disk while logging (a file size limit of 1 KiB: metrics.csv reaches it first): the run
+# stops naming the file, which ends with a whole row (it kept the part of a row that fitted)
+(ulimit -f 2 && trap '' XFSZ && exec "$B/train" $TINY --steps 100 --log-every 1 --eval-every 0 \
+    --save-every 0 --out "$T/full") >/dev/null 2>"$L" # (stdout would reach the limit too)
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write the metrics file" "$L" || fail "a full disk: exit $rc: $(cat "$L")"
+[ "$(tail -c 1 "$T/full/metrics.csv" | od -An -c | tr -d ' ')" = '\n' ] &&
+    awk -F, 'NF != 8 { exit 1 }' "$T/full/metrics.csv" ||
+    fail "a full disk left a partial row: $(tail -n 2 "$T/full/metrics.csv")"
+
+# a set of many short shards, several of them val files: the training split is the train files
+# alone (the spans after it had their lengths wrapped below zero: a crash, SIGSEGV); shards all
+# shorter than a window are refused as such
+head -c 3000 "$D/t.txt" >"$D/t3.txt"
+"$B/train" --data "$D/t3.txt" --prepare "$D/short" --format llmc --shard-tokens 12 >"$L" 2>&1 ||
+    fail "short shards: $(cat "$L")"
+H="--n-layer 1 --n-head 2 --n-embd 16 --batch 2 --threads 1 --steps 20 --eval-every 10"
+"$B/train" --data "$D/short" $H --n-ctx 8 --out "$T/short" >"$L" 2>&1 ||
+    fail "a set of 25 val shards: exit $?: $(cat "$L")"
+"$B/train" --data "$D/short" $H --n-ctx 16 --out "$W/short" >"$L" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the training split has 2700 tokens in shards shorter than a window" "$L" &&
+    [ -z "$(ls -A "$W")" ] || fail "shards shorter than a window: exit $rc: $(cat "$L")"
+
+# a shard changed while a run maps it: truncated to its header (a read past its end: SIGBUS), or
+# its ids written over (65535, beyond the vocabulary): the run ends with exit 1 naming the file
+# (one that goes on is stopped at 30 s: exit 124)
+for how in truncate overwrite; do
+    mkdir -p "$T/$how" && cp "$D/unfinished/train_000000.bin" "$T/$how/" &&
+        echo '{"vocab_size": 256}' >"$T/$how/meta.json"
+    timeout 30 "$B/train" --data "$T/$how" --n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 \
+        --threads 1 --steps 100000000 --log-every 100 --eval-every 0 --save-every 0 \
+        --out "$T/$how.out" >/dev/null 2>"$L" </dev/null &
+    pid=$!
+    sleep 1
+    if [ $how = truncate ]; then truncate -s 1024 "$T/$how/train_000000.bin"
+    else head -c 36000 /dev/zero | tr '\0' '\377' |
+        dd of="$T/$how/train_000000.bin" bs=1024 seek=1 conv=notrunc 2>/dev/null
+    fi
+    wait $pid
+    rc=$?
+    grep -q "$T/$how/train_000000.bin: the .* while training read it" "$L" && [ $rc -eq 1 ] ||
+        fail "a shard changed under a run ($how): exit $rc: $(cat "$L")"
+done
 
 # --out o/ is the run of --out o (its saved options say o): the same run starts over
 "$B/train" $TINY --steps 2 --out "$D/run/" >"$L" 2>&1 || fail "--out with a slash: $(cat "$L")"

@@ -105,6 +105,8 @@ static mt_status prepare_check(const mt_run_options *r, mt_err *err) {
         return mt_errorf(err, MT_EINVAL, "--prepare runs in one process, not under mpirun");
     if ((!mt_data_is_set(data) && mt_file_check("--data", data, err) != MT_OK) ||
         mt_output_check("--prepare", o->prepare, "--data", data, err) != MT_OK ||
+        (o->format == MT_PREPARE_MT &&
+         mt_output_file_check("--prepare", o->prepare, err) != MT_OK) ||
         (o->format == MT_PREPARE_LLMC && check_llmc_dir(o->prepare, err) != MT_OK))
         return MT_EINVAL;
     return MT_OK;

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "../io/io.h"
 #include "data.h"
 
 static const mt_enum_item SPLITS[] = {
@@ -399,19 +401,18 @@ static mt_status build_dict(entry *e, int n, mt_g2p_dict *d, const char *path, m
 
 mt_status mt_g2p_load(const char *path, const mt_g2p_vocab *vocab, mt_g2p_dict *d, mt_err *err) {
     memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            return mt_errorf(err, MT_EINVAL,
-                             "%s: no such file (CMUdict in festival's format comes "
-                             "with the Debian package festlex-cmu: apt-get install festlex-cmu, "
-                             "or make deps)",
-                             path);
-        return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    }
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: no such file (CMUdict in festival's format comes "
+                         "with the Debian package festlex-cmu: apt-get install festlex-cmu, "
+                         "or make deps)",
+                         path);
+    FILE *f;
+    mt_status s = mt_file_open("the dictionary", path, "rb", &f, err);
+    if (s != MT_OK) return s;
     entry *e = NULL;
     int n = 0;
-    mt_status s = read_entries(f, path, d, &e, &n, err);
+    s = read_entries(f, path, d, &e, &n, err);
     fclose(f);
     d->n_entries = n;
     if (s == MT_OK && vocab) {

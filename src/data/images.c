@@ -1,6 +1,7 @@
 /* mt images: image-folder and MNIST-format (idx) datasets, resizing, the train/validation split,
  * per-channel normalisation and batches.
  * Shapes: pixels (n, H, W, C) bytes as decoded; batches x (B, C, H, W) floats. */
+#include "../io/io.h"
 #include "data.h"
 
 #include <cjson/cJSON.h>
@@ -480,9 +481,9 @@ static mt_status load_idx_pair(const char *images, const char *labels, const mt_
 
 /* Class names from a file, one per line; it must name every label. */
 static mt_status read_class_names(const char *path, mt_images *ds, mt_err *err) {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return mt_errorf(err, MT_EIO, "%s: cannot open the class names: %s", path, strerror(errno));
+    FILE *f;
+    mt_status s = mt_file_open("the class names file", path, "r", &f, err);
+    if (s != MT_OK) return s;
     char line[256];
     char **names = NULL;
     int n = 0;

@@ -1,6 +1,7 @@
 /* mt images: a labelled grid of samples as a PNG, to look at a dataset before training on it.
  * Layout (data.h): cells of the image scaled up `scale` times with a 2-pixel border, over a
  * 12-pixel strip with the class name drawn by stb_easy_font (a header-only vector font). */
+#include "../io/io.h"
 #include "data.h"
 
 #include <math.h>
@@ -29,6 +30,9 @@ static void draw_text(uint8_t *rgb, int w, int h, int x, int y, char *text) {
                 memset(rgb + ((size_t)yy * w + xx) * 3, 255, 3);
     }
 }
+
+/* stb_image_write's callback: n bytes to the FILE ctx (its error flag says if one failed) */
+static void write_to(void *ctx, void *data, int n) { fwrite(data, 1, (size_t)n, ctx); }
 
 mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scale,
                             const char *png_path, mt_err *err) {
@@ -68,7 +72,12 @@ mt_status mt_images_preview(const mt_images *ds, const int *idx, int n, int scal
             name[--len] = 0;
         draw_text(rgb, w, h, x0, y0 + scale * ds->H + 2, name);
     }
-    int ok = stbi_write_png(png_path, w, h, 3, rgb, w * 3);
+    mt_atomic_file a;
+    mt_status s = mt_atomic_open(&a, png_path, err);
+    if (s == MT_OK) {
+        int ok = stbi_write_png_to_func(write_to, a.f, w, h, 3, rgb, w * 3);
+        s = mt_atomic_close(&a, ok && !ferror(a.f), err);
+    }
     free(rgb);
-    return ok ? MT_OK : mt_errorf(err, MT_EIO, "%s: cannot write the preview PNG", png_path);
+    return s;
 }

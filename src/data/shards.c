@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/io.h"
 #include "data.h"
 
 typedef enum { FMT_MT, FMT_LLMC, FMT_RAW } shard_format;
@@ -214,15 +216,24 @@ static mt_status llmc_header(shard *sh, const unsigned char *h, size_t got, mt_e
     return check_size(sh, "the header", err);
 }
 
+/* A file that is not an llm.c shard by its magic, but whose first 12 bytes read as one's header
+   (magic, version, count) with the magic a little off: within 16 of 20240520 (20240522: llm.c's
+   evaluation files), or 2 bits off with a version of 1 or 2. */
+static bool damaged_llmc(const unsigned char *h, size_t got) {
+    if (got < 12) return false;
+    int64_t magic = (int64_t)le(h, 4), version = (int64_t)le(h + 4, 4);
+    int bits = __builtin_popcountll((uint64_t)magic ^ MT_LLMC_MAGIC);
+    return llabs(magic - MT_LLMC_MAGIC) <= 16 || (bits <= 2 && (version == 1 || version == 2));
+}
+
 /* Opens and checks one file: its format is detected (the first shard's, first NULL) or must be
    the first's, as must its width. raw: raw ids are allowed (their vocabulary is known). */
 static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err) {
     struct stat sb;
-    if ((sh->fd = open(sh->path, O_RDONLY)) < 0)
-        return mt_errorf(err, MT_EIO, "%s: cannot open: %s", sh->path, strerror(errno));
-    if (fstat(sh->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return mt_errorf(err, MT_EINVAL, "--data %s is not a regular file: expected a token file",
-                         sh->path);
+    mt_status s = mt_fd_open("--data", sh->path, O_RDONLY, &sh->fd, err);
+    if (s == MT_OK && fstat(sh->fd, &sb) != 0)
+        s = mt_errorf(err, MT_EIO, "%s: cannot stat: %s", sh->path, strerror(errno));
+    if (s != MT_OK) return s;
     sh->size = (uint64_t)sb.st_size;
     sh->val = val_name(sh->path);
     unsigned char h[MT_LLMC_HEADER];
@@ -231,6 +242,16 @@ static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err
     sh->fmt = got >= 8 && memcmp(h, MT_TOKFILE_MAGIC, 8) == 0 ? FMT_MT
               : got >= 4 && le(h, 4) == MT_LLMC_MAGIC         ? FMT_LLMC
                                                               : FMT_RAW;
+    if (sh->size == 0)
+        return mt_errorf(err, MT_EFORMAT, "%s is empty: expected %s", sh->path,
+                         first ? FORMAT_NAME[first->fmt] : "token ids (docs/data.md)");
+    if (sh->fmt == FMT_RAW && damaged_llmc(h, got))
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: starts with %llu (version %llu, %llu ids), close to an llm.c "
+                         "shard's magic 20240520: this looks like a damaged llm.c header, not "
+                         "raw ids; write the shard again",
+                         sh->path, (unsigned long long)le(h, 4), (unsigned long long)le(h + 4, 4),
+                         (unsigned long long)le(h + 8, 4));
     if (first && sh->fmt != first->fmt)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: starts with 0x%08llx, so it is %s, but %s is %s (magic %s): the "
@@ -248,7 +269,6 @@ static mt_status open_shard(shard *sh, const shard *first, bool raw, mt_err *err
                          "beside them; a text makes a token file with ./train --data TEXT "
                          "--prepare FILE.bin",
                          sh->path);
-    mt_status s = MT_OK;
     if (sh->fmt == FMT_MT) s = mt_header(sh, h, got, err);
     else if (sh->fmt == FMT_LLMC) s = llmc_header(sh, h, got, err);
     else if (sh->size % 2)
@@ -283,12 +303,12 @@ static bool meta_path(const char *path, char *meta, size_t len) {
 /* The tokenizer of meta.json: mt's tokenizer JSON (what --prepare --format llmc writes) or
    {"vocab_size": N} (nanoGPT's meta.pkl's key), an ids tokenizer of N ids. */
 static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
-    FILE *f = fopen(meta, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", meta, strerror(errno));
+    FILE *f;
+    mt_status s = mt_file_open("the set's vocabulary", meta, "rb", &f, err);
+    if (s != MT_OK) return s;
     char *buf = malloc(META_MAX + 1);
     size_t n = buf ? fread(buf, 1, META_MAX + 1, f) : 0;
     fclose(f);
-    mt_status s = MT_OK;
     if (!buf) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", meta);
     buf[n < META_MAX ? n : META_MAX] = 0;
     cJSON *o = n <= META_MAX ? cJSON_Parse(buf) : NULL;
@@ -312,6 +332,16 @@ static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
     return s;
 }
 
+/* path's file name is one ./train --prepare --format llmc writes: train_NNNNNN.bin, val_NNNNNN.bin */
+static bool prepared_name(const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t k = !strncmp(base, "train_", 6) ? 6 : !strncmp(base, "val_", 4) ? 4 : 0;
+    if (!k || strlen(base) != k + 10 || strcmp(base + k + 6, ".bin") != 0) return false;
+    for (size_t i = k; i < k + 6; i++)
+        if (base[i] < '0' || base[i] > '9') return false;
+    return true;
+}
+
 /* The tokenizer of the set (first: its first file) into tok, and where its vocabulary comes from
    (source, for messages). */
 static mt_status set_tokenizer(const shard *first, const mt_text_cfg *c, mt_tokenizer *meta_tok,
@@ -330,6 +360,13 @@ static mt_status set_tokenizer(const shard *first, const mt_text_cfg *c, mt_toke
         snprintf(source, len, "--data-vocab");
         return mt_tok_init_ids(tok, c->data_vocab, err);
     }
+    if (!has_meta && prepared_name(first->path))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s is %s without a meta.json beside it, named as ./train --prepare "
+                         "--format llmc names its shards: that writes meta.json last, so this "
+                         "looks like an unfinished prepare (run it again into a new directory); "
+                         "shards from elsewhere need --data-vocab N",
+                         first->path, FORMAT_NAME[first->fmt]);
     if (!has_meta)
         return mt_errorf(err, MT_EINVAL,
                          "%s is %s, which carries no vocabulary size: give --data-vocab N "
@@ -369,7 +406,54 @@ static mt_status scan_ids(const shard *sh, int vocab, const char *source, unsign
     return MT_OK;
 }
 
+/* ---- a mapped file that changes under the run ------------------------------------------------
+ * A shard truncated while mapped makes a read past its new end SIGBUS: the handler names the file
+ * of the faulting address (write and _exit only: async-signal-safe) and ends the run with exit 1
+ * (the last checkpoint stays). A fault outside the stores registered here is the default's. */
+#define MAX_MAPPED_STORES 16
+static mt_token_store *volatile mapped[MAX_MAPPED_STORES];
+
+static void put(const char *s) {
+    for (size_t n = strlen(s); n;) {
+        ssize_t k = write(2, s, n);
+        if (k <= 0) return;
+        s += k, n -= (size_t)k;
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    const char *at = si->si_addr;
+    for (int k = 0; k < MAX_MAPPED_STORES; k++)
+        for (int i = 0; mapped[k] && i < mapped[k]->n_files; i++) {
+            const char *m = mapped[k]->map[i];
+            if (!m || at < m || at >= m + mapped[k]->map_len[i]) continue;
+            put(program_invocation_short_name);
+            put(": ");
+            put(mapped[k]->path[i]);
+            put(": the file became shorter while training read it (truncated, or replaced in "
+                "place): a read past its end; the last checkpoint stays\n");
+            _exit(1);
+        }
+    signal(sig, SIG_DFL); /* not a shard: the fault repeats with the default action */
+}
+
+static void watch_store(mt_token_store *st, bool on) {
+    static bool installed;
+    if (on && !installed) {
+        struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, NULL) == 0;
+    }
+    for (int k = 0; k < MAX_MAPPED_STORES; k++)
+        if (mapped[k] == (on ? NULL : st)) {
+            mapped[k] = on ? st : NULL;
+            return;
+        }
+}
+
 static void store_free(mt_token_store *st) {
+    if (st) watch_store(st, false);
     for (int i = 0; st && i < st->n_files; i++) {
         if (st->map[i]) munmap(st->map[i], st->map_len[i]);
         free(st->path[i]);
@@ -438,6 +522,7 @@ static mt_status map_shards(shard *sh, int n, const mt_tokenizer *tok, double va
             d->n += sh[i].count;
             if (pass) d->n_val += sh[i].count;
         }
+    watch_store(st, true);
     d->n_span = n;
     d->width = sh[0].width;
     d->n_vocab = tok->n_vocab;

@@ -5,30 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/io.h"
 #include "data.h"
 
 #define TOKFILE_HEADER 28
 
-/* fopen succeeds on a directory, whose ftell then says LONG_MAX: MT_EINVAL for anything but a
-   regular file (f is closed then). */
-static mt_status check_regular(FILE *f, const char *path, mt_err *err) {
-    struct stat sb;
-    bool known = fstat(fileno(f), &sb) == 0;
-    if (known && S_ISREG(sb.st_mode)) return MT_OK;
-    fclose(f);
-    return mt_errorf(err, MT_EINVAL, "%s is %s: expected a text file or a token file FILE.bin",
-                     path, known && S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-}
-
 /* Reads a whole file into a malloc'd buffer (NUL-terminated, *len without the NUL). */
 static mt_status read_file(const char *path, char **buf, size_t *len, mt_err *err) {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    mt_status s = check_regular(f, path, err);
+    FILE *f;
+    mt_status s = mt_file_open("--data", path, "rb", &f, err);
     if (s != MT_OK) return s;
     off_t size = -1;
     if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
@@ -191,8 +179,8 @@ static mt_status view(const mt_tokens *all, size_t lo, size_t hi, int T, mt_toke
         return mt_errorf(err, MT_ENOMEM, "out of memory");
     v->win[0] = 0;
     size_t at = 0; /* the first id of span k */
-    for (int k = 0; k < all->n_span; at += all->span[k++].n) {
-        mt_token_span sp = all->span[k];
+    for (int k = 0; k < all->n_span && at < hi; at += all->span[k++].n) {
+        mt_token_span sp = all->span[k]; /* its ids [a, b) are in [lo, hi) */
         size_t a = lo > at ? lo - at : 0, b = hi < at + sp.n ? hi - at : sp.n;
         if (a >= b) continue;
         sp.ids += a * (size_t)all->width, sp.offset += a * (size_t)all->width, sp.n = b - a;
@@ -267,6 +255,17 @@ static void release(const mt_token_span *sp, int width, size_t i, size_t n) {
     madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* An id of a mapped file beyond the vocabulary: scanned at load (scan_ids), so the file was
+   written over while training read it; the run ends naming it (the last checkpoint stays). */
+static _Noreturn void changed_under(const mt_token_span *sp, int width, size_t i, int n_vocab) {
+    fprintf(stderr,
+            "%s: %s: the id at file offset %zu is %u, outside the vocabulary of %d: the file "
+            "changed while training read it; the last checkpoint stays\n",
+            program_invocation_short_name, sp->path, sp->offset + i * (size_t)width,
+            mt_span_id(sp, width, i), n_vocab);
+    exit(1);
+}
+
 void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, int *y) {
     MT_ASSERT(d->win && d->T == T && d->win[d->n_span] > 0,
               "sampler: a split for windows of %d tokens, not %d", d->T + 1, T + 1);
@@ -277,9 +276,14 @@ void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, in
         int k = span_of(d, u);
         const mt_token_span *sp = &d->span[k];
         size_t at = u - d->win[k];
+        uint32_t id = mt_span_id(sp, d->width, at), vocab = (uint32_t)d->n_vocab;
         for (int t = 0; t < T; t++) {
-            x[b * T + t] = (int)mt_span_id(sp, d->width, at + t);
-            y[b * T + t] = (int)mt_span_id(sp, d->width, at + t + 1);
+            uint32_t next = mt_span_id(sp, d->width, at + t + 1);
+            if (id >= vocab || next >= vocab)
+                changed_under(sp, d->width, at + t + (id < vocab), d->n_vocab);
+            x[b * T + t] = (int)id;
+            y[b * T + t] = (int)next;
+            id = next;
         }
         release(sp, d->width, at, (size_t)T + 1);
     }

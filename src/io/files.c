@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -28,6 +30,17 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err) {
     return MT_OK;
 }
 
+/* path's last component cut off ("a/b/" -> "a", "a" -> ".", "/a" -> "/"); false at "." or "/". */
+static bool cut_last(char *path) {
+    if (strcmp(path, ".") == 0 || strcmp(path, "/") == 0) return false;
+    char *slash = strrchr(path, '/');
+    while (slash && slash > path && slash[1] == 0) *slash = 0, slash = strrchr(path, '/');
+    if (!slash) strcpy(path, ".");
+    else if (slash == path) strcpy(path, "/");
+    else *slash = 0;
+    return true;
+}
+
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) {
     char probe[1100], parent[1024];
     struct stat sb;
@@ -40,11 +53,7 @@ mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err) 
         if (errno != ENOENT)
             return mt_errorf(err, MT_EINVAL, "%s %s: %s: expected a writable directory", flag, dir,
                              strerror(errno));
-        char *slash = strrchr(parent, '/');
-        while (slash && slash > parent && slash[1] == 0) *slash = 0, slash = strrchr(parent, '/');
-        if (!slash) strcpy(parent, ".");
-        else if (slash == parent) strcpy(parent, "/");
-        else *slash = 0;
+        cut_last(parent);
     }
     if (!S_ISDIR(sb.st_mode))
         return mt_errorf(err, MT_EINVAL, "%s %s: %s is a file, expected a directory", flag, dir,
@@ -106,9 +115,66 @@ static const char *file_kind(const struct stat *st) {
                                    : "not a regular file";
 }
 
+mt_status mt_fd_open(const char *what, const char *path, int flags, int *fd, mt_err *err) {
+    /* O_NONBLOCK: a pipe opens at once (instead of waiting for its other end) to be refused */
+    *fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat st;
+    if (*fd < 0 && errno != ENXIO) /* ENXIO: a pipe opened for writing that no one reads */
+        return mt_errorf(err, MT_EIO, "%s %s: cannot open: %s", what, path, strerror(errno));
+    if (*fd < 0 ? stat(path, &st) != 0 : fstat(*fd, &st) != 0) st.st_mode = 0;
+    if (S_ISREG(st.st_mode) && fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) == 0)
+        return MT_OK;
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return mt_errorf(err, MT_EINVAL, "%s %s is %s: expected a regular file", what, path,
+                     file_kind(&st));
+}
+
+mt_status mt_file_open(const char *what, const char *path, const char *mode, FILE **f,
+                       mt_err *err) {
+    int fd, flags = mode[0] == 'r'   ? (strchr(mode, '+') ? O_RDWR : O_RDONLY)
+                    : mode[0] == 'a' ? O_WRONLY | O_CREAT | O_APPEND
+                                     : O_WRONLY | O_CREAT | O_TRUNC;
+    mt_status s = mt_fd_open(what, path, flags, &fd, err);
+    if (s != MT_OK || (*f = fdopen(fd, mode))) return s;
+    close(fd);
+    return mt_errorf(err, MT_EIO, "%s %s: cannot open: %s", what, path, strerror(errno));
+}
+
+/* true when path, or a symbolic link on the way from it to its file, lies in /proc
+   (/proc/self/fd/1, /dev/stdout, /dev/fd/1): the name of a file descriptor, whatever it is open
+   on now, where a rename would replace the file behind it (a log the shell appends to). */
+static bool names_descriptor(const char *path) {
+    char hop[4096], next[4096];
+    snprintf(hop, sizeof hop, "%s", path);
+    for (int hops = 0; hops < 40; hops++) { /* the kernel's limit on links followed */
+        struct stat st;
+        struct statfs fs;
+        char dir[4096];
+        if (lstat(hop, &st) != 0 || !S_ISLNK(st.st_mode)) return false;
+        snprintf(dir, sizeof dir, "%s", hop);
+        if (statfs(dirname(dir), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC) return true;
+        ssize_t n = readlink(hop, next, sizeof next - 1);
+        if (n < 0) return false;
+        next[n] = 0;
+        snprintf(dir, sizeof dir, "%s", hop);
+        const char *base = next[0] == '/' ? "" : dirname(dir), *sep = next[0] == '/' ? "" : "/";
+        if (snprintf(hop, sizeof hop, "%s%s%.4000s", base, sep, next) >= (int)sizeof hop)
+            return false;
+    }
+    return false;
+}
+
 mt_status mt_output_file_check(const char *flag, const char *path, mt_err *err) {
     struct stat st;
     if (!*path) return mt_errorf(err, MT_EINVAL, "%s: no file given: expected a path", flag);
+    if (names_descriptor(path))
+        return mt_errorf(err, MT_EINVAL,
+                         "%s %s names an open file descriptor (/proc/self/fd, /dev/stdout): "
+                         "expected a regular file or a new name (the file is written beside it "
+                         "and renamed over it, which would replace what the descriptor is open "
+                         "on)",
+                         flag, path);
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return MT_OK; /* new, or a file */
     return mt_errorf(err, MT_EINVAL,
                      "%s %s is %s: expected a regular file or a new name (the file is written "
@@ -182,6 +248,21 @@ mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err) {
         if (!(*p = c)) break;
     }
     return MT_OK;
+}
+
+int mt_missing_dirs(const char *path) {
+    char buf[1024];
+    struct stat st;
+    int n = 0;
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
+    while (stat(buf, &st) != 0 && errno == ENOENT && cut_last(buf)) n++;
+    return n;
+}
+
+void mt_remove_new_dirs(const char *path, int n) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (int i = 0; i < n && rmdir(buf) == 0; i++) cut_last(buf);
 }
 
 int mt_exit_code(mt_status s) { return s == MT_EINVAL || s == MT_EFORMAT ? 2 : 1; }

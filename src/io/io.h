@@ -60,6 +60,13 @@ int mt_exit_code(mt_status s);
  * flag names the option in messages ("--data"); every failure is MT_EINVAL but the memory one. */
 /* path is an existing, readable regular file (not a directory). */
 mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
+/* Every file mt reads or appends to is opened here: fopen's mode ("rb", "r+b", "ab", "wb") on a
+   regular file only. A pipe, a device or a directory is MT_EINVAL "what path is a pipe: expected
+   a regular file", found without waiting for a pipe's other end; MT_EIO when it cannot be opened.
+   what names the file in messages ("--config", "the metrics file"). */
+mt_status mt_file_open(const char *what, const char *path, const char *mode, FILE **f, mt_err *err);
+/* The same as a file descriptor: open(2)'s flags (O_RDONLY, ...); *fd -1 on a failure. */
+mt_status mt_fd_open(const char *what, const char *path, int flags, int *fd, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be
    created there (probed: a file is created and removed). */
 mt_status mt_dir_check_writable(const char *flag, const char *dir, mt_err *err);
@@ -69,6 +76,11 @@ mt_status mt_output_check(const char *flag, const char *out, const char *in_flag
                           mt_err *err);
 /* mkdir -p path (flag names it in messages). */
 mt_status mt_make_dirs(const char *flag, const char *path, mt_err *err);
+/* How many of path's last components do not exist: the directories mt_make_dirs would create. */
+int mt_missing_dirs(const char *path);
+/* Removes path and its parents, n directories in all, while they are empty: what mt_make_dirs
+   created for a run refused before it wrote anything. */
+void mt_remove_new_dirs(const char *path, int n);
 /* true when the JSON objects a and b hold the same keys with the same values; else msg gets the
    first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys). */
 bool mt_json_same(const char *a, const char *b, char *msg, size_t len);
@@ -84,7 +96,8 @@ typedef struct {
     char *target; /* path, or the file its symbolic link names */
 } mt_atomic_file;
 /* MT_EINVAL naming flag when path exists and is not a regular file (after symbolic links): a
-   device, a pipe, a directory would be replaced by the rename. */
+   device, a pipe, a directory would be replaced by the rename; nor a link through /proc
+   (/dev/stdout, /proc/self/fd/N): the rename would replace the file the descriptor is open on. */
 mt_status mt_output_file_check(const char *flag, const char *path, mt_err *err);
 mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err);
 /* ok: every write succeeded. MT_EIO naming path when ok is false or the file cannot be

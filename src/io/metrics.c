@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -23,11 +24,11 @@ static double row_elapsed(const char *line) {
    one, its kept rows given an empty elapsed_s. */
 static mt_status truncate_rows(const char *path, long keep_until, double *elapsed, mt_err *err) {
     *elapsed = 0;
-    FILE *f = fopen(path, "r+b");
-    if (!f)
-        return errno == ENOENT
-                   ? MT_OK
-                   : mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) return MT_OK;
+    FILE *f;
+    mt_status s = mt_file_open("the metrics file", path, "r+b", &f, err);
+    if (s != MT_OK) return s;
     char line[512];
     off_t keep = 0; /* bytes kept */
     bool header = true, old = false;
@@ -86,9 +87,10 @@ mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
         mt_status s = truncate_rows(path, keep_until, &m->elapsed0, err);
         if (s != MT_OK) return s;
     }
-    m->f = fopen(path, keep_until >= 0 ? "ab" : "wb");
-    if (!m->f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (ftello(m->f) == 0 && (fputs(header, m->f) == EOF || fflush(m->f) != 0)) {
+    mt_status s = mt_file_open("the metrics file", path, keep_until >= 0 ? "ab" : "wb", &m->f, err);
+    if (s != MT_OK) return s;
+    setvbuf(m->f, NULL, _IONBF, 0); /* a row is one write (mt_metrics_write) */
+    if (lseek(fileno(m->f), 0, SEEK_END) == 0 && fputs(header, m->f) == EOF) {
         mt_metrics_close(m);
         return mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
@@ -96,17 +98,24 @@ mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
 }
 
 mt_status mt_metrics_write(mt_metrics *m, const mt_metrics_row *r, mt_err *err) {
-    char val[32] = "";
+    char row[4096], val[32] = "";
     if (!isnan(r->val_loss)) snprintf(val, sizeof val, "%.6f", r->val_loss);
-    /* flushed every row, so the file can be followed (tail -f, a plotting loop) while training */
-    bool ok = fprintf(m->f, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f,%.3f", r->step, r->loss, val, r->lr,
-                      r->grad_norm, r->ms, r->tok_per_s, r->elapsed_s) >= 0;
-    for (int k = 0; k < m->n_extra && ok; k++)
-        ok = r->extra && !isnan(r->extra[k]) ? fprintf(m->f, ",%.6f", r->extra[k]) >= 0
-                                             : fputc(',', m->f) != EOF;
-    if (!ok || fputc('\n', m->f) == EOF || fflush(m->f) != 0)
-        return mt_errorf(err, MT_EIO, "cannot write the metrics file: %s", strerror(errno));
-    return MT_OK;
+    int len = snprintf(row, sizeof row, "%ld,%.6f,%s,%.6g,%.6g,%.3f,%.1f,%.3f", r->step, r->loss,
+                       val, r->lr, r->grad_norm, r->ms, r->tok_per_s, r->elapsed_s);
+    for (int k = 0; k < m->n_extra && len < (int)sizeof row; k++)
+        len += r->extra && !isnan(r->extra[k])
+                   ? snprintf(row + len, sizeof row - (size_t)len, ",%.6f", r->extra[k])
+                   : snprintf(row + len, sizeof row - (size_t)len, ",");
+    if (len + 1 >= (int)sizeof row)
+        return mt_errorf(err, MT_EIO, "the metrics file: a row of over %zu bytes", sizeof row);
+    row[len++] = '\n';
+    /* one unbuffered write a row, so the file can be followed (tail -f, a plotting loop) while
+       training; a short write (a full disk) is cut back off: the file ends with a whole row */
+    off_t end = lseek(fileno(m->f), 0, SEEK_END);
+    if (fwrite(row, 1, (size_t)len, m->f) == (size_t)len) return MT_OK;
+    mt_status s = mt_errorf(err, MT_EIO, "cannot write the metrics file: %s", strerror(errno));
+    if (end >= 0 && ftruncate(fileno(m->f), end) == 0) clearerr(m->f);
+    return s;
 }
 
 void mt_metrics_close(mt_metrics *m) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fields.h"
+#include "io.h"
 
 /* A named field of a set, with the struct that holds it. */
 typedef struct {
@@ -366,8 +367,9 @@ mt_status mt_fieldset_parse_ini_bytes(const mt_fieldset *sets, int n, const char
 
 mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path, mt_settings *out,
                                mt_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    mt_status s = mt_file_open("--config", path, "rb", &f, err);
+    if (s != MT_OK) return s;
     char *text = NULL;
     size_t len = 0;
     off_t size = -1;
@@ -376,9 +378,8 @@ mt_status mt_fieldset_read_ini(const mt_fieldset *sets, int n, const char *path,
               (text = malloc((size_t)size + 1)) &&
               (len = fread(text, 1, (size_t)size, f)) == (size_t)size;
     fclose(f);
-    mt_status s = ok ? mt_fieldset_parse_ini_bytes(sets, n, text, len, path, out, err)
-                     : mt_errorf(err, MT_EIO, "%s: cannot read (a config file is under 1 MiB)",
-                                 path);
+    s = ok ? mt_fieldset_parse_ini_bytes(sets, n, text, len, path, out, err)
+           : mt_errorf(err, MT_EIO, "%s: cannot read (a config file is under 1 MiB)", path);
     free(text);
     return s;
 }

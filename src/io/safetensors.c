@@ -316,13 +316,11 @@ out:
 
 mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, MT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    /* a directory opens, and ftell then reports LONG_MAX: only a regular file is read */
-    struct stat sb;
+    FILE *f;
+    mt_status s = mt_file_open("the safetensors file", path, "rb", &f, err);
+    if (s != MT_OK) return s;
     off_t size = -1;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fseeko(f, 0, SEEK_END) == 0)
-        size = ftello(f);
+    if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
     if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return mt_errorf(err, MT_EIO, "%s: cannot read (not a regular file?)", path);
@@ -334,8 +332,8 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
     }
     bool ok = fread(buf, 1, (size_t)size, f) == (size_t)size;
     fclose(f);
-    mt_status s = ok ? mt_st_parse(path, buf, (size_t)size, st, err)
-                     : mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    s = ok ? mt_st_parse(path, buf, (size_t)size, st, err)
+           : mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
     free(buf);
     return s;
 }

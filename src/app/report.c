@@ -41,7 +41,7 @@ static void print_state(FILE *f, const mt_trainer *tr) {
     const mt_params *P = tr->P;
     double slot_bytes = (double)tr->opt.n_slots * sizeof(float), whole = slot_bytes * P->total;
     double bytes[N], most = 0, largest = 0;
-    if (tr->cfg.zero) mt_zero_state_bytes(&tr->zero, &tr->opt, bytes);
+    if (tr->par->sharded) mt_zero_state_bytes(&tr->zero, &tr->opt, bytes);
     else
         for (int r = 0; r < N; r++) bytes[r] = whole;
     for (int i = 0; i < P->n; i++) {
@@ -55,7 +55,7 @@ static void print_state(FILE *f, const mt_trainer *tr) {
         most = bytes[r] > most ? bytes[r] : most;
     }
     fprintf(f, " (the whole %.0f, the largest tensor's %.0f; %s the most %.3f x 1/%d of it)\n",
-            whole, largest, tr->cfg.zero ? "--zero 1," : "not sharded,",
+            whole, largest, tr->par->sharded ? "--zero 1," : "not sharded,",
             whole > 0 ? most * N / whole : 0.0, N);
 }
 

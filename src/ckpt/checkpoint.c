@@ -266,7 +266,7 @@ static mt_status same_kind(const mt_model *m, const mt_model_type *type, const c
                      path, type->meta_key, diff);
 }
 
-/* ---- imports ---------------------------------------------------------------------------------- */
+/* ---- imports --------------------------------------------------------------------------------- */
 /* The type (the first registered whose import reads the file's model) and what it makes of a. */
 static mt_status import_type(const mt_import_arch *a, const char *path, const mt_model_type **type,
                              mt_import *imp, mt_err *err) {

@@ -105,9 +105,10 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
    in the file with m's shape; the file's other tensors are reported, not read. The file must
    hold a model of m's type that reads its inputs as m does (the same tokenizer, image
    normalisation: its meta JSON), or be another program's file an importer reads (below; its
-   config is then what the type's import makes of it, its inputs are the run's). A tensor that is missing or of another shape is refused
-   (MT_EINVAL) naming the tensor, both shapes and, where one config value of the file's would
-   make it fit, that value and its flag ("n_embd is 64 in the file, 32 here: --n-embd 64").
+   config is then what the type's import makes of it, its inputs are the run's). A tensor that
+   is missing or of another shape is refused (MT_EINVAL) naming the tensor, both shapes and,
+   where one config value of the file's would make it fit, that value and its flag ("n_embd is
+   64 in the file, 32 here: --n-embd 64").
    m is unchanged on an error; report as mt_ckpt_load_names'. */
 mt_status mt_ckpt_init_from(const char *path, mt_model *m, const char *skip, mt_load_report *report,
                             mt_err *err);

@@ -332,7 +332,8 @@ static mt_status read_meta(const char *meta, mt_tokenizer *tok, mt_err *err) {
     return s;
 }
 
-/* path's file name is one ./train --prepare --format llmc writes: train_NNNNNN.bin, val_NNNNNN.bin */
+/* path's file name is one ./train --prepare --format llmc writes: train_NNNNNN.bin or
+   val_NNNNNN.bin */
 static bool prepared_name(const char *path) {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     size_t k = !strncmp(base, "train_", 6) ? 6 : !strncmp(base, "val_", 4) ? 4 : 0;

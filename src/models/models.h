@@ -26,9 +26,10 @@ extern const mt_model_type mt_gpt_type;
 typedef enum { MT_POS_LEARNED, MT_POS_ROPE } mt_pos_kind;
 extern const mt_enum MT_POS_KINDS; /* "learned", "rope" */
 /* arch llama: a preset of pos rope, act swiglu, norm rms, no biases; ngpt: the same with norm
-   none, untied, and nGPT's residual (the stack's, MT_RESIDUAL_NGPT: no placement). ./train layers an arch's pieces under the given options (a flag
-   wins; what nGPT cannot take its validation refuses); a config built in code gets them in
-   validation, each where its field still holds the GPT default (arch_applied false). */
+   none, untied, and nGPT's residual (the stack's, MT_RESIDUAL_NGPT: no placement). ./train
+   layers an arch's pieces under the given options (a flag wins; what nGPT cannot take its
+   validation refuses); a config built in code gets them in validation, each where its field
+   still holds the GPT default (arch_applied false). */
 typedef enum { MT_ARCH_GPT, MT_ARCH_LLAMA, MT_ARCH_NGPT } mt_gpt_arch;
 extern const mt_enum MT_GPT_ARCHS; /* "gpt", "llama" */
 

@@ -1,6 +1,7 @@
 /* The image task: classification of an image dataset (data.h: a folder of class folders or idx
-   files), for a model taking images (which classifies them). B images drawn with replacement from the training split a batch; the
-   validation split (the data's test part, or a random part) whole, in batches of B. */
+   files), for a model taking images (which classifies them). B images drawn with replacement
+   from the training split make a batch; the validation split (the data's test part, or a random
+   part) whole, in batches of B. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -66,6 +66,7 @@ static int run(const infer_options *o, const mt_infer_options *uses, const mt_se
     if (o->precision == MT_BF16 && mt_params_enable_bf16(model->P, &e) != MT_OK) die(1, e.msg);
     mt_infer_io io = {.out = stdout,
                       .log = stderr,
+                      .program = "infer",
                       .checkpoint = o->checkpoint,
                       .precision = o->precision};
     check(uses->use[set]->run(model, uses->set[set].obj, &io, &e), &e);

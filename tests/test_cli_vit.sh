@@ -84,7 +84,7 @@ for arg in , "$T/empty"; do
 done
 printf 'P5\n0 0\n255\n' >"$T/zero.pgm"
 infer --checkpoint "$M" --classify "$T/zero.pgm,$T/d0.pgm" >"$T/out"
-[ $? -eq 1 ] && grep -q "zero.pgm: 0x0 pixels" "$T/log" && [ "$(wc -l <"$T/out")" -eq 1 ] ||
+[ $? -eq 1 ] && grep -q "^infer: .*zero.pgm: 0x0 pixels" "$T/log" && [ "$(wc -l <"$T/out")" -eq 1 ] ||
     fail "--classify of a 0x0 image: $(cat "$T/log" "$T/out")"
 infer --checkpoint "$M" --prompt "x" >/dev/null
 grep -q "is a vit checkpoint" "$T/log" || fail "text from a ViT: $(cat "$T/log")"

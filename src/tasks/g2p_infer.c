@@ -194,8 +194,8 @@ static mt_status run(mt_model *m, const void *options, mt_infer_io *io, mt_err *
             r.words, mt_g2p_wer(&r.t[0]), mt_g2p_per(&r.t[0]), mt_g2p_wer(&r.t[1]),
             mt_g2p_per(&r.t[1]), o.beam, mt_enum_name(&MT_G2P_SPLITS, o.split), r.seconds);
     if (r.n_skipped)
-        fprintf(io->log, "infer: skipped %d line(s) that are no dictionary entry (line %s%s)\n",
-                r.n_skipped, r.skipped, r.n_skipped > 5 ? ", ..." : "");
+        fprintf(io->log, "%s: skipped %d line(s) that are no dictionary entry (line %s%s)\n",
+                io->program, r.n_skipped, r.skipped, r.n_skipped > 5 ? ", ..." : "");
     return MT_OK;
 }
 

@@ -75,7 +75,7 @@ static mt_status classify(const mt_model *m, char *items, mt_infer_io *io, mt_er
             mt_err e;
             if (classify_file(&c, m, files[i], pix, x, &best, &p, &e))
                 fprintf(io->out, "%s: %s (p = %.3f)\n", files[i], meta->class_names[best], p);
-            else fprintf(io->log, "infer: %s\n", e.msg), io->failed = true;
+            else fprintf(io->log, "%s: %s\n", io->program, e.msg), io->failed = true;
             free(files[i]);
         }
         free(files);

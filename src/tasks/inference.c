@@ -11,9 +11,9 @@ void mt_infer_options_init(mt_infer_options *o, mt_fieldset program) {
     for (int i = 0; mt_task_types[i]; i++) {
         const mt_infer_use *u = mt_task_types[i]->infer;
         if (!u) continue;
-        MT_ASSERT(o->n < MT_INFER_SETS, "infer: more than %d uses", MT_INFER_SETS - 1);
+        MT_ASSERT(o->n < MT_INFER_SETS, "inference: more than %d uses", MT_INFER_SETS - 1);
         void *opts = malloc(u->options_size);
-        MT_ASSERT(opts, "infer: out of memory");
+        MT_ASSERT(opts, "inference: out of memory");
         memcpy(opts, u->defaults, u->options_size);
         o->use[o->n] = u;
         o->set[o->n++] = (mt_fieldset){u->fields, opts};
@@ -86,7 +86,7 @@ char *mt_infer_options_help(const mt_infer_options *o) {
         const char *use = o->use[i] ? o->use[i]->name : "";
         size_t need = strlen(help) + 512;
         if (len + need > cap) out = realloc(out, cap = 2 * (len + need));
-        MT_ASSERT(out, "infer: out of memory");
+        MT_ASSERT(out, "inference: out of memory");
         if (i)
             len += snprintf(out + len, cap - len, "\n%s: %s (%s checkpoints)\n", use,
                             o->use[i]->does, models_of(o->use[i], models, sizeof models));

@@ -18,6 +18,7 @@
 /* What a use runs with besides its options. */
 typedef struct {
     FILE *out, *log;        /* the results; notes (the speed, lines skipped, an unreadable image) */
+    const char *program;    /* the name a note that stands alone begins with ("infer") */
     const char *checkpoint; /* the model's file, for messages */
     mt_precision precision; /* of the products */
     bool failed;            /* set by the use: an input could not be read (exit status 1) */

@@ -97,7 +97,7 @@ class Run:
         if schedule:
             self.name += "-" + schedule
             self.title += " (%s lr)" % schedule
-            self.extra += ["--schedule", schedule, "--min-lr", "-1"]  # the configs' min-lr is cosine's
+            self.extra += ["--schedule", schedule, "--min-lr="]  # the configs' min-lr: cosine's; none here
 
     def command(self, root, diag_update):
         return [os.path.join(root, "train"), "--config", "configs/deep100-%s.ini" % self.placement,

@@ -63,7 +63,7 @@ PILOT = {
     "untied head": ["--untie"],
     "adam 0.9/0.98, no decay": ["--optim", "adam", "--beta2", "0.98", "--weight-decay", "0"],
     "no clipping": ["--clip", "0"],
-    "no warmup, constant lr": ["--warmup", "0", "--schedule", "const", "--min-lr", "-1"],
+    "no warmup, constant lr": ["--warmup", "0", "--schedule", "const", "--min-lr="],
     "context 32": ["--n-ctx", "32"],
     "xavier init": ["--init", "xavier"],  # pre only: DeepNorm's own init is Xavier already
 }

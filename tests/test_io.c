@@ -197,7 +197,7 @@ static void test_saved(void) {
     o.beta = 0.3f;
     o.sub.bias = false;
     o.n_vocab = 77;
-    char *text = mt_fieldset_to_ini(&SET, 1);
+    char *text = mt_fieldset_to_ini(&SET, 1, NULL);
     CHECK(strcmp(text, "n-layer = 4\nwarmup = 12\nlr = 0.30000004\nbeta = 0.3\n"
                        "data = data/x.txt\nuntie = true\nnorm = rms\nn-head = 4\n"
                        "no-bias = true\n") == 0,
@@ -291,7 +291,7 @@ static void test_settings(void) {
     CHECK(mt_fieldset_parse_args(two, 2, 3, argv, NULL, &e) == MT_OK && first.n_head == 6 &&
               second.n_head == 1,
           "the first set holds a shared name");
-    char *text = mt_fieldset_to_ini(two, 2), *help = mt_fieldset_help(&SET, 1, two, 1);
+    char *text = mt_fieldset_to_ini(two, 2, NULL), *help = mt_fieldset_help(&SET, 1, two, 1);
     CHECK(strcmp(text, "n-head = 6\nno-bias = false\n") == 0, "shared names saved once: %s", text);
     CHECK(strstr(help, "--n-layer") && !strstr(help, "--n-head") && !strstr(help, "--no-bias"),
           "help without the skipped set's flags:\n%s", help);

@@ -838,7 +838,7 @@ static void test_errors(void) {
     BAD(c.sched.warmup = 1001, "--warmup 1001", "warmup <= steps");
     BAD(c.sched.steps = 0, "--schedule cosine", "number of steps");
     BAD(c.sched.min_lr = 1e-2, "--min-lr", "larger than --lr");
-    BAD(c.sched.kind = MT_SCHED_CONST, "--min-lr", "cosine, linear and wsd only");
+    BAD(c.sched.kind = MT_SCHED_CONST, "--min-lr", "only --schedule cosine, linear or wsd");
     BAD((c.sched.kind = MT_SCHED_INVSQRT, c.sched.min_lr = 0, c.sched.warmup = 0), "invsqrt",
         "--warmup >= 1");
     BAD(c.sched.warmup = -1, "--warmup", ">= 0");

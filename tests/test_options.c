@@ -42,9 +42,9 @@ static void test_defaults(void) {
           "training and data defaults");
     CHECK(strncmp(r.saved, "model = gpt\ndata = data/tinyshakespeare.txt\ntokenizer = byte\n",
                   60) == 0 &&
-              strstr(r.saved, "\nmin-lr = -1\n") && strstr(r.saved, "\nn-layer = 4\n") &&
-              strstr(r.saved, "\nuntie = false\n") && !strstr(r.saved, "resume") &&
-              !strstr(r.saved, "n-vocab"),
+              !strstr(r.saved, "min-lr") && !strstr(r.saved, "\nwarmup =") &&
+              strstr(r.saved, "\nn-layer = 4\n") && strstr(r.saved, "\nuntie = false\n") &&
+              !strstr(r.saved, "resume") && !strstr(r.saved, "n-vocab"),
           "saved:\n%s", r.saved);
     mt_run_options_free(&r);
     CHECK(run(&r, "--schedule const --lr 1e-3 --steps 50 --no-resize --bad-images reject", &e) ==
@@ -89,7 +89,11 @@ static void test_layers(void) {
         {"--n-ctx 8 --model vit", "unknown flag --n-ctx"},
         {"--model nope", "nope"},
         {"--patchh 3", "unknown flag --patchh (did you mean --patch?)"},
-        {"--min-lr -2", "--min-lr: -2 is out of range: expected at least -1"},
+        {"--warmup -2", "--warmup: -2 is out of range: expected at least 0"},
+        {"--min-lr -1", "--min-lr: '-1' is retired: older builds saved it for the default"},
+        {"--schedule const --min-lr 1e-4",
+         "--min-lr 1e-4: this run does not read it (only --schedule cosine, linear or wsd"},
+        {"--vocab-size 512", "--vocab-size 512: this run does not read it (only --tokenizer bpe"},
         {"--config /nonexistent/x.ini", "cannot open"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -105,6 +109,52 @@ static void test_layers(void) {
     snprintf(line, sizeof line, "--config %s", write_ini("c.ini", "resume = true\n"));
     CHECK(run(&r, line, &e) == MT_EINVAL && strstr(e.msg, "'resume' is a command-line flag only"),
           "a command-line flag in a file: %s", e.msg);
+    mt_run_options_free(&r);
+}
+
+/* min_lr and warmup: derived where no option gives them, saved only when given; a run whose
+   options resolve the same is the same run (the trainer's --out check) */
+static void test_derived(void) {
+    mt_run_options r;
+    mt_err e;
+    CHECK(run(&r, "--warmup 30 --steps 100", &e) == MT_OK && r.o.optim.sched.warmup == 30 &&
+              strstr(r.saved, "\nwarmup = 30\n") && !strstr(r.saved, "min-lr"),
+          "a given warmup: %s", e.msg);
+    mt_run_options_free(&r);
+    char line[512];
+    snprintf(line, sizeof line, "--config %s --warmup= --steps 50",
+             write_ini("d.ini", "warmup = 7\nmin-lr = 1e-4\n"));
+    CHECK(run(&r, line, &e) == MT_OK && r.o.optim.sched.warmup == 5 &&
+              r.o.optim.sched.min_lr == (double)1e-4f && !strstr(r.saved, "warmup =") &&
+              strstr(r.saved, "\nmin-lr = 0.0001\n"),
+          "--warmup= over a file's: derived (%ld): %s", r.o.optim.sched.warmup, e.msg);
+    mt_run_options_free(&r);
+    snprintf(line, sizeof line, "--config %s --schedule const --min-lr=",
+             write_ini("d.ini", "warmup = 7\nmin-lr = 1e-4\n"));
+    CHECK(run(&r, line, &e) == MT_OK && r.o.optim.sched.min_lr == 0,
+          "a file's min-lr that a flag replaces is not refused: %s", e.msg);
+    mt_run_options_free(&r);
+    CHECK(run(&r, "", &e) == MT_OK, "defaults: %s", e.msg);
+    char *plain = mt_run_options_resolved(r.saved);
+    const char *same[] = {"\nwarmup = 100\n", "\nwarmup = -1\nmin-lr = -1\n",
+                          "\nmin-lr = 0.0003\n"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        char *text, *resolved;
+        CHECK(asprintf(&text, "%s%s", r.saved, same[i]) > 0, "asprintf");
+        resolved = mt_run_options_resolved(text);
+        CHECK(plain && resolved && strcmp(plain, resolved) == 0, "'%s' is the derived value",
+              same[i]);
+        free(resolved);
+        free(text);
+    }
+    char *text, *resolved;
+    CHECK(asprintf(&text, "%swarmup = 50\n", r.saved) > 0, "asprintf");
+    resolved = mt_run_options_resolved(text);
+    CHECK(resolved && strcmp(plain, resolved) != 0 && strstr(resolved, "\nwarmup = 50\n"),
+          "another warmup is another run");
+    free(resolved);
+    free(text);
+    free(plain);
     mt_run_options_free(&r);
 }
 
@@ -140,9 +190,10 @@ int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_defaults();
     test_layers();
+    test_derived();
     test_help();
-    const char *files[] = {"a.ini", "b.ini", "c.ini", "saved.ini"};
-    for (int i = 0; i < 4; i++) {
+    const char *files[] = {"a.ini", "b.ini", "c.ini", "d.ini", "saved.ini"};
+    for (int i = 0; i < 5; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);

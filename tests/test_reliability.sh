@@ -118,8 +118,8 @@ cases() {
 2|--out /proc/mt-test: cannot write in /proc|train $TINY --out /proc/mt-test
 2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run
 2|--out $D/run already holds another run (there 'lr = 0.003', now 'lr = 0.01')|train $TINY --steps 2 --lr 0.01 --out $D/run//
-2|--vocab-size 512 applies to --tokenizer bpe only|train $TINY --vocab-size 512 --out $D/vs
-2|--tokenizer: --data $D/ok.bin is token data, read with the tokenizer it was made with|train $TINY --data $D/ok.bin --tokenizer char --out $D/tc
+2|--vocab-size 512: this run does not read it (only --tokenizer bpe|train $TINY --vocab-size 512 --out $D/vs
+2|--tokenizer char: this run does not read it (only --data of text|train $TINY --data $D/ok.bin --tokenizer char --out $D/tc
 2|$D/key.ini:2: unknown key 'n_layers' (did you mean n-layer?)|train $TINY --config $D/key.ini
 2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
 2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini

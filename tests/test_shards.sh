@@ -127,7 +127,7 @@ bad "the validation split, the files named *val*, has no file of a window of n_c
 tokens (5 tokens in all)" --data "$T/bad/val" --data-vocab 300
 bad "$T/lc/a_train_000000.bin is an llm.c shard, which carries no vocabulary size" --data "$T/lc"
 bad "--data-vocab 300: $T/text.bin is an mt token file" --data "$T/text.bin" --data-vocab 300
-bad "--tokenizer: --data $T/lc is token data, read with the tokenizer it was made with" \
+bad "--tokenizer char: this run does not read it (only --data of text" \
     --data "$T/lc" --data-vocab 300 --tokenizer char
 "$B/train" $BPE --prepare "$T/ll" --format llmc >"$T/log" 2>&1
 [ $? -eq 2 ] && grep -q "already holds meta.json\|already holds train_" "$T/log" ||

@@ -141,7 +141,6 @@ static void test_bigram_trains(void) {
                        .batch = 16};
     mt_optim_config oc = mt_optim_defaults();
     oc.sched.lr = 0.1;
-    mt_optim_resolve(&oc, 200);
     mt_trainer tr;
     mt_err e;
     CHECK(mt_trainer_init(&tr, &tc, &oc, &e) == MT_OK, "trainer: %s", e.msg);

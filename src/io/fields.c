@@ -146,6 +146,7 @@ mt_status mt_field_parse(const mt_field *f, void *obj, const char *text, const c
     check_size(f);
     const mt_field_retired *r = retired(f, text);
     if (r) return mt_errorf(err, MT_EINVAL, "%s: '%s' is retired: %s", where, text, r->why);
+    if (f->derive && !*text) return MT_OK; /* no value: derived (mt_fieldset_derive) */
     switch (f->type) {
     case MT_FIELD_INT:
     case MT_FIELD_FLOAT: return parse_number(f, obj, text, where, err);

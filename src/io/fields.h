@@ -59,6 +59,12 @@ typedef struct {
     bool (*read)(const void *obj);
     const char *read_by;
     const mt_field_retired *retired; /* ended by {0}; NULL: none */
+    /* A default derived from the other values of obj (the struct that holds it) where no setting
+       gives the field one (mt_fieldset_derive); derived says what it is, for --help ("lr / 10").
+       An empty value ("--warmup=", "warmup =") gives none: the derivation again. A derived value
+       is not saved (mt_fieldset_to_ini): a resumed run derives it anew. */
+    void (*derive)(void *obj);
+    const char *derived;
 } mt_field;
 
 typedef struct {
@@ -153,13 +159,18 @@ mt_status mt_settings_apply(const mt_settings *s, const mt_fieldset *sets, int n
 /* Whether s would change the value of its field in sets (a name it does not know: true). */
 bool mt_setting_changes(const mt_setting *s, const mt_fieldset *sets, int n);
 /* The first setting of s whose field its holder in sets (the resolved values) does not read
-   (mt_field.read) is an error naming it and what reads it. */
+   (mt_field.read) is an error naming it and what reads it; an empty value of a derived field
+   asks for nothing and is never refused. */
 mt_status mt_settings_check_read(const mt_settings *s, const mt_fieldset *sets, int n, mt_err *err);
 
 /* "  --name VALUE    help (default: x)" for every named field, its default the value in the set's
    struct, but those named in skip[0..n_skip); malloc'd. */
 char *mt_fieldset_help(const mt_fieldset *sets, int n, const mt_fieldset *skip, int n_skip);
-/* The current values of every named field but MT_FIELD_CLI ones, as config lines; malloc'd. */
-char *mt_fieldset_to_ini(const mt_fieldset *sets, int n);
+/* The current values of every named field but MT_FIELD_CLI ones, as config lines; malloc'd.
+   given NULL: every derived field too; else a derived field only where given (in order: the
+   last setting that names it) gives it a value. */
+char *mt_fieldset_to_ini(const mt_fieldset *sets, int n, const mt_settings *given);
+/* Each derived field (mt_field.derive) to which given (as above) gives no value is derived. */
+void mt_fieldset_derive(const mt_fieldset *sets, int n, const mt_settings *given);
 
 #endif

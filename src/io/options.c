@@ -205,7 +205,7 @@ mt_status mt_settings_check_read(const mt_settings *s, const mt_fieldset *sets, 
     for (int i = 0; i < s->n && st == MT_OK; i++) {
         const mt_setting *x = &s->s[i];
         const entry *e = find_n(&E, x->name, strlen(x->name));
-        if (!e || !e->f->read || e->f->read(e->obj)) continue;
+        if (!e || !e->f->read || e->f->read(e->obj) || (e->f->derive && !*x->value)) continue;
         char what[2 * MT_FIELD_STR_MAX + 64];
         if (x->source)
             snprintf(what, sizeof what, "%s:%d: %s = %s", x->source, x->line, e->name, x->value);
@@ -421,6 +421,7 @@ static void help_line(strbuf *b, const entry *x) {
                  mt_enum_choices(f->of, choices, sizeof choices));
     else snprintf(flag, sizeof flag, "--%s%s", x->name, META[f->type]);
     mt_field_format(f, x->obj, val, sizeof val);
+    if (f->derive) snprintf(val, sizeof val, "%s", f->derived);
     if (strlen(flag) > 26) sb_printf(b, "  %s\n  %-26s %s", flag, "", f->help);
     else sb_printf(b, "  %-26s %s", flag, f->help);
     if (f->type != MT_FIELD_BOOL || strcmp(val, "true") == 0)
@@ -439,13 +440,29 @@ char *mt_fieldset_help(const mt_fieldset *sets, int n, const mt_fieldset *skip, 
     return b.s;
 }
 
-char *mt_fieldset_to_ini(const mt_fieldset *sets, int n) {
+/* Whether given (NULL: all values) gives x's field a value: the last setting that names it. */
+static bool gives(const mt_settings *given, const entry *x) {
+    if (!given) return true;
+    const char *v = NULL;
+    for (int i = 0; i < given->n; i++)
+        if (name_eq(x->name, given->s[i].name, strlen(given->s[i].name))) v = given->s[i].value;
+    return v && *v;
+}
+
+void mt_fieldset_derive(const mt_fieldset *sets, int n, const mt_settings *given) {
+    entries E = flatten(sets, n);
+    for (int i = 0; i < E.n; i++)
+        if (E.e[i].f->derive && !gives(given, &E.e[i])) E.e[i].f->derive(E.e[i].obj);
+    free(E.e);
+}
+
+char *mt_fieldset_to_ini(const mt_fieldset *sets, int n, const mt_settings *given) {
     strbuf b = {0};
     sb_printf(&b, "%s", ""); /* an empty table still gives a string */
     char val[MT_FIELD_STR_MAX + 8];
     entries E = flatten(sets, n);
     for (int i = 0; i < E.n; i++)
-        if (!(E.e[i].f->flags & MT_FIELD_CLI)) {
+        if (!(E.e[i].f->flags & MT_FIELD_CLI) && (!E.e[i].f->derive || gives(given, &E.e[i]))) {
             const char *v = mt_field_format(E.e[i].f, E.e[i].obj, val, sizeof val);
             size_t k = strlen(v);
             bool quote = strchr(v, '#') ||

@@ -146,8 +146,8 @@ static const char *option_defaults(void *cfgp) {
     if (*out) return out;
     p.arch = cfg->arch;
     mt_gpt_arch_fill(&p);
-    char *a = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &d}, 1),
-         *b = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &p}, 1);
+    char *a = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &d}, 1, NULL),
+         *b = mt_fieldset_to_ini(&(mt_fieldset){&GPT_FIELDS, &p}, 1, NULL);
     size_t len = 0;
     for (const char *x = a, *y = b; *x && *y;) { /* the same keys, line by line */
         size_t lx = strcspn(x, "\n") + 1, ly = strcspn(y, "\n") + 1;

@@ -78,6 +78,12 @@ const mt_enum MT_MUON_SCALES = MT_ENUM("Muon scale", MUON_SCALES);
 
 /* What reads the options of one schedule or kind (mt_field.read), on a resolved config. */
 static bool warms_up(const void *c) { return ((const mt_optim_config *)c)->sched.warmup > 0; }
+static bool schedule_decays(const mt_schedule *s) {
+    return s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR || s->kind == MT_SCHED_WSD;
+}
+static bool reads_min_lr(const void *c) {
+    return schedule_decays(&((const mt_optim_config *)c)->sched);
+}
 static bool wsd(const void *c) { return ((const mt_optim_config *)c)->sched.kind == MT_SCHED_WSD; }
 static bool sgd(const void *c) { return ((const mt_optim_config *)c)->kind == MT_OPTIM_SGD; }
 static bool muon(const void *c) { return ((const mt_optim_config *)c)->kind == MT_OPTIM_MUON; }
@@ -91,17 +97,32 @@ static bool muon_matches_adamw(const void *cp) {
 #define SGD .read = sgd, .read_by = "--optim sgd", .flags = MT_FIELD_SET_READ
 #define MUON .read = muon, .read_by = "--optim muon", .flags = MT_FIELD_SET_READ
 #define LION .read = lion, .read_by = "--optim lion", .flags = MT_FIELD_SET_READ
+/* The defaults derived where no option gives them (mt_field.derive), on the config's schedule
+   (its steps set): lr / 10 in float, as when the flags were floats. */
+static void derive_min_lr(void *c) {
+    mt_schedule *s = &((mt_optim_config *)c)->sched;
+    s->min_lr = schedule_decays(s) ? (float)s->lr / 10 : 0;
+}
+static void derive_warmup(void *c) {
+    mt_schedule *s = &((mt_optim_config *)c)->sched;
+    s->warmup = s->steps / 10 < 100 ? s->steps / 10 : 100;
+}
+/* what builds before derived defaults saved for one */
+static const mt_field_retired DERIVED_WAS[] =
+    {{"-1", "", "older builds saved it for the default: leave the flag out (or give it empty)"},
+     {0}};
+
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
     F(kind, ENUM, "optim", "optimizer", .of = &MT_OPTIMS),
     F(sched.lr, FLOAT, "lr", "peak learning rate"),
-    F(sched.min_lr, FLOAT, "min_lr",
-      "learning rate at the end of cosine and linear decays; -1: "
-      "lr / 10",
-      .range = "-1.."),
-    F(sched.warmup, INT, "warmup", "linear warmup steps; -1: steps / 10, at most 100",
-      .range = "-1.."),
+    F(sched.min_lr, FLOAT, "min_lr", "learning rate at the end of cosine, linear and wsd decays",
+      .read = reads_min_lr, .read_by = "--schedule cosine, linear or wsd",
+      .flags = MT_FIELD_SET_READ, .derive = derive_min_lr, .derived = "lr / 10",
+      .retired = DERIVED_WAS),
+    F(sched.warmup, INT, "warmup", "linear warmup steps", .range = "0..", .derive = derive_warmup,
+      .derived = "steps / 10, at most 100", .retired = DERIVED_WAS),
     F(sched.warmup_init_lr, FLOAT, "warmup_init_lr", "learning rate at step 0 of the warmup",
       .read = warms_up, .read_by = "a warmup (--warmup > 0)"),
     F(sched.kind, ENUM, "schedule", "learning-rate schedule after warmup", .of = &MT_SCHEDULES),
@@ -141,16 +162,6 @@ static const mt_field FIELDS[] = {
 #undef LION
 const mt_fields MT_OPTIM_FIELDS = MT_FIELDS_OF(FIELDS);
 
-void mt_optim_resolve(mt_optim_config *c, long steps) {
-    mt_schedule *s = &c->sched;
-    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR ||
-                  s->kind == MT_SCHED_WSD;
-    /* lr / 10 in float, as when the flags were floats; any other negative value reaches
-       validation, which refuses it */
-    if (s->min_lr == -1) s->min_lr = decays ? (float)s->lr / 10 : 0;
-    if (s->warmup < 0) s->warmup = steps / 10 < 100 ? steps / 10 : 100;
-}
-
 /* ---- validation ------------------------------------------------------------------------------
  * Comparisons are written so that NaN fails them. */
 
@@ -178,8 +189,7 @@ static mt_status validate_wsd(const mt_schedule *s, mt_err *err) {
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
     const mt_schedule *s = &c->sched;
     const char *sname = mt_enum_name(&MT_SCHEDULES, s->kind);
-    bool decays = s->kind == MT_SCHED_COSINE || s->kind == MT_SCHED_LINEAR ||
-                  s->kind == MT_SCHED_WSD;
+    bool decays = schedule_decays(s);
     if ((unsigned)c->kind >= (unsigned)MT_OPTIMS.n)
         return mt_errorf(err, MT_EINVAL, "--optim: unknown optimizer %d", (int)c->kind);
     if ((unsigned)s->kind > MT_SCHED_WSD)
@@ -230,12 +240,6 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
                          "--min-lr %g is larger than --lr %g: %s decays from lr "
                          "down to min_lr",
                          s->min_lr, s->lr, sname);
-    if (!decays && s->min_lr != 0)
-        return mt_errorf(err, MT_EINVAL,
-                         "--min-lr applies to --schedule cosine, linear and wsd only (this run "
-                         "uses "
-                         "%s)",
-                         sname);
     mt_status st = validate_wsd(s, err);
     mt_optim_config unset = mt_optim_defaults();
     if (st == MT_OK) st = mt_fields_check_unread(&MT_OPTIM_FIELDS, c, &unset, err);

@@ -144,18 +144,17 @@ mt_optim_config mt_optim_defaults(void);
 /* Every value and combination, with a message naming the flag and what is accepted: lr, min_lr,
    warmup_init_lr, eps, weight_decay, clip >= 0; betas and momentum in [0, 1); nesterov only with
    momentum; warmup >= 0 (>= 1 for invsqrt); cosine, linear and wsd need steps >= 1, warmup <=
-   steps and min_lr <= lr; min_lr only with them; decay_frac in [0, 1], wsd's decay after the
+   steps and min_lr <= lr; min_lr only with them (its field's .read); decay_frac in [0, 1], wsd's decay after the
    warmup; an option set that its kind or schedule does not read (the fields' .read: SGD's,
    Muon's and Lion's options with their kind) refused; then the kind's own checks (muon.c,
    lion.c). */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
 
 /* The fields of the flags and config keys above (fields.h): ./train's options. Its numbers are
-   doubles that hold floats (what the flags read). */
+   doubles that hold floats (what the flags read). min_lr and warmup are derived where no option
+   gives them (mt_fieldset_derive, on sched.steps): min_lr lr / 10 (in float) for cosine, linear
+   and wsd, else 0; warmup steps / 10, at most 100. */
 extern const mt_fields MT_OPTIM_FIELDS;
-/* The values the fields leave to the run: min_lr -1 is lr / 10 (computed in float) for cosine and
-   linear, else 0; a warmup < 0 is steps / 10, at most 100. Other values stay. */
-void mt_optim_resolve(mt_optim_config *c, long steps);
 
 /* The names of the enums' values (mt_enum_name, mt_enum_parse). */
 extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw", "muon", "lion" */

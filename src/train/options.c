@@ -29,6 +29,11 @@ const mt_enum MT_PREPARE_FORMATS = MT_ENUM("format", PREPARE_FORMATS);
 static bool token_shards(const void *d) {
     return mt_data_is_tokens(((const mt_data_options *)d)->path);
 }
+/* token data is read with the tokenizer it was made with (--prepare) */
+static bool tokenizes(const void *d) { return !token_shards(d); }
+static bool learns_bpe(const void *d) {
+    return tokenizes(d) && ((const mt_data_options *)d)->tokenizer == MT_TOK_BPE;
+}
 static bool prepares_llmc(const void *o) {
     const mt_train_options *t = o;
     return t->prepare[0] && t->format == MT_PREPARE_LLMC;
@@ -49,10 +54,12 @@ static const mt_field DATA[] = {
       "training text (UTF-8 for char), token file FILE.bin, or a directory or quoted glob of "
       "token shards (mt, llm.c, nanoGPT: docs/data.md); images: an image folder (a subdirectory "
       "per class) or MNIST-format idx files"),
-    F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS),
+    F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS,
+      .read = tokenizes, .read_by = "--data of text (token data keeps its --prepare's)"),
     F(vocab_size, INT, "vocab_size",
       "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",
-      .range = "257..65536"),
+      .range = "257..65536", .read = learns_bpe,
+      .read_by = "--tokenizer bpe (byte: 256 tokens, char: the text's characters)"),
     F(data_vocab, INT, "data_vocab",
       "token shards without a tokenizer (llm.c, nanoGPT): the vocabulary of their ids; 0: "
       "meta.json's beside them (docs/data.md)",
@@ -183,7 +190,7 @@ static mt_train_options defaults(void) {
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = MT_OPTIM_ADAMW, oc.decay_scope = MT_DECAY_MATRICES;
     oc.beta1 = 0.9f, oc.beta2 = 0.99f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.clip = 1.0f;
-    oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f, .min_lr = -1, .warmup = -1};
+    oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f}; /* min_lr, warmup: derived */
     oc.sched.decay_frac = mt_optim_defaults().sched.decay_frac;
     mt_train_options o = {
         .data = {.path = "data/tinyshakespeare.txt",
@@ -290,28 +297,9 @@ static const char *given(const layers *L, const char *key) {
     return setting(&L->flags, key) ? setting(&L->flags, key) : setting(&L->file, key);
 }
 
-/* Data flags that would be ignored are refused: --vocab-size but for --tokenizer bpe, and
-   --tokenizer or --vocab-size with a token file (its tokenizer is the one it was made with).
-   Flags only: a config file may be a run's saved options, which hold every key. */
-static mt_status check_ignored(const layers *L, const mt_train_options *o, mt_err *err) {
-    const char *tok = setting(&L->flags, "tokenizer"), *vs = setting(&L->flags, "vocab-size");
-    if (vs && o->data.tokenizer != MT_TOK_BPE)
-        return mt_errorf(err, MT_EINVAL,
-                         "--vocab-size %s applies to --tokenizer bpe only (byte: 256 tokens, "
-                         "char: the characters of the text): add --tokenizer bpe, or drop it",
-                         vs);
-    if ((tok || vs) && !o->prepare[0] && mt_data_is_tokens(o->data.path))
-        return mt_errorf(err, MT_EINVAL,
-                         "%s: --data %s is token data, read with the tokenizer it was made "
-                         "with (--prepare): drop %s",
-                         tok ? "--tokenizer" : "--vocab-size", o->data.path,
-                         tok ? "--tokenizer" : "--vocab-size");
-    return MT_OK;
-}
-
-/* The given settings (the flags; the config file's lines that change a value: a run's saved
-   options, read as a config file, hold every key) that the run does not read (mt_field.read)
-   are refused, read on the resolved options and a validated copy of the model's config (one
+/* The given settings (the flags; the config file's lines that change a value and that no flag
+   replaces: a run's saved options, read as a config file, hold every key) that the run does not
+   read (mt_field.read) are refused, read on the resolved options and a validated copy of the model's config (one
    that does not validate yet is left to the trainer, which names why). */
 static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *err) {
     const mt_model_type *t = r->type;
@@ -324,7 +312,8 @@ static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *er
     mt_settings g = {.s = given};
     mt_status s = apply_layers(L, sets, 3, &L->file, err);
     for (int i = 0; s == MT_OK && i < L->file.n; i++) /* against the layers under the file */
-        if (mt_setting_changes(&L->file.s[i], sets, 3)) given[g.n++] = L->file.s[i];
+        if (!setting(&L->flags, L->file.s[i].name) && mt_setting_changes(&L->file.s[i], sets, 3))
+            given[g.n++] = L->file.s[i]; /* (a flag's value replaces it) */
     for (int i = 0; i < L->flags.n; i++) given[g.n++] = L->flags.s[i];
     o = r->o;
     memcpy(cfg, r->model_cfg, t->config_size);
@@ -348,7 +337,7 @@ static mt_status trained_config(const char *path, const char *model, const char 
     t->config_default(cfg);
     mt_err e;
     if (mt_fields_from_json(t->fields, json, cfg, &e) == MT_OK)
-        *lines = mt_fieldset_to_ini(&(mt_fieldset){t->fields, cfg}, 1);
+        *lines = mt_fieldset_to_ini(&(mt_fieldset){t->fields, cfg}, 1, NULL);
     else s = mt_errorf(err, MT_EFORMAT, "--resume: %s: its model config: %s", path, e.msg);
     free(cfg);
     return s;
@@ -457,12 +446,28 @@ static mt_status saved_as_trained(layers *L, const mt_model_type *t, const mt_fi
     return s;
 }
 
-/* What the options resolve to for the loop (after r->saved, which keeps the -1s): the optimizer's
-   defaults, the data config. */
-static void resolve(mt_run_options *r) {
+/* Every layer's settings in order (.s malloc'd, its entries L's): what gives a derived field. */
+static mt_settings given_all(const layers *L) {
+    const mt_settings *order[] = {&L->model, &L->saved, &L->file, &L->flags};
+    mt_settings g = {
+        .s = malloc((size_t)(L->model.n + L->saved.n + L->file.n + L->flags.n + 1) * sizeof *g.s)};
+    MT_ASSERT(g.s, "train: out of memory");
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < order[i]->n; j++) g.s[g.n++] = order[i]->s[j];
+    return g;
+}
+
+/* The fields no setting gives derived (on the run's steps: the optimizer's warmup). */
+static void derive(mt_train_options *o, const mt_fieldset *sets, int n, const mt_settings *given) {
+    o->optim.sched.steps = o->steps;
+    mt_fieldset_derive(sets, n, given);
+}
+
+/* What the options resolve to for the loop: the derived fields, the data config. */
+static void resolve(mt_run_options *r, const mt_fieldset *sets, const mt_settings *given) {
     mt_train_options *o = &r->o;
     const mt_data_options *d = &o->data;
-    mt_optim_resolve(&o->optim, o->steps);
+    derive(o, sets, 3, given);
     r->data = (mt_data_cfg){.path = d->path,
                             .tokenizer = (mt_tok_kind)d->tokenizer,
                             .vocab_size = d->vocab_size,
@@ -540,10 +545,11 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
         s = model_layers(&L, r, sets, err);
         for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
             r->o.out[--n] = 0;
-        if (s == MT_OK) s = check_ignored(&L, &r->o, err);
         if (s == MT_OK) s = mt_task_find(r->o.task, r->type, &r->task, err);
-        if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3);
-        resolve(r); /* after the saved text: a resumed run derives min_lr and warmup again */
+        mt_settings given = given_all(&L);
+        if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3, &given); /* derived ones left out */
+        resolve(r, sets, &given);
+        free(given.s);
         if (s == MT_OK) s = check_read(&L, r, err);
     }
     all_free(&a);
@@ -583,6 +589,21 @@ char *mt_run_options_help(void) {
     return out;
 }
 
+char *mt_run_options_resolved(const char *options) {
+    all_models a;
+    all_init(&a);
+    mt_settings saved = {0};
+    mt_err e;
+    char *text = NULL;
+    if (mt_fieldset_parse_saved(a.sets, 2 + a.n_types, options, "options", &saved, &e) == MT_OK) {
+        derive(&a.o, a.sets, 2 + a.n_types, &saved);
+        text = mt_fieldset_to_ini(a.sets, 2 + a.n_types, NULL);
+    }
+    mt_settings_free(&saved);
+    all_free(&a);
+    return text;
+}
+
 mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
     const mt_train_options *o = &r->o;
     return (mt_train_cfg){
@@ -598,6 +619,7 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .recompute = o->recompute == MT_RECOMPUTE_BLOCK,
         .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20,
         .options = r->saved,
+        .resolve_options = mt_run_options_resolved,
         .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
         .resume = o->resume,
         .init_from = o->init_from,

@@ -55,8 +55,7 @@ typedef struct {
     bool resume;
     char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX];
     int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
-    mt_optim_config optim; /* read: min_lr and warmup -1 stand for their defaults, which
-                              mt_run_options_read resolves (mt_optim_resolve) */
+    mt_optim_config optim; /* min_lr and warmup derived where not given (MT_OPTIM_FIELDS) */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;
     bool profile;
@@ -81,6 +80,10 @@ typedef struct {
    read keeps its status). */
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err);
 void mt_run_options_free(mt_run_options *r);
+/* Saved options (mt_run_options.saved, a checkpoint's) with every value resolved, the derived
+   ones included: two runs whose texts give the same are the same run (a warmup given equal to
+   the one derived); malloc'd, NULL when the text does not read. */
+char *mt_run_options_resolved(const char *options);
 /* The trainer's config of the options (its strings point into r). */
 mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r);
 /* The flags at their defaults: the training options, the block stack's, each model's own;

@@ -189,14 +189,17 @@ typedef struct {
     size_t arena_bytes;   /* 0: estimated from the model and batch */
     size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_BYTES */
     const char *options;  /* saved in checkpoints (config-file lines) */
-    bool resume;          /* false: an out directory holding a run with other options is refused */
-    bool zero;            /* ZeRO-1 (mt_zero): the optimizer state sharded across MPI ranks */
-    int replicas;         /* threads that each run a slice of a step's batch (mt_replicas): 0 =
+    /* options as compared with another run's (defaults filled in; malloc'd, NULL when they do
+       not read); NULL: the texts compared as they are */
+    char *(*resolve_options)(const char *options);
+    bool resume;    /* false: an out directory holding a run with other options is refused */
+    bool zero;      /* ZeRO-1 (mt_zero): the optimizer state sharded across MPI ranks */
+    int replicas;   /* threads that each run a slice of a step's batch (mt_replicas): 0 =
                              every thread, unless the model has buffers or MPI runs several ranks
                              (then 1); 1 = one, with every op split across the threads */
-    bool recompute;       /* each block keeps only its input and runs again in the backward
+    bool recompute; /* each block keeps only its input and runs again in the backward
                              (mt_recompute): --recompute block */
-    int precision;        /* mt_precision of the linear layers' products: MT_BF16 keeps the
+    int precision;  /* mt_precision of the linear layers' products: MT_BF16 keeps the
                              weights' bf16 copy (refreshed after each update); mt_bf16_check
                              must pass */
     /* NULL or "": the model initialised; else a checkpoint whose weights it starts from by name

@@ -19,10 +19,24 @@
 /* The most rows of a batch of B one rank computes. */
 static int local_rows(int B) { return (int)(((long)B + mt_dist_size() - 1) / mt_dist_size()); }
 
-/* A run in out that is not the one asked for (other options) is refused without --resume: its
+/* The first line of a that differs from b's into x, b's into y ("" past an end). */
+static void first_difference(const char *a, const char *b, char *x, char *y, size_t len) {
+    while (*a || *b) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || strncmp(a, b, la) != 0) {
+            snprintf(x, len, "%.*s", (int)la, a);
+            snprintf(y, len, "%.*s", (int)lb, b);
+            return;
+        }
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+}
+
+/* A run in out that is not the one asked for (other options, as cfg->resolve_options gives
+   them: a default and the same value given are one run) is refused without --resume: its
    checkpoint would be overwritten. The same options start the run over. */
-static mt_status check_fresh_out(const char *out, const char *model_path, const char *options,
-                                 mt_err *err) {
+static mt_status check_fresh_out(const mt_train_cfg *cfg, const char *model_path, mt_err *err) {
     struct stat sb;
     if (stat(model_path, &sb) != 0) return MT_OK;
     mt_safetensors st;
@@ -31,28 +45,22 @@ static mt_status check_fresh_out(const char *out, const char *model_path, const 
         return mt_errorf(err, MT_EINVAL,
                          "--out %s holds a model.safetensors that cannot be read (%s): remove it "
                          "or choose another --out",
-                         out, e.msg);
-    const char *saved = mt_st_meta(&st, "options");
+                         cfg->out, e.msg);
+    const char *saved = mt_st_meta(&st, "options"), *options = cfg->options ? cfg->options : "";
+    char *there = saved && cfg->resolve_options ? cfg->resolve_options(saved) : NULL;
+    char *now = there ? cfg->resolve_options(options) : NULL;
+    const char *a = now ? there : saved, *b = now ? now : options;
     mt_status s = MT_OK;
-    if (!saved || strcmp(saved, options ? options : "") != 0) {
-        /* the first line that differs names the option */
-        char a[160] = "", b[160] = "";
-        const char *p = saved ? saved : "", *q = options ? options : "";
-        while (*p || *q) {
-            size_t la = strcspn(p, "\n"), lb = strcspn(q, "\n");
-            if (la != lb || strncmp(p, q, la) != 0) {
-                snprintf(a, sizeof a, "%.*s", (int)la, p);
-                snprintf(b, sizeof b, "%.*s", (int)lb, q);
-                break;
-            }
-            p += la + (p[la] == '\n');
-            q += lb + (q[lb] == '\n');
-        }
+    if (!a || strcmp(a, b) != 0) {
+        char x[160] = "", y[160] = ""; /* the first line that differs names the option */
+        first_difference(a ? a : "", b, x, y, sizeof x);
         s = mt_errorf(err, MT_EINVAL,
                       "--out %s already holds another run (there '%s', now '%s'): --resume "
                       "continues it, or choose another --out",
-                      out, a, b);
+                      cfg->out, x, y);
     }
+    free(there);
+    free(now);
     mt_st_free(&st);
     return s;
 }
@@ -269,8 +277,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
     if ((task->data_file && !mt_data_is_set(data) &&
          (s = mt_file_check("--data", data, err)) != MT_OK) ||
         (s = mt_dir_check_writable("--out", cfg->out, err)) != MT_OK ||
-        (!cfg->resume &&
-         (s = check_fresh_out(cfg->out, tr->model_path, cfg->options, err)) != MT_OK))
+        (!cfg->resume && (s = check_fresh_out(cfg, tr->model_path, err)) != MT_OK))
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     if ((s = check_init(cfg, err)) != MT_OK) return s;

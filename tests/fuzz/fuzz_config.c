@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mt_fieldset_parse_ini_bytes(&set, 1, (const char *)data, size, "fuzz.ini", NULL, &err) ==
         MT_OK) {
         check_values(&o);
-        char *saved = mt_fieldset_to_ini(&set, 1);
+        char *saved = mt_fieldset_to_ini(&set, 1, NULL);
         if (mt_fieldset_parse_ini(&set_back, 1, saved, "saved", NULL, &err) != MT_OK ||
             !same(&o, &back))
             abort(); /* what is saved reads back as the same values */

@@ -47,6 +47,30 @@ awk -F, 'NR > 1 { if ($8 == "" || $8 + 0 < prev) exit 1; prev = $8 + 0 }' "$T/r/
     fail "elapsed_s does not grow: $(cut -d, -f1,8 "$T/r/metrics.csv" | tr '\n' ' ')"
 train --resume --out "$T/r" --n-layer 3 && fail "resume with another model accepted"
 grep -q "n_layer is 2 in the checkpoint, 3 now" "$T/log" || fail "resume mismatch message: $(cat "$T/log")"
+# a run of a build before derived defaults (its saved options say min-lr = -1, warmup = -1):
+# the same flags over it start it over (the same run); resumed, its warmup is derived anew
+OLD="--data $T/text.txt --n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 --out $T/old"
+old_options() {
+    /usr/bin/python3 - "$T/old/model.safetensors" <<'PY' || fail "old options not written"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+o = h["__metadata__"]["options"]
+assert "min-lr" not in o and "\nwarmup =" not in o
+h["__metadata__"].pop("mt_crc32c")  # its checksums: of the options as written
+h["__metadata__"]["options"] = o.replace("\nschedule =", "\nmin-lr = -1\nwarmup = -1\nschedule =")
+j = json.dumps(h, separators=(",", ":")).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+}
+train $OLD --steps 4 || fail "old-run setup: $(cat "$T/log")"
+old_options
+train $OLD --steps 4 || fail "the old run's flags again: $(cat "$T/log")"
+old_options
+train --resume --out "$T/old" --steps 30 --log-every 10 || fail "old run resumed: $(cat "$T/log")"
+grep -q "warmup 3)" "$T/log" || fail "old run's warmup not derived anew (3): $(cat "$T/log")"
 
 # usage errors exit 2 and name the culprit
 train --n-layers 3; [ $? -eq 2 ] && grep -q "unknown flag --n-layers (did you mean --n-layer?)" "$T/log" ||

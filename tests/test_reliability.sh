@@ -79,7 +79,7 @@ cases() {
 2|--threads: -3 is out of range: expected from 0 to 1024|train $TINY --threads -3
 2|--replicas 2: expected 0 (one per thread) to 1 (the threads)|train $TINY --replicas 2
 2|--replicas 2: the model keeps running statistics (BatchNorm)|train --model vit --data $PWD/data/mnist --norm bn --n-layer 1 --n-head 2 --n-embd 16 --threads 2 --replicas 2 --steps 1 --out $D/bn
-2|--warmup: -5 is out of range: expected at least -1|train $TINY --warmup -5
+2|--warmup: -5 is out of range: expected at least 0|train $TINY --warmup -5
 2|--n-layer: 0 is out of range|train $TINY --n-layer 0
 2|--lr is -1; it must be a finite number >= 0|train $TINY --lr -1
 2|--beta2 is 1; it must be in [0, 1)|train $TINY --beta2 1

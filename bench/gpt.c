@@ -111,7 +111,7 @@ static mt_status trainer_init(mt_trainer *tr, const char *dir, const char *data,
     mt_train_cfg tc = {
         .model = &mt_gpt_type,
         .model_cfg = &gc,
-        .data = {.path = data, .tokenizer = MT_TOK_BYTE, .val_fraction = 0.1f, .eval_batches = 1},
+        .data = {.tokenizer = MT_TOK_BYTE, .val_fraction = 0.1f, .eval_batches = 1},
         .out = out,
         .seed = (uint64_t)o.seed,
         .steps = o.untimed + o.steps,
@@ -121,6 +121,7 @@ static mt_status trainer_init(mt_trainer *tr, const char *dir, const char *data,
         .replicas = o.replicas,
         .precision = o.precision,
     };
+    snprintf(tc.data.path, sizeof tc.data.path, "%s", data);
     return mt_trainer_init(tr, &tc, &oc, err);
 }
 

@@ -114,17 +114,15 @@ int main(void) {
                  &mt_vit_type,
                  &vc,
                  {.path = "data/mnist", .val_fraction = 0.1, .eval_batches = 1}};
-    vit.data.images = mt_image_opts_default();
+    vit.data.resize = true; /* ./train's defaults */
     if (access("data/mnist/t10k-images-idx3-ubyte.gz", R_OK) == 0) compare(&vit, 8, K4, 2, MT_FP32);
 
     mt_encdec_config ec = mt_encdec_config_default();
     ec.enc_layers = ec.dec_layers = 1, ec.stack.n_head = 2, ec.stack.n_embd = 16;
     const char *dict = test_write_dict(dir, 200);
     CHECK(dict != NULL, "cannot write the dictionary in %s", dir);
-    setup encdec = {"encdec",
-                    &mt_encdec_type,
-                    &ec,
-                    {.path = dict, .val_fraction = 0.1, .eval_batches = 1}};
+    setup encdec = {"encdec", &mt_encdec_type, &ec, {.val_fraction = 0.1, .eval_batches = 1}};
+    snprintf(encdec.data.path, sizeof encdec.data.path, "%s", dict ? dict : "");
     if (dict) compare(&encdec, 8, K8, 3, MT_FP32);
 
     CHECK(test_remove_dir(dir) == 0, "cannot remove %s", dir);

@@ -78,11 +78,12 @@ static void columns(const model_case *mc, const mt_params *P, int l, double col[
 static void train(const model_case *mc, double clip, bool diag, double *losses, double *norms) {
     const int L = mc->L;
     mt_train_cfg tc = {.model = mc->type,
-                       .data = {.path = mc->data, .val_fraction = 0.1, .eval_batches = 1},
+                       .data = {.val_fraction = 0.1, .eval_batches = 1},
                        .out = dir,
                        .seed = 7,
                        .steps = STEPS,
                        .batch = 4};
+    snprintf(tc.data.path, sizeof tc.data.path, "%s", mc->data);
     mt_stack_config *stack = mc->cfg; /* every config starts with its stack */
     mt_placement place = stack->placement;
     mt_optim_config oc = mt_optim_defaults();

@@ -304,7 +304,8 @@ static void test_length_buckets(void) {
     }
     fclose(f);
     mt_encdec_config cfg = mt_encdec_config_default();
-    mt_data_cfg dc = {.path = path, .batch = 8, .min_rows = 8, .eval_batches = 1};
+    mt_data_cfg dc = {.batch = 8, .min_rows = 8, .eval_batches = 1};
+    snprintf(dc.path, sizeof dc.path, "%s", path);
     mt_task *t = NULL;
     mt_err e;
     CHECK(mt_g2p_task.load(&t, &dc, &mt_encdec_type, &cfg, &e) == MT_OK, "load: %s", e.msg);

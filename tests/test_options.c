@@ -37,8 +37,8 @@ static void test_defaults(void) {
               r.o.optim.sched.kind == MT_SCHED_COSINE,
           "optimizer defaults: lr %.17g min_lr %.17g warmup %ld", r.o.optim.sched.lr,
           r.o.optim.sched.min_lr, r.o.optim.sched.warmup);
-    CHECK(r.o.steps == 1000 && r.o.batch == 32 && strcmp(r.data.path, r.o.data.path) == 0 &&
-              r.data.images.resize && r.data.images.skip_bad && r.data.eval_batches == 20,
+    CHECK(r.o.steps == 1000 && r.o.batch == 32 && r.o.data.resize &&
+              r.o.data.bad_images == MT_BAD_IMAGES_SKIP && r.o.data.eval_batches == 20,
           "training and data defaults");
     CHECK(strncmp(r.saved, "model = gpt\ndata = data/tinyshakespeare.txt\ntokenizer = byte\n",
                   60) == 0 &&
@@ -50,8 +50,8 @@ static void test_defaults(void) {
     CHECK(run(&r, "--schedule const --lr 1e-3 --steps 50 --no-resize --bad-images reject", &e) ==
                   MT_OK &&
               r.o.optim.sched.min_lr == 0 && r.o.optim.sched.warmup == 5 &&
-              r.o.optim.sched.lr == (double)1e-3f && !r.data.images.resize &&
-              !r.data.images.skip_bad,
+              r.o.optim.sched.lr == (double)1e-3f && !r.o.data.resize &&
+              r.o.data.bad_images == MT_BAD_IMAGES_REJECT,
           "const schedule: min_lr %g warmup %ld (%s)", r.o.optim.sched.min_lr,
           r.o.optim.sched.warmup, e.msg);
     mt_run_options_free(&r);

@@ -128,7 +128,8 @@ int main(void) {
     mt_gpt_config gc = mt_gpt_config_default();
     gc.stack.n_layer = 3, gc.stack.n_head = 2, gc.stack.n_embd = 16, gc.n_ctx = 16;
     gc.stack.dropout = 0.1f;
-    setup gpt = {"gpt", &mt_gpt_type, &gc, &gc.stack, {.path = text, .val_fraction = 0.1}};
+    setup gpt = {"gpt", &mt_gpt_type, &gc, &gc.stack, {.val_fraction = 0.1}};
+    snprintf(gpt.data.path, sizeof gpt.data.path, "%s", text);
     gpt.data.eval_batches = 1;
     every_block(&gpt);
     gc.arch = MT_ARCH_LLAMA; /* RoPE, SwiGLU, RMSNorm, grouped-query attention */
@@ -145,7 +146,7 @@ int main(void) {
     vc.stack.dropout = 0.1f;
     setup vit = {"vit", &mt_vit_type, &vc, &vc.stack, {.path = "data/mnist", .val_fraction = 0.1}};
     vit.data.eval_batches = 1;
-    vit.data.images = mt_image_opts_default();
+    vit.data.resize = true; /* ./train's defaults */
     if (access("data/mnist/t10k-images-idx3-ubyte.gz", R_OK) == 0) every_block(&vit);
 
     mt_encdec_config ec = mt_encdec_config_default();
@@ -153,7 +154,8 @@ int main(void) {
     ec.stack.dropout = 0.1f;
     const char *dict = test_write_dict(dir, 120);
     CHECK(dict != NULL, "cannot write the dictionary in %s", dir);
-    setup encdec = {"encdec", &mt_encdec_type, &ec, &ec.stack, {.path = dict, .val_fraction = 0.1}};
+    setup encdec = {"encdec", &mt_encdec_type, &ec, &ec.stack, {.val_fraction = 0.1}};
+    snprintf(encdec.data.path, sizeof encdec.data.path, "%s", dict ? dict : "");
     encdec.data.eval_batches = 1;
     if (dict) every_block(&encdec);
 

@@ -114,7 +114,7 @@ static mt_status prepare_check(const mt_run_options *r, mt_err *err) {
 
 mt_status mt_prepare(const mt_run_options *r, mt_prepared *p, mt_err *err) {
     const mt_train_options *o = &r->o;
-    const mt_data_options *dat = &o->data;
+    const mt_data_cfg *dat = &o->data;
     mt_status s = prepare_check(r, err);
     if (s != MT_OK) return s;
     mt_tokenizer tok;

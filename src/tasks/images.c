@@ -29,7 +29,13 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *m
     t->base.type = &mt_image_task;
     t->B = d->batch;
     mt_images *ds = &t->imgs;
-    mt_status s = mt_images_load(d->path, &d->images, ds, err);
+    mt_image_opts opts = {.H = d->image_size,
+                          .W = d->image_size,
+                          .C = d->channels,
+                          .resize = d->resize,
+                          .skip_bad = d->bad_images == MT_BAD_IMAGES_SKIP,
+                          .classes = d->classes[0] ? d->classes : NULL};
+    mt_status s = mt_images_load(d->path, &opts, ds, err);
     if (s != MT_OK) return s;
     if (!(t->order = malloc((size_t)ds->n * sizeof *t->order)))
         return mt_errorf(err, MT_ENOMEM, "out of memory for %d image indices", ds->n);

@@ -9,6 +9,7 @@
 #define MT_TASK_H
 
 #include "../data/data.h"
+#include "../io/fields.h"
 #include "../models/model.h"
 #include "../models/stack.h"
 #include "../nn/nn.h"
@@ -23,19 +24,24 @@ typedef struct {
     const mt_task_type *type;
 } mt_task;
 
-/* What the training data is and how it is read and split. */
+/* What the training data is and how it is read and split: ./train's data options (read into by
+   the field table of src/train/options.c), then what the trainer sets. */
 typedef struct {
-    const char *path;      /* a text, token file or shard set, or an image dataset (data.h) */
-    mt_tok_kind tokenizer; /* text */
-    int vocab_size;        /* text, bpe: the vocabulary to learn from the training part */
-    int data_vocab;        /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
-    double val_fraction;   /* the last part of a text (in bytes); a random part of images (but a
-                              test part) */
-    mt_image_opts images;  /* images */
-    uint64_t seed;         /* a random split */
-    int batch;             /* rows of a training batch: an optimizer step's (every micro-batch) */
-    int min_rows;          /* the fewest rows of a micro-batch one process computes */
-    int eval_batches;      /* text: validation batches of `batch` windows */
+    char path[MT_FIELD_STR_MAX]; /* a text, token file or shard set, or an image dataset (data.h) */
+    mt_tok_kind tokenizer;       /* text */
+    int vocab_size;              /* text, bpe: the vocabulary to learn from the training part */
+    int data_vocab;      /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
+    double val_fraction; /* the last part of a text (in bytes); a random part of images (but a
+                            test part) */
+    /* images (the task's mt_image_opts): H = W = image_size and C = channels, 0: the data's */
+    int image_size, channels;
+    bool resize;                    /* another size resized (not mismatched) */
+    int bad_images;                 /* mt_bad_images */
+    char classes[MT_FIELD_STR_MAX]; /* a class-name file; "": classes.txt beside idx data */
+    uint64_t seed;                  /* a random split */
+    int batch;        /* rows of a training batch: an optimizer step's (every micro-batch) */
+    int min_rows;     /* the fewest rows of a micro-batch one process computes */
+    int eval_batches; /* text: validation batches of `batch` windows */
 } mt_data_cfg;
 
 #define MT_EVAL_METRICS 8

@@ -27,12 +27,12 @@ const mt_enum MT_PREPARE_FORMATS = MT_ENUM("format", PREPARE_FORMATS);
 
 /* What reads an option (mt_field.read), on the resolved options. */
 static bool token_shards(const void *d) {
-    return mt_data_is_tokens(((const mt_data_options *)d)->path);
+    return mt_data_is_tokens(((const mt_data_cfg *)d)->path);
 }
 /* token data is read with the tokenizer it was made with (--prepare) */
 static bool tokenizes(const void *d) { return !token_shards(d); }
 static bool learns_bpe(const void *d) {
-    return tokenizes(d) && ((const mt_data_options *)d)->tokenizer == MT_TOK_BPE;
+    return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_BPE;
 }
 static bool prepares_llmc(const void *o) {
     const mt_train_options *t = o;
@@ -47,8 +47,7 @@ static bool mpi_build(const void *o) {
 #endif
 }
 
-#define F(member, TYPE, key, help, ...)                                                            \
-    MT_FIELD(mt_data_options, member, TYPE, key, help, __VA_ARGS__)
+#define F(member, TYPE, key, help, ...) MT_FIELD(mt_data_cfg, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field DATA[] = {
     F(path, STR, "data",
       "training text (UTF-8 for char), token file FILE.bin, or a directory or quoted glob of "
@@ -463,23 +462,10 @@ static void derive(mt_train_options *o, const mt_fieldset *sets, int n, const mt
     mt_fieldset_derive(sets, n, given);
 }
 
-/* What the options resolve to for the loop: the derived fields, the data config. */
+/* What the options resolve to for the loop: the derived fields. */
 static void resolve(mt_run_options *r, const mt_fieldset *sets, const mt_settings *given) {
-    mt_train_options *o = &r->o;
-    const mt_data_options *d = &o->data;
-    derive(o, sets, 3, given);
-    r->data = (mt_data_cfg){.path = d->path,
-                            .tokenizer = (mt_tok_kind)d->tokenizer,
-                            .vocab_size = d->vocab_size,
-                            .data_vocab = d->data_vocab,
-                            .val_fraction = d->val_fraction,
-                            .eval_batches = o->eval_batches,
-                            .images = {.H = d->image_size,
-                                       .W = d->image_size,
-                                       .C = d->channels,
-                                       .resize = d->resize,
-                                       .skip_bad = d->bad_images == MT_BAD_IMAGES_SKIP,
-                                       .classes = d->classes[0] ? d->classes : NULL}};
+    derive(&r->o, sets, 3, given);
+    r->o.data.eval_batches = r->o.eval_batches;
 }
 
 /* The top layer that alone, on the defaults, gives the model's defaults md: the one that names
@@ -610,7 +596,7 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .model = r->type,
         .model_cfg = r->model_cfg,
         .task = r->task,
-        .data = r->data,
+        .data = r->o.data,
         .out = o->out,
         .seed = (uint64_t)o->seed,
         .steps = o->steps,

@@ -16,19 +16,6 @@
 #include "../io/fields.h"
 #include "train.h"
 
-/* What --data reads, and how (mt_data_cfg's part the flags set). */
-typedef struct {
-    char path[MT_FIELD_STR_MAX];    /* --data */
-    char classes[MT_FIELD_STR_MAX]; /* images: a class-name file; empty: beside the data */
-    int tokenizer;                  /* mt_tok_kind */
-    int vocab_size;                 /* bpe */
-    int data_vocab;                 /* token shards without a tokenizer; 0: meta.json's */
-    float val_fraction;
-    int image_size, channels; /* 0: the data's */
-    bool resize;              /* --no-resize clears it */
-    int bad_images;           /* mt_bad_images */
-} mt_data_options;
-
 /* ./train --diag-*: which of src/diag's CSVs a run writes (diag.h says what each holds). */
 typedef struct {
     int grad_every;   /* 0: no diag_grad.csv */
@@ -49,7 +36,7 @@ extern const mt_enum MT_PREPARE_FORMATS;
 /* Every option of ./train but the model's config, as its table lists them. */
 typedef struct {
     char model[MT_FIELD_STR_MAX], task[MT_FIELD_STR_MAX];
-    mt_data_options data;
+    mt_data_cfg data; /* the options' part; the trainer sets the rest */
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
     bool resume;
@@ -64,14 +51,13 @@ typedef struct {
     bool help;
 } mt_train_options;
 
-/* The options of a run, resolved. data's strings point into o: do not copy the struct. */
+/* The options of a run, resolved. */
 typedef struct {
     mt_train_options o;
     const mt_model_type *type;
     const mt_task_type *task;
-    void *model_cfg;  /* (type->config_size) malloc'd */
-    mt_data_cfg data; /* path, tokenizer, images, eval_batches; the trainer sets the rest */
-    char *saved;      /* the options as config lines, saved in checkpoints; malloc'd */
+    void *model_cfg; /* (type->config_size) malloc'd */
+    char *saved;     /* the options as config lines, saved in checkpoints; malloc'd */
 } mt_run_options;
 
 /* Reads argv (tokenised and checked once), the config file and, with --resume, the run's saved

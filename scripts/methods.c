@@ -2,7 +2,9 @@
  * the model types' field tables (the block stack's among them) and of the optimizer's, name ->
  * help in the enum's order, and "model": the model types.
  *   build/scripts/methods > build/methods.json     (the Makefile does this for `all`)
- *   {"model": {"gpt": "", ...}, "norm": {"ln": "LayerNorm", ...}, "placement": {...}, ...}
+ *   {"model": {"gpt": "", ...}, "norm": {"ln": "LayerNorm", ...}, "placement": {...}, ...,
+ *    "titles": {"placement": {"pre": "Pre-LN", ...}, ...}}
+ * titles: the methods' names (mt_enum_item.title) of the enums that give them, for plots.
  * The parity twins (tests/parity/harness.py methods()), the benchmarks and the scripts read
  * their lists of methods from it, so a method added to an enum's table reaches them. */
 #include <stdio.h>
@@ -21,18 +23,25 @@ static void put_string(const char *s) {
     putchar('"');
 }
 
+/* The enum keys printed, with their enums. */
+typedef struct {
+    const char *key[MAX_KEYS];
+    const mt_enum *of[MAX_KEYS];
+    int n;
+} enums;
+
 /* The enum fields of t and of the tables inside it, each key once (seen: the keys so far). */
-static void put_enums(const mt_fields *t, const char **seen, int *n_seen) {
+static void put_enums(const mt_fields *t, enums *seen) {
     for (int i = 0; i < t->n; i++) {
         const mt_field *f = &t->f[i];
-        if (f->type == MT_FIELD_TABLE) put_enums(f->of, seen, n_seen);
+        if (f->type == MT_FIELD_TABLE) put_enums(f->of, seen);
         if (f->type != MT_FIELD_ENUM) continue;
         int k = 0;
-        while (k < *n_seen && strcmp(seen[k], f->key)) k++;
-        if (k < *n_seen) continue;
-        MT_ASSERT(*n_seen < MAX_KEYS, "methods: more than %d enum keys", MAX_KEYS);
-        seen[(*n_seen)++] = f->key;
+        while (k < seen->n && strcmp(seen->key[k], f->key)) k++;
+        if (k < seen->n) continue;
+        MT_ASSERT(seen->n < MAX_KEYS, "methods: more than %d enum keys", MAX_KEYS);
         const mt_enum *e = f->of;
+        seen->key[seen->n] = f->key, seen->of[seen->n++] = e;
         printf(",\n ");
         put_string(f->key);
         printf(": {");
@@ -46,9 +55,32 @@ static void put_enums(const mt_fields *t, const char **seen, int *n_seen) {
     }
 }
 
+/* "titles": each enum's values that have a title, for the enums with any. */
+static void put_titles(const enums *seen) {
+    printf(",\n \"titles\": {");
+    for (int k = 0, first = 1; k < seen->n; k++) {
+        const mt_enum *e = seen->of[k];
+        int v = 0;
+        while (v < e->n && !e->items[v].title) v++;
+        if (v == e->n) continue;
+        printf(first ? "" : ", ");
+        first = 0;
+        put_string(seen->key[k]);
+        printf(": {");
+        for (int w = 0, any = 0; w < e->n; w++) {
+            if (!e->items[w].title) continue;
+            printf(any++ ? ", " : "");
+            put_string(e->items[w].name);
+            printf(": ");
+            put_string(e->items[w].title);
+        }
+        printf("}");
+    }
+    printf("}");
+}
+
 int main(void) {
-    const char *seen[MAX_KEYS];
-    int n_seen = 0;
+    enums seen = {.n = 0};
     printf("{\"model\": {");
     for (int i = 0; mt_model_types[i]; i++) {
         printf(i ? ", " : "");
@@ -56,8 +88,9 @@ int main(void) {
         printf(": \"\"");
     }
     printf("}");
-    for (int i = 0; mt_model_types[i]; i++) put_enums(mt_model_types[i]->fields, seen, &n_seen);
-    put_enums(&MT_OPTIM_FIELDS, seen, &n_seen);
+    for (int i = 0; mt_model_types[i]; i++) put_enums(mt_model_types[i]->fields, &seen);
+    put_enums(&MT_OPTIM_FIELDS, &seen);
+    put_titles(&seen);
     printf("\n}\n");
     return 0;
 }

@@ -43,7 +43,7 @@ typedef struct {
     sub_options sub;
 } test_options;
 
-static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL}, {"rms", NULL}, {"prms", NULL}};
+static const mt_enum_item NORM_ITEMS[] = {{.name = "ln"}, {.name = "rms"}, {.name = "prms"}};
 static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
 
 static const mt_field SUB[] = {

@@ -18,17 +18,22 @@ static const mt_enum_item ACTS[] = {
     [MT_ACT_SWIGLU] = {"swiglu", "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
 };
 static const mt_enum_item PLACEMENTS[] = {
-    [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm"},
-    [MT_PLACE_POST] = {"post", "N(x + F(x))"},
-    [MT_PLACE_DEEPNORM] = {"deepnorm", "N(alpha x + F(x))"},
-    [MT_PLACE_SUBLN] = {"subln", "x + F(N(x)), a norm inside F before its output projection, "
-                                 "final norm"},
-    [MT_PLACE_PERI] = {"peri", "x + N(F(N(x))), final norm"},
-    [MT_PLACE_LNS] = {"lns", "x + F(N(x) / sqrt(l + 1)) in block l from 0, final norm"},
-    [MT_PLACE_REORDER] = {"reorder", "x + N(F(x)) (OLMo-2), final norm"},
-    [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm"},
-    [MT_PLACE_DSL] = {"dsl", "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
-                             "final norm"},
+    [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm", "Pre-LN"},
+    [MT_PLACE_POST] = {"post", "N(x + F(x))", "Post-LN"},
+    [MT_PLACE_DEEPNORM] = {"deepnorm", "N(alpha x + F(x))", "DeepNorm"},
+    [MT_PLACE_SUBLN] = {"subln",
+                        "x + F(N(x)), a norm inside F before its output projection, "
+                        "final norm",
+                        "Sub-LN"},
+    [MT_PLACE_PERI] = {"peri", "x + N(F(N(x))), final norm", "Peri-LN"},
+    [MT_PLACE_LNS] = {"lns", "x + F(N(x) / sqrt(l + 1)) in block l from 0, final norm", "LNS"},
+    [MT_PLACE_REORDER] = {"reorder", "x + N(F(x)) (OLMo-2), final norm", "OLMo-2"},
+    [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm",
+                        "Mix-LN"},
+    [MT_PLACE_DSL] = {"dsl",
+                      "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
+                      "final norm",
+                      "DeepScaleLM"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);

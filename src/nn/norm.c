@@ -8,16 +8,16 @@
 #include "nn.h"
 
 static const mt_enum_item NORMS[] = {
-    [MT_NORM_LN] = {"ln", "LayerNorm"},
-    [MT_NORM_RMS] = {"rms", "RMSNorm"},
-    [MT_NORM_PRMS] = {"prms", "partial RMSNorm"},
-    [MT_NORM_BN] = {"bn", "BatchNorm"},
-    [MT_NORM_IN] = {"in", "InstanceNorm"},
-    [MT_NORM_GN] = {"gn", "GroupNorm"},
-    [MT_NORM_SCALE] = {"scale", "ScaleNorm"},
-    [MT_NORM_NONE] = {"none", "identity"},
-    [MT_NORM_DYT] = {"dyt", "Dynamic Tanh, w tanh(alpha x) + b"},
-    [MT_NORM_DERF] = {"derf", "Dynamic erf, w erf(alpha x + s) + b"},
+    [MT_NORM_LN] = {"ln", "LayerNorm", "LayerNorm"},
+    [MT_NORM_RMS] = {"rms", "RMSNorm", "RMSNorm"},
+    [MT_NORM_PRMS] = {"prms", "partial RMSNorm", "pRMSNorm"},
+    [MT_NORM_BN] = {"bn", "BatchNorm", "BatchNorm"},
+    [MT_NORM_IN] = {"in", "InstanceNorm", "InstanceNorm"},
+    [MT_NORM_GN] = {"gn", "GroupNorm", "GroupNorm"},
+    [MT_NORM_SCALE] = {"scale", "ScaleNorm", "ScaleNorm"},
+    [MT_NORM_NONE] = {"none", "identity", "no norm"},
+    [MT_NORM_DYT] = {"dyt", "Dynamic Tanh, w tanh(alpha x) + b", "DyT"},
+    [MT_NORM_DERF] = {"derf", "Dynamic erf, w erf(alpha x + s) + b", "Derf"},
 };
 const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 static const mt_enum_item RMS_FORMS[] = {

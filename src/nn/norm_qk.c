@@ -8,10 +8,10 @@
 #include "nn.h"
 
 static const mt_enum_item QK_NORMS[] = {
-    [MT_QK_NONE] = {"none", NULL},
-    [MT_QK_RMS] = {"rms", "x / sqrt(mean(x^2) + 1e-6) (* weight)"},
-    [MT_QK_LN] = {"ln", "(x - mean) / sqrt(var + 1e-5) (* weight)"},
-    [MT_QK_L2] = {"l2", "g x / max(||x||, 1e-12), g a learned scalar (init sqrt(width))"},
+    [MT_QK_NONE] = {"none", NULL, "off"},
+    [MT_QK_RMS] = {"rms", "x / sqrt(mean(x^2) + 1e-6) (* weight)", "QK-RMSNorm"},
+    [MT_QK_LN] = {"ln", "(x - mean) / sqrt(var + 1e-5) (* weight)", "QK-LayerNorm"},
+    [MT_QK_L2] = {"l2", "g x / max(||x||, 1e-12), g a learned scalar (init sqrt(width))", "QK-L2"},
 };
 static const mt_enum_item QK_SCOPES[] = {
     [MT_QK_HEAD] = {"head", "each head's HS channels (Qwen3, Gemma 3)"},

@@ -42,10 +42,12 @@ mt_status mt_errorf(mt_err *err, mt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- names of enums ------------------------------------------------------------------------
- * An enum whose values are 0..n-1 has one table of {name, help}: the flags, config keys, --help
- * and JSON all read it, so a value's name is written once. what names the enum in messages. */
+ * An enum whose values are 0..n-1 has one table of {name, help, title}: the flags, config keys,
+ * --help and JSON all read it, so a value's name is written once. what names the enum in
+ * messages. title: a method's name in plots and tables ("Pre-LN", scripts/plot-runs through
+ * build/methods.json), NULL: none. */
 typedef struct {
-    const char *name, *help;
+    const char *name, *help, *title;
 } mt_enum_item;
 typedef struct {
     const char *what; /* "norm" */

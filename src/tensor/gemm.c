@@ -27,16 +27,17 @@
 #endif
 
 static const mt_enum_item PRECISIONS[] = {
-    {"fp32", "float32 everywhere"},
-    {"bf16", "the linear layers' products on bf16 inputs, accumulated in fp32 (AVX512_BF16, "
-             "oneDNN); weights, gradients, optimizer state, norms, softmax and loss stay fp32"},
+    [MT_FP32] = {"fp32", "float32 everywhere"},
+    [MT_BF16] = {"bf16",
+                 "the linear layers' products on bf16 inputs, accumulated in fp32 (AVX512_BF16, "
+                 "oneDNN); weights, gradients, optimizer state, norms, softmax and loss stay fp32"},
 };
 const mt_enum MT_PRECISIONS = MT_ENUM("precision", PRECISIONS);
 
 static const mt_enum_item BACKENDS[] = {
-    {"auto", "the faster backend for the product (the rule in src/tensor/gemm.c)"},
-    {"openblas", "OpenBLAS's cblas_sgemm"},
-    {"onednn", "oneDNN's matmul primitive"},
+    [MT_GEMM_AUTO] = {"auto", "the faster backend for the product (the rule in src/tensor/gemm.c)"},
+    [MT_GEMM_OPENBLAS] = {"openblas", "OpenBLAS's cblas_sgemm"},
+    [MT_GEMM_ONEDNN] = {"onednn", "oneDNN's matmul primitive"},
 };
 const mt_enum MT_GEMM_BACKENDS = MT_ENUM("GEMM backend", BACKENDS);
 

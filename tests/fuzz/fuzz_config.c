@@ -26,9 +26,9 @@ typedef struct {
     inner in;
 } options;
 
-static const mt_enum_item NORM_ITEMS[] = {{"ln", NULL},    {"rms", NULL}, {"prms", NULL},
-                                          {"bn", NULL},    {"in", NULL},  {"gn", NULL},
-                                          {"scale", NULL}, {"none", NULL}};
+static const mt_enum_item NORM_ITEMS[] = {{.name = "ln"},    {.name = "rms"}, {.name = "prms"},
+                                          {.name = "bn"},    {.name = "in"},  {.name = "gn"},
+                                          {.name = "scale"}, {.name = "none"}};
 static const mt_enum NORMS = MT_ENUM("norm", NORM_ITEMS);
 
 static const mt_field INNER[] = {

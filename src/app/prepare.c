@@ -8,6 +8,7 @@
 #include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
+#include "../tasks/task.h"
 #include "../tensor/base.h"
 #include "../train/train.h"
 #include "app.h"

@@ -4,7 +4,7 @@
 # tokenizer in its place, another vocabulary, a shape-changing flag). With llm.c's own writer
 # (../shared/third_party/llmc, MT_LLMC) and torch: train_gpt2.py's write_model of a random GPT-2
 # (a 59-char vocabulary, padded to 128) in versions 3 and 5 imports to its weights (5: their
-# bfloat16 rounding); mt's loss on a text is a float64 PyTorch GPT-2's, written here from the
+# bfloat16 rounding); one of GPT-2's 50257 (padded to 50304) fine-tunes on shards of its ids; mt's loss on a text is a float64 PyTorch GPT-2's, written here from the
 # published architecture; llm.c's train_gpt2.c reports that reference's loss on mt's
 # --prepare --format llmc shards, and its greedy continuation is mt's token for token.
 NAME=test_import_llmc
@@ -74,6 +74,7 @@ except ImportError:  # Debian's torch has no inductor; train_gpt2.py only sets i
 init_normal = torch.nn.init.normal_  # an older torch's takes no generator (the weights are set
 torch.nn.init.normal_ = lambda t, mean=0.0, std=1.0, generator=None: init_normal(t, mean, std)
 import train_gpt2  # below)
+pad_vocab_50257 = train_gpt2.pad_vocab
 def pad_vocab(t, multiple=128):  # train_gpt2.py's, without its assertion that V is 50257
     pad = -t.size(0) % multiple
     return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
@@ -89,12 +90,28 @@ with torch.no_grad():  # weights of unit-scale logits: greedy picks are far from
 torch.save({k: v.clone() for k, v in m.state_dict().items()}, f"{T}/gpt2.pt")
 train_gpt2.write_model(m, f"{T}/gpt2_v3.bin", "float32")
 train_gpt2.write_model(m, f"{T}/gpt2_v5.bin", "bfloat16")
+train_gpt2.pad_vocab = pad_vocab_50257
+m = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=32, vocab_size=50257, n_layer=1, n_head=2,
+                                        n_embd=16))
+train_gpt2.write_model(m, f"{T}/gpt2_50257.bin", "float32")
 PY
 for v in 3 5; do
     train $DATA --steps 0 --init-from "$T/gpt2_v$v.bin" --out "$T/v$v" ||
         fail "version $v: import exited $?: $(cat "$T/log")"
     grep -q "^init    loaded 36 of 36 tensors" "$T/log" || fail "version $v: $(grep init "$T/log")"
 done
+# GPT-2's own vocabulary (50257 padded to 50304) fine-tuned on llm.c shards of ids
+mkdir "$T/ids"
+python3 -c 'import random, struct, sys
+random.seed(0)
+ids = [random.randrange(50257) for _ in range(4000)]
+open(sys.argv[1], "wb").write(struct.pack("<3i", 20240520, 1, len(ids)).ljust(1024, b"\0") +
+                              struct.pack(f"<{len(ids)}H", *ids))' "$T/ids/tiny_shakespeare_val.bin"
+train --data "$T/ids/tiny_shakespeare_val.bin" --data-vocab 50257 --batch 2 --eval-batches 1 \
+    --steps 2 --init-from "$T/gpt2_50257.bin" --out "$T/v50257" ||
+    fail "GPT-2's vocabulary: import exited $?: $(cat "$T/log")"
+grep -q "^init    loaded 20 of 20 tensors (0.808M numbers)" "$T/log" ||
+    fail "GPT-2's vocabulary: $(grep init "$T/log")"
 head -c 4000 "$T/text.txt" >"$T/score.txt"
 "$B/infer" --threads 2 --checkpoint "$T/v3/model.safetensors" --score "$T/score.txt" >"$T/score" ||
     fail "infer --score exited $?"

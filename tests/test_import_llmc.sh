@@ -49,7 +49,7 @@ head -c 100 "$T/zero.bin" >"$T/tiny.bin"
 refused "less than a header" "tiny.bin: truncated: 100 bytes, less than an llm.c gpt2 .bin header (1024)" \
     --init-from "$T/tiny.bin"
 header "$T/tok.bin" 20240328 2 59 58 0 0 0 0 0
-refused "llm.c's tokenizer" "tok.bin: llm.c's a tokenizer (gpt2_tokenizer.bin) (magic 20240328), expected its gpt2 model" \
+refused "llm.c's tokenizer" "tok.bin: llm.c's tokenizer (gpt2_tokenizer.bin), magic 20240328: expected its gpt2 model (magic 20240326)" \
     --init-from "$T/tok.bin"
 header "$T/vp.bin" 20240326 3 64 59 2 4 48 58 0
 refused "a padded vocabulary below the vocabulary" "padded_vocab_size at least vocab_size" --init-from "$T/vp.bin"

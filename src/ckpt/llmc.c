@@ -16,9 +16,9 @@
 static const struct {
     int32_t magic;
     const char *what;
-} OTHERS[] = {{20240327, "a debugging state (write_state)"},
-              {20240328, "a tokenizer (gpt2_tokenizer.bin)"},
-              {20240520, "a token shard"}};
+} OTHERS[] = {{20240327, "debugging state (write_state)"},
+              {20240328, "tokenizer (gpt2_tokenizer.bin)"},
+              {20240520, "token shard"}}; /* data.h's MT_LLMC_MAGIC */
 #define HEADER_INTS 256
 #define DIM_MAX (1 << 20) /* a bound on each size, so that every product fits 64 bits */
 
@@ -110,7 +110,7 @@ static mt_status parse_header(const char *path, const int32_t *h, size_t n, int6
     for (size_t i = 0; h[0] != MAGIC && i < sizeof OTHERS / sizeof *OTHERS; i++)
         if (h[0] == OTHERS[i].magic)
             return mt_errorf(err, MT_EFORMAT,
-                             "%s: llm.c's %s (magic %d), expected its gpt2 model (magic %d)", path,
+                             "%s: llm.c's %s, magic %d: expected its gpt2 model (magic %d)", path,
                              OTHERS[i].what, h[0], MAGIC);
     if (h[0] != MAGIC)
         return mt_errorf(err, MT_EFORMAT, "%s: magic %d, expected llm.c's gpt2 model %d", path,

@@ -180,14 +180,19 @@ mt_status mt_llmc_arch(const char *path, mt_import_arch *arch, mt_err *err) {
     return MT_OK;
 }
 
-/* One entry of st: name, rows x cols floats at x (a vector when rows is 1). */
+static bool matrix(int k) {
+    return k == WTE || k == WPE || k == QKVW || k == ATTPROJW || k == FCW || k == FCPROJW;
+}
+
+/* One entry of st: name, rows x cols floats at x (rows 0: a vector of cols, a matrix of one row
+   stays a matrix). */
 static bool add_entry(mt_safetensors *st, const char *name, const float *x, int64_t rows,
                       int64_t cols) {
     mt_st_entry *e = &st->t[st->n];
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->ndim = rows == 1 ? 1 : 2;
-    e->shape[0] = (int)(rows == 1 ? cols : rows), e->shape[1] = (int)cols;
-    e->n = (size_t)(rows * cols);
+    e->ndim = rows ? 2 : 1;
+    e->shape[0] = (int)(rows ? rows : cols), e->shape[1] = (int)cols;
+    e->n = (size_t)((rows ? rows : 1) * cols);
     e->data = x;
     return mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n++) >= 0;
 }
@@ -204,11 +209,11 @@ static bool add_kind(mt_safetensors *st, const layout *l, int k, const float *x)
             for (int i = 0; ok && i < 3; i++) {
                 snprintf(name, sizeof name, NAMES[k], layer, "qkv"[i]);
                 ok = k == QKVW ? add_entry(st, name, x + i * C * C, C, C)
-                               : add_entry(st, name, x + i * C, 1, C);
+                               : add_entry(st, name, x + i * C, 0, C);
             }
         else {
             snprintf(name, sizeof name, NAMES[k], layer);
-            ok = add_entry(st, name, x, k == WTE ? l->a.n_vocab : r, c);
+            ok = add_entry(st, name, x, !matrix(k) ? 0 : k == WTE ? l->a.n_vocab : r, c);
         }
     }
     return ok;

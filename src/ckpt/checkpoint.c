@@ -267,6 +267,25 @@ static mt_status same_kind(const mt_model *m, const mt_model_type *type, const c
 }
 
 /* ---- imports --------------------------------------------------------------------------------- */
+/* The importers, each its format's test (its magic or its name), its header and its tensors;
+   llm.c's first: llama2.c's takes any *.bin. */
+typedef struct {
+    bool (*is)(const char *path);
+    mt_status (*arch)(const char *path, mt_import_arch *arch, mt_err *err);
+    mt_status (*read)(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+} importer;
+static const importer IMPORTERS[] = {
+    {mt_llmc_is, mt_llmc_arch, mt_llmc_read},
+    {mt_llama2c_is, mt_llama2c_arch, mt_llama2c_read},
+};
+
+/* The importer that reads path; NULL: an mt checkpoint. */
+static const importer *importer_of(const char *path) {
+    for (size_t i = 0; i < sizeof IMPORTERS / sizeof *IMPORTERS; i++)
+        if (IMPORTERS[i].is(path)) return &IMPORTERS[i];
+    return NULL;
+}
+
 /* The type (the first registered whose import reads the file's model) and what it makes of a. */
 static mt_status import_type(const mt_import_arch *a, const char *path, const mt_model_type **type,
                              mt_import *imp, mt_err *err) {
@@ -301,11 +320,12 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;
     mt_status s = mt_file_check("--init-from", path, err);
-    if (s != MT_OK || !mt_llama2c_is(path)) return s;
+    const importer *in = s == MT_OK ? importer_of(path) : NULL;
+    if (!in) return s;
     mt_import_arch a;
     const mt_model_type *type = NULL;
     mt_import imp;
-    s = mt_llama2c_arch(path, &a, err);
+    s = in->arch(path, &a, err);
     if (s == MT_OK) s = import_type(&a, path, &type, &imp, err);
     if (s != MT_OK) return s;
     size_t n = strlen(type->name) + strlen(imp.options) + 16;
@@ -328,10 +348,11 @@ static mt_status read_source(const char *path, init_source *src, mt_err *err) {
     *src = (init_source){0};
     mt_import_arch a;
     mt_status s;
-    if (!mt_llama2c_is(path)) {
+    const importer *in = importer_of(path);
+    if (!in) {
         if ((s = mt_st_load(path, &src->st, err)) == MT_OK)
             s = file_model(&src->st, path, &src->type, &src->cfg, &src->meta, err);
-    } else if ((s = mt_llama2c_read(path, &src->st, &a, err)) == MT_OK &&
+    } else if ((s = in->read(path, &src->st, &a, err)) == MT_OK &&
                (s = import_type(&a, path, &src->type, &src->imp, err)) == MT_OK)
         s = import_config(src->type, &src->imp, &a, path, &src->cfg, err);
     return s;

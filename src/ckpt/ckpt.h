@@ -128,6 +128,15 @@ bool mt_llama2c_is(const char *path);
 mt_status mt_llama2c_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_llama2c_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 
+/* llm.c's gpt2_124M.bin (llmc.c): train_gpt2.py's write_model, versions 3 (float32) and 5
+ * (bfloat16, widened), a 1024-byte header with magic 20240326, wte padded to padded_vocab_size
+ * rows (only the first vocab_size are read); under train_gpt2.py's names (transformer.wte.weight,
+ * transformer.h.{i}.mlp.c_fc.weight, ...), c_attn's weight and bias as their thirds
+ * transformer.h.{i}.attn.c_attn.{q,k,v}.{weight,bias}. A file with the magic is read as one. */
+bool mt_llmc_is(const char *path);
+mt_status mt_llmc_arch(const char *path, mt_import_arch *arch, mt_err *err);
+mt_status mt_llmc_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own
    flags build the model. */

@@ -1,6 +1,6 @@
 /* A GPT in the files other programs run: llama2.c's checkpoint and tokenizer (what its run.c
    reads) and GGUF (llama.cpp's "llama" architecture); and, back, what a llama2.c model.bin
-   (src/ckpt/llama2c.c reads it) is as a GPT. Both hold a Llama: pre-norm RMSNorm blocks
+   (src/ckpt/llama2c.c reads it) and an llm.c GPT-2 (src/ckpt/llmc.c) are as a GPT. Both hold a Llama: pre-norm RMSNorm blocks
    without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
    refused with what does not fit. The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
@@ -466,14 +466,40 @@ static const mt_name_rule LLAMA2C_NAMES[] = {
     {"lm_head.weight", "output.weight"},
 };
 
+/* The GPT's names <- train_gpt2.py's (what src/ckpt/llmc.c names a gpt2_124M.bin's tensors). */
+static const mt_name_rule LLMC_NAMES[] = {
+    {"tok_emb.weight", "transformer.wte.weight"},
+    {"pos_emb.weight", "transformer.wpe.weight"},
+    {"blocks.*.attn_norm.*", "transformer.h.*.ln_1.*"},
+    {"blocks.*.attn.q_proj.*", "transformer.h.*.attn.c_attn.q.*"},
+    {"blocks.*.attn.k_proj.*", "transformer.h.*.attn.c_attn.k.*"},
+    {"blocks.*.attn.v_proj.*", "transformer.h.*.attn.c_attn.v.*"},
+    {"blocks.*.attn.out_proj.*", "transformer.h.*.attn.c_proj.*"},
+    {"blocks.*.ffn_norm.*", "transformer.h.*.ln_2.*"},
+    {"blocks.*.ffn.fc1.*", "transformer.h.*.mlp.c_fc.*"},
+    {"blocks.*.ffn.fc2.*", "transformer.h.*.mlp.c_proj.*"},
+    {"final_norm.*", "transformer.ln_f.*"},
+};
+
 mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err) {
-    if (a->format != MT_IMPORT_LLAMA2C)
-        return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin only");
-    *out = (mt_import){.map = LLAMA2C_NAMES, .n_map = sizeof LLAMA2C_NAMES / sizeof *LLAMA2C_NAMES};
-    snprintf(out->options, sizeof out->options,
-             "arch = llama\nn-layer = %d\nn-head = %d\nn-kv-head = %d\nn-embd = %d\nn-ff = "
-             "%d\nn-ctx = %d\nuntie = %s\nnorm-eps = %.9g\nrope-theta = %.9g\n",
-             a->n_layer, a->n_head, a->n_kv_head, a->n_embd, a->n_ff, a->n_ctx,
-             a->tied ? "false" : "true", a->norm_eps, a->rope_theta);
-    return MT_OK;
+    switch (a->format) {
+    case MT_IMPORT_LLMC: /* GPT-2: the GPT's own pieces, each said */
+        *out = (mt_import){.map = LLMC_NAMES, .n_map = sizeof LLMC_NAMES / sizeof *LLMC_NAMES};
+        snprintf(out->options, sizeof out->options,
+                 "arch = gpt\nn-layer = %d\nn-head = %d\nn-embd = %d\nn-ff = %d\nn-ctx = "
+                 "%d\nuntie = false\nnorm = ln\nnorm-eps = %.9g\nno-bias = false\nact = "
+                 "gelu\npos = learned\n",
+                 a->n_layer, a->n_head, a->n_embd, a->n_ff, a->n_ctx, a->norm_eps);
+        return MT_OK;
+    case MT_IMPORT_LLAMA2C:
+        *out = (mt_import){.map = LLAMA2C_NAMES,
+                           .n_map = sizeof LLAMA2C_NAMES / sizeof *LLAMA2C_NAMES};
+        snprintf(out->options, sizeof out->options,
+                 "arch = llama\nn-layer = %d\nn-head = %d\nn-kv-head = %d\nn-embd = %d\nn-ff = "
+                 "%d\nn-ctx = %d\nuntie = %s\nnorm-eps = %.9g\nrope-theta = %.9g\n",
+                 a->n_layer, a->n_head, a->n_kv_head, a->n_embd, a->n_ff, a->n_ctx,
+                 a->tied ? "false" : "true", a->norm_eps, a->rope_theta);
+        return MT_OK;
+    }
+    return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin and llm.c's gpt2 .bin");
 }

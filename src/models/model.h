@@ -63,8 +63,9 @@ typedef struct mt_export_opts mt_export_opts;
 typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts, mt_err *err);
 
 /* Reading another program's model file (src/ckpt's importers, docs/export.md): the shape the
-   file holds, in a Llama's terms, and what a model type makes of it. */
-typedef enum { MT_IMPORT_LLAMA2C } mt_import_format;
+   file holds, in a Llama's terms, and what a model type makes of it. llm.c's file is a GPT-2:
+   LayerNorm, biases, tanh GELU, learned positions, n_ff 4 n_embd, tied. */
+typedef enum { MT_IMPORT_LLAMA2C, MT_IMPORT_LLMC } mt_import_format;
 typedef struct {
     mt_import_format format;
     int n_layer, n_head, n_kv_head, n_embd, n_ff, n_vocab, n_ctx;

@@ -48,11 +48,16 @@ typedef struct {
 static bool per_layer(int k) { return k != EMB && k != NORM && k != OUT && k != FREQS; }
 static bool present(const layout *l, int k) { return k != OUT || !l->a.tied; }
 
-/* The shape (rows, cols; rows 1 for a vector) of one tensor of kind k. */
-static void shape_of(const mt_import_arch *a, int k, int64_t *rows, int64_t *cols) {
+/* The shape (rows, cols; rows 1 for a vector) of one tensor of kind k; true for a matrix (which
+   stays one with a single row: a vocabulary of 1). */
+static bool shape_of(const mt_import_arch *a, int k, int64_t *rows, int64_t *cols) {
     int64_t C = a->n_embd, F = a->n_ff, HS = C / a->n_head, KV = a->n_kv_head * HS;
     *rows = 1, *cols = C;
     switch (k) {
+    case NORM:
+    case ATT_NORM:
+    case FFN_NORM: return false;
+    case FREQS: *cols = a->n_ctx * HS; return false; /* cos and sin, (T, HS / 2) each */
     case EMB:
     case OUT: *rows = a->n_vocab; break;
     case WQ:
@@ -62,8 +67,8 @@ static void shape_of(const mt_import_arch *a, int k, int64_t *rows, int64_t *col
     case W1:
     case W3: *rows = F; break;
     case W2: *rows = C, *cols = F; break;
-    case FREQS: *cols = a->n_ctx * HS; break; /* cos and sin, (T, HS / 2) each */
     }
+    return true;
 }
 
 /* Version 2 holds the matrices as Q8_0: int8 values, then a float scale a group. */
@@ -212,15 +217,15 @@ static bool read_floats(FILE *f, float *x, int64_t n, bool q8, int group) {
 static mt_status read_kind(FILE *f, const layout *l, int k, float *x, mt_safetensors *st,
                            const char *path, mt_err *err) {
     int64_t r, c;
-    shape_of(&l->a, k, &r, &c);
+    bool matrix = shape_of(&l->a, k, &r, &c);
     for (int layer = 0; layer < (per_layer(k) ? l->a.n_layer : 1); layer++, x += r * c) {
         if (!read_floats(f, x, r * c, quantized(l, k), l->group))
             return mt_errorf(err, MT_EIO, "%s: cannot read %s: %s", path, NAMES[k],
                              ferror(f) ? strerror(errno) : "the file shrank");
         mt_st_entry *e = &st->t[st->n];
         snprintf(e->name, sizeof e->name, NAMES[k], layer);
-        e->ndim = r == 1 ? 1 : 2;
-        e->shape[0] = (int)(r == 1 ? c : r), e->shape[1] = (int)c;
+        e->ndim = matrix ? 2 : 1;
+        e->shape[0] = (int)(matrix ? r : c), e->shape[1] = (int)c;
         e->n = (size_t)(r * c);
         e->data = x;
         if (mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n++) < 0)

@@ -298,14 +298,32 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
     return mt_errorf(err, MT_EFORMAT, "%s: its model as a %s: %s", path, type->name, e.msg);
 }
 
+/* The importers, the first whose `is` takes a file reads it (GGUF first: llama2c takes any
+   *.bin); none: an mt checkpoint. */
+static const struct importer {
+    bool (*is)(const char *path);
+    mt_status (*arch)(const char *path, mt_import_arch *arch, mt_err *err);
+    mt_status (*read)(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+} IMPORTERS[] = {
+    {mt_gguf_is, mt_gguf_arch, mt_gguf_read},
+    {mt_llama2c_is, mt_llama2c_arch, mt_llama2c_read},
+};
+
+static const struct importer *importer_of(const char *path) {
+    for (size_t i = 0; i < sizeof IMPORTERS / sizeof *IMPORTERS; i++)
+        if (IMPORTERS[i].is(path)) return &IMPORTERS[i];
+    return NULL;
+}
+
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;
     mt_status s = mt_file_check("--init-from", path, err);
-    if (s != MT_OK || !mt_llama2c_is(path)) return s;
+    const struct importer *imp_of = s == MT_OK ? importer_of(path) : NULL;
+    if (!imp_of) return s;
     mt_import_arch a;
     const mt_model_type *type = NULL;
     mt_import imp;
-    s = mt_llama2c_arch(path, &a, err);
+    s = imp_of->arch(path, &a, err);
     if (s == MT_OK) s = import_type(&a, path, &type, &imp, err);
     if (s != MT_OK) return s;
     size_t n = strlen(type->name) + strlen(imp.options) + 16;
@@ -328,10 +346,11 @@ static mt_status read_source(const char *path, init_source *src, mt_err *err) {
     *src = (init_source){0};
     mt_import_arch a;
     mt_status s;
-    if (!mt_llama2c_is(path)) {
+    const struct importer *imp_of = importer_of(path);
+    if (!imp_of) {
         if ((s = mt_st_load(path, &src->st, err)) == MT_OK)
             s = file_model(&src->st, path, &src->type, &src->cfg, &src->meta, err);
-    } else if ((s = mt_llama2c_read(path, &src->st, &a, err)) == MT_OK &&
+    } else if ((s = imp_of->read(path, &src->st, &a, err)) == MT_OK &&
                (s = import_type(&a, path, &src->type, &src->imp, err)) == MT_OK)
         s = import_config(src->type, &src->imp, &a, path, &src->cfg, err);
     return s;

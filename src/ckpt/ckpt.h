@@ -128,6 +128,19 @@ bool mt_llama2c_is(const char *path);
 mt_status mt_llama2c_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_llama2c_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 
+/* GGUF (gguf.c, src/io/gguf.h), version 2 or 3, of llama.cpp's "llama" architecture: the
+ * hyperparameters from the metadata (llama.block_count, embedding_length, feed_forward_length,
+ * attention.head_count, head_count_kv, context_length, layer_norm_rms_epsilon, rope.freq_base),
+ * the vocabulary's size from token_embd.weight, tied when output.weight is absent; the tensors
+ * under GGUF's names (blk.{i}.attn_q.weight, ...) in torch's shapes (the file's dims reversed),
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K dequantized to float32. Refused (MT_EINVAL) naming
+ * it: another architecture, a tensor type not read, experts, RoPE scaling. A file with the magic
+ * "GGUF", or named *.gguf, is read as one. */
+bool mt_gguf_is(const char *path);
+/* The header, the metadata and the tensor infos alone, checked against the file's length. */
+mt_status mt_gguf_arch(const char *path, mt_import_arch *arch, mt_err *err);
+mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own
    flags build the model. */

@@ -11,6 +11,7 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "fields.h"
+#include "gguf.h"
 
 typedef struct {
     char name[128];

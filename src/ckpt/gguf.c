@@ -492,10 +492,9 @@ static mt_status check_tensors(const char *path, gguf *g, mt_err *err) {
         if (!q) {
             const char *name = mt_ggml_type_name(t->type);
             return mt_errorf(err, MT_EINVAL,
-                             "%s: tensor '%.*s' is of type %s%s%u: mt reads f32, f16, bf16, q8_0, "
-                             "q4_0, q4_K and q6_K",
-                             path, nl, t->name.s, name ? name : "", name ? " (ggml type " : "",
-                             t->type);
+                             "%s: tensor '%.*s' is of type %s (ggml type %u): mt reads f32, f16, "
+                             "bf16, q8_0, q4_0, q4_K and q6_K",
+                             path, nl, t->name.s, name ? name : "unknown", t->type);
         }
         /* no tensor holds more numbers than 2 a byte (q4_K's 256 in 144): a bound on n */
         uint64_t cap = 4 * (uint64_t)g->size + 4;
@@ -622,4 +621,65 @@ mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arc
     else mt_st_free(st);
     close_gguf(&g);
     return s;
+}
+
+/* ---- the vocabulary -------------------------------------------------------------------------- */
+
+/* The n strings of an array from first (checked by skip_value) as NUL-terminated copies. */
+static char **strings(const unsigned char *first, uint64_t n, const unsigned char *end) {
+    char **s = calloc(n ? n : 1, sizeof *s);
+    cursor c = {first, end};
+    for (uint64_t i = 0; s && i < n; i++) {
+        text t;
+        if (!take_text(&c, &t) || !(s[i] = malloc(t.n + 1))) {
+            while (i) free(s[--i]);
+            free(s);
+            return NULL;
+        }
+        memcpy(s[i], t.s, t.n);
+        s[i][t.n] = 0;
+    }
+    return s;
+}
+
+static int token_id(value v, int n) {
+    double x;
+    return number(v, &x) && x >= 0 && x < n && x == floor(x) ? (int)x : -1;
+}
+
+mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err) {
+    *v = (mt_gguf_vocab){.bos = -1, .eos = -1};
+    gguf g;
+    mt_status s = open_gguf(path, &g, err);
+    if (s != MT_OK) return s;
+    text model = {"", 0};
+    uint64_t n = 0, m = 0, k;
+    const unsigned char *tokens = NULL, *merges = NULL, *scores = NULL, *types = NULL;
+    if (!string(g.kv[TOK_MODEL], &model) || !array(g.kv[TOKENS], MT_GGUF_STRING, &n, &tokens))
+        s = bad(err, path, "without tokenizer.ggml.model and tokenizer.ggml.tokens");
+    snprintf(v->model, sizeof v->model, "%.*s", (int)(model.n < 31 ? model.n : 31), model.s);
+    v->n = (int)n;
+    if (s == MT_OK && !(v->tokens = strings(tokens, n, g.map + g.size))) s = MT_ENOMEM;
+    if (s == MT_OK && array(g.kv[MERGES], MT_GGUF_STRING, &m, &merges) &&
+        !(v->merges = strings(merges, m, g.map + g.size)))
+        s = MT_ENOMEM;
+    v->n_merges = v->merges ? (int)m : 0;
+    if (s == MT_OK && array(g.kv[SCORES], MT_GGUF_F32, &k, &scores) && k == n &&
+        (v->scores = malloc(n * 4 + 1)))
+        memcpy(v->scores, scores, n * 4);
+    if (s == MT_OK && array(g.kv[TOKEN_TYPES], MT_GGUF_I32, &k, &types) && k == n &&
+        (v->types = malloc(n * 4 + 1)))
+        memcpy(v->types, types, n * 4);
+    v->bos = token_id(g.kv[BOS], v->n), v->eos = token_id(g.kv[EOS], v->n);
+    close_gguf(&g);
+    if (s == MT_ENOMEM) mt_errorf(err, s, "%s: out of memory for the vocabulary", path);
+    if (s != MT_OK) mt_gguf_vocab_free(v);
+    return s;
+}
+
+void mt_gguf_vocab_free(mt_gguf_vocab *v) {
+    for (int i = 0; v->tokens && i < v->n; i++) free(v->tokens[i]);
+    for (int i = 0; v->merges && i < v->n_merges; i++) free(v->merges[i]);
+    free(v->tokens), free(v->merges), free(v->scores), free(v->types);
+    *v = (mt_gguf_vocab){.bos = -1, .eos = -1};
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/gguf.h"
+#include "../tensor/gemm.h"
 #include "ckpt.h"
 
 #define DIM_MAX (1 << 20) /* a bound on each size, so that every product fits 64 bits */

@@ -1,7 +1,7 @@
 /* GGUF's shared pieces (gguf.h): the names of ggml's tensor types, and halves. */
 #include <string.h>
 
-#include "io.h"
+#include "gguf.h"
 
 static const char *const GGML_TYPES[] = {
     [0] = "f32",     [1] = "f16",      [2] = "q4_0",   [3] = "q4_1",    [6] = "q5_0",

@@ -11,7 +11,6 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "fields.h"
-#include "gguf.h"
 
 typedef struct {
     char name[128];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/gguf.h"
 #include "gpt_internal.h"
 
 static const mt_enum_item FORMATS[] = {

@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c) under ASan + UBSan, FUZZ_SECONDS each
 #   make check-links  every relative link and image of README.md, docs/ and bench/*.md resolves
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
+#   make deps-llamacpp  npm's node-llama-cpp (llama.cpp's CPU build) into build-node/, for the GGUF test
 #   make clean
 # PORTABLE=1 builds for any x86-64 CPU (the baseline: SSE2) instead of -march=native.
 # MPI=1 builds with mpicc into build-mpi/ (./build-mpi/train runs under mpirun; docs/mpi.md).
@@ -89,7 +90,7 @@ DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 DEPS_TEST := python3-torch python3-numpy clang gcc-11 clang-format libclang-rt-14-dev libomp-14-dev valgrind \
              qemu-user $(DEPS_MPI)
 
-.PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+.PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross deps-llamacpp asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS)) $(METHODS)
 
@@ -264,6 +265,15 @@ deps deps-test:
 	  $$sudo apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+	@if [ $@ = deps-test ] && [ ! -d build-node/node_modules/node-llama-cpp ]; then \
+	  $(MAKE) --no-print-directory deps-llamacpp || \
+	    echo "deps-test: node-llama-cpp not installed: test_import_gguf skips its llama.cpp case"; fi
+
+# llama.cpp's CPU build as npm's node-llama-cpp ships it (libllama, libggml, the node addon; 85 MB)
+# into build-node/: tests/test_import_gguf.sh quantizes, dequantizes and generates with it.
+deps-llamacpp:
+	npm install --prefix build-node --no-audit --no-fund --ignore-scripts --omit=optional \
+	  node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
 
 # The aarch64 cross compiler, qemu-user and the arm64 libraries (Debian's multiarch) of
 # make CROSS=aarch64 and make test-aarch64.

@@ -268,13 +268,14 @@ static mt_status same_kind(const mt_model *m, const mt_model_type *type, const c
 
 /* ---- imports --------------------------------------------------------------------------------- */
 /* The importers, each its format's test (its magic or its name), its header and its tensors;
-   llm.c's first: llama2.c's takes any *.bin. */
+   GGUF's and llm.c's before llama2.c's, which takes any *.bin. */
 typedef struct {
     bool (*is)(const char *path);
     mt_status (*arch)(const char *path, mt_import_arch *arch, mt_err *err);
     mt_status (*read)(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 } importer;
 static const importer IMPORTERS[] = {
+    {mt_gguf_is, mt_gguf_arch, mt_gguf_read},
     {mt_llmc_is, mt_llmc_arch, mt_llmc_read},
     {mt_llama2c_is, mt_llama2c_arch, mt_llama2c_read},
 };
@@ -316,6 +317,7 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
     *cfg = NULL;
     return mt_errorf(err, MT_EFORMAT, "%s: its model as a %s: %s", path, type->name, e.msg);
 }
+
 
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;

@@ -136,6 +136,34 @@ mt_status mt_llama2c_read(const char *path, mt_safetensors *st, mt_import_arch *
 bool mt_llmc_is(const char *path);
 mt_status mt_llmc_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_llmc_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+/* GGUF (gguf.c, src/io/gguf.h), version 2 or 3, of llama.cpp's "llama" architecture: the
+ * hyperparameters from the metadata (llama.block_count, embedding_length, feed_forward_length,
+ * attention.head_count, head_count_kv, context_length, layer_norm_rms_epsilon, rope.freq_base),
+ * the vocabulary's size from token_embd.weight, tied when output.weight is absent; the tensors
+ * under GGUF's names (blk.{i}.attn_q.weight, ...) in torch's shapes (the file's dims reversed),
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K dequantized to float32. Refused (MT_EINVAL) naming
+ * it: another architecture, a tensor type not read, experts, RoPE scaling. A file with the magic
+ * "GGUF", or named *.gguf, is read as one. */
+bool mt_gguf_is(const char *path);
+/* The header, the metadata and the tensor infos alone, checked against the file's length. */
+mt_status mt_gguf_arch(const char *path, mt_import_arch *arch, mt_err *err);
+mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+/* The vocabulary of a GGUF llama's metadata as it is written (the import does not use it yet: the
+   run's data gives the tokenizer, whose size must be the file's). */
+typedef struct {
+    char model[32]; /* tokenizer.ggml.model: "llama" (SentencePiece, by score), "gpt2" (BPE) */
+    int n;          /* tokens, the model's vocabulary */
+    char **tokens;  /* (n) tokenizer.ggml.tokens as spelled (U+2581 for a space in llama's,
+                        "<0x0A>"; U+0120 in gpt2's) */
+    float *scores;  /* (n) tokenizer.ggml.scores; NULL: absent */
+    int32_t *types; /* (n) tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control, 4 user,
+                        5 unused, 6 byte); NULL: absent */
+    int n_merges;   /* tokenizer.ggml.merges, "left right" in rank order (gpt2) */
+    char **merges;
+    int bos, eos; /* tokenizer.ggml.bos_token_id, eos_token_id; -1: absent */
+} mt_gguf_vocab;
+mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err);
+void mt_gguf_vocab_free(mt_gguf_vocab *v);
 
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own

@@ -1,6 +1,7 @@
 /* A GPT in the files other programs run: llama2.c's checkpoint and tokenizer (what its run.c
-   reads) and GGUF (llama.cpp's "llama" architecture); and, back, what a llama2.c model.bin
-   (src/ckpt/llama2c.c reads it) and an llm.c GPT-2 (src/ckpt/llmc.c) are as a GPT. Both hold a Llama: pre-norm RMSNorm blocks
+   reads) and GGUF (llama.cpp's "llama" architecture); and, back, what a llama2.c model.bin, a
+   GGUF file (src/ckpt/llama2c.c and gguf.c read them) and an llm.c GPT-2 (src/ckpt/llmc.c) are
+   as a GPT. The two formats it writes hold a Llama: pre-norm RMSNorm blocks
    without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
    refused with what does not fit. The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/gguf.h"
 #include "gpt_internal.h"
 
 static const mt_enum_item FORMATS[] = {
@@ -102,57 +104,79 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
     return MT_OK;
 }
 
-/* Parameter fmt (with the layer number), of n floats: present in a model that passed read_dims. */
-static const float *param(const mt_gpt *m, const char *fmt, int layer, size_t n) {
-    char name[96];
-    snprintf(name, sizeof name, fmt, layer);
-    int i = mt_params_find(&m->P, name);
-    MT_ASSERT(i >= 0 && m->P.t[i].n == n, "export: %s missing or not of %zu floats", name, n);
-    return m->P.t[i].data;
-}
-
-/* ---- the tensors, in GGUF's names, and where they come from ---------------------------------- */
+/* ---- the tensors, in each format's names ------------------------------------------------------
+ * The GPT's names <- the format's, in llama2.c's order within a layer (tok_embd, then per layer
+ * attn_norm, q, k, v, output, ffn_norm, gate (w1, fc1), down (w2, fc2), up (w3, fc3);
+ * output_norm; output when untied): the exports write them in this order, the imports read
+ * them by these maps (src/ckpt/llama2c.c names a model.bin's tensors as model.py, gguf.c a GGUF's
+ * as the file). */
+static const mt_name_rule GGUF_NAMES[] = {
+    {"tok_emb.weight", "token_embd.weight"},
+    {"blocks.*.attn_norm.weight", "blk.*.attn_norm.weight"},
+    {"blocks.*.attn.q_proj.weight", "blk.*.attn_q.weight"},
+    {"blocks.*.attn.k_proj.weight", "blk.*.attn_k.weight"},
+    {"blocks.*.attn.v_proj.weight", "blk.*.attn_v.weight"},
+    {"blocks.*.attn.out_proj.weight", "blk.*.attn_output.weight"},
+    {"blocks.*.ffn_norm.weight", "blk.*.ffn_norm.weight"},
+    {"blocks.*.ffn.fc1.weight", "blk.*.ffn_gate.weight"},
+    {"blocks.*.ffn.fc2.weight", "blk.*.ffn_down.weight"},
+    {"blocks.*.ffn.fc3.weight", "blk.*.ffn_up.weight"},
+    {"final_norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+static const mt_name_rule LLAMA2C_NAMES[] = {
+    {"tok_emb.weight", "tok_embeddings.weight"},
+    {"blocks.*.attn_norm.weight", "layers.*.attention_norm.weight"},
+    {"blocks.*.attn.q_proj.weight", "layers.*.attention.wq.weight"},
+    {"blocks.*.attn.k_proj.weight", "layers.*.attention.wk.weight"},
+    {"blocks.*.attn.v_proj.weight", "layers.*.attention.wv.weight"},
+    {"blocks.*.attn.out_proj.weight", "layers.*.attention.wo.weight"},
+    {"blocks.*.ffn_norm.weight", "layers.*.ffn_norm.weight"},
+    {"blocks.*.ffn.fc1.weight", "layers.*.feed_forward.w1.weight"},
+    {"blocks.*.ffn.fc2.weight", "layers.*.feed_forward.w2.weight"},
+    {"blocks.*.ffn.fc3.weight", "layers.*.feed_forward.w3.weight"},
+    {"final_norm.weight", "norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+#define N_NAMES (int)(sizeof GGUF_NAMES / sizeof *GGUF_NAMES)
+#define PER_LAYER 9 /* the rules 1..9 */
 
 typedef struct {
-    char name[48];
+    char name[48]; /* GGUF's */
     const float *data;
     int ndim, rows, cols; /* a matrix: torch's (out, in); a vector: rows 1 */
 } tensor;
 
-/* The model's tensors, in llama2.c's order within a layer: tok_embd, then per layer attn_norm,
-   q, k, v, output, ffn_norm, gate (w1, fc1), down (w2, fc2), up (w3, fc3); output_norm; output
-   (untied). Returns how many ((9 L + 3) at most). */
+/* pattern with its '*' (one at most) as layer's number */
+static void name_of(const char *pattern, int layer, char *buf, size_t len) {
+    const char *star = strchr(pattern, '*');
+    if (star) snprintf(buf, len, "%.*s%d%s", (int)(star - pattern), pattern, layer, star + 1);
+    else snprintf(buf, len, "%s", pattern);
+}
+
+/* Rule r's tensor of layer, present in a model that passed read_dims. */
+static tensor tensor_of(const mt_gpt *m, int r, int layer) {
+    char name[96];
+    name_of(GGUF_NAMES[r].model, layer, name, sizeof name);
+    int i = mt_params_find(&m->P, name);
+    MT_ASSERT(i >= 0, "export: %s missing", name);
+    const mt_param *p = &m->P.p[i];
+    tensor t = {.data = m->P.t[i].data,
+                .ndim = p->ndim,
+                .rows = p->ndim == 2 ? p->shape[0] : 1,
+                .cols = p->shape[p->ndim - 1]};
+    name_of(GGUF_NAMES[r].file, layer, t.name, sizeof t.name);
+    return t;
+}
+
+/* The model's tensors in the rules' order; returns how many ((9 L + 3) at most). */
 static int list_tensors(const mt_gpt *m, const llama_dims *d, tensor *t) {
-    int n = 0, C = d->C, F = d->F, KV = d->KVH * (d->C / d->NH);
-    t[n++] = (tensor){"token_embd.weight", param(m, "tok_emb.weight", 0, (size_t)d->V * C), 2, d->V,
-                      C};
-    for (int l = 0; l < d->L; l++) {
-        const struct {
-            const char *gguf, *mt;
-            int rows, cols;
-        } B[] = {
-            {"attn_norm", "blocks.%d.attn_norm.weight", 1, C},
-            {"attn_q", "blocks.%d.attn.q_proj.weight", C, C},
-            {"attn_k", "blocks.%d.attn.k_proj.weight", KV, C},
-            {"attn_v", "blocks.%d.attn.v_proj.weight", KV, C},
-            {"attn_output", "blocks.%d.attn.out_proj.weight", C, C},
-            {"ffn_norm", "blocks.%d.ffn_norm.weight", 1, C},
-            {"ffn_gate", "blocks.%d.ffn.fc1.weight", F, C},
-            {"ffn_down", "blocks.%d.ffn.fc2.weight", C, F},
-            {"ffn_up", "blocks.%d.ffn.fc3.weight", F, C},
-        };
-        for (size_t i = 0; i < sizeof B / sizeof *B; i++) {
-            snprintf(t[n].name, sizeof t[n].name, "blk.%d.%s.weight", l, B[i].gguf);
-            t[n].data = param(m, B[i].mt, l, (size_t)B[i].rows * B[i].cols);
-            t[n].ndim = strstr(B[i].gguf, "norm") ? 1 : 2;
-            t[n].rows = B[i].rows;
-            t[n++].cols = B[i].cols;
-        }
-    }
-    t[n++] = (tensor){"output_norm.weight", param(m, "final_norm.weight", 0, C), 1, 1, C};
-    if (!d->tied)
-        t[n++] = (tensor){"output.weight", param(m, "lm_head.weight", 0, (size_t)d->V * C), 2, d->V,
-                          C};
+    int n = 0;
+    t[n++] = tensor_of(m, 0, 0);
+    for (int l = 0; l < d->L; l++)
+        for (int r = 1; r <= PER_LAYER; r++) t[n++] = tensor_of(m, r, l);
+    t[n++] = tensor_of(m, PER_LAYER + 1, 0);
+    if (!d->tied) t[n++] = tensor_of(m, PER_LAYER + 2, 0);
     return n;
 }
 
@@ -234,14 +258,7 @@ static mt_status write_llama2c_tokenizer(const mt_gpt *m, const char *path, mt_e
     return mt_atomic_close(&af, o.ok, err);
 }
 
-/* ---- GGUF ------------------------------------------------------------------------------------
- * "GGUF", u32 version 3, u64 tensor count, u64 key-value count; the key-values (string key, u32
- * type, value); per tensor its name, u32 n_dims, u64 dims innermost first (torch's (out, in) is
- * (in, out)), u32 type (0: F32), u64 offset into the data; zeros to the alignment (32); the data,
- * each tensor at its offset (a multiple of 32). A string is a u64 length and its bytes. */
-
-enum { GGUF_U32 = 4, GGUF_I32 = 5, GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9 };
-#define GGUF_ALIGN 32
+/* ---- GGUF (src/io/gguf.h) ----------------------------------------------------------------- */
 
 static void put_str(out *o, const char *s, size_t n) {
     put_u64(o, n);
@@ -252,18 +269,20 @@ static void kv_key(out *o, const char *key, uint32_t type) {
     put_str(o, key, strlen(key));
     put_u32(o, type);
 }
-static void kv_u32(out *o, const char *key, uint32_t v) { kv_key(o, key, GGUF_U32), put_u32(o, v); }
-static void kv_f32(out *o, const char *key, float v) { kv_key(o, key, GGUF_F32), put_f32(o, v); }
+static void kv_u32(out *o, const char *key, uint32_t v) {
+    kv_key(o, key, MT_GGUF_U32), put_u32(o, v);
+}
+static void kv_f32(out *o, const char *key, float v) { kv_key(o, key, MT_GGUF_F32), put_f32(o, v); }
 static void kv_bool(out *o, const char *key, bool v) {
-    kv_key(o, key, GGUF_BOOL);
+    kv_key(o, key, MT_GGUF_BOOL);
     put(o, &(uint8_t){v}, 1);
 }
 static void kv_string(out *o, const char *key, const char *v) {
-    kv_key(o, key, GGUF_STRING);
+    kv_key(o, key, MT_GGUF_STRING);
     put_str(o, v, strlen(v));
 }
 static void kv_array(out *o, const char *key, uint32_t type, size_t n) {
-    kv_key(o, key, GGUF_ARRAY);
+    kv_key(o, key, MT_GGUF_ARRAY);
     put_u32(o, type);
     put_u64(o, n);
 }
@@ -311,15 +330,15 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
     kv_string(o, "tokenizer.ggml.model", tk->kind == MT_TOK_CHAR ? "llama" : "gpt2");
     if (tk->kind != MT_TOK_CHAR) /* GPT-2's pre-tokenizer regex: the nearest to mt's */
         kv_string(o, "tokenizer.ggml.pre", "default");
-    kv_array(o, "tokenizer.ggml.tokens", GGUF_STRING, (size_t)V);
+    kv_array(o, "tokenizer.ggml.tokens", MT_GGUF_STRING, (size_t)V);
     for (int id = 0; id < V; id++) put_str(o, a, token_text(m, id, a));
-    kv_array(o, "tokenizer.ggml.scores", GGUF_F32, (size_t)V);
+    kv_array(o, "tokenizer.ggml.scores", MT_GGUF_F32, (size_t)V);
     for (int id = 0; id < V; id++) put_f32(o, token_score(m, id));
-    kv_array(o, "tokenizer.ggml.token_type", GGUF_I32, (size_t)V);
+    kv_array(o, "tokenizer.ggml.token_type", MT_GGUF_I32, (size_t)V);
     for (int id = 0; id < V; id++) put_i32(o, 1); /* normal */
     if (tk->kind != MT_TOK_CHAR) {                /* "left right" of each merge, in rank order */
         int n_merges = tk->kind == MT_TOK_BPE ? V - 256 : 0;
-        kv_array(o, "tokenizer.ggml.merges", GGUF_STRING, (size_t)n_merges);
+        kv_array(o, "tokenizer.ggml.merges", MT_GGUF_STRING, (size_t)n_merges);
         for (int k = 0; k < n_merges; k++) {
             size_t n = token_text(m, tk->merges[k][0], b);
             b[n++] = ' ';
@@ -334,7 +353,7 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
 static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d, bool f16) {
     kv_string(o, "general.architecture", "llama");
     kv_string(o, "general.name", "mt");
-    kv_u32(o, "general.alignment", GGUF_ALIGN);
+    kv_u32(o, "general.alignment", MT_GGUF_ALIGN);
     kv_u32(o, "general.file_type", f16 ? 1 : 0); /* all float32, or matrices float16 */
     kv_u32(o, "llama.context_length", (uint32_t)d->T);
     kv_u32(o, "llama.embedding_length", (uint32_t)d->C);
@@ -349,29 +368,12 @@ static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d, bool f16)
     put_tokenizer(o, m);
 }
 
-/* IEEE binary16 of f, rounded to the nearest (ties to even); beyond 65504 infinity. */
-static uint16_t half_of(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff, h, rem, tie;
-    int E = (int)e - 127 + 15; /* the half's biased exponent */
-    if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0)); /* inf, NaN */
-    if (E >= 31) return (uint16_t)(sign | 0x7c00);
-    if (E <= 0) { /* a subnormal half h 2^-24 = 1.m 2^(e-127): h = 1m >> (14 - E) */
-        if (E < -10) return (uint16_t)sign;
-        uint32_t M = m | 0x800000, shift = (uint32_t)(14 - E);
-        h = M >> shift, rem = M & ((1u << shift) - 1), tie = 1u << (shift - 1);
-    } else h = ((uint32_t)E << 10) | (m >> 13), rem = m & 0x1fff, tie = 0x1000;
-    if (rem > tie || (rem == tie && (h & 1))) h++; /* a carry moves into the exponent */
-    return (uint16_t)(sign | h);
-}
-
 /* n floats as halves, through a buffer on the stack */
 static void put_halves(out *o, const float *x, size_t n) {
     uint16_t buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
-        for (size_t j = 0; j < k; j++) buf[j] = half_of(x[i + j]);
+        for (size_t j = 0; j < k; j++) buf[j] = mt_half_from_float(x[i + j]);
         put(o, buf, k * 2);
     }
 }
@@ -395,7 +397,7 @@ static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *
         return s;
     }
     out o = {af.f, true, 0};
-    put(&o, "GGUF", 4);
+    put(&o, MT_GGUF_MAGIC, 4);
     put_u32(&o, 3);
     put_u64(&o, (uint64_t)nt);
     put_u64(&o, (uint64_t)mo.n_kv);
@@ -411,17 +413,17 @@ static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *
         put_u32(&o, (uint32_t)t[i].ndim);
         put_u64(&o, (uint64_t)t[i].cols); /* innermost first */
         if (t[i].ndim == 2) put_u64(&o, (uint64_t)t[i].rows);
-        put_u32(&o, HALF(i) ? 1 : 0); /* F16, F32 */
+        put_u32(&o, HALF(i) ? MT_GGML_F16 : MT_GGML_F32);
         put_u64(&o, off);
         at += 8 + name_len + 4 + 8 * (uint64_t)t[i].ndim + 4 + 8;
-        off += (BYTES(i) + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+        off += (BYTES(i) + MT_GGUF_ALIGN - 1) / MT_GGUF_ALIGN * MT_GGUF_ALIGN;
     }
-    put_zeros(&o, (size_t)((GGUF_ALIGN - at % GGUF_ALIGN) % GGUF_ALIGN));
+    put_zeros(&o, (size_t)((MT_GGUF_ALIGN - at % MT_GGUF_ALIGN) % MT_GGUF_ALIGN));
     for (int i = 0; i < nt; i++) {
         size_t n = (size_t)t[i].rows * t[i].cols;
         if (HALF(i)) put_halves(&o, t[i].data, n);
         else put(&o, t[i].data, n * sizeof(float));
-        put_zeros(&o, (GGUF_ALIGN - BYTES(i) % GGUF_ALIGN) % GGUF_ALIGN);
+        put_zeros(&o, (MT_GGUF_ALIGN - BYTES(i) % MT_GGUF_ALIGN) % MT_GGUF_ALIGN);
     }
 #undef HALF
 #undef BYTES
@@ -450,22 +452,6 @@ mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err
 
 /* ---- import --------------------------------------------------------------------------------- */
 
-/* The GPT's names <- model.py's (what src/ckpt/llama2c.c names a model.bin's tensors). */
-static const mt_name_rule LLAMA2C_NAMES[] = {
-    {"tok_emb.weight", "tok_embeddings.weight"},
-    {"blocks.*.attn_norm.weight", "layers.*.attention_norm.weight"},
-    {"blocks.*.attn.q_proj.weight", "layers.*.attention.wq.weight"},
-    {"blocks.*.attn.k_proj.weight", "layers.*.attention.wk.weight"},
-    {"blocks.*.attn.v_proj.weight", "layers.*.attention.wv.weight"},
-    {"blocks.*.attn.out_proj.weight", "layers.*.attention.wo.weight"},
-    {"blocks.*.ffn_norm.weight", "layers.*.ffn_norm.weight"},
-    {"blocks.*.ffn.fc1.weight", "layers.*.feed_forward.w1.weight"},
-    {"blocks.*.ffn.fc2.weight", "layers.*.feed_forward.w2.weight"},
-    {"blocks.*.ffn.fc3.weight", "layers.*.feed_forward.w3.weight"},
-    {"final_norm.weight", "norm.weight"},
-    {"lm_head.weight", "output.weight"},
-};
-
 /* The GPT's names <- train_gpt2.py's (what src/ckpt/llmc.c names a gpt2_124M.bin's tensors). */
 static const mt_name_rule LLMC_NAMES[] = {
     {"tok_emb.weight", "transformer.wte.weight"},
@@ -492,8 +478,9 @@ mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err) {
                  a->n_layer, a->n_head, a->n_embd, a->n_ff, a->n_ctx, a->norm_eps);
         return MT_OK;
     case MT_IMPORT_LLAMA2C:
-        *out = (mt_import){.map = LLAMA2C_NAMES,
-                           .n_map = sizeof LLAMA2C_NAMES / sizeof *LLAMA2C_NAMES};
+    case MT_IMPORT_GGUF:
+        *out = (mt_import){.map = a->format == MT_IMPORT_GGUF ? GGUF_NAMES : LLAMA2C_NAMES,
+                           .n_map = N_NAMES};
         snprintf(out->options, sizeof out->options,
                  "arch = llama\nn-layer = %d\nn-head = %d\nn-kv-head = %d\nn-embd = %d\nn-ff = "
                  "%d\nn-ctx = %d\nuntie = %s\nnorm-eps = %.9g\nrope-theta = %.9g\n",
@@ -501,5 +488,5 @@ mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err) {
                  a->tied ? "false" : "true", a->norm_eps, a->rope_theta);
         return MT_OK;
     }
-    return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin and llm.c's gpt2 .bin");
+    return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin, llm.c's gpt2 .bin and GGUF");
 }

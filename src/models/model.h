@@ -65,7 +65,7 @@ typedef mt_status (*mt_export_fn)(const mt_model *m, const mt_export_opts *opts,
 /* Reading another program's model file (src/ckpt's importers, docs/export.md): the shape the
    file holds, in a Llama's terms, and what a model type makes of it. llm.c's file is a GPT-2:
    LayerNorm, biases, tanh GELU, learned positions, n_ff 4 n_embd, tied. */
-typedef enum { MT_IMPORT_LLAMA2C, MT_IMPORT_LLMC } mt_import_format;
+typedef enum { MT_IMPORT_LLAMA2C, MT_IMPORT_LLMC, MT_IMPORT_GGUF } mt_import_format;
 typedef struct {
     mt_import_format format;
     int n_layer, n_head, n_kv_head, n_embd, n_ff, n_vocab, n_ctx;
@@ -215,7 +215,7 @@ struct mt_model_type {
     const mt_classify_ops *classify;
     const mt_g2p_ops *g2p;
     mt_export_fn export; /* llama2c and GGUF files (docs/export.md) */
-    mt_import_fn import; /* llama2c files, read by src/ckpt (docs/export.md) */
+    mt_import_fn import; /* llama2c and GGUF files, read by src/ckpt (docs/export.md) */
 };
 
 /* The block stack of a config of any type: every config starts with it. */

@@ -146,8 +146,8 @@ struct mt_export_opts {
 /* Writes opts->path (and, llama2c, opts->tokenizer_path) atomically; a model the format cannot
    hold is MT_EINVAL naming every config key that differs and the flag that would make it fit. */
 mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err);
-/* The inverse (the type's import): a llama2.c file's shape as config lines of an --arch llama
-   GPT (eps 1e-5 and theta 10000, run.c's) and the map of the tensors' names (model.py's). */
+/* The inverse (the type's import): a llama2.c or GGUF file's shape as config lines of an --arch
+   llama GPT and the map of the tensors' names (model.py's, GGUF's). */
 mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err);
 
 /* ---- ViT ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 # Environment: STEPS (10), UNTIMED (3), ROUNDS (6), CONFIGS (all, by name).
 set -e
 cd "$(dirname "$0")/.."
+. bench/env.sh
 if [ $# -ne 2 ] || [ ! -x "$1/bench/gpt" ] || [ ! -x "$2/bench/gpt" ]; then
     echo "usage: sh bench/ab.sh BUILD_A BUILD_B (each with bench/gpt: make BUILD=... bench)" >&2
     exit 2

@@ -19,6 +19,12 @@ static inline int bench_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The CPU's name, as bench/env.sh finds it (MT_CPU), for the JSON lines; "?" when not set. */
+static inline const char *bench_cpu(void) {
+    const char *name = getenv("MT_CPU");
+    return name && *name ? name : "?";
+}
+
 /* Sorts v (n >= 1) and returns its median. */
 static inline double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, bench_cmp);

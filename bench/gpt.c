@@ -62,22 +62,6 @@ static double rss_mib(void) {
     return u.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
-/* /proc/cpuinfo's "model name" into buf ("?" when absent); quotes dropped for the JSON. */
-static const char *cpu_model(char *buf, size_t len) {
-    snprintf(buf, len, "?");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) || !colon) continue;
-        snprintf(buf, len, "%s", colon + 2);
-        buf[strcspn(buf, "\n\"\\")] = 0;
-        break;
-    }
-    if (f) fclose(f);
-    return buf;
-}
-
 /* DATA_WINDOWS batches of uniform random bytes (seeded), a tenth of them the validation split,
    as a token file dir/data.bin (text may not hold a NUL byte); its path into path. */
 static mt_status write_data(const char *dir, char *path, size_t len, mt_err *err) {
@@ -131,14 +115,13 @@ static void report(const mt_trainer *tr, const double *ms, float loss_first, flo
     if (!sorted) return;
     memcpy(sorted, ms, (size_t)o.steps * sizeof *ms);
     double med = bench_median(sorted, o.steps);
-    char cpu[128];
     printf("{\"prog\": \"mt\", \"config\": \"%s\", \"arch\": \"%s\", \"threads\": %d, "
            "\"replicas\": %d, \"precision\": \"%s\", \"gemm_fp32\": \"%s\", \"cpu\": \"%s\", "
            "\"blas_core\": \"%s\", \"params\": %zu, \"layers\": %d, \"embd\": %d, \"batch\": %d, "
            "\"ctx\": %d, \"steps\": %d, \"ms_step\": %.3f, \"tok_s\": %.1f, \"ms_steps\": [",
            o.name, mt_enum_name(&MT_GPT_ARCHS, mt_gpt_of(tr->model)->cfg.arch), mt_threads(),
            tr->replicas.n, mt_enum_name(&MT_PRECISIONS, o.precision),
-           mt_enum_name(&MT_GEMM_BACKENDS, mt_gemm_backend_forced()), cpu_model(cpu, sizeof cpu),
+           mt_enum_name(&MT_GEMM_BACKENDS, mt_gemm_backend_forced()), bench_cpu(),
            openblas_get_corename(), mt_params_count_trainable(tr->P), gc.stack.n_layer,
            gc.stack.n_embd, o.batch, gc.n_ctx, o.steps, med, o.batch * gc.n_ctx / (med / 1e3));
     for (int s = 0; s < o.steps; s++) printf("%s%.3f", s ? ", " : "", ms[s]);

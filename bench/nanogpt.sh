@@ -48,11 +48,9 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -z "${OMP_WAIT_POLICY+set}" ] && awk "BEGIN { exit !(${LOAD0%% *} > $(nproc)) }"; then
     export OMP_WAIT_POLICY=passive
 fi
-# the machine (CPU, OpenBLAS's kernels) from bench/gpt's one-step report, the fp32 GEMM peak
-# (bench/sgemm, as bench/run.sh measures it); bf16 where it runs
-"$BUILD/bench/gpt" --n-layer 1 --n-embd 16 --n-head 1 --n-ctx 8 --batch 2 --steps 1 --untimed 0 \
-    --threads 1 | sed 's/^{"prog": "mt"/{"prog": "machine"/' >"$RAW"
-"$BUILD/bench/sgemm" 2048 15 "$THREADS" >>"$RAW"
+# the machine (CPU, OpenBLAS's kernels) and its fp32 and bf16 GEMM peaks (bench/sgemm, as
+# bench/run.sh measures them); bf16 where it runs
+"$BUILD/bench/sgemm" 2048 15 "$THREADS" >"$RAW"
 BF16=0
 "$BUILD/bench/gpt" --precision bf16 --n-layer 1 --n-embd 16 --n-head 1 --n-ctx 8 --batch 2 \
     --steps 1 --untimed 0 --threads 1 >/dev/null 2>&1 && BF16=1

@@ -79,9 +79,9 @@ int main(int argc, char **argv) {
     const char *name[BACKENDS] = {"openblas", "onednn"};
     printf("{\"prog\": \"sgemm\", \"n\": %d, \"threads\": %d, \"reps\": %d, \"backend\": \"%s\", "
            "\"gflops_median\": %.1f, \"gflops_best\": %.1f, \"openblas_median\": %s, "
-           "\"onednn_median\": %s, \"bf16_median\": %s}\n",
+           "\"onednn_median\": %s, \"bf16_median\": %s, \"cpu\": \"%s\", \"blas_core\": \"%s\"}\n",
            n, mt_threads(), reps, name[best], g[best][0], g[best][1], median[OPENBLAS],
-           median[ONEDNN], median[BF16]);
+           median[ONEDNN], median[BF16], bench_cpu(), openblas_get_corename());
     free(Ab), free(Bb);
     free(A), free(B), free(C), free(gf);
     return 0;

@@ -39,6 +39,29 @@ has_bf16() {
     [ "$BF16_RC" -eq 0 ]
 }
 
+# Kill loops (a run killed at random moments, then resumed) time their kills by the run's own
+# progress, not by fixed delays, so that they test the same under qemu or on a loaded machine:
+#   last_step CSV         the last step a metrics.csv logged (0 for none)
+#   step_ms CSV           a finished run's mean milliseconds a step (its ms column), at least 1
+#   running PID           whether the background run PID is still running (an ended one is a
+#                         zombie until waited for: /proc says Z)
+#   wait_step CSV N PID   waits until the run PID logged a step beyond N, or ended (false)
+#   random_ms N           sleeps a random 0 to N - 1 milliseconds
+last_step() { tail -n 1 "$1" 2>/dev/null | cut -d, -f1 | grep -x '[0-9][0-9]*' || echo 0; }
+step_ms() { awk -F, 'NR > 1 { s += $6; n++ } END { printf "%d", (n ? s / n : 0) + 1 }' "$1"; }
+running() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+wait_step() {
+    while running "$3"; do
+        [ "$(last_step "$1")" -gt "$2" ] && return 0
+        sleep 0.01
+    done
+    return 1
+}
+random_ms() {
+    r=$(($(od -An -N4 -tu4 /dev/urandom) % $1))
+    sleep "$((r / 1000)).$(printf '%03d' $((r % 1000)))"
+}
+
 # Debian's /usr/bin/python3 with torch and numpy: the PyTorch twins and parity tests
 TORCH_MISSING="/usr/bin/python3 cannot import torch and numpy (make deps-test installs python3-torch)"
 has_torch() { /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; }

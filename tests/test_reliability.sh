@@ -238,7 +238,9 @@ for how in truncate overwrite; do
         --threads 1 --steps 100000000 --log-every 100 --eval-every 0 --save-every 0 \
         --out "$T/$how.out" >/dev/null 2>"$L" </dev/null &
     pid=$!
-    sleep 1
+    # (once the metrics file is there, the run has mapped its shard and trains: a fixed delay
+    # was too short under qemu)
+    while [ ! -e "$T/$how.out/metrics.csv" ] && running $pid; do sleep 0.01; done
     if [ $how = truncate ]; then truncate -s 1024 "$T/$how/train_000000.bin"
     else head -c 36000 /dev/zero | tr '\0' '\377' |
         dd of="$T/$how/train_000000.bin" bs=1024 seek=1 conv=notrunc 2>/dev/null
@@ -314,6 +316,7 @@ done
 R="$TINY --batch 4 --steps 5000 --log-every 1 --eval-every 0 --eval-batches 1
    --schedule cosine --warmup 20 --dropout 0.1"
 "$B/train" $R --save-every 0 --out "$T/ref" >"$L" 2>&1 || fail "uninterrupted run: $(cat "$L")"
+ms=$(step_ms "$T/ref/metrics.csv")
 kills=0 starts=0
 while [ $kills -lt 20 ] && [ $starts -lt 60 ]; do
     starts=$((starts + 1))
@@ -323,8 +326,11 @@ while [ $kills -lt 20 ] && [ $starts -lt 60 ]; do
         "$B/train" $R --save-every 1 --out "$T/k" >"$L" 2>&1 &
     fi
     pid=$!
-    # 30 to 400 ms: anywhere in the start, a step or a save
-    sleep "0.$(printf '%03d' $((30 + $(od -An -N2 -tu2 /dev/urandom) % 371)))"
+    # 30 to 400 ms: anywhere in the start, a step or a save; every other start after it logged
+    # a step, within two steps, which a slow start (qemu, a loaded machine) would outlast
+    if [ $((starts % 2)) -eq 0 ]; then
+        wait_step "$T/k/metrics.csv" "$(last_step "$T/k/metrics.csv")" $pid && random_ms $((2 * ms))
+    else sleep "0.$(printf '%03d' $((30 + $(od -An -N2 -tu2 /dev/urandom) % 371)))"; fi
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     rc=$?

@@ -193,7 +193,8 @@ def main():
                       "train_s": round(train_s, 2), "score_s": round(time.perf_counter() - t1, 2),
                       "tok_s": round(a.steps * a.batch * T / train_s),
                       "last_loss": round(loss.item(), 4),
-                      "val_loss": round(nll / count, 4), "torch": torch.__version__}))
+                      "val_loss": round(nll / count, 4), "torch": torch.__version__,
+                      "isa": os.environ.get("ATEN_CPU_CAPABILITY", "default")}))
 
 
 if __name__ == "__main__":

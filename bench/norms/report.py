@@ -4,7 +4,10 @@ import json
 import os
 import sys
 
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+rows = [r for r in lines if r.get("prog") != "sgemm"]
+sgemm = next(r for r in lines if r.get("prog") == "sgemm")
+bf16 = sgemm["bf16_median"]
 load, command = sys.argv[2], sys.argv[3]
 cpus = os.cpu_count()
 names = list(dict.fromkeys(r["what"] for r in rows if r["impl"] == "mt"))
@@ -25,6 +28,10 @@ out = ["# Norms: mt against torch, forward + backward on (8192, 768) float32", "
         f"Load average {load} when it started, on {cpus} cores: a quiet machine.") +
        " Compare mt and torch within a table (they ran alternately in the same run), not across "
        "runs.", "",
+       f"Machine: {sgemm['cpu']}, OpenBLAS kernels {sgemm['blas_core']}; fp32 GEMM peak "
+       f"{sgemm['gflops_median']:.0f} GFLOP/s ({sgemm['backend']}, bench/sgemm: {sgemm['threads']} "
+       f"threads, {sgemm['n']}^3, median of {sgemm['reps']})" +
+       (f", bf16 {bf16:.0f} GFLOP/s." if bf16 else "; no bf16 (build or CPU)."), "",
        "Median of the repetitions of forward + backward (the best of the rounds). Effective GB/s "
        "counts the minimum traffic, 5 x 8192 x 768 x 4 bytes: forward reads x and writes y, "
        "backward reads x and dy and writes dx. torch 1.13: the best of its default setting and of "

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The norms section of make bench (bench/run.sh calls it): forward + backward of every norm on
 # (8192, 768), mt (bench/norms.c) against torch (torch_norms.py); writes bench/NORMS.md
-# (report.py). Environment: MT_BUILD (build dir), REPS (11).
+# (report.py), which names the machine, its OpenBLAS kernels and GEMM peaks (bench/sgemm). Environment: MT_BUILD (build dir), REPS (11).
 set -e
 cd "$(dirname "$0")/../.."
 BUILD=${MT_BUILD:-build}
@@ -15,7 +15,7 @@ HAVE_TORCH=$($PY -c 'import torch' 2>/dev/null && echo 1 || echo 0)
 REPS=${REPS:-11}
 RAW=$BUILD/bench/norms.jsonl
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
-: >"$RAW"
+"$BUILD/bench/sgemm" 2048 15 2 | tee "$RAW" # the machine and its GEMM peaks
 norms_round() { # threads [cpu]
     "$BUILD/bench/norms" "$REPS" "$@" | tee -a "$RAW"
     [ "$HAVE_TORCH" = 1 ] || return 0

@@ -10,6 +10,7 @@
 #include "../tensor/base.h"
 #include "../tensor/params.h"
 #include "../tensor/tensor.h"
+#include "../tensor/vmath.h"
 #include "../train/train.h"
 #include "diag.h"
 
@@ -115,10 +116,8 @@ static mt_status logz_row(mt_diag *d, mt_trainer *tr, long step, mt_err *err) {
     double sum = 0, top = -INFINITY;
     for (int r = 0; r < rows; r++) {
         const float *x = y->data + (size_t)r * V;
-        float mx = -INFINITY; /* the max in float (exact), then in double: GCC 12 for aarch64
-                                 fails (ICE) on an fmax reduction of floats widened to double */
-        for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
-        double m = mx, s = 0;
+        double m = mt_vmaxf(x, V), s = 0; /* in float (exact): GCC 12 for aarch64 fails (ICE) on
+                                              an fmax reduction of floats widened to double */
         for (int j = 0; j < V; j++) s += exp(x[j] - m);
         sum += m + log(s), top = fmax(top, m + log(s));
     }

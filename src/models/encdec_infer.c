@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/vmath.h"
 #include "encdec_internal.h"
 
 typedef struct {
@@ -170,9 +171,8 @@ int mt_encdec_beam(mt_ctx *c, const mt_encdec *m, const int *src, int S, int K, 
         int n = 0;
         for (int k = 0; k < alive; k++) {
             const float *z = logits + (size_t)k * V;
-            float mx = -INFINITY;
+            float mx = mt_vmaxf(z, V);
             double sum = 0;
-            for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
             for (int v = 0; v < V; v++) sum += exp((double)z[v] - mx);
             float lse = mx + (float)log(sum);
             cs[n++] = (cand){score[k] + z[MT_G2P_EOS] - lse, k, MT_G2P_EOS};

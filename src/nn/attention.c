@@ -611,8 +611,7 @@ static void probs(float *S, const mask_dims *d, int L, const float *q, const flo
         float *row = S + (size_t)t * L;
         int kend = query_keys(d, L, t);
         if (!have_stats) {
-            float mx = -INFINITY, sum = 0;
-            for (int s = 0; s < kend; s++) mx = row[s] > mx ? row[s] : mx;
+            float mx = mt_vmaxf(row, kend), sum = 0;
             for (int s = 0; s < kend; s++) sum += row[s] = mt_vexpf(row[s] - mx);
             m[t] = mx, r[t] = 1.0f / sum;
             for (int s = 0; s < kend; s++) row[s] *= r[t];

@@ -11,11 +11,13 @@
 #include <sys/types.h>
 
 /* Files are read and written as little-endian bytes (safetensors, llama2.c, GGUF, token files)
-   straight from memory, and their sizes are off_t: a big-endian host, or a 32-bit build
-   without large files (the Makefile sets _FILE_OFFSET_BITS=64), is refused here. */
+   straight from memory: a big-endian host is refused here. So is a 32-bit one: sizes of tensors,
+   arenas and files are size_t, token shards are mapped whole, and the vector code assumes SSE or
+   NEON arithmetic (i386's x87 evaluates floats in long double). */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "mt reads and writes tensors in the host's byte order, which must be little-endian");
-_Static_assert(sizeof(off_t) == 8, "mt needs a 64-bit off_t: build with -D_FILE_OFFSET_BITS=64");
+_Static_assert(sizeof(void *) == 8 && sizeof(off_t) == 8,
+               "mt builds for 64-bit targets only (x86-64, aarch64), not i386 or armhf");
 
 /* The most dims of a tensor, a parameter, or an array read from a file (safetensors, IDX). */
 #define MT_MAX_DIMS 4

@@ -318,7 +318,6 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
     return mt_errorf(err, MT_EFORMAT, "%s: its model as a %s: %s", path, type->name, e.msg);
 }
 
-
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;
     mt_status s = mt_file_check("--init-from", path, err);

@@ -488,5 +488,6 @@ mt_status mt_gpt_import(const mt_import_arch *a, mt_import *out, mt_err *err) {
                  a->tied ? "false" : "true", a->norm_eps, a->rope_theta);
         return MT_OK;
     }
-    return mt_errorf(err, MT_EINVAL, "a GPT imports llama2.c's model.bin, llm.c's gpt2 .bin and GGUF");
+    return mt_errorf(err, MT_EINVAL,
+                     "a GPT imports llama2.c's model.bin, llm.c's gpt2 .bin and GGUF");
 }

@@ -36,6 +36,10 @@ printf 'lr = 1e-3\nste\000ps = 5\n' >"$D/nul.ini"
 printf '\357\273\277lr = 1e-3\nn_layers = 4\n' >"$D/bom.ini"
 printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
 M=$D/run/model.safetensors
+# a run whose optimizer states are of another step than its model (not a cut save: neither)
+"$B/train" $TINY --steps 3 --out "$D/run3" >"$L" 2>&1 || fail "the step-3 run: $(cat "$L")"
+cp -r "$D/run" "$D/mixed" && cp "$D/run3/optim.safetensors" "$D/mixed/optim.safetensors" &&
+    cp "$D/run3/optim.safetensors" "$D/mixed/optim.prev.safetensors"
 "$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
 ML=$D/llama/model.safetensors
 "$B/train" --model vit --data "$PWD/data/mnist" --n-layer 1 --n-head 2 --n-embd 16 --batch 2 \
@@ -132,6 +136,7 @@ cases() {
 2|$D/quote.ini:1: data: a value that starts with a quote ends with one|train $TINY --config $D/quote.ini
 2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
 2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
+2|optim.safetensors holds the optimizer of step 3, $D/mixed/model.safetensors the model of step 2, and $D/mixed/optim.prev.safetensors no state of that step: the files are not of one save; put back the optimizer state of step 2|train --resume --out $D/mixed
 2|holds a vit run, and --model gpt was given: a run continues as the model it is|train --resume --out $D/vit --model gpt
 2|the data differs from the run's: src_ctx is 5 in the checkpoint, 3 now (a value --data $D/d2.dict decides|train --resume --out $D/ed --data $D/d2.dict
 2|more than 200 distinct phones: not a pronunciation dictionary?|train --model encdec --data $PWD/data/tinyshakespeare.txt --threads 1 --out $D/edx

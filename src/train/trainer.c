@@ -377,28 +377,48 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     return s;
 }
 
+/* Rank 0's part of load_optim: optim, or optim.prev when it holds the model's step, renamed back
+   in place (or the next save would keep the newer, orphaned state as prev). */
+static mt_status load_optim_root(mt_trainer *tr, long step, mt_err *err) {
+    mt_status s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
+    if (s == MT_OK && tr->opt.t == step) return MT_OK;
+    long t = s == MT_OK ? tr->opt.t : -1;
+    mt_err e;
+    if (mt_optim_load(&tr->opt, tr->P, tr->optim_prev_path, &e) == MT_OK && tr->opt.t == step)
+        return rename(tr->optim_prev_path, tr->optim_path) == 0
+                   ? MT_OK
+                   : mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_prev_path,
+                               tr->optim_path, strerror(errno));
+    if (s != MT_OK) return s;
+    return mt_errorf(err, MT_EFORMAT,
+                     "%s holds the optimizer of step %ld, %s the model of step %ld, and %s "
+                     "no state of that step: the files are not of one save; put back the "
+                     "optimizer state of step %ld (a copy of this --out) to resume",
+                     tr->optim_path, t, tr->model_path, step, tr->optim_prev_path, step);
+}
+
+/* The optimizer state of the model's step into tr->opt: optim, or optim.prev when a kill came
+   between the two writes of a save (mt_trainer_save). Under MPI rank 0 alone chooses and renames;
+   the others wait for it, then read optim, so that no rank reads a file another moves. */
+static mt_status load_optim(mt_trainer *tr, long step, mt_err *err) {
+    bool root = mt_dist_rank() == 0;
+    mt_status s = root ? load_optim_root(tr, step, err) : MT_OK;
+    mt_dist_agree(&s, err);
+    if (s == MT_OK && !root && (s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err)) == MT_OK &&
+        tr->opt.t != step)
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s holds the optimizer of step %ld after rank 0 chose the state of step "
+                      "%ld: is another process writing %s?",
+                      tr->optim_path, tr->opt.t, step, tr->cfg.out);
+    return s;
+}
+
 mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     mt_ckpt_state state;
     mt_status s = load_same(tr, &state, err);
-    if (s == MT_OK) {
-        /* the optimizer state of the model's step: optim, or optim.prev when a kill came
-           between the two writes of a save (mt_trainer_save) */
-        mt_err e;
-        s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
-        if ((s != MT_OK || tr->opt.t != state.step) &&
-            mt_optim_load(&tr->opt, tr->P, tr->optim_prev_path, &e) == MT_OK &&
-            tr->opt.t == state.step) {
-            /* back in place, or the next save would keep the newer, orphaned state as prev */
-            s = rename(tr->optim_prev_path, tr->optim_path) == 0
-                    ? MT_OK
-                    : mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_prev_path,
-                                tr->optim_path, strerror(errno));
-        } else if (s == MT_OK && tr->opt.t != state.step)
-            s = mt_errorf(err, MT_EFORMAT,
-                          "%s holds the optimizer of step %ld, %s the model of step %ld: start "
-                          "again without --resume",
-                          tr->optim_path, tr->opt.t, tr->model_path, state.step);
-    }
+    mt_dist_agree(&s, err);
+    if (s == MT_OK) s = load_optim(tr, state.step, err);
+    mt_dist_agree(&s, err);
     if (s == MT_OK) {
         tr->step = state.step;
         tr->sampler.rng = state.sampler;

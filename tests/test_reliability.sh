@@ -143,7 +143,8 @@ cases() {
 1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
 1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
 1|GiB available (parameters and gradients|train $TINY --n-ff 2147483647
-1|out of memory for a batch of 34359738352 tokens|train $TINY --batch 2147483647
+1|GiB available (the step's drawn batch of --batch 2 x --grad-accum 1000000000 rows)|train $TINY --grad-accum 1000000000
+1|GiB available (the step's drawn batch of --batch 2147483647 x --grad-accum 1 rows)|train $TINY --batch 2147483647
 1|n_layer = 2147483647: out of memory for the table of 2147483647 blocks|train $TINY --n-layer 2147483647
 2|unknown flag --temperatur (did you mean --temperature?)|infer --checkpoint $M --temperatur 1
 2|--checkpoint FILE is required|infer --prompt hi

@@ -103,6 +103,20 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
     return MT_OK;
 }
 
+/* The bytes of a step's drawn batch (every micro-batch's rows) for the model config mc. */
+static double drawn_bytes(const mt_train_cfg *cfg, const void *mc) {
+    return (double)cfg->data.batch * cfg->task->unit_bytes *
+           mt_task_row_units(cfg->task, cfg->model, mc);
+}
+
+/* The drawn batch alone against the available memory, before the task allocates it. */
+static mt_status check_drawn(const mt_train_cfg *cfg, mt_err *err) {
+    char what[128];
+    snprintf(what, sizeof what, "the step's drawn batch of --batch %d x --grad-accum %d rows",
+             cfg->batch, cfg->grad_accum);
+    return mt_mem_check(drawn_bytes(cfg, cfg->model_cfg), what, err);
+}
+
 /* The parameter table P (not yet allocated), its gradients, the optimizer state and act bytes
    of a step's activations (batch names the batch) against the available memory. */
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
@@ -112,12 +126,15 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
     if (tr->par->sharded) slots /= mt_dist_size(); /* about 1/N of it: a shard */
     slots += replica_count(&tr->cfg, P) - 1;       /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
-    char what[256];
+    double drawn = drawn_bytes(&tr->cfg, tr->model->cfg);
+    char what[384];
     snprintf(what, sizeof what,
              "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
-             "GiB, activations of a batch of %s %.2f GiB",
-             2 * params / gib, slots * params / gib, batch, act / gib);
-    mt_status s = mt_mem_check((2 + slots) * params + act, what, err);
+             "GiB, activations of a batch of %s %.2f GiB, the step's drawn batch of --batch %d "
+             "x --grad-accum %d rows %.2f GiB",
+             2 * params / gib, slots * params / gib, batch, act / gib, tr->cfg.batch,
+             tr->cfg.grad_accum, drawn / gib);
+    mt_status s = mt_mem_check((2 + slots) * params + act + drawn, what, err);
     if (s != MT_OK) return s;
     /* each step arena is reserved whole (and touched as used): one larger than the memory and
        swap is refused by the kernel whatever the check above found */
@@ -280,7 +297,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         (!cfg->resume && (s = check_fresh_out(cfg, tr->model_path, err)) != MT_OK))
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
-    if ((s = check_init(cfg, err)) != MT_OK) return s;
+    if ((s = check_init(cfg, err)) != MT_OK || (s = check_drawn(&tr->cfg, err)) != MT_OK) return s;
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */

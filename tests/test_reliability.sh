@@ -36,6 +36,11 @@ printf 'lr = 1e-3\nste\000ps = 5\n' >"$D/nul.ini"
 printf '\357\273\277lr = 1e-3\nn_layers = 4\n' >"$D/bom.ini"
 printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
 M=$D/run/model.safetensors
+# runs that diverge (exit 1 at step 2): the checkpoint of step 1 holds finite weights up to 1e34,
+# and of a --lr 1e15 weights that make NaN logits
+R1="$TINY --optim sgd --clip 0 --warmup 0 --schedule const --save-every 1"
+"$B/train" $R1 --lr 1e38 --steps 4 --out "$D/huge" >"$L" 2>&1
+"$B/train" $R1 --lr 1e15 --steps 1 --out "$D/nanlogits" >"$L" 2>&1 || fail "--lr 1e15: $(cat "$L")"
 # a run whose optimizer states are of another step than its model (not a cut save: neither)
 "$B/train" $TINY --steps 3 --out "$D/run3" >"$L" 2>&1 || fail "the step-3 run: $(cat "$L")"
 cp -r "$D/run" "$D/mixed" && cp "$D/run3/optim.safetensors" "$D/mixed/optim.safetensors" &&
@@ -158,6 +163,9 @@ cases() {
 2|--prompt is empty|infer --checkpoint $M --prompt=
 2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
 2|--info $D/none: No such file or directory|infer --info $D/none
+2|at index 0: weights of 2^64 (1.84467e+19) or more overflow float arithmetic|infer --checkpoint $D/huge/model.safetensors --score $D/t.txt
+2|the model's weights make non-finite logits|infer --checkpoint $D/nanlogits/model.safetensors --score $D/t.txt
+2|the logits of sampled token 0 hold|infer --checkpoint $D/nanlogits/model.safetensors --prompt hi
 2|--out $D/fifolink is a pipe: expected a regular file|export --checkpoint $ML --format gguf --out $D/fifolink
 2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
 2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir

@@ -4,6 +4,7 @@
  * checkpoint. An option of another use than the checkpoint's is refused. Exit status: 0 done,
  * 1 runtime failure (I/O, out of memory, an unreadable image), 2 usage (a flag, a missing or
  * malformed checkpoint or input file). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -55,12 +56,29 @@ static void print_help(void) {
     mt_infer_options_free(&defaults);
 }
 
+/* Weights of a scale whose squares overflow float (2^64: norms, dot products) are refused: finite,
+   they still make non-finite logits (a run that diverged saves them before the step it stops). */
+static mt_status check_scale(const mt_params *P, const char *path, mt_err *err) {
+    const float limit = 0x1p64f;
+    for (int i = 0; i < P->n; i++)
+        for (size_t j = 0; j < P->p[i].n; j++) {
+            float w = P->data[P->p[i].offset + j];
+            if (fabsf(w) >= limit)
+                return mt_errorf(err, MT_EFORMAT,
+                                 "%s: tensor '%s' holds %g at index %zu: weights of 2^64 (%g) "
+                                 "or more overflow float arithmetic (a run that diverged?)",
+                                 path, P->p[i].name, (double)w, j, (double)limit);
+        }
+    return MT_OK;
+}
+
 /* The checkpoint's use with the options given for it. */
 static int run(const infer_options *o, const mt_infer_options *uses, const mt_settings *given) {
     mt_err e;
     mt_model *model;
     int set;
     check(mt_ckpt_load(o->checkpoint, &model, NULL, NULL, &e), &e);
+    check(check_scale(model->P, o->checkpoint, &e), &e);
     check(mt_infer_options_pick(uses, given, model->type, o->checkpoint, &set, &e), &e);
     if (o->precision == MT_BF16 && mt_bf16_check(&e) != MT_OK) die(2, e.msg);
     if (o->precision == MT_BF16 && mt_params_enable_bf16(model->P, &e) != MT_OK) die(1, e.msg);

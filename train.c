@@ -50,8 +50,8 @@ static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
     mt_train_cfg tc = mt_run_options_train_cfg(r);
     mt_err e;
     mt_status s = mt_trainer_init(tr, &tc, &r->o.optim, &e);
+    mt_dist_agree(&s, &e); /* before the collective resume */
     if (s == MT_OK && r->o.resume) s = mt_trainer_resume(tr, &e);
-    mt_dist_agree(&s, &e);
     if (s != MT_OK) die_in_setup(&r->o, s, e.msg);
 }
 

@@ -129,6 +129,9 @@ bad "needs --n-kv-head equal to --n-head" $NG --n-kv-head 1
 bad "needs --act swiglu" $NG --act relu
 bad "with --emb-scale: refused" $NG --emb-scale
 bad "ngpt_alpha_init = -1\|an --ngpt-\* init or scale is\|out of range" $NG --ngpt-alpha-init -1
+# a scale that stores init / scale beyond float (1e-45: infinity; the run diverged at step 1)
+bad "--ngpt-alpha-scale is 1.4013e-45: an --ngpt-\* scale must be in \[1e-06, 1e+06\]" $NG --ngpt-alpha-scale 1e-45
+bad "--ngpt-sz-scale is 1e+07: an --ngpt-\* scale must be in" $NG --ngpt-sz-scale 1e7
 bad "--placement: 'ngpt' is retired: nGPT's residual is --arch ngpt's" --data "$T/text.txt" \
     --placement ngpt
 bad "--ngpt-sz-init 2: this run does not read it (only --arch ngpt does)" --data "$T/text.txt" \

@@ -65,7 +65,7 @@ bad "--dsl-r0 0.5: this run does not read it (only --init dsl" --placement dsl -
 bad "--deepnorm-beta 0.3: this run does not read it (only --init deepnorm" --deepnorm-beta 0.3
 bad "--subln-gain 1.5: this run does not read it (only --init subln" --placement subln \
     --init xavier --subln-gain 1.5
-bad "--momentum 0.9: this run does not read it (only --optim sgd does)" --momentum 0.9
+bad "--momentum 0.9: this run does not read it (only --optim sgd does; Muon" --momentum 0.9
 bad "--lion-beta1 0.8: this run does not read it (only --optim lion does)" --lion-beta1 0.8
 bad "--ns-steps 3: this run does not read it (only --optim muon does)" --optim lion --ns-steps 3
 bad "--ngpt-alpha-init 0.1: this run does not read it (only --arch ngpt does)" \

@@ -5,7 +5,8 @@
 # each rank's half of a gradient, then the two halves), 3 ranks with 3 + 3 + 2 rows too, and 2
 # and 3 ranks with 2 micro-batches of 4 rows (--grad-accum 2) too; that a run resumed under MPI
 # ends bit-identical to an uninterrupted one (with dropout: each rank's masks come from the shared
-# stream in the checkpoint), with and without --grad-accum; that a setup error stops every rank
+# stream in the checkpoint), with and without --grad-accum; that a save cut between its two
+# writes resumes, 20 times on 2 and 4 ranks; that a setup error stops every rank
 # with one message; and that --recompute block changes no bit. Skipped (with a line saying so)
 # when mpicc or mpirun is missing.
 NAME=test_mpi
@@ -55,6 +56,27 @@ mpi 2 $R --out "$T/r" && mv "$T/r" "$T/once" || fail "run once, accum"
 mpi 2 $R --steps 5 --out "$T/r" || fail "first half, accum"
 mpi 2 --resume --out "$T/r" --steps 10 || { fail "resume exited $?, accum"; cat "$T/log"; }
 cmp -s "$T/once/model.safetensors" "$T/r/model.safetensors" || fail "resumed weights differ, accum"
+
+# a save cut between its two writes (optim.safetensors of step 3, optim.prev of the model's step
+# 2), resumed 10 times with 2 ranks and 10 with 4, every other with --zero 1: rank 0 alone puts
+# optim.prev back, the others read after it (every rank renamed it: about half the tries failed,
+# saying the rename found no file, or telling to start again without --resume); every try ends
+# with the first's bits
+C="$TINY --steps 2 --save-every 1 --eval-every 0"
+mpi 2 $C --out "$T/cut" && mpi 2 $C --steps 3 --out "$T/ahead" || fail "the cut save's runs"
+mv "$T/cut/optim.safetensors" "$T/cut/optim.prev.safetensors"
+cp "$T/ahead/optim.safetensors" "$T/cut/optim.safetensors"
+for n in 2 4; do
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        z=$((1 - try % 2)) zero=
+        [ $z -eq 1 ] && zero="--zero 1"
+        what="a cut save resumed on $n ranks, zero $z (try $try)"
+        rm -rf "$T/r" && cp -r "$T/cut" "$T/r"
+        mpi $n --resume --out "$T/r" --steps 3 $zero || { fail "$what: $(grep '^train' "$T/log")"; break; }
+        [ -e "$T/first$n.$z" ] || cp "$T/r/model.safetensors" "$T/first$n.$z"
+        cmp -s "$T/r/model.safetensors" "$T/first$n.$z" || fail "$what: other weights"
+    done
+done
 
 # a setup error: one message, exit 2
 mpi 2 $TINY --batch 1 --out "$T/b"

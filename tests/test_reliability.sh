@@ -35,7 +35,17 @@ printf '\000l\000r\000 \000=\000 \0001\000\n' >"$D/utf16be.ini"
 printf 'lr = 1e-3\nste\000ps = 5\n' >"$D/nul.ini"
 printf '\357\273\277lr = 1e-3\nn_layers = 4\n' >"$D/bom.ini"
 printf 'data = "%s\n' "$D/t.txt" >"$D/quote.ini"
+for k in ngpt_alpha dyt-weight qk-affine bias; do printf '%s = 1\n' $k >"$D/$k.ini"; done
 M=$D/run/model.safetensors
+# runs that diverge (exit 1 at step 2): the checkpoint of step 1 holds finite weights up to 1e34,
+# and of a --lr 1e15 weights that make NaN logits
+R1="$TINY --optim sgd --clip 0 --warmup 0 --schedule const --save-every 1"
+"$B/train" $R1 --lr 1e38 --steps 4 --out "$D/huge" >"$L" 2>&1
+"$B/train" $R1 --lr 1e15 --steps 1 --out "$D/nanlogits" >"$L" 2>&1 || fail "--lr 1e15: $(cat "$L")"
+# a run whose optimizer states are of another step than its model (not a cut save: neither)
+"$B/train" $TINY --steps 3 --out "$D/run3" >"$L" 2>&1 || fail "the step-3 run: $(cat "$L")"
+cp -r "$D/run" "$D/mixed" && cp "$D/run3/optim.safetensors" "$D/mixed/optim.safetensors" &&
+    cp "$D/run3/optim.safetensors" "$D/mixed/optim.prev.safetensors"
 "$B/train" $TINY --arch llama --steps 1 --out "$D/llama" >"$L" 2>&1 || fail "llama: $(cat "$L")"
 ML=$D/llama/model.safetensors
 "$B/train" --model vit --data "$PWD/data/mnist" --n-layer 1 --n-head 2 --n-embd 16 --batch 2 \
@@ -106,7 +116,7 @@ cases() {
 2|--norm-eps: -0.5; eps must be >= 0|train $TINY --norm-eps -0.5
 2|--min-lr is -0.5; it must be a finite number >= 0|train $TINY --min-lr -0.5
 2|--min-lr 0.1 is larger than --lr 0.01|train $TINY --lr 0.01 --min-lr 0.1
-2|--momentum 0.9: this run does not read it (only --optim sgd does)|train $TINY --momentum 0.9
+2|--momentum 0.9: this run does not read it (only --optim sgd does; Muon|train $TINY --momentum 0.9
 2|--schedule invsqrt needs --warmup >= 1|train $TINY --schedule invsqrt --warmup 0
 2|--data $D/none.txt: No such file or directory|train $TINY --data $D/none.txt
 2|--data $D/adir is a directory without token shards|train $TINY --data $D/adir
@@ -121,6 +131,13 @@ cases() {
 2|--vocab-size 512: this run does not read it (only --tokenizer bpe|train $TINY --vocab-size 512 --out $D/vs
 2|--tokenizer char: this run does not read it (only --data of text|train $TINY --data $D/ok.bin --tokenizer char --out $D/tc
 2|$D/key.ini:2: unknown key 'n_layers' (did you mean n-layer?)|train $TINY --config $D/key.ini
+2|$D/ngpt_alpha.ini:1: unknown key 'ngpt_alpha' (did you mean ngpt-alpha-init or ngpt-alpha-scale?)|train $TINY --config $D/ngpt_alpha.ini
+2|$D/dyt-weight.ini:1: unknown key 'dyt-weight' (did you mean dyt-weight-init?)|train $TINY --config $D/dyt-weight.ini
+2|$D/qk-affine.ini:1: unknown key 'qk-affine' (did you mean qk-norm-affine?)|train $TINY --config $D/qk-affine.ini
+2|$D/bias.ini:1: unknown key 'bias' (did you mean no-bias?)|train $TINY --config $D/bias.ini
+2|unknown flag --qk-affine (did you mean --qk-norm-affine?)|train $TINY --qk-affine
+2|--nesterov true: this run does not read it (only --optim sgd does; Muon's momentum is --muon-momentum (Nesterov's unless --no-nesterov), Lion's --lion-beta1 and --lion-beta2|train $TINY --optim muon --nesterov
+2|--momentum 0.9: this run does not read it (only --optim sgd does; Muon's momentum is --muon-momentum|train $TINY --optim lion --momentum 0.9
 2|$D/type.ini:1: lr: 'fast' is not a finite number|train $TINY --config $D/type.ini
 2|$D/section.ini:1: '[train]': config files have no sections|train $TINY --config $D/section.ini
 2|$D/cli.ini:1: 'resume' is a command-line flag only|train $TINY --config $D/cli.ini
@@ -132,13 +149,16 @@ cases() {
 2|$D/quote.ini:1: data: a value that starts with a quote ends with one|train $TINY --config $D/quote.ini
 2|--resume: no checkpoint $W/none/model.safetensors|train --resume --out $W/none
 2|the model options differ: n_layer is 1 in the checkpoint, 2 now|train --resume --out $D/run --n-layer 2
+2|optim.safetensors holds the optimizer of step 3, $D/mixed/model.safetensors the model of step 2, and $D/mixed/optim.prev.safetensors no state of that step: the files are not of one save; put back the optimizer state of step 2|train --resume --out $D/mixed
+2|a resumed run keeps its model, but the model options differ: arch is "llama" in the checkpoint, "ngpt" now|train --resume --out $D/llama --arch ngpt
 2|holds a vit run, and --model gpt was given: a run continues as the model it is|train --resume --out $D/vit --model gpt
 2|the data differs from the run's: src_ctx is 5 in the checkpoint, 3 now (a value --data $D/d2.dict decides|train --resume --out $D/ed --data $D/d2.dict
 2|more than 200 distinct phones: not a pronunciation dictionary?|train --model encdec --data $PWD/data/tinyshakespeare.txt --threads 1 --out $D/edx
 1|GiB available (parameters and gradients|train $TINY --n-embd 65536 --n-head 1
 1|activations of a batch of 4000000 x 16 tokens|train $TINY --batch 4000000
 1|GiB available (parameters and gradients|train $TINY --n-ff 2147483647
-1|out of memory for a batch of 34359738352 tokens|train $TINY --batch 2147483647
+1|GiB available (the step's drawn batch of --batch 2 x --grad-accum 1000000000 rows)|train $TINY --grad-accum 1000000000
+1|GiB available (the step's drawn batch of --batch 2147483647 x --grad-accum 1 rows)|train $TINY --batch 2147483647
 1|n_layer = 2147483647: out of memory for the table of 2147483647 blocks|train $TINY --n-layer 2147483647
 2|unknown flag --temperatur (did you mean --temperature?)|infer --checkpoint $M --temperatur 1
 2|--checkpoint FILE is required|infer --prompt hi
@@ -150,8 +170,12 @@ cases() {
 2|--tokens: -1 is out of range|infer --checkpoint $M --tokens -1
 2|--temperature: -1 is out of range|infer --checkpoint $M --temperature -1
 2|--prompt is empty|infer --checkpoint $M --prompt=
+2|--classify $D/fifo is not a regular file|infer --checkpoint $D/vit/model.safetensors --classify $D/fifo
 2|--score $D/adir is a directory|infer --checkpoint $M --score $D/adir
 2|--info $D/none: No such file or directory|infer --info $D/none
+2|at index 0: weights of 2^64 (1.84467e+19) or more overflow float arithmetic|infer --checkpoint $D/huge/model.safetensors --score $D/t.txt
+2|the model's weights make non-finite logits|infer --checkpoint $D/nanlogits/model.safetensors --score $D/t.txt
+2|the logits of sampled token 0 hold|infer --checkpoint $D/nanlogits/model.safetensors --prompt hi
 2|--out $D/fifolink is a pipe: expected a regular file|export --checkpoint $ML --format gguf --out $D/fifolink
 2|--out $D/fifo is a pipe|export --checkpoint $ML --format gguf --out $D/fifo
 2|--out $D/adir is a directory|export --checkpoint $ML --format gguf --out $D/adir

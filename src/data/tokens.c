@@ -277,12 +277,13 @@ void mt_sampler_next(mt_sampler *s, const mt_tokens *d, int B, int T, int *x, in
         const mt_token_span *sp = &d->span[k];
         size_t at = u - d->win[k];
         uint32_t id = mt_span_id(sp, d->width, at), vocab = (uint32_t)d->n_vocab;
+        size_t row = (size_t)b * T; /* a step's rows x T may pass 2^31 */
         for (int t = 0; t < T; t++) {
             uint32_t next = mt_span_id(sp, d->width, at + t + 1);
             if (id >= vocab || next >= vocab)
                 changed_under(sp, d->width, at + t + (id < vocab), d->n_vocab);
-            x[b * T + t] = (int)id;
-            y[b * T + t] = (int)next;
+            x[row + t] = (int)id;
+            y[row + t] = (int)next;
             id = next;
         }
         release(sp, d->width, at, (size_t)T + 1);

@@ -111,8 +111,8 @@ const char *mt_field_name(const mt_field *f, char *buf, size_t len) {
 }
 
 mt_status mt_field_unread(const mt_field *f, const char *what, mt_err *err) {
-    return mt_errorf(err, MT_EINVAL, "%s: this run does not read it (only %s does): drop it", what,
-                     f->read_by);
+    return mt_errorf(err, MT_EINVAL, "%s: this run does not read it (only %s does%s%s): drop it",
+                     what, f->read_by, f->instead ? "; " : "", f->instead ? f->instead : "");
 }
 
 mt_status mt_fields_check_unread(const mt_fields *t, const void *obj, const void *unset,

@@ -54,10 +54,11 @@ typedef struct {
     const char *flag;  /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
     unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG, MT_FIELD_SET_READ */
     /* Whether the run reads the field, on the resolved values of the struct that holds it (NULL:
-       always); read_by names what reads it ("--schedule wsd"). A flag or config key given for a
-       field the run does not read is refused (mt_settings_check_read). */
+       always); read_by names what reads it ("--schedule wsd"), instead (or NULL) what the others
+       read in its place. A flag or config key given for a field the run does not read is refused
+       (mt_settings_check_read). */
     bool (*read)(const void *obj);
-    const char *read_by;
+    const char *read_by, *instead;
     const mt_field_retired *retired; /* ended by {0}; NULL: none */
     /* A default derived from the other values of obj (the struct that holds it) where no setting
        gives the field one (mt_fieldset_derive); derived says what it is, for --help ("lr / 10").

@@ -82,7 +82,8 @@ int mt_missing_dirs(const char *path);
    created for a run refused before it wrote anything. */
 void mt_remove_new_dirs(const char *path, int n);
 /* true when the JSON objects a and b hold the same keys with the same values; else msg gets the
-   first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys). */
+   first difference, "key is <a's> in the checkpoint, <b's> now" (or that a has fewer keys): the
+   first of a string, a choice (arch, norm) that may set the others, when one differs. */
 bool mt_json_same(const char *a, const char *b, char *msg, size_t len);
 /* A file written whole or not at all: writes go to path.tmp (one name per target: a write killed
    midway leaves a file the next write overwrites), which mt_atomic_close flushes, fsyncs and

@@ -1,6 +1,7 @@
 /* A program's options (fields.h): the named fields of several structs read from flags and config
  * files, kept as settings to apply again, listed in --help and saved as config lines. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,17 +93,55 @@ static int edit_distance(const char *a, size_t la, const char *b) {
     return row[lb];
 }
 
-/* " (did you mean --x?)" when a known name is within 3 edits, else "" */
+/* How many words (split at '-') opt has besides those of name (len bytes, split at '-' or '_'),
+   which must all be words of opt in order; -1 when they are not. */
+static int extra_words(const char *name, size_t len, const char *opt) {
+    int extra = 0;
+    for (size_t i = 0; i < len;) {
+        size_t w = 0;
+        while (i + w < len && name[i + w] != '-' && name[i + w] != '_') w++;
+        for (bool found = false; !found; extra += !found) {
+            if (!*opt) return -1;
+            size_t ow = strcspn(opt, "-");
+            found = ow == w && !strncmp(opt, name + i, w);
+            opt += ow + (opt[ow] == '-');
+        }
+        i += w + 1;
+    }
+    for (; *opt; extra++) opt += strcspn(opt, "-") + (opt[strcspn(opt, "-")] == '-');
+    return extra;
+}
+
+/* " (did you mean --x?)" for the name a field's key has ("bias": --no-bias), else the names that
+   hold all of its words with the fewest others ("qk-affine": --qk-norm-affine; up to 3), else
+   one within 3 edits; "" when none is */
 static const char *suggest(const entries *E, const char *name, size_t len, const char *dashes,
                            char *buf, size_t cap) {
-    int best = 4;
-    const char *hit = NULL;
-    for (int i = 0; i < E->n; i++) {
-        int d = edit_distance(name, len, E->e[i].name);
-        if (d < best) best = d, hit = E->e[i].name;
+    const char *hit[3] = {0};
+    int n = 0;
+    for (int i = 0; i < E->n && !n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s", E->e[i].f->key);
+        for (char *c = key; *c; c++) *c = *c == '_' ? '-' : *c;
+        if (name_eq(key, name, len)) hit[n++] = E->e[i].name;
     }
-    if (!hit) return "";
-    snprintf(buf, cap, " (did you mean %s%s?)", dashes, hit);
+    for (int i = 0, best = INT_MAX, d, keyed = n; i < E->n && len > 0 && !keyed; i++) {
+        if ((d = extra_words(name, len, E->e[i].name)) < 1 || d > best) continue;
+        if (d < best) best = d, n = 0;
+        if (n < 3) hit[n++] = E->e[i].name;
+    }
+    for (int i = 0, best = 4, d; i < E->n && !n; i++)
+        if ((d = edit_distance(name, len, E->e[i].name)) < best) best = d, hit[0] = E->e[i].name;
+    if (!n && hit[0]) n = 1;
+    if (!n) return "";
+    size_t k = (size_t)snprintf(buf, cap, " (did you mean");
+    for (int i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s%s",
+                              i == 0       ? " "
+                              : i == n - 1 ? " or "
+                                           : ", ",
+                              dashes, hit[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "?)");
     return buf;
 }
 

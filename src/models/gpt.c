@@ -67,8 +67,11 @@ static mt_status ngpt_validate(mt_gpt_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-/* arch ngpt's scales 0 resolved to 1 / sqrt(n_embd) (a validated n_embd), every init and scale
-   > 0 */
+#define MT_NGPT_SCALE_MIN 1e-6
+#define MT_NGPT_SCALE_MAX 1e6
+
+/* arch ngpt's scales 0 resolved to 1 / sqrt(n_embd) (a validated n_embd), every init > 0 and
+   every scale in [MT_NGPT_SCALE_MIN, MT_NGPT_SCALE_MAX] */
 static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
     mt_ngpt_cfg *n = &cfg->ngpt;
     if (cfg->arch != MT_ARCH_NGPT) return MT_OK;
@@ -76,14 +79,24 @@ static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
     float *scales[] = {&n->alpha_scale, &n->sqk_scale, &n->suv_scale, &n->sz_scale};
     for (int i = 0; i < 4; i++)
         if (*scales[i] == 0) *scales[i] = r;
-    const float all[] = {n->alpha_init, n->alpha_scale, n->sqk_init, n->sqk_scale,
-                         n->suv_init,   n->suv_scale,   n->sz_init,  n->sz_scale};
-    for (int i = 0; i < 8; i++)
-        if (!(all[i] > 0 && isfinite(all[i])))
+    /* a parameter is stored as init / scale and used times scale: a scale far from 1 stores
+       values float cannot hold (1e-45: infinity) */
+    const char *names[] = {"alpha", "sqk", "suv", "sz"};
+    const float inits[] = {n->alpha_init, n->sqk_init, n->suv_init, n->sz_init};
+    for (int i = 0; i < 4; i++) {
+        float scale = *scales[i];
+        if (!(inits[i] > 0 && isfinite(inits[i])))
             return mt_errorf(err, MT_EINVAL,
-                             "config: an --ngpt-* init or scale is %g: each must be a finite "
-                             "number > 0 (a scale 0: 1 / sqrt(n_embd))",
-                             all[i]);
+                             "config: --ngpt-%s-init is %g: an --ngpt-* init must be a finite "
+                             "number > 0",
+                             names[i], inits[i]);
+        if (!(scale >= MT_NGPT_SCALE_MIN && scale <= MT_NGPT_SCALE_MAX))
+            return mt_errorf(err, MT_EINVAL,
+                             "config: --ngpt-%s-scale is %g: an --ngpt-* scale must be in [%g, "
+                             "%g] (0: 1 / sqrt(n_embd)), or the stored init / scale is out of "
+                             "float's reach",
+                             names[i], scale, MT_NGPT_SCALE_MIN, MT_NGPT_SCALE_MAX);
+    }
     return MT_OK;
 }
 

@@ -112,6 +112,10 @@ static const mt_field_retired DERIVED_WAS[] =
     {{"-1", "", "older builds saved it for the default: leave the flag out (or give it empty)"},
      {0}};
 
+/* the other kinds' momentum flags, for SGD's given to them */
+#define MOMENTA                                                                                    \
+    "Muon's momentum is --muon-momentum (Nesterov's unless --no-nesterov), Lion's --lion-beta1 "   \
+    "and --lion-beta2, Adam's --beta1"
 #define F(member, TYPE, key, help, ...)                                                            \
     MT_FIELD(mt_optim_config, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -131,8 +135,9 @@ static const mt_field FIELDS[] = {
     F(eps, FLOAT, "eps", "Adam epsilon"),
     F(weight_decay, FLOAT, "weight_decay", "weight decay (decoupled for adamw)"),
     F(decay_scope, ENUM, "decay_scope", "what weight decay reaches", .of = &MT_DECAY_SCOPES),
-    F(momentum, FLOAT, "momentum", "SGD momentum (Adam's and Lion's: their betas)", SGD),
-    F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum", SGD),
+    F(momentum, FLOAT, "momentum", "SGD momentum (Adam's and Lion's: their betas)", SGD,
+      .instead = MOMENTA),
+    F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum", SGD, .instead = MOMENTA),
     F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
     F(sched.decay_frac, FLOAT, "decay_frac", "wsd: the last fraction of the steps that decays",
       .range = "0..1", .read = wsd, .read_by = "--schedule wsd"),

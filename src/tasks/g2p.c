@@ -266,6 +266,7 @@ const mt_task_type mt_g2p_task = {
             "/usr/share/festival/dicts/cmu/cmudict-0.4.out)",
     .data_file = false,
     .units = "words",
+    .unit_bytes = sizeof(int),
     .unit = "word",
     .load = task_load,
     .free = task_free,

@@ -146,6 +146,7 @@ const mt_task_type mt_image_task = {
     .data = "an image folder or idx files",
     .data_file = false,
     .units = "images",
+    .unit_bytes = sizeof(int),
     .unit = "img",
     .load = load,
     .free = task_free,

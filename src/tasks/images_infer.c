@@ -3,8 +3,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../data/data.h"
+#include "../io/io.h"
 #include "../models/model.h"
 #include "../tensor/tensor.h"
 #include "inference.h"
@@ -37,9 +39,14 @@ static bool classify_file(mt_ctx *c, const mt_model *m, const char *path, uint8_
     return true;
 }
 
-/* The files of one item of the list: MT_EINVAL for an empty directory or a missing path. */
+/* The files of one item of the list: MT_EINVAL for an empty directory, or a path that is not a
+   directory nor a readable regular file (a pipe would block). */
 static mt_status item_files(const char *item, char ***files, int *n, mt_err *err) {
-    if (mt_image_files(item, files, n, err) != MT_OK) return MT_EINVAL;
+    struct stat st;
+    bool dir = stat(item, &st) == 0 && S_ISDIR(st.st_mode);
+    if ((!dir && mt_file_check("--classify", item, err) != MT_OK) ||
+        mt_image_files(item, files, n, err) != MT_OK)
+        return MT_EINVAL;
     if (*n == 0) {
         free(*files);
         return mt_errorf(err, MT_EINVAL,

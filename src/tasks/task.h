@@ -65,6 +65,7 @@ struct mt_task_type {
     const char *unit;    /* of throughput: "tok", "img" */
     /* Units (tokens) in a row of a model's config (throughput); NULL: a row is one unit. */
     int (*row_units)(const mt_model_type *model, const void *model_cfg);
+    size_t unit_bytes; /* what a unit takes in the drawn batch (text: its input and target ids) */
 
     /* Loads and splits the data; fills the fields of the model config the data decides
        (model->input's: n_vocab; image size, channels, classes) and validates it. */

@@ -135,6 +135,7 @@ const mt_task_type mt_text_task = {
     .units = "tokens",
     .unit = "tok",
     .row_units = row_units,
+    .unit_bytes = 2 * sizeof(int),
     .load = load,
     .free = task_free,
     .describe = describe,

@@ -110,20 +110,39 @@ static mt_status prompt_ids(const mt_tokenizer *tok, const char *prompt, int **i
     return s;
 }
 
-/* The prompt's ids fed, then o->tokens sampled, each written to out as it comes. */
-static void sample(void *gen, const mt_text_ops *t, const mt_tokenizer *tok, const text_options *o,
-                   const int *prompt, size_t n, int *iscratch, float *pscratch, FILE *out) {
+/* MT_EFORMAT when logits (V) hold a NaN or infinity: the weights are of a run that diverged. */
+static mt_status check_logits(const float *logits, int V, int i, mt_err *err) {
+    for (int v = 0; v < V; v++)
+        if (!isfinite(logits[v]))
+            return mt_errorf(err, MT_EFORMAT,
+                             "the logits of sampled token %d hold %g (token id %d): the model's "
+                             "weights make non-finite values (a run that diverged?)",
+                             i, (double)logits[v], v);
+    return MT_OK;
+}
+
+/* The prompt's ids fed, the prompt written to out, then o->tokens sampled, each written as it
+   comes; MT_EFORMAT at the first non-finite logits (the prompt's: nothing written). */
+static mt_status sample(void *gen, const mt_text_ops *t, const mt_tokenizer *tok,
+                        const text_options *o, const int *prompt, size_t n, int *iscratch,
+                        float *pscratch, FILE *out, mt_err *err) {
     mt_rng r;
     mt_rng_seed(&r, (uint64_t)o->seed);
     mt_sampling sampling = {o->temperature, o->top_k, o->top_p};
     const float *logits = t->gen_feed(gen, prompt, (int)n);
-    for (int i = 0; i < o->tokens; i++) {
+    mt_status s = check_logits(logits, tok->n_vocab, 0, err);
+    if (s != MT_OK) return s;
+    fputs(o->prompt, out);
+    fflush(out);
+    for (int i = 0; i < o->tokens && s == MT_OK; i++) {
         int next = mt_sample_token(logits, tok->n_vocab, &sampling, &r, pscratch, iscratch), len;
         const char *bytes = mt_tok_decode(tok, next, &len);
         fwrite(bytes, 1, (size_t)len, out);
         fflush(out);
-        if (i + 1 < o->tokens) logits = t->gen_feed(gen, &next, 1);
+        if (i + 1 < o->tokens)
+            s = check_logits(logits = t->gen_feed(gen, &next, 1), tok->n_vocab, i + 1, err);
     }
+    return s;
 }
 
 /* The prompt (MT_EINVAL when empty or not encodable, nothing written), then o->tokens sampled,
@@ -140,13 +159,9 @@ static mt_status generate(mt_model *m, const text_options *o, mt_precision preci
     float *pscratch = malloc((size_t)V * sizeof(float));
     if ((s = prompt_ids(tok, o->prompt, &prompt, &n, err)) == MT_OK && (!iscratch || !pscratch))
         s = mt_errorf(err, MT_ENOMEM, "out of memory");
-    if (s == MT_OK) {
-        fputs(o->prompt, out);
-        fflush(out);
-        double t0 = mt_clock();
-        sample(gen, t, tok, o, prompt, n, iscratch, pscratch, out);
-        *seconds = mt_clock() - t0;
-    }
+    double t0 = mt_clock();
+    if (s == MT_OK) s = sample(gen, t, tok, o, prompt, n, iscratch, pscratch, out, err);
+    *seconds = mt_clock() - t0;
     free(prompt);
     free(iscratch);
     free(pscratch);
@@ -163,6 +178,11 @@ static mt_status run(mt_model *m, const void *options, mt_infer_io *io, mt_err *
     if (o->score[0]) {
         mt_status s = mt_file_check("--score", o->score, err);
         if (s == MT_OK) s = score_file(m, o->score, io->precision, &r, err);
+        if (s == MT_OK && !isfinite(r.nll))
+            s = mt_errorf(err, MT_EFORMAT,
+                          "--score: the loss is %g: the model's weights make non-finite logits "
+                          "(a run that diverged?)",
+                          r.nll / r.count);
         if (s != MT_OK) return s;
         /* bits per byte: comparable across tokenizers (bytes: those the predicted tokens hold) */
         fprintf(io->out, "loss=%.6f ppl=%.4f tokens=%ld bpb=%.4f bytes=%ld\n", r.nll / r.count,

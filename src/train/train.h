@@ -247,7 +247,8 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                           mt_err *err);
 /* Continues from the checkpoint in cfg->out: its model (mc must describe the same model), the
    optimizer state, the step and the RNG states. The data and tokenizer must be those of the
-   checkpoint. */
+   checkpoint. Collective under MPI (every rank calls it, and gets the same status); rank 0 alone
+   touches the files. */
 mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err);
 
 typedef struct {

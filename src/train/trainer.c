@@ -103,6 +103,20 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
     return MT_OK;
 }
 
+/* The bytes of a step's drawn batch (every micro-batch's rows) for the model config mc. */
+static double drawn_bytes(const mt_train_cfg *cfg, const void *mc) {
+    return (double)cfg->data.batch * cfg->task->unit_bytes *
+           mt_task_row_units(cfg->task, cfg->model, mc);
+}
+
+/* The drawn batch alone against the available memory, before the task allocates it. */
+static mt_status check_drawn(const mt_train_cfg *cfg, mt_err *err) {
+    char what[128];
+    snprintf(what, sizeof what, "the step's drawn batch of --batch %d x --grad-accum %d rows",
+             cfg->batch, cfg->grad_accum);
+    return mt_mem_check(drawn_bytes(cfg, cfg->model_cfg), what, err);
+}
+
 /* The parameter table P (not yet allocated), its gradients, the optimizer state and act bytes
    of a step's activations (batch names the batch) against the available memory. */
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
@@ -112,12 +126,15 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
     if (tr->par->sharded) slots /= mt_dist_size(); /* about 1/N of it: a shard */
     slots += replica_count(&tr->cfg, P) - 1;       /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
-    char what[256];
+    double drawn = drawn_bytes(&tr->cfg, tr->model->cfg);
+    char what[384];
     snprintf(what, sizeof what,
              "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
-             "GiB, activations of a batch of %s %.2f GiB",
-             2 * params / gib, slots * params / gib, batch, act / gib);
-    mt_status s = mt_mem_check((2 + slots) * params + act, what, err);
+             "GiB, activations of a batch of %s %.2f GiB, the step's drawn batch of --batch %d "
+             "x --grad-accum %d rows %.2f GiB",
+             2 * params / gib, slots * params / gib, batch, act / gib, tr->cfg.batch,
+             tr->cfg.grad_accum, drawn / gib);
+    mt_status s = mt_mem_check((2 + slots) * params + act + drawn, what, err);
     if (s != MT_OK) return s;
     /* each step arena is reserved whole (and touched as used): one larger than the memory and
        swap is refused by the kernel whatever the check above found */
@@ -280,7 +297,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         (!cfg->resume && (s = check_fresh_out(cfg, tr->model_path, err)) != MT_OK))
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
-    if ((s = check_init(cfg, err)) != MT_OK) return s;
+    if ((s = check_init(cfg, err)) != MT_OK || (s = check_drawn(&tr->cfg, err)) != MT_OK) return s;
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */
@@ -377,28 +394,48 @@ static mt_status load_same(mt_trainer *tr, mt_ckpt_state *state, mt_err *err) {
     return s;
 }
 
+/* Rank 0's part of load_optim: optim, or optim.prev when it holds the model's step, renamed back
+   in place (or the next save would keep the newer, orphaned state as prev). */
+static mt_status load_optim_root(mt_trainer *tr, long step, mt_err *err) {
+    mt_status s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
+    if (s == MT_OK && tr->opt.t == step) return MT_OK;
+    long t = s == MT_OK ? tr->opt.t : -1;
+    mt_err e;
+    if (mt_optim_load(&tr->opt, tr->P, tr->optim_prev_path, &e) == MT_OK && tr->opt.t == step)
+        return rename(tr->optim_prev_path, tr->optim_path) == 0
+                   ? MT_OK
+                   : mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_prev_path,
+                               tr->optim_path, strerror(errno));
+    if (s != MT_OK) return s;
+    return mt_errorf(err, MT_EFORMAT,
+                     "%s holds the optimizer of step %ld, %s the model of step %ld, and %s "
+                     "no state of that step: the files are not of one save; put back the "
+                     "optimizer state of step %ld (a copy of this --out) to resume",
+                     tr->optim_path, t, tr->model_path, step, tr->optim_prev_path, step);
+}
+
+/* The optimizer state of the model's step into tr->opt: optim, or optim.prev when a kill came
+   between the two writes of a save (mt_trainer_save). Under MPI rank 0 alone chooses and renames;
+   the others wait for it, then read optim, so that no rank reads a file another moves. */
+static mt_status load_optim(mt_trainer *tr, long step, mt_err *err) {
+    bool root = mt_dist_rank() == 0;
+    mt_status s = root ? load_optim_root(tr, step, err) : MT_OK;
+    mt_dist_agree(&s, err);
+    if (s == MT_OK && !root && (s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err)) == MT_OK &&
+        tr->opt.t != step)
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s holds the optimizer of step %ld after rank 0 chose the state of step "
+                      "%ld: is another process writing %s?",
+                      tr->optim_path, tr->opt.t, step, tr->cfg.out);
+    return s;
+}
+
 mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     mt_ckpt_state state;
     mt_status s = load_same(tr, &state, err);
-    if (s == MT_OK) {
-        /* the optimizer state of the model's step: optim, or optim.prev when a kill came
-           between the two writes of a save (mt_trainer_save) */
-        mt_err e;
-        s = mt_optim_load(&tr->opt, tr->P, tr->optim_path, err);
-        if ((s != MT_OK || tr->opt.t != state.step) &&
-            mt_optim_load(&tr->opt, tr->P, tr->optim_prev_path, &e) == MT_OK &&
-            tr->opt.t == state.step) {
-            /* back in place, or the next save would keep the newer, orphaned state as prev */
-            s = rename(tr->optim_prev_path, tr->optim_path) == 0
-                    ? MT_OK
-                    : mt_errorf(err, MT_EIO, "%s: cannot rename to %s: %s", tr->optim_prev_path,
-                                tr->optim_path, strerror(errno));
-        } else if (s == MT_OK && tr->opt.t != state.step)
-            s = mt_errorf(err, MT_EFORMAT,
-                          "%s holds the optimizer of step %ld, %s the model of step %ld: start "
-                          "again without --resume",
-                          tr->optim_path, tr->opt.t, tr->model_path, state.step);
-    }
+    mt_dist_agree(&s, err);
+    if (s == MT_OK) s = load_optim(tr, state.step, err);
+    mt_dist_agree(&s, err);
     if (s == MT_OK) {
         tr->step = state.step;
         tr->sampler.rng = state.sampler;

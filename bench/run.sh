@@ -1,6 +1,7 @@
 #!/bin/sh
 # make bench: mt against PyTorch on this machine; writes bench/RESULTS.md. About 10 minutes.
-#   1. this machine's fp32 GEMM peak (the faster of OpenBLAS and oneDNN, 2 threads), the ceiling for MFU;
+#   1. this machine's fp32 GEMM peak (the faster of OpenBLAS and oneDNN, 2 threads), the ceiling for MFU,
+#      and the FMA limit of the build's vector width (bench/fma.c, 2 threads);
 #   2. per config, full training steps (forward + backward + AdamW + zero grad), alternating
 #      mt, torch in its best setting (2 threads, OpenMP OpenBLAS, its widest kernels: bench/env.sh) and, where the build
 #      and CPU have bf16, mt --precision bf16, for ROUNDS rounds,
@@ -49,6 +50,8 @@ BF16=0
 
 echo "fp32 GEMM peak"
 "$BUILD/bench/sgemm" 2048 15 2 | tee -a "$RAW"
+echo "FMA limit of the build's vector width"
+"$BUILD/bench/fma" 50 2 | tee -a "$RAW"
 
 grep -v '^#' bench/configs.txt | while read -r name L C NH T B norm arch; do
     case " ${CONFIGS:-$name} " in *" $name "*) ;; *) continue ;; esac

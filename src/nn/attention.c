@@ -35,7 +35,10 @@
 #include "nn.h"
 
 enum {
-    TR = 8,         /* rows of a register tile; its columns are vectors */
+    /* rows of a register tile; its columns are vectors: TR x 2 accumulators, 2 vectors of B and
+       a broadcast of A within the vector registers (32 with AVX-512; 16 with AVX2, where 8 rows
+       spilled) */
+    TR = MT_VW >= 16 ? 8 : 4,
     QB = 2 * MT_VW, /* queries per block of transposed scores (a multiple of TR) */
     SMALL_T = 512,  /* longest T on the small path: beyond, P and dS (T, T) leave L2 (measured) */
 };

@@ -52,12 +52,15 @@ void mt_bf16_from_floats(mt_bf16 *dst, const float *src, size_t n) {
  * sgemm packs all of B to multiply one row by it (OpenBLAS's incopy took 40% of a generation);
  * these read B once, in place, and split y across the pool (each thread streams its share of B,
  * as a matrix-vector product must: it is bound by B's bytes). tb (x W^T, B (N, K) row stride
- * ldb): y_j = x . B_j, four rows of B at a time, each row a vector sum over k in order whose
+ * ldb): y_j = x . B_j, GEMV_ROWS rows of B at a time, each row a vector sum over k in order whose
  * lanes are then added in a fixed tree. !tb (B (K, N) row stride ldb): y += x_k B_k over k in
- * order, four vectors of y at a time. Every y_j is computed by one thread with the same code
+ * order, GEMV_VECS vectors of y at a time. Every y_j is computed by one thread with the same code
  * wherever the split falls, so the result does not depend on the thread count. */
 
-enum { GEMV_ROWS = 4, GEMV_PAR_MIN = 2 * MT_PAR_MIN }; /* rows a pass; B's floats worth a fork */
+/* rows a pass of tb (one accumulator each, so they are the FMA chains in flight: 8 fill the two
+   FMA pipes of 4-cycle latency with 8-float vectors, 4 suffice with 16-float ones); vectors of y
+   a pass of !tb; B's floats worth a fork */
+enum { GEMV_ROWS = MT_VW >= 16 ? 4 : 8, GEMV_VECS = 4, GEMV_PAR_MIN = 2 * MT_PAR_MIN };
 
 static inline float lanes_sum(mt_vf v) {
 #if defined(__AVX512F__)
@@ -76,27 +79,28 @@ static inline float gemv_out(float dot, float alpha, float beta, const float *y,
     return alpha * dot + add;
 }
 
-/* tb: y_j for j in [j0, j1); the four rows' sums named, so that they stay in registers (an
-   array of them went through the stack at every step) */
+/* tb: y_j for j in [j0, j1); the loops over the rows unrolled whole, so that their sums stay in
+   registers */
 static void gemv_t(int K, float alpha, const float *x, const float *B, int ldb, float beta,
                    float *y, const float *bias, int j0, int j1) {
     int KV = K / MT_VW * MT_VW;
     for (int j = j0; j < j1; j += GEMV_ROWS) {
         int nr = j1 - j < GEMV_ROWS ? j1 - j : GEMV_ROWS;
         const float *b[GEMV_ROWS]; /* rows past j1 repeat row j: computed, not stored */
-        for (int r = 0; r < GEMV_ROWS; r++) b[r] = B + (size_t)(j + (r < nr ? r : 0)) * ldb;
-        mt_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        mt_vf acc[GEMV_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < GEMV_ROWS; r++)
+            b[r] = B + (size_t)(j + (r < nr ? r : 0)) * ldb, acc[r] = (mt_vf){0};
         for (int k = 0; k < KV; k += MT_VW) {
             mt_vf xv = mt_vf_load(x + k);
-            a0 = mt_vf_madd(xv, mt_vf_load(b[0] + k), a0);
-            a1 = mt_vf_madd(xv, mt_vf_load(b[1] + k), a1);
-            a2 = mt_vf_madd(xv, mt_vf_load(b[2] + k), a2);
-            a3 = mt_vf_madd(xv, mt_vf_load(b[3] + k), a3);
+#pragma GCC unroll 8
+            for (int r = 0; r < GEMV_ROWS; r++)
+                acc[r] = mt_vf_madd(xv, mt_vf_load(b[r] + k), acc[r]);
         }
-        float dot[GEMV_ROWS] = {lanes_sum(a0), lanes_sum(a1), lanes_sum(a2), lanes_sum(a3)};
         for (int r = 0; r < nr; r++) {
-            for (int k = KV; k < K; k++) dot[r] = MT_MADD(x[k], b[r][k], dot[r]);
-            y[j + r] = gemv_out(dot[r], alpha, beta, y, bias, j + r);
+            float dot = lanes_sum(acc[r]);
+            for (int k = KV; k < K; k++) dot = MT_MADD(x[k], b[r][k], dot);
+            y[j + r] = gemv_out(dot, alpha, beta, y, bias, j + r);
         }
     }
 }
@@ -107,7 +111,7 @@ static inline __attribute__((always_inline)) void gemv_n_block(int nv, int K, fl
                                                                const float *x, const float *B,
                                                                int ldb, float beta, float *y,
                                                                const float *bias, int j) {
-    mt_vf acc[GEMV_ROWS] = {{0}};
+    mt_vf acc[GEMV_VECS] = {{0}};
     for (int k = 0; k < K; k++) {
         mt_vf xk = x[k] - (mt_vf){0};
 #pragma GCC unroll 4
@@ -125,12 +129,12 @@ static inline __attribute__((always_inline)) void gemv_n_block(int nv, int K, fl
 static void gemv_n(int K, float alpha, const float *x, const float *B, int ldb, float beta,
                    float *y, const float *bias, int j0, int j1) {
     int jv = j0 + (j1 - j0) / MT_VW * MT_VW;
-    for (int j = j0; j < jv; j += GEMV_ROWS * MT_VW) {
+    for (int j = j0; j < jv; j += GEMV_VECS * MT_VW) {
         switch ((jv - j) / MT_VW) {
         case 1: gemv_n_block(1, K, alpha, x, B, ldb, beta, y, bias, j); break;
         case 2: gemv_n_block(2, K, alpha, x, B, ldb, beta, y, bias, j); break;
         case 3: gemv_n_block(3, K, alpha, x, B, ldb, beta, y, bias, j); break;
-        default: gemv_n_block(GEMV_ROWS, K, alpha, x, B, ldb, beta, y, bias, j);
+        default: gemv_n_block(GEMV_VECS, K, alpha, x, B, ldb, beta, y, bias, j);
         }
     }
     for (int j = jv; j < j1; j++) {

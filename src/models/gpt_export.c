@@ -53,6 +53,7 @@ static const struct {
     {"pos", "rope", "--pos rope"},
     {"emb_scale", "false", "no --emb-scale"},
     {"qk_norm", "none", "--qk-norm none"},
+    {"attn_gate", "none", "--attn-gate none"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {

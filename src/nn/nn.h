@@ -123,6 +123,23 @@ mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, 
 mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
                         bool channels_last);
 
+/* ---- the attention's methods (attn_methods.c): options of every self-attention ------------------
+ * gate  gated attention (Qiu et al. 2025, arXiv 2505.06708, the paper's G1; qiuzh20/
+ *       gated_attention): Y' = Y * sigmoid(X W_theta + b) on the heads' output Y (B, T, C) before
+ *       the output projection, X the sublayer's input; W_theta (C, C) elementwise, (NH, C)
+ *       headwise (one gate per head over its HS channels); init as q_proj, b as the biases. */
+typedef enum { MT_ATTN_GATE_NONE, MT_ATTN_GATE_ELEMENTWISE, MT_ATTN_GATE_HEADWISE } mt_attn_gate;
+extern const mt_enum MT_ATTN_GATES; /* "none", "elementwise", "headwise" */
+typedef struct {
+    mt_attn_gate gate;
+} mt_attn_cfg;
+/* attn_gate: a TABLE field of the stack's */
+extern const mt_fields MT_ATTN_FIELDS;
+mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err);
+/* y (..., C) * sigmoid(z) with z (..., C / G): each gate z_j over G adjacent channels of y
+   (G = 1 elementwise, HS headwise). */
+mt_tensor *mt_sigmoid_gate(mt_ctx *c, mt_tensor *y, mt_tensor *z);
+
 /* ---- linear, embedding, attention, FFN, residual blocks -------------------------------------- */
 typedef enum {
     MT_PLACE_PRE,
@@ -328,6 +345,7 @@ typedef struct {
     bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention (self and cross) */
+    mt_attn_cfg attn;  /* the self-attention's methods (gate) */
     mt_residual_kind residual;
     mt_placement placement; /* of MT_RESIDUAL_SUM */
     float alpha;            /* DeepNorm's skip scale */
@@ -342,10 +360,11 @@ typedef struct {
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
-   gains (-1: none). */
+   gains, gate_w and gate_b the gate's projection (-1: none). */
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     int q_norm, k_norm;
+    int gate_w, gate_b;
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
@@ -358,8 +377,10 @@ typedef struct {
                       .out_w = -1,                                                                 \
                       .out_b = -1,                                                                 \
                       .q_norm = -1,                                                                \
-                      .k_norm = -1})
-_Static_assert(sizeof(mt_attn_params) == 10 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
+                      .k_norm = -1,                                                                \
+                      .gate_w = -1,                                                                \
+                      .gate_b = -1})
+_Static_assert(sizeof(mt_attn_params) == 12 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;

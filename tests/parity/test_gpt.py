@@ -100,6 +100,20 @@ for i, (kind, scope, affine) in enumerate(QK):
         run_case(cfg, 2, 8, f"qk-norm {kind} {scope}{' affine' if affine else ''} {placement}"
                  f" pos {cfg['pos']} kv {cfg['n_kv_head']}")
 
+# Gated attention (the paper's G1), elementwise and headwise, in every placement, with RoPE,
+# grouped-query attention and QK-norm in turn
+for i, gate in enumerate(("elementwise", "headwise")):
+    for j, placement in enumerate(PLACEMENTS):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+               "rms_form": "llama", "tied": j % 2 == 0, "bias": (i + j) % 2 == 0,
+               "act": "gelu", "dropout": 0.0, "attn_gate": gate,
+               "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[j % 2],
+               "qk_norm": ("none", "rms")[j % 3 == 2], "qk_norm_affine": j % 3 == 2}
+        cfg.update(PLACEMENT_OPTS.get(placement, {}))
+        run_case(cfg, 2, 8, f"attn-gate {gate} {placement} pos {cfg['pos']}"
+                 f" kv {cfg['n_kv_head']} qk {cfg['qk_norm']}")
+
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.

@@ -146,7 +146,12 @@ class TorchBlocks(torch.nn.Module):
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        y = (s.softmax(-1) @ v).transpose(1, 2)  # (B, T, NH, HS)
+        gate = self.cfg.get("attn_gate", "none")
+        if gate != "none":  # gated attention's G1 (arXiv 2505.06708): Y sigmoid(X W_theta)
+            z = self.linear(x, pre + "gate_proj").view(B, T, NH, HS if gate == "elementwise" else 1)
+            y = y * torch.sigmoid(z)
+        y = y.reshape(B, T, C)
         if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the concatenated heads
             y = self.norm(y, pre + "inner_norm")
         return self.linear(y, pre + "out_proj")

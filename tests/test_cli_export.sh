@@ -42,9 +42,10 @@ train $TINY --arch llama --norm prms --out "$T/prms" &&
     refused "norm prms" "norm = prms (--norm rms)" --checkpoint "$T/prms/model.safetensors" \
         --format llama2c --out "$T/x.bin"
 # the attention's methods: weights neither format has
-train $TINY --arch llama --attn-gate headwise --out "$T/gate" &&
+train $TINY --arch llama --attn-gate headwise --attn-sink --out "$T/gate" &&
     for f in llama2c gguf; do
-        refused "attn gate to $f" "attn_gate = headwise (--attn-gate none)" \
+        refused "attn gate and sink to $f" \
+            "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink)" \
             --checkpoint "$T/gate/model.safetensors" --format $f --out "$T/x.$f"
     done
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&

@@ -16,6 +16,8 @@ static const mt_field FIELDS[] = {
       "gated attention (arXiv 2505.06708, G1): the heads' output times sigmoid(X W) before "
       "out_proj",
       .of = &MT_ATTN_GATES),
+    F(sink, BOOL, "attn_sink",
+      "a learned sink logit per head in the softmax's denominator (gpt-oss)"),
 };
 #undef F
 const mt_fields MT_ATTN_FIELDS = MT_FIELDS_OF(FIELDS);

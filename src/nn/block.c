@@ -159,6 +159,10 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     if (cfg->attn.gate != MT_ATTN_GATE_NONE)
         add_linear(P, name, cfg->attn.gate == MT_ATTN_GATE_HEADWISE ? cfg->n_head : C, C, bias,
                    init->q, &a->gate_w, &a->gate_b);
+    a->sink = -1; /* gpt-oss's sink logits: .attn.sink (NH), N(0, q_proj's std) */
+    snprintf(name, sizeof name, "%s.attn.sink", prefix);
+    if (cfg->attn.sink)
+        a->sink = mt_params_add(P, name, 1, &cfg->n_head, MT_ROLE_NORM, MT_INIT_NORMAL, init->q);
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
@@ -254,8 +258,10 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
-    mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
-                          : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
+    mt_attn_mask mask = {.causal = cfg->causal, .kv_len = kv_len, .sink = sink};
+    mt_tensor *y = kv_len || sink ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
+                                  : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
     return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 
@@ -269,7 +275,8 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
-    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head);
+    mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
+    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head, sink);
     return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 

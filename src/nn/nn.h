@@ -127,13 +127,17 @@ mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor 
  * gate  gated attention (Qiu et al. 2025, arXiv 2505.06708, the paper's G1; qiuzh20/
  *       gated_attention): Y' = Y * sigmoid(X W_theta + b) on the heads' output Y (B, T, C) before
  *       the output projection, X the sublayer's input; W_theta (C, C) elementwise, (NH, C)
- *       headwise (one gate per head over its HS channels); init as q_proj, b as the biases. */
+ *       headwise (one gate per head over its HS channels); init as q_proj, b as the biases.
+ * sink  a learned logit z_h per head in the softmax's denominator (gpt-oss, openai/gpt-oss's
+ *       sdpa): P_ts = exp(S_ts) / (exp(z_h) + sum_u exp(S_tu)); init N(0, q_proj's std) as HF
+ *       transformers' GptOss. */
 typedef enum { MT_ATTN_GATE_NONE, MT_ATTN_GATE_ELEMENTWISE, MT_ATTN_GATE_HEADWISE } mt_attn_gate;
 extern const mt_enum MT_ATTN_GATES; /* "none", "elementwise", "headwise" */
 typedef struct {
     mt_attn_gate gate;
+    bool sink;
 } mt_attn_cfg;
-/* attn_gate: a TABLE field of the stack's */
+/* attn_gate, attn_sink: a TABLE field of the stack's */
 extern const mt_fields MT_ATTN_FIELDS;
 mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err);
 /* y (..., C) * sigmoid(z) with z (..., C / G): each gate z_j over G adjacent channels of y
@@ -221,6 +225,8 @@ typedef struct {
     bool causal;
     int pos0;
     const int *kv_len; /* (B) in [1, Tk], or NULL */
+    mt_tensor *sink;   /* (NH) learned sink logits (gpt-oss: a column of the softmax, dropped
+                          after it), or NULL; never the fused op */
 } mt_attn_mask;
 mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                            const mt_attn_mask *mask);
@@ -252,9 +258,10 @@ void mt_attn_cache_layer(mt_ctx *c, const mt_attn_cache *kv, int layer, mt_tenso
 void mt_attn_cache_gather(mt_ctx *c, mt_attn_cache *kv, const int *from, int rows);
 /* Causal self-attention of n new positions over the cache: k, v (B, n, KC) join layer `layer`
    at positions [len, len + n), then q (B, n, C) attends to positions [0, len + n), query t at
-   position len + t (mt_attention_ex). The caller adds n to len once every layer has run. */
+   position len + t (mt_attention_ex), with the sink logits (NH) or NULL. The caller adds n to len
+   once every layer has run. */
 mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
-                               mt_attn_cache *kv, int layer, int n_head);
+                               mt_attn_cache *kv, int layer, int n_head, mt_tensor *sink);
 
 /* Rotary position embedding (RoPE; Su et al. 2021, arXiv 2104.09864), llama2.c's convention:
    each head's adjacent channel pair (x[2i], x[2i+1]), i < HS/2, rotated by the angle
@@ -345,7 +352,7 @@ typedef struct {
     bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention (self and cross) */
-    mt_attn_cfg attn;  /* the self-attention's methods (gate) */
+    mt_attn_cfg attn;  /* the self-attention's methods (gate, sink) */
     mt_residual_kind residual;
     mt_placement placement; /* of MT_RESIDUAL_SUM */
     float alpha;            /* DeepNorm's skip scale */
@@ -360,11 +367,12 @@ typedef struct {
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
-   gains, gate_w and gate_b the gate's projection (-1: none). */
+   gains, gate_w and gate_b the gate's projection, sink the sink logits (-1: none). */
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     int q_norm, k_norm;
     int gate_w, gate_b;
+    int sink;
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
@@ -379,8 +387,9 @@ typedef struct {
                       .q_norm = -1,                                                                \
                       .k_norm = -1,                                                                \
                       .gate_w = -1,                                                                \
-                      .gate_b = -1})
-_Static_assert(sizeof(mt_attn_params) == 12 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
+                      .gate_b = -1,                                                                \
+                      .sink = -1})
+_Static_assert(sizeof(mt_attn_params) == 13 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;

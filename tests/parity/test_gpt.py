@@ -114,6 +114,17 @@ for i, gate in enumerate(("elementwise", "headwise")):
         run_case(cfg, 2, 8, f"attn-gate {gate} {placement} pos {cfg['pos']}"
                  f" kv {cfg['n_kv_head']} qk {cfg['qk_norm']}")
 
+# gpt-oss's attention sink, in every placement, with the gate, RoPE, grouped-query attention
+for j, placement in enumerate(PLACEMENTS):
+    cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": ("rms", "ln")[j % 2], "placement": placement, "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": j % 2 == 1, "bias": j % 2 == 0, "act": "gelu",
+           "dropout": 0.0, "attn_sink": True, "attn_gate": ("none", "headwise")[j % 3 == 1],
+           "pos": ("learned", "rope")[j % 2], "n_kv_head": (4, 2)[j % 2]}
+    cfg.update(PLACEMENT_OPTS.get(placement, {}))
+    run_case(cfg, 2, 8, f"attn-sink {placement} gate {cfg['attn_gate']} pos {cfg['pos']}"
+             f" kv {cfg['n_kv_head']}")
+
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.

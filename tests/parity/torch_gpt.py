@@ -146,7 +146,12 @@ class TorchBlocks(torch.nn.Module):
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        y = (s.softmax(-1) @ v).transpose(1, 2)  # (B, T, NH, HS)
+        if self.cfg.get("attn_sink"):  # gpt-oss's sdpa: a column z_h per head, dropped after
+            z = self.p[pre + "sink"].view(1, NH, 1, 1).expand(B, NH, T, 1)
+            w = torch.cat([s, z], -1).softmax(-1)[..., :-1]
+        else:
+            w = s.softmax(-1)
+        y = (w @ v).transpose(1, 2)  # (B, T, NH, HS)
         gate = self.cfg.get("attn_gate", "none")
         if gate != "none":  # gated attention's G1 (arXiv 2505.06708): Y sigmoid(X W_theta)
             z = self.linear(x, pre + "gate_proj").view(B, T, NH, HS if gate == "elementwise" else 1)

@@ -42,6 +42,9 @@ train $TINY --arch llama --norm prms --out "$T/prms" &&
     refused "norm prms" "norm = prms (--norm rms)" --checkpoint "$T/prms/model.safetensors" \
         --format llama2c --out "$T/x.bin"
 # the attention's methods: weights neither format has
+train $TINY --arch llama --softmax softpick --out "$T/softpick" &&
+    refused "softpick" "softmax = softpick (--softmax softmax)" \
+        --checkpoint "$T/softpick/model.safetensors" --format gguf --out "$T/x.gguf"
 train $TINY --arch llama --attn-gate headwise --attn-sink --out "$T/gate" &&
     for f in llama2c gguf; do
         refused "attn gate and sink to $f" \

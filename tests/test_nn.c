@@ -796,9 +796,10 @@ static void test_attention_masked(void) {
     mt_ctx_free(&c);
 }
 
-/* gpt-oss's sink logits (mt_attn_mask.sink): by finite differences with q, k, v (causal and not,
-   padded keys, grouped heads, positions of a cache), and by hand: one key s gives
-   P = exp(S) / (exp(z) + exp(S)) = sigmoid(S - z), out = sigmoid(S - z) v. */
+/* gpt-oss's sink logits (mt_attn_mask.sink) and softpick (.softpick): by finite differences with
+   q, k, v (causal and not, padded keys, grouped heads, positions of a cache), and by hand: one
+   key gives the sink's P = exp(S) / (exp(z) + exp(S)) = sigmoid(S - z), out = sigmoid(S - z) v,
+   and softpick's relu(exp(S) - 1) / (|exp(S) - 1| + 1e-8): v for S > 0, 0 for S <= 0. */
 typedef struct {
     int n_head;
     mt_attn_mask mask;
@@ -807,8 +808,27 @@ typedef struct {
 static mt_tensor *build_sink(mt_ctx *c, mt_tensor **in, const void *arg) {
     const sink_arg *a = arg;
     mt_attn_mask m = a->mask;
-    m.sink = in[3];
+    m.sink = m.softpick ? NULL : in[3];
     return mt_attention_ex(c, in[0], in[1], in[2], a->n_head, &m);
+}
+
+/* The smallest |q.k| / sqrt(HS) of any query and key of its key-value head: softpick's kink is
+   at 0 (relu, |.|), where finite differences are off. */
+static double smallest_score(const mt_tensor *q, const mt_tensor *k, int NH) {
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2], KC = k->shape[2];
+    int HS = C / NH, G = NH / (KC / HS);
+    double least = INFINITY;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++)
+                for (int s = 0; s < Tk; s++) {
+                    double dot = 0;
+                    for (int i = 0; i < HS; i++)
+                        dot += (double)q->data[((size_t)b * Tq + t) * C + h * HS + i] *
+                               k->data[((size_t)b * Tk + s) * KC + h / G * HS + i];
+                    least = fmin(least, fabs(dot) / sqrt((double)HS));
+                }
+    return least;
 }
 
 static void test_attention_sink(void) {
@@ -836,6 +856,13 @@ static void test_attention_sink(void) {
         char name[48];
         snprintf(name, sizeof name, "attention sink[%zu]", k);
         gradcheck(name, build_sink, &a, 4, in, 1e-2, 2e-3);
+        a.mask.softpick = true; /* softpick (no sink) on the same shapes, scores off its kink */
+        while (smallest_score(in[0], in[1], cases[k].NH) < 0.02) {
+            test_tensor_free(in[0]);
+            in[0] = test_tensor(&r, 3, qs, -2, 2, true);
+        }
+        snprintf(name, sizeof name, "attention softpick[%zu]", k);
+        gradcheck(name, build_sink, &a, 3, in, 2e-3, 2e-3);
         for (int i = 0; i < 4; i++) test_tensor_free(in[i]);
     }
     mt_ctx c;
@@ -853,6 +880,15 @@ static void test_attention_sink(void) {
             CHECK(fabs(y->data[2 * h + i] - want) < 1e-6, "sink by hand: head %d: %g, want %g", h,
                   y->data[2 * h + i], want);
         }
+    }
+    y = mt_attention_ex(&c, &q, &kt, &v, 2, &(mt_attn_mask){.causal = true, .softpick = true});
+    for (int h = 0; h < 2; h++) {
+        double S = (qd[2 * h] * kd[2 * h] + qd[2 * h + 1] * kd[2 * h + 1]) / sqrt(2.0);
+        double e = exp(S) - 1, p = (e > 0 ? e : 0) / (fabs(e) + 1e-8);
+        for (int i = 0; i < 2; i++)
+            CHECK(fabs(y->data[2 * h + i] - p * vd[2 * h + i]) < 1e-6,
+                  "softpick by hand: head %d: %g, want %g", h, y->data[2 * h + i],
+                  p * vd[2 * h + i]);
     }
     mt_ctx_free(&c);
 }
@@ -1003,7 +1039,7 @@ static void test_attention_cached(void) {
             size_t mark = mt_arena_mark(&c);
             mt_tensor *qt = slice_time(&c, q, t0, n), *kt = slice_time(&c, kk, t0, n);
             mt_tensor *vt = slice_time(&c, v, t0, n), *K, *V;
-            mt_tensor *y = mt_attention_cached(&c, qt, kt, vt, &kv, 1, NH, NULL);
+            mt_tensor *y = mt_attention_cached(&c, qt, kt, vt, &kv, 1, NH, &(mt_attn_mask){0});
             mt_attn_cache_layer(&c, &cross, 0, &K, &V);
             mt_tensor *xy = mt_attention_masked(&c, qt, K, V, NH, false, len);
             for (int b = 0; b < B; b++) {

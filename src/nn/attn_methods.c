@@ -9,6 +9,11 @@ static const mt_enum_item GATES[] = {
     [MT_ATTN_GATE_HEADWISE] = {"headwise", "Y * sigmoid(X W), W (NH, C): a gate per head"},
 };
 const mt_enum MT_ATTN_GATES = MT_ENUM("attention gate", GATES);
+static const mt_enum_item SOFTMAXES[] = {
+    [MT_SOFTMAX] = {"softmax", "exp(S) / sum exp(S)"},
+    [MT_SOFTPICK] = {"softpick", "relu(exp(S) - 1) / (sum |exp(S) - 1| + 1e-8) (arXiv 2504.20966)"},
+};
+const mt_enum MT_ATTN_SOFTMAXES = MT_ENUM("attention softmax", SOFTMAXES);
 
 #define F(member, TYPE, key, help, ...) MT_FIELD(mt_attn_cfg, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -18,14 +23,25 @@ static const mt_field FIELDS[] = {
       .of = &MT_ATTN_GATES),
     F(sink, BOOL, "attn_sink",
       "a learned sink logit per head in the softmax's denominator (gpt-oss)"),
+    F(softmax, ENUM, "softmax", "the attention's normaliser of its scores",
+      .of = &MT_ATTN_SOFTMAXES),
 };
 #undef F
 const mt_fields MT_ATTN_FIELDS = MT_FIELDS_OF(FIELDS);
 
 mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err) {
-    if ((int)a->gate < 0 || (int)a->gate >= MT_ATTN_GATES.n)
-        return mt_errorf(err, MT_EINVAL, "config: attn_gate %d is not one of its %d values",
-                         (int)a->gate, MT_ATTN_GATES.n);
+    if ((int)a->gate < 0 || (int)a->gate >= MT_ATTN_GATES.n || (int)a->softmax < 0 ||
+        (int)a->softmax >= MT_ATTN_SOFTMAXES.n)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: attn_gate %d or softmax %d is not one of its values",
+                         (int)a->gate, (int)a->softmax);
+    if (a->sink && a->softmax == MT_SOFTPICK)
+        return mt_errorf(err, MT_EINVAL,
+                         "--attn-sink with --softmax softpick: refused: softpick already lets a "
+                         "head attend to nothing (relu(exp(S) - 1) is 0 for every score <= 0, and "
+                         "its rows need not sum to 1), and a sink logit would only add "
+                         "|exp(z) - 1| to its denominator, a learned temperature neither paper "
+                         "has; use --softmax softmax with --attn-sink, or softpick alone");
     return MT_OK;
 }
 

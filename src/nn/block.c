@@ -259,9 +259,13 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
     mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
-    mt_attn_mask mask = {.causal = cfg->causal, .kv_len = kv_len, .sink = sink};
-    mt_tensor *y = kv_len || sink ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
-                                  : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    bool softpick = cfg->attn.softmax == MT_SOFTPICK;
+    mt_attn_mask mask = {.causal = cfg->causal,
+                         .kv_len = kv_len,
+                         .sink = sink,
+                         .softpick = softpick};
+    mt_tensor *y = kv_len || sink || softpick ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
+                                              : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
     return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 
@@ -275,8 +279,9 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
-    mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
-    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head, sink);
+    mt_attn_mask softmax = {.sink = a->sink >= 0 ? &P->t[a->sink] : NULL,
+                            .softpick = cfg->attn.softmax == MT_SOFTPICK};
+    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head, &softmax);
     return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 

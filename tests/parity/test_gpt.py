@@ -125,6 +125,17 @@ for j, placement in enumerate(PLACEMENTS):
     run_case(cfg, 2, 8, f"attn-sink {placement} gate {cfg['attn_gate']} pos {cfg['pos']}"
              f" kv {cfg['n_kv_head']}")
 
+# Softpick in place of softmax, in every placement, with the gate, RoPE, grouped-query attention
+for j, placement in enumerate(PLACEMENTS):
+    cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": j % 2 == 0, "bias": j % 2 == 1, "act": "gelu",
+           "dropout": 0.0, "softmax": "softpick", "attn_gate": ("none", "elementwise")[j % 3 == 2],
+           "pos": ("rope", "learned")[j % 2], "n_kv_head": (2, 4)[j % 2]}
+    cfg.update(PLACEMENT_OPTS.get(placement, {}))
+    run_case(cfg, 2, 8, f"softpick {placement} gate {cfg['attn_gate']} pos {cfg['pos']}"
+             f" kv {cfg['n_kv_head']}")
+
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.

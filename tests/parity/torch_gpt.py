@@ -25,6 +25,15 @@ def rope(x, theta):
     return y.reshape(x.shape)
 
 
+def softpick(x, eps=1e-8):
+    """Softpick (arXiv 2504.20966) over the last dim as zaydzuhri/softpick-attention's naive
+    softpick writes it: relu(exp(x - m) - exp(-m)) / (sum |exp(x - m) - exp(-m)| + eps), m the
+    row's max, the masked (-inf) scores out of the sum."""
+    m = x.max(-1, keepdim=True).values
+    u = torch.exp(x - m) - torch.exp(-m)
+    return F.relu(u) / (torch.where(x.isfinite(), u.abs(), 0).sum(-1, keepdim=True) + eps)
+
+
 def z_loss(cfg, logits, targets):
     """PaLM's auxiliary loss (Chowdhery et al. 2022, arXiv 2204.02311, section 5): z log(Z)^2,
     Z = sum_j exp(logit_j) of a row, averaged over the rows whose target is not ignored (-1)."""
@@ -149,6 +158,8 @@ class TorchBlocks(torch.nn.Module):
         if self.cfg.get("attn_sink"):  # gpt-oss's sdpa: a column z_h per head, dropped after
             z = self.p[pre + "sink"].view(1, NH, 1, 1).expand(B, NH, T, 1)
             w = torch.cat([s, z], -1).softmax(-1)[..., :-1]
+        elif self.cfg.get("softmax") == "softpick":
+            w = softpick(s)
         else:
             w = s.softmax(-1)
         y = (w @ v).transpose(1, 2)  # (B, T, NH, HS)

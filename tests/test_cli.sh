@@ -102,6 +102,16 @@ train $TINY --qk-norm l2; [ $? -eq 2 ] && grep -q "softmax stays near uniform" "
     fail "qk-norm l2 without affine: $(cat "$T/log")"
 train $TINY --qk-norm-scope all; [ $? -eq 2 ] && grep -q "no QK-norm to apply to" "$T/log" ||
     fail "qk-norm scope without a norm: $(cat "$T/log")"
+# the attention's methods: a gate not in the list, a sink with softpick (docs/layers.md)
+train $TINY $W --attn-gate channel; [ $? -eq 2 ] &&
+    grep -q "'channel' is not one of none|elementwise|headwise" "$T/log" ||
+    fail "attn-gate channel: $(cat "$T/log")"
+train $TINY $W --attn-sink --softmax softpick; [ $? -eq 2 ] &&
+    grep -q "already lets a head attend to nothing" "$T/log" ||
+    fail "attn-sink with softpick: $(cat "$T/log")"
+train $TINY $W --softmax sparsemax; [ $? -eq 2 ] && grep -q "softmax|softpick" "$T/log" ||
+    fail "softmax sparsemax: $(cat "$T/log")"
+[ ! -e "$T/refused" ] || fail "a refused run wrote $T/refused"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"
 train --config "$T/ok.ini" --data "$T/text.txt" --n-ctx 16 --steps 2 --out "$T/c" --log-every 1 ||

@@ -1,7 +1,8 @@
 #!/bin/sh
 # ./export's refusals and flags (the files themselves are checked by tests/parity/test_export.py):
 # what llama2.c and GGUF cannot hold is refused with exit 2 and a message naming every config key
-# that differs (a GPT-2 model; a Llama in each other placement; another norm), llama2c refuses an
+# that differs (a GPT-2 model; a Llama in each other placement; another norm; an attention
+# method), llama2c refuses an
 # eps or rope_theta other than run.c's built-in ones (GGUF stores them), a ViT and an
 # encoder-decoder checkpoint are refused by type, --f16 is gguf's only, a bad flag or path is
 # named. MT_BUILD names the build directory (default: build).
@@ -40,6 +41,16 @@ done
 train $TINY --arch llama --norm prms --out "$T/prms" &&
     refused "norm prms" "norm = prms (--norm rms)" --checkpoint "$T/prms/model.safetensors" \
         --format llama2c --out "$T/x.bin"
+# the attention's methods: weights neither format has
+train $TINY --arch llama --softmax softpick --out "$T/softpick" &&
+    refused "softpick" "softmax = softpick (--softmax softmax)" \
+        --checkpoint "$T/softpick/model.safetensors" --format gguf --out "$T/x.gguf"
+train $TINY --arch llama --attn-gate headwise --attn-sink --out "$T/gate" &&
+    for f in llama2c gguf; do
+        refused "attn gate and sink to $f" \
+            "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink)" \
+            --checkpoint "$T/gate/model.safetensors" --format $f --out "$T/x.$f"
+    done
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&
     refused "rms form paper" "rms_form = paper" --checkpoint "$T/paper/model.safetensors" \
         --format gguf --out "$T/x.gguf"

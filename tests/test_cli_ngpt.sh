@@ -125,6 +125,7 @@ bad "weight decay 0.1 reaches tok_emb.weight.*give --weight-decay 0" $NG --weigh
     --decay-scope embeddings
 bad "weight decay 0.02 reaches .*q_proj.weight.*--muon-wd 0" $NG --optim muon --muon-wd 0.02
 bad "needs --qk-norm none" $NG --qk-norm rms
+bad "needs --attn-gate none" $NG --attn-gate headwise
 bad "needs --n-kv-head equal to --n-head" $NG --n-kv-head 1
 bad "needs --act swiglu" $NG --act relu
 bad "with --emb-scale: refused" $NG --emb-scale

@@ -1,6 +1,7 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
    across the window's slides, for each placement, with RoPE, grouped-query attention, the
-   LLaMA preset, QK-norm, DyT and Derf; in bf16 precision; token sampling. */
+   LLaMA preset, QK-norm, gated attention, attention sinks,
+   softpick, DyT and Derf; in bf16 precision; token sampling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,21 @@ int main(void) {
                "{\"qk_norm\": \"l2\", \"qk_norm_affine\": true, \"pos\": \"rope\", "
                "\"n_head\": 4, \"n_kv_head\": 2}");
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"qk_norm\": \"rms\", \"qk_norm_scope\": \"all\"}");
+    /* gated attention: the gate reads the new positions' inputs only */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"attn_gate\": \"elementwise\"}");
+    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS,
+               "{\"attn_gate\": \"headwise\", \"pos\": \"rope\", \"n_head\": 4, "
+               "\"n_kv_head\": 2}");
+    /* gpt-oss's sink logits in the cached softmax */
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"attn_sink\": true, \"pos\": \"rope\"}");
+    test_cache(MT_PLACE_PERI, MT_NORM_LN,
+               "{\"attn_sink\": true, \"attn_gate\": \"elementwise\", \"n_head\": 4, "
+               "\"n_kv_head\": 1}");
+    /* softpick in the cached attention */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"softmax\": \"softpick\", \"pos\": \"rope\"}");
+    test_cache(MT_PLACE_POST, MT_NORM_RMS,
+               "{\"softmax\": \"softpick\", \"attn_gate\": \"headwise\", \"n_head\": 4, "
+               "\"n_kv_head\": 2}");
     /* DyT and Derf with the embedding scale */
     test_cache(MT_PLACE_PRE, MT_NORM_DYT, "{\"emb_scale\": true}");
     test_cache(MT_PLACE_PERI, MT_NORM_DERF, "{\"emb_scale\": true, \"pos\": \"rope\"}");

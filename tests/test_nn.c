@@ -796,6 +796,103 @@ static void test_attention_masked(void) {
     mt_ctx_free(&c);
 }
 
+/* gpt-oss's sink logits (mt_attn_mask.sink) and softpick (.softpick): by finite differences with
+   q, k, v (causal and not, padded keys, grouped heads, positions of a cache), and by hand: one
+   key gives the sink's P = exp(S) / (exp(z) + exp(S)) = sigmoid(S - z), out = sigmoid(S - z) v,
+   and softpick's relu(exp(S) - 1) / (|exp(S) - 1| + 1e-8): v for S > 0, 0 for S <= 0. */
+typedef struct {
+    int n_head;
+    mt_attn_mask mask;
+} sink_arg;
+
+static mt_tensor *build_sink(mt_ctx *c, mt_tensor **in, const void *arg) {
+    const sink_arg *a = arg;
+    mt_attn_mask m = a->mask;
+    m.sink = m.softpick ? NULL : in[3];
+    return mt_attention_ex(c, in[0], in[1], in[2], a->n_head, &m);
+}
+
+/* The smallest |q.k| / sqrt(HS) of any query and key of its key-value head: softpick's kink is
+   at 0 (relu, |.|), where finite differences are off. */
+static double smallest_score(const mt_tensor *q, const mt_tensor *k, int NH) {
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2], KC = k->shape[2];
+    int HS = C / NH, G = NH / (KC / HS);
+    double least = INFINITY;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++)
+                for (int s = 0; s < Tk; s++) {
+                    double dot = 0;
+                    for (int i = 0; i < HS; i++)
+                        dot += (double)q->data[((size_t)b * Tq + t) * C + h * HS + i] *
+                               k->data[((size_t)b * Tk + s) * KC + h / G * HS + i];
+                    least = fmin(least, fabs(dot) / sqrt((double)HS));
+                }
+    return least;
+}
+
+static void test_attention_sink(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 17);
+    static const int L1[] = {3, 5};
+    struct {
+        int B, Tq, Tk, C, KC, NH, pos0;
+        bool causal;
+        const int *len;
+    } cases[] = {{2, 5, 5, 8, 8, 2, 0, true, NULL},
+                 {2, 4, 5, 8, 8, 2, 0, false, L1},
+                 {2, 6, 6, 16, 8, 4, 0, true, NULL},
+                 {1, 2, 7, 8, 4, 2, 5, true, NULL},
+                 {2, 9, 9, 16, 16, 1, 0, false, NULL}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int qs[] = {cases[k].B, cases[k].Tq, cases[k].C},
+            ks[] = {cases[k].B, cases[k].Tk, cases[k].KC}, zs[] = {cases[k].NH};
+        sink_arg a = {cases[k].NH,
+                      {.causal = cases[k].causal, .pos0 = cases[k].pos0, .kv_len = cases[k].len}};
+        mt_tensor *in[4] = {test_tensor(&r, 3, qs, -2, 2, true),
+                            test_tensor(&r, 3, ks, -2, 2, true),
+                            test_tensor(&r, 3, ks, -1, 1, true),
+                            test_tensor(&r, 1, zs, -1, 2, true)};
+        char name[48];
+        snprintf(name, sizeof name, "attention sink[%zu]", k);
+        gradcheck(name, build_sink, &a, 4, in, 1e-2, 2e-3);
+        a.mask.softpick = true; /* softpick (no sink) on the same shapes, scores off its kink */
+        while (smallest_score(in[0], in[1], cases[k].NH) < 0.02) {
+            test_tensor_free(in[0]);
+            in[0] = test_tensor(&r, 3, qs, -2, 2, true);
+        }
+        snprintf(name, sizeof name, "attention softpick[%zu]", k);
+        gradcheck(name, build_sink, &a, 3, in, 2e-3, 2e-3);
+        for (int i = 0; i < 4; i++) test_tensor_free(in[i]);
+    }
+    mt_ctx c;
+    mt_ctx_init(&c, 1 << 20, 1, NULL);
+    int shape[] = {1, 1, 4};
+    float qd[] = {1, 0.5f, -1, 2}, kd[] = {0.5f, 1, 0.25f, 0.5f}, vd[] = {1, -2, 3, 0.5f},
+          zd[] = {0.3f, -0.7f};
+    mt_tensor q = mt_tensor_view(qd, NULL, 3, shape), kt = mt_tensor_view(kd, NULL, 3, shape),
+              v = mt_tensor_view(vd, NULL, 3, shape), z = mt_tensor_view(zd, NULL, 1, (int[]){2});
+    mt_tensor *y = mt_attention_ex(&c, &q, &kt, &v, 2, &(mt_attn_mask){.causal = true, .sink = &z});
+    for (int h = 0; h < 2; h++) {
+        double S = (qd[2 * h] * kd[2 * h] + qd[2 * h + 1] * kd[2 * h + 1]) / sqrt(2.0);
+        for (int i = 0; i < 2; i++) {
+            double want = vd[2 * h + i] / (1 + exp(zd[h] - S));
+            CHECK(fabs(y->data[2 * h + i] - want) < 1e-6, "sink by hand: head %d: %g, want %g", h,
+                  y->data[2 * h + i], want);
+        }
+    }
+    y = mt_attention_ex(&c, &q, &kt, &v, 2, &(mt_attn_mask){.causal = true, .softpick = true});
+    for (int h = 0; h < 2; h++) {
+        double S = (qd[2 * h] * kd[2 * h] + qd[2 * h + 1] * kd[2 * h + 1]) / sqrt(2.0);
+        double e = exp(S) - 1, p = (e > 0 ? e : 0) / (fabs(e) + 1e-8);
+        for (int i = 0; i < 2; i++)
+            CHECK(fabs(y->data[2 * h + i] - p * vd[2 * h + i]) < 1e-6,
+                  "softpick by hand: head %d: %g, want %g", h, y->data[2 * h + i],
+                  p * vd[2 * h + i]);
+    }
+    mt_ctx_free(&c);
+}
+
 /* The diagnostics' probe (mt_ctx.attn_max): each attention op reports its largest logit
    q.k / sqrt(HS) over the keys each query sees, against a loop in double: the fused op on its
    register-tile and sgemm paths, causal and not, grouped heads, and the masked op (padded keys,
@@ -942,7 +1039,7 @@ static void test_attention_cached(void) {
             size_t mark = mt_arena_mark(&c);
             mt_tensor *qt = slice_time(&c, q, t0, n), *kt = slice_time(&c, kk, t0, n);
             mt_tensor *vt = slice_time(&c, v, t0, n), *K, *V;
-            mt_tensor *y = mt_attention_cached(&c, qt, kt, vt, &kv, 1, NH);
+            mt_tensor *y = mt_attention_cached(&c, qt, kt, vt, &kv, 1, NH, &(mt_attn_mask){0});
             mt_attn_cache_layer(&c, &cross, 0, &K, &V);
             mt_tensor *xy = mt_attention_masked(&c, qt, K, V, NH, false, len);
             for (int b = 0; b < B; b++) {
@@ -1006,6 +1103,7 @@ int main(void) {
     test_ffn();
     test_attention();
     test_attention_masked();
+    test_attention_sink();
     test_attention_max_logit();
     test_attention_in_replica();
     test_attention_cached();

@@ -45,6 +45,10 @@ static mt_tensor *b_scale_by(mt_ctx *c, mt_tensor **x, const void *a) {
 static mt_tensor *b_scale_channels(mt_ctx *c, mt_tensor **x, const void *a) {
     return mt_scale_channels(c, x[0], x[1], *(const float *)a);
 }
+static mt_tensor *b_sigmoid_gate(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_sigmoid_gate(c, x[0], x[1]);
+}
 static mt_tensor *b_ngpt_residual(mt_ctx *c, mt_tensor **x, const void *a) {
     return mt_ngpt_residual(c, x[0], x[1], x[2], *(const float *)a);
 }
@@ -138,6 +142,15 @@ static void r_scale_channels(mt_tensor **x, const void *a, double *y) {
     int W = mt_cols(x[0]);
     for (size_t i = 0; i < x[0]->n; i++)
         y[i] = (double)*(const float *)a * x[1]->data[i % W] * x[0]->data[i];
+}
+/* y_j sigmoid(z_g), g = j / (C / W), per row */
+static void r_sigmoid_gate(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    int C = mt_cols(x[0]), W = mt_cols(x[1]);
+    for (size_t i = 0; i < x[0]->n; i++) {
+        double z = x[1]->data[i / C * W + i % C / (C / W)];
+        y[i] = x[0]->data[i] / (1 + exp(-z));
+    }
 }
 /* nGPT's update of each row (h, y): Norm(h + a (Norm(y) - h)), a_j = k |alpha_j|, written out */
 static void r_ngpt_residual(mt_tensor **x, const void *a, double *y) {
@@ -351,6 +364,14 @@ static const op_case CASES[] = {
      {SHP(3, 2, 3, 17), SHP(1, 17)}, -2, 2, false, 1e-7},
     {"scale_channels", b_scale_channels, r_scale_channels, &S_NEG, 2, {SHP(2, 300, 65), SHP(1, 65)},
      -2, 2, false, 1e-7},
+    {"sigmoid_gate", b_sigmoid_gate, r_sigmoid_gate, NULL, 2, {SHP(1, 1), SHP(1, 1)}, -3, 3,
+     false, 1e-6},
+    {"sigmoid_gate", b_sigmoid_gate, r_sigmoid_gate, NULL, 2, {SHP(3, 2, 3, 17), SHP(3, 2, 3, 17)},
+     -3, 3, false, 1e-6},
+    {"sigmoid_gate", b_sigmoid_gate, r_sigmoid_gate, NULL, 2, {SHP(3, 2, 5, 12), SHP(3, 2, 5, 3)},
+     -3, 3, false, 1e-6},
+    {"sigmoid_gate", b_sigmoid_gate, r_sigmoid_gate, NULL, 2, {SHP(2, 300, 64), SHP(2, 300, 4)},
+     -3, 3, false, 1e-6},
     {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3,
      {SHP(2, 1, 5), SHP(2, 1, 5), SHP(1, 5)}, -1, 1, true, 1e-6},
     {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3,

@@ -55,6 +55,9 @@ static const struct {
     {"pos", "rope", "--pos rope"},
     {"emb_scale", "false", "no --emb-scale"},
     {"qk_norm", "none", "--qk-norm none"},
+    {"attn_gate", "none", "--attn-gate none"},
+    {"attn_sink", "false", "no --attn-sink"},
+    {"softmax", "softmax", "--softmax softmax"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {

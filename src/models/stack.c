@@ -98,6 +98,7 @@ static const mt_field FIELDS[] = {
       .of = &MT_QK_SCOPES),
     F(qk.affine, BOOL, "qk_norm_affine",
       "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
+    F(attn, TABLE, "attn", NULL, .of = &MT_ATTN_FIELDS),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS,
       .retired = PLACEMENTS_RETIRED, .read = sums,
       .read_by = "a residual that sums its sublayers (every model but --arch ngpt)"),
@@ -168,7 +169,10 @@ static mt_status ngpt_validate(const mt_stack_config *s, mt_err *err) {
             ? "--n-kv-head equal to --n-head: q and k share one s_qk head by head"
         : s->act != MT_ACT_SWIGLU ? "--act swiglu: s_u and s_v scale its two branches"
         : s->bias                 ? "--no-bias: a bias would move the unit vectors off the sphere"
-                                  : NULL;
+        : s->attn.gate != MT_ATTN_GATE_NONE
+            ? "--attn-gate none: nGPT's recipe keeps its own matrices on the unit sphere and has "
+              "no rule for the gate's projection"
+            : NULL;
     if (why) return mt_errorf(err, MT_EINVAL, "--arch ngpt needs %s", why);
     return MT_OK;
 }
@@ -228,6 +232,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (st == MT_OK) st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
     if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
+    if ((st = mt_attn_cfg_validate(&s->attn, err)) != MT_OK) return st;
     if (s->placement == MT_PLACE_DEEPNORM &&
         (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF))
         return mt_errorf(err, MT_EINVAL,
@@ -298,6 +303,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .causal = causal,
                           .norm = s->norm,
                           .qk = s->qk,
+                          .attn = s->attn,
                           .residual = s->residual,
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,

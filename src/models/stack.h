@@ -29,6 +29,7 @@ typedef struct {
     int n_kv_head; /* key-value heads (grouped-query attention), divides n_head; 0: n_head */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention */
+    mt_attn_cfg attn;  /* the self-attention's methods (gate, sink, softmax) */
     /* How the blocks join the stream (nn.h), set by the model (no field: not saved; the GPT's
        from --arch); a residual other than a sum reads no placement, which stays pre. */
     mt_residual_kind residual;

@@ -584,18 +584,27 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
    h / G, G = NH / NKV; L = kv_len[b], row b's unpadded keys; query t at position pos0 + t.
    Forward per (b, h): S = Q K[0:L]^T / sqrt(HS) (Tq, L), masked to s <= pos0 + t when causal,
    P = softmax_rows(S), O = P V[0:L]. Saved per query row: the max m and r = 1 / sum exp(S - m),
-   (B, NH, Tq) each; the backward recomputes P = exp(S - m) r with the same code. */
+   (B, NH, Tq) each; the backward recomputes P = exp(S - m) r with the same code.
+   With a sink (gpt-oss's learned logit z_h per head, in[3] (NH)): the softmax over [S_t, z_h]
+   with the sink's column dropped, m = max(z_h, S_t), 1 / r = exp(z_h - m) + sum exp(S - m); the
+   sink's share p_t = exp(z_h - m) r takes dz_h = -sum_{b, t} p_t sum_s P_ts dP_ts.
+   Softpick (f[1] = 1; arXiv 2504.20966) in place of softmax, in its code's stable form: with
+   E = exp(S - m), u = E - exp(-m) (= exp(-m) (exp(S) - 1)), P = relu(u) r, r = 1 / (sum_s |u_s| +
+   eps) over the keys the query sees, eps = 1e-8; saved m and r. dS_s = E_s r (1[u_s > 0] dP_s -
+   sign(u_s) sum_u P_u dP_u), m held constant (through m the reference's autograd adds
+   -P eps r, below 1e-8 of P). */
 typedef struct {
     int B, Tq, Tk, C, NH, HS;
     bool causal;
     int KC, G, pos0;
     int Lmax; /* the longest kv_len: what the work and the scratch are sized by */
+    bool softpick;
 } mask_dims;
 
 static mask_dims mask_dims_of(const mt_node *n) {
     mask_dims d = {.B = n->i[0], .Tq = n->i[1], .Tk = n->i[2], .C = n->i[3], .NH = n->i[4]};
     d.HS = d.C / d.NH, d.causal = n->i[5], d.KC = n->i[6], d.pos0 = n->i[7];
-    d.G = d.NH / (d.KC / d.HS), d.Lmax = (int)n->f[0];
+    d.G = d.NH / (d.KC / d.HS), d.Lmax = (int)n->f[0], d.softpick = n->f[1] != 0;
     return d;
 }
 
@@ -604,17 +613,59 @@ static int query_keys(const mask_dims *d, int L, int t) {
     return d->causal && d->pos0 + t + 1 < L ? d->pos0 + t + 1 : L;
 }
 
+/* Head h's sink logit, -inf without one */
+static float sink_of(const mt_node *n, int h) {
+    return n->n_in > 3 ? n->in[3]->data[h] : -INFINITY;
+}
+
+#define SOFTPICK_EPS 1e-8f /* the reference's naive softpick's eps */
+
+/* Softpick of a row's scores y[0, n) (see above): P into y, E = exp(y - m) into e (or NULL);
+   without have_stats m and r written. */
+static void softpick_row(float *y, int n, float *m, float *r, bool have_stats, float *e) {
+    if (!have_stats) {
+        float mx = -INFINITY, sum = SOFTPICK_EPS;
+        for (int s = 0; s < n; s++) mx = y[s] > mx ? y[s] : mx;
+        float em = mt_vexpf(-mx);
+        for (int s = 0; s < n; s++) sum += fabsf(mt_vexpf(y[s] - mx) - em);
+        *m = mx, *r = 1.0f / sum;
+    }
+    float em = mt_vexpf(-*m);
+    for (int s = 0; s < n; s++) {
+        float x = mt_vexpf(y[s] - *m), u = x - em;
+        if (e) e[s] = x;
+        y[s] = (u > 0 ? u : 0.0f) * *r;
+    }
+}
+
+/* dS over dP (g) of a row of softpick, P and E = exp(S - m) (0 masked and padded: no gradient) */
+static void softpick_ds(float *g, const float *p, const float *e, int L, float m, float r) {
+    float dot = 0, em = mt_vexpf(-m);
+    for (int s = 0; s < L; s++) dot += p[s] * g[s];
+    for (int s = 0; s < L; s++) {
+        float u = e[s] - em;
+        g[s] = e[s] * r * ((u > 0 ? g[s] : 0.0f) - (u > 0 ? dot : u < 0 ? -dot : 0.0f));
+    }
+}
+
 /* S (Tq, L) row stride L = scale Q K[0:L]^T, masked entries -inf; with m and r given (backward),
-   turned into P = exp(S - m) r (0 masked); else into P with m and r written. */
+   turned into P = exp(S - m) r (0 masked); else into P with m and r written, the sink logit z
+   (-inf: none) in the max and the sum. Softpick: its P, and E (Tq, L) (NULL: not kept). */
 static void probs(float *S, const mask_dims *d, int L, const float *q, const float *k, float *m,
-                  float *r, bool have_stats) {
+                  float *r, bool have_stats, float z, float *E) {
     mt_gemm_strided(false, true, d->Tq, L, d->HS, 1.0f / sqrtf((float)d->HS), q, d->C, k, d->KC,
                     0.0f, S, L);
     for (int t = 0; t < d->Tq; t++) {
         float *row = S + (size_t)t * L;
         int kend = query_keys(d, L, t);
-        if (!have_stats) {
+        if (d->softpick) {
+            float *e = E ? E + (size_t)t * L : NULL;
+            softpick_row(row, kend, m + t, r + t, have_stats, e);
+            for (int s = kend; e && s < L; s++) e[s] = 0.0f;
+        } else if (!have_stats) {
             float mx = mt_vmaxf(row, kend), sum = 0;
+            mx = z > mx ? z : mx;
+            if (z > -INFINITY) sum = mt_vexpf(z - mx);
             for (int s = 0; s < kend; s++) sum += row[s] = mt_vexpf(row[s] - mx);
             m[t] = mx, r[t] = 1.0f / sum;
             for (int s = 0; s < kend; s++) row[s] *= r[t];
@@ -656,7 +707,7 @@ static void masked_forward(mt_node *n) {
         size_t oq = mask_q_offset(&d, b, h), ok = mask_kv_offset(&d, b, h);
         size_t row = (size_t)bh * d.Tq;
         float *P = thread_slot(work, slots, per);
-        probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false);
+        probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false, sink_of(n, h), NULL);
         mt_gemm_strided(false, false, d.Tq, d.HS, L, 1.0f, P, L, v + ok, d.KC, 0.0f, out + oq, d.C);
     });
     mt_arena_release(n->ctx, mark);
@@ -667,7 +718,7 @@ static void masked_forward(mt_node *n) {
      dQ += dS K[0:L] / sqrt(HS),  dK[0:L] += dS^T Q / sqrt(HS).
    Padded keys (s >= L) and masked entries have P = 0: no gradient reaches them. With grouped
    heads (G > 1) the G query heads of a key-value head add into its dK and dV: one thread runs
-   the G of them, in order. */
+   the G of them, in order. A sink's gradient is summed per (b, h), then over b in order. */
 static void masked_backward(mt_node *n) {
     mask_dims d = mask_dims_of(n);
     const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
@@ -676,26 +727,37 @@ static void masked_backward(mt_node *n) {
     float *rmax = n->saved[0], *rinv = n->saved[1];
     float *dq = n->in[0]->grad, *dk = n->in[1]->grad, *dv = n->in[2]->grad;
     float scale = 1.0f / sqrtf((float)d.HS);
-    size_t mark = mt_arena_mark(n->ctx), per = (2 * (size_t)d.Tq * d.Lmax + 15) / 16 * 16;
+    size_t mark = mt_arena_mark(n->ctx),
+           per = ((2 + d.softpick) * (size_t)d.Tq * d.Lmax + 15) / 16 * 16; /* P, dS (, E) */
     int slots = mask_threads(&d), NKV = d.NH / d.G;
     float *work = mt_arena_floats(n->ctx, (size_t)slots * per);
+    float *dsink = n->n_in > 3 && n->in[3]->grad ? mt_arena_floats(n->ctx, (size_t)d.B * d.NH)
+                                                 : NULL;
     MT_PARALLEL_FOR(slots > 1, for (int u = 0; u < d.B * NKV; u++) {
         for (int h = u % NKV * d.G; h < (u % NKV + 1) * d.G; h++) {
             int b = u / NKV, L = len ? len[b] : d.Tk, C = d.C, KC = d.KC, HS = d.HS;
             size_t oq = mask_q_offset(&d, b, h), ok = mask_kv_offset(&d, b, h);
             size_t row = ((size_t)b * d.NH + h) * d.Tq;
-            float *P = thread_slot(work, slots, per), *dS = P + (size_t)d.Tq * L;
-            probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true);
+            float *P = thread_slot(work, slots, per), *dS = P + (size_t)d.Tq * L,
+                  *E = d.softpick ? dS + (size_t)d.Tq * L : NULL;
+            probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true, sink_of(n, h), E);
             if (dv)
                 mt_gemm_strided(true, false, L, HS, d.Tq, 1.0f, P, L, dout + oq, C, 1.0f, dv + ok,
                                 KC);
-            if (!dq && !dk) continue;
+            if (!dq && !dk && !dsink) continue;
             mt_gemm_strided(false, true, d.Tq, L, HS, 1.0f, dout + oq, C, v + ok, KC, 0.0f, dS, L);
+            double dz = 0;
             for (int t = 0; t < d.Tq; t++) {
                 float *g = dS + (size_t)t * L, *p = P + (size_t)t * L, dot = 0;
+                if (E) {
+                    softpick_ds(g, p, E + (size_t)t * L, L, rmax[row + t], rinv[row + t]);
+                    continue;
+                }
                 for (int s = 0; s < L; s++) dot += p[s] * g[s];
                 for (int s = 0; s < L; s++) g[s] = p[s] * (g[s] - dot);
+                if (dsink) dz -= (double)mt_vexpf(sink_of(n, h) - rmax[row + t]) * rinv[row + t] * dot;
             }
+            if (dsink) dsink[(size_t)b * d.NH + h] = (float)dz;
             if (dq)
                 mt_gemm_strided(false, false, d.Tq, HS, L, scale, dS, L, k + ok, KC, 1.0f,
                                 dq + oq, C);
@@ -704,6 +766,7 @@ static void masked_backward(mt_node *n) {
                                 KC);
         }
     });
+    for (int i = 0; dsink && i < d.B * d.NH; i++) n->in[3]->grad[i % d.NH] += dsink[i];
     mt_arena_release(n->ctx, mark);
 }
 
@@ -743,14 +806,21 @@ mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, 
         int L = mask->kv_len ? mask->kv_len[b] : Tk;
         Lmax = L > Lmax ? L : Lmax;
     }
-    bool full = Tq == Tk && mask->pos0 == 0; /* every row's keys, from position 0: fused */
+    /* every row's keys, from position 0, softmax, no sink: fused */
+    bool full = Tq == Tk && mask->pos0 == 0 && !mask->sink && !mask->softpick;
     for (int b = 0; mask->kv_len && b < B; b++) full = full && mask->kv_len[b] == Tk;
     if (full) return mt_attention(c, q, k, v, n_head, mask->causal);
+    MT_ASSERT(!mask->sink || !mask->softpick, "attention: a sink with softpick");
+    MT_ASSERT(!mask->sink || (mask->sink->n == (size_t)n_head),
+              "attention: a sink of %zu logits for %d heads", mask->sink ? mask->sink->n : 0,
+              n_head);
     mt_tensor *out = mt_tensor_like(c, q);
-    mt_node *n = mt_node_new(c, &OP_ATTENTION_MASKED, out, 3, (mt_tensor *[]){q, k, v});
+    mt_node *n = mt_node_new(c, &OP_ATTENTION_MASKED, out, mask->sink ? 4 : 3,
+                             (mt_tensor *[]){q, k, v, mask->sink});
     int args[] = {B, Tq, Tk, q->shape[2], n_head, mask->causal, k->shape[2], mask->pos0};
     for (int i = 0; i < 8; i++) n->i[i] = args[i];
     n->f[0] = (float)Lmax; /* exact: Lmax < 2^24 */
+    n->f[1] = mask->softpick;
     if (mask->kv_len) {
         int *len = mt_arena_alloc(c, (size_t)B * sizeof *len);
         memcpy(len, mask->kv_len, (size_t)B * sizeof *len);
@@ -846,7 +916,8 @@ void mt_attn_cache_gather(mt_ctx *c, mt_attn_cache *kv, const int *from, int row
 }
 
 mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
-                               mt_attn_cache *kv, int layer, int n_head) {
+                               mt_attn_cache *kv, int layer, int n_head,
+                               const mt_attn_mask *softmax) {
     int B = kv->B, n = q->shape[1], L = kv->len + n;
     mt_attn_cache_put(kv, layer, kv->len, k, v);
     mt_tensor *K, *V;
@@ -854,5 +925,9 @@ mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor 
     int *len = mt_arena_alloc(c, (size_t)B * sizeof *len);
     for (int b = 0; b < B; b++) len[b] = L;
     return mt_attention_ex(c, q, K, V, n_head,
-                           &(mt_attn_mask){.causal = true, .pos0 = kv->len, .kv_len = len});
+                           &(mt_attn_mask){.causal = true,
+                                           .pos0 = kv->len,
+                                           .kv_len = len,
+                                           .sink = softmax->sink,
+                                           .softpick = softmax->softpick});
 }

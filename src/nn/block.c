@@ -154,6 +154,15 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     }
     snprintf(name, sizeof name, "%s.attn", prefix); /* QK-norm gains: .attn.q_norm, .k_norm */
     mt_qk_norm_add_params(P, name, &cfg->qk, C / cfg->n_head, C, KC, &a->q_norm, &a->k_norm);
+    a->gate_w = a->gate_b = -1; /* gated attention: .attn.gate_proj (C or NH, C), q_proj's init */
+    snprintf(name, sizeof name, "%s.attn.gate_proj", prefix);
+    if (cfg->attn.gate != MT_ATTN_GATE_NONE)
+        add_linear(P, name, cfg->attn.gate == MT_ATTN_GATE_HEADWISE ? cfg->n_head : C, C, bias,
+                   init->q, &a->gate_w, &a->gate_b);
+    a->sink = -1; /* gpt-oss's sink logits: .attn.sink (NH), N(0, q_proj's std) */
+    snprintf(name, sizeof name, "%s.attn.sink", prefix);
+    if (cfg->attn.sink)
+        a->sink = mt_params_add(P, name, 1, &cfg->n_head, MT_ROLE_NORM, MT_INIT_NORMAL, init->q);
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
@@ -233,6 +242,14 @@ static void ngpt_qk(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_b
     *k = mt_scale_channels(c, *k, &P->t[bp->ngpt.s_qk], s);
 }
 
+/* Gated attention: the heads' output y (B, T, C) times sigmoid(gate_proj(x)), x the sublayer's
+   input (B, T, C); y without a gate. */
+static mt_tensor *attn_gated(mt_ctx *c, mt_params *P, const mt_attn_params *a, mt_tensor *x,
+                             mt_tensor *y) {
+    return a->gate_w < 0 ? y
+                         : mt_sigmoid_gate(c, y, mt_param_linear(c, P, a->gate_w, a->gate_b, x));
+}
+
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->attn;
@@ -241,9 +258,15 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
-    mt_tensor *y = kv_len ? mt_attention_masked(c, q, k, v, cfg->n_head, cfg->causal, kv_len)
-                          : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
-    return mt_attn_output(c, cfg, P, bp, y);
+    mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
+    bool softpick = cfg->attn.softmax == MT_SOFTPICK;
+    mt_attn_mask mask = {.causal = cfg->causal,
+                         .kv_len = kv_len,
+                         .sink = sink,
+                         .softpick = softpick};
+    mt_tensor *y = kv_len || sink || softpick ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
+                                              : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 
 mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
@@ -256,8 +279,10 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
-    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head);
-    return mt_attn_output(c, cfg, P, bp, y);
+    mt_attn_mask softmax = {.sink = a->sink >= 0 ? &P->t[a->sink] : NULL,
+                            .softpick = cfg->attn.softmax == MT_SOFTPICK};
+    mt_tensor *y = mt_attention_cached(c, q, k, v, ca->kv, ca->layer, cfg->n_head, &softmax);
+    return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 
 /* out_proj(y), with Sub-LN out_proj(N_inner(y)): the cross-attention's output */

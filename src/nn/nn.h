@@ -123,6 +123,33 @@ mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, 
 mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
                         bool channels_last);
 
+/* ---- the attention's methods (attn_methods.c): options of every self-attention ------------------
+ * gate  gated attention (Qiu et al. 2025, arXiv 2505.06708, the paper's G1; qiuzh20/
+ *       gated_attention): Y' = Y * sigmoid(X W_theta + b) on the heads' output Y (B, T, C) before
+ *       the output projection, X the sublayer's input; W_theta (C, C) elementwise, (NH, C)
+ *       headwise (one gate per head over its HS channels); init as q_proj, b as the biases.
+ * sink  a learned logit z_h per head in the softmax's denominator (gpt-oss, openai/gpt-oss's
+ *       sdpa): P_ts = exp(S_ts) / (exp(z_h) + sum_u exp(S_tu)); init N(0, q_proj's std) as HF
+ *       transformers' GptOss.
+ * softmax  softpick (Zuhri et al. 2025, arXiv 2504.20966; zaydzuhri/softpick-attention):
+ *       relu(exp(S) - 1) / (sum |exp(S) - 1| + eps) over the keys a query sees, in place of
+ *       softmax (mt_attn_mask.softpick). */
+typedef enum { MT_ATTN_GATE_NONE, MT_ATTN_GATE_ELEMENTWISE, MT_ATTN_GATE_HEADWISE } mt_attn_gate;
+extern const mt_enum MT_ATTN_GATES; /* "none", "elementwise", "headwise" */
+typedef enum { MT_SOFTMAX, MT_SOFTPICK } mt_attn_softmax;
+extern const mt_enum MT_ATTN_SOFTMAXES; /* "softmax", "softpick" */
+typedef struct {
+    mt_attn_gate gate;
+    bool sink;
+    mt_attn_softmax softmax;
+} mt_attn_cfg;
+/* attn_gate, attn_sink, softmax: a TABLE field of the stack's */
+extern const mt_fields MT_ATTN_FIELDS;
+mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err);
+/* y (..., C) * sigmoid(z) with z (..., C / G): each gate z_j over G adjacent channels of y
+   (G = 1 elementwise, HS headwise). */
+mt_tensor *mt_sigmoid_gate(mt_ctx *c, mt_tensor *y, mt_tensor *z);
+
 /* ---- linear, embedding, attention, FFN, residual blocks -------------------------------------- */
 typedef enum {
     MT_PLACE_PRE,
@@ -204,6 +231,9 @@ typedef struct {
     bool causal;
     int pos0;
     const int *kv_len; /* (B) in [1, Tk], or NULL */
+    mt_tensor *sink;   /* (NH) learned sink logits (gpt-oss: a column of the softmax, dropped
+                        after it), or NULL; never the fused op */
+    bool softpick;     /* softpick in place of softmax (not with a sink); never the fused op */
 } mt_attn_mask;
 mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                            const mt_attn_mask *mask);
@@ -235,9 +265,11 @@ void mt_attn_cache_layer(mt_ctx *c, const mt_attn_cache *kv, int layer, mt_tenso
 void mt_attn_cache_gather(mt_ctx *c, mt_attn_cache *kv, const int *from, int rows);
 /* Causal self-attention of n new positions over the cache: k, v (B, n, KC) join layer `layer`
    at positions [len, len + n), then q (B, n, C) attends to positions [0, len + n), query t at
-   position len + t (mt_attention_ex). The caller adds n to len once every layer has run. */
+   position len + t (mt_attention_ex), with softmax's sink and softpick (its other fields
+   unread). The caller adds n to len once every layer has run. */
 mt_tensor *mt_attention_cached(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
-                               mt_attn_cache *kv, int layer, int n_head);
+                               mt_attn_cache *kv, int layer, int n_head,
+                               const mt_attn_mask *softmax);
 
 /* Rotary position embedding (RoPE; Su et al. 2021, arXiv 2104.09864), llama2.c's convention:
    each head's adjacent channel pair (x[2i], x[2i+1]), i < HS/2, rotated by the angle
@@ -328,6 +360,7 @@ typedef struct {
     bool cross;       /* a cross-attention sublayer between the two (encoder-decoder) */
     mt_norm_cfg norm;
     mt_qk_norm_cfg qk; /* QK-norm of every attention (self and cross) */
+    mt_attn_cfg attn;  /* the self-attention's methods (gate, sink, softmax) */
     mt_residual_kind residual;
     mt_placement placement; /* of MT_RESIDUAL_SUM */
     float alpha;            /* DeepNorm's skip scale */
@@ -342,10 +375,12 @@ typedef struct {
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
-   gains (-1: none). */
+   gains, gate_w and gate_b the gate's projection, sink the sink logits (-1: none). */
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     int q_norm, k_norm;
+    int gate_w, gate_b;
+    int sink;
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
@@ -358,8 +393,11 @@ typedef struct {
                       .out_w = -1,                                                                 \
                       .out_b = -1,                                                                 \
                       .q_norm = -1,                                                                \
-                      .k_norm = -1})
-_Static_assert(sizeof(mt_attn_params) == 10 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
+                      .k_norm = -1,                                                                \
+                      .gate_w = -1,                                                                \
+                      .gate_b = -1,                                                                \
+                      .sink = -1})
+_Static_assert(sizeof(mt_attn_params) == 13 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;

@@ -84,7 +84,8 @@ def param_kind(name, role):
     last = name.rsplit(".", 1)[-1]
     if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
         return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
-    return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g"}[last]
+    return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g",
+            "sink": "z"}[last]
 
 
 _LAYOUT = []  # the layout driver, started by the first call of layout
@@ -116,7 +117,7 @@ def random_params(model, cfg, rng):
     array, drawn from rng in mt's table order at about the scale each kind acts at: m a matrix
     (rows of norm about 1.2), e an embedding, w a norm's weight, b a bias, g and q2 the l2 norms'
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
-    papers' 0.5), s Derf's shift, rm and rv BatchNorm's running mean and variance."""
+    papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), rm and rv BatchNorm's running mean and variance."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():
@@ -125,7 +126,7 @@ def random_params(model, cfg, rng):
              "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z,
              "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
              "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z),
-             "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z,
+             "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z, "z": lambda: 0.5 + z,
              "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
         out[name] = v.astype(np.float32)
     return out
@@ -156,11 +157,18 @@ def run_op(driver, op, xs, dy, grad, **opts):
     return run_driver(driver, tensors, meta)
 
 
+def k_bias_vanishes(cfg):
+    """Whether the k_proj bias's true gradient is 0: q.(k + b) shifts a row of scores by a
+    constant, which softmax does not see; not under a QK-norm (not linear), nor with a sink
+    logit (which the shift does not move) or Softpick (not shift-invariant)."""
+    return (cfg.get("qk_norm", "none") == "none" and not cfg.get("attn_sink")
+            and cfg.get("softmax", "softmax") == "softmax")
+
+
 def check_model(R, label, got, logits, loss, model, tol):
     """A driver's output (got: logits, loss, grad.<name>) against a torch model's (logits, loss
     and model.p, name -> parameter with its .grad): the values, every gradient, and the names.
-    The k_proj bias's true gradient is 0 (q.(k + b) shifts a softmax row by a constant; not under a
-    QK-norm), so both sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
+    The k_proj bias's true gradient is 0 where k_bias_vanishes, so both sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
     dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms: measured against the sum of |terms|
     (model.g_terms, when the model records them), as are the other learned scalars' gradients
     (DyT's and Derf's alpha and shift, the embedding scale: model.terms)."""
@@ -175,7 +183,7 @@ def check_model(R, label, got, logits, loss, model, tol):
             continue
         want = t.grad.numpy().reshape(got["grad." + name].shape)
         scale = 1.0
-        if name.endswith("k_proj.bias") and model.cfg.get("qk_norm", "none") == "none":
+        if name.endswith("k_proj.bias") and k_bias_vanishes(model.cfg):
             scale = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
         elif name in getattr(model, "terms", {}):
             scale = model.terms[name]

@@ -4,7 +4,8 @@ accepts x every placement (DyT and Derf: not DeepNorm, which refuses them; their
 shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms included; LNS, OLMo-2's
 reorder, Mix-LN and DeepScaleLM written from their papers' formulas; 2 to 3 layers, n_head > 1),
 with the head tied and once untied, biases
-on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3."""
+on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3; the
+attention's methods (gated attention, gpt-oss's sink, Softpick) in every placement."""
 import json
 
 import numpy as np
@@ -99,6 +100,35 @@ for i, (kind, scope, affine) in enumerate(QK):
                "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[i % 2]}
         run_case(cfg, 2, 8, f"qk-norm {kind} {scope}{' affine' if affine else ''} {placement}"
                  f" pos {cfg['pos']} kv {cfg['n_kv_head']}")
+
+# Gated attention (the paper's G1), elementwise and headwise, in every placement, with RoPE,
+# grouped-query attention and QK-norm in turn
+for i, gate in enumerate(("elementwise", "headwise")):
+    for j, placement in enumerate(PLACEMENTS):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+               "rms_form": "llama", "tied": j % 2 == 0, "bias": (i + j) % 2 == 0,
+               "act": "gelu", "dropout": 0.0, "attn_gate": gate,
+               "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[j % 2],
+               "qk_norm": ("none", "rms")[j % 3 == 2], "qk_norm_affine": j % 3 == 2}
+        cfg.update(PLACEMENT_OPTS.get(placement, {}))
+        run_case(cfg, 2, 8, f"attn-gate {gate} {placement} pos {cfg['pos']}"
+                 f" kv {cfg['n_kv_head']} qk {cfg['qk_norm']}")
+
+# gpt-oss's attention sink, and Softpick in place of softmax, each in every placement, with the
+# gate, RoPE, grouped-query attention
+for i, (what, opts, gate) in enumerate([("attn-sink", {"attn_sink": True}, "headwise"),
+                                        ("softpick", {"softmax": "softpick"}, "elementwise")]):
+    for j, placement in enumerate(PLACEMENTS):
+        cfg = {"n_layer": 2, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+               "norm": ("rms", "ln")[(i + j) % 2], "placement": placement, "norm_eps": 1e-5,
+               "rms_form": "llama", "tied": (i + j) % 2 == 1, "bias": (i + j) % 2 == 0,
+               "act": "gelu", "dropout": 0.0, "attn_gate": ("none", gate)[j % 3 == 1 + i],
+               "pos": ("learned", "rope")[(i + j) % 2], "n_kv_head": (4, 2)[(i + j) % 2]}
+        cfg.update(opts)
+        cfg.update(PLACEMENT_OPTS.get(placement, {}))
+        run_case(cfg, 2, 8, f"{what} {placement} gate {cfg['attn_gate']} pos {cfg['pos']}"
+                 f" kv {cfg['n_kv_head']}")
 
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, check_sizes, methods, random_params, run_driver
+from harness import Report, check_sizes, k_bias_vanishes, methods, random_params, run_driver
 from torch_gpt import TorchBlocks, z_loss
 
 rng = np.random.default_rng(0)
@@ -51,8 +51,8 @@ def zero_by_invariance(cfg, name):
     the residual stream; patch_embed's reaches every token only without the class token, and only pre
     reads the embedded tokens through a norm alone: pre, subln, peri, lns, dsl, and mixln without a
     Post-LN block)."""
-    if name.endswith("k_proj.bias"):  # not under a QK-norm, which is not linear
-        return cfg.get("qk_norm", "none") == "none"
+    if name.endswith("k_proj.bias"):
+        return k_bias_vanishes(cfg)
     if cfg["norm"] not in ("bn", "in"):
         return False
     # The norm whose output goes to the residual stream, read next only through norms: reorder's
@@ -79,7 +79,9 @@ NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("prms", {"prms_p": 0.25}), ("scale", {}), ("none", {}), ("dyt", {}), ("derf", {}),
          ("ln", {"qk_norm": "rms", "qk_norm_affine": True}),
          ("rms", {"qk_norm": "ln", "qk_norm_scope": "all", "qk_norm_affine": True}),
-         ("ln", {"qk_norm": "l2", "qk_norm_affine": True})]
+         ("ln", {"qk_norm": "l2", "qk_norm_affine": True}),
+         ("ln", {"attn_gate": "headwise", "attn_sink": True}),
+         ("rms", {"softmax": "softpick", "attn_gate": "elementwise"})]
 NORMS += [(norm, {}) for norm in METHODS["norm"] if norm not in dict(NORMS)]
 ACTS = [act for act in METHODS["act"] if act != "swiglu"]
 PLACEMENTS = tuple(METHODS["placement"])

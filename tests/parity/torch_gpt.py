@@ -25,6 +25,15 @@ def rope(x, theta):
     return y.reshape(x.shape)
 
 
+def softpick(x, eps=1e-8):
+    """Softpick (arXiv 2504.20966) over the last dim as zaydzuhri/softpick-attention's naive
+    softpick writes it: relu(exp(x - m) - exp(-m)) / (sum |exp(x - m) - exp(-m)| + eps), m the
+    row's max, the masked (-inf) scores out of the sum."""
+    m = x.max(-1, keepdim=True).values
+    u = torch.exp(x - m) - torch.exp(-m)
+    return F.relu(u) / (torch.where(x.isfinite(), u.abs(), 0).sum(-1, keepdim=True) + eps)
+
+
 def z_loss(cfg, logits, targets):
     """PaLM's auxiliary loss (Chowdhery et al. 2022, arXiv 2204.02311, section 5): z log(Z)^2,
     Z = sum_j exp(logit_j) of a row, averaged over the rows whose target is not ignored (-1)."""
@@ -146,7 +155,19 @@ class TorchBlocks(torch.nn.Module):
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        if self.cfg.get("attn_sink"):  # gpt-oss's sdpa: a column z_h per head, dropped after
+            z = self.p[pre + "sink"].view(1, NH, 1, 1).expand(B, NH, T, 1)
+            w = torch.cat([s, z], -1).softmax(-1)[..., :-1]
+        elif self.cfg.get("softmax") == "softpick":
+            w = softpick(s)
+        else:
+            w = s.softmax(-1)
+        y = (w @ v).transpose(1, 2)  # (B, T, NH, HS)
+        gate = self.cfg.get("attn_gate", "none")
+        if gate != "none":  # gated attention's G1 (arXiv 2505.06708): Y sigmoid(X W_theta)
+            z = self.linear(x, pre + "gate_proj").view(B, T, NH, HS if gate == "elementwise" else 1)
+            y = y * torch.sigmoid(z)
+        y = y.reshape(B, T, C)
         if self.cfg["placement"] == "subln":  # Sub-LN: a norm of the concatenated heads
             y = self.norm(y, pre + "inner_norm")
         return self.linear(y, pre + "out_proj")

@@ -29,6 +29,11 @@ mt_status mt_ckpt_load_params(const mt_safetensors *st, const char *path, mt_par
 mt_status mt_ckpt_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
                                mt_err *err);
 
+/* Freezes the entries of P whose names a glob of globs (fnmatch(3), ',' between them; NULL or "":
+   none) matches (mt_params_freeze: before mt_params_alloc); a glob that matches no name is
+   refused (MT_EINVAL), naming it and some of the names. */
+mt_status mt_ckpt_freeze(mt_params *P, const char *globs, mt_err *err);
+
 /* ---- loading by name ------------------------------------------------------------------------
  * A name map is a list of mt_name_rule (model.h): a model's names <- the file's. */
 typedef struct {

@@ -30,25 +30,51 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->n = mt_shape_numel(ndim, shape);
     e->offset = P->total;
+    e->grad_offset = P->grad_total;
     e->role = role;
     e->decay = role == MT_ROLE_MATRIX || role == MT_ROLE_HEAD;
     e->init = init;
     e->init_value = init_value;
     P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */
+    P->grad_total += (e->n + 15) / 16 * 16;
     int same = mt_name_index_add(&P->index, P->p, sizeof *P->p, P->n);
     MT_ASSERT(same == P->n, "params: '%s' %s", name,
               same < 0 ? "cannot be indexed (out of memory)" : "added twice");
     return P->n++;
 }
 
-/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers). */
-static void params_bind(mt_params *P) {
-    memset(P->grad, 0, (P->total ? P->total : 16) * sizeof(float));
+/* The entries' places in the gradient buffer: their data's, the frozen ones' floats left out. */
+static void place_grads(mt_params *P) {
+    size_t frozen = 0;
     for (int i = 0; i < P->n; i++) {
         mt_param *e = &P->p[i];
-        bool trained = e->role != MT_ROLE_BUFFER;
-        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL, e->ndim,
-                                 e->shape);
+        size_t span = (i + 1 < P->n ? P->p[i + 1].offset : P->total) - e->offset;
+        e->grad_offset = e->offset - frozen;
+        if (e->frozen) frozen += span;
+    }
+    P->grad_total = P->total - frozen;
+}
+
+void mt_params_freeze(mt_params *P, int i) {
+    MT_ASSERT(!P->data && i >= 0 && i < P->n, "params: freezing entry %d (before mt_params_alloc)",
+              i);
+    P->p[i].frozen = true;
+    place_grads(P);
+}
+
+static size_t grad_bytes(const mt_params *P) {
+    return (P->grad_total ? P->grad_total : 16) * sizeof(float);
+}
+
+/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers and frozen
+   entries). */
+static void params_bind(mt_params *P) {
+    memset(P->grad, 0, grad_bytes(P));
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        bool trained = mt_param_trained(e);
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->grad_offset : NULL,
+                                 e->ndim, e->shape);
         P->t[i].bf16 = P->bf16 ? P->bf16 + e->offset : NULL;
     }
 }
@@ -71,11 +97,11 @@ void mt_params_refresh_bf16(mt_params *P) {
 mt_status mt_params_alloc(mt_params *P, mt_err *err) {
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
     P->data = mt_alloc_big(bytes);
-    P->grad = mt_alloc_big(bytes);
+    P->grad = mt_alloc_big(grad_bytes(P));
     P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
     if (!P->data || !P->grad || !P->t)
         return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
-                         2.0 * bytes / 1048576.0, P->total);
+                         (bytes + grad_bytes(P)) / 1048576.0, P->total);
     memset(P->data, 0, bytes);
     params_bind(P);
     return MT_OK;
@@ -83,7 +109,7 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err) {
 
 mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
     *V = *P;
-    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    size_t bytes = grad_bytes(P);
     V->grad = mt_alloc_big(bytes);
     V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
     if (!V->grad || !V->t) {
@@ -181,7 +207,7 @@ size_t mt_params_count_trainable(const mt_params *P) {
 }
 
 void mt_params_zero_grad(mt_params *P) {
-    if (P->grad) memset(P->grad, 0, P->total * sizeof(float));
+    if (P->grad) memset(P->grad, 0, P->grad_total * sizeof(float));
 }
 
 void mt_params_free(mt_params *P) {

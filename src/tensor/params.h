@@ -42,16 +42,25 @@ typedef struct {
     bool decay; /* weight decay applies; default: role MT_ROLE_MATRIX or MT_ROLE_HEAD */
     mt_init_kind init;
     float init_value;
-    mt_unit_axis unit; /* MT_UNIT_NONE unless mt_params_set_unit */
+    mt_unit_axis unit;  /* MT_UNIT_NONE unless mt_params_set_unit */
+    bool frozen;        /* mt_params_freeze: not trained, no gradient and no optimizer state */
+    size_t grad_offset; /* in floats, into mt_params.grad: offset less the frozen entries' floats
+                           before it (all of them when it is frozen itself: it has none) */
 } mt_param;
+
+/* Whether the optimizer trains e: neither a buffer nor frozen. */
+static inline bool mt_param_trained(const mt_param *e) {
+    return e->role != MT_ROLE_BUFFER && !e->frozen;
+}
 
 typedef struct {
     mt_param *p;
     int n, cap;
-    size_t total;  /* floats in data (and grad) */
-    int n_unit;    /* entries kept on the unit sphere (mt_params_set_unit) */
-    float *data;   /* all parameters and buffers, each entry 16-float aligned */
-    float *grad;   /* same layout; zero for buffers */
+    size_t total;      /* floats in data */
+    size_t grad_total; /* floats in grad: total less the frozen entries' (padded) floats */
+    int n_unit;        /* entries kept on the unit sphere (mt_params_set_unit) */
+    float *data;       /* all parameters and buffers, each entry 16-float aligned */
+    float *grad;   /* entries at their grad_offset, the frozen ones left out; zero for buffers */
     mt_bf16 *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
     mt_tensor *t;  /* t[i] views entry i; valid after mt_params_alloc */
     /* the entries by name, for mt_params_find */
@@ -69,6 +78,10 @@ void mt_params_initialize(mt_params *P, mt_rng *r);
 /* Entry i (2-D, (R, K)) kept on the unit sphere along axis: rows (each of its R rows of K) or
    columns (each of its K columns of R). Only before mt_params_alloc. */
 void mt_params_set_unit(mt_params *P, int i, mt_unit_axis axis);
+/* Entry i frozen (--freeze, the base of a LoRA run): its tensor gets no gradient, so an op does
+   no backward work for it alone (a linear layer skips dW's product), and it has no place in the
+   gradient buffer nor in the optimizer's state. Only before mt_params_alloc. */
+void mt_params_freeze(mt_params *P, int i);
 /* Every row or column of the unit entries divided by its L2 norm (summed in double, in order;
    one of norm 0 is left as it is), their bf16 copies rounded again: the same bits at any thread
    count. No allocation. */

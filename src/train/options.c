@@ -135,6 +135,9 @@ static const mt_field TRAIN[] = {
     F(init_skip, STR, "init_skip",
       "--init-from: globs (',' between them) of the tensors left at their initialisation",
       .flags = MT_FIELD_CLI),
+    F(freeze, STR, "freeze",
+      "globs (',' between them) of the parameters left as they are: no gradient, no optimizer "
+      "state (names as the checkpoint's)"),
     F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
     F(replicas, INT, "replicas",
@@ -610,6 +613,7 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .resume = o->resume,
         .init_from = o->init_from,
         .init_skip = o->init_skip,
+        .freeze = o->freeze,
         .replicas = o->replicas,
         .zero = o->zero == 1,
         .precision = o->precision,

@@ -108,16 +108,17 @@ static mt_status check_replicas(const mt_train_cfg *cfg, const mt_params *P, mt_
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    double slots = mt_optim_state_slots(oc);       /* floats of state per parameter float */
-    if (tr->par->sharded) slots /= mt_dist_size(); /* about 1/N of it: a shard */
-    slots += replica_count(&tr->cfg, P) - 1;       /* the other replicas' gradients */
+    double grads = (double)P->grad_total * sizeof(float); /* the frozen entries' left out */
+    double slots = mt_optim_state_slots(oc);              /* floats of state per gradient float */
+    if (tr->par->sharded) slots /= mt_dist_size();        /* about 1/N of it: a shard */
+    slots += replica_count(&tr->cfg, P) - 1;              /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     char what[256];
     snprintf(what, sizeof what,
              "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
              "GiB, activations of a batch of %s %.2f GiB",
-             2 * params / gib, slots * params / gib, batch, act / gib);
-    mt_status s = mt_mem_check((2 + slots) * params + act, what, err);
+             (params + grads) / gib, slots * grads / gib, batch, act / gib);
+    mt_status s = mt_mem_check(params + (1 + slots) * grads + act, what, err);
     if (s != MT_OK) return s;
     /* each step arena is reserved whole (and touched as used): one larger than the memory and
        swap is refused by the kernel whatever the check above found */
@@ -141,6 +142,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
+    if (s == MT_OK && cfg->freeze) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
     free(mc);
     char *meta = s == MT_OK ? tr->task->type->meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
@@ -281,6 +283,11 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     if ((s = check_init(cfg, err)) != MT_OK) return s;
+    if (cfg->freeze && cfg->freeze[0] && tr->par->sharded)
+        return mt_errorf(err, MT_EINVAL,
+                         "--freeze %s with --zero 1: the optimizer state's shards are ranges of "
+                         "the whole table, frozen entries included; give one of them",
+                         cfg->freeze);
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */
@@ -425,7 +432,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     tr->grad_held = tr->keep_grad || !st->finite;
     if (!st->finite) {
         par->gather(tr, true);
-        mt_grads_sum(&G, tr->P->total);
+        mt_grads_sum(&G, tr->P->grad_total);
         return;
     }
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,

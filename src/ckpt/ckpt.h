@@ -34,6 +34,18 @@ mt_status mt_ckpt_check_params(const mt_safetensors *st, const char *path, const
    refused (MT_EINVAL), naming it and some of the names. */
 mt_status mt_ckpt_freeze(mt_params *P, const char *globs, mt_err *err);
 
+/* LoRA's options (./train's --lora-*): rank 0 is none. */
+typedef struct {
+    int rank;
+    double alpha, dropout;
+    const char *targets; /* peft's names, ',' between them: q, k, v, o, gate, up, down */
+} mt_lora_cfg;
+/* With l->rank > 0: every entry of P frozen and a LoRA adapter (mt_params_add_lora: alpha / r,
+   the dropout) added on each matrix a target names (lora.c: the map of peft's names to mt's);
+   MT_EINVAL for a target unknown or matching no matrix, a rank above a matrix's smaller side, an
+   alpha not above 0, a dropout outside [0, 1). Before mt_params_alloc. */
+mt_status mt_ckpt_lora(mt_params *P, const mt_lora_cfg *l, mt_err *err);
+
 /* ---- loading by name ------------------------------------------------------------------------
  * A name map is a list of mt_name_rule (model.h): a model's names <- the file's. */
 typedef struct {

@@ -3,6 +3,7 @@
 #include "params.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,24 @@ void mt_params_freeze(mt_params *P, int i) {
               i);
     P->p[i].frozen = true;
     place_grads(P);
+}
+
+void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout) {
+    const mt_param *e = &P->p[w];
+    MT_ASSERT(e->ndim == 2 && r >= 1 && r <= e->shape[0] && r <= e->shape[1] && !e->lora,
+              "params: LoRA of rank %d on %s (a matrix, once, r at most its smaller side)", r,
+              e->name);
+    char base[sizeof e->name], name[sizeof e->name + 16];
+    int O = e->shape[0], K = e->shape[1];
+    snprintf(base, sizeof base, "%s", e->name);
+    size_t n = strlen(base);
+    if (n > 7 && !strcmp(base + n - 7, ".weight")) base[n - 7] = 0;
+    snprintf(name, sizeof name, "%s.lora_A.weight", base);
+    int a = mt_params_add(P, name, 2, (int[]){r, K}, MT_ROLE_MATRIX, MT_INIT_UNIFORM,
+                          1 / sqrtf((float)K));
+    snprintf(name, sizeof name, "%s.lora_B.weight", base);
+    mt_params_add(P, name, 2, (int[]){O, r}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
+    P->p[w].lora = a, P->p[w].lora_scale = alpha / (float)r, P->p[w].lora_dropout = dropout;
 }
 
 static size_t grad_bytes(const mt_params *P) {
@@ -137,6 +156,7 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
             case MT_INIT_ONES: w[j] = 1.0f; break;
             case MT_INIT_CONST: w[j] = e->init_value; break;
             case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
+            case MT_INIT_UNIFORM: w[j] = e->init_value * (2 * mt_rng_uniform(r) - 1); break;
             }
         }
     }

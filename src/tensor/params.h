@@ -15,8 +15,9 @@
 typedef enum {
     MT_INIT_ZEROS,
     MT_INIT_ONES,
-    MT_INIT_CONST,  /* value */
-    MT_INIT_NORMAL, /* N(0, value^2) */
+    MT_INIT_CONST,   /* value */
+    MT_INIT_NORMAL,  /* N(0, value^2) */
+    MT_INIT_UNIFORM, /* U(-value, value) */
 } mt_init_kind;
 
 typedef enum {
@@ -42,8 +43,12 @@ typedef struct {
     bool decay; /* weight decay applies; default: role MT_ROLE_MATRIX or MT_ROLE_HEAD */
     mt_init_kind init;
     float init_value;
-    mt_unit_axis unit;  /* MT_UNIT_NONE unless mt_params_set_unit */
-    bool frozen;        /* mt_params_freeze: not trained, no gradient and no optimizer state */
+    mt_unit_axis unit; /* MT_UNIT_NONE unless mt_params_set_unit */
+    bool frozen;       /* mt_params_freeze: not trained, no gradient and no optimizer state */
+    /* LoRA (mt_params_add_lora): the index of this matrix's adapter A, B the next entry (0:
+       none; entry 0 is never one), its alpha / r and its input's dropout */
+    int lora;
+    float lora_scale, lora_dropout;
     size_t grad_offset; /* in floats, into mt_params.grad: offset less the frozen entries' floats
                            before it (all of them when it is frozen itself: it has none) */
 } mt_param;
@@ -82,6 +87,11 @@ void mt_params_set_unit(mt_params *P, int i, mt_unit_axis axis);
    no backward work for it alone (a linear layer skips dW's product), and it has no place in the
    gradient buffer nor in the optimizer's state. Only before mt_params_alloc. */
 void mt_params_freeze(mt_params *P, int i);
+/* LoRA (Hu et al. 2021) on the matrix W (O, K) of entry w: W x + (alpha / r) B A dropout(x) with
+   the entries <name>.lora_A.weight A (r, K), U(-1/sqrt(K), 1/sqrt(K)) (peft's kaiming_uniform_
+   with a = sqrt(5)), and <name>.lora_B.weight B (O, r), zeros, added to the table's end (W's name
+   without its ".weight"). mt_param_linear runs them. Only before mt_params_alloc. */
+void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout);
 /* Every row or column of the unit entries divided by its L2 norm (summed in double, in order;
    one of norm 0 is left as it is), their bf16 copies rounded again: the same bits at any thread
    count. No allocation. */

@@ -209,6 +209,7 @@ typedef struct {
     /* NULL or "": every parameter trained; else globs of the names of those left as they are
        (mt_ckpt_freeze: no gradient, no optimizer state) */
     const char *freeze;
+    mt_lora_cfg lora; /* rank 0: none */
 } mt_train_cfg;
 
 struct mt_trainer {

@@ -143,6 +143,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     if (s == MT_OK && cfg->freeze) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
+    if (s == MT_OK) s = mt_ckpt_lora(tr->model->P, &cfg->lora, err);
     free(mc);
     char *meta = s == MT_OK ? tr->task->type->meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
@@ -283,11 +284,10 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     if ((s = check_init(cfg, err)) != MT_OK) return s;
-    if (cfg->freeze && cfg->freeze[0] && tr->par->sharded)
+    if (((cfg->freeze && cfg->freeze[0]) || cfg->lora.rank > 0) && tr->par->sharded)
         return mt_errorf(err, MT_EINVAL,
-                         "--freeze %s with --zero 1: the optimizer state's shards are ranges of "
-                         "the whole table, frozen entries included; give one of them",
-                         cfg->freeze);
+                         "--freeze or --lora-rank with --zero 1: the optimizer state's shards are "
+                         "ranges of the whole table, frozen entries included; give one of them");
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */

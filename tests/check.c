@@ -136,8 +136,8 @@ int parity_open(int argc, char **argv, mt_safetensors *in) {
     return 0;
 }
 
-mt_model *parity_config_model(const mt_model_type *type, const char *json,
-                              const mt_lora_cfg *lora, mt_err *err) {
+mt_model *parity_config_model(const mt_model_type *type, const char *json, const mt_lora_cfg *lora,
+                              mt_err *err) {
     void *cfg = malloc(type->config_size);
     mt_model *m = NULL;
     if (!json) snprintf(err->msg, sizeof err->msg, "no 'config' in the metadata");

@@ -1,6 +1,7 @@
 /* LoRA (Hu et al. 2021) by peft's target names: which matrices of a parameter table each name
    reaches, the adapters added and the base frozen (mt_ckpt_lora). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt.h"
@@ -101,4 +102,100 @@ mt_status mt_ckpt_lora(mt_params *P, const mt_lora_cfg *l, mt_err *err) {
             mt_params_add_lora(P, i, l->rank, (float)l->alpha, (float)l->dropout);
     }
     return MT_OK;
+}
+
+bool mt_ckpt_lora_describe(const mt_params *P, char *buf, size_t len) {
+    unsigned bits = 0;
+    const mt_param *w = NULL; /* an adapted matrix */
+    for (int i = 0; i < P->n; i++)
+        if (P->p[i].lora) bits |= 1u << target_of(P, i), w = &P->p[i];
+    if (!w) return false;
+    size_t o = (size_t)snprintf(buf, len, "%d %.9g %.9g ", P->p[w->lora].shape[0],
+                                w->lora_scale * P->p[w->lora].shape[0], w->lora_dropout);
+    for (int t = 0, k = 0; t < N_TARGETS && o < len; t++)
+        if (bits >> t & 1)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", k++ ? "," : "", TARGETS[t]);
+    return true;
+}
+
+mt_status mt_ckpt_lora_read(mt_params *P, const char *desc, const char *path, mt_err *err) {
+    char targets[128];
+    mt_lora_cfg l = {.targets = targets};
+    if (sscanf(desc, "%d %lf %lf %127s", &l.rank, &l.alpha, &l.dropout, targets) != 4 || l.rank < 1)
+        return mt_errorf(err, MT_EFORMAT,
+                         "%s: the metadata 'lora' is '%s', not 'rank alpha dropout targets'", path,
+                         desc);
+    mt_err e;
+    return mt_ckpt_lora(P, &l, &e) == MT_OK
+               ? MT_OK
+               : mt_errorf(err, MT_EFORMAT, "%s: the metadata 'lora': %s", path, e.msg);
+}
+
+/* The adapters in peft's names: base_model.model.<mt's module path>.lora_{A,B}.weight. */
+static int adapter_items(const mt_params *P, mt_st_item *items, char (*names)[128]) {
+    int n = 0;
+    for (int i = 0; i < P->n; i++) {
+        const mt_param *e = &P->p[i];
+        if (!ends_with(e->name, ".lora_A.weight") && !ends_with(e->name, ".lora_B.weight"))
+            continue;
+        snprintf(names[n], sizeof names[n], "base_model.model.%s", e->name);
+        items[n] = (mt_st_item){names[n], e->ndim, e->shape, P->data + e->offset};
+        n++;
+    }
+    return n;
+}
+
+/* Entry e's module path without its block ("blocks.3.attn.q_proj.weight": "attn.q_proj"), into
+   buf: peft matches target_modules as suffixes of the module paths. */
+static const char *module_of(const mt_param *e, char *buf, size_t len) {
+    const char *m = e->name, *dot = strchr(m, '.');
+    if (!strncmp(m, "blocks.", 7) && dot && (dot = strchr(dot + 1, '.'))) m = dot + 1;
+    snprintf(buf, len, "%.*s", (int)(strlen(m) - strlen(".weight")), m);
+    return buf;
+}
+
+/* adapter_config.json: the fields of peft's LoraConfig that a load reads; target_modules the
+   adapted matrices' module paths, once each. */
+static mt_status write_config(const char *path, const mt_params *P, const mt_lora_cfg *l,
+                              mt_err *err) {
+    mt_atomic_file a;
+    mt_status s = mt_atomic_open(&a, path, err);
+    if (s != MT_OK) return s;
+    bool ok = fprintf(a.f,
+                      "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n"
+                      "  \"r\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n"
+                      "  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n"
+                      "  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
+                      "  \"target_modules\": [",
+                      l->rank, l->alpha, l->dropout) > 0;
+    int n = 0;
+    for (int i = 0; i < P->n; i++) {
+        char m[sizeof P->p[i].name], prev[sizeof m];
+        bool seen = false;
+        if (!P->p[i].lora) continue;
+        module_of(&P->p[i], m, sizeof m);
+        for (int j = 0; j < i && !seen; j++)
+            seen = P->p[j].lora && !strcmp(module_of(&P->p[j], prev, sizeof prev), m);
+        if (!seen) ok = ok && fprintf(a.f, "%s\"%s\"", n++ ? ", " : "", m) > 0;
+    }
+    ok = ok && fprintf(a.f, "]\n}\n") > 0;
+    return mt_atomic_close(&a, ok, err);
+}
+
+mt_status mt_ckpt_save_lora(const char *dir, const mt_params *P, const mt_lora_cfg *l,
+                            mt_err *err) {
+    if (l->rank == 0) return MT_OK;
+    mt_status s = MT_OK;
+    mt_st_item *items = calloc((size_t)P->n + 1, sizeof *items);
+    char(*names)[128] = calloc((size_t)P->n + 1, sizeof *names);
+    char path[4200];
+    if (s == MT_OK && (!items || !names))
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory saving the adapters", dir);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (s == MT_OK) s = mt_st_save(path, adapter_items(P, items, names), items, 0, NULL, NULL, err);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    if (s == MT_OK) s = write_config(path, P, l, err);
+    free(items);
+    free(names);
+    return s;
 }

@@ -132,6 +132,14 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
                      arena / gib, (rows + n_rep - 1) / n_rep, total / gib);
 }
 
+/* --init-skip's globs, and a LoRA run's adapters: the file holds the base. */
+static const char *init_skip(const mt_train_cfg *cfg, char *buf, size_t len) {
+    bool given = cfg->init_skip && cfg->init_skip[0];
+    snprintf(buf, len, "%s%s%s", given ? cfg->init_skip : "", given ? "," : "",
+             cfg->lora.rank > 0 ? "*.lora_A.weight,*.lora_B.weight" : "");
+    return buf;
+}
+
 /* The data, then the model it decides the rest of (vocabulary, image size), its memory checked,
    allocated and initialised (seeded). */
 static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
@@ -160,8 +168,10 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_params_initialize(tr->P, &r);
+    char skip[2 * MT_FIELD_STR_MAX];
     if (cfg->init_from && cfg->init_from[0])
-        s = mt_ckpt_init_from(cfg->init_from, tr->model, cfg->init_skip, &tr->init, err);
+        s = mt_ckpt_init_from(cfg->init_from, tr->model, init_skip(cfg, skip, sizeof skip),
+                              &tr->init, err);
     return s;
 }
 
@@ -520,7 +530,8 @@ mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
     mt_status s = tr->par->save_optim(tr, tr->optim_path, err);
     if (s != MT_OK || !root) return s;
     mt_ckpt_state state = {.step = tr->step, .sampler = tr->sampler.rng, .dropout = tr->ctx.rng};
-    return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
+    s = mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
+    return s == MT_OK ? mt_ckpt_save_lora(tr->cfg.out, tr->P, &tr->cfg.lora, err) : s;
 }
 
 void mt_trainer_free(mt_trainer *tr) {

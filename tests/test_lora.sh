@@ -83,6 +83,29 @@ train $TINY --steps 2 --lora-rank 2 --lora-dropout 0.2 --init-from "$I" --out "$
     fail "--init-from LoRA exited $?: $(cat "$T/log")"
 [ "$(count same '.*' "$T/c/model.safetensors" "$I")" -eq "$n" ] || fail "--init-from's base changed"
 
+# ./export --merge-lora: W + (alpha / r) B A, a plain checkpoint that scores as the adapted one
+# (after 20 steps at a high rate: B far from zero), and the llama2.c export of a LoRA run
+train $TINY --arch llama --lr 3e-2 --lora-rank 4 --lora-targets q,k,v,o,gate,up,down --steps 20 \
+    --out "$T/d" || fail "llama LoRA exited $?: $(cat "$T/log")"
+D=$T/d/model.safetensors
+"$B/export" --checkpoint "$D" --merge-lora --format checkpoint --out "$T/merged.safetensors" \
+    >"$T/log" 2>&1 || fail "--merge-lora exited $?: $(cat "$T/log")"
+[ "$(tensors names "$T/merged.safetensors" | grep -c lora)" -eq 0 ] || fail "adapters left"
+[ "$(tensors names "$T/merged.safetensors")" = "$(tensors names "$D" | grep -v lora)" ] ||
+    fail "the merged tensors: $(tensors names "$T/merged.safetensors")"
+score() { "$B/infer" --threads 2 --checkpoint "$1" --score "$T/text.txt" | sed 's/ .*//; s/loss=//'; }
+a=$(score "$D") m=$(score "$T/merged.safetensors")
+python3 -c "import sys; a, m = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - m) > 1e-4 * a)" "$a" "$m" ||
+    fail "the merged model scores $m, the adapted one $a"
+"$B/export" --checkpoint "$D" --format llama2c --out "$T/x.bin" >"$T/log" 2>&1
+[ $? -eq 2 ] && grep -q "holds LoRA adapters (4 8 0 q,k,v,o,gate,up,down), which --format llama2c cannot: give --merge-lora" "$T/log" &&
+    [ ! -e "$T/x.bin" ] || fail "a llama2c export of adapters unmerged: $(cat "$T/log")"
+"$B/export" --checkpoint "$D" --merge-lora --format llama2c --out "$T/x.bin" >"$T/log" 2>&1 &&
+    [ -s "$T/x.bin" ] || fail "--merge-lora --format llama2c: $(cat "$T/log")"
+"$B/export" --checkpoint "$I" --merge-lora --format checkpoint --out "$T/y.safetensors" >"$T/log" 2>&1
+[ $? -eq 2 ] && grep -q "^export: --merge-lora: $I holds no LoRA adapters" "$T/log" &&
+    [ ! -e "$T/y.safetensors" ] || fail "--merge-lora without adapters: $(cat "$T/log")"
+
 # bad values: exit 2, named, nothing written
 bad() { # expected message, flags...
     msg=$1

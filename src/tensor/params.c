@@ -81,6 +81,29 @@ void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout) 
     P->p[w].lora = a, P->p[w].lora_scale = alpha / (float)r, P->p[w].lora_dropout = dropout;
 }
 
+bool mt_params_merge_lora(mt_params *P) {
+    int base = P->n;
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        if (!e->lora) continue;
+        const mt_param *A = &P->p[e->lora], *B = A + 1;
+        int O = e->shape[0], K = e->shape[1], r = A->shape[0];
+        float *b = P->data + B->offset;
+        for (size_t j = 0; j < B->n; j++) b[j] *= e->lora_scale; /* B is dropped after */
+        mt_gemm(false, false, O, K, r, b, P->data + A->offset, 1.0f, P->data + e->offset, NULL);
+        base = e->lora < base ? e->lora : base;
+        e->lora = 0;
+    }
+    if (base == P->n) return false;
+    P->n = base;
+    mt_name_index_free(&P->index);
+    for (int i = 0; i < P->n; i++)
+        MT_ASSERT(mt_name_index_add(&P->index, P->p, sizeof *P->p, i) == i,
+                  "params: cannot index '%s' again", P->p[i].name);
+    mt_params_refresh_bf16(P);
+    return true;
+}
+
 static size_t grad_bytes(const mt_params *P) {
     return (P->grad_total ? P->grad_total : 16) * sizeof(float);
 }

@@ -92,6 +92,10 @@ void mt_params_freeze(mt_params *P, int i);
    with a = sqrt(5)), and <name>.lora_B.weight B (O, r), zeros, added to the table's end (W's name
    without its ".weight"). mt_param_linear runs them. Only before mt_params_alloc. */
 void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout);
+/* Folds every adapter into its matrix, W += (alpha / r) B A, and drops the adapters from the
+   table (the entries after the base: its names and layout are the base's again, the data's tail
+   unused); false when P has none. */
+bool mt_params_merge_lora(mt_params *P);
 /* Every row or column of the unit entries divided by its L2 norm (summed in double, in order;
    one of norm 0 is left as it is), their bf16 copies rounded again: the same bits at any thread
    count. No allocation. */

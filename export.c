@@ -11,7 +11,7 @@
 typedef struct {
     char checkpoint[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], tokenizer_out[MT_FIELD_STR_MAX];
     int format;
-    bool f16, help;
+    bool f16, merge_lora, help;
 } export_options;
 
 #define F(member, TYPE, key, help, ...)                                                            \
@@ -24,6 +24,8 @@ static const mt_field FIELDS[] = {
       "llama2c: the tokenizer file; empty: tokenizer.bin "
       "beside --out"),
     F(f16, BOOL, "f16", "gguf: the matrices as float16 (the norms stay float32)"),
+    F(merge_lora, BOOL, "merge_lora",
+      "fold the checkpoint's LoRA adapters into its matrices (W + alpha / r B A) first"),
     F(help, BOOL, "help", "this list", .flags = MT_FIELD_CLI),
 };
 #undef F
@@ -46,7 +48,9 @@ int main(int argc, char **argv) {
         printf("usage: ./export --checkpoint out/model.safetensors --format llama2c --out "
                "model.bin\n"
                "       ./export --checkpoint out/model.safetensors --format gguf --out "
-               "model.gguf\n\n%s",
+               "model.gguf\n"
+               "       ./export --checkpoint out/model.safetensors --merge-lora --format "
+               "checkpoint --out merged.safetensors\n\n%s",
                help);
         free(help);
         return 0;
@@ -71,10 +75,36 @@ int main(int argc, char **argv) {
          mt_output_check("--tokenizer-out", o.tokenizer_out, "--checkpoint", o.checkpoint, &e) !=
              MT_OK))
         die(2, e.msg);
+    if (o.f16 && o.format == MT_EXPORT_CHECKPOINT)
+        die(2, "--f16: --format gguf only (a checkpoint holds float32)");
     mt_model *model;
-    mt_status s = mt_ckpt_load(o.checkpoint, &model, NULL, NULL, &e);
+    mt_ckpt_state state;
+    char *options, lora[256];
+    mt_status s = mt_ckpt_load(o.checkpoint, &model, &state, &options, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, o.format);
+    if (o.merge_lora && !mt_params_merge_lora(model->P)) {
+        snprintf(msg, sizeof msg,
+                 "--merge-lora: %s holds no LoRA adapters (./train --lora-rank R writes them)",
+                 o.checkpoint);
+        die(2, msg);
+    }
+    if (o.format != MT_EXPORT_CHECKPOINT && mt_ckpt_lora_describe(model->P, lora, sizeof lora)) {
+        snprintf(msg, sizeof msg,
+                 "%s holds LoRA adapters (%s), which --format %s cannot: give --merge-lora to "
+                 "fold them into the matrices",
+                 o.checkpoint, lora, fname);
+        die(2, msg);
+    }
+    if (o.format == MT_EXPORT_CHECKPOINT) {
+        s = mt_ckpt_save(o.out, model, &state, options, &e);
+        if (s != MT_OK) die(mt_exit_code(s), e.msg);
+        printf("wrote %s (checkpoint%s)\n", o.out, o.merge_lora ? ", LoRA merged" : "");
+        free(options);
+        mt_model_free(model);
+        return 0;
+    }
+    free(options);
     if (!model->type->export) {
         snprintf(msg, sizeof msg,
                  "%s is a %s checkpoint: --format %s holds a decoder-only "

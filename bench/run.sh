@@ -10,7 +10,8 @@
 #      (--replicas 1) instead of the batch; every program reports the median of its steps.
 #   3. the peak RSS of the whole ./train process on the configs with a memory goal: a short run
 #      of each, evaluation and checkpoint included (bench/train_rss.sh); then deep100's peak RSS
-#      and step time with --recompute none and block side by side (bench/recompute.sh);
+#      and step time with --recompute none and block side by side (bench/recompute.sh), and LoRA
+#      against full fine-tuning on GPT-2 124M's blocks (bench/lora.sh);
 #   4. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), bench/generate.sh (./infer's generation against llama2.c's
@@ -84,6 +85,11 @@ echo "recomputation: bench/recompute.sh"
 printf '\n## bench/recompute.sh: ./train on deep100 with --recompute none and block\n\n' \
     >>bench/RESULTS.md
 MT_BUILD=$BUILD sh bench/recompute.sh | tee -a bench/RESULTS.md
+
+echo "LoRA: bench/lora.sh"
+printf '\n## bench/lora.sh: LoRA r 8 on q and v against full fine-tuning, GPT-2 124M blocks\n\n' \
+    >>bench/RESULTS.md
+MT_BUILD=$BUILD sh bench/lora.sh | tee -a bench/RESULTS.md
 
 if [ -z "$BENCH_GPT_ONLY" ]; then
     echo "norms: bench/norms/run.sh"

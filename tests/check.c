@@ -136,19 +136,27 @@ int parity_open(int argc, char **argv, mt_safetensors *in) {
     return 0;
 }
 
-mt_model *parity_config_model(const mt_model_type *type, const char *json, mt_err *err) {
+mt_model *parity_config_model(const mt_model_type *type, const char *json, const mt_lora_cfg *lora,
+                              mt_err *err) {
     void *cfg = malloc(type->config_size);
     mt_model *m = NULL;
     if (!json) snprintf(err->msg, sizeof err->msg, "no 'config' in the metadata");
-    else if (mt_model_config_from_json(type, json, cfg, err) == MT_OK)
-        mt_model_build(&m, type, cfg, err);
+    else if (mt_model_config_from_json(type, json, cfg, err) == MT_OK &&
+             mt_model_table(&m, type, cfg, err) == MT_OK &&
+             ((lora && mt_ckpt_lora(m->P, lora, err) != MT_OK) ||
+              mt_params_alloc(m->P, err) != MT_OK))
+        mt_model_free(m), m = NULL;
     free(cfg);
     return m;
 }
 
 mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs) {
     mt_err err;
-    mt_model *m = parity_config_model(type, mt_st_meta(in, "config"), &err);
+    const char *targets = mt_st_meta(in, "lora_targets");
+    mt_lora_cfg lora = {.rank = targets ? (int)parity_opt(in, "lora_rank") : 0,
+                        .alpha = targets ? parity_opt(in, "lora_alpha") : 0,
+                        .targets = targets};
+    mt_model *m = parity_config_model(type, mt_st_meta(in, "config"), &lora, &err);
     for (int i = 0; m && i < m->P->n; i++) {
         const mt_param *e = &m->P->p[i];
         const mt_st_entry *t = mt_st_find(in, e->name);

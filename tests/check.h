@@ -86,6 +86,7 @@ int parity_open(int argc, char **argv, mt_safetensors *in);
 mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int n_inputs);
 /* The model of type that the config JSON describes (NULL: none given), built; NULL with err
    filled otherwise. */
-mt_model *parity_config_model(const mt_model_type *type, const char *json, mt_err *err);
+mt_model *parity_config_model(const mt_model_type *type, const char *json, const mt_lora_cfg *lora,
+                              mt_err *err);
 /* Option key of the input file as a number; fatal when absent. */
 double parity_opt(const mt_safetensors *in, const char *key);

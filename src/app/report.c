@@ -39,15 +39,15 @@ static const char *hms(double s, char *buf, size_t len) {
 static void print_state(FILE *f, const mt_trainer *tr) {
     int N = mt_dist_size();
     const mt_params *P = tr->P;
-    double slot_bytes = (double)tr->opt.n_slots * sizeof(float), whole = slot_bytes * P->total;
+    double slot_bytes = (double)tr->opt.n_slots * sizeof(float), whole = slot_bytes * P->grad_total;
     double bytes[N], most = 0, largest = 0;
     if (tr->par->sharded) mt_zero_state_bytes(&tr->zero, &tr->opt, bytes);
     else
         for (int r = 0; r < N; r++) bytes[r] = whole;
     for (int i = 0; i < P->n; i++) {
-        size_t end = i + 1 < P->n ? P->p[i + 1].offset : P->total;
-        if (slot_bytes * (end - P->p[i].offset) > largest)
-            largest = slot_bytes * (end - P->p[i].offset);
+        size_t end = i + 1 < P->n ? P->p[i + 1].grad_offset : P->grad_total;
+        if (slot_bytes * (end - P->p[i].grad_offset) > largest)
+            largest = slot_bytes * (end - P->p[i].grad_offset);
     }
     fprintf(f, "state   optimizer state bytes per rank:");
     for (int r = 0; r < N; r++) {

@@ -24,9 +24,11 @@ mt_status mt_ckpt_save(const char *path, const mt_model *m, const mt_ckpt_state 
     char step[32], rng[8 * 17 + 1];
     format_state(state, step, rng);
     char *config = mt_model_config_json(m), *meta = m->type->meta_to_json(m);
-    const char *keys[] = {"model", "config", m->type->meta_key, "step", "rng", "options"};
-    const char *vals[] = {m->type->name, config, meta, step, rng, options ? options : ""};
-    mt_status s = mt_ckpt_save_params(path, m->P, 6, keys, vals, err);
+    char lora[256];
+    const char *keys[] = {"model", "config", m->type->meta_key, "step", "rng", "options", "lora"};
+    const char *vals[] = {m->type->name, config, meta, step, rng, options ? options : "", lora};
+    int n_meta = mt_ckpt_lora_describe(m->P, lora, sizeof lora) ? 7 : 6;
+    mt_status s = mt_ckpt_save_params(path, m->P, n_meta, keys, vals, err);
     free(config);
     free(meta);
     return s;
@@ -130,6 +132,8 @@ mt_status mt_ckpt_parse(const mt_safetensors *st, const char *path, mt_model **m
     free(cfg);
     if (s == MT_OK && (s = type->meta_from_json(*m, meta, &e)) != MT_OK)
         s = mt_errorf(err, MT_EFORMAT, "%s: %s", path, e.msg);
+    const char *lora = mt_st_meta(st, "lora");
+    if (s == MT_OK && lora) s = mt_ckpt_lora_read((*m)->P, lora, path, err);
     if (s == MT_OK && (s = alloc_checked(st, path, (*m)->P, err)) == MT_OK)
         s = load_common(st, path, (*m)->P, state, options, err);
     if (s != MT_OK) {

@@ -29,6 +29,33 @@ mt_status mt_ckpt_load_params(const mt_safetensors *st, const char *path, mt_par
 mt_status mt_ckpt_check_params(const mt_safetensors *st, const char *path, const mt_params *P,
                                mt_err *err);
 
+/* Freezes the entries of P whose names a glob of globs (fnmatch(3), ',' between them; NULL or "":
+   none) matches (mt_params_freeze: before mt_params_alloc); a glob that matches no name is
+   refused (MT_EINVAL), naming it and some of the names. */
+mt_status mt_ckpt_freeze(mt_params *P, const char *globs, mt_err *err);
+
+/* LoRA's options (./train's --lora-*): rank 0 is none. */
+typedef struct {
+    int rank;
+    double alpha, dropout;
+    const char *targets; /* peft's names, ',' between them: q, k, v, o, gate, up, down */
+} mt_lora_cfg;
+/* With l->rank > 0: every entry of P frozen and a LoRA adapter (mt_params_add_lora: alpha / r,
+   the dropout) added on each matrix a target names (lora.c: the map of peft's names to mt's);
+   MT_EINVAL for a target unknown or matching no matrix, a rank above a matrix's smaller side, an
+   alpha not above 0, a dropout outside [0, 1). Before mt_params_alloc. */
+mt_status mt_ckpt_lora(mt_params *P, const mt_lora_cfg *l, mt_err *err);
+/* A checkpoint's metadata 'lora' (mt_ckpt_save): P's adapters as "rank alpha dropout targets"
+   ("8 16 0 q,v") into buf; false when P has none. mt_ckpt_lora_read adds them again to a table
+   built from the checkpoint's config (mt_ckpt_parse), MT_EFORMAT naming path when malformed. */
+bool mt_ckpt_lora_describe(const mt_params *P, char *buf, size_t len);
+mt_status mt_ckpt_lora_read(mt_params *P, const char *desc, const char *path, mt_err *err);
+/* With l->rank > 0: dir/adapter_model.safetensors, P's adapters under peft's names
+   (base_model.model.<name>.lora_A.weight (r, K), .lora_B.weight (O, r): mt's names as the module
+   paths), and dir/adapter_config.json (peft_type LORA, r, lora_alpha, lora_dropout, bias none,
+   target_modules in mt's module names), each written whole or not at all. */
+mt_status mt_ckpt_save_lora(const char *dir, const mt_params *P, const mt_lora_cfg *l, mt_err *err);
+
 /* ---- loading by name ------------------------------------------------------------------------
  * A name map is a list of mt_name_rule (model.h): a model's names <- the file's. */
 typedef struct {

@@ -91,7 +91,7 @@ const char *mt_load_file_name(const mt_load_spec *spec, const char *name, char *
 }
 
 /* The first of the comma-separated globs that matches name, -1 when none does. */
-static int skip_glob(const char *globs, const char *name) {
+static int glob_index(const char *globs, const char *name) {
     char g[256];
     int k = 0;
     for (const char *p = globs; p && *p; k++) {
@@ -113,25 +113,32 @@ static void name_list(char *buf, size_t len, size_t *o, int n, const char *(*of)
 
 static const char *param_name(int i, const void *P) { return ((const mt_params *)P)->p[i].name; }
 
-/* A glob of spec->skip that matches none of P's names: an error listing some of them. */
-static mt_status check_globs(const mt_params *P, const char *globs, const char *path, mt_err *err) {
+/* A glob of globs that matches none of P's names: an error naming it after what ("--freeze: the
+   glob") and listing some of the names. */
+static mt_status check_globs(const mt_params *P, const char *globs, const char *what, mt_err *err) {
     int k = 0;
     for (const char *p = globs; p && *p; k++) {
         size_t n = strcspn(p, ",");
         bool used = false;
-        for (int i = 0; i < P->n && !used; i++) used = skip_glob(globs, P->p[i].name) == k;
+        for (int i = 0; i < P->n && !used; i++) used = glob_index(globs, P->p[i].name) == k;
         if (!used) {
             char names[256];
             size_t o = 0;
             name_list(names, sizeof names, &o, P->n, param_name, P);
             return mt_errorf(err, MT_EINVAL,
-                             "%s: the skip glob '%.*s' matches no tensor of the model (its "
-                             "tensors: %s)",
-                             path, (int)n, p, names);
+                             "%s '%.*s' matches no tensor of the model (its tensors: %s)", what,
+                             (int)n, p, names);
         }
         p += n + (p[n] == ',');
     }
     return MT_OK;
+}
+
+mt_status mt_ckpt_freeze(mt_params *P, const char *globs, mt_err *err) {
+    mt_status s = check_globs(P, globs, "--freeze: the glob", err);
+    for (int i = 0; s == MT_OK && i < P->n; i++)
+        if (glob_index(globs, P->p[i].name) >= 0) mt_params_freeze(P, i);
+    return s;
 }
 
 /* Entry i of P read from e (NULL: not in the file under fname), or an error naming it. */
@@ -163,7 +170,9 @@ static mt_status check_entry(const mt_param *p, const mt_st_entry *e, const char
 static mt_status resolve(const mt_safetensors *st, const char *path, const mt_params *P,
                          const mt_load_spec *spec, const mt_st_entry **src, bool *read,
                          mt_load_report *r, mt_err *err) {
-    mt_status s = check_globs(P, spec->skip, path, err);
+    char what[512];
+    snprintf(what, sizeof what, "%.480s: the skip glob", path);
+    mt_status s = check_globs(P, spec->skip, what, err);
     for (int i = 0; i < P->n && s == MT_OK; i++) {
         const mt_param *p = &P->p[i];
         char buf[256];
@@ -171,7 +180,7 @@ static mt_status resolve(const mt_safetensors *st, const char *path, const mt_pa
         const mt_st_entry *e = mt_st_find(st, fname);
         if (e) read[e - st->t] = true;
         src[i] = NULL;
-        if ((r->is_skipped[i] = skip_glob(spec->skip, p->name) >= 0)) {
+        if ((r->is_skipped[i] = glob_index(spec->skip, p->name) >= 0)) {
             r->skipped++;
             continue;
         }

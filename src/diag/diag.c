@@ -250,7 +250,8 @@ static mt_status grad_rows(mt_diag *d, const mt_params *P, long step, double cli
     double unscale = clip > 0 && coef < 1 ? 1 / coef : 1, rest = 0;
     memset(d->sq, 0, (4 * (size_t)d->L + 1) * sizeof *d->sq);
     for (int i = 0; i < P->n; i++) {
-        const float *g = P->grad + P->p[i].offset;
+        if (P->p[i].frozen) continue;
+        const float *g = P->grad + P->p[i].grad_offset;
         double s = 0;
         for (size_t j = 0; j < P->p[i].n; j++) s += (double)g[j] * g[j];
         if (d->group[i] >= 0) d->sq[d->group[i]] += s;

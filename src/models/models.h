@@ -135,8 +135,9 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * architecture, float32 (or float16 matrices). Both hold a Llama: pre-norm RMSNorm (eps inside
  * the root, no bias), no biases, RoPE on adjacent pairs, the SwiGLU FFN, n_kv_head key/value
  * heads; llama2c also fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
-typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF } mt_export_format;
-extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf" */
+/* checkpoint: an mt checkpoint, which ./export writes itself (--merge-lora's plain model) */
+typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF, MT_EXPORT_CHECKPOINT } mt_export_format;
+extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf", "checkpoint" */
 struct mt_export_opts {
     mt_export_format format;
     const char *path;           /* model.bin, model.gguf */

@@ -209,7 +209,12 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
 /* ---- sublayers ------------------------------------------------------------------------------- */
 
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x) {
-    return mt_linear(c, x, &P->t[w], b >= 0 ? &P->t[b] : NULL);
+    const mt_param *e = &P->p[w];
+    mt_tensor *bias = b >= 0 ? &P->t[b] : NULL;
+    if (!e->lora) return mt_linear(c, x, &P->t[w], bias);
+    mt_tensor *xd = e->lora_dropout > 0 ? mt_dropout(c, x, e->lora_dropout) : x;
+    return mt_linear_lora(c, x, &P->t[w], bias, &P->t[e->lora], &P->t[e->lora + 1], xd,
+                          e->lora_scale);
 }
 
 /* The QK-norm of the block: nGPT's unit queries and keys per head (scaled after RoPE: ngpt_qk),
@@ -331,12 +336,15 @@ mt_tensor *mt_ffn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
         v = mt_scale_channels(c, v, &P->t[bp->ngpt.s_v], k * sqrtf((float)cfg->C));
         return mt_param_linear(c, P, f->fc2_w, f->fc2_b, mt_swiglu(c, v, u));
     }
-    if (mt_placement_inner_norm(cfg->placement)) { /* a norm between act and fc2: unfused */
+    bool inner = mt_placement_inner_norm(cfg->placement);
+    bool lora = P->p[f->fc1_w].lora || P->p[f->fc2_w].lora ||
+                (f->fc3_w >= 0 && P->p[f->fc3_w].lora);
+    if (inner || lora) { /* a norm between act and fc2, or an adapter: unfused */
         mt_tensor *a = mt_param_linear(c, P, f->fc1_w, f->fc1_b, x);
         mt_tensor *h = cfg->act == MT_ACT_SWIGLU
                            ? mt_swiglu(c, a, mt_param_linear(c, P, f->fc3_w, f->fc3_b, x))
                            : mt_activation(c, cfg->act, a);
-        h = mt_norm_tokens(c, &cfg->norm, P, &bp->ffn_inner, h);
+        if (inner) h = mt_norm_tokens(c, &cfg->norm, P, &bp->ffn_inner, h);
         return mt_param_linear(c, P, f->fc2_w, f->fc2_b, h);
     }
 #define OPT(i) ((i) >= 0 ? &P->t[i] : NULL)

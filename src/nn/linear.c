@@ -125,6 +125,70 @@ mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
     return out;
 }
 
+/* ---- LoRA: y = x W^T + b + s (xd A^T) B^T, xd = dropout(x) (or x itself) ---------------------
+ * in x (N, K), W (O, K), b (O) or NULL, A (r, K), B (O, r), xd (N, K); f[0] s = alpha / r;
+ * i[0] N, i[1] K, i[2] O, i[3] r; saved[0] u = s xd A^T (N, r). The base as mt_linear (bf16 with
+ * its copy); the adapter's products in fp32 (r is small). */
+static void lora_forward(mt_node *n) {
+    const mt_tensor *x = n->in[0], *w = n->in[1], *A = n->in[3], *B = n->in[4], *xd = n->in[5];
+    int N = n->i[0], K = n->i[1], O = n->i[2], r = n->i[3];
+    if (use_bf16(n->ctx, w)) n->p = (void *)mt_ctx_bf16(n->ctx, x->data, x->n);
+    linear_kernel(n->out->data, x->data, n->p, w->data, w->bf16, n->in[2] ? n->in[2]->data : NULL,
+                  N, K, O);
+    float *u = n->saved[0], s = n->f[0];
+    mt_gemm(false, true, N, r, K, xd->data, A->data, 0.0f, u, NULL);
+    for (size_t i = 0; i < (size_t)N * r; i++) u[i] *= s;
+    mt_gemm(false, true, N, O, r, u, B->data, 1.0f, n->out->data, NULL);
+}
+
+/* dB += dy^T u; du = s dy B (N, r); dA += du^T xd; dxd += du A; then the base's: dW += dy^T x
+   (skipped when W is frozen: no gradient), db += colsum dy, dx += dy W. */
+static void lora_backward(mt_node *n) {
+    mt_ctx *c = n->ctx;
+    mt_tensor *x = n->in[0], *w = n->in[1], *A = n->in[3], *B = n->in[4], *xd = n->in[5];
+    int N = n->i[0], K = n->i[1], O = n->i[2], r = n->i[3];
+    float *dy = n->out->grad, s = n->f[0];
+    if (B->grad) mt_gemm(true, false, O, r, N, dy, n->saved[0], 1.0f, B->grad, NULL);
+    if (A->grad || xd->grad) {
+        size_t mark = mt_arena_mark(c);
+        float *du = mt_arena_floats(c, (size_t)N * r);
+        mt_gemm(false, false, N, r, O, dy, B->data, 0.0f, du, NULL);
+        for (size_t i = 0; i < (size_t)N * r; i++) du[i] *= s;
+        if (A->grad) mt_gemm(true, false, r, K, N, du, xd->data, 1.0f, A->grad, NULL);
+        if (xd->grad) mt_gemm(false, false, N, K, r, du, A->data, 1.0f, xd->grad, NULL);
+        mt_arena_release(c, mark);
+    }
+    linear_backward_kernel(c, x->grad, w->grad, n->in[2] ? n->in[2]->grad : NULL, dy, NULL, NULL,
+                           x->data, n->p, w->data, w->bf16, N, K, O, true);
+}
+
+static const mt_op OP_LORA = {.name = "lora", .forward = lora_forward, .backward = lora_backward};
+
+mt_tensor *mt_linear_lora(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, mt_tensor *A,
+                          mt_tensor *B, mt_tensor *xd, float s) {
+    char sx[64], sa[64], sb[64];
+    int K = mt_cols(x), O = w->shape[0], r = A->shape[0];
+    MT_ASSERT(w->ndim == 2 && w->shape[1] == K && A->ndim == 2 && A->shape[1] == K &&
+                  B->ndim == 2 && B->shape[0] == O && B->shape[1] == r && mt_same_shape(x, xd),
+              "lora: input %s, A %s, B %s for a weight (%d, %d)", mt_shape_str(x, sx, 64),
+              mt_shape_str(A, sa, 64), mt_shape_str(B, sb, 64), w->shape[0], w->shape[1]);
+    MT_ASSERT(!b || (b->ndim == 1 && b->shape[0] == O), "lora: bias %s for %d outputs",
+              mt_shape_str(b, sx, 64), O);
+    int shape[MT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = O;
+    mt_tensor *out = mt_tensor_new(c, x->ndim, shape);
+    mt_node *n = mt_node_new(c, &OP_LORA, out, 6, (mt_tensor *[]){x, w, b, A, B, xd});
+    n->saved[0] = mt_arena_floats(c, (size_t)mt_rows(x) * r);
+    n->f[0] = s;
+    n->i[0] = mt_rows(x);
+    n->i[1] = K;
+    n->i[2] = O;
+    n->i[3] = r;
+    mt_node_run(c, n);
+    return out;
+}
+
 /* ---- FFN: y = h W2^T + b2, h = act(a), a = x W1^T + b1; SwiGLU: h = silu(a) g, g = x W3^T + b3 --
  * in x (N, C), W1 (F, C), b1 (F) or NULL, W2 (C, F), b2 (C) or NULL, (SwiGLU) W3 (F, C), b3 (F)
  * or NULL. i[0] N, i[1] C, i[2] F, i[3] act, i[4] 1 when bf16 and recorded; p: x in bf16.

@@ -174,6 +174,10 @@ typedef enum {
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
+/* LoRA: x (..., K) -> x W^T + b + s (xd A^T) B^T, W (O, K), b (O) or NULL, A (r, K), B (O, r),
+   xd x's shape (dropout(x), or x). One op: W's gradient, NULL when frozen, is skipped. */
+mt_tensor *mt_linear_lora(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, mt_tensor *A,
+                          mt_tensor *B, mt_tensor *xd, float s);
 
 /* The FFN fc2(act(fc1(x))) as one fused op: y = act(x W1^T + b1) W2^T + b2, x (..., C),
    w1 (F, C), b1 (F) or NULL, w2 (C, F), b2 (C) or NULL -> (..., C). Keeps only x W1^T + b1 for
@@ -462,7 +466,8 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const m
 bool mt_placement_final_norm(mt_placement p);
 bool mt_placement_inner_norm(mt_placement p); /* subln: a norm inside each sublayer */
 bool mt_placement_out_norm(mt_placement p);   /* peri: a norm on each sublayer's output */
-/* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0). */
+/* y = x W^T + b with W = P->t[w] and b = P->t[b] (none when b < 0); with W's LoRA adapter
+   (mt_params_add_lora), mt_linear_lora's, its dropout in training. */
 mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
 /* The keys k_proj(x) of attention a (the block's attn or cross) after the QK-norm: what the
    attention and a KV cache read. */

@@ -99,8 +99,7 @@ static bool plan_walk(mt_optim *o, const mt_params *P) {
     for (int whole = 0; whole < 2; whole++)
         for (int i = o->first; i < o->last; i++) {
             const mt_param *e = &P->p[i];
-            if (e->role == MT_ROLE_BUFFER || (ty->whole && ty->whole(&o->cfg, e)) != whole)
-                continue;
+            if (!mt_param_trained(e) || (ty->whole && ty->whole(&o->cfg, e)) != whole) continue;
             int j = o->n_pieces + o->n_whole;
             o->walk[j] = i;
             if (whole) {
@@ -121,7 +120,7 @@ static bool plan_walk(mt_optim *o, const mt_params *P) {
 /* Whether type steps any trainable entry of P whole. */
 static bool any_whole(const mt_optim_type *type, const mt_optim_config *c, const mt_params *P) {
     for (int i = 0; type->whole && i < P->n; i++)
-        if (P->p[i].role != MT_ROLE_BUFFER && type->whole(c, &P->p[i])) return true;
+        if (mt_param_trained(&P->p[i]) && type->whole(c, &P->p[i])) return true;
     return false;
 }
 
@@ -135,10 +134,10 @@ static mt_status init_range(mt_optim *o, const mt_optim_type *type, const mt_opt
     if (s != MT_OK) return s;
     o->cfg = *c;
     o->type = type;
-    o->total = P->total;
+    o->total = P->grad_total;
     o->first = first, o->last = last;
-    o->lo = first < P->n ? P->p[first].offset : P->total;
-    o->hi = last < P->n ? P->p[last].offset : P->total;
+    o->lo = first < P->n ? P->p[first].grad_offset : P->grad_total;
+    o->hi = last < P->n ? P->p[last].grad_offset : P->grad_total;
     o->n_slots = type->slots(c);
     MT_ASSERT(o->n_slots >= 0 && o->n_slots <= MT_OPTIM_MAX_SLOTS, "optim %s: %d slots", type->name,
               o->n_slots);
@@ -204,7 +203,7 @@ typedef struct {
 /* Entry e's first element, its gradient g: the step's view, lo and n to be set. */
 static mt_optim_tensor tensor_of(const update_ctx *u, const mt_param *e, const float *g) {
     mt_optim_tensor x = {.e = e, .p = u->P->data + e->offset, .g = g};
-    for (int k = 0; k < u->o->n_slots; k++) x.s[k] = u->o->slot[k] + (e->offset - u->o->lo);
+    for (int k = 0; k < u->o->n_slots; k++) x.s[k] = u->o->slot[k] + (e->grad_offset - u->o->lo);
     return x;
 }
 
@@ -232,12 +231,13 @@ static void walk_pieces(const update_ctx *u, size_t a, size_t b) {
         mt_optim_tensor t = tensor_of(u, e, NULL);
         tensor_advance(&t, from, o->n_slots);
         for (; t.lo < to; tensor_advance(&t, t.n, o->n_slots)) {
-            size_t off = e->offset + t.lo;
+            size_t off = e->grad_offset + t.lo;
             t.n = to - t.lo < PIECE ? to - t.lo : PIECE;
             t.g = grads_read(u->G, off, t.n, u->coef, x);
             o->type->step(&t, u->k);
             grads_done(u->G, off, t.n, t.g, u->after);
-            if (u->P->bf16) mt_bf16_from_floats(u->P->bf16 + off, t.p, t.n); /* while in L1 */
+            if (u->P->bf16) /* while in L1 */
+                mt_bf16_from_floats(u->P->bf16 + e->offset + t.lo, t.p, t.n);
         }
     }
 }
@@ -246,15 +246,15 @@ static void walk_pieces(const update_ctx *u, size_t a, size_t b) {
    stepped, then zeroed unless kept; its bf16 copy rounded. */
 static void step_whole(const update_ctx *u, const mt_param *e, float *scratch) {
     float x[PIECE] __attribute__((aligned(64)));
-    size_t N = padded(e->n);
-    for (size_t off = e->offset; off < e->offset + N; off += PIECE) {
-        size_t n = e->offset + N - off < PIECE ? e->offset + N - off : PIECE;
+    size_t N = padded(e->n), at = e->grad_offset;
+    for (size_t off = at; off < at + N; off += PIECE) {
+        size_t n = at + N - off < PIECE ? at + N - off : PIECE;
         grads_done(u->G, off, n, grads_read(u->G, off, n, u->coef, x), GRADS_KEEP);
     }
-    mt_optim_tensor t = tensor_of(u, e, u->G->g[0] + e->offset);
+    mt_optim_tensor t = tensor_of(u, e, u->G->g[0] + at);
     t.n = e->n, t.scratch = scratch, t.bf16 = u->P->bf16 != NULL;
     u->o->type->step(&t, u->k);
-    if (u->after == GRADS_ZERO) memset(u->G->g[0] + e->offset, 0, N * sizeof(float));
+    if (u->after == GRADS_ZERO) memset(u->G->g[0] + at, 0, N * sizeof(float));
     if (u->P->bf16) mt_bf16_from_floats(u->P->bf16 + e->offset, t.p, e->n);
 }
 
@@ -273,8 +273,8 @@ static void walk_whole(const update_ctx *u, size_t id, size_t T) {
 
 void mt_optim_update(mt_optim *o, mt_params *P, const mt_grads *G, double lr, float coef,
                      bool keep) {
-    MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
-              P->total, o->total);
+    MT_ASSERT(P->grad_total == o->total, "optim: the gradients have %zu floats, the state %zu",
+              P->grad_total, o->total);
     MT_ASSERT(G->n >= 1 && G->g[0] == P->grad, "optim: the gradient's first buffer is not P->grad");
     o->t++;
     union {
@@ -335,7 +335,7 @@ double mt_grads_sumsq(const mt_grads *G, size_t total) {
 double mt_grads_norm(const mt_grads *G, size_t total) { return sqrt(mt_grads_sumsq(G, total)); }
 
 double mt_optim_grad_norm(const mt_params *P) {
-    return mt_grads_norm(&(mt_grads){.g = &P->grad, .n = 1}, P->total);
+    return mt_grads_norm(&(mt_grads){.g = &P->grad, .n = 1}, P->grad_total);
 }
 
 /* g[0] = coef * the sum, the other buffers zeroed: one pass over [0, total). */
@@ -364,13 +364,14 @@ float mt_optim_clip_coef(double norm, double max_norm) {
 double mt_optim_clip(mt_params *P, double max_norm) {
     double norm = mt_optim_grad_norm(P);
     float coef = mt_optim_clip_coef(norm, max_norm);
-    if (coef != 1.0f) grads_store(&(mt_grads){.g = &P->grad, .n = 1}, P->total, coef);
+    if (coef != 1.0f) grads_store(&(mt_grads){.g = &P->grad, .n = 1}, P->grad_total, coef);
     return norm;
 }
 
 int mt_params_first_nonfinite(const mt_params *P) {
     for (int i = 0; i < P->n; i++) {
-        const float *g = P->grad + P->p[i].offset;
+        if (P->p[i].frozen) continue;
+        const float *g = P->grad + P->p[i].grad_offset;
         for (size_t j = 0; j < P->p[i].n; j++)
             if (!isfinite(g[j])) return i;
     }

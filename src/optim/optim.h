@@ -16,7 +16,7 @@
  *   Lion   c = b1*m + (1-b1)*g;  p = (1 - lr*wd)*p - lr*sign(c);  m = b2*m + (1-b2)*g (lion.c).
  * Weight decay applies to the entries of the parameter table whose `decay` flag is set (by default
  * the matrices and the head: norms, biases and embeddings skip it); decay_scope widens it once, at
- * init. Buffers (MT_ROLE_BUFFER) are never updated.
+ * init. Buffers (MT_ROLE_BUFFER) and frozen entries (mt_params_freeze) are never updated.
  *
  * The command-line flags of train (and the same keys in config files) map onto the fields
  * (MT_OPTIM_FIELDS, config.c):
@@ -215,13 +215,13 @@ typedef struct {
     mt_optim_config cfg;
     const mt_optim_type *type;
     long t;       /* updates taken; the next mt_optim_step is update t + 1 */
-    size_t total; /* floats in P->data */
+    size_t total; /* floats in P->grad (P->grad_total: the frozen entries have no place) */
     /* the entries [first, last) of the table whose state this optimizer holds and steps, floats
-       [lo, hi) of P->data: the whole table, or a ZeRO-1 shard (mt_optim_init_shard) */
+       [lo, hi) of P->grad: the whole table, or a ZeRO-1 shard (mt_optim_init_shard) */
     int first, last;
     size_t lo, hi;
     int n_slots;
-    float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->data [lo, hi) */
+    float *slot[MT_OPTIM_MAX_SLOTS]; /* type->slot_names[i]'s array, laid out as P->grad [lo, hi) */
     /* the walk, fixed at init: the indices of the entries stepped in pieces, then of those
        stepped whole, each group in table order; at[j] (j <= n_pieces) = the floats before
        walk[j] among the pieces' entries, each padded to 16; at[n_pieces] = piece_floats */
@@ -243,7 +243,7 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
                              mt_params *P, mt_err *err);
 void mt_optim_free(mt_optim *o);
 /* ZeRO-1's shard (src/train/zero.c): the state of the entries [first, last) alone, floats
-   [P->p[first].offset, P->p[last].offset) (total for last = P->n), and an update that steps only
+   [P->p[first].grad_offset, P->p[last].grad_offset) (grad_total for last = P->n), and an update that steps only
    them (the other entries' data and gradients are left as they are). A kind that needs a tensor
    whole is checked against the whole table. mt_optim_init is the shard [0, P->n). */
 mt_status mt_optim_init_shard(mt_optim *o, const mt_optim_config *c, mt_params *P, int first,

@@ -19,7 +19,7 @@ static bool kept(const mt_optim *o, const mt_params *P, const char *name) {
         size_t len = strlen(o->type->slot_names[k]);
         if (strncmp(name, o->type->slot_names[k], len) != 0 || name[len] != '.') continue;
         int i = mt_params_find(P, name + len + 1);
-        return i >= 0 && P->p[i].role != MT_ROLE_BUFFER;
+        return i >= 0 && mt_param_trained(&P->p[i]);
     }
     return false;
 }
@@ -27,11 +27,11 @@ static bool kept(const mt_optim *o, const mt_params *P, const char *name) {
 /* The state's own arrays (mt_optim_save). */
 static const float *own_slot(const mt_optim *o, int k, const mt_param *e, void *arg) {
     (void)arg;
-    return o->slot[k] + (e->offset - o->lo);
+    return o->slot[k] + (e->grad_offset - o->lo);
 }
 
 mt_status mt_optim_save(const mt_optim *o, const mt_params *P, const char *path, mt_err *err) {
-    MT_ASSERT(o->lo == 0 && o->hi == P->total, "optim: saving a shard [%zu, %zu) of the state",
+    MT_ASSERT(o->lo == 0 && o->hi == P->grad_total, "optim: saving a shard [%zu, %zu) of the state",
               o->lo, o->hi);
     return mt_optim_save_from(o, P, own_slot, NULL, path, err);
 }
@@ -40,8 +40,8 @@ mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
                              const float *(*slot_of)(const mt_optim *o, int k, const mt_param *e,
                                                      void *arg),
                              void *arg, const char *path, mt_err *err) {
-    MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
-              P->total, o->total);
+    MT_ASSERT(P->grad_total == o->total, "optim: the gradients have %zu floats, the state %zu",
+              P->grad_total, o->total);
     size_t cap = (size_t)o->n_slots * (size_t)P->n + 1;
     mt_st_item *items = calloc(cap, sizeof *items);
     char(*names)[128] = calloc(cap, sizeof *names);
@@ -54,7 +54,7 @@ mt_status mt_optim_save_from(const mt_optim *o, const mt_params *P,
     for (int k = 0; k < o->n_slots; k++)
         for (int i = 0; i < P->n; i++) {
             const mt_param *e = &P->p[i];
-            if (e->role == MT_ROLE_BUFFER) continue;
+            if (!mt_param_trained(e)) continue;
             slot_name(o, k, e, names[n], sizeof names[n]);
             items[n] = (mt_st_item){.name = names[n],
                                     .ndim = e->ndim,
@@ -101,7 +101,7 @@ static mt_status check_tensors(const mt_optim *o, const mt_params *P, const mt_s
     for (int k = 0; k < o->n_slots; k++)
         for (int i = 0; i < P->n; i++) {
             const mt_param *e = &P->p[i];
-            if (e->role == MT_ROLE_BUFFER) continue;
+            if (!mt_param_trained(e)) continue;
             char name[128], want_shape[64], got_shape[64];
             slot_name(o, k, e, name, sizeof name);
             const mt_st_entry *x = mt_st_find(st, name);
@@ -123,8 +123,8 @@ static mt_status check_tensors(const mt_optim *o, const mt_params *P, const mt_s
 }
 
 mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_err *err) {
-    MT_ASSERT(P->total == o->total, "optim: the parameters have %zu floats, the state %zu",
-              P->total, o->total);
+    MT_ASSERT(P->grad_total == o->total, "optim: the gradients have %zu floats, the state %zu",
+              P->grad_total, o->total);
     mt_safetensors st;
     mt_status s = mt_st_load(path, &st, err);
     if (s != MT_OK) return s;
@@ -134,10 +134,10 @@ mt_status mt_optim_load(mt_optim *o, const mt_params *P, const char *path, mt_er
         for (int k = 0; k < o->n_slots; k++)
             for (int i = o->first; i < o->last; i++) { /* the entries of this (shard's) state */
                 const mt_param *e = &P->p[i];
-                if (e->role == MT_ROLE_BUFFER) continue;
+                if (!mt_param_trained(e)) continue;
                 char name[128];
                 slot_name(o, k, e, name, sizeof name);
-                memcpy(o->slot[k] + (e->offset - o->lo), mt_st_find(&st, name)->data,
+                memcpy(o->slot[k] + (e->grad_offset - o->lo), mt_st_find(&st, name)->data,
                        e->n * sizeof(float));
             }
         o->t = t;

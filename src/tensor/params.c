@@ -3,6 +3,7 @@
 #include "params.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,25 +31,92 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->n = mt_shape_numel(ndim, shape);
     e->offset = P->total;
+    e->grad_offset = P->grad_total;
     e->role = role;
     e->decay = role == MT_ROLE_MATRIX || role == MT_ROLE_HEAD;
     e->init = init;
     e->init_value = init_value;
     P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */
+    P->grad_total += (e->n + 15) / 16 * 16;
     int same = mt_name_index_add(&P->index, P->p, sizeof *P->p, P->n);
     MT_ASSERT(same == P->n, "params: '%s' %s", name,
               same < 0 ? "cannot be indexed (out of memory)" : "added twice");
     return P->n++;
 }
 
-/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers). */
-static void params_bind(mt_params *P) {
-    memset(P->grad, 0, (P->total ? P->total : 16) * sizeof(float));
+/* The entries' places in the gradient buffer: their data's, the frozen ones' floats left out. */
+static void place_grads(mt_params *P) {
+    size_t frozen = 0;
     for (int i = 0; i < P->n; i++) {
         mt_param *e = &P->p[i];
-        bool trained = e->role != MT_ROLE_BUFFER;
-        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->offset : NULL, e->ndim,
-                                 e->shape);
+        size_t span = (i + 1 < P->n ? P->p[i + 1].offset : P->total) - e->offset;
+        e->grad_offset = e->offset - frozen;
+        if (e->frozen) frozen += span;
+    }
+    P->grad_total = P->total - frozen;
+}
+
+void mt_params_freeze(mt_params *P, int i) {
+    MT_ASSERT(!P->data && i >= 0 && i < P->n, "params: freezing entry %d (before mt_params_alloc)",
+              i);
+    P->p[i].frozen = true;
+    place_grads(P);
+}
+
+void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout) {
+    const mt_param *e = &P->p[w];
+    MT_ASSERT(e->ndim == 2 && r >= 1 && r <= e->shape[0] && r <= e->shape[1] && !e->lora,
+              "params: LoRA of rank %d on %s (a matrix, once, r at most its smaller side)", r,
+              e->name);
+    char base[sizeof e->name], name[sizeof e->name + 16];
+    int O = e->shape[0], K = e->shape[1];
+    snprintf(base, sizeof base, "%s", e->name);
+    size_t n = strlen(base);
+    if (n > 7 && !strcmp(base + n - 7, ".weight")) base[n - 7] = 0;
+    snprintf(name, sizeof name, "%s.lora_A.weight", base);
+    int a = mt_params_add(P, name, 2, (int[]){r, K}, MT_ROLE_MATRIX, MT_INIT_UNIFORM,
+                          1 / sqrtf((float)K));
+    snprintf(name, sizeof name, "%s.lora_B.weight", base);
+    mt_params_add(P, name, 2, (int[]){O, r}, MT_ROLE_MATRIX, MT_INIT_ZEROS, 0);
+    P->p[w].lora = a, P->p[w].lora_scale = alpha / (float)r, P->p[w].lora_dropout = dropout;
+}
+
+bool mt_params_merge_lora(mt_params *P) {
+    int base = P->n;
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        if (!e->lora) continue;
+        const mt_param *A = &P->p[e->lora], *B = A + 1;
+        int O = e->shape[0], K = e->shape[1], r = A->shape[0];
+        float *b = P->data + B->offset;
+        for (size_t j = 0; j < B->n; j++) b[j] *= e->lora_scale; /* B is dropped after */
+        mt_gemm(false, false, O, K, r, b, P->data + A->offset, 1.0f, P->data + e->offset, NULL);
+        base = e->lora < base ? e->lora : base;
+        e->lora = 0;
+    }
+    if (base == P->n) return false;
+    P->n = base;
+    mt_name_index_free(&P->index);
+    for (int i = 0; i < P->n; i++)
+        MT_ASSERT(mt_name_index_add(&P->index, P->p, sizeof *P->p, i) == i,
+                  "params: cannot index '%s' again", P->p[i].name);
+    mt_params_refresh_bf16(P);
+    return true;
+}
+
+static size_t grad_bytes(const mt_params *P) {
+    return (P->grad_total ? P->grad_total : 16) * sizeof(float);
+}
+
+/* Zeroes P->grad and points P->t at each entry's data and gradient (none for buffers and frozen
+   entries). */
+static void params_bind(mt_params *P) {
+    memset(P->grad, 0, grad_bytes(P));
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        bool trained = mt_param_trained(e);
+        P->t[i] = mt_tensor_view(P->data + e->offset, trained ? P->grad + e->grad_offset : NULL,
+                                 e->ndim, e->shape);
         P->t[i].bf16 = P->bf16 ? P->bf16 + e->offset : NULL;
     }
 }
@@ -71,11 +139,11 @@ void mt_params_refresh_bf16(mt_params *P) {
 mt_status mt_params_alloc(mt_params *P, mt_err *err) {
     size_t bytes = (P->total ? P->total : 16) * sizeof(float);
     P->data = mt_alloc_big(bytes);
-    P->grad = mt_alloc_big(bytes);
+    P->grad = mt_alloc_big(grad_bytes(P));
     P->t = calloc((size_t)(P->n ? P->n : 1), sizeof *P->t);
     if (!P->data || !P->grad || !P->t)
         return mt_errorf(err, MT_ENOMEM, "cannot allocate %.1f MiB for %zu parameters",
-                         2.0 * bytes / 1048576.0, P->total);
+                         (bytes + grad_bytes(P)) / 1048576.0, P->total);
     memset(P->data, 0, bytes);
     params_bind(P);
     return MT_OK;
@@ -83,7 +151,7 @@ mt_status mt_params_alloc(mt_params *P, mt_err *err) {
 
 mt_status mt_params_view(const mt_params *P, mt_params *V, mt_err *err) {
     *V = *P;
-    size_t bytes = (P->total ? P->total : 16) * sizeof(float);
+    size_t bytes = grad_bytes(P);
     V->grad = mt_alloc_big(bytes);
     V->t = calloc((size_t)(P->n ? P->n : 1), sizeof *V->t);
     if (!V->grad || !V->t) {
@@ -111,6 +179,7 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
             case MT_INIT_ONES: w[j] = 1.0f; break;
             case MT_INIT_CONST: w[j] = e->init_value; break;
             case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
+            case MT_INIT_UNIFORM: w[j] = e->init_value * (2 * mt_rng_uniform(r) - 1); break;
             }
         }
     }
@@ -181,7 +250,7 @@ size_t mt_params_count_trainable(const mt_params *P) {
 }
 
 void mt_params_zero_grad(mt_params *P) {
-    if (P->grad) memset(P->grad, 0, P->total * sizeof(float));
+    if (P->grad) memset(P->grad, 0, P->grad_total * sizeof(float));
 }
 
 void mt_params_free(mt_params *P) {

@@ -15,8 +15,9 @@
 typedef enum {
     MT_INIT_ZEROS,
     MT_INIT_ONES,
-    MT_INIT_CONST,  /* value */
-    MT_INIT_NORMAL, /* N(0, value^2) */
+    MT_INIT_CONST,   /* value */
+    MT_INIT_NORMAL,  /* N(0, value^2) */
+    MT_INIT_UNIFORM, /* U(-value, value) */
 } mt_init_kind;
 
 typedef enum {
@@ -43,15 +44,28 @@ typedef struct {
     mt_init_kind init;
     float init_value;
     mt_unit_axis unit; /* MT_UNIT_NONE unless mt_params_set_unit */
+    bool frozen;       /* mt_params_freeze: not trained, no gradient and no optimizer state */
+    /* LoRA (mt_params_add_lora): the index of this matrix's adapter A, B the next entry (0:
+       none; entry 0 is never one), its alpha / r and its input's dropout */
+    int lora;
+    float lora_scale, lora_dropout;
+    size_t grad_offset; /* in floats, into mt_params.grad: offset less the frozen entries' floats
+                           before it (all of them when it is frozen itself: it has none) */
 } mt_param;
+
+/* Whether the optimizer trains e: neither a buffer nor frozen. */
+static inline bool mt_param_trained(const mt_param *e) {
+    return e->role != MT_ROLE_BUFFER && !e->frozen;
+}
 
 typedef struct {
     mt_param *p;
     int n, cap;
-    size_t total;  /* floats in data (and grad) */
-    int n_unit;    /* entries kept on the unit sphere (mt_params_set_unit) */
-    float *data;   /* all parameters and buffers, each entry 16-float aligned */
-    float *grad;   /* same layout; zero for buffers */
+    size_t total;      /* floats in data */
+    size_t grad_total; /* floats in grad: total less the frozen entries' (padded) floats */
+    int n_unit;        /* entries kept on the unit sphere (mt_params_set_unit) */
+    float *data;       /* all parameters and buffers, each entry 16-float aligned */
+    float *grad;   /* entries at their grad_offset, the frozen ones left out; zero for buffers */
     mt_bf16 *bf16; /* NULL, or (mt_params_enable_bf16) data rounded to bf16, same layout */
     mt_tensor *t;  /* t[i] views entry i; valid after mt_params_alloc */
     /* the entries by name, for mt_params_find */
@@ -69,6 +83,19 @@ void mt_params_initialize(mt_params *P, mt_rng *r);
 /* Entry i (2-D, (R, K)) kept on the unit sphere along axis: rows (each of its R rows of K) or
    columns (each of its K columns of R). Only before mt_params_alloc. */
 void mt_params_set_unit(mt_params *P, int i, mt_unit_axis axis);
+/* Entry i frozen (--freeze, the base of a LoRA run): its tensor gets no gradient, so an op does
+   no backward work for it alone (a linear layer skips dW's product), and it has no place in the
+   gradient buffer nor in the optimizer's state. Only before mt_params_alloc. */
+void mt_params_freeze(mt_params *P, int i);
+/* LoRA (Hu et al. 2021) on the matrix W (O, K) of entry w: W x + (alpha / r) B A dropout(x) with
+   the entries <name>.lora_A.weight A (r, K), U(-1/sqrt(K), 1/sqrt(K)) (peft's kaiming_uniform_
+   with a = sqrt(5)), and <name>.lora_B.weight B (O, r), zeros, added to the table's end (W's name
+   without its ".weight"). mt_param_linear runs them. Only before mt_params_alloc. */
+void mt_params_add_lora(mt_params *P, int w, int r, float alpha, float dropout);
+/* Folds every adapter into its matrix, W += (alpha / r) B A, and drops the adapters from the
+   table (the entries after the base: its names and layout are the base's again, the data's tail
+   unused); false when P has none. */
+bool mt_params_merge_lora(mt_params *P);
 /* Every row or column of the unit entries divided by its L2 norm (summed in double, in order;
    one of norm 0 is left as it is), their bf16 copies rounded again: the same bits at any thread
    count. No allocation. */

@@ -123,11 +123,11 @@ mt_status mt_dist_grads_init(mt_dist_grads *g, mt_params *P, size_t bucket_float
     size_t size = 0;
     for (int i = n - 1; i >= 0; i--) {
         const mt_param *e = &P->p[i];
-        size_t end = i + 1 < n ? P->p[i + 1].offset : P->total;
+        size_t end = i + 1 < n ? P->p[i + 1].grad_offset : P->grad_total;
         if (size == 0) g->hi[g->n_buckets++] = end;
         g->bucket[i] = g->n_buckets - 1;
-        g->lo[g->n_buckets - 1] = e->offset;
-        size += end - e->offset;
+        g->lo[g->n_buckets - 1] = e->grad_offset;
+        size += end - e->grad_offset;
         if (size >= bucket_floats) size = 0;
     }
     if (zero && !scatter_counts(g)) {
@@ -216,7 +216,7 @@ void mt_dist_grads_begin(mt_dist_grads *g, mt_ctx *c) {
     for (const mt_node *n = c->tape; n; n = n->prev)
         for (int k = 0, nr = mt_node_reads(n, &reads); k < nr; k++) {
             int i = reads[k] ? entry_of(P, reads[k]) : -1;
-            if (i >= 0 && P->p[i].role != MT_ROLE_BUFFER) g->last[i] = n;
+            if (i >= 0 && mt_param_trained(&P->p[i])) g->last[i] = n;
         }
     for (int i = 0; i < P->n; i++) g->pending[g->bucket[i]] += g->last[i] != NULL;
     c->after_backward = after_backward;

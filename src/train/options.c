@@ -38,6 +38,7 @@ static bool prepares_llmc(const void *o) {
     const mt_train_options *t = o;
     return t->prepare[0] && t->format == MT_PREPARE_LLMC;
 }
+static bool lora(const void *o) { return ((const mt_train_options *)o)->lora_rank > 0; }
 static bool mpi_build(const void *o) {
     (void)o;
 #ifdef MT_MPI
@@ -135,6 +136,18 @@ static const mt_field TRAIN[] = {
     F(init_skip, STR, "init_skip",
       "--init-from: globs (',' between them) of the tensors left at their initialisation",
       .flags = MT_FIELD_CLI),
+    F(freeze, STR, "freeze",
+      "globs (',' between them) of the parameters left as they are: no gradient, no optimizer "
+      "state (names as the checkpoint's)"),
+    F(lora_rank, INT, "lora_rank",
+      "LoRA: the adapters' rank r on the --lora-targets matrices, the rest frozen; 0: none",
+      .range = "0.."),
+#define LORA .read = lora, .read_by = "--lora-rank"
+    F(lora_alpha, FLOAT, "lora_alpha", "LoRA: the adapters' scale is alpha / r", LORA),
+    F(lora_dropout, FLOAT, "lora_dropout", "LoRA: dropout on the adapters' input, in [0, 1)", LORA),
+    F(lora_targets, STR, "lora_targets",
+      "LoRA: peft's names of the matrices adapted, among q, k, v, o, gate, up, down", LORA),
+#undef LORA
     F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
     F(replicas, INT, "replicas",
@@ -210,6 +223,8 @@ static mt_train_options defaults(void) {
         .save_every = 500,
         .log_every = 10,
         .bucket_kb = (int)(MT_DIST_BUCKET_BYTES / 1024),
+        .lora_alpha = 8, /* peft's LoraConfig: lora_alpha 8, dropout 0, q and v (LLaMA's) */
+        .lora_targets = "q,v",
     };
     snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
     return o;
@@ -610,6 +625,11 @@ mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
         .resume = o->resume,
         .init_from = o->init_from,
         .init_skip = o->init_skip,
+        .freeze = o->freeze,
+        .lora = {.rank = o->lora_rank,
+                 .alpha = o->lora_alpha,
+                 .dropout = o->lora_dropout,
+                 .targets = o->lora_targets},
         .replicas = o->replicas,
         .zero = o->zero == 1,
         .precision = o->precision,

@@ -40,7 +40,10 @@ typedef struct {
     char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
     bool resume;
-    char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX];
+    char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX], freeze[MT_FIELD_STR_MAX];
+    int lora_rank; /* LoRA (mt_lora_cfg): 0 none */
+    double lora_alpha, lora_dropout;
+    char lora_targets[MT_FIELD_STR_MAX];
     int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
     mt_optim_config optim; /* min_lr and warmup derived where not given (MT_OPTIM_FIELDS) */
     int eval_every, eval_batches, save_every, log_every;

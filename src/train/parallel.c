@@ -23,7 +23,7 @@ static size_t bucket_floats(const mt_trainer *tr) {
 }
 
 static double norm_whole(const mt_trainer *tr, const mt_grads *G) {
-    return mt_grads_norm(G, tr->P->total);
+    return mt_grads_norm(G, tr->P->grad_total);
 }
 
 static void gather_none(mt_trainer *tr, bool grads) { (void)tr, (void)grads; }

@@ -206,6 +206,10 @@ typedef struct {
        (mt_ckpt_init_from), but the tensors init_skip's globs name: a new run (step 0, a fresh
        optimizer state) */
     const char *init_from, *init_skip;
+    /* NULL or "": every parameter trained; else globs of the names of those left as they are
+       (mt_ckpt_freeze: no gradient, no optimizer state) */
+    const char *freeze;
+    mt_lora_cfg lora; /* rank 0: none */
 } mt_train_cfg;
 
 struct mt_trainer {

@@ -122,9 +122,10 @@ static mt_status check_drawn(const mt_train_cfg *cfg, mt_err *err) {
 static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt_optim_config *oc,
                               double act, const char *batch, mt_err *err) {
     double gib = 1024.0 * 1024 * 1024, params = (double)P->total * sizeof(float);
-    double slots = mt_optim_state_slots(oc);       /* floats of state per parameter float */
-    if (tr->par->sharded) slots /= mt_dist_size(); /* about 1/N of it: a shard */
-    slots += replica_count(&tr->cfg, P) - 1;       /* the other replicas' gradients */
+    double grads = (double)P->grad_total * sizeof(float); /* the frozen entries' left out */
+    double slots = mt_optim_state_slots(oc);              /* floats of state per gradient float */
+    if (tr->par->sharded) slots /= mt_dist_size();        /* about 1/N of it: a shard */
+    slots += replica_count(&tr->cfg, P) - 1;              /* the other replicas' gradients */
     if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
     double drawn = drawn_bytes(&tr->cfg, tr->model->cfg);
     char what[384];
@@ -132,9 +133,9 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
              "parameters and gradients %.2f GiB, optimizer state and replicas' gradients %.2f "
              "GiB, activations of a batch of %s %.2f GiB, the step's drawn batch of --batch %d "
              "x --grad-accum %d rows %.2f GiB",
-             2 * params / gib, slots * params / gib, batch, act / gib, tr->cfg.batch,
+             (params + grads) / gib, slots * grads / gib, batch, act / gib, tr->cfg.batch,
              tr->cfg.grad_accum, drawn / gib);
-    mt_status s = mt_mem_check((2 + slots) * params + act + drawn, what, err);
+    mt_status s = mt_mem_check(params + (1 + slots) * grads + act + drawn, what, err);
     if (s != MT_OK) return s;
     /* each step arena is reserved whole (and touched as used): one larger than the memory and
        swap is refused by the kernel whatever the check above found */
@@ -148,6 +149,14 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
                      arena / gib, (rows + n_rep - 1) / n_rep, total / gib);
 }
 
+/* --init-skip's globs, and a LoRA run's adapters: the file holds the base. */
+static const char *init_skip(const mt_train_cfg *cfg, char *buf, size_t len) {
+    bool given = cfg->init_skip && cfg->init_skip[0];
+    snprintf(buf, len, "%s%s%s", given ? cfg->init_skip : "", given ? "," : "",
+             cfg->lora.rank > 0 ? "*.lora_A.weight,*.lora_B.weight" : "");
+    return buf;
+}
+
 /* The data, then the model it decides the rest of (vocabulary, image size), its memory checked,
    allocated and initialised (seeded). */
 static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
@@ -158,6 +167,8 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
+    if (s == MT_OK && cfg->freeze) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
+    if (s == MT_OK) s = mt_ckpt_lora(tr->model->P, &cfg->lora, err);
     free(mc);
     char *meta = s == MT_OK ? tr->task->type->meta(tr->task) : NULL;
     if (s == MT_OK) s = type->meta_from_json(tr->model, meta, err);
@@ -174,8 +185,10 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     mt_rng r;
     mt_rng_seed(&r, cfg->seed);
     mt_params_initialize(tr->P, &r);
+    char skip[2 * MT_FIELD_STR_MAX];
     if (cfg->init_from && cfg->init_from[0])
-        s = mt_ckpt_init_from(cfg->init_from, tr->model, cfg->init_skip, &tr->init, err);
+        s = mt_ckpt_init_from(cfg->init_from, tr->model, init_skip(cfg, skip, sizeof skip),
+                              &tr->init, err);
     return s;
 }
 
@@ -298,6 +311,10 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     if ((s = check_init(cfg, err)) != MT_OK || (s = check_drawn(&tr->cfg, err)) != MT_OK) return s;
+    if (((cfg->freeze && cfg->freeze[0]) || cfg->lora.rank > 0) && tr->par->sharded)
+        return mt_errorf(err, MT_EINVAL,
+                         "--freeze or --lora-rank with --zero 1: the optimizer state's shards are "
+                         "ranges of the whole table, frozen entries included; give one of them");
     s = setup(tr, oc, err);
     if (s == MT_OK) s = check_replicas(cfg, tr->P, err);
     /* before the replicas' views of P, which share the copy */
@@ -462,7 +479,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     tr->grad_held = tr->keep_grad || !st->finite;
     if (!st->finite) {
         par->gather(tr, true);
-        mt_grads_sum(&G, tr->P->total);
+        mt_grads_sum(&G, tr->P->grad_total);
         return;
     }
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
@@ -550,7 +567,8 @@ mt_status mt_trainer_save(mt_trainer *tr, mt_err *err) {
     mt_status s = tr->par->save_optim(tr, tr->optim_path, err);
     if (s != MT_OK || !root) return s;
     mt_ckpt_state state = {.step = tr->step, .sampler = tr->sampler.rng, .dropout = tr->ctx.rng};
-    return mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
+    s = mt_ckpt_save(tr->model_path, tr->model, &state, tr->cfg.options, err);
+    return s == MT_OK ? mt_ckpt_save_lora(tr->cfg.out, tr->P, &tr->cfg.lora, err) : s;
 }
 
 void mt_trainer_free(mt_trainer *tr) {

@@ -7,7 +7,9 @@
    has no bf16. Optional metadata "step_lr" and "step_eps": then one AdamW update (betas 0.9,
    0.95, no weight decay, no clipping) from those gradients, with what mt_optim_update does
    after it (nGPT's renormalisation), and "step.<name>" every parameter after it
-   (tests/parity/test_ngpt.py). */
+   (tests/parity/test_ngpt.py). Optional metadata "lora_rank", "lora_alpha", "lora_targets":
+   LoRA adapters (mt_ckpt_lora, the base frozen) whose A and B the file holds too
+   (tests/parity/test_lora.py). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,16 +54,16 @@ int main(int argc, char **argv) {
 
     mt_st_item *items = calloc(2 * (size_t)m->P.n + 2, sizeof *items);
     char(*names)[128] = calloc(2 * (size_t)m->P.n, sizeof *names);
-    float *grads = malloc(m->P.total * sizeof *grads); /* the step consumes P.grad */
-    memcpy(grads, m->P.grad, m->P.total * sizeof *grads);
+    float *grads = malloc(m->P.grad_total * sizeof *grads); /* the step consumes P.grad */
+    memcpy(grads, m->P.grad, m->P.grad_total * sizeof *grads);
     int n = 0;
     items[n++] = (mt_st_item){"logits", logits->ndim, logits->shape, logits->data};
     items[n++] = (mt_st_item){"loss", 1, loss->shape, loss->data};
     for (int i = 0; i < m->P.n; i++) {
-        if (m->P.p[i].role == MT_ROLE_BUFFER) continue;
+        if (!mt_param_trained(&m->P.p[i])) continue;
         snprintf(names[i], sizeof names[i], "grad.%s", m->P.p[i].name);
         items[n++] = (mt_st_item){names[i], m->P.p[i].ndim, m->P.p[i].shape,
-                                  grads + m->P.p[i].offset};
+                                  grads + m->P.p[i].grad_offset};
     }
     if (mt_st_meta(&in, "step_lr")) {
         mt_optim_config oc = mt_optim_defaults();

@@ -15,7 +15,7 @@ static mt_status write_layout(const char *model, const char *out, const char *js
          [MT_ROLE_EMBEDDING] = "embedding", [MT_ROLE_BUFFER] = "buffer", [MT_ROLE_HEAD] = "head"};
     const mt_model_type *type = NULL;
     if (mt_model_type_find(model, &type, err) != MT_OK) return MT_EINVAL;
-    mt_model *m = parity_config_model(type, json, err);
+    mt_model *m = parity_config_model(type, json, NULL, err);
     if (!m) return MT_EINVAL;
     char *roles = NULL;
     size_t len = 0;

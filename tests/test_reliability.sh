@@ -66,8 +66,8 @@ cp "$D/set/train_000000.bin" "$D/damaged.bin"
 printf '\211\330\064\001' | dd of="$D/damaged.bin" conv=notrunc 2>/dev/null
 cp -r "$D/set" "$D/unfinished" && rm "$D/unfinished/meta.json"
 rm "$D/set/meta.json" && mkfifo "$D/set/meta.json"
-for f in optim.safetensors metrics.csv; do
-    cp -r "$D/run" "$D/fifo-$f" && rm "$D/fifo-$f/$f" && mkfifo "$D/fifo-$f/$f"
+for f in optim.safetensors metrics.csv diag_grad.csv diag_attn.csv; do
+    cp -r "$D/run" "$D/fifo-$f" && rm -f "$D/fifo-$f/$f" && mkfifo "$D/fifo-$f/$f"
 done
 # a link to a file descriptor: the rename of a write through it would replace the file behind
 # it, here this test's log
@@ -191,6 +191,8 @@ cases() {
 2|without a meta.json beside it, named as ./train --prepare --format llmc names its shards: that writes meta.json last, so this looks like an unfinished prepare|train $TINY --data $D/unfinished
 2|$D/fifo-optim.safetensors/optim.safetensors is a pipe|train --resume --out $D/fifo-optim.safetensors --steps 3
 2|$D/fifo-metrics.csv/metrics.csv is a pipe|train --resume --out $D/fifo-metrics.csv --steps 3
+2|$D/fifo-diag_grad.csv/diag_grad.csv is a pipe|train --resume --out $D/fifo-diag_grad.csv --steps 3 --diag-grad-every 1
+2|$D/fifo-diag_attn.csv/diag_attn.csv is a pipe|train --resume --out $D/fifo-diag_attn.csv --steps 3 --diag-attn-every 1
 2|the class names file $D/fifo is a pipe|preview --data $PWD/data/mnist --classes $D/fifo --out $D/g.png
 2|--out $D/fifo is a pipe|preview --data $PWD/data/mnist --out $D/fifo
 2|--data $D/none: No such file or directory: expected an image folder|preview --data $D/none --out $D/g.png

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/io.h"
 #include "../models/model.h"
 #include "../tensor/base.h"
 #include "../tensor/params.h"
@@ -50,10 +51,11 @@ static int param_groups(const mt_params *P, int *group) {
 static FILE *open_csv(const char *dir, const char *name, const char *header, mt_err *err) {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fputs(header, f) == EOF) {
+    FILE *f = NULL;
+    if (mt_file_open("the diagnostics file", path, "wb", &f, err) != MT_OK) return NULL;
+    if (fputs(header, f) == EOF) {
         mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
-        if (f) fclose(f);
+        fclose(f);
         return NULL;
     }
     return f;
@@ -233,7 +235,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
         (cfg->skip_every &&
          !(d->skip = open_csv(out, "diag_skip.csv", "step,block,loss,delta\n", err)))) {
         mt_diag_close(d);
-        return MT_EIO;
+        return err ? err->status : MT_EIO;
     }
     if (fwd) st = forward_rows(d, tr, tr->step, cfg->update_steps > 0, cfg->resid_every > 0, err);
     if (st == MT_OK) st = probe_rows_due(d, tr, tr->step, false, err);

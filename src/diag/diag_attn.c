@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/io.h"
 #include "../models/model.h"
 #include "../tensor/base.h"
 #include "../tensor/tensor.h"
@@ -36,7 +37,8 @@ mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err) {
     d->attn_max = malloc(2 * (size_t)L * sizeof *d->attn_max); /* a self- and a cross-attention */
     if (!d->attn_max) return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
     mt_status st = MT_OK;
-    if (!(d->attn = fopen(path, "wb")) || fputs("step,layer,self,cross\n", d->attn) == EOF)
+    st = mt_file_open("the diagnostics file", path, "wb", &d->attn, err);
+    if (st == MT_OK && fputs("step,layer,self,cross\n", d->attn) == EOF)
         st = mt_errorf(err, MT_EIO, "%s: cannot write: %s", path, strerror(errno));
     if (st == MT_OK) st = mt_diag_attn_rows(d, tr, tr->step, err);
     if (st != MT_OK) {

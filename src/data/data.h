@@ -169,9 +169,10 @@ mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_
 /* How mt_data_load reads a text or token shards. */
 typedef struct {
     mt_tok_kind kind;
-    int vocab_size;      /* bpe: the vocabulary to learn */
-    double val_fraction; /* in [0, 1): the part held out for validation */
-    int data_vocab;      /* shards without a tokenizer: their vocabulary; 0: meta.json's */
+    int vocab_size;             /* bpe: the vocabulary to learn */
+    double val_fraction;        /* in [0, 1): the part held out for validation */
+    int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
+    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin */
 } mt_text_cfg;
 
 /* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */

@@ -18,6 +18,7 @@
  * Decoding: a byte-fallback piece is its byte, any other piece its text; after BOS a piece's
  * leading space is dropped (mt_tok_decode_after). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,12 @@ static int fallback_byte(const char *p, size_t n) {
     return sscanf(hex, "%2X%c", &b, &tail) == 1 ? (int)b : -1;
 }
 
+/* Frees t and returns s: the message, which may name a piece, is written before. */
+static mt_status refuse(mt_tokenizer *t, mt_status s) {
+    mt_tok_free(t);
+    return s;
+}
+
 /* Checks the pieces (sp->text, off, score of n pieces, taken over) and builds t: the hash, the
    decoded bytes. what names the source in errors. */
 static mt_status sp_build(mt_tokenizer *t, mt_sp *sp, int n, const char *what, mt_err *err) {
@@ -77,11 +84,11 @@ static mt_status sp_build(mt_tokenizer *t, mt_sp *sp, int n, const char *what, m
     t->n_vocab = n;
     t->sp = sp;
     if (n < 259 || n > 65536) {
-        mt_tok_free(t);
-        return mt_errorf(err, MT_EFORMAT,
-                         "%s: %d pieces; expected 259 (<unk>, <s>, </s> and the 256 byte-fallback "
-                         "pieces) to 65536 (16-bit ids)",
-                         what, n);
+        return refuse(t, mt_errorf(err, MT_EFORMAT,
+                                   "%s: %d pieces; expected 259 (<unk>, <s>, </s> and the 256 "
+                                   "byte-fallback "
+                                   "pieces) to 65536 (16-bit ids)",
+                                   what, n));
     }
     uint32_t slots = 1;
     while (slots < 2u * (uint32_t)n) slots <<= 1;
@@ -97,17 +104,22 @@ static mt_status sp_build(mt_tokenizer *t, mt_sp *sp, int n, const char *what, m
         size_t len = sp->off[i + 1] - sp->off[i];
         int b = fallback_byte(p, len);
         if (i >= 3 && i < 259 && b != i - 3) {
-            mt_tok_free(t);
-            return mt_errorf(err, MT_EFORMAT,
-                             "%s: piece %d is '%.*s'; expected <0x%02X> (ids 3..258 are the byte "
-                             "fallback)",
-                             what, i, (int)len, p, i - 3);
+            return refuse(t, mt_errorf(err, MT_EFORMAT,
+                                       "%s: piece %d is '%.*s'; expected <0x%02X> (ids 3..258 are "
+                                       "the byte "
+                                       "fallback)",
+                                       what, i, (int)len, p, i - 3));
         }
         if (len < 1 || len > MT_TOK_MAX_BYTES || memchr(p, 0, len)) {
-            mt_tok_free(t);
-            return mt_errorf(err, MT_EFORMAT,
-                             "%s: piece %d has %zu bytes%s; expected 1 to %d and no NUL", what, i,
-                             len, memchr(p, 0, len) ? " with a NUL" : "", MT_TOK_MAX_BYTES);
+            return refuse(t, mt_errorf(err, MT_EFORMAT,
+                                       "%s: piece %d has %zu bytes%s; expected 1 to %d and no NUL",
+                                       what, i, len, memchr(p, 0, len) ? " with a NUL" : "",
+                                       MT_TOK_MAX_BYTES));
+        }
+        if (!isfinite(sp->score[i])) {
+            return refuse(t, mt_errorf(err, MT_EFORMAT,
+                                       "%s: piece %d's score is %g; expected a finite number", what,
+                                       i, (double)sp->score[i]));
         }
         uint32_t h = fnv1a(p, len) & sp->mask;
         while (sp->slot[h] >= 0) h = (h + 1) & sp->mask;
@@ -117,8 +129,7 @@ static mt_status sp_build(mt_tokenizer *t, mt_sp *sp, int n, const char *what, m
         t->off[i + 1] = t->off[i] + (b >= 0 ? 1 : (uint32_t)len);
     }
     if ((sp->space = sp_find(sp, " ", 1)) < 0) {
-        mt_tok_free(t);
-        return mt_errorf(err, MT_EFORMAT, "%s: no piece \" \" (the dummy prefix)", what);
+        return refuse(t, mt_errorf(err, MT_EFORMAT, "%s: no piece \" \" (the dummy prefix)", what));
     }
     return MT_OK;
 }

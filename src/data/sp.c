@@ -70,9 +70,12 @@ static int fallback_byte(const char *p, size_t n) {
     return sscanf(hex, "%2X%c", &b, &tail) == 1 ? (int)b : -1;
 }
 
-/* Frees t and returns s: the message, which may name a piece, is written before. */
+/* Frees what sp_build made of t and returns s: the message, which may name a piece, is written before. */
 static mt_status refuse(mt_tokenizer *t, mt_status s) {
-    mt_tok_free(t);
+    free(t->bytes);
+    free(t->off);
+    mt_sp_free(t->sp);
+    memset(t, 0, sizeof *t);
     return s;
 }
 

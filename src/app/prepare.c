@@ -121,7 +121,7 @@ mt_status mt_prepare(const mt_run_options *r, mt_prepared *p, mt_err *err) {
     mt_tokenizer tok;
     mt_tokens d;
     mt_text_cfg tc = {(mt_tok_kind)dat->tokenizer, dat->vocab_size, dat->val_fraction,
-                      dat->data_vocab};
+                      dat->data_vocab, dat->tokenizer_file};
     *p = (mt_prepared){0};
     if ((s = mt_data_load(dat->path, &tc, &tok, &d, err)) != MT_OK) return s;
     if (o->format == MT_PREPARE_LLMC)

@@ -19,14 +19,18 @@
  * tokens, learnt from a text (bpe.c: the pre-tokenizer, the training and its tie rule). The
  * merges travel in the checkpoint.
  * ids: no text at all: the ids of token shards that bring no tokenizer (llm.c's, nanoGPT's: their
- * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error. */
-typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE, MT_TOK_IDS } mt_tok_kind;
+ * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error.
+ * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file), encoded
+ * as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix space); the
+ * pieces and scores travel in the checkpoint. */
+typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE, MT_TOK_IDS, MT_TOK_SP } mt_tok_kind;
 
 #define MT_BPE_MIN_VOCAB 257   /* the 256 bytes and a merge */
 #define MT_BPE_MAX_VOCAB 65536 /* 16-bit ids */
 #define MT_TOK_MAX_BYTES 64    /* the longest token: bpe's pre-tokens are cut at 64 bytes */
 
 typedef struct mt_bpe_index mt_bpe_index;
+typedef struct mt_sp mt_sp;
 
 typedef struct {
     mt_tok_kind kind;
@@ -37,6 +41,7 @@ typedef struct {
     char *bytes;           /* char, bpe: the bytes of id i are bytes[off[i] .. off[i + 1]) */
     uint32_t *off;         /* (n_vocab + 1); both malloc'd, NULL for byte */
     mt_bpe_index *index;   /* bpe: (left, right) -> merge, for encoding */
+    mt_sp *sp;             /* sp: the pieces, their scores and hash (sp.c) */
 } mt_tokenizer;
 
 void mt_tok_init_byte(mt_tokenizer *t);
@@ -48,21 +53,39 @@ mt_status mt_tok_build_char(mt_tokenizer *t, const char *text, size_t len, mt_er
    len bytes of any text; fewer when no pair of tokens occurs twice any more. Deterministic. */
 mt_status mt_tok_build_bpe(mt_tokenizer *t, const char *text, size_t len, int vocab_size,
                            mt_err *err);
-/* Encodes len bytes of text into ids (room for len ids: never more than one per byte);
-   *n receives the count. */
+/* Encodes len bytes of text into ids (room for len + 1 ids: never more than one per byte, and
+   sp's dummy prefix); *n receives the count. */
 mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uint16_t *ids,
                         size_t *n, mt_err *err);
 /* The bytes of token id (0 <= id < V): *len of them (1 to MT_TOK_MAX_BYTES) at the pointer
    returned, which lives as long as t. A char token is a whole UTF-8 character; a bpe token may
    be part of one. */
 const char *mt_tok_decode(const mt_tokenizer *t, int id, int *len);
+/* id's bytes (0 or more) in a stream where prev (-1: none) came before: sp drops the leading space
+   after BOS (run.c's decode); the others as mt_tok_decode. */
+const char *mt_tok_decode_after(const mt_tokenizer *t, int prev, int id, int *len);
 /* {"type":"byte"}, {"type":"char","chars":[10,32,33,...]} (code points by id),
    {"type":"bpe","merges":[[104,101],[32,116],...]} (merge k: the ids it joins) or
-   {"type":"ids","n_vocab":50257}; malloc'd. */
+   {"type":"ids","n_vocab":50257} or {"type":"sp","max_len":27,"pieces":["<unk>",...],
+   "scores":[0,...]}; malloc'd. */
 char *mt_tok_to_json(const mt_tokenizer *t);
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err);
-extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe", "ids" */
+extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe", "ids", "sp" */
 void mt_tok_free(mt_tokenizer *t);
+
+/* sp.c's parts. Reads llama2.c's tokenizer.bin at path (its pieces: 259 to 65536; ids 3..258 the
+   byte fallback <0x00>..<0xFF>; a piece " "); a short, truncated or malformed file is
+   MT_EFORMAT naming the file and what was expected. */
+mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err);
+#define MT_SP_BOS 1 /* llama2.c's <s> and </s> */
+#define MT_SP_EOS 2
+/* run.c's encode(text, bos, eos): room for len + 1 + bos + eos ids. */
+void mt_sp_encode(const mt_tokenizer *t, const char *text, size_t len, bool bos, bool eos,
+                  uint16_t *ids, size_t *n);
+typedef struct cJSON cJSON;
+void mt_sp_to_json(const mt_tokenizer *t, cJSON *o);
+mt_status mt_sp_from_json(const cJSON *o, mt_tokenizer *t, mt_err *err);
+void mt_sp_free(mt_sp *sp); /* NULL: nothing */
 
 /* bpe.c's parts, for tokenizer.c and the tests. The pre-token that starts at s[i] ends at the
    returned index (i < end <= len; end - i <= MT_TOK_MAX_BYTES). */
@@ -146,9 +169,10 @@ mt_status mt_tokfile_read(const char *path, mt_tokenizer *tok, mt_tokens *d, mt_
 /* How mt_data_load reads a text or token shards. */
 typedef struct {
     mt_tok_kind kind;
-    int vocab_size;      /* bpe: the vocabulary to learn */
-    double val_fraction; /* in [0, 1): the part held out for validation */
-    int data_vocab;      /* shards without a tokenizer: their vocabulary; 0: meta.json's */
+    int vocab_size;             /* bpe: the vocabulary to learn */
+    double val_fraction;        /* in [0, 1): the part held out for validation */
+    int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
+    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin */
 } mt_text_cfg;
 
 /* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */

@@ -183,6 +183,10 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
         mt_bpe_encode(t, s, len, ids, n);
         return MT_OK;
     }
+    if (t->kind == MT_TOK_SP) {
+        mt_sp_encode(t, text, len, false, false, ids, n);
+        return MT_OK;
+    }
     if (t->kind == MT_TOK_IDS)
         return mt_errorf(err, MT_EINVAL,
                          "the ids tokenizer cannot encode text: its %d ids came from token shards "
@@ -227,11 +231,21 @@ const char *mt_tok_decode(const mt_tokenizer *t, int id, int *len) {
     return t->bytes + t->off[id];
 }
 
+const char *mt_tok_decode_after(const mt_tokenizer *t, int prev, int id, int *len) {
+    const char *b = mt_tok_decode(t, id, len);
+    if (t->kind == MT_TOK_SP && prev == MT_SP_BOS && b[0] == ' ') {
+        --*len;
+        return b + 1;
+    }
+    return b;
+}
+
 static const mt_enum_item TOKENIZERS[] = {
     [MT_TOK_BYTE] = {"byte", "every byte a token"},
     [MT_TOK_CHAR] = {"char", "every character of the text a token"},
     [MT_TOK_BPE] = {"bpe", "byte-level BPE learnt from the training part, --vocab-size tokens"},
     [MT_TOK_IDS] = {"ids", "token shards' ids without a tokenizer (no text)"},
+    [MT_TOK_SP] = {"sp", "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does"},
 };
 const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 
@@ -251,6 +265,7 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
             cJSON_AddItemToArray(a, cJSON_CreateIntArray(pair, 2));
         }
     }
+    if (t->kind == MT_TOK_SP) mt_sp_to_json(t, o);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     MT_ASSERT(s, "tokenizer: out of memory writing JSON");
@@ -294,8 +309,8 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
     mt_status s = MT_OK;
     if (!cJSON_IsString(type)) {
         s = mt_errorf(err, MT_EFORMAT,
-                      "tokenizer: expected {\"type\": \"byte\", \"char\", \"bpe\" or \"ids\", "
-                      "...}");
+                      "tokenizer: expected {\"type\": \"byte\", \"char\", \"bpe\", \"ids\" or "
+                      "\"sp\", ...}");
     } else if (strcmp(type->valuestring, "byte") == 0) {
         mt_tok_init_byte(t);
     } else if (strcmp(type->valuestring, "char") == 0) {
@@ -330,8 +345,10 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "n_vocab");
         double v = cJSON_IsNumber(n) ? n->valuedouble : 0;
         s = mt_tok_init_ids(t, v >= 1 && v <= 65536 && v == (int)v ? (int)v : 0, err);
+    } else if (strcmp(type->valuestring, "sp") == 0) {
+        s = mt_sp_from_json(o, t, err);
     } else {
-        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char, bpe or ids)",
+        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char, bpe, ids or sp)",
                       type->valuestring);
     }
 out:
@@ -345,5 +362,6 @@ void mt_tok_free(mt_tokenizer *t) {
     free(t->bytes);
     free(t->off);
     mt_bpe_index_free(t->index);
+    mt_sp_free(t->sp);
     memset(t, 0, sizeof *t);
 }

@@ -113,6 +113,9 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
                          "--tokenizer ids: %s is a text; ids are token shards' (a text needs "
                          "byte, char or bpe)",
                          path);
+    if (c->kind == MT_TOK_SP && !(c->tokenizer_file && c->tokenizer_file[0]))
+        return mt_errorf(err, MT_EINVAL,
+                         "--tokenizer sp needs --tokenizer-file (llama2.c's tokenizer.bin)");
     char *text;
     size_t len = 0;
     mt_status s = read_file(path, &text, &len, err);
@@ -138,12 +141,14 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     mt_err e;
     if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
     else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
+    else if (c->kind == MT_TOK_SP) s = mt_sp_read_llama2c(c->tokenizer_file, tok, &e);
     else s = mt_tok_build_bpe(tok, text, cut, c->vocab_size, &e); /* the training part only */
     if (s != MT_OK) {
         free(text);
-        return mt_errorf(err, s, "%s: %s", path, e.msg);
+        return mt_errorf(err, s, "%s%s%s", c->kind == MT_TOK_SP ? "" : path,
+                         c->kind == MT_TOK_SP ? "" : ": ", e.msg); /* sp's names its file */
     }
-    uint16_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    uint16_t *ids = malloc((len + 2) * sizeof *ids); /* each part: a dummy prefix at most */
     size_t n_val = 0;
     if (!ids) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, len);
     else if ((s = mt_tok_encode(tok, text, cut, ids, &n_train, &e)) != MT_OK ||

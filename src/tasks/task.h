@@ -30,6 +30,7 @@ typedef struct {
     char path[MT_FIELD_STR_MAX]; /* a text, token file or shard set, or an image dataset (data.h) */
     mt_tok_kind tokenizer;       /* text */
     int vocab_size;              /* text, bpe: the vocabulary to learn from the training part */
+    char tokenizer_file[MT_FIELD_STR_MAX]; /* text, sp: llama2.c's tokenizer.bin */
     int data_vocab;      /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
     double val_fraction; /* the last part of a text (in bytes); a random part of images (but a
                             test part) */

@@ -67,7 +67,7 @@ static mt_status encode_file(const char *path, const mt_tokenizer *tok, uint16_t
         len += k;
     } while (k > 0);
     fclose(f);
-    *ids = s == MT_OK ? malloc((len ? len : 1) * sizeof **ids) : NULL;
+    *ids = s == MT_OK ? malloc((len + 1) * sizeof **ids) : NULL;
     if (s == MT_OK && !*ids) s = mt_errorf(err, MT_ENOMEM, "out of memory");
     if (s == MT_OK && mt_tok_encode(tok, text, len, *ids, n, err) != MT_OK) s = MT_EINVAL;
     free(text);
@@ -93,14 +93,15 @@ static mt_status score_file(const mt_model *m, const char *path, mt_precision pr
 }
 
 /* The prompt's token ids (*ids malloc'd, *n of them); MT_EINVAL when it cannot be encoded or
-   is empty. */
+   is empty. sp's starts with BOS, as run.c's generate does. */
 static mt_status prompt_ids(const mt_tokenizer *tok, const char *prompt, int **ids, size_t *n,
                             mt_err *err) {
     size_t plen = strlen(prompt);
-    uint16_t *p16 = malloc((plen ? plen : 1) * sizeof *p16);
+    uint16_t *p16 = malloc((plen + 2) * sizeof *p16);
     mt_status s = MT_OK;
-    *ids = malloc((plen ? plen : 1) * sizeof **ids);
+    *ids = malloc((plen + 2) * sizeof **ids);
     if (!p16 || !*ids) s = mt_errorf(err, MT_ENOMEM, "out of memory");
+    else if (tok->kind == MT_TOK_SP && plen) mt_sp_encode(tok, prompt, plen, true, false, p16, n);
     else if (mt_tok_encode(tok, prompt, plen, p16, n, err) != MT_OK) s = MT_EINVAL;
     else if (*n == 0)
         s = mt_errorf(err, MT_EINVAL, "--prompt is empty: give at least one character");
@@ -134,9 +135,10 @@ static mt_status sample(void *gen, const mt_text_ops *t, const mt_tokenizer *tok
     if (s != MT_OK) return s;
     fputs(o->prompt, out);
     fflush(out);
-    for (int i = 0; i < o->tokens && s == MT_OK; i++) {
+    for (int i = 0, prev = prompt[n - 1]; i < o->tokens && s == MT_OK; i++) {
         int next = mt_sample_token(logits, tok->n_vocab, &sampling, &r, pscratch, iscratch), len;
-        const char *bytes = mt_tok_decode(tok, next, &len);
+        const char *bytes = mt_tok_decode_after(tok, prev, next, &len);
+        prev = next;
         fwrite(bytes, 1, (size_t)len, out);
         fflush(out);
         if (i + 1 < o->tokens)

@@ -34,6 +34,9 @@ static bool tokenizes(const void *d) { return !token_shards(d); }
 static bool learns_bpe(const void *d) {
     return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_BPE;
 }
+static bool reads_sp(const void *d) {
+    return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_SP;
+}
 static bool prepares_llmc(const void *o) {
     const mt_train_options *t = o;
     return t->prepare[0] && t->format == MT_PREPARE_LLMC;
@@ -56,6 +59,9 @@ static const mt_field DATA[] = {
       "per class) or MNIST-format idx files"),
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS,
       .read = tokenizes, .read_by = "--data of text (token data keeps its --prepare's)"),
+    F(tokenizer_file, STR, "tokenizer_file",
+      "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes",
+      .read = reads_sp, .read_by = "--tokenizer sp"),
     F(vocab_size, INT, "vocab_size",
       "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",
       .range = "257..65536", .read = learns_bpe,

@@ -8,6 +8,7 @@
 
 #include "../ckpt/ckpt.h"
 #include "../data/data.h"
+#include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
 #include "../optim/optim.h"

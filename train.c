@@ -30,8 +30,8 @@ static bool tty; /* progress on one line, rewritten (a terminal, one process) */
 /* The directories of --out that the trainer creates (mt_missing_dirs), removed again when the
    run stops before its first step: a refused run writes nothing. */
 static int new_dirs;
-static _Noreturn void die_in_setup(const mt_train_options *o, mt_status s, const char *msg) {
-    if (mt_dist_rank() == 0) mt_remove_new_dirs(o->out, new_dirs);
+static _Noreturn void die_in_setup(const mt_run_options *o, mt_status s, const char *msg) {
+    if (mt_dist_rank() == 0) mt_remove_new_dirs(o->train.out, new_dirs);
     die(mt_exit_code(s), msg);
 }
 
@@ -47,21 +47,19 @@ static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *
 
 /* The trainer of the options (resumed with --resume), or the error and exit. */
 static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
-    mt_train_cfg tc = mt_run_options_train_cfg(r);
     mt_err e;
-    mt_status s = mt_trainer_init(tr, &tc, &r->o.optim, &e);
+    mt_status s = mt_trainer_init(tr, &r->train, &r->optim, &e);
     mt_dist_agree(&s, &e); /* before the collective resume */
-    if (s == MT_OK && r->o.resume) s = mt_trainer_resume(tr, &e);
-    if (s != MT_OK) die_in_setup(&r->o, s, e.msg);
+    if (s == MT_OK && r->train.resume) s = mt_trainer_resume(tr, &e);
+    if (s != MT_OK) die_in_setup(r, s, e.msg);
 }
 
 /* Trains: the trainer set up (or resumed), the diagnostics opened, the loop run. */
-static int train(const mt_run_options *r) {
-    const mt_train_options *o = &r->o;
+static int train(const mt_run_options *o) {
     mt_err e;
     mt_trainer tr;
-    new_dirs = mt_missing_dirs(o->out);
-    open_trainer(&tr, r);
+    new_dirs = mt_missing_dirs(o->train.out);
+    open_trainer(&tr, o);
     mt_diag diag;
     mt_status s;
     if ((s = mt_diag_open(&diag, &o->diag, &tr, &e)) != MT_OK) die_in_setup(o, s, e.msg);
@@ -87,8 +85,8 @@ static int train(const mt_run_options *r) {
         if (tty) putchar('\n');
         die(mt_exit_code(s), e.msg); /* every rank has the same loss: all stop here */
     }
-    if (first >= o->steps && mt_dist_rank() == 0)
-        printf("step %ld of %d: wrote %s\n", tr.step, o->steps, tr.model_path);
+    if (first >= o->train.steps && mt_dist_rank() == 0)
+        printf("step %ld of %d: wrote %s\n", tr.step, o->train.steps, tr.model_path);
     mt_report_done(stdout, &tr, first, mt_clock() - t0, lc.profile);
     mt_diag_close(&diag);
     mt_trainer_free(&tr);
@@ -103,15 +101,14 @@ static void print_help(void) {
 }
 
 /* What the options ask: the help, a token file (--prepare), or a run. */
-static int run(const mt_run_options *r) {
-    const mt_train_options *o = &r->o;
+static int run(const mt_run_options *o) {
     if (o->help) return print_help(), 0;
     if (o->format != MT_PREPARE_MT && !o->prepare[0])
         die(2, "--format says what --prepare writes: give --prepare too");
     mt_err e;
     if (o->prepare[0]) {
         mt_prepared p;
-        mt_status s = mt_prepare(r, &p, &e);
+        mt_status s = mt_prepare(o, &p, &e);
         if (s != MT_OK) die(mt_exit_code(s), e.msg);
         mt_report_prepared(stdout, o, &p);
         return 0;
@@ -121,7 +118,7 @@ static int run(const mt_run_options *r) {
     if (mt_gemm_backend_from_env(&e) != MT_OK) die(2, e.msg);
     /* under MPI rank 0 alone prints progress and writes checkpoints and metrics */
     if (mt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die(1, "cannot silence stdout");
-    return train(r);
+    return train(o);
 }
 
 int main(int argc, char **argv) {

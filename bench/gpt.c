@@ -96,16 +96,16 @@ static mt_status trainer_init(mt_trainer *tr, const char *dir, const char *data,
         .model = &mt_gpt_type,
         .model_cfg = &gc,
         .data = {.tokenizer = MT_TOK_BYTE, .val_fraction = 0.1f, .eval_batches = 1},
-        .out = out,
-        .seed = (uint64_t)o.seed,
+        .seed = o.seed,
         .steps = o.untimed + o.steps,
         .batch = o.batch,
-        .arena_bytes = (size_t)o.arena_mb << 20,
+        .arena_mb = o.arena_mb,
         .options = "",
         .replicas = o.replicas,
         .precision = o.precision,
     };
     snprintf(tc.data.path, sizeof tc.data.path, "%s", data);
+    snprintf(tc.out, sizeof tc.out, "%s", out);
     return mt_trainer_init(tr, &tc, &oc, err);
 }
 

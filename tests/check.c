@@ -154,8 +154,8 @@ mt_model *parity_model(const mt_safetensors *in, const mt_model_type *type, int 
     mt_err err;
     const char *targets = mt_st_meta(in, "lora_targets");
     mt_lora_cfg lora = {.rank = targets ? (int)parity_opt(in, "lora_rank") : 0,
-                        .alpha = targets ? parity_opt(in, "lora_alpha") : 0,
-                        .targets = targets};
+                        .alpha = targets ? parity_opt(in, "lora_alpha") : 0};
+    snprintf(lora.targets, sizeof lora.targets, "%s", targets ? targets : "");
     mt_model *m = parity_config_model(type, mt_st_meta(in, "config"), &lora, &err);
     for (int i = 0; m && i < m->P->n; i++) {
         const mt_param *e = &m->P->p[i];

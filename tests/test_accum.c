@@ -36,13 +36,13 @@ static bool two_steps(const setup *s, int B, int K, int replicas, int precision,
     mt_train_cfg tc = {.model = s->type,
                        .model_cfg = s->model_cfg,
                        .data = s->data,
-                       .out = dir,
                        .seed = 5,
                        .steps = 2,
                        .batch = B,
                        .grad_accum = K,
                        .replicas = replicas,
                        .precision = precision};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = MT_OPTIM_ADAMW;
     oc.sched.lr = 1e-2f;

@@ -27,7 +27,7 @@ static mt_status prepare(const char *line, mt_prepared *p, char *report, size_t 
     if (s != MT_OK) return s;
     if ((s = mt_prepare(&r, p, e)) == MT_OK) {
         FILE *f = fmemopen(report, len, "w");
-        mt_report_prepared(f, &r.o, p);
+        mt_report_prepared(f, &r, p);
         fclose(f);
     }
     mt_run_options_free(&r);

@@ -79,10 +79,10 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     const int L = mc->L;
     mt_train_cfg tc = {.model = mc->type,
                        .data = {.val_fraction = 0.1, .eval_batches = 1},
-                       .out = dir,
                        .seed = 7,
                        .steps = STEPS,
                        .batch = 4};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     snprintf(tc.data.path, sizeof tc.data.path, "%s", mc->data);
     mt_stack_config *stack = mc->cfg; /* every config starts with its stack */
     mt_placement place = stack->placement;
@@ -284,11 +284,11 @@ static void test_probe(mt_placement place) {
                        .data = {.path = "data/tinyshakespeare.txt",
                                 .val_fraction = 0.1,
                                 .eval_batches = 1},
-                       .out = dir,
                        .seed = 7,
                        .steps = STEPS,
                        .batch = 4,
                        .model_cfg = &g};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     mt_optim_config oc = mt_optim_defaults();
     mt_trainer tr;
     mt_diag d;

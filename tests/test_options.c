@@ -29,31 +29,32 @@ static mt_status run(mt_run_options *r, const char *line, mt_err *e) {
 static void test_defaults(void) {
     mt_run_options r;
     mt_err e;
-    CHECK(run(&r, "", &e) == MT_OK && r.type == mt_model_types[0], "defaults: %s", e.msg);
+    CHECK(run(&r, "", &e) == MT_OK && r.train.model == mt_model_types[0], "defaults: %s", e.msg);
     /* the optimizer's numbers are the floats the flags were: 3e-3f, its tenth in float */
-    CHECK(r.o.optim.sched.lr == (double)3e-3f && r.o.optim.sched.min_lr == (double)(3e-3f / 10) &&
-              r.o.optim.sched.warmup == 100 && r.o.optim.beta2 == (double)0.99f &&
-              r.o.optim.eps == (double)1e-8f && r.o.optim.weight_decay == (double)0.1f &&
-              r.o.optim.sched.kind == MT_SCHED_COSINE,
-          "optimizer defaults: lr %.17g min_lr %.17g warmup %ld", r.o.optim.sched.lr,
-          r.o.optim.sched.min_lr, r.o.optim.sched.warmup);
-    CHECK(r.o.steps == 1000 && r.o.batch == 32 && r.o.data.resize &&
-              r.o.data.bad_images == MT_BAD_IMAGES_SKIP && r.o.data.eval_batches == 20,
+    CHECK(r.optim.sched.lr == (double)3e-3f && r.optim.sched.min_lr == (double)(3e-3f / 10) &&
+              r.optim.sched.warmup == 100 && r.optim.beta2 == (double)0.99f &&
+              r.optim.eps == (double)1e-8f && r.optim.weight_decay == (double)0.1f &&
+              r.optim.sched.kind == MT_SCHED_COSINE,
+          "optimizer defaults: lr %.17g min_lr %.17g warmup %ld", r.optim.sched.lr,
+          r.optim.sched.min_lr, r.optim.sched.warmup);
+    CHECK(r.train.steps == 1000 && r.train.batch == 32 && r.train.data.resize &&
+              r.train.data.bad_images == MT_BAD_IMAGES_SKIP && r.train.data.eval_batches == 20,
           "training and data defaults");
-    CHECK(strncmp(r.saved, "model = gpt\ndata = data/tinyshakespeare.txt\ntokenizer = byte\n",
-                  60) == 0 &&
-              !strstr(r.saved, "min-lr") && !strstr(r.saved, "\nwarmup =") &&
-              strstr(r.saved, "\nn-layer = 4\n") && strstr(r.saved, "\nuntie = false\n") &&
-              !strstr(r.saved, "resume") && !strstr(r.saved, "n-vocab"),
-          "saved:\n%s", r.saved);
+    CHECK(strncmp(r.train.options,
+                  "model = gpt\ndata = data/tinyshakespeare.txt\ntokenizer = byte\n", 60) == 0 &&
+              !strstr(r.train.options, "min-lr") && !strstr(r.train.options, "\nwarmup =") &&
+              strstr(r.train.options, "\nn-layer = 4\n") &&
+              strstr(r.train.options, "\nuntie = false\n") && !strstr(r.train.options, "resume") &&
+              !strstr(r.train.options, "n-vocab"),
+          "saved:\n%s", r.train.options);
     mt_run_options_free(&r);
     CHECK(run(&r, "--schedule const --lr 1e-3 --steps 50 --no-resize --bad-images reject", &e) ==
                   MT_OK &&
-              r.o.optim.sched.min_lr == 0 && r.o.optim.sched.warmup == 5 &&
-              r.o.optim.sched.lr == (double)1e-3f && !r.o.data.resize &&
-              r.o.data.bad_images == MT_BAD_IMAGES_REJECT,
-          "const schedule: min_lr %g warmup %ld (%s)", r.o.optim.sched.min_lr,
-          r.o.optim.sched.warmup, e.msg);
+              r.optim.sched.min_lr == 0 && r.optim.sched.warmup == 5 &&
+              r.optim.sched.lr == (double)1e-3f && !r.train.data.resize &&
+              r.train.data.bad_images == MT_BAD_IMAGES_REJECT,
+          "const schedule: min_lr %g warmup %ld (%s)", r.optim.sched.min_lr, r.optim.sched.warmup,
+          e.msg);
     mt_run_options_free(&r);
 }
 
@@ -63,20 +64,24 @@ static void test_layers(void) {
     char line[512];
     const char *ini = write_ini("a.ini", "model = vit\npatch = 4\nsteps = 7\nn_layer = 3\n");
     snprintf(line, sizeof line, "--config %s --steps 9 --n-layer 2 --pool mean", ini);
-    CHECK(run(&r, line, &e) == MT_OK && strcmp(r.type->name, "vit") == 0 && r.o.steps == 9,
+    CHECK(run(&r, line, &e) == MT_OK && strcmp(r.train.model->name, "vit") == 0 &&
+              r.train.steps == 9,
           "a config file under flags: %s", e.msg);
-    char *json = r.type ? mt_fields_to_json(r.type->fields, r.model_cfg) : strdup("");
+    char *json = r.train.model ? mt_fields_to_json(r.train.model->fields, r.train.model_cfg)
+                               : strdup("");
     CHECK(strstr(json, "\"patch\":4") && strstr(json, "\"n_layer\":2") &&
               strstr(json, "\"pool\":\"mean\""),
           "the vit config: %s", json);
     free(json);
     /* the saved text, read as a config file, gives the same run */
     mt_run_options again;
-    snprintf(line, sizeof line, "--config %s", write_ini("saved.ini", r.saved));
-    CHECK(run(&again, line, &e) == MT_OK && strcmp(again.saved, r.saved) == 0,
+    snprintf(line, sizeof line, "--config %s", write_ini("saved.ini", r.train.options));
+    CHECK(run(&again, line, &e) == MT_OK && strcmp(again.train.options, r.train.options) == 0,
           "saved text read back: %s", e.msg);
-    char *a = mt_fields_to_json(r.type->fields, r.model_cfg),
-         *b = again.type ? mt_fields_to_json(again.type->fields, again.model_cfg) : strdup("");
+    char *a = mt_fields_to_json(r.train.model->fields, r.train.model_cfg),
+         *b = again.train.model
+                  ? mt_fields_to_json(again.train.model->fields, again.train.model_cfg)
+                  : strdup("");
     CHECK(strcmp(a, b) == 0, "the config read back: %s vs %s", a, b);
     free(a);
     free(b);
@@ -117,30 +122,30 @@ static void test_layers(void) {
 static void test_derived(void) {
     mt_run_options r;
     mt_err e;
-    CHECK(run(&r, "--warmup 30 --steps 100", &e) == MT_OK && r.o.optim.sched.warmup == 30 &&
-              strstr(r.saved, "\nwarmup = 30\n") && !strstr(r.saved, "min-lr"),
+    CHECK(run(&r, "--warmup 30 --steps 100", &e) == MT_OK && r.optim.sched.warmup == 30 &&
+              strstr(r.train.options, "\nwarmup = 30\n") && !strstr(r.train.options, "min-lr"),
           "a given warmup: %s", e.msg);
     mt_run_options_free(&r);
     char line[512];
     snprintf(line, sizeof line, "--config %s --warmup= --steps 50",
              write_ini("d.ini", "warmup = 7\nmin-lr = 1e-4\n"));
-    CHECK(run(&r, line, &e) == MT_OK && r.o.optim.sched.warmup == 5 &&
-              r.o.optim.sched.min_lr == (double)1e-4f && !strstr(r.saved, "warmup =") &&
-              strstr(r.saved, "\nmin-lr = 0.0001\n"),
-          "--warmup= over a file's: derived (%ld): %s", r.o.optim.sched.warmup, e.msg);
+    CHECK(run(&r, line, &e) == MT_OK && r.optim.sched.warmup == 5 &&
+              r.optim.sched.min_lr == (double)1e-4f && !strstr(r.train.options, "warmup =") &&
+              strstr(r.train.options, "\nmin-lr = 0.0001\n"),
+          "--warmup= over a file's: derived (%ld): %s", r.optim.sched.warmup, e.msg);
     mt_run_options_free(&r);
     snprintf(line, sizeof line, "--config %s --schedule const --min-lr=",
              write_ini("d.ini", "warmup = 7\nmin-lr = 1e-4\n"));
-    CHECK(run(&r, line, &e) == MT_OK && r.o.optim.sched.min_lr == 0,
+    CHECK(run(&r, line, &e) == MT_OK && r.optim.sched.min_lr == 0,
           "a file's min-lr that a flag replaces is not refused: %s", e.msg);
     mt_run_options_free(&r);
     CHECK(run(&r, "", &e) == MT_OK, "defaults: %s", e.msg);
-    char *plain = mt_run_options_resolved(r.saved);
+    char *plain = mt_run_options_resolved(r.train.options);
     const char *same[] = {"\nwarmup = 100\n", "\nwarmup = -1\nmin-lr = -1\n",
                           "\nmin-lr = 0.0003\n"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
         char *text, *resolved;
-        CHECK(asprintf(&text, "%s%s", r.saved, same[i]) > 0, "asprintf");
+        CHECK(asprintf(&text, "%s%s", r.train.options, same[i]) > 0, "asprintf");
         resolved = mt_run_options_resolved(text);
         CHECK(plain && resolved && strcmp(plain, resolved) == 0, "'%s' is the derived value",
               same[i]);
@@ -148,7 +153,7 @@ static void test_derived(void) {
         free(text);
     }
     char *text, *resolved;
-    CHECK(asprintf(&text, "%swarmup = 50\n", r.saved) > 0, "asprintf");
+    CHECK(asprintf(&text, "%swarmup = 50\n", r.train.options) > 0, "asprintf");
     resolved = mt_run_options_resolved(text);
     CHECK(resolved && strcmp(plain, resolved) != 0 && strstr(resolved, "\nwarmup = 50\n"),
           "another warmup is another run");
@@ -161,7 +166,8 @@ static void test_derived(void) {
 static void test_help(void) {
     mt_run_options r;
     mt_err e;
-    CHECK(run(&r, "--help --n-ctx 3", &e) == MT_OK && r.o.help && !r.type, "--help: %s", e.msg);
+    CHECK(run(&r, "--help --n-ctx 3", &e) == MT_OK && r.help && !r.train.model, "--help: %s",
+          e.msg);
     mt_run_options_free(&r);
     char *help = mt_run_options_help();
     const char *in_order[] = {"  --model S ",

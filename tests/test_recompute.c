@@ -33,13 +33,13 @@ static bool two_steps(const setup *s, bool recompute, int replicas, int precisio
     mt_train_cfg tc = {.model = s->type,
                        .model_cfg = s->model_cfg,
                        .data = s->data,
-                       .out = dir,
                        .seed = 11,
                        .steps = 2,
                        .batch = 4,
                        .replicas = replicas,
                        .precision = precision,
-                       .recompute = recompute};
+                       .recompute = recompute ? MT_RECOMPUTE_BLOCK : MT_RECOMPUTE_NONE};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = MT_OPTIM_ADAMW;
     if (s->type == &mt_gpt_type && ((const mt_gpt_config *)s->model_cfg)->arch == MT_ARCH_NGPT)

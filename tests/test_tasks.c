@@ -135,10 +135,10 @@ static void test_bigram_trains(void) {
                                 .tokenizer = MT_TOK_CHAR,
                                 .val_fraction = 0.1,
                                 .eval_batches = 4},
-                       .out = dir,
                        .seed = 3,
                        .steps = 200,
                        .batch = 16};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     mt_optim_config oc = mt_optim_defaults();
     oc.sched.lr = 0.1;
     mt_trainer tr;
@@ -184,9 +184,9 @@ static void test_find(void) {
                        .model_cfg = &cfg,
                        .task = &mt_image_task,
                        .data = {.path = "data/tinyshakespeare.txt", .eval_batches = 1},
-                       .out = dir,
                        .steps = 1,
                        .batch = 1};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
     mt_optim_config oc = mt_optim_defaults();
     mt_trainer tr;
     CHECK(mt_trainer_init(&tr, &tc, &oc, &e) == MT_EINVAL && strstr(e.msg, "--task images"),

@@ -217,11 +217,11 @@ static void test_eval_replicas(void) {
                            .data = {.path = "data/tinyshakespeare.txt",
                                     .val_fraction = 0.1,
                                     .eval_batches = 3},
-                           .out = dir,
                            .seed = 3,
                            .steps = 1,
                            .batch = batch,
                            .replicas = 2};
+        snprintf(tc.out, sizeof tc.out, "%s", dir);
         mt_gpt_config mc = mt_gpt_config_default();
         mc.stack.n_layer = 2, mc.stack.n_head = 2, mc.stack.n_embd = 16, mc.n_ctx = 16;
         mt_optim_config oc = mt_optim_defaults();

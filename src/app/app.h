@@ -29,16 +29,16 @@ typedef struct {
    val_*.bin, --shard-tokens each) and meta.json (the tokenizer; on a failure the shards written
    are removed). MT_EINVAL before anything is read: a model whose data is no file, MPI ranks, a
    missing --data, --prepare naming --data, a directory holding shards or meta.json. */
-mt_status mt_prepare(const mt_run_options *r, mt_prepared *p, mt_err *err);
+mt_status mt_prepare(const mt_run_options *o, mt_prepared *p, mt_err *err);
 
 /* ---- ./train's report (report.c) ------------------------------------------------------------- */
 /* "wrote FILE: N tokens, ..." of --prepare. */
-void mt_report_prepared(FILE *f, const mt_train_options *o, const mt_prepared *p);
+void mt_report_prepared(FILE *f, const mt_run_options *o, const mt_prepared *p);
 /* The task's warning about its data (malloc'd), or NULL. */
 char *mt_report_data_warning(const mt_trainer *tr);
 /* The data, model, train lines, Muon's groups and, under MPI, the ranks and the optimizer state
    per rank (collective: every rank calls it). */
-void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_train_options *o);
+void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_run_options *o);
 /* The progress line of a logged step; tty: rewritten in place, a newline only after an
    evaluation. */
 void mt_report_progress(FILE *f, bool tty, const mt_trainer *tr, const mt_progress *p);

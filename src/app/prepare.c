@@ -95,10 +95,9 @@ static mt_status write_llmc(const char *dir, size_t shard, const mt_tokenizer *t
 }
 
 /* What is refused before --data is read (MT_EINVAL, whatever the check's own status). */
-static mt_status prepare_check(const mt_run_options *r, mt_err *err) {
-    const mt_train_options *o = &r->o;
-    const char *data = o->data.path;
-    if (!r->task->data_file)
+static mt_status prepare_check(const mt_run_options *o, mt_err *err) {
+    const char *data = o->train.data.path;
+    if (!o->train.task->data_file)
         return mt_errorf(err, MT_EINVAL,
                          "--prepare writes token files of text data; this --model "
                          "reads a dataset folder");
@@ -113,10 +112,9 @@ static mt_status prepare_check(const mt_run_options *r, mt_err *err) {
     return MT_OK;
 }
 
-mt_status mt_prepare(const mt_run_options *r, mt_prepared *p, mt_err *err) {
-    const mt_train_options *o = &r->o;
-    const mt_data_cfg *dat = &o->data;
-    mt_status s = prepare_check(r, err);
+mt_status mt_prepare(const mt_run_options *o, mt_prepared *p, mt_err *err) {
+    const mt_data_cfg *dat = &o->train.data;
+    mt_status s = prepare_check(o, err);
     if (s != MT_OK) return s;
     mt_tokenizer tok;
     mt_tokens d;

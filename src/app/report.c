@@ -15,7 +15,7 @@
 #include "../train/train.h"
 #include "app.h"
 
-void mt_report_prepared(FILE *f, const mt_train_options *o, const mt_prepared *p) {
+void mt_report_prepared(FILE *f, const mt_run_options *o, const mt_prepared *p) {
     fprintf(f, "wrote %s: %zu tokens, %s tokenizer, vocabulary %d", o->prepare, p->n,
             mt_enum_name(&MT_TOKENIZERS, p->kind), p->n_vocab);
     if (o->format == MT_PREPARE_LLMC)
@@ -64,29 +64,29 @@ char *mt_report_data_warning(const mt_trainer *tr) {
     return task->warning ? task->warning(tr->task) : NULL;
 }
 
-void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_train_options *o) {
+void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_run_options *o) {
     const mt_model_type *type = tr->model->type;
     char line[512], batch[64];
     tr->task->type->describe(tr->task, line, sizeof line);
-    fprintf(f, "data    %s: %s\n", o->data.path, line);
+    fprintf(f, "data    %s: %s\n", o->train.data.path, line);
     type->config_describe(tr->model->cfg, line, sizeof line);
     fprintf(f, "model   %s: %.3fM parameters\n", line, mt_params_count_trainable(tr->P) / 1e6);
-    mt_task_batch_words(tr->task->type, type, tr->model->cfg, o->grad_accum * o->batch, batch,
-                        sizeof batch);
-    if (o->grad_accum > 1) /* "128 x 64 tokens in 4 micro-batches" */
+    mt_task_batch_words(tr->task->type, type, tr->model->cfg, o->train.grad_accum * o->train.batch,
+                        batch, sizeof batch);
+    if (o->train.grad_accum > 1) /* "128 x 64 tokens in 4 micro-batches" */
         snprintf(batch + strlen(batch), sizeof batch - strlen(batch), " in %d micro-batches",
-                 o->grad_accum);
+                 o->train.grad_accum);
     fprintf(f,
             "train   %s, lr %g (%s, warmup %ld), batch %s, %d threads (%d replicas), %s%s -> %s\n",
             mt_enum_name(&MT_OPTIMS, o->optim.kind), o->optim.sched.lr,
             mt_enum_name(&MT_SCHEDULES, o->optim.sched.kind), tr->opt.cfg.sched.warmup, batch,
-            mt_threads(), tr->replicas.n, o->precision == MT_BF16 ? "bf16 products, " : "",
-            o->resume         ? "resumed"
-            : o->init_from[0] ? "from --init-from"
-                              : "from scratch",
-            o->out);
-    if (o->init_from[0]) { /* what the weights came from */
-        mt_load_report_describe(&tr->init, tr->P, o->init_from, line, sizeof line);
+            mt_threads(), tr->replicas.n, o->train.precision == MT_BF16 ? "bf16 products, " : "",
+            o->train.resume         ? "resumed"
+            : o->train.init_from[0] ? "from --init-from"
+                                    : "from scratch",
+            o->train.out);
+    if (o->train.init_from[0]) { /* what the weights came from */
+        mt_load_report_describe(&tr->init, tr->P, o->train.init_from, line, sizeof line);
         fprintf(f, "init    %s\n", line);
     }
     const mt_optim *op = &tr->opt;
@@ -101,8 +101,8 @@ void mt_report_setup(FILE *f, const mt_trainer *tr, const mt_train_options *o) {
         fprintf(f,
                 "mpi     %d ranks (%d on this machine), %d to %d rows of each batch per rank, "
                 "gradients summed in %d buckets\n",
-                mt_dist_size(), mt_dist_local_size(), o->batch / mt_dist_size(),
-                (o->batch + mt_dist_size() - 1) / mt_dist_size(), tr->dist.n_buckets);
+                mt_dist_size(), mt_dist_local_size(), o->train.batch / mt_dist_size(),
+                (o->train.batch + mt_dist_size() - 1) / mt_dist_size(), tr->dist.n_buckets);
     if (mt_dist_size() > 1) print_state(f, tr);
 }
 

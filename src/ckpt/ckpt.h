@@ -10,6 +10,7 @@
 #ifndef MT_CKPT_H
 #define MT_CKPT_H
 
+#include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
 #include "../tensor/base.h"
@@ -38,7 +39,8 @@ mt_status mt_ckpt_freeze(mt_params *P, const char *globs, mt_err *err);
 typedef struct {
     int rank;
     double alpha, dropout;
-    const char *targets; /* peft's names, ',' between them: q, k, v, o, gate, up, down */
+    /* peft's names, ',' between them: q, k, v, o, gate, up, down */
+    char targets[MT_FIELD_STR_MAX];
 } mt_lora_cfg;
 /* With l->rank > 0: every entry of P frozen and a LoRA adapter (mt_params_add_lora: alpha / r,
    the dropout) added on each matrix a target names (lora.c: the map of peft's names to mt's);

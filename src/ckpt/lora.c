@@ -119,9 +119,9 @@ bool mt_ckpt_lora_describe(const mt_params *P, char *buf, size_t len) {
 }
 
 mt_status mt_ckpt_lora_read(mt_params *P, const char *desc, const char *path, mt_err *err) {
-    char targets[128];
-    mt_lora_cfg l = {.targets = targets};
-    if (sscanf(desc, "%d %lf %lf %127s", &l.rank, &l.alpha, &l.dropout, targets) != 4 || l.rank < 1)
+    mt_lora_cfg l = {0};
+    if (sscanf(desc, "%d %lf %lf %127s", &l.rank, &l.alpha, &l.dropout, l.targets) != 4 ||
+        l.rank < 1)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: the metadata 'lora' is '%s', not 'rank alpha dropout targets'", path,
                          desc);

@@ -38,10 +38,10 @@ static bool reads_sp(const void *d) {
     return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_SP;
 }
 static bool prepares_llmc(const void *o) {
-    const mt_train_options *t = o;
+    const mt_run_options *t = o;
     return t->prepare[0] && t->format == MT_PREPARE_LLMC;
 }
-static bool lora(const void *o) { return ((const mt_train_options *)o)->lora_rank > 0; }
+static bool lora(const void *o) { return ((const mt_run_options *)o)->train.lora.rank > 0; }
 static bool mpi_build(const void *o) {
     (void)o;
 #ifdef MT_MPI
@@ -116,10 +116,10 @@ static const mt_field DIAG[] = {
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);
 
 #define F(member, TYPE, key, help, ...)                                                            \
-    MT_FIELD(mt_train_options, member, TYPE, key, help, __VA_ARGS__)
+    MT_FIELD(mt_run_options, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field TRAIN[] = {
     F(model, STR, "model", "the model (listed below)"),
-    F(data, TABLE, "data", NULL, .of = &DATA_FIELDS),
+    F(train.data, TABLE, "data", NULL, .of = &DATA_FIELDS),
     F(task, STR, "task",
       "the task the model trains on, one of its kind of input (listed below; none: the first)"),
     F(prepare, STR, "prepare", "write --data as a token file FILE.bin (or --format's) and exit",
@@ -129,48 +129,49 @@ static const mt_field TRAIN[] = {
     F(shard_tokens, INT, "shard_tokens", "--prepare --format llmc: tokens per shard",
       .range = "1..2147483647", .flags = MT_FIELD_CLI, .read = prepares_llmc,
       .read_by = "--prepare --format llmc"),
-    F(out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
+    F(train.out, STR, "out", "directory of model.safetensors, optim.safetensors, metrics.csv"),
     F(config, STR, "config", "config file of key = value lines (flags override it)",
       .flags = MT_FIELD_CLI),
-    F(resume, BOOL, "resume",
+    F(train.resume, BOOL, "resume",
       "continue the run in --out (its options, then the config, then flags)",
       .flags = MT_FIELD_CLI),
-    F(init_from, STR, "init_from",
+    F(train.init_from, STR, "init_from",
       "a new run whose model starts from the weights of FILE (./train's model.safetensors), by "
       "name and shape",
       .flags = MT_FIELD_CLI),
-    F(init_skip, STR, "init_skip",
+    F(train.init_skip, STR, "init_skip",
       "--init-from: globs (',' between them) of the tensors left at their initialisation",
       .flags = MT_FIELD_CLI),
-    F(freeze, STR, "freeze",
+    F(train.freeze, STR, "freeze",
       "globs (',' between them) of the parameters left as they are: no gradient, no optimizer "
       "state (names as the checkpoint's)"),
-    F(lora_rank, INT, "lora_rank",
+    F(train.lora.rank, INT, "lora_rank",
       "LoRA: the adapters' rank r on the --lora-targets matrices, the rest frozen; 0: none",
       .range = "0.."),
 #define LORA .read = lora, .read_by = "--lora-rank"
-    F(lora_alpha, FLOAT, "lora_alpha", "LoRA: the adapters' scale is alpha / r", LORA),
-    F(lora_dropout, FLOAT, "lora_dropout", "LoRA: dropout on the adapters' input, in [0, 1)", LORA),
-    F(lora_targets, STR, "lora_targets",
+    F(train.lora.alpha, FLOAT, "lora_alpha", "LoRA: the adapters' scale is alpha / r", LORA),
+    F(train.lora.dropout, FLOAT, "lora_dropout", "LoRA: dropout on the adapters' input, in [0, 1)",
+      LORA),
+    F(train.lora.targets, STR, "lora_targets",
       "LoRA: peft's names of the matrices adapted, among q, k, v, o, gate, up, down", LORA),
 #undef LORA
-    F(seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
+    F(train.seed, INT, "seed", "seed of the weights, batches and dropout", .range = "0.."),
     F(threads, INT, "threads", "threads; 0: OMP_NUM_THREADS or all cores", .range = "0..1024"),
-    F(replicas, INT, "replicas",
+    F(train.replicas, INT, "replicas",
       "threads that each run a slice of every batch (data parallel: no "
       "fork and join per op, faster for small models); 0: every thread (1 with BatchNorm or MPI "
       "ranks); 1: every op split across the threads",
       .range = "0..1024"),
-    F(precision, ENUM, "precision",
+    F(train.precision, ENUM, "precision",
       "number format of the linear layers' matrix products (bf16: docs/performance.md)",
       .of = &MT_PRECISIONS),
-    F(steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
-    F(batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
-    F(grad_accum, INT, "grad_accum",
+    F(train.steps, INT, "steps", "optimizer steps; 0 writes the initialised model", .range = "0.."),
+    F(train.batch, INT, "batch", "rows (sequences, images) per step", .range = "1.."),
+    F(train.grad_accum, INT, "grad_accum",
       "micro-batches of --batch rows per step: a step's batch is grad_accum x batch rows, in the "
       "memory of batch rows",
       .range = "1.."),
-    F(recompute, ENUM, "recompute",
+    F(train.recompute, ENUM, "recompute",
       "activations: block keeps each block's input only and recomputes the rest in the "
       "backward (less memory, one more forward)",
       .of = &MT_RECOMPUTES),
@@ -188,12 +189,12 @@ static const mt_field TRAIN[] = {
     F(profile, BOOL, "profile",
       "time per op of the training steps (forward, backward, share), printed at the end",
       .flags = MT_FIELD_CLI),
-    F(arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
-    F(bucket_kb, INT, "bucket_kb",
+    F(train.arena_mb, INT, "arena_mb", "step arena in MiB; 0: estimated", .range = "0.."),
+    F(train.bucket_kb, INT, "bucket_kb",
       "MPI: gradients are summed across ranks in buckets of this "
       "many KiB, each sent once the backward pass has finished it",
       .range = "1..", .read = mpi_build, .read_by = "a build with MPI (make MPI=1)"),
-    F(zero, INT, "zero",
+    F(train.zero, INT, "zero",
       "MPI: 1 shards the optimizer state across the ranks (ZeRO-1: each rank updates its share "
       "of the tensors, docs/mpi.md); 0: every rank holds all of it",
       .range = "0..1", .flags = MT_FIELD_CLI),
@@ -204,33 +205,34 @@ static const mt_fields TRAIN_FIELDS = MT_FIELDS_OF(TRAIN);
 
 /* The defaults: a tiny GPT on tiny Shakespeare in a minute (configs/tiny-gpt.ini). The optimizer's
    numbers are floats' values (MT_OPTIM_FIELDS). */
-static mt_train_options defaults(void) {
+static mt_run_options defaults(void) {
     mt_optim_config oc = mt_optim_defaults();
     oc.kind = MT_OPTIM_ADAMW, oc.decay_scope = MT_DECAY_MATRICES;
     oc.beta1 = 0.9f, oc.beta2 = 0.99f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.clip = 1.0f;
     oc.sched = (mt_schedule){.kind = MT_SCHED_COSINE, .lr = 3e-3f}; /* min_lr, warmup: derived */
     oc.sched.decay_frac = mt_optim_defaults().sched.decay_frac;
-    mt_train_options o = {
-        .data = {.path = "data/tinyshakespeare.txt",
-                 .tokenizer = MT_TOK_BYTE,
-                 .vocab_size = 4096,
-                 .val_fraction = 0.1f,
-                 .resize = true,
-                 .bad_images = MT_BAD_IMAGES_SKIP},
+    mt_run_options o = {
+        .train = {.data = {.path = "data/tinyshakespeare.txt",
+                           .tokenizer = MT_TOK_BYTE,
+                           .vocab_size = 4096,
+                           .val_fraction = 0.1f,
+                           .resize = true,
+                           .bad_images = MT_BAD_IMAGES_SKIP},
+                  .out = "out",
+                  .seed = 1337,
+                  .steps = 1000,
+                  .batch = 32,
+                  .grad_accum = 1,
+                  .bucket_kb = MT_DIST_BUCKET_KB,
+                  /* peft's LoraConfig: lora_alpha 8, dropout 0, q and v (LLaMA's) */
+                  .lora = {.alpha = 8, .targets = "q,v"},
+                  .resolve_options = mt_run_options_resolved},
         .shard_tokens = 100000000, /* llm.c's fineweb shards */
-        .out = "out",
-        .seed = 1337,
-        .steps = 1000,
-        .batch = 32,
-        .grad_accum = 1,
         .optim = oc,
         .eval_every = 200,
         .eval_batches = 20,
         .save_every = 500,
         .log_every = 10,
-        .bucket_kb = (int)(MT_DIST_BUCKET_BYTES / 1024),
-        .lora_alpha = 8, /* peft's LoraConfig: lora_alpha 8, dropout 0, q and v (LLaMA's) */
-        .lora_targets = "q,v",
     };
     snprintf(o.model, sizeof o.model, "%s", mt_model_types[0]->name);
     return o;
@@ -250,7 +252,7 @@ static mt_fieldset stack_of(const mt_model_type *t, void *cfg) {
 /* Every model's config at its defaults, for the first reading, when --model is not known yet:
    the training options, the stack (the first model's), every model's own fields. */
 typedef struct {
-    mt_train_options o;
+    mt_run_options o;
     int n_types;
     void **cfg;
     mt_fieldset *sets; /* (2 + n_types) */
@@ -322,8 +324,8 @@ static const char *given(const layers *L, const char *key) {
    read (mt_field.read) are refused, read on the resolved options and a validated copy of the model's config (one
    that does not validate yet is left to the trainer, which names why). */
 static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *err) {
-    const mt_model_type *t = r->type;
-    mt_train_options o = defaults();
+    const mt_model_type *t = r->train.model;
+    mt_run_options o = defaults();
     void *cfg = malloc(t->config_size);
     mt_setting *given = malloc(((size_t)L->flags.n + (size_t)L->file.n + 1) * sizeof *given);
     MT_ASSERT(cfg && given, "train: out of memory");
@@ -335,8 +337,8 @@ static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *er
         if (!setting(&L->flags, L->file.s[i].name) && mt_setting_changes(&L->file.s[i], sets, 3))
             given[g.n++] = L->file.s[i]; /* (a flag's value replaces it) */
     for (int i = 0; i < L->flags.n; i++) given[g.n++] = L->flags.s[i];
-    o = r->o;
-    memcpy(cfg, r->model_cfg, t->config_size);
+    o = *r;
+    memcpy(cfg, r->train.model_cfg, t->config_size);
     mt_err invalid;
     if (s == MT_OK && t->config_validate(cfg, &invalid) == MT_OK)
         s = mt_settings_check_read(&g, sets, 3, err);
@@ -407,13 +409,14 @@ static mt_status read_layers(layers *L, all_models *a, int argc, char **argv, mt
         s = err->status = MT_EINVAL; /* a config file that cannot be read: a usage error */
     a->o = defaults();
     if (s == MT_OK) s = apply_layers(L, sets, n, NULL, err);
-    if (s != MT_OK || a->o.help || (!a->o.resume && !a->o.init_from[0])) return s;
+    if (s != MT_OK || a->o.help || (!a->o.train.resume && !a->o.train.init_from[0])) return s;
     char *text = NULL; /* a resumed run's options, or an imported --init-from's architecture */
-    s = a->o.resume ? read_saved(a->o.out, L, &text, &L->trained, err)
-                    : mt_ckpt_import_options(a->o.init_from, &text, err);
+    s = a->o.train.resume ? read_saved(a->o.train.out, L, &text, &L->trained, err)
+                          : mt_ckpt_import_options(a->o.train.init_from, &text, err);
     if (s == MT_OK && text) /* both written by mt: saved options' rules (retired values) */
         s = mt_fieldset_parse_saved(sets, n, text,
-                                    a->o.resume ? "the checkpoint's options" : a->o.init_from,
+                                    a->o.train.resume ? "the checkpoint's options"
+                                                      : a->o.train.init_from,
                                     &L->saved, err);
     free(text);
     a->o = defaults();
@@ -478,22 +481,22 @@ static mt_settings given_all(const layers *L) {
 }
 
 /* The fields no setting gives derived (on the run's steps: the optimizer's warmup). */
-static void derive(mt_train_options *o, const mt_fieldset *sets, int n, const mt_settings *given) {
-    o->optim.sched.steps = o->steps;
+static void derive(mt_run_options *o, const mt_fieldset *sets, int n, const mt_settings *given) {
+    o->optim.sched.steps = o->train.steps;
     mt_fieldset_derive(sets, n, given);
 }
 
 /* What the options resolve to for the loop: the derived fields. */
 static void resolve(mt_run_options *r, const mt_fieldset *sets, const mt_settings *given) {
-    derive(&r->o, sets, 3, given);
-    r->o.data.eval_batches = r->o.eval_batches;
+    derive(r, sets, 3, given);
+    r->train.data.eval_batches = r->eval_batches;
 }
 
 /* The top layer that alone, on the defaults, gives the model's defaults md: the one that names
    the preset; saved when none does. */
 static const mt_settings *preset_layer(const layers *L, const mt_model_type *t, const char *md) {
     const mt_settings *order[] = {&L->flags, &L->file, &L->saved}, *under = &L->saved;
-    mt_train_options o;
+    mt_run_options o;
     void *cfg = malloc(t->config_size);
     MT_ASSERT(cfg, "train: out of memory");
     mt_fieldset sets[] = {{&TRAIN_FIELDS, &o}, stack_of(t, cfg), {t->fields, cfg}};
@@ -510,55 +513,59 @@ static const mt_settings *preset_layer(const layers *L, const mt_model_type *t, 
     return under;
 }
 
-/* The layers on the model's sets (r's options and config, at their defaults): its defaults where
-   they sit, a resumed run's trained values (saved_as_trained). */
-static mt_status model_layers(layers *L, mt_run_options *r, const mt_fieldset *sets, mt_err *err) {
-    const mt_model_type *t = r->type;
+/* The layers on the model t's sets (the options o and its config cfg, at their defaults): its
+   defaults where they sit, a resumed run's trained values (saved_as_trained). */
+static mt_status model_layers(layers *L, const mt_model_type *t, mt_run_options *o, void *cfg,
+                              const mt_fieldset *sets, mt_err *err) {
     L->preset_under = &L->saved;
     mt_status s = apply_layers(L, sets, 3, NULL, err);
-    const char *md = s == MT_OK && t->option_defaults ? t->option_defaults(r->model_cfg) : NULL;
+    const char *md = s == MT_OK && t->option_defaults ? t->option_defaults(cfg) : NULL;
     if (md) {
         s = mt_fieldset_parse_ini(sets, 3, md, "the model's defaults", &L->model, err);
         L->preset_under = preset_layer(L, t, md);
     }
     if (s == MT_OK && L->trained) {
-        r->o = defaults();
-        t->config_default(r->model_cfg);
+        *o = defaults();
+        t->config_default(cfg);
         s = saved_as_trained(L, t, sets, err);
     }
     if (s != MT_OK || !(md || L->trained)) return s;
-    r->o = defaults(); /* the model's defaults, or the trained values, in: all again */
-    t->config_default(r->model_cfg);
+    *o = defaults(); /* the model's defaults, or the trained values, in: all again */
+    t->config_default(cfg);
     s = apply_layers(L, sets, 3, NULL, err);
-    if (s == MT_OK && md) t->option_defaults(r->model_cfg); /* it holds them now */
+    if (s == MT_OK && md) t->option_defaults(cfg); /* it holds them now */
     return s;
 }
 
+/* The options of the model t read into r (its config malloc'd into r->train.model_cfg), its
+   task found, the options to save and the derived ones set, what nothing reads refused. */
+static mt_status read_model(layers *L, const mt_model_type *t, mt_run_options *r, mt_err *err) {
+    void *cfg = malloc(t->config_size);
+    MT_ASSERT(cfg, "train: out of memory");
+    t->config_default(cfg);
+    mt_fieldset sets[] = {{&TRAIN_FIELDS, r}, stack_of(t, cfg), {t->fields, cfg}};
+    mt_status s = model_layers(L, t, r, cfg, sets, err);
+    r->train.model = t, r->train.model_cfg = cfg;
+    for (size_t n = strlen(r->train.out); n > 1 && r->train.out[n - 1] == '/';) /* o/ is o */
+        r->train.out[--n] = 0;
+    if (s == MT_OK) s = mt_task_find(r->task, t, &r->train.task, err);
+    mt_settings given = given_all(L);
+    if (s == MT_OK) r->train.options = mt_fieldset_to_ini(sets, 3, &given); /* no derived ones */
+    resolve(r, sets, &given);
+    free(given.s);
+    return s == MT_OK ? check_read(L, r, err) : s;
+}
+
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err) {
-    *r = (mt_run_options){.o = defaults()};
+    *r = defaults();
     layers L = {0};
     all_models a;
     all_init(&a);
     mt_status s = read_layers(&L, &a, argc, argv, err);
-    if (s == MT_OK && a.o.help) r->o.help = true;
-    if (s == MT_OK && !a.o.help) s = mt_model_type_find(a.o.model, &r->type, err);
-    if (s == MT_OK && r->type) { /* the model's own fields only */
-        r->model_cfg = malloc(r->type->config_size);
-        MT_ASSERT(r->model_cfg, "train: out of memory");
-        r->type->config_default(r->model_cfg);
-        mt_fieldset sets[] = {{&TRAIN_FIELDS, &r->o},
-                              stack_of(r->type, r->model_cfg),
-                              {r->type->fields, r->model_cfg}};
-        s = model_layers(&L, r, sets, err);
-        for (size_t n = strlen(r->o.out); n > 1 && r->o.out[n - 1] == '/';) /* o/ is o */
-            r->o.out[--n] = 0;
-        if (s == MT_OK) s = mt_task_find(r->o.task, r->type, &r->task, err);
-        mt_settings given = given_all(&L);
-        if (s == MT_OK) r->saved = mt_fieldset_to_ini(sets, 3, &given); /* derived ones left out */
-        resolve(r, sets, &given);
-        free(given.s);
-        if (s == MT_OK) s = check_read(&L, r, err);
-    }
+    const mt_model_type *t = NULL;
+    if (s == MT_OK && a.o.help) r->help = true;
+    if (s == MT_OK && !a.o.help) s = mt_model_type_find(a.o.model, &t, err);
+    if (s == MT_OK && t) s = read_model(&L, t, r, err); /* the model's own fields only */
     all_free(&a);
     mt_settings_free(&L.model);
     mt_settings_free(&L.saved);
@@ -569,8 +576,8 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
 }
 
 void mt_run_options_free(mt_run_options *r) {
-    free(r->model_cfg);
-    free(r->saved);
+    free((void *)r->train.model_cfg); /* the run's own (mt_run_options_read) */
+    free((void *)r->train.options);
     *r = (mt_run_options){0};
 }
 
@@ -609,35 +616,4 @@ char *mt_run_options_resolved(const char *options) {
     mt_settings_free(&saved);
     all_free(&a);
     return text;
-}
-
-mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r) {
-    const mt_train_options *o = &r->o;
-    return (mt_train_cfg){
-        .model = r->type,
-        .model_cfg = r->model_cfg,
-        .task = r->task,
-        .data = r->o.data,
-        .out = o->out,
-        .seed = (uint64_t)o->seed,
-        .steps = o->steps,
-        .batch = o->batch,
-        .grad_accum = o->grad_accum,
-        .recompute = o->recompute == MT_RECOMPUTE_BLOCK,
-        .arena_bytes = (size_t)(o->arena_mb > 0 ? o->arena_mb : 0) << 20,
-        .options = r->saved,
-        .resolve_options = mt_run_options_resolved,
-        .bucket_floats = (size_t)(o->bucket_kb > 0 ? o->bucket_kb : 1) * 1024 / sizeof(float),
-        .resume = o->resume,
-        .init_from = o->init_from,
-        .init_skip = o->init_skip,
-        .freeze = o->freeze,
-        .lora = {.rank = o->lora_rank,
-                 .alpha = o->lora_alpha,
-                 .dropout = o->lora_dropout,
-                 .targets = o->lora_targets},
-        .replicas = o->replicas,
-        .zero = o->zero == 1,
-        .precision = o->precision,
-    };
 }

@@ -27,54 +27,36 @@ typedef struct {
     int skip_every;   /* 0: no diag_skip.csv */
 } mt_diag_cfg;
 
-/* --recompute: what a training step keeps for the backward. */
-typedef enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_BLOCK } mt_recompute_mode;
 /* --format: what --prepare writes. */
 typedef enum { MT_PREPARE_MT, MT_PREPARE_LLMC } mt_prepare_format;
 extern const mt_enum MT_PREPARE_FORMATS;
 
-/* Every option of ./train but the model's config, as its table lists them. */
+/* The options of a run, resolved: every option of ./train, the training ones in the trainer's
+   config (its model, task, model_cfg and options set by mt_run_options_read, malloc'd), and the
+   model's config. */
 typedef struct {
     char model[MT_FIELD_STR_MAX], task[MT_FIELD_STR_MAX];
-    mt_data_cfg data; /* the options' part; the trainer sets the rest */
-    char prepare[MT_FIELD_STR_MAX], out[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
+    char prepare[MT_FIELD_STR_MAX], config[MT_FIELD_STR_MAX];
     int format, shard_tokens; /* --prepare's: mt_prepare_format; tokens per llm.c shard */
-    bool resume;
-    char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX], freeze[MT_FIELD_STR_MAX];
-    int lora_rank; /* LoRA (mt_lora_cfg): 0 none */
-    double lora_alpha, lora_dropout;
-    char lora_targets[MT_FIELD_STR_MAX];
-    int seed, threads, replicas, precision, steps, batch, grad_accum, recompute;
+    int threads;
+    mt_train_cfg train;
     mt_optim_config optim; /* min_lr and warmup derived where not given (MT_OPTIM_FIELDS) */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;
     bool profile;
-    int arena_mb, bucket_kb;
-    int zero; /* --zero: 0 or 1 (ZeRO-1 under MPI) */
     bool help;
-} mt_train_options;
-
-/* The options of a run, resolved. */
-typedef struct {
-    mt_train_options o;
-    const mt_model_type *type;
-    const mt_task_type *task;
-    void *model_cfg; /* (type->config_size) malloc'd */
-    char *saved;     /* the options as config lines, saved in checkpoints; malloc'd */
 } mt_run_options;
 
 /* Reads argv (tokenised and checked once), the config file and, with --resume, the run's saved
-   options. With --help only the first two are read (r->o.help; print mt_run_options_help).
+   options. With --help only the first two are read (r->help; print mt_run_options_help).
    Errors name the flag, key or file and what is accepted (MT_EINVAL; a checkpoint that cannot be
    read keeps its status). */
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err);
 void mt_run_options_free(mt_run_options *r);
-/* Saved options (mt_run_options.saved, a checkpoint's) with every value resolved, the derived
+/* Saved options (mt_train_cfg.options, a checkpoint's) with every value resolved, the derived
    ones included: two runs whose texts give the same are the same run (a warmup given equal to
    the one derived); malloc'd, NULL when the text does not read. */
 char *mt_run_options_resolved(const char *options);
-/* The trainer's config of the options (its strings point into r). */
-mt_train_cfg mt_run_options_train_cfg(const mt_run_options *r);
 /* The flags at their defaults: the training options, the block stack's, each model's own;
    malloc'd. */
 char *mt_run_options_help(void);

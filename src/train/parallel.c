@@ -19,7 +19,8 @@ static mt_status init_whole(mt_trainer *tr, int *first, int *last, mt_err *err) 
 }
 
 static size_t bucket_floats(const mt_trainer *tr) {
-    return tr->cfg.bucket_floats ? tr->cfg.bucket_floats : MT_DIST_BUCKET_BYTES / sizeof(float);
+    size_t kb = tr->cfg.bucket_kb ? (size_t)tr->cfg.bucket_kb : MT_DIST_BUCKET_KB;
+    return kb * 1024 / sizeof(float);
 }
 
 static double norm_whole(const mt_trainer *tr, const mt_grads *G) {

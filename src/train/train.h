@@ -8,6 +8,7 @@
 
 #include "../ckpt/ckpt.h"
 #include "../data/data.h"
+#include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
 #include "../optim/optim.h"
@@ -22,7 +23,7 @@
  * across ranks in buckets, each started (MPI_Iallreduce) as soon as the backward pass has
  * finished every gradient in it. Without MT_MPI the process is rank 0 of 1 and these do nothing. */
 /* The default size of a bucket (./train --bucket-kb): 1 MiB, 256 Ki floats. */
-#define MT_DIST_BUCKET_BYTES ((size_t)1 << 20)
+#define MT_DIST_BUCKET_KB 1024
 void mt_dist_init(int *argc, char ***argv);
 void mt_dist_finalize(void);
 int mt_dist_rank(void);
@@ -175,40 +176,45 @@ typedef struct {
 } mt_parallel;
 
 /* ---- training -------------------------------------------------------------------------------- */
+/* --recompute: what a training step keeps for the backward. */
+typedef enum { MT_RECOMPUTE_NONE, MT_RECOMPUTE_BLOCK } mt_recompute_mode;
+
+/* A run: the options' values as ./train's field table reads them (options.h), the model, task and
+   saved options as the run's options resolve them (or a test sets them). */
 typedef struct {
     const mt_model_type *model;
-    const void *model_cfg;    /* the model's config (the data sets what it decides) */
-    const mt_task_type *task; /* what it trains on (mt_task_check); NULL: the first for the
-                                 model's kind of input (mt_task_find) */
-    mt_data_cfg data;         /* data.seed and .batch are set from seed and batch */
-    const char *out;          /* directory, created when missing */
-    uint64_t seed;            /* weights, sampler and dropout */
+    const void *model_cfg;      /* the model's config (the data sets what it decides) */
+    const mt_task_type *task;   /* what it trains on (mt_task_check); NULL: the first for the
+                                   model's kind of input (mt_task_find) */
+    mt_data_cfg data;           /* data.seed and .batch are set from seed and batch */
+    char out[MT_FIELD_STR_MAX]; /* directory, created when missing */
+    int seed;                   /* weights, sampler and dropout */
     int steps, batch;
-    int grad_accum;       /* micro-batches of `batch` rows an optimizer step takes (0: 1): the
-                             step's batch is grad_accum x batch rows, computed batch at a time */
-    size_t arena_bytes;   /* 0: estimated from the model and batch */
-    size_t bucket_floats; /* MPI: gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_BYTES */
-    const char *options;  /* saved in checkpoints (config-file lines) */
+    int grad_accum; /* micro-batches of `batch` rows an optimizer step takes (0: 1): the
+                       step's batch is grad_accum x batch rows, computed batch at a time */
+    int arena_mb;   /* the step arena in MiB; 0: estimated from the model and batch */
+    int bucket_kb;  /* MPI: KiB of gradients per bucket (mt_dist_grads); 0: MT_DIST_BUCKET_KB */
+    const char *options; /* saved in checkpoints (config-file lines) */
     /* options as compared with another run's (defaults filled in; malloc'd, NULL when they do
        not read); NULL: the texts compared as they are */
     char *(*resolve_options)(const char *options);
-    bool resume;    /* false: an out directory holding a run with other options is refused */
-    bool zero;      /* ZeRO-1 (mt_zero): the optimizer state sharded across MPI ranks */
-    int replicas;   /* threads that each run a slice of a step's batch (mt_replicas): 0 =
-                             every thread, unless the model has buffers or MPI runs several ranks
-                             (then 1); 1 = one, with every op split across the threads */
-    bool recompute; /* each block keeps only its input and runs again in the backward
-                             (mt_recompute): --recompute block */
-    int precision;  /* mt_precision of the linear layers' products: MT_BF16 keeps the
-                             weights' bf16 copy (refreshed after each update); mt_bf16_check
-                             must pass */
-    /* NULL or "": the model initialised; else a checkpoint whose weights it starts from by name
+    bool resume;   /* false: an out directory holding a run with other options is refused */
+    int zero;      /* 1: ZeRO-1 (mt_zero), the optimizer state sharded across MPI ranks; 0 */
+    int replicas;  /* threads that each run a slice of a step's batch (mt_replicas): 0 =
+                      every thread, unless the model has buffers or MPI runs several ranks
+                      (then 1); 1 = one, with every op split across the threads */
+    int recompute; /* mt_recompute_mode: MT_RECOMPUTE_BLOCK, each block keeps only its input and
+                      runs again in the backward (mt_recompute) */
+    int precision; /* mt_precision of the linear layers' products: MT_BF16 keeps the
+                      weights' bf16 copy (refreshed after each update); mt_bf16_check
+                      must pass */
+    /* "": the model initialised; else a checkpoint whose weights it starts from by name
        (mt_ckpt_init_from), but the tensors init_skip's globs name: a new run (step 0, a fresh
        optimizer state) */
-    const char *init_from, *init_skip;
-    /* NULL or "": every parameter trained; else globs of the names of those left as they are
+    char init_from[MT_FIELD_STR_MAX], init_skip[MT_FIELD_STR_MAX];
+    /* "": every parameter trained; else globs of the names of those left as they are
        (mt_ckpt_freeze: no gradient, no optimizer state) */
-    const char *freeze;
+    char freeze[MT_FIELD_STR_MAX];
     mt_lora_cfg lora; /* rank 0: none */
 } mt_train_cfg;
 
@@ -245,7 +251,7 @@ mt_status mt_parallel_choose(const mt_train_cfg *cfg, const mt_parallel **par, m
    then loads the data, builds and initialises the model (seeded; with cfg->init_from its weights
    then read from that checkpoint by name, tr->init the report) and the optimizer
    (oc->sched.steps is set to cfg->steps) and allocates everything the loop needs. A given
-   arena_bytes smaller than a step needs is refused (MT_EINVAL, naming --arena-mb and the size
+   arena_mb smaller than a step needs is refused (MT_EINVAL, naming --arena-mb and the size
    measured). Nothing is written but the out directory, created last. */
 mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_optim_config *oc,
                           mt_err *err);

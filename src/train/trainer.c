@@ -65,9 +65,15 @@ static mt_status check_fresh_out(const mt_train_cfg *cfg, const char *model_path
     return s;
 }
 
+/* --recompute block: a context's blocks keep only their input (mt_ctx.recompute). */
+static bool recomputes(const mt_train_cfg *cfg) { return cfg->recompute == MT_RECOMPUTE_BLOCK; }
+
+/* --arena-mb in bytes; 0: none given. */
+static size_t arena_given(const mt_train_cfg *cfg) { return (size_t)cfg->arena_mb << 20; }
+
 /* The step arena for a slice of rows of the batch: --arena-mb, or the model's estimate. */
 static size_t step_arena(const mt_trainer *tr, int rows) {
-    if (tr->cfg.arena_bytes) return tr->cfg.arena_bytes;
+    if (tr->cfg.arena_mb) return arena_given(&tr->cfg);
     return mt_model_arena_bytes(tr->model->type, tr->model->cfg, rows, true);
 }
 
@@ -126,7 +132,7 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
     double slots = mt_optim_state_slots(oc);              /* floats of state per gradient float */
     if (tr->par->sharded) slots /= mt_dist_size();        /* about 1/N of it: a shard */
     slots += replica_count(&tr->cfg, P) - 1;              /* the other replicas' gradients */
-    if (tr->cfg.arena_bytes) act = (double)tr->cfg.arena_bytes;
+    if (tr->cfg.arena_mb) act = (double)arena_given(&tr->cfg);
     double drawn = drawn_bytes(&tr->cfg, tr->model->cfg);
     char what[384];
     snprintf(what, sizeof what,
@@ -151,7 +157,7 @@ static mt_status check_memory(const mt_trainer *tr, const mt_params *P, const mt
 
 /* --init-skip's globs, and a LoRA run's adapters: the file holds the base. */
 static const char *init_skip(const mt_train_cfg *cfg, char *buf, size_t len) {
-    bool given = cfg->init_skip && cfg->init_skip[0];
+    bool given = cfg->init_skip[0];
     snprintf(buf, len, "%s%s%s", given ? cfg->init_skip : "", given ? "," : "",
              cfg->lora.rank > 0 ? "*.lora_A.weight,*.lora_B.weight" : "");
     return buf;
@@ -167,7 +173,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
-    if (s == MT_OK && cfg->freeze) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
+    if (s == MT_OK) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
     if (s == MT_OK) s = mt_ckpt_lora(tr->model->P, &cfg->lora, err);
     free(mc);
     char *meta = s == MT_OK ? tr->task->type->meta(tr->task) : NULL;
@@ -186,7 +192,7 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     mt_rng_seed(&r, cfg->seed);
     mt_params_initialize(tr->P, &r);
     char skip[2 * MT_FIELD_STR_MAX];
-    if (cfg->init_from && cfg->init_from[0])
+    if (cfg->init_from[0])
         s = mt_ckpt_init_from(cfg->init_from, tr->model, init_skip(cfg, skip, sizeof skip),
                               &tr->init, err);
     return s;
@@ -214,7 +220,7 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     }
     memcpy(saved, tr->P->data, tr->P->total * sizeof *saved);
     c.precision = cfg->precision;
-    c.recompute = cfg->recompute;
+    c.recompute = recomputes(cfg);
     c.free_activations = true; /* as in a step */
     mt_rng r = tr->sampler.rng;
     tr->task->type->draw_batch(tr->task, &r);
@@ -237,18 +243,18 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
     size_t need = c.arena.peak;
     free(saved);
     mt_ctx_free(&c);
-    if (cfg->arena_bytes >= need) return MT_OK;
+    if (arena_given(cfg) >= need) return MT_OK;
     return mt_errorf(err, MT_EINVAL,
-                     "--arena-mb %zu: a step of this model and batch takes %.1f MiB of step arena "
+                     "--arena-mb %d: a step of this model and batch takes %.1f MiB of step arena "
                      "(measured on one batch): give at least %zu, or 0 for the estimate",
-                     cfg->arena_bytes >> 20, need / 1048576.0, (need + (1 << 20) - 1) >> 20);
+                     cfg->arena_mb, need / 1048576.0, (need + (1 << 20) - 1) >> 20);
 }
 
 /* --init-from starts a new run from a file's weights: not with --resume, which continues the run
    in --out; --init-skip names tensors of that file. */
 static mt_status check_init(const mt_train_cfg *cfg, mt_err *err) {
-    bool from = cfg->init_from && cfg->init_from[0];
-    if (cfg->init_skip && cfg->init_skip[0] && !from)
+    bool from = cfg->init_from[0];
+    if (cfg->init_skip[0] && !from)
         return mt_errorf(err, MT_EINVAL,
                          "--init-skip %s leaves tensors of --init-from's file unread: give "
                          "--init-from too, or drop it",
@@ -311,7 +317,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         return s;
     if (cfg->precision == MT_BF16 && (s = mt_bf16_check(err)) != MT_OK) return s;
     if ((s = check_init(cfg, err)) != MT_OK || (s = check_drawn(&tr->cfg, err)) != MT_OK) return s;
-    if (((cfg->freeze && cfg->freeze[0]) || cfg->lora.rank > 0) && tr->par->sharded)
+    if ((cfg->freeze[0] || cfg->lora.rank > 0) && tr->par->sharded)
         return mt_errorf(err, MT_EINVAL,
                          "--freeze or --lora-rank with --zero 1: the optimizer state's shards are "
                          "ranges of the whole table, frozen entries included; give one of them");
@@ -340,19 +346,19 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
                       "a smaller model (--n-layer, --n-ctx, --n-embd), fewer --threads, or "
                       "--arena-mb",
                       n_rep, arena / 1048576.0,
-                      cfg->arena_bytes ? "--arena-mb"
-                                       : "3 times the estimated activations of a slice, + 64 MiB");
+                      cfg->arena_mb ? "--arena-mb"
+                                    : "3 times the estimated activations of a slice, + 64 MiB");
         goto fail;
     }
     tr->ctx.precision = cfg->precision;
-    tr->ctx.recompute = cfg->recompute;
+    tr->ctx.recompute = recomputes(cfg);
     tr->ctx.free_activations = true; /* a step reads the loss only, as the replicas' */
     for (int r = 0; r < n_rep - 1; r++) {
         tr->replicas.ctx[r].precision = cfg->precision;
-        tr->replicas.ctx[r].recompute = cfg->recompute;
+        tr->replicas.ctx[r].recompute = recomputes(cfg);
     }
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
-    if (cfg->arena_bytes && (s = check_arena(tr, err)) != MT_OK) goto fail;
+    if (cfg->arena_mb && (s = check_arena(tr, err)) != MT_OK) goto fail;
     if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
 fail:

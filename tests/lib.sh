@@ -84,3 +84,29 @@ need_netns() {
         ip netns add "$ns" 2>/dev/null || skip "cannot create a network namespace (needs root)"
     done
 }
+
+# Safetensors files compared by python3 (the caller checks it is there): tensors same|differ
+# REGEX A B, the names matching REGEX whose bytes in A equal (or differ from) B's; tensors names
+# A, every name; tensors shape A NAME, its shape. count: how many names tensors prints.
+tensors() {
+    python3 - "$@" <<'PY'
+import json, re, sys
+def load(p, shapes=False):
+    b = open(p, "rb").read()
+    n = int.from_bytes(b[:8], "little")
+    h = json.loads(b[8:8 + n])
+    return {k: v["shape"] if shapes else b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+            for k, v in h.items() if k != "__metadata__"}
+if sys.argv[1] == "names":
+    print("\n".join(sorted(load(sys.argv[2]))))
+elif sys.argv[1] == "shape":
+    print(load(sys.argv[2], True)[sys.argv[3]])
+else:
+    how, regex, a, b = sys.argv[1:5]
+    x, y = load(a), load(b)
+    for k in sorted(x):
+        if re.fullmatch(regex, k) and (x[k] == y.get(k)) == (how == "same"):
+            print(k)
+PY
+}
+count() { tensors "$@" | wc -l; }

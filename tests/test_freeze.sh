@@ -7,28 +7,6 @@ NAME=test_freeze
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "needs python3 to compare tensors"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
-# The tensors of safetensors file $2 equal (or with "differ": not equal) to $3's, their names
-# matching the regular expression $1; "names" $2: every name of file $2.
-tensors() {
-    python3 - "$@" <<'PY'
-import json, re, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = int.from_bytes(b[:8], "little")
-    h = json.loads(b[8:8 + n])
-    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in h.items() if k != "__metadata__"}
-if sys.argv[1] == "names":
-    print("\n".join(sorted(load(sys.argv[2]))))
-    sys.exit()
-how, regex, a, b = sys.argv[1:5]
-x, y = load(a), load(b)
-for k in sorted(x):
-    if re.fullmatch(regex, k) and (x[k] == y.get(k)) == (how == "same"):
-        print(k)
-PY
-}
-count() { tensors "$@" | wc -l; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 4 --lr 3e-3
       --eval-every 2 --eval-batches 2 --log-every 1 --schedule const --warmup 0"

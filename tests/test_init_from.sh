@@ -8,25 +8,6 @@ NAME=test_init_from
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "needs python3 to compare tensors"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
-# The names of the tensors of safetensors file $2 that are (or with "differ": are not) equal
-# to those of $3 and whose names match the regular expression $1.
-tensors() {
-    python3 - "$@" <<'PY'
-import json, re, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = int.from_bytes(b[:8], "little")
-    h = json.loads(b[8:8 + n])
-    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in h.items() if k != "__metadata__"}
-how, regex, a, b = sys.argv[1:5]
-x, y = load(a), load(b)
-for k in sorted(x):
-    if re.fullmatch(regex, k) and (x[k] == y.get(k)) == (how == "same"):
-        print(k)
-PY
-}
-count() { tensors "$@" | wc -l; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 4 --lr 3e-3
       --eval-every 2 --eval-batches 2 --log-every 1"

@@ -8,30 +8,6 @@ NAME=test_lora
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "needs python3 to compare tensors"
 train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
-# "same"/"differ" REGEX A B: the tensors of A matching REGEX equal (not equal) to B's;
-# "names" A: A's tensor names; "shape" A NAME: NAME's shape.
-tensors() {
-    python3 - "$@" <<'PY'
-import json, re, sys
-def load(p, shapes=False):
-    b = open(p, "rb").read()
-    n = int.from_bytes(b[:8], "little")
-    h = json.loads(b[8:8 + n])
-    return {k: v["shape"] if shapes else b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in h.items() if k != "__metadata__"}
-if sys.argv[1] == "names":
-    print("\n".join(sorted(load(sys.argv[2]))))
-elif sys.argv[1] == "shape":
-    print(load(sys.argv[2], True)[sys.argv[3]])
-else:
-    how, regex, a, b = sys.argv[1:5]
-    x, y = load(a), load(b)
-    for k in sorted(x):
-        if re.fullmatch(regex, k) and (x[k] == y.get(k)) == (how == "same"):
-            print(k)
-PY
-}
-count() { tensors "$@" | wc -l; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 4 --lr 3e-3
       --eval-every 2 --eval-batches 2 --log-every 1 --schedule const --warmup 0"

@@ -602,22 +602,18 @@ mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arc
     float *x = st->blob;
     for (uint64_t i = 0; s == MT_OK && i < g.n_tensors; i++) {
         const tinfo *t = &g.t[i];
-        mt_st_entry *e = &st->t[st->n];
-        memcpy(e->name, t->name.s, t->name.n);
-        e->name[t->name.n] = 0;
-        e->ndim = (int)t->ndim;
+        char name[sizeof st->t->name];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.n, t->name.s);
+        int shape[4];
         for (uint32_t d = 0; d < t->ndim; d++) /* torch's order: outermost first */
-            e->shape[d] = (int)t->ne[t->ndim - 1 - d];
-        e->n = (size_t)t->n;
-        e->data = x;
+            shape[d] = (int)t->ne[t->ndim - 1 - d];
         dequantize(&g, t, x);
+        int at = mt_st_add(st, name, (int)t->ndim, shape, x);
         x += t->n;
-        int at = mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n);
-        if (at < 0) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
-        else if (at != st->n)
+        if (at == -1) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
+        else if (at == -2)
             s = mt_errorf(err, MT_EFORMAT, "%s: the GGUF file holds two tensors named '%s'", path,
-                          e->name);
-        else st->n++;
+                          name);
     }
     if (s == MT_OK) *arch = g.a;
     else mt_st_free(st);

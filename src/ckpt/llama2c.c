@@ -222,13 +222,10 @@ static mt_status read_kind(FILE *f, const layout *l, int k, float *x, mt_safeten
         if (!read_floats(f, x, r * c, quantized(l, k), l->group))
             return mt_errorf(err, MT_EIO, "%s: cannot read %s: %s", path, NAMES[k],
                              ferror(f) ? strerror(errno) : "the file shrank");
-        mt_st_entry *e = &st->t[st->n];
-        snprintf(e->name, sizeof e->name, NAMES[k], layer);
-        e->ndim = matrix ? 2 : 1;
-        e->shape[0] = (int)(matrix ? r : c), e->shape[1] = (int)c;
-        e->n = (size_t)(r * c);
-        e->data = x;
-        if (mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n++) < 0)
+        char name[128];
+        snprintf(name, sizeof name, NAMES[k], layer);
+        int shape[2] = {(int)(matrix ? r : c), (int)c};
+        if (mt_st_add(st, name, matrix ? 2 : 1, shape, x) < 0)
             return mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
     }
     return MT_OK;

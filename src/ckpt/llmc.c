@@ -188,13 +188,8 @@ static bool matrix(int k) {
    stays a matrix). */
 static bool add_entry(mt_safetensors *st, const char *name, const float *x, int64_t rows,
                       int64_t cols) {
-    mt_st_entry *e = &st->t[st->n];
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->ndim = rows ? 2 : 1;
-    e->shape[0] = (int)(rows ? rows : cols), e->shape[1] = (int)cols;
-    e->n = (size_t)((rows ? rows : 1) * cols);
-    e->data = x;
-    return mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n++) >= 0;
+    int shape[2] = {(int)(rows ? rows : cols), (int)cols};
+    return mt_st_add(st, name, rows ? 2 : 1, shape, x) >= 0;
 }
 
 /* The entries of kind k (every layer's, from x on): wte's first V rows; c_attn's weight and bias

@@ -37,6 +37,10 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err);
 mt_status mt_st_parse(const char *name, const void *buf, size_t size, mt_safetensors *st,
                       mt_err *err);
 const mt_st_entry *mt_st_find(const mt_safetensors *st, const char *name);
+/* Appends a tensor of ndim (1..4) dims shape (outermost first) at data (not copied) to st, whose
+   t has room for it: its index, -2 when st holds one of its name already, -1 out of memory. What
+   an importer builds of another format's file. */
+int mt_st_add(mt_safetensors *st, const char *name, int ndim, const int *shape, const float *data);
 const char *mt_st_meta(const mt_safetensors *st, const char *key); /* NULL when absent */
 void mt_st_free(mt_safetensors *st);
 

@@ -341,6 +341,15 @@ mt_status mt_st_load(const char *path, mt_safetensors *st, mt_err *err) {
 _Static_assert(offsetof(mt_st_entry, name) == 0,
                "the name index reads an entry's name at its start");
 
+int mt_st_add(mt_safetensors *st, const char *name, int ndim, const int *shape, const float *data) {
+    mt_st_entry *e = &st->t[st->n];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = ndim, e->n = 1, e->data = data;
+    for (int d = 0; d < ndim; d++) e->n *= (size_t)(e->shape[d] = shape[d]);
+    int at = mt_name_index_add(&st->index, st->t, sizeof *st->t, st->n);
+    return at < 0 ? -1 : at != st->n ? -2 : st->n++;
+}
+
 const mt_st_entry *mt_st_find(const mt_safetensors *st, const char *name) {
     int i = mt_name_index_find(&st->index, st->t, sizeof *st->t, name);
     return i < 0 ? NULL : &st->t[i];

@@ -167,9 +167,9 @@ test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 
 # make test-aarch64: the cross build (CROSS=aarch64, build-aarch64/) and make test-fast's tier of
-# its tests under qemu-aarch64 (tests/qemu.sh; CI runs it: the whole suite emulated would not fit
-# CI's time; make CROSS=aarch64 qemu-test runs every test); skips with a message where the cross
-# tools are absent (make deps-cross, part of make deps-test, installs them).
+# its tests under qemu-aarch64 (tests/qemu.sh; the whole suite emulated takes hours: make
+# CROSS=aarch64 qemu-test runs every test); skips with a message where the cross tools are absent
+# (make deps-cross installs them).
 test-aarch64:
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && \
 	  [ -e /usr/lib/aarch64-linux-gnu/openblas-openmp ]; then \
@@ -283,7 +283,6 @@ deps-llamacpp:
 # make CROSS=aarch64 and make test-aarch64 (make deps-test installs them too).
 DEPS_CROSS := gcc-aarch64-linux-gnu qemu-user libopenblas-openmp-dev:arm64 libopenblas0-openmp:arm64 \
               libcjson-dev:arm64 libstb-dev:arm64 zlib1g-dev:arm64 libgomp1:arm64
-deps-test: deps-cross
 deps-cross:
 	@sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	dpkg --print-foreign-architectures | grep -qx arm64 || \

@@ -20,9 +20,9 @@
  * merges travel in the checkpoint.
  * ids: no text at all: the ids of token shards that bring no tokenizer (llm.c's, nanoGPT's: their
  * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error.
- * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file), encoded
- * as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix space); the
- * pieces and scores travel in the checkpoint. */
+ * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file),
+ * encoded as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix
+ * space); the pieces and scores travel in the checkpoint. */
 typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE, MT_TOK_IDS, MT_TOK_SP } mt_tok_kind;
 
 #define MT_BPE_MIN_VOCAB 257   /* the 256 bytes and a merge */

@@ -70,7 +70,8 @@ static int fallback_byte(const char *p, size_t n) {
     return sscanf(hex, "%2X%c", &b, &tail) == 1 ? (int)b : -1;
 }
 
-/* Frees what sp_build made of t and returns s: the message, which may name a piece, is written before. */
+/* Frees what sp_build made of t and returns s (the message, which may name a piece, is written
+   before). */
 static mt_status refuse(mt_tokenizer *t, mt_status s) {
     free(t->bytes);
     free(t->off);
@@ -212,7 +213,7 @@ mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err) {
     return sp_build(t, sp, n, path, err);
 }
 
-/* ---- encoding ---------------------------------------------------------------------------------- */
+/* ---- encoding ------------------------------------------------------------------------------- */
 
 typedef struct {
     float score;
@@ -316,7 +317,7 @@ void mt_sp_encode(const mt_tokenizer *t, const char *text, size_t len, bool bos,
     free(heap);
 }
 
-/* ---- JSON: {"type":"sp","max_len":27,"pieces":["<unk>",...],"scores":[0,...]} ------------------- */
+/* ---- JSON: {"type":"sp","max_len":27,"pieces":["<unk>",...],"scores":[0,...]} ---------------- */
 
 void mt_sp_to_json(const mt_tokenizer *t, cJSON *o) {
     const mt_sp *sp = t->sp;

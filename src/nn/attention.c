@@ -755,7 +755,8 @@ static void masked_backward(mt_node *n) {
                 }
                 for (int s = 0; s < L; s++) dot += p[s] * g[s];
                 for (int s = 0; s < L; s++) g[s] = p[s] * (g[s] - dot);
-                if (dsink) dz -= (double)mt_vexpf(sink_of(n, h) - rmax[row + t]) * rinv[row + t] * dot;
+                if (dsink) /* d(loss)/dz = -p_sink sum_s p_s g_s */
+                    dz -= (double)mt_vexpf(sink_of(n, h) - rmax[row + t]) * rinv[row + t] * dot;
             }
             if (dsink) dsink[(size_t)b * d.NH + h] = (float)dz;
             if (dq)

@@ -144,10 +144,10 @@ mt_optim_config mt_optim_defaults(void);
 /* Every value and combination, with a message naming the flag and what is accepted: lr, min_lr,
    warmup_init_lr, eps, weight_decay, clip >= 0; betas and momentum in [0, 1); nesterov only with
    momentum; warmup >= 0 (>= 1 for invsqrt); cosine, linear and wsd need steps >= 1, warmup <=
-   steps and min_lr <= lr; min_lr only with them (its field's .read); decay_frac in [0, 1], wsd's decay after the
-   warmup; an option set that its kind or schedule does not read (the fields' .read: SGD's,
-   Muon's and Lion's options with their kind) refused; then the kind's own checks (muon.c,
-   lion.c). */
+   steps and min_lr <= lr; min_lr only with them (its field's .read); decay_frac in [0, 1],
+   wsd's decay after the warmup; an option set that its kind or schedule does not read (the
+   fields' .read: SGD's, Muon's and Lion's options with their kind) refused; then the kind's own
+   checks (muon.c, lion.c). */
 mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err);
 
 /* The fields of the flags and config keys above (fields.h): ./train's options. Its numbers are
@@ -243,9 +243,9 @@ mt_status mt_optim_init_type(mt_optim *o, const mt_optim_type *type, const mt_op
                              mt_params *P, mt_err *err);
 void mt_optim_free(mt_optim *o);
 /* ZeRO-1's shard (src/train/zero.c): the state of the entries [first, last) alone, floats
-   [P->p[first].grad_offset, P->p[last].grad_offset) (grad_total for last = P->n), and an update that steps only
-   them (the other entries' data and gradients are left as they are). A kind that needs a tensor
-   whole is checked against the whole table. mt_optim_init is the shard [0, P->n). */
+   [P->p[first].grad_offset, P->p[last].grad_offset) (grad_total for last = P->n), and an update
+   that steps only them (the other entries' data and gradients are left as they are). A kind that
+   needs a tensor whole is checked against the whole table (mt_optim_init: the shard [0, P->n)). */
 mt_status mt_optim_init_shard(mt_optim *o, const mt_optim_config *c, mt_params *P, int first,
                               int last, mt_err *err);
 

@@ -321,8 +321,8 @@ static const char *given(const layers *L, const char *key) {
 
 /* The given settings (the flags; the config file's lines that change a value and that no flag
    replaces: a run's saved options, read as a config file, hold every key) that the run does not
-   read (mt_field.read) are refused, read on the resolved options and a validated copy of the model's config (one
-   that does not validate yet is left to the trainer, which names why). */
+   read (mt_field.read) are refused, read on the resolved options and a validated copy of the
+   model's config (one that does not validate yet is left to the trainer, which names why). */
 static mt_status check_read(const layers *L, const mt_run_options *r, mt_err *err) {
     const mt_model_type *t = r->train.model;
     mt_run_options o = defaults();

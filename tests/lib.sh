@@ -110,3 +110,15 @@ else:
 PY
 }
 count() { tensors "$@" | wc -l; }
+
+# An importer test's refusal (the caller's train and $DATA): refused WHAT SAYS FLAGS... checks
+# exit 2, a message holding SAYS, and nothing written.
+refused() { # what, what the message says, flags...
+    what=$1 says=$2
+    shift 2
+    train $DATA --steps 0 --out "$T/refused" "$@"
+    rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc: $(cat "$T/log")"
+    grep -q -- "$says" "$T/log" || fail "$what: the message does not say '$says': $(cat "$T/log")"
+    [ ! -e "$T/refused" ] || fail "$what: wrote $T/refused"
+}

@@ -104,16 +104,6 @@ train $DATA --steps 0 --init-from "$T/v2.gguf" --out "$T/v2" || fail "version 2:
 "$B/export" --checkpoint "$T/v2/model.safetensors" --format gguf --out "$T/again.gguf" >/dev/null &&
     cmp -s "$T/untied.gguf" "$T/again.gguf" || fail "version 2 imports to other weights"
 
-# refusals: exit 2, a message naming the file and what was expected, nothing written
-refused() { # what, what the message says, flags...
-    what=$1 says=$2
-    shift 2
-    train $DATA --steps 0 --out "$T/refused" "$@"
-    rc=$?
-    [ $rc -eq 2 ] || fail "$what: exit $rc: $(cat "$T/log")"
-    grep -q -- "$says" "$T/log" || fail "$what: the message does not say '$says': $(cat "$T/log")"
-    [ ! -e "$T/refused" ] || fail "$what: wrote $T/refused"
-}
 U=$T/untied.gguf
 refused "--n-embd" "n_embd is 256 in the file, 128 here (--n-embd 256)" --init-from "$U" --n-embd 128
 refused "--tokenizer char" "n_vocab is 256 in the file, 62 here" --init-from "$U" --tokenizer char

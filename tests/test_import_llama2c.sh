@@ -88,16 +88,6 @@ big = max(abs(p - q) for p, q in zip(x, y))
 sys.exit(not (len(a) == len(b) and a[:28] == b[:28] and 0 < big <= max(map(abs, x)) / 254 * 1.0001))
 PY
 
-# refusals: exit 2, a message naming the file and what was expected, nothing written
-refused() { # what, what the message says, flags...
-    what=$1 says=$2
-    shift 2
-    train $DATA --steps 0 --out "$T/refused" "$@"
-    rc=$?
-    [ $rc -eq 2 ] || fail "$what: exit $rc: $(cat "$T/log")"
-    grep -q -- "$says" "$T/log" || fail "$what: the message does not say '$says': $(cat "$T/log")"
-    [ ! -e "$T/refused" ] || fail "$what: wrote $T/refused"
-}
 U=$T/untied.bin
 size=$(wc -c <"$U")
 refused "--n-embd" "n_embd is 32 in the file, 64 here (--n-embd 32)" --init-from "$U" --n-embd 64

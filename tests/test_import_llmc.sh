@@ -15,16 +15,6 @@ train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 DATA="--data $T/text.txt --tokenizer char --batch 4 --eval-batches 1"
 
-# refusals: exit 2, a message naming the file and what was expected, nothing written
-refused() { # what, what the message says, flags...
-    what=$1 says=$2
-    shift 2
-    train $DATA --steps 0 --out "$T/refused" "$@"
-    rc=$?
-    [ $rc -eq 2 ] || fail "$what: exit $rc: $(cat "$T/log")"
-    grep -q -- "$says" "$T/log" || fail "$what: the message does not say '$says': $(cat "$T/log")"
-    [ ! -e "$T/refused" ] || fail "$what: wrote $T/refused"
-}
 # a header of magic, version, max_seq_len, vocab_size, num_layers, num_heads, channels,
 # padded_vocab_size and NUMBERS zero bytes of body (numbers of 4 bytes)
 header() { # file magic version T V L NH C VP bytes

@@ -14,10 +14,10 @@
 #include "data.h"
 
 static const mt_enum_item SPLITS[] = {
-    [MT_G2P_TRAIN] = {"train", "the 90% trained on"},
-    [MT_G2P_VALID] = {"valid", "the 5% evaluated during training"},
-    [MT_G2P_TEST] = {"test", "the 5% held out"},
-    [MT_G2P_ALL] = {"all", "every word"},
+    [MT_G2P_TRAIN] = {.name = "train", .help = "the 90% trained on"},
+    [MT_G2P_VALID] = {.name = "valid", .help = "the 5% evaluated during training"},
+    [MT_G2P_TEST] = {.name = "test", .help = "the 5% held out"},
+    [MT_G2P_ALL] = {.name = "all", .help = "every word"},
 };
 const mt_enum MT_G2P_SPLITS = MT_ENUM("split", SPLITS);
 

@@ -241,11 +241,13 @@ const char *mt_tok_decode_after(const mt_tokenizer *t, int prev, int id, int *le
 }
 
 static const mt_enum_item TOKENIZERS[] = {
-    [MT_TOK_BYTE] = {"byte", "every byte a token"},
-    [MT_TOK_CHAR] = {"char", "every character of the text a token"},
-    [MT_TOK_BPE] = {"bpe", "byte-level BPE learnt from the training part, --vocab-size tokens"},
-    [MT_TOK_IDS] = {"ids", "token shards' ids without a tokenizer (no text)"},
-    [MT_TOK_SP] = {"sp", "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does"},
+    [MT_TOK_BYTE] = {.name = "byte", .help = "every byte a token"},
+    [MT_TOK_CHAR] = {.name = "char", .help = "every character of the text a token"},
+    [MT_TOK_BPE] = {.name = "bpe",
+                    .help = "byte-level BPE learnt from the training part, --vocab-size tokens"},
+    [MT_TOK_IDS] = {.name = "ids", .help = "token shards' ids without a tokenizer (no text)"},
+    [MT_TOK_SP] = {.name = "sp",
+                   .help = "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does"},
 };
 const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 

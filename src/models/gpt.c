@@ -13,13 +13,17 @@
 /* ---- config -------------------------------------------------------------------------------- */
 
 static const mt_enum_item POS_KINDS[] = {
-    [MT_POS_LEARNED] = {"learned", "a learned position embedding added to the tokens"},
-    [MT_POS_ROPE] = {"rope", "rotary: q and k rotated by the position (llama2.c's pairs)"},
+    [MT_POS_LEARNED] = {.name = "learned",
+                        .help = "a learned position embedding added to the tokens"},
+    [MT_POS_ROPE] = {.name = "rope",
+                     .help = "rotary: q and k rotated by the position (llama2.c's pairs)"},
 };
 static const mt_enum_item ARCHS[] = {
-    [MT_ARCH_GPT] = {"gpt", "the pieces as the other flags say"},
-    [MT_ARCH_LLAMA] = {"llama", "pos rope, act swiglu, norm rms, no bias (a flag given wins)"},
-    [MT_ARCH_NGPT] = {"ngpt", "the normalised Transformer (arXiv 2410.01131): llama's pieces with "
+    [MT_ARCH_GPT] = {.name = "gpt", .help = "the pieces as the other flags say"},
+    [MT_ARCH_LLAMA] = {.name = "llama",
+                       .help = "pos rope, act swiglu, norm rms, no bias (a flag given wins)"},
+    [MT_ARCH_NGPT] = {.name = "ngpt",
+                      .help = "the normalised Transformer (arXiv 2410.01131): llama's pieces with "
                               "norm none, its own residual, an untied head, unit vectors"},
 };
 const mt_enum MT_POS_KINDS = MT_ENUM("position encoding", POS_KINDS);

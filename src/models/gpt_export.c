@@ -14,9 +14,10 @@
 #include "gpt_internal.h"
 
 static const mt_enum_item FORMATS[] = {
-    [MT_EXPORT_LLAMA2C] = {"llama2c", "llama2.c's model.bin (version 0) and tokenizer.bin"},
-    [MT_EXPORT_GGUF] = {"gguf", "GGUF v3, llama architecture, float32 or float16"},
-    [MT_EXPORT_CHECKPOINT] = {"checkpoint", "an mt checkpoint (model.safetensors)"},
+    [MT_EXPORT_LLAMA2C] = {.name = "llama2c",
+                           .help = "llama2.c's model.bin (version 0) and tokenizer.bin"},
+    [MT_EXPORT_GGUF] = {.name = "gguf", .help = "GGUF v3, llama architecture, float32 or float16"},
+    [MT_EXPORT_CHECKPOINT] = {.name = "checkpoint", .help = "an mt checkpoint (model.safetensors)"},
 };
 const mt_enum MT_EXPORT_FORMATS = MT_ENUM("export format", FORMATS);
 

@@ -8,14 +8,19 @@
 #include <string.h>
 
 static const mt_enum_item INIT_SCHEMES[] = {
-    [MT_SCHEME_GPT2] = {"gpt2", "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
-    [MT_SCHEME_XAVIER] = {"xavier", "Xavier-normal"},
-    [MT_SCHEME_DEEPNORM] = {"deepnorm", "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
-    [MT_SCHEME_SUBLN] = {"subln", "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
-                                  "fc2"},
-    [MT_SCHEME_DSL] = {"dsl", "DeepScaleLM: q, k, v, out N(0, 1/n-embd), fc1 (fc3), fc2 variance "
-                              "sqrt(2 / (n-embd n-ff))"},
-    [MT_SCHEME_AUTO] = {"auto", "deepnorm for --placement deepnorm, subln for subln, dsl for dsl, "
+    [MT_SCHEME_GPT2] = {.name = "gpt2",
+                        .help = "N(0, 0.02), residual projections / sqrt(2 n_layer)"},
+    [MT_SCHEME_XAVIER] = {.name = "xavier", .help = "Xavier-normal"},
+    [MT_SCHEME_DEEPNORM] = {.name = "deepnorm",
+                            .help = "Xavier-normal, gain beta on v, out, fc1 (fc3), fc2"},
+    [MT_SCHEME_SUBLN] = {.name = "subln",
+                         .help = "Xavier-normal, gain sqrt(log 2 n_layer) on v, out, fc1 (fc3), "
+                                 "fc2"},
+    [MT_SCHEME_DSL] = {.name = "dsl",
+                       .help = "DeepScaleLM: q, k, v, out N(0, 1/n-embd), fc1 (fc3), fc2 variance "
+                               "sqrt(2 / (n-embd n-ff))"},
+    [MT_SCHEME_AUTO] = {.name = "auto",
+                        .help = "deepnorm for --placement deepnorm, subln for subln, dsl for dsl, "
                                 "else gpt2"},
 };
 const mt_enum MT_INIT_SCHEMES = MT_ENUM("init", INIT_SCHEMES);

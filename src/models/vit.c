@@ -19,8 +19,8 @@ struct mt_vit_layout {
 };
 
 static const mt_enum_item POOLS[] = {
-    [MT_VIT_POOL_CLS] = {"cls", "the class token's output"},
-    [MT_VIT_POOL_MEAN] = {"mean", "the mean over tokens"},
+    [MT_VIT_POOL_CLS] = {.name = "cls", .help = "the class token's output"},
+    [MT_VIT_POOL_MEAN] = {.name = "mean", .help = "the mean over tokens"},
 };
 const mt_enum MT_VIT_POOLS = MT_ENUM("pool", POOLS);
 

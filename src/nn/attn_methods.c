@@ -4,17 +4,20 @@
 #include "nn.h"
 
 static const mt_enum_item GATES[] = {
-    [MT_ATTN_GATE_NONE] = {"none", NULL, "off"},
-    [MT_ATTN_GATE_ELEMENTWISE] = {"elementwise", "Y * sigmoid(X W), W (C, C): a gate per channel",
-                                  "gated attention"},
-    [MT_ATTN_GATE_HEADWISE] = {"headwise", "Y * sigmoid(X W), W (NH, C): a gate per head",
-                               "head gates"},
+    [MT_ATTN_GATE_NONE] = {.name = "none", .title = "off"},
+    [MT_ATTN_GATE_ELEMENTWISE] = {.name = "elementwise",
+                                  .help = "Y * sigmoid(X W), W (C, C): a gate per channel",
+                                  .title = "gated attention"},
+    [MT_ATTN_GATE_HEADWISE] = {.name = "headwise",
+                               .help = "Y * sigmoid(X W), W (NH, C): a gate per head",
+                               .title = "head gates"},
 };
 const mt_enum MT_ATTN_GATES = MT_ENUM("attention gate", GATES);
 static const mt_enum_item SOFTMAXES[] = {
-    [MT_SOFTMAX] = {"softmax", "exp(S) / sum exp(S)", "softmax"},
-    [MT_SOFTPICK] = {"softpick", "relu(exp(S) - 1) / (sum |exp(S) - 1| + 1e-8) (arXiv 2504.20966)",
-                     "Softpick"},
+    [MT_SOFTMAX] = {.name = "softmax", .help = "exp(S) / sum exp(S)", .title = "softmax"},
+    [MT_SOFTPICK] = {.name = "softpick",
+                     .help = "relu(exp(S) - 1) / (sum |exp(S) - 1| + 1e-8) (arXiv 2504.20966)",
+                     .title = "Softpick"},
 };
 const mt_enum MT_ATTN_SOFTMAXES = MT_ENUM("attention softmax", SOFTMAXES);
 

@@ -11,29 +11,34 @@
 /* ---- names ----------------------------------------------------------------------------------- */
 
 static const mt_enum_item ACTS[] = {
-    [MT_ACT_GELU] = {"gelu", "GELU, tanh form"},
-    [MT_ACT_GELU_ERF] = {"gelu_erf", "GELU, exact erf form"},
-    [MT_ACT_RELU] = {"relu", NULL},
-    [MT_ACT_SILU] = {"silu", "x sigmoid(x)"},
-    [MT_ACT_SWIGLU] = {"swiglu", "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
+    [MT_ACT_GELU] = {.name = "gelu", .help = "GELU, tanh form"},
+    [MT_ACT_GELU_ERF] = {.name = "gelu_erf", .help = "GELU, exact erf form"},
+    [MT_ACT_RELU] = {.name = "relu"},
+    [MT_ACT_SILU] = {.name = "silu", .help = "x sigmoid(x)"},
+    [MT_ACT_SWIGLU] = {.name = "swiglu", .help = "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
 };
 static const mt_enum_item PLACEMENTS[] = {
-    [MT_PLACE_PRE] = {"pre", "x + F(N(x)), final norm", "Pre-LN"},
-    [MT_PLACE_POST] = {"post", "N(x + F(x))", "Post-LN"},
-    [MT_PLACE_DEEPNORM] = {"deepnorm", "N(alpha x + F(x))", "DeepNorm"},
-    [MT_PLACE_SUBLN] = {"subln",
-                        "x + F(N(x)), a norm inside F before its output projection, "
-                        "final norm",
-                        "Sub-LN"},
-    [MT_PLACE_PERI] = {"peri", "x + N(F(N(x))), final norm", "Peri-LN"},
-    [MT_PLACE_LNS] = {"lns", "x + F(N(x) / sqrt(l + 1)) in block l from 0, final norm", "LNS"},
-    [MT_PLACE_REORDER] = {"reorder", "x + N(F(x)) (OLMo-2), final norm", "OLMo-2"},
-    [MT_PLACE_MIXLN] = {"mixln", "post in the first --mixln-post blocks, pre after, final norm",
-                        "Mix-LN"},
-    [MT_PLACE_DSL] = {"dsl",
-                      "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
-                      "final norm",
-                      "DeepScaleLM"},
+    [MT_PLACE_PRE] = {.name = "pre", .help = "x + F(N(x)), final norm", .title = "Pre-LN"},
+    [MT_PLACE_POST] = {.name = "post", .help = "N(x + F(x))", .title = "Post-LN"},
+    [MT_PLACE_DEEPNORM] = {.name = "deepnorm", .help = "N(alpha x + F(x))", .title = "DeepNorm"},
+    [MT_PLACE_SUBLN] = {.name = "subln",
+                        .help = "x + F(N(x)), a norm inside F before its output projection, "
+                                "final norm",
+                        .title = "Sub-LN"},
+    [MT_PLACE_PERI] = {.name = "peri", .help = "x + N(F(N(x))), final norm", .title = "Peri-LN"},
+    [MT_PLACE_LNS] = {.name = "lns",
+                      .help = "x + F(N(x) / sqrt(l + 1)) in block l from 0, final norm",
+                      .title = "LNS"},
+    [MT_PLACE_REORDER] = {.name = "reorder",
+                          .help = "x + N(F(x)) (OLMo-2), final norm",
+                          .title = "OLMo-2"},
+    [MT_PLACE_MIXLN] = {.name = "mixln",
+                        .help = "post in the first --mixln-post blocks, pre after, final norm",
+                        .title = "Mix-LN"},
+    [MT_PLACE_DSL] = {.name = "dsl",
+                      .help = "lambda x + beta F(N(x)), beta^2 = dsl-k / n-layer (DeepScaleLM), "
+                              "final norm",
+                      .title = "DeepScaleLM"},
 };
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);

@@ -8,21 +8,23 @@
 #include "nn.h"
 
 static const mt_enum_item NORMS[] = {
-    [MT_NORM_LN] = {"ln", "LayerNorm", "LayerNorm"},
-    [MT_NORM_RMS] = {"rms", "RMSNorm", "RMSNorm"},
-    [MT_NORM_PRMS] = {"prms", "partial RMSNorm", "pRMSNorm"},
-    [MT_NORM_BN] = {"bn", "BatchNorm", "BatchNorm"},
-    [MT_NORM_IN] = {"in", "InstanceNorm", "InstanceNorm"},
-    [MT_NORM_GN] = {"gn", "GroupNorm", "GroupNorm"},
-    [MT_NORM_SCALE] = {"scale", "ScaleNorm", "ScaleNorm"},
-    [MT_NORM_NONE] = {"none", "identity", "no norm"},
-    [MT_NORM_DYT] = {"dyt", "Dynamic Tanh, w tanh(alpha x) + b", "DyT"},
-    [MT_NORM_DERF] = {"derf", "Dynamic erf, w erf(alpha x + s) + b", "Derf"},
+    [MT_NORM_LN] = {.name = "ln", .help = "LayerNorm", .title = "LayerNorm"},
+    [MT_NORM_RMS] = {.name = "rms", .help = "RMSNorm", .title = "RMSNorm"},
+    [MT_NORM_PRMS] = {.name = "prms", .help = "partial RMSNorm", .title = "pRMSNorm"},
+    [MT_NORM_BN] = {.name = "bn", .help = "BatchNorm", .title = "BatchNorm"},
+    [MT_NORM_IN] = {.name = "in", .help = "InstanceNorm", .title = "InstanceNorm"},
+    [MT_NORM_GN] = {.name = "gn", .help = "GroupNorm", .title = "GroupNorm"},
+    [MT_NORM_SCALE] = {.name = "scale", .help = "ScaleNorm", .title = "ScaleNorm"},
+    [MT_NORM_NONE] = {.name = "none", .help = "identity", .title = "no norm"},
+    [MT_NORM_DYT] = {.name = "dyt", .help = "Dynamic Tanh, w tanh(alpha x) + b", .title = "DyT"},
+    [MT_NORM_DERF] = {.name = "derf",
+                      .help = "Dynamic erf, w erf(alpha x + s) + b",
+                      .title = "Derf"},
 };
 const mt_enum MT_NORMS = MT_ENUM("norm", NORMS);
 static const mt_enum_item RMS_FORMS[] = {
-    [MT_RMS_LLAMA] = {"llama", "x / sqrt(mean(x^2) + eps)"},
-    [MT_RMS_PAPER] = {"paper", "x / (sqrt(mean(x^2)) + eps)"},
+    [MT_RMS_LLAMA] = {.name = "llama", .help = "x / sqrt(mean(x^2) + eps)"},
+    [MT_RMS_PAPER] = {.name = "paper", .help = "x / (sqrt(mean(x^2)) + eps)"},
 };
 const mt_enum MT_RMS_FORMS = MT_ENUM("rms form", RMS_FORMS);
 

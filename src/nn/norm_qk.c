@@ -8,14 +8,20 @@
 #include "nn.h"
 
 static const mt_enum_item QK_NORMS[] = {
-    [MT_QK_NONE] = {"none", NULL, "off"},
-    [MT_QK_RMS] = {"rms", "x / sqrt(mean(x^2) + 1e-6) (* weight)", "QK-RMSNorm"},
-    [MT_QK_LN] = {"ln", "(x - mean) / sqrt(var + 1e-5) (* weight)", "QK-LayerNorm"},
-    [MT_QK_L2] = {"l2", "g x / max(||x||, 1e-12), g a learned scalar (init sqrt(width))", "QK-L2"},
+    [MT_QK_NONE] = {.name = "none", .title = "off"},
+    [MT_QK_RMS] = {.name = "rms",
+                   .help = "x / sqrt(mean(x^2) + 1e-6) (* weight)",
+                   .title = "QK-RMSNorm"},
+    [MT_QK_LN] = {.name = "ln",
+                  .help = "(x - mean) / sqrt(var + 1e-5) (* weight)",
+                  .title = "QK-LayerNorm"},
+    [MT_QK_L2] = {.name = "l2",
+                  .help = "g x / max(||x||, 1e-12), g a learned scalar (init sqrt(width))",
+                  .title = "QK-L2"},
 };
 static const mt_enum_item QK_SCOPES[] = {
-    [MT_QK_HEAD] = {"head", "each head's HS channels (Qwen3, Gemma 3)"},
-    [MT_QK_ALL] = {"all", "the whole projection (OLMo-2)"},
+    [MT_QK_HEAD] = {.name = "head", .help = "each head's HS channels (Qwen3, Gemma 3)"},
+    [MT_QK_ALL] = {.name = "all", .help = "the whole projection (OLMo-2)"},
 };
 const mt_enum MT_QK_NORMS = MT_ENUM("qk norm", QK_NORMS);
 const mt_enum MT_QK_SCOPES = MT_ENUM("qk norm scope", QK_SCOPES);

@@ -37,27 +37,27 @@ mt_optim_config mt_optim_defaults(void) {
 /* ---- names ---------------------------------------------------------------------------------- */
 
 static const mt_enum_item OPTIMS[] = {
-    [MT_OPTIM_SGD] = {"sgd", NULL},
-    [MT_OPTIM_ADAM] = {"adam", "L2 weight decay"},
-    [MT_OPTIM_ADAMW] = {"adamw", "decoupled weight decay"},
-    [MT_OPTIM_MUON] = {"muon", "hidden matrices; AdamW the rest"},
-    [MT_OPTIM_LION] = {"lion", "sign of momentum"},
+    [MT_OPTIM_SGD] = {.name = "sgd"},
+    [MT_OPTIM_ADAM] = {.name = "adam", .help = "L2 weight decay"},
+    [MT_OPTIM_ADAMW] = {.name = "adamw", .help = "decoupled weight decay"},
+    [MT_OPTIM_MUON] = {.name = "muon", .help = "hidden matrices; AdamW the rest"},
+    [MT_OPTIM_LION] = {.name = "lion", .help = "sign of momentum"},
 };
 static const mt_enum_item SCHEDULES[] = {
-    [MT_SCHED_CONST] = {"const", NULL},
-    [MT_SCHED_COSINE] = {"cosine", "to min-lr"},
-    [MT_SCHED_LINEAR] = {"linear", "to min-lr"},
-    [MT_SCHED_INVSQRT] = {"invsqrt", "lr sqrt(warmup / step)"},
-    [MT_SCHED_WSD] = {"wsd", "lr, then linear to min-lr over the last decay-frac"},
+    [MT_SCHED_CONST] = {.name = "const"},
+    [MT_SCHED_COSINE] = {.name = "cosine", .help = "to min-lr"},
+    [MT_SCHED_LINEAR] = {.name = "linear", .help = "to min-lr"},
+    [MT_SCHED_INVSQRT] = {.name = "invsqrt", .help = "lr sqrt(warmup / step)"},
+    [MT_SCHED_WSD] = {.name = "wsd", .help = "lr, then linear to min-lr over the last decay-frac"},
 };
 static const mt_enum_item MUON_SCALES[] = {
-    [MT_MUON_SCALE_REFERENCE] = {"reference", "sqrt(max(1, rows / cols))"},
-    [MT_MUON_SCALE_MATCH_ADAMW] = {"match-adamw", "muon-rms sqrt(max(rows, cols))"},
+    [MT_MUON_SCALE_REFERENCE] = {.name = "reference", .help = "sqrt(max(1, rows / cols))"},
+    [MT_MUON_SCALE_MATCH_ADAMW] = {.name = "match-adamw", .help = "muon-rms sqrt(max(rows, cols))"},
 };
 static const mt_enum_item DECAY_SCOPES[] = {
-    [MT_DECAY_MATRICES] = {"matrices", NULL},
-    [MT_DECAY_EMBEDDINGS] = {"embeddings", "and the matrices"},
-    [MT_DECAY_ALL] = {"all", "every trainable entry"},
+    [MT_DECAY_MATRICES] = {.name = "matrices"},
+    [MT_DECAY_EMBEDDINGS] = {.name = "embeddings", .help = "and the matrices"},
+    [MT_DECAY_ALL] = {.name = "all", .help = "every trainable entry"},
 };
 /* The registry: each kind's type, in OPTIMS' order (each type's name is its OPTIMS name). */
 const mt_optim_type *const mt_optim_types[] = {

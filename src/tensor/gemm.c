@@ -27,17 +27,19 @@
 #endif
 
 static const mt_enum_item PRECISIONS[] = {
-    [MT_FP32] = {"fp32", "float32 everywhere"},
-    [MT_BF16] = {"bf16",
-                 "the linear layers' products on bf16 inputs, accumulated in fp32 (AVX512_BF16, "
+    [MT_FP32] = {.name = "fp32", .help = "float32 everywhere"},
+    [MT_BF16] =
+        {.name = "bf16",
+         .help = "the linear layers' products on bf16 inputs, accumulated in fp32 (AVX512_BF16, "
                  "oneDNN); weights, gradients, optimizer state, norms, softmax and loss stay fp32"},
 };
 const mt_enum MT_PRECISIONS = MT_ENUM("precision", PRECISIONS);
 
 static const mt_enum_item BACKENDS[] = {
-    [MT_GEMM_AUTO] = {"auto", "the faster backend for the product (the rule in src/tensor/gemm.c)"},
-    [MT_GEMM_OPENBLAS] = {"openblas", "OpenBLAS's cblas_sgemm"},
-    [MT_GEMM_ONEDNN] = {"onednn", "oneDNN's matmul primitive"},
+    [MT_GEMM_AUTO] = {.name = "auto",
+                      .help = "the faster backend for the product (the rule in src/tensor/gemm.c)"},
+    [MT_GEMM_OPENBLAS] = {.name = "openblas", .help = "OpenBLAS's cblas_sgemm"},
+    [MT_GEMM_ONEDNN] = {.name = "onednn", .help = "oneDNN's matmul primitive"},
 };
 const mt_enum MT_GEMM_BACKENDS = MT_ENUM("GEMM backend", BACKENDS);
 

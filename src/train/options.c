@@ -10,17 +10,20 @@
 #include "../models/stack.h"
 #include "../tensor/gemm.h"
 
-static const mt_enum_item BAD_IMAGES[] =
-    {[MT_BAD_IMAGES_SKIP] = {"skip", "and list them"}, [MT_BAD_IMAGES_REJECT] = {"reject", "stop"}};
+static const mt_enum_item BAD_IMAGES[] = {[MT_BAD_IMAGES_SKIP] = {.name = "skip",
+                                                                  .help = "and list them"},
+                                          [MT_BAD_IMAGES_REJECT] = {.name = "reject",
+                                                                    .help = "stop"}};
 static const mt_enum MT_BAD_IMAGES = MT_ENUM("bad-images", BAD_IMAGES);
 static const mt_enum_item RECOMPUTE[] =
-    {[MT_RECOMPUTE_NONE] = {"none", "every activation kept for the backward"},
-     [MT_RECOMPUTE_BLOCK] = {"block", "each block's input kept, its forward run again in the "
-                                      "backward"}};
+    {[MT_RECOMPUTE_NONE] = {.name = "none", .help = "every activation kept for the backward"},
+     [MT_RECOMPUTE_BLOCK] = {.name = "block",
+                             .help = "each block's input kept, its forward run again in the "
+                                     "backward"}};
 static const mt_enum MT_RECOMPUTES = MT_ENUM("recompute", RECOMPUTE);
 static const mt_enum_item PREPARE_FORMATS[] =
-    {[MT_PREPARE_MT] = {"mt", "one token file with its tokenizer"},
-     [MT_PREPARE_LLMC] = {"llmc", "a directory of llm.c shards and meta.json"}};
+    {[MT_PREPARE_MT] = {.name = "mt", .help = "one token file with its tokenizer"},
+     [MT_PREPARE_LLMC] = {.name = "llmc", .help = "a directory of llm.c shards and meta.json"}};
 const mt_enum MT_PREPARE_FORMATS = MT_ENUM("format", PREPARE_FORMATS);
 
 /* ---- tables -------------------------------------------------------------------------------- */

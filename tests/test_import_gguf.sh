@@ -44,8 +44,9 @@ train $DATA --steps 3 --init-from "$T/untied.gguf" --out "$T/tuned" ||
     fail "infer exited $?: $(cat "$T/gen")"
 
 # the export rewritten: version 2, version 1, architecture mamba, a q4_1 tensor, a tensor past the
-# end, another magic; and rand.gguf: its weights drawn here (norms 1 + 0.1 N(0, 1), matrices
-# N(0, 1 / in), the head 3x: greedy picks farther from ties than a model trained briefly's)
+# end, another magic, two tensors of one name; and rand.gguf: its weights drawn here (norms
+# 1 + 0.1 N(0, 1), matrices N(0, 1 / in), the head 3x: greedy picks farther from ties than a model
+# trained briefly's)
 python3 - "$T/untied.gguf" "$T" <<'PY' || fail "rewriting the file: exit $?"
 import random, struct, sys
 src, T = sys.argv[1], sys.argv[2]
@@ -91,6 +92,8 @@ write("mamba", lambda c: c.__setitem__(slice(arch, arch + 5), b"mamba"))
 write("q4_1", lambda c: struct.pack_into("<I", c, info["blk.0.attn_q.weight"][0], 3))
 write("past", lambda c: struct.pack_into("<Q", c, info["output.weight"][0] + 4, len(b)))
 write("magic", lambda c: c.__setitem__(slice(0, 4), b"GGML"))
+k = b.index(b"blk.0.attn_k.weight")
+write("twice", lambda c: c.__setitem__(slice(k, k + 19), b"blk.0.attn_q.weight"))
 random.seed(0)
 def draw(c):
     for name, (pos, nd, ne) in info.items():
@@ -124,6 +127,8 @@ refused "architecture mamba" "mamba.gguf: a GGUF file of architecture 'mamba': m
     --init-from "$T/mamba.gguf"
 refused "a q4_1 tensor" "q4_1.gguf: tensor 'blk.0.attn_q.weight' is of type q4_1 (ggml type 3): mt reads f32, f16, bf16, q8_0, q4_0, q4_K and q6_K" \
     --init-from "$T/q4_1.gguf"
+refused "two tensors of one name" "twice.gguf: the GGUF file holds two tensors named 'blk.0.attn_q.weight'" \
+    --init-from "$T/twice.gguf"
 refused "a tensor past the end" "past.gguf: tensor 'output.weight' of the GGUF file .* ends past the file's" \
     --init-from "$T/past.gguf"
 

@@ -347,8 +347,8 @@ static mt_status read_header(const char *path, gguf *g, mt_err *err) {
         return mt_errorf(err, MT_EFORMAT,
                          "%s: a GGUF file of version %u: versions 2 and 3 are read", path,
                          g->version);
-    /* each key-value takes 12 bytes at least, each tensor info 28 */
-    if (g->n_kv > g->size / 12 || g->n_tensors > g->size / 28)
+    /* each key-value takes 12 bytes at least, each tensor info 28; tensors are counted in ints */
+    if (g->n_kv > g->size / 12 || g->n_tensors > g->size / 28 || g->n_tensors > INT32_MAX)
         return mt_errorf(err, MT_EFORMAT,
                          "%s: a GGUF file of %llu tensors and %llu key-values in %zu bytes "
                          "(truncated?)",
@@ -485,7 +485,30 @@ static mt_status read_arch(const char *path, gguf *g, mt_err *err) {
     return MT_OK;
 }
 
-/* Every tensor of a type read, whole blocks of its rows, inside the file. */
+/* No two tensors of one name (the names' lengths are checked): each copied NUL-terminated into a
+   table of (n_tensors) names and hashed. */
+static mt_status check_names(const char *path, const gguf *g, mt_err *err) {
+    typedef char name[sizeof((mt_st_entry *)0)->name];
+    name *names = malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *names);
+    mt_name_index index = {0};
+    mt_status s = names ? MT_OK : MT_ENOMEM;
+    for (uint64_t i = 0; s == MT_OK && i < g->n_tensors; i++) {
+        snprintf(names[i], sizeof *names, "%.*s", (int)g->t[i].name.n, g->t[i].name.s);
+        int at = mt_name_index_add(&index, names, sizeof *names, (int)i);
+        if (at < 0) s = MT_ENOMEM;
+        else if (at != (int)i)
+            s = mt_errorf(err, MT_EFORMAT, "%s: the GGUF file holds two tensors named '%s'", path,
+                          names[i]);
+    }
+    if (s == MT_ENOMEM)
+        mt_errorf(err, s, "%s: out of memory for %llu tensor names", path,
+                  (unsigned long long)g->n_tensors);
+    mt_name_index_free(&index);
+    free(names);
+    return s;
+}
+
+/* Every tensor of a type read, whole blocks of its rows, inside the file, of a name of its own. */
 static mt_status check_tensors(const char *path, gguf *g, mt_err *err) {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         tinfo *t = &g->t[i];
@@ -525,7 +548,7 @@ static mt_status check_tensors(const char *path, gguf *g, mt_err *err) {
                              path, nl, t->name.s, (unsigned long long)t->bytes,
                              (unsigned long long)t->offset, (unsigned long long)g->data, g->size);
     }
-    return MT_OK;
+    return check_names(path, g, err);
 }
 
 /* ---- opening --------------------------------------------------------------------------------- */
@@ -610,10 +633,7 @@ mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arc
         dequantize(&g, t, x);
         int at = mt_st_add(st, name, (int)t->ndim, shape, x);
         x += t->n;
-        if (at == -1) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
-        else if (at == -2)
-            s = mt_errorf(err, MT_EFORMAT, "%s: the GGUF file holds two tensors named '%s'", path,
-                          name);
+        if (at < 0) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory indexing the tensors", path);
     }
     if (s == MT_OK) *arch = g.a;
     else mt_st_free(st);

@@ -102,7 +102,8 @@ train $TINY --qk-norm l2; [ $? -eq 2 ] && grep -q "softmax stays near uniform" "
     fail "qk-norm l2 without affine: $(cat "$T/log")"
 train $TINY --qk-norm-scope all; [ $? -eq 2 ] && grep -q "no QK-norm to apply to" "$T/log" ||
     fail "qk-norm scope without a norm: $(cat "$T/log")"
-# the attention's methods: a gate not in the list, a sink with softpick (docs/layers.md)
+# the attention's methods: a gate not in the list, a sink with softpick, a value residual without
+# later blocks (docs/layers.md)
 train $TINY $W --attn-gate channel; [ $? -eq 2 ] &&
     grep -q "'channel' is not one of none|elementwise|headwise" "$T/log" ||
     fail "attn-gate channel: $(cat "$T/log")"
@@ -111,6 +112,11 @@ train $TINY $W --attn-sink --softmax softpick; [ $? -eq 2 ] &&
     fail "attn-sink with softpick: $(cat "$T/log")"
 train $TINY $W --softmax sparsemax; [ $? -eq 2 ] && grep -q "softmax|softpick" "$T/log" ||
     fail "softmax sparsemax: $(cat "$T/log")"
+train $TINY $W --value-residual half --n-layer 1; [ $? -eq 2 ] &&
+    grep -q "value-residual half with 1 block in a stack: refused" "$T/log" ||
+    fail "value-residual with one block: $(cat "$T/log")"
+train $TINY $W --value-residual all; [ $? -eq 2 ] && grep -q "none|half|learned" "$T/log" ||
+    fail "value-residual all: $(cat "$T/log")"
 [ ! -e "$T/refused" ] || fail "a refused run wrote $T/refused"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"

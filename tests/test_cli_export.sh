@@ -45,10 +45,11 @@ train $TINY --arch llama --norm prms --out "$T/prms" &&
 train $TINY --arch llama --softmax softpick --out "$T/softpick" &&
     refused "softpick" "softmax = softpick (--softmax softmax)" \
         --checkpoint "$T/softpick/model.safetensors" --format gguf --out "$T/x.gguf"
-train $TINY --arch llama --attn-gate headwise --attn-sink --out "$T/gate" &&
+train $TINY --arch llama --attn-gate headwise --attn-sink --value-residual learned --n-layer 2 \
+    --out "$T/gate" &&
     for f in llama2c gguf; do
-        refused "attn gate and sink to $f" \
-            "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink)" \
+        refused "attn gate, sink and value residual to $f" \
+            "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink) value_residual = learned (--value-residual none)" \
             --checkpoint "$T/gate/model.safetensors" --format $f --out "$T/x.$f"
     done
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&

@@ -1,7 +1,7 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
    across the window's slides, for each placement, with RoPE, grouped-query attention, the
-   LLaMA preset, QK-norm, gated attention, attention sinks,
-   softpick, DyT and Derf; in bf16 precision; token sampling. */
+   LLaMA preset, QK-norm, gated attention, attention sinks, softpick, the value residual, DyT
+   and Derf; in bf16 precision; token sampling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +199,12 @@ int main(void) {
     test_cache(MT_PLACE_PERI, MT_NORM_LN,
                "{\"attn_sink\": true, \"attn_gate\": \"elementwise\", \"n_head\": 4, "
                "\"n_kv_head\": 1}");
+    /* the value residual: the first block's values of the new positions, mixed in by the later
+       blocks, whose cache keeps the mixed values */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"value_residual\": \"half\", \"n_layer\": 3}");
+    test_cache(MT_PLACE_PERI, MT_NORM_RMS,
+               "{\"value_residual\": \"learned\", \"n_layer\": 3, \"pos\": \"rope\", "
+               "\"n_head\": 4, \"n_kv_head\": 2}");
     /* softpick in the cached attention */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"softmax\": \"softpick\", \"pos\": \"rope\"}");
     test_cache(MT_PLACE_POST, MT_NORM_RMS,

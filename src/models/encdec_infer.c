@@ -48,9 +48,10 @@ static void dec_step(mt_ctx *c, dec_state *st, const int *tok, float *logits) {
     mt_block_cfg block = Lo->dec.block, *bc = &block;
     size_t mark = mt_arena_mark(c);
     mt_tensor *x = mt_encdec_embed(c, m, P, Lo->dec_pos, tok, st->B, 1, st->self.len);
+    mt_tensor *v1 = NULL; /* the value residual's first values */
     for (int l = 0; l < st->L; l++) {
         const mt_block_params *bp = &Lo->dec.blocks[l];
-        mt_cache_arg self = {.kv = &st->self, .layer = l},
+        mt_cache_arg self = {.kv = &st->self, .layer = l, .v1 = &v1},
                      cross = {.kv = &st->cross, .layer = l, .kv_len = st->src_len};
         block.layer = l;
         x = mt_residual(c, bc, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &self);

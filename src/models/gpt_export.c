@@ -59,6 +59,7 @@ static const struct {
     {"qk_norm", "none", "--qk-norm none"},
     {"attn_gate", "none", "--attn-gate none"},
     {"attn_sink", "false", "no --attn-sink"},
+    {"value_residual", "none", "--value-residual none"},
     {"softmax", "softmax", "--softmax softmax"},
 };
 

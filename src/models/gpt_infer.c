@@ -125,9 +125,10 @@ static void run(mt_kv_cache *kv, int pos0) {
         mt_tensor *x = mt_gpt_embed(c, m, &m->P, kv->ids + pos0, 1, n, pos0);
         kv->cache.len = pos0;
         mt_block_cfg block = st->block;
+        mt_tensor *v1 = NULL; /* the value residual's first values */
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
-            mt_cache_arg arg = {.kv = &kv->cache, .layer = l};
+            mt_cache_arg arg = {.kv = &kv->cache, .layer = l, .v1 = &v1};
             block.layer = l;
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &arg);
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);

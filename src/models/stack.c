@@ -238,6 +238,13 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (st != MT_OK) return st;
     if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
     if ((st = mt_attn_cfg_validate(&s->attn, err)) != MT_OK) return st;
+    if (s->attn.value_residual != MT_VALUE_RESIDUAL_NONE && (N > M ? N : M) < 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-residual %s with %d block%s in a stack: refused: it mixes the "
+                         "first block's values into the later blocks', and there are none; use 2 "
+                         "or more --n-layer, or --value-residual none",
+                         mt_enum_name(&MT_VALUE_RESIDUALS, s->attn.value_residual), N > M ? N : M,
+                         (N > M ? N : M) == 1 ? "" : "s");
     if (s->placement == MT_PLACE_DEEPNORM &&
         (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF))
         return mt_errorf(err, MT_EINVAL,
@@ -421,7 +428,9 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
         char name[64];
         snprintf(name, sizeof name, "%s.%d", prefix, i);
         mt_block_init stds = mt_stack_init_stds(s, i);
-        mt_block_add_params(P, name, &st->block, &stds, &st->blocks[i]);
+        mt_block_cfg b = st->block;
+        b.layer = i;
+        mt_block_add_params(P, name, &b, &stds, &st->blocks[i]);
     }
     st->final_norm_on = final_norm(s);
     st->final_norm = MT_NORM_PARAMS_NONE;
@@ -449,30 +458,43 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
 }
 
 /* A block as mt_recompute's segment: what it reads besides x, kept until the backward (its
-   config by value: it holds the block's index, which the loop below changes). */
+   config by value: it holds the block's index, which the loop below changes; v1 by value: a
+   replay must not write through a pointer to the loop's). */
 typedef struct {
     mt_block_cfg cfg;
     mt_params *P;
     const mt_block_params *bp;
     const int *x_len;
     mt_cross_mem mem; /* mem.mem NULL: none */
+    mt_tensor *v1;    /* the value residual's first values, NULL before the first block */
 } block_segment;
+
+/* The block of b; the first block of a value residual stores its values in *v1 */
+static mt_tensor *block_run(mt_ctx *c, mt_tensor *x, const block_segment *b, mt_tensor **v1) {
+    mt_self_arg self = {.kv_len = b->x_len, .v1 = v1};
+    return mt_block_forward_ex(c, &b->cfg, b->P, b->bp, x, &self, b->mem.mem ? &b->mem : NULL);
+}
 
 static mt_tensor *block_forward(mt_ctx *c, mt_tensor *x, const void *arg) {
     const block_segment *b = arg;
-    return mt_block_forward_ex(c, &b->cfg, b->P, b->bp, x, b->x_len, b->mem.mem ? &b->mem : NULL);
+    mt_tensor *v1 = b->v1;
+    return block_run(c, x, b, &v1);
 }
 
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                                const int *x_len, const mt_cross_mem *mem, double *resid) {
     mt_block_cfg block = st->block;
+    bool value_residual = block.attn.value_residual != MT_VALUE_RESIDUAL_NONE;
+    mt_tensor *v1 = NULL;
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
         if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
         block.layer = i;
-        block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}};
-        x = c->recompute ? mt_recompute(c, x, block_forward, &b, sizeof b)
-                         : block_forward(c, x, &b);
+        block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};
+        /* the first block of a value residual runs plainly: its values outlive it */
+        if (c->recompute && !(value_residual && !v1))
+            x = mt_recompute(c, x, block_forward, &b, sizeof b);
+        else x = block_run(c, x, &b, &v1);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
     return x;

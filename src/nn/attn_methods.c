@@ -20,6 +20,16 @@ static const mt_enum_item SOFTMAXES[] = {
                      .title = "Softpick"},
 };
 const mt_enum MT_ATTN_SOFTMAXES = MT_ENUM("attention softmax", SOFTMAXES);
+static const mt_enum_item VALUE_RESIDUALS[] = {
+    [MT_VALUE_RESIDUAL_NONE] = {.name = "none", .title = "off"},
+    [MT_VALUE_RESIDUAL_HALF] = {.name = "half",
+                                .help = "V_1 / 2 + V_n / 2 (ResFormer)",
+                                .title = "value residual"},
+    [MT_VALUE_RESIDUAL_LEARNED] = {.name = "learned",
+                                   .help = "lambda_1 V_1 + lambda_2 V_n, both learned, init 1/2",
+                                   .title = "learned value residual"},
+};
+const mt_enum MT_VALUE_RESIDUALS = MT_ENUM("value residual", VALUE_RESIDUALS);
 
 #define F(member, TYPE, key, help, ...) MT_FIELD(mt_attn_cfg, member, TYPE, key, help, __VA_ARGS__)
 static const mt_field FIELDS[] = {
@@ -31,16 +41,22 @@ static const mt_field FIELDS[] = {
       "a learned sink logit per head in the softmax's denominator (gpt-oss)"),
     F(softmax, ENUM, "softmax", "the attention's normaliser of its scores",
       .of = &MT_ATTN_SOFTMAXES),
+    F(value_residual, ENUM, "value_residual",
+      "ResFormer (arXiv 2410.17897): every block after the first attends to its values mixed "
+      "with the first block's",
+      .of = &MT_VALUE_RESIDUALS),
 };
 #undef F
 const mt_fields MT_ATTN_FIELDS = MT_FIELDS_OF(FIELDS);
 
 mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err) {
     if ((int)a->gate < 0 || (int)a->gate >= MT_ATTN_GATES.n || (int)a->softmax < 0 ||
-        (int)a->softmax >= MT_ATTN_SOFTMAXES.n)
+        (int)a->softmax >= MT_ATTN_SOFTMAXES.n || (int)a->value_residual < 0 ||
+        (int)a->value_residual >= MT_VALUE_RESIDUALS.n)
         return mt_errorf(err, MT_EINVAL,
-                         "config: attn_gate %d or softmax %d is not one of its values",
-                         (int)a->gate, (int)a->softmax);
+                         "config: attn_gate %d, softmax %d or value_residual %d is not one of its "
+                         "values",
+                         (int)a->gate, (int)a->softmax, (int)a->value_residual);
     if (a->sink && a->softmax == MT_SOFTPICK)
         return mt_errorf(err, MT_EINVAL,
                          "--attn-sink with --softmax softpick: refused: softpick already lets a "

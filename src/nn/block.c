@@ -168,6 +168,15 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     snprintf(name, sizeof name, "%s.attn.sink", prefix);
     if (cfg->attn.sink)
         a->sink = mt_params_add(P, name, 1, &cfg->n_head, MT_ROLE_NORM, MT_INIT_NORMAL, init->q);
+    a->lambda_v1 = a->lambda_v = -1; /* the learned value residual: .attn.lambda_v1, .lambda_v (1),
+                                        1/2 each, in every block after the first */
+    if (cfg->attn.value_residual == MT_VALUE_RESIDUAL_LEARNED && cfg->layer > 0) {
+        int one = 1;
+        snprintf(name, sizeof name, "%s.attn.lambda_v1", prefix);
+        a->lambda_v1 = mt_params_add(P, name, 1, &one, MT_ROLE_NORM, MT_INIT_CONST, 0.5f);
+        snprintf(name, sizeof name, "%s.attn.lambda_v", prefix);
+        a->lambda_v = mt_params_add(P, name, 1, &one, MT_ROLE_NORM, MT_INIT_CONST, 0.5f);
+    }
     bool inner = mt_placement_inner_norm(cfg->placement);
     bool out = mt_placement_out_norm(cfg->placement);
     bp->attn_inner = bp->ffn_inner = bp->attn_out = bp->ffn_out = MT_NORM_PARAMS_NONE;
@@ -260,12 +269,31 @@ static mt_tensor *attn_gated(mt_ctx *c, mt_params *P, const mt_attn_params *a, m
                          : mt_sigmoid_gate(c, y, mt_param_linear(c, P, a->gate_w, a->gate_b, x));
 }
 
+/* ResFormer's value residual: the first block run keeps its values v in *v1; a later block's
+   become lambda_1 v1 + lambda_2 v (half: 1/2 each; learned: its two scalars). v without one. */
+static mt_tensor *value_mixed(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
+                              const mt_attn_params *a, mt_tensor *v, mt_tensor **v1) {
+    mt_value_residual kind = cfg->attn.value_residual;
+    if (kind == MT_VALUE_RESIDUAL_NONE) return v;
+    MT_ASSERT(v1, "attention: a value residual without the stack's first values");
+    if (!*v1) return *v1 = v;
+    if (kind == MT_VALUE_RESIDUAL_HALF) return mt_scale(c, mt_add(c, *v1, v), 0.5f);
+    MT_ASSERT(a->lambda_v1 >= 0,
+              "attention: the learned value residual of block %d has no "
+              "lambdas (the first block has none)",
+              cfg->layer);
+    return mt_add(c, mt_scale_by(c, *v1, &P->t[a->lambda_v1]),
+                  mt_scale_by(c, v, &P->t[a->lambda_v]));
+}
+
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->attn;
-    const int *kv_len = arg;
+    const mt_self_arg *self = arg;
+    const int *kv_len = self ? self->kv_len : NULL;
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
-    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    mt_tensor *v = value_mixed(c, cfg, P, a, mt_param_linear(c, P, a->v_w, a->v_b, x),
+                               self ? self->v1 : NULL);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
     mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
@@ -285,7 +313,7 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     const mt_cache_arg *ca = arg;
     int pos0 = ca->kv->len; /* the new tokens' first position; the cached keys keep theirs */
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
-    mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, x);
+    mt_tensor *v = value_mixed(c, cfg, P, a, mt_param_linear(c, P, a->v_w, a->v_b, x), ca->v1);
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
@@ -441,11 +469,11 @@ mt_tensor *mt_block_forward(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
 }
 
 mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                               const mt_block_params *bp, mt_tensor *x, const int *x_len,
+                               const mt_block_params *bp, mt_tensor *x, const mt_self_arg *self,
                                const mt_cross_mem *mem) {
     MT_ASSERT(!cfg->cross == !mem, "block: cross-attention %s, memory %s",
               cfg->cross ? "on" : "off", mem ? "given" : "none");
-    x = mt_residual(c, cfg, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, (void *)x_len);
+    x = mt_residual(c, cfg, P, bp, MT_SUB_ATTN, x, mt_attn_sublayer, (void *)self);
     if (cfg->cross)
         x = mt_residual(c, cfg, P, bp, MT_SUB_CROSS, x, mt_cross_attn_sublayer, (void *)mem);
     return mt_residual(c, cfg, P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);

@@ -133,17 +133,29 @@ mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor 
  *       transformers' GptOss.
  * softmax  softpick (Zuhri et al. 2025, arXiv 2504.20966; zaydzuhri/softpick-attention):
  *       relu(exp(S) - 1) / (sum |exp(S) - 1| + eps) over the keys a query sees, in place of
- *       softmax (mt_attn_mask.softpick). */
+ *       softmax (mt_attn_mask.softpick).
+ * value_residual  ResFormer's value residual (Zhou et al. 2024, arXiv 2410.17897; Zcchill/
+ *       Value-Residual-Learning): block n >= 2 attends to V'_n = lambda_1 V_1 + lambda_2 V_n, V_1
+ *       the first block's values (its gradient flowing back from every block); half: lambda_1 =
+ *       lambda_2 = 1/2 (the paper's ResFormer), learned: both learned per block, init 1/2 (the
+ *       paper's Learnable-ResFormer). */
 typedef enum { MT_ATTN_GATE_NONE, MT_ATTN_GATE_ELEMENTWISE, MT_ATTN_GATE_HEADWISE } mt_attn_gate;
 extern const mt_enum MT_ATTN_GATES; /* "none", "elementwise", "headwise" */
 typedef enum { MT_SOFTMAX, MT_SOFTPICK } mt_attn_softmax;
 extern const mt_enum MT_ATTN_SOFTMAXES; /* "softmax", "softpick" */
+typedef enum {
+    MT_VALUE_RESIDUAL_NONE,
+    MT_VALUE_RESIDUAL_HALF,
+    MT_VALUE_RESIDUAL_LEARNED
+} mt_value_residual;
+extern const mt_enum MT_VALUE_RESIDUALS; /* "none", "half", "learned" */
 typedef struct {
     mt_attn_gate gate;
     bool sink;
     mt_attn_softmax softmax;
+    mt_value_residual value_residual;
 } mt_attn_cfg;
-/* attn_gate, attn_sink, softmax: a TABLE field of the stack's */
+/* attn_gate, attn_sink, softmax, value_residual: a TABLE field of the stack's */
 extern const mt_fields MT_ATTN_FIELDS;
 mt_status mt_attn_cfg_validate(const mt_attn_cfg *a, mt_err *err);
 /* y (..., C) * sigmoid(z) with z (..., C / G): each gate z_j over G adjacent channels of y
@@ -379,12 +391,14 @@ typedef struct {
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
-   gains, gate_w and gate_b the gate's projection, sink the sink logits (-1: none). */
+   gains, gate_w and gate_b the gate's projection, sink the sink logits, lambda_v1 and lambda_v
+   the learned value residual's scalars (-1: none). */
 typedef struct {
     int q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     int q_norm, k_norm;
     int gate_w, gate_b;
     int sink;
+    int lambda_v1, lambda_v;
 } mt_attn_params;
 /* An attention not built (a block without cross-attention): every index -1. */
 #define MT_ATTN_PARAMS_NONE                                                                        \
@@ -400,8 +414,10 @@ typedef struct {
                       .k_norm = -1,                                                                \
                       .gate_w = -1,                                                                \
                       .gate_b = -1,                                                                \
-                      .sink = -1})
-_Static_assert(sizeof(mt_attn_params) == 13 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
+                      .sink = -1,                                                                  \
+                      .lambda_v1 = -1,                                                             \
+                      .lambda_v = -1})
+_Static_assert(sizeof(mt_attn_params) == 15 * sizeof(int), "MT_ATTN_PARAMS_NONE sets every field");
 typedef struct {
     int fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b; /* fc3: SwiGLU's, else -1 */
 } mt_ffn_params;
@@ -448,10 +464,18 @@ typedef struct {
     mt_tensor *mem;
     const int *mem_len;
 } mt_cross_mem;
-/* The block with its self-attention's keys masked to x_len (B) (NULL: none) and, with
-   cfg->cross, its cross-attention on mem. */
+/* What a self-attention reads besides x: the keys' lengths kv_len (B) of a padded batch (NULL:
+   none); with a value residual (cfg->attn.value_residual), *v1 the stack's first values
+   (B, T, KC): NULL until the first block run stores its own there, which the later blocks mix in
+   (their caller keeps *v1 across the stack). */
+typedef struct {
+    const int *kv_len;
+    mt_tensor **v1;
+} mt_self_arg;
+/* The block with its self-attention's arg self (NULL: keys unmasked, no value residual) and,
+   with cfg->cross, its cross-attention on mem. */
 mt_tensor *mt_block_forward_ex(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
-                               const mt_block_params *bp, mt_tensor *x, const int *x_len,
+                               const mt_block_params *bp, mt_tensor *x, const mt_self_arg *self,
                                const mt_cross_mem *mem);
 
 /* The pieces of a block, for callers that run a sublayer their own way (the KV-cache decoder).
@@ -474,8 +498,8 @@ mt_tensor *mt_param_linear(mt_ctx *c, mt_params *P, int w, int b, mt_tensor *x);
 mt_tensor *mt_attn_keys(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_attn_params *a,
                         mt_tensor *x);
 /* out_proj(attention(q_proj(x), k_proj(x), v_proj(x))), q and k after the QK-norm (cfg->qk) and
-   rotated by cfg->rope when set;
-   arg: NULL, or the keys' lengths (const int *, B) of a padded batch. */
+   rotated by cfg->rope when set, v mixed with the first block's by a value residual; arg: an
+   mt_self_arg, or NULL. */
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg);
 /* The cross-attention: out_proj(attention(q_proj(x), k_proj(mem), v_proj(mem))) with the
@@ -493,6 +517,7 @@ typedef struct {
     mt_attn_cache *kv;
     int layer;
     const int *kv_len; /* cross: (B) the encoder rows' lengths */
+    mt_tensor **v1;    /* self with a value residual: as mt_self_arg's, over the new positions */
 } mt_cache_arg;
 mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                    const mt_block_params *bp, mt_tensor *x, void *arg);

@@ -85,7 +85,7 @@ def param_kind(name, role):
     if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
         return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
     return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g",
-            "sink": "z"}[last]
+            "sink": "z", "lambda_v1": "l", "lambda_v": "l"}[last]
 
 
 _LAYOUT = []  # the layout driver, started by the first call of layout
@@ -117,7 +117,9 @@ def random_params(model, cfg, rng):
     array, drawn from rng in mt's table order at about the scale each kind acts at: m a matrix
     (rows of norm about 1.2), e an embedding, w a norm's weight, b a bias, g and q2 the l2 norms'
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
-    papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), rm and rv BatchNorm's running mean and variance."""
+    papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), l the
+    value residual's lambdas (about their 1/2), rm and rv BatchNorm's running mean and
+    variance."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():
@@ -126,7 +128,7 @@ def random_params(model, cfg, rng):
              "w": lambda: 1 + 0.2 * z, "b": lambda: 0.1 * z,
              "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
              "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z),
-             "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z, "z": lambda: 0.5 + z,
+             "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z, "z": lambda: 0.5 + z, "l": lambda: 0.5 + 0.2 * z,
              "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
         out[name] = v.astype(np.float32)
     return out

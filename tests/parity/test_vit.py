@@ -81,7 +81,8 @@ NORMS = [("ln", {}), ("bn", {}), ("in", {}), ("in", {"in_affine": True}),
          ("rms", {"qk_norm": "ln", "qk_norm_scope": "all", "qk_norm_affine": True}),
          ("ln", {"qk_norm": "l2", "qk_norm_affine": True}),
          ("ln", {"attn_gate": "headwise", "attn_sink": True}),
-         ("rms", {"softmax": "softpick", "attn_gate": "elementwise"})]
+         ("rms", {"softmax": "softpick", "attn_gate": "elementwise"}),
+         ("ln", {"value_residual": "learned"}), ("rms", {"value_residual": "half"})]
 NORMS += [(norm, {}) for norm in METHODS["norm"] if norm not in dict(NORMS)]
 ACTS = [act for act in METHODS["act"] if act != "swiglu"]
 PLACEMENTS = tuple(METHODS["placement"])

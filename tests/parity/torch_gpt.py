@@ -147,8 +147,17 @@ class TorchBlocks(torch.nn.Module):
         q = q.view(B, T, NH, HS).transpose(1, 2)
         # grouped-query attention: head h reads key and value head h // (NH / NKV)
         k = self.qk_norm(self.linear(x, pre + "k_proj"), pre + "k_norm")
+        v = self.linear(x, pre + "v_proj")
+        residual = self.cfg.get("value_residual", "none")
+        if residual != "none":  # ResFormer (arXiv 2410.17897): V'_n = lambda_1 V_1 + lambda_2 V_n
+            if i == 0:
+                self.v1 = v
+            elif residual == "half":
+                v = 0.5 * self.v1 + 0.5 * v
+            else:
+                v = self.p[pre + "lambda_v1"] * self.v1 + self.p[pre + "lambda_v"] * v
         k, v = (t.view(B, T, NKV, HS).transpose(1, 2).repeat_interleave(NH // NKV, dim=1)
-                for t in (k, self.linear(x, pre + "v_proj")))
+                for t in (k, v))
         if self.cfg.get("pos") == "rope":
             theta = self.cfg.get("rope_theta", 10000.0)
             q, k = rope(q, theta), rope(k, theta)

@@ -4,7 +4,8 @@
    the bits of the same steps without it: the loss, every gradient, the weights after the
    updates and BatchNorm's running statistics (updated once, not again by the recomputation);
    with 2 replicas (1 with BatchNorm) and with 1 (every op split across the threads), and in
-   bf16 where the machine has it. And the step arena's peak falls. */
+   bf16 where the machine has it; with the value residual, whose later blocks read the first's
+   values. And the step arena's peak falls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,10 @@ int main(void) {
     CHECK(compare(&gpt, 1, MT_FP32, "ngpt"), "gpt ngpt, 1 replica: refused");
     gc.arch = MT_ARCH_GPT; /* the trainer validated copies: gc is as set */
     if (mt_bf16_check(&e) == MT_OK) CHECK(compare(&gpt, 2, MT_BF16, "pre ln"), "gpt bf16: refused");
+    /* the value residual: later blocks' replays read the first block's values, kept */
+    gc.stack.attn.value_residual = MT_VALUE_RESIDUAL_LEARNED;
+    CHECK(compare(&gpt, 2, MT_FP32, "value residual"), "gpt value residual: refused");
+    gc.stack.attn.value_residual = MT_VALUE_RESIDUAL_NONE;
 
     mt_vit_config vc = mt_vit_config_default();
     vc.stack.n_layer = 2, vc.stack.n_head = 2, vc.stack.n_embd = 16;
@@ -158,6 +163,9 @@ int main(void) {
     snprintf(encdec.data.path, sizeof encdec.data.path, "%s", dict ? dict : "");
     encdec.data.eval_batches = 1;
     if (dict) every_block(&encdec);
+    ec.stack.attn.value_residual = MT_VALUE_RESIDUAL_HALF; /* the encoder's and the decoder's */
+    if (dict)
+        CHECK(compare(&encdec, 2, MT_FP32, "value residual"), "encdec value residual: refused");
 
     CHECK(test_remove_dir(dir) == 0, "cannot remove %s", dir);
     return check_finish("test_recompute");

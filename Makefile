@@ -269,6 +269,7 @@ deps deps-test:
 	  $$sudo apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+	@if [ $@ = deps-test ]; then $(MAKE) --no-print-directory deps-cross; fi
 	@if [ $@ = deps-test ] && [ ! -d build-node/node_modules/node-llama-cpp ]; then \
 	  $(MAKE) --no-print-directory deps-llamacpp || \
 	    echo "deps-test: node-llama-cpp not installed: test_import_gguf skips its llama.cpp case"; fi
@@ -280,7 +281,7 @@ deps-llamacpp:
 	  node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
 
 # The aarch64 cross compiler, qemu-user and the arm64 libraries (Debian's multiarch) of
-# make CROSS=aarch64 and make test-aarch64 (make deps-test installs them too).
+# make CROSS=aarch64 and make test-aarch64 (make deps-test installs them too: CI runs the latter).
 DEPS_CROSS := gcc-aarch64-linux-gnu qemu-user libopenblas-openmp-dev:arm64 libopenblas0-openmp:arm64 \
               libcjson-dev:arm64 libstb-dev:arm64 zlib1g-dev:arm64 libgomp1:arm64
 deps-cross:

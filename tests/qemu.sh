@@ -22,5 +22,6 @@ for f in "$B"/train "$B"/infer "$B"/export "$B"/preview "$B"/tests/test_* "$B"/t
 done
 "$Q"/scripts/methods >"$Q"/methods.json
 NATIVE="test_fuzz.sh test_mpi.sh test_mpi_net.sh test_cpu_check.sh test_format.sh test_links.sh
-        test_depth_study.sh test_depth_study3.sh test_encdec_depth.sh test_scale.sh test_gcide.sh"
+        test_depth_study.sh test_depth_study3.sh test_encdec_depth.sh test_scale.sh test_gcide.sh
+        test_deps.sh"
 MT_BUILD=$Q MT_LEAVE_OUT=$(echo $NATIVE ${MT_LEAVE_OUT:-}) exec sh tests/run.sh $(ls "$Q"/tests/test_* | sort)

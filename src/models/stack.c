@@ -238,13 +238,14 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
     if (st != MT_OK) return st;
     if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
     if ((st = mt_attn_cfg_validate(&s->attn, err)) != MT_OK) return st;
-    if (s->attn.value_residual != MT_VALUE_RESIDUAL_NONE && (N > M ? N : M) < 2)
+    int deepest = N > M ? N : M; /* the blocks of the larger stack */
+    if (s->attn.value_residual != MT_VALUE_RESIDUAL_NONE && deepest < 2)
         return mt_errorf(err, MT_EINVAL,
                          "--value-residual %s with %d block%s in a stack: refused: it mixes the "
                          "first block's values into the later blocks', and there are none; use 2 "
                          "or more --n-layer, or --value-residual none",
-                         mt_enum_name(&MT_VALUE_RESIDUALS, s->attn.value_residual), N > M ? N : M,
-                         (N > M ? N : M) == 1 ? "" : "s");
+                         mt_enum_name(&MT_VALUE_RESIDUALS, s->attn.value_residual), deepest,
+                         deepest == 1 ? "" : "s");
     if (s->placement == MT_PLACE_DEEPNORM &&
         (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF))
         return mt_errorf(err, MT_EINVAL,

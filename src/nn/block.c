@@ -279,9 +279,7 @@ static mt_tensor *value_mixed(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     if (!*v1) return *v1 = v;
     if (kind == MT_VALUE_RESIDUAL_HALF) return mt_scale(c, mt_add(c, *v1, v), 0.5f);
     MT_ASSERT(a->lambda_v1 >= 0,
-              "attention: the learned value residual of block %d has no "
-              "lambdas (the first block has none)",
-              cfg->layer);
+              "attention: block %d has no value-residual lambdas (block 0 has none)", cfg->layer);
     return mt_add(c, mt_scale_by(c, *v1, &P->t[a->lambda_v1]),
                   mt_scale_by(c, v, &P->t[a->lambda_v]));
 }

@@ -134,8 +134,8 @@ mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor 
  * softmax  softpick (Zuhri et al. 2025, arXiv 2504.20966; zaydzuhri/softpick-attention):
  *       relu(exp(S) - 1) / (sum |exp(S) - 1| + eps) over the keys a query sees, in place of
  *       softmax (mt_attn_mask.softpick).
- * value_residual  ResFormer's value residual (Zhou et al. 2024, arXiv 2410.17897; Zcchill/
- *       Value-Residual-Learning): block n >= 2 attends to V'_n = lambda_1 V_1 + lambda_2 V_n, V_1
+ * value_residual  ResFormer's value residual (Zhou et al. 2024, arXiv 2410.17897; its code
+ *       Zcchill/Value-Residual-Learning, and modded-nanogpt's learned form): block n >= 2 attends to V'_n = lambda_1 V_1 + lambda_2 V_n, V_1
  *       the first block's values (its gradient flowing back from every block); half: lambda_1 =
  *       lambda_2 = 1/2 (the paper's ResFormer), learned: both learned per block, init 1/2 (the
  *       paper's Learnable-ResFormer). */

@@ -11,6 +11,7 @@
 #   make check-links  every relative link and image of README.md, docs/ and bench/*.md resolves
 #   make deps       installs the Debian packages mt needs (deps-test: also those of the tests)
 #   make deps-llamacpp  npm's node-llama-cpp (llama.cpp's CPU build) into build-node/, for the GGUF test
+#   make deps-browser   npm's playwright-core into build-node/, for the browser test of the report
 #   make clean
 # PORTABLE=1 builds for any x86-64 CPU (the baseline: SSE2) instead of -march=native.
 # MPI=1 builds with mpicc into build-mpi/ (./build-mpi/train runs under mpirun; docs/mpi.md).
@@ -83,16 +84,19 @@ METHODS := $(BUILD)/scripts/methods $(if $(CROSS),,$(BUILD)/methods.json)
 # dataset-fashion-mnist: the full Fashion-MNIST in /usr/share/datasets/fashion-mnist (image docs);
 # festlex-cmu: CMUdict in /usr/share/festival/dicts/cmu (the encoder-decoder's G2P task);
 # libdnnl-dev: oneDNN, the GEMM layer's second backend and --precision bf16;
-# dict-gcide: the GNU dictionary of English, a 30 MB corpus (scripts/gcide_text.py, docs/scale.md)
+# dict-gcide: the GNU dictionary of English, a 30 MB corpus (scripts/gcide_text.py, docs/scale.md);
+# libjs-chart.js: the chart library scripts/plot-runs --html inlines into its page
 DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-dev libcjson-dev \
-             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev dict-gcide
+             zlib1g-dev gnuplot-nox dataset-fashion-mnist festlex-cmu libdnnl-dev dict-gcide \
+             libjs-chart.js
 # make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
 DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
-# qemu-user: qemu-x86_64 runs the builds on older CPU models (tests/test_cpu_check.sh)
+# qemu-user: qemu-x86_64 runs the builds on older CPU models (tests/test_cpu_check.sh);
+# chromium: the browser tests/test_report_html.sh opens the report in (with npm's playwright-core)
 DEPS_TEST := python3-torch python3-numpy clang gcc-11 clang-format libclang-rt-14-dev libomp-14-dev valgrind \
-             qemu-user $(DEPS_MPI)
+             qemu-user chromium $(DEPS_MPI)
 
-.PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross deps-llamacpp asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
+.PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross deps-llamacpp deps-browser asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links
 all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS)) $(METHODS)
 
@@ -153,8 +157,9 @@ test: all $(TESTS) $(DRIVERS)
 # prints, to stay well under 2 minutes on 2 idle cores): fuzzing, MPI (a second build), the
 # depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the scale and
 # encoder-decoder depth scripts, the old CPUs under qemu (a third build); recompute's every norm
-# x placement, the step's allocation count, plot-runs, the optimizers end to end (test_optim
-# stays), and the parity of the exports, BPE, bf16 and the ViT. Every module keeps its C test
+# x placement, the step's allocation count, plot-runs and its page in Chromium, the optimizers
+# end to end (test_optim stays), and the parity of the exports, BPE, bf16 and the ViT. Every
+# module keeps its C test
 # (test_<module>.c: tensor, ops, nn, norms, optim, data, bpe, io, models, tasks, ckpt, train, diag,
 # app), the programs their shell tests, and the GPT, encoder-decoder, nGPT, ops, norms,
 # optimizer and score twins stay.
@@ -162,7 +167,7 @@ SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_s
               test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
               test_cpu_check.sh test_recompute test_steady test_plot_runs.sh test_cli_optim.sh \
               test_export.py test_bpe.py test_bf16.py test_vit.py \
-              test_import_gguf.sh test_import_llmc.sh
+              test_import_gguf.sh test_import_llmc.sh test_report_html.sh
 test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 
@@ -256,6 +261,11 @@ fuzz: $(FUZZERS)
 	  grep -E "stat::number_of_executed_units|cov:" build-fuzz/$$name.log | tail -2; \
 	done
 
+# npm's playwright-core (the driver of Debian's chromium; no browser download) into build-node/:
+# tests/test_report_html.sh opens the HTML report in headless Chromium with it.
+deps-browser:
+	npm install --prefix build-node --no-audit --no-fund --ignore-scripts playwright-core@1.64.1
+
 # Installs what is missing; does nothing when everything is present.
 deps deps-test: PKGS = $(DEPS_RUN) $(if $(filter deps-test,$@),$(DEPS_TEST)) \
                        $(if $(filter 1,$(MPI)),$(DEPS_MPI))
@@ -273,6 +283,9 @@ deps deps-test:
 	@if [ $@ = deps-test ] && [ ! -d build-node/node_modules/node-llama-cpp ]; then \
 	  $(MAKE) --no-print-directory deps-llamacpp || \
 	    echo "deps-test: node-llama-cpp not installed: test_import_gguf skips its llama.cpp case"; fi
+	@if [ $@ = deps-test ] && [ ! -d build-node/node_modules/playwright-core ]; then \
+	  $(MAKE) --no-print-directory deps-browser || \
+	    echo "deps-test: playwright-core not installed: test_report_html skips"; fi
 
 # llama.cpp's CPU build as npm's node-llama-cpp ships it (libllama, libggml, the node addon; 85 MB)
 # into build-node/: tests/test_import_gguf.sh quantizes, dequantizes and generates with it.

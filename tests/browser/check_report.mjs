@@ -15,7 +15,7 @@ const problems = [];
 
 const browser = await chromium.launch({
   executablePath: process.env.MT_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu"],
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
 });
 try {
   const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });

@@ -11,6 +11,7 @@
 #include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
+#include "../nn/nn.h"
 #include "../optim/optim.h"
 #include "../tasks/task.h"
 #include "../tensor/base.h"

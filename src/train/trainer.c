@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "../io/fields.h"
+#include "../models/stack.h"
+#include "../nn/nn.h"
 #include "../tensor/gemm.h"
 #include "train.h"
 

@@ -258,9 +258,9 @@ static void test_eval_replicas(void) {
 
 enum { H = 8, QK_WARM = 20 }; /* test_qk_clip_split's heads (2 blocks of 4), steps before */
 
-/* One step of a 2-layer, 4-head GPT with --qk-clip tau in batch x accum rows on `replicas`
-   (recompute: --recompute block): the heads clipped; the step's maxima (heads) into smax and,
-   with w, the n weights after it into *w (malloc'd). */
+/* QK_WARM steps of a 2-layer, 4-head GPT in batch x accum rows on `replicas` (recompute:
+   --recompute block) with no head clipped, then one with --qk-clip tau: the heads it clipped; its
+   maxima (H) into smax and, with w, the n weights after it into *w (malloc'd). */
 static int qk_clip_step(double tau, int batch, int accum, int replicas, bool recompute, float *smax,
                         float **w, size_t *n) {
     mt_train_cfg tc = {.model = &mt_gpt_type,

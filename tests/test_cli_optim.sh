@@ -1,8 +1,9 @@
 #!/bin/sh
 # ./train with --optim muon and lion and --schedule wsd end to end on a tiny GPT: the loss falls;
 # wsd's rates; 30 steps at once and 15 + 15 resumed give the same bits (Muon in fp32 and, where
-# this build and CPU have it, bf16; Lion); the options are saved in the checkpoint; Muon's state
-# resumed with another optimizer and bad values exit 2 with a message naming the flag.
+# this build and CPU have it, bf16; Lion); the options are saved in the checkpoint; QK-Clip under
+# Muon; Muon's state resumed with another optimizer and bad values exit 2 with a message naming
+# the flag.
 # MT_BUILD names the build directory (default: build).
 NAME=test_cli_optim
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +62,24 @@ else
     skip_case "Muon in bf16" "$BF16_WHY"
 fi
 
+# QK-Clip under Muon: a tau above every logit leaves the run as it was (the same rows but the two
+# columns it adds); 0.2 clips heads and holds the largest logit near it from step 25 on, where the
+# run without passes 0.35
+rm -rf "$T/q0" "$T/q10" "$T/q02"
+train $TINY $MUON --steps 40 --out "$T/q0" || fail "qk-clip: the run without exited $?"
+train $TINY $MUON --steps 40 --qk-clip 10 --out "$T/q10" || fail "qk-clip 10: exited $?"
+train $TINY $MUON --steps 40 --qk-clip 0.2 --out "$T/q02" || fail "qk-clip 0.2: exited $?"
+head -n 1 "$T/q10/metrics.csv" | grep -q ",elapsed_s,qk_clipped,qk_max_logit$" ||
+    fail "qk-clip: metrics.csv's header $(head -n 1 "$T/q10/metrics.csv")"
+[ "$(cut -d, -f1-5 "$T/q0/metrics.csv" | tail -n +2)" = \
+    "$(cut -d, -f1-5 "$T/q10/metrics.csv" | tail -n +2)" ] ||
+    fail "qk-clip 10 changed the run: $(cut -d, -f2,9 "$T/q10/metrics.csv" | tr '\n' ' ')"
+awk -F, 'NR > 1 { c += $9; if ($1 >= 25 && $10 > 0.25) high = 1 } END { exit !(c > 0 && !high) }' \
+    "$T/q02/metrics.csv" || fail "qk-clip 0.2: $(cut -d, -f1,9,10 "$T/q02/metrics.csv" | tr '\n' ' ')"
+awk -F, 'NR > 1 && $10 > m { m = $10 } END { exit !(m > 0.35) }' "$T/q10/metrics.csv" ||
+    fail "without a clip the logits stay low: $(cut -d, -f1,10 "$T/q10/metrics.csv" | tr '\n' ' ')"
+grep -q "qk-clip [0-9]*, max " "$T/log" || fail "qk-clip: no heads in the progress line"
+
 # bad values: exit 2, the flag and what is accepted in the message
 bad() { # expected message, flags...
     want=$1
@@ -79,5 +98,11 @@ bad "muon-lr 0.02: this run does not read it (only --optim muon does)" --muon-lr
 bad "no-nesterov.*: this run does not read it (only --optim muon does)" --optim lion --no-nesterov
 bad "lion-beta2 1; each must be in \[0, 1)" --optim lion --lion-beta2 1
 bad "is not one of reference|match-adamw" --optim muon --muon-scale rms
+bad "qk-clip is -1; it must be a finite number >= 0" --qk-clip -1
+bad "qk-clip 1 with --qk-norm: refused: its queries and keys are normalised" --qk-clip 1 \
+    --qk-norm rms
+bad "qk-clip 1 with --arch ngpt: refused" --qk-clip 1 --arch ngpt --weight-decay 0
+bad "qk-clip rescales blocks.1.attn.k_proj.weight, which is not trained" --qk-clip 1 \
+    --freeze "blocks.1.attn.k_proj.*"
 
 finish

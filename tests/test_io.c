@@ -428,12 +428,12 @@ static void test_metrics(void) {
           "header");
 }
 
-/* A model's metrics: val_<name> columns after elapsed_s, empty when not evaluated. */
+/* The caller's columns after elapsed_s (a model's metrics, val_<name>), NAN empty. */
 static void test_metrics_extra(void) {
     mt_metrics m;
     mt_err e;
     const char *path = tmp_path("metrics_extra.csv");
-    const char *names[] = {"wer", "per", NULL};
+    const char *names[] = {"val_wer", "val_per", NULL};
     CHECK(mt_metrics_open_with(&m, path, -1, names, &e) == MT_OK, "open: %s", e.msg);
     double v[2] = {0.25, NAN};
     mt_metrics_row r = {1, 2.0, 1.5, 1e-3, 0.5, 12.25, 1000, 0.5, v};

@@ -2,7 +2,7 @@
    GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, the
    gradient's norm, clipping, the update and zero grad in mt_optim_update, with AdamW, Lion and
    Muon, whose Newton-Schulz products run in the update; AdamW also with the blocks recomputed in
-   the backward, mt_recompute) make no call to
+   the backward, mt_recompute, and QK-Clip's probe and rescaling of every head) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -71,14 +71,37 @@ WRAP int posix_memalign(void **p, size_t align, size_t n) {
 #define WRAPPED 0
 #endif
 
-/* One training step on batch b of B rows, forward and backward by R; returns the loss. */
+/* QK-Clip in the steps (qk.n > 0): the attentions and each replica's probe (R.n x qk.heads). */
+static mt_qk_clip qk;
+static float *qk_max;
+
+/* One training step on batch b of B rows, forward and backward by R; with QK-Clip its probe
+   reset before and the heads above tau rescaled after the update (the trainer's order); returns
+   the loss. */
 static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_batch *b, int B) {
+    if (qk.n) mt_qk_clip_reset(qk_max, R->n * qk.heads);
     double loss = mt_replicas_backward(R, c, &m->P, 0, B, B, mt_gpt_rows_loss, b);
     mt_grads G = mt_replicas_grads(R);
     double norm = mt_grads_norm(&G, m->P.total);
     mt_optim_update(o, &m->P, &G, mt_optim_lr_at(&o->cfg.sched, o->t),
                     mt_optim_clip_coef(norm, 1.0), false);
+    for (int r = 1; qk.n && r < R->n; r++)
+        for (int h = 0; h < qk.heads; h++)
+            if (qk_max[r * qk.heads + h] > qk_max[h]) qk_max[h] = qk_max[r * qk.heads + h];
+    if (qk.n) MT_ASSERT(mt_qk_clip_apply(&qk, &m->P, qk_max) > 0, "qk-clip: no head clipped");
     return loss;
+}
+
+/* QK-Clip with a tau every head exceeds, the probe in c and the replicas' contexts. */
+static void qk_setup(mt_replicas *R, mt_ctx *c, mt_gpt *m) {
+    mt_err err;
+    MT_ASSERT(mt_qk_clip_init(&qk, &m->P, m->cfg.stack.n_head, 1e-4f, &err) == MT_OK, "qk: %s",
+              err.msg);
+    qk_max = malloc((size_t)R->n * qk.heads * sizeof *qk_max);
+    for (int r = 0; r < R->n; r++) {
+        mt_ctx *cr = r ? &R->ctx[r - 1] : c;
+        cr->qk_max = qk_max + (size_t)r * qk.heads, cr->qk_slot = qk.slot, cr->qk_at = -1;
+    }
 }
 
 /* The training loop with n replicas (1: every op split across the threads; 2: the batch), its
@@ -104,7 +127,9 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
               "setup: %s", err.msg);
     char pn[64];
     snprintf(pn, sizeof pn, "%s %s%s%s", mt_enum_name(&MT_PRECISIONS, prec),
-             mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed" : "", ngpt ? ", ngpt" : "");
+             mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed, qk-clip" : "",
+             ngpt ? ", ngpt" : "");
+    if (recompute) qk_setup(&R, &c, &m);
     c.precision = prec, c.recompute = recompute;
     for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;
     mt_rng r;
@@ -147,6 +172,9 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
     mt_ctx_free(&c);
     mt_optim_free(&o);
     mt_gpt_free(&m);
+    mt_qk_clip_free(&qk);
+    free(qk_max);
+    qk_max = NULL;
 }
 
 int main(void) {
@@ -156,7 +184,7 @@ int main(void) {
             printf("test_steady: bf16 skipped (no oneDNN or no AVX512_BF16 here)\n");
             continue;
         }
-        for (int k = 0; k < 4; k++) { /* AdamW, Lion, Muon; then AdamW recomputed */
+        for (int k = 0; k < 4; k++) { /* AdamW, Lion, Muon; then AdamW recomputed, QK-Clip */
             mt_optim_kind kind = (mt_optim_kind[]){MT_OPTIM_ADAMW, MT_OPTIM_LION, MT_OPTIM_MUON,
                                                    MT_OPTIM_ADAMW}[k];
             steady(1, prec, kind, k == 3, false);

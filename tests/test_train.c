@@ -256,6 +256,88 @@ static void test_eval_replicas(void) {
     }
 }
 
+enum { H = 8, QK_WARM = 20 }; /* test_qk_clip_split's heads (2 blocks of 4), steps before */
+
+/* QK_WARM steps of a 2-layer, 4-head GPT in batch x accum rows on `replicas` (recompute:
+   --recompute block) with no head clipped, then one with --qk-clip tau: the heads it clipped; its
+   maxima (H) into smax and, with w, the n weights after it into *w (malloc'd). */
+static int qk_clip_step(double tau, int batch, int accum, int replicas, bool recompute, float *smax,
+                        float **w, size_t *n) {
+    mt_train_cfg tc = {.model = &mt_gpt_type,
+                       .data = {.path = "data/tinyshakespeare.txt",
+                                .val_fraction = 0.1,
+                                .eval_batches = 1},
+                       .seed = 3,
+                       .steps = QK_WARM + 1,
+                       .batch = batch,
+                       .grad_accum = accum,
+                       .replicas = replicas,
+                       .recompute = recompute ? MT_RECOMPUTE_BLOCK : MT_RECOMPUTE_NONE};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
+    mt_gpt_config mc = mt_gpt_config_default();
+    mc.stack.n_layer = 2, mc.stack.n_head = 4, mc.stack.n_embd = 16, mc.n_ctx = 16;
+    mt_optim_config oc = mt_optim_defaults();
+    oc.qk_clip = tau;
+    mt_trainer tr;
+    mt_err e;
+    tc.model_cfg = &mc;
+    if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) {
+        CHECK(0, "trainer: %s", e.msg);
+        return -1;
+    }
+    CHECK(tr.qk.heads == H && tr.replicas.n == replicas, "%d heads, %d replicas", tr.qk.heads,
+          tr.replicas.n);
+    mt_step_stats st;
+    tr.qk.tau = 1e30f; /* the weights away from init, where a logit's largest is a token pair's */
+    for (int i = 0; i < QK_WARM; i++) mt_trainer_step(&tr, &st);
+    tr.qk.tau = (float)tau;
+    mt_trainer_step(&tr, &st);
+    if (smax) memcpy(smax, tr.qk_max, H * sizeof *smax);
+    if (w) {
+        *n = tr.P->total, *w = malloc(*n * sizeof **w);
+        memcpy(*w, tr.P->data, *n * sizeof **w);
+    }
+    float top = -INFINITY;
+    for (int h = 0; h < H; h++) top = tr.qk_max[h] > top ? tr.qk_max[h] : top;
+    CHECK(st.qk_logit == top, "the step's largest logit %g, of its heads %g", st.qk_logit, top);
+    mt_trainer_free(&tr);
+    return st.qk_clipped;
+}
+
+/* --qk-clip in the trainer: a step's maxima are over all of its rows however the step splits
+   them: 8 rows at once on one replica, and 2 micro-batches of 4 on 2 replicas (slices of 2 rows)
+   under --recompute block give the same maxima (to rounding: the products see other row counts),
+   the same heads clipped and the same weights after the step; a tau between the maxima clips
+   the heads above it only. */
+static void test_qk_clip_split(void) {
+    float want[H], got[H];
+    CHECK(qk_clip_step(1e30, 8, 1, 1, false, want, NULL, NULL) == 0, "tau 1e30 clipped a head");
+    float s[H];
+    memcpy(s, want, sizeof s);
+    for (int i = 0; i < H; i++) /* sorted: tau in the middle */
+        for (int j = i + 1; j < H; j++)
+            if (s[j] < s[i]) {
+                float t = s[i];
+                s[i] = s[j], s[j] = t;
+            }
+    CHECK(s[H / 2] > 1.01f * s[H / 2 - 1], "the maxima %g and %g too close for a tau between",
+          s[H / 2 - 1], s[H / 2]);
+    double tau = (s[H / 2 - 1] + s[H / 2]) / 2;
+    size_t n = 0;
+    float *w1 = NULL, *w2 = NULL;
+    int c1 = qk_clip_step(tau, 8, 1, 1, false, want, &w1, &n);
+    int c2 = qk_clip_step(tau, 4, 2, 2, true, got, &w2, &n);
+    CHECK(c1 == H / 2 && c2 == H / 2, "tau %g: %d and %d heads clipped, want %d", tau, c1, c2,
+          H / 2);
+    CHECK(max_rel_err(got, want, H) < 1e-5,
+          "the maxima of 2 x 4 rows on 2 replicas: relative error %g against 8 rows at once",
+          max_rel_err(got, want, H));
+    CHECK(w1 && w2 && max_rel_err(w2, w1, n) < 1e-4,
+          "the weights after the split step: relative error %g", max_rel_err(w2, w1, n));
+    free(w1);
+    free(w2);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     mt_set_threads(2);
@@ -263,6 +345,7 @@ int main(void) {
     test_score_windows();
     test_replicas();
     test_eval_replicas();
+    test_qk_clip_split();
     rmdir(dir);
     return check_finish("test_train");
 }

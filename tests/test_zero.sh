@@ -13,6 +13,8 @@
 # - resume across kinds: a run of 10 steps, stopped at 5 and resumed with and without --zero 1,
 #   ends bit-identical to the uninterrupted unsharded run (4 combinations, with dropout), and a
 #   sharded run's checkpoint resumes in one process;
+# - --qk-clip with Muon: sharded and unsharded bit-identical, and the heads clipped and largest
+#   logit rank 0 logs those of one process (the maxima reduced across the ranks);
 # - refusals: --zero 1 in one process (the default build and mpirun -np 1), --zero 2; exit 2.
 # Skipped (with a line saying so) when mpicc or mpirun is missing; the bf16 case where this build
 # or CPU has no bf16.
@@ -69,6 +71,24 @@ pair 2 "2 ranks, --recompute block" $TINY --recompute block --steps 12 &&
 pair 2 "2 ranks, ViT with BatchNorm" --model vit --data data/mnist --patch 7 --n-layer 2 \
     --n-head 2 --n-embd 16 --batch 16 --norm bn --schedule const --steps 10 --eval-every 5 \
     --eval-batches 2 --log-every 1 --bucket-kb 4 && same_bits "2 ranks, ViT with BatchNorm"
+
+# --qk-clip: the steps' largest logits max-reduced across the ranks, the rescale on the whole
+# weights after the gather: sharded and unsharded bit-identical, and rank 0 logs the heads clipped
+# and the largest logit of one process over all the rows (within 1e-5, and the 6 decimals printed:
+# other row counts)
+Q="--optim muon --muon-lr 0.02 --qk-clip 0.1 --steps 12"
+pair 2 "2 ranks, --qk-clip" $TINY $Q && same_bits "2 ranks, --qk-clip"
+build-mpi/train --threads 1 $TINY $Q --out "$T/one" >"$T/log" 2>&1 || fail "--qk-clip, one process"
+paste -d, "$T/one/metrics.csv" "$T/z/metrics.csv" | awk -F, 'NR > 1 {
+    d = $10 - $20; if (d < 0) d = -d
+    if ($9 != $19 || d > 1e-5 * $10 + 2e-6) {
+        printf "step %s: %s heads, %s one process; %s, %s on 2 ranks\n", $1, $9, $10, $19, $20
+        bad = 1
+    }
+    c += $9 } END { exit bad || c == 0 }' >"$T/qk" ||
+    fail "--qk-clip: 2 ranks against one process: $(cat "$T/qk") (clipped: $(cut -d, -f9 \
+        "$T/one/metrics.csv" | tr '\n' ' '))"
+rm -rf "$T/one"
 
 # 4 ranks: the metrics within a relative 1e-6, the checkpoints' tensors within 1e-6 of their
 # largest element, the same names and metadata

@@ -114,6 +114,7 @@ void mt_report_progress(FILE *f, bool tty, const mt_trainer *tr, const mt_progre
             tty ? "\r" : "", (int)snprintf(NULL, 0, "%ld", p->steps), p->step, p->steps, p->st.loss,
             p->st.lr, p->st.grad_norm, p->units / per, task->unit, hms(p->elapsed, el, sizeof el),
             hms(per * (double)(p->steps - p->step), eta, sizeof eta));
+    if (tr->qk.n) fprintf(f, " | qk-clip %d, max %.2f", p->st.qk_clipped, p->st.qk_logit);
     if (p->eval && !isnan(p->val)) fprintf(f, " | val %.4f", p->val);
     if (p->eval && task->accuracy) fprintf(f, " acc %.4f", tr->val_accuracy);
     for (int k = 0; p->eval && k < mt_task_metric_count(task); k++)

@@ -118,13 +118,14 @@ double mt_mem_total(void);
 mt_status mt_mem_check(double need, const char *what, mt_err *err);
 
 /* ---- metrics: a CSV file, one row per logged step ----------------------------------------------
- * Header: step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s, then a model's evaluation
- * metrics (val_wer, ...). val_loss and the metrics are empty when not evaluated; ms is the logged
- * step's time, elapsed_s the run's wall time so far. */
+ * Header: step,loss,val_loss,lr,grad_norm,ms,tok_per_s,elapsed_s, then the caller's columns (a
+ * model's evaluation metrics val_wer, ...; --qk-clip's qk_clipped, qk_max_logit). val_loss and
+ * the metrics are empty when not evaluated; ms is the logged step's time, elapsed_s the run's wall
+ * time so far. */
 typedef struct {
     FILE *f;
     double elapsed0; /* a resumed run: the elapsed_s of the last row kept (0: none) */
-    int n_extra;     /* the model's metrics' columns */
+    int n_extra;     /* the caller's columns */
 } mt_metrics;
 
 typedef struct {
@@ -132,14 +133,14 @@ typedef struct {
     double loss, val_loss; /* val_loss NAN: not evaluated at this step */
     double lr, grad_norm, ms, tok_per_s;
     double elapsed_s;    /* seconds since training started (a resumed run: m->elapsed0 + its own) */
-    const double *extra; /* (n_extra) the metrics' values, NAN: not evaluated; NULL: none */
+    const double *extra; /* (n_extra) the columns' values, NAN: empty; NULL: none */
 } mt_metrics_row;
 
 /* keep_until < 0: a new file. Otherwise the rows of an existing file up to step keep_until are
    kept (a resumed run rewrites what followed its checkpoint) and new rows are appended; a file
    of the older format (no elapsed_s) is rewritten in the current one, elapsed_s empty. */
 mt_status mt_metrics_open(mt_metrics *m, const char *path, long keep_until, mt_err *err);
-/* The same with columns val_<name> for each of the NULL-terminated extra names (NULL: none). */
+/* The same with a column of each of the NULL-terminated extra names (NULL: none). */
 mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
                                const char *const *extra, mt_err *err);
 mt_status mt_metrics_write(mt_metrics *m, const mt_metrics_row *r, mt_err *err);

@@ -80,7 +80,7 @@ mt_status mt_metrics_open_with(mt_metrics *m, const char *path, long keep_until,
     snprintf(header, sizeof header, "%.*s", (int)sizeof HEADER - 2, HEADER);
     for (; extra && extra[m->n_extra]; m->n_extra++) {
         size_t at = strlen(header);
-        snprintf(header + at, sizeof header - at, ",val_%s", extra[m->n_extra]);
+        snprintf(header + at, sizeof header - at, ",%s", extra[m->n_extra]);
     }
     strcat(header, "\n");
     if (keep_until >= 0) {

@@ -544,6 +544,23 @@ static void record_max_logit(mt_ctx *c, const float *rmax, size_t n) {
     c->attn_max[c->attn_calls++] = m;
 }
 
+/* Whether this forward feeds QK-Clip's probe (mt_ctx.qk_max) */
+static bool qk_probed(const mt_ctx *c) {
+    return c->qk_max && c->qk_slot && c->qk_at >= 0 && c->grad_enabled && !c->replaying;
+}
+
+/* QK-Clip's probe: qk_max[qk_at + h] = max(itself, the largest of head h's row maxima m), m
+   (B, NH, T) the logits' maxima over the keys each query sees (without a sink's). */
+static void record_head_max(mt_ctx *c, const float *m, int B, int NH, int T) {
+    if (!qk_probed(c)) return;
+    float *out = c->qk_max + c->qk_at;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            float mx = mt_vmaxf(m + ((size_t)b * NH + h) * T, T);
+            out[h] = mx > out[h] ? mx : out[h];
+        }
+}
+
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int n_head,
                         bool causal) {
     char sq[64], sk[64], sv[64];
@@ -571,6 +588,7 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     if (d.small && recorded) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * kept_floats(&d));
     mt_node_run(c, n);
     record_max_logit(c, n->saved[0], (size_t)B * n_head * T);
+    record_head_max(c, n->saved[0], B, n_head, T);
     return out;
 }
 
@@ -650,9 +668,10 @@ static void softpick_ds(float *g, const float *p, const float *e, int L, float m
 
 /* S (Tq, L) row stride L = scale Q K[0:L]^T, masked entries -inf; with m and r given (backward),
    turned into P = exp(S - m) r (0 masked); else into P with m and r written, the sink logit z
-   (-inf: none) in the max and the sum. Softpick: its P, and E (Tq, L) (NULL: not kept). */
+   (-inf: none) in the max and the sum, and the scores' own max into smax[t] unless NULL.
+   Softpick: its P, and E (Tq, L) (NULL: not kept). */
 static void probs(float *S, const mask_dims *d, int L, const float *q, const float *k, float *m,
-                  float *r, bool have_stats, float z, float *E) {
+                  float *r, bool have_stats, float z, float *E, float *smax) {
     mt_gemm_strided(false, true, d->Tq, L, d->HS, 1.0f / sqrtf((float)d->HS), q, d->C, k, d->KC,
                     0.0f, S, L);
     for (int t = 0; t < d->Tq; t++) {
@@ -664,6 +683,7 @@ static void probs(float *S, const mask_dims *d, int L, const float *q, const flo
             for (int s = kend; e && s < L; s++) e[s] = 0.0f;
         } else if (!have_stats) {
             float mx = mt_vmaxf(row, kend), sum = 0;
+            if (smax) smax[t] = mx;
             mx = z > mx ? z : mx;
             if (z > -INFINITY) sum = mt_vexpf(z - mx);
             for (int s = 0; s < kend; s++) sum += row[s] = mt_vexpf(row[s] - mx);
@@ -707,7 +727,8 @@ static void masked_forward(mt_node *n) {
         size_t oq = mask_q_offset(&d, b, h), ok = mask_kv_offset(&d, b, h);
         size_t row = (size_t)bh * d.Tq;
         float *P = thread_slot(work, slots, per);
-        probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false, sink_of(n, h), NULL);
+        probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, false, sink_of(n, h), NULL,
+              n->saved[2] ? n->saved[2] + row : NULL);
         mt_gemm_strided(false, false, d.Tq, d.HS, L, 1.0f, P, L, v + ok, d.KC, 0.0f, out + oq, d.C);
     });
     mt_arena_release(n->ctx, mark);
@@ -740,7 +761,8 @@ static void masked_backward(mt_node *n) {
             size_t row = ((size_t)b * d.NH + h) * d.Tq;
             float *P = thread_slot(work, slots, per), *dS = P + (size_t)d.Tq * L,
                   *E = d.softpick ? dS + (size_t)d.Tq * L : NULL;
-            probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true, sink_of(n, h), E);
+            probs(P, &d, L, q + oq, k + ok, rmax + row, rinv + row, true, sink_of(n, h), E,
+                  NULL);
             if (dv)
                 mt_gemm_strided(true, false, L, HS, d.Tq, 1.0f, P, L, dout + oq, C, 1.0f, dv + ok,
                                 KC);
@@ -829,8 +851,11 @@ mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, 
     }
     n->saved[0] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     n->saved[1] = mt_arena_floats(c, (size_t)B * n_head * Tq);
+    /* a sink's logit is in the saved max: QK-Clip's probe reads the scores' own */
+    if (mask->sink && qk_probed(c)) n->saved[2] = mt_arena_floats(c, (size_t)B * n_head * Tq);
     mt_node_run(c, n);
     record_max_logit(c, n->saved[0], (size_t)B * n_head * Tq);
+    record_head_max(c, n->saved[2] ? n->saved[2] : n->saved[0], B, n_head, Tq);
     return out;
 }
 

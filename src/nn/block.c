@@ -284,6 +284,16 @@ static mt_tensor *value_mixed(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                   mt_scale_by(c, v, &P->t[a->lambda_v]));
 }
 
+/* QK-Clip's probe (mt_ctx.qk_max): the slots of attention a's heads for the op that follows
+   (-1: none); qk_done clears it after the op. */
+static void qk_probe(mt_ctx *c, const mt_attn_params *a) {
+    c->qk_at = c->qk_slot ? c->qk_slot[a->q_w] : -1;
+}
+static mt_tensor *qk_done(mt_ctx *c, mt_tensor *y) {
+    c->qk_at = -1;
+    return y;
+}
+
 mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                             const mt_block_params *bp, mt_tensor *x, void *arg) {
     const mt_attn_params *a = &bp->attn;
@@ -300,8 +310,10 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                          .kv_len = kv_len,
                          .sink = sink,
                          .softpick = softpick};
-    mt_tensor *y = kv_len || sink || softpick ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
-                                              : mt_attention(c, q, k, v, cfg->n_head, cfg->causal);
+    qk_probe(c, a);
+    mt_tensor *y = qk_done(c, kv_len || sink || softpick
+                                  ? mt_attention_ex(c, q, k, v, cfg->n_head, &mask)
+                                  : mt_attention(c, q, k, v, cfg->n_head, cfg->causal));
     return mt_attn_output(c, cfg, P, bp, attn_gated(c, P, &bp->attn, x, y));
 }
 
@@ -335,7 +347,8 @@ mt_tensor *mt_cross_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params 
     const mt_cross_mem *m = arg;
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, m->mem);
     mt_tensor *v = mt_param_linear(c, P, a->v_w, a->v_b, m->mem);
-    mt_tensor *y = mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len);
+    qk_probe(c, a);
+    mt_tensor *y = qk_done(c, mt_attention_masked(c, q, k, v, cfg->n_head, false, m->mem_len));
     return cross_output(c, cfg, P, bp, y);
 }
 

@@ -123,6 +123,36 @@ mt_tensor *mt_instancenorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b, 
 mt_tensor *mt_groupnorm(mt_ctx *c, mt_tensor *x, int G, mt_tensor *w, mt_tensor *b, float eps,
                         bool channels_last);
 
+/* ---- QK-Clip (qk_clip.c): MuonClip's rescaling after an optimizer step --------------------------
+ * (Kimi K2, arXiv 2507.20534, sec. 2.1, Algorithm 1.) For each attention head h with S_h, its
+ * largest logit q.k / sqrt(HS) of the step (mt_ctx.qk_max), above tau: eta_h = tau / S_h, and
+ * W_q's and W_k's rows of the head (their biases' too) times sqrt(eta_h); with grouped key heads
+ * the shared key head takes sqrt(e), e = min eta over its query heads, and each query head
+ * eta_h / sqrt(e): every logit of head h times eta_h exactly. The attentions are the blocks'
+ * (mt_block_add_params' names); no QK-norm (the logits are bounded by its gains, not by W_q and
+ * W_k): the caller refuses it. */
+typedef struct {
+    int q_w, q_b, k_w, k_b; /* entries of the table; biases -1 when none */
+    int NH, NKV, HS;        /* query heads, key heads, head size */
+    int at;                 /* the slot of its head 0 in a step's maxima */
+} mt_qk_attn;
+typedef struct {
+    float tau;
+    int n, heads;     /* attentions, and their heads: the slots of a step's maxima */
+    mt_qk_attn *attn; /* (n) in table order */
+    int *slot;        /* (P->n) an attention's first slot by its q_proj weight's entry, else -1:
+                          mt_ctx.qk_slot */
+} mt_qk_clip;
+/* The attentions of P (n_head query heads each), none of their q_proj and k_proj entries
+   frozen (MT_EINVAL naming it); MT_EINVAL when P has none. */
+mt_status mt_qk_clip_init(mt_qk_clip *q, const mt_params *P, int n_head, float tau, mt_err *err);
+/* smax (heads) = -inf: a step's maxima before its forwards max-accumulate into it. */
+void mt_qk_clip_reset(float *smax, int heads);
+/* The rescaling of every head whose smax (heads) exceeds tau (P's bf16 copy refreshed); returns
+   the heads clipped. No allocation. */
+int mt_qk_clip_apply(const mt_qk_clip *q, mt_params *P, const float *smax);
+void mt_qk_clip_free(mt_qk_clip *q);
+
 /* ---- the attention's methods (attn_methods.c): options of every self-attention ------------------
  * gate  gated attention (Qiu et al. 2025, arXiv 2505.06708, the paper's G1; qiuzh20/
  *       gated_attention): Y' = Y * sigmoid(X W_theta + b) on the heads' output Y (B, T, C) before

@@ -139,6 +139,10 @@ static const mt_field FIELDS[] = {
       .instead = MOMENTA),
     F(nesterov, BOOL, "nesterov", "SGD Nesterov momentum", SGD, .instead = MOMENTA),
     F(clip, FLOAT, "clip", "max gradient norm; 0: no clipping"),
+    F(qk_clip, FLOAT, "qk_clip",
+      "QK-Clip's tau (MuonClip, arXiv 2507.20534): after each update, each attention head whose "
+      "largest logit of the step exceeded it has its q and k projections scaled down to bring "
+      "that logit to tau; 0: off"),
     F(sched.decay_frac, FLOAT, "decay_frac", "wsd: the last fraction of the steps that decays",
       .range = "0..1", .read = wsd, .read_by = "--schedule wsd"),
     F(muon_lr, FLOAT, "muon_lr", "muon: the hidden matrices' lr; -1: --lr", .range = "-1..", MUON),
@@ -209,7 +213,8 @@ mt_status mt_optim_validate(const mt_optim_config *c, mt_err *err) {
                   {"--warmup-init-lr", s->warmup_init_lr},
                   {"--eps", c->eps},
                   {"--weight-decay", c->weight_decay},
-                  {"--clip", c->clip}};
+                  {"--clip", c->clip},
+                  {"--qk-clip", c->qk_clip}};
     for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
         if (!(nonneg[i].v >= 0 && isfinite(nonneg[i].v)))
             return mt_errorf(err, MT_EINVAL, "%s is %g; it must be a finite number >= 0",

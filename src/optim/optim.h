@@ -23,6 +23,7 @@
  *   --optim sgd|adam|adamw|muon|lion  kind   --beta1 --beta2 --eps       beta1, beta2, eps
  *   --weight-decay          weight_decay  --momentum --nesterov       momentum, nesterov
  *   --decay-scope matrices|embeddings|all decay_scope                 --clip   clip
+ *   --qk-clip TAU  qk_clip (applied by the trainer, src/nn/qk_clip.c)
  *   --lr --min-lr --warmup-init-lr --warmup --schedule const|cosine|linear|invsqrt|wsd
  *   --decay-frac  in sched (sched.steps is the run's number of steps)
  *   --muon-lr --adam-lr --muon-wd --muon-momentum --no-nesterov --muon-scale --muon-rms  muon_*
@@ -119,6 +120,9 @@ typedef struct {
     bool nesterov;            /* SGD, needs momentum > 0 */
     mt_decay_scope decay_scope;
     double clip; /* max global gradient norm; 0: no clipping */
+    /* QK-Clip's tau (MuonClip, arXiv 2507.20534): after each update the trainer rescales the
+       q and k projections of every head whose largest logit exceeded it (mt_qk_clip); 0: off */
+    double qk_clip;
     mt_schedule sched;
     /* Muon (muon.c): the hidden matrices' rate, the rest's (AdamW with beta1, beta2, eps), each
        -1: the schedule's lr, else scaled by the schedule's lr_at / lr; the hidden matrices'

@@ -98,6 +98,14 @@ struct mt_ctx {
        (src/diag), which sizes attn_max for the attentions of its forward */
     float *attn_max;
     int attn_calls;
+    /* NULL: off; else QK-Clip's probe (src/nn/qk_clip.c): in a forward that records (grad
+       enabled) and is not a replay, each attention op max-accumulates head h's largest logit
+       q.k / sqrt(HS) (over batch, queries and keys; a sink's logit left out) into
+       qk_max[qk_at + h], qk_at >= 0 set by the attention sublayer around the op from
+       qk_slot[its q_proj weight's entry] (-1: an attention not probed) */
+    float *qk_max;
+    const int *qk_slot;
+    int qk_at;
     int precision; /* mt_precision of the products of the ops that offer bf16 (MT_FP32) */
     /* The thread budget of this context's ops and their products: at most this many of the
        pool's threads (0: all of them). Set by whoever owns the context (decoding's tiny ops run

@@ -30,6 +30,10 @@ void mt_dist_sum(double *x, int n) {
     if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
+void mt_dist_max(float *x, int n) {
+    if (g_size > 1) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+}
+
 void mt_dist_agree(mt_status *s, mt_err *err) {
     if (g_size == 1) return;
     int first = *s != MT_OK ? g_rank : g_size;
@@ -52,6 +56,7 @@ static const int g_rank = 0, g_size = 1, g_local = 1;
 void mt_dist_init(int *argc, char ***argv) { (void)argc, (void)argv; }
 void mt_dist_finalize(void) {}
 void mt_dist_sum(double *x, int n) { (void)x, (void)n; }
+void mt_dist_max(float *x, int n) { (void)x, (void)n; }
 void mt_dist_agree(mt_status *s, mt_err *err) { (void)s, (void)err; }
 #endif
 

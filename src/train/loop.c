@@ -21,14 +21,23 @@ static mt_status diverged(const mt_trainer *tr, const mt_step_stats *st, mt_err 
                      bad >= 0 ? tr->P->p[bad].name : "", tr->cfg.out);
 }
 
+/* The columns of metrics.csv after elapsed_s: val_<name> of the task's metrics, then with
+   --qk-clip the step's heads clipped and largest logit (mt_step_stats). */
+enum { QK_COLUMNS = 2 };
+
 /* metrics.csv in the run's directory (rank 0's): a resumed run keeps the rows up to its step. */
 static mt_status open_metrics(mt_trainer *tr, mt_metrics *m, bool *open, mt_err *err) {
-    char path[1100];
+    char path[1100], names[MT_EVAL_METRICS][64];
+    const char *cols[MT_EVAL_METRICS + QK_COLUMNS + 1] = {0};
+    int nm = mt_task_metric_count(tr->task->type);
+    for (int k = 0; k < nm; k++)
+        snprintf(names[k], sizeof names[k], "val_%s", tr->task->type->metrics[k]);
+    for (int k = 0; k < nm; k++) cols[k] = names[k];
+    if (tr->qk.n) cols[nm] = "qk_clipped", cols[nm + 1] = "qk_max_logit";
     *open = false;
     if (mt_dist_rank() != 0) return MT_OK;
     snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out);
-    mt_status s = mt_metrics_open_with(m, path, tr->cfg.resume ? tr->step : -1,
-                                       tr->task->type->metrics, err);
+    mt_status s = mt_metrics_open_with(m, path, tr->cfg.resume ? tr->step : -1, cols, err);
     *open = s == MT_OK;
     return s;
 }
@@ -36,11 +45,12 @@ static mt_status open_metrics(mt_trainer *tr, mt_metrics *m, bool *open, mt_err 
 /* The evaluation and metrics row of a logged step, then the report. */
 static mt_status log_step(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, bool rank0,
                           mt_progress *p, mt_err *err) {
-    double extra[MT_EVAL_METRICS];
+    double extra[MT_EVAL_METRICS + QK_COLUMNS];
     p->val = p->eval ? mt_trainer_eval(tr) : NAN;
     p->elapsed = mt_clock() - p->t0;
-    for (int k = 0; k < mt_task_metric_count(tr->task->type); k++)
-        extra[k] = p->eval ? tr->val_metrics[k] : NAN;
+    int nm = mt_task_metric_count(tr->task->type);
+    for (int k = 0; k < nm; k++) extra[k] = p->eval ? tr->val_metrics[k] : NAN;
+    if (tr->qk.n) extra[nm] = p->st.qk_clipped, extra[nm + 1] = p->st.qk_logit;
     p->metrics = extra;
     mt_metrics_row row = {.step = p->step,
                           .loss = p->st.loss,

@@ -11,6 +11,7 @@
 #include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
+#include "../nn/nn.h"
 #include "../optim/optim.h"
 #include "../tasks/task.h"
 #include "../tensor/base.h"
@@ -36,6 +37,8 @@ bool mt_dist_thread_warning(char *buf, size_t len);
 void mt_dist_slice(int B, int *lo, int *n);
 /* x (n) summed across ranks, in place. */
 void mt_dist_sum(double *x, int n);
+/* x (n) the largest across ranks, in place. */
+void mt_dist_max(float *x, int n);
 /* Collective: when *s failed on any rank, every rank gets the status and message (naming the
    rank) of the lowest such rank, so that all stop together with one message. */
 void mt_dist_agree(mt_status *s, mt_err *err);
@@ -239,6 +242,10 @@ struct mt_trainer {
     bool grad_held; /* P->grad holds the last step's gradient: the next step zeroes it first */
     /* with cfg.init_from: what the model's start read from the file */
     mt_load_report init;
+    /* --qk-clip (tr->opt.cfg.qk_clip > 0; else qk.n 0): the attentions, and (replicas x
+       qk.heads) each replica context's probe of a step's largest logits (mt_ctx.qk_max) */
+    mt_qk_clip qk;
+    float *qk_max;
 };
 
 /* How a run of cfg splits its steps in this job: threads in one process, ranks under MPI, shards
@@ -264,6 +271,10 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err);
 typedef struct {
     double loss, grad_norm, lr; /* grad_norm before clipping */
     bool finite;                /* false: nothing was updated; see mt_params_first_nonfinite */
+    /* --qk-clip: the heads clipped after the update and the step's largest logit over every
+       head (before the clip); 0 and NAN without it */
+    int qk_clipped;
+    double qk_logit;
 } mt_step_stats;
 
 /* One step: a batch of grad_accum x batch rows, drawn at once; forward and backward of each
@@ -272,8 +283,10 @@ typedef struct {
    summed across ranks during the last backward (with --zero 1 reduce-scattered: this rank's
    shard is updated and the parameters all-gathered); clip, the optimizer update (skipped when the
    loss or the gradient norm is not finite), zero grad; the last three in one pass
-   (mt_optim_update). After a step that updated nothing, or with tr->keep_grad, P->grad holds the
-   gradient (summed; clipped when the update ran). No allocation: the step arena and the
+   (mt_optim_update); then with --qk-clip the rescaling of the heads whose largest logit of the
+   step (over its micro-batches, replicas and ranks) exceeded tau (mt_qk_clip_apply). After a
+   step that updated nothing, or with tr->keep_grad, P->grad holds the gradient (summed; clipped
+   when the update ran). No allocation: the step arena and the
    trainer's buffers. */
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st);
 /* Mean validation loss over the rows of the type's evaluation batches (the same every time);

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "../io/fields.h"
+#include "../models/stack.h"
+#include "../nn/nn.h"
 #include "../tensor/gemm.h"
 #include "train.h"
 
@@ -250,6 +252,33 @@ static mt_status check_arena(mt_trainer *tr, mt_err *err) {
                      cfg->arena_mb, need / 1048576.0, (need + (1 << 20) - 1) >> 20);
 }
 
+/* --qk-clip: the model's attentions and each replica context's probe of the step's maxima.
+   Refused where the logits are not bounded by the projections: QK-norm and nGPT normalise q and
+   k per head, so a logit is bounded by the norm's gains (nGPT: by s_qk), which W_q and W_k
+   cannot change. */
+static mt_status setup_qk_clip(mt_trainer *tr, mt_err *err) {
+    double tau = tr->opt.cfg.qk_clip;
+    if (tau <= 0) return MT_OK;
+    const mt_stack_config *s = mt_config_stack(tr->model->cfg);
+    if (s->residual == MT_RESIDUAL_NGPT || s->qk.kind != MT_QK_NONE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--qk-clip %g with %s: refused: its queries and keys are normalised, "
+                         "so the logits are bounded by the norm's gains, not by the q and k "
+                         "projections QK-Clip rescales; use --qk-norm none (and not --arch ngpt), "
+                         "or --qk-clip 0",
+                         tau, s->residual == MT_RESIDUAL_NGPT ? "--arch ngpt" : "--qk-norm");
+    mt_status st = mt_qk_clip_init(&tr->qk, tr->P, s->n_head, (float)tau, err);
+    if (st != MT_OK) return st;
+    size_t H = (size_t)tr->qk.heads;
+    tr->qk_max = malloc((size_t)tr->replicas.n * H * sizeof *tr->qk_max);
+    if (!tr->qk_max) return mt_errorf(err, MT_ENOMEM, "out of memory for --qk-clip");
+    for (int r = 0; r < tr->replicas.n; r++) {
+        mt_ctx *c = r ? &tr->replicas.ctx[r - 1] : &tr->ctx;
+        c->qk_max = tr->qk_max + r * H, c->qk_slot = tr->qk.slot, c->qk_at = -1;
+    }
+    return MT_OK;
+}
+
 /* --init-from starts a new run from a file's weights: not with --resume, which continues the run
    in --out; --init-skip names tensors of that file. */
 static mt_status check_init(const mt_train_cfg *cfg, mt_err *err) {
@@ -358,6 +387,7 @@ mt_status mt_trainer_init(mt_trainer *tr, const mt_train_cfg *cfg, const mt_opti
         tr->replicas.ctx[r].recompute = recomputes(cfg);
     }
     mt_sampler_init(&tr->sampler, cfg->seed ^ SEED_SAMPLER);
+    if ((s = setup_qk_clip(tr, err)) != MT_OK) goto fail;
     if (cfg->arena_mb && (s = check_arena(tr, err)) != MT_OK) goto fail;
     if ((s = mt_make_dirs("--out", cfg->out, err)) != MT_OK) goto fail;
     return MT_OK;
@@ -468,8 +498,23 @@ mt_status mt_trainer_resume(mt_trainer *tr, mt_err *err) {
     return s;
 }
 
+/* --qk-clip after the update (on the whole weights, every rank alike): the replicas' maxima
+   into replica 0's, the largest across ranks, the heads above tau rescaled. */
+static void qk_clip_step(mt_trainer *tr, mt_step_stats *st) {
+    int H = tr->qk.heads;
+    float *m = tr->qk_max;
+    for (int r = 1; r < tr->replicas.n; r++)
+        for (int h = 0; h < H; h++) m[h] = m[r * H + h] > m[h] ? m[r * H + h] : m[h];
+    mt_dist_max(m, H);
+    st->qk_logit = -INFINITY;
+    for (int h = 0; h < H; h++) st->qk_logit = m[h] > st->qk_logit ? m[h] : st->qk_logit;
+    st->qk_clipped = mt_qk_clip_apply(&tr->qk, tr->P, m);
+}
+
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     const mt_parallel *par = tr->par;
+    st->qk_clipped = 0, st->qk_logit = NAN;
+    if (tr->qk.n) mt_qk_clip_reset(tr->qk_max, tr->replicas.n * tr->qk.heads);
     tr->ctx.training = tr->ctx.grad_enabled = true;
     /* the gradients start at zero: the last update consumed them, unless they were kept */
     if (tr->grad_held) mt_params_zero_grad(tr->P), tr->grad_held = false;
@@ -491,6 +536,7 @@ void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
     mt_optim_update(&tr->opt, tr->P, &G, st->lr,
                     mt_optim_clip_coef(st->grad_norm, tr->opt.cfg.clip), tr->keep_grad);
     par->gather(tr, tr->keep_grad);
+    if (tr->qk.n) qk_clip_step(tr, st);
     tr->step++;
 }
 
@@ -586,5 +632,7 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_dist_grads_free(&tr->dist);
     mt_zero_free(&tr->zero);
     mt_load_report_free(&tr->init);
+    mt_qk_clip_free(&tr->qk);
+    free(tr->qk_max);
     memset(tr, 0, sizeof *tr);
 }

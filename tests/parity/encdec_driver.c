@@ -1,7 +1,8 @@
 /* Parity driver for the encoder-decoder (tests/parity/test_encdec.py). IN.safetensors holds every
    parameter under its mt name, "src" (B, S), "src_len" (B), "tgt" and "targets" (B, T), as floats,
    and the metadata "config" (the model's JSON). OUT.safetensors gets "logits" (B, T, V), "loss"
-   (1) and "grad.<name>" for every parameter. */
+   (1) and "grad.<name>" for every parameter. Optional metadata "qk_clip" (tau): the loss's
+   forward feeds QK-Clip's probe, "qk_max" its maxima (heads, the attentions in table order). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,12 +34,22 @@ int main(int argc, char **argv) {
     int *src = ints(ts), *len = ints(tl), *tgt = ints(tt), *targets = ints(ty);
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
+    mt_qk_clip qk = {0};
+    float *qk_max = NULL;
+    if (mt_st_meta(&in, "qk_clip")) {
+        if (mt_qk_clip_init(&qk, &m->P, m->cfg.stack.n_head, (float)parity_opt(&in, "qk_clip"),
+                            &err) != MT_OK)
+            return fail(err.msg);
+        qk_max = malloc((size_t)qk.heads * sizeof *qk_max);
+        mt_qk_clip_reset(qk_max, qk.heads);
+        c.qk_max = qk_max, c.qk_slot = qk.slot, c.qk_at = -1;
+    }
     mt_tensor *loss = mt_encdec_loss(&c, m, &m->P, src, len, S, tgt, targets, B, T,
                                      mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.grad_enabled = false;
     mt_tensor *logits = mt_encdec_forward(&c, m, &m->P, src, len, S, tgt, B, T);
-    mt_st_item *items = calloc((size_t)m->P.n + 2, sizeof *items);
+    mt_st_item *items = calloc((size_t)m->P.n + 3, sizeof *items);
     char(*names)[128] = calloc((size_t)m->P.n, sizeof *names);
     int n = 0;
     items[n++] = (mt_st_item){"logits", logits->ndim, logits->shape, logits->data};
@@ -48,8 +59,10 @@ int main(int argc, char **argv) {
         items[n++] = (mt_st_item){names[i], m->P.p[i].ndim, m->P.p[i].shape,
                                   m->P.grad + m->P.p[i].offset};
     }
+    if (qk_max) items[n++] = (mt_st_item){"qk_max", 1, &qk.heads, qk_max};
     rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
-    free(items), free(names), free(src), free(len), free(tgt), free(targets);
+    free(items), free(names), free(src), free(len), free(tgt), free(targets), free(qk_max);
+    mt_qk_clip_free(&qk);
     mt_ctx_free(&c);
     mt_model_free(model);
     mt_st_free(&in);

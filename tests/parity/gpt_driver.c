@@ -9,7 +9,10 @@
    after it (nGPT's renormalisation), and "step.<name>" every parameter after it
    (tests/parity/test_ngpt.py). Optional metadata "lora_rank", "lora_alpha", "lora_targets":
    LoRA adapters (mt_ckpt_lora, the base frozen) whose A and B the file holds too
-   (tests/parity/test_lora.py). */
+   (tests/parity/test_lora.py). Optional metadata "qk_clip" (tau, with "step_lr"): the loss's
+   forward feeds QK-Clip's probe (mt_ctx.qk_max), "qk_max" (heads, in table order) its maxima,
+   and mt_qk_clip_apply follows the update: "step.<name>" after both (tests/parity/
+   test_qk_clip.py). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,12 +50,22 @@ int main(int argc, char **argv) {
     if (c.precision == MT_BF16 &&
         (mt_bf16_check(&err) != MT_OK || mt_params_enable_bf16(&m->P, &err) != MT_OK))
         return fail(err.msg);
+    mt_qk_clip qk = {0};
+    float *qk_max = NULL;
+    if (mt_st_meta(&in, "qk_clip")) {
+        if (mt_qk_clip_init(&qk, &m->P, m->cfg.stack.n_head, (float)parity_opt(&in, "qk_clip"),
+                            &err) != MT_OK)
+            return fail(err.msg);
+        qk_max = malloc((size_t)qk.heads * sizeof *qk_max);
+        mt_qk_clip_reset(qk_max, qk.heads);
+        c.qk_max = qk_max, c.qk_slot = qk.slot, c.qk_at = -1;
+    }
     mt_tensor *loss = mt_gpt_loss(&c, m, &m->P, ids, targets, B, T, mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.grad_enabled = false;
     mt_tensor *logits = mt_gpt_forward(&c, m, &m->P, ids, B, T);
 
-    mt_st_item *items = calloc(2 * (size_t)m->P.n + 2, sizeof *items);
+    mt_st_item *items = calloc(2 * (size_t)m->P.n + 3, sizeof *items);
     char(*names)[128] = calloc(2 * (size_t)m->P.n, sizeof *names);
     float *grads = malloc(m->P.grad_total * sizeof *grads); /* the step consumes P.grad */
     memcpy(grads, m->P.grad, m->P.grad_total * sizeof *grads);
@@ -73,13 +86,17 @@ int main(int argc, char **argv) {
         if (mt_optim_init(&o, &oc, &m->P, &err) != MT_OK) return fail(err.msg);
         mt_optim_step(&o, &m->P, parity_opt(&in, "step_lr"));
         mt_optim_free(&o);
+        if (qk_max) mt_qk_clip_apply(&qk, &m->P, qk_max);
         for (int i = 0; i < m->P.n; i++) {
             snprintf(names[m->P.n + i], sizeof names[0], "step.%s", m->P.p[i].name);
             items[n++] = (mt_st_item){names[m->P.n + i], m->P.p[i].ndim, m->P.p[i].shape,
                                       m->P.data + m->P.p[i].offset};
         }
     }
+    if (qk_max) items[n++] = (mt_st_item){"qk_max", 1, &qk.heads, qk_max};
     rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
+    mt_qk_clip_free(&qk);
+    free(qk_max);
     free(items);
     free(names);
     free(grads);

@@ -5,7 +5,9 @@ Post-LN, DeepNorm with the encoder-decoder constants, then LayerNorm Scaling wit
 blocks counted from 0 and OLMo-2's reorder), LayerNorm, RMSNorm, QK-norm on the self- and
 cross-attention, DyT and Derf (not with DeepNorm), a batch of words of
 different lengths (padded keys masked in the encoder's self-attention and the cross-attention),
-tied and untied, with and without biases, label smoothing 0, 0.1 and 0.3 in the loss."""
+tied and untied, with and without biases, label smoothing 0, 0.1 and 0.3 in the loss; and
+QK-Clip's S_h (the largest logit per head, padded keys left out) of every self- and
+cross-attention."""
 import json
 import math
 
@@ -13,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import Report, check_model, check_sizes, random_params, run_driver
+from harness import Report, check_model, check_sizes, layout, random_params, run_driver
 from torch_gpt import FINAL_NORM, TorchBlocks
 
 rng = np.random.default_rng(1)
@@ -44,7 +46,9 @@ class TorchEncDec(TorchBlocks):
         mask = mask[:, None, None, :].expand(B, NH, T, S)
         if causal:
             mask = mask | torch.triu(torch.ones(T, S, dtype=torch.bool), 1)
-        y = (s.masked_fill(mask, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        s = s.masked_fill(mask, float("-inf"))
+        self.smax[pre] = s.detach().amax(dim=(0, 2, 3))  # QK-Clip's S_h: padded keys left out
+        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
         return self.linear(y, pre + "out_proj")
 
     def ffn_at(self, x, pre):
@@ -123,11 +127,16 @@ def run_case(norm, opts, placement, case):
     loss.backward()
     tensors = dict(params, src=src.astype(np.float32), src_len=src_len.astype(np.float32),
                    tgt=tgt.astype(np.float32), targets=targets.astype(np.float32))
-    got = run_driver("encdec", tensors, {"config": json.dumps(cfg)})
+    got = run_driver("encdec", tensors, {"config": json.dumps(cfg), "qk_clip": 1.0})
     label = (f"{norm} {opts} {placement} {N}+{M}{'' if cfg['tied'] else ' untied'}"
              f"{'' if cfg['bias'] else ' no-bias'} {cfg['act']}"
              f" smoothing {cfg['label_smoothing']}")
     check_model(R, label, got, logits, loss, model, TOL)
+    # QK-Clip's probe: S_h of every self- and cross-attention head, the attentions in table order
+    pres = [n[:-len("q_proj.weight")] for n in layout("encdec", cfg)
+            if n.endswith("attn.q_proj.weight")]
+    R.check(f"{label} QK-Clip's S_max per head", got["qk_max"],
+            torch.cat([model.smax[p] for p in pres]).numpy(), 1e-5)
 
 
 # (norm, its options): LayerNorm, RMSNorm, QK-norm on the self- and cross-attention (per head with

@@ -56,6 +56,7 @@ class TorchBlocks(torch.nn.Module):
         self.alpha = (2 * cfg["n_layer"]) ** 0.25  # DeepNet: decoder-only and encoder-only alike
         self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
         self.terms = {}  # a learned scalar's name -> the sum of |terms| of its gradient
+        self.smax = {}  # block i -> (NH) each head's largest logit q.k / sqrt(HS) (QK-Clip)
 
     def scalar(self, name, u, factor=None):
         """p[name] enters as u = p[name] * factor (+ ...): records sum |dL/du factor|, the terms
@@ -164,6 +165,7 @@ class TorchBlocks(torch.nn.Module):
         s = q @ k.transpose(-1, -2) / math.sqrt(C // NH)
         if self.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        self.smax[i] = s.detach().amax(dim=(0, 2, 3))  # over batch, queries, keys; no sink
         if self.cfg.get("attn_sink"):  # gpt-oss's sdpa: a column z_h per head, dropped after
             z = self.p[pre + "sink"].view(1, NH, 1, 1).expand(B, NH, T, 1)
             w = torch.cat([s, z], -1).softmax(-1)[..., :-1]

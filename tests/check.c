@@ -122,6 +122,20 @@ double parity_opt(const mt_safetensors *in, const char *key) {
     return atof(v);
 }
 
+float *parity_qk_probe(const mt_safetensors *in, mt_ctx *c, const mt_params *P, int n_head,
+                       mt_qk_clip *qk) {
+    *qk = (mt_qk_clip){0};
+    if (!mt_st_meta(in, "qk_clip")) return NULL;
+    mt_err err;
+    MT_ASSERT(mt_qk_clip_init(qk, P, n_head, (float)parity_opt(in, "qk_clip"), &err) == MT_OK,
+              "parity driver: %s", err.msg);
+    float *qk_max = malloc((size_t)qk->heads * sizeof *qk_max);
+    MT_ASSERT(qk_max, "parity driver: out of memory");
+    mt_qk_clip_reset(qk_max, qk->heads);
+    c->qk_max = qk_max, c->qk_slot = qk->slot, c->qk_at = -1;
+    return qk_max;
+}
+
 int parity_open(int argc, char **argv, mt_safetensors *in) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s IN.safetensors OUT.safetensors\n", argv[0]);

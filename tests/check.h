@@ -90,3 +90,8 @@ mt_model *parity_config_model(const mt_model_type *type, const char *json, const
                               mt_err *err);
 /* Option key of the input file as a number; fatal when absent. */
 double parity_opt(const mt_safetensors *in, const char *key);
+/* QK-Clip's probe on c when the input file asks for it (metadata "qk_clip": tau): qk set up on
+   P's attentions of n_head heads, c's maxima buffer (qk->heads, reset) returned for the caller
+   to free; NULL when not asked. Fatal on a bad setup. */
+float *parity_qk_probe(const mt_safetensors *in, mt_ctx *c, const mt_params *P, int n_head,
+                       mt_qk_clip *qk);

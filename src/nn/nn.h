@@ -165,10 +165,10 @@ void mt_qk_clip_free(mt_qk_clip *q);
  *       relu(exp(S) - 1) / (sum |exp(S) - 1| + eps) over the keys a query sees, in place of
  *       softmax (mt_attn_mask.softpick).
  * value_residual  ResFormer's value residual (Zhou et al. 2024, arXiv 2410.17897; its code
- *       Zcchill/Value-Residual-Learning, and modded-nanogpt's learned form): block n >= 2 attends to V'_n = lambda_1 V_1 + lambda_2 V_n, V_1
- *       the first block's values (its gradient flowing back from every block); half: lambda_1 =
- *       lambda_2 = 1/2 (the paper's ResFormer), learned: both learned per block, init 1/2 (the
- *       paper's Learnable-ResFormer). */
+ *       Zcchill/Value-Residual-Learning, and modded-nanogpt's learned form): block n >= 2
+ *       attends to V'_n = lambda_1 V_1 + lambda_2 V_n, V_1 the first block's values (its
+ *       gradient flowing back from every block); half: lambda_1 = lambda_2 = 1/2 (the paper's
+ *       ResFormer), learned: both learned per block, init 1/2 (the paper's Learnable-ResFormer). */
 typedef enum { MT_ATTN_GATE_NONE, MT_ATTN_GATE_ELEMENTWISE, MT_ATTN_GATE_HEADWISE } mt_attn_gate;
 extern const mt_enum MT_ATTN_GATES; /* "none", "elementwise", "headwise" */
 typedef enum { MT_SOFTMAX, MT_SOFTPICK } mt_attn_softmax;

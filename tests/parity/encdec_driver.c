@@ -34,16 +34,8 @@ int main(int argc, char **argv) {
     int *src = ints(ts), *len = ints(tl), *tgt = ints(tt), *targets = ints(ty);
     mt_ctx c;
     MT_ASSERT(mt_ctx_init(&c, (size_t)256 << 20, 1, NULL) == MT_OK, "parity: no arena");
-    mt_qk_clip qk = {0};
-    float *qk_max = NULL;
-    if (mt_st_meta(&in, "qk_clip")) {
-        if (mt_qk_clip_init(&qk, &m->P, m->cfg.stack.n_head, (float)parity_opt(&in, "qk_clip"),
-                            &err) != MT_OK)
-            return fail(err.msg);
-        qk_max = malloc((size_t)qk.heads * sizeof *qk_max);
-        mt_qk_clip_reset(qk_max, qk.heads);
-        c.qk_max = qk_max, c.qk_slot = qk.slot, c.qk_at = -1;
-    }
+    mt_qk_clip qk;
+    float *qk_max = parity_qk_probe(&in, &c, &m->P, m->cfg.stack.n_head, &qk);
     mt_tensor *loss = mt_encdec_loss(&c, m, &m->P, src, len, S, tgt, targets, B, T,
                                      mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);

@@ -50,16 +50,8 @@ int main(int argc, char **argv) {
     if (c.precision == MT_BF16 &&
         (mt_bf16_check(&err) != MT_OK || mt_params_enable_bf16(&m->P, &err) != MT_OK))
         return fail(err.msg);
-    mt_qk_clip qk = {0};
-    float *qk_max = NULL;
-    if (mt_st_meta(&in, "qk_clip")) {
-        if (mt_qk_clip_init(&qk, &m->P, m->cfg.stack.n_head, (float)parity_opt(&in, "qk_clip"),
-                            &err) != MT_OK)
-            return fail(err.msg);
-        qk_max = malloc((size_t)qk.heads * sizeof *qk_max);
-        mt_qk_clip_reset(qk_max, qk.heads);
-        c.qk_max = qk_max, c.qk_slot = qk.slot, c.qk_at = -1;
-    }
+    mt_qk_clip qk;
+    float *qk_max = parity_qk_probe(&in, &c, &m->P, m->cfg.stack.n_head, &qk);
     mt_tensor *loss = mt_gpt_loss(&c, m, &m->P, ids, targets, B, T, mt_stack_ce(&m->cfg.stack));
     mt_backward(&c, loss);
     c.grad_enabled = false;

@@ -70,7 +70,10 @@ LDFLAGS := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -Wl,-u,mt_cpu_check $(E
 LDLIBS  := -lopenblas $(DNNL_LIB) -lcjson -lstb -lz -lm
 
 SRC     := $(shell find src -name '*.c' | sort)
-OBJ     := $(SRC:%.c=$(BUILD)/%.o)
+# scripts/report.html, built in as a C array (mt_report_template: ./train --report's page is the
+# one scripts/plot-runs --html fills)
+PAGE    := gen/report_page
+OBJ     := $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/$(PAGE).o
 LIB     := $(BUILD)/libmt.a
 PROGS   := $(basename $(wildcard train.c infer.c preview.c export.c))
 TESTS   := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/test_*.c))
@@ -102,6 +105,14 @@ all: $(LIB) $(PROGS:%=$(BUILD)/%) $(if $(filter build,$(BUILD)),$(PROGS)) $(METH
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/$(PAGE).c: scripts/report.html
+	@mkdir -p $(dir $@)
+	{ echo 'const char mt_report_template[] = {'; od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0};'; } >$@
+
+$(BUILD)/$(PAGE).o: $(BUILD)/$(PAGE).c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(OBJ)
@@ -244,11 +255,13 @@ valgrind-run: $(VG_TESTS)
 FUZZ_SECONDS ?= 600
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
                -fno-sanitize-recover=all -Wno-pass-failed -fopenmp -Isrc -I$(BLAS_INC)
-FUZZ_OBJ := $(SRC:%.c=build-fuzz/%.o)
+FUZZ_OBJ := $(SRC:%.c=build-fuzz/%.o) build-fuzz/$(PAGE).o
 FUZZERS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build-fuzz/$(PAGE).o: $(BUILD)/$(PAGE).c
+	clang $(FUZZ_CFLAGS) -c $< -o $@
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDFLAGS) $(LDLIBS) -o $@
 

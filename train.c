@@ -35,14 +35,30 @@ static _Noreturn void die_in_setup(const mt_run_options *o, mt_status s, const c
     die(mt_exit_code(s), msg);
 }
 
-/* The progress line of a logged step (mt_loop_cfg.on_log). */
-static void on_log(const mt_trainer *tr, const mt_progress *p, void *arg) {
-    (void)arg;
-    mt_report_progress(stdout, tty, tr, p);
+/* What a run writes beside its checkpoints: the diagnostics' CSVs and, with --report, the page. */
+typedef struct {
+    mt_diag diag;
+    mt_html_report page;
+    bool reporting; /* rank 0 with --report, until a write fails */
+} run_outputs;
+
+/* The page rewritten: a failed write is a warning, and the run goes on without it. */
+static void write_report(run_outputs *o, const mt_trainer *tr, bool done, const char *stopped) {
+    mt_err e;
+    if (o->reporting && mt_html_report_write(&o->page, tr, done, stopped, &e) != MT_OK) {
+        fprintf(stderr, "train: warning: --report: %s; the run goes on without it\n", e.msg);
+        o->reporting = false;
+    }
 }
 
-static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *diag, mt_err *err) {
-    return mt_diag_after_step(diag, tr, st, err);
+/* The progress line of a logged step (mt_loop_cfg.on_log), and the page after an evaluation. */
+static void on_log(const mt_trainer *tr, const mt_progress *p, void *arg) {
+    mt_report_progress(stdout, tty, tr, p);
+    if (p->eval && p->step < p->steps) write_report(arg, tr, false, NULL);
+}
+
+static mt_status diag_after_step(mt_trainer *tr, const mt_step_stats *st, void *arg, mt_err *err) {
+    return mt_diag_after_step(&((run_outputs *)arg)->diag, tr, st, err);
 }
 
 /* The trainer of the options (resumed with --resume), or the error and exit. */
@@ -60,9 +76,11 @@ static int train(const mt_run_options *o) {
     mt_trainer tr;
     new_dirs = mt_missing_dirs(o->train.out);
     open_trainer(&tr, o);
-    mt_diag diag;
+    run_outputs out = {.reporting = o->report && mt_dist_rank() == 0};
     mt_status s;
-    if ((s = mt_diag_open(&diag, &o->diag, &tr, &e)) != MT_OK) die_in_setup(o, s, e.msg);
+    if ((s = mt_diag_open(&out.diag, &o->diag, &tr, &e)) != MT_OK) die_in_setup(o, s, e.msg);
+    if (out.reporting && (s = mt_html_report_open(&out.page, &tr, &e)) != MT_OK)
+        die_in_setup(o, s, e.msg);
     char warning[512];
     if (mt_dist_rank() == 0 && mt_dist_thread_warning(warning, sizeof warning))
         fprintf(stderr, "train: warning: %s\n", warning);
@@ -78,17 +96,20 @@ static int train(const mt_run_options *o) {
                       .profile = o->profile ? &prof : NULL,
                       .after_step = diag_after_step,
                       .on_log = on_log,
-                      .arg = &diag};
+                      .arg = &out};
     long first = tr.step;
     double t0 = mt_clock();
-    if ((s = mt_trainer_run(&tr, &lc, &e)) != MT_OK) {
+    s = mt_trainer_run(&tr, &lc, &e);
+    write_report(&out, &tr, true, s == MT_OK ? NULL : e.msg);
+    if (s != MT_OK) {
         if (tty) putchar('\n');
         die(mt_exit_code(s), e.msg); /* every rank has the same loss: all stop here */
     }
     if (first >= o->train.steps && mt_dist_rank() == 0)
         printf("step %ld of %d: wrote %s\n", tr.step, o->train.steps, tr.model_path);
     mt_report_done(stdout, &tr, first, mt_clock() - t0, lc.profile);
-    mt_diag_close(&diag);
+    mt_diag_close(&out.diag);
+    if (o->report && mt_dist_rank() == 0) mt_html_report_close(&out.page);
     mt_trainer_free(&tr);
     return 0;
 }

@@ -1,10 +1,12 @@
 #!/bin/sh
-# scripts/plot-runs --html as a reader sees it: the page of three real short runs (a learning-rate
-# pair with every per-block diagnostic, a Sub-LN run without any) opened from file:// in headless
-# Chromium (tests/browser/check_report.mjs: no console error or failed request, every panel drew,
-# the legends name the runs); the page of a run whose metrics.csv ends mid-line (rewritten while
-# the run goes on) still loads and says so; an output that is an input, or a directory without
-# metrics.csv, is refused with nothing written. Skips where chromium or playwright-core is absent
+# scripts/plot-runs --html and ./train --report as a reader sees them: the page of three real
+# short runs (a learning-rate pair with every per-block diagnostic, a Sub-LN run without any)
+# opened from file:// in headless Chromium (tests/browser/check_report.mjs: no console error or
+# failed request, every panel drew, the legends name the runs); the page of a run whose
+# metrics.csv ends mid-line (rewritten while the run goes on) still loads and says so; ./train
+# --report's page is plot-runs' page of the run, loads while the run rewrites it, reloads itself
+# until the run ends and says why a run stopped; an output that is an input, or a directory
+# without metrics.csv, is refused with nothing written. Skips where chromium or playwright-core is absent
 # (make deps-test installs both).
 NAME=test_report_html
 . "$(dirname "$0")/lib.sh"
@@ -53,6 +55,41 @@ echo "$out" | grep -q "live: metrics.csv: its last line is incomplete" ||
 check "$T/live.html" '["live"]'
 grep -q 'incomplete' "$T/check.json" || fail "the page does not say a line was left out"
 grep -q '^18,4.9' "$T/live.html" && fail "the partial line was embedded"
+
+# ./train --report: the same template filled the same way (all but the JSON line as plot-runs
+# writes the page of the run), no reload once the run is done
+train $TINY $DIAGS --lr 3e-3 --report --out "$T/own"
+check "$T/own/report.html" '["own"]'
+grep -q '"live":0' "$T/check.json" || fail "the finished run's page reloads: $(cat "$T/check.json")"
+for id in loss wall heat-grad heat-resid heat-attn heat-skip; do
+    grep -q "\"$id\"" "$T/check.json" || fail "--report: no panel $id: $(cat "$T/check.json")"
+done
+python3 scripts/plot-runs "$T/own" --html "$T/own.html" >"$T/log" 2>&1 || fail "$(cat "$T/log")"
+grep -v 'id="mt-report">{' "$T/own.html" >"$T/a"
+grep -v 'id="mt-report">{' "$T/own/report.html" >"$T/b"
+cmp -s "$T/a" "$T/b" || fail "./train --report and plot-runs --html differ: $(diff "$T/a" "$T/b" | head -5)"
+
+# a page rewritten while the run goes on loads, and reloads itself; the end stops the reloading
+"$B/train" --threads 1 $TINY --steps 4000 --eval-every 100 --report --out "$T/going" \
+    >"$T/going.log" 2>&1 &
+pid=$!
+i=0
+until [ -f "$T/going/report.html" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+cp "$T/going/report.html" "$T/mid.html" 2>/dev/null || fail "no report.html in 30 s"
+check "$T/going/report.html" '["going"]'
+wait $pid || fail "the run exited $?: $(cat "$T/going.log")"
+grep -q '"live":[1-9]' "$T/mid.html" || fail "a page of a running run does not reload"
+grep -q '"live":0' "$T/going/report.html" || fail "the finished run's page still reloads"
+grep -q '^4000,' "$T/going/report.html" || fail "the last page lacks the last step"
+
+# a diverged run's page says why it stopped; no chart library: refused before anything is written
+"$B/train" --threads 1 $TINY --lr 1e9 --report --out "$T/diverged" >"$T/log" 2>&1 &&
+    fail "lr 1e9 did not diverge"
+grep -q 'the run stopped: step [0-9]*: the loss is' "$T/diverged/report.html" ||
+    fail "the diverged run's page does not say why it stopped"
+MT_CHARTJS=$T/none.js "$B/train" $TINY --report --out "$T/nochart" >"$T/err" 2>&1
+[ $? -eq 2 ] && grep -q "libjs-chart.js" "$T/err" && [ ! -e "$T/nochart" ] ||
+    fail "--report without a chart library: $(cat "$T/err")"
 
 # refused, nothing written or overwritten
 before=$(cksum <"$T/lr-hi/metrics.csv")

@@ -12,32 +12,6 @@
 
 #define TOKFILE_HEADER 28
 
-/* Reads a whole file into a malloc'd buffer (NUL-terminated, *len without the NUL). */
-static mt_status read_file(const char *path, char **buf, size_t *len, mt_err *err) {
-    *buf = NULL;
-    FILE *f;
-    mt_status s = mt_file_open("--data", path, "rb", &f, err);
-    if (s != MT_OK) return s;
-    off_t size = -1;
-    if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
-    if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot determine its size", path);
-    } else if (!(*buf = malloc((size_t)size + 1))) {
-        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %lld bytes", path, (long long)size);
-    } else if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
-        s = mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
-    } else {
-        (*buf)[size] = 0;
-        *len = (size_t)size;
-    }
-    fclose(f);
-    if (s != MT_OK) {
-        free(*buf);
-        *buf = NULL;
-    }
-    return s;
-}
-
 static void put_le(unsigned char *p, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
@@ -118,7 +92,7 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
                          "--tokenizer sp needs --tokenizer-file (llama2.c's tokenizer.bin)");
     char *text;
     size_t len = 0;
-    mt_status s = read_file(path, &text, &len, err);
+    mt_status s = mt_file_read("--data", path, &text, &len, err);
     if (s != MT_OK) return s;
     const char *nul = memchr(text, 0, len);
     if (len == 0 || nul) {

@@ -78,6 +78,23 @@ void mt_diag_close(mt_diag *d);
 static inline bool mt_diag_probes_hidden(const mt_trainer *tr) {
     return tr->model->type->probes && tr->model->type->probes->hidden && tr->task->type->probe_rows;
 }
+/* ---- report.html (./train --report, report.c) ----------------------------------------------
+ * scripts/report.html (built in) filled as scripts/plot-runs --html fills it for one run: Chart.js
+ * inlined, the run's options and its CSVs' whole lines (docs/plotting.md). */
+#define MT_CHARTJS "/usr/share/javascript/chart.js/chart.min.js" /* Debian's libjs-chart.js */
+typedef struct {
+    char *chartjs; /* the library's text, read once: MT_CHARTJS or the environment's */
+    int n_layer;   /* the model config's, -1 without one */
+    double last;   /* mt_clock() of the last write */
+} mt_html_report;
+/* MT_EINVAL naming the package when there is no chart library to inline. */
+mt_status mt_html_report_open(mt_html_report *r, const mt_trainer *tr, mt_err *err);
+/* tr->cfg.out/report.html written atomically at tr->step: while the run goes on (!done, no
+   stopped) the page reloads itself; stopped (the error that ended the run) is noted on it. */
+mt_status mt_html_report_write(mt_html_report *r, const mt_trainer *tr, bool done,
+                               const char *stopped, mt_err *err);
+void mt_html_report_close(mt_html_report *r);
+
 /* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
 mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err);

@@ -182,6 +182,31 @@ mt_status mt_output_file_check(const char *flag, const char *path, mt_err *err) 
                      flag, path, file_kind(&st));
 }
 
+mt_status mt_file_read(const char *what, const char *path, char **buf, size_t *len, mt_err *err) {
+    *buf = NULL;
+    FILE *f;
+    mt_status s = mt_file_open(what, path, "rb", &f, err);
+    if (s != MT_OK) return s;
+    off_t size = -1;
+    if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
+    if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot determine its size", path);
+    } else if (!(*buf = malloc((size_t)size + 1))) {
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %lld bytes", path, (long long)size);
+    } else if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
+        s = mt_errorf(err, MT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    } else {
+        (*buf)[size] = 0;
+        *len = (size_t)size;
+    }
+    fclose(f);
+    if (s != MT_OK) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return s;
+}
+
 mt_status mt_atomic_open(mt_atomic_file *a, const char *path, mt_err *err) {
     memset(a, 0, sizeof *a);
     a->path = path;

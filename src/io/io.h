@@ -69,6 +69,9 @@ mt_status mt_file_check(const char *flag, const char *path, mt_err *err);
    a regular file", found without waiting for a pipe's other end; MT_EIO when it cannot be opened.
    what names the file in messages ("--config", "the metrics file"). */
 mt_status mt_file_open(const char *what, const char *path, const char *mode, FILE **f, mt_err *err);
+/* A regular file's whole text through mt_file_open (what as there): *buf malloc'd and
+   NUL-terminated, *len without the NUL; *buf NULL on a failure. */
+mt_status mt_file_read(const char *what, const char *path, char **buf, size_t *len, mt_err *err);
 /* The same as a file descriptor: open(2)'s flags (O_RDONLY, ...); *fd -1 on a failure. */
 mt_status mt_fd_open(const char *what, const char *path, int flags, int *fd, mt_err *err);
 /* dir is a directory, or can be created under its nearest existing ancestor, and a file can be

@@ -189,6 +189,9 @@ static const mt_field TRAIN[] = {
       "checkpoint every N steps (and at the end); 0: only at the end", .range = "0.."),
     F(log_every, INT, "log_every", "progress and a metrics row every N steps", .range = "1.."),
     F(diag, TABLE, "diag", NULL, .of = &DIAG_FIELDS),
+    F(report, BOOL, "report",
+      "report.html in --out: the run's curves and per-block heatmaps (docs/plotting.md), "
+      "rewritten at each evaluation; the page reloads itself until the run ends"),
     F(profile, BOOL, "profile",
       "time per op of the training steps (forward, backward, share), printed at the end",
       .flags = MT_FIELD_CLI),

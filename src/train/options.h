@@ -43,6 +43,7 @@ typedef struct {
     mt_optim_config optim; /* min_lr and warmup derived where not given (MT_OPTIM_FIELDS) */
     int eval_every, eval_batches, save_every, log_every;
     mt_diag_cfg diag;
+    bool report; /* report.html in the run's directory, rewritten at each evaluation */
     bool profile;
     bool help;
 } mt_run_options;

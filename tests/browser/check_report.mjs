@@ -50,7 +50,7 @@ try {
   for (const id of r.blank) problems.push(`${id}: a blank canvas`);
   if (shot) await page.screenshot({ path: shot, fullPage: true });
   console.log(JSON.stringify({ loadMs: Math.round(r.loadMs), panels: r.panels.map(p => p.id),
-                               canvases: r.canvases, notes: r.notes }));
+                               canvases: r.canvases, notes: r.notes, live: r.live }));
 } finally {
   await browser.close();
 }

@@ -207,6 +207,110 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     mt_trainer_free(&tr);
 }
 
+/* ||W - W0|| / ||W0|| over the matrices (ndim 2) whose names start with prefix and end with
+   suffix (NULL: any; with prefix NULL, those outside the blocks). */
+static double ratio_of(const mt_params *P, const float *w0, const char *prefix,
+                       const char *suffix) {
+    double du = 0, ww = 0;
+    for (int i = 0; i < P->n; i++) {
+        const char *name = P->p[i].name;
+        size_t n = strlen(name), k = suffix ? strlen(suffix) : 0;
+        bool in = prefix ? strncmp(name, prefix, strlen(prefix)) == 0 : !strstr(name, "blocks.");
+        if (P->p[i].ndim != 2 || !in || (suffix && (n < k || strcmp(name + n - k, suffix))))
+            continue;
+        for (size_t j = 0; j < P->p[i].n; j++) {
+            double a = w0[P->p[i].offset + j], b = P->data[P->p[i].offset + j];
+            du += (b - a) * (b - a), ww += a * a;
+        }
+    }
+    return sqrt(du / ww);
+}
+
+/* diag_ratio.csv against the weights kept before its steps: a column per block matrix by its name
+   in the block, the block's total, row -1 the matrices outside the blocks. */
+static void test_ratio(const model_case *mc) {
+    mt_train_cfg tc = {.model = mc->type,
+                       .data = {.val_fraction = 0.1, .eval_batches = 1},
+                       .seed = 7,
+                       .steps = STEPS,
+                       .batch = 4,
+                       .model_cfg = mc->cfg};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
+    snprintf(tc.data.path, sizeof tc.data.path, "%s", mc->data);
+    mt_optim_config oc = mt_optim_defaults();
+    oc.sched.lr = 1e-2;
+    mt_trainer tr;
+    mt_err e;
+    mt_diag d;
+    if (mt_trainer_init(&tr, &tc, &oc, &e) != MT_OK) {
+        CHECK(0, "trainer: %s", e.msg);
+        return;
+    }
+    mt_diag_cfg dc = {.ratio_every = 2};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_OK, "open: %s", e.msg);
+    float *w0 = malloc(tr.P->total * sizeof *w0);
+    double want[STEPS + 1][8][16] = {{{0}}}; /* [step][layer, L: -1][column] */
+    char **head = NULL;
+    int n_head = 0;
+    for (int s = 1; s <= STEPS; s++) {
+        memcpy(w0, tr.P->data, tr.P->total * sizeof *w0);
+        mt_step_stats st;
+        mt_trainer_step(&tr, &st);
+        CHECK(mt_diag_after_step(&d, &tr, &st, &e) == MT_OK, "after step: %s", e.msg);
+        if (s % 2) continue;
+        if (!head) head = read_lines("diag_ratio.csv", &n_head); /* the header is written */
+        char cols[512], *save, *c;
+        snprintf(cols, sizeof cols, "%s", head[0]);
+        cols[strcspn(cols, "\n")] = 0;
+        strtok_r(cols, ",", &save), strtok_r(NULL, ",", &save); /* step, layer */
+        for (int k = 0; k < 16 && (c = strtok_r(NULL, ",", &save)); k++)
+            for (int l = 0; l < mc->L; l++) {
+                char prefix[64], suffix[64];
+                if (mc->type == &mt_gpt_type) snprintf(prefix, sizeof prefix, "blocks.%d.", l);
+                else
+                    snprintf(prefix, sizeof prefix, "%s.blocks.%d.", l < ENC ? "enc" : "dec",
+                             l < ENC ? l : l - ENC);
+                snprintf(suffix, sizeof suffix, ".%s.weight", c);
+                want[s][l][k] = ratio_of(tr.P, w0, prefix, strcmp(c, "total") ? suffix : NULL);
+            }
+        want[s][mc->L][0] = ratio_of(tr.P, w0, NULL, NULL);
+    }
+    mt_diag_close(&d);
+    free_lines(head, n_head);
+    int n;
+    char **r = read_lines("diag_ratio.csv", &n);
+    CHECK(n == 1 + 2 * (mc->L + 1), "diag_ratio.csv: %d lines, expected %d", n,
+          1 + 2 * (mc->L + 1));
+    CHECK(n > 0 && strncmp(r[0], "step,layer,attn.q_proj,", 23) == 0, "header %s", n ? r[0] : "");
+    for (int i = 1; i < n && n == 1 + 2 * (mc->L + 1); i++) {
+        int s = 2 * (1 + (i - 1) / (mc->L + 1)), l = (i - 1) % (mc->L + 1), got = 0;
+        long step;
+        int layer, at;
+        CHECK(sscanf(r[i], "%ld,%d,%n", &step, &layer, &at) == 2 && step == s &&
+                  layer == (l == mc->L ? -1 : l),
+              "row %s: step %d layer %d", r[i], s, l);
+        for (const char *v = r[i] + at; *v && *v != '\n'; got++) {
+            size_t len = strcspn(v, ",\n");
+            bool last = v[len] != ',';
+            double x = len ? atof(v) : NAN, w = l < mc->L ? want[s][l][got]
+                                                : last    ? want[s][l][0]
+                                                          : NAN;
+            /* empty where the block has no such matrix (NaN: none to measure); row -1: the
+               total alone */
+            CHECK(len ? fabs(x - w) <= 1e-5 * w && w > 0 : isnan(w),
+                  "step %d layer %d column %d: %.7g, the weights give %.7g (%s)", s, l, got, x, w,
+                  r[i]);
+            v += len + !last;
+        }
+    }
+    free_lines(r, n);
+    dc = (mt_diag_cfg){.ratio_every = -1};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-update-ratio-every"),
+          "negative: %s", e.msg);
+    free(w0);
+    mt_trainer_free(&tr);
+}
+
 static void run_case(const model_case *mc, double clip) {
     double with[STEPS], without[STEPS], norms[STEPS];
     train(mc, clip, true, with, norms);
@@ -348,6 +452,19 @@ static void test_probe(mt_placement place) {
     mt_trainer_free(&tr);
 }
 
+static void test_ratio_cases(void) {
+    mt_gpt_config g = mt_gpt_config_default();
+    g.stack.n_layer = 3, g.stack.n_head = 2, g.stack.n_embd = 16, g.stack.n_ff = 32, g.n_ctx = 16;
+    test_ratio(&(model_case){&mt_gpt_type, &g, "data/tinyshakespeare.txt", 3});
+    char path[256];
+    snprintf(path, sizeof path, "%s/dict", dir);
+    write_dict(path);
+    mt_encdec_config ed = mt_encdec_config_default();
+    ed.enc_layers = ENC, ed.dec_layers = DEC;
+    ed.stack.n_head = 2, ed.stack.n_embd = 16, ed.stack.n_ff = 32;
+    test_ratio(&(model_case){&mt_encdec_type, &ed, path, ENC + DEC});
+}
+
 int main(void) {
     mt_set_threads(1);
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -363,10 +480,12 @@ int main(void) {
     run_encdec(MT_PLACE_SUBLN, 0);
     test_probe(MT_PLACE_LNS);
     test_probe(MT_PLACE_MIXLN);
+    test_ratio_cases();
     const char *names[] = {"diag_grad.csv",     "diag_update.csv",   "diag_resid.csv",
                            "model.safetensors", "optim.safetensors", "dict",
-                           "diag_attn.csv",     "diag_logz.csv",     "diag_skip.csv"};
-    for (int i = 0; i < 9; i++) {
+                           "diag_attn.csv",     "diag_logz.csv",     "diag_skip.csv",
+                           "diag_ratio.csv"};
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);

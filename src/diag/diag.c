@@ -20,8 +20,9 @@
    stack (an encoder-decoder's decoder after its encoder) are numbered after the earlier
    stacks', so i = j plus the blocks before. A sublayer's own norms count with it: Sub-LN's
    attn.inner_norm and ffn.inner_norm (by their prefix), Peri-LN's attn_out_norm and
-   ffn_out_norm; a decoder's cross-attention counts with its attention. Returns the blocks. */
-static int param_groups(const mt_params *P, int *group) {
+   ffn_out_norm; a decoder's cross-attention counts with its attention. block (NULL: not asked)
+   gets each parameter's block i, or -1. Returns the blocks. */
+int mt_diag_param_groups(const mt_params *P, int *group, int *block) {
     static const struct {
         const char *prefix;
         int group;
@@ -35,12 +36,14 @@ static int param_groups(const mt_params *P, int *group) {
         const char *name = P->p[k].name, *b = strstr(name, "blocks.");
         int j, len;
         group[k] = -1;
+        if (block) block[k] = -1;
         if (!b || sscanf(b, "blocks.%d.%n", &j, &len) != 1) continue;
         if (!stack || (size_t)(b - name) != stack_len || strncmp(name, stack, stack_len)) {
             stack = name, stack_len = (size_t)(b - name); /* a new stack: after the blocks so far */
             base = blocks;
         }
         blocks = base + j + 1 > blocks ? base + j + 1 : blocks;
+        if (block) block[k] = base + j;
         for (size_t s = 0; s < sizeof SUB / sizeof SUB[0]; s++)
             if (strncmp(b + len, SUB[s].prefix, strlen(SUB[s].prefix)) == 0)
                 group[k] = 4 * (base + j) + SUB[s].group;
@@ -174,9 +177,8 @@ static mt_status probe_check(const mt_diag_cfg *cfg, const mt_trainer *tr, mt_er
     return MT_OK;
 }
 
-mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
-    memset(d, 0, sizeof *d);
-    d->cfg = *cfg;
+/* The diagnostics of the probes (and diag_attn.c's); on an error nothing stays open. */
+static mt_status open_probes(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
     if (mt_dist_size() > 1 && (cfg->grad_every || cfg->update_steps || cfg->resid_every))
         return mt_errorf(err, MT_EINVAL,
                          "the --diag-* diagnostics run in one process, not under mpirun");
@@ -220,7 +222,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
         mt_diag_close(d);
         return mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
     }
-    int blocks = param_groups(P, d->group);
+    int blocks = mt_diag_param_groups(P, d->group, NULL);
     MT_ASSERT(blocks == d->L, "diag: %d blocks named in the parameters, the config has %d", blocks,
               d->L);
     const char *out = tr->cfg.out;
@@ -242,6 +244,15 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     if (st == MT_OK) st = mt_diag_attn_open(d, tr, err);
     if (st != MT_OK) mt_diag_close(d);
     return st;
+}
+
+mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_err *err) {
+    memset(d, 0, sizeof *d);
+    d->cfg = *cfg;
+    mt_status s = open_probes(d, cfg, tr, err);
+    if (s == MT_OK) s = mt_diag_ratio_open(d, tr, err); /* any model: it reads the parameters */
+    if (s != MT_OK) mt_diag_close(d);
+    return s;
 }
 
 /* The gradient rows of the weights after `step` updates; the gradients in P are clipped by
@@ -281,6 +292,7 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     if (s == MT_OK && d->attn && step % d->cfg.attn_every == 0)
         s = mt_diag_attn_rows(d, tr, step, err);
     if (s == MT_OK) s = probe_rows_due(d, tr, step, step == tr->cfg.steps, err);
+    if (s == MT_OK) s = mt_diag_ratio_after_step(d, tr, err);
     return s;
 }
 
@@ -296,5 +308,6 @@ void mt_diag_close(mt_diag *d) {
     free(d->sq);
     free(d->resid_norm);
     free(d->f0);
+    mt_diag_ratio_close(d);
     memset(d, 0, sizeof *d);
 }

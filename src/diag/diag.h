@@ -34,6 +34,12 @@
  *   log Z = logsumexp_j(logit_j) of the output logits at every position of the same batch (what
  *   PaLM's z-loss keeps near 0): its mean and its max over the positions, every logz_every steps
  *   from 0 (a model type with logits: the GPT).
+ * diag_ratio.csv  step,layer,<the blocks' matrices>,total
+ *   Each trained matrix's update-to-weight ratio ||W_s - W_{s-1}||_F / ||W_{s-1}||_F, the
+ *   quantity muP and Muon reason about: a column per matrix of a block by its name in the block
+ *   (attn.q_proj, ffn.fc1, ...; the union over the blocks, empty where a block has none), total:
+ *   all the block's matrices as one; row layer -1: the matrices outside the blocks (embeddings,
+ *   head) as one. Every ratio_every steps from ratio_every; any model type.
  * diag_skip.csv   step,block,loss,delta
  *   The block-effectiveness probe of the Curse of Depth paper (arXiv 2502.05795): the plain
  *   cross-entropy of the same batch with the whole model (block -1, delta 0), then with each block
@@ -53,6 +59,19 @@
 /* The fixed batch: the task's probe_rows of seed (the run's) ^ MT_DIAG_SEED. */
 #define MT_DIAG_SEED 0x4449414742415443ULL
 
+/* diag_ratio.c's state: the copy of the counted matrices after the step before a due one. */
+typedef struct {
+    FILE *f;
+    int L, n_cols; /* blocks; the columns of the blocks' matrices (the total after them) */
+    long step;     /* of the copy; -1: none */
+    int *block;    /* (P->n) each entry's block, -1 outside */
+    int *col;      /* (P->n) its column; -2: counted outside the blocks; -1: not counted */
+    size_t *off;   /* (P->n) its floats' offset in prev */
+    double *pair;  /* (2 P->n) ||W - W_prev||^2 and ||W_prev||^2 of each entry */
+    double *sq;    /* (L + 1, n_cols + 1, 2) the sums by block (the outside last) and column */
+    float *prev;
+} mt_diag_ratio;
+
 typedef struct {
     mt_diag_cfg cfg;
     FILE *grad, *update, *resid;
@@ -64,6 +83,7 @@ typedef struct {
     FILE *attn;
     float *attn_max; /* 2 L: each attention's largest logit, in forward order */
     FILE *logz, *skip;
+    mt_diag_ratio ratio;
 } mt_diag;
 
 /* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks
@@ -97,6 +117,12 @@ void mt_html_report_close(mt_html_report *r);
 
 /* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
+/* diag.c's grouping of the parameters by block and sublayer (its comment says how). */
+int mt_diag_param_groups(const mt_params *P, int *group, int *block);
+/* diag_ratio.c: diag_ratio.csv opened (ratio_every > 0), its rows due after a step; closed. */
+mt_status mt_diag_ratio_open(mt_diag *d, mt_trainer *tr, mt_err *err);
+mt_status mt_diag_ratio_after_step(mt_diag *d, mt_trainer *tr, mt_err *err);
+void mt_diag_ratio_close(mt_diag *d);
 mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err);
 
 #endif

@@ -114,6 +114,9 @@ static const mt_field DIAG[] = {
       "the batch's loss with each block skipped in turn, every N steps and at the end, to "
       "diag_skip.csv; 0: off",
       .range = "0.."),
+    F(ratio_every, INT, "diag_update_ratio_every",
+      "each matrix's update-to-weight ratio ||dW|| / ||W|| every N steps to diag_ratio.csv; 0: off",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);

@@ -25,6 +25,7 @@ typedef struct {
     int batch;        /* sequences of the fixed batch; 0: min(4, the training batch) */
     int logz_every;   /* 0: no diag_logz.csv */
     int skip_every;   /* 0: no diag_skip.csv */
+    int ratio_every;  /* 0: no diag_ratio.csv */
 } mt_diag_cfg;
 
 /* --format: what --prepare writes. */

@@ -53,6 +53,7 @@
 #include <stdio.h>
 
 #include "../tensor/base.h"
+#include "../tensor/params.h"
 #include "../train/options.h"
 #include "../train/train.h"
 
@@ -117,7 +118,7 @@ void mt_html_report_close(mt_html_report *r);
 
 /* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
-/* diag.c's grouping of the parameters by block and sublayer (its comment says how). */
+/* groups.c: the parameters by block and sublayer (its comment says how). */
 int mt_diag_param_groups(const mt_params *P, int *group, int *block);
 /* diag_ratio.c: diag_ratio.csv opened (ratio_every > 0), its rows due after a step; closed. */
 mt_status mt_diag_ratio_open(mt_diag *d, mt_trainer *tr, mt_err *err);

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../io/fields.h"
 #include "../io/io.h"
+#include "../models/model.h"
 #include "diag.h"
 
 extern const char mt_report_template[]; /* scripts/report.html (the Makefile builds it in) */

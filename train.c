@@ -107,7 +107,11 @@ static int train(const mt_run_options *o) {
     }
     if (first >= o->train.steps && mt_dist_rank() == 0)
         printf("step %ld of %d: wrote %s\n", tr.step, o->train.steps, tr.model_path);
-    mt_report_done(stdout, &tr, first, mt_clock() - t0, lc.profile);
+    double seconds = mt_clock() - t0;
+    mt_report_done(stdout, &tr, first, seconds, lc.profile);
+    if (out.reporting) /* what the page cost the run */
+        printf("report  %s/report.html: %d writes in %.3f s, %.2f%% of the run\n", o->train.out,
+               out.page.writes, out.page.seconds, 100 * out.page.seconds / seconds);
     mt_diag_close(&out.diag);
     if (o->report && mt_dist_rank() == 0) mt_html_report_close(&out.page);
     mt_trainer_free(&tr);

@@ -107,6 +107,8 @@ typedef struct {
     char *chartjs; /* the library's text, read once: MT_CHARTJS or the environment's */
     int n_layer;   /* the model config's, -1 without one */
     double last;   /* mt_clock() of the last write */
+    int writes;
+    double seconds; /* spent writing */
 } mt_html_report;
 /* MT_EINVAL naming the package when there is no chart library to inline. */
 mt_status mt_html_report_open(mt_html_report *r, const mt_trainer *tr, mt_err *err);

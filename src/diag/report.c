@@ -155,5 +155,7 @@ mt_status mt_html_report_write(mt_html_report *r, const mt_trainer *tr, bool don
     bool ok = fwrite(mt_report_template, 1, head, a.f) == head &&
               put_escaped(r->chartjs, "</script", a.f) && fwrite(after, 1, mid, a.f) == mid &&
               put_data(r, tr, live, stopped, a.f) && fputs(data + sizeof DATA - 1, a.f) >= 0;
-    return mt_atomic_close(&a, ok, err);
+    s = mt_atomic_close(&a, ok, err);
+    r->writes++, r->seconds += mt_clock() - now;
+    return s;
 }

@@ -42,8 +42,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mtrun import (byte_entropy, copy_columns, cpu_model, diverged_at, evals,  # noqa: E402
-                   gnuplot, header, label, num, plot_lines, read_csv, read_metrics,
-                   read_update, run, write_dat)
+                   gnuplot, header, label, num, plot_heatmaps, plot_lines, read_csv,
+                   read_metrics, read_update, run, write_dat)
 
 DOCS = "docs/depth-study-2"
 OUT = "out/depth-study-2"
@@ -309,8 +309,27 @@ def report_lr(H):
         plot_lines(png, "%d layers, 400 steps (a run that did not train: on the unigram line)"
                    % depth, "final validation loss (nats per byte)", lines,
                    "set logscale x\nset xlabel 'peak learning rate'\nset yrange [2:3.5]")
-        out += ["![lr %d](depth-study-2/lr-%d.png)" % (depth, depth), ""] + notes("lr-%d" % depth)
+        out += ["![lr %d](depth-study-2/lr-%d.png)" % (depth, depth), ""] + resid_heatmaps(depth)
+        out += notes("lr-%d" % depth)
     return out
+
+
+def resid_heatmaps(depth, lr="1e-3"):
+    """The residual stream entering each block over training, the placements' kept runs at lr."""
+    panels = []
+    for p in PLACEMENTS:
+        path = os.path.join(DOCS, "lr-%d" % depth, "%s-L%d_lr_%s.resid.csv" % (p, depth, lr))
+        rows = [(int(r["step"]), int(r["layer"]), num(r["norm"])) for r in read_csv(path)]
+        if rows:
+            panels.append((NAMES[p], rows))
+    if not panels:
+        return []
+    png = "lr-%d-resid-heat.png" % depth
+    plot_heatmaps(os.path.join(DOCS, png), "residual stream entering each block, %d layers, lr %s "
+                  "(diag_resid.csv; the top row: after the last block)" % (depth, lr),
+                  "mean token norm", panels)
+    return ["The residual stream entering each block (mean token norm on the probe batch), "
+            "block by step, at lr %s:" % lr, "", "![resid](depth-study-2/%s)" % png, ""]
 
 
 COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "subln": "#9467bd",

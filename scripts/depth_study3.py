@@ -65,7 +65,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals,  # noqa: E402
-                   gnuplot, header, label, num, plot_lines, read_csv, read_metrics, read_resid,
+                   gnuplot, header, label, num, plot_heatmaps, plot_lines, read_csv, read_metrics,
+                   read_resid,
                    run, set_tensors, with_notes, write_dat)
 from mtrun import flags as mtflags  # noqa: E402
 
@@ -984,7 +985,20 @@ def report_curse():
                 "(dashed) and after 400 steps (solid)", "gradient norm", lines,
                 extra="set logscale y")
     out.append("\n![skip](depth-study-3/curse.png)\n\n![grad](depth-study-3/curse-grad.png)\n")
+    plot_heatmaps(os.path.join(DOCS, "curse-grad-heat.png"), "per-block gradient norm over "
+                  "training, 100 layers (diag_grad.csv)", "gradient norm",
+                  [(r["name"], block_rows(part, r["name"], "grad", "total")) for r in runs])
+    out.append("The same gradient norms block by step, every step measured (a column each):\n\n"
+               "![grad heatmaps](depth-study-3/curse-grad-heat.png)\n")
     return out
+
+
+def block_rows(part, name, kind, column):
+    """(step, block, value) of a run's kept per-block CSV, the blocks alone (no row -1)."""
+    key = "layer" if kind != "skip" else "block"
+    return [(int(x["step"]), int(x[key]), num(x[column]))
+            for x in read_csv(os.path.join(DOCS, part, "%s.%s.csv" % (name, kind)))
+            if int(x[key]) >= 0]
 
 
 def last_grad_step(part, name):

@@ -532,3 +532,40 @@ def plot_lines(png, title, ylabel, lines, extra="", widths=None):
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))
     os.rmdir(tmp)
+
+
+def plot_heatmaps(png, title, zlabel, panels, log=True):
+    """Block-by-step heatmaps side by side, one colour scale for all (logarithmic when log):
+    panels are (title, rows), rows (step, block, value). Each measured step is a column of equal
+    width, labelled with its step; blocks go up from block 0."""
+    panels = [(t, [r for r in rows if r[2] is not None and math.isfinite(r[2]) and
+                   (r[2] > 0 or not log)]) for t, rows in panels]
+    panels = [(t, rows) for t, rows in panels if rows]
+    if not panels:
+        return
+    values = [r[2] for _, rows in panels for r in rows]
+    tmp = png + ".d"
+    os.makedirs(tmp, exist_ok=True)
+    width = 300 + 420 * len(panels)
+    script = [header(png, title, "step", "block", size="%d,520" % width), "set termoption noenhanced",
+              "unset key\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', "
+              "4 '#fde725')\nset cbrange [%.9g:%.9g]\nset cblabel \"%s\""
+              % (min(values), max(values), zlabel),
+              "set logscale cb" if log else "",
+              "set multiplot layout 1,%d title \"%s\"" % (len(panels), title)]
+    for i, (t, rows) in enumerate(panels):
+        steps = sorted({r[0] for r in rows})
+        col = {s: k for k, s in enumerate(steps)}
+        f = os.path.join(tmp, "%d" % i)
+        write_dat(f, [(col[s], b, float(v)) for s, b, v in sorted(rows, key=lambda r: (r[1], r[0]))])
+        every = max(1, len(steps) // 8)
+        tics = ", ".join('"%d" %d' % (s, k) for k, s in enumerate(steps) if k % every == 0)
+        script += ["set title \"%s\"" % t, "set xtics (%s)" % tics,
+                   "set colorbox" if i == len(panels) - 1 else "unset colorbox",
+                   "set xrange [-0.5:%g]" % (len(steps) - 0.5),
+                   "set yrange [-0.5:%g]" % (max(r[1] for r in rows) + 0.5),
+                   "plot '%s' using 1:2:3 with image" % f]
+    gnuplot("\n".join(script) + "\nunset multiplot\n", png)
+    for f in os.listdir(tmp):
+        os.remove(os.path.join(tmp, f))
+    os.rmdir(tmp)

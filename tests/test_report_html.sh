@@ -63,7 +63,7 @@ grep -q "^report  $T/own/report.html: [0-9]* writes in [0-9.]* s" "$T/log" ||
     fail "no word of what the page cost: $(tail -2 "$T/log")"
 check "$T/own/report.html" '["own"]'
 grep -q '"live":0' "$T/check.json" || fail "the finished run's page reloads: $(cat "$T/check.json")"
-for id in loss wall heat-grad heat-resid heat-attn heat-ratio heat-skip; do
+for id in loss wall mfu heat-grad heat-resid heat-attn heat-ratio heat-skip; do
     grep -q "\"$id\"" "$T/check.json" || fail "--report: no panel $id: $(cat "$T/check.json")"
 done
 python3 scripts/plot-runs "$T/own" --html "$T/own.html" >"$T/log" 2>&1 || fail "$(cat "$T/log")"

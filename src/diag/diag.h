@@ -108,7 +108,10 @@ typedef struct {
     int n_layer;   /* the model config's, -1 without one */
     double last;   /* mt_clock() of the last write */
     int writes;
-    double seconds; /* spent writing */
+    double seconds;         /* spent writing */
+    double flops_per_token; /* the model's, for the MFU panel */
+    double peak_gflops;     /* the GEMM peak measured at open */
+    char peak[160];         /* how */
 } mt_html_report;
 /* MT_EINVAL naming the package when there is no chart library to inline. */
 mt_status mt_html_report_open(mt_html_report *r, const mt_trainer *tr, mt_err *err);

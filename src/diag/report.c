@@ -8,6 +8,8 @@
 #include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
+#include "../tasks/task.h"
+#include "../tensor/gemm.h"
 #include "diag.h"
 
 extern const char mt_report_template[]; /* scripts/report.html (the Makefile builds it in) */
@@ -41,6 +43,39 @@ static cJSON *options_object(const char *ini) {
     return o;
 }
 
+/* This machine's GEMM peak in GFLOP/s, the ceiling MFU is a share of: the best of 10 products
+   of n x n matrices (2 n^3 flops) through the GEMM layer, bf16 inputs when the run's products
+   take them (a machine busy at that moment gives a low one); 0 without the memory. */
+static double gemm_peak(bool bf16, char *what, size_t len) {
+    enum { N = 1024, REPS = 10 };
+    float *a = calloc(3 * (size_t)N * N, sizeof *a), *c = a + 2 * (size_t)N * N;
+    mt_bf16 *h = bf16 ? calloc(2 * (size_t)N * N, sizeof *h) : NULL;
+    double best = 0;
+    for (int k = 0; a && (h || !bf16) && k <= REPS; k++) { /* k 0: the warm-up */
+        double t = mt_clock();
+        if (bf16) mt_gemm_bf16(false, false, N, N, N, h, h + (size_t)N * N, 0.0f, c, NULL);
+        else mt_gemm(false, false, N, N, N, a, a + (size_t)N * N, 0.0f, c, NULL);
+        double gflops = 2.0 * N * N * N / (mt_clock() - t) / 1e9;
+        if (k && gflops > best) best = gflops;
+    }
+    snprintf(what, len, "%s GEMM through mt's GEMM layer (%s), %d^3, best of %d at the start",
+             bf16 ? "bf16" : "fp32", mt_gemm_impl(false, false, N, N, N, bf16), N, REPS);
+    free(a);
+    free(h);
+    return best;
+}
+
+/* Model FLOPs a trained token, as bench/gpt/report.py counts them: 6 per trained parameter
+   (forward 2, backward 4) and 12 L T C for attention's scores and weighted sums, T a row's
+   tokens (the usual estimate, e.g. PaLM's appendix B). */
+static double flops_per_token(const mt_trainer *tr) {
+    double n = 0;
+    for (int i = 0; i < tr->P->n; i++) n += mt_param_trained(&tr->P->p[i]) ? tr->P->p[i].n : 0;
+    const mt_stack_config *s = mt_config_stack(tr->model->cfg);
+    int T = mt_task_row_units(tr->task->type, tr->model->type, tr->model->cfg);
+    return 6 * n + 12.0 * s->n_layer * T * s->n_embd;
+}
+
 mt_status mt_html_report_open(mt_html_report *r, const mt_trainer *tr, mt_err *err) {
     const char *env = getenv("MT_CHARTJS"), *chart = env && env[0] ? env : MT_CHARTJS;
     *r = (mt_html_report){.last = mt_clock()};
@@ -56,6 +91,8 @@ mt_status mt_html_report_open(mt_html_report *r, const mt_trainer *tr, mt_err *e
     r->n_layer = cJSON_IsNumber(n) ? n->valueint : -1;
     cJSON_Delete(c);
     free(config);
+    r->flops_per_token = flops_per_token(tr);
+    r->peak_gflops = gemm_peak(tr->cfg.precision == MT_BF16, r->peak, sizeof r->peak);
     return MT_OK;
 }
 
@@ -117,6 +154,9 @@ static bool put_data(const mt_html_report *r, const mt_trainer *tr, int live, co
     cJSON_AddStringToObject(run, "name", name);
     cJSON_AddStringToObject(run, "label", name);
     cJSON_AddItemToObject(run, "options", options_object(tr->cfg.options));
+    cJSON_AddNumberToObject(run, "flops_per_token", r->flops_per_token);
+    cJSON_AddNumberToObject(run, "peak_gflops", r->peak_gflops);
+    cJSON_AddStringToObject(run, "peak", r->peak);
     if (r->n_layer >= 0) cJSON_AddNumberToObject(run, "n_layer", r->n_layer);
     else cJSON_AddNullToObject(run, "n_layer");
     cJSON_AddItemToObject(run, "notes", notes);

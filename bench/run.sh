@@ -15,7 +15,8 @@
 #   4. the component benchmarks: bench/norms/run.sh (writes bench/NORMS.md), bench/gemm.c
 #      (the GEMM backends: OpenBLAS, oneDNN fp32 and bf16), bench/bpe.c (learning a BPE
 #      vocabulary and encoding), bench/generate.sh (./infer's generation against llama2.c's
-#      run.c, from LLAMA2C_RUN_C), bench/shards_rss.sh (./train's peak RSS on a 4 GiB set of
+#      run.c, from LLAMA2C_RUN_C), bench/report.sh (./train --report's cost and a 100-layer
+#      run's page: its size and load time in chromium, ~5 minutes), bench/shards_rss.sh (./train's peak RSS on a 4 GiB set of
 #      token shards against a 10 MiB one), then each bench/*.py (one module against its torch
 #      counterpart, printing a Markdown table), appended to bench/RESULTS.md;
 #   5. with mpicc and mpirun, bench/mpi.sh (data-parallel training across processes) and
@@ -108,6 +109,9 @@ if [ -z "$BENCH_GPT_ONLY" ]; then
     echo "bpe: $BUILD/bench/bpe"
     printf '\n## bench/bpe.c: learning a BPE vocabulary and encoding\n\n' >>bench/RESULTS.md
     "$BUILD/bench/bpe" data/tinyshakespeare.txt 4096 9 2 | tee -a bench/RESULTS.md
+    echo "report: bench/report.sh (./train --report's cost, a 100-layer page's size and load)"
+    printf '\n## bench/report.sh: ./train --report, its cost and its page\n\n' >>bench/RESULTS.md
+    MT_BUILD=$BUILD sh bench/report.sh | tee -a bench/RESULTS.md
     echo "token shards: bench/shards_rss.sh (writes and removes 4 GiB in TMPDIR or /var/tmp)"
     printf '\n## bench/shards_rss.sh: peak RSS of ./train on token shards by mmap\n\n' \
         >>bench/RESULTS.md

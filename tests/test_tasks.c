@@ -88,11 +88,15 @@ static void meta_describe(const mt_model *m, char *buf, size_t len) {
     snprintf(buf, len, "vocabulary %d", ((const bigram *)m)->tok.n_vocab);
 }
 
+/* The last batch the model saw (the sft test reads the rows a task hands it). */
+static mt_batch seen;
+
 static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batch *b,
                        mt_ce_opts ce) {
     MT_ASSERT(b->kind == MT_INPUT_TOKENS, "bigram: a batch of another kind of input");
     const mt_token_rows *r = &b->tokens;
     (void)m;
+    seen = *b;
     mt_tensor *logits = mt_embedding(c, &P->t[0], r->ids, b->B * r->T);
     return mt_cross_entropy(c, logits, r->targets, -1, ce);
 }
@@ -170,12 +174,12 @@ static void test_find(void) {
     CHECK(mt_task_find(NULL, &mt_encdec_type, &t, &e) == MT_OK && t == &mt_g2p_task, "encdec");
     CHECK(mt_task_find("images", &BIGRAM, &t, &e) == MT_EINVAL &&
               strstr(e.msg, "--task images: --model bigram takes another kind of input") &&
-              strstr(e.msg, "(accepted: text)"),
+              strstr(e.msg, "(accepted: text, sft)"),
           "another kind: %s", e.msg);
     CHECK(mt_task_find("g2p", &mt_gpt_type, &t, &e) == MT_EINVAL && strstr(e.msg, "--task g2p"),
           "g2p for the gpt: %s", e.msg);
     CHECK(mt_task_find("speech", &mt_gpt_type, &t, &e) == MT_EINVAL &&
-              strstr(e.msg, "--task speech: unknown (accepted for --model gpt: text)"),
+              strstr(e.msg, "--task speech: unknown (accepted for --model gpt: text, sft)"),
           "unknown: %s", e.msg);
     /* the trainer refuses a task of another kind too */
     bigram_config cfg;
@@ -194,11 +198,114 @@ static void test_find(void) {
     mt_trainer_free(&tr);
 }
 
+/* --task sft on the bigram: a conversation's row is mt's chat template's bytes, its targets the
+   assistants' content and "<|end|>" alone; the loss of a batch is the mean over its trained
+   targets however the trainer slices it; bad lines are refused naming their line. */
+static void test_sft(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/conv.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    fputs(
+        "{\"prompt\": \"2+2\", \"response\": \"4\"}\n\n"
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+        "\"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", "
+        "\"content\": \"c\"}, {\"role\": \"assistant\", \"content\": \"dd\"}]}\n"
+        "{\"prompt\": \"Say hi\", \"response\": \"Hello there!\"}\n"
+        "{\"prompt\": \"hi\", \"response\": \"yo\"}\n",
+        f);
+    fclose(f);
+    bigram_config cfg;
+    config_default(&cfg);
+    cfg.n_ctx = 96;
+    mt_train_cfg tc = {.model = &BIGRAM,
+                       .model_cfg = &cfg,
+                       .task = &mt_sft_task,
+                       .data = {.tokenizer = MT_TOK_BYTE, .val_fraction = 0.25, .eval_batches = 1},
+                       .seed = 3,
+                       .steps = 1,
+                       .batch = 4};
+    snprintf(tc.out, sizeof tc.out, "%s", dir);
+    snprintf(tc.data.path, sizeof tc.data.path, "%s", path);
+    mt_optim_config oc = mt_optim_defaults();
+    mt_trainer tr;
+    mt_err e;
+    CHECK(mt_trainer_init(&tr, &tc, &oc, &e) == MT_OK, "trainer: %s", e.msg);
+    if (!tr.model) return;
+    const mt_task_type *t = tr.task->type;
+    /* the validation conversation (the last line), as the template writes it */
+    const char *text = "<|user|>\nhi\n<|assistant|>\nyo<|end|>\n";
+    int n = (int)strlen(text), first = (int)(strstr(text, "yo") - text);
+    CHECK(t->eval_count(tr.task) == 1 && t->eval_draw(tr.task, 0) == 1, "one validation row");
+    mt_eval_sums sums = {0};
+    t->eval_rows(&tr.ctx, tr.model, tr.task, 0, 1, &sums);
+    for (int i = 0; i < seen.tokens.T; i++) {
+        int x = i < n - 1 ? (unsigned char)text[i] : 0;
+        int y = i + 1 >= first && i + 1 < n - 1 ? (unsigned char)text[i + 1] : -1;
+        CHECK(seen.tokens.ids[i] == x && seen.tokens.targets[i] == y,
+              "position %d: input %d target %d, want %d %d", i, seen.tokens.ids[i],
+              seen.tokens.targets[i], x, y);
+    }
+    /* a drawn batch's loss as one slice, and as slices 1 and 3 weighed by rows */
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    t->draw_batch(tr.task, &r);
+    mt_ctx_reset(&tr.ctx);
+    double whole = t->rows_loss(&tr.ctx, tr.model, tr.model->P, tr.task, 0, 4)->data[0];
+    double trained = 0, nll = 0;
+    const float *table = tr.model->P->data + tr.model->P->p[0].offset;
+    int V = ((const bigram_config *)tr.model->cfg)->n_vocab;
+    for (int i = 0; i < 4 * seen.tokens.T; i++) { /* -log softmax(table[x])[y], by hand */
+        int y = seen.tokens.targets[i];
+        if (y < 0) continue;
+        const float *row = table + (size_t)seen.tokens.ids[i] * V;
+        double z = 0;
+        for (int v = 0; v < V; v++) z += exp(row[v]);
+        nll += log(z) - row[y], trained++;
+    }
+    double a = t->rows_loss(&tr.ctx, tr.model, tr.model->P, tr.task, 0, 1)->data[0];
+    double b = t->rows_loss(&tr.ctx, tr.model, tr.model->P, tr.task, 1, 3)->data[0];
+    CHECK(fabs(whole - nll / trained) < 1e-5,
+          "the batch's loss %.7f, its trained targets' mean "
+          "%.7f",
+          whole, nll / trained);
+    CHECK(fabs(a * 1 / 4 + b * 3 / 4 - whole) < 1e-5, "slices %.7f and %.7f, the whole %.7f", a, b,
+          whole);
+    char *meta = tr.model->type->meta_to_json(tr.model);
+    CHECK(meta && strstr(meta, "\"chat_template\""), "the checkpoint's tokenizer: %s", meta);
+    free(meta);
+    mt_trainer_free(&tr);
+    /* refused: a line of neither form (its number), a conversation longer than a row, nothing */
+    const char *bad[][2] =
+        {{"{\"prompt\": \"a\"}\n", "conv.jsonl:1: expected {\"prompt\""},
+         {"\n{\"prompt\": \"a\", \"response\": \"b\"}\n[1]\n", "conv.jsonl:3:"},
+         {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n",
+          "with an assistant's turn"},
+         {"{\"messages\": [{\"role\": \"robot\", \"content\": \"a\"}]}\n", "conv.jsonl:1:"},
+         {"{\"prompt\": \"a\", \"response\": \"" /* 103 tokens */
+          "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+          "\"}\n",
+          "the conversation is 103 tokens with the chat template; a row holds "
+          "n_ctx + 1 = 97"},
+         {"\n \n", "holds no conversation"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        f = fopen(path, "w");
+        fputs(bad[k][0], f);
+        fclose(f);
+        config_default(&cfg);
+        cfg.n_ctx = 96;
+        mt_status s = mt_trainer_init(&tr, &tc, &oc, &e);
+        CHECK(s != MT_OK && strstr(e.msg, bad[k][1]), "%s: %s", bad[k][0], e.msg);
+        mt_trainer_free(&tr);
+    }
+    unlink(path);
+}
+
 int main(void) {
     mt_set_threads(1);
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_find();
     test_bigram_trains();
+    test_sft();
     rmdir(dir);
     return check_finish("test_tasks");
 }

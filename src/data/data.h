@@ -42,7 +42,31 @@ typedef struct {
     uint32_t *off;         /* (n_vocab + 1); both malloc'd, NULL for byte */
     mt_bpe_index *index;   /* bpe: (left, right) -> merge, for encoding */
     mt_sp *sp;             /* sp: the pieces, their scores and hash (sp.c) */
+    bool chat;             /* a model trained on MT_CHAT_TEMPLATE's text (--task sft) */
 } mt_tokenizer;
+
+/* ---- chat.c: mt's chat template, what --task sft trains on and ./infer --chat prompts with --
+ * A conversation is its turns' text in order, each turn its role's header, its content and an
+ * end: the system's and user's "\n", the assistant's "<|end|>\n". Each piece is encoded on its
+ * own (an sp tokenizer's text starts with BOS), so a prompt encodes as the start of a trained
+ * conversation does. The assistants' contents and their "<|end|>" are the trained tokens. */
+#define MT_CHAT_TEMPLATE                                                                           \
+    "<|system|>\n{system}\n<|user|>\n{user}\n<|assistant|>\n{assistant}<|end|>\n"
+#define MT_CHAT_END "<|end|>"
+typedef enum { MT_CHAT_SYSTEM, MT_CHAT_USER, MT_CHAT_ASSISTANT } mt_chat_role;
+typedef struct {
+    mt_chat_role role;
+    const char *text;
+    size_t len;
+} mt_chat_turn;
+/* The turns' ids into ids (room for mt_chat_room of them), trained[i] 1 for an assistant's
+   content and end tokens (trained may be NULL), *n of them; with reply, the next assistant's
+   header after them (a prompt). MT_EINVAL when the tokenizer cannot encode them. */
+size_t mt_chat_room(const mt_chat_turn *turns, int n_turns);
+mt_status mt_chat_encode(const mt_tokenizer *t, const mt_chat_turn *turns, int n_turns, bool reply,
+                         uint16_t *ids, uint8_t *trained, size_t *n, mt_err *err);
+/* The role of a name ("system", "user", "assistant"); -1 for another. */
+int mt_chat_role_of(const char *name);
 
 void mt_tok_init_byte(mt_tokenizer *t);
 /* The ids tokenizer of n_vocab ids (1..65536; else MT_EFORMAT). */
@@ -179,6 +203,11 @@ typedef struct {
 bool mt_data_is_set(const char *path);
 /* True when path names token data (a FILE.bin or a shard set), not a text to tokenize. */
 bool mt_data_is_tokens(const char *path);
+/* The tokenizer c asks for of a text (byte, char, bpe, sp; not ids): char's alphabet from all
+   len bytes, bpe's merges from the first learn (the training part); errors name path (sp: its
+   own file). */
+mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, size_t learn,
+                          const char *path, mt_tokenizer *tok, mt_err *err);
 
 /* Loads a dataset and where its validation part starts (d->n_val).
    A path ending in ".bin", a directory or a glob pattern is token data (shards.c): one file, a

@@ -268,6 +268,7 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
         }
     }
     if (t->kind == MT_TOK_SP) mt_sp_to_json(t, o);
+    if (t->chat) cJSON_AddStringToObject(o, "chat_template", MT_CHAT_TEMPLATE);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     MT_ASSERT(s, "tokenizer: out of memory writing JSON");
@@ -353,6 +354,14 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
         s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char, bpe, ids or sp)",
                       type->valuestring);
     }
+    const cJSON *chat = cJSON_GetObjectItemCaseSensitive(o, "chat_template");
+    if (s == MT_OK && chat &&
+        !(cJSON_IsString(chat) && !strcmp(chat->valuestring, MT_CHAT_TEMPLATE))) {
+        mt_tok_free(t);
+        s = mt_errorf(err, MT_EFORMAT, "tokenizer: a chat template mt does not know (its own: %s)",
+                      MT_CHAT_TEMPLATE);
+    }
+    t->chat = s == MT_OK && chat;
 out:
     cJSON_Delete(o);
     return s;

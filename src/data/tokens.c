@@ -75,6 +75,19 @@ static size_t text_cut(const char *text, size_t len, const mt_text_cfg *c) {
 
 bool mt_data_is_tokens(const char *path) { return ends_with(path, ".bin") || mt_data_is_set(path); }
 
+mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, size_t learn,
+                          const char *path, mt_tokenizer *tok, mt_err *err) {
+    mt_err e;
+    mt_status s = MT_OK;
+    if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
+    else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
+    else if (c->kind == MT_TOK_SP) s = mt_sp_read_llama2c(c->tokenizer_file, tok, &e);
+    else s = mt_tok_build_bpe(tok, text, learn, c->vocab_size, &e); /* the training part only */
+    if (s == MT_OK) return MT_OK;
+    return mt_errorf(err, s, "%s%s%s", c->kind == MT_TOK_SP ? "" : path,
+                     c->kind == MT_TOK_SP ? "" : ": ", e.msg); /* sp's names its file */
+}
+
 mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err) {
     memset(d, 0, sizeof *d);
@@ -113,14 +126,9 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     }
     size_t cut = text_cut(text, len, c), n_train = 0;
     mt_err e;
-    if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
-    else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
-    else if (c->kind == MT_TOK_SP) s = mt_sp_read_llama2c(c->tokenizer_file, tok, &e);
-    else s = mt_tok_build_bpe(tok, text, cut, c->vocab_size, &e); /* the training part only */
-    if (s != MT_OK) {
+    if ((s = mt_tok_for_text(c, text, len, cut, path, tok, err)) != MT_OK) {
         free(text);
-        return mt_errorf(err, s, "%s%s%s", c->kind == MT_TOK_SP ? "" : path,
-                         c->kind == MT_TOK_SP ? "" : ": ", e.msg); /* sp's names its file */
+        return s;
     }
     uint16_t *ids = malloc((len + 2) * sizeof *ids); /* each part: a dummy prefix at most */
     size_t n_val = 0;

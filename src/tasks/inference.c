@@ -10,7 +10,9 @@ void mt_infer_options_init(mt_infer_options *o, mt_fieldset program) {
     *o = (mt_infer_options){.n = 1, .set = {program}};
     for (int i = 0; mt_task_types[i]; i++) {
         const mt_infer_use *u = mt_task_types[i]->infer;
-        if (!u) continue;
+        bool seen = false; /* a use of two tasks (text, sft) is one set of options */
+        for (int k = 1; k < o->n; k++) seen |= o->use[k] == u;
+        if (!u || seen) continue;
         MT_ASSERT(o->n < MT_INFER_SETS, "inference: more than %d uses", MT_INFER_SETS - 1);
         void *opts = malloc(u->options_size);
         MT_ASSERT(opts, "inference: out of memory");

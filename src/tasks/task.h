@@ -114,6 +114,7 @@ struct mt_task_type {
 extern const mt_task_type mt_text_task;  /* text.c: next-token prediction */
 extern const mt_task_type mt_image_task; /* images.c: classification */
 extern const mt_task_type mt_g2p_task;   /* g2p.c: pronunciations of words */
+extern const mt_task_type mt_sft_task;   /* sft.c: instruction tuning on conversations */
 
 /* ---- the registry ---------------------------------------------------------------------------- */
 /* The tasks, NULL-terminated. */

@@ -9,6 +9,7 @@ const mt_task_type *const mt_task_types[] = {
     &mt_text_task,
     &mt_image_task,
     &mt_g2p_task,
+    &mt_sft_task,
     NULL,
 };
 

@@ -13,10 +13,10 @@
 #define TOKFILE_HEADER 28
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated, *len without the NUL). */
-static mt_status read_file(const char *path, char **buf, size_t *len, mt_err *err) {
+mt_status mt_read_file(const char *what, const char *path, char **buf, size_t *len, mt_err *err) {
     *buf = NULL;
     FILE *f;
-    mt_status s = mt_file_open("--data", path, "rb", &f, err);
+    mt_status s = mt_file_open(what, path, "rb", &f, err);
     if (s != MT_OK) return s;
     off_t size = -1;
     if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
@@ -113,12 +113,16 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
                          "--tokenizer ids: %s is a text; ids are token shards' (a text needs "
                          "byte, char or bpe)",
                          path);
-    if (c->kind == MT_TOK_SP && !(c->tokenizer_file && c->tokenizer_file[0]))
-        return mt_errorf(err, MT_EINVAL,
-                         "--tokenizer sp needs --tokenizer-file (llama2.c's tokenizer.bin)");
+    if ((c->kind == MT_TOK_SP || c->kind == MT_TOK_GPT2) &&
+        !(c->tokenizer_file && c->tokenizer_file[0]))
+        return mt_errorf(err, MT_EINVAL, "--tokenizer %s needs --tokenizer-file (%s)",
+                         mt_enum_name(&MT_TOKENIZERS, c->kind),
+                         c->kind == MT_TOK_SP
+                             ? "llama2.c's tokenizer.bin"
+                             : "a directory of GPT-2's encoder.json and vocab.bpe");
     char *text;
     size_t len = 0;
-    mt_status s = read_file(path, &text, &len, err);
+    mt_status s = mt_read_file("--data", path, &text, &len, err);
     if (s != MT_OK) return s;
     const char *nul = memchr(text, 0, len);
     if (len == 0 || nul) {
@@ -142,11 +146,12 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
     else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
     else if (c->kind == MT_TOK_SP) s = mt_sp_read_llama2c(c->tokenizer_file, tok, &e);
+    else if (c->kind == MT_TOK_GPT2) s = mt_gpt2_read(c->tokenizer_file, tok, &e);
     else s = mt_tok_build_bpe(tok, text, cut, c->vocab_size, &e); /* the training part only */
     if (s != MT_OK) {
         free(text);
-        return mt_errorf(err, s, "%s%s%s", c->kind == MT_TOK_SP ? "" : path,
-                         c->kind == MT_TOK_SP ? "" : ": ", e.msg); /* sp's names its file */
+        bool names = c->kind == MT_TOK_SP || c->kind == MT_TOK_GPT2; /* names its file */
+        return mt_errorf(err, s, "%s%s%s", names ? "" : path, names ? "" : ": ", e.msg);
     }
     uint16_t *ids = malloc((len + 2) * sizeof *ids); /* each part: a dummy prefix at most */
     size_t n_val = 0;

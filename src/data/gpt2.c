@@ -138,17 +138,17 @@ mt_status mt_gpt2_add_special(mt_tokenizer *t, const char *const *text, int n, m
 /* encoder.json's id -> string (str[n], pointing into o) and the table sorted by string; n_vocab. */
 static mt_status read_encoder(const char *path, const cJSON *o, const char **str, entry *table,
                               mt_err *err) {
-    int n = 0;
+    int n = 0, n_vocab = cJSON_GetArraySize(o); /* a walk of the list: once */
     const cJSON *v;
     cJSON_ArrayForEach(v, o) {
         double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
-        int id = d >= 0 && d < cJSON_GetArraySize(o) && d == (int)d ? (int)d : -1;
+        int id = d >= 0 && d < n_vocab && d == (int)d ? (int)d : -1;
         if (id < 0 || str[id])
             return mt_errorf(err, MT_EFORMAT,
                              "%s: \"%s\" has id %s; expected each of 0..%d once (GPT-2's "
                              "encoder.json: token -> id)",
                              path, v->string, id < 0 ? "not an integer in range" : "repeated",
-                             cJSON_GetArraySize(o) - 1);
+                             n_vocab - 1);
         str[id] = v->string;
         table[n++] = (entry){v->string, id};
     }

@@ -24,6 +24,8 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data.h"
 #include "unicode_classes.h"
@@ -211,10 +213,29 @@ static mt_status read_merges(const char *path, char *text, const char **str, con
     return MT_OK;
 }
 
+/* MT_EFORMAT when path (not encoder.json) is a file, not a directory: llm.c's gpt2_tokenizer.bin
+   is named as such (it holds the tokens' bytes but no merges: it cannot encode). */
+static mt_status not_a_file(const char *path, mt_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode)) return MT_OK;
+    FILE *f = fopen(path, "rb");
+    int32_t magic = 0;
+    bool llmc = f && fread(&magic, 4, 1, f) == 1 && magic == 20240328;
+    if (f) fclose(f);
+    return mt_errorf(err, MT_EFORMAT,
+                     "--tokenizer-file %s: %s; --tokenizer gpt2 takes the directory of GPT-2's "
+                     "encoder.json and vocab.bpe (or encoder.json's path)",
+                     path,
+                     llmc ? "llm.c's gpt2_tokenizer.bin (magic 20240328) holds each token's bytes "
+                            "but not GPT-2's merges, so it cannot encode text"
+                          : "a file, not a directory");
+}
+
 mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err) {
     memset(t, 0, sizeof *t);
     size_t plen = strlen(path);
     bool json = plen >= 5 && strcmp(path + plen - 5, ".json") == 0;
+    if (!json && not_a_file(path, err) != MT_OK) return MT_EFORMAT;
     const char *slash = strrchr(path, '/');
     int dir = json ? (slash ? (int)(slash - path) : 0) : (int)plen;
     char enc_path[4096], bpe_path[4096];
@@ -226,7 +247,15 @@ mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err) {
     entry *table = NULL;
     uint16_t(*merges)[2] = NULL;
     int n = 0, n_merges = 0;
-    mt_status s = mt_read_file("--tokenizer-file", enc_path, &enc, &(size_t){0}, err);
+    mt_status s = MT_OK;
+    for (int k = 0; k < 2 && s == MT_OK; k++) /* a missing file: a wrong flag, not an I/O error */
+        if (access(k ? bpe_path : enc_path, F_OK) != 0)
+            s = mt_errorf(err, MT_EINVAL,
+                          "--tokenizer-file %s: %s is missing; --tokenizer gpt2 takes the "
+                          "directory of GPT-2's encoder.json and vocab.bpe (or encoder.json's "
+                          "path)",
+                          path, k ? bpe_path : enc_path);
+    if (s == MT_OK) s = mt_read_file("--tokenizer-file", enc_path, &enc, &(size_t){0}, err);
     if (s == MT_OK) s = mt_read_file("--tokenizer-file", bpe_path, &bpe, &(size_t){0}, err);
     if (s == MT_OK && (!(o = cJSON_Parse(enc)) || !cJSON_IsObject(o) ||
                        (n = cJSON_GetArraySize(o)) < 257 || n > MT_BPE_MAX_VOCAB))

@@ -111,7 +111,7 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     if (c->kind == MT_TOK_IDS)
         return mt_errorf(err, MT_EINVAL,
                          "--tokenizer ids: %s is a text; ids are token shards' (a text needs "
-                         "byte, char or bpe)",
+                         "byte, char, bpe, sp or gpt2)",
                          path);
     if ((c->kind == MT_TOK_SP || c->kind == MT_TOK_GPT2) &&
         !(c->tokenizer_file && c->tokenizer_file[0]))

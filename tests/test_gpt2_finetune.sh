@@ -3,7 +3,8 @@
 # GPT-2's 50257 tokens trains on a text and ./infer encodes a prompt and decodes what it samples
 # with the checkpoint's tokenizer (the prompt's ids are Encoder.js's: tests/test_gpt2.c); an llm.c
 # gpt2 model file of GPT-2's vocabulary is accepted by --init-from, one of another vocabulary
-# refused; a missing file, malformed encoder.json, a merge of an unknown token, a merge whose
+# refused; --prepare --format llmc writes llm.c shards of Encoder.js's ids, whose meta.json gives
+# llm.c's own shards the gpt2 tokenizer; a missing file, malformed encoder.json, a merge of an unknown token, a merge whose
 # string is not encoder.json's next id, llm.c's gpt2_tokenizer.bin (no merges) and a missing
 # --tokenizer-file are refused (exit 2, nothing written).
 NAME=test_gpt2_finetune
@@ -32,6 +33,30 @@ n=$((50304 * C + 32 * C + 4 * C + 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 
 llmc_header "$T/gpt2.bin" 20240326 3 32 50257 1 2 $C 50304 $((4 * n))
 train $GPT2 --steps 1 --init-from "$T/gpt2.bin" --out "$T/ft" || fail "--init-from: $(cat "$T/log")"
 grep -q "^init    loaded 20 of 20 tensors" "$T/log" || fail "--init-from: $(grep init "$T/log")"
+# llm.c shards of GPT-2's ids (--prepare --format llmc), the ids Encoder.js gives the text; with
+# its meta.json beside llm.c's own shards the run has the gpt2 tokenizer
+train $GPT2 --val-fraction 0 --prepare "$T/shards" --format llmc ||
+    fail "--prepare --format llmc: $(cat "$T/log")"
+grep -q "6047 tokens, gpt2 tokenizer, vocabulary 50257 (GPT-2's ids)" "$T/log" ||
+    fail "--prepare: $(cat "$T/log")"
+if command -v node >/dev/null; then
+    node -e 'const {encode} = require(process.argv[1]), fs = require("fs");
+const ids = encode(fs.readFileSync(process.argv[2], "utf8")), b = fs.readFileSync(process.argv[3]);
+const n = b.readInt32LE(8), got = [];
+for (let i = 0; i < n; i++) got.push(b.readUInt16LE(1024 + 2 * i));
+process.exit(got.join(" ") === ids.join(" ") ? 0 : 1);' "$(realpath "$G2/Encoder.js")" \
+        "$T/text.txt" "$T/shards/train_000000.bin" || fail "the shard's ids are not Encoder.js's"
+else
+    skip_case "the shard's ids against Encoder.js" "node is absent"
+fi
+mkdir "$T/llmc"
+cp "$T/shards/train_000000.bin" "$T/llmc/tiny_shakespeare_train.bin"
+cp "$T/shards/meta.json" "$T/llmc/"
+"$B/train" --threads 2 --data "$T/llmc" --batch 2 --eval-batches 1 --val-fraction 0.1 --steps 1 \
+    --init-from "$T/gpt2.bin" --out "$T/sh" >"$T/log" 2>&1 || fail "shards: $(cat "$T/log")"
+grep -q "6047 tokens (gpt2 tokenizer, vocabulary 50257)" "$T/log" || fail "shards: $(grep data "$T/log")"
+"$B/infer" --checkpoint "$T/sh/model.safetensors" --prompt "ROMEO:" --tokens 2 --temperature 0 \
+    >"$T/out.txt" 2>&1 || fail "infer on the shards' run: $(cat "$T/out.txt")"
 n=$((128 * C + 32 * C + 4 * C + 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C + 2 * C))
 llmc_header "$T/v59.bin" 20240326 3 32 59 1 2 $C 128 $((4 * n))
 

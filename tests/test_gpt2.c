@@ -226,6 +226,37 @@ static void test_threads(const mt_tokenizer *t, const char *text, size_t len) {
     free(b);
 }
 
+/* A gpt2 tokenizer's JSON that is not one: refused, nothing kept. */
+static void test_bad_json(void) {
+    static const struct {
+        const char *json, *expect;
+    } bad[] = {
+        {"{\"type\":\"gpt2\",\"merges\":[]}", "'special'"},
+        {"{\"type\":\"gpt2\",\"merges\":[],\"special\":[1]}", "special[0] is not a string"},
+        {"{\"type\":\"gpt2\",\"merges\":[],\"special\":[\"\"]}", "special token 256 has 0"},
+        {"{\"type\":\"gpt2\",\"merges\":[[256,1]],\"special\":[]}", "merges[0]"},
+    };
+    mt_tokenizer t;
+    mt_err e;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mt_status s = mt_tok_from_json(bad[i].json, &t, &e);
+        CHECK(s == MT_EFORMAT && strstr(e.msg, bad[i].expect), "%s: status %d, message: %s",
+              bad[i].json, s, s ? e.msg : "");
+        CHECK(t.merges == NULL && t.bytes == NULL, "%s: nothing kept", bad[i].json);
+    }
+    /* 65280 merges (pairs of bytes) and 1 special: 65537 ids */
+    size_t cap = 65280 * 12 + 64, at = 0;
+    char *json = malloc(cap);
+    at += (size_t)snprintf(json, cap, "{\"type\":\"gpt2\",\"special\":[\"x\"],\"merges\":[");
+    for (int k = 0; k < 65280; k++)
+        at += (size_t)snprintf(json + at, cap - at, "%s[%d,%d]", k ? "," : "", k / 256, k % 256);
+    snprintf(json + at, cap - at, "]}");
+    mt_status s = mt_tok_from_json(json, &t, &e);
+    CHECK(s == MT_EFORMAT && strstr(e.msg, "ids are 16-bit"), "65537 ids: status %d: %s", s,
+          s ? e.msg : "");
+    free(json);
+}
+
 int main(void) {
     if (system("node -e 0 2>/dev/null") != 0) {
         printf("SKIPPED test_gpt2: node is absent (it runs Encoder.js, the reference)\n");
@@ -254,6 +285,7 @@ int main(void) {
           e.msg);
     free(json);
     test_pretokens();
+    test_bad_json();
     test_against_encoder_js(&t, &back, shakespeare);
     test_invalid_utf8(&t);
     test_threads(&t, shakespeare, len);

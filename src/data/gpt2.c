@@ -113,6 +113,13 @@ static int find(const entry *table, int n, const char *str) {
 
 mt_status mt_gpt2_add_special(mt_tokenizer *t, const char *const *text, int n, mt_err *err) {
     t->kind = MT_TOK_GPT2;
+    if (t->n_vocab + n > MT_BPE_MAX_VOCAB) {
+        int v = t->n_vocab;
+        mt_tok_free(t);
+        return mt_errorf(err, MT_EFORMAT,
+                         "gpt2: %d tokens and %d special ones; ids are 16-bit (%d at most)", v, n,
+                         MT_BPE_MAX_VOCAB);
+    }
     size_t bytes = t->off[t->n_vocab];
     for (int k = 0; k < n; k++) {
         size_t len = strlen(text[k]);

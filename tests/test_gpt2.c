@@ -3,8 +3,10 @@
    Shakespeare's first 20 KB and its lines, contractions, digits, runs of spaces, tabs and
    newlines, trailing spaces, long pre-tokens, Latin, Greek, CJK, emoji and Unicode spaces; decode
    gives every text back, invalid UTF-8 too (which Encoder.js cannot take: a JavaScript string
-   holds no stray bytes); the checkpoint's JSON gives the same tokenizer; the threads' encoding
-   of all of tiny Shakespeare is the one thread's. Skips without ../shared or node. */
+   holds no stray bytes); the checkpoint's JSON gives the same tokenizer, and a malformed one is
+   refused; the threads' encoding is the one thread's for all of tiny Shakespeare, 1 MB of random
+   pieces and a text whose ASCII spaces follow U+00A0 (no place to cut it). Skips without
+   ../shared or node. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +228,59 @@ static void test_threads(const mt_tokenizer *t, const char *text, size_t len) {
     free(b);
 }
 
+/* 1 MB of pieces drawn at random (ASCII words and spaces, Unicode spaces, letters, digits, emoji,
+   stray bytes): every pre-token within the text and non-empty, the threads' ids the one
+   thread's (the parts are cut where an ASCII space follows an ASCII non-space: a pre-token edge
+   whatever Unicode spaces lie around), and decode gives the bytes back. */
+/* The threads' ids of text (len bytes) are the one thread's; decode gives the text back. */
+static void check_threads(const mt_tokenizer *t, const char *text, size_t len, const char *what) {
+    uint16_t *a = malloc((len + 1) * sizeof *a), *b = malloc((len + 1) * sizeof *b);
+    size_t na, nb;
+    mt_err e;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(16); /* 16 parts: 15 cuts */
+    CHECK(mt_tok_encode(t, text, len, a, &na, &e) == MT_OK, "encode");
+    omp_set_num_threads(1);
+    CHECK(mt_tok_encode(t, text, len, b, &nb, &e) == MT_OK, "encode");
+    omp_set_num_threads(threads);
+    CHECK(na == nb && memcmp(a, b, na * sizeof *a) == 0, "%s: threads %zu ids, one %zu", what, na,
+          nb);
+    check_decode(t, a, na, text, len);
+    free(a);
+    free(b);
+}
+
+static void test_random(const mt_tokenizer *t) {
+    static const char *piece[] = {"a",        "Zq",     " ",          "  ",     "\n",
+                                  "\t",       "7",      "'s",         "'",      "!",
+                                  ".",        "\u3000", "\u00a0",     "\u2003", "\u03b1\u03b2",
+                                  "\u6771",   "\u0663", "\U0001f600", "\xff",   "\x80",
+                                  "\xe2\x82", "\r\n"};
+    size_t len = 1 << 20, at = 0;
+    char *text = malloc(len + 8);
+    mt_rng r;
+    mt_rng_seed(&r, 7);
+    while (at < len) {
+        const char *p = piece[mt_rng_u64(&r) % (sizeof piece / sizeof *piece)];
+        size_t m = strlen(p);
+        memcpy(text + at, p, m);
+        at += m;
+    }
+    len = at;
+    bool inside = true;
+    for (size_t i = 0, e; i < len && inside; i = e) {
+        e = mt_gpt2_pretoken((const unsigned char *)text, i, len);
+        inside = e > i && e <= len;
+    }
+    CHECK(inside, "a pre-token out of the text");
+    check_threads(t, text, len, "random");
+    /* ' ' after U+00A0 (bytes c2 a0) is inside a run of spaces: no edge ("\u00a0 \u00a0" is in
+       GPT-2's tokens " \u00a0 \u00a0" and longer) */
+    for (at = 0; at + 13 <= len; at += 13) memcpy(text + at, "x \u00a0 \u00a0 \u00a0 \u00a0", 13);
+    check_threads(t, text, at, "\"x \\u00a0 \\u00a0 \\u00a0 \\u00a0\" repeated");
+    free(text);
+}
+
 /* A gpt2 tokenizer's JSON that is not one: refused, nothing kept. */
 static void test_bad_json(void) {
     static const struct {
@@ -288,6 +343,7 @@ int main(void) {
     test_bad_json();
     test_against_encoder_js(&t, &back, shakespeare);
     test_invalid_utf8(&t);
+    test_random(&t);
     test_threads(&t, shakespeare, len);
     mt_tok_free(&t);
     mt_tok_free(&back);

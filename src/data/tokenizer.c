@@ -271,8 +271,9 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
         cJSON *a = cJSON_AddArrayToObject(o, "special");
         for (int id = 256 + t->n_merges; id < t->n_vocab; id++) {
             char text[MT_TOK_MAX_BYTES + 1];
-            int len = 0;
-            memcpy(text, mt_tok_decode(t, id, &len), (size_t)len);
+            int len;
+            const char *b = mt_tok_decode(t, id, &len); /* len set before memcpy reads it */
+            memcpy(text, b, (size_t)len);
             text[len] = 0;
             cJSON_AddItemToArray(a, cJSON_CreateString(text));
         }

@@ -207,6 +207,7 @@ static void test_threads(const mt_tokenizer *t, const char *text, size_t len) {
     size_t na, nb;
     mt_err e;
     double secs[2];
+    CHECK(mt_tok_encode(t, text, len, b, &nb, &e) == MT_OK, "encode"); /* warm: pages, caches */
     for (int k = 0; k < 2; k++) {
         int threads = omp_get_max_threads();
         if (k) omp_set_num_threads(1);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # --tokenizer gpt2 --tokenizer-file DIR (GPT-2's encoder.json and vocab.bpe): a tiny model of
 # GPT-2's 50257 tokens trains on a text and ./infer encodes a prompt and decodes what it samples
-# with the checkpoint's tokenizer (whose ids tests/test_gpt2.c checks against Encoder.js's); an llm.c
-# gpt2 model file of GPT-2's vocabulary is accepted by --init-from, one of another vocabulary
+# with the checkpoint's tokenizer (whose ids tests/test_gpt2.c checks against Encoder.js's); an
+# llm.c gpt2 model file of GPT-2's vocabulary is accepted by --init-from, one of another vocabulary
 # refused; --prepare --format llmc writes llm.c shards of Encoder.js's ids, whose meta.json gives
 # llm.c's own shards the gpt2 tokenizer; a missing file, malformed encoder.json, a merge of an unknown token, a merge whose
 # string is not encoder.json's next id, llm.c's gpt2_tokenizer.bin (no merges) and a missing

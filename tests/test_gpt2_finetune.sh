@@ -4,16 +4,19 @@
 # with the checkpoint's tokenizer (whose ids tests/test_gpt2.c checks against Encoder.js's); an
 # llm.c gpt2 model file of GPT-2's vocabulary is accepted by --init-from, one of another vocabulary
 # refused; --prepare --format llmc writes llm.c shards of Encoder.js's ids, whose meta.json gives
-# llm.c's own shards the gpt2 tokenizer; a missing file, malformed encoder.json, a merge of an unknown token, a merge whose
-# string is not encoder.json's next id, llm.c's gpt2_tokenizer.bin (no merges) and a missing
-# --tokenizer-file are refused (exit 2, nothing written).
+# llm.c's own shards the gpt2 tokenizer; a missing file, malformed encoder.json, a merge of an
+# unknown token, a merge whose string is not encoder.json's next id, llm.c's gpt2_tokenizer.bin
+# (no merges) and a missing --tokenizer-file are refused (exit 2, nothing written).
 NAME=test_gpt2_finetune
 . "$(dirname "$0")/lib.sh"
 G2=${MT_GPT2:-../shared/third_party/gpt2}
-[ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] || skip "no $G2/encoder.json: ../shared is absent"
+[ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] ||
+    skip "no $G2/encoder.json: ../shared is absent"
 command -v python3 >/dev/null || skip "needs python3 to write an llm.c model file"
 head -c 20000 data/tinyshakespeare.txt >"$T/text.txt"
-train() { "$B/train" --threads 2 --data "$T/text.txt" --batch 2 --eval-batches 1 "$@" >"$T/log" 2>&1; }
+train() {
+    "$B/train" --threads 2 --data "$T/text.txt" --batch 2 --eval-batches 1 "$@" >"$T/log" 2>&1
+}
 GPT2="--tokenizer gpt2 --tokenizer-file $G2"
 TINY="--n-layer 1 --n-head 2 --n-embd 16 --n-ctx 32"
 

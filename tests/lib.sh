@@ -111,6 +111,15 @@ PY
 }
 count() { tensors "$@" | wc -l; }
 
+# llmc_header FILE MAGIC VERSION T V L NH C VP BYTES: an llm.c model file (python3) of a header
+# (magic, version, max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size)
+# and BYTES zero bytes of body
+llmc_header() {
+    python3 -c 'import struct, sys
+a = [int(x) for x in sys.argv[2:]]
+open(sys.argv[1], "wb").write(struct.pack("<8i", *a[:8]).ljust(1024, b"\0") + bytes(a[8]))' "$@"
+}
+
 # An importer test's refusal (the caller's train and $DATA): refused WHAT SAYS FLAGS... checks
 # exit 2, a message holding SAYS, and nothing written.
 refused() { # what, what the message says, flags...

@@ -15,33 +15,26 @@ train() { "$B/train" --threads 2 "$@" >"$T/log" 2>&1; }
 head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 DATA="--data $T/text.txt --tokenizer char --batch 4 --eval-batches 1"
 
-# a header of magic, version, max_seq_len, vocab_size, num_layers, num_heads, channels,
-# padded_vocab_size and NUMBERS zero bytes of body (numbers of 4 bytes)
-header() { # file magic version T V L NH C VP bytes
-    python3 -c 'import struct, sys
-a = [int(x) for x in sys.argv[2:]]
-open(sys.argv[1], "wb").write(struct.pack("<8i", *a[:8]).ljust(1024, b"\0") + bytes(a[8]))' "$@"
-}
 # 59 chars padded to 128, 2 layers, 4 heads, 48 channels, 64 positions: 66112 float32
 n=$((128 * 48 + 64 * 48 + 2 * (4 * 48 + 3 * 48 * 48 + 3 * 48 + 48 * 48 + 48 + 8 * 48 * 48 + 5 * 48) + 2 * 48))
-header "$T/zero.bin" 20240326 3 64 59 2 4 48 128 $((4 * n))
+llmc_header "$T/zero.bin" 20240326 3 64 59 2 4 48 128 $((4 * n))
 train $DATA --steps 0 --init-from "$T/zero.bin" --out "$T/zero" || fail "a well-formed file: $(cat "$T/log")"
-header "$T/short.bin" 20240326 3 64 59 2 4 48 128 1000
+llmc_header "$T/short.bin" 20240326 3 64 59 2 4 48 128 1000
 refused "a truncated file" "short.bin: an llm.c gpt2 model (version 3, float32) of max_seq_len 64, vocab_size 59 (padded 128), num_layers 2, num_heads 4, channels 48 takes $((1024 + 4 * n)) bytes; the file has 2024 (truncated?)" \
     --init-from "$T/short.bin"
-header "$T/long.bin" 20240326 5 64 59 2 4 48 128 $((4 * n))
+llmc_header "$T/long.bin" 20240326 5 64 59 2 4 48 128 $((4 * n))
 refused "an oversized file" "long.bin: .*(version 5, bfloat16).* takes $((1024 + 2 * n)) bytes; the file has $((1024 + 4 * n)) (more than its header says)" \
     --init-from "$T/long.bin"
-header "$T/v4.bin" 20240326 4 64 59 2 4 48 128 0
+llmc_header "$T/v4.bin" 20240326 4 64 59 2 4 48 128 0
 refused "version 4" "v4.bin: an llm.c gpt2 model of version 4: versions 3 (float32) and 5 (bfloat16) are read" \
     --init-from "$T/v4.bin"
 head -c 100 "$T/zero.bin" >"$T/tiny.bin"
 refused "less than a header" "tiny.bin: truncated: 100 bytes, less than an llm.c gpt2 .bin header (1024)" \
     --init-from "$T/tiny.bin"
-header "$T/tok.bin" 20240328 2 59 58 0 0 0 0 0
+llmc_header "$T/tok.bin" 20240328 2 59 58 0 0 0 0 0
 refused "llm.c's tokenizer" "tok.bin: llm.c's tokenizer (gpt2_tokenizer.bin), magic 20240328: expected its gpt2 model (magic 20240326)" \
     --init-from "$T/tok.bin"
-header "$T/vp.bin" 20240326 3 64 59 2 4 48 58 0
+llmc_header "$T/vp.bin" 20240326 3 64 59 2 4 48 58 0
 refused "a padded vocabulary below the vocabulary" "padded_vocab_size at least vocab_size" --init-from "$T/vp.bin"
 refused "--tokenizer byte" "n_vocab is 59 in the file, 256 here" --init-from "$T/zero.bin" --tokenizer byte
 refused "--n-embd" "n_embd is 48 in the file, 64 here (--n-embd 48)" --init-from "$T/zero.bin" --n-embd 64

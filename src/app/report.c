@@ -19,10 +19,9 @@ void mt_report_prepared(FILE *f, const mt_run_options *o, const mt_prepared *p) 
     fprintf(f, "wrote %s: %zu tokens, %s tokenizer, vocabulary %d", o->prepare, p->n,
             mt_enum_name(&MT_TOKENIZERS, p->kind), p->n_vocab);
     if (o->format == MT_PREPARE_LLMC)
-        fprintf(f,
-                " (mt's ids, not GPT-2's); %d llm.c shards of at most %d tokens (val: %zu tokens), "
-                "meta.json",
-                p->n_files, o->shard_tokens, p->n_val);
+        fprintf(f, " (%s); %d llm.c shards of at most %d tokens (val: %zu tokens), meta.json",
+                p->kind == MT_TOK_GPT2 ? "GPT-2's ids" : "mt's ids, not GPT-2's", p->n_files,
+                o->shard_tokens, p->n_val);
     fputc('\n', f);
 }
 

@@ -11,7 +11,7 @@
  *   2. else a run of spaces, but when it is followed by a non-space and ends in ' ', that last
  *      ' ' is left to start the next pre-token (by rule 1);
  *   3. else a run of one class (letters, digits or others);
- * and a pre-token longer than MT_TOK_MAX_BYTES (64) bytes is cut into pieces of 64 bytes (the last
+ * and a pre-token longer than MT_BPE_WORD_MAX (64) bytes is cut into pieces of 64 bytes (the last
  * shorter), left to right. As a Python bytes regex, with each match then cut into 64-byte pieces:
  *   rb" ?[A-Za-z\x80-\xff]+| ?[0-9]+| ?[^\sA-Za-z0-9\x80-\xff]+|\s+(?= \S)|\s+"
  * "Hello,  world!\n\n" -> "Hello" "," " " " world" "!" "\n\n".
@@ -29,7 +29,13 @@
  * Encoding: each pre-token is encoded by applying, while any applies, the merge of lowest rank
  * among its adjacent pairs, at every occurrence left to right: the tokens training gave it. The
  * result of each distinct pre-token is cached for the call; long texts are cut at pre-token
- * edges and encoded on the OpenMP threads. */
+ * edges and encoded on the OpenMP threads.
+ *
+ * GPT-2's BPE (gpt2.c reads its files) is this tokenizer with three differences: its ids 0..255
+ * are the bytes in another order (byte_id), its pre-tokenizer is GPT-2's regex
+ * (mt_gpt2_pretoken, pre-tokens of any length: a word longer than 64 bytes takes its rank array
+ * from the heap; each pass of the loop in encode_word uses up one rank, so a word of n bytes
+ * costs at most n * min(n, merges) lookups), and special tokens follow the merges. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,14 +60,14 @@ size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len) {
         char c = CLASS[s[i]];
         while (j < len && CLASS[s[j]] == c) j++;
     }
-    return j - i > MT_TOK_MAX_BYTES ? i + MT_TOK_MAX_BYTES : j;
+    return j - i > MT_BPE_WORD_MAX ? i + MT_BPE_WORD_MAX : j;
 }
 
-/* A pre-token edge at or after from (an index where a space follows a non-space: whatever came
-   before, a pre-token ends there), or len. */
+/* A pre-token edge at or after from (an index where an ASCII space follows an ASCII non-space:
+   whatever came before, a pre-token of bpe's or GPT-2's ends there), or len. */
 static size_t edge_after(const unsigned char *s, size_t from, size_t len) {
     for (size_t p = from > 0 ? from : 1; p < len; p++)
-        if (CLASS[s[p]] == 'S' && CLASS[s[p - 1]] != 'S') return p;
+        if (CLASS[s[p]] == 'S' && s[p - 1] < 0x80 && CLASS[s[p - 1]] != 'S') return p;
     return len;
 }
 
@@ -134,11 +140,16 @@ static void bpe_clear(mt_tokenizer *t) {
     memset(t, 0, sizeof *t);
 }
 
-mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_err *err) {
+mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (*merges)[2], int n,
+                             mt_err *err) {
     memset(t, 0, sizeof *t);
     t->kind = MT_TOK_BPE;
     t->n_vocab = 256 + n;
+    t->n_merges = n;
     t->merges = merges;
+    /* mt's tokens are at most a pre-token long; GPT-2's pre-tokens are not cut */
+    uint32_t max_len = id_byte ? MT_TOK_MAX_BYTES : MT_BPE_WORD_MAX;
+    for (int id = 0; id < 256; id++) t->byte_id[id_byte ? id_byte[id] : id] = (uint16_t)id;
     MT_ASSERT(n >= 0 && n <= MT_BPE_MAX_VOCAB - 256, "bpe: %d merges", n);
     uint32_t cap = 16;
     while (cap < 2u * (uint32_t)n + 2) cap *= 2;
@@ -154,7 +165,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
         return mt_errorf(err, MT_ENOMEM, "out of memory for a bpe vocabulary of %d", 256 + n);
     }
     memset(t->index->key, 0xff, cap * sizeof *t->index->key);
-    /* lengths first: a token longer than MT_TOK_MAX_BYTES cannot come from training */
+    /* lengths first: a token longer than a pre-token cannot come from training */
     t->off[0] = 0;
     for (int id = 0; id < t->n_vocab; id++) {
         uint32_t len = 1;
@@ -162,11 +173,11 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
             int a = merges[id - 256][0], b = merges[id - 256][1];
             MT_ASSERT(a < id && b < id, "bpe: merge %d joins %d and %d", id - 256, a, b);
             len = (t->off[a + 1] - t->off[a]) + (t->off[b + 1] - t->off[b]);
-            if (len > MT_TOK_MAX_BYTES) {
+            if (len > max_len) {
                 bpe_clear(t);
                 return mt_errorf(err, MT_EFORMAT,
-                                 "bpe merge %d makes a token of %u bytes; tokens have at most %d",
-                                 id - 256, len, MT_TOK_MAX_BYTES);
+                                 "bpe merge %d makes a token of %u bytes; tokens have at most %u",
+                                 id - 256, len, max_len);
             }
         }
         t->off[id + 1] = t->off[id] + len;
@@ -178,7 +189,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
     for (int id = 0; id < t->n_vocab; id++) {
         char *to = t->bytes + t->off[id];
         if (id < 256) {
-            *to = (char)id;
+            *to = (char)(id_byte ? id_byte[id] : id);
             continue;
         }
         int a = merges[id - 256][0], b = merges[id - 256][1];
@@ -204,20 +215,21 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_e
 
 /* ---- encoding -------------------------------------------------------------------------------- */
 
-/* The tokens of one pre-token w (n <= MT_TOK_MAX_BYTES bytes) into out; returns their count. */
-static int encode_word(const mt_tokenizer *t, const unsigned char *w, int n, uint16_t *out) {
+/* The tokens of one pre-token w (n bytes) into out; returns their count. */
+static size_t encode_word(const mt_tokenizer *t, const unsigned char *w, size_t n, uint16_t *out) {
     const mt_bpe_index *ix = t->index;
-    int rank[MT_TOK_MAX_BYTES]; /* rank[i]: the merge of (out[i], out[i + 1]), or -1 */
-    for (int i = 0; i < n; i++) out[i] = w[i];
-    for (int i = 0; i + 1 < n; i++) rank[i] = index_get(ix, out[i], out[i + 1]);
+    int stack[MT_BPE_WORD_MAX]; /* rank[i]: the merge of (out[i], out[i + 1]), or -1 */
+    int *rank = n <= MT_BPE_WORD_MAX ? stack : xrealloc(NULL, n * sizeof *rank);
+    for (size_t i = 0; i < n; i++) out[i] = t->byte_id[w[i]];
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = index_get(ix, out[i], out[i + 1]);
     while (n > 1) {
         int best = -1;
-        for (int i = 0; i + 1 < n; i++)
+        for (size_t i = 0; i + 1 < n; i++)
             if (rank[i] >= 0 && (best < 0 || rank[i] < best)) best = rank[i];
         if (best < 0) break;
         uint16_t id = (uint16_t)(256 + best);
-        int j = 0;
-        for (int i = 0; i < n;) {
+        size_t j = 0;
+        for (size_t i = 0; i < n;) {
             if (i + 1 < n && rank[i] == best) { /* out[i], out[i + 1] is merge best's pair */
                 out[j++] = id;
                 i += 2;
@@ -226,8 +238,9 @@ static int encode_word(const mt_tokenizer *t, const unsigned char *w, int n, uin
             }
         }
         n = j;
-        for (int i = 0; i + 1 < n; i++) rank[i] = index_get(ix, out[i], out[i + 1]);
+        for (size_t i = 0; i + 1 < n; i++) rank[i] = index_get(ix, out[i], out[i + 1]);
     }
+    if (rank != stack) free(rank);
     return n;
 }
 
@@ -235,8 +248,8 @@ static int encode_word(const mt_tokenizer *t, const unsigned char *w, int n, uin
 typedef struct {
     uint64_t hash; /* 0: empty */
     size_t at;     /* the pre-token: text[at .. at + len) */
-    uint32_t ids;  /* its tokens: store[ids .. ids + n) */
-    uint8_t len, n;
+    size_t ids;    /* its tokens: store[ids .. ids + n) */
+    uint32_t len, n;
 } cache_slot;
 
 typedef struct {
@@ -276,19 +289,19 @@ static size_t encode_range(const mt_tokenizer *t, const unsigned char *s, size_t
     cache c;
     cache_init(&c, 4096);
     size_t k = 0;
+    bool gpt2 = t->kind == MT_TOK_GPT2;
     for (size_t i = from, e; i < to; i = e) {
-        e = mt_bpe_pretoken(s, i, to);
-        int len = (int)(e - i);
+        e = gpt2 ? mt_gpt2_pretoken(s, i, to) : mt_bpe_pretoken(s, i, to);
+        size_t len = e - i;
         if (len == 1) {
-            out[k++] = s[i];
+            out[k++] = t->byte_id[s[i]];
             continue;
         }
-        uint64_t h = hash_bytes(s + i, (size_t)len);
+        uint64_t h = hash_bytes(s + i, len);
         size_t j = h & c.mask;
         for (; c.slot[j].hash; j = (j + 1) & c.mask) {
             const cache_slot *sl = &c.slot[j];
-            if (sl->hash == h && sl->len == len && memcmp(s + sl->at, s + i, (size_t)len) == 0)
-                break;
+            if (sl->hash == h && sl->len == len && memcmp(s + sl->at, s + i, len) == 0) break;
         }
         cache_slot *sl = &c.slot[j];
         if (sl->hash) {
@@ -296,21 +309,21 @@ static size_t encode_range(const mt_tokenizer *t, const unsigned char *s, size_t
             k += sl->n;
             continue;
         }
-        int n = encode_word(t, s + i, len, out + k);
+        size_t n = encode_word(t, s + i, len, out + k);
         if (c.used >= CACHE_MAX) { /* start afresh: memory stays bounded on any corpus */
             memset(c.slot, 0, (c.mask + 1) * sizeof *c.slot);
             c.used = c.n_store = 0;
             for (j = h & c.mask; c.slot[j].hash; j = (j + 1) & c.mask) {}
             sl = &c.slot[j];
         }
-        if (c.n_store + (size_t)n > c.cap_store) {
-            c.cap_store = 2 * c.cap_store + 4096;
+        if (c.n_store + n > c.cap_store) {
+            c.cap_store = 2 * c.cap_store + n + 4096;
             c.store = xrealloc(c.store, c.cap_store * sizeof *c.store);
         }
-        memcpy(c.store + c.n_store, out + k, (size_t)n * sizeof *out);
-        *sl = (cache_slot){h, i, (uint32_t)c.n_store, (uint8_t)len, (uint8_t)n};
-        c.n_store += (size_t)n;
-        k += (size_t)n;
+        memcpy(c.store + c.n_store, out + k, n * sizeof *out);
+        *sl = (cache_slot){h, i, c.n_store, (uint32_t)len, (uint32_t)n};
+        c.n_store += n;
+        k += n;
         if (2 * ++c.used > c.mask + 1) cache_grow(&c);
     }
     free(c.slot);
@@ -699,5 +712,5 @@ mt_status mt_tok_build_bpe(mt_tokenizer *t, const char *text, size_t len, int vo
     free(b.len);
     free(b.count);
     free(b.stamp);
-    return mt_bpe_from_merges(t, merges, n, err);
+    return mt_bpe_from_merges(t, NULL, merges, n, err);
 }

@@ -22,12 +22,24 @@
  * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error.
  * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file),
  * encoded as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix
- * space); the pieces and scores travel in the checkpoint. */
-typedef enum { MT_TOK_BYTE, MT_TOK_CHAR, MT_TOK_BPE, MT_TOK_IDS, MT_TOK_SP } mt_tok_kind;
+ * space); the pieces and scores travel in the checkpoint.
+ * gpt2: GPT-2's byte-level BPE (OpenAI's encoder.json and vocab.bpe, --tokenizer-file), encoded
+ * as GPT-2's encoder.py encodes (gpt2.c: its regex pre-tokenizer, then bpe.c's merges by rank).
+ * GPT-2's ids: 0..255 the bytes in bytes_to_unicode's order, 256 + k merge k, then the special
+ * tokens (<|endoftext|>, 50256); the merges and specials travel in the checkpoint. */
+typedef enum {
+    MT_TOK_BYTE,
+    MT_TOK_CHAR,
+    MT_TOK_BPE,
+    MT_TOK_IDS,
+    MT_TOK_SP,
+    MT_TOK_GPT2
+} mt_tok_kind;
 
 #define MT_BPE_MIN_VOCAB 257   /* the 256 bytes and a merge */
 #define MT_BPE_MAX_VOCAB 65536 /* 16-bit ids */
-#define MT_TOK_MAX_BYTES 64    /* the longest token: bpe's pre-tokens are cut at 64 bytes */
+#define MT_TOK_MAX_BYTES 128   /* the longest token (GPT-2's longest has 128 bytes) */
+#define MT_BPE_WORD_MAX 64     /* bpe's pre-tokens are cut at 64 bytes: its longest token */
 
 typedef struct mt_bpe_index mt_bpe_index;
 typedef struct mt_sp mt_sp;
@@ -36,11 +48,13 @@ typedef struct {
     mt_tok_kind kind;
     int n_vocab;
     uint32_t *chars;       /* char: the code point of each id, ascending (malloc'd); else NULL */
-    uint16_t (*merges)[2]; /* bpe: n_vocab - 256 merges, merge k makes id 256 + k of the ids
+    uint16_t (*merges)[2]; /* bpe, gpt2: n_merges merges, merge k makes id 256 + k of the ids
                               merges[k][0] then merges[k][1] (malloc'd); else NULL */
-    char *bytes;           /* char, bpe: the bytes of id i are bytes[off[i] .. off[i + 1]) */
+    int n_merges;          /* bpe: n_vocab - 256; gpt2: n_vocab - 256 - its special tokens */
+    uint16_t byte_id[256]; /* bpe, gpt2: the id of each byte (bpe: the byte itself) */
+    char *bytes;           /* char, bpe, gpt2: the bytes of id i are bytes[off[i] .. off[i + 1]) */
     uint32_t *off;         /* (n_vocab + 1); both malloc'd, NULL for byte */
-    mt_bpe_index *index;   /* bpe: (left, right) -> merge, for encoding */
+    mt_bpe_index *index;   /* bpe, gpt2: (left, right) -> merge, for encoding */
     mt_sp *sp;             /* sp: the pieces, their scores and hash (sp.c) */
     bool chat;             /* a model trained on MT_CHAT_TEMPLATE's text (--task sft) */
 } mt_tokenizer;
@@ -91,10 +105,11 @@ const char *mt_tok_decode_after(const mt_tokenizer *t, int prev, int id, int *le
 /* {"type":"byte"}, {"type":"char","chars":[10,32,33,...]} (code points by id),
    {"type":"bpe","merges":[[104,101],[32,116],...]} (merge k: the ids it joins) or
    {"type":"ids","n_vocab":50257} or {"type":"sp","max_len":27,"pieces":["<unk>",...],
-   "scores":[0,...]}; malloc'd. */
+   "scores":[0,...]} or {"type":"gpt2","merges":[[220,83],...],"special":["<|endoftext|>"]}
+   (GPT-2's ids); malloc'd. */
 char *mt_tok_to_json(const mt_tokenizer *t);
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err);
-extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe", "ids", "sp" */
+extern const mt_enum MT_TOKENIZERS; /* "byte", "char", "bpe", "ids", "sp", "gpt2" */
 void mt_tok_free(mt_tokenizer *t);
 
 /* sp.c's parts. Reads llama2.c's tokenizer.bin at path (its pieces: 259 to 65536; ids 3..258 the
@@ -111,13 +126,33 @@ void mt_sp_to_json(const mt_tokenizer *t, cJSON *o);
 mt_status mt_sp_from_json(const cJSON *o, mt_tokenizer *t, mt_err *err);
 void mt_sp_free(mt_sp *sp); /* NULL: nothing */
 
+/* gpt2.c's parts. Reads GPT-2's encoder.json and vocab.bpe: path is the directory holding both,
+   or encoder.json's path with vocab.bpe beside it. A missing file, malformed JSON, a byte token
+   out of bytes_to_unicode's order, a merge of an unknown token or one whose result is not the id
+   256 + k in encoder.json is MT_EFORMAT (MT_EIO: unreadable) naming the file and the line. */
+mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err);
+/* GPT-2's byte order: id_byte[i] is the byte of id i < 256 (bytes_to_unicode's). */
+void mt_gpt2_byte_order(uint8_t id_byte[256]);
+/* The pre-token that starts at s[i] ends at the returned index (i < end <= len): GPT-2's regex
+   on UTF-8 text, an invalid UTF-8 byte a character of its own of the class "other". */
+size_t mt_gpt2_pretoken(const unsigned char *s, size_t i, size_t len);
+/* Makes t (mt_bpe_from_merges with GPT-2's byte order) a gpt2 tokenizer: appends the n special
+   tokens (their texts: 1 to MT_TOK_MAX_BYTES bytes); MT_EFORMAT (t freed) when one is not. */
+mt_status mt_gpt2_add_special(mt_tokenizer *t, const char *const *text, int n, mt_err *err);
+
+/* The UTF-8 character at s[*i] (len bytes in s) into *cp, *i advanced; false (nothing moved) on a
+   stray continuation byte, a truncated sequence, an overlong form, a surrogate or > U+10FFFF. */
+bool mt_utf8_next(const unsigned char *s, size_t len, size_t *i, uint32_t *cp);
+
 /* bpe.c's parts, for tokenizer.c and the tests. The pre-token that starts at s[i] ends at the
-   returned index (i < end <= len; end - i <= MT_TOK_MAX_BYTES). */
+   returned index (i < end <= len; end - i <= MT_BPE_WORD_MAX). */
 size_t mt_bpe_pretoken(const unsigned char *s, size_t i, size_t len);
 /* bpe tokenizer from its merges (n, taken over: freed on failure too; each id below its own, which
-   the caller has checked): checks that no pair comes twice and no token is longer than
-   MT_TOK_MAX_BYTES, and builds the bytes and the index. Errors name the merge. */
-mt_status mt_bpe_from_merges(mt_tokenizer *t, uint16_t (*merges)[2], int n, mt_err *err);
+   the caller has checked) and the byte of each id < 256 (id_byte; NULL: the id itself): checks
+   that no pair comes twice and no token is longer than MT_TOK_MAX_BYTES, and builds the bytes and
+   the index. Errors name the merge. */
+mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (*merges)[2], int n,
+                             mt_err *err);
 void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, uint16_t *ids,
                    size_t *n);
 void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
@@ -196,7 +231,7 @@ typedef struct {
     int vocab_size;             /* bpe: the vocabulary to learn */
     double val_fraction;        /* in [0, 1): the part held out for validation */
     int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
-    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin */
+    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin; gpt2: encoder.json's directory */
 } mt_text_cfg;
 
 /* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */

@@ -7,10 +7,7 @@
 
 #include "data.h"
 
-/* Decodes the UTF-8 character at s[*i] (len bytes in s) into *cp and advances *i.
-   Rejects stray continuation bytes, truncated sequences, overlong forms, surrogates and
-   code points above U+10FFFF. */
-static bool utf8_next(const unsigned char *s, size_t len, size_t *i, uint32_t *cp) {
+bool mt_utf8_next(const unsigned char *s, size_t len, size_t *i, uint32_t *cp) {
     static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
     unsigned char b = s[*i];
     int extra = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
@@ -111,7 +108,7 @@ mt_status mt_tok_build_char(mt_tokenizer *t, const char *text, size_t len, mt_er
     uint32_t *other = NULL, cp;
     for (size_t i = 0; i < len;) {
         size_t at = i;
-        if (!utf8_next(s, len, &i, &cp)) {
+        if (!mt_utf8_next(s, len, &i, &cp)) {
             free(other);
             return bad_utf8(err, at, s[at]);
         }
@@ -179,7 +176,7 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
         *n = len;
         return MT_OK;
     }
-    if (t->kind == MT_TOK_BPE) {
+    if (t->kind == MT_TOK_BPE || t->kind == MT_TOK_GPT2) {
         mt_bpe_encode(t, s, len, ids, n);
         return MT_OK;
     }
@@ -196,7 +193,7 @@ mt_status mt_tok_encode(const mt_tokenizer *t, const char *text, size_t len, uin
     uint32_t cp;
     for (size_t i = 0; i < len;) {
         size_t at = i;
-        if (!utf8_next(s, len, &i, &cp)) return bad_utf8(err, at, s[at]);
+        if (!mt_utf8_next(s, len, &i, &cp)) return bad_utf8(err, at, s[at]);
         int id = char_id(t, cp);
         if (id < 0) {
             char u[5] = {0};
@@ -248,6 +245,9 @@ static const mt_enum_item TOKENIZERS[] = {
     [MT_TOK_IDS] = {.name = "ids", .help = "token shards' ids without a tokenizer (no text)"},
     [MT_TOK_SP] = {.name = "sp",
                    .help = "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does"},
+    [MT_TOK_GPT2] = {.name = "gpt2",
+                     .help = "GPT-2's BPE (--tokenizer-file: encoder.json, vocab.bpe), encoded as "
+                             "its encoder.py does"},
 };
 const mt_enum MT_TOKENIZERS = MT_ENUM("tokenizer", TOKENIZERS);
 
@@ -260,11 +260,22 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
             cJSON_AddItemToArray(a, cJSON_CreateNumber(t->chars[i]));
     }
     if (t->kind == MT_TOK_IDS) cJSON_AddNumberToObject(o, "n_vocab", t->n_vocab);
-    if (t->kind == MT_TOK_BPE) {
+    if (t->kind == MT_TOK_BPE || t->kind == MT_TOK_GPT2) {
         cJSON *a = cJSON_AddArrayToObject(o, "merges");
-        for (int k = 0; k < t->n_vocab - 256; k++) {
+        for (int k = 0; k < t->n_merges; k++) {
             const int pair[2] = {t->merges[k][0], t->merges[k][1]};
             cJSON_AddItemToArray(a, cJSON_CreateIntArray(pair, 2));
+        }
+    }
+    if (t->kind == MT_TOK_GPT2) {
+        cJSON *a = cJSON_AddArrayToObject(o, "special");
+        for (int id = 256 + t->n_merges; id < t->n_vocab; id++) {
+            char text[MT_TOK_MAX_BYTES + 1];
+            int len;
+            const char *b = mt_tok_decode(t, id, &len); /* len set before memcpy reads it */
+            memcpy(text, b, (size_t)len);
+            text[len] = 0;
+            cJSON_AddItemToArray(a, cJSON_CreateString(text));
         }
     }
     if (t->kind == MT_TOK_SP) mt_sp_to_json(t, o);
@@ -275,8 +286,10 @@ char *mt_tok_to_json(const mt_tokenizer *t) {
     return s;
 }
 
-/* The merges [[left, right], ...] of a bpe tokenizer's JSON into t. */
-static mt_status bpe_from_json(const cJSON *a, mt_tokenizer *t, mt_err *err) {
+/* The merges [[left, right], ...] of a bpe or gpt2 tokenizer's JSON into t (id_byte: as
+   mt_bpe_from_merges). */
+static mt_status bpe_from_json(const cJSON *a, const uint8_t *id_byte, mt_tokenizer *t,
+                               mt_err *err) {
     int n = cJSON_GetArraySize(a);
     if (!cJSON_IsArray(a) || n > MT_BPE_MAX_VOCAB - 256)
         return mt_errorf(err, MT_EFORMAT, "tokenizer: bpe needs 'merges', 0 to %d pairs of ids",
@@ -301,8 +314,26 @@ static mt_status bpe_from_json(const cJSON *a, mt_tokenizer *t, mt_err *err) {
         k++;
     }
     mt_err e;
-    mt_status s = mt_bpe_from_merges(t, merges, n, &e);
+    mt_status s = mt_bpe_from_merges(t, id_byte, merges, n, &e);
     return s == MT_OK ? MT_OK : mt_errorf(err, s, "tokenizer: %s", e.msg);
+}
+
+/* A gpt2 tokenizer's merges (GPT-2's ids) and special tokens ["<|endoftext|>"] into t. */
+static mt_status gpt2_from_json(const cJSON *o, mt_tokenizer *t, mt_err *err) {
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "special"), *v;
+    int n = cJSON_GetArraySize(sp), k = 0;
+    if (!cJSON_IsArray(sp) || n > 64)
+        return mt_errorf(err, MT_EFORMAT, "tokenizer: gpt2 needs 'special', 0 to 64 strings");
+    const char *text[64];
+    cJSON_ArrayForEach(v, sp) {
+        if (!cJSON_IsString(v))
+            return mt_errorf(err, MT_EFORMAT, "tokenizer: gpt2's special[%d] is not a string", k);
+        text[k++] = v->valuestring;
+    }
+    uint8_t id_byte[256];
+    mt_gpt2_byte_order(id_byte);
+    mt_status s = bpe_from_json(cJSON_GetObjectItemCaseSensitive(o, "merges"), id_byte, t, err);
+    return s == MT_OK ? mt_gpt2_add_special(t, text, n, err) : s;
 }
 
 mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
@@ -312,8 +343,8 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
     mt_status s = MT_OK;
     if (!cJSON_IsString(type)) {
         s = mt_errorf(err, MT_EFORMAT,
-                      "tokenizer: expected {\"type\": \"byte\", \"char\", \"bpe\", \"ids\" or "
-                      "\"sp\", ...}");
+                      "tokenizer: expected {\"type\": \"byte\", \"char\", \"bpe\", \"ids\", "
+                      "\"sp\" or \"gpt2\", ...}");
     } else if (strcmp(type->valuestring, "byte") == 0) {
         mt_tok_init_byte(t);
     } else if (strcmp(type->valuestring, "char") == 0) {
@@ -343,15 +374,18 @@ mt_status mt_tok_from_json(const char *json, mt_tokenizer *t, mt_err *err) {
         }
         s = char_bytes(t, err);
     } else if (strcmp(type->valuestring, "bpe") == 0) {
-        s = bpe_from_json(cJSON_GetObjectItemCaseSensitive(o, "merges"), t, err);
+        s = bpe_from_json(cJSON_GetObjectItemCaseSensitive(o, "merges"), NULL, t, err);
     } else if (strcmp(type->valuestring, "ids") == 0) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "n_vocab");
         double v = cJSON_IsNumber(n) ? n->valuedouble : 0;
         s = mt_tok_init_ids(t, v >= 1 && v <= 65536 && v == (int)v ? (int)v : 0, err);
     } else if (strcmp(type->valuestring, "sp") == 0) {
         s = mt_sp_from_json(o, t, err);
+    } else if (strcmp(type->valuestring, "gpt2") == 0) {
+        s = gpt2_from_json(o, t, err);
     } else {
-        s = mt_errorf(err, MT_EFORMAT, "tokenizer: unknown type '%s' (byte, char, bpe, ids or sp)",
+        s = mt_errorf(err, MT_EFORMAT,
+                      "tokenizer: unknown type '%s' (byte, char, bpe, ids, sp or gpt2)",
                       type->valuestring);
     }
     const cJSON *chat = cJSON_GetObjectItemCaseSensitive(o, "chat_template");

@@ -82,10 +82,11 @@ mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, si
     if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);
     else if (c->kind == MT_TOK_CHAR) s = mt_tok_build_char(tok, text, len, &e);
     else if (c->kind == MT_TOK_SP) s = mt_sp_read_llama2c(c->tokenizer_file, tok, &e);
+    else if (c->kind == MT_TOK_GPT2) s = mt_gpt2_read(c->tokenizer_file, tok, &e);
     else s = mt_tok_build_bpe(tok, text, learn, c->vocab_size, &e); /* the training part only */
     if (s == MT_OK) return MT_OK;
-    return mt_errorf(err, s, "%s%s%s", c->kind == MT_TOK_SP ? "" : path,
-                     c->kind == MT_TOK_SP ? "" : ": ", e.msg); /* sp's names its file */
+    bool names = c->kind == MT_TOK_SP || c->kind == MT_TOK_GPT2; /* names its file */
+    return mt_errorf(err, s, "%s%s%s", names ? "" : path, names ? "" : ": ", e.msg);
 }
 
 mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
@@ -98,11 +99,15 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
     if (c->kind == MT_TOK_IDS)
         return mt_errorf(err, MT_EINVAL,
                          "--tokenizer ids: %s is a text; ids are token shards' (a text needs "
-                         "byte, char or bpe)",
+                         "byte, char, bpe, sp or gpt2)",
                          path);
-    if (c->kind == MT_TOK_SP && !(c->tokenizer_file && c->tokenizer_file[0]))
-        return mt_errorf(err, MT_EINVAL,
-                         "--tokenizer sp needs --tokenizer-file (llama2.c's tokenizer.bin)");
+    if ((c->kind == MT_TOK_SP || c->kind == MT_TOK_GPT2) &&
+        !(c->tokenizer_file && c->tokenizer_file[0]))
+        return mt_errorf(err, MT_EINVAL, "--tokenizer %s needs --tokenizer-file (%s)",
+                         mt_enum_name(&MT_TOKENIZERS, c->kind),
+                         c->kind == MT_TOK_SP
+                             ? "llama2.c's tokenizer.bin"
+                             : "a directory of GPT-2's encoder.json and vocab.bpe");
     char *text;
     size_t len = 0;
     mt_status s = mt_file_read("--data", path, &text, &len, err);

@@ -153,11 +153,11 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *m
     t->eval_batches = d->eval_batches;
     if (d->tokenizer == MT_TOK_IDS)
         return mt_errorf(err, MT_EINVAL,
-                         "--task sft encodes text: --tokenizer byte, char, bpe "
-                         "or sp, not ids");
-    if (d->tokenizer == MT_TOK_SP && !d->tokenizer_file[0])
-        return mt_errorf(err, MT_EINVAL,
-                         "--tokenizer sp needs --tokenizer-file (llama2.c's tokenizer.bin)");
+                         "--task sft encodes text: --tokenizer byte, char, bpe, sp or gpt2, not "
+                         "ids");
+    if ((d->tokenizer == MT_TOK_SP || d->tokenizer == MT_TOK_GPT2) && !d->tokenizer_file[0])
+        return mt_errorf(err, MT_EINVAL, "--tokenizer %s needs --tokenizer-file",
+                         mt_enum_name(&MT_TOKENIZERS, d->tokenizer));
     if (!(d->val_fraction >= 0 && d->val_fraction < 1))
         return mt_errorf(err, MT_EINVAL, "--val-fraction %g: expected a fraction in [0, 1)",
                          d->val_fraction);

@@ -37,8 +37,9 @@ static bool tokenizes(const void *d) { return !token_shards(d); }
 static bool learns_bpe(const void *d) {
     return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_BPE;
 }
-static bool reads_sp(const void *d) {
-    return tokenizes(d) && ((const mt_data_cfg *)d)->tokenizer == MT_TOK_SP;
+static bool reads_tokenizer_file(const void *d) {
+    int k = ((const mt_data_cfg *)d)->tokenizer;
+    return tokenizes(d) && (k == MT_TOK_SP || k == MT_TOK_GPT2);
 }
 static bool prepares_llmc(const void *o) {
     const mt_run_options *t = o;
@@ -63,8 +64,10 @@ static const mt_field DATA[] = {
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS,
       .read = tokenizes, .read_by = "--data of text (token data keeps its --prepare's)"),
     F(tokenizer_file, STR, "tokenizer_file",
-      "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes",
-      .read = reads_sp, .read_by = "--tokenizer sp"),
+      "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes; "
+      "--tokenizer gpt2: the directory of GPT-2's encoder.json and vocab.bpe (or encoder.json's "
+      "path, vocab.bpe beside it), encoded as its encoder.py encodes",
+      .read = reads_tokenizer_file, .read_by = "--tokenizer sp or gpt2"),
     F(vocab_size, INT, "vocab_size",
       "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",
       .range = "257..65536", .read = learns_bpe,

@@ -1,0 +1,299 @@
+/* GPT-2's byte-level BPE (OpenAI's encoder.py and its files encoder.json, vocab.bpe): the file
+ * reader, the byte order and the pre-tokenizer; the merges and the encoding are bpe.c's.
+ *
+ * The files write each byte b as the character bytes_to_unicode gives it: b itself for the 188
+ * printable ones ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF), U+0100 + n for the n-th of the
+ * other 68 (ascending: U+0100 is 0x00, U+0120 'Ġ' is ' '). encoder.json maps each token's string
+ * to its id; vocab.bpe ("#version: 0.2", then a line "left right" per merge) lists the merges by
+ * rank. In GPT-2's files ids 0..255 are the bytes in bytes_to_unicode's order (the printable
+ * first), id 256 + k is the string of merge k, and <|endoftext|> (50256) follows: the reader
+ * checks all three, so a token's id and bytes are bpe.c's with that byte order.
+ *
+ * The pre-tokenizer is the regex
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * by hand. Every character has a class: L (\p{L}), N (\p{N}), S (\s, JavaScript's set as
+ * Encoder.js matches it) or O (the rest, and each invalid UTF-8 byte, as the U+FFFD it would be
+ * read as), from unicode_classes.h (scripts/gen_unicode_classes.py, Python's unicodedata). At s[i]:
+ *   1. a contraction 's 't 're 've 'm 'll 'd;
+ *   2. else an optional ' ' and a run of one class L, N or O (the class of the character after the
+ *      space, when it is not S);
+ *   3. else a run of S: all of it when it ends the text or is one character long, else all but
+ *      its last character (\s+(?!\S) backs off so that a non-space follows no space of it; the
+ *      last one then starts the next pre-token: " word" by 2, or alone by \s+).
+ * "Hello,  world!\n\nIt's" -> "Hello" "," " " " world" "!" "\n" "\n" "It" "'s". */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../io/io.h"
+#include "data.h"
+#include "unicode_classes.h"
+
+static bool printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xa1 && b != 0xad); }
+
+void mt_gpt2_byte_order(uint8_t id_byte[256]) {
+    int k = 0;
+    for (int b = 0; b < 256; b++)
+        if (printable(b)) id_byte[k++] = (uint8_t)b;
+    for (int b = 0; b < 256; b++)
+        if (!printable(b)) id_byte[k++] = (uint8_t)b;
+}
+
+/* ---- the pre-tokenizer ----------------------------------------------------------------------- */
+
+static char cp_class(uint32_t c) {
+    int lo = 0, hi = (int)(sizeof UNICODE_CLASSES / sizeof *UNICODE_CLASSES) - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (c < UNICODE_CLASSES[mid].first) hi = mid - 1;
+        else if (c > UNICODE_CLASSES[mid].last) lo = mid + 1;
+        else return UNICODE_CLASSES[mid].cls;
+    }
+    return 'O';
+}
+
+/* The class of the character at s[i] (i < len); *next: the index after it. */
+static char class_at(const unsigned char *s, size_t i, size_t len, size_t *next) {
+    /* unicode_classes.h's for ASCII, rows of 64 from 0 */
+    static const char ascii[129] =
+        "OOOOOOOOOSSSSSOOOOOOOOOOOOOOOOOOSOOOOOOOOOOOOOOONNNNNNNNNNOOOOOO"
+        "OLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOOOLLLLLLLLLLLLLLLLLLLLLLLLLLOOOOO";
+    uint32_t cp;
+    *next = i + 1;
+    if (s[i] < 0x80) return ascii[s[i]];
+    size_t j = i;
+    if (!mt_utf8_next(s, len, &j, &cp)) return 'O';
+    *next = j;
+    return cp_class(cp);
+}
+
+/* The length of the contraction at s[i] ('s 't 'm 'd: 2, 're 've 'll: 3), or 0. */
+static size_t contraction(const unsigned char *s, size_t i, size_t len) {
+    if (s[i] != '\'' || i + 1 >= len) return 0;
+    unsigned char a = s[i + 1], b = i + 2 < len ? s[i + 2] : 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    return 0;
+}
+
+size_t mt_gpt2_pretoken(const unsigned char *s, size_t i, size_t len) {
+    size_t c_len = contraction(s, i, len), j, k;
+    if (c_len) return i + c_len;
+    char c = class_at(s, i, len, &j);
+    if (s[i] == ' ' && j < len) { /* rule 2's optional space */
+        char d = class_at(s, j, len, &k);
+        if (d != 'S') c = d, j = k;
+    }
+    if (c != 'S') {
+        while (j < len && class_at(s, j, len, &k) == c) j = k;
+        return j;
+    }
+    size_t last = i; /* rule 3: where the run's last character starts */
+    while (j < len && class_at(s, j, len, &k) == 'S') last = j, j = k;
+    return j == len || last == i ? j : last;
+}
+
+/* ---- the files ------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *str;
+    int id;
+} entry;
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp(((const entry *)a)->str, ((const entry *)b)->str);
+}
+
+/* The id of token string str in the sorted table (n entries), or -1. */
+static int find(const entry *table, int n, const char *str) {
+    const entry key = {str, 0}, *e = bsearch(&key, table, (size_t)n, sizeof key, cmp_entry);
+    return e ? e->id : -1;
+}
+
+mt_status mt_gpt2_add_special(mt_tokenizer *t, const char *const *text, int n, mt_err *err) {
+    t->kind = MT_TOK_GPT2;
+    if (t->n_vocab + n > MT_BPE_MAX_VOCAB) {
+        int v = t->n_vocab;
+        mt_tok_free(t);
+        return mt_errorf(err, MT_EFORMAT,
+                         "gpt2: %d tokens and %d special ones; ids are 16-bit (%d at most)", v, n,
+                         MT_BPE_MAX_VOCAB);
+    }
+    size_t bytes = t->off[t->n_vocab];
+    for (int k = 0; k < n; k++) {
+        size_t len = strlen(text[k]);
+        if (len < 1 || len > MT_TOK_MAX_BYTES) {
+            int id = t->n_vocab + k;
+            mt_tok_free(t);
+            return mt_errorf(err, MT_EFORMAT, "gpt2: special token %d has %zu bytes; 1 to %d", id,
+                             len, MT_TOK_MAX_BYTES);
+        }
+        bytes += len;
+    }
+    uint32_t *off = realloc(t->off, ((size_t)t->n_vocab + (size_t)n + 1) * sizeof *off);
+    char *b = off ? realloc(t->bytes, bytes) : NULL;
+    MT_ASSERT(off && b, "gpt2: out of memory");
+    t->off = off;
+    t->bytes = b;
+    for (int k = 0; k < n; k++, t->n_vocab++) {
+        size_t len = strlen(text[k]);
+        memcpy(b + off[t->n_vocab], text[k], len);
+        off[t->n_vocab + 1] = off[t->n_vocab] + (uint32_t)len;
+    }
+    return MT_OK;
+}
+
+/* encoder.json's id -> string (str[n], pointing into o) and the table sorted by string; n_vocab. */
+static mt_status read_encoder(const char *path, const cJSON *o, const char **str, entry *table,
+                              mt_err *err) {
+    int n = 0, n_vocab = cJSON_GetArraySize(o); /* a walk of the list: once */
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+        int id = d >= 0 && d < n_vocab && d == (int)d ? (int)d : -1;
+        if (id < 0 || str[id])
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: \"%s\" has id %s; expected each of 0..%d once (GPT-2's "
+                             "encoder.json: token -> id)",
+                             path, v->string, id < 0 ? "not an integer in range" : "repeated",
+                             n_vocab - 1);
+        str[id] = v->string;
+        table[n++] = (entry){v->string, id};
+    }
+    qsort(table, (size_t)n, sizeof *table, cmp_entry);
+    uint8_t id_byte[256];
+    mt_gpt2_byte_order(id_byte);
+    for (int id = 0; id < 256; id++) {
+        int b = id_byte[id], cp = printable(b) ? b : 256 + id - 188;
+        char want[3] = {(char)(cp < 0x80 ? cp : 0xc0 | cp >> 6), (char)(0x80 | (cp & 0x3f)), 0};
+        if (cp < 0x80) want[1] = 0;
+        if (strcmp(str[id], want) != 0)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: id %d is \"%s\"; GPT-2's ids 0..255 are the bytes in "
+                             "bytes_to_unicode's order: expected \"%s\" (byte 0x%02x)",
+                             path, id, str[id], want, b);
+    }
+    return MT_OK;
+}
+
+/* vocab.bpe's merges (text, modified: its lines cut) into merges[k] (room for n - 256); *n_merges
+   of them. */
+static mt_status read_merges(const char *path, char *text, const char **str, const entry *table,
+                             int n, uint16_t (*merges)[2], int *n_merges, mt_err *err) {
+    int k = 0, line = 0;
+    char both[2 * MT_TOK_MAX_BYTES * 2 + 1];
+    for (char *p = text, *eol; *p; p = eol) {
+        line++;
+        eol = p + strcspn(p, "\n");
+        if (*eol) *eol++ = 0;
+        if (line == 1 && strncmp(p, "#version", 8) == 0) continue;
+        if (!*p) continue;
+        char *sp = strchr(p, ' ');
+        if (!sp || sp == p || !sp[1] || strchr(sp + 1, ' '))
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s line %d: \"%s\"; expected two tokens and one space between", path,
+                             line, p);
+        *sp = 0;
+        const char *r = sp + 1;
+        int a = find(table, n, p), b = find(table, n, r), id = 256 + k;
+        if (a < 0 || b < 0)
+            return mt_errorf(err, MT_EFORMAT, "%s line %d: \"%s\" is not a token of encoder.json",
+                             path, line, a < 0 ? p : r);
+        if (id >= n)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s line %d: merge %d, but encoder.json has %d ids (256 bytes and a "
+                             "merge each)",
+                             path, line, k, n);
+        if (strlen(p) + strlen(r) >= sizeof both || a >= id || b >= id ||
+            strcmp(str[id], strcat(strcpy(both, p), r)) != 0)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s line %d: merge %d joins \"%s\" (id %d) and \"%s\" (id %d), but "
+                             "encoder.json's id %d is \"%s\"; GPT-2's id 256 + k is merge k's "
+                             "string, made of tokens before it",
+                             path, line, k, p, a, r, b, id, str[id]);
+        merges[k][0] = (uint16_t)a;
+        merges[k][1] = (uint16_t)b;
+        k++;
+    }
+    *n_merges = k;
+    return MT_OK;
+}
+
+/* MT_EFORMAT when path (not encoder.json) is a file, not a directory: llm.c's gpt2_tokenizer.bin
+   is named as such (it holds the tokens' bytes but no merges: it cannot encode). */
+static mt_status not_a_file(const char *path, mt_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode)) return MT_OK;
+    FILE *f = fopen(path, "rb");
+    int32_t magic = 0;
+    bool llmc = f && fread(&magic, 4, 1, f) == 1 && magic == 20240328;
+    if (f) fclose(f);
+    return mt_errorf(err, MT_EFORMAT,
+                     "--tokenizer-file %s: %s; --tokenizer gpt2 takes the directory of GPT-2's "
+                     "encoder.json and vocab.bpe (or encoder.json's path)",
+                     path,
+                     llmc ? "llm.c's gpt2_tokenizer.bin (magic 20240328) holds each token's bytes "
+                            "but not GPT-2's merges, so it cannot encode text"
+                          : "a file, not a directory");
+}
+
+mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err) {
+    memset(t, 0, sizeof *t);
+    size_t plen = strlen(path);
+    bool json = plen >= 5 && strcmp(path + plen - 5, ".json") == 0;
+    if (!json && not_a_file(path, err) != MT_OK) return MT_EFORMAT;
+    const char *slash = strrchr(path, '/');
+    int dir = json ? (slash ? (int)(slash - path) : 0) : (int)plen;
+    char enc_path[4096], bpe_path[4096];
+    snprintf(enc_path, sizeof enc_path, json ? "%s" : "%s/encoder.json", path);
+    snprintf(bpe_path, sizeof bpe_path, "%.*s%svocab.bpe", dir, path, dir || slash ? "/" : "");
+    char *enc = NULL, *bpe = NULL;
+    cJSON *o = NULL;
+    const char **str = NULL;
+    entry *table = NULL;
+    uint16_t(*merges)[2] = NULL;
+    int n = 0, n_merges = 0;
+    mt_status s = MT_OK;
+    for (int k = 0; k < 2 && s == MT_OK; k++) /* a missing file: a wrong flag, not an I/O error */
+        if (access(k ? bpe_path : enc_path, F_OK) != 0)
+            s = mt_errorf(err, MT_EINVAL,
+                          "--tokenizer-file %s: %s is missing; --tokenizer gpt2 takes the "
+                          "directory of GPT-2's encoder.json and vocab.bpe (or encoder.json's "
+                          "path)",
+                          path, k ? bpe_path : enc_path);
+    if (s == MT_OK) s = mt_file_read("--tokenizer-file", enc_path, &enc, &(size_t){0}, err);
+    if (s == MT_OK) s = mt_file_read("--tokenizer-file", bpe_path, &bpe, &(size_t){0}, err);
+    if (s == MT_OK && (!(o = cJSON_Parse(enc)) || !cJSON_IsObject(o) ||
+                       (n = cJSON_GetArraySize(o)) < 257 || n > MT_BPE_MAX_VOCAB))
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s: %s; expected GPT-2's encoder.json, an object of 257 to %d token -> id",
+                      enc_path, !o ? "not JSON" : "not an object of that size", MT_BPE_MAX_VOCAB);
+    if (s == MT_OK) {
+        str = calloc((size_t)n, sizeof *str);
+        table = malloc((size_t)n * sizeof *table);
+        merges = malloc((size_t)(n - 256) * sizeof *merges);
+        MT_ASSERT(str && table && merges, "gpt2: out of memory");
+        s = read_encoder(enc_path, o, str, table, err);
+    }
+    if (s == MT_OK) s = read_merges(bpe_path, bpe, str, table, n, merges, &n_merges, err);
+    if (s == MT_OK) {
+        uint8_t id_byte[256];
+        mt_gpt2_byte_order(id_byte);
+        mt_err e;
+        s = mt_bpe_from_merges(t, id_byte, merges, n_merges, &e);
+        merges = NULL; /* taken over */
+        if (s != MT_OK) mt_errorf(err, s, "%s: %s", bpe_path, e.msg);
+        else
+            s = mt_gpt2_add_special(t, (const char *const *)str + 256 + n_merges,
+                                    n - 256 - n_merges, err);
+    }
+    free(merges);
+    free(table);
+    free(str);
+    cJSON_Delete(o);
+    free(enc);
+    free(bpe);
+    return s;
+}

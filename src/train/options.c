@@ -603,11 +603,19 @@ char *mt_run_options_help(void) {
     append(&out, &len, mt_fieldset_help(a.sets + 1, 1, NULL, 0));
     for (int i = 0; i < a.n_types; i++) {
         const mt_model_type *t = mt_model_types[i];
-        const mt_task_type *task = mt_task_default(t);
-        MT_ASSERT(asprintf(&line, "\n--model %s: %s (--task %s, --data: %s)\n", t->name, t->about,
-                           task->name, task->data) >= 0,
+        MT_ASSERT(asprintf(&line, "\n--model %s: %s (", t->name, t->about) >= 0,
                   "train: out of memory");
         append(&out, &len, line);
+        for (int k = 0, first = 1; mt_task_types[k]; k++) { /* its tasks, the default first */
+            const mt_task_type *task = mt_task_types[k];
+            if (task->input != t->input->kind) continue;
+            MT_ASSERT(asprintf(&line, "%s--task %s, --data: %s", first ? "" : "; ", task->name,
+                               task->data) >= 0,
+                      "train: out of memory");
+            append(&out, &len, line);
+            first = 0;
+        }
+        append(&out, &len, strdup(")\n"));
         /* a flag listed above (the stack's, an earlier model's) is not listed again */
         append(&out, &len, mt_fieldset_help(a.sets + 2 + i, 1, a.sets + 1, 1 + i));
     }

@@ -122,6 +122,10 @@ mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err);
 void mt_sp_encode(const mt_tokenizer *t, const char *text, size_t len, bool bos, bool eos,
                   uint16_t *ids, size_t *n);
 typedef struct cJSON cJSON;
+/* Piece id's text as tokenizer.bin holds it (' ' for U+2581, "<0xXX>" for byte fallback) and its
+   score; the longest piece's bytes (the file's max_token_length). */
+const char *mt_sp_piece(const mt_tokenizer *t, int id, int *len, float *score);
+int mt_sp_max_len(const mt_tokenizer *t);
 void mt_sp_to_json(const mt_tokenizer *t, cJSON *o);
 mt_status mt_sp_from_json(const cJSON *o, mt_tokenizer *t, mt_err *err);
 void mt_sp_free(mt_sp *sp); /* NULL: nothing */

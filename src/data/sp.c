@@ -317,6 +317,15 @@ void mt_sp_encode(const mt_tokenizer *t, const char *text, size_t len, bool bos,
     free(heap);
 }
 
+const char *mt_sp_piece(const mt_tokenizer *t, int id, int *len, float *score) {
+    const mt_sp *sp = t->sp;
+    *len = (int)(sp->off[id + 1] - sp->off[id]);
+    *score = sp->score[id];
+    return sp->text + sp->off[id];
+}
+
+int mt_sp_max_len(const mt_tokenizer *t) { return t->sp->max_len; }
+
 /* ---- JSON: {"type":"sp","max_len":27,"pieces":["<unk>",...],"scores":[0,...]} ---------------- */
 
 void mt_sp_to_json(const mt_tokenizer *t, cJSON *o) {

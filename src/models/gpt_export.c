@@ -203,8 +203,10 @@ static void put_zeros(out *o, size_t n) {
     for (size_t i = 0; i < n && o->ok; i++) o->ok = fputc(0, o->f) != EOF;
 }
 
-/* The bytes of token id. */
+/* The bytes of token id; an sp tokenizer's piece as its file holds it ("<0xXX>" for a byte). */
 static const char *token(const mt_gpt *m, int id, int *len) {
+    float score;
+    if (m->tok.kind == MT_TOK_SP) return mt_sp_piece(&m->tok, id, len, &score);
     return mt_tok_decode(&m->tok, id, len);
 }
 
@@ -238,9 +240,12 @@ static mt_status write_llama2c(const llama_dims *d, const tensor *t, int nt, con
 }
 
 /* Scores for run.c's encoder, which merges the adjacent pair whose joined bytes form the token of
-   the highest score: bytes and characters 0, bpe merge k -(k + 1), so merges apply in the order
-   training learnt them. */
+   the highest score: an sp tokenizer's own; bytes and characters 0, bpe merge k -(k + 1), so
+   merges apply in the order training learnt them. */
 static float token_score(const mt_gpt *m, int id) {
+    float score;
+    int len;
+    if (m->tok.kind == MT_TOK_SP) return mt_sp_piece(&m->tok, id, &len, &score), score;
     return m->tok.kind == MT_TOK_BPE && id >= 256 ? -(float)(id - 256 + 1) : 0.0f;
 }
 
@@ -254,6 +259,7 @@ static mt_status write_llama2c_tokenizer(const mt_gpt *m, const char *path, mt_e
         token(m, id, &len);
         max_len = len > max_len ? len : max_len;
     }
+    if (m->tok.kind == MT_TOK_SP) max_len = mt_sp_max_len(&m->tok); /* as the file read said */
     put_i32(&o, max_len);
     for (int id = 0; id < m->tok.n_vocab; id++) {
         const char *b = token(m, id, &len);
@@ -313,37 +319,49 @@ static int gpt2_char(unsigned char b, char *u) {
     return 2;
 }
 
-#define TOKEN_TEXT_MAX (2 * MT_TOK_MAX_BYTES)
+/* GGUF's tokenizer.ggml.model of a tokenizer: SentencePiece's ("llama") for char and sp, GPT-2's
+   byte-level BPE ("gpt2") for byte, bpe and gpt2. */
+static bool spm(const mt_tokenizer *t) { return t->kind == MT_TOK_CHAR || t->kind == MT_TOK_SP; }
+
+#define TOKEN_TEXT_MAX (3 * MT_TOK_MAX_BYTES)
 /* The GGUF text of token id into buf (TOKEN_TEXT_MAX bytes): gpt2: the GPT-2 stand-ins of its
-   bytes; llama (char vocabularies): its UTF-8 with ' ' written
-   as sentencepiece's U+2581. Returns the length. */
+   bytes; llama (char and sp vocabularies): its UTF-8 with ' ' written as sentencepiece's U+2581.
+   Returns the length. */
 static size_t token_text(const mt_gpt *m, int id, char *buf) {
     int len;
     const unsigned char *b = (const unsigned char *)token(m, id, &len);
     size_t n = 0;
     for (int i = 0; i < len; i++) {
-        if (m->tok.kind != MT_TOK_CHAR) n += (size_t)gpt2_char(b[i], buf + n);
+        if (!spm(&m->tok)) n += (size_t)gpt2_char(b[i], buf + n);
         else if (b[i] == ' ') memcpy(buf + n, "\xe2\x96\x81", 3), n += 3;
         else buf[n++] = (char)b[i];
     }
     return n;
 }
 
+/* llama.cpp's token types (llama_token_type): an sp tokenizer's <unk> 2 (unknown), <s> and </s>
+   3 (control), its byte-fallback pieces 6 (byte); a gpt2 tokenizer's special tokens 3; else 1
+   (normal). */
+static int32_t token_type(const mt_tokenizer *t, int id) {
+    if (t->kind == MT_TOK_SP) return id == 0 ? 2 : id < 3 ? 3 : id < 259 ? 6 : 1;
+    return t->kind == MT_TOK_GPT2 && id >= 256 + t->n_merges ? 3 : 1;
+}
+
 static void put_tokenizer(out *o, const mt_gpt *m) {
     const mt_tokenizer *tk = &m->tok;
     int V = tk->n_vocab;
     char a[TOKEN_TEXT_MAX], b[TOKEN_TEXT_MAX + 1 + TOKEN_TEXT_MAX];
-    kv_string(o, "tokenizer.ggml.model", tk->kind == MT_TOK_CHAR ? "llama" : "gpt2");
-    if (tk->kind != MT_TOK_CHAR) /* GPT-2's pre-tokenizer regex: the nearest to mt's */
-        kv_string(o, "tokenizer.ggml.pre", "default");
+    kv_string(o, "tokenizer.ggml.model", spm(tk) ? "llama" : "gpt2");
+    if (!spm(tk)) /* GPT-2's pre-tokenizer regex: GPT-2's own, and the nearest to mt's bpe */
+        kv_string(o, "tokenizer.ggml.pre", tk->kind == MT_TOK_GPT2 ? "gpt-2" : "default");
     kv_array(o, "tokenizer.ggml.tokens", MT_GGUF_STRING, (size_t)V);
     for (int id = 0; id < V; id++) put_str(o, a, token_text(m, id, a));
     kv_array(o, "tokenizer.ggml.scores", MT_GGUF_F32, (size_t)V);
     for (int id = 0; id < V; id++) put_f32(o, token_score(m, id));
     kv_array(o, "tokenizer.ggml.token_type", MT_GGUF_I32, (size_t)V);
-    for (int id = 0; id < V; id++) put_i32(o, 1); /* normal */
-    if (tk->kind != MT_TOK_CHAR) {                /* "left right" of each merge, in rank order */
-        int n_merges = tk->kind == MT_TOK_BPE ? V - 256 : 0;
+    for (int id = 0; id < V; id++) put_i32(o, token_type(tk, id));
+    if (!spm(tk)) { /* "left right" of each merge, in rank order */
+        int n_merges = tk->kind == MT_TOK_BYTE ? 0 : tk->n_merges;
         kv_array(o, "tokenizer.ggml.merges", MT_GGUF_STRING, (size_t)n_merges);
         for (int k = 0; k < n_merges; k++) {
             size_t n = token_text(m, tk->merges[k][0], b);
@@ -352,7 +370,13 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
             put_str(o, b, n);
         }
     }
-    kv_bool(o, "tokenizer.ggml.add_bos_token", false);
+    if (tk->kind == MT_TOK_SP) { /* run.c's prompt: BOS, then the dummy prefix */
+        kv_u32(o, "tokenizer.ggml.unknown_token_id", 0);
+        kv_u32(o, "tokenizer.ggml.bos_token_id", 1);
+        kv_u32(o, "tokenizer.ggml.eos_token_id", 2);
+    }
+    if (tk->kind == MT_TOK_GPT2) kv_u32(o, "tokenizer.ggml.eos_token_id", 256 + tk->n_merges);
+    kv_bool(o, "tokenizer.ggml.add_bos_token", tk->kind == MT_TOK_SP);
     kv_bool(o, "tokenizer.ggml.add_eos_token", false);
 }
 

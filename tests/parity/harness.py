@@ -85,7 +85,9 @@ def param_kind(name, role):
     if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
         return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
     return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g",
-            "sink": "z", "lambda_v1": "l", "lambda_v": "l"}[last]
+            "sink": "z", "lambda_v1": "l", "lambda_v": "l", "static_alpha": "hs",
+            "static_beta": "hs", "dynamic_alpha_fn": "hf", "dynamic_beta_fn": "hf",
+            "dynamic_alpha_scale": "hk", "dynamic_beta_scale": "hk"}[last]
 
 
 _LAYOUT = []  # the layout driver, started by the first call of layout
@@ -119,7 +121,9 @@ def random_params(model, cfg, rng):
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
     papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), l the
     value residual's lambdas (about their 1/2), rm and rv BatchNorm's running mean and
-    variance."""
+    variance, hs hyper-connections' static weights (about their 0 and 1), hf their dynamic
+    projections (tanh's argument of order 1), hk their dynamic scales (larger than the
+    paper's 0.01 init, so that the dynamic terms count)."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():
@@ -129,7 +133,9 @@ def random_params(model, cfg, rng):
              "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
              "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z),
              "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z, "z": lambda: 0.5 + z, "l": lambda: 0.5 + 0.2 * z,
-             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
+             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape),
+             "hs": lambda: 0.5 + 0.5 * z, "hf": lambda: z / math.sqrt(C),
+             "hk": lambda: 0.3 + 0.1 * z}[kind]()
         out[name] = v.astype(np.float32)
     return out
 

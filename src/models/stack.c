@@ -55,6 +55,9 @@ static bool sums(const void *s) {
 static bool placed(const void *s, mt_placement p) {
     return sums(s) && ((const mt_stack_config *)s)->placement == p;
 }
+static bool reads_placement(const void *s) {
+    return ((const mt_stack_config *)s)->residual != MT_RESIDUAL_NGPT;
+}
 static bool hyper(const void *s) { return ((const mt_stack_config *)s)->hc.kind != MT_HYPER_NONE; }
 static bool deepnorm(const void *s) { return placed(s, MT_PLACE_DEEPNORM); }
 static bool mixln(const void *s) { return placed(s, MT_PLACE_MIXLN); }
@@ -108,9 +111,9 @@ static const mt_field FIELDS[] = {
       "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
     F(attn, TABLE, "attn", NULL, .of = &MT_ATTN_FIELDS),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS,
-      .retired = PLACEMENTS_RETIRED, .read = sums,
-      .read_by = "a residual that sums its sublayers (not --arch ngpt, not --residual hc: "
-                 "hyper-connections are Pre-LN by construction)"),
+      .retired = PLACEMENTS_RETIRED, .read = reads_placement,
+      .read_by = "a residual of summed sublayers or hyper-connections (every model but --arch "
+                 "ngpt)"),
     F(hc.kind, ENUM, "residual",
       "the residual stream: one summed stream, or hyper-connections' --hc-streams streams",
       .of = &MT_HYPERS),
@@ -215,6 +218,15 @@ static mt_status hyper_validate(mt_stack_config *s, mt_err *err) {
                          "update on the unit sphere, Norm(h + alpha (Norm(F(h)) - h)), of one "
                          "stream; use --arch gpt or llama",
                          name);
+    if (s->placement != MT_PLACE_PRE)
+        return mt_errorf(
+            err, MT_EINVAL,
+            "--placement %s with --residual %s: refused: hyper-connections are Pre-LN, each "
+            "sublayer reading Norm(h) of its width connection (subln, peri, lns and reorder "
+            "change only F, its input or its output, and would fit, but are not built; post, "
+            "deepnorm, mixln and dsl normalise or scale the residual sum, which the streams' "
+            "mixing replaces); use --placement pre",
+            mt_enum_name(&MT_PLACEMENTS, s->placement), name);
     if (s->hc.dynamic && (s->norm.kind == MT_NORM_BN || s->norm.kind == MT_NORM_IN))
         return mt_errorf(err, MT_EINVAL,
                          "--residual %s with --norm %s: refused: the dynamic weights normalise "

@@ -422,6 +422,8 @@ mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, m
  * nGPT:     x = Norm(x + alpha (Norm(F(x)) - x)), no norm layers (mt_ngpt_residual); every
  *           matrix's vectors along C on the unit sphere, q and k unit per head then times
  *           s_qk (and sqrt(HS) for the softmax), SwiGLU's fc3(x) s_u, fc1(x) s_v sqrt(C)
+ * HC:       H = A_r^T H + B^T F(N(A_m^T H)), H (N, C) the stack's streams (mt_hyper_cfg;
+ *           x here is H, (B, T, N C))
  * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
  * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */

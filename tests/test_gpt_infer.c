@@ -211,6 +211,9 @@ int main(void) {
     test_cache(MT_PLACE_PRE, MT_NORM_RMS,
                "{\"residual\": \"hc\", \"hc_streams\": 2, \"hc_dynamic\": false, "
                "\"pos\": \"rope\"}");
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"residual\": \"mhc\", \"hc_streams\": 3}");
+    test_cache(MT_PLACE_PRE, MT_NORM_LN,
+               "{\"residual\": \"mhc\", \"hc_dynamic\": false, \"mhc_iters\": 4}");
     /* softpick in the cached attention */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"softmax\": \"softpick\", \"pos\": \"rope\"}");
     test_cache(MT_PLACE_POST, MT_NORM_RMS,

@@ -66,7 +66,16 @@ static mt_tensor *b_hc_depth(mt_ctx *c, mt_tensor **x, const void *a) {
     return mt_hc_depth(c, x[0], x[1], x[2], x[3], *(const int *)a);
 }
 static mt_tensor *b_hc_dynamic(mt_ctx *c, mt_tensor **x, const void *a) {
-    return mt_hc_dynamic(c, x[0], x[1], x[2], x[3], *(const int *)a);
+    return mt_hc_dynamic(c, x[0], x[1], x[2], x[3], *(const int *)a, true);
+}
+/* mHC's linear form (N = 1 row a token) */
+static mt_tensor *b_hc_linear(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_dynamic(c, x[0], x[1], x[2], x[3], *(const int *)a, false);
+}
+/* mHC's maps, arg {N, K} */
+static mt_tensor *b_mhc_maps(mt_ctx *c, mt_tensor **x, const void *a) {
+    const int *nk = a;
+    return mt_mhc_maps(c, x[0], nk[0], nk[1]);
 }
 static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
@@ -237,6 +246,37 @@ static void r_hc_dynamic(mt_tensor **x, const void *a, double *y) {
             y[q * K + k] = x[3]->data[(q % N) * K + k] + x[2]->data[0] * tanh(z);
         }
 }
+/* S + s Hn W */
+static void r_hc_linear(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]), K = (int)(x[1]->n / (size_t)C);
+    for (size_t q = 0; q < x[0]->n / (size_t)C; q++)
+        for (int k = 0; k < K; k++) {
+            double z = 0;
+            for (int j = 0; j < C; j++) z += (double)x[0]->data[q * C + j] * x[1]->data[j * K + k];
+            y[q * K + k] = x[3]->data[(q % N) * K + k] + x[2]->data[0] * z;
+        }
+}
+/* sigmoid(pre), SinkhornKnopp_K(res)^T beside it, 2 sigmoid(post); in double */
+static void r_mhc_maps(mt_tensor **x, const void *a, double *y) {
+    const int *nk = a;
+    int N = nk[0], K = nk[1], W = 2 * N + N * N, per = N * (N + 1);
+    for (size_t r = 0; r < x[0]->n / (size_t)W; r++) {
+        const float *z = x[0]->data + r * W;
+        double M[16 * 16], *o = y + r * (per + N);
+        for (int e = 0; e < N * N; e++) M[e] = exp(z[2 * N + e]);
+        for (int t = 0; t < 2 * K; t++)
+            for (int u = 0; u < N; u++) { /* t even: column u, odd: row u */
+                double sum = 0;
+                for (int v = 0; v < N; v++) sum += M[t % 2 ? u * N + v : v * N + u];
+                for (int v = 0; v < N; v++) M[t % 2 ? u * N + v : v * N + u] /= sum;
+            }
+        for (int i = 0; i < N; i++) {
+            o[i * (N + 1)] = 1 / (1 + exp(-z[i]));
+            o[per + i] = 2 / (1 + exp(-z[N + i]));
+            for (int j = 0; j < N; j++) o[i * (N + 1) + 1 + j] = M[j * N + i];
+        }
+    }
+}
 static void r_sum(mt_tensor **x, const void *a, double *y) {
     (void)a;
     y[0] = 0;
@@ -387,6 +427,7 @@ typedef struct {
 
 static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f, K_NGPT = 0.6f;
 static const int ONE = 1, TWO = 2, THREE = 3, FOUR = 4;
+static const int MHC_A[2] = {1, 20}, MHC_B[2] = {3, 20}, MHC_C[2] = {4, 2}, MHC_D[2] = {2, 5};
 static const shape_arg RS_A = {2, {6, 4}}, RS_B = {2, {1, 17}}, RS_C = {2, {30, 7}};
 static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}}, P_D = {{2, 0, 1}};
 static const int T_A[2] = {1, 2}, T_B[2] = {0, 2}, T_C[2] = {0, 1};
@@ -473,6 +514,14 @@ static const op_case CASES[] = {
      {SHP(2, 12, 5), SHP(1, 5), SHP(1, 1), SHP(1, 3)}, -1, 1, false, 1e-6},
     {"hc_dynamic", b_hc_dynamic, r_hc_dynamic, &TWO, 4,
      {SHP(2, 1200, 65), SHP(2, 65, 3), SHP(1, 1), SHP(2, 2, 3)}, -1, 1, false, 1e-6},
+    {"hc_linear", b_hc_linear, r_hc_linear, &ONE, 4,
+     {SHP(2, 6, 12), SHP(2, 12, 8), SHP(1, 1), SHP(1, 8)}, -1, 1, false, 1e-6},
+    {"hc_linear", b_hc_linear, r_hc_linear, &ONE, 4,
+     {SHP(2, 600, 130), SHP(2, 130, 8), SHP(1, 1), SHP(1, 8)}, -1, 1, false, 1e-6},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_A, 1, {SHP(2, 3, 3)}, -2, 2, false, 1e-6},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_B, 1, {SHP(3, 2, 3, 15)}, -2, 2, false, 1e-5},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_C, 1, {SHP(1, 24)}, -2, 2, false, 1e-5},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_D, 1, {SHP(2, 400, 8)}, -2, 2, false, 1e-5},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(2, 5, 33)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 5001)}, -1, 2, false, 1e-6},
@@ -903,8 +952,43 @@ static void test_vmath(void) {
           "vmath: sigmoid and erfc at the edges");
 }
 
+/* mHC's Sinkhorn-Knopp (mt_mhc_maps): after its 20 iterations (the paper's) the residual mix is
+   doubly stochastic to 1e-5, every entry positive, for N from 1 to 16 and logits in [-3, 3]. */
+static void test_sinkhorn(void) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)16 << 20, 1, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    int Ns[] = {1, 2, 4, 7, 16};
+    for (int k = 0; k < 5; k++) {
+        int N = Ns[k], R = 5, per = N * (N + 1);
+        mt_tensor *z = test_tensor(&r, 2, (int[]){R, 2 * N + N * N}, -3, 3, false);
+        mt_tensor *m = mt_mhc_maps(&c, z, N, 20);
+        double worst = 0;
+        bool positive = true;
+        for (int row = 0; row < R; row++) {
+            const float *a = m->data + (size_t)row * (per + N);
+            for (int u = 0; u < N; u++) { /* output u's weights (row), input u's (column) */
+                double out = 0, in = 0;
+                for (int v = 0; v < N; v++) {
+                    out += a[v * (N + 1) + 1 + u], in += a[u * (N + 1) + 1 + v];
+                    positive = positive && a[v * (N + 1) + 1 + u] > 0;
+                }
+                worst = fmax(worst, fmax(fabs(out - 1), fabs(in - 1)));
+            }
+        }
+        CHECK(worst <= 1e-5 && positive,
+              "sinkhorn N = %d: a row or column sums to 1 +- %.3g (1e-5 allowed)%s", N, worst,
+              positive ? "" : ", an entry not positive");
+        test_tensor_free(z);
+        mt_ctx_reset(&c);
+    }
+    mt_ctx_free(&c);
+}
+
 int main(void) {
     mt_set_threads(0);
+    test_sinkhorn();
     test_vmath();
     test_table();
     test_dropout();

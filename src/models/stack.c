@@ -31,7 +31,10 @@ mt_stack_config mt_stack_default(void) {
                              .n_embd = 64,
                              .norm = mt_norm_default(MT_NORM_LN),
                              .placement = MT_PLACE_PRE,
-                             .hc = {.kind = MT_HYPER_NONE, .streams = 4, .dynamic = true},
+                             .hc = {.kind = MT_HYPER_NONE,
+                                    .streams = 4,
+                                    .dynamic = true,
+                                    .mhc_iters = 20},
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
                              .act = MT_ACT_GELU,
@@ -59,6 +62,7 @@ static bool reads_placement(const void *s) {
     return ((const mt_stack_config *)s)->residual != MT_RESIDUAL_NGPT;
 }
 static bool hyper(const void *s) { return ((const mt_stack_config *)s)->hc.kind != MT_HYPER_NONE; }
+static bool mhc(const void *s) { return ((const mt_stack_config *)s)->hc.kind == MT_HYPER_MHC; }
 static bool deepnorm(const void *s) { return placed(s, MT_PLACE_DEEPNORM); }
 static bool mixln(const void *s) { return placed(s, MT_PLACE_MIXLN); }
 static bool dsl(const void *s) { return placed(s, MT_PLACE_DSL); }
@@ -115,16 +119,21 @@ static const mt_field FIELDS[] = {
       .read_by = "a residual of summed sublayers or hyper-connections (every model but --arch "
                  "ngpt)"),
     F(hc.kind, ENUM, "residual",
-      "the residual stream: one summed stream, or hyper-connections' --hc-streams streams",
+      "the residual stream: one summed stream, or (manifold-constrained) hyper-connections' "
+      "--hc-streams streams",
       .of = &MT_HYPERS),
     F(hc.streams, INT, "hc_streams",
       "hyper-connections: the streams N, 1..16 (the paper's 4; 1 is a residual with learned "
       "weights)",
-      .range = "1..16", .read = hyper, .read_by = "--residual hc"),
+      .range = "1..16", .read = hyper, .read_by = "--residual hc or mhc"),
     F(hc.dynamic, BOOL, "hc_dynamic",
       "hyper-connections: static weights only (no DHC tanh terms; dynamic is the paper's "
       "default)",
-      .flag = "hc_static", .read = hyper, .read_by = "--residual hc"),
+      .flag = "hc_static", .read = hyper, .read_by = "--residual hc or mhc"),
+    F(hc.mhc_iters, INT, "mhc_iters",
+      "mHC: Sinkhorn-Knopp's iterations making the residual mixing doubly stochastic (the "
+      "paper's 20)",
+      .range = "1..", .read = mhc, .read_by = "--residual mhc"),
     F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
       .range = "0..", .read = deepnorm, .read_by = "--placement deepnorm"),
     F(deepnorm_beta, FLOAT, "deepnorm_beta", "DeepNorm's init gain; 0: from the depth",
@@ -212,6 +221,11 @@ static mt_status hyper_validate(mt_stack_config *s, mt_err *err) {
         return mt_errorf(err, MT_EINVAL,
                          "--hc-streams %d: hyper-connections need 1 to %d streams (the paper's 4)",
                          s->hc.streams, MT_HC_MAX_STREAMS);
+    if (s->hc.kind == MT_HYPER_MHC && s->hc.mhc_iters < 1)
+        return mt_errorf(err, MT_EINVAL,
+                         "--mhc-iters %d: Sinkhorn-Knopp needs at least 1 iteration to make the "
+                         "residual mixing doubly stochastic (the paper's 20)",
+                         s->hc.mhc_iters);
     if (s->residual == MT_RESIDUAL_NGPT)
         return mt_errorf(err, MT_EINVAL,
                          "--residual %s with --arch ngpt: refused: nGPT's residual is its own "
@@ -458,6 +472,8 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->residual == MT_RESIDUAL_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
     if (s->hc.kind != MT_HYPER_NONE) /* per sublayer: the streams' norm, H', h, their gradients */
         block += 12.0 * s->hc.streams * C + 4 * C;
+    if (s->hc.kind == MT_HYPER_MHC) /* Sinkhorn's iterates in the backward, per sublayer */
+        block += 2.0 * (2 * s->hc.mhc_iters + 1) * s->hc.streams * s->hc.streams;
     return s->n_layer * block;
 }
 

@@ -11,7 +11,8 @@
  *   depth   H'_j = sum_i a[i][1+j] H_i + b[j] y       dH_i += sum_j a[i][1+j] g_j,
  *                                                     dy += sum_j b[j] g_j,
  *                                                     da[i][1+j] += H_i . g_j, db[j] += y . g_j
- *   dynamic out = S + s tanh(Hn W)                    (see dynamic_backward)
+ *   dynamic out = S + s tanh(Hn W) (mHC: S + s Hn W)    (see dynamic_backward)
+ *   mhc_maps mHC's sigmoids and Sinkhorn-Knopp         (see its section)
  *
  * A gradient of shared coefficients is a sum over the rows: each row's terms go to scratch and
  * are summed down the rows in order, in double (the same bits at any thread count). */
@@ -19,6 +20,8 @@
 #include <string.h>
 
 #include "nn.h"
+#include "../tensor/gemm.h"
+#include "../tensor/vmath.h"
 
 /* dst[j] += sum_r x[r W + j], in order down the rows, in double */
 static void add_column_sums(float *dst, const float *x, int R, int W) {
@@ -250,27 +253,26 @@ mt_tensor *mt_hc_depth(mt_ctx *c, mt_tensor *H, mt_tensor *a, mt_tensor *y, mt_t
     return out;
 }
 
-/* ---- hc_dynamic: out = S + s tanh(Hn W), Hn (R N, C), W (C, K), s (1), S (N K); out (R, N K);
-   saved t = tanh(Hn W) (R N, K); i[0] = N, i[1] = K ---- */
+/* ---- hc_dynamic: out = S + s f(Hn W), f tanh (i[2] = 1, HC's) or the identity (mHC's),
+   Hn (R N, C), W (C, K), s (1), S (N K); out (R, N K); saved t = f(Hn W) (R N, K); i[0] = N,
+   i[1] = K ---- */
 static void dynamic_forward(mt_node *n) {
     const float *X = n->in[0]->data, *W = n->in[1]->data, s = n->in[2]->data[0];
     const float *S = n->in[3]->data;
     float *out = n->out->data, *t = n->saved[0];
     int RN = mt_rows(n->in[0]), C = mt_cols(n->in[0]), N = n->i[0], K = n->i[1];
-    MT_PARALLEL_FOR((size_t)RN * C * K >= MT_PAR_MIN, for (int q = 0; q < RN; q++) {
-        const float *x = X + (size_t)q * C;
+    mt_gemm(false, false, RN, K, C, X, W, 0, t, NULL); /* Hn W (RN, K) */
+    MT_PARALLEL_FOR((size_t)RN * K >= MT_PAR_MIN, for (int q = 0; q < RN; q++) {
         for (int k = 0; k < K; k++) {
-            double z = 0;
-            for (int j = 0; j < C; j++) z += (double)x[j] * W[(size_t)j * K + k];
-            float tk = tanhf((float)z);
-            t[(size_t)q * K + k] = tk;
-            out[(size_t)q * K + k] = S[(q % N) * K + k] + s * tk;
+            float *tk = t + (size_t)q * K + k;
+            if (n->i[2]) *tk = tanhf(*tk);
+            out[(size_t)q * K + k] = S[(q % N) * K + k] + s * *tk;
         }
     });
 }
 
-/* g = dout, dz = g s (1 - t^2): dS[n k] += sum_r g[r][n k], ds += sum g t,
-   dW[j][k] += sum_q Hn[q][j] dz[q][k], dHn[q][j] += sum_k dz[q][k] W[j][k] */
+/* g = dout, dz = g s f' (tanh: 1 - t^2): dS[n k] += sum_r g[r][n k], ds += sum g t,
+   dW += Hn^T dz (C, K), dHn += dz W^T (RN, C) */
 static void dynamic_backward(mt_node *n) {
     mt_tensor *Xt = n->in[0], *Wt = n->in[1], *st = n->in[2], *St = n->in[3];
     const float *X = Xt->data, *W = Wt->data, s = st->data[0], *g = n->out->grad;
@@ -278,36 +280,22 @@ static void dynamic_backward(mt_node *n) {
     int RN = mt_rows(Xt), C = mt_cols(Xt), N = n->i[0], K = n->i[1];
     size_t mark = mt_arena_mark(n->ctx);
     float *dz = mt_arena_floats(n->ctx, (size_t)RN * K);
-    for (size_t q = 0; q < (size_t)RN * K; q++) dz[q] = g[q] * s * (1 - t[q] * t[q]);
+    for (size_t q = 0; q < (size_t)RN * K; q++) dz[q] = g[q] * s * (n->i[2] ? 1 - t[q] * t[q] : 1);
     if (St->grad) add_column_sums(St->grad, g, RN / N, N * K);
     if (st->grad) {
         double ds = 0;
         for (size_t q = 0; q < (size_t)RN * K; q++) ds += (double)g[q] * t[q];
         st->grad[0] += (float)ds;
     }
-    if (Wt->grad)
-        MT_PARALLEL_FOR((size_t)RN * C * K >= MT_PAR_MIN, for (int j = 0; j < C; j++) {
-            for (int k = 0; k < K; k++) {
-                double sum = 0;
-                for (int q = 0; q < RN; q++) sum += (double)X[(size_t)q * C + j] * dz[q * K + k];
-                Wt->grad[(size_t)j * K + k] += (float)sum;
-            }
-        });
-    if (Xt->grad)
-        MT_PARALLEL_FOR((size_t)RN * C * K >= MT_PAR_MIN, for (int q = 0; q < RN; q++) {
-            for (int j = 0; j < C; j++) {
-                float sum = 0;
-                for (int k = 0; k < K; k++) sum += dz[(size_t)q * K + k] * W[(size_t)j * K + k];
-                Xt->grad[(size_t)q * C + j] += sum;
-            }
-        });
+    if (Wt->grad) mt_gemm(true, false, C, K, RN, X, dz, 1, Wt->grad, NULL);
+    if (Xt->grad) mt_gemm(false, true, RN, C, K, dz, W, 1, Xt->grad, NULL);
     mt_arena_release(n->ctx, mark);
 }
 
 static const mt_op OP_HC_DYNAMIC = {"hc_dynamic", dynamic_forward, dynamic_backward, true};
 
-mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S,
-                         int N) {
+mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N,
+                         bool tanh) {
     char sx[64], sw[64], ss[64];
     int C = mt_cols(Hn), RN = mt_rows(Hn), K = C > 0 ? (int)(W->n / (size_t)C) : 0;
     MT_ASSERT(N >= 1 && RN % N == 0 && K >= 1 && W->n == (size_t)C * K && s->n == 1 &&
@@ -318,7 +306,118 @@ mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, m
     mt_node *n = mt_node_new(c, &OP_HC_DYNAMIC, out, 4, (mt_tensor *[]){Hn, W, s, S});
     n->i[0] = N;
     n->i[1] = K;
+    n->i[2] = tanh;
     n->saved[0] = mt_arena_floats(c, (size_t)RN * K);
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- mhc_maps: mHC's constraints (Xie et al. 2025, arXiv 2512.24880, eq. 8) ----
+   z (R, 2N + N^2) = [pre (N) | post (N) | res (N, N)], res[j][i] the logit of output stream j
+   from input i; out (R, N (N+1) + N) the coefficients as hc_width and hc_depth read them:
+     a[i][0] = sigmoid(pre_i),  a[i][1+j] = M[j][i],  b[j] = 2 sigmoid(post_j),
+     M = Sinkhorn-Knopp(res): M_0 = exp(res - max res), then K times a normalisation of every
+     column (each input's weights sum to 1), then of every row (each output's): T_r(T_c(M)).
+   i[0] = N, i[1] = K. The backward runs back through the 2K normalisations (unrolled, as the
+   paper's), recomputing the iterates of a row from z: Y = X / s (s the sums of X along the
+   normalised direction) has dX = (dY - sum(dY Y)) / s along it; dres = dM_0 M_0. */
+
+/* X (N, N) -> columns (col 1) or rows (col 0) of sum 1, into Y (may be X) */
+static void sk_normalise(const float *X, float *Y, int N, bool col) {
+    for (int u = 0; u < N; u++) {
+        double s = 0;
+        for (int v = 0; v < N; v++) s += X[col ? v * N + u : u * N + v];
+        float inv = (float)(1 / s);
+        for (int v = 0; v < N; v++) {
+            int e = col ? v * N + u : u * N + v;
+            Y[e] = X[e] * inv;
+        }
+    }
+}
+
+/* the iterates of row z's res: X[0] = exp(res - max), X[t] = T(X[t-1]) for t = 1..2K (odd t
+   columns, even rows); X (2K + 1) N^2, or only the last when all is false (X 2 N^2, in place) */
+static void sk_iterates(const float *res, float *X, int N, int K, bool all) {
+    int NN = N * N;
+    float m = res[0];
+    for (int e = 1; e < NN; e++) m = res[e] > m ? res[e] : m;
+    for (int e = 0; e < NN; e++) X[e] = expf(res[e] - m);
+    for (int t = 1; t <= 2 * K; t++) {
+        float *prev = all ? X + (size_t)(t - 1) * NN : X, *next = all ? prev + NN : X;
+        sk_normalise(prev, next, N, t % 2 == 1);
+    }
+}
+
+static void mhc_maps_forward(mt_node *n) {
+    const float *z = n->in[0]->data;
+    float *out = n->out->data;
+    int R = mt_rows(n->out), N = n->i[0], K = n->i[1], W = 2 * N + N * N, per = N * (N + 1);
+    MT_PARALLEL_FOR((size_t)R * K * N * N >= MT_PAR_MIN, for (int r = 0; r < R; r++) {
+        float X[MT_HC_MAX_STREAMS * MT_HC_MAX_STREAMS];
+        const float *zr = z + (size_t)r * W;
+        float *o = out + (size_t)r * (per + N);
+        sk_iterates(zr + 2 * N, X, N, K, false);
+        for (int i = 0; i < N; i++) {
+            o[i * (N + 1)] = mt_vsigmoidf(zr[i]);
+            o[per + i] = 2 * mt_vsigmoidf(zr[N + i]);
+            for (int j = 0; j < N; j++) o[i * (N + 1) + 1 + j] = X[j * N + i];
+        }
+    });
+}
+
+/* dX[t-1] from dY = dX[t] (in place in d), Y = X[t], along the direction of step t */
+static void sk_step_backward(const float *Xp, const float *Y, float *d, int N, bool col) {
+    for (int u = 0; u < N; u++) {
+        double s = 0, dy = 0;
+        for (int v = 0; v < N; v++) {
+            int e = col ? v * N + u : u * N + v;
+            s += Xp[e];
+            dy += (double)d[e] * Y[e];
+        }
+        for (int v = 0; v < N; v++) {
+            int e = col ? v * N + u : u * N + v;
+            d[e] = (float)((d[e] - dy) / s);
+        }
+    }
+}
+
+static void mhc_maps_backward(mt_node *n) {
+    const float *z = n->in[0]->data, *g = n->out->grad, *out = n->out->data;
+    float *dz = n->in[0]->grad;
+    int R = mt_rows(n->out), N = n->i[0], K = n->i[1], W = 2 * N + N * N, per = N * (N + 1);
+    int NN = N * N;
+    if (!dz) return;
+    size_t mark = mt_arena_mark(n->ctx);
+    float *Xs = mt_arena_floats(n->ctx, (size_t)R * (2 * K + 1) * NN);
+    MT_PARALLEL_FOR((size_t)R * K * NN >= MT_PAR_MIN, for (int r = 0; r < R; r++) {
+        const float *zr = z + (size_t)r * W, *gr = g + (size_t)r * (per + N);
+        const float *o = out + (size_t)r * (per + N);
+        float *X = Xs + (size_t)r * (2 * K + 1) * NN, *dzr = dz + (size_t)r * W;
+        float d[MT_HC_MAX_STREAMS * MT_HC_MAX_STREAMS];
+        for (int i = 0; i < N; i++) { /* sigmoid' = s (1 - s); post's 2 s (1 - s) */
+            float sp = o[i * (N + 1)], sq = o[per + i] / 2;
+            dzr[i] += gr[i * (N + 1)] * sp * (1 - sp);
+            dzr[N + i] += gr[per + i] * 2 * sq * (1 - sq);
+            for (int j = 0; j < N; j++) d[j * N + i] = gr[i * (N + 1) + 1 + j];
+        }
+        sk_iterates(zr + 2 * N, X, N, K, true);
+        for (int t = 2 * K; t >= 1; t--)
+            sk_step_backward(X + (size_t)(t - 1) * NN, X + (size_t)t * NN, d, N, t % 2 == 1);
+        for (int e = 0; e < NN; e++) dzr[2 * N + e] += d[e] * X[e];
+    });
+    mt_arena_release(n->ctx, mark);
+}
+
+static const mt_op OP_MHC_MAPS = {"mhc_maps", mhc_maps_forward, mhc_maps_backward, false};
+
+mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K) {
+    char sz[64];
+    MT_ASSERT(N >= 1 && N <= MT_HC_MAX_STREAMS && K >= 1 && mt_cols(z) == 2 * N + N * N,
+              "mhc_maps: z %s with %d streams, %d iterations", mt_shape_str(z, sz, 64), N, K);
+    mt_tensor *out = mt_tensor_new(c, 2, (int[]){mt_rows(z), N * (N + 1) + N});
+    mt_node *n = mt_node_new(c, &OP_MHC_MAPS, out, 1, (mt_tensor *[]){z});
+    n->i[0] = N;
+    n->i[1] = K;
     mt_node_run(c, n);
     return out;
 }

@@ -219,13 +219,14 @@ typedef enum {
    the residual stream widened to `streams` copies H (N, C) per token. Each sublayer reads
    h = sum_i A_m[i] H_i and writes H' = A_r^T H + B^T F(Norm(h)); hc: A = (A_m A_r) (N, N+1), B
    (N) learned (static) plus, dynamic, s_a tanh(Norm(H) W_a) and s_b tanh(Norm(H) W_b). */
-typedef enum { MT_HYPER_NONE, MT_HYPER_HC } mt_hyper_kind;
-extern const mt_enum MT_HYPERS; /* "sum", "hc" */
+typedef enum { MT_HYPER_NONE, MT_HYPER_HC, MT_HYPER_MHC } mt_hyper_kind;
+extern const mt_enum MT_HYPERS; /* "sum", "hc", "mhc" */
 #define MT_HC_MAX_STREAMS 16
 typedef struct {
     mt_hyper_kind kind;
-    int streams;  /* N, 1..MT_HC_MAX_STREAMS */
-    bool dynamic; /* DHC's input-dependent terms (the paper's default) */
+    int streams;   /* N, 1..MT_HC_MAX_STREAMS */
+    bool dynamic;  /* DHC's input-dependent terms (the paper's default) */
+    int mhc_iters; /* mHC (Xie et al. 2025, arXiv 2512.24880): Sinkhorn-Knopp's iterations */
 } mt_hyper_cfg;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
@@ -404,9 +405,13 @@ mt_tensor *mt_hc_reduce(mt_ctx *c, mt_tensor *H, int N);
 mt_tensor *mt_hc_width(mt_ctx *c, mt_tensor *H, mt_tensor *a, int N);
 /* the depth connection, H'_j = sum_i a[i][1 + j] H_i + b[j] y: (..., N C) */
 mt_tensor *mt_hc_depth(mt_ctx *c, mt_tensor *H, mt_tensor *a, mt_tensor *y, mt_tensor *b, int N);
-/* DHC's coefficients: S + s tanh(Hn W), Hn (R N, C) the normed streams, W (C, K), s (1), S
-   (N K) -> (R, N K) */
-mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N);
+/* DHC's coefficients: S + s tanh(Hn W) (tanh false, mHC's: S + s Hn W), Hn (R N, C) the normed
+   streams, W (C, K), s (1), S (N K) -> (R, N K) */
+mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N,
+                         bool tanh);
+/* mHC's maps of logits z (R, 2N + N^2) = [pre | post | res (N, N)]: (R, N (N+1) + N) = [a | b],
+   a[i][0] = sigmoid(pre_i), a[i][1+j] = SinkhornKnopp_K(res)[j][i], b = 2 sigmoid(post) */
+mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K);
 
 /* ---- one Transformer block: an attention and an FFN sublayer, each in a residual ---------------
  * Pre-LN:   x = x + F(N(x))        (and a final norm before the head: mt_placement_final_norm)
@@ -490,8 +495,12 @@ typedef struct {
 /* A sublayer's hyper-connection (residual hc; else -1): <prefix>.static_alpha (N, N+1),
    .static_beta (N) and, dynamic, .norm.* (C), .dynamic_alpha_fn (C, N+1), .dynamic_alpha_scale
    (1), .dynamic_beta_fn (C), .dynamic_beta_scale (1). */
+/* mHC instead: <prefix>.b_pre, .b_post (N), .b_res (N, N) and, dynamic, .norm.* (N C),
+   .phi_pre, .phi_post (N C, N), .phi_res (N C, N^2), .alpha_pre, .alpha_post, .alpha_res (1):
+   b, phi and alpha in that order (pre, post, res). */
 typedef struct {
     int static_alpha, static_beta, alpha_fn, alpha_scale, beta_fn, beta_scale;
+    int b[3], phi[3], alpha[3];
     mt_norm_params norm;
 } mt_hyper_params;
 typedef struct {

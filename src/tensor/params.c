@@ -185,6 +185,10 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
                 w[j] = k == 0 ? (float)(i == (size_t)e->init_value) : (float)(k == i + 1);
                 break;
             }
+            case MT_INIT_EYE:
+                w[j] = (float)(j / (size_t)e->shape[1] == j % (size_t)e->shape[1]);
+                break;
+            case MT_INIT_ONE_HOT: w[j] = (float)(j == (size_t)e->init_value); break;
             }
         }
     }

@@ -116,8 +116,8 @@ static const mt_field FIELDS[] = {
     F(attn, TABLE, "attn", NULL, .of = &MT_ATTN_FIELDS),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS,
       .retired = PLACEMENTS_RETIRED, .read = reads_placement,
-      .read_by = "a residual of summed sublayers or hyper-connections (every model but --arch "
-                 "ngpt)"),
+      .read_by = "a residual that sums its sublayers, or hyper-connections (every model but "
+                 "--arch ngpt)"),
     F(hc.kind, ENUM, "residual",
       "the residual stream: one summed stream, or (manifold-constrained) hyper-connections' "
       "--hc-streams streams",

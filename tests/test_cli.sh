@@ -136,7 +136,8 @@ for pl in post deepnorm subln mixln; do
         grep -q "placement $pl with --residual hc: refused: hyper-connections are Pre-LN" \
             "$T/log" || fail "residual hc with placement $pl: $(cat "$T/log")"
 done
-train $TINY $W --residual hc --norm bn; [ $? -eq 2 ] && grep -q "statistics cross tokens" "$T/log" ||
+train $TINY $W --residual hc --norm bn; [ $? -eq 2 ] &&
+    grep -q "statistics cross tokens" "$T/log" ||
     fail "residual hc with norm bn: $(cat "$T/log")"
 # mHC: Sinkhorn-Knopp needs an iteration; its count without mHC
 train $TINY $W --residual mhc --mhc-iters 0; [ $? -eq 2 ] &&

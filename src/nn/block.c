@@ -144,11 +144,6 @@ static void ngpt_add_params(mt_params *P, const char *prefix, const mt_block_cfg
     }
 }
 
-/* Hyper-connections (residual hc): each sublayer's <prefix>.<site>_hc.*, site attn or ffn, layer
-   k = 2 block + (ffn) of the paper's count (every sublayer a layer). The paper's init (its
-   Algorithm 2, as lucidrains/hyper-connections): static_alpha (N, N+1) = (e_{k mod N} | I),
-   static_beta (N) = 1; dynamic: the streams' norm as the stack's, dynamic_alpha_fn (C, N+1) and
-   dynamic_beta_fn (C) = 0, dynamic_alpha_scale and dynamic_beta_scale = 0.01. */
 /* mHC (residual hc, kind mhc): <prefix>.b_pre (N) one-hot at k mod N, .b_post (N) = 1, .b_res
    (N, N) = I (the public code's init, lucidrains' static_alpha and static_beta: the paper gives
    none); dynamic: the norm of the N C stream as the stack's, .phi_* = 0, .alpha_* = 0.01. */
@@ -177,12 +172,20 @@ static void mhc_add(mt_params *P, const char *prefix, const mt_block_cfg *cfg, i
     }
 }
 
+/* Hyper-connections (residual hc): each sublayer's <prefix>.<site>_hc.*, site attn or ffn, layer
+   k = 2 block + (ffn) of the paper's count (every sublayer a layer). The paper's init (its
+   Algorithm 2, as lucidrains/hyper-connections): static_alpha (N, N+1) = (e_{k mod N} | I),
+   static_beta (N) = 1; dynamic: the streams' norm as the stack's, dynamic_alpha_fn (C, N+1) and
+   dynamic_beta_fn (C) = 0, dynamic_alpha_scale and dynamic_beta_scale = 0.01. */
 static void hyper_add_one(mt_params *P, const char *prefix, const mt_block_cfg *cfg, int k,
                           mt_hyper_params *h) {
     *h = (mt_hyper_params){-1, -1,           -1,           -1,           -1,
                            -1, {-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}, MT_NORM_PARAMS_NONE};
     if (cfg->residual != MT_RESIDUAL_HC) return;
-    if (cfg->hc.kind == MT_HYPER_MHC) return mhc_add(P, prefix, cfg, k, h);
+    if (cfg->hc.kind == MT_HYPER_MHC) {
+        mhc_add(P, prefix, cfg, k, h);
+        return;
+    }
     int N = cfg->hc.streams, C = cfg->C;
     char name[192];
     snprintf(name, sizeof name, "%s.static_alpha", prefix);

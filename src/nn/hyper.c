@@ -295,7 +295,7 @@ static void dynamic_backward(mt_node *n) {
 static const mt_op OP_HC_DYNAMIC = {"hc_dynamic", dynamic_forward, dynamic_backward, true};
 
 mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N,
-                         bool tanh) {
+                         bool use_tanh) {
     char sx[64], sw[64], ss[64];
     int C = mt_cols(Hn), RN = mt_rows(Hn), K = C > 0 ? (int)(W->n / (size_t)C) : 0;
     MT_ASSERT(N >= 1 && RN % N == 0 && K >= 1 && W->n == (size_t)C * K && s->n == 1 &&
@@ -306,7 +306,7 @@ mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, m
     mt_node *n = mt_node_new(c, &OP_HC_DYNAMIC, out, 4, (mt_tensor *[]){Hn, W, s, S});
     n->i[0] = N;
     n->i[1] = K;
-    n->i[2] = tanh;
+    n->i[2] = use_tanh;
     n->saved[0] = mt_arena_floats(c, (size_t)RN * K);
     mt_node_run(c, n);
     return out;
@@ -336,7 +336,7 @@ static void sk_normalise(const float *X, float *Y, int N, bool col) {
 }
 
 /* the iterates of row z's res: X[0] = exp(res - max), X[t] = T(X[t-1]) for t = 1..2K (odd t
-   columns, even rows); X (2K + 1) N^2, or only the last when all is false (X 2 N^2, in place) */
+   columns, even rows); X (2K + 1) N^2, or only the last when all is false (X N^2, in place) */
 static void sk_iterates(const float *res, float *X, int N, int K, bool all) {
     int NN = N * N;
     float m = res[0];

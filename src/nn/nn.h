@@ -405,10 +405,10 @@ mt_tensor *mt_hc_reduce(mt_ctx *c, mt_tensor *H, int N);
 mt_tensor *mt_hc_width(mt_ctx *c, mt_tensor *H, mt_tensor *a, int N);
 /* the depth connection, H'_j = sum_i a[i][1 + j] H_i + b[j] y: (..., N C) */
 mt_tensor *mt_hc_depth(mt_ctx *c, mt_tensor *H, mt_tensor *a, mt_tensor *y, mt_tensor *b, int N);
-/* DHC's coefficients: S + s tanh(Hn W) (tanh false, mHC's: S + s Hn W), Hn (R N, C) the normed
-   streams, W (C, K), s (1), S (N K) -> (R, N K) */
+/* DHC's coefficients: S + s tanh(Hn W) (use_tanh false, mHC's: S + s Hn W), Hn (R N, C) the
+   normed streams, W (C, K), s (1), S (N K) -> (R, N K) */
 mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N,
-                         bool tanh);
+                         bool use_tanh);
 /* mHC's maps of logits z (R, 2N + N^2) = [pre | post | res (N, N)]: (R, N (N+1) + N) = [a | b],
    a[i][0] = sigmoid(pre_i), a[i][1+j] = SinkhornKnopp_K(res)[j][i], b = 2 sigmoid(post) */
 mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K);

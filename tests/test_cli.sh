@@ -117,6 +117,39 @@ train $TINY $W --value-residual half --n-layer 1; [ $? -eq 2 ] &&
     fail "value-residual with one block: $(cat "$T/log")"
 train $TINY $W --value-residual all; [ $? -eq 2 ] && grep -q "none|half|learned" "$T/log" ||
     fail "value-residual all: $(cat "$T/log")"
+# hyper-connections (docs/layers.md): their streams' bounds, their options without them, a
+# residual of their own or a placement they do not take
+train $TINY $W --residual hc --hc-streams 0; [ $? -eq 2 ] &&
+    grep -q "hc-streams: 0 is out of range: expected from 1 to 16" "$T/log" ||
+    fail "hc-streams 0: $(cat "$T/log")"
+train $TINY $W --residual hc --hc-streams 17; [ $? -eq 2 ] && grep -q "from 1 to 16" "$T/log" ||
+    fail "hc-streams 17: $(cat "$T/log")"
+for f in "--hc-streams 2" --hc-static; do
+    train $TINY $W $f; [ $? -eq 2 ] && grep -q "only --residual hc or mhc does" "$T/log" ||
+        fail "$f without --residual hc: $(cat "$T/log")"
+done
+train $TINY $W --residual hc --arch ngpt; [ $? -eq 2 ] &&
+    grep -q "residual hc with --arch ngpt: refused" "$T/log" ||
+    fail "residual hc with arch ngpt: $(cat "$T/log")"
+for pl in post deepnorm subln mixln; do
+    train $TINY $W --residual hc --placement $pl; [ $? -eq 2 ] &&
+        grep -q "placement $pl with --residual hc: refused: hyper-connections are Pre-LN" \
+            "$T/log" || fail "residual hc with placement $pl: $(cat "$T/log")"
+done
+train $TINY $W --residual hc --norm bn; [ $? -eq 2 ] &&
+    grep -q "statistics cross tokens" "$T/log" ||
+    fail "residual hc with norm bn: $(cat "$T/log")"
+# mHC: Sinkhorn-Knopp needs an iteration; its count without mHC
+train $TINY $W --residual mhc --mhc-iters 0; [ $? -eq 2 ] &&
+    grep -q "mhc-iters: 0 is out of range: expected at least 1" "$T/log" ||
+    fail "mhc-iters 0: $(cat "$T/log")"
+train $TINY $W --residual hc --mhc-iters 5; [ $? -eq 2 ] &&
+    grep -q "only --residual mhc does" "$T/log" || fail "mhc-iters with hc: $(cat "$T/log")"
+train $TINY $W --residual mhc --arch ngpt; [ $? -eq 2 ] &&
+    grep -q "residual mhc with --arch ngpt: refused" "$T/log" ||
+    fail "residual mhc with arch ngpt: $(cat "$T/log")"
+train $TINY $W --residual sums; [ $? -eq 2 ] && grep -q "not one of sum|hc|mhc" "$T/log" ||
+    fail "residual sums: $(cat "$T/log")"
 [ ! -e "$T/refused" ] || fail "a refused run wrote $T/refused"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"

@@ -55,6 +55,9 @@ infer --info "$T/es/model.safetensors" | grep -q '"emb_scale":true' ||
     fail "--emb-scale: not in the checkpoint's config: $(cat "$T/log")"
 infer --checkpoint "$T/es/model.safetensors" --source "abc" | grep -q "^abc " ||
     fail "--emb-scale: --source: $(cat "$T/log")"
+train $TINY --residual hc --steps 1 --out "$T/y" # no streams through the cross-attention
+[ $? -eq 2 ] && grep -q "residual hc with the encoder-decoder: refused" "$T/log" ||
+    fail "--residual hc accepted: $(cat "$T/log")"
 for pl in mixln dsl; do # they count one stack's blocks
     train $TINY --placement $pl --steps 1 --out "$T/y"
     [ $? -eq 2 ] && grep -q "placement $pl counts the blocks of one stack.*use pre, post" "$T/log" ||

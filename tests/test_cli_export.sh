@@ -52,6 +52,10 @@ train $TINY --arch llama --attn-gate headwise --attn-sink --value-residual learn
             "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink) value_residual = learned (--value-residual none)" \
             --checkpoint "$T/gate/model.safetensors" --format $f --out "$T/x.$f"
     done
+# hyper-connections: N residual streams, which a Llama's one stream cannot hold
+train $TINY --arch llama --residual hc --hc-streams 2 --out "$T/hc" &&
+    refused "hyper-connections" "residual = hc (--residual sum" \
+        --checkpoint "$T/hc/model.safetensors" --format gguf --out "$T/x.gguf"
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&
     refused "rms form paper" "rms_form = paper" --checkpoint "$T/paper/model.safetensors" \
         --format gguf --out "$T/x.gguf"

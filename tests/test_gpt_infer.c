@@ -205,6 +205,15 @@ int main(void) {
     test_cache(MT_PLACE_PERI, MT_NORM_RMS,
                "{\"value_residual\": \"learned\", \"n_layer\": 3, \"pos\": \"rope\", "
                "\"n_head\": 4, \"n_kv_head\": 2}");
+    /* hyper-connections: the new positions' streams widened and summed around the cached
+       blocks, dynamic and static */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"residual\": \"hc\", \"hc_streams\": 3}");
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS,
+               "{\"residual\": \"hc\", \"hc_streams\": 2, \"hc_dynamic\": false, "
+               "\"pos\": \"rope\"}");
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS, "{\"residual\": \"mhc\", \"hc_streams\": 3}");
+    test_cache(MT_PLACE_PRE, MT_NORM_LN,
+               "{\"residual\": \"mhc\", \"hc_dynamic\": false, \"mhc_iters\": 4}");
     /* softpick in the cached attention */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"softmax\": \"softpick\", \"pos\": \"rope\"}");
     test_cache(MT_PLACE_POST, MT_NORM_RMS,

@@ -52,6 +52,31 @@ static mt_tensor *b_sigmoid_gate(mt_ctx *c, mt_tensor **x, const void *a) {
 static mt_tensor *b_ngpt_residual(mt_ctx *c, mt_tensor **x, const void *a) {
     return mt_ngpt_residual(c, x[0], x[1], x[2], *(const float *)a);
 }
+/* hyper-connections' ops (hyper.c), arg the streams N */
+static mt_tensor *b_hc_expand(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_expand(c, x[0], *(const int *)a);
+}
+static mt_tensor *b_hc_reduce(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_reduce(c, x[0], *(const int *)a);
+}
+static mt_tensor *b_hc_width(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_width(c, x[0], x[1], *(const int *)a);
+}
+static mt_tensor *b_hc_depth(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_depth(c, x[0], x[1], x[2], x[3], *(const int *)a);
+}
+static mt_tensor *b_hc_dynamic(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_dynamic(c, x[0], x[1], x[2], x[3], *(const int *)a, true);
+}
+/* mHC's linear form (N = 1 row a token) */
+static mt_tensor *b_hc_linear(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_hc_dynamic(c, x[0], x[1], x[2], x[3], *(const int *)a, false);
+}
+/* mHC's maps, arg {N, K} */
+static mt_tensor *b_mhc_maps(mt_ctx *c, mt_tensor **x, const void *a) {
+    const int *nk = a;
+    return mt_mhc_maps(c, x[0], nk[0], nk[1]);
+}
 static mt_tensor *b_sum(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_sum(c, x[0]);
@@ -165,6 +190,91 @@ static void r_ngpt_residual(mt_tensor **x, const void *a, double *y) {
             nz += y[r * C + j] * y[r * C + j];
         }
         for (int j = 0; j < C; j++) y[r * C + j] /= sqrt(nz);
+    }
+}
+/* H_i = x of each row */
+static void r_hc_expand(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]);
+    for (size_t r = 0; r < x[0]->n / (size_t)C; r++)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < C; j++) y[(r * N + i) * C + j] = x[0]->data[r * C + j];
+}
+/* sum_i H_i of each row */
+static void r_hc_reduce(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]) / N;
+    for (size_t r = 0; r < x[0]->n / ((size_t)N * C); r++)
+        for (int j = 0; j < C; j++) {
+            y[r * C + j] = 0;
+            for (int i = 0; i < N; i++) y[r * C + j] += x[0]->data[(r * N + i) * C + j];
+        }
+}
+/* coefficient k of row r: a shared tensor of per values, or per values a row */
+static double coef(const mt_tensor *t, size_t r, int per, int k) {
+    return t->data[(t->n == (size_t)per ? 0 : r * per) + k];
+}
+/* h = sum_i a[i][0] H_i */
+static void r_hc_width(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]) / N;
+    for (size_t r = 0; r < x[0]->n / ((size_t)N * C); r++)
+        for (int j = 0; j < C; j++) {
+            y[r * C + j] = 0;
+            for (int i = 0; i < N; i++)
+                y[r * C + j] += coef(x[1], r, N * (N + 1), i * (N + 1)) *
+                                x[0]->data[(r * N + i) * C + j];
+        }
+}
+/* H'_t = sum_i a[i][1+t] H_i + b[t] y */
+static void r_hc_depth(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[2]);
+    for (size_t r = 0; r < x[2]->n / (size_t)C; r++)
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < C; j++) {
+                double v = coef(x[3], r, N, t) * x[2]->data[r * C + j];
+                for (int i = 0; i < N; i++)
+                    v += coef(x[1], r, N * (N + 1), i * (N + 1) + 1 + t) *
+                         x[0]->data[(r * N + i) * C + j];
+                y[(r * N + t) * C + j] = v;
+            }
+}
+/* S + s tanh(Hn W) */
+static void r_hc_dynamic(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]), K = (int)(x[1]->n / (size_t)C);
+    for (size_t q = 0; q < x[0]->n / (size_t)C; q++)
+        for (int k = 0; k < K; k++) {
+            double z = 0;
+            for (int j = 0; j < C; j++) z += (double)x[0]->data[q * C + j] * x[1]->data[j * K + k];
+            y[q * K + k] = x[3]->data[(q % N) * K + k] + x[2]->data[0] * tanh(z);
+        }
+}
+/* S + s Hn W */
+static void r_hc_linear(mt_tensor **x, const void *a, double *y) {
+    int N = *(const int *)a, C = mt_cols(x[0]), K = (int)(x[1]->n / (size_t)C);
+    for (size_t q = 0; q < x[0]->n / (size_t)C; q++)
+        for (int k = 0; k < K; k++) {
+            double z = 0;
+            for (int j = 0; j < C; j++) z += (double)x[0]->data[q * C + j] * x[1]->data[j * K + k];
+            y[q * K + k] = x[3]->data[(q % N) * K + k] + x[2]->data[0] * z;
+        }
+}
+/* sigmoid(pre), SinkhornKnopp_K(res)^T beside it, 2 sigmoid(post); in double */
+static void r_mhc_maps(mt_tensor **x, const void *a, double *y) {
+    const int *nk = a;
+    int N = nk[0], K = nk[1], W = 2 * N + N * N, per = N * (N + 1);
+    for (size_t r = 0; r < x[0]->n / (size_t)W; r++) {
+        const float *z = x[0]->data + r * W;
+        double M[16 * 16], *o = y + r * (per + N);
+        for (int e = 0; e < N * N; e++) M[e] = exp(z[2 * N + e]);
+        for (int t = 0; t < 2 * K; t++)
+            for (int u = 0; u < N; u++) { /* t even: column u, odd: row u */
+                double sum = 0;
+                for (int v = 0; v < N; v++) sum += M[t % 2 ? u * N + v : v * N + u];
+                for (int v = 0; v < N; v++) M[t % 2 ? u * N + v : v * N + u] /= sum;
+            }
+        for (int i = 0; i < N; i++) {
+            o[i * (N + 1)] = 1 / (1 + exp(-z[i]));
+            o[per + i] = 2 / (1 + exp(-z[N + i]));
+            for (int j = 0; j < N; j++) o[i * (N + 1) + 1 + j] = M[j * N + i];
+        }
     }
 }
 static void r_sum(mt_tensor **x, const void *a, double *y) {
@@ -309,14 +419,15 @@ typedef struct {
     ref_fn ref;
     const void *arg;
     int n_in;
-    shp in[3];
+    shp in[4];
     float lo, hi;   /* inputs uniform in [lo, hi) */
     bool kink;      /* keep inputs 0.05 away from 0 (ReLU) */
     double ref_tol; /* max relative error against the reference (0: exact) */
 } op_case;
 
 static const float S_NEG = -1.75f, P_DROP = 0.3f, P_DROP_HI = 0.9f, K_NGPT = 0.6f;
-static const int TWO = 2, THREE = 3;
+static const int ONE = 1, TWO = 2, THREE = 3, FOUR = 4;
+static const int MHC_A[2] = {1, 20}, MHC_B[2] = {3, 20}, MHC_C[2] = {4, 2}, MHC_D[2] = {2, 5};
 static const shape_arg RS_A = {2, {6, 4}}, RS_B = {2, {1, 17}}, RS_C = {2, {30, 7}};
 static const perm_arg P_A = {{0, 2, 1, 3}}, P_B = {{3, 1, 0, 2}}, P_C = {{1, 0}}, P_D = {{2, 0, 1}};
 static const int T_A[2] = {1, 2}, T_B[2] = {0, 2}, T_C[2] = {0, 1};
@@ -378,6 +489,39 @@ static const op_case CASES[] = {
      {SHP(3, 2, 3, 17), SHP(3, 2, 3, 17), SHP(1, 17)}, -1, 1, true, 1e-6},
     {"ngpt_residual", b_ngpt_residual, r_ngpt_residual, &K_NGPT, 3,
      {SHP(2, 300, 65), SHP(2, 300, 65), SHP(1, 65)}, -1, 1, true, 1e-6},
+    {"hc_expand", b_hc_expand, r_hc_expand, &ONE, 1, {SHP(1, 1)}, -1, 1, false, 0},
+    {"hc_expand", b_hc_expand, r_hc_expand, &THREE, 1, {SHP(3, 2, 3, 5)}, -1, 1, false, 0},
+    {"hc_expand", b_hc_expand, r_hc_expand, &TWO, 1, {SHP(2, 300, 65)}, -1, 1, false, 0},
+    {"hc_reduce", b_hc_reduce, r_hc_reduce, &THREE, 1, {SHP(3, 2, 3, 15)}, -1, 1, false, 1e-6},
+    {"hc_reduce", b_hc_reduce, r_hc_reduce, &TWO, 1, {SHP(2, 300, 130)}, -1, 1, false, 1e-6},
+    {"hc_width", b_hc_width, r_hc_width, &ONE, 2, {SHP(2, 1, 1), SHP(2, 1, 2)}, -1, 1, false, 1e-6},
+    {"hc_width", b_hc_width, r_hc_width, &TWO, 2, {SHP(3, 2, 3, 10), SHP(2, 2, 3)}, -1, 1, false,
+     1e-6},
+    {"hc_width", b_hc_width, r_hc_width, &TWO, 2, {SHP(3, 2, 3, 10), SHP(2, 6, 6)}, -1, 1, false,
+     1e-6},
+    {"hc_width", b_hc_width, r_hc_width, &TWO, 2, {SHP(3, 2, 300, 130), SHP(2, 2, 3)}, -1, 1,
+     false, 1e-6},
+    {"hc_depth", b_hc_depth, r_hc_depth, &FOUR, 4,
+     {SHP(3, 2, 3, 8), SHP(2, 4, 5), SHP(3, 2, 3, 2), SHP(1, 4)}, -1, 1, false, 1e-6},
+    {"hc_depth", b_hc_depth, r_hc_depth, &THREE, 4,
+     {SHP(3, 2, 3, 21), SHP(2, 6, 12), SHP(3, 2, 3, 7), SHP(2, 6, 3)}, -1, 1, false, 1e-6},
+    {"hc_depth", b_hc_depth, r_hc_depth, &TWO, 4,
+     {SHP(3, 2, 300, 130), SHP(2, 600, 6), SHP(3, 2, 300, 65), SHP(2, 600, 2)}, -1, 1, false,
+     1e-6},
+    {"hc_dynamic", b_hc_dynamic, r_hc_dynamic, &THREE, 4,
+     {SHP(2, 12, 5), SHP(2, 5, 4), SHP(1, 1), SHP(2, 3, 4)}, -1, 1, false, 1e-6},
+    {"hc_dynamic", b_hc_dynamic, r_hc_dynamic, &THREE, 4,
+     {SHP(2, 12, 5), SHP(1, 5), SHP(1, 1), SHP(1, 3)}, -1, 1, false, 1e-6},
+    {"hc_dynamic", b_hc_dynamic, r_hc_dynamic, &TWO, 4,
+     {SHP(2, 1200, 65), SHP(2, 65, 3), SHP(1, 1), SHP(2, 2, 3)}, -1, 1, false, 1e-6},
+    {"hc_linear", b_hc_linear, r_hc_linear, &ONE, 4,
+     {SHP(2, 6, 12), SHP(2, 12, 8), SHP(1, 1), SHP(1, 8)}, -1, 1, false, 1e-6},
+    {"hc_linear", b_hc_linear, r_hc_linear, &ONE, 4,
+     {SHP(2, 600, 130), SHP(2, 130, 8), SHP(1, 1), SHP(1, 8)}, -1, 1, false, 1e-6},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_A, 1, {SHP(2, 3, 3)}, -2, 2, false, 1e-6},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_B, 1, {SHP(3, 2, 3, 15)}, -2, 2, false, 1e-5},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_C, 1, {SHP(1, 24)}, -2, 2, false, 1e-5},
+    {"mhc_maps", b_mhc_maps, r_mhc_maps, MHC_D, 1, {SHP(2, 400, 8)}, -2, 2, false, 1e-5},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 1)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(2, 5, 33)}, -1, 2, false, 1e-6},
     {"sum", b_sum, r_sum, NULL, 1, {SHP(1, 5001)}, -1, 2, false, 1e-6},
@@ -534,7 +678,7 @@ static void test_table(void) {
     mt_ctx_init(&c, (size_t)64 << 20, 1, NULL);
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         const op_case *t = &CASES[k];
-        mt_tensor *in[3];
+        mt_tensor *in[4];
         size_t n_total = 0;
         for (int i = 0; i < t->n_in; i++) {
             in[i] = test_tensor(&r, t->in[i].ndim, t->in[i].shape, t->lo, t->hi, true);
@@ -808,8 +952,43 @@ static void test_vmath(void) {
           "vmath: sigmoid and erfc at the edges");
 }
 
+/* mHC's Sinkhorn-Knopp (mt_mhc_maps): after its 20 iterations (the paper's) the residual mix is
+   doubly stochastic to 1e-5, every entry positive, for N from 1 to 16 and logits in [-3, 3]. */
+static void test_sinkhorn(void) {
+    mt_ctx c;
+    mt_ctx_init(&c, (size_t)16 << 20, 1, NULL);
+    mt_rng r;
+    mt_rng_seed(&r, 5);
+    int Ns[] = {1, 2, 4, 7, 16};
+    for (int k = 0; k < 5; k++) {
+        int N = Ns[k], R = 5, per = N * (N + 1);
+        mt_tensor *z = test_tensor(&r, 2, (int[]){R, 2 * N + N * N}, -3, 3, false);
+        mt_tensor *m = mt_mhc_maps(&c, z, N, 20);
+        double worst = 0;
+        bool positive = true;
+        for (int row = 0; row < R; row++) {
+            const float *a = m->data + (size_t)row * (per + N);
+            for (int u = 0; u < N; u++) { /* output u's weights (row), input u's (column) */
+                double out = 0, in = 0;
+                for (int v = 0; v < N; v++) {
+                    out += a[v * (N + 1) + 1 + u], in += a[u * (N + 1) + 1 + v];
+                    positive = positive && a[v * (N + 1) + 1 + u] > 0;
+                }
+                worst = fmax(worst, fmax(fabs(out - 1), fabs(in - 1)));
+            }
+        }
+        CHECK(worst <= 1e-5 && positive,
+              "sinkhorn N = %d: a row or column sums to 1 +- %.3g (1e-5 allowed)%s", N, worst,
+              positive ? "" : ", an entry not positive");
+        test_tensor_free(z);
+        mt_ctx_reset(&c);
+    }
+    mt_ctx_free(&c);
+}
+
 int main(void) {
     mt_set_threads(0);
+    test_sinkhorn();
     test_vmath();
     test_table();
     test_dropout();

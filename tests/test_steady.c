@@ -106,13 +106,15 @@ static void qk_setup(mt_replicas *R, mt_ctx *c, mt_gpt *m) {
 
 /* The training loop with n replicas (1: every op split across the threads; 2: the batch), its
    linear layers' products in precision prec, optimizer kind, its blocks recomputed in the
-   backward or not. */
-static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute, bool ngpt) {
+   backward or not; nGPT's or hyper-connections' (hc: HC's or mHC's) residual. */
+static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute, bool ngpt,
+                   mt_hyper_kind hc) {
     enum { B = 4, T = 32, STEPS = 6 };
     mt_err err = {0};
     mt_gpt_config cfg = mt_gpt_config_default();
     cfg.stack.n_layer = 2, cfg.stack.n_embd = 64, cfg.stack.n_head = 4, cfg.n_ctx = T;
     cfg.arch = ngpt ? MT_ARCH_NGPT : MT_ARCH_GPT; /* its ops, and the renormalisation */
+    cfg.stack.hc.kind = hc;
     mt_gpt m;
     mt_optim o;
     mt_ctx c;
@@ -125,10 +127,10 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
                   (prec != MT_BF16 || !mt_params_enable_bf16(&m.P, &err)) &&
                   !mt_replicas_init(&R, n, &m.P, 64 << 20, 1, &err),
               "setup: %s", err.msg);
-    char pn[64];
-    snprintf(pn, sizeof pn, "%s %s%s%s", mt_enum_name(&MT_PRECISIONS, prec),
+    char pn[80];
+    snprintf(pn, sizeof pn, "%s %s%s%s%s%s", mt_enum_name(&MT_PRECISIONS, prec),
              mt_enum_name(&MT_OPTIMS, kind), recompute ? ", recomputed, qk-clip" : "",
-             ngpt ? ", ngpt" : "");
+             ngpt ? ", ngpt" : "", hc ? ", " : "", hc ? mt_enum_name(&MT_HYPERS, hc) : "");
     if (recompute) qk_setup(&R, &c, &m);
     c.precision = prec, c.recompute = recompute;
     for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;
@@ -187,11 +189,14 @@ int main(void) {
         for (int k = 0; k < 4; k++) { /* AdamW, Lion, Muon; then AdamW recomputed, QK-Clip */
             mt_optim_kind kind = (mt_optim_kind[]){MT_OPTIM_ADAMW, MT_OPTIM_LION, MT_OPTIM_MUON,
                                                    MT_OPTIM_ADAMW}[k];
-            steady(1, prec, kind, k == 3, false);
-            steady(2, prec, kind, k == 3, false);
+            steady(1, prec, kind, k == 3, false, MT_HYPER_NONE);
+            steady(2, prec, kind, k == 3, false, MT_HYPER_NONE);
         }
-        steady(1, prec, MT_OPTIM_ADAMW, false, true); /* nGPT */
-        steady(2, prec, MT_OPTIM_ADAMW, false, true);
+        steady(1, prec, MT_OPTIM_ADAMW, false, true, MT_HYPER_NONE); /* nGPT */
+        steady(2, prec, MT_OPTIM_ADAMW, false, true, MT_HYPER_NONE);
+        for (int h = MT_HYPER_HC; h <= MT_HYPER_MHC; h++) /* hyper-connections' ops and streams */
+            for (int n = 1; n <= 2; n++)
+                steady(n, prec, MT_OPTIM_ADAMW, h == MT_HYPER_MHC, false, h);
     }
     if (!WRAPPED)
         printf("test_steady: allocator not wrapped under AddressSanitizer; arena checked only\n");

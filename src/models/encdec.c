@@ -70,6 +70,12 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
                          "blocks, DeepScaleLM's depth N); the encoder-decoder has two: use pre, "
                          "post, deepnorm, subln, peri, lns or reorder",
                          mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
+    if (cfg->stack.hc.kind != MT_HYPER_NONE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--residual %s with the encoder-decoder: refused: its streams are not "
+                         "built for the decoder's cross-attention sublayer nor its encoder's "
+                         "output; use --residual sum",
+                         mt_enum_name(&MT_HYPERS, cfg->stack.hc.kind));
     if (cfg->stack.n_kv_head != cfg->stack.n_head)
         return mt_errorf(err, MT_EINVAL,
                          "config: n_kv_head = %d: the encoder-decoder's "

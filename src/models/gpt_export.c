@@ -61,6 +61,7 @@ static const struct {
     {"attn_sink", "false", "no --attn-sink"},
     {"value_residual", "none", "--value-residual none"},
     {"softmax", "softmax", "--softmax softmax"},
+    {"residual", "sum", "--residual sum: a Llama has one residual stream"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {

@@ -126,6 +126,7 @@ static void run(mt_kv_cache *kv, int pos0) {
         kv->cache.len = pos0;
         mt_block_cfg block = st->block;
         mt_tensor *v1 = NULL; /* the value residual's first values */
+        x = mt_stack_streams(c, st, x);
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
             mt_cache_arg arg = {.kv = &kv->cache, .layer = l, .v1 = &v1};
@@ -134,7 +135,7 @@ static void run(mt_kv_cache *kv, int pos0) {
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
         }
         kv->cache.len = kv->len;
-        logits = mt_gpt_head(c, m, &m->P, x);
+        logits = mt_gpt_head(c, m, &m->P, mt_stack_streams_sum(c, st, x));
     }
     memcpy(kv->logits, logits->data + logits->n - (size_t)V, (size_t)V * sizeof(float));
 }

@@ -121,6 +121,10 @@ static void config_describe(const void *cfgp, char *buf, size_t len) {
     if (s->residual == MT_RESIDUAL_SUM)
         snprintf(placement, sizeof placement, "placement %s",
                  mt_enum_name(&MT_PLACEMENTS, s->placement));
+    if (s->residual == MT_RESIDUAL_HC) /* Pre-LN within */
+        snprintf(placement, sizeof placement, "residual %s, %d streams, %s",
+                 mt_enum_name(&MT_HYPERS, s->hc.kind), s->hc.streams,
+                 s->hc.dynamic ? "dynamic" : "static");
     snprintf(buf, len,
              "%s, %d layers, %d heads%s, n_embd %d, n_ff %d, n_ctx %d, norm %s, "
              "%s, init %s, pos %s, act %s%s",

@@ -31,6 +31,10 @@ mt_stack_config mt_stack_default(void) {
                              .n_embd = 64,
                              .norm = mt_norm_default(MT_NORM_LN),
                              .placement = MT_PLACE_PRE,
+                             .hc = {.kind = MT_HYPER_NONE,
+                                    .streams = 4,
+                                    .dynamic = true,
+                                    .mhc_iters = 20},
                              .init = MT_SCHEME_AUTO,
                              .bias = true,
                              .act = MT_ACT_GELU,
@@ -40,9 +44,10 @@ mt_stack_config mt_stack_default(void) {
                              .dsl_r0 = 0.221f};
 }
 
-/* A final norm before the head: a sum's placement with one (nGPT's stream stays on the sphere). */
+/* A final norm before the head: a sum's placement with one, and hyper-connections' (Pre-LN's,
+   after the streams' sum); nGPT's stream stays on the sphere. */
 static bool final_norm(const mt_stack_config *s) {
-    return s->residual == MT_RESIDUAL_SUM && mt_placement_final_norm(s->placement);
+    return s->residual != MT_RESIDUAL_NGPT && mt_placement_final_norm(s->placement);
 }
 
 /* What reads the options of one residual, placement or init (mt_field.read), on a resolved
@@ -53,6 +58,11 @@ static bool sums(const void *s) {
 static bool placed(const void *s, mt_placement p) {
     return sums(s) && ((const mt_stack_config *)s)->placement == p;
 }
+static bool reads_placement(const void *s) {
+    return ((const mt_stack_config *)s)->residual != MT_RESIDUAL_NGPT;
+}
+static bool hyper(const void *s) { return ((const mt_stack_config *)s)->hc.kind != MT_HYPER_NONE; }
+static bool mhc(const void *s) { return ((const mt_stack_config *)s)->hc.kind == MT_HYPER_MHC; }
 static bool deepnorm(const void *s) { return placed(s, MT_PLACE_DEEPNORM); }
 static bool mixln(const void *s) { return placed(s, MT_PLACE_MIXLN); }
 static bool dsl(const void *s) { return placed(s, MT_PLACE_DSL); }
@@ -105,8 +115,25 @@ static const mt_field FIELDS[] = {
       "QK-norm with a learned gain (HS per head, or the projection's width; l2: a scalar)"),
     F(attn, TABLE, "attn", NULL, .of = &MT_ATTN_FIELDS),
     F(placement, ENUM, "placement", "residual placement of the norm", .of = &MT_PLACEMENTS,
-      .retired = PLACEMENTS_RETIRED, .read = sums,
-      .read_by = "a residual that sums its sublayers (every model but --arch ngpt)"),
+      .retired = PLACEMENTS_RETIRED, .read = reads_placement,
+      .read_by = "a residual that sums its sublayers, or hyper-connections (every model but "
+                 "--arch ngpt)"),
+    F(hc.kind, ENUM, "residual",
+      "the residual stream: one summed stream, or (manifold-constrained) hyper-connections' "
+      "--hc-streams streams",
+      .of = &MT_HYPERS),
+    F(hc.streams, INT, "hc_streams",
+      "hyper-connections: the streams N, 1..16 (the paper's 4; 1 is a residual with learned "
+      "weights)",
+      .range = "1..16", .read = hyper, .read_by = "--residual hc or mhc"),
+    F(hc.dynamic, BOOL, "hc_dynamic",
+      "hyper-connections: static weights only (no DHC tanh terms; dynamic is the paper's "
+      "default)",
+      .flag = "hc_static", .read = hyper, .read_by = "--residual hc or mhc"),
+    F(hc.mhc_iters, INT, "mhc_iters",
+      "mHC: Sinkhorn-Knopp's iterations making the residual mixing doubly stochastic (the "
+      "paper's 20)",
+      .range = "1..", .read = mhc, .read_by = "--residual mhc"),
     F(deepnorm_alpha, FLOAT, "deepnorm_alpha", "DeepNorm's skip scale; 0: from the depth",
       .range = "0..", .read = deepnorm, .read_by = "--placement deepnorm"),
     F(deepnorm_beta, FLOAT, "deepnorm_beta", "DeepNorm's init gain; 0: from the depth",
@@ -182,6 +209,49 @@ static mt_status ngpt_validate(const mt_stack_config *s, mt_err *err) {
     return MT_OK;
 }
 
+/* Hyper-connections (--residual hc): N streams within MT_HC_MAX_STREAMS, not with nGPT's residual
+   (its own update on the sphere), a norm per token for the streams' norm; sets residual. */
+static mt_status hyper_validate(mt_stack_config *s, mt_err *err) {
+    if (s->hc.kind == MT_HYPER_NONE) return MT_OK;
+    const char *name = mt_enum_name(&MT_HYPERS, s->hc.kind);
+    if ((int)s->hc.kind < 0 || (int)s->hc.kind >= MT_HYPERS.n)
+        return mt_errorf(err, MT_EINVAL, "config: residual %d is not one of its %d values",
+                         (int)s->hc.kind, MT_HYPERS.n);
+    if (s->hc.streams < 1 || s->hc.streams > MT_HC_MAX_STREAMS)
+        return mt_errorf(err, MT_EINVAL,
+                         "--hc-streams %d: hyper-connections need 1 to %d streams (the paper's 4)",
+                         s->hc.streams, MT_HC_MAX_STREAMS);
+    if (s->hc.kind == MT_HYPER_MHC && s->hc.mhc_iters < 1)
+        return mt_errorf(err, MT_EINVAL,
+                         "--mhc-iters %d: Sinkhorn-Knopp needs at least 1 iteration to make the "
+                         "residual mixing doubly stochastic (the paper's 20)",
+                         s->hc.mhc_iters);
+    if (s->residual == MT_RESIDUAL_NGPT)
+        return mt_errorf(err, MT_EINVAL,
+                         "--residual %s with --arch ngpt: refused: nGPT's residual is its own "
+                         "update on the unit sphere, Norm(h + alpha (Norm(F(h)) - h)), of one "
+                         "stream; use --arch gpt or llama",
+                         name);
+    if (s->placement != MT_PLACE_PRE)
+        return mt_errorf(
+            err, MT_EINVAL,
+            "--placement %s with --residual %s: refused: hyper-connections are Pre-LN, each "
+            "sublayer reading Norm(h) of its width connection (subln, peri, lns and reorder "
+            "change only F, its input or its output, and would fit, but are not built; post, "
+            "deepnorm, mixln and dsl normalise or scale the residual sum, which the streams' "
+            "mixing replaces); use --placement pre",
+            mt_enum_name(&MT_PLACEMENTS, s->placement), name);
+    if (s->hc.dynamic && (s->norm.kind == MT_NORM_BN || s->norm.kind == MT_NORM_IN))
+        return mt_errorf(err, MT_EINVAL,
+                         "--residual %s with --norm %s: refused: the dynamic weights normalise "
+                         "each stream of each token, and %s's statistics cross tokens; use a "
+                         "norm per token (ln, rms, ...) or --hc-static",
+                         name, mt_enum_name(&MT_NORMS, s->norm.kind),
+                         mt_enum_name(&MT_NORMS, s->norm.kind));
+    s->residual = MT_RESIDUAL_HC;
+    return MT_OK;
+}
+
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
                             mt_err *err) {
     const struct {
@@ -234,6 +304,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "subln_gain = %g: expected 0 (from the depth) or more",
                          s->deepnorm_alpha, s->deepnorm_beta, s->subln_gain);
     mt_status st = ngpt_validate(s, err);
+    if (st == MT_OK) st = hyper_validate(s, err);
     if (st == MT_OK) st = mt_norm_validate(&s->norm, s->n_embd, causal, err);
     if (st != MT_OK) return st;
     if ((st = mt_qk_norm_validate(&s->qk, s->n_embd / s->n_head, err)) != MT_OK) return st;
@@ -318,6 +389,7 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .qk = s->qk,
                           .attn = s->attn,
                           .residual = s->residual,
+                          .hc = s->hc,
                           .placement = s->placement,
                           .alpha = s->deepnorm_alpha,
                           .act = s->act,
@@ -398,6 +470,10 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
     if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
     if (s->residual == MT_RESIDUAL_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
+    if (s->hc.kind != MT_HYPER_NONE) /* per sublayer: the streams' norm, H', h, their gradients */
+        block += 12.0 * s->hc.streams * C + 4 * C;
+    if (s->hc.kind == MT_HYPER_MHC) /* Sinkhorn's iterates in the backward, per sublayer */
+        block += 2.0 * (2 * s->hc.mhc_iters + 1) * s->hc.streams * s->hc.streams;
     return s->n_layer * block;
 }
 
@@ -487,6 +563,7 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
     mt_block_cfg block = st->block;
     bool value_residual = block.attn.value_residual != MT_VALUE_RESIDUAL_NONE;
     mt_tensor *v1 = NULL;
+    x = mt_stack_streams(c, st, x);
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
         if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
@@ -498,7 +575,15 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
         else x = block_run(c, x, &b, &v1);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
-    return x;
+    return mt_stack_streams_sum(c, st, x);
+}
+
+mt_tensor *mt_stack_streams(mt_ctx *c, const mt_stack *st, mt_tensor *x) {
+    return st->block.residual == MT_RESIDUAL_HC ? mt_hc_expand(c, x, st->block.hc.streams) : x;
+}
+
+mt_tensor *mt_stack_streams_sum(mt_ctx *c, const mt_stack *st, mt_tensor *x) {
+    return st->block.residual == MT_RESIDUAL_HC ? mt_hc_reduce(c, x, st->block.hc.streams) : x;
 }
 
 mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x) {

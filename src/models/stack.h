@@ -33,6 +33,7 @@ typedef struct {
     /* How the blocks join the stream (nn.h), set by the model (no field: not saved; the GPT's
        from --arch); a residual other than a sum reads no placement, which stays pre. */
     mt_residual_kind residual;
+    mt_hyper_cfg hc; /* --residual hc: hyper-connections (sets residual to MT_RESIDUAL_HC) */
     mt_placement placement;
     float deepnorm_alpha, deepnorm_beta; /* 0: from the depth (mt_stack_validate) */
     float subln_gain;                    /* Sub-LN's gamma; 0: from the depth */
@@ -116,6 +117,11 @@ mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tens
    included in the mean). */
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                                const int *x_len, const mt_cross_mem *mem, double *resid);
+/* Hyper-connections' streams (residual hc, else x itself): x (B, T, C) repeated N times into
+   (B, T, N C) before the first block, and their sum (B, T, C) after the last (the KV-cache
+   decoder calls them around its own loop of blocks). */
+mt_tensor *mt_stack_streams(mt_ctx *c, const mt_stack *st, mt_tensor *x);
+mt_tensor *mt_stack_streams_sum(mt_ctx *c, const mt_stack *st, mt_tensor *x);
 /* The final norm of x (B, T, C) when the placement has one, else x. */
 mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x);
 void mt_stack_free(mt_stack *st);

@@ -40,7 +40,19 @@ static const mt_enum_item PLACEMENTS[] = {
                               "final norm",
                       .title = "DeepScaleLM"},
 };
+static const mt_enum_item HYPERS[] = {
+    [MT_HYPER_NONE] = {.name = "sum", .help = "one stream, the placement's sum"},
+    [MT_HYPER_HC] = {.name = "hc",
+                     .help = "hyper-connections: --hc-streams streams mixed by learned (and, "
+                             "dynamic, input-dependent) weights",
+                     .title = "HC"},
+    [MT_HYPER_MHC] = {.name = "mhc",
+                      .help = "manifold-constrained hyper-connections: the mixing doubly "
+                              "stochastic (Sinkhorn-Knopp), the other weights sigmoids",
+                      .title = "mHC"},
+};
 const mt_enum MT_ACTS = MT_ENUM("activation", ACTS);
+const mt_enum MT_HYPERS = MT_ENUM("residual", HYPERS);
 const mt_enum MT_PLACEMENTS = MT_ENUM("placement", PLACEMENTS);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
@@ -132,6 +144,84 @@ static void ngpt_add_params(mt_params *P, const char *prefix, const mt_block_cfg
     }
 }
 
+/* mHC (residual hc, kind mhc): <prefix>.b_pre (N) one-hot at k mod N, .b_post (N) = 1, .b_res
+   (N, N) = I (the public code's init, lucidrains' static_alpha and static_beta: the paper gives
+   none); dynamic: the norm of the N C stream as the stack's, .phi_* = 0, .alpha_* = 0.01. */
+static void mhc_add(mt_params *P, const char *prefix, const mt_block_cfg *cfg, int k,
+                    mt_hyper_params *h) {
+    int N = cfg->hc.streams, NC = N * cfg->C, one = 1;
+    const char *part[3] = {"pre", "post", "res"};
+    char name[192];
+    for (int g = 0; g < 3; g++) {
+        snprintf(name, sizeof name, "%s.b_%s", prefix, part[g]);
+        h->b[g] = g == 2   ? mt_params_add(P, name, 2, (int[]){N, N}, MT_ROLE_NORM, MT_INIT_EYE, 0)
+                  : g == 1 ? mt_params_add(P, name, 1, &N, MT_ROLE_NORM, MT_INIT_ONES, 0)
+                           : mt_params_add(P, name, 1, &N, MT_ROLE_NORM, MT_INIT_ONE_HOT,
+                                           (float)(k % N));
+    }
+    if (!cfg->hc.dynamic) return;
+    mt_norm_cfg norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_ATTN);
+    snprintf(name, sizeof name, "%s.norm", prefix);
+    mt_norm_add_params(P, name, &norm, NC, &h->norm);
+    for (int g = 0; g < 3; g++) {
+        snprintf(name, sizeof name, "%s.phi_%s", prefix, part[g]);
+        h->phi[g] = mt_params_add(P, name, 2, (int[]){NC, g == 2 ? N * N : N}, MT_ROLE_NORM,
+                                  MT_INIT_ZEROS, 0);
+        snprintf(name, sizeof name, "%s.alpha_%s", prefix, part[g]);
+        h->alpha[g] = mt_params_add(P, name, 1, &one, MT_ROLE_NORM, MT_INIT_CONST, 0.01f);
+    }
+}
+
+/* Hyper-connections (residual hc): each sublayer's <prefix>.<site>_hc.*, site attn or ffn, layer
+   k = 2 block + (ffn) of the paper's count (every sublayer a layer). The paper's init (its
+   Algorithm 2, as lucidrains/hyper-connections): static_alpha (N, N+1) = (e_{k mod N} | I),
+   static_beta (N) = 1; dynamic: the streams' norm as the stack's, dynamic_alpha_fn (C, N+1) and
+   dynamic_beta_fn (C) = 0, dynamic_alpha_scale and dynamic_beta_scale = 0.01. */
+static void hyper_add_one(mt_params *P, const char *prefix, const mt_block_cfg *cfg, int k,
+                          mt_hyper_params *h) {
+    *h = (mt_hyper_params){-1, -1,           -1,           -1,           -1,
+                           -1, {-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}, MT_NORM_PARAMS_NONE};
+    if (cfg->residual != MT_RESIDUAL_HC) return;
+    if (cfg->hc.kind == MT_HYPER_MHC) {
+        mhc_add(P, prefix, cfg, k, h);
+        return;
+    }
+    int N = cfg->hc.streams, C = cfg->C;
+    char name[192];
+    snprintf(name, sizeof name, "%s.static_alpha", prefix);
+    h->static_alpha = mt_params_add(P, name, 2, (int[]){N, N + 1}, MT_ROLE_NORM, MT_INIT_HC,
+                                    (float)(k % N));
+    snprintf(name, sizeof name, "%s.static_beta", prefix);
+    h->static_beta = mt_params_add(P, name, 1, &N, MT_ROLE_NORM, MT_INIT_CONST, 1);
+    if (!cfg->hc.dynamic) return;
+    mt_norm_cfg norm = mt_norm_at(&cfg->norm, MT_NORM_SITE_ATTN);
+    snprintf(name, sizeof name, "%s.norm", prefix);
+    mt_norm_add_params(P, name, &norm, C, &h->norm);
+    const struct {
+        const char *name;
+        int ndim, shape[2];
+        float v;
+        int *at;
+    } dyn[] = {{"dynamic_alpha_fn", 2, {C, N + 1}, 0, &h->alpha_fn},
+               {"dynamic_alpha_scale", 1, {1}, 0.01f, &h->alpha_scale},
+               {"dynamic_beta_fn", 1, {C}, 0, &h->beta_fn},
+               {"dynamic_beta_scale", 1, {1}, 0.01f, &h->beta_scale}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, dyn[i].name);
+        *dyn[i].at = mt_params_add(P, name, dyn[i].ndim, dyn[i].shape, MT_ROLE_NORM, MT_INIT_CONST,
+                                   dyn[i].v);
+    }
+}
+
+static void hyper_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
+                             mt_block_params *bp) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.attn_hc", prefix);
+    hyper_add_one(P, name, cfg, 2 * cfg->layer, &bp->attn_hc);
+    snprintf(name, sizeof name, "%s.ffn_hc", prefix);
+    hyper_add_one(P, name, cfg, 2 * cfg->layer + 1, &bp->ffn_hc);
+}
+
 void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *cfg,
                          const mt_block_init *init, mt_block_params *bp) {
     char name[160];
@@ -218,6 +308,7 @@ void mt_block_add_params(mt_params *P, const char *prefix, const mt_block_cfg *c
     snprintf(name, sizeof name, "%s.ffn_out_norm", prefix);
     if (out) mt_norm_add_params(P, name, &ffn_norm, C, &bp->ffn_out);
     ngpt_add_params(P, prefix, cfg, bp);
+    hyper_add_params(P, prefix, cfg, bp);
 }
 
 /* ---- sublayers ------------------------------------------------------------------------------- */
@@ -431,6 +522,50 @@ static mt_tensor *out_norm(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     return mt_add(c, x, cfg->dropout > 0 ? mt_dropout(c, y, cfg->dropout) : y);
 }
 
+/* mHC's coefficients a (N, N+1) and b (N), shared (static) or per token (B T, ...): the logits
+   b_g, dynamic b_g + alpha_g Norm(H) phi_g with H flattened (N C), through mt_mhc_maps. */
+static void mhc_coefs(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_hyper_params *h,
+                      mt_tensor *H, mt_tensor **a, mt_tensor **b) {
+    int N = cfg->hc.streams;
+    mt_tensor *z[3], *Hn = NULL;
+    if (cfg->hc.dynamic) Hn = mt_norm_tokens(c, &cfg->norm, P, &h->norm, H);
+    for (int g = 0; g < 3; g++) {
+        mt_tensor *bg = mt_reshape(c, &P->t[h->b[g]], 1, (int[]){(int)P->t[h->b[g]].n});
+        z[g] = Hn ? mt_hc_dynamic(c, Hn, &P->t[h->phi[g]], &P->t[h->alpha[g]], bg, 1, false) : bg;
+    }
+    mt_tensor *parts[2], *maps = mt_mhc_maps(c, mt_concat(c, 3, z), N, cfg->hc.mhc_iters);
+    mt_split(c, maps, 2, (int[]){N * (N + 1), N}, parts);
+    *a = parts[0], *b = parts[1];
+}
+
+/* HC's coefficients a (N, N+1) and b (N): static_alpha and static_beta, shared, or dynamic
+   (per token) static_alpha + s_a tanh(Norm(H_i) W_a) per stream i, b likewise. */
+static void hc_coefs(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_hyper_params *h,
+                     mt_tensor *H, mt_tensor **a, mt_tensor **b) {
+    int N = cfg->hc.streams;
+    *a = &P->t[h->static_alpha], *b = &P->t[h->static_beta];
+    if (!cfg->hc.dynamic) return;
+    mt_tensor *rows = mt_reshape(c, H, 3, (int[]){mt_rows(H), N, cfg->C}); /* (B T, N, C) */
+    mt_tensor *Hn = mt_reshape(c, mt_norm_tokens(c, &cfg->norm, P, &h->norm, rows), 2,
+                               (int[]){mt_rows(H) * N, cfg->C});
+    *a = mt_hc_dynamic(c, Hn, &P->t[h->alpha_fn], &P->t[h->alpha_scale], *a, N, true);
+    *b = mt_hc_dynamic(c, Hn, &P->t[h->beta_fn], &P->t[h->beta_scale], *b, N, true);
+}
+
+/* Hyper-connections on H (B, T, N C): h = width(H), H' = depth(H, F(N(h))), the coefficients
+   HC's or mHC's. */
+static mt_tensor *hyper(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
+                        const mt_hyper_params *h, const mt_norm_params *np, mt_tensor *H,
+                        mt_sublayer f, void *arg) {
+    int N = cfg->hc.streams;
+    mt_tensor *a, *b;
+    if (cfg->hc.kind == MT_HYPER_MHC) mhc_coefs(c, cfg, P, h, H, &a, &b);
+    else hc_coefs(c, cfg, P, h, H, &a, &b);
+    mt_tensor *y = sublayer(c, cfg, P, bp, f, arg,
+                            mt_norm_tokens(c, &cfg->norm, P, np, mt_hc_width(c, H, a, N)));
+    return mt_hc_depth(c, H, a, y, b, N);
+}
+
 mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const mt_block_params *bp,
                        mt_sub sub, mt_tensor *x, mt_sublayer f, void *arg) {
     const mt_norm_cfg *n = &cfg->norm;
@@ -442,6 +577,10 @@ mt_tensor *mt_residual(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const m
         int alpha = sub == MT_SUB_ATTN ? bp->ngpt.attn_alpha : bp->ngpt.ffn_alpha;
         return mt_ngpt_residual(c, x, sublayer(c, cfg, P, bp, f, arg, x), &P->t[alpha],
                                 cfg->ngpt.alpha_init / cfg->ngpt.alpha_scale);
+    }
+    if (cfg->residual == MT_RESIDUAL_HC) { /* H' = A_r^T H + B^T F(N(A_m^T H)) */
+        MT_ASSERT(sub != MT_SUB_CROSS, "residual: hyper-connections have no cross-attention");
+        return hyper(c, cfg, P, bp, sub == MT_SUB_ATTN ? &bp->attn_hc : &bp->ffn_hc, np, x, f, arg);
     }
     mt_placement p = cfg->placement;
     if (p == MT_PLACE_MIXLN) p = cfg->layer < cfg->mixln_post ? MT_PLACE_POST : MT_PLACE_PRE;

@@ -212,7 +212,22 @@ typedef enum {
     MT_RESIDUAL_SUM,  /* x + F(...) as the placement says */
     MT_RESIDUAL_NGPT, /* nGPT: Norm(x + alpha (Norm(F(x)) - x)) on the unit sphere, no norm
                          layer (the GPT's --arch ngpt) */
+    MT_RESIDUAL_HC,   /* hyper-connections: N streams (mt_hyper_cfg, the stack's --residual) */
 } mt_residual_kind;
+
+/* Hyper-connections (Zhu et al. 2024, arXiv 2409.19606; src/nn/hyper.c): the stack's --residual,
+   the residual stream widened to `streams` copies H (N, C) per token. Each sublayer reads
+   h = sum_i A_m[i] H_i and writes H' = A_r^T H + B^T F(Norm(h)); hc: A = (A_m A_r) (N, N+1), B
+   (N) learned (static) plus, dynamic, s_a tanh(Norm(H) W_a) and s_b tanh(Norm(H) W_b). */
+typedef enum { MT_HYPER_NONE, MT_HYPER_HC, MT_HYPER_MHC } mt_hyper_kind;
+extern const mt_enum MT_HYPERS; /* "sum", "hc", "mhc" */
+#define MT_HC_MAX_STREAMS 16
+typedef struct {
+    mt_hyper_kind kind;
+    int streams;   /* N, 1..MT_HC_MAX_STREAMS */
+    bool dynamic;  /* DHC's input-dependent terms (the paper's default) */
+    int mhc_iters; /* mHC (Xie et al. 2025, arXiv 2512.24880): Sinkhorn-Knopp's iterations */
+} mt_hyper_cfg;
 
 /* y = x W^T + b, as torch.nn.Linear: x (..., K), w (O, K), b (O) or NULL -> (..., O). */
 mt_tensor *mt_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b);
@@ -380,6 +395,24 @@ void mt_deepnorm_constants(mt_deepnorm_arch arch, int N, int M, float *alpha, fl
    sqrt(log(3M) log(2N) / 3) for an encoder-decoder's encoder, sqrt(log 3M) for its decoder. */
 float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
 
+/* ---- hyper-connections (hyper.c): x (R, C), H (R, N C) rows of N streams, R = B T; the
+   coefficients a (N, N+1) shared by every row or (R, N, N+1) per row, b (N) or (R, N) ---- */
+/* H_i = x for each stream i: (..., C) -> (..., N C) */
+mt_tensor *mt_hc_expand(mt_ctx *c, mt_tensor *x, int N);
+/* sum_i H_i: (..., N C) -> (..., C) */
+mt_tensor *mt_hc_reduce(mt_ctx *c, mt_tensor *H, int N);
+/* the width connection, h = sum_i a[i][0] H_i: (..., N C) -> (..., C) */
+mt_tensor *mt_hc_width(mt_ctx *c, mt_tensor *H, mt_tensor *a, int N);
+/* the depth connection, H'_j = sum_i a[i][1 + j] H_i + b[j] y: (..., N C) */
+mt_tensor *mt_hc_depth(mt_ctx *c, mt_tensor *H, mt_tensor *a, mt_tensor *y, mt_tensor *b, int N);
+/* DHC's coefficients: S + s tanh(Hn W) (use_tanh false, mHC's: S + s Hn W), Hn (R N, C) the
+   normed streams, W (C, K), s (1), S (N K) -> (R, N K) */
+mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, mt_tensor *S, int N,
+                         bool use_tanh);
+/* mHC's maps of logits z (R, 2N + N^2) = [pre | post | res (N, N)]: (R, N (N+1) + N) = [a | b],
+   a[i][0] = sigmoid(pre_i), a[i][1+j] = SinkhornKnopp_K(res)[j][i], b = 2 sigmoid(post) */
+mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K);
+
 /* ---- one Transformer block: an attention and an FFN sublayer, each in a residual ---------------
  * Pre-LN:   x = x + F(N(x))        (and a final norm before the head: mt_placement_final_norm)
  * Post-LN:  x = N(x + F(x))
@@ -394,6 +427,8 @@ float mt_subln_gain(mt_deepnorm_arch arch, int N, int M);
  * nGPT:     x = Norm(x + alpha (Norm(F(x)) - x)), no norm layers (mt_ngpt_residual); every
  *           matrix's vectors along C on the unit sphere, q and k unit per head then times
  *           s_qk (and sqrt(HS) for the softmax), SwiGLU's fc3(x) s_u, fc1(x) s_v sqrt(C)
+ * HC:       H = A_r^T H + B^T F(N(A_m^T H)), H (N, C) the stack's streams (mt_hyper_cfg;
+ *           x here is H, (B, T, N C))
  * F is dropout(attention) or dropout(FFN), Peri-LN's dropout after N_out; the attention is
  * out_proj(attention(q, k, v)), the FFN fc2(act(fc1(x))) (SwiGLU: fc2(silu(fc1(x)) fc3(x))), and
  * with Sub-LN out_proj(N_inner(attention(q, k, v))) and fc2(N_inner(act(fc1(x)))). */
@@ -418,6 +453,7 @@ typedef struct {
     int mixln_post; /* Mix-LN: blocks [0, mixln_post) are Post-LN */
     float dsl_lambda, dsl_beta; /* DeepScaleLM's skip and branch scales */
     mt_ngpt_cfg ngpt;           /* nGPT's scalings (residual ngpt), scales resolved */
+    mt_hyper_cfg hc;            /* hyper-connections (residual hc) */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's
@@ -456,9 +492,21 @@ typedef struct {
 typedef struct {
     int attn_alpha, ffn_alpha, s_qk, s_u, s_v;
 } mt_ngpt_params;
+/* A sublayer's hyper-connection (residual hc; else -1): <prefix>.static_alpha (N, N+1),
+   .static_beta (N) and, dynamic, .norm.* (C), .dynamic_alpha_fn (C, N+1), .dynamic_alpha_scale
+   (1), .dynamic_beta_fn (C), .dynamic_beta_scale (1). */
+/* mHC instead: <prefix>.b_pre, .b_post (N), .b_res (N, N) and, dynamic, .norm.* (N C),
+   .phi_pre, .phi_post (N C, N), .phi_res (N C, N^2), .alpha_pre, .alpha_post, .alpha_res (1):
+   b, phi and alpha in that order (pre, post, res). */
+typedef struct {
+    int static_alpha, static_beta, alpha_fn, alpha_scale, beta_fn, beta_scale;
+    int b[3], phi[3], alpha[3];
+    mt_norm_params norm;
+} mt_hyper_params;
 typedef struct {
     mt_norm_params attn_norm, ffn_norm;
     mt_ngpt_params ngpt;
+    mt_hyper_params attn_hc, ffn_hc; /* <prefix>.attn_hc.*, .ffn_hc.* */
     mt_attn_params attn;
     mt_ffn_params ffn;
     mt_norm_params attn_inner, ffn_inner; /* Sub-LN: attn.inner_norm (C), ffn.inner_norm (F) */

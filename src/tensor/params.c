@@ -180,6 +180,15 @@ void mt_params_initialize(mt_params *P, mt_rng *r) {
             case MT_INIT_CONST: w[j] = e->init_value; break;
             case MT_INIT_NORMAL: w[j] = e->init_value * mt_rng_normal(r); break;
             case MT_INIT_UNIFORM: w[j] = e->init_value * (2 * mt_rng_uniform(r) - 1); break;
+            case MT_INIT_HC: { /* row i, column k of (N, N+1) */
+                size_t i = j / (size_t)e->shape[1], k = j % (size_t)e->shape[1];
+                w[j] = k == 0 ? (float)(i == (size_t)e->init_value) : (float)(k == i + 1);
+                break;
+            }
+            case MT_INIT_EYE:
+                w[j] = (float)(j / (size_t)e->shape[1] == j % (size_t)e->shape[1]);
+                break;
+            case MT_INIT_ONE_HOT: w[j] = (float)(j == (size_t)e->init_value); break;
             }
         }
     }

@@ -18,6 +18,10 @@ typedef enum {
     MT_INIT_CONST,   /* value */
     MT_INIT_NORMAL,  /* N(0, value^2) */
     MT_INIT_UNIFORM, /* U(-value, value) */
+    MT_INIT_HC,      /* (N, N+1): column 0 one-hot at row value, columns 1..N the identity
+                        (hyper-connections' static_alpha) */
+    MT_INIT_EYE,     /* (N, N) the identity (mHC's b_res) */
+    MT_INIT_ONE_HOT, /* 1 at index value, else 0 (mHC's b_pre) */
 } mt_init_kind;
 
 typedef enum {

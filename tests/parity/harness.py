@@ -85,7 +85,11 @@ def param_kind(name, role):
     if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
         return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
     return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g",
-            "sink": "z", "lambda_v1": "l", "lambda_v": "l"}[last]
+            "sink": "z", "lambda_v1": "l", "lambda_v": "l", "static_alpha": "hs",
+            "static_beta": "hs", "dynamic_alpha_fn": "hf", "dynamic_beta_fn": "hf",
+            "dynamic_alpha_scale": "hk", "dynamic_beta_scale": "hk", "b_pre": "hs",
+            "b_post": "hs", "b_res": "hs", "phi_pre": "hf", "phi_post": "hf", "phi_res": "hf",
+            "alpha_pre": "hk", "alpha_post": "hk", "alpha_res": "hk"}[last]
 
 
 _LAYOUT = []  # the layout driver, started by the first call of layout
@@ -119,7 +123,9 @@ def random_params(model, cfg, rng):
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
     papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), l the
     value residual's lambdas (about their 1/2), rm and rv BatchNorm's running mean and
-    variance."""
+    variance, hs hyper-connections' static weights or mHC's logits (about their 0 and 1), hf
+    their dynamic projections (tanh's argument of order 1), hk their dynamic scales (larger
+    than the papers' 0.01 init, so that the dynamic terms count)."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():
@@ -129,7 +135,9 @@ def random_params(model, cfg, rng):
              "g": lambda: math.sqrt(C) * (1 + 0.1 * z),
              "q2": lambda: (C // cfg["n_head"]) ** 0.5 * (1 + 0.1 * z),
              "a": lambda: 0.6 + 0.2 * z, "s": lambda: 0.2 * z, "z": lambda: 0.5 + z, "l": lambda: 0.5 + 0.2 * z,
-             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape)}[kind]()
+             "rm": lambda: 0.3 * z, "rv": lambda: 0.5 + rng.random(shape),
+             "hs": lambda: 0.5 + 0.5 * z, "hf": lambda: z / math.sqrt(C),
+             "hk": lambda: 0.3 + 0.1 * z}[kind]()
         out[name] = v.astype(np.float32)
     return out
 
@@ -167,13 +175,22 @@ def k_bias_vanishes(cfg):
             and cfg.get("softmax", "softmax") == "softmax")
 
 
+# mHC's res and pre weights whose true gradient can vanish, leaving both sides rounding noise:
+# the res mix of the first sublayer (its N streams are equal copies, and a row-stochastic mix of
+# equal streams is that stream), of the last (the streams' sum reads the column sums, which
+# Sinkhorn-Knopp has converged to 1), and the pre weights of the first (its norm removes the
+# scale of sum_i pre_i x): measured against the sublayer's b_post gradient
+MHC_VANISHING = tuple(f"{w}_{g}" for w in ("b", "phi", "alpha") for g in ("pre", "res"))
+
+
 def check_model(R, label, got, logits, loss, model, tol):
     """A driver's output (got: logits, loss, grad.<name>) against a torch model's (logits, loss
     and model.p, name -> parameter with its .grad): the values, every gradient, and the names.
     The k_proj bias's true gradient is 0 where k_bias_vanishes, so both sides hold rounding noise: measured against the q_proj bias's gradient. ScaleNorm's
     dL/dg = sum(dy * xh) can cancel to 1e-4 of its terms: measured against the sum of |terms|
     (model.g_terms, when the model records them), as are the other learned scalars' gradients
-    (DyT's and Derf's alpha and shift, the embedding scale: model.terms)."""
+    (DyT's and Derf's alpha and shift, the embedding scale: model.terms); mHC's weights of
+    MHC_VANISHING against their sublayer's b_post gradient."""
     R.check(f"{label} logits", got["logits"], logits.detach().numpy(), tol)
     R.check(f"{label} loss", got["loss"], loss.detach().numpy().reshape(1), tol)
     names = {k[5:] for k in got if k.startswith("grad.")}
@@ -187,6 +204,8 @@ def check_model(R, label, got, logits, loss, model, tol):
         scale = 1.0
         if name.endswith("k_proj.bias") and k_bias_vanishes(model.cfg):
             scale = np.abs(model.p[name.replace("k_proj", "q_proj")].grad.numpy()).max()
+        elif model.cfg.get("residual") == "mhc" and name.endswith(MHC_VANISHING):
+            scale = np.abs(model.p[name.rsplit(".", 1)[0] + ".b_post"].grad.numpy()).max()
         elif name in getattr(model, "terms", {}):
             scale = model.terms[name]
         elif name.endswith(".g") and hasattr(model, "g_terms"):

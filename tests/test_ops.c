@@ -72,6 +72,10 @@ static mt_tensor *b_relu(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_relu(c, x[0]);
 }
+static mt_tensor *b_relu2(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_relu2(c, x[0]);
+}
 static mt_tensor *b_silu(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_silu(c, x[0]);
@@ -218,6 +222,13 @@ static void r_gelu_erf(mt_tensor **x, const void *a, double *y) {
 static void r_relu(mt_tensor **x, const void *a, double *y) {
     (void)a;
     for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i] > 0 ? x[0]->data[i] : 0;
+}
+static void r_relu2(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) {
+        double v = x[0]->data[i] > 0 ? x[0]->data[i] : 0;
+        y[i] = v * v;
+    }
 }
 static void r_silu(mt_tensor **x, const void *a, double *y) {
     (void)a;
@@ -406,6 +417,9 @@ static const op_case CASES[] = {
     {"relu", b_relu, r_relu, NULL, 1, {SHP(1, 1)}, -2, 2, true, 0},
     {"relu", b_relu, r_relu, NULL, 1, {SHP(3, 2, 5, 33)}, -2, 2, true, 0},
     {"relu", b_relu, r_relu, NULL, 1, {SHP(2, 200, 97)}, -2, 2, true, 0},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(1, 1)}, -2, 2, true, 1e-6},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(3, 2, 5, 33)}, -2, 2, true, 1e-6},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(2, 200, 97)}, -2, 2, true, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(1, 1)}, -4, 4, false, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(3, 2, 5, 33)}, -6, 6, false, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},

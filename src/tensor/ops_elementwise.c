@@ -167,6 +167,14 @@ static inline float relu_fd(float x, float *d) {
     return x > 0.0f ? x : 0.0f;
 }
 
+/* Squared ReLU (Primer, So et al. 2021, arXiv 2109.08668; modded-nanogpt's
+   F.relu(x).square()): y = relu(x)^2;  y' = 2 relu(x) */
+static inline float relu2_fd(float x, float *d) {
+    float r = x > 0.0f ? x : 0.0f;
+    *d = 2.0f * r;
+    return r * r;
+}
+
 /* SiLU (swish): y = x s,  s = sigmoid(x);  y' = s (1 + x (1 - s)) */
 static inline float silu_fd(float x, float *d) {
     float s = mt_vsigmoidf(x);
@@ -187,6 +195,7 @@ static inline float silu_fd(float x, float *d) {
 ACT_PARTS(gelu)
 ACT_PARTS(gelu_erf)
 ACT_PARTS(relu)
+ACT_PARTS(relu2)
 ACT_PARTS(silu)
 
 /* One vectorised loop per kind: the switch stays outside the loops. */
@@ -197,6 +206,7 @@ ACT_PARTS(silu)
     case MT_ACT_GELU: ACT_LOOP(EXPR_OF(gelu)) return;                                             \
     case MT_ACT_GELU_ERF: ACT_LOOP(EXPR_OF(gelu_erf)) return;                                     \
     case MT_ACT_RELU: ACT_LOOP(EXPR_OF(relu)) return;                                             \
+    case MT_ACT_RELU2: ACT_LOOP(EXPR_OF(relu2)) return;                                           \
     case MT_ACT_SILU: ACT_LOOP(EXPR_OF(silu)) return;                                             \
     case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu_forward */                                \
     }                                                                                             \
@@ -222,7 +232,7 @@ void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, siz
     }
 }
 
-/* The ops: one node pair for the four, the kind in i[0]; an op record each, so the profile
+/* The ops: one node pair for the five, the kind in i[0]; an op record each, so the profile
    names them. */
 static void act_forward(mt_node *n) {
     mt_act_forward((mt_act)n->i[0], n->out->data, n->in[0]->data, n->out->n);
@@ -239,6 +249,7 @@ static const mt_op OP_GELU_ERF = {.name = "gelu_erf",
                                   .forward = act_forward,
                                   .backward = act_backward};
 static const mt_op OP_RELU = {.name = "relu", .forward = act_forward, .backward = act_backward};
+static const mt_op OP_RELU2 = {.name = "relu2", .forward = act_forward, .backward = act_backward};
 static const mt_op OP_SILU = {.name = "silu", .forward = act_forward, .backward = act_backward};
 
 static mt_tensor *activation(mt_ctx *c, const mt_op *op, mt_act act, mt_tensor *x) {
@@ -254,6 +265,7 @@ mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x) {
     return activation(c, &OP_GELU_ERF, MT_ACT_GELU_ERF, x);
 }
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU, MT_ACT_RELU, x); }
+mt_tensor *mt_relu2(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU2, MT_ACT_RELU2, x); }
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_SILU, MT_ACT_SILU, x); }
 
 /* ---- SwiGLU's gate: h = silu(a) g ------------------------------------------------------------ */

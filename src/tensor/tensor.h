@@ -211,14 +211,22 @@ mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
 mt_tensor *mt_permute(mt_ctx *c, mt_tensor *x, const int perm[]);
 mt_tensor *mt_transpose(mt_ctx *c, mt_tensor *x, int d0, int d1);
 /* GELU: tanh form. SWIGLU is gated, silu(a) b of two inputs (mt_swiglu): the FFN's activation
-   only (nn.h), not a unary op. */
-typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU, MT_ACT_SWIGLU } mt_act;
+   only (nn.h), not a unary op. RELU2: relu(x)^2 (Primer). */
+typedef enum {
+    MT_ACT_GELU,
+    MT_ACT_GELU_ERF,
+    MT_ACT_RELU,
+    MT_ACT_SILU,
+    MT_ACT_SWIGLU,
+    MT_ACT_RELU2,
+} mt_act;
 mt_tensor *mt_gelu(mt_ctx *c, mt_tensor *x);     /* tanh approximation, as GPT-2 */
 mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x); /* exact: x * Phi(x) */
 /* SwiGLU's gate (Shazeer 2020, arXiv 2002.05202): silu(a) * b elementwise, a and b the same
    shape; one kernel each way. */
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x);
+mt_tensor *mt_relu2(mt_ctx *c, mt_tensor *x); /* relu(x)^2 (So et al. 2021, arXiv 2109.08668) */
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x); /* over the last dim */
 /* The training loss's terms beyond the plain cross-entropy; {0} (MT_CE_PLAIN): none. */

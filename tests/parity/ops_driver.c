@@ -83,6 +83,7 @@ static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
 UNARY(gelu)
 UNARY(gelu_erf)
 UNARY(relu)
+UNARY(relu2)
 UNARY(silu)
 UNARY(softmax)
 
@@ -167,6 +168,7 @@ static const parity_op OPS[] = {
     {"gelu", b_gelu},
     {"gelu_erf", b_gelu_erf},
     {"relu", b_relu},
+    {"relu2", b_relu2},
     {"silu", b_silu},
     {"softmax", b_softmax},
     {"swiglu", b_swiglu},

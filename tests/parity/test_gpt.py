@@ -66,7 +66,7 @@ def norm_cases(placements, case):
                    "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
                    "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
                    "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
-                   "act": ACTS[case % 4], "dropout": 0.0,
+                   "act": ACTS[case % len(ACTS)], "dropout": 0.0,
                    "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
             cfg.update(opts)
             cfg.update(PLACEMENT_OPTS.get(placement, {}))

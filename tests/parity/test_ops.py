@@ -65,7 +65,8 @@ for shape in SHAPES:
     compare(f"sum {shape}", "sum", [randn(*shape)], [True], lambda a: a.sum().reshape(1))
     compare(f"mean {shape}", "mean", [randn(*shape)], [True], lambda a: a.mean().reshape(1))
     for op, fn in [("gelu", lambda a: F.gelu(a, approximate="tanh")), ("gelu_erf", F.gelu),
-                   ("relu", F.relu), ("silu", F.silu), ("softmax", lambda a: a.softmax(-1))]:
+                   ("relu", F.relu), ("relu2", lambda a: F.relu(a).square()), ("silu", F.silu),
+                   ("softmax", lambda a: a.softmax(-1))]:
         compare(f"{op} {shape}", op, [3 * randn(*shape)], [True], fn)
     compare(f"dropout eval {shape}", "dropout", [randn(*shape)], [True],
             lambda a: F.dropout(a, 0.3, training=False), p=0.3)

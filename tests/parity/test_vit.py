@@ -108,7 +108,7 @@ def run_case(norm, opts, placement, case):
            "n_head": 2 + 2 * (case % 3 == 0), "n_embd": 16, "n_ff": 24 + 8 * (case % 2),
            "norm": norm, "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
            "prms_p": 0.0625, "gn_groups": 1, "in_affine": False, "bias": case % 5 != 3,
-           "act": ACTS[case % 4], "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3],
+           "act": ACTS[case % len(ACTS)], "dropout": 0.0, "label_smoothing": (0.0, 0.1, 0.3)[case % 3],
            "pool": "mean" if case % 2 and norm != "in" else "cls"}  # in + mean: refused
     cfg.update(opts)
     cfg.update(PLACEMENT_OPTS.get(placement, {}))

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 
 # the placements with a norm before the head
 FINAL_NORM = ("pre", "subln", "peri", "lns", "reorder", "mixln", "dsl")
+# relu2: Primer's squared ReLU as modded-nanogpt writes it, F.relu(x).square()
 ACTS = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu, "relu": F.relu,
-        "silu": F.silu, "swiglu": F.silu}
+        "silu": F.silu, "swiglu": F.silu, "relu2": lambda h: F.relu(h).square()}
 
 
 def rope(x, theta):

@@ -2,7 +2,8 @@
 # ./train and ./infer end to end on a tiny model: the loss falls, --steps 0 writes a model, a
 # resumed run ends bit-identical to an uninterrupted one, flags and config errors exit 2, a
 # diverging run exits 1 and keeps its last checkpoint, sampling is reproducible, --score and
-# --prepare work, the bpe tokenizer trains, resumes, samples and prepares. MT_BUILD names the
+# --prepare work, the bpe tokenizer trains, resumes, samples and prepares, --logit-softcap caps
+# the logits every loss and ./infer see. MT_BUILD names the
 # build directory (default: build).
 NAME=test_cli
 . "$(dirname "$0")/lib.sh"
@@ -287,6 +288,29 @@ done
     fail "z-loss: val_loss should be the plain loss, loss the larger: $(cat "$T/z0.5/metrics.csv")"
 train $TINY --z-loss -1 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "z-loss" "$T/log" || fail "z-loss -1: $(cat "$T/log")"
+
+# --logit-softcap C: the model's logits C tanh(z / C) in the training loss, the validation loss
+# and ./infer --score alike (saved in the config: --resume and ./infer read it). At lr 0 with
+# --emb-std 0.5 the plain logits are far from uniform (loss about 11); C = 0.001 flattens them, so
+# every loss is ln 256 = 5.5452 (to 1e-3); negative and non-finite C are refused
+head -c 2000 data/tinyshakespeare.txt >"$T/score.txt"
+SC="$TINY --emb-std 0.5 --lr 0 --warmup 0 --schedule const --eval-every 2 --log-every 1"
+train $SC --steps 2 --logit-softcap 0.001 --out "$T/cap" || fail "--logit-softcap: $(cat "$T/log")"
+train --resume --out "$T/cap" --steps 4 || fail "--logit-softcap resumed: $(cat "$T/log")"
+infer --info "$T/cap/model.safetensors" | grep -q '"logit_softcap":0.001' ||
+    fail "--logit-softcap not in the checkpoint's config"
+score=$(infer --checkpoint "$T/cap/model.safetensors" --score "$T/score.txt" | sed 's/^loss=\([^ ]*\).*/\1/')
+awk -F, -v s="$score" 'function off(x) { return x - 5.545177 > 1e-3 || 5.545177 - x > 1e-3 }
+    NR > 1 && (off($2) || ($3 != "" && off($3))) { bad = 1 } END { exit bad || s == "" || off(s) }' \
+    "$T/cap/metrics.csv" || fail "softcap 0.001: losses not ln 256: score $score, $(cat "$T/cap/metrics.csv")"
+[ "$(wc -l <"$T/cap/metrics.csv")" -eq 5 ] || fail "softcap resumed: $(cat "$T/cap/metrics.csv")"
+train $SC --steps 2 --out "$T/nocap" || fail "no --logit-softcap: $(cat "$T/log")"
+awk -F, 'NR == 3 { exit !($3 > 7) }' "$T/nocap/metrics.csv" ||
+    fail "without the cap the loss should be far from ln 256: $(cat "$T/nocap/metrics.csv")"
+for c in -1 nan inf; do
+    train $TINY --logit-softcap $c --steps 1 --out "$T/bad"
+    [ $? -eq 2 ] && grep -q -- "--logit-softcap" "$T/log" || fail "logit-softcap $c: $(cat "$T/log")"
+done
 
 # the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3
 train $TINY --placement lns --steps 3 --warmup 1 --diag-logz-every 2 --diag-skip-every 2 \

@@ -1,5 +1,5 @@
-/* Elementwise ops: add, mul, scale, the activations and dropout. Loops are OpenMP-parallel above
-   MT_PAR_MIN elements and vectorise. */
+/* Elementwise ops: add, mul, scale, the activations, the soft cap and dropout. Loops are
+   OpenMP-parallel above MT_PAR_MIN elements and vectorise. */
 #include <stdio.h>
 #include <string.h>
 
@@ -319,6 +319,42 @@ mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
               mt_shape_str(a, sa, 64), mt_shape_str(b, sb, 64));
     mt_tensor *out = mt_tensor_like(c, a);
     mt_node *n = mt_node_new(c, &OP_SWIGLU, out, 2, (mt_tensor *[]){a, b});
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- soft cap: y = cap tanh(x / cap), f[0] = cap;  dx += dy (1 - tanh(x / cap)^2) ---------- */
+
+static void softcap_forward(mt_node *n) {
+    const float *x = n->in[0]->data, cap = n->f[0];
+    float *y = n->out->data;
+    size_t N = n->out->n;
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN,
+                         for (size_t i = 0; i < N; i++) y[i] = mt_softcapf(x[i], cap););
+}
+
+/* the derivative from x (mt_softcap_fd's), not from 1 - (y / cap)^2, which cancels at |y| ~ cap */
+static void softcap_backward(mt_node *n) {
+    const float *x = n->in[0]->data, *dy = n->out->grad, cap = n->f[0];
+    float *dx = n->in[0]->grad;
+    size_t N = n->out->n;
+    if (!dx) return;
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) {
+        float d;
+        mt_softcap_fd(x[i], cap, &d);
+        dx[i] += dy[i] * d;
+    });
+}
+
+static const mt_op OP_SOFTCAP = {.name = "softcap",
+                                 .forward = softcap_forward,
+                                 .backward = softcap_backward};
+
+mt_tensor *mt_softcap(mt_ctx *c, mt_tensor *x, float cap) {
+    MT_ASSERT(cap > 0 && isfinite(cap), "softcap: cap %g, expected a finite number > 0", cap);
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_SOFTCAP, out, 1, (mt_tensor *[]){x});
+    n->f[0] = cap;
     mt_node_run(c, n);
     return out;
 }

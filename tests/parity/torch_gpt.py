@@ -248,6 +248,9 @@ class TorchGPT(TorchBlocks):
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)
+        cap = cfg.get("logit_softcap", 0.0)
+        if cap:  # Gemma 2's soft cap (arXiv 2408.00118): cap tanh(logits / cap), the loss's too
+            logits = cap * torch.tanh(logits / cap)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-1, label_smoothing=cfg.get("label_smoothing", 0.0))
         return logits, loss + z_loss(cfg, logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

@@ -3,6 +3,7 @@
  * src/app, the model behind its type.
  * Exit status: 0 done, 1 runtime failure (diverged, I/O, out of memory), 2 usage (a flag, a
  * config value, a missing or malformed input file; nothing was written). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -54,6 +55,18 @@ static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
     if (s != MT_OK) die_in_setup(r, s, e.msg);
 }
 
+/* With --time-budget or --target-loss, the run's outcome as one JSON line after "result ": the
+   steps and tokens this invocation trained, its seconds from the first step, the last validation
+   loss (null: none) and whether it reached --target-loss. */
+static void print_result(const mt_progress *p) {
+    char val[32] = "null";
+    if (isfinite(p->val_last)) snprintf(val, sizeof val, "%.6f", p->val_last);
+    long steps = p->step - p->first;
+    printf("result {\"steps\":%ld,\"tokens\":%.0f,\"seconds\":%.3f,\"val_loss\":%s,"
+           "\"reached\":%s}\n",
+           steps, (double)steps * p->units, p->elapsed, val, p->reached ? "true" : "false");
+}
+
 /* Trains: the trainer set up (or resumed), the diagnostics opened, the loop run. */
 static int train(const mt_run_options *o) {
     mt_err e;
@@ -76,18 +89,22 @@ static int train(const mt_run_options *o) {
                       .save_every = o->save_every,
                       .log_every = o->log_every,
                       .profile = o->profile ? &prof : NULL,
+                      .time_budget = o->time_budget,
+                      .target_loss = o->target_loss,
                       .after_step = diag_after_step,
                       .on_log = on_log,
                       .arg = &diag};
     long first = tr.step;
     double t0 = mt_clock();
-    if ((s = mt_trainer_run(&tr, &lc, &e)) != MT_OK) {
+    mt_progress p;
+    if ((s = mt_trainer_run(&tr, &lc, &p, &e)) != MT_OK) {
         if (tty) putchar('\n');
         die(mt_exit_code(s), e.msg); /* every rank has the same loss: all stop here */
     }
     if (first >= o->train.steps && mt_dist_rank() == 0)
         printf("step %ld of %d: wrote %s\n", tr.step, o->train.steps, tr.model_path);
     mt_report_done(stdout, &tr, first, mt_clock() - t0, lc.profile);
+    if ((o->time_budget > 0 || o->target_loss > 0) && mt_dist_rank() == 0) print_result(&p);
     mt_diag_close(&diag);
     mt_trainer_free(&tr);
     return 0;

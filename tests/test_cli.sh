@@ -3,7 +3,7 @@
 # resumed run ends bit-identical to an uninterrupted one, flags and config errors exit 2, a
 # diverging run exits 1 and keeps its last checkpoint, sampling is reproducible, --score and
 # --prepare work, the bpe tokenizer trains, resumes, samples and prepares, --logit-softcap caps
-# the logits every loss and ./infer see. MT_BUILD names the
+# the logits every loss and ./infer see, --target-loss and --time-budget stop a run early. MT_BUILD names the
 # build directory (default: build).
 NAME=test_cli
 . "$(dirname "$0")/lib.sh"
@@ -310,6 +310,38 @@ awk -F, 'NR == 3 { exit !($3 > 7) }' "$T/nocap/metrics.csv" ||
 for c in -1 nan inf; do
     train $TINY --logit-softcap $c --steps 1 --out "$T/bad"
     [ $? -eq 2 ] && grep -q -- "--logit-softcap" "$T/log" || fail "logit-softcap $c: $(cat "$T/log")"
+done
+
+# --act relu2 (Primer's squared ReLU) trains, and ./infer generates with it
+train $TINY --act relu2 --steps 5 --out "$T/relu2" || fail "--act relu2: $(cat "$T/log")"
+infer --info "$T/relu2/model.safetensors" | grep -q '"act":"relu2"' || fail "relu2 not saved"
+gen=$(infer --checkpoint "$T/relu2/model.safetensors" --prompt "The " --tokens 12 --seed 1)
+[ ${#gen} -ge 12 ] || fail "relu2: ./infer generated '$gen': $(cat "$T/log")"
+
+# --target-loss X stops at the first validation at or below X, --time-budget S after the step that
+# ends past S seconds; either prints "result {json}": the steps and tokens trained, the seconds,
+# the last validation loss and whether X was reached. Not positive or not finite: refused
+result() { sed -n 's/^result //p' "$T/out"; }
+"$B/train" --threads 2 $TINY --steps 50 --eval-every 5 --target-loss 100 --out "$T/tl" >"$T/out" 2>&1 ||
+    fail "--target-loss: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":5,"tokens":1280,"seconds":[0-9.]+,"val_loss":[0-9.]+,"reached":true\}$' ||
+    fail "--target-loss 100 should stop at the first validation, step 5: $(cat "$T/out")"
+[ "$(tail -n 1 "$T/tl/metrics.csv" | cut -d, -f1)" = 5 ] && [ -f "$T/tl/model.safetensors" ] ||
+    fail "--target-loss: no checkpoint or metrics at step 5"
+"$B/train" --threads 2 $TINY --steps 6 --eval-every 2 --target-loss 0.01 --out "$T/tl2" >"$T/out" 2>&1 ||
+    fail "--target-loss not reached: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":6,.*"reached":false\}$' || fail "--target-loss 0.01: $(cat "$T/out")"
+"$B/train" --threads 2 $TINY --steps 50 --time-budget 1e-6 --out "$T/tb" >"$T/out" 2>&1 ||
+    fail "--time-budget: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":1,"tokens":256,"seconds":[0-9.]+,"val_loss":[0-9.]+,"reached":false\}$' ||
+    fail "--time-budget 1e-6 should stop after the first step, validated: $(cat "$T/out")"
+"$B/train" --threads 2 $TINY --steps 6 --out "$T/plain" >"$T/out" 2>&1 && ! grep -q '^result ' "$T/out" ||
+    fail "a result line without --time-budget or --target-loss: $(cat "$T/out")"
+for v in 0 -1 inf; do
+    for f in --time-budget --target-loss; do
+        train $TINY $f $v --steps 1 --out "$T/bad"
+        [ $? -eq 2 ] && grep -q -- "$f" "$T/log" || fail "$f $v: $(cat "$T/log")"
+    done
 done
 
 # the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3

@@ -3,6 +3,7 @@
  * src/app, the model behind its type.
  * Exit status: 0 done, 1 runtime failure (diverged, I/O, out of memory), 2 usage (a flag, a
  * config value, a missing or malformed input file; nothing was written). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -70,6 +71,18 @@ static void open_trainer(mt_trainer *tr, const mt_run_options *r) {
     if (s != MT_OK) die_in_setup(r, s, e.msg);
 }
 
+/* With --time-budget or --target-loss, the run's outcome as one JSON line after "result ": the
+   steps and tokens this invocation trained, its seconds from the first step, the last validation
+   loss (null: none) and whether it reached --target-loss. */
+static void print_result(const mt_progress *p) {
+    char val[32] = "null";
+    if (isfinite(p->val_last)) snprintf(val, sizeof val, "%.6f", p->val_last);
+    long steps = p->step - p->first;
+    printf("result {\"steps\":%ld,\"tokens\":%.0f,\"seconds\":%.3f,\"val_loss\":%s,"
+           "\"reached\":%s}\n",
+           steps, (double)steps * p->units, p->elapsed, val, p->reached ? "true" : "false");
+}
+
 /* Trains: the trainer set up (or resumed), the diagnostics opened, the loop run. */
 static int train(const mt_run_options *o) {
     mt_err e;
@@ -94,12 +107,15 @@ static int train(const mt_run_options *o) {
                       .save_every = o->save_every,
                       .log_every = o->log_every,
                       .profile = o->profile ? &prof : NULL,
+                      .time_budget = o->time_budget,
+                      .target_loss = o->target_loss,
                       .after_step = diag_after_step,
                       .on_log = on_log,
                       .arg = &out};
     long first = tr.step;
     double t0 = mt_clock();
-    s = mt_trainer_run(&tr, &lc, &e);
+    mt_progress p;
+    s = mt_trainer_run(&tr, &lc, &p, &e);
     write_report(&out, &tr, true, s == MT_OK ? NULL : e.msg);
     if (s != MT_OK) {
         if (tty) putchar('\n');
@@ -109,6 +125,7 @@ static int train(const mt_run_options *o) {
         printf("step %ld of %d: wrote %s\n", tr.step, o->train.steps, tr.model_path);
     double seconds = mt_clock() - t0;
     mt_report_done(stdout, &tr, first, seconds, lc.profile);
+    if ((o->time_budget > 0 || o->target_loss > 0) && mt_dist_rank() == 0) print_result(&p);
     if (out.reporting) /* what the page cost the run */
         printf("report  %s/report.html: %d writes in %.3f s, %.2f%% of the run\n", o->train.out,
                out.page.writes, out.page.seconds, 100 * out.page.seconds / seconds);

@@ -2,7 +2,8 @@
 # ./train and ./infer end to end on a tiny model: the loss falls, --steps 0 writes a model, a
 # resumed run ends bit-identical to an uninterrupted one, flags and config errors exit 2, a
 # diverging run exits 1 and keeps its last checkpoint, sampling is reproducible, --score and
-# --prepare work, the bpe tokenizer trains, resumes, samples and prepares. MT_BUILD names the
+# --prepare work, the bpe tokenizer trains, resumes, samples and prepares, --logit-softcap caps
+# the logits every loss and ./infer see, --target-loss and --time-budget stop a run early. MT_BUILD names the
 # build directory (default: build).
 NAME=test_cli
 . "$(dirname "$0")/lib.sh"
@@ -320,6 +321,61 @@ done
     fail "z-loss: val_loss should be the plain loss, loss the larger: $(cat "$T/z0.5/metrics.csv")"
 train $TINY --z-loss -1 --steps 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q "z-loss" "$T/log" || fail "z-loss -1: $(cat "$T/log")"
+
+# --logit-softcap C: the model's logits C tanh(z / C) in the training loss, the validation loss
+# and ./infer --score alike (saved in the config: --resume and ./infer read it). At lr 0 with
+# --emb-std 0.5 the plain logits are far from uniform (loss about 11); C = 0.001 flattens them, so
+# every loss is ln 256 = 5.5452 (to 1e-3); negative and non-finite C are refused
+head -c 2000 data/tinyshakespeare.txt >"$T/score.txt"
+SC="$TINY --emb-std 0.5 --lr 0 --warmup 0 --schedule const --eval-every 2 --log-every 1"
+train $SC --steps 2 --logit-softcap 0.001 --out "$T/cap" || fail "--logit-softcap: $(cat "$T/log")"
+train --resume --out "$T/cap" --steps 4 || fail "--logit-softcap resumed: $(cat "$T/log")"
+infer --info "$T/cap/model.safetensors" | grep -q '"logit_softcap":0.001' ||
+    fail "--logit-softcap not in the checkpoint's config"
+score=$(infer --checkpoint "$T/cap/model.safetensors" --score "$T/score.txt" | sed 's/^loss=\([^ ]*\).*/\1/')
+awk -F, -v s="$score" 'function off(x) { return x - 5.545177 > 1e-3 || 5.545177 - x > 1e-3 }
+    NR > 1 && (off($2) || ($3 != "" && off($3))) { bad = 1 } END { exit bad || s == "" || off(s) }' \
+    "$T/cap/metrics.csv" || fail "softcap 0.001: losses not ln 256: score $score, $(cat "$T/cap/metrics.csv")"
+[ "$(wc -l <"$T/cap/metrics.csv")" -eq 5 ] || fail "softcap resumed: $(cat "$T/cap/metrics.csv")"
+train $SC --steps 2 --out "$T/nocap" || fail "no --logit-softcap: $(cat "$T/log")"
+awk -F, 'NR == 3 { exit !($3 > 7) }' "$T/nocap/metrics.csv" ||
+    fail "without the cap the loss should be far from ln 256: $(cat "$T/nocap/metrics.csv")"
+for c in -1 nan inf; do
+    train $TINY --logit-softcap $c --steps 1 --out "$T/bad"
+    [ $? -eq 2 ] && grep -q -- "--logit-softcap" "$T/log" || fail "logit-softcap $c: $(cat "$T/log")"
+done
+
+# --act relu2 (Primer's squared ReLU) trains, and ./infer generates with it
+train $TINY --act relu2 --steps 5 --out "$T/relu2" || fail "--act relu2: $(cat "$T/log")"
+infer --info "$T/relu2/model.safetensors" | grep -q '"act":"relu2"' || fail "relu2 not saved"
+gen=$(infer --checkpoint "$T/relu2/model.safetensors" --prompt "The " --tokens 12 --seed 1)
+[ ${#gen} -ge 12 ] || fail "relu2: ./infer generated '$gen': $(cat "$T/log")"
+
+# --target-loss X stops at the first validation at or below X, --time-budget S after the step that
+# ends past S seconds; either prints "result {json}": the steps and tokens trained, the seconds,
+# the last validation loss and whether X was reached. Not positive or not finite: refused
+result() { sed -n 's/^result //p' "$T/out"; }
+"$B/train" --threads 2 $TINY --steps 50 --eval-every 5 --target-loss 100 --out "$T/tl" >"$T/out" 2>&1 ||
+    fail "--target-loss: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":5,"tokens":1280,"seconds":[0-9.]+,"val_loss":[0-9.]+,"reached":true\}$' ||
+    fail "--target-loss 100 should stop at the first validation, step 5: $(cat "$T/out")"
+[ "$(tail -n 1 "$T/tl/metrics.csv" | cut -d, -f1)" = 5 ] && [ -f "$T/tl/model.safetensors" ] ||
+    fail "--target-loss: no checkpoint or metrics at step 5"
+"$B/train" --threads 2 $TINY --steps 6 --eval-every 2 --target-loss 0.01 --out "$T/tl2" >"$T/out" 2>&1 ||
+    fail "--target-loss not reached: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":6,.*"reached":false\}$' || fail "--target-loss 0.01: $(cat "$T/out")"
+"$B/train" --threads 2 $TINY --steps 50 --time-budget 1e-6 --out "$T/tb" >"$T/out" 2>&1 ||
+    fail "--time-budget: $(cat "$T/out")"
+result | grep -Eq '^\{"steps":1,"tokens":256,"seconds":[0-9.]+,"val_loss":[0-9.]+,"reached":false\}$' ||
+    fail "--time-budget 1e-6 should stop after the first step, validated: $(cat "$T/out")"
+"$B/train" --threads 2 $TINY --steps 6 --out "$T/plain" >"$T/out" 2>&1 && ! grep -q '^result ' "$T/out" ||
+    fail "a result line without --time-budget or --target-loss: $(cat "$T/out")"
+for v in 0 -1 inf; do
+    for f in --time-budget --target-loss; do
+        train $TINY $f $v --steps 1 --out "$T/bad"
+        [ $? -eq 2 ] && grep -q -- "$f" "$T/log" || fail "$f $v: $(cat "$T/log")"
+    done
+done
 
 # the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3
 train $TINY --placement lns --steps 3 --warmup 1 --diag-logz-every 2 --diag-skip-every 2 \

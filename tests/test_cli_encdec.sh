@@ -49,6 +49,9 @@ train --model encdec --data "$T/none.out" --steps 1 --out "$T/x"
 [ $? -eq 2 ] && grep -q "festlex-cmu" "$T/log" || fail "missing dictionary: $(cat "$T/log")"
 train $TINY --n-layer 3 --steps 1 --out "$T/y"
 [ $? -eq 2 ] && grep -q "enc-layers" "$T/log" || fail "--n-layer accepted: $(cat "$T/log")"
+train $TINY --logit-softcap 30 --steps 1 --out "$T/y" # the GPT's only
+[ $? -eq 2 ] && grep -q "logit_softcap = 30: the soft cap of the logits is the GPT's" "$T/log" ||
+    fail "--logit-softcap accepted: $(cat "$T/log")"
 # --emb-scale: the learned scalar emb_scale on both sides' embeddings trains, saves and decodes
 train $TINY --norm dyt --emb-scale --steps 5 --out "$T/es" || fail "--emb-scale: $(cat "$T/log")"
 infer --info "$T/es/model.safetensors" | grep -q '"emb_scale":true' ||

@@ -2,7 +2,7 @@
 # ./export's refusals and flags (the files themselves are checked by tests/parity/test_export.py):
 # what llama2.c and GGUF cannot hold is refused with exit 2 and a message naming every config key
 # that differs (a GPT-2 model; a Llama in each other placement; another norm; an attention
-# method), llama2c refuses an
+# method; relu2), both refuse a logit soft cap, llama2c refuses an
 # eps or rope_theta other than run.c's built-in ones (GGUF stores them), a ViT and an
 # encoder-decoder checkpoint are refused by type, --f16 is gguf's only, a bad flag or path is
 # named. MT_BUILD names the build directory (default: build).
@@ -56,6 +56,15 @@ train $TINY --arch llama --attn-gate headwise --attn-sink --value-residual learn
 train $TINY --arch llama --residual hc --hc-streams 2 --out "$T/hc" &&
     refused "hyper-connections" "residual = hc (--residual sum" \
         --checkpoint "$T/hc/model.safetensors" --format gguf --out "$T/x.gguf"
+# the FFN's and the head's: relu2 has no w3; neither format caps the logits
+train $TINY --arch llama --act relu2 --out "$T/relu2" &&
+    refused "relu2" "act = relu2 (--act swiglu)" --checkpoint "$T/relu2/model.safetensors" \
+        --format gguf --out "$T/x.gguf"
+train $TINY --arch llama --logit-softcap 30 --out "$T/softcap" &&
+    for f in llama2c gguf; do
+        refused "softcap to $f" "--format $f logit_softcap = 30 (--logit-softcap)" \
+            --checkpoint "$T/softcap/model.safetensors" --format $f --out "$T/x.$f"
+    done
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&
     refused "rms form paper" "rms_form = paper" --checkpoint "$T/paper/model.safetensors" \
         --format gguf --out "$T/x.gguf"

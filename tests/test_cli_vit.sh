@@ -68,6 +68,10 @@ train $F --image-size 14 --patch 7 --out "$T/s" && grep -q "12 images 14x14x1" "
 # a bad combination exits 2 naming both
 train $TINY --norm in --pool mean --steps 1 --out "$T/x"
 [ $? -eq 2 ] && grep -q "norm in with pool mean" "$T/log" || fail "in + mean: $(cat "$T/log")"
+# the logit soft cap is the GPT's: refused
+train $TINY --logit-softcap 30 --steps 1 --out "$T/x"
+[ $? -eq 2 ] && grep -q "logit_softcap = 30: the soft cap of the logits is the GPT's" "$T/log" ||
+    fail "--logit-softcap accepted: $(cat "$T/log")"
 
 # classification: one line per image, files and directories; a GPT's flags are refused
 M="$T/a/model.safetensors"

@@ -1,7 +1,8 @@
 /* Generation: the KV cache against re-running the window (logits to 1e-5, the same tokens),
    across the window's slides, for each placement, with RoPE, grouped-query attention, the
    LLaMA preset, QK-norm, gated attention, attention sinks, softpick, the value residual, DyT
-   and Derf; in bf16 precision; token sampling. */
+   and Derf, the logit soft cap; in bf16 precision; token sampling; the soft cap in the logits
+   generation samples from. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,33 @@ static void test_bf16(void) {
           "bf16: logits differ from fp32's by %g (0: bf16 not in effect)", fp32_err);
     for (int i = 0; i < 3; i++) mt_kv_free(&kv[i]);
     mt_gpt_free(&m);
+}
+
+/* --logit-softcap: the logits generation samples from (cached and re-run) are C tanh(z / C) of
+   the uncapped model's z, the same weights; C = 1.5 bends them (some |z| is well above it). */
+static void test_softcap(void) {
+    const float C = 1.5f;
+    int V = 11, prompt[5] = {1, 4, 2, 9, 3};
+    mt_gpt m[2];
+    build(&m[0], MT_PLACE_PRE, MT_NORM_LN, 12, 7, "{\"logit_softcap\": 1.5}");
+    build(&m[1], MT_PLACE_PRE, MT_NORM_LN, 12, 7, NULL);
+    mt_kv_cache kv[3];
+    mt_err e;
+    for (int k = 0; k < 3; k++) { /* capped cached, capped re-run, uncapped cached */
+        CHECK(mt_kv_init(&kv[k], &m[k / 2], k == 1, &e) == MT_OK, "kv init: %s", e.msg);
+        mt_kv_feed(&kv[k], prompt, 5);
+    }
+    double worst = 0, zmax = 0;
+    for (int i = 0; i < V; i++) {
+        float z = kv[2].logits[i], want = C * tanhf(z / C);
+        zmax = fmax(zmax, fabsf(z));
+        for (int k = 0; k < 2; k++) worst = fmax(worst, fabsf(kv[k].logits[i] - want));
+    }
+    CHECK(worst <= 1e-5 && zmax > 2 * C,
+          "softcap: logits off C tanh(z / C) by %.3g (the uncapped logits reach %.3g)", worst,
+          zmax);
+    for (int k = 0; k < 3; k++) mt_kv_free(&kv[k]);
+    mt_gpt_free(&m[0]), mt_gpt_free(&m[1]);
 }
 
 static void test_sampling(void) {
@@ -222,6 +250,9 @@ int main(void) {
     /* DyT and Derf with the embedding scale */
     test_cache(MT_PLACE_PRE, MT_NORM_DYT, "{\"emb_scale\": true}");
     test_cache(MT_PLACE_PERI, MT_NORM_DERF, "{\"emb_scale\": true, \"pos\": \"rope\"}");
+    /* the soft cap after the head, cached and re-run alike */
+    test_cache(MT_PLACE_POST, MT_NORM_RMS, "{\"logit_softcap\": 2, \"pos\": \"rope\"}");
+    test_softcap();
     test_sampling();
     test_bf16();
     return check_finish("test_gpt_infer");

@@ -136,20 +136,21 @@ static size_t ffn_run(gc_build build, const ffn_arg *a, mt_tensor **in, float *y
 static void test_ffn(void) {
     mt_rng r;
     mt_rng_seed(&r, 23);
-    enum { NA = 5 };
-    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU, MT_ACT_SWIGLU};
+    enum { NA = 6 };
+    const mt_act acts[NA] = {MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU,
+                             MT_ACT_SILU, MT_ACT_SWIGLU,   MT_ACT_RELU2};
     mt_tensor *in[7], *used[7];
 
     /* Finite differences, every activation with and without biases; C and F not multiples of
-       16. ReLU's kink: a perturbation that moves some a = x W1^T + b1 across 0 breaks the
-       central difference, so its step is smaller (and the tolerance with it). */
+       16. ReLU's kink (relu2's, in F''): a perturbation that moves some a = x W1^T + b1 across 0
+       breaks the central difference, so its step is smaller (and the tolerance with it). */
     ffn_inputs(&r, 2, 5, 13, 21, 127, in);
     for (int k = 0; k < 2 * NA; k++) {
         ffn_arg a = {acts[k / 2], k % 2 == 0};
         char name[48];
         snprintf(name, sizeof name, "ffn[%s%s]", mt_enum_name(&MT_ACTS, a.act),
                  a.bias ? "" : ", no bias");
-        bool relu = a.act == MT_ACT_RELU;
+        bool relu = a.act == MT_ACT_RELU || a.act == MT_ACT_RELU2;
         int n = ffn_ins(&a, in, used);
         gradcheck(name, build_ffn, &a, n, used, relu ? 1e-3 : 1e-2, relu ? 1e-2 : 1e-3);
     }

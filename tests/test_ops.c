@@ -21,6 +21,7 @@ typedef struct {
     int n, ignore;
     float smoothing; /* cross-entropy's label smoothing */
     float z_loss;    /* cross-entropy's z-loss */
+    float softcap;   /* cross-entropy's soft cap of the logits */
 } ids_arg;
 typedef struct {
     int start, len;
@@ -97,6 +98,10 @@ static mt_tensor *b_relu(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_relu(c, x[0]);
 }
+static mt_tensor *b_relu2(mt_ctx *c, mt_tensor **x, const void *a) {
+    (void)a;
+    return mt_relu2(c, x[0]);
+}
 static mt_tensor *b_silu(mt_ctx *c, mt_tensor **x, const void *a) {
     (void)a;
     return mt_silu(c, x[0]);
@@ -124,7 +129,12 @@ static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, const void *a) {
 static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, const void *a) {
     const ids_arg *t = a;
     return mt_cross_entropy(c, x[0], t->ids, t->ignore,
-                            (mt_ce_opts){.label_smoothing = t->smoothing, .z_loss = t->z_loss});
+                            (mt_ce_opts){.label_smoothing = t->smoothing,
+                                         .z_loss = t->z_loss,
+                                         .softcap = t->softcap});
+}
+static mt_tensor *b_softcap(mt_ctx *c, mt_tensor **x, const void *a) {
+    return mt_softcap(c, x[0], *(const float *)a);
 }
 static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **x, const void *a) {
     const ids_arg *t = a;
@@ -329,6 +339,13 @@ static void r_relu(mt_tensor **x, const void *a, double *y) {
     (void)a;
     for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i] > 0 ? x[0]->data[i] : 0;
 }
+static void r_relu2(mt_tensor **x, const void *a, double *y) {
+    (void)a;
+    for (size_t i = 0; i < x[0]->n; i++) {
+        double v = x[0]->data[i] > 0 ? x[0]->data[i] : 0;
+        y[i] = v * v;
+    }
+}
 static void r_silu(mt_tensor **x, const void *a, double *y) {
     (void)a;
     for (size_t i = 0; i < x[0]->n; i++) y[i] = x[0]->data[i] / (1 + exp(-(double)x[0]->data[i]));
@@ -343,22 +360,30 @@ static void r_softmax(mt_tensor **x, const void *a, double *y) {
         for (int j = 0; j < C; j++) y[(size_t)r * C + j] = exp(xr[j] - mx) / s;
     }
 }
+static void r_softcap(mt_tensor **x, const void *a, double *y) {
+    double cap = *(const float *)a;
+    for (size_t i = 0; i < x[0]->n; i++) y[i] = cap * tanh(x[0]->data[i] / cap);
+}
 static void r_cross_entropy(mt_tensor **x, const void *a, double *y) {
     const ids_arg *t = a;
     int C = mt_cols(x[0]), m = 0;
+    double *v = malloc((size_t)C * sizeof *v), cap = t->softcap;
     y[0] = 0;
     for (int r = 0; r < mt_rows(x[0]); r++) {
         if (t->ids[r] == t->ignore) continue;
         const float *xr = x[0]->data + (size_t)r * C;
-        double mx = max_of(xr, C), s = 0;
-        for (int j = 0; j < C; j++) s += exp(xr[j] - mx);
+        for (int j = 0; j < C; j++) v[j] = cap > 0 ? cap * tanh(xr[j] / cap) : xr[j];
+        double mx = v[0], s = 0;
+        for (int j = 1; j < C; j++) mx = fmax(mx, v[j]);
+        for (int j = 0; j < C; j++) s += exp(v[j] - mx);
         double lse = mx + log(s), mean_x = 0;
-        for (int j = 0; j < C; j++) mean_x += xr[j] / (double)C;
-        /* (1 - eps) (lse - x_t) + eps mean_j (lse - x_j) + z lse^2 */
-        y[0] += (1 - t->smoothing) * (lse - xr[t->ids[r]]) + t->smoothing * (lse - mean_x) +
+        for (int j = 0; j < C; j++) mean_x += v[j] / (double)C;
+        /* (1 - eps) (lse - x_t) + eps mean_j (lse - x_j) + z lse^2, x capped or not */
+        y[0] += (1 - t->smoothing) * (lse - v[t->ids[r]]) + t->smoothing * (lse - mean_x) +
                 t->z_loss * lse * lse;
         m++;
     }
+    free(v);
     y[0] /= m;
 }
 static void r_embedding(mt_tensor **x, const void *a, double *y) {
@@ -435,14 +460,18 @@ static const int IDS_A[9] = {3, 0, 6, 3, 3, 1, 6, 2, 5};
 static const int IDS_B[3] = {0, 0, 0};
 static int IDS_BIG[600], IDS_MID[40], TGT_A[3] = {4, -100, 16}, TGT_B[10], TGT_C[1] = {0},
                                       TGT_BIG[300];
-static ids_arg E_A = {IDS_A, 9, 0, 0, 0}, E_B = {IDS_B, 3, 0, 0, 0}, E_C = {IDS_MID, 40, 0, 0, 0},
-               E_BIG = {IDS_BIG, 600, 0, 0, 0};
-static ids_arg CE_A = {TGT_A, 3, -100, 0, 0}, CE_B = {TGT_B, 10, -1, 0, 0},
-               CE_C = {TGT_C, 1, -100, 0, 0}, CE_BIG = {TGT_BIG, 300, -100, 0, 0},
-               CE_LS_A = {TGT_A, 3, -100, 0.1f, 0}, CE_LS_B = {TGT_B, 10, -1, 0.3f, 0},
-               CE_LS_C = {TGT_C, 1, -100, 0.5f, 0}, CE_LS_BIG = {TGT_BIG, 300, -100, 0.1f, 0},
-               CE_Z_A = {TGT_A, 3, -100, 0, 0.1f}, CE_Z_B = {TGT_B, 10, -1, 0.3f, 0.5f},
-               CE_Z_BIG = {TGT_BIG, 300, -100, 0.1f, 1e-4f};
+static ids_arg E_A = {IDS_A, 9, 0, 0, 0, 0}, E_B = {IDS_B, 3, 0, 0, 0, 0},
+               E_C = {IDS_MID, 40, 0, 0, 0, 0}, E_BIG = {IDS_BIG, 600, 0, 0, 0, 0};
+static ids_arg CE_A = {TGT_A, 3, -100, 0, 0, 0}, CE_B = {TGT_B, 10, -1, 0, 0, 0},
+               CE_C = {TGT_C, 1, -100, 0, 0, 0}, CE_BIG = {TGT_BIG, 300, -100, 0, 0, 0},
+               CE_LS_A = {TGT_A, 3, -100, 0.1f, 0, 0}, CE_LS_B = {TGT_B, 10, -1, 0.3f, 0, 0},
+               CE_LS_C = {TGT_C, 1, -100, 0.5f, 0, 0}, CE_LS_BIG = {TGT_BIG, 300, -100, 0.1f, 0, 0},
+               CE_Z_A = {TGT_A, 3, -100, 0, 0.1f, 0}, CE_Z_B = {TGT_B, 10, -1, 0.3f, 0.5f, 0},
+               CE_Z_BIG = {TGT_BIG, 300, -100, 0.1f, 1e-4f, 0},
+               CE_CAP_A = {TGT_A, 3, -100, 0, 0, 2.0f},
+               CE_CAP_B = {TGT_B, 10, -1, 0.3f, 0.5f, 1.5f},
+               CE_CAP_BIG = {TGT_BIG, 300, -100, 0.1f, 0, 4.0f};
+static const float CAP_LO = 0.5f, CAP_HI = 3.0f;
 static const slice_arg SL_A = {2, 5}, SL_B = {0, 33}, SL_C = {0, 1}, SL_D = {31, 2};
 static const split_arg SP_A = {3, {5, 1, 11}}, SP_B = {2, {16, 17}}, SP_C = {4, {1, 1, 1, 1}};
 
@@ -550,6 +579,9 @@ static const op_case CASES[] = {
     {"relu", b_relu, r_relu, NULL, 1, {SHP(1, 1)}, -2, 2, true, 0},
     {"relu", b_relu, r_relu, NULL, 1, {SHP(3, 2, 5, 33)}, -2, 2, true, 0},
     {"relu", b_relu, r_relu, NULL, 1, {SHP(2, 200, 97)}, -2, 2, true, 0},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(1, 1)}, -2, 2, true, 1e-6},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(3, 2, 5, 33)}, -2, 2, true, 1e-6},
+    {"relu2", b_relu2, r_relu2, NULL, 1, {SHP(2, 200, 97)}, -2, 2, true, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(1, 1)}, -4, 4, false, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(3, 2, 5, 33)}, -6, 6, false, 1e-6},
     {"silu", b_silu, r_silu, NULL, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},
@@ -580,6 +612,15 @@ static const op_case CASES[] = {
      {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
     {"cross_entropy z-loss smoothed", b_cross_entropy, r_cross_entropy, &CE_Z_BIG, 1,
      {SHP(3, 3, 100, 97)}, -8, 8, false, 1e-6},
+    {"cross_entropy softcap", b_cross_entropy, r_cross_entropy, &CE_CAP_A, 1, {SHP(2, 3, 17)},
+     -3, 3, false, 1e-6},
+    {"cross_entropy softcap z-loss smoothed", b_cross_entropy, r_cross_entropy, &CE_CAP_B, 1,
+     {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
+    {"cross_entropy softcap smoothed", b_cross_entropy, r_cross_entropy, &CE_CAP_BIG, 1,
+     {SHP(3, 3, 100, 97)}, -8, 8, false, 1e-6},
+    {"softcap", b_softcap, r_softcap, &CAP_HI, 1, {SHP(1, 1)}, -6, 6, false, 1e-6},
+    {"softcap", b_softcap, r_softcap, &CAP_LO, 1, {SHP(3, 2, 5, 33)}, -3, 3, false, 1e-6},
+    {"softcap", b_softcap, r_softcap, &CAP_HI, 1, {SHP(2, 200, 97)}, -6, 6, false, 1e-6},
     {"embedding", b_embedding, r_embedding, &E_A, 1, {SHP(2, 7, 5)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_B, 1, {SHP(2, 1, 1)}, -1, 1, false, 0},
     {"embedding", b_embedding, r_embedding, &E_C, 1, {SHP(2, 33, 17)}, -1, 1, false, 0},
@@ -837,9 +878,13 @@ static void test_cross_entropy_in_place(void) {
     for (int i = 0; i < N; i++)
         ids[i] = (int)mt_rng_below(&r, 50), tgt[i] = i % 7 ? (int)mt_rng_below(&r, V) : -100;
     float *a = malloc(P.total * sizeof(float)), *b = malloc(P.total * sizeof(float));
-    const mt_ce_opts opts[] = {MT_CE_PLAIN, {.label_smoothing = 0.2f}, {.z_loss = 1e-3f}};
+    const mt_ce_opts opts[] = {MT_CE_PLAIN,
+                               {.label_smoothing = 0.2f},
+                               {.z_loss = 1e-3f},
+                               {.softcap = 2.0f, .label_smoothing = 0.1f},
+                               {.softcap = 2.0f, .z_loss = 1e-3f}};
     size_t logits = (size_t)N * V * sizeof(float);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {
         float la, lb;
         size_t pa, pb;
         ce_head_run(&P, ids, tgt, opts[k], false, a, &la, &pa);
@@ -924,11 +969,11 @@ static void test_determinism(void) {
     mt_params_free(&P);
 }
 
-/* The vectorisable exp, sigmoid and erfc of vmath.h against double precision, on a dense grid
-   and at the edges: exp's and sigmoid's relative errors, erfc's relative error for x < 3 and the
-   absolute error of erf = 1 - erfc. */
+/* The vectorisable exp, sigmoid, erfc and tanh of vmath.h against double precision, on a dense
+   grid and at the edges: exp's, sigmoid's and tanh's relative errors, erfc's relative error for
+   x < 3 and the absolute error of erf = 1 - erfc. */
 static void test_vmath(void) {
-    double e_exp = 0, e_sig = 0, e_erfc = 0, e_erf = 0;
+    double e_exp = 0, e_sig = 0, e_erfc = 0, e_erf = 0, e_tanh = 0, e_dtanh = 0;
     for (int i = 0; i <= 2000000; i++) {
         float x = -87.3f + (88.7f + 87.3f) * (float)i / 2000000.0f;
         e_exp = worst_err(e_exp, fabs(mt_vexpf(x) - exp((double)x)) / exp((double)x));
@@ -939,7 +984,19 @@ static void test_vmath(void) {
         e_erf = worst_err(e_erf, fabs(1.0f - mt_verfcf(t) - erf((double)t)));
         if (t < 3)
             e_erfc = worst_err(e_erfc, fabs(mt_verfcf(t) - erfc((double)t)) / erfc((double)t));
+        float u = -12.0f + 24.0f * (float)i / 2000000.0f; /* 0.25 and 9 and the grid's 0 within */
+        double th = tanh((double)u), sech2 = 1 / (cosh((double)u) * cosh((double)u));
+        float d, y = mt_vtanhf_d(u, &d);
+        if (u != 0) e_tanh = worst_err(e_tanh, fabs(y - th) / fabs(th));
+        e_dtanh = worst_err(e_dtanh, fabs(d - sech2) / sech2);
     }
+    for (float u = 1e-30f; u < 1; u *= 1.01f) /* the small arguments, where 1 - e would cancel */
+        e_tanh = worst_err(e_tanh, fabs(mt_vtanhf(u) - tanh((double)u)) / tanh((double)u));
+    CHECK(e_tanh < 4e-7 && e_dtanh < 1e-6, "vmath: tanh relative error %g, its derivative's %g",
+          e_tanh, e_dtanh);
+    CHECK(mt_vtanhf(INFINITY) == 1 && mt_vtanhf(-1000) == -1 && mt_vtanhf(0) == 0 &&
+              isnan(mt_vtanhf(NAN)),
+          "vmath: tanh at the edges");
     CHECK(e_exp < 3e-7 && e_sig < 4e-7 && e_erfc < 2e-6 && e_erf < 4e-7,
           "vmath: exp relative error %g, sigmoid relative %g, erfc relative %g, erf absolute %g",
           e_exp, e_sig, e_erfc, e_erf);

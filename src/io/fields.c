@@ -70,17 +70,18 @@ const char *mt_field_format(const mt_field *f, const void *obj, char *buf, size_
     return buf;
 }
 
-/* The range "lo..hi" or "lo.." of a number field: out of it is an error quoting the help (which
-   explains special values such as -1: default). */
+/* The range "lo..hi" or "lo.." of a number field, "(lo.." with lo itself out: out of it is an
+   error quoting the help (which explains special values such as -1: default). */
 static mt_status check_range(const mt_field *f, double v, const char *text, const char *where,
                              mt_err *err) {
     if (!f->range) return MT_OK;
     const char *dots = strstr(f->range, "..");
     MT_ASSERT(dots, "field %s: range '%s' is not lo..hi", f->key, f->range);
-    double lo = strtod(f->range, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
-    if (v >= lo && v <= hi) return MT_OK;
+    bool open = f->range[0] == '(';
+    double lo = strtod(f->range + open, NULL), hi = dots[2] ? strtod(dots + 2, NULL) : INFINITY;
+    if ((open ? v > lo : v >= lo) && v <= hi) return MT_OK;
     char range[96];
-    if (isinf(hi)) snprintf(range, sizeof range, "at least %.10g", lo);
+    if (isinf(hi)) snprintf(range, sizeof range, "%s %.10g", open ? "more than" : "at least", lo);
     else snprintf(range, sizeof range, "from %.10g to %.10g", lo, hi);
     return mt_errorf(err, MT_EINVAL, "%s: %s is out of range: expected %s (%s)", where, text, range,
                      f->help);

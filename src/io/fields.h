@@ -48,8 +48,9 @@ typedef struct {
     mt_field_type type;
     size_t off, size; /* offsetof and sizeof the member */
     const char *help;
-    const char *range; /* INT, FLOAT: the accepted "lo..hi" or "lo.." (no upper bound), or NULL:
-                           any value; flags and files only (JSON is checked by its reader) */
+    const char *range; /* INT, FLOAT: the accepted "lo..hi" or "lo.." (no upper bound; "(lo..":
+                           above lo), or NULL: any value; flags and files only (JSON is checked
+                           by its reader) */
     const void *of;    /* ENUM: its mt_enum; TABLE: its mt_fields */
     const char *flag;  /* BOOL: the name of a flag that sets the opposite ("untie" for tied) */
     unsigned flags;    /* MT_FIELD_CLI, MT_FIELD_NO_FLAG, MT_FIELD_SET_READ */

@@ -64,6 +64,12 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
+    if (cfg->stack.logit_softcap != 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: logit_softcap = %g: the soft cap of the logits is the GPT's "
+                         "(--model gpt); the encoder-decoder's head has none: give 0 (no "
+                         "--logit-softcap)",
+                         cfg->stack.logit_softcap);
     if (cfg->stack.placement == MT_PLACE_MIXLN || cfg->stack.placement == MT_PLACE_DSL)
         return mt_errorf(err, MT_EINVAL,
                          "config: placement %s counts the blocks of one stack (Mix-LN's first "

@@ -220,7 +220,9 @@ mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids
     return m->cfg.stack.dropout > 0 ? mt_dropout(c, x, m->cfg.stack.dropout) : x;
 }
 
-mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
+/* The head's logits before the soft cap: the loss caps them itself (mt_cross_entropy's fused
+   softcap), everything else through mt_gpt_head. */
+static mt_tensor *head_uncapped(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     const mt_gpt_layout *L = m->layout;
     x = mt_stack_final(c, &L->stack, P, x);
     if (L->s_z >= 0) /* nGPT: s_z z */
@@ -230,14 +232,28 @@ mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
 }
 
-mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
-    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
-    return mt_gpt_head(c, m, P, mt_stack_forward(c, &m->layout->stack, P, x, NULL));
+/* Gemma 2's soft cap (--logit-softcap C > 0): C tanh(logits / C) */
+mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
+    float cap = m->cfg.stack.logit_softcap;
+    x = head_uncapped(c, m, P, x);
+    return cap > 0 ? mt_softcap(c, x, cap) : x;
 }
 
+static mt_tensor *blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
+    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
+    return mt_stack_forward(c, &m->layout->stack, P, x, NULL);
+}
+
+mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
+    return mt_gpt_head(c, m, P, blocks(c, m, P, ids, B, T));
+}
+
+/* The soft cap is the model's, not a term of the training loss: every loss has it (training's,
+   validation's, scoring's), fused into the cross-entropy (no capped copy of the logits). */
 mt_tensor *mt_gpt_loss(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, const int *targets,
                        int B, int T, mt_ce_opts ce) {
-    return mt_cross_entropy(c, mt_gpt_forward(c, m, P, ids, B, T), targets, -1, ce);
+    ce.softcap = m->cfg.stack.logit_softcap;
+    return mt_cross_entropy(c, head_uncapped(c, m, P, blocks(c, m, P, ids, B, T)), targets, -1, ce);
 }
 
 mt_tensor *mt_gpt_rows_loss(mt_ctx *c, mt_params *P, int lo, int n, void *batch) {

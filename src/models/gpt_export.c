@@ -90,7 +90,14 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
                       .eps = (float)key_num(cfg, "norm_eps"),
                       .theta = (float)key_num(cfg, "rope_theta")};
     if (d->KVH == 0) d->KVH = d->NH; /* 0: as many as the query heads */
+    double cap = key_num(cfg, "logit_softcap");
     cJSON_Delete(cfg);
+    if (cap != 0) /* GGUF's gemma2.final_logit_softcapping is Gemma 2's key, not the llama arch's */
+        return mt_errorf(err, MT_EINVAL,
+                         "--format %s holds a Llama, whose head has no soft cap (llama2.c's "
+                         "run.c and GGUF's llama architecture read the logits as they are); this "
+                         "model has logit_softcap = %g (--logit-softcap): train without it",
+                         fname, cap);
     if (at)
         return mt_errorf(err, MT_EINVAL,
                          "--format %s holds a Llama: pre-norm RMSNorm blocks "

@@ -152,6 +152,10 @@ static const mt_field FIELDS[] = {
       "training loss + z log(Z)^2 per target, Z the softmax's normaliser (PaLM: 1e-4; "
       "validation: the plain cross-entropy)",
       .range = "0.."),
+    F(logit_softcap, FLOAT, "logit_softcap",
+      "the head's logits C tanh(logits / C) in training, validation and sampling (Gemma 2: 30); "
+      "0: none",
+      .range = "0.."),
     F(mixln_post, INT, "mixln_post",
       "placement mixln: Post-LN in the first N blocks, Pre-LN after; -1: n-layer / 4",
       .range = "-1..", .read = mixln, .read_by = "--placement mixln"),
@@ -293,6 +297,11 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
         return mt_errorf(err, MT_EINVAL,
                          "config: z_loss = %g, must be a finite number >= 0 (0: none; PaLM's 1e-4)",
                          s->z_loss);
+    if (!(s->logit_softcap >= 0 && isfinite(s->logit_softcap)))
+        return mt_errorf(err, MT_EINVAL,
+                         "config: logit_softcap = %g, must be a finite number >= 0 (0: none; "
+                         "Gemma 2's 30)",
+                         s->logit_softcap);
     if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
         return mt_errorf(err, MT_EINVAL,
                          "config: label_smoothing = %g, must be in [0, 1) (0: "

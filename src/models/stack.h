@@ -47,6 +47,9 @@ typedef struct {
     int mixln_post; /* Mix-LN: the first mixln_post blocks Post-LN; -1: n_layer / 4 */
     float dsl_k;    /* DeepScaleLM: beta^2 = dsl_k / n_layer, lambda^2 = 1 - beta^2 */
     float dsl_r0;   /* init dsl: the embedded tokens' correlation r, in (0, 1] (0.221) */
+    /* the GPT's logits C tanh(logits / C) wherever they are read: training, validation and
+       sampling (the model's own, not a term of the training loss); 0: none */
+    float logit_softcap;
 } mt_stack_config;
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no

@@ -77,6 +77,11 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCODER_ONLY, cfg->stack.n_layer, 0,
                                      false, err);
     if (st != MT_OK) return st;
+    if (cfg->stack.logit_softcap != 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "config: logit_softcap = %g: the soft cap of the logits is the GPT's "
+                         "(--model gpt); the ViT's head has none: give 0 (no --logit-softcap)",
+                         cfg->stack.logit_softcap);
     /* Every placement ends in a norm (pre: the final norm; post, deepnorm: the last block's), and
        InstanceNorm gives each channel mean 0 (its bias) over the tokens: the mean over tokens
        would be the same for every image. */

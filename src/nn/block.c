@@ -16,6 +16,7 @@ static const mt_enum_item ACTS[] = {
     [MT_ACT_RELU] = {.name = "relu"},
     [MT_ACT_SILU] = {.name = "silu", .help = "x sigmoid(x)"},
     [MT_ACT_SWIGLU] = {.name = "swiglu", .help = "fc2(silu(fc1 x) * fc3 x), LLaMA's gated FFN"},
+    [MT_ACT_RELU2] = {.name = "relu2", .help = "relu(x)^2, Primer's squared ReLU"},
 };
 static const mt_enum_item PLACEMENTS[] = {
     [MT_PLACE_PRE] = {.name = "pre", .help = "x + F(N(x)), final norm", .title = "Pre-LN"},
@@ -61,6 +62,7 @@ mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x) {
     case MT_ACT_GELU_ERF: return mt_gelu_erf(c, x);
     case MT_ACT_RELU: return mt_relu(c, x);
     case MT_ACT_SILU: return mt_silu(c, x);
+    case MT_ACT_RELU2: return mt_relu2(c, x);
     case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu */
     }
     MT_ASSERT(0, "activation: %d is not a unary activation", (int)act);

@@ -352,7 +352,7 @@ void mt_rope_free(mt_rope *r);
 mt_tensor *mt_rope_apply(mt_ctx *c, const mt_rope *r, mt_tensor *x, int pos0);
 
 mt_tensor *mt_activation(mt_ctx *c, mt_act act, mt_tensor *x);
-extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu" */
+extern const mt_enum MT_ACTS;       /* "gelu", "gelu_erf", "relu", "silu", "swiglu", "relu2" */
 extern const mt_enum MT_PLACEMENTS; /* "pre", "post", "deepnorm", "subln", "peri", "lns",
                                        "reorder", "mixln", "dsl" */
 

@@ -1,5 +1,5 @@
-/* Elementwise ops: add, mul, scale, the activations and dropout. Loops are OpenMP-parallel above
-   MT_PAR_MIN elements and vectorise. */
+/* Elementwise ops: add, mul, scale, the activations, the soft cap and dropout. Loops are
+   OpenMP-parallel above MT_PAR_MIN elements and vectorise. */
 #include <stdio.h>
 #include <string.h>
 
@@ -167,6 +167,14 @@ static inline float relu_fd(float x, float *d) {
     return x > 0.0f ? x : 0.0f;
 }
 
+/* Squared ReLU (Primer, So et al. 2021, arXiv 2109.08668; modded-nanogpt's
+   F.relu(x).square()): y = relu(x)^2;  y' = 2 relu(x) */
+static inline float relu2_fd(float x, float *d) {
+    float r = x > 0.0f ? x : 0.0f;
+    *d = 2.0f * r;
+    return r * r;
+}
+
 /* SiLU (swish): y = x s,  s = sigmoid(x);  y' = s (1 + x (1 - s)) */
 static inline float silu_fd(float x, float *d) {
     float s = mt_vsigmoidf(x);
@@ -187,6 +195,7 @@ static inline float silu_fd(float x, float *d) {
 ACT_PARTS(gelu)
 ACT_PARTS(gelu_erf)
 ACT_PARTS(relu)
+ACT_PARTS(relu2)
 ACT_PARTS(silu)
 
 /* One vectorised loop per kind: the switch stays outside the loops. */
@@ -197,6 +206,7 @@ ACT_PARTS(silu)
     case MT_ACT_GELU: ACT_LOOP(EXPR_OF(gelu)) return;                                             \
     case MT_ACT_GELU_ERF: ACT_LOOP(EXPR_OF(gelu_erf)) return;                                     \
     case MT_ACT_RELU: ACT_LOOP(EXPR_OF(relu)) return;                                             \
+    case MT_ACT_RELU2: ACT_LOOP(EXPR_OF(relu2)) return;                                           \
     case MT_ACT_SILU: ACT_LOOP(EXPR_OF(silu)) return;                                             \
     case MT_ACT_SWIGLU: break; /* two inputs: mt_swiglu_forward */                                \
     }                                                                                             \
@@ -222,7 +232,7 @@ void mt_act_backward(mt_act act, float *dx, const float *dy, const float *x, siz
     }
 }
 
-/* The ops: one node pair for the four, the kind in i[0]; an op record each, so the profile
+/* The ops: one node pair for the five, the kind in i[0]; an op record each, so the profile
    names them. */
 static void act_forward(mt_node *n) {
     mt_act_forward((mt_act)n->i[0], n->out->data, n->in[0]->data, n->out->n);
@@ -239,6 +249,7 @@ static const mt_op OP_GELU_ERF = {.name = "gelu_erf",
                                   .forward = act_forward,
                                   .backward = act_backward};
 static const mt_op OP_RELU = {.name = "relu", .forward = act_forward, .backward = act_backward};
+static const mt_op OP_RELU2 = {.name = "relu2", .forward = act_forward, .backward = act_backward};
 static const mt_op OP_SILU = {.name = "silu", .forward = act_forward, .backward = act_backward};
 
 static mt_tensor *activation(mt_ctx *c, const mt_op *op, mt_act act, mt_tensor *x) {
@@ -254,6 +265,7 @@ mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x) {
     return activation(c, &OP_GELU_ERF, MT_ACT_GELU_ERF, x);
 }
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU, MT_ACT_RELU, x); }
+mt_tensor *mt_relu2(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_RELU2, MT_ACT_RELU2, x); }
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x) { return activation(c, &OP_SILU, MT_ACT_SILU, x); }
 
 /* ---- SwiGLU's gate: h = silu(a) g ------------------------------------------------------------ */
@@ -307,6 +319,42 @@ mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b) {
               mt_shape_str(a, sa, 64), mt_shape_str(b, sb, 64));
     mt_tensor *out = mt_tensor_like(c, a);
     mt_node *n = mt_node_new(c, &OP_SWIGLU, out, 2, (mt_tensor *[]){a, b});
+    mt_node_run(c, n);
+    return out;
+}
+
+/* ---- soft cap: y = cap tanh(x / cap), f[0] = cap;  dx += dy (1 - tanh(x / cap)^2) ---------- */
+
+static void softcap_forward(mt_node *n) {
+    const float *x = n->in[0]->data, cap = n->f[0];
+    float *y = n->out->data;
+    size_t N = n->out->n;
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN,
+                         for (size_t i = 0; i < N; i++) y[i] = mt_softcapf(x[i], cap););
+}
+
+/* the derivative from x (mt_softcap_fd's), not from 1 - (y / cap)^2, which cancels at |y| ~ cap */
+static void softcap_backward(mt_node *n) {
+    const float *x = n->in[0]->data, *dy = n->out->grad, cap = n->f[0];
+    float *dx = n->in[0]->grad;
+    size_t N = n->out->n;
+    if (!dx) return;
+    MT_PARALLEL_FOR_SIMD(N >= MT_PAR_MIN, for (size_t i = 0; i < N; i++) {
+        float d;
+        mt_softcap_fd(x[i], cap, &d);
+        dx[i] += dy[i] * d;
+    });
+}
+
+static const mt_op OP_SOFTCAP = {.name = "softcap",
+                                 .forward = softcap_forward,
+                                 .backward = softcap_backward};
+
+mt_tensor *mt_softcap(mt_ctx *c, mt_tensor *x, float cap) {
+    MT_ASSERT(cap > 0 && isfinite(cap), "softcap: cap %g, expected a finite number > 0", cap);
+    mt_tensor *out = mt_tensor_like(c, x);
+    mt_node *n = mt_node_new(c, &OP_SOFTCAP, out, 1, (mt_tensor *[]){x});
+    n->f[0] = cap;
     mt_node_run(c, n);
     return out;
 }

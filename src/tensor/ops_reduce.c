@@ -109,8 +109,33 @@ mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x) {
  * loss = (1/M) sum_{r: t_r != ignore} l_r, M the number of such rows (M = 0 gives 0/0 = NaN, as
  * torch). eps = 0 is the plain cross-entropy to the bit (1 nll_r + 0 smooth_r, smooth_r = 0 then).
  * The z-loss z (PaLM, Chowdhery et al. 2022) adds z lse_r^2 to l_r (z = 0: nothing computed).
- * ids = targets (N), i[0] = ignore_index, f[0] = M, f[1] = eps, f[2] = z, saved[0] = lse (N),
- * saved[1] = row losses. */
+ * A soft cap c > 0 (Gemma 2, arXiv 2408.00118) puts y = c tanh(x / c) for x in all of the above,
+ * computed where each logit is read (loops of their own: c = 0 runs the loops it ran before);
+ * max_r of y is c tanh(max_r x / c), tanh being increasing.
+ * ids = targets (N), i[0] = ignore_index, f[0] = M, f[1] = eps, f[2] = z, f[3] = c, saved[0] =
+ * lse (N), saved[1] = row losses. */
+
+/* s = sum_j exp(y_j - mx) and, when eps > 0, shifted = sum_j (y_j - mx) of a row, y = x or
+   capped */
+static float row_sums(const float *xr, int V, float mx, float eps, float cap, float *shifted) {
+    float s = 0, sh = 0;
+    if (cap > 0) {
+#pragma omp simd reduction(+ : s, sh)
+        for (int j = 0; j < V; j++) {
+            float v = mt_softcapf(xr[j], cap) - mx;
+            s += mt_vexpf(v), sh += v;
+        }
+    } else {
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
+        if (eps > 0) { /* eps = 0 pays nothing for it */
+#pragma omp simd reduction(+ : sh)
+            for (int j = 0; j < V; j++) sh += xr[j] - mx;
+        }
+    }
+    *shifted = sh;
+    return s;
+}
 
 static void cross_entropy_forward(mt_node *n) {
     const float *x = n->in[0]->data;
@@ -118,37 +143,60 @@ static void cross_entropy_forward(mt_node *n) {
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
-    float eps = n->f[1], keep = 1.0f - eps, z = n->f[2];
+    float eps = n->f[1], keep = 1.0f - eps, z = n->f[2], cap = n->f[3];
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
         const float *xr = x + r * V;
-        float mx = mt_vmaxf(xr, V), s = 0, shifted = 0, smooth = 0;
-        _Pragma("omp simd reduction(+ : s)")
-        for (int j = 0; j < V; j++) s += mt_vexpf(xr[j] - mx);
+        float mx = mt_vmaxf(xr, V), shifted, smooth = 0;
+        if (cap > 0) mx = mt_softcapf(mx, cap);
+        float s = row_sums(xr, V, mx, eps, cap, &shifted);
         lse[r] = mx + logf(s);
-        if (eps > 0) { /* eps = 0 pays nothing for it */
-            _Pragma("omp simd reduction(+ : shifted)")
-            for (int j = 0; j < V; j++) shifted += xr[j] - mx;
-            smooth = logf(s) - shifted / (float)V;
+        if (eps > 0) smooth = logf(s) - shifted / (float)V;
+        if (t[r] == ignore) {
+            loss[r] = 0.0f;
+            continue;
         }
-        loss[r] = t[r] == ignore ? 0.0f : keep * (lse[r] - xr[t[r]]) + eps * smooth;
-        if (z > 0 && t[r] != ignore) loss[r] += z * lse[r] * lse[r];
+        float xt = cap > 0 ? mt_softcapf(xr[t[r]], cap) : xr[t[r]];
+        loss[r] = keep * (lse[r] - xt) + eps * smooth;
+        if (z > 0) loss[r] += z * lse[r] * lse[r];
     });
     double s = 0;
     for (long r = 0; r < N; r++) s += loss[r];
     n->out->data[0] = (float)(s / n->f[0]);
 }
 
+/* The soft cap's row: dl_r/dy_rj as below times dy_rj/dx_rj = 1 - tanh(x_rj / c)^2, one pass
+   (the target's factor taken before it: in place, x_rt is gone after it). */
+static void capped_row_backward(const float *xr, float *dxr, int V, int t, float l, float g,
+                                float uniform, float z, float cap, bool in_place) {
+    float dt, gp = g * (1 + 2 * z * l);
+    mt_softcap_fd(xr[t], cap, &dt);
+    if (in_place) {
+#pragma omp simd
+        for (int j = 0; j < V; j++) {
+            float d, y = mt_softcap_fd(xr[j], cap, &d);
+            dxr[j] = (gp * mt_vexpf(y - l) - uniform) * d;
+        }
+    } else {
+#pragma omp simd
+        for (int j = 0; j < V; j++) {
+            float d, y = mt_softcap_fd(xr[j], cap, &d);
+            dxr[j] += (gp * mt_vexpf(y - l) - uniform) * d;
+        }
+    }
+    dxr[t] -= (g - uniform * (float)V) * dt;
+}
+
 /* dl_r/dx_rj = softmax(x_r)_j - (1 - eps) [j == t_r] - eps / V + 2 z lse_r softmax(x_r)_j,
    softmax = exp(x - lse) (d lse_r / dx_rj = softmax_j): dx_rj += (dy / M) dl_r/dx_rj for the rows
    not ignored. In place (grad_in_place: dx is x; z = 0 only) each row is written instead:
-   the bits of a sum onto zeros. */
+   the bits of a sum onto zeros. With the soft cap: capped_row_backward. */
 static void cross_entropy_backward(mt_node *n) {
     const float *x = n->in[0]->data, *lse = n->saved[0];
     float *dx = n->in[0]->grad, g = n->out->grad[0] / n->f[0];
     const int *t = n->ids;
     long N = mt_rows(n->in[0]);
     int V = mt_cols(n->in[0]), ignore = n->i[0];
-    float eps = n->f[1], uniform = g * (eps / (float)V), z = n->f[2];
+    float eps = n->f[1], uniform = g * (eps / (float)V), z = n->f[2], cap = n->f[3];
     bool in_place = dx == x;
     if (!dx) return;
     MT_PARALLEL_FOR(n->in[0]->n >= MT_PAR_MIN, for (long r = 0; r < N; r++) {
@@ -156,6 +204,10 @@ static void cross_entropy_backward(mt_node *n) {
         float *dxr = dx + r * V, l = lse[r];
         if (t[r] == ignore) {
             if (in_place) memset(dxr, 0, (size_t)V * sizeof *dxr);
+            continue;
+        }
+        if (cap > 0) {
+            capped_row_backward(xr, dxr, V, t[r], l, g, uniform, z, cap, in_place);
             continue;
         }
         if (in_place) {
@@ -187,9 +239,11 @@ static const mt_op OP_CROSS_ENTROPY = {.name = "cross_entropy",
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
                             mt_ce_opts opts) {
     int N = mt_rows(logits), V = mt_cols(logits), M = 0;
-    MT_ASSERT(opts.label_smoothing >= 0 && opts.label_smoothing <= 1 && opts.z_loss >= 0,
-              "cross_entropy: label smoothing %g is outside [0, 1] or z-loss %g < 0",
-              opts.label_smoothing, opts.z_loss);
+    MT_ASSERT(opts.label_smoothing >= 0 && opts.label_smoothing <= 1 && opts.z_loss >= 0 &&
+                  opts.softcap >= 0 && isfinite(opts.softcap),
+              "cross_entropy: label smoothing %g is outside [0, 1], z-loss %g < 0 or soft cap %g "
+              "not a finite number >= 0",
+              opts.label_smoothing, opts.z_loss, opts.softcap);
     int *t = mt_arena_alloc(c, (size_t)N * sizeof(int));
     for (int r = 0; r < N; r++) {
         MT_ASSERT(targets[r] == ignore_index || (targets[r] >= 0 && targets[r] < V),
@@ -206,6 +260,7 @@ mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, in
     n->f[0] = (float)M;
     n->f[1] = opts.label_smoothing;
     n->f[2] = opts.z_loss;
+    n->f[3] = opts.softcap;
     n->saved[0] = mt_arena_floats(c, (size_t)N);
     n->saved[1] = mt_arena_floats(c, (size_t)N);
     /* the logits' gradient over the logits, when nothing else reads them in the backward (the

@@ -211,27 +211,40 @@ mt_tensor *mt_reshape(mt_ctx *c, mt_tensor *x, int ndim, const int shape[]);
 mt_tensor *mt_permute(mt_ctx *c, mt_tensor *x, const int perm[]);
 mt_tensor *mt_transpose(mt_ctx *c, mt_tensor *x, int d0, int d1);
 /* GELU: tanh form. SWIGLU is gated, silu(a) b of two inputs (mt_swiglu): the FFN's activation
-   only (nn.h), not a unary op. */
-typedef enum { MT_ACT_GELU, MT_ACT_GELU_ERF, MT_ACT_RELU, MT_ACT_SILU, MT_ACT_SWIGLU } mt_act;
+   only (nn.h), not a unary op. RELU2: relu(x)^2 (Primer). */
+typedef enum {
+    MT_ACT_GELU,
+    MT_ACT_GELU_ERF,
+    MT_ACT_RELU,
+    MT_ACT_SILU,
+    MT_ACT_SWIGLU,
+    MT_ACT_RELU2,
+} mt_act;
 mt_tensor *mt_gelu(mt_ctx *c, mt_tensor *x);     /* tanh approximation, as GPT-2 */
 mt_tensor *mt_gelu_erf(mt_ctx *c, mt_tensor *x); /* exact: x * Phi(x) */
 /* SwiGLU's gate (Shazeer 2020, arXiv 2002.05202): silu(a) * b elementwise, a and b the same
    shape; one kernel each way. */
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_relu(mt_ctx *c, mt_tensor *x);
+mt_tensor *mt_relu2(mt_ctx *c, mt_tensor *x); /* relu(x)^2 (So et al. 2021, arXiv 2109.08668) */
 mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_softmax(mt_ctx *c, mt_tensor *x); /* over the last dim */
-/* The training loss's terms beyond the plain cross-entropy; {0} (MT_CE_PLAIN): none. */
+/* y = cap tanh(x / cap), cap > 0: the soft cap of logits (Gemma 2, arXiv 2408.00118) outside
+   the loss (mt_cross_entropy fuses it) */
+mt_tensor *mt_softcap(mt_ctx *c, mt_tensor *x, float cap);
+/* The loss's terms beyond the plain cross-entropy; {0} (MT_CE_PLAIN): none. */
 typedef struct {
     float label_smoothing; /* eps in [0, 1]: each target (1 - eps) onehot + eps / V */
-    float z_loss; /* z >= 0: + z log(Z_r)^2 per row (PaLM's auxiliary loss; log Z_r = lse_r) */
+    float z_loss;  /* z >= 0: + z log(Z_r)^2 per row (PaLM's auxiliary loss; log Z_r = lse_r) */
+    float softcap; /* cap > 0: the loss of the logits cap tanh(x / cap) (Gemma 2); 0: of x */
 } mt_ce_opts;
 #define MT_CE_PLAIN ((mt_ce_opts){.label_smoothing = 0})
 /* Fused log-softmax + negative log-likelihood: logits (..., V), targets (rows of logits) in
    [0, V) or ignore_index; the mean over the targets that are not ignored -> (1,). With
    label smoothing eps each target is the distribution (1 - eps) onehot + eps / V, as torch's
    F.cross_entropy(..., label_smoothing=eps); with z-loss z each row not ignored also adds
-   z lse_r^2. MT_CE_PLAIN: the plain cross-entropy. */
+   z lse_r^2; with a soft cap every logit x is cap tanh(x / cap) first (fused: no capped copy).
+   MT_CE_PLAIN: the plain cross-entropy. */
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, const int *targets, int ignore_index,
                             mt_ce_opts opts);
 /* weight (V, C), ids (n) in [0, V) -> (n, C); backward scatters into the weight's rows. */

@@ -66,9 +66,19 @@ static mt_status log_step(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, 
     return s;
 }
 
-/* One step and what follows it: diagnostics, evaluation, logging, a checkpoint. */
+/* Past --time-budget after this step: on every rank alike (the slowest rank's clock decides, so
+   that all stop at the same step). */
+static bool out_of_time(const mt_loop_cfg *lc, const mt_progress *p) {
+    if (!(lc->time_budget > 0)) return false;
+    float over = mt_clock() - p->t0 > lc->time_budget;
+    mt_dist_max(&over, 1);
+    return over > 0;
+}
+
+/* One step and what follows it: diagnostics, evaluation, logging, a checkpoint; *stop: the run
+   ends here (its last step, the time budget spent or the target loss reached). */
 static mt_status step_once(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m, bool rank0,
-                           mt_progress *p, mt_err *err) {
+                           mt_progress *p, bool *stop, mt_err *err) {
     double ts = mt_clock();
     tr->ctx.profile = lc->profile; /* the training step only, not evaluations */
     mt_trainer_step(tr, &p->st);
@@ -78,26 +88,34 @@ static mt_status step_once(mt_trainer *tr, const mt_loop_cfg *lc, mt_metrics *m,
     if (!p->st.finite) return diverged(tr, &p->st, err);
     mt_status s = lc->after_step ? lc->after_step(tr, &p->st, lc->arg, err) : MT_OK;
     p->step = tr->step;
-    p->eval = (lc->eval_every > 0 && p->step % lc->eval_every == 0) || p->step == p->steps;
+    *stop = p->step == p->steps || out_of_time(lc, p); /* the loss of the last step validated */
+    p->eval = (lc->eval_every > 0 && p->step % lc->eval_every == 0) || *stop;
     if (s == MT_OK && (p->step % lc->log_every == 0 || p->eval))
         s = log_step(tr, lc, m, rank0, p, err);
-    bool save = (lc->save_every > 0 && p->step % lc->save_every == 0) || p->step == p->steps;
+    if (p->eval) p->val_last = p->val; /* the same on every rank (summed across them) */
+    p->reached = p->reached || (p->eval && lc->target_loss > 0 && p->val <= lc->target_loss);
+    *stop = *stop || p->reached;
+    bool save = (lc->save_every > 0 && p->step % lc->save_every == 0) || *stop;
     return s == MT_OK && save ? mt_trainer_save(tr, err) : s; /* rank 0 writes */
 }
 
-mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_err *err) {
+mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *lc, mt_progress *out, mt_err *err) {
     MT_ASSERT(lc->log_every >= 1, "loop: log_every %d", lc->log_every);
-    bool rank0 = mt_dist_rank() == 0, open;
+    bool rank0 = mt_dist_rank() == 0, open, stop = false;
     mt_metrics m;
     mt_status s = open_metrics(tr, &m, &open, err);
     mt_progress p = {.steps = tr->cfg.steps,
                      .first = tr->step,
                      .t0 = mt_clock(),
+                     .val_last = NAN,
                      .units = (double)tr->cfg.batch * tr->cfg.grad_accum *
                               mt_task_row_units(tr->task->type, tr->model->type, tr->model->cfg)};
     /* a resumed run already at its last step writes its checkpoint again */
     if (s == MT_OK && tr->step >= tr->cfg.steps) s = mt_trainer_save(tr, err);
-    while (s == MT_OK && tr->step < tr->cfg.steps) s = step_once(tr, lc, &m, rank0, &p, err);
+    while (s == MT_OK && !stop && tr->step < tr->cfg.steps)
+        s = step_once(tr, lc, &m, rank0, &p, &stop, err);
+    p.step = tr->step, p.elapsed = mt_clock() - p.t0;
     if (open) mt_metrics_close(&m);
+    if (out) *out = p;
     return s;
 }

@@ -194,6 +194,13 @@ static const mt_field TRAIN[] = {
     F(save_every, INT, "save_every",
       "checkpoint every N steps (and at the end); 0: only at the end", .range = "0.."),
     F(log_every, INT, "log_every", "progress and a metrics row every N steps", .range = "1.."),
+    F(time_budget, FLOAT, "time_budget",
+      "stop after the step that ends past this many seconds from the first step (then validate "
+      "and save as at the end); 0: none",
+      .range = "(0..", .flags = MT_FIELD_CLI),
+    F(target_loss, FLOAT, "target_loss",
+      "stop at the first validation whose loss is at most this; 0: none", .range = "(0..",
+      .flags = MT_FIELD_CLI),
     F(diag, TABLE, "diag", NULL, .of = &DIAG_FIELDS),
     F(report, BOOL, "report",
       "report.html in --out: the run's curves and per-block heatmaps (docs/plotting.md), "

@@ -43,6 +43,7 @@ typedef struct {
     mt_train_cfg train;
     mt_optim_config optim; /* min_lr and warmup derived where not given (MT_OPTIM_FIELDS) */
     int eval_every, eval_batches, save_every, log_every;
+    float time_budget, target_loss; /* --time-budget, --target-loss (mt_loop_cfg); 0: none */
     mt_diag_cfg diag;
     bool report; /* report.html in the run's directory, rewritten at each evaluation */
     bool profile;

@@ -310,6 +310,8 @@ typedef struct {
     double t0, elapsed;      /* mt_clock() at the start; seconds since, at the log */
     double units;            /* tokens (images, words) of a step's batch */
     bool eval;               /* validated at this step: val and the metrics are set */
+    bool reached;            /* a validation loss reached mt_loop_cfg.target_loss */
+    double val_last;         /* the last validation loss, NAN before any */
     double val;              /* mean validation loss, NAN when not evaluated */
     const double *metrics;   /* the type's metrics (tr->val_metrics), NAN when not evaluated */
 } mt_progress;
@@ -319,6 +321,10 @@ typedef struct {
     int save_every;      /* checkpoint every N steps and at the end; 0: only at the end */
     int log_every;       /* a metrics row (and on_log) every N steps, and at each evaluation */
     mt_profile *profile; /* NULL, or where the training steps' ops are timed (not evaluations) */
+    /* Early stops (0: none): after the step that ends past time_budget seconds from the first
+       step, or at the evaluation whose loss is <= target_loss; the stop validates and saves as
+       the last step does. */
+    double time_budget, target_loss;
     /* After each step that updated (the diagnostics): a failure stops the run with it. */
     mt_status (*after_step)(mt_trainer *tr, const mt_step_stats *st, void *arg, mt_err *err);
     void (*on_log)(const mt_trainer *tr, const mt_progress *p, void *arg); /* the progress line */
@@ -328,8 +334,9 @@ typedef struct {
 /* Trains from tr->step to tr->cfg.steps: each step, then the diagnostics (after_step), the
    evaluation and metrics row when due (<out>/metrics.csv, rank 0; a resumed run keeps the rows
    up to its step), a checkpoint when due and at the end. A run already at its last step writes
-   its checkpoint again. A step whose loss or gradient is not finite stops the run with
+   its checkpoint again. time_budget and target_loss stop the run earlier (p: where it stopped,
+   NULL: not wanted). A step whose loss or gradient is not finite stops the run with
    MT_EDIVERGED naming the first non-finite gradient (nothing updated, the last checkpoint kept). */
-mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *cfg, mt_err *err);
+mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *cfg, mt_progress *p, mt_err *err);
 
 #endif

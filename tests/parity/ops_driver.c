@@ -83,6 +83,7 @@ static mt_tensor *b_transpose(mt_ctx *c, mt_tensor **x, int n, const mt_safetens
 UNARY(gelu)
 UNARY(gelu_erf)
 UNARY(relu)
+UNARY(relu2)
 UNARY(silu)
 UNARY(softmax)
 
@@ -96,7 +97,13 @@ static mt_tensor *b_cross_entropy(mt_ctx *c, mt_tensor **x, int n, const mt_safe
     (void)n;
     return mt_cross_entropy(c, x[0], as_ints(c, x[1]), (int)parity_opt(in, "ignore"),
                             (mt_ce_opts){.label_smoothing = (float)parity_opt(in, "smoothing"),
-                                         .z_loss = (float)parity_opt(in, "z_loss")});
+                                         .z_loss = (float)parity_opt(in, "z_loss"),
+                                         .softcap = (float)parity_opt(in, "softcap")});
+}
+
+static mt_tensor *b_softcap(mt_ctx *c, mt_tensor **x, int n, const mt_safetensors *in) {
+    (void)n;
+    return mt_softcap(c, x[0], (float)parity_opt(in, "cap"));
 }
 
 /* x0 weight, x1 ids */
@@ -167,10 +174,12 @@ static const parity_op OPS[] = {
     {"gelu", b_gelu},
     {"gelu_erf", b_gelu_erf},
     {"relu", b_relu},
+    {"relu2", b_relu2},
     {"silu", b_silu},
     {"softmax", b_softmax},
     {"swiglu", b_swiglu},
     {"cross_entropy", b_cross_entropy},
+    {"softcap", b_softcap},
     {"embedding", b_embedding},
     {"dropout", b_dropout},
     {"concat", b_concat},

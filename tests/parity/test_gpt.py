@@ -66,7 +66,7 @@ def norm_cases(placements, case):
                    "n_ctx": 9, "n_vocab": 11, "n_ff": 24 + 8 * (case % 2), "norm": norm,
                    "placement": placement, "norm_eps": 1e-5, "rms_form": "llama",
                    "prms_p": 0.0625, "gn_groups": 1, "tied": case != 4, "bias": case != 7,
-                   "act": ACTS[case % 4], "dropout": 0.0,
+                   "act": ACTS[case % len(ACTS)], "dropout": 0.0,
                    "label_smoothing": (0.0, 0.1, 0.3)[case % 3]}
             cfg.update(opts)
             cfg.update(PLACEMENT_OPTS.get(placement, {}))
@@ -215,5 +215,24 @@ for i, (z, eps, tied) in enumerate([(1e-4, 0.0, True), (0.3, 0.1, True), (0.05, 
            "norm_eps": 1e-5, "rms_form": "llama", "tied": tied, "bias": True, "act": "gelu",
            "dropout": 0.0, "label_smoothing": eps, "z_loss": z}
     run_case(cfg, 2, 8, f"z-loss {z} smoothing {eps}{'' if tied else ' untied'}")
+
+# every activation in Sub-LN's unfused FFN (mt_activation: act, norm, fc2), which the cases above
+# reach only for some
+for i, act in enumerate(ACTS):
+    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_ctx": 8, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[i % 2], "placement": "subln", "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": True, "bias": i % 2 == 0, "act": act, "dropout": 0.0}
+    run_case(cfg, 2, 8, f"subln {act}")
+
+# Gemma 2's logit soft cap (torch_gpt.TorchGPT: cap tanh(logits / cap)) in the logits, the loss
+# and every gradient: 30 (Gemma 2's), 2 (where tanh bends: the logits of these weights reach
+# about 3), with z-loss, label smoothing, untied
+for i, (cap, z, eps, tied) in enumerate([(30.0, 0.0, 0.0, True), (2.0, 0.0, 0.0, True),
+                                         (2.0, 0.05, 0.1, False), (0.5, 1e-4, 0.0, True)]):
+    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_ctx": 8, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[i % 2], "placement": ("pre", "post", "lns", "pre")[i],
+           "norm_eps": 1e-5, "rms_form": "llama", "tied": tied, "bias": True, "act": "gelu",
+           "dropout": 0.0, "label_smoothing": eps, "z_loss": z, "logit_softcap": cap}
+    run_case(cfg, 2, 8, f"softcap {cap} z-loss {z} smoothing {eps}{'' if tied else ' untied'}")
 
 R.finish()

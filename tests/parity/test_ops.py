@@ -65,8 +65,12 @@ for shape in SHAPES:
     compare(f"sum {shape}", "sum", [randn(*shape)], [True], lambda a: a.sum().reshape(1))
     compare(f"mean {shape}", "mean", [randn(*shape)], [True], lambda a: a.mean().reshape(1))
     for op, fn in [("gelu", lambda a: F.gelu(a, approximate="tanh")), ("gelu_erf", F.gelu),
-                   ("relu", F.relu), ("silu", F.silu), ("softmax", lambda a: a.softmax(-1))]:
+                   ("relu", F.relu), ("relu2", lambda a: F.relu(a).square()), ("silu", F.silu),
+                   ("softmax", lambda a: a.softmax(-1))]:
         compare(f"{op} {shape}", op, [3 * randn(*shape)], [True], fn)
+    for cap in [0.5, 3.0, 30.0]:  # the soft cap alone (Gemma 2): cap tanh(x / cap)
+        compare(f"softcap {cap} {shape}", "softcap", [3 * randn(*shape)], [True],
+                lambda a, cap=cap: cap * torch.tanh(a / cap), cap=cap)
     compare(f"dropout eval {shape}", "dropout", [randn(*shape)], [True],
             lambda a: F.dropout(a, 0.3, training=False), p=0.3)
 
@@ -113,7 +117,8 @@ for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33),
                 [4 * randn(*shape), targets(rows, V, ignore, every)], [True, False],
                 lambda x, t, V=V, ignore=ignore, eps=eps: F.cross_entropy(
                     x.reshape(-1, V), t.long(), ignore_index=ignore,
-                    label_smoothing=eps).reshape(1), ignore=ignore, smoothing=eps, z_loss=0)
+                    label_smoothing=eps).reshape(1), ignore=ignore, smoothing=eps, z_loss=0,
+                softcap=0)
     # PaLM's z-loss (Chowdhery et al. 2022, arXiv 2204.02311): + z log(Z)^2, log Z the row's
     # log-sum-exp, averaged over the same rows
     for eps, z in [(0.0, 1e-4), (0.0, 0.5), (0.1, 0.2)]:
@@ -121,7 +126,15 @@ for shape, ignore, every in [((1, 1), -100, 0), ((3, 17), -100, 2), ((2, 5, 33),
                 "cross_entropy", [4 * randn(*shape), targets(rows, V, ignore, every)],
                 [True, False], lambda x, t, V=V, ignore=ignore, eps=eps, z=z: ce_z_loss(
                     x.reshape(-1, V), t.long(), ignore, eps, z), ignore=ignore, smoothing=eps,
-                z_loss=z)
+                z_loss=z, softcap=0)
+    # Gemma 2's soft cap (arXiv 2408.00118): the loss of cap tanh(x / cap), with z-loss and
+    # smoothing; the logits 4 randn, so a cap of 1.5 or 3 bends them and 30 barely
+    for eps, z, cap in [(0.0, 0.0, 30.0), (0.0, 0.0, 3.0), (0.1, 0.2, 1.5)]:
+        compare(f"cross_entropy {shape} ignore {ignore} smoothing {eps} z-loss {z} softcap {cap}",
+                "cross_entropy", [4 * randn(*shape), targets(rows, V, ignore, every)],
+                [True, False], lambda x, t, V=V, ignore=ignore, eps=eps, z=z, cap=cap: ce_z_loss(
+                    cap * torch.tanh(x.reshape(-1, V) / cap), t.long(), ignore, eps, z),
+                ignore=ignore, smoothing=eps, z_loss=z, softcap=cap)
 
 for V, C, n in [(1, 1, 3), (7, 5, 9), (33, 17, 40), (257, 65, 600)]:
     ids = rng.integers(0, V, n).astype(np.float32)  # repeats: the backward scatter adds up

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 
 # the placements with a norm before the head
 FINAL_NORM = ("pre", "subln", "peri", "lns", "reorder", "mixln", "dsl")
+# relu2: Primer's squared ReLU as modded-nanogpt writes it, F.relu(x).square()
 ACTS = {"gelu": lambda h: F.gelu(h, approximate="tanh"), "gelu_erf": F.gelu, "relu": F.relu,
-        "silu": F.silu, "swiglu": F.silu}
+        "silu": F.silu, "swiglu": F.silu, "relu2": lambda h: F.relu(h).square()}
 
 
 def rope(x, theta):
@@ -247,6 +248,9 @@ class TorchGPT(TorchBlocks):
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)
+        cap = cfg.get("logit_softcap", 0.0)
+        if cap:  # Gemma 2's soft cap (arXiv 2408.00118): cap tanh(logits / cap), the loss's too
+            logits = cap * torch.tanh(logits / cap)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-1, label_smoothing=cfg.get("label_smoothing", 0.0))
         return logits, loss + z_loss(cfg, logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

@@ -5,7 +5,8 @@
 # untied random model from collapsing onto one token, so the texts say something); a model of
 # another vocabulary, a missing or truncated tokenizer.bin and an unread --tokenizer-file are
 # refused (exit 2). The export gives back the tokenizer.bin read, and a GGUF whose vocabulary
-# llama.cpp (npm's node-llama-cpp) encodes a text with as mt does.
+# llama.cpp (npm's node-llama-cpp) encodes a text with as mt does, and which --tokenizer-file
+# reads back (a GGUF of a byte vocabulary is refused naming what it is).
 NAME=test_sp_finetune
 . "$(dirname "$0")/lib.sh"
 L2C=${MT_LLAMA2C:-../shared/third_party/llama2c}
@@ -29,19 +30,28 @@ train $SP --steps 2 --lr 0.0001 --init-from "$T/sp.bin" --out "$T/ft" || fail "f
 cmp -s "$T/run.txt" "$T/mt.txt" || fail "infer: '$(cat "$T/mt.txt")', run.c: '$(cat "$T/run.txt")'"
 cmp -s "$T/tokenizer.bin" "$TB" || fail "the exported tokenizer.bin is not the one read"
 
-# the GGUF export's vocabulary is SentencePiece's: llama.cpp encodes a text as mt does
+# the GGUF export's vocabulary is SentencePiece's: read back (--tokenizer-file model.gguf) it
+# encodes a text as tokenizer.bin does, and so does llama.cpp with it
+ids() { # an mt token file's ids on one line
+    python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); \
+n = struct.unpack_from('<I', b, 24)[0]; print(' '.join(map(str, struct.unpack_from( \
+'<%dH' % ((len(b) - 28 - n) // 2), b, 28 + n))))" "$1"
+}
+"$B/export" --checkpoint "$T/ft/model.safetensors" --format gguf --out "$T/ft.gguf" >/dev/null ||
+    fail "export gguf"
+{ head -c 3000 "$T/text.txt"; printf 'Ça va — naïve 東京 🙂 x  y\t\n'; } >"$T/some.txt"
+train $SP --prepare "$T/some.bin" --data "$T/some.txt" --val-fraction 0 ||
+    fail "prepare: $(cat "$T/log")"
+mt=$(ids "$T/some.bin")
+train --tokenizer sp --tokenizer-file "$T/ft.gguf" --prepare "$T/gguf.bin" --data "$T/some.txt" \
+    --val-fraction 0 || fail "prepare with the GGUF's vocabulary: $(cat "$T/log")"
+[ -n "$mt" ] && [ "$(ids "$T/gguf.bin")" = "$mt" ] || fail "the GGUF's vocabulary encodes otherwise"
+train --tokenizer sp --tokenizer-file "$T/ft.gguf" --init-from "$T/ft.gguf" --steps 1 \
+    --out "$T/from-gguf" || fail "fine-tuning the GGUF with its vocabulary: $(cat "$T/log")"
 NLC=${MT_NODE_LLAMA_CPP:-build-node/node_modules}
 if [ ! -r "$NLC/node-llama-cpp/dist/index.js" ] || ! command -v node >/dev/null; then
     skip_case "llama.cpp" "node-llama-cpp missing in $NLC (make deps-llamacpp; MT_NODE_LLAMA_CPP)"
 else
-    "$B/export" --checkpoint "$T/ft/model.safetensors" --format gguf --out "$T/ft.gguf" \
-        >/dev/null || fail "export gguf"
-    { head -c 3000 "$T/text.txt"; printf 'Ça va — naïve 東京 🙂 x  y\t\n'; } >"$T/some.txt"
-    train $SP --prepare "$T/some.bin" --data "$T/some.txt" --val-fraction 0 ||
-        fail "prepare: $(cat "$T/log")"
-    mt=$(python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); \
-n = struct.unpack_from('<I', b, 24)[0]; print(' '.join(map(str, struct.unpack_from( \
-'<%dH' % ((len(b) - 28 - n) // 2), b, 28 + n))))" "$T/some.bin")
     lc=$(MT_NODE_LLAMA_CPP=$NLC node tests/llamacpp_tokenize.mjs "$T/ft.gguf" "$T/some.txt" \
         2>"$T/node.log") || fail "llama.cpp exited $?: $(cat "$T/node.log")"
     [ -n "$mt" ] && [ "$mt" = "$lc" ] || fail "llama.cpp's ids differ: $(echo "$lc" | head -c 200)"
@@ -62,4 +72,8 @@ refused "truncated" "$T/trunc.bin: truncated at byte 996, in piece 71" --tokeniz
     --tokenizer-file "$T/trunc.bin"
 refused "no file" "needs --tokenizer-file" --tokenizer sp
 refused "unread" "does not read it" --tokenizer byte --tokenizer-file "$TB"
+"$B/export" --checkpoint "$T/byte/model.safetensors" --format gguf --out "$T/byte.gguf" \
+    >/dev/null || fail "byte gguf"
+refused "a gpt2 GGUF vocabulary" "its vocabulary is tokenizer.ggml.model 'gpt2'" --tokenizer sp \
+    --tokenizer-file "$T/byte.gguf"
 finish

@@ -118,10 +118,21 @@ mt_status mt_prepare(const mt_run_options *o, mt_prepared *p, mt_err *err) {
     if (s != MT_OK) return s;
     mt_tokenizer tok;
     mt_tokens d;
-    mt_text_cfg tc = {(mt_tok_kind)dat->tokenizer, dat->vocab_size, dat->val_fraction,
-                      dat->data_vocab, dat->tokenizer_file};
+    char *json = NULL; /* a GGUF's vocabulary (src/ckpt reads GGUF) */
+    if (dat->tokenizer_file[0] &&
+        (s = mt_gguf_tokenizer(dat->tokenizer_file, mt_enum_name(&MT_TOKENIZERS, dat->tokenizer),
+                               &json, err)) != MT_OK)
+        return s;
+    mt_text_cfg tc = {.kind = (mt_tok_kind)dat->tokenizer,
+                      .vocab_size = dat->vocab_size,
+                      .val_fraction = dat->val_fraction,
+                      .data_vocab = dat->data_vocab,
+                      .tokenizer_file = dat->tokenizer_file,
+                      .tokenizer_json = json};
     *p = (mt_prepared){0};
-    if ((s = mt_data_load(dat->path, &tc, &tok, &d, err)) != MT_OK) return s;
+    s = mt_data_load(dat->path, &tc, &tok, &d, err);
+    free(json);
+    if (s != MT_OK) return s;
     if (o->format == MT_PREPARE_LLMC)
         s = write_llmc(o->prepare, (size_t)o->shard_tokens, &tok, &d, &p->n_files, err);
     else s = write_atomic(o->prepare, tokfile_writer, &(prepared){.tok = &tok, .d = &d}, err);

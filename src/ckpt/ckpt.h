@@ -177,8 +177,8 @@ bool mt_gguf_is(const char *path);
 /* The header, the metadata and the tensor infos alone, checked against the file's length. */
 mt_status mt_gguf_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_gguf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
-/* The vocabulary of a GGUF llama's metadata as it is written (the import does not use it yet: the
-   run's data gives the tokenizer, whose size must be the file's). */
+/* The vocabulary of a GGUF llama's metadata as it is written (mt_gguf_tokenizer makes a tokenizer
+   of it). */
 typedef struct {
     char model[32]; /* tokenizer.ggml.model: "llama" (SentencePiece, by score), "gpt2" (BPE) */
     int n;          /* tokens, the model's vocabulary */
@@ -193,6 +193,11 @@ typedef struct {
 } mt_gguf_vocab;
 mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err);
 void mt_gguf_vocab_free(mt_gguf_vocab *v);
+/* --tokenizer KIND --tokenizer-file PATH when PATH is a GGUF file (else *json NULL): its
+   vocabulary as mt's tokenizer JSON (the form mt_tok_from_json reads) of KIND, "sp" for a
+   SentencePiece one (model llama: its pieces, U+2581 read as ' ', and scores); MT_EINVAL naming
+   the --tokenizer its model needs, and for a gpt2 vocabulary (not read yet). */
+mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err);
 
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own

@@ -3,6 +3,7 @@
    shapes, each dequantized to float32 (F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K); its shape from the
    metadata; the vocabulary's arrays. Layouts: docs/export.md.
    C embedding_length, F feed_forward_length, L block_count, V the vocabulary, HS C / head_count. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -700,4 +701,52 @@ void mt_gguf_vocab_free(mt_gguf_vocab *v) {
     for (int i = 0; v->merges && i < v->n_merges; i++) free(v->merges[i]);
     free(v->tokens), free(v->merges), free(v->scores), free(v->types);
     *v = (mt_gguf_vocab){.bos = -1, .eos = -1};
+}
+
+/* A SentencePiece vocabulary's pieces (U+2581 as ' ') and scores as {"type": "sp", ...}. */
+static char *sp_json(const mt_gguf_vocab *v) {
+    static const char SPACE[] = "\xe2\x96\x81"; /* U+2581 */
+    cJSON *o = cJSON_CreateObject(), *pieces = cJSON_CreateArray(), *scores = cJSON_CreateArray();
+    int max_len = 0;
+    for (int i = 0; i < v->n; i++) {
+        char *piece = strdup(v->tokens[i]), *to = piece;
+        for (const char *p = v->tokens[i]; piece && *p;) /* fewer bytes, never more */
+            if (strncmp(p, SPACE, 3) == 0) *to++ = ' ', p += 3;
+            else *to++ = *p++;
+        if (!piece) break;
+        *to = 0;
+        max_len = (int)(to - piece) > max_len ? (int)(to - piece) : max_len;
+        cJSON_AddItemToArray(pieces, cJSON_CreateString(piece));
+        cJSON_AddItemToArray(scores, cJSON_CreateNumber(v->scores ? v->scores[i] : 0));
+        free(piece);
+    }
+    cJSON_AddStringToObject(o, "type", "sp");
+    cJSON_AddNumberToObject(o, "max_len", max_len);
+    cJSON_AddItemToObject(o, "pieces", pieces);
+    cJSON_AddItemToObject(o, "scores", scores);
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return json;
+}
+
+mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err) {
+    *json = NULL;
+    if (!mt_gguf_is(path)) return MT_OK;
+    mt_gguf_vocab v;
+    mt_status s = mt_gguf_vocab_read(path, &v, err);
+    if (s != MT_OK) return s;
+    bool spm = strcmp(v.model, "llama") == 0;
+    if (!spm || strcmp(kind, "sp") != 0)
+        s = mt_errorf(err, MT_EINVAL,
+                      "--tokenizer %s --tokenizer-file %s: its vocabulary is tokenizer.ggml.model "
+                      "'%s'; mt reads a GGUF's SentencePiece vocabulary ('llama', --tokenizer "
+                      "sp)%s",
+                      kind, path, v.model,
+                      strcmp(v.model, "gpt2") == 0 ? "; a gpt2 one from GPT-2's own files "
+                                                     "(--tokenizer gpt2 --tokenizer-file DIR)"
+                                                   : "");
+    else if (!(*json = sp_json(&v)))
+        s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for its vocabulary", path);
+    mt_gguf_vocab_free(&v);
+    return s;
 }

@@ -129,10 +129,10 @@ static inline int index_get(const mt_bpe_index *ix, uint32_t a, uint32_t b) {
     }
 }
 
-/* The failure path of mt_bpe_from_merges: frees what it allocated and the merges t took over,
-   leaving t empty (mt_tok_free's part for a bpe tokenizer; tokenizer.c calls into bpe.c, never
-   back). */
-static void bpe_clear(mt_tokenizer *t) {
+/* The failure path of mt_bpe_from_merges (and gpt2.c's): frees what it allocated and the merges
+   t took over, leaving t empty (mt_tok_free's part for a bpe tokenizer; tokenizer.c calls into
+   bpe.c, never back). */
+void mt_bpe_clear(mt_tokenizer *t) {
     free(t->merges);
     free(t->bytes);
     free(t->off);
@@ -161,7 +161,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (
         t->index->k = malloc(cap * sizeof *t->index->k);
     }
     if (!t->off || !t->index || !t->index->key || !t->index->k) {
-        bpe_clear(t);
+        mt_bpe_clear(t);
         return mt_errorf(err, MT_ENOMEM, "out of memory for a bpe vocabulary of %d", 256 + n);
     }
     memset(t->index->key, 0xff, cap * sizeof *t->index->key);
@@ -174,7 +174,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (
             MT_ASSERT(a < id && b < id, "bpe: merge %d joins %d and %d", id - 256, a, b);
             len = (t->off[a + 1] - t->off[a]) + (t->off[b + 1] - t->off[b]);
             if (len > max_len) {
-                bpe_clear(t);
+                mt_bpe_clear(t);
                 return mt_errorf(err, MT_EFORMAT,
                                  "bpe merge %d makes a token of %u bytes; tokens have at most %u",
                                  id - 256, len, max_len);
@@ -183,7 +183,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (
         t->off[id + 1] = t->off[id] + len;
     }
     if (!(t->bytes = malloc(t->off[t->n_vocab]))) {
-        bpe_clear(t);
+        mt_bpe_clear(t);
         return mt_errorf(err, MT_ENOMEM, "out of memory for a bpe vocabulary of %d", 256 + n);
     }
     for (int id = 0; id < t->n_vocab; id++) {
@@ -203,7 +203,7 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (
         for (; ix->key[i] != NO_PAIR; i = (i + 1) & ix->mask)
             if (ix->key[i] == key) {
                 int first = ix->k[i];
-                bpe_clear(t);
+                mt_bpe_clear(t);
                 return mt_errorf(err, MT_EFORMAT, "bpe merge %d repeats merge %d (%u, %u)", k,
                                  first, key >> 16, key & 0xffff);
             }

@@ -160,6 +160,8 @@ mt_status mt_bpe_from_merges(mt_tokenizer *t, const uint8_t *id_byte, uint16_t (
 void mt_bpe_encode(const mt_tokenizer *t, const unsigned char *s, size_t len, uint16_t *ids,
                    size_t *n);
 void mt_bpe_index_free(mt_bpe_index *ix); /* NULL: nothing */
+/* Frees a bpe or gpt2 tokenizer's parts, leaving t empty (its failure paths'). */
+void mt_bpe_clear(mt_tokenizer *t);
 
 /* ---- token datasets ----------------------------------------------------------------------------
  * A dataset is a list of spans of token ids: one span per file of a shard set, mapped read-only
@@ -236,15 +238,16 @@ typedef struct {
     double val_fraction;        /* in [0, 1): the part held out for validation */
     int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
     const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin; gpt2: encoder.json's directory */
+    const char *tokenizer_json; /* a tokenizer given whole (mt_tok_to_json's form), else NULL */
 } mt_text_cfg;
 
 /* True when path names a shard set: a directory, or a pattern (* ? [) that is not a file. */
 bool mt_data_is_set(const char *path);
 /* True when path names token data (a FILE.bin or a shard set), not a text to tokenize. */
 bool mt_data_is_tokens(const char *path);
-/* The tokenizer c asks for of a text (byte, char, bpe, sp; not ids): char's alphabet from all
-   len bytes, bpe's merges from the first learn (the training part); errors name path (sp: its
-   own file). */
+/* The tokenizer c asks for of a text (byte, char, bpe, sp, gpt2; not ids): c->tokenizer_json's
+   when given (of c->kind), else char's alphabet from all len bytes, bpe's merges from the first
+   learn (the training part); errors name path (sp, gpt2: their own file). */
 mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, size_t learn,
                           const char *path, mt_tokenizer *tok, mt_err *err);
 

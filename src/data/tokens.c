@@ -75,8 +75,22 @@ static size_t text_cut(const char *text, size_t len, const mt_text_cfg *c) {
 
 bool mt_data_is_tokens(const char *path) { return ends_with(path, ".bin") || mt_data_is_set(path); }
 
+/* The tokenizer given whole (c->tokenizer_json, of --tokenizer-file), which must be of c->kind. */
+static mt_status given_tokenizer(const mt_text_cfg *c, mt_tokenizer *tok, mt_err *err) {
+    mt_err e;
+    if (mt_tok_from_json(c->tokenizer_json, tok, &e) != MT_OK)
+        return mt_errorf(err, MT_EFORMAT, "--tokenizer-file %s: %s", c->tokenizer_file, e.msg);
+    if (tok->kind == c->kind) return MT_OK;
+    mt_errorf(err, MT_EINVAL, "--tokenizer-file %s holds a %s tokenizer: --tokenizer %s",
+              c->tokenizer_file, mt_enum_name(&MT_TOKENIZERS, tok->kind),
+              mt_enum_name(&MT_TOKENIZERS, tok->kind));
+    mt_tok_free(tok);
+    return MT_EINVAL;
+}
+
 mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, size_t learn,
                           const char *path, mt_tokenizer *tok, mt_err *err) {
+    if (c->tokenizer_json) return given_tokenizer(c, tok, err);
     mt_err e;
     mt_status s = MT_OK;
     if (c->kind == MT_TOK_BYTE) mt_tok_init_byte(tok);

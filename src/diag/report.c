@@ -8,6 +8,7 @@
 #include "../io/fields.h"
 #include "../io/io.h"
 #include "../models/model.h"
+#include "../models/stack.h"
 #include "../tasks/task.h"
 #include "../tensor/gemm.h"
 #include "diag.h"

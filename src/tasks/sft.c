@@ -175,7 +175,8 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *m
              *train = template_text(objs, t->n_train, &learn);
         mt_text_cfg tc = {.kind = d->tokenizer,
                           .vocab_size = d->vocab_size,
-                          .tokenizer_file = d->tokenizer_file};
+                          .tokenizer_file = d->tokenizer_file,
+                          .tokenizer_json = d->tokenizer_json};
         /* char's alphabet from every conversation, bpe's merges from the training ones */
         s = !all || !train ? mt_errorf(err, MT_ENOMEM, "out of memory")
             : d->tokenizer == MT_TOK_BPE

@@ -31,6 +31,8 @@ typedef struct {
     mt_tok_kind tokenizer;       /* text */
     int vocab_size;              /* text, bpe: the vocabulary to learn from the training part */
     char tokenizer_file[MT_FIELD_STR_MAX]; /* text, sp: llama2.c's tokenizer.bin */
+    const char *tokenizer_json; /* the trainer's: tokenizer_file's tokenizer read whole (a GGUF's
+                                   vocabulary, mt_tok_to_json's form); NULL: the task reads it */
     int data_vocab;      /* token shards without a tokenizer: their vocabulary; 0: meta.json's */
     double val_fraction; /* the last part of a text (in bytes); a random part of images (but a
                             test part) */

@@ -6,11 +6,7 @@
 #include "task.h"
 
 const mt_task_type *const mt_task_types[] = {
-    &mt_text_task,
-    &mt_image_task,
-    &mt_g2p_task,
-    &mt_sft_task,
-    NULL,
+    &mt_text_task, &mt_image_task, &mt_g2p_task, &mt_sft_task, NULL,
 };
 
 /* "text, ..." of the tasks that train a model of type, into buf. */

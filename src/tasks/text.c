@@ -33,7 +33,8 @@ static mt_status load(mt_task **tp, const mt_data_cfg *d, const mt_model_type *m
                       .vocab_size = d->vocab_size,
                       .val_fraction = d->val_fraction,
                       .data_vocab = d->data_vocab,
-                      .tokenizer_file = d->tokenizer_file};
+                      .tokenizer_file = d->tokenizer_file,
+                      .tokenizer_json = d->tokenizer_json};
     mt_status s = mt_data_load(d->path, &tc, &t->tok, &t->all, err);
     if (s != MT_OK) return s;
     mt_input_set(cfg, model->input->n_vocab, t->tok.n_vocab);

@@ -173,7 +173,15 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     void *mc = malloc(type->config_size);
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
-    mt_status s = cfg->task->load(&tr->task, &cfg->data, type, mc, err);
+    mt_data_cfg data = cfg->data; /* a GGUF's vocabulary read here: tasks do not read GGUF */
+    char *json = NULL;
+    mt_status s = data.tokenizer_file[0]
+                      ? mt_gguf_tokenizer(data.tokenizer_file,
+                                          mt_enum_name(&MT_TOKENIZERS, data.tokenizer), &json, err)
+                      : MT_OK;
+    data.tokenizer_json = json;
+    if (s == MT_OK) s = cfg->task->load(&tr->task, &data, type, mc, err);
+    free(json);
     if (s == MT_OK) s = mt_model_table(&tr->model, type, mc, err);
     if (s == MT_OK) s = mt_ckpt_freeze(tr->model->P, cfg->freeze, err);
     if (s == MT_OK) s = mt_ckpt_lora(tr->model->P, &cfg->lora, err);

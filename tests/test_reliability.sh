@@ -111,7 +111,7 @@ cases() {
 2|--model vit has none|train --model vit --data $PWD/data/mnist --n-layer 1 --n-head 2 --n-embd 16 --threads 1 --diag-logz-every 1 --out $W/new/run
 2|unknown flag --patch|train $TINY --patch 4 --out $D/patch
 2|unknown model 'rnn' (accepted: gpt (a language model), vit|train $TINY --model rnn --out $D/rnn
-2|--task images: --model gpt takes another kind of input (accepted: text)|train $TINY --task images --out $D/task
+2|--task images: --model gpt takes another kind of input (accepted: text, sft)|train $TINY --task images --out $D/task
 2|--task speech: unknown (accepted for --model vit: images)|train --model vit --data $PWD/data/mnist --task speech --out $D/task
 2|--norm-eps: -0.5; eps must be >= 0|train $TINY --norm-eps -0.5
 2|--min-lr is -0.5; it must be a finite number >= 0|train $TINY --min-lr -0.5

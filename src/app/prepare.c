@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ckpt/ckpt.h"
 #include "../data/data.h"
 #include "../io/fields.h"
 #include "../io/io.h"

@@ -538,10 +538,9 @@ static double mean_token_norm(const mt_tensor *x) {
     return sum / (double)n;
 }
 
-/* The activation probe's (mt_ctx.act) max |x| and Pearson kurtosis E[(x - mu)^4] / sigma^4 over
-   all of x's values (tokens and channels; sigma^2 the population variance), two passes in
-   double, into out[0], out[1]; a constant x has kurtosis 0. */
-static void act_stats(const mt_tensor *x, double *out) {
+/* Over all of x's values (tokens and channels; sigma^2 the population variance), two passes in
+   double. */
+void mt_stack_act_stats(const mt_tensor *x, double out[2]) {
     double sum = 0, top = 0;
     for (size_t i = 0; i < x->n; i++) sum += x->data[i], top = fmax(top, fabs(x->data[i]));
     double mu = sum / (double)x->n, m2 = 0, m4 = 0;
@@ -590,7 +589,7 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
     x = mt_stack_streams(c, st, x);
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
-        if (c->act) act_stats(x, c->act + 2 * c->act_calls++);
+        if (c->act) mt_stack_act_stats(x, c->act + 2 * c->act_calls++);
         if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
         block.layer = i;
         block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};

@@ -68,4 +68,24 @@ compare("sink GQA", 2, 48, 48, 64, 4, 32, sink=True, scale=1.0)
 compare("softpick", 2, 48, 48, 64, 4, 64, softpick=True)
 compare("softpick, a sink at key 0", 2, 48, 48, 64, 4, 64, softpick=True, scale=0.5, k0=1.5)
 compare("softpick not causal", 2, 20, 20, 32, 2, 16, causal=False, softpick=True, scale=3.0)
+
+
+# the activation probe (diag_act.csv): max |x| and Pearson's kurtosis E[(x - mu)^4] / sigma^4
+# (population moments) of a block's input over its tokens and channels; Gaussian (3), a few
+# massive channels (heavy tails), uniform (1.8), an offset mean
+def act(label, x):
+    t = torch.tensor(x, dtype=torch.float64)
+    d = t - t.mean()
+    want = [t.abs().max().item(), ((d ** 4).mean() / (d ** 2).mean() ** 2).item()]
+    got = run_op("probe", "act", [x], np.zeros(2, np.float32), [False])
+    R.check(f"act {label} max |x|", got["y"][0], want[0], 1e-6)
+    R.check(f"act {label} kurtosis", got["y"][1], want[1], 1e-4)
+    print(f"  act {label}: max |x| {want[0]:.4f} kurtosis {want[1]:.4f}")
+
+
+act("gaussian", rng.standard_normal((4, 64, 64)).astype(np.float32))
+massive = rng.standard_normal((4, 64, 64)).astype(np.float32)
+massive[:, 0, 7] = 300.0  # Sun et al.'s massive activations: one channel at the first token
+act("massive", massive)
+act("uniform + 5", (5 + rng.uniform(-1, 1, (2, 33, 48))).astype(np.float32))
 R.finish()

@@ -74,6 +74,26 @@ static void columns(const model_case *mc, const mt_params *P, int l, double col[
     }
 }
 
+/* max |x| and E[(x - mu)^4] / sigma^4 of the GPT's first block's input on the diagnostics' batch:
+   its embedding of the probe rows, summed here in double. */
+static void act_of(mt_trainer *tr, double out[2]) {
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    c.training = c.grad_enabled = false;
+    mt_batch b = tr->task->type->probe_rows(&c, tr->task, tr->cfg.seed ^ MT_DIAG_SEED, 4);
+    const mt_tensor *x = mt_gpt_embed(&c, mt_gpt_of(tr->model), tr->P, b.tokens.ids, b.B,
+                                      b.tokens.T, 0);
+    double mu = 0, m2 = 0, m4 = 0, top = 0;
+    for (size_t i = 0; i < x->n; i++) mu += x->data[i] / (double)x->n;
+    for (size_t i = 0; i < x->n; i++) {
+        double dx = x->data[i] - mu;
+        m2 += dx * dx / (double)x->n, m4 += dx * dx * dx * dx / (double)x->n;
+        top = fmax(top, fabs((double)x->data[i]));
+    }
+    out[0] = top, out[1] = m4 / (m2 * m2);
+    mt_ctx_free(&c);
+}
+
 /* The losses of STEPS training steps, with the diagnostics on or off. */
 static void train(const model_case *mc, double clip, bool diag, double *losses, double *norms) {
     const int L = mc->L;
@@ -97,8 +117,14 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
         CHECK(0, "trainer: %s", e.msg);
         return;
     }
-    mt_diag_cfg dc = {.grad_every = 2, .update_steps = 3, .resid_every = 2, .attn_every = 2},
+    mt_diag_cfg dc = {.grad_every = 2,
+                      .update_steps = 3,
+                      .resid_every = 2,
+                      .attn_every = 2,
+                      .sink_every = 2,
+                      .act_every = 2},
                 off = {0};
+    double act0[2] = {0}; /* the GPT's layer 0 at step 4, from its embedding (act_of) */
     CHECK(mt_diag_open(&d, diag ? &dc : &off, &tr, &e) == MT_OK, "open: %s", e.msg);
     for (int s = 0; s < STEPS; s++) {
         mt_step_stats st;
@@ -107,6 +133,7 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
         norms[s] = st.grad_norm;
         CHECK(st.finite, "step %d", s);
         CHECK(mt_diag_after_step(&d, &tr, &st, &e) == MT_OK, "after step: %s", e.msg);
+        if (diag && tr.step == 4 && mc->type == &mt_gpt_type) act_of(&tr, act0);
     }
     mt_diag_close(&d);
     if (!diag) {
@@ -195,6 +222,38 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     }
     free_lines(a, n);
 
+    /* each block's self-attention: its sink rate a share, its entropy within [0, log T] */
+    char **k = read_lines("diag_sink.csv", &n);
+    CHECK(n == 1 + 3 * L && strcmp(k[0], "step,layer,sink_rate,entropy\n") == 0,
+          "diag_sink.csv: %d lines", n);
+    for (int i = 1; i < n; i++) {
+        long step;
+        int layer;
+        double rate, ent;
+        CHECK(sscanf(k[i], "%ld,%d,%lf,%lf", &step, &layer, &rate, &ent) == 4 &&
+                  step == 2 * ((i - 1) / L) && layer == (i - 1) % L && rate >= 0 && rate <= 1 &&
+                  ent > 0 && ent <= log(64),
+              "row %s", k[i]);
+    }
+    free_lines(k, n);
+    /* each block's input: the GPT's first against its embedding */
+    char **x = read_lines("diag_act.csv", &n);
+    CHECK(n == 1 + 3 * L && strcmp(x[0], "step,layer,max_abs,kurtosis\n") == 0,
+          "diag_act.csv: %d lines", n);
+    for (int i = 1; i < n; i++) {
+        long step;
+        int layer;
+        double top, kurt;
+        CHECK(sscanf(x[i], "%ld,%d,%lf,%lf", &step, &layer, &top, &kurt) == 4 &&
+                  step == 2 * ((i - 1) / L) && layer == (i - 1) % L && top > 0 && kurt >= 1,
+              "row %s", x[i]);
+        if (step == 4 && layer == 0 && mc->type == &mt_gpt_type)
+            CHECK(fabs(top - act0[0]) <= 1e-4 * act0[0] && fabs(kurt - act0[1]) <= 1e-4 * act0[1],
+                  "layer 0 at step 4: max |x| %.7g kurtosis %.7g, its embedding's %.7g %.7g", top,
+                  kurt, act0[0], act0[1]);
+    }
+    free_lines(x, n);
+
     /* a resumed run cannot measure against theta_0; negative settings are refused */
     CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-update-steps"),
           "update after step 0: %s", e.msg);
@@ -204,6 +263,12 @@ static void train(const model_case *mc, double clip, bool diag, double *losses, 
     dc = (mt_diag_cfg){.attn_every = -2};
     CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-attn-every -2"),
           "negative attn: %s", e.msg);
+    dc = (mt_diag_cfg){.sink_every = -3};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-sink-every -3"),
+          "negative sink: %s", e.msg);
+    dc = (mt_diag_cfg){.act_every = -4};
+    CHECK(mt_diag_open(&d, &dc, &tr, &e) == MT_EINVAL && strstr(e.msg, "--diag-act-every -4"),
+          "negative act: %s", e.msg);
     mt_trainer_free(&tr);
 }
 
@@ -484,7 +549,7 @@ int main(void) {
     const char *names[] = {"diag_grad.csv",     "diag_update.csv",   "diag_resid.csv",
                            "model.safetensors", "optim.safetensors", "dict",
                            "diag_attn.csv",     "diag_logz.csv",     "diag_skip.csv",
-                           "diag_ratio.csv"};
+                           "diag_ratio.csv",    "diag_sink.csv",     "diag_act.csv"};
     for (int i = 0; i < (int)(sizeof names / sizeof *names); i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

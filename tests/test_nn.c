@@ -945,6 +945,81 @@ static void test_attention_max_logit(void) {
     mt_ctx_free(&c);
 }
 
+/* The sink-rate probe (mt_ctx.attn_sink): each attention op reports the share of (b, h, t) whose
+   weight on key 0 exceeds MT_ATTN_SINK_EPS and the mean entropy of the weights, against the
+   weights computed here in double from the formulas: softmax over the keys each query sees
+   (a learned sink's logit in its denominator, its column dropped), softpick relu(e^S - 1) /
+   (sum |e^S - 1| + eps) (arXiv 2504.20966); the fused op's two paths, causal or not, grouped
+   heads, padded keys, queries at pos0, a sink, softpick; nothing when off. */
+static void test_attention_sink_probe(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 23);
+    mt_ctx c;
+    mt_ctx_init(&c, 64 << 20, 1, NULL);
+    static const int LEN[] = {5, 2, 9};
+    struct {
+        int B, Tq, Tk, C, NH, KC, pos0;
+        bool causal, sink, softpick;
+        const int *len;
+        float scale; /* of q: large scores sink more often */
+    } cases[] = {{2, 9, 9, 32, 2, 32, 0, true, false, false, NULL, 1},
+                 {2, 9, 9, 32, 2, 16, 0, false, false, false, NULL, 3},
+                 {2, 7, 7, 12, 3, 12, 0, true, false, false, NULL, 2},
+                 {3, 4, 9, 8, 2, 8, 0, false, false, false, LEN, 1},
+                 {3, 2, 9, 16, 2, 8, 7, true, false, false, NULL, 2},
+                 {2, 9, 9, 16, 2, 8, 0, true, true, false, NULL, 1},
+                 {2, 9, 9, 16, 2, 16, 0, true, false, true, NULL, 1},
+                 {3, 4, 9, 8, 2, 8, 0, false, false, true, LEN, 2}};
+    double got[2];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int B = cases[k].B, Tq = cases[k].Tq, Tk = cases[k].Tk, C = cases[k].C;
+        int NH = cases[k].NH, KC = cases[k].KC, HS = C / NH, G = NH / (KC / HS);
+        mt_tensor *q = test_tensor(&r, 3, (int[]){B, Tq, C}, -cases[k].scale, cases[k].scale,
+                                   false);
+        mt_tensor *kk = test_tensor(&r, 3, (int[]){B, Tk, KC}, -2, 2, false);
+        mt_tensor *z = cases[k].sink ? test_tensor(&r, 1, (int[]){NH}, 0, 3, false) : NULL;
+        double sunk = 0, ent = 0, p[16];
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tq; t++) {
+                    int n = cases[k].len ? cases[k].len[b] : Tk;
+                    if (cases[k].causal && cases[k].pos0 + t + 1 < n) n = cases[k].pos0 + t + 1;
+                    double sum = z ? exp(z->data[h]) : cases[k].softpick ? 1e-8 : 0;
+                    for (int s2 = 0; s2 < n; s2++) {
+                        double dot = 0;
+                        for (int i = 0; i < HS; i++)
+                            dot += (double)q->data[((size_t)b * Tq + t) * C + h * HS + i] *
+                                   kk->data[((size_t)b * Tk + s2) * KC + h / G * HS + i];
+                        double e = exp(dot / sqrt((double)HS));
+                        p[s2] = cases[k].softpick ? fmax(e - 1, 0) : e;
+                        sum += cases[k].softpick ? fabs(e - 1) : e;
+                    }
+                    sunk += p[0] / sum > MT_ATTN_SINK_EPS;
+                    for (int s2 = 0; s2 < n; s2++)
+                        if (p[s2] > 0) ent -= p[s2] / sum * log(p[s2] / sum);
+                }
+        double rows = (double)B * NH * Tq, want[2] = {sunk / rows, ent / rows};
+        mt_ctx_reset(&c);
+        c.attn_sink = got, c.attn_sink_calls = 0;
+        mt_attn_mask mask = {.causal = cases[k].causal,
+                             .pos0 = cases[k].pos0,
+                             .kv_len = cases[k].len,
+                             .sink = z,
+                             .softpick = cases[k].softpick};
+        mt_attention_ex(&c, q, kk, kk, NH, &mask); /* v = k: only the weights matter */
+        CHECK(c.attn_sink_calls == 1 && fabs(got[0] - want[0]) <= 1e-4 &&
+                  fabs(got[1] - want[1]) <= 1e-4 * fmax(1, want[1]),
+              "sink probe case %zu: %d calls, rate %.7g entropy %.7g, want %.7g %.7g", k,
+              c.attn_sink_calls, got[0], got[1], want[0], want[1]);
+        c.attn_sink = NULL, c.attn_sink_calls = 0;
+        mt_attention_ex(&c, q, kk, kk, NH, &mask);
+        CHECK(c.attn_sink_calls == 0, "sink probe off: nothing recorded");
+        test_tensor_free(q), test_tensor_free(kk);
+        if (z) test_tensor_free(z);
+    }
+    mt_ctx_free(&c);
+}
+
 /* Inside a parallel region (as in a replica) attention runs inline on its thread with scratch for
    one thread, whatever omp_get_thread_num() says there: on a pool of 1 thread, each of 2 threads
    runs forward and backward in an arena of exactly the peak a run outside needed and gets that
@@ -1106,6 +1181,7 @@ int main(void) {
     test_attention_masked();
     test_attention_sink();
     test_attention_max_logit();
+    test_attention_sink_probe();
     test_attention_in_replica();
     test_attention_cached();
     test_thread_budget();

@@ -28,7 +28,8 @@ head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 3 --n-head 2 --n-embd 16 --n-ctx 16 --batch 4 --steps 16
       --eval-every 4 --eval-batches 1 --log-every 2"
 DIAGS="--diag-grad-every 4 --diag-update-steps 4 --diag-resid-every 4 --diag-attn-every 4
-       --diag-logz-every 4 --diag-skip-every 4 --diag-update-ratio-every 2"
+       --diag-logz-every 4 --diag-skip-every 4 --diag-update-ratio-every 2 --diag-sink-every 4
+       --diag-act-every 4"
 train $TINY $DIAGS --lr 3e-3 --out "$T/lr-hi"
 train $TINY $DIAGS --lr 1e-3 --out "$T/lr-lo"
 train $TINY --placement subln --out "$T/subln"
@@ -38,7 +39,7 @@ out=$(python3 scripts/plot-runs "$T/lr-hi" "$T/lr-lo" "$T/subln" --html "$T/page
 [ -f "$T/compare.png" ] && fail "--html alone also wrote a PNG"
 check "$T/page.html" '["lr-hi","lr-lo","subln"]'
 for id in loss wall lr grad_norm tok_per_s update logz rate heat-grad heat-resid heat-attn \
-    heat-ratio heat-skip; do
+    heat-sink heat-act heat-ratio heat-skip; do
     grep -q "\"$id\"" "$T/check.json" || fail "no panel $id: $(cat "$T/check.json")"
 done
 size=$(wc -c <"$T/page.html")
@@ -63,7 +64,7 @@ grep -q "^report  $T/own/report.html: [0-9]* writes in [0-9.]* s" "$T/log" ||
     fail "no word of what the page cost: $(tail -2 "$T/log")"
 check "$T/own/report.html" '["own"]'
 grep -q '"live":0' "$T/check.json" || fail "the finished run's page reloads: $(cat "$T/check.json")"
-for id in loss wall mfu heat-grad heat-resid heat-attn heat-ratio heat-skip; do
+for id in loss wall mfu heat-grad heat-resid heat-attn heat-sink heat-act heat-ratio heat-skip; do
     grep -q "\"$id\"" "$T/check.json" || fail "--report: no panel $id: $(cat "$T/check.json")"
 done
 python3 scripts/plot-runs "$T/own" --html "$T/own.html" >"$T/log" 2>&1 || fail "$(cat "$T/log")"

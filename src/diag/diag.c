@@ -253,8 +253,7 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     bool update = d->update && step <= d->cfg.update_steps;
     bool resid = d->resid && step % d->cfg.resid_every == 0;
     if (s == MT_OK && (update || resid)) s = forward_rows(d, tr, step, update, resid, err);
-    if (s == MT_OK && d->attn && step % d->cfg.attn_every == 0)
-        s = mt_diag_attn_rows(d, tr, step, err);
+    if (s == MT_OK) s = mt_diag_attn_rows(d, tr, step, err);
     if (s == MT_OK) s = probe_rows_due(d, tr, step, step == tr->cfg.steps, err);
     if (s == MT_OK) s = mt_diag_ratio_after_step(d, tr, err);
     return s;
@@ -264,8 +263,7 @@ void mt_diag_close(mt_diag *d) {
     if (d->grad) fclose(d->grad);
     if (d->update) fclose(d->update);
     if (d->resid) fclose(d->resid);
-    if (d->attn) fclose(d->attn);
-    free(d->attn_max);
+    mt_diag_attn_close(d);
     if (d->logz) fclose(d->logz);
     if (d->skip) fclose(d->skip);
     free(d->group);

@@ -30,6 +30,16 @@
  *   self-attention and (a decoder's) cross-attention on the same batch, over its rows, heads and
  *   the keys each query sees (Wortsman et al. 2023: its growth precedes the instability). Every
  *   attn_every steps from 0; cross empty for a block without one. Layers numbered as above.
+ * diag_sink.csv   step,layer,sink_rate,entropy
+ *   Of block layer's self-attention on the same batch, its weights P_ts (those the values are
+ *   mixed with: softpick's, or a learned sink's softmax with the sink's column dropped): the share
+ *   of (row, head, query t) with P_t0 > 0.3 (the first token's weight; Gu et al.'s epsilon,
+ *   arXiv 2410.10781), and the mean over them of -sum_s P_ts log P_ts (0 log 0 = 0). Every
+ *   sink_every steps from 0. Layers numbered as above.
+ * diag_act.csv    step,layer,max_abs,kurtosis
+ *   The residual stream x entering block layer on the same batch (diag_resid's): max |x| over
+ *   tokens and channels (massive activations, Sun et al. arXiv 2402.17762) and Pearson's kurtosis
+ *   E[(x - mu)^4] / sigma^4 over all of them (3 for a Gaussian). Every act_every steps from 0.
  * diag_logz.csv   step,mean,max
  *   log Z = logsumexp_j(logit_j) of the output logits at every position of the same batch (what
  *   PaLM's z-loss keeps near 0): its mean and its max over the positions, every logz_every steps
@@ -81,8 +91,10 @@ typedef struct {
     int *group;         /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
     double *sq;         /* 4 L + 1 sums of squares */
     double *resid_norm; /* L + 1 */
-    FILE *attn;
-    float *attn_max; /* 2 L: each attention's largest logit, in forward order */
+    FILE *attn, *sink, *act;
+    float *attn_max;   /* 2 L: each attention's largest logit, in forward order */
+    double *attn_sink; /* (2 L, 2): each attention's sink rate and entropy, in forward order */
+    double *act_stats; /* (L, 2): each block input's max |x| and kurtosis */
     FILE *logz, *skip;
     mt_diag_ratio ratio;
 } mt_diag;
@@ -121,8 +133,10 @@ mt_status mt_html_report_write(mt_html_report *r, const mt_trainer *tr, bool don
                                const char *stopped, mt_err *err);
 void mt_html_report_close(mt_html_report *r);
 
-/* diag_attn.c: diag_attn.csv opened (attn_every > 0) with its step rows; the rows of a step. */
+/* diag_attn.c: diag_attn.csv, diag_sink.csv and diag_act.csv opened (attn_every, sink_every,
+   act_every > 0) with their step rows; the rows due at a step (one forward); closed. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
+void mt_diag_attn_close(mt_diag *d);
 /* groups.c: the parameters by block and sublayer (its comment says how). */
 int mt_diag_param_groups(const mt_params *P, int *group, int *block);
 /* diag_ratio.c: diag_ratio.csv opened (ratio_every > 0), its rows due after a step; closed. */

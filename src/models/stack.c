@@ -538,6 +538,20 @@ static double mean_token_norm(const mt_tensor *x) {
     return sum / (double)n;
 }
 
+/* Over all of x's values (tokens and channels; sigma^2 the population variance), two passes in
+   double. */
+void mt_stack_act_stats(const mt_tensor *x, double out[2]) {
+    double sum = 0, top = 0;
+    for (size_t i = 0; i < x->n; i++) sum += x->data[i], top = fmax(top, fabs(x->data[i]));
+    double mu = sum / (double)x->n, m2 = 0, m4 = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        double e = (x->data[i] - mu) * (x->data[i] - mu);
+        m2 += e, m4 += e * e;
+    }
+    m2 /= (double)x->n, m4 /= (double)x->n;
+    out[0] = top, out[1] = m2 > 0 ? m4 / (m2 * m2) : 0;
+}
+
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid) {
     return mt_stack_forward_ex(c, st, P, x, NULL, NULL, resid);
@@ -575,6 +589,7 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
     x = mt_stack_streams(c, st, x);
     for (int i = 0; i < st->n_layer; i++) {
         if (resid) resid[i] = mean_token_norm(x);
+        if (c->act) mt_stack_act_stats(x, c->act + 2 * c->act_calls++);
         if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
         block.layer = i;
         block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};

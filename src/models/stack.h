@@ -111,6 +111,9 @@ mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt
 mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt_block_cfg *block,
                                 mt_params *P, const char *prefix, const char *final_name,
                                 mt_err *err);
+/* The activation probe's statistics of x (mt_ctx.act): out[0] = max |x|, out[1] = Pearson's
+   kurtosis E[(x - mu)^4] / sigma^4 over all of x's values (0 for a constant x). */
+void mt_stack_act_stats(const mt_tensor *x, double out[2]);
 /* x (B, T, C) through every block. resid, when not NULL, gets (n_layer + 1) the mean token norm
    of the residual stream entering each block and leaving the last. */
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,

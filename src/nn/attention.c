@@ -544,6 +544,9 @@ static void record_max_logit(mt_ctx *c, const float *rmax, size_t n) {
     c->attn_max[c->attn_calls++] = m;
 }
 
+static void record_weights(mt_ctx *c, const mt_tensor *q, const mt_tensor *k, int NH,
+                           const mt_attn_mask *mask, const float *m, const float *r);
+
 /* Whether this forward feeds QK-Clip's probe (mt_ctx.qk_max) */
 static bool qk_probed(const mt_ctx *c) {
     return c->qk_max && c->qk_slot && c->qk_at >= 0 && c->grad_enabled && !c->replaying;
@@ -589,6 +592,7 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, int
     mt_node_run(c, n);
     record_max_logit(c, n->saved[0], (size_t)B * n_head * T);
     record_head_max(c, n->saved[0], B, n_head, T);
+    record_weights(c, q, k, n_head, &(mt_attn_mask){.causal = causal}, n->saved[0], n->saved[1]);
     return out;
 }
 
@@ -712,6 +716,62 @@ static size_t mask_q_offset(const mask_dims *d, int b, int h) {
 }
 static size_t mask_kv_offset(const mask_dims *d, int b, int h) {
     return (size_t)b * d->Tk * d->KC + (size_t)(h / d->G) * d->HS;
+}
+
+/* One head's queries (q, k at its offsets, L keys, m and r its rows'): into acc[0] the queries
+   with P_t0 > MT_ATTN_SINK_EPS, into acc[1] the sum of their entropies (record_weights). */
+static void head_weights(const mask_dims *d, const float *q, const float *k, int L, const float *m,
+                         const float *r, double *acc) {
+    double sunk = 0, ent = 0, scale = 1 / sqrt((double)d->HS);
+    for (int t = 0; t < d->Tq; t++) {
+        double em = exp(-(double)m[t]);
+        for (int s = 0, kend = query_keys(d, L, t); s < kend; s++) {
+            double dot = 0;
+            for (int j = 0; j < d->HS; j++)
+                dot += (double)q[(size_t)t * d->C + j] * k[(size_t)s * d->KC + j];
+            double e = exp(dot * scale - m[t]), p = (d->softpick ? fmax(e - em, 0) : e) * r[t];
+            if (s == 0) sunk += p > MT_ATTN_SINK_EPS;
+            if (p > 0) ent -= p * log(p);
+        }
+    }
+    acc[0] = sunk, acc[1] = ent;
+}
+
+/* For the diagnostics' probe (mt_ctx.attn_sink): the weights P_ts the values are mixed with,
+   recomputed from q, k and the op's saved m and r as probs computes them (P = exp(S - m) r,
+   a sink's logit in m and r; softpick's relu(exp(S - m) - exp(-m)) r), in double: the share of
+   (b, h, t) with P_t0 > MT_ATTN_SINK_EPS and the mean over them of -sum_s P_ts log P_ts
+   (0 log 0 = 0). Per (b, h) into the arena, then summed in order. */
+static void record_weights(mt_ctx *c, const mt_tensor *q, const mt_tensor *k, int NH,
+                           const mt_attn_mask *mask, const float *m, const float *r) {
+    if (!c->attn_sink) return;
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], C = q->shape[2], KC = k->shape[2];
+    int HS = C / NH;
+    mask_dims d = {.B = B,
+                   .Tq = Tq,
+                   .Tk = Tk,
+                   .C = C,
+                   .NH = NH,
+                   .HS = HS,
+                   .causal = mask->causal,
+                   .KC = KC,
+                   .G = NH / (KC / HS),
+                   .pos0 = mask->pos0,
+                   .Lmax = Tk,
+                   .softpick = mask->softpick};
+    size_t mark = mt_arena_mark(c);
+    double *acc = mt_arena_alloc(c, 2 * (size_t)B * NH * sizeof *acc); /* (B NH, 2) */
+    MT_PARALLEL_FOR(mask_threads(&d) > 1, for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH, L = mask->kv_len ? mask->kv_len[b] : Tk;
+        head_weights(&d, q->data + mask_q_offset(&d, b, h), k->data + mask_kv_offset(&d, b, h), L,
+                     m + (size_t)bh * Tq, r + (size_t)bh * Tq, acc + 2 * bh);
+    });
+    double sunk = 0, ent = 0;
+    for (int bh = 0; bh < B * NH; bh++) sunk += acc[2 * bh], ent += acc[2 * bh + 1];
+    double n = (double)B * NH * Tq;
+    c->attn_sink[2 * c->attn_sink_calls] = sunk / n;
+    c->attn_sink[2 * c->attn_sink_calls++ + 1] = ent / n;
+    mt_arena_release(c, mark);
 }
 
 static void masked_forward(mt_node *n) {
@@ -856,6 +916,7 @@ mt_tensor *mt_attention_ex(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, 
     mt_node_run(c, n);
     record_max_logit(c, n->saved[0], (size_t)B * n_head * Tq);
     record_head_max(c, n->saved[2] ? n->saved[2] : n->saved[0], B, n_head, Tq);
+    record_weights(c, q, k, n_head, mask, n->saved[0], n->saved[1]);
     return out;
 }
 

@@ -81,6 +81,10 @@ struct mt_node {
     bool grad_in_place;
 };
 
+/* The weight on key 0 above which a query counts as sunk (mt_ctx.attn_sink): Gu et al.'s epsilon
+   (arXiv 2410.10781) */
+#define MT_ATTN_SINK_EPS 0.3
+
 struct mt_ctx {
     mt_arena arena;
     mt_node *tape;     /* last recorded node */
@@ -98,6 +102,15 @@ struct mt_ctx {
        (src/diag), which sizes attn_max for the attentions of its forward */
     float *attn_max;
     int attn_calls;
+    /* NULL: off; else each attention op writes the share of (row, head, query) whose weight on
+       key 0 exceeds MT_ATTN_SINK_EPS and the mean entropy of the weights (those the values are
+       mixed with) to attn_sink[2 attn_sink_calls], [+1], attn_sink_calls++ (src/diag) */
+    double *attn_sink;
+    int attn_sink_calls;
+    /* NULL: off; else the stack writes max |x| and the Pearson kurtosis of the residual stream
+       entering each block (over tokens and channels) to act[2 act_calls], [+1], act_calls++ */
+    double *act;
+    int act_calls;
     /* NULL: off; else QK-Clip's probe (src/nn/qk_clip.c): in a forward that records (grad
        enabled) and is not a replay, each attention op max-accumulates head h's largest logit
        q.k / sqrt(HS) (over batch, queries and keys; a sink's logit left out) into

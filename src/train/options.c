@@ -120,6 +120,14 @@ static const mt_field DIAG[] = {
     F(ratio_every, INT, "diag_update_ratio_every",
       "each matrix's update-to-weight ratio ||dW|| / ||W|| every N steps to diag_ratio.csv; 0: off",
       .range = "0.."),
+    F(sink_every, INT, "diag_sink_every",
+      "each layer's attention-sink rate and attention entropy every N steps to diag_sink.csv; "
+      "0: off",
+      .range = "0.."),
+    F(act_every, INT, "diag_act_every",
+      "max |x| and kurtosis of the residual stream entering each block every N steps to "
+      "diag_act.csv; 0: off",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);

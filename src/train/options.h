@@ -26,6 +26,8 @@ typedef struct {
     int logz_every;   /* 0: no diag_logz.csv */
     int skip_every;   /* 0: no diag_skip.csv */
     int ratio_every;  /* 0: no diag_ratio.csv */
+    int sink_every;   /* 0: no diag_sink.csv */
+    int act_every;    /* 0: no diag_act.csv */
 } mt_diag_cfg;
 
 /* --format: what --prepare writes. */

@@ -151,7 +151,50 @@ train $TINY $W --residual mhc --arch ngpt; [ $? -eq 2 ] &&
     fail "residual mhc with arch ngpt: $(cat "$T/log")"
 train $TINY $W --residual sums; [ $? -eq 2 ] && grep -q "not one of sum|hc|mhc" "$T/log" ||
     fail "residual sums: $(cat "$T/log")"
+# --param mup and completep (docs/optimizers.md): the base model's depth and width required and
+# in range, their flags without them, the placements, residuals, inits and optimizers they do
+# not take; a completep run trains, resumes and keeps them in its checkpoint
+for a in "completep" "completep --base-depth 3"; do
+    train $TINY $W --param $a; [ $? -eq 2 ] &&
+        grep -q "base model's depth L0 is required, 1 to n_layer = 2" "$T/log" ||
+        fail "--param $a: $(cat "$T/log")"
+done
+train $TINY $W --param mup; [ $? -eq 2 ] && grep -q "base model's width C0 is required" "$T/log" ||
+    fail "--param mup without --base-width: $(cat "$T/log")"
+train $TINY $W --param mup --base-width 15; [ $? -eq 2 ] && grep -q "give a multiple of 2" "$T/log" ||
+    fail "--base-width 15: $(cat "$T/log")"
+train $TINY $W --param mup --base-width -1; [ $? -eq 2 ] && grep -q "expected at least 0" "$T/log" ||
+    fail "--base-width -1: $(cat "$T/log")"
+train $TINY $W --base-depth 1; [ $? -eq 2 ] && grep -q "only --param completep does" "$T/log" ||
+    fail "--base-depth without --param completep: $(cat "$T/log")"
+train $TINY $W --param mup --base-width 16 --base-depth 1; [ $? -eq 2 ] &&
+    grep -q "only --param completep does" "$T/log" || fail "--base-depth with mup: $(cat "$T/log")"
+train $TINY $W --base-width 16; [ $? -eq 2 ] && grep -q "only --param mup or completep does" "$T/log" ||
+    fail "--base-width without --param: $(cat "$T/log")"
+for pl in post deepnorm dsl; do
+    train $TINY $W --param completep --base-depth 1 --placement $pl; [ $? -eq 2 ] &&
+        grep -q "param completep needs --placement pre" "$T/log" ||
+        fail "--param completep with placement $pl: $(cat "$T/log")"
+done
+for r in "--arch ngpt" "--residual hc"; do
+    train $TINY $W --param completep --base-depth 1 $r; [ $? -eq 2 ] &&
+        grep -q "needs a residual that sums its sublayers" "$T/log" ||
+        fail "--param completep with $r: $(cat "$T/log")"
+done
+train $TINY $W --param mup --base-width 16 --init xavier; [ $? -eq 2 ] &&
+    grep -q "param mup needs --init gpt2" "$T/log" || fail "--param mup --init xavier: $(cat "$T/log")"
+for o in lion muon sgd; do
+    train $TINY $W --param mup --base-width 16 --optim $o; [ $? -eq 2 ] &&
+        grep -q "optim $o with --param mup or completep: refused" "$T/log" ||
+        fail "--param mup --optim $o: $(cat "$T/log")"
+done
 [ ! -e "$T/refused" ] || fail "a refused run wrote $T/refused"
+CP="--param completep --base-depth 1 --base-width 16"
+train $TINY $CP --steps 10 --out "$T/cp" || fail "--param completep: $(cat "$T/log")"
+train --resume --out "$T/cp" --steps 20 || fail "--param completep resumed: $(cat "$T/log")"
+infer --info "$T/cp/model.safetensors" |
+    grep -q '"param":"completep","base_depth":1,"base_width":16' ||
+    fail "--param completep not in the checkpoint's config"
 # a config file is read and a flag overrides it
 printf 'n-layer = 1\nn_embd = 16\nsteps = 3\n' >"$T/ok.ini"
 train --config "$T/ok.ini" --data "$T/text.txt" --n-ctx 16 --steps 2 --out "$T/c" --log-every 1 ||

@@ -52,6 +52,9 @@ train $TINY --n-layer 3 --steps 1 --out "$T/y"
 train $TINY --logit-softcap 30 --steps 1 --out "$T/y" # the GPT's only
 [ $? -eq 2 ] && grep -q "logit_softcap = 30: the soft cap of the logits is the GPT's" "$T/log" ||
     fail "--logit-softcap accepted: $(cat "$T/log")"
+train $TINY --param mup --base-width 16 --steps 1 --out "$T/y" # the GPT's head only
+[ $? -eq 2 ] && grep -q "param mup: refused for the encoder-decoder" "$T/log" ||
+    fail "--param mup accepted: $(cat "$T/log")"
 # --emb-scale: the learned scalar emb_scale on both sides' embeddings trains, saves and decodes
 train $TINY --norm dyt --emb-scale --steps 5 --out "$T/es" || fail "--emb-scale: $(cat "$T/log")"
 infer --info "$T/es/model.safetensors" | grep -q '"emb_scale":true' ||

@@ -65,6 +65,11 @@ train $TINY --arch llama --logit-softcap 30 --out "$T/softcap" &&
         refused "softcap to $f" "--format $f logit_softcap = 30 (--logit-softcap)" \
             --checkpoint "$T/softcap/model.safetensors" --format $f --out "$T/x.$f"
     done
+train $TINY --arch llama --param completep --base-depth 1 --out "$T/cp" &&
+    for f in llama2c gguf; do
+        refused "completep to $f" "--format $f param = completep (--param sp" \
+            --checkpoint "$T/cp/model.safetensors" --format $f --out "$T/x.$f"
+    done
 train $TINY --arch llama --rms-form paper --out "$T/paper" &&
     refused "rms form paper" "rms_form = paper" --checkpoint "$T/paper/model.safetensors" \
         --format gguf --out "$T/x.gguf"

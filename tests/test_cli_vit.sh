@@ -72,6 +72,9 @@ train $TINY --norm in --pool mean --steps 1 --out "$T/x"
 train $TINY --logit-softcap 30 --steps 1 --out "$T/x"
 [ $? -eq 2 ] && grep -q "logit_softcap = 30: the soft cap of the logits is the GPT's" "$T/log" ||
     fail "--logit-softcap accepted: $(cat "$T/log")"
+train $TINY --param mup --base-width 16 --steps 1 --out "$T/x" # the GPT's head only
+[ $? -eq 2 ] && grep -q "param mup: refused for the ViT" "$T/log" ||
+    fail "--param mup accepted: $(cat "$T/log")"
 
 # classification: one line per image, files and directories; a GPT's flags are refused
 M="$T/a/model.safetensors"

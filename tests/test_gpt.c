@@ -131,6 +131,52 @@ static void test_init(void) {
     }
 }
 
+/* --param's table per entry (docs/optimizers.md), m_N = C / C0, m_L = L / L0: the blocks'
+   matrices N(0, (0.02 / sqrt(m_N))^2) (out_proj and fc2 too), lr x 1 / m_N, weight decay x m_N
+   (completep), every entry's eps x 1 / (m_N m_L) (completep); the embeddings', head's, norms' and
+   biases' lr and decay x 1; each branch x 1 / m_L (completep; 0: none) and the logits x 1 / m_N. */
+static void test_param_table(void) {
+    const struct {
+        mt_param_kind kind;
+        int L, L0, C, C0;
+        float std, lr, wd, eps, branch, logits;
+    } cases[] = {{MT_PARAM_COMPLETEP, 4, 2, 64, 16, 0.01f, 0.25f, 4, 0.125f, 0.5f, 0.25f},
+                 {MT_PARAM_COMPLETEP, 3, 3, 32, 0, 0.02f, 1, 1, 1, 1, 1},
+                 {MT_PARAM_MUP, 2, 0, 64, 32, 0.02f / sqrtf(2), 0.5f, 1, 1, 0, 0.5f},
+                 {MT_PARAM_SP, 2, 0, 64, 0, 0.02f, 1, 1, 1, 0, 1}};
+    for (int k = 0; k < 4; k++) {
+        mt_gpt_config g = mt_gpt_config_default();
+        g.stack.n_layer = cases[k].L, g.stack.n_head = 4, g.stack.n_embd = cases[k].C;
+        g.stack.param = cases[k].kind, g.stack.base_depth = cases[k].L0;
+        g.stack.base_width = cases[k].C0, g.n_ctx = 16, g.n_vocab = 50, g.tied = false;
+        mt_gpt m;
+        mt_err err;
+        CHECK(mt_gpt_build(&m, &g, &err) == MT_OK, "build: %s", err.msg);
+        mt_param_scales ps = mt_stack_param_scales(&m.cfg.stack);
+        CHECK(ps.branch == cases[k].branch && ps.logits == cases[k].logits &&
+                  mt_stack_block(&m.cfg.stack, true).branch == cases[k].branch,
+              "case %d: branch %g, logits %g", k, ps.branch, ps.logits);
+        int hidden = 0;
+        for (int i = 0; i < m.P.n; i++) {
+            const mt_param *e = &m.P.p[i];
+            bool h = e->role == MT_ROLE_MATRIX;
+            hidden += h;
+            float std = h ? cases[k].std : e->init_value, lr = h ? cases[k].lr : 1;
+            float wd = h ? cases[k].wd : 1;
+            if (h && k == 3 && (strstr(e->name, "out_proj") || strstr(e->name, "fc2")))
+                std = MT_GPT2_STD / sqrtf(2.0f * cases[k].L); /* sp: gpt2's residual outputs */
+            CHECK(fabsf(e->init_value - std) < 1e-7f && e->lr_scale == lr && e->wd_scale == wd &&
+                      e->eps_scale == cases[k].eps,
+                  "case %d, %s: std %g lr x %g wd x %g eps x %g", k, e->name, e->init_value,
+                  e->lr_scale, e->wd_scale, e->eps_scale);
+            if (!h && e->role != MT_ROLE_NORM && e->role != MT_ROLE_BIAS)
+                CHECK(e->init_value == MT_GPT2_STD, "%s: std %g", e->name, e->init_value);
+        }
+        CHECK(hidden == 6 * cases[k].L, "case %d: %d hidden matrices", k, hidden);
+        mt_gpt_free(&m);
+    }
+}
+
 /* DeepScaleLM's stds exactly, block by block, where the std estimates above are too coarse: 12
    blocks, dropout 0.1, both placements' lambda and beta (dsl: k = 2; lns: 1 and 1). */
 static void test_dsl_stds(void) {
@@ -476,6 +522,7 @@ static void test_arch(void) {
 int main(void) {
     test_init();
     test_dsl_stds();
+    test_param_table();
     test_gradcheck();
     test_deterministic();
     test_free_activations();

@@ -175,16 +175,28 @@ static void test_decay_and_buffers(void) {
     mt_params_free(&P);
 }
 
+/* Entry e's lr, weight-decay and eps scales (--param's, mt_param) in the scaled runs below. */
+static void scale_entries(mt_params *P) {
+    for (int e = 0; e < P->n; e++)
+        P->p[e].lr_scale = 0.5f + 0.25f * e, P->p[e].wd_scale = 1.0f + e,
+        P->p[e].eps_scale = 1.0f / (e + 1);
+}
+
 /* Each element against a naive loop written from torch's formulas (Lion: lion-pytorch's), in
-   double, over 3 steps. */
+   double, over 3 steps; Adam and AdamW again with per-entry scales (torch's param groups' lr,
+   weight_decay and eps, as --param mup and completep set them) and an eps that matters. */
 static void test_against_formula(void) {
-    const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_ADAM, MT_OPTIM_ADAMW, MT_OPTIM_LION};
-    for (int ki = 0; ki < 4; ki++) {
+    const mt_optim_kind kinds[] = {MT_OPTIM_SGD,  MT_OPTIM_ADAM, MT_OPTIM_ADAMW,
+                                   MT_OPTIM_LION, MT_OPTIM_ADAM, MT_OPTIM_ADAMW};
+    for (int ki = 0; ki < 6; ki++) {
         mt_optim_kind kind = kinds[ki];
+        bool scaled = ki >= 4;
         mt_params P;
         make_params(&P, 1, 2);
+        if (scaled) scale_entries(&P);
         mt_optim o;
         mt_optim_config c = config(kind);
+        if (scaled) c.eps = 1e-2;
         CHECK(mt_optim_init(&o, &c, &P, NULL) == MT_OK, "init");
         size_t N = P.total;
         double *p = calloc(N, sizeof(double)), *m = calloc(N, sizeof(double)),
@@ -194,7 +206,10 @@ static void test_against_formula(void) {
         for (int t = 1; t <= 3; t++) {
             for (int e = 0; e < P.n; e++) {
                 if (P.p[e].role == MT_ROLE_BUFFER) continue;
-                double wd = P.p[e].decay ? c.weight_decay : 0;
+                const mt_param *x = &P.p[e];
+                double wd = x->decay ? c.weight_decay * x->wd_scale : 0, eta = lr[t - 1];
+                double eps = c.eps * x->eps_scale;
+                if (scaled) eta *= x->lr_scale;
                 for (size_t j = P.p[e].offset; j < P.p[e].offset + P.p[e].n; j++) {
                     double g = P.grad[j];
                     if (kind == MT_OPTIM_SGD) {
@@ -210,17 +225,18 @@ static void test_against_formula(void) {
                         continue;
                     }
                     if (kind == MT_OPTIM_ADAM) g += wd * p[j];
-                    else p[j] *= 1 - lr[t - 1] * wd;
+                    else p[j] *= 1 - eta * wd;
                     m[j] = c.beta1 * m[j] + (1 - c.beta1) * g;
                     v[j] = c.beta2 * v[j] + (1 - c.beta2) * g * g;
                     double mh = m[j] / (1 - pow(c.beta1, t)), vh = v[j] / (1 - pow(c.beta2, t));
-                    p[j] -= lr[t - 1] * mh / (sqrt(vh) + c.eps);
+                    p[j] -= eta * mh / (sqrt(vh) + eps);
                 }
             }
             mt_optim_step(&o, &P, lr[t - 1]);
             for (size_t i = 0; i < N; i++) err = worst_err(err, fabs(P.data[i] - p[i]));
         }
-        CHECK(err < 2e-6, "%s vs the formula: max error %g", mt_enum_name(&MT_OPTIMS, c.kind), err);
+        CHECK(err < 2e-6, "%s%s vs the formula: max error %g", mt_enum_name(&MT_OPTIMS, c.kind),
+              scaled ? " (scaled entries)" : "", err);
         CHECK(o.t == 3, "step count %ld", o.t);
         free(p), free(m), free(v);
         mt_optim_free(&o);
@@ -287,6 +303,23 @@ static void muon_double(const mt_param *e, double *p, double *m, const float *g,
 /* Muon's hidden matrices (fc.weight tall, head.weight wide in this table) against the double
    loop; AdamW for the rest at adam_lr; three configs: the defaults, the plain momentum with
    Moonlight's scale and 3 iterations, each group at its own rate. */
+/* The scales are AdamW's rules: every other kind refuses an entry that has them. */
+static void test_scales_refused(void) {
+    const mt_optim_kind kinds[] = {MT_OPTIM_SGD, MT_OPTIM_LION, MT_OPTIM_MUON};
+    for (int ki = 0; ki < 3; ki++) {
+        mt_params P;
+        make_params(&P, 1, 2);
+        scale_entries(&P);
+        mt_optim o;
+        mt_optim_config c = config(kinds[ki]);
+        mt_err err;
+        CHECK(mt_optim_init(&o, &c, &P, &err) == MT_EINVAL && strstr(err.msg, "--param") &&
+                  strstr(err.msg, "--optim adamw"),
+              "%s with scaled entries: %s", mt_enum_name(&MT_OPTIMS, c.kind), err.msg);
+        mt_params_free(&P);
+    }
+}
+
 static void test_muon_formula(void) {
     for (int variant = 0; variant < 3; variant++) {
         mt_params P;
@@ -965,6 +998,7 @@ int main(void) {
     test_clip();
     test_decay_and_buffers();
     test_against_formula();
+    test_scales_refused();
     test_muon_formula();
     test_threads();
     test_fused();

@@ -64,6 +64,8 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCDEC_ENCODER, cfg->enc_layers,
                                      cfg->dec_layers, true, err);
     if (st != MT_OK) return st;
+    mt_status ps = mt_stack_param_gpt_only(&cfg->stack, "the encoder-decoder", err);
+    if (ps != MT_OK) return ps;
     if (cfg->stack.logit_softcap != 0)
         return mt_errorf(err, MT_EINVAL,
                          "config: logit_softcap = %g: the soft cap of the logits is the GPT's "

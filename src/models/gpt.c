@@ -190,6 +190,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
         L->s_z = mt_params_add(P, "s_z", 1, (int[]){V}, MT_ROLE_NORM, MT_INIT_CONST,
                                g->ngpt.sz_scale);
     }
+    mt_stack_set_param_scales(&g->stack, P);
     return MT_OK;
 }
 
@@ -228,8 +229,10 @@ static mt_tensor *head_uncapped(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_ten
     if (L->s_z >= 0) /* nGPT: s_z z */
         return mt_scale_channels(c, mt_linear(c, x, &P->t[L->lm_head], NULL), &P->t[L->s_z],
                                  m->cfg.ngpt.sz_init / m->cfg.ngpt.sz_scale);
-    if (L->lm_head >= 0) return mt_linear(c, x, &P->t[L->lm_head], NULL);
-    return mt_linear(c, x, &P->t[L->tok_emb], NULL); /* x tok_emb^T: the tied head */
+    /* --param mup, completep: the logits x C0 / C (mt_stack_param_scales) */
+    float k = mt_stack_param_scales(&m->cfg.stack).logits;
+    x = mt_linear(c, x, &P->t[L->lm_head >= 0 ? L->lm_head : L->tok_emb], NULL); /* tied: tok_emb */
+    return k != 1 ? mt_scale(c, x, k) : x;
 }
 
 /* Gemma 2's soft cap (--logit-softcap C > 0): C tanh(logits / C) */

@@ -62,6 +62,7 @@ static const struct {
     {"value_residual", "none", "--value-residual none"},
     {"softmax", "softmax", "--softmax softmax"},
     {"residual", "sum", "--residual sum: a Llama has one residual stream"},
+    {"param", "sp", "--param sp: a Llama adds its branches and reads its logits unscaled"},
 };
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {

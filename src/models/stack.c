@@ -25,6 +25,16 @@ static const mt_enum_item INIT_SCHEMES[] = {
 };
 const mt_enum MT_INIT_SCHEMES = MT_ENUM("init", INIT_SCHEMES);
 
+static const mt_enum_item PARAM_KINDS[] = {
+    [MT_PARAM_SP] = {.name = "sp", .help = "standard: no scaling with width or depth"},
+    [MT_PARAM_MUP] = {.name = "mup",
+                      .help = "muP: hidden init, lr and the logits scaled by base-width / n-embd"},
+    [MT_PARAM_COMPLETEP] = {.name = "completep",
+                            .help = "CompleteP: muP and each residual branch x base-depth / "
+                                    "n-layer, AdamW eps and weight decay scaled"},
+};
+const mt_enum MT_PARAM_KINDS = MT_ENUM("param", PARAM_KINDS);
+
 mt_stack_config mt_stack_default(void) {
     return (mt_stack_config){.n_layer = 4,
                              .n_head = 4,
@@ -72,6 +82,10 @@ static bool inits(const void *s, mt_init_scheme i) {
 static bool init_deepnorm(const void *s) { return inits(s, MT_SCHEME_DEEPNORM); }
 static bool init_subln(const void *s) { return inits(s, MT_SCHEME_SUBLN); }
 static bool init_dsl(const void *s) { return inits(s, MT_SCHEME_DSL); }
+static bool param_mup(const void *s) { return ((const mt_stack_config *)s)->param != MT_PARAM_SP; }
+static bool param_completep(const void *s) {
+    return ((const mt_stack_config *)s)->param == MT_PARAM_COMPLETEP;
+}
 static bool point_wise_final_norm(const void *sp) {
     const mt_stack_config *s = sp;
     return (s->norm.kind == MT_NORM_DYT || s->norm.kind == MT_NORM_DERF) && final_norm(s);
@@ -166,6 +180,16 @@ static const mt_field FIELDS[] = {
       "init dsl: the correlation of the embedded tokens, (0, 1] (the DeepScaleLM authors' "
       "0.221, BERT on Wikipedia)",
       .read = init_dsl, .read_by = "--init dsl (the default with --placement dsl)"),
+    F(param, ENUM, "param",
+      "parameterisation: how init, lr, weight decay, AdamW eps, the residual branches and the "
+      "logits scale against a base model",
+      .of = &MT_PARAM_KINDS),
+    F(base_depth, INT, "base_depth",
+      "CompleteP: the base model's n-layer L0, 1..n-layer (required)", .range = "0..",
+      .read = param_completep, .read_by = "--param completep"),
+    F(base_width, INT, "base_width",
+      "muP, CompleteP: the base model's n-embd C0 (mup: required; completep 0: n-embd)",
+      .range = "0..", .read = param_mup, .read_by = "--param mup or completep"),
 };
 #undef F
 const mt_fields MT_STACK_FIELDS = MT_FIELDS_OF(FIELDS);
@@ -254,6 +278,73 @@ static mt_status hyper_validate(mt_stack_config *s, mt_err *err) {
                          mt_enum_name(&MT_NORMS, s->norm.kind));
     s->residual = MT_RESIDUAL_HC;
     return MT_OK;
+}
+
+/* --param mup and completep: Pre-LN blocks summed into one stream under the gpt2 init, which the
+   papers' rules are written for, and the base model's depth and width (init resolved). */
+static mt_status param_validate(mt_stack_config *s, mt_err *err) {
+    if (s->param == MT_PARAM_SP) return MT_OK;
+    const char *name = mt_enum_name(&MT_PARAM_KINDS, s->param);
+    if ((int)s->param < 0 || (int)s->param >= MT_PARAM_KINDS.n)
+        return mt_errorf(err, MT_EINVAL, "config: param %d is not one of its %d values",
+                         (int)s->param, MT_PARAM_KINDS.n);
+    const char *why =
+        s->residual != MT_RESIDUAL_SUM
+            ? "a residual that sums its sublayers (not --arch ngpt, not --residual hc or mhc): "
+              "the rules scale the branch added to one stream"
+        : s->placement != MT_PLACE_PRE
+            ? "--placement pre: the rules are derived for Pre-LN's x + F(N(x)) (post, deepnorm, "
+              "mixln and dsl normalise or scale the sum, and lns, subln, peri, reorder change F)"
+        : s->init != MT_SCHEME_GPT2
+            ? "--init gpt2 (or auto): the rules scale the gpt2 scheme's N(0, 0.02) std"
+            : NULL;
+    if (why) return mt_errorf(err, MT_EINVAL, "--param %s needs %s", name, why);
+    if (s->param == MT_PARAM_COMPLETEP && !(s->base_depth >= 1 && s->base_depth <= s->n_layer))
+        return mt_errorf(err, MT_EINVAL,
+                         "--param completep: --base-depth %d: the base model's depth L0 is "
+                         "required, 1 to n_layer = %d (its branches are scaled by L0 / n_layer)",
+                         s->base_depth, s->n_layer);
+    if (s->param == MT_PARAM_MUP && s->base_width < 1)
+        return mt_errorf(err, MT_EINVAL,
+                         "--param mup: --base-width %d: the base model's width C0 is required, "
+                         "at least 1 (the scales are C0 / n_embd = %d)",
+                         s->base_width, s->n_embd);
+    if (s->base_width == 0) s->base_width = s->n_embd;
+    if (s->base_width % s->n_head)
+        return mt_errorf(err, MT_EINVAL,
+                         "--base-width %d: not a width of %d heads (the base model has n_head "
+                         "heads of base_width / n_head channels): give a multiple of %d",
+                         s->base_width, s->n_head, s->n_head);
+    return MT_OK;
+}
+
+mt_param_scales mt_stack_param_scales(const mt_stack_config *s) {
+    mt_param_scales k = {.init = 1, .lr = 1, .wd = 1, .eps = 1, .branch = 0, .logits = 1};
+    if (s->param == MT_PARAM_SP) return k;
+    double mN = (double)s->n_embd / s->base_width; /* m_N = C / C0 */
+    k.init = (float)(1 / sqrt(mN)), k.lr = (float)(1 / mN), k.logits = (float)(1 / mN);
+    if (s->param == MT_PARAM_COMPLETEP) {
+        double mL = (double)s->n_layer / s->base_depth; /* m_L = L / L0, alpha = 1 */
+        k.wd = (float)mN, k.eps = (float)(1 / (mN * mL)), k.branch = (float)(1 / mL);
+    }
+    return k;
+}
+
+void mt_stack_set_param_scales(const mt_stack_config *s, mt_params *P) {
+    mt_param_scales k = mt_stack_param_scales(s);
+    for (int i = 0; i < P->n; i++) {
+        mt_param *e = &P->p[i];
+        if (e->role == MT_ROLE_MATRIX) e->lr_scale = k.lr, e->wd_scale = k.wd;
+        e->eps_scale = k.eps;
+    }
+}
+
+mt_status mt_stack_param_gpt_only(const mt_stack_config *s, const char *model, mt_err *err) {
+    if (s->param == MT_PARAM_SP) return MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "--param %s: refused for %s: its logits' C0 / C scale is built in the GPT's "
+                     "head only (--model gpt); give --param sp",
+                     mt_enum_name(&MT_PARAM_KINDS, s->param), model);
 }
 
 mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, int M, bool causal,
@@ -380,7 +471,7 @@ mt_status mt_stack_validate(mt_stack_config *s, mt_deepnorm_arch arch, int N, in
                          "config: dsl_r0 = %g: the embedded tokens' correlation must be in (0, 1] "
                          "(the DeepScaleLM authors' 0.221)",
                          s->dsl_r0);
-    return MT_OK;
+    return param_validate(s, err);
 }
 
 mt_ce_opts mt_stack_ce(const mt_stack_config *s) {
@@ -405,7 +496,8 @@ mt_block_cfg mt_stack_block(const mt_stack_config *s, bool causal) {
                           .dropout = s->dropout,
                           .mixln_post = s->mixln_post,
                           .dsl_lambda = sqrtf(1 - s->dsl_k / (float)s->n_layer),
-                          .dsl_beta = sqrtf(s->dsl_k / (float)s->n_layer)};
+                          .dsl_beta = sqrtf(s->dsl_k / (float)s->n_layer),
+                          .branch = mt_stack_param_scales(s).branch};
 }
 
 /* DeepScaleLM's v_proj and out_proj variance in block `layer` (Kedia et al. 2024; the authors'
@@ -438,6 +530,7 @@ mt_block_init mt_stack_init_stds(const mt_stack_config *s, int layer) {
     switch (s->init) {
     case MT_SCHEME_GPT2: {
         float g = MT_GPT2_STD, r = g / sqrtf(2.0f * s->n_layer); /* residual output projections */
+        if (s->param != MT_PARAM_SP) g = r = MT_GPT2_STD * mt_stack_param_scales(s).init;
         return (mt_block_init){.q = g, .k = g, .v = g, .out = r, .fc1 = g, .fc2 = r};
     }
     case MT_SCHEME_XAVIER:

@@ -23,6 +23,16 @@ typedef enum {
 } mt_init_scheme;
 extern const mt_enum MT_INIT_SCHEMES; /* "gpt2", "xavier", "deepnorm", "subln", "dsl", "auto" */
 
+/* The parameterisation (--param): how init, the optimizer's per-tensor lr, weight decay and eps,
+   the residual branches and the logits scale with the width and depth against a base model. */
+typedef enum {
+    MT_PARAM_SP,        /* standard: none of it */
+    MT_PARAM_MUP,       /* muP (Yang et al. 2022, arXiv 2203.03466): width C against base_width */
+    MT_PARAM_COMPLETEP, /* CompleteP (Dey et al. 2025, arXiv 2505.01618): muP's width rules and
+                           depth-muP with alpha = 1, depth L against base_depth */
+} mt_param_kind;
+extern const mt_enum MT_PARAM_KINDS; /* "sp", "mup", "completep" */
+
 typedef struct {
     int n_layer, n_head, n_embd, n_ff; /* n_ff 0: 4 n_embd (SwiGLU: LLaMA's rule, ff_multiple) */
     int ff_multiple;                   /* SwiGLU's default n_ff is rounded up to a multiple */
@@ -50,7 +60,26 @@ typedef struct {
     /* the GPT's logits C tanh(logits / C) wherever they are read: training, validation and
        sampling (the model's own, not a term of the training loss); 0: none */
     float logit_softcap;
+    mt_param_kind param;
+    int base_depth; /* completep: the base model's n_layer L0, 1..n_layer (required) */
+    int base_width; /* mup (required), completep (0: n_embd): the base model's n_embd C0 */
 } mt_stack_config;
+
+/* The multipliers of --param (docs/optimizers.md's table), m_N = n_embd / base_width and
+   m_L = n_layer / base_depth (1 where the kind has no such rule): the hidden matrices' init std
+   (x 1 / sqrt(m_N), the gpt2 scheme's 0.02 on all six), lr (x 1 / m_N), weight decay (completep:
+   x m_N), every tensor's AdamW eps (completep: x 1 / (m_N m_L)), each residual branch (completep:
+   x 1 / m_L) and the logits (x 1 / m_N). */
+typedef struct {
+    float init, lr, wd, eps, branch, logits;
+} mt_param_scales;
+mt_param_scales mt_stack_param_scales(const mt_stack_config *s);
+/* Sets the scales' lr, wd and eps on P's entries: lr and wd on every MT_ROLE_MATRIX entry (the
+   blocks' hidden matrices), eps on all; after the model's last entry is added. */
+void mt_stack_set_param_scales(const mt_stack_config *s, mt_params *P);
+/* A model whose head does not scale its logits (model: "the ViT", ...) refuses --param mup and
+   completep. */
+mt_status mt_stack_param_gpt_only(const mt_stack_config *s, const char *model, mt_err *err);
 
 /* 4 blocks of 4 heads, n_embd 64, LayerNorm, Pre-LN, init auto, biases, GELU, no dropout, no
    label smoothing, ff_multiple 32 (mixln_post -1, dsl_k 2, dsl_r0 0.221). */

@@ -77,6 +77,8 @@ mt_status mt_vit_config_validate(mt_vit_config *cfg, mt_err *err) {
     mt_status st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_ENCODER_ONLY, cfg->stack.n_layer, 0,
                                      false, err);
     if (st != MT_OK) return st;
+    mt_status ps = mt_stack_param_gpt_only(&cfg->stack, "the ViT", err);
+    if (ps != MT_OK) return ps;
     if (cfg->stack.logit_softcap != 0)
         return mt_errorf(err, MT_EINVAL,
                          "config: logit_softcap = %g: the soft cap of the logits is the GPT's "

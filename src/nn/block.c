@@ -511,7 +511,8 @@ static mt_tensor *pre_ln(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                          mt_sublayer f, void *arg, float s) {
     mt_tensor *h = mt_norm_tokens(c, &cfg->norm, P, np, x);
     if (s != 1) h = mt_scale(c, h, s);
-    return mt_add(c, x, sublayer(c, cfg, P, bp, f, arg, h));
+    mt_tensor *y = sublayer(c, cfg, P, bp, f, arg, h);
+    return mt_add(c, x, cfg->branch > 0 ? mt_scale(c, y, cfg->branch) : y);
 }
 
 /* x + N_out(F(N(x))) (Peri-LN, in N_in) or x + N_out(F(x)) (reorder, in NULL); dropout after

@@ -452,8 +452,9 @@ typedef struct {
     int layer;      /* the block's index from 0 in its stack (LNS's scale, Mix-LN's switch) */
     int mixln_post; /* Mix-LN: blocks [0, mixln_post) are Post-LN */
     float dsl_lambda, dsl_beta; /* DeepScaleLM's skip and branch scales */
-    mt_ngpt_cfg ngpt;           /* nGPT's scalings (residual ngpt), scales resolved */
-    mt_hyper_cfg hc;            /* hyper-connections (residual hc) */
+    float branch;     /* placement pre: x + branch F(N(x)), CompleteP's L0 / L (--param); 0: 1 */
+    mt_ngpt_cfg ngpt; /* nGPT's scalings (residual ngpt), scales resolved */
+    mt_hyper_cfg hc;  /* hyper-connections (residual hc) */
 } mt_block_cfg;
 
 /* Indices into mt_params; biases -1 when the block has none, q_norm and k_norm the QK-norm's

@@ -24,7 +24,19 @@ mt_adam_scalars mt_adam_scalars_at(const mt_optim_config *c, long t, double lr, 
         .eps = (float)c->eps,
         .l2 = decoupled ? 0.0f : (float)c->weight_decay,
         .keep = decoupled ? (float)(1 - lr * c->weight_decay) : 1.0f,
+        .lr_wd = decoupled ? (float)(lr * c->weight_decay) : 0.0f,
     };
+}
+
+mt_adam_scalars mt_adam_entry(const mt_adam_scalars *k, const mt_param *e) {
+    mt_adam_scalars x = *k;
+    if (e->lr_scale != 1 || e->wd_scale != 1) {
+        x.step_size *= e->lr_scale, x.l2 *= e->wd_scale;
+        if (x.lr_wd > 0) x.keep = 1 - x.lr_wd * e->lr_scale * e->wd_scale;
+    }
+    x.eps *= e->eps_scale;
+    if (!e->decay) x.l2 = 0, x.keep = 1;
+    return x;
 }
 
 static void adam_scalars_l2(const mt_optim_config *c, long t, double lr, void *out) {
@@ -50,13 +62,12 @@ void mt_adam_kernel(float *restrict p, const float *restrict g, float *restrict 
     }
 }
 
-/* The kernel with the entry's decay: l2 = 0 and keep = 1 where it does not decay. */
+/* The kernel with the entry's decay and scales (mt_adam_entry). */
 static void adam_step(const mt_optim_tensor *x, const void *scalars) {
     mt_adam_scalars k;
     memcpy(&k, scalars, sizeof k);
-    bool decay = x->e->decay;
-    mt_adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k, decay ? k.l2 : 0.0f,
-                   decay ? k.keep : 1.0f);
+    k = mt_adam_entry(&k, x->e);
+    mt_adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k, k.l2, k.keep);
 }
 
 const mt_optim_type mt_optim_adam = {

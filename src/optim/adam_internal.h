@@ -15,10 +15,16 @@ typedef struct {
     float bc2_sqrt;           /* sqrt(1 - beta2^t) */
     float eps;
     float l2, keep; /* of the entries that decay: Adam wd, 1; AdamW 0, 1 - lr*wd */
+    float lr_wd;    /* AdamW: lr*wd, for an entry's scaled keep */
 } mt_adam_scalars;
 
 /* Update t's scalars at lr with c's betas, eps and weight decay (L2 or decoupled). */
 mt_adam_scalars mt_adam_scalars_at(const mt_optim_config *c, long t, double lr, bool decoupled);
+
+/* k for entry e, at its lr_scale, wd_scale and eps_scale (--param): step_size, eps and l2 scaled,
+   keep 1 - lr lr_scale wd wd_scale (AdamW), l2 and keep those of no decay where e does not decay;
+   k itself, bit for bit, at scales of 1. */
+mt_adam_scalars mt_adam_entry(const mt_adam_scalars *k, const mt_param *e);
 
 /* g' = g + l2*p;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
    p = keep*p - step_size * m / (sqrt(v)/bc2_sqrt + eps), n elements. */

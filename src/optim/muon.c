@@ -166,9 +166,10 @@ static void muon_step(const mt_optim_tensor *x, const void *scalars) {
     muon_scalars k;
     memcpy(&k, scalars, sizeof k);
     if (x->scratch) muon_matrix(x, &k);
-    else
-        mt_adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &k.adam, 0.0f,
-                       x->e->decay ? k.adam.keep : 1.0f);
+    else {
+        mt_adam_scalars a = mt_adam_entry(&k.adam, x->e);
+        mt_adam_kernel(x->p, x->g, x->s[0], x->s[1], x->n, &a, a.l2, a.keep);
+    }
 }
 
 static mt_status muon_validate(const mt_optim_config *c, mt_err *err) {

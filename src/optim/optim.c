@@ -84,6 +84,24 @@ static mt_status unit_decay_check(const mt_optim_config *c, const mt_params *P, 
     return MT_OK;
 }
 
+/* The per-entry lr, weight-decay and eps scales of --param mup and completep (mt_param) are
+   AdamW's rules (Adam's, with L2 decay): the other kinds' steps read none, refused. */
+static mt_status scales_check(const mt_optim_config *c, const mt_params *P, mt_err *err) {
+    if (c->kind == MT_OPTIM_ADAM || c->kind == MT_OPTIM_ADAMW) return MT_OK;
+    for (int i = 0; i < P->n; i++) {
+        const mt_param *e = &P->p[i];
+        if (e->lr_scale != 1 || e->wd_scale != 1 || e->eps_scale != 1)
+            return mt_errorf(err, MT_EINVAL,
+                             "--optim %s with --param mup or completep: refused: their per-tensor "
+                             "lr, weight-decay and eps scales (%s: lr x %g, wd x %g, eps x %g) "
+                             "are AdamW's rules, and mt builds no %s variant of them; use --optim "
+                             "adamw (or adam), or --param sp",
+                             mt_enum_name(&MT_OPTIMS, c->kind), e->name, e->lr_scale, e->wd_scale,
+                             e->eps_scale, mt_enum_name(&MT_OPTIMS, c->kind));
+    }
+    return MT_OK;
+}
+
 int mt_optim_state_slots(const mt_optim_config *c) {
     MT_ASSERT((unsigned)c->kind < (unsigned)MT_OPTIMS.n, "optim: unknown kind %d", (int)c->kind);
     return mt_optim_types[c->kind]->slots(c);
@@ -143,6 +161,7 @@ static mt_status init_range(mt_optim *o, const mt_optim_type *type, const mt_opt
               o->n_slots);
     apply_decay_scope(P, c->decay_scope);
     if ((s = unit_decay_check(c, P, err)) != MT_OK) return s;
+    if ((s = scales_check(c, P, err)) != MT_OK) return s;
     bool ok = plan_walk(o, P);
     if (ok && type->needs_whole && !any_whole(type, c, P)) {
         mt_optim_free(o);

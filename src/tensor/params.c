@@ -34,6 +34,7 @@ int mt_params_add(mt_params *P, const char *name, int ndim, const int shape[], m
     e->grad_offset = P->grad_total;
     e->role = role;
     e->decay = role == MT_ROLE_MATRIX || role == MT_ROLE_HEAD;
+    e->lr_scale = e->wd_scale = e->eps_scale = 1;
     e->init = init;
     e->init_value = init_value;
     P->total += (e->n + 15) / 16 * 16; /* keep every entry 64-byte aligned */

@@ -45,6 +45,9 @@ typedef struct {
     int shape[MT_MAX_DIMS];
     mt_param_role role;
     bool decay; /* weight decay applies; default: role MT_ROLE_MATRIX or MT_ROLE_HEAD */
+    /* the parameterisation's (--param, mt_stack_param_scales) multipliers of the optimizer's lr,
+       weight decay and AdamW eps on this entry; 1 (--param sp) by default */
+    float lr_scale, wd_scale, eps_scale;
     mt_init_kind init;
     float init_value;
     mt_unit_axis unit; /* MT_UNIT_NONE unless mt_params_set_unit */

@@ -5,7 +5,7 @@
    checkpoints rely on. Optional metadata "precision" = "bf16": the linear layers' products in
    bf16 (tests/parity/test_bf16.py). `gpt_driver --bf16-check` exits 3 when this build or CPU
    has no bf16. Optional metadata "step_lr" and "step_eps": then one AdamW update (betas 0.9,
-   0.95, no weight decay, no clipping) from those gradients, with what mt_optim_update does
+   0.95, weight decay "step_wd" or none, no clipping; --param's per-tensor scales) from those gradients, with what mt_optim_update does
    after it (nGPT's renormalisation), and "step.<name>" every parameter after it
    (tests/parity/test_ngpt.py). Optional metadata "lora_rank", "lora_alpha", "lora_targets":
    LoRA adapters (mt_ckpt_lora, the base frozen) whose A and B the file holds too
@@ -74,6 +74,7 @@ int main(int argc, char **argv) {
         mt_optim_config oc = mt_optim_defaults();
         oc.kind = MT_OPTIM_ADAMW, oc.beta1 = 0.9, oc.beta2 = 0.95, oc.weight_decay = 0;
         oc.eps = parity_opt(&in, "step_eps");
+        if (mt_st_meta(&in, "step_wd")) oc.weight_decay = parity_opt(&in, "step_wd");
         mt_optim o;
         if (mt_optim_init(&o, &oc, &m->P, &err) != MT_OK) return fail(err.msg);
         mt_optim_step(&o, &m->P, parity_opt(&in, "step_lr"));

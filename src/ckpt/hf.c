@@ -48,7 +48,7 @@ bool mt_hf_is(const char *path) {
     return stat(cfg, &sb) == 0;
 }
 
-/* ---- config.json ------------------------------------------------------------------------------ */
+/* ---- config.json ---------------------------------------------------------------------------- */
 typedef struct {
     char dir[4096], st_path[4200], cfg_path[4200];
     mt_import_arch a;
@@ -202,15 +202,16 @@ mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err) {
     return s;
 }
 
-/* ---- model.safetensors ------------------------------------------------------------------------ */
+/* ---- model.safetensors ---------------------------------------------------------------------- */
 typedef struct {
     const hf_model *h;
     cJSON *header;
     const unsigned char *data; /* the data section */
     size_t data_len;
     mt_safetensors *st;
-    float *at; /* the next free float of st->blob; NULL: counting into n */
-    int64_t n;
+    float *at;       /* the next free float of st->blob; NULL: counting into n */
+    int64_t n, most; /* floats in all, in the largest tensor */
+    float *tmp;      /* (most) a tensor as the file holds it, before its conversion */
     int n_tensors;
 } reader;
 
@@ -281,10 +282,10 @@ static mt_status take(reader *r, const char *name, int64_t rows, int64_t cols, c
                       int parts, const char *const *outs, mt_err *err) {
     int64_t n = (rows ? rows : 1) * cols;
     if (!r->at) {
-        r->n += 2 * n, r->n_tensors += parts;
+        r->n += n, r->n_tensors += parts, r->most = n > r->most ? n : r->most;
         return MT_OK;
     }
-    float *x = r->at, *y = r->at + n;
+    float *y = r->at, *x = cv == COPY ? y : r->tmp;
     mt_status s = read_tensor(r, name, rows, cols, x, err);
     if (s != MT_OK) return s;
     int64_t orow = rows, ocol = cols;
@@ -293,8 +294,7 @@ static mt_status take(reader *r, const char *name, int64_t rows, int64_t cols, c
             for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
         orow = cols, ocol = rows;
     } else if (cv == ROPE) rope_rows(y, x, rows, cols, r->h->a.n_embd / r->h->a.n_head);
-    else memcpy(y, x, (size_t)n * sizeof *y);
-    r->at += 2 * n;
+    r->at += n;
     for (int i = 0; i < parts; i++) {
         int64_t pr = orow ? orow / parts : 0, pc = orow ? ocol : ocol / parts;
         int shape[2] = {(int)(pr ? pr : pc), (int)pc};
@@ -417,12 +417,14 @@ mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch,
     if (s == MT_OK) s = tensors(&r, err); /* counting */
     if (s == MT_OK) {
         st->blob = malloc((size_t)r.n * sizeof(float));
+        r.tmp = malloc((size_t)r.most * sizeof(float));
         st->t = calloc((size_t)r.n_tensors, sizeof *st->t);
-        if (!st->blob || !st->t)
+        if (!st->blob || !st->t || !r.tmp)
             s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %lld numbers", h.st_path,
                           (long long)r.n);
     }
     if (s == MT_OK) r.at = st->blob, s = tensors(&r, err);
+    free(r.tmp);
     cJSON_Delete(r.header);
     free(buf);
     if (s != MT_OK) mt_st_free(st);

@@ -10,7 +10,8 @@
 # rotate_half RoPE, repeat_kv, RMSNorm; GPT-2's Conv1D, tanh GELU): mt's --score loss is the
 # reference's to 3e-6 and mt's greedy continuation is the reference's token for token, for a
 # Llama with grouped-query heads (float32, untied; bfloat16, tied) and a GPT-2 (float32 under
-# GPT2LMHeadModel's names, float16 under GPT2Model's). Bad files refused, exit 2, nothing written.
+# GPT2LMHeadModel's names, float16 under GPT2Model's with the BOOL attn.bias masks older
+# transformers saved). Bad files refused, exit 2, nothing written.
 NAME=test_import_hf
 . "$(dirname "$0")/lib.sh"
 has_torch || skip "$TORCH_MISSING"
@@ -22,7 +23,7 @@ DATA="--data $T/text.txt --tokenizer char --batch 4 --eval-batches 1"
 /usr/bin/python3 - "$T" >"$T/write.log" 2>&1 <<'PY' || fail "writing the files: $(cat "$T/write.log")"
 import json, os, struct, sys, torch
 T = sys.argv[1]
-DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.bool: "BOOL"}
 def save(d, sd, cfg, dtype):
     """save_pretrained's two files: config.json and model.safetensors (header sorted by name,
     data in that order, the header padded with spaces to 8 bytes as safetensors does)."""
@@ -30,8 +31,8 @@ def save(d, sd, cfg, dtype):
     json.dump(cfg, open(f"{d}/config.json", "w"), indent=2, sort_keys=True)
     h, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for k in sorted(sd):
-        b = sd[k].to(dtype).contiguous().view(torch.uint8).numpy().tobytes()
-        h[k] = {"dtype": DT[dtype], "shape": list(sd[k].shape), "data_offsets": [off, off + len(b)]}
+        b = sd[k].to(dtype if sd[k].is_floating_point() else sd[k].dtype).contiguous().view(torch.uint8).numpy().tobytes()
+        h[k] = {"dtype": DT[dtype if sd[k].is_floating_point() else sd[k].dtype], "shape": list(sd[k].shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     j = json.dumps(h, separators=(",", ":")).encode()
@@ -92,8 +93,10 @@ gpt2_cfg = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadMode
 save(f"{T}/gpt2", sd, gpt2_cfg, torch.float32)
 torch.save(sd, f"{T}/gpt2.pt")
 sd = {k.removeprefix("transformer."): v.to(torch.float16).float() for k, v in sd.items()}
-save(f"{T}/gpt2_f16", sd, gpt2_cfg | {"torch_dtype": "float16"}, torch.float16)
 torch.save({"transformer." + k: v for k, v in sd.items()}, f"{T}/gpt2_f16.pt")
+for i in range(L):  # the causal mask, a persistent buffer in transformers before 4.36
+    sd[f"h.{i}.attn.bias"] = torch.ones(1, 1, P, P, dtype=torch.bool).tril()
+save(f"{T}/gpt2_f16", sd, gpt2_cfg | {"torch_dtype": "float16"}, torch.float16)
 PY
 
 for m in llama llama_bf16 gpt2 gpt2_f16; do
@@ -201,6 +204,9 @@ refused "attention_bias" "biased/config.json: attention_bias is true" --init-fro
 cp -r "$T/llama" "$T/gelu"
 sed -i 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "$T/gelu/config.json"
 refused "hidden_act" 'gelu/config.json: hidden_act is "gelu": mt.s model reads silu' --init-from "$T/gelu"
+cp -r "$T/gpt2" "$T/unscaled"
+sed -i 's/"scale_attn_weights": true/"scale_attn_weights": false/' "$T/unscaled/config.json"
+refused "scale_attn_weights" "unscaled/config.json: scale_attn_weights is not true" --init-from "$T/unscaled"
 cp -r "$T/llama" "$T/wide"
 sed -i 's/"intermediate_size": 64/"intermediate_size": 96/' "$T/wide/config.json"
 refused "a tensor of another shape" "wide/model.safetensors: tensor model.layers.0.mlp.gate_proj.weight has shape \[64,32\], expected \[96, 32\]" \

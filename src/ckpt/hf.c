@@ -143,6 +143,11 @@ static mt_status gpt2_config(hf_model *h, const cJSON *c, mt_err *err) {
     if (s == MT_OK) s = refuse(h, c, "activation_function", "gelu_new", err);
     if (s == MT_OK) s = refuse(h, c, "scale_attn_by_inverse_layer_idx", NULL, err);
     if (s == MT_OK) s = refuse(h, c, "reorder_and_upcast_attn", NULL, err);
+    if (s == MT_OK) s = refuse(h, c, "add_cross_attention", NULL, err);
+    const cJSON *scale = key(c, "scale_attn_weights"); /* scores by 1/sqrt(HS): mt's */
+    if (s == MT_OK && scale && !cJSON_IsTrue(scale))
+        s = mt_errorf(err, MT_EINVAL, "%s: scale_attn_weights is not true: mt's model reads true",
+                      h->cfg_path);
     if (s != MT_OK) return s;
     if (!a->n_ff) a->n_ff = 4 * a->n_embd;
     if (a->n_ff != 4 * a->n_embd || a->n_embd % a->n_head)

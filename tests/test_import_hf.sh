@@ -66,6 +66,16 @@ llama_cfg = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "at
 sd = llama(False)
 save(f"{T}/llama", sd, llama_cfg, torch.float32)
 torch.save(sd, f"{T}/llama.pt")
+# the same in two shards, as save_pretrained's max_shard_size writes them: each file a whole
+# safetensors, and model.safetensors.index.json's weight_map naming each tensor's file
+names = sorted(sd)
+shards = {f"model-0000{i + 1}-of-00002.safetensors": names[i::2] for i in range(2)}
+for f, ns in shards.items():
+    save(f"{T}/llama_sharded", {n: sd[n] for n in ns}, llama_cfg, torch.float32)
+    os.rename(f"{T}/llama_sharded/model.safetensors", f"{T}/llama_sharded/{f}")
+json.dump({"metadata": {"total_size": 4 * sum(v.numel() for v in sd.values())},
+           "weight_map": {n: f for f, ns in shards.items() for n in ns}},
+          open(f"{T}/llama_sharded/model.safetensors.index.json", "w"), indent=2)
 sd = {k: v.to(torch.bfloat16).float() for k, v in llama(True).items()}
 save(f"{T}/llama_bf16", sd, llama_cfg | {"tie_word_embeddings": True, "torch_dtype": "bfloat16"},
      torch.bfloat16)
@@ -99,7 +109,7 @@ for i in range(L):  # the causal mask, a persistent buffer in transformers befor
 save(f"{T}/gpt2_f16", sd, gpt2_cfg | {"torch_dtype": "float16"}, torch.float16)
 PY
 
-for m in llama llama_bf16 gpt2 gpt2_f16; do
+for m in llama llama_sharded llama_bf16 gpt2 gpt2_f16; do
     at=$T/$m
     [ $m = llama_bf16 ] && at=$T/$m/model.safetensors # the file's path reads the same
     train $DATA --steps 0 --init-from "$at" --out "$T/out_$m" ||
@@ -155,8 +165,8 @@ def gpt2(w, ids):
         x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     return ln(x, "transformer.ln_f") @ w["transformer.wte.weight"].T
 bad = 0
-for m in ("llama", "llama_bf16", "gpt2", "gpt2_f16"):
-    w = {k: v.double() for k, v in torch.load(f"{T}/{m}.pt").items()}
+for m in ("llama", "llama_sharded", "llama_bf16", "gpt2", "gpt2_f16"):
+    w = {k: v.double() for k, v in torch.load(f"{T}/{m.removesuffix('_sharded')}.pt").items()}
     fwd = llama if m.startswith("llama") else gpt2
     b = open(f"{T}/out_{m}/model.safetensors", "rb").read()
     chars = json.loads(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]["tokenizer"])["chars"]
@@ -224,9 +234,19 @@ cp "$T/llama/config.json" "$T/f64/"
 sed 's/"F32"/"F64"/g' "$T/llama/model.safetensors" >"$T/f64/model.safetensors"
 refused "dtype F64" "f64/model.safetensors: tensor .* has dtype F64: F32, F16 and BF16 are read" \
     --init-from "$T/f64"
-mkdir "$T/sharded"
-cp "$T/llama/config.json" "$T/sharded/"
-echo '{"weight_map": {}}' >"$T/sharded/model.safetensors.index.json"
-refused "a sharded checkpoint" "sharded model-0000x-of-0000y.safetensors with model.safetensors.index.json is not read yet" \
-    --init-from "$T/sharded"
+cp -r "$T/llama_sharded" "$T/lost"
+rm "$T/lost/model-00002-of-00002.safetensors"
+refused "a shard missing" "lost/model.safetensors.index.json: its weight_map names $T/lost/model-00002-of-00002.safetensors: No such file" --init-from "$T/lost"
+cp -r "$T/llama_sharded" "$T/mapped"
+python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+f = i["weight_map"]["model.norm.weight"]
+i["weight_map"]["model.norm.weight"] = f.replace("00001-of", "0000x-of").replace("00002-of", "00001-of").replace("0000x-of", "00002-of")
+json.dump(i, open(sys.argv[1], "w"))' "$T/mapped/model.safetensors.index.json"
+refused "a weight_map naming another shard" "mapped/model-0000[12]-of-00002.safetensors: tensor model.norm.weight is missing (expected by $T/mapped/model.safetensors.index.json)" \
+    --init-from "$T/mapped"
+mkdir "$T/neither"
+cp "$T/llama/config.json" "$T/neither/"
+refused "no model.safetensors" "neither: a Hugging Face checkpoint needs $T/neither/model.safetensors (or a sharded one's model.safetensors.index.json)" \
+    --init-from "$T/neither"
 finish

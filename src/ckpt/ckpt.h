@@ -194,8 +194,8 @@ typedef struct {
 mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err);
 void mt_gguf_vocab_free(mt_gguf_vocab *v);
 
-/* A Hugging Face checkpoint (hf.c): a directory with config.json and one model.safetensors
- * (save_pretrained's; a sharded model.safetensors.index.json is not read), or the path of a
+/* A Hugging Face checkpoint (hf.c): a directory with config.json and model.safetensors, or
+ * model.safetensors.index.json and the shards its weight_map names (save_pretrained's), or a
  * *.safetensors inside one, of architectures[0] LlamaForCausalLM (hidden_size,
  * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps,
  * rope_theta, max_position_embeddings, vocab_size, tie_word_embeddings) or GPT2LMHeadModel

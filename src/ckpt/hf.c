@@ -1,5 +1,6 @@
-/* An importer (ckpt.h): a Hugging Face checkpoint, a directory of config.json and one
-   model.safetensors (save_pretrained's), of a LlamaForCausalLM or a GPT2LMHeadModel, as named
+/* An importer (ckpt.h): a Hugging Face checkpoint, a directory of config.json and
+   model.safetensors, or model.safetensors.index.json and the shards its weight_map names
+   (save_pretrained's), of a LlamaForCausalLM or a GPT2LMHeadModel, as named
    float tensors and its shape. The names and layouts are transformers' modeling_llama.py and
    modeling_gpt2.py (docs/export.md). The tensors are given the names of the importer of the same
    model already read: a Llama's GGUF's (blk.{i}.attn_q.weight, ...; MT_IMPORT_GGUF), a GPT-2's
@@ -50,10 +51,10 @@ bool mt_hf_is(const char *path) {
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 typedef struct {
-    char dir[4096], st_path[4200], cfg_path[4200];
+    char dir[4096], st_path[4400], cfg_path[4200]; /* st_path: the index when sharded */
     mt_import_arch a;
-    bool llama;
-    const char *prefix; /* GPT-2's names: "transformer." (GPT2LMHeadModel's) or "" (GPT2Model's) */
+    bool llama, sharded; /* sharded: model.safetensors.index.json's weight_map names the files */
+    const char *prefix;  /* GPT-2's names: "transformer." (GPT2LMHeadModel's) or "" (GPT2Model's) */
 } hf_model;
 
 static const cJSON *key(const cJSON *c, const char *k) {
@@ -172,13 +173,13 @@ static mt_status read_config(const char *path, hf_model *h, mt_err *err) {
                          h->cfg_path, strerror(errno));
     char index[4300];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", h->dir);
-    if (stat(h->st_path, &sb) != 0)
-        return mt_errorf(err, MT_EINVAL, "%s: a Hugging Face checkpoint needs %s: %s%s", path,
-                         h->st_path, strerror(errno),
-                         stat(index, &sb) == 0
-                             ? " (a sharded model-0000x-of-0000y.safetensors with "
-                               "model.safetensors.index.json is not read yet: one file is)"
-                             : "");
+    if (is_dir(path) && stat(h->st_path, &sb) != 0 && stat(index, &sb) == 0)
+        h->sharded = true, snprintf(h->st_path, sizeof h->st_path, "%s", index);
+    else if (stat(h->st_path, &sb) != 0)
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: a Hugging Face checkpoint needs %s (or a sharded one's "
+                         "model.safetensors.index.json): %s",
+                         path, h->st_path, strerror(errno));
     char *text;
     size_t len;
     mt_status s = mt_file_read("--init-from", h->cfg_path, &text, &len, err);
@@ -208,11 +209,21 @@ mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err) {
 }
 
 /* ---- model.safetensors ---------------------------------------------------------------------- */
+#define SHARDS_MAX 256
 typedef struct {
-    const hf_model *h;
+    char path[8704];
+    char *buf; /* the whole file */
+    size_t size;
     cJSON *header;
     const unsigned char *data; /* the data section */
     size_t data_len;
+} shard;
+
+typedef struct {
+    const hf_model *h;
+    shard *sh; /* (n_sh) */
+    int n_sh;
+    cJSON *index; /* sharded: the index file, its weight_map naming each tensor's shard */
     mt_safetensors *st;
     float *at;       /* the next free float of st->blob; NULL: counting into n */
     int64_t n, most; /* floats in all, in the largest tensor */
@@ -222,14 +233,24 @@ typedef struct {
 
 typedef enum { COPY, TRANSPOSE, ROPE } conversion;
 
+/* The shard that holds the file's tensor name (NULL: none). */
+static const shard *shard_of(const reader *r, const char *name) {
+    if (!r->index) return key(r->sh[0].header, name) ? &r->sh[0] : NULL;
+    const cJSON *f = key(key(r->index, "weight_map"), name);
+    for (int i = 0; cJSON_IsString(f) && i < r->n_sh; i++)
+        if (strcmp(r->sh[i].path + strlen(r->h->dir) + 1, f->valuestring) == 0) return &r->sh[i];
+    return NULL;
+}
+
 /* The file's tensor name (rows 0: a vector of cols) as float32 into x, checked. */
 static mt_status read_tensor(reader *r, const char *name, int64_t rows, int64_t cols, float *x,
                              mt_err *err) {
-    const char *p = r->h->st_path;
-    const cJSON *e = key(r->header, name);
+    const shard *f = shard_of(r, name);
+    const char *p = f ? f->path : r->h->st_path;
+    const cJSON *e = f ? key(f->header, name) : NULL;
     if (!e)
         return mt_errorf(err, MT_EFORMAT, "%s: tensor %s is missing (expected by %s)", p, name,
-                         r->h->cfg_path);
+                         f && r->index ? r->h->st_path : r->h->cfg_path);
     const cJSON *dt = key(e, "dtype"), *sh = key(e, "shape"), *off = key(e, "data_offsets");
     const char *d = cJSON_IsString(dt) ? dt->valuestring : "";
     int elem = !strcmp(d, "F32") ? 4 : !strcmp(d, "F16") || !strcmp(d, "BF16") ? 2 : 0;
@@ -255,13 +276,13 @@ static mt_status read_tensor(reader *r, const char *name, int64_t rows, int64_t 
     size_t n = (size_t)(rows ? rows : 1) * (size_t)cols;
     const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);
     if (!cJSON_IsArray(off) || !cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble < 0 ||
-        en->valuedouble > (double)r->data_len ||
+        en->valuedouble > (double)f->data_len ||
         en->valuedouble - b->valuedouble != (double)(n * (size_t)elem))
         return mt_errorf(err, MT_EFORMAT,
                          "%s: tensor %s's data_offsets are not its %zu bytes inside the %zu-byte "
                          "data section (truncated?)",
-                         p, name, n * (size_t)elem, r->data_len);
-    const unsigned char *src = r->data + (size_t)b->valuedouble;
+                         p, name, n * (size_t)elem, f->data_len);
+    const unsigned char *src = f->data + (size_t)b->valuedouble;
     for (size_t i = 0; i < n; i++) {
         uint16_t u;
         if (elem == 4) memcpy(&x[i], src + 4 * i, 4);
@@ -390,8 +411,10 @@ static mt_status gpt2_tensors(reader *r, mt_err *err) {
 }
 
 /* The file's header parsed into r (its data section after it), checked against the length. */
-static mt_status read_header(reader *r, const unsigned char *buf, size_t size, mt_err *err) {
-    const char *p = r->h->st_path;
+static mt_status read_header(shard *f, mt_err *err) {
+    const unsigned char *buf = (const unsigned char *)f->buf;
+    size_t size = f->size;
+    const char *p = f->path;
     uint64_t n = 0;
     if (size >= 8) memcpy(&n, buf, 8);
     if (size < 8 || n > size - 8)
@@ -400,24 +423,78 @@ static mt_status read_header(reader *r, const unsigned char *buf, size_t size, m
                          "length and the %llu-byte JSON it gives)",
                          p, size, (unsigned long long)n);
     char *json = strndup((const char *)buf + 8, (size_t)n);
-    r->header = json ? cJSON_Parse(json) : NULL;
+    f->header = json ? cJSON_Parse(json) : NULL;
     free(json);
-    if (!cJSON_IsObject(r->header))
+    if (!cJSON_IsObject(f->header))
         return mt_errorf(err, MT_EFORMAT, "%s: the safetensors header is not a JSON object", p);
-    r->data = buf + 8 + n, r->data_len = size - 8 - (size_t)n;
+    f->data = buf + 8 + n, f->data_len = size - 8 - (size_t)n;
     return MT_OK;
+}
+
+/* The shard of the file name (the directory's) read into r, unless it is there. */
+static mt_status add_shard(reader *r, const char *name, mt_err *err) {
+    for (int i = 0; i < r->n_sh; i++)
+        if (strcmp(r->sh[i].path + strlen(r->h->dir) + 1, name) == 0) return MT_OK;
+    if (r->n_sh == SHARDS_MAX)
+        return mt_errorf(err, MT_EFORMAT, "%s: more than %d files in its weight_map", r->h->st_path,
+                         SHARDS_MAX);
+    shard *f = &r->sh[r->n_sh++];
+    snprintf(f->path, sizeof f->path, "%s/%s", r->h->dir, name);
+    struct stat sb;
+    if (stat(f->path, &sb) != 0)
+        return mt_errorf(err, MT_EINVAL, "%s: its weight_map names %s: %s", r->h->st_path, f->path,
+                         strerror(errno));
+    mt_status s = mt_file_read("--init-from", f->path, &f->buf, &f->size, err);
+    return s == MT_OK ? read_header(f, err) : s;
+}
+
+/* model.safetensors, or every file the index's weight_map names. */
+static mt_status read_shards(reader *r, mt_err *err) {
+    if (!(r->sh = calloc(SHARDS_MAX, sizeof *r->sh)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory");
+    if (!r->h->sharded) {
+        r->n_sh = 1;
+        snprintf(r->sh[0].path, sizeof r->sh[0].path, "%s", r->h->st_path);
+        mt_status s = mt_file_read("--init-from", r->sh[0].path, &r->sh[0].buf, &r->sh[0].size,
+                                   err);
+        return s == MT_OK ? read_header(&r->sh[0], err) : s;
+    }
+    char *text;
+    size_t len;
+    mt_status s = mt_file_read("--init-from", r->h->st_path, &text, &len, err);
+    if (s != MT_OK) return s;
+    r->index = cJSON_Parse(text);
+    free(text);
+    const cJSON *map = key(r->index, "weight_map"), *e;
+    if (!cJSON_IsObject(map))
+        return mt_errorf(err, MT_EFORMAT, "%s: expected an object with a weight_map object",
+                         r->h->st_path);
+    cJSON_ArrayForEach(e, map) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/'))
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: weight_map's %s: expected the name of a file beside it",
+                             r->h->st_path, e->string);
+        if ((s = add_shard(r, e->valuestring, err)) != MT_OK) return s;
+    }
+    return MT_OK;
+}
+
+static void free_shards(reader *r) {
+    for (int i = 0; r->sh && i < r->n_sh; i++) {
+        cJSON_Delete(r->sh[i].header);
+        free(r->sh[i].buf);
+    }
+    free(r->sh);
+    cJSON_Delete(r->index);
 }
 
 mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err) {
     memset(st, 0, sizeof *st);
     hf_model h;
     mt_status s = read_config(path, &h, err);
-    char *buf = NULL;
-    size_t size = 0;
-    if (s == MT_OK) s = mt_file_read("--init-from", h.st_path, &buf, &size, err);
     reader r = {.h = &h, .st = st};
-    if (s == MT_OK) s = read_header(&r, (const unsigned char *)buf, size, err);
-    if (s == MT_OK && !h.llama && !key(r.header, "transformer.wte.weight")) h.prefix = "";
+    if (s == MT_OK) s = read_shards(&r, err);
+    if (s == MT_OK && !h.llama && !shard_of(&r, "transformer.wte.weight")) h.prefix = "";
     mt_status (*tensors)(reader *, mt_err *) = h.llama ? llama_tensors : gpt2_tensors;
     if (s == MT_OK) s = tensors(&r, err); /* counting */
     if (s == MT_OK) {
@@ -430,8 +507,7 @@ mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch,
     }
     if (s == MT_OK) r.at = st->blob, s = tensors(&r, err);
     free(r.tmp);
-    cJSON_Delete(r.header);
-    free(buf);
+    free_shards(&r);
     if (s != MT_OK) mt_st_free(st);
     else *arch = h.a;
     return s;

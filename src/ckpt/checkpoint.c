@@ -272,13 +272,15 @@ static mt_status same_kind(const mt_model *m, const mt_model_type *type, const c
 
 /* ---- imports --------------------------------------------------------------------------------- */
 /* The importers, each its format's test (its magic or its name), its header and its tensors;
-   GGUF's and llm.c's before llama2.c's, which takes any *.bin. */
+   GGUF's and llm.c's before llama2.c's, which takes any *.bin; a Hugging Face directory (or a
+   *.safetensors beside a config.json) first. */
 typedef struct {
     bool (*is)(const char *path);
     mt_status (*arch)(const char *path, mt_import_arch *arch, mt_err *err);
     mt_status (*read)(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 } importer;
 static const importer IMPORTERS[] = {
+    {mt_hf_is, mt_hf_arch, mt_hf_read},
     {mt_gguf_is, mt_gguf_arch, mt_gguf_read},
     {mt_llmc_is, mt_llmc_arch, mt_llmc_read},
     {mt_llama2c_is, mt_llama2c_arch, mt_llama2c_read},
@@ -324,8 +326,9 @@ static mt_status import_config(const mt_model_type *type, const mt_import *imp,
 
 mt_status mt_ckpt_import_options(const char *path, char **lines, mt_err *err) {
     *lines = NULL;
-    mt_status s = mt_file_check("--init-from", path, err);
-    const importer *in = s == MT_OK ? importer_of(path) : NULL;
+    const importer *in = mt_hf_is(path) ? importer_of(path) : NULL; /* a directory */
+    mt_status s = in ? MT_OK : mt_file_check("--init-from", path, err);
+    if (s == MT_OK && !in) in = importer_of(path);
     if (!in) return s;
     mt_import_arch a;
     const mt_model_type *type = NULL;

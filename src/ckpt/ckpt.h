@@ -199,6 +199,20 @@ void mt_gguf_vocab_free(mt_gguf_vocab *v);
    the --tokenizer its model needs, and for a gpt2 vocabulary (not read yet). */
 mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err);
 
+/* A Hugging Face checkpoint (hf.c): a directory with config.json and model.safetensors, or
+ * model.safetensors.index.json and the shards its weight_map names (save_pretrained's), or a
+ * *.safetensors inside one, of architectures[0] LlamaForCausalLM (hidden_size,
+ * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps,
+ * rope_theta, max_position_embeddings, vocab_size, tie_word_embeddings) or GPT2LMHeadModel
+ * (n_embd, n_layer, n_head, n_positions, vocab_size, layer_norm_epsilon), F32, F16 and BF16
+ * tensors widened; under GGUF's names (a Llama, q_proj's and k_proj's rows permuted from HF's
+ * rotate_half RoPE to mt's adjacent pairs) and llm.c's (a GPT-2, Conv1D's weights transposed).
+ * Refused (MT_EINVAL) naming the key: rope_scaling, attention_bias, mlp_bias, a hidden_act but
+ * silu, an activation_function but gelu_new, another architecture. */
+bool mt_hf_is(const char *path);
+mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err);
+mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own
    flags build the model. */

@@ -153,8 +153,9 @@ static const mt_field TRAIN[] = {
       "continue the run in --out (its options, then the config, then flags)",
       .flags = MT_FIELD_CLI),
     F(train.init_from, STR, "init_from",
-      "a new run whose model starts from the weights of FILE (./train's model.safetensors), by "
-      "name and shape",
+      "a new run whose model starts from the weights of FILE (./train's model.safetensors, or "
+      "an imported file: docs/export.md; a Hugging Face checkpoint's directory), by name and "
+      "shape",
       .flags = MT_FIELD_CLI),
     F(train.init_skip, STR, "init_skip",
       "--init-from: globs (',' between them) of the tensors left at their initialisation",

@@ -301,6 +301,7 @@ static mt_status check_init(const mt_train_cfg *cfg, mt_err *err) {
         return mt_errorf(err, MT_EINVAL,
                          "--init-from starts a new run from a file's weights, --resume continues "
                          "the run in --out with its own: give one of them");
+    if (mt_hf_is(cfg->init_from)) return MT_OK; /* a directory, its importer checks it */
     return mt_file_check("--init-from", cfg->init_from, err);
 }
 

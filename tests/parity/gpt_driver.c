@@ -5,8 +5,9 @@
    checkpoints rely on. Optional metadata "precision" = "bf16": the linear layers' products in
    bf16 (tests/parity/test_bf16.py). `gpt_driver --bf16-check` exits 3 when this build or CPU
    has no bf16. Optional metadata "step_lr" and "step_eps": then one AdamW update (betas 0.9,
-   0.95, weight decay "step_wd" or none, no clipping; --param's per-tensor scales) from those gradients, with what mt_optim_update does
-   after it (nGPT's renormalisation), and "step.<name>" every parameter after it
+   0.95, weight decay "step_wd" or none, no clipping; --param's per-tensor scales) from those
+   gradients, with what mt_optim_update does after it (nGPT's renormalisation), and
+   "step.<name>" every parameter after it
    (tests/parity/test_ngpt.py). Optional metadata "lora_rank", "lora_alpha", "lora_targets":
    LoRA adapters (mt_ckpt_lora, the base frozen) whose A and B the file holds too
    (tests/parity/test_lora.py). Optional metadata "qk_clip" (tau, with "step_lr"): the loss's

@@ -178,7 +178,8 @@ SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_s
               test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
               test_cpu_check.sh test_recompute test_steady test_plot_runs.sh test_cli_optim.sh \
               test_export.py test_bpe.py test_bf16.py test_vit.py \
-              test_import_gguf.sh test_import_llmc.sh test_report_html.sh
+              test_import_gguf.sh test_import_llmc.sh test_report_html.sh test_sft.sh \
+              test_import_hf.sh
 test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 

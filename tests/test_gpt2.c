@@ -39,7 +39,8 @@ static const char *CASES[] = {
     "trailing newlines\n\n\n",
     "\t\ttabs\tand\r\nCRLF\r\n \n  \n",
     "a  b   c    d\n\n  e",
-    "naïve café, Größe, ß, Ελληνικά γλώσσα, Русский, 東京 日本語テキスト, 한국어",
+    "naïve café, Größe, ß, Ελληνικά γλώσσα, "
+    "Русский, 東京 日本語テキスト, 한국어",
     "emoji 😀🦙 and 🧑‍🚀! ❤️ 👍🏽",
     "spaces\u00a0no-break\u3000ideographic\u2003em x\u2028y",
     "numbers ²³ ½ Ⅻ ٣٤ ๑๒",

@@ -221,10 +221,6 @@ static void describe(const mt_task *tp, char *buf, size_t len) {
 
 static char *meta(const mt_task *tp) { return mt_tok_to_json(&((const sft_task *)tp)->tok); }
 
-static int row_units(const mt_model_type *model, const void *cfg) {
-    return mt_input_get(cfg, model->input->n_ctx);
-}
-
 /* Row b of x, y: conversation e, padded; returns its trained targets. */
 static int fill_row(const sft_task *t, int e, int *x, int *y) {
     int n = (int)(t->off[e + 1] - t->off[e]) - 1, trained = 0; /* predictions */
@@ -250,9 +246,7 @@ static void draw_batch(mt_task *tp, mt_rng *r) {
 
 static mt_batch rows(const sft_task *t, int lo, int n) {
     size_t at = (size_t)lo * (size_t)t->T;
-    return (mt_batch){.kind = MT_INPUT_TOKENS,
-                      .B = n,
-                      .tokens = {.T = t->T, .ids = t->x + at, .targets = t->y + at}};
+    return mt_token_batch(t->x + at, t->y + at, t->T, n);
 }
 
 /* Trained targets in rows [lo, lo + n) of x, y. */
@@ -307,9 +301,7 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
                     : (int)mt_rng_below(&r, (uint32_t)t->n_train);
         fill_row(t, e, ids + (size_t)b * t->T, ids + (size_t)(B + b) * t->T);
     }
-    return (mt_batch){.kind = MT_INPUT_TOKENS,
-                      .B = B,
-                      .tokens = {.T = t->T, .ids = ids, .targets = ids + (size_t)B * t->T}};
+    return mt_token_batch(ids, ids + (size_t)B * t->T, t->T, B);
 }
 
 const mt_task_type mt_sft_task = {
@@ -319,7 +311,7 @@ const mt_task_type mt_sft_task = {
     .data_file = true,
     .units = "tokens",
     .unit = "tok",
-    .row_units = row_units,
+    .row_units = mt_text_row_units,
     .unit_bytes = 2 * sizeof(int),
     .load = load,
     .free = task_free,

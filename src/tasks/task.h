@@ -112,6 +112,15 @@ struct mt_task_type {
     const mt_infer_use *infer;
 };
 
+/* n rows of T tokens, their inputs and targets (n, T): the batch the token tasks hand a model. */
+static inline mt_batch mt_token_batch(const int *ids, const int *targets, int T, int n) {
+    return (mt_batch){.kind = MT_INPUT_TOKENS,
+                      .B = n,
+                      .tokens = {.T = T, .ids = ids, .targets = targets}};
+}
+/* A row's units of a model taking tokens: its n_ctx (the text and sft tasks' row_units). */
+int mt_text_row_units(const mt_model_type *model, const void *cfg);
+
 /* The tasks (one file each). */
 extern const mt_task_type mt_text_task;  /* text.c: next-token prediction */
 extern const mt_task_type mt_image_task; /* images.c: classification */

@@ -72,7 +72,7 @@ static void describe(const mt_task *tp, char *buf, size_t len) {
 
 static char *meta(const mt_task *tp) { return mt_tok_to_json(&((const text_task *)tp)->tok); }
 
-static int row_units(const mt_model_type *model, const void *cfg) {
+int mt_text_row_units(const mt_model_type *model, const void *cfg) {
     return mt_input_get(cfg, model->input->n_ctx);
 }
 
@@ -86,9 +86,7 @@ static void draw_batch(mt_task *tp, mt_rng *r) {
 /* Rows [lo, lo + n) of the drawn batch. */
 static mt_batch rows(const text_task *t, int lo, int n) {
     size_t at = (size_t)lo * (size_t)t->T;
-    return (mt_batch){.kind = MT_INPUT_TOKENS,
-                      .B = n,
-                      .tokens = {.T = t->T, .ids = t->x + at, .targets = t->y + at}};
+    return mt_token_batch(t->x + at, t->y + at, t->T, n);
 }
 
 static mt_tensor *rows_loss(mt_ctx *c, const mt_model *m, mt_params *P, mt_task *tp, int lo,
@@ -124,9 +122,7 @@ static mt_batch probe_rows(mt_ctx *c, mt_task *tp, uint64_t seed, int B) {
     mt_sampler s;
     mt_sampler_init(&s, seed);
     mt_sampler_next(&s, src, B, t->T, ids, ids + (size_t)B * t->T);
-    return (mt_batch){.kind = MT_INPUT_TOKENS,
-                      .B = B,
-                      .tokens = {.T = t->T, .ids = ids, .targets = ids + (size_t)B * t->T}};
+    return mt_token_batch(ids, ids + (size_t)B * t->T, t->T, B);
 }
 
 const mt_task_type mt_text_task = {
@@ -136,7 +132,7 @@ const mt_task_type mt_text_task = {
     .data_file = true,
     .units = "tokens",
     .unit = "tok",
-    .row_units = row_units,
+    .row_units = mt_text_row_units,
     .unit_bytes = 2 * sizeof(int),
     .load = load,
     .free = task_free,

@@ -420,6 +420,11 @@ for v in 0 -1 inf; do
     done
 done
 
+# hyper-connections' gains need hyper-connections
+train $TINY --steps 1 --warmup 0 --diag-hc-every 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q -- "--diag-hc-every.*--residual hc or mhc" "$T/log" ||
+    fail "--diag-hc-every without --residual hc: $(cat "$T/log")"
+
 # the log Z and block-skip diagnostics: their files, rows at steps 0, 2 and (skip) the last, 3
 train $TINY --placement lns --steps 3 --warmup 1 --diag-logz-every 2 --diag-skip-every 2 \
     --out "$T/probe" || fail "--diag-logz-every, --diag-skip-every: $(cat "$T/log")"

@@ -40,6 +40,14 @@
  *   The residual stream x entering block layer on the same batch (diag_resid's): max |x| over
  *   tokens and channels (massive activations, Sun et al. arXiv 2402.17762) and Pearson's kurtosis
  *   E[(x - mu)^4] / sigma^4 over all of them (3 for a Gaussian). Every act_every steps from 0.
+ * diag_hc.csv     step,layer,attn_gain,attn_grad_gain,ffn_gain,ffn_grad_gain,composite_gain,
+ *                 composite_grad_gain
+ *   Hyper-connections' residual mixing on the same batch (--residual hc or mhc): mHC's Amax gains
+ *   (Xie et al., arXiv 2512.24880, section 3.1), the largest absolute row sum (the forward
+ *   signal's gain) and column sum (the backward gradient's) of block layer's attention and FFN
+ *   mixing H_res (N, N), and of the composite mapping from the block's input to the last block's
+ *   output, H_res(2L-1) ... H_res(2 layer); each the max over the batch's tokens (HC's dynamic
+ *   mixing is one a token; mHC's doubly stochastic one gives 1). Every hc_every steps from 0.
  * diag_logz.csv   step,mean,max
  *   log Z = logsumexp_j(logit_j) of the output logits at every position of the same batch (what
  *   PaLM's z-loss keeps near 0): its mean and its max over the positions, every logz_every steps
@@ -83,18 +91,23 @@ typedef struct {
     float *prev;
 } mt_diag_ratio;
 
+/* The CSVs of diag_attn.c's instrumented forward. */
+enum { MT_DIAG_ATTN, MT_DIAG_SINK, MT_DIAG_ACT, MT_DIAG_HC, MT_DIAG_HOOKS };
+
 typedef struct {
     mt_diag_cfg cfg;
     FILE *grad, *update, *resid;
     int B, L;
-    float *f0;          /* F(x, theta_0) of the fixed batch */
-    int *group;         /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
-    double *sq;         /* 4 L + 1 sums of squares */
-    double *resid_norm; /* L + 1 */
-    FILE *attn, *sink, *act;
-    float *attn_max;   /* 2 L: each attention's largest logit, in forward order */
+    float *f0;                 /* F(x, theta_0) of the fixed batch */
+    int *group;                /* per parameter: 4 layer + sublayer, or -1 outside the blocks */
+    double *sq;                /* 4 L + 1 sums of squares */
+    double *resid_norm;        /* L + 1 */
+    FILE *hook[MT_DIAG_HOOKS]; /* diag_attn.c's files */
+    float *attn_max;           /* 2 L: each attention's largest logit, in forward order */
     double *attn_sink; /* (2 L, 2): each attention's sink rate and entropy, in forward order */
     double *act_stats; /* (L, 2): each block input's max |x| and kurtosis */
+    const mt_tensor **hc_coefs; /* 2 L: each hyper-connection's coefficients, in forward order */
+    double *hc_gains;           /* (2 L, 4): mt_hc_gains' */
     FILE *logz, *skip;
     mt_diag_ratio ratio;
 } mt_diag;
@@ -133,8 +146,9 @@ mt_status mt_html_report_write(mt_html_report *r, const mt_trainer *tr, bool don
                                const char *stopped, mt_err *err);
 void mt_html_report_close(mt_html_report *r);
 
-/* diag_attn.c: diag_attn.csv, diag_sink.csv and diag_act.csv opened (attn_every, sink_every,
-   act_every > 0) with their step rows; the rows due at a step (one forward); closed. */
+/* diag_attn.c: diag_attn.csv, diag_sink.csv, diag_act.csv and diag_hc.csv opened (attn_every,
+   sink_every, act_every, hc_every > 0) with their step rows; the rows due at a step (one
+   forward); closed. */
 mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err);
 void mt_diag_attn_close(mt_diag *d);
 /* groups.c: the parameters by block and sublayer (its comment says how). */

@@ -564,6 +564,7 @@ static mt_tensor *hyper(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P, const 
     mt_tensor *a, *b;
     if (cfg->hc.kind == MT_HYPER_MHC) mhc_coefs(c, cfg, P, h, H, &a, &b);
     else hc_coefs(c, cfg, P, h, H, &a, &b);
+    if (c->hc_coefs) c->hc_coefs[c->hc_calls++] = a;
     mt_tensor *y = sublayer(c, cfg, P, bp, f, arg,
                             mt_norm_tokens(c, &cfg->norm, P, np, mt_hc_width(c, H, a, N)));
     return mt_hc_depth(c, H, a, y, b, N);

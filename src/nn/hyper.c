@@ -421,3 +421,48 @@ mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K) {
     mt_node_run(c, n);
     return out;
 }
+
+/* ---- the residual mixing's signal gains (mHC, arXiv 2512.24880, section 3.1) ----
+ * Sublayer s's mixing of row r as a map of the streams, H_s (N, N), H_s[j][i] = a_s[i][1 + j]
+ * (H'_j = sum_i H_s[j][i] H_i), and the composite M_s = H_{S-1} ... H_s. */
+
+/* gain[0] = max_j |sum_i M[j][i]| (the forward signal's: largest absolute row sum), gain[1] =
+   max_i |sum_j M[j][i]| (the backward gradient's: largest absolute column sum), max-accumulated */
+static void amax_gains(const double *M, int N, double *gain) {
+    for (int j = 0; j < N; j++) {
+        double row = 0, col = 0;
+        for (int i = 0; i < N; i++) row += M[j * N + i], col += M[i * N + j];
+        gain[0] = fmax(gain[0], fabs(row)), gain[1] = fmax(gain[1], fabs(col));
+    }
+}
+
+void mt_hc_gains(const mt_tensor *const *a, int S, int N, double *out) {
+    int per = N * (N + 1), NN = N * N, R = 1;
+    MT_ASSERT(N >= 1 && N <= MT_HC_MAX_STREAMS, "hc_gains: %d streams", N);
+    for (int s = 0; s < S; s++) {
+        MT_ASSERT(a[s]->n % (size_t)per == 0, "hc_gains: %zu coefficients", a[s]->n);
+        int rows = (int)(a[s]->n / (size_t)per);
+        MT_ASSERT(rows == 1 || R == 1 || rows == R, "hc_gains: %d rows and %d", rows, R);
+        if (rows > R) R = rows;
+    }
+    for (int e = 0; e < 4 * S; e++) out[e] = 0;
+    for (int r = 0; r < R; r++) {
+        double M[MT_HC_MAX_STREAMS * MT_HC_MAX_STREAMS], P[MT_HC_MAX_STREAMS * MT_HC_MAX_STREAMS],
+            H[MT_HC_MAX_STREAMS * MT_HC_MAX_STREAMS];
+        for (int e = 0; e < NN; e++) M[e] = e % (N + 1) == 0; /* identity */
+        for (int s = S - 1; s >= 0; s--) {
+            const float *ar = coef_row(a[s], r, per);
+            for (int j = 0; j < N; j++)
+                for (int i = 0; i < N; i++) H[j * N + i] = ar[i * (N + 1) + 1 + j];
+            for (int j = 0; j < N; j++) /* P = M H */
+                for (int i = 0; i < N; i++) {
+                    double v = 0;
+                    for (int k = 0; k < N; k++) v += M[j * N + k] * H[k * N + i];
+                    P[j * N + i] = v;
+                }
+            memcpy(M, P, (size_t)NN * sizeof *M);
+            amax_gains(H, N, out + 4 * s);
+            amax_gains(M, N, out + 4 * s + 2);
+        }
+    }
+}

@@ -412,6 +412,11 @@ mt_tensor *mt_hc_dynamic(mt_ctx *c, mt_tensor *Hn, mt_tensor *W, mt_tensor *s, m
 /* mHC's maps of logits z (R, 2N + N^2) = [pre | post | res (N, N)]: (R, N (N+1) + N) = [a | b],
    a[i][0] = sigmoid(pre_i), a[i][1+j] = SinkhornKnopp_K(res)[j][i], b = 2 sigmoid(post) */
 mt_tensor *mt_mhc_maps(mt_ctx *c, mt_tensor *z, int N, int K);
+/* mHC's Amax gains of the residual mixing of S sublayers in forward order, their coefficients
+   a[s] shared or per row (the same rows): out (S, 4) = the largest absolute row sum (the
+   signal's gain) and column sum (the gradient's) of sublayer s's mixing H_s, then of the
+   composite H_{S-1} ... H_s, each the max over the rows (hyper.c says how H_s reads a). */
+void mt_hc_gains(const mt_tensor *const *a, int S, int N, double *out);
 
 /* ---- one Transformer block: an attention and an FFN sublayer, each in a residual ---------------
  * Pre-LN:   x = x + F(N(x))        (and a final norm before the head: mt_placement_final_norm)

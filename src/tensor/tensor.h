@@ -111,6 +111,11 @@ struct mt_ctx {
        entering each block (over tokens and channels) to act[2 act_calls], [+1], act_calls++ */
     double *act;
     int act_calls;
+    /* NULL: off; else each hyper-connection sublayer stores its coefficients a ((N, N+1) shared
+       or (rows, N, N+1); nn.h's mt_hc_depth) at hc_coefs[hc_calls++], for the diagnostics'
+       signal gains of the residual mixing (src/diag); they stay valid until the arena's reset */
+    const mt_tensor **hc_coefs;
+    int hc_calls;
     /* NULL: off; else QK-Clip's probe (src/nn/qk_clip.c): in a forward that records (grad
        enabled) and is not a replay, each attention op max-accumulates head h's largest logit
        q.k / sqrt(HS) (over batch, queries and keys; a sink's logit left out) into

@@ -128,6 +128,10 @@ static const mt_field DIAG[] = {
       "max |x| and kurtosis of the residual stream entering each block every N steps to "
       "diag_act.csv; 0: off",
       .range = "0.."),
+    F(hc_every, INT, "diag_hc_every",
+      "--residual hc or mhc: the Amax gains of each block's residual mixing and of the composite "
+      "mixing from it to the end (mHC's) every N steps to diag_hc.csv; 0: off",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);

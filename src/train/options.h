@@ -28,6 +28,7 @@ typedef struct {
     int ratio_every;  /* 0: no diag_ratio.csv */
     int sink_every;   /* 0: no diag_sink.csv */
     int act_every;    /* 0: no diag_act.csv */
+    int hc_every;     /* 0: no diag_hc.csv */
 } mt_diag_cfg;
 
 /* --format: what --prepare writes. */

@@ -3,11 +3,16 @@ query) whose weight on key 0 exceeds 0.3 (Gu et al., arXiv 2410.10781) and the m
 -sum_s p_s log p_s of the weights the values are mixed with, on the same q and k: softmax (the
 fused op's register-tile and strided paths, causal or not, grouped heads), queries at pos0 of a
 longer sequence, a learned sink logit per head (its column dropped), softpick (arXiv
-2504.20966). The weights are torch's in float64 from the formulas."""
+2504.20966). The weights are torch's in float64 from the formulas. Then diag_act.csv's
+statistics and diag_hc.csv's hyper-connection gains."""
+import os
+import subprocess
+import tempfile
+
 import numpy as np
 import torch
 
-from harness import Report, run_op
+from harness import BUILD, Report, load, run_op
 
 rng = np.random.default_rng(3)
 R = Report("parity probe")
@@ -88,4 +93,66 @@ massive = rng.standard_normal((4, 64, 64)).astype(np.float32)
 massive[:, 0, 7] = 300.0  # Sun et al.'s massive activations: one channel at the first token
 act("massive", massive)
 act("uniform + 5", (5 + rng.uniform(-1, 1, (2, 33, 48))).astype(np.float32))
+
+
+# the hyper-connections' gains (diag_hc.csv, mHC arXiv 2512.24880 section 3.1): sublayer s's
+# residual mixing H_s[j][i] = a_s[i][1 + j] of each row, the composite M_s = H_{S-1} ... H_s, and
+# of each the largest |row sum| (the signal's gain) and |column sum| (the gradient's), the max
+# over the rows; a shared a is every row's
+def gains(a_list, N):
+    R = max(a.shape[0] if a.ndim == 3 else 1 for a in a_list)
+    Hs = [torch.tensor(a, dtype=torch.float64).reshape(-1, N, N + 1)[:, :, 1:].transpose(1, 2)
+          .expand(R, N, N) for a in a_list]
+    out = np.zeros((len(Hs), 4))
+    M = torch.eye(N, dtype=torch.float64).expand(R, N, N)
+    for s in reversed(range(len(Hs))):
+        M = M @ Hs[s]
+        for k, X in enumerate((Hs[s], M)):
+            out[s, 2 * k] = X.sum(2).abs().amax().item()
+            out[s, 2 * k + 1] = X.sum(1).abs().amax().item()
+    return out
+
+
+def hc(label, N, rows):
+    """rows[s]: 0 a shared (N, N+1), else (rows, N, N+1)"""
+    a = [(rng.standard_normal((r, N, N + 1) if r else (N, N + 1)) * 0.6
+          + np.eye(N, N + 1, 1)).astype(np.float32) for r in rows]
+    want = gains(a, N)
+    got = run_op("probe", "hc_gains", a, np.zeros(4 * len(a), np.float32), [False] * len(a), N=N)
+    R.check(f"hc {label}", got["y"].reshape(-1, 4), want, 1e-5)
+    print(f"  hc {label}: composite gain {want[0, 2]:.4g}, gradient's {want[0, 3]:.4g}")
+
+
+hc("static N 4, 6 sublayers", 4, [0] * 6)
+hc("dynamic N 4, 8 sublayers of 37 rows", 4, [37] * 8)
+hc("shared and dynamic N 2", 2, [0, 5, 5, 0])
+hc("N 1", 1, [3, 3])
+
+
+def hc_run(residual, L=3, N=3):
+    """./train's diag_hc.csv at its last step against the gains of its saved static mixing (the
+    trained weights of that step): the hook reads each sublayer's coefficients in order"""
+    with tempfile.TemporaryDirectory() as out:
+        run = subprocess.run(
+            [os.path.join(BUILD, "train"), "--data", DATA, "--n-layer", str(L), "--n-embd", "32",
+             "--n-head", "2", "--n-ctx", "32", "--batch", "4", "--steps", "30", "--lr", "3e-2",
+             "--eval-every", "30", "--residual", residual, "--hc-static", "--hc-streams", str(N),
+             "--diag-hc-every", "15", "--out", out], capture_output=True, text=True)
+        R.check(f"hc run {residual} exit", run.returncode, 0, 0)
+        rows = np.loadtxt(os.path.join(out, "diag_hc.csv"), delimiter=",", skiprows=1)
+        t, _ = load(os.path.join(out, "model.safetensors"))
+    if residual == "hc":
+        a = [t[f"blocks.{l}.{s}_hc.static_alpha"] for l in range(L) for s in ("attn", "ffn")]
+        g = gains(a, N).reshape(L, 8)
+        want = g[:, [0, 1, 4, 5, 2, 3]]
+    else:  # doubly stochastic: every gain 1
+        want = np.ones((L, 6))
+    R.check(f"hc run {residual} steps", rows[:, 0], np.repeat([0, 15, 30], L), 0)
+    R.check(f"hc run {residual} last gains", rows[-L:, 2:], want, 1e-5)
+    print(f"  hc run {residual}: composite gain at block 0 {rows[-L, 6]:.4f}")
+
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data", "tinyshakespeare.txt")
+hc_run("hc")
+hc_run("mhc")
 R.finish()

@@ -420,6 +420,27 @@ for v in 0 -1 inf; do
     done
 done
 
+# the stream's skips: zero-initialised projections are zero; the scalars are refused where the
+# stream is not a sum (the encoder-decoder's and a Llama export's: test_cli_encdec, _export)
+train $TINY --steps 0 --zero-init-out --layer-lambdas --unet --out "$T/skips" ||
+    fail "--zero-init-out --layer-lambdas --unet: $(cat "$T/log")"
+python3 - "$T/skips/model.safetensors" <<'PY' || fail "--zero-init-out: a projection is not 0"
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+head, data = json.loads(f.read(n)), f.read()
+outs = [k for k in head if k.endswith(("out_proj.weight", "fc2.weight"))]
+for k in outs:
+    a, b = head[k]["data_offsets"]
+    assert not any(struct.unpack("<%df" % ((b - a) // 4), data[a:b])), k
+assert outs
+assert "blocks.1.skip_weight" in head and "blocks.0.skip_weight" not in head
+PY
+for bad in "--layer-lambdas --residual hc" "--unet --arch ngpt" "--zero-init-out --arch ngpt"; do
+    train $TINY --steps 1 --warmup 0 $bad --out "$T/bad"
+    [ $? -eq 2 ] && grep -q -- "${bad%% *}" "$T/log" || fail "$bad: $(cat "$T/log")"
+done
+
 # hyper-connections' gains need hyper-connections
 train $TINY --steps 1 --warmup 0 --diag-hc-every 1 --out "$T/bad"
 [ $? -eq 2 ] && grep -q -- "--diag-hc-every.*--residual hc or mhc" "$T/log" ||

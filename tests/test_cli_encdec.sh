@@ -64,6 +64,9 @@ infer --checkpoint "$T/es/model.safetensors" --source "abc" | grep -q "^abc " ||
 train $TINY --residual hc --steps 1 --out "$T/y" # no streams through the cross-attention
 [ $? -eq 2 ] && grep -q "residual hc with the encoder-decoder: refused" "$T/log" ||
     fail "--residual hc accepted: $(cat "$T/log")"
+train $TINY --unet --steps 1 --out "$T/y" # no skips through the cached decoder steps
+[ $? -eq 2 ] && grep -q -- "--unet with the encoder-decoder: refused" "$T/log" ||
+    fail "--unet accepted: $(cat "$T/log")"
 for pl in mixln dsl; do # they count one stack's blocks
     train $TINY --placement $pl --steps 1 --out "$T/y"
     [ $? -eq 2 ] && grep -q "placement $pl counts the blocks of one stack.*use pre, post" "$T/log" ||

@@ -41,6 +41,12 @@ done
 train $TINY --arch llama --norm prms --out "$T/prms" &&
     refused "norm prms" "norm = prms (--norm rms)" --checkpoint "$T/prms/model.safetensors" \
         --format llama2c --out "$T/x.bin"
+# the stream's skips: scalars neither format has
+for f in layer-lambdas unet; do
+    train $TINY --arch llama --$f --out "$T/$f" &&
+        refused "$f" "$(echo $f | tr - _) = true (no --$f" \
+            --checkpoint "$T/$f/model.safetensors" --format gguf --out "$T/x.gguf"
+done
 # the attention's methods: weights neither format has
 train $TINY --arch llama --softmax softpick --out "$T/softpick" &&
     refused "softpick" "softmax = softpick (--softmax softmax)" \

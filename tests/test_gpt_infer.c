@@ -233,6 +233,10 @@ int main(void) {
     test_cache(MT_PLACE_PERI, MT_NORM_RMS,
                "{\"value_residual\": \"learned\", \"n_layer\": 3, \"pos\": \"rope\", "
                "\"n_head\": 4, \"n_kv_head\": 2}");
+    /* nanochat's lambdas and the U-net: x0 and the first half's outputs of the new positions */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"layer_lambdas\": true, \"n_layer\": 4}");
+    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS,
+               "{\"layer_lambdas\": true, \"unet\": true, \"n_layer\": 5, \"pos\": \"rope\"}");
     /* hyper-connections: the new positions' streams widened and summed around the cached
        blocks, dynamic and static */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"residual\": \"hc\", \"hc_streams\": 3}");

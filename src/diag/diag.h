@@ -72,6 +72,7 @@
 
 #include "../tensor/base.h"
 #include "../tensor/params.h"
+#include "../tensor/tensor.h"
 #include "../train/options.h"
 #include "../train/train.h"
 

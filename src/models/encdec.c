@@ -78,6 +78,12 @@ mt_status mt_encdec_config_validate(mt_encdec_config *cfg, mt_err *err) {
                          "blocks, DeepScaleLM's depth N); the encoder-decoder has two: use pre, "
                          "post, deepnorm, subln, peri, lns or reorder",
                          mt_enum_name(&MT_PLACEMENTS, cfg->stack.placement));
+    if (cfg->stack.layer_lambdas || cfg->stack.unet)
+        return mt_errorf(err, MT_EINVAL,
+                         "--%s with the encoder-decoder: refused: its decoder's cached steps do "
+                         "not carry the stream across its blocks; they are the GPT's (--model "
+                         "gpt)",
+                         cfg->stack.unet ? "unet" : "layer-lambdas");
     if (cfg->stack.hc.kind != MT_HYPER_NONE)
         return mt_errorf(err, MT_EINVAL,
                          "--residual %s with the encoder-decoder: refused: its streams are not "

@@ -127,12 +127,15 @@ static void run(mt_kv_cache *kv, int pos0) {
         mt_block_cfg block = st->block;
         mt_tensor *v1 = NULL; /* the value residual's first values */
         x = mt_stack_streams(c, st, x);
+        mt_stack_carry carry = mt_stack_carry_begin(c, st, x);
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
             mt_cache_arg arg = {.kv = &kv->cache, .layer = l, .v1 = &v1};
             block.layer = l;
+            x = mt_stack_block_input(c, st, &m->P, l, x, &carry);
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &arg);
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_FFN, x, mt_ffn_sublayer, NULL);
+            mt_stack_block_output(st, l, x, &carry);
         }
         kv->cache.len = kv->len;
         logits = mt_gpt_head(c, m, &m->P, mt_stack_streams_sum(c, st, x));

@@ -180,6 +180,21 @@ static const mt_field FIELDS[] = {
       "init dsl: the correlation of the embedded tokens, (0, 1] (the DeepScaleLM authors' "
       "0.221, BERT on Wikipedia)",
       .read = init_dsl, .read_by = "--init dsl (the default with --placement dsl)"),
+    F(layer_lambdas, BOOL, "layer_lambdas",
+      "nanochat's per-block scalars: block l reads resid_lambda_l x + x0_lambda_l x0, x0 the "
+      "stream entering block 0 (init 1 and 0.1)",
+      .read = sums,
+      .read_by = "a residual that sums its sublayers (not --arch ngpt, not --residual hc or mhc)"),
+    F(unet, BOOL, "unet",
+      "modded-nanogpt's U-net: block L-1-j adds skip_weight (init 1) times block j's output to "
+      "its input, j < L/2",
+      .read = sums,
+      .read_by = "a residual that sums its sublayers (not --arch ngpt, not --residual hc or mhc)"),
+    F(zero_out, BOOL, "zero_init_out",
+      "the blocks' output projections (attention's out_proj, the FFN's fc2) initialised to 0 "
+      "(modded-nanogpt, nanochat)",
+      .read = reads_placement,
+      .read_by = "a model whose matrices are not unit vectors (not --arch ngpt)"),
     F(param, ENUM, "param",
       "parameterisation: how init, lr, weight decay, AdamW eps, the residual branches and the "
       "logits scale against a base model",
@@ -572,6 +587,8 @@ double mt_stack_token_floats(const mt_stack_config *s) {
     if (s->placement == MT_PLACE_LNS) block += 4 * C; /* the scaled norms' outputs */
     if (s->placement == MT_PLACE_DSL) block += 8 * C; /* the scaled skip and branch */
     if (s->residual == MT_RESIDUAL_NGPT) block += 4 * C + 6 * F; /* scaled q, k, u, v; unfused */
+    if (s->layer_lambdas) block += 6 * C; /* the two scaled streams and their sum, gradients */
+    if (s->unet) block += 4 * C;          /* the scaled skip and the sum */
     if (s->hc.kind != MT_HYPER_NONE) /* per sublayer: the streams' norm, H', h, their gradients */
         block += 12.0 * s->hc.streams * C + 4 * C;
     if (s->hc.kind == MT_HYPER_MHC) /* Sinkhorn's iterates in the backward, per sublayer */
@@ -581,6 +598,27 @@ double mt_stack_token_floats(const mt_stack_config *s) {
 
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out) {
     return s->init == MT_SCHEME_GPT2 ? MT_GPT2_STD : sqrtf(2.0f / (float)(fan_in + fan_out));
+}
+
+/* Block i's scalars of layer_lambdas, <prefix>.resid_lambda (1) = 1 and .x0_lambda (1) = 0.1, and
+   of unet, .skip_weight (1) = 1 on the blocks i >= L - L/2 that read block L-1-i's output. */
+static void add_mix_params(mt_params *P, const char *prefix, const mt_stack_config *s, int i,
+                           mt_stack_mix *m) {
+    const struct {
+        bool on;
+        const char *name;
+        float init;
+        int *at;
+    } scalars[] = {{s->layer_lambdas, "resid_lambda", 1, &m->resid},
+                   {s->layer_lambdas, "x0_lambda", 0.1f, &m->x0},
+                   {s->unet && i >= s->n_layer - s->n_layer / 2, "skip_weight", 1, &m->skip}};
+    for (int k = 0; k < 3; k++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s.%s", prefix, scalars[k].name);
+        *scalars[k].at = scalars[k].on ? mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM,
+                                                       MT_INIT_CONST, scalars[k].init)
+                                       : -1;
+    }
 }
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
@@ -594,7 +632,9 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
                                 mt_err *err) {
     memset(st, 0, sizeof *st);
     st->blocks = calloc((size_t)s->n_layer, sizeof *st->blocks);
-    if (!st->blocks)
+    st->mix = calloc((size_t)s->n_layer, sizeof *st->mix);
+    st->lambdas = s->layer_lambdas, st->unet = s->unet;
+    if (!st->blocks || !st->mix)
         return mt_errorf(err, MT_ENOMEM,
                          "n_layer = %d: out of memory for the table of %d blocks (before their "
                          "weights): use fewer layers",
@@ -607,9 +647,11 @@ mt_status mt_stack_build_blocks(mt_stack *st, const mt_stack_config *s, const mt
         char name[64];
         snprintf(name, sizeof name, "%s.%d", prefix, i);
         mt_block_init stds = mt_stack_init_stds(s, i);
+        if (s->zero_out) stds.out = stds.fc2 = 0;
         mt_block_cfg b = st->block;
         b.layer = i;
         mt_block_add_params(P, name, &b, &stds, &st->blocks[i]);
+        add_mix_params(P, name, s, i, &st->mix[i]);
     }
     st->final_norm_on = final_norm(s);
     st->final_norm = MT_NORM_PARAMS_NONE;
@@ -680,19 +722,43 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
     bool value_residual = block.attn.value_residual != MT_VALUE_RESIDUAL_NONE;
     mt_tensor *v1 = NULL;
     x = mt_stack_streams(c, st, x);
+    mt_stack_carry carry = mt_stack_carry_begin(c, st, x);
     for (int i = 0; i < st->n_layer; i++) {
+        x = mt_stack_block_input(c, st, P, i, x, &carry);
         if (resid) resid[i] = mean_token_norm(x);
         if (c->act) mt_stack_act_stats(x, c->act + 2 * c->act_calls++);
-        if (i == st->skip) continue; /* the block-skip probe's: x passes unchanged */
-        block.layer = i;
-        block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};
-        /* the first block of a value residual runs plainly: its values outlive it */
-        if (c->recompute && !(value_residual && !v1))
-            x = mt_recompute(c, x, block_forward, &b, sizeof b);
-        else x = block_run(c, x, &b, &v1);
+        if (i != st->skip) { /* the block-skip probe's: x passes unchanged */
+            block.layer = i;
+            block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};
+            /* the first block of a value residual runs plainly: its values outlive it */
+            if (c->recompute && !(value_residual && !v1))
+                x = mt_recompute(c, x, block_forward, &b, sizeof b);
+            else x = block_run(c, x, &b, &v1);
+        }
+        mt_stack_block_output(st, i, x, &carry);
     }
     if (resid) resid[st->n_layer] = mean_token_norm(x);
     return mt_stack_streams_sum(c, st, x);
+}
+
+mt_stack_carry mt_stack_carry_begin(mt_ctx *c, const mt_stack *st, mt_tensor *x) {
+    mt_stack_carry k = {.x0 = x};
+    if (st->unet) k.out = mt_arena_alloc(c, (size_t)st->n_layer * sizeof *k.out);
+    return k;
+}
+
+mt_tensor *mt_stack_block_input(mt_ctx *c, const mt_stack *st, mt_params *P, int l, mt_tensor *x,
+                                const mt_stack_carry *k) {
+    if (st->mix[l].skip >= 0)
+        x = mt_add(c, x, mt_scale_by(c, k->out[st->n_layer - 1 - l], &P->t[st->mix[l].skip]));
+    if (st->lambdas)
+        x = mt_add(c, mt_scale_by(c, x, &P->t[st->mix[l].resid]),
+                   mt_scale_by(c, k->x0, &P->t[st->mix[l].x0]));
+    return x;
+}
+
+void mt_stack_block_output(const mt_stack *st, int l, mt_tensor *x, mt_stack_carry *k) {
+    if (k->out && l < st->n_layer / 2) k->out[l] = x;
 }
 
 mt_tensor *mt_stack_streams(mt_ctx *c, const mt_stack *st, mt_tensor *x) {
@@ -709,5 +775,6 @@ mt_tensor *mt_stack_final(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor
 
 void mt_stack_free(mt_stack *st) {
     free(st->blocks);
+    free(st->mix);
     memset(st, 0, sizeof *st);
 }

@@ -61,6 +61,14 @@ typedef struct {
        sampling (the model's own, not a term of the training loss); 0: none */
     float logit_softcap;
     mt_param_kind param;
+    /* nanochat's per-block scalars: block l reads resid_lambda_l x + x0_lambda_l x0, x0 the
+       stream entering block 0 (init 1 and 0.1) */
+    bool layer_lambdas;
+    /* modded-nanogpt's U-net: block L-1-j adds skip_weight times block j's output to its input,
+       j < L/2 (init 1), before the lambdas */
+    bool unet;
+    /* the blocks' output projections (out_proj, fc2) initialised to 0 (modded-nanogpt, nanochat) */
+    bool zero_out;
     int base_depth; /* completep: the base model's n_layer L0, 1..n_layer (required) */
     int base_width; /* mup (required), completep (0: n_embd): the base model's n_embd C0 */
 } mt_stack_config;
@@ -122,6 +130,11 @@ double mt_stack_token_floats(const mt_stack_config *s);
    N(0, MT_GPT2_STD^2) under gpt2, Xavier-normal with gain 1 otherwise. */
 float mt_stack_other_std(const mt_stack_config *s, int fan_in, int fan_out);
 
+/* A block's entries of layer_lambdas (resid, x0) and unet (skip); -1: none. */
+typedef struct {
+    int resid, x0, skip;
+} mt_stack_mix;
+
 /* The blocks of a validated stack: n_layer blocks named <prefix>.{i}, their parameters added to
    P, and the final norm (pre, subln, peri) named <prefix_final>. */
 typedef struct {
@@ -132,7 +145,22 @@ typedef struct {
     mt_norm_params final_norm;
     const mt_norm_cfg *norm; /* the stack's */
     int skip; /* a probe's: the block the forward passes over (its input unchanged); -1: none */
+    mt_stack_mix *mix; /* (n_layer) */
+    bool lambdas, unet;
 } mt_stack;
+
+/* What a forward carries across the blocks for layer_lambdas and unet: x0 and the first half's
+   outputs (out, n_layer entries in the arena; NULL without unet). */
+typedef struct {
+    mt_tensor *x0, **out;
+} mt_stack_carry;
+mt_stack_carry mt_stack_carry_begin(mt_ctx *c, const mt_stack *st, mt_tensor *x);
+/* Block l's input from the stream x: + skip_weight out[L-1-l] (unet), then resid_lambda x +
+   x0_lambda x0 (layer_lambdas); x without either. */
+mt_tensor *mt_stack_block_input(mt_ctx *c, const mt_stack *st, mt_params *P, int l, mt_tensor *x,
+                                const mt_stack_carry *k);
+/* Keeps block l's output x where a later block reads it (unet). */
+void mt_stack_block_output(const mt_stack *st, int l, mt_tensor *x, mt_stack_carry *k);
 
 mt_status mt_stack_build(mt_stack *st, const mt_stack_config *s, bool causal, mt_params *P,
                          const char *prefix, const char *final_name, mt_err *err);

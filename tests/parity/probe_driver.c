@@ -42,8 +42,9 @@ static mt_tensor *b_hc_gains(mt_ctx *c, mt_tensor **x, int n, const mt_safetenso
     return y;
 }
 
-static const parity_op OPS[] = {
-    {"attn_sink", b_attn_sink}, {"act", b_act}, {"hc_gains", b_hc_gains}};
+static const parity_op OPS[] = {{"attn_sink", b_attn_sink},
+                                {"act", b_act},
+                                {"hc_gains", b_hc_gains}};
 
 int main(int argc, char **argv) {
     return parity_driver_main(argc, argv, OPS, (int)(sizeof OPS / sizeof OPS[0]));

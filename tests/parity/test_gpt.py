@@ -145,6 +145,23 @@ for i, residual in enumerate(("half", "learned")):
         run_case(cfg, 2, 8, f"value-residual {residual} {placement} gate {cfg['attn_gate']}"
                  f" sink {cfg['attn_sink']} pos {cfg['pos']} kv {cfg['n_kv_head']}")
 
+# nanochat's per-block lambdas and modded-nanogpt's U-net skips, alone and together, in every
+# placement, over 4 and 5 blocks (an odd depth: the middle block reads no skip), with a value
+# residual and RoPE in turn
+for i, (what, opts) in enumerate([("layer-lambdas", {"layer_lambdas": True}),
+                                  ("unet", {"unet": True}),
+                                  ("both", {"layer_lambdas": True, "unet": True})]):
+    for j, placement in enumerate(PLACEMENTS):
+        cfg = {"n_layer": (4, 5)[(i + j) % 2], "n_head": 2, "n_embd": 16, "n_ctx": 9,
+               "n_vocab": 11, "n_ff": 24, "norm": ("ln", "rms")[j % 2], "placement": placement,
+               "norm_eps": 1e-5, "rms_form": "llama", "tied": j % 2 == 0, "bias": i % 2 == 0,
+               "act": "gelu", "dropout": 0.0, "value_residual": ("none", "learned")[j % 3 == 1],
+               "pos": ("learned", "rope")[(i + j) % 2]}
+        cfg.update(opts)
+        cfg.update(PLACEMENT_OPTS.get(placement, {}))
+        run_case(cfg, 2, 8, f"{what} {placement} L{cfg['n_layer']} value-residual "
+                 f"{cfg['value_residual']} pos {cfg['pos']}")
+
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1
 # and 2 of 4 heads), and arch llama with what validation resolves it to.

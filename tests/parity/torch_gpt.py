@@ -223,10 +223,20 @@ class TorchBlocks(torch.nn.Module):
         return self.norm(self.alpha * x + f(x), prefix)  # deepnorm: alpha on the skip branch
 
     def blocks(self, x):
-        """Every block, then the final norm of Pre-LN, Sub-LN and Peri-LN."""
-        for i in range(self.cfg["n_layer"]):
+        """Every block, then the final norm of Pre-LN, Sub-LN and Peri-LN. A block's input: with
+        unet (modded-nanogpt's U-net) block L-1-j's adds skip_weight times block j's output, j <
+        L // 2; then with layer_lambdas (nanochat) resid_lambda x + x0_lambda x0, x0 the input
+        of block 0."""
+        L, x0, out = self.cfg["n_layer"], x, []
+        for i in range(L):
+            pre = f"blocks.{i}."
+            if self.cfg.get("unet") and i >= L - L // 2:
+                x = x + self.p[pre + "skip_weight"] * out[L - 1 - i]
+            if self.cfg.get("layer_lambdas"):
+                x = self.p[pre + "resid_lambda"] * x + self.p[pre + "x0_lambda"] * x0
             x = self.residual(x, f"blocks.{i}.attn_norm", lambda h: self.attn(h, i))
             x = self.residual(x, f"blocks.{i}.ffn_norm", lambda h: self.ffn(h, i))
+            out.append(x)
         return self.norm(x, "final_norm") if self.cfg["placement"] in FINAL_NORM else x
 
 

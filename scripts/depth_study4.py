@@ -12,17 +12,22 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size (configs/deep100-pre.ini), 
                                      mHC (4 streams, dynamic) at 12 and 48 layers, two rates,
                                      with diag_hc.csv (12 runs, ~12 min on 2 idle cores)
   scripts/depth_study4.py completep  CompleteP's claim (arXiv 2505.01618): the best learning rate
-                                     transfers across depth; --param sp and completep (alpha 1,
-                                     base depth 4) at 4, 16 and 64 layers, 5 rates (30 runs,
-                                     ~11 min idle)
+                                     transfers across depth; Pre-LN, DeepNorm and completep
+                                     (alpha 1, base depth 6) at 6, 12, 25 and 50 layers, 4 rates
+                                     (48 runs, ~15 min idle)
   scripts/depth_study4.py gate       gated attention's claim (arXiv 2505.06708): the gate removes
                                      the attention sink and the massive activations and takes
                                      higher rates; softmax, both gates, a learned sink and
-                                     softpick at 12 layers, 3 rates, with diag_sink.csv,
-                                     diag_attn.csv and diag_act.csv (15 runs, ~5 min idle)
+                                     softpick at 12 layers, 4 rates, with diag_sink.csv,
+                                     diag_attn.csv and diag_act.csv (20 runs, ~7 min idle)
   scripts/depth_study4.py qkclip     QK-Clip's claim (arXiv 2507.20534): Muon lets the attention
                                      logits grow, QK-Clip caps them without hurting the loss;
-                                     Muon at 12 layers, 3 rates, without and with tau 30 (6 runs)
+                                     Muon at 12 layers, 3 rates, plain, with tau 30 and with
+                                     QK-norm (9 runs)
+  scripts/depth_study4.py hc-100     Pre-LN, DeepNorm, HC and mHC at 100 layers (4 runs, ~20 min
+                                     idle)
+  scripts/depth_study4.py value      ResFormer's value residual, half and learned, against Pre-LN
+                                     at 12 and 100 layers (6 runs, ~8 min idle)
   scripts/depth_study4.py report     docs/depth-study-4.md from the parts on disk
   --only hc,mhc                      only those methods' runs (the rest stay to go)
   --smoke                            the part at 4 layers and 20 steps into /tmp (a check of the
@@ -112,7 +117,9 @@ class Run:
         row = {"name": self.name, "part": self.part, "method": self.method,
                "flags": self.method_flags, "lr": self.lr, "layers": self.layers,
                "label": label(self.rc, metrics, H, log),
-               "val_final": vals[max(vals)] if vals else "", "seconds": "%.0f" % self.seconds}
+               "val_final": vals[max(vals)] if vals else "", "seconds": "%.0f" % self.seconds,
+               "qk_clipped": sum(num(r.get("qk_clipped")) for r in read_csv(src("metrics.csv"))
+                                 if math.isfinite(num(r.get("qk_clipped"))))}
         with open(self.stem + ".row.json", "w") as f:
             json.dump(row, f)
         return row
@@ -146,10 +153,11 @@ def hc_runs(part):
             for m, f in HC_METHODS.items()]
 
 
-# CompleteP with the paper's alpha = 1 against the base depth 4 (docs/layers.md's table); sp the
-# standard parameterisation at the same rates
-CP_METHODS = {"sp": {}, "completep": {"--param": "completep", "--base-depth": 4}}
-CP_DEPTHS, CP_RATES = (4, 16, 64), ("1e-3", "3e-3", "1e-2", "3e-2", "1e-1")
+# CompleteP with the paper's alpha = 1 against the base depth 6 (docs/layers.md's table); the
+# standard parameterisation's Pre-LN and DeepNorm at the same rates
+CP_METHODS = {"sp": {}, "deepnorm": {"--placement": "deepnorm"},
+              "completep": {"--param": "completep", "--base-depth": 6}}
+CP_DEPTHS, CP_RATES = (6, 12, 25, 50), ("1e-3", "3e-3", "1e-2", "3e-2")
 
 
 def cp_runs(part):
@@ -160,7 +168,7 @@ def cp_runs(part):
 GATE_METHODS = {"softmax": {}, "gate-elem": {"--attn-gate": "elementwise"},
                 "gate-head": {"--attn-gate": "headwise"}, "sink": {"--attn-sink": True},
                 "softpick": {"--softmax": "softpick"}}
-GATE_RATES = ("3e-3", "1e-2", "3e-2")
+GATE_RATES = ("3e-3", "1e-2", "3e-2", "1e-1")
 GATE_DIAG = {"--diag-sink-every": 50, "--diag-attn-every": 50, "--diag-act-every": 50}
 
 
@@ -171,13 +179,31 @@ def gate_runs(part):
 
 QK_TAU = 30
 MUON = {"--optim": "muon", "--adam-lr": "3e-3"}
-QK_METHODS = {"muon": MUON, "muon-clip": {**MUON, "--qk-clip": QK_TAU}}
-QK_RATES = ("2e-2", "5e-2", "1e-1")
+QK_METHODS = {"muon": MUON, "muon-clip": {**MUON, "--qk-clip": QK_TAU},
+              "muon-qknorm": {**MUON, "--qk-norm": "rms", "--qk-norm-affine": True}}
+QK_RATES = ("5e-2", "1e-1", "2e-1")  # above Muon's best 100-layer rate of round 3 (0.05)
 
 
 def qk_runs(part):
     return [Run(part, m, f, lr, 12, {"--diag-attn-every": 10}) for m, f in QK_METHODS.items()
             for lr in QK_RATES]
+
+
+HC100 = {"pre": {}, "deepnorm": {"--placement": "deepnorm"}, "hc": {"--residual": "hc"},
+         "mhc": {"--residual": "mhc"}}
+
+
+def hc100_runs(part):
+    diag = lambda m: {"--diag-hc-every": 20} if "hc" in m else {}  # noqa: E731
+    return [Run(part, m, f, "1e-3", 100, diag(m)) for m, f in HC100.items()]
+
+
+VALUE_METHODS = {"pre": {}, "value-half": {"--value-residual": "half"},
+                 "value-learned": {"--value-residual": "learned"}}
+
+
+def value_runs(part):
+    return [Run(part, m, f, "1e-3", L) for L in (12, 100) for m, f in VALUE_METHODS.items()]
 
 
 def run_part(part, only=None):
@@ -366,8 +392,11 @@ def report_qk(part="qkclip"):
            "that QK-Clip (tau %d here) caps them without hurting the loss. 12 layers, Muon on "
            "the hidden matrices at the rate given (AdamW 3e-3 on the rest). `max logit`: the "
            "largest attention logit over the blocks on the probe batch, its peak over the steps "
-           "and at the end." % QK_TAU, "",
-           "| method | muon lr | final val | max logit peak | at the end |", "|---|---|---|---|---|"]
+           "and at the end; `heads clipped`: the (step, head) pairs QK-Clip scaled, summed over "
+           "the steps logged (metrics.csv's qk_clipped, every 10th step); `muon-qknorm` the "
+           "QK-norm control (RMSNorm with a gain on each head's q and k)." % QK_TAU, "",
+           "| method | muon lr | final val | max logit peak | at the end | heads clipped |",
+           "|---|---|---|---|---|---|"]
     curves = []
     for lr in QK_RATES:
         for m in QK_METHODS:
@@ -377,14 +406,44 @@ def report_qk(part="qkclip"):
                 continue
             a = kept(part, name, "attn")
             peak = max((num(x["self_max"]) for x in a), default=math.nan)
-            out.append("| %s | %s | %s | %.4g | %.4g |" % (m, lr, val_cell(r), peak,
-                                                          last(a, "self_max")))
+            out.append("| %s | %s | %s | %.4g | %.4g | %s |" % (
+                m, lr, val_cell(r), peak, last(a, "self_max"),
+                "%d" % r.get("qk_clipped", 0) if "clip" in m else "–"))
             curves.append(("%s lr %s" % (m, lr), COLORS[len(curves) % 10],
                            1 if m == "muon" else 2, "l",
                            [(int(x["step"]), num(x["self_max"])) for x in a]))
     png = os.path.join(DOCS, "qkclip-logits.png")
     plot_lines(png, "largest attention logit, Muon without and with QK-Clip", "logit", curves)
     return "\n".join(out + ["", "![logits](%s)" % rel(png), ""])
+
+
+def report_simple(part, title, intro, runs):
+    """A table of the runs' final losses (and composite gain where kept)."""
+    R = rows(part)
+    out = ["## " + title, "", intro, "", "| method | layers | lr | final val | composite gain at "
+           "block 0, end | s |", "|---|---|---|---|---|---|"]
+    for run_ in runs:
+        r = R.get(run_.name)
+        if r is None:
+            continue
+        g0 = [x for x in kept(part, run_.name, "hc") if x["layer"] == "0"]
+        out.append("| %s | %d | %s | %s | %s | %s |" % (
+            r["method"], r["layers"], r["lr"], val_cell(r),
+            "%.4g" % num(g0[-1]["composite_gain"]) if g0 else "–", r["seconds"]))
+    return "\n".join(out + [""])
+
+
+def report_hc100(part="hc-100"):
+    return report_simple(part, "Hyper-connections at 100 layers",
+                         "The signal-gain question at 100 layers, with Pre-LN and DeepNorm as "
+                         "controls, lr 1e-3.", hc100_runs(part))
+
+
+def report_value(part="value"):
+    return report_simple(part, "Value residuals at depth",
+                         "ResFormer (Zhou et al., arXiv 2410.17897): every block's values mixed "
+                         "with the first block's, fixed halves or learned lambdas, against "
+                         "Pre-LN at 12 and 100 layers, lr 1e-3.", value_runs(part))
 
 
 def report():
@@ -407,6 +466,8 @@ PARTS = {
     "completep": {"runs": cp_runs, "report": report_cp},
     "gate": {"runs": gate_runs, "report": report_gate},
     "qkclip": {"runs": qk_runs, "report": report_qk},
+    "hc-100": {"runs": hc100_runs, "report": report_hc100},
+    "value": {"runs": value_runs, "report": report_value},
 }
 
 

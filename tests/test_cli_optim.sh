@@ -79,6 +79,17 @@ awk -F, 'NR > 1 { c += $9; if ($1 >= 25 && $10 > 0.25) high = 1 } END { exit !(c
 awk -F, 'NR > 1 && $10 > m { m = $10 } END { exit !(m > 0.35) }' "$T/q10/metrics.csv" ||
     fail "without a clip the logits stay low: $(cut -d, -f1,10 "$T/q10/metrics.csv" | tr '\n' ' ')"
 grep -q "qk-clip [0-9]*, max " "$T/log" || fail "qk-clip: no heads in the progress line"
+# diag_qkclip.csv: by layer, every 10 steps, the same heads and logits as metrics.csv's steps
+train $TINY $MUON --steps 40 --qk-clip 0.2 --log-every 1 --diag-qkclip-every 10 --out "$T/q02d" ||
+    fail "--diag-qkclip-every: $(cat "$T/log")"
+m=$(awk -F, 'NR > 1 { c += $9; if ($10 > m) m = $10 } END { printf "%d %.4f", c, m }' \
+    "$T/q02d/metrics.csv")
+d=$(awk -F, 'NR > 1 { c += $3; n++; s[$1] = 1; if ($4 > m) m = $4 }
+    END { printf "%d %.4f %d", c, m, length(s) }' "$T/q02d/diag_qkclip.csv")
+[ "$d" = "$m 4" ] || fail "diag_qkclip.csv ($d) against metrics.csv ($m, 4 steps)"
+train $TINY --steps 2 --warmup 0 --diag-qkclip-every 1 --out "$T/bad"
+[ $? -eq 2 ] && grep -q -- "--diag-qkclip-every.*--qk-clip" "$T/log" ||
+    fail "--diag-qkclip-every without --qk-clip: $(cat "$T/log")"
 
 # bad values: exit 2, the flag and what is accepted in the message
 bad() { # expected message, flags...

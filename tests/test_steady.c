@@ -89,7 +89,7 @@ static double step(mt_replicas *R, mt_ctx *c, mt_gpt *m, mt_optim *o, mt_gpt_bat
     for (int r = 1; qk.n && r < R->n; r++)
         for (int h = 0; h < qk.heads; h++)
             if (qk_max[r * qk.heads + h] > qk_max[h]) qk_max[h] = qk_max[r * qk.heads + h];
-    if (qk.n) MT_ASSERT(mt_qk_clip_apply(&qk, &m->P, qk_max) > 0, "qk-clip: no head clipped");
+    if (qk.n) MT_ASSERT(mt_qk_clip_apply(&qk, &m->P, qk_max, NULL) > 0, "qk-clip: no head clipped");
     return loss;
 }
 

@@ -215,6 +215,7 @@ mt_status mt_diag_open(mt_diag *d, const mt_diag_cfg *cfg, mt_trainer *tr, mt_er
     d->cfg = *cfg;
     mt_status s = open_probes(d, cfg, tr, err);
     if (s == MT_OK) s = mt_diag_ratio_open(d, tr, err); /* any model: it reads the parameters */
+    if (s == MT_OK) s = mt_diag_qk_open(d, tr, err);    /* any model with --qk-clip */
     if (s != MT_OK) mt_diag_close(d);
     return s;
 }
@@ -256,6 +257,7 @@ mt_status mt_diag_after_step(mt_diag *d, mt_trainer *tr, const mt_step_stats *st
     if (s == MT_OK) s = mt_diag_attn_rows(d, tr, step, err);
     if (s == MT_OK) s = probe_rows_due(d, tr, step, step == tr->cfg.steps, err);
     if (s == MT_OK) s = mt_diag_ratio_after_step(d, tr, err);
+    if (s == MT_OK) s = mt_diag_qk_after_step(d, tr, err);
     return s;
 }
 
@@ -271,5 +273,6 @@ void mt_diag_close(mt_diag *d) {
     free(d->resid_norm);
     free(d->f0);
     mt_diag_ratio_close(d);
+    mt_diag_qk_close(d);
     memset(d, 0, sizeof *d);
 }

@@ -58,6 +58,11 @@
  *   (attn.q_proj, ffn.fc1, ...; the union over the blocks, empty where a block has none), total:
  *   all the block's matrices as one; row layer -1: the matrices outside the blocks (embeddings,
  *   head) as one. Every ratio_every steps from ratio_every; any model type.
+ * diag_qkclip.csv step,layer,self_clipped,self_logit,cross_clipped,cross_logit
+ *   With --qk-clip: the heads QK-Clip scaled in block layer's self- (and a decoder's cross-)
+ *   attention, summed over the updates since the last row, and the attention's largest logit of
+ *   those steps before clipping (over its heads, the step's batch); every qk_every steps from
+ *   qk_every (cross empty without a cross-attention). Any model type.
  * diag_skip.csv   step,block,loss,delta
  *   The block-effectiveness probe of the Curse of Depth paper (arXiv 2502.05795): the plain
  *   cross-entropy of the same batch with the whole model (block -1, delta 0), then with each block
@@ -95,6 +100,16 @@ typedef struct {
 /* The CSVs of diag_attn.c's instrumented forward. */
 enum { MT_DIAG_ATTN, MT_DIAG_SINK, MT_DIAG_ACT, MT_DIAG_HC, MT_DIAG_HOOKS };
 
+/* diag_qkclip.c's state: per block its self- and cross-attention's cells. */
+typedef struct {
+    FILE *f;
+    int L;
+    int *slot;     /* (qk.n) each attention's cell, 2 block + cross */
+    bool *cross;   /* (qk.n) a cross-attention */
+    long *clipped; /* (2 L) heads clipped since the last row */
+    float *logit;  /* (2 L) the largest logit since the last row */
+} mt_diag_qk;
+
 typedef struct {
     mt_diag_cfg cfg;
     FILE *grad, *update, *resid;
@@ -111,6 +126,7 @@ typedef struct {
     double *hc_gains;           /* (2 L, 4): mt_hc_gains' */
     FILE *logz, *skip;
     mt_diag_ratio ratio;
+    mt_diag_qk qk;
 } mt_diag;
 
 /* Nothing when every diagnostic is off; else (a type with a probe) opens the CSVs that cfg asks
@@ -158,6 +174,11 @@ int mt_diag_param_groups(const mt_params *P, int *group, int *block);
 mt_status mt_diag_ratio_open(mt_diag *d, mt_trainer *tr, mt_err *err);
 mt_status mt_diag_ratio_after_step(mt_diag *d, mt_trainer *tr, mt_err *err);
 void mt_diag_ratio_close(mt_diag *d);
+/* diag_qkclip.c: diag_qkclip.csv opened (qk_every > 0, with --qk-clip), its rows after a step;
+   closed. */
+mt_status mt_diag_qk_open(mt_diag *d, mt_trainer *tr, mt_err *err);
+mt_status mt_diag_qk_after_step(mt_diag *d, mt_trainer *tr, mt_err *err);
+void mt_diag_qk_close(mt_diag *d);
 mt_status mt_diag_attn_rows(mt_diag *d, mt_trainer *tr, long step, mt_err *err);
 
 #endif

@@ -149,8 +149,8 @@ mt_status mt_qk_clip_init(mt_qk_clip *q, const mt_params *P, int n_head, float t
 /* smax (heads) = -inf: a step's maxima before its forwards max-accumulate into it. */
 void mt_qk_clip_reset(float *smax, int heads);
 /* The rescaling of every head whose smax (heads) exceeds tau (P's bf16 copy refreshed); returns
-   the heads clipped. No allocation. */
-int mt_qk_clip_apply(const mt_qk_clip *q, mt_params *P, const float *smax);
+   the heads clipped, and each attention's in per_attn (n; NULL: not asked). No allocation. */
+int mt_qk_clip_apply(const mt_qk_clip *q, mt_params *P, const float *smax, int *per_attn);
 void mt_qk_clip_free(mt_qk_clip *q);
 
 /* ---- the attention's methods (attn_methods.c): options of every self-attention ------------------

@@ -118,9 +118,13 @@ static int clip_attn(const mt_qk_clip *q, const mt_qk_attn *a, mt_params *P, con
     return clipped;
 }
 
-int mt_qk_clip_apply(const mt_qk_clip *q, mt_params *P, const float *smax) {
+int mt_qk_clip_apply(const mt_qk_clip *q, mt_params *P, const float *smax, int *per_attn) {
     int clipped = 0;
-    for (int i = 0; i < q->n; i++) clipped += clip_attn(q, &q->attn[i], P, smax);
+    for (int i = 0; i < q->n; i++) {
+        int c = clip_attn(q, &q->attn[i], P, smax);
+        clipped += c;
+        if (per_attn) per_attn[i] = c;
+    }
     if (clipped && P->bf16) mt_params_refresh_bf16(P);
     return clipped;
 }

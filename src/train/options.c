@@ -132,6 +132,10 @@ static const mt_field DIAG[] = {
       "--residual hc or mhc: the Amax gains of each block's residual mixing and of the composite "
       "mixing from it to the end (mHC's) every N steps to diag_hc.csv; 0: off",
       .range = "0.."),
+    F(qk_every, INT, "diag_qkclip_every",
+      "--qk-clip: the heads QK-Clip scaled in each layer's attention and its largest logit, over "
+      "every N steps, to diag_qkclip.csv; 0: off",
+      .range = "0.."),
 };
 #undef F
 static const mt_fields DIAG_FIELDS = MT_FIELDS_OF(DIAG);

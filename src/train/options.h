@@ -29,6 +29,7 @@ typedef struct {
     int sink_every;   /* 0: no diag_sink.csv */
     int act_every;    /* 0: no diag_act.csv */
     int hc_every;     /* 0: no diag_hc.csv */
+    int qk_every;     /* 0: no diag_qkclip.csv */
 } mt_diag_cfg;
 
 /* --format: what --prepare writes. */

@@ -245,7 +245,8 @@ struct mt_trainer {
     /* --qk-clip (tr->opt.cfg.qk_clip > 0; else qk.n 0): the attentions, and (replicas x
        qk.heads) each replica context's probe of a step's largest logits (mt_ctx.qk_max) */
     mt_qk_clip qk;
-    float *qk_max;
+    float *qk_max;        /* after a step: its first qk.heads the largest logits before clipping */
+    int *qk_attn_clipped; /* (qk.n) the heads each attention clipped at the last step */
 };
 
 /* How a run of cfg splits its steps in this job: threads in one process, ranks under MPI, shards

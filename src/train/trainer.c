@@ -279,7 +279,9 @@ static mt_status setup_qk_clip(mt_trainer *tr, mt_err *err) {
     if (st != MT_OK) return st;
     size_t H = (size_t)tr->qk.heads;
     tr->qk_max = malloc((size_t)tr->replicas.n * H * sizeof *tr->qk_max);
-    if (!tr->qk_max) return mt_errorf(err, MT_ENOMEM, "out of memory for --qk-clip");
+    tr->qk_attn_clipped = calloc((size_t)tr->qk.n, sizeof *tr->qk_attn_clipped);
+    if (!tr->qk_max || !tr->qk_attn_clipped)
+        return mt_errorf(err, MT_ENOMEM, "out of memory for --qk-clip");
     for (int r = 0; r < tr->replicas.n; r++) {
         mt_ctx *c = r ? &tr->replicas.ctx[r - 1] : &tr->ctx;
         c->qk_max = tr->qk_max + r * H, c->qk_slot = tr->qk.slot, c->qk_at = -1;
@@ -517,7 +519,7 @@ static void qk_clip_step(mt_trainer *tr, mt_step_stats *st) {
     mt_dist_max(m, H);
     st->qk_logit = -INFINITY;
     for (int h = 0; h < H; h++) st->qk_logit = m[h] > st->qk_logit ? m[h] : st->qk_logit;
-    st->qk_clipped = mt_qk_clip_apply(&tr->qk, tr->P, m);
+    st->qk_clipped = mt_qk_clip_apply(&tr->qk, tr->P, m, tr->qk_attn_clipped);
 }
 
 void mt_trainer_step(mt_trainer *tr, mt_step_stats *st) {
@@ -643,5 +645,6 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_load_report_free(&tr->init);
     mt_qk_clip_free(&tr->qk);
     free(tr->qk_max);
+    free(tr->qk_attn_clipped);
     memset(tr, 0, sizeof *tr);
 }

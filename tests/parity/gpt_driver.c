@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         if (mt_optim_init(&o, &oc, &m->P, &err) != MT_OK) return fail(err.msg);
         mt_optim_step(&o, &m->P, parity_opt(&in, "step_lr"));
         mt_optim_free(&o);
-        if (qk_max) mt_qk_clip_apply(&qk, &m->P, qk_max);
+        if (qk_max) mt_qk_clip_apply(&qk, &m->P, qk_max, NULL);
         for (int i = 0; i < m->P.n; i++) {
             snprintf(names[m->P.n + i], sizeof names[0], "step.%s", m->P.p[i].name);
             items[n++] = (mt_st_item){names[m->P.n + i], m->P.p[i].ndim, m->P.p[i].shape,

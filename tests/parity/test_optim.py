@@ -10,7 +10,8 @@ Muon and Lion are not in torch 1.13: they are written out below from their formu
 (KellerJordan/Muon's muon.py, lucidrains/lion-pytorch's update_fn; Polar Express, NorMuon and
 cautious weight decay from their papers as karpathy/nanochat's optim.py writes them), and run
 on the parameter tables of a GPT, a LLaMA-shaped GPT and the encoder-decoder as mt builds them
-(AdamW too, for its cautious decay); the groups are decided here by name (Muon: the 2-D weights inside the blocks) and checked against mt's by name.
+(AdamW too, for its cautious decay); the groups are decided here by name (Muon: the 2-D weights
+inside the blocks) and checked against mt's by name.
 """
 import json
 import math

@@ -3,7 +3,9 @@
 # wsd's rates; 30 steps at once and 15 + 15 resumed give the same bits (Muon in fp32 and, where
 # this build and CPU have it, bf16; Lion); the options are saved in the checkpoint; QK-Clip under
 # Muon; Muon's state resumed with another optimizer and bad values exit 2 with a message naming
-# the flag.
+# the flag. Polar Express, NorMuon and cautious weight decay: the loss falls, the exact resume
+# (NorMuon's row moments in the state), their refusals; configs/nanogpt-muon.ini is
+# bench/nanogpt.sh's Muon recipe (its flags over nanogpt-char.ini give the same bits).
 # MT_BUILD names the build directory (default: build).
 NAME=test_cli_optim
 . "$(dirname "$0")/lib.sh"
@@ -15,7 +17,8 @@ TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8
 MUON="--optim muon --muon-lr 0.02 --adam-lr 3e-3"
 
 # the loss falls over 40 steps, with wsd
-for opt in "$MUON" "--optim lion --lr 1e-3"; do
+SPEED="$MUON --muon-ortho polar --normuon --cautious-wd --weight-decay 0.1"
+for opt in "$MUON" "--optim lion --lr 1e-3" "$SPEED" "--cautious-wd --weight-decay 0.1"; do
     rm -rf "$T/a"
     train $TINY $opt --schedule wsd --decay-frac 0.3 --steps 40 --out "$T/a" ||
         { fail "$opt: train exited $?"; cat "$T/log"; }
@@ -56,6 +59,8 @@ train --resume --out "$T/once" --steps 40 --optim adamw; rc=$?
     fail "muon state resumed with adamw: exit $rc, $(cat "$T/log")"
 resume "muon plain match-adamw" "$MUON --no-nesterov --muon-scale match-adamw --ns-steps 3"
 resume lion "--optim lion --lr 1e-3"
+resume "muon polar normuon cautious" "$SPEED --normuon-beta2 0.9"
+resume "adamw cautious" "--cautious-wd --weight-decay 0.1"
 if has_bf16; then
     resume "muon bf16" "$MUON --precision bf16"
 else
@@ -115,5 +120,36 @@ bad "qk-clip 1 with --qk-norm: refused: its queries and keys are normalised" --q
 bad "qk-clip 1 with --arch ngpt: refused" --qk-clip 1 --arch ngpt --weight-decay 0
 bad "qk-clip rescales blocks.1.attn.k_proj.weight, which is not trained" --qk-clip 1 \
     --freeze "blocks.1.attn.k_proj.*"
+bad "normuon true: this run does not read it (only --optim muon does)" --normuon
+bad "normuon-beta2 0.9: this run does not read it (only --optim muon --normuon does)" \
+    --optim muon --normuon-beta2 0.9
+bad "normuon-beta2 is 1; it must be in \[0, 1)" --optim muon --normuon --normuon-beta2 1
+bad "is not one of ns5|polar" --optim muon --muon-ortho ns3
+bad "muon-ortho polar has 5 coefficient triples: give --ns-steps 1..5" --optim muon \
+    --muon-ortho polar --ns-steps 6
+bad "ns-coef-a 3: this run does not read it (only --optim muon --muon-ortho ns5 does)" \
+    --optim muon --muon-ortho polar --ns-coef-a 3
+bad "cautious-wd true: this run does not read it (only --optim adamw or muon with" \
+    --optim lion --weight-decay 0.1 --cautious-wd
+bad "cautious-wd true: this run does not read it" --weight-decay 0 --cautious-wd
+
+# configs/nanogpt-muon.ini: bench/nanogpt.sh's MUON flags over nanogpt-char.ini, the same bits
+BENCH_MUON=$(sed -n 's/^MUON="\(.*\)"$/\1/p' bench/nanogpt.sh)
+[ -n "$BENCH_MUON" ] || fail "no MUON= line in bench/nanogpt.sh"
+SHORT="--data $T/text.txt --steps 3 --warmup 1 --eval-every 0 --log-every 1"
+rm -rf "$T/n1" "$T/n2"
+train --config configs/nanogpt-char.ini $BENCH_MUON $SHORT --out "$T/n1" ||
+    fail "nanogpt-char.ini with the bench's MUON: $(tail -n 2 "$T/log")"
+train --config configs/nanogpt-muon.ini $SHORT --out "$T/n2" ||
+    fail "nanogpt-muon.ini: $(tail -n 2 "$T/log")"
+[ "$(count differ '.*' "$T/n1/model.safetensors" "$T/n2/model.safetensors")" -eq 0 ] &&
+    [ "$(count same '.*' "$T/n1/model.safetensors" "$T/n2/model.safetensors")" -gt 0 ] ||
+    fail "nanogpt-muon.ini is not the bench's Muon recipe: the weights differ"
+# and the options saved (all of them but the paths)
+for n in 1 2; do "$B/infer" --info "$T/n$n/model.safetensors" | grep -v "^checkpoint\|^out =" \
+    >"$T/n$n.info"; done
+cmp -s "$T/n1.info" "$T/n2.info" || fail "nanogpt-muon.ini's options: $(diff "$T/n1.info" "$T/n2.info")"
+grep -q "^steps = 500$" configs/nanogpt-muon.ini &&
+    grep -q '^MUON_STEPS="500 500"$' bench/nanogpt.sh || fail "nanogpt-muon.ini's steps"
 
 finish

@@ -25,6 +25,7 @@ mt_adam_scalars mt_adam_scalars_at(const mt_optim_config *c, long t, double lr, 
         .l2 = decoupled ? 0.0f : (float)c->weight_decay,
         .keep = decoupled ? (float)(1 - lr * c->weight_decay) : 1.0f,
         .lr_wd = decoupled ? (float)(lr * c->weight_decay) : 0.0f,
+        .cautious = decoupled && c->cautious_wd,
     };
 }
 
@@ -53,12 +54,15 @@ void mt_adam_kernel(float *restrict p, const float *restrict g, float *restrict 
                     float *restrict v, size_t n, const mt_adam_scalars *k, float l2, float keep) {
     const float b1 = k->b1, b2 = k->b2, omb1 = k->omb1, omb2 = k->omb2, ss = k->step_size,
                 bc2 = k->bc2_sqrt, eps = k->eps;
+    const bool cautious = k->cautious;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] + l2 * p[i];
         m[i] = b1 * m[i] + omb1 * gi;
         v[i] = b2 * v[i] + omb2 * (gi * gi);
-        p[i] = p[i] * keep - ss * (m[i] / (sqrtf(v[i]) / bc2 + eps));
+        float u = m[i] / (sqrtf(v[i]) / bc2 + eps);
+        float kp = cautious && u * p[i] < 0 ? 1.0f : keep;
+        p[i] = p[i] * kp - ss * u;
     }
 }
 

@@ -16,6 +16,7 @@ typedef struct {
     float eps;
     float l2, keep; /* of the entries that decay: Adam wd, 1; AdamW 0, 1 - lr*wd */
     float lr_wd;    /* AdamW: lr*wd, for an entry's scaled keep */
+    bool cautious;  /* AdamW: keep only where the update u and p share a sign (u p >= 0) */
 } mt_adam_scalars;
 
 /* Update t's scalars at lr with c's betas, eps and weight decay (L2 or decoupled). */
@@ -26,8 +27,8 @@ mt_adam_scalars mt_adam_scalars_at(const mt_optim_config *c, long t, double lr, 
    k itself, bit for bit, at scales of 1. */
 mt_adam_scalars mt_adam_entry(const mt_adam_scalars *k, const mt_param *e);
 
-/* g' = g + l2*p;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
-   p = keep*p - step_size * m / (sqrt(v)/bc2_sqrt + eps), n elements. */
+/* g' = g + l2*p;  m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;  u = m / (sqrt(v)/bc2_sqrt + eps)
+   p = keep'*p - step_size * u, n elements; keep' = keep, or with k->cautious 1 where u p < 0. */
 void mt_adam_kernel(float *restrict p, const float *restrict g, float *restrict m,
                     float *restrict v, size_t n, const mt_adam_scalars *k, float l2, float keep);
 

@@ -28,6 +28,8 @@ mt_optim_config mt_optim_defaults(void) {
         .ns_eps = 1e-7f,
         .muon_scale = MT_MUON_SCALE_REFERENCE,
         .muon_rms = 0.2f,
+        .muon_ortho = MT_MUON_ORTHO_NS5,
+        .normuon_beta2 = 0.95f, /* modded-nanogpt's, nanochat's */
         /* lucidrains/lion-pytorch */
         .lion_beta1 = 0.9f,
         .lion_beta2 = 0.99f,
@@ -54,6 +56,10 @@ static const mt_enum_item MUON_SCALES[] = {
     [MT_MUON_SCALE_REFERENCE] = {.name = "reference", .help = "sqrt(max(1, rows / cols))"},
     [MT_MUON_SCALE_MATCH_ADAMW] = {.name = "match-adamw", .help = "muon-rms sqrt(max(rows, cols))"},
 };
+static const mt_enum_item MUON_ORTHOS[] = {
+    [MT_MUON_ORTHO_NS5] = {.name = "ns5", .help = "Newton-Schulz, one (a, b, c): --ns-coef-*"},
+    [MT_MUON_ORTHO_POLAR] = {.name = "polar", .help = "Polar Express, a triple per iteration"},
+};
 static const mt_enum_item DECAY_SCOPES[] = {
     [MT_DECAY_MATRICES] = {.name = "matrices"},
     [MT_DECAY_EMBEDDINGS] = {.name = "embeddings", .help = "and the matrices"},
@@ -71,6 +77,7 @@ const mt_enum MT_OPTIMS = MT_ENUM("optimizer", OPTIMS);
 const mt_enum MT_SCHEDULES = MT_ENUM("schedule", SCHEDULES);
 const mt_enum MT_DECAY_SCOPES = MT_ENUM("decay scope", DECAY_SCOPES);
 const mt_enum MT_MUON_SCALES = MT_ENUM("Muon scale", MUON_SCALES);
+const mt_enum MT_MUON_ORTHOS = MT_ENUM("Muon orthogonalisation", MUON_ORTHOS);
 
 /* ---- fields ---------------------------------------------------------------------------------
  * The numbers are doubles holding floats (MT_FIELD_FLOAT): a flag's value is the float it reads
@@ -93,10 +100,26 @@ static bool muon_matches_adamw(const void *cp) {
     return c->kind == MT_OPTIM_MUON && c->muon_scale == MT_MUON_SCALE_MATCH_ADAMW;
 }
 
+static bool muon_ns5(const void *cp) {
+    const mt_optim_config *c = cp;
+    return c->kind == MT_OPTIM_MUON && c->muon_ortho == MT_MUON_ORTHO_NS5;
+}
+static bool normuon(const void *cp) {
+    const mt_optim_config *c = cp;
+    return c->kind == MT_OPTIM_MUON && c->normuon;
+}
+/* a decoupled decay to make cautious: AdamW's or Muon's (either group's), of a rate > 0 */
+static bool decays_decoupled(const void *cp) {
+    const mt_optim_config *c = cp;
+    return (c->kind == MT_OPTIM_ADAMW && c->weight_decay > 0) ||
+           (c->kind == MT_OPTIM_MUON && (c->weight_decay > 0 || c->muon_wd > 0));
+}
+
 /* a kind's options: refused with another kind, given or set (a resumed run's) */
 #define SGD .read = sgd, .read_by = "--optim sgd", .flags = MT_FIELD_SET_READ
 #define MUON .read = muon, .read_by = "--optim muon", .flags = MT_FIELD_SET_READ
 #define LION .read = lion, .read_by = "--optim lion", .flags = MT_FIELD_SET_READ
+#define NS5 .read = muon_ns5, .read_by = "--optim muon --muon-ortho ns5", .flags = MT_FIELD_SET_READ
 /* The defaults derived where no option gives them (mt_field.derive), on the config's schedule
    (its steps set): lr / 10 in float, as when the flags were floats. */
 static void derive_min_lr(void *c) {
@@ -154,13 +177,24 @@ static const mt_field FIELDS[] = {
     F(muon_nesterov, BOOL, "muon_nesterov", "muon: the plain momentum instead of Nesterov's",
       .flag = "no_nesterov", MUON),
     F(ns_steps, INT, "ns_steps", "muon: Newton-Schulz iterations", .range = "1..", MUON),
-    F(ns_a, FLOAT, "ns_coef_a", "muon: Newton-Schulz a", MUON),
-    F(ns_b, FLOAT, "ns_coef_b", "muon: Newton-Schulz b", MUON),
-    F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c", MUON),
+    F(ns_a, FLOAT, "ns_coef_a", "muon: Newton-Schulz a", NS5),
+    F(ns_b, FLOAT, "ns_coef_b", "muon: Newton-Schulz b", NS5),
+    F(ns_c, FLOAT, "ns_coef_c", "muon: Newton-Schulz c", NS5),
     F(ns_eps, FLOAT, "ns_eps", "muon: X = u / (|u|_F + ns-eps)", .range = "0..", MUON),
     F(muon_scale, ENUM, "muon_scale", "muon: the update's scale", .of = &MT_MUON_SCALES, MUON),
     F(muon_rms, FLOAT, "muon_rms", "muon: match-adamw's target RMS", .range = "0..",
       .read = muon_matches_adamw, .read_by = "--optim muon --muon-scale match-adamw"),
+    F(muon_ortho, ENUM, "muon_ortho", "muon: the orthogonalisation (ns-steps iterations)",
+      .of = &MT_MUON_ORTHOS, MUON),
+    F(normuon, BOOL, "normuon",
+      "muon: NorMuon, each row of the update over the root of its mean square's EMA", MUON),
+    F(normuon_beta2, FLOAT, "normuon_beta2", "muon: NorMuon's EMA beta", .range = "0..1",
+      .read = normuon, .read_by = "--optim muon --normuon", .flags = MT_FIELD_SET_READ),
+    F(cautious_wd, BOOL, "cautious_wd",
+      "decoupled weight decay only where update and weight share a sign (arXiv 2510.12402)",
+      .read = decays_decoupled,
+      .read_by = "--optim adamw or muon with --weight-decay or --muon-wd > 0",
+      .flags = MT_FIELD_SET_READ),
     F(lion_beta1, FLOAT, "lion_beta1", "lion: the update's interpolation beta", .range = "0..1",
       LION),
     F(lion_beta2, FLOAT, "lion_beta2", "lion: the momentum's beta", .range = "0..1", LION),
@@ -169,6 +203,7 @@ static const mt_field FIELDS[] = {
 #undef SGD
 #undef MUON
 #undef LION
+#undef NS5
 const mt_fields MT_OPTIM_FIELDS = MT_FIELDS_OF(FIELDS);
 
 /* ---- validation ------------------------------------------------------------------------------

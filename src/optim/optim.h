@@ -28,6 +28,8 @@
  *   --decay-frac  in sched (sched.steps is the run's number of steps)
  *   --muon-lr --adam-lr --muon-wd --muon-momentum --no-nesterov --muon-scale --muon-rms  muon_*
  *   --ns-steps --ns-coef-a --ns-coef-b --ns-coef-c --ns-eps  ns_*
+ *   --muon-ortho ns5|polar --normuon --normuon-beta2  muon_ortho, normuon*
+ *   --cautious-wd  cautious_wd (AdamW, Muon)
  *   --lion-beta1 --lion-beta2  lion_*
  *
  * ---- an optimizer kind ------------------------------------------------------------------------
@@ -88,6 +90,11 @@ typedef enum {
    rms 0.2: the update's RMS matches AdamW's, so Muon can take AdamW's lr and weight decay). */
 typedef enum { MT_MUON_SCALE_REFERENCE, MT_MUON_SCALE_MATCH_ADAMW } mt_muon_scale;
 
+/* Muon's orthogonalisation: Newton-Schulz with one coefficient triple (--ns-coef-a/b/c, the
+   reference's (3.4445, -4.7750, 2.0315)), or Polar Express's triple per iteration (Amsel et al.,
+   arXiv 2505.16932; 5 triples, X normalised by |X|_F (1 + 0.01)). */
+typedef enum { MT_MUON_ORTHO_NS5, MT_MUON_ORTHO_POLAR } mt_muon_ortho;
+
 /* Which table entries weight decay reaches: the table's flags as built (matrices and the head),
    those plus the embeddings, or every trainable entry. */
 typedef enum { MT_DECAY_MATRICES, MT_DECAY_EMBEDDINGS, MT_DECAY_ALL } mt_decay_scope;
@@ -135,14 +142,22 @@ typedef struct {
     double ns_a, ns_b, ns_c, ns_eps;
     mt_muon_scale muon_scale;
     double muon_rms;
+    mt_muon_ortho muon_ortho;
+    /* NorMuon (arXiv 2510.05491): the orthogonalised update's rows divided by the root of an EMA
+       (beta normuon_beta2) of their mean square, rescaled to the update's Frobenius norm */
+    bool normuon;
+    double normuon_beta2;
+    /* cautious weight decay (arXiv 2510.12402): AdamW's and Muon's decoupled decay only where
+       the update and the weight have the same sign */
+    bool cautious_wd;
     double lion_beta1, lion_beta2; /* Lion (lion.c) */
 } mt_optim_config;
 
 /* torch.optim.AdamW's defaults (lr 1e-3, betas 0.9, 0.999, eps 1e-8, weight decay 0.01), decay
    scope matrices, no clipping, constant schedule without warmup, steps 0 (unknown), wsd's
    decay_frac 0.2 (nanochat's); Muon's (muon.py: momentum 0.95, Nesterov, 5 steps of (3.4445,
-   -4.7750, 2.0315), eps 1e-7, the reference's scale, rms 0.2, the rates -1) and Lion's (betas
-   0.9, 0.99), as floats. */
+   -4.7750, 2.0315), eps 1e-7, the reference's scale, rms 0.2, the rates -1, ns5, no NorMuon,
+   its beta2 0.95) and Lion's (betas 0.9, 0.99), no cautious decay, as floats. */
 mt_optim_config mt_optim_defaults(void);
 
 /* Every value and combination, with a message naming the flag and what is accepted: lr, min_lr,
@@ -164,6 +179,7 @@ extern const mt_fields MT_OPTIM_FIELDS;
 extern const mt_enum MT_OPTIMS;       /* "sgd", "adam", "adamw", "muon", "lion" */
 extern const mt_enum MT_SCHEDULES;    /* "const", "cosine", "linear", "invsqrt", "wsd" */
 extern const mt_enum MT_MUON_SCALES;  /* "reference", "match-adamw" */
+extern const mt_enum MT_MUON_ORTHOS;  /* "ns5", "polar" */
 extern const mt_enum MT_DECAY_SCOPES; /* "matrices", "embeddings", "all" */
 
 /* The lr of step s >= 0 (see mt_schedule). A pure function. */

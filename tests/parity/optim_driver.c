@@ -72,7 +72,8 @@ static double opt_or(const mt_safetensors *in, const char *key, double dflt) {
     return mt_st_meta(in, key) ? parity_opt(in, key) : dflt;
 }
 
-/* The Muon, Lion and wsd options the metadata gives. */
+/* The Muon (with Polar Express, NorMuon), cautious decay, Lion and wsd options the metadata
+   gives. */
 static void read_new_kinds(const mt_safetensors *in, mt_optim_config *c) {
     struct {
         const char *key;
@@ -86,6 +87,7 @@ static void read_new_kinds(const mt_safetensors *in, mt_optim_config *c) {
                 {"ns_c", &c->ns_c},
                 {"ns_eps", &c->ns_eps},
                 {"muon_rms", &c->muon_rms},
+                {"normuon_beta2", &c->normuon_beta2},
                 {"lion_beta1", &c->lion_beta1},
                 {"lion_beta2", &c->lion_beta2},
                 {"decay_frac", &c->sched.decay_frac}};
@@ -93,11 +95,17 @@ static void read_new_kinds(const mt_safetensors *in, mt_optim_config *c) {
         *nums[i].v = (float)opt_or(in, nums[i].key, *nums[i].v);
     c->ns_steps = (int)opt_or(in, "ns_steps", c->ns_steps);
     c->muon_nesterov = opt_or(in, "muon_nesterov", c->muon_nesterov) != 0;
-    const char *scale = mt_st_meta(in, "muon_scale");
+    c->normuon = opt_or(in, "normuon", c->normuon) != 0;
+    c->cautious_wd = opt_or(in, "cautious_wd", c->cautious_wd) != 0;
+    const char *scale = mt_st_meta(in, "muon_scale"), *ortho = mt_st_meta(in, "muon_ortho");
     int v;
     if (scale) {
         MT_ASSERT(mt_enum_parse(&MT_MUON_SCALES, scale, &v, NULL) == MT_OK, "muon_scale");
         c->muon_scale = (mt_muon_scale)v;
+    }
+    if (ortho) {
+        MT_ASSERT(mt_enum_parse(&MT_MUON_ORTHOS, ortho, &v, NULL) == MT_OK, "muon_ortho");
+        c->muon_ortho = (mt_muon_ortho)v;
     }
 }
 

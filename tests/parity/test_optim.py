@@ -7,9 +7,11 @@ weight_decay 0. Also: clipping against torch.nn.utils.clip_grad_norm_, the sched
 through LambdaLR in the runs) against a hand formula, and a resume in the middle of a run.
 
 Muon and Lion are not in torch 1.13: they are written out below from their formulas
-(KellerJordan/Muon's muon.py, lucidrains/lion-pytorch's update_fn), and run on the parameter
-tables of a GPT, a LLaMA-shaped GPT and the encoder-decoder as mt builds them; the groups are
-decided here by name (Muon: the 2-D weights inside the blocks) and checked against mt's by name.
+(KellerJordan/Muon's muon.py, lucidrains/lion-pytorch's update_fn; Polar Express, NorMuon and
+cautious weight decay from their papers as karpathy/nanochat's optim.py writes them), and run
+on the parameter tables of a GPT, a LLaMA-shaped GPT and the encoder-decoder as mt builds them
+(AdamW too, for its cautious decay); the groups are decided here by name (Muon: the 2-D weights
+inside the blocks) and checked against mt's by name.
 """
 import json
 import math
@@ -189,26 +191,53 @@ for frac, init, min_lr, warmup in [(0.2, 1e-4, 1e-5, 10), (0.25, 0, 0, 5), (1.0,
 # ---- Muon and Lion, written out from their formulas ---------------------------------------
 
 
+# Polar Express (Amsel et al., arXiv 2505.16932: num_iters 5, safety factor 2e-2, cushion 2), as
+# the paper's repository and karpathy/nanochat's nanochat/optim.py give them (polar_express_coeffs)
+POLAR = [(8.156554524902461, -22.48329292557795, 15.878769915207462),
+         (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+         (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+         (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+         (2.3465413258596377, -1.7097828382687081, 0.42323551169305323)]
+
+
 def newton_schulz(G, o, dtype):
-    """muon.py's zeropower_via_newtonschulz5 with o's steps, coefficients and eps, in dtype."""
+    """muon.py's zeropower_via_newtonschulz5 with o's steps, coefficients and eps, in dtype; with
+    muon_ortho polar nanochat's polar express: X / (|X|_F * 1.01 + eps), POLAR[i] at step i."""
     X = G.to(dtype)
     tall = G.size(0) > G.size(1)
     if tall:
         X = X.T
-    X = X / (X.norm() + o["ns_eps"])
-    for _ in range(o["ns_steps"]):
+    polar = o.get("muon_ortho") == "polar"
+    X = X / (X.norm() * (1.01 if polar else 1) + o["ns_eps"])
+    for i in range(o["ns_steps"]):
+        a, b, c = POLAR[i] if polar else (o["ns_a"], o["ns_b"], o["ns_c"])
         A = X @ X.T
-        B = o["ns_b"] * A + o["ns_c"] * A @ A
-        X = o["ns_a"] * X + B @ X
+        B = b * A + c * A @ A
+        X = a * X + B @ X
     return (X.T if tall else X).to(G.dtype)
 
 
-def muon_update(g, m, o, dtype):
-    """muon.py's muon_update: the momentum (in place), Newton-Schulz, the scale rule."""
+def normuon(X, v, beta2):
+    """NorMuon (arXiv 2510.05491) as nanochat's muon_step_fused writes it, per output row (its
+    red_dim -1): v = lerp(v, mean of each row's squares, 1 - beta2) (in place), each row over
+    sqrt(max(v, 1e-10)), rescaled to X's Frobenius norm."""
+    q = X.square().mean(dim=1, keepdim=True)
+    v.lerp_(q, 1 - beta2)
+    d = v.clamp_min(1e-10).rsqrt()
+    before = (q.sum() * X.size(1)).sqrt()
+    after = (q * X.size(1) * d.square()).sum().sqrt()
+    return X * (d * (before / after.clamp_min(1e-10)))
+
+
+def muon_update(g, m, o, dtype, v=None):
+    """muon.py's muon_update: the momentum (in place), Newton-Schulz, the scale rule; NorMuon on
+    the row moments v (R, 1) when o asks for it."""
     beta = o["muon_momentum"]
     m.mul_(beta).add_((1 - beta) * g)
     u = (1 - beta) * g + beta * m if o["muon_nesterov"] else m
     X = newton_schulz(u, o, dtype)
+    if o.get("normuon"):
+        X = normuon(X, v, o["normuon_beta2"])
     r, k = g.shape
     if o["muon_scale"] == "reference":
         return X * max(1, r / k) ** 0.5
@@ -228,16 +257,38 @@ def decays_by_name(name, shape):
 
 MUON = dict(muon_lr=-1, adam_lr=-1, muon_wd=-1, muon_momentum=0.95, muon_nesterov=1, ns_steps=5,
             ns_a=3.4445, ns_b=-4.7750, ns_c=2.0315, ns_eps=1e-7, muon_scale="reference",
-            muon_rms=0.2, lion_beta1=0.9, lion_beta2=0.99, decay_frac=0.2)
+            muon_rms=0.2, lion_beta1=0.9, lion_beta2=0.99, decay_frac=0.2, muon_ortho="ns5",
+            normuon=0, normuon_beta2=0.95, cautious_wd=0)
+
+
+def decay_mask(u, p, cautious):
+    """Cautious weight decay (Chen et al., arXiv 2510.12402; nanochat's muon_step_fused): decay
+    only where the update u (p -= lr u) and p have the same sign, u p >= 0; else everywhere."""
+    return (u * p >= 0).to(p.dtype) if cautious else torch.ones_like(p)
+
+
+def adamw_hand(p, g, m, v, t, lr, wd, o):
+    """torch.optim.AdamW's step (decoupled decay, then Adam), written out so that the decay can
+    be cautious: the mask compares the update m_hat / (sqrt(v_hat) + eps) with p before it."""
+    m.mul_(o["beta1"]).add_((1 - o["beta1"]) * g)
+    v.mul_(o["beta2"]).add_((1 - o["beta2"]) * g * g)
+    u = (m / (1 - o["beta1"] ** t)) / ((v / (1 - o["beta2"] ** t)).sqrt() + o["eps"])
+    p.mul_(1 - lr * wd * decay_mask(u, p, o["cautious_wd"]))
+    p.add_(u, alpha=-lr)
 
 
 def torch_new_kinds(o, shapes, p0, grads, dtype=torch.float32):
-    """Muon (AdamW for the other tensors) or Lion on p0 from grads: the parameters after each
-    step. Each group's rate is its own scaled by the schedule's lr_at / lr, or lr_at itself."""
+    """Muon (AdamW for the other tensors), Lion, or AdamW on a model's table (for its cautious
+    decay) on p0 from grads: the parameters after each step. Each group's rate is its own scaled
+    by the schedule's lr_at / lr, or lr_at itself."""
     params = {n: torch.tensor(p0[n]) for n in shapes}
     state = {n: torch.zeros(shapes[n]) for n in shapes}
-    adam = [torch.nn.Parameter(params[n]) for n in shapes if not is_hidden(n, shapes[n])]
-    names = [n for n in shapes if not is_hidden(n, shapes[n])]
+    # the AdamW group: Muon's (and AdamW alone), torch.optim.AdamW, or by hand when cautious
+    hidden = (lambda n: is_hidden(n, shapes[n])) if o["optim"] == "muon" else (lambda n: False)
+    second = {n: torch.zeros(shapes[n]) for n in shapes}  # AdamW's v; NorMuon's (R, 1)
+    second.update({n: torch.zeros(shapes[n][0], 1) for n in shapes if hidden(n)})
+    adam = [torch.nn.Parameter(params[n]) for n in shapes if not hidden(n)]
+    names = [n for n in shapes if not hidden(n)]
     groups = [{"params": [a for a, n in zip(adam, names) if decays_by_name(n, shapes[n])],
                "weight_decay": o["weight_decay"]},
               {"params": [a for a, n in zip(adam, names) if not decays_by_name(n, shapes[n])],
@@ -255,16 +306,23 @@ def torch_new_kinds(o, shapes, p0, grads, dtype=torch.float32):
                 p.mul_(1 - lr * wd)
                 p.add_((o["lion_beta1"] * state[n] + (1 - o["lion_beta1"]) * g).sign(), alpha=-lr)
                 state[n].mul_(o["lion_beta2"]).add_((1 - o["lion_beta2"]) * g)
-            elif is_hidden(n, shapes[n]):  # Muon.step: decoupled decay, then the update
+            elif hidden(n):  # Muon.step: decoupled (cautious) decay, then the update
                 mlr = rate(o["muon_lr"])
                 mwd = o["weight_decay"] if o["muon_wd"] < 0 else o["muon_wd"]
-                p.mul_(1 - mlr * mwd)
-                p.add_(muon_update(g, state[n], o, dtype), alpha=-mlr)
-        if o["optim"] == "muon":
+                u = muon_update(g, state[n], o, dtype, second[n])
+                p.mul_(1 - mlr * mwd * decay_mask(u, p, o["cautious_wd"]))
+                p.add_(u, alpha=-mlr)
+        alr = rate(o["adam_lr"]) if o["optim"] == "muon" else lr
+        if o["optim"] in ("muon", "adamw") and o["cautious_wd"]:
+            for n in names:
+                wd = o["weight_decay"] if decays_by_name(n, shapes[n]) else 0.0
+                adamw_hand(params[n], torch.tensor(grads[s][n]), state[n], second[n], s + 1,
+                           alr, wd, o)
+        elif o["optim"] in ("muon", "adamw"):
             for a, n in zip(adam, names):
                 a.grad = torch.tensor(grads[s][n])
             for gr in opt.param_groups:
-                gr["lr"] = rate(o["adam_lr"])
+                gr["lr"] = alr
             opt.step()
         after.append({n: params[n].numpy().copy() for n in shapes})
     return after
@@ -330,6 +388,27 @@ compare_model("muon match-adamw plain ns3", "gpt", optim="muon", lr=3e-3, weight
 compare_model("muon groups wsd resume", "llama", optim="muon", lr=3e-3, muon_lr=0.05,
               adam_lr=1e-2, muon_wd=0.05, weight_decay=0.1, schedule="wsd", warmup=2,
               sched_steps=STEPS, decay_frac=0.4, min_lr=1e-4, resume_at=4)
+# Polar Express, NorMuon and cautious weight decay: each alone, then together on the models with
+# a wsd schedule (the decay follows lr_at: lr_at wd a step) and a resume (NorMuon's v restored);
+# the decay large enough (lr wd 0.02 a step) that a wrong mask shows
+compare_model("muon polar gpt", "gpt", optim="muon", lr=0.02, weight_decay=0.1,
+              muon_ortho="polar")
+compare_model("muon polar ns3 encdec", "encdec", optim="muon", lr=0.02, weight_decay=0.1,
+              muon_ortho="polar", ns_steps=3)
+compare_model("normuon gpt", "gpt", optim="muon", lr=0.02, weight_decay=0.1, normuon=1)
+compare_model("normuon beta2 llama", "llama", optim="muon", lr=0.02, weight_decay=0.1, normuon=1,
+              normuon_beta2=0.5, muon_scale="match-adamw")
+compare_model("muon cautious gpt", "gpt", optim="muon", lr=0.02, weight_decay=1.0,
+              cautious_wd=1)
+compare_model("adamw cautious gpt", "gpt", optim="adamw", lr=1e-2, weight_decay=2.0,
+              cautious_wd=1)
+compare_model("adamw cautious wsd resume llama", "llama", optim="adamw", lr=1e-2,
+              weight_decay=2.0, cautious_wd=1, schedule="wsd", warmup=2, sched_steps=STEPS,
+              decay_frac=0.4, min_lr=1e-4, resume_at=4)
+compare_model("muon polar normuon cautious wsd resume", "llama", optim="muon", lr=3e-3,
+              muon_lr=0.05, adam_lr=1e-2, muon_wd=0.4, weight_decay=1.0, muon_ortho="polar",
+              normuon=1, cautious_wd=1, schedule="wsd", warmup=2, sched_steps=STEPS,
+              decay_frac=0.4, min_lr=1e-4, resume_at=4)
 # Lion: the optimizer table, then two models, with a wsd schedule and a resume
 compare_model("lion gpt", "gpt", optim="lion", lr=1e-3, weight_decay=0.5)
 compare_model("lion encdec wsd resume", "encdec", optim="lion", lr=1e-3, weight_decay=0.1,

@@ -58,14 +58,16 @@ grep -q 'incomplete' "$T/check.json" || fail "the page does not say a line was l
 grep -q '^18,4.9' "$T/live.html" && fail "the partial line was embedded"
 
 # ./train --report: the same template filled the same way (all but the JSON line as plot-runs
-# writes the page of the run), no reload once the run is done; hyper-connections' gains
-train $TINY $DIAGS --residual hc --diag-hc-every 4 --lr 3e-3 --report --out "$T/own"
+# writes the page of the run), no reload once the run is done; hyper-connections' gains and
+# QK-Clip's heads
+train $TINY $DIAGS --residual hc --diag-hc-every 4 --qk-clip 0.5 --diag-qkclip-every 4 --lr 3e-3 \
+    --report --out "$T/own"
 grep -q "^report  $T/own/report.html: [0-9]* writes in [0-9.]* s" "$T/log" ||
     fail "no word of what the page cost: $(tail -2 "$T/log")"
 check "$T/own/report.html" '["own"]'
 grep -q '"live":0' "$T/check.json" || fail "the finished run's page reloads: $(cat "$T/check.json")"
-for id in loss wall mfu heat-grad heat-resid heat-attn heat-sink heat-act heat-hc heat-ratio \
-    heat-skip; do
+for id in loss wall mfu heat-grad heat-resid heat-attn heat-sink heat-act heat-hc heat-qkclip \
+    heat-ratio heat-skip; do
     grep -q "\"$id\"" "$T/check.json" || fail "--report: no panel $id: $(cat "$T/check.json")"
 done
 python3 scripts/plot-runs "$T/own" --html "$T/own.html" >"$T/log" 2>&1 || fail "$(cat "$T/log")"

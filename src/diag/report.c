@@ -18,7 +18,7 @@ extern const char mt_report_template[]; /* scripts/report.html (the Makefile bui
 /* The run's CSVs the page reads, as scripts/plot-runs' REPORT_FILES. */
 static const char *const FILES[] = {"metrics",   "diag_grad", "diag_update", "diag_resid",
                                     "diag_attn", "diag_logz", "diag_ratio",  "diag_skip",
-                                    "diag_sink", "diag_act",  "diag_hc"};
+                                    "diag_sink", "diag_act",  "diag_hc",     "diag_qkclip"};
 enum { N_FILES = sizeof FILES / sizeof *FILES };
 
 /* Seconds between the page's reloads while the run goes on: the time between two writes, within

@@ -175,6 +175,7 @@ test: all $(TESTS) $(DRIVERS)
 # app), the programs their shell tests, and the GPT, encoder-decoder, nGPT, ops, norms,
 # optimizer and score twins stay.
 SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_study3.sh \
+              test_depth_study4.sh \
               test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
               test_cpu_check.sh test_recompute test_steady test_plot_runs.sh test_cli_optim.sh \
               test_export.py test_bpe.py test_bf16.py test_vit.py \

@@ -30,7 +30,7 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size (configs/deep100-pre.ini), 
                                      at 12 and 100 layers (6 runs, ~8 min idle)
   scripts/depth_study4.py report     docs/depth-study-4.md from the parts on disk
   --only hc,mhc                      only those methods' runs (the rest stay to go)
-  --smoke                            the part at 4 layers and 20 steps into /tmp (a check of the
+  --smoke                            the part at 6 layers and 20 steps into /tmp (a check of the
                                      driver, not a result); --smoke-dir DIR: into DIR
 
 A part is an entry of PARTS (its runs, its section of the page). Runs go to
@@ -482,7 +482,7 @@ def main():
     a = ap.parse_args()
     os.chdir(ROOT)
     if a.smoke:
-        SMOKE.update({"--n-layer": 4, "--steps": 20, "--eval-every": 10, "--warmup": 5})
+        SMOKE.update({"--n-layer": 6, "--steps": 20, "--eval-every": 10, "--warmup": 5})
         OUT, DOCS = os.path.join(a.smoke_dir, "out"), os.path.join(a.smoke_dir, "docs")
         PAGE = DOCS + ".md"
     if a.part == "report":

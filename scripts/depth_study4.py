@@ -329,8 +329,9 @@ def report_cp(part="completep"):
            "CompleteP (Dey et al., arXiv 2505.01618) scales each residual branch by "
            "`(L0 / L)^alpha` with alpha = 1 and the hidden rate, weight decay and AdamW eps as "
            "its table says (docs/layers.md), so that the rate tuned at the base depth L0 stays "
-           "the best one at depth L. Here L0 = 4, AdamW, the final validation loss at each rate "
-           "(bold: the row's best).", "",
+           "the best one at depth L. Here L0 = %d, AdamW, the final validation loss at each rate "
+           "(bold: the row's best); Pre-LN (sp) and DeepNorm in the standard parameterisation "
+           "as controls." % CP_METHODS["completep"]["--base-depth"], "",
            "| param | layers | " + " | ".join(CP_RATES) + " | best rate |",
            "|---|---|" + "---|" * (len(CP_RATES) + 1)]
     lines = []

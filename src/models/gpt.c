@@ -104,6 +104,57 @@ static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
+/* --value-embeds: the layers of the list s ("0,1,-2,-1": each of -L..L-1 once, -1 the last)
+   set in on (L), which is zeroed first. */
+static mt_status value_embeds_parse(const char *s, int L, bool *on, mt_err *err) {
+    memset(on, 0, (size_t)L * sizeof *on);
+    for (const char *p = s; *p;) {
+        char *end;
+        long l = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ','))
+            return mt_errorf(err, MT_EINVAL,
+                             "--value-embeds %s: not a list of layers: give block indices "
+                             "separated by commas, e.g. 0,1,-2,-1 (negative: from the last)",
+                             s);
+        if (l < -L || l >= L)
+            return mt_errorf(err, MT_EINVAL,
+                             "--value-embeds %s: layer %ld does not exist: %d blocks take "
+                             "layers %d..%d (or -%d..-1 from the last)",
+                             s, l, L, 0, L - 1, L);
+        int at = (int)(l < 0 ? l + L : l);
+        if (on[at])
+            return mt_errorf(err, MT_EINVAL,
+                             "--value-embeds %s: layer %d is named twice (each block has one "
+                             "table)",
+                             s, at);
+        on[at] = true;
+        p = *end ? end + 1 : end;
+    }
+    return MT_OK;
+}
+
+/* --value-embeds: a list of existing layers, and nothing else that remixes the values */
+static mt_status value_embeds_validate(const mt_gpt_config *cfg, mt_err *err) {
+    if (!cfg->value_embeds[0]) return MT_OK;
+    if (cfg->arch == MT_ARCH_NGPT)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds with --arch ngpt: refused: nGPT's recipe keeps its "
+                         "embeddings and matrices on the unit sphere and has no rule for these "
+                         "tables");
+    if (cfg->stack.attn.value_residual != MT_VALUE_RESIDUAL_NONE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds with --value-residual %s: refused: both remix the "
+                         "values and no paper or record orders the two (modded-nanogpt's record "
+                         "replaced the value residual with value embeddings); give one",
+                         mt_enum_name(&MT_VALUE_RESIDUALS, cfg->stack.attn.value_residual));
+    int L = cfg->stack.n_layer;
+    bool *on = calloc((size_t)L, sizeof *on);
+    if (!on) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    mt_status st = value_embeds_parse(cfg->value_embeds, L, on, err);
+    free(on);
+    return st;
+}
+
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (cfg->n_ctx < 1 || cfg->n_vocab < 1)
         return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1",
@@ -128,6 +179,7 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
         st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
                                err);
     if (st == MT_OK) st = ngpt_resolve(cfg, err);
+    if (st == MT_OK) st = value_embeds_validate(cfg, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
         return mt_errorf(err, MT_EINVAL,
                          "config: pos rope turns pairs of channels: the head size "
@@ -138,6 +190,36 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
 }
 
 /* ---- build ----------------------------------------------------------------------------------- */
+
+/* --value-embeds: block l's table value_embeds.<l>.weight (V, KC), N(0, emb_std) as tok_emb,
+   and its lambdas .lambda_v, .lambda_e (1), init 1/2 (modded-nanogpt's). */
+static mt_status value_embeds_add(mt_gpt_layout *L, mt_params *P, const mt_gpt_config *g,
+                                  float emb_std, mt_err *err) {
+    const mt_stack_config *s = &g->stack;
+    int n = s->n_layer, KC = s->n_embd / s->n_head * s->n_kv_head;
+    if (!g->value_embeds[0]) return MT_OK;
+    L->ve = calloc((size_t)n, sizeof *L->ve);
+    bool *on = calloc((size_t)n, sizeof *on);
+    mt_status st = L->ve && on ? value_embeds_parse(g->value_embeds, n, on, err)
+                               : mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    for (int l = 0; st == MT_OK && l < n; l++) {
+        char name[64];
+        L->ve[l].emb = L->ve[l].lambda_v = L->ve[l].lambda_e = -1;
+        if (!on[l]) continue;
+        snprintf(name, sizeof name, "value_embeds.%d.weight", l);
+        L->ve[l].emb = mt_params_add(P, name, 2, (int[]){g->n_vocab, KC}, MT_ROLE_EMBEDDING,
+                                     MT_INIT_NORMAL, emb_std);
+        snprintf(name, sizeof name, "value_embeds.%d.lambda_v", l);
+        L->ve[l].lambda_v = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                          0.5f);
+        snprintf(name, sizeof name, "value_embeds.%d.lambda_e", l);
+        L->ve[l].lambda_e = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                          0.5f);
+    }
+    free(on);
+    L->has_ve = st == MT_OK;
+    return st;
+}
 
 mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_gpt *m = mp;
@@ -180,6 +262,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     if ((st = mt_stack_build_blocks(&L->stack, &g->stack, &block, P, "blocks", "final_norm",
                                     err)) != MT_OK)
         return st;
+    if ((st = value_embeds_add(L, P, g, emb_std, err)) != MT_OK) return st;
     L->lm_head = g->tied ? -1
                          : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_HEAD,
                                          MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
@@ -196,6 +279,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
 
 void mt_gpt_free(mt_gpt *m) {
     if (m->layout) mt_stack_free(&m->layout->stack), mt_rope_free(&m->layout->rope);
+    if (m->layout) free(m->layout->ve);
     free(m->layout);
     mt_params_free(&m->P);
     mt_tok_free(&m->tok);
@@ -242,9 +326,31 @@ mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     return cap > 0 ? mt_softcap(c, x, cap) : x;
 }
 
+mt_value_embed *mt_gpt_value_embeds(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                                    int T) {
+    const mt_gpt_layout *L = m->layout;
+    if (!L->has_ve) return NULL;
+    int n = L->stack.n_layer;
+    mt_value_embed *ve = mt_arena_alloc(c, (size_t)n * sizeof *ve);
+    for (int l = 0; l < n; l++) {
+        ve[l] = (mt_value_embed){0};
+        if (L->ve[l].emb < 0) continue;
+        mt_tensor *e = mt_embedding(c, &P->t[L->ve[l].emb], ids, B * T); /* (B T, KC) */
+        e = mt_reshape(c, e, 3, (int[]){B, T, e->shape[1]});
+        ve[l] = (mt_value_embed){.e = mt_scale_by(c, e, &P->t[L->ve[l].lambda_e]),
+                                 .lambda_v = &P->t[L->ve[l].lambda_v]};
+    }
+    return ve;
+}
+
+mt_tensor *mt_gpt_blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x, const int *ids,
+                         double *resid) {
+    mt_value_embed *ve = mt_gpt_value_embeds(c, m, P, ids, x->shape[0], x->shape[1]);
+    return mt_stack_forward_ex(c, &m->layout->stack, P, x, NULL, NULL, ve, resid);
+}
+
 static mt_tensor *blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
-    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
-    return mt_stack_forward(c, &m->layout->stack, P, x, NULL);
+    return mt_gpt_blocks(c, m, P, mt_gpt_embed(c, m, P, ids, B, T, 0), ids, NULL);
 }
 
 mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {

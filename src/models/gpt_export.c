@@ -60,6 +60,7 @@ static const struct {
     {"attn_gate", "none", "--attn-gate none"},
     {"attn_sink", "false", "no --attn-sink"},
     {"value_residual", "none", "--value-residual none"},
+    {"value_embeds", "", "no --value-embeds"},
     {"softmax", "softmax", "--softmax softmax"},
     {"residual", "sum", "--residual sum: a Llama has one residual stream"},
     {"param", "sp", "--param sp: a Llama adds its branches and reads its logits unscaled"},

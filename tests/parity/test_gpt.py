@@ -5,8 +5,8 @@ shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms incl
 reorder, Mix-LN and DeepScaleLM written from their papers' formulas; 2 to 3 layers, n_head > 1),
 with the head tied and once untied, biases
 on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3; the
-attention's methods (gated attention, gpt-oss's sink, Softpick, ResFormer's value residual) in every
-placement."""
+attention's methods (gated attention, gpt-oss's sink, Softpick, ResFormer's value residual,
+modded-nanogpt's value embeddings) in every placement."""
 import json
 
 import numpy as np
@@ -144,6 +144,23 @@ for i, residual in enumerate(("half", "learned")):
         cfg.update(PLACEMENT_OPTS.get(placement, {}))
         run_case(cfg, 2, 8, f"value-residual {residual} {placement} gate {cfg['attn_gate']}"
                  f" sink {cfg['attn_sink']} pos {cfg['pos']} kv {cfg['n_kv_head']}")
+
+# modded-nanogpt's value embeddings in every placement, over three blocks, on lists of layers
+# (negative ones from the last), with the gate, a sink, Softpick, RoPE and grouped-query attention
+# in turn
+for j, placement in enumerate(PLACEMENTS):
+    cfg = {"n_layer": 3, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": j % 2 == 1, "bias": j % 2 == 0, "act": "gelu",
+           "dropout": 0.0, "value_embeds": ("0,-1", "1", "0,1,2", "-2,0")[j % 4],
+           "attn_gate": ("none", "headwise")[j % 3 == 1], "attn_sink": j % 3 == 2,
+           "softmax": ("softmax", "softpick")[j % 5 == 3],
+           "pos": ("learned", "rope")[j % 2], "n_kv_head": (4, 2)[(j // 2) % 2]}
+    cfg.update(PLACEMENT_OPTS.get(placement, {}))
+    if cfg["attn_sink"]:
+        cfg["softmax"] = "softmax"
+    run_case(cfg, 2, 8, f"value-embeds {cfg['value_embeds']} {placement} gate {cfg['attn_gate']}"
+             f" sink {cfg['attn_sink']} {cfg['softmax']} pos {cfg['pos']} kv {cfg['n_kv_head']}")
 
 # The LLaMA pieces, each alone and together, in every placement: RoPE (rope_theta 10000, and
 # a small base that turns the later pairs too), SwiGLU, grouped-query attention (n_kv_head 1

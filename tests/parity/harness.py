@@ -123,9 +123,9 @@ def random_params(model, cfg, rng):
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
     papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), l the
     value residual's and the value embeddings' lambdas (about their 1/2), rm and rv BatchNorm's
-    running mean and variance, hs hyper-connections' static weights or mHC's logits (about their 0 and 1), hf
-    their dynamic projections (tanh's argument of order 1), hk their dynamic scales (larger
-    than the papers' 0.01 init, so that the dynamic terms count)."""
+    running mean and variance, hs hyper-connections' static weights or mHC's logits (about their
+    0 and 1), hf their dynamic projections (tanh's argument of order 1), hk their dynamic scales
+    (larger than the papers' 0.01 init, so that the dynamic terms count)."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():

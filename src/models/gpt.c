@@ -377,9 +377,14 @@ double mt_gpt_activation_bytes(const void *cfgp, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
     double rope = cfg->pos == MT_POS_ROPE ? 2 * C * s->n_layer : 0; /* rotated q and k */
+    /* value embeddings: per listed block (a validated list: one more than its commas) the row,
+       lambda_e E, lambda_v V and their sum, KC each */
+    double ve = 0, KC = C / s->n_head * (s->n_kv_head ? s->n_kv_head : s->n_head);
+    for (const char *p = cfg->value_embeds; *p; p++) ve += *p == ',';
+    if (cfg->value_embeds[0]) ve = (ve + 1) * 4 * KC;
     /* the blocks (mt_stack_token_floats), per-thread (T, T) attention scratch; then the logits;
        doubled for gradients */
-    double floats = N * (mt_stack_token_floats(s) + rope + 4 * C + 4.0 * cfg->n_vocab) +
+    double floats = N * (mt_stack_token_floats(s) + rope + ve + 4 * C + 4.0 * cfg->n_vocab) +
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }

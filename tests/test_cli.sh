@@ -131,13 +131,19 @@ train $TINY $W --value-residual half --n-layer 1; [ $? -eq 2 ] &&
     fail "value-residual with one block: $(cat "$T/log")"
 train $TINY $W --value-residual all; [ $? -eq 2 ] && grep -q "none|half|learned" "$T/log" ||
     fail "value-residual all: $(cat "$T/log")"
-# value embeddings (docs/layers.md): a layer the model has not, one named twice, not a number,
-# with the value residual or nGPT, and the ViT's (no token table: not its flag)
+# value embeddings (docs/layers.md): a layer the model has not, one named twice, an odd list
+# shared, sharing without a list, not a number, with the value residual or nGPT, and the ViT's
+# (no token table: not its flag)
 train $TINY $W --value-embeds 0,2; [ $? -eq 2 ] &&
     grep -q "layer 2 does not exist: 2 blocks take layers 0..1 (or -2..-1 from the last)" \
         "$T/log" || fail "value-embeds 0,2: $(cat "$T/log")"
 train $TINY $W --value-embeds 1,-1; [ $? -eq 2 ] && grep -q "layer 1 is named twice" "$T/log" ||
     fail "value-embeds 1,-1: $(cat "$T/log")"
+train $TINY $W --value-embeds 0,1,-1 --n-layer 3 --value-embeds-shared; [ $? -eq 2 ] &&
+    grep -q "3 layers: the list's two halves share their tables" "$T/log" ||
+    fail "value-embeds-shared odd: $(cat "$T/log")"
+train $TINY $W --value-embeds-shared; [ $? -eq 2 ] && grep -q "only --value-embeds does" "$T/log" ||
+    fail "value-embeds-shared alone: $(cat "$T/log")"
 train $TINY $W --value-embeds first; [ $? -eq 2 ] && grep -q "not a list of layers" "$T/log" ||
     fail "value-embeds first: $(cat "$T/log")"
 train $TINY $W --value-embeds 0 --value-residual learned; [ $? -eq 2 ] &&

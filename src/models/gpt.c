@@ -104,10 +104,10 @@ static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
-/* --value-embeds: the layers of the list s ("0,1,-2,-1": each of -L..L-1 once, -1 the last)
-   set in on (L), which is zeroed first. */
-static mt_status value_embeds_parse(const char *s, int L, bool *on, mt_err *err) {
-    memset(on, 0, (size_t)L * sizeof *on);
+/* --value-embeds: the list s ("0,1,-2,-1": each of -L..L-1 once, -1 the last) resolved into
+   at (room for L): its blocks in its order, *n of them. */
+static mt_status value_embeds_parse(const char *s, int L, int *at, int *n, mt_err *err) {
+    *n = 0;
     for (const char *p = s; *p;) {
         char *end;
         long l = strtol(p, &end, 10);
@@ -121,16 +121,38 @@ static mt_status value_embeds_parse(const char *s, int L, bool *on, mt_err *err)
                              "--value-embeds %s: layer %ld does not exist: %d blocks take "
                              "layers %d..%d (or -%d..-1 from the last)",
                              s, l, L, 0, L - 1, L);
-        int at = (int)(l < 0 ? l + L : l);
-        if (on[at])
-            return mt_errorf(err, MT_EINVAL,
-                             "--value-embeds %s: layer %d is named twice (each block has one "
-                             "table)",
-                             s, at);
-        on[at] = true;
+        int b = (int)(l < 0 ? l + L : l);
+        for (int k = 0; k < *n; k++)
+            if (at[k] == b)
+                return mt_errorf(err, MT_EINVAL,
+                                 "--value-embeds %s: layer %d is named twice (each block reads "
+                                 "one table)",
+                                 s, b);
+        at[(*n)++] = b;
         p = *end ? end + 1 : end;
     }
     return MT_OK;
+}
+
+/* The entry whose table entry k of n reads: its own, or with --value-embeds-shared in the list's
+   second half the entry n / 2 before it (modded-nanogpt's 012 ... 012). */
+static int value_embeds_owner(bool shared, int k, int n) {
+    return shared && k >= n / 2 ? k - n / 2 : k;
+}
+
+/* cfg's list into *at (calloc'd, n_layer), *n entries; shared tables need an even list */
+static mt_status value_embeds_list(const mt_gpt_config *cfg, int **at, int *n, mt_err *err) {
+    int L = cfg->stack.n_layer;
+    *at = calloc((size_t)L, sizeof **at), *n = 0;
+    if (!*at) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    mt_status st = value_embeds_parse(cfg->value_embeds, L, *at, n, err);
+    if (st == MT_OK && cfg->value_embeds_shared && *n % 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds %s with --value-embeds-shared: %d layers: the list's "
+                         "two halves share their tables in order (modded-nanogpt's 0,1,2,-3,-2,"
+                         "-1): give an even number of layers",
+                         cfg->value_embeds, *n);
+    return st;
 }
 
 /* --value-embeds: a list of existing layers, and nothing else that remixes the values */
@@ -144,14 +166,12 @@ static mt_status value_embeds_validate(const mt_gpt_config *cfg, mt_err *err) {
     if (cfg->stack.attn.value_residual != MT_VALUE_RESIDUAL_NONE)
         return mt_errorf(err, MT_EINVAL,
                          "--value-embeds with --value-residual %s: refused: both remix the "
-                         "values and no paper or record orders the two (modded-nanogpt's record "
-                         "replaced the value residual with value embeddings); give one",
+                         "values and no paper or record orders the two (modded-nanogpt's value "
+                         "embeddings came after its value residual, in its place); give one",
                          mt_enum_name(&MT_VALUE_RESIDUALS, cfg->stack.attn.value_residual));
-    int L = cfg->stack.n_layer;
-    bool *on = calloc((size_t)L, sizeof *on);
-    if (!on) return mt_errorf(err, MT_ENOMEM, "out of memory");
-    mt_status st = value_embeds_parse(cfg->value_embeds, L, on, err);
-    free(on);
+    int *at, n;
+    mt_status st = value_embeds_list(cfg, &at, &n, err);
+    free(at);
     return st;
 }
 
@@ -191,24 +211,30 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
-/* --value-embeds: block l's table value_embeds.<l>.weight (V, KC), N(0, emb_std) as tok_emb,
-   and its lambdas .lambda_v, .lambda_e (1), init 1/2 (modded-nanogpt's). */
+/* --value-embeds: the tables value_embeds.<l>.weight (V, KC), N(0, emb_std) as tok_emb, of the
+   list's blocks (shared: of its first half's, which its second half's read), in its order; then
+   each listed block's lambdas value_embeds.<l>.lambda_v, .lambda_e (1), init 1/2
+   (modded-nanogpt's), in block order. */
 static mt_status value_embeds_add(mt_gpt_layout *L, mt_params *P, const mt_gpt_config *g,
                                   float emb_std, mt_err *err) {
     const mt_stack_config *s = &g->stack;
-    int n = s->n_layer, KC = s->n_embd / s->n_head * s->n_kv_head;
+    int KC = s->n_embd / s->n_head * s->n_kv_head, *at, n;
     if (!g->value_embeds[0]) return MT_OK;
-    L->ve = calloc((size_t)n, sizeof *L->ve);
-    bool *on = calloc((size_t)n, sizeof *on);
-    mt_status st = L->ve && on ? value_embeds_parse(g->value_embeds, n, on, err)
-                               : mt_errorf(err, MT_ENOMEM, "out of memory for a model");
-    for (int l = 0; st == MT_OK && l < n; l++) {
-        char name[64];
+    mt_status st = value_embeds_list(g, &at, &n, err);
+    if (st == MT_OK && !(L->ve = malloc((size_t)s->n_layer * sizeof *L->ve)))
+        st = mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    char name[64];
+    for (int l = 0; st == MT_OK && l < s->n_layer; l++)
         L->ve[l].emb = L->ve[l].lambda_v = L->ve[l].lambda_e = -1;
-        if (!on[l]) continue;
-        snprintf(name, sizeof name, "value_embeds.%d.weight", l);
-        L->ve[l].emb = mt_params_add(P, name, 2, (int[]){g->n_vocab, KC}, MT_ROLE_EMBEDDING,
-                                     MT_INIT_NORMAL, emb_std);
+    for (int k = 0; st == MT_OK && k < n; k++) {
+        int own = value_embeds_owner(g->value_embeds_shared, k, n);
+        snprintf(name, sizeof name, "value_embeds.%d.weight", at[k]);
+        L->ve[at[k]].emb = own < k ? L->ve[at[own]].emb
+                                   : mt_params_add(P, name, 2, (int[]){g->n_vocab, KC},
+                                                   MT_ROLE_EMBEDDING, MT_INIT_NORMAL, emb_std);
+    }
+    for (int l = 0; st == MT_OK && l < s->n_layer; l++) {
+        if (L->ve[l].emb < 0) continue;
         snprintf(name, sizeof name, "value_embeds.%d.lambda_v", l);
         L->ve[l].lambda_v = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
                                           0.5f);
@@ -216,7 +242,7 @@ static mt_status value_embeds_add(mt_gpt_layout *L, mt_params *P, const mt_gpt_c
         L->ve[l].lambda_e = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
                                           0.5f);
     }
-    free(on);
+    free(at);
     L->has_ve = st == MT_OK;
     return st;
 }

@@ -248,9 +248,13 @@ class TorchGPT(TorchBlocks):
             x = x + p["pos_emb.weight"][:T]
         if cfg.get("emb_scale"):  # DyT's and Derf's LLaMA setting: a learned scalar
             x = self.scalar("emb_scale", x * p["emb_scale"], x)
-        L = cfg["n_layer"]  # --value-embeds "0,-1": block l's own table E_l (V, KC)
-        for l in (int(w) % L for w in cfg.get("value_embeds", "").split(",") if w):
-            self.ve[l] = p[f"value_embeds.{l}.lambda_e"] * p[f"value_embeds.{l}.weight"][ids]
+        # --value-embeds "0,-1": block l's own table E_l (V, KC); shared: the list's second half
+        # reads its first half's, in order (modded-nanogpt's 012 ... 012)
+        at = [int(w) % cfg["n_layer"] for w in cfg.get("value_embeds", "").split(",") if w]
+        for k, l in enumerate(at):
+            half = cfg.get("value_embeds_shared") and k >= len(at) // 2
+            table = p[f"value_embeds.{at[k - len(at) // 2] if half else l}.weight"]
+            self.ve[l] = p[f"value_embeds.{l}.lambda_e"] * table[ids]
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)

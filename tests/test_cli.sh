@@ -133,7 +133,7 @@ train $TINY $W --value-residual all; [ $? -eq 2 ] && grep -q "none|half|learned"
     fail "value-residual all: $(cat "$T/log")"
 # value embeddings (docs/layers.md): a layer the model has not, one named twice, an odd list
 # shared, sharing without a list, not a number, with the value residual or nGPT, and the ViT's
-# (no token table: not its flag)
+# (no token table: the GPT's flag)
 train $TINY $W --value-embeds 0,2; [ $? -eq 2 ] &&
     grep -q "layer 2 does not exist: 2 blocks take layers 0..1 (or -2..-1 from the last)" \
         "$T/log" || fail "value-embeds 0,2: $(cat "$T/log")"
@@ -153,7 +153,8 @@ train $TINY $W --value-embeds 0 --arch ngpt; [ $? -eq 2 ] &&
     grep -q "value-embeds with --arch ngpt: refused" "$T/log" ||
     fail "value-embeds with ngpt: $(cat "$T/log")"
 train --model vit --data data/mnist $W --value-embeds 0; [ $? -eq 2 ] &&
-    grep -q "unknown flag --value-embeds" "$T/log" || fail "value-embeds vit: $(cat "$T/log")"
+    grep -q "value-embeds: refused for --model vit: it is an option of --model gpt only" \
+        "$T/log" || fail "value-embeds vit: $(cat "$T/log")"
 # hyper-connections (docs/layers.md): their streams' bounds, their options without them, a
 # residual of their own or a placement they do not take
 train $TINY $W --residual hc --hc-streams 0; [ $? -eq 2 ] &&

@@ -15,6 +15,19 @@ head -c 60000 data/tinyshakespeare.txt >"$T/text.txt"
 TINY="--data $T/text.txt --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 32 --batch 8 --lr 3e-3
       --warmup 5 --eval-every 20 --eval-batches 2 --log-every 5"
 
+# value embeddings' tables and lambdas saved by name, resumed to the same bits, and sampled
+# through the KV cache
+R="$TINY --value-embeds 0,-1 --schedule const --steps 12 --save-every 6"
+train $R --out "$T/ve" && mv "$T/ve" "$T/ve1" || fail "value-embeds run: $(cat "$T/log")"
+train $R --steps 6 --out "$T/ve" && train --resume --out "$T/ve" --steps 12 ||
+    fail "value-embeds resume: $(cat "$T/log")"
+cmp -s "$T/ve1/model.safetensors" "$T/ve/model.safetensors" || fail "value-embeds resume differs"
+for n in value_embeds.0.weight value_embeds.1.lambda_v value_embeds.1.lambda_e; do
+    grep -aq "\"$n\"" "$T/ve/model.safetensors" || fail "value-embeds: no $n in the checkpoint"
+done
+infer --checkpoint "$T/ve/model.safetensors" --prompt "ROMEO:" --tokens 8 >/dev/null ||
+    fail "value-embeds sample: $(cat "$T/log")"
+
 # the loss falls over 60 steps; metrics.csv has its header and a row per logged step
 train $TINY --steps 60 --out "$T/a" || { fail "train exited $?"; cat "$T/log"; }
 first=$(sed -n 2p "$T/a/metrics.csv" | cut -d, -f2)
@@ -118,6 +131,30 @@ train $TINY $W --value-residual half --n-layer 1; [ $? -eq 2 ] &&
     fail "value-residual with one block: $(cat "$T/log")"
 train $TINY $W --value-residual all; [ $? -eq 2 ] && grep -q "none|half|learned" "$T/log" ||
     fail "value-residual all: $(cat "$T/log")"
+# value embeddings (docs/layers.md): a layer the model has not, one named twice, an odd list
+# shared, sharing without a list, not a number, with the value residual or nGPT, and the ViT's
+# (no token table: the GPT's flag)
+train $TINY $W --value-embeds 0,2; [ $? -eq 2 ] &&
+    grep -q "layer 2 does not exist: 2 blocks take layers 0..1 (or -2..-1 from the last)" \
+        "$T/log" || fail "value-embeds 0,2: $(cat "$T/log")"
+train $TINY $W --value-embeds 1,-1; [ $? -eq 2 ] && grep -q "layer 1 is named twice" "$T/log" ||
+    fail "value-embeds 1,-1: $(cat "$T/log")"
+train $TINY $W --value-embeds 0,1,-1 --n-layer 3 --value-embeds-shared; [ $? -eq 2 ] &&
+    grep -q "3 layers: the list's two halves share their tables" "$T/log" ||
+    fail "value-embeds-shared odd: $(cat "$T/log")"
+train $TINY $W --value-embeds-shared; [ $? -eq 2 ] && grep -q "only --value-embeds does" "$T/log" ||
+    fail "value-embeds-shared alone: $(cat "$T/log")"
+train $TINY $W --value-embeds first; [ $? -eq 2 ] && grep -q "not a list of layers" "$T/log" ||
+    fail "value-embeds first: $(cat "$T/log")"
+train $TINY $W --value-embeds 0 --value-residual learned; [ $? -eq 2 ] &&
+    grep -q "value-embeds with --value-residual learned: refused" "$T/log" ||
+    fail "value-embeds with value-residual: $(cat "$T/log")"
+train $TINY $W --value-embeds 0 --arch ngpt; [ $? -eq 2 ] &&
+    grep -q "value-embeds with --arch ngpt: refused" "$T/log" ||
+    fail "value-embeds with ngpt: $(cat "$T/log")"
+train --model vit --data data/mnist $W --value-embeds 0; [ $? -eq 2 ] &&
+    grep -q "value-embeds: refused for --model vit: it is an option of --model gpt only" \
+        "$T/log" || fail "value-embeds vit: $(cat "$T/log")"
 # hyper-connections (docs/layers.md): their streams' bounds, their options without them, a
 # residual of their own or a placement they do not take
 train $TINY $W --residual hc --hc-streams 0; [ $? -eq 2 ] &&

@@ -58,6 +58,12 @@ train $TINY --arch llama --attn-gate headwise --attn-sink --value-residual learn
             "attn_gate = headwise (--attn-gate none) attn_sink = true (no --attn-sink) value_residual = learned (--value-residual none)" \
             --checkpoint "$T/gate/model.safetensors" --format $f --out "$T/x.$f"
     done
+# value embeddings: token tables of the values, which neither format has
+train $TINY --arch llama --value-embeds 0 --out "$T/ve" &&
+    for f in llama2c gguf; do
+        refused "value embeddings to $f" "value_embeds = 0 (no --value-embeds)" \
+            --checkpoint "$T/ve/model.safetensors" --format $f --out "$T/x.$f"
+    done
 # hyper-connections: N residual streams, which a Llama's one stream cannot hold
 train $TINY --arch llama --residual hc --hc-streams 2 --out "$T/hc" &&
     refused "hyper-connections" "residual = hc (--residual sum" \

@@ -237,6 +237,13 @@ int main(void) {
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"layer_lambdas\": true, \"n_layer\": 4}");
     test_cache(MT_PLACE_SUBLN, MT_NORM_RMS,
                "{\"layer_lambdas\": true, \"unet\": true, \"n_layer\": 5, \"pos\": \"rope\"}");
+    /* value embeddings: the new positions' table rows, added before the cache keeps the values */
+    test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"value_embeds\": \"0,-1\", \"n_layer\": 3}");
+    test_cache(MT_PLACE_SUBLN, MT_NORM_RMS,
+               "{\"value_embeds\": \"1\", \"n_layer\": 3, \"pos\": \"rope\", "
+               "\"n_head\": 4, \"n_kv_head\": 2}");
+    test_cache(MT_PLACE_PRE, MT_NORM_RMS,
+               "{\"value_embeds\": \"0,-1\", \"value_embeds_shared\": true, \"n_layer\": 3}");
     /* hyper-connections: the new positions' streams widened and summed around the cached
        blocks, dynamic and static */
     test_cache(MT_PLACE_PRE, MT_NORM_LN, "{\"residual\": \"hc\", \"hc_streams\": 3}");

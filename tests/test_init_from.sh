@@ -63,6 +63,9 @@ refused "another n_embd" "tensor 'tok_emb.weight' has shape (256, 32), the model
     $TINY --n-embd 64 --steps 0 --init-from "$A"
 refused "another n_layer" "n_layer is 2 in the file, 3 here (--n-layer 2)" \
     $TINY --n-layer 3 --steps 0 --init-from "$A"
+refused "value embeddings the file has not" \
+    "value_embeds is \"\" in the file, 0 here (drop --value-embeds)" \
+    $TINY --value-embeds 0 --steps 0 --init-from "$A"
 before=$(cat "$T/a/model.safetensors" "$T/a/metrics.csv" | cksum)
 train --resume --out "$T/a" --steps 4 --init-from "$A"
 rc=$?

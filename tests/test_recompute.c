@@ -145,6 +145,10 @@ int main(void) {
     gc.stack.attn.value_residual = MT_VALUE_RESIDUAL_LEARNED;
     CHECK(compare(&gpt, 2, MT_FP32, "value residual"), "gpt value residual: refused");
     gc.stack.attn.value_residual = MT_VALUE_RESIDUAL_NONE;
+    /* value embeddings: the rows gathered before the blocks, read by their replays */
+    snprintf(gc.value_embeds, sizeof gc.value_embeds, "0,-1");
+    CHECK(compare(&gpt, 2, MT_FP32, "value embeds"), "gpt value embeds: refused");
+    gc.value_embeds[0] = 0;
 
     mt_vit_config vc = mt_vit_config_default();
     vc.stack.n_layer = 2, vc.stack.n_head = 2, vc.stack.n_embd = 16;

@@ -109,7 +109,7 @@ cases() {
 2|--norm bn needs at least 2 values per channel|train --model vit --data $PWD/data/mnist --norm bn --pool mean --patch 28 --batch 1 --threads 1 --steps 1 --out $D/bn1
 2|--diag-batch 20: at most --batch (2)|train $TINY --diag-resid-every 1 --diag-batch 20 --out $D/dg
 2|--model vit has none|train --model vit --data $PWD/data/mnist --n-layer 1 --n-head 2 --n-embd 16 --threads 1 --diag-logz-every 1 --out $W/new/run
-2|unknown flag --patch|train $TINY --patch 4 --out $D/patch
+2|--patch: refused for --model gpt: it is an option of --model vit only|train $TINY --patch 4 --out $D/patch
 2|unknown model 'rnn' (accepted: gpt (a language model), vit|train $TINY --model rnn --out $D/rnn
 2|--task images: --model gpt takes another kind of input (accepted: text, sft)|train $TINY --task images --out $D/task
 2|--task speech: unknown (accepted for --model vit: images)|train --model vit --data $PWD/data/mnist --task speech --out $D/task

@@ -2,8 +2,8 @@
    GPT training loop (loss and backward through mt_replicas, with 1 and with 2 replicas, the
    gradient's norm, clipping, the update and zero grad in mt_optim_update, with AdamW, Lion and
    Muon, whose Newton-Schulz products run in the update; AdamW also with the blocks recomputed in
-   the backward, mt_recompute, QK-Clip's probe and rescaling of every head, --act relu2 and the
-   logit soft cap fused into the loss) make no call to
+   the backward, mt_recompute, QK-Clip's probe and rescaling of every head, --act relu2, the
+   logit soft cap fused into the loss and value embeddings in the first and last block) make no call to
    malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
    step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
@@ -117,6 +117,7 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
     cfg.arch = ngpt ? MT_ARCH_NGPT : MT_ARCH_GPT; /* its ops, and the renormalisation */
     cfg.stack.hc.kind = hc;
     if (recompute) cfg.stack.act = MT_ACT_RELU2, cfg.stack.logit_softcap = 30; /* issue 45's */
+    if (recompute) snprintf(cfg.value_embeds, sizeof cfg.value_embeds, "0,-1");
     mt_gpt m;
     mt_optim o;
     mt_ctx c;
@@ -132,8 +133,8 @@ static void steady(int n, mt_precision prec, mt_optim_kind kind, bool recompute,
     char pn[112];
     snprintf(pn, sizeof pn, "%s %s%s%s%s%s", mt_enum_name(&MT_PRECISIONS, prec),
              mt_enum_name(&MT_OPTIMS, kind),
-             recompute ? ", recomputed, qk-clip, relu2, logit softcap" : "", ngpt ? ", ngpt" : "",
-             hc ? ", " : "", hc ? mt_enum_name(&MT_HYPERS, hc) : "");
+             recompute ? ", recomputed, qk-clip, relu2, logit softcap, value embeds" : "",
+             ngpt ? ", ngpt" : "", hc ? ", " : "", hc ? mt_enum_name(&MT_HYPERS, hc) : "");
     if (recompute) qk_setup(&R, &c, &m);
     c.precision = prec, c.recompute = recompute;
     for (int i = 0; i < n - 1; i++) R.ctx[i].precision = prec, R.ctx[i].recompute = recompute;

@@ -163,12 +163,15 @@ static void field_text(const mt_field *fd, const char *cfg, size_t base, const c
                        char *value, size_t len, char *flag, size_t flag_len) {
     *name = fd->type == MT_FIELD_BOOL && fd->flag ? fd->flag : fd->key;
     mt_field_format(fd, cfg + base, value, len);
-    bool on = !strcmp(value, "true");
+    bool on = !strcmp(value, "true"), empty = fd->type == MT_FIELD_STR && !*value;
+    if (empty) snprintf(value, len, "\"\""); /* a string option not given: drop its flag */
+    char dashed[64];
+    snprintf(dashed, sizeof dashed, "%s", *name);
+    for (char *c = dashed; *c; c++) *c = *c == '_' ? '-' : *c;
     if (fd->flags & MT_FIELD_NO_FLAG) snprintf(flag, flag_len, "a value the data decides");
-    else if (fd->type == MT_FIELD_BOOL)
-        snprintf(flag, flag_len, "%s--%s", on ? "" : "drop ", *name);
-    else snprintf(flag, flag_len, "--%s %s", *name, value);
-    for (char *c = flag; *c && *c != ' '; c++) *c = *c == '_' ? '-' : *c;
+    else if (fd->type == MT_FIELD_BOOL || empty)
+        snprintf(flag, flag_len, "%s--%s", on ? "" : "drop ", dashed);
+    else snprintf(flag, flag_len, "--%s %s", dashed, value);
 }
 
 /* fn(field, base, arg) for each field of t (at base in the configs) whose values in have and

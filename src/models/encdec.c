@@ -242,10 +242,11 @@ static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, doubl
     mt_params *P = mp->P;
     int B = b->B;
     mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, r->src, B, r->S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, r->src_len, NULL, resid);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, r->src_len, NULL, NULL, resid);
     mt_cross_mem mem = {.mem = mt_stack_final(c, &L->enc, P, x), .mem_len = r->src_len};
     mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, r->ids, B, r->T, 0);
-    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, resid ? resid + m->cfg.enc_layers : NULL);
+    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, NULL,
+                            resid ? resid + m->cfg.enc_layers : NULL);
     y = mt_stack_final(c, &L->dec, P, y);
     int *at = mt_arena_alloc(c, (size_t)B * r->T * sizeof(int)), n = 0;
     for (int i = 0; i < B * r->T; i++)

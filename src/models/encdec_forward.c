@@ -25,7 +25,7 @@ mt_tensor *mt_encdec_encode(mt_ctx *c, const mt_encdec *m, mt_params *P, const i
                             const int *src_len, int B, int S) {
     const mt_encdec_layout *L = m->layout;
     mt_tensor *x = mt_encdec_embed(c, m, P, L->enc_pos, src, B, S, 0);
-    x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL, NULL);
+    x = mt_stack_forward_ex(c, &L->enc, P, x, src_len, NULL, NULL, NULL);
     return mt_stack_final(c, &L->enc, P, x);
 }
 
@@ -41,7 +41,7 @@ mt_tensor *mt_encdec_forward(mt_ctx *c, const mt_encdec *m, mt_params *P, const 
     const mt_encdec_layout *L = m->layout;
     mt_cross_mem mem = {.mem = mt_encdec_encode(c, m, P, src, src_len, B, S), .mem_len = src_len};
     mt_tensor *y = mt_encdec_embed(c, m, P, L->dec_pos, tgt, B, T, 0);
-    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, NULL);
+    y = mt_stack_forward_ex(c, &L->dec, P, y, NULL, &mem, NULL, NULL);
     return mt_encdec_head(c, m, P, y);
 }
 

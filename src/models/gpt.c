@@ -104,6 +104,77 @@ static mt_status ngpt_resolve(mt_gpt_config *cfg, mt_err *err) {
     return MT_OK;
 }
 
+/* --value-embeds: the list s ("0,1,-2,-1": each of -L..L-1 once, -1 the last) resolved into
+   at (room for L): its blocks in its order, *n of them. */
+static mt_status value_embeds_parse(const char *s, int L, int *at, int *n, mt_err *err) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long l = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ','))
+            return mt_errorf(err, MT_EINVAL,
+                             "--value-embeds %s: not a list of layers: give block indices "
+                             "separated by commas, e.g. 0,1,-2,-1 (negative: from the last)",
+                             s);
+        if (l < -L || l >= L)
+            return mt_errorf(err, MT_EINVAL,
+                             "--value-embeds %s: layer %ld does not exist: %d blocks take "
+                             "layers %d..%d (or -%d..-1 from the last)",
+                             s, l, L, 0, L - 1, L);
+        int b = (int)(l < 0 ? l + L : l);
+        for (int k = 0; k < *n; k++)
+            if (at[k] == b)
+                return mt_errorf(err, MT_EINVAL,
+                                 "--value-embeds %s: layer %d is named twice (each block reads "
+                                 "one table)",
+                                 s, b);
+        at[(*n)++] = b;
+        p = *end ? end + 1 : end;
+    }
+    return MT_OK;
+}
+
+/* The entry whose table entry k of n reads: its own, or with --value-embeds-shared in the list's
+   second half the entry n / 2 before it (modded-nanogpt's 012 ... 012). */
+static int value_embeds_owner(bool shared, int k, int n) {
+    return shared && k >= n / 2 ? k - n / 2 : k;
+}
+
+/* cfg's list into *at (calloc'd, n_layer), *n entries; shared tables need an even list */
+static mt_status value_embeds_list(const mt_gpt_config *cfg, int **at, int *n, mt_err *err) {
+    int L = cfg->stack.n_layer;
+    *at = calloc((size_t)L, sizeof **at), *n = 0;
+    if (!*at) return mt_errorf(err, MT_ENOMEM, "out of memory");
+    mt_status st = value_embeds_parse(cfg->value_embeds, L, *at, n, err);
+    if (st == MT_OK && cfg->value_embeds_shared && *n % 2)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds %s with --value-embeds-shared: %d layers: the list's "
+                         "two halves share their tables in order (modded-nanogpt's 0,1,2,-3,-2,"
+                         "-1): give an even number of layers",
+                         cfg->value_embeds, *n);
+    return st;
+}
+
+/* --value-embeds: a list of existing layers, and nothing else that remixes the values */
+static mt_status value_embeds_validate(const mt_gpt_config *cfg, mt_err *err) {
+    if (!cfg->value_embeds[0]) return MT_OK;
+    if (cfg->arch == MT_ARCH_NGPT)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds with --arch ngpt: refused: nGPT's recipe keeps its "
+                         "embeddings and matrices on the unit sphere and has no rule for these "
+                         "tables");
+    if (cfg->stack.attn.value_residual != MT_VALUE_RESIDUAL_NONE)
+        return mt_errorf(err, MT_EINVAL,
+                         "--value-embeds with --value-residual %s: refused: both remix the "
+                         "values and no paper or record orders the two (modded-nanogpt's value "
+                         "embeddings came after its value residual, in its place); give one",
+                         mt_enum_name(&MT_VALUE_RESIDUALS, cfg->stack.attn.value_residual));
+    int *at, n;
+    mt_status st = value_embeds_list(cfg, &at, &n, err);
+    free(at);
+    return st;
+}
+
 mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
     if (cfg->n_ctx < 1 || cfg->n_vocab < 1)
         return mt_errorf(err, MT_EINVAL, "config: %s = %d, must be at least 1",
@@ -128,6 +199,7 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
         st = mt_stack_validate(&cfg->stack, MT_DEEPNORM_DECODER_ONLY, 0, cfg->stack.n_layer, true,
                                err);
     if (st == MT_OK) st = ngpt_resolve(cfg, err);
+    if (st == MT_OK) st = value_embeds_validate(cfg, err);
     if (st == MT_OK && cfg->pos == MT_POS_ROPE && (cfg->stack.n_embd / cfg->stack.n_head) % 2)
         return mt_errorf(err, MT_EINVAL,
                          "config: pos rope turns pairs of channels: the head size "
@@ -138,6 +210,42 @@ mt_status mt_gpt_config_validate(mt_gpt_config *cfg, mt_err *err) {
 }
 
 /* ---- build ----------------------------------------------------------------------------------- */
+
+/* --value-embeds: the tables value_embeds.<l>.weight (V, KC), N(0, emb_std) as tok_emb, of the
+   list's blocks (shared: of its first half's, which its second half's read), in its order; then
+   each listed block's lambdas value_embeds.<l>.lambda_v, .lambda_e (1), init 1/2
+   (modded-nanogpt's), in block order. */
+static mt_status value_embeds_add(mt_gpt_layout *L, mt_params *P, const mt_gpt_config *g,
+                                  float emb_std, mt_err *err) {
+    const mt_stack_config *s = &g->stack;
+    int KC = s->n_embd / s->n_head * s->n_kv_head, *at, n;
+    if (!g->value_embeds[0]) return MT_OK;
+    mt_status st = value_embeds_list(g, &at, &n, err);
+    if (st == MT_OK && !(L->ve = malloc((size_t)s->n_layer * sizeof *L->ve)))
+        st = mt_errorf(err, MT_ENOMEM, "out of memory for a model");
+    char name[64];
+    for (int l = 0; st == MT_OK && l < s->n_layer; l++)
+        L->ve[l].emb = L->ve[l].lambda_v = L->ve[l].lambda_e = -1;
+    for (int k = 0; st == MT_OK && k < n; k++) {
+        int own = value_embeds_owner(g->value_embeds_shared, k, n);
+        snprintf(name, sizeof name, "value_embeds.%d.weight", at[k]);
+        L->ve[at[k]].emb = own < k ? L->ve[at[own]].emb
+                                   : mt_params_add(P, name, 2, (int[]){g->n_vocab, KC},
+                                                   MT_ROLE_EMBEDDING, MT_INIT_NORMAL, emb_std);
+    }
+    for (int l = 0; st == MT_OK && l < s->n_layer; l++) {
+        if (L->ve[l].emb < 0) continue;
+        snprintf(name, sizeof name, "value_embeds.%d.lambda_v", l);
+        L->ve[l].lambda_v = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                          0.5f);
+        snprintf(name, sizeof name, "value_embeds.%d.lambda_e", l);
+        L->ve[l].lambda_e = mt_params_add(P, name, 1, (int[]){1}, MT_ROLE_NORM, MT_INIT_CONST,
+                                          0.5f);
+    }
+    free(at);
+    L->has_ve = st == MT_OK;
+    return st;
+}
 
 mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     mt_gpt *m = mp;
@@ -180,6 +288,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
     if ((st = mt_stack_build_blocks(&L->stack, &g->stack, &block, P, "blocks", "final_norm",
                                     err)) != MT_OK)
         return st;
+    if ((st = value_embeds_add(L, P, g, emb_std, err)) != MT_OK) return st;
     L->lm_head = g->tied ? -1
                          : mt_params_add(P, "lm_head.weight", 2, (int[]){V, C}, MT_ROLE_HEAD,
                                          MT_INIT_NORMAL, mt_stack_other_std(&g->stack, C, V));
@@ -196,6 +305,7 @@ mt_status mt_gpt_build_table(void *mp, const void *cfgp, mt_err *err) {
 
 void mt_gpt_free(mt_gpt *m) {
     if (m->layout) mt_stack_free(&m->layout->stack), mt_rope_free(&m->layout->rope);
+    if (m->layout) free(m->layout->ve);
     free(m->layout);
     mt_params_free(&m->P);
     mt_tok_free(&m->tok);
@@ -242,9 +352,31 @@ mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x) {
     return cap > 0 ? mt_softcap(c, x, cap) : x;
 }
 
+mt_value_embed *mt_gpt_value_embeds(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                                    int T) {
+    const mt_gpt_layout *L = m->layout;
+    if (!L->has_ve) return NULL;
+    int n = L->stack.n_layer;
+    mt_value_embed *ve = mt_arena_alloc(c, (size_t)n * sizeof *ve);
+    for (int l = 0; l < n; l++) {
+        ve[l] = (mt_value_embed){0};
+        if (L->ve[l].emb < 0) continue;
+        mt_tensor *e = mt_embedding(c, &P->t[L->ve[l].emb], ids, B * T); /* (B T, KC) */
+        e = mt_reshape(c, e, 3, (int[]){B, T, e->shape[1]});
+        ve[l] = (mt_value_embed){.e = mt_scale_by(c, e, &P->t[L->ve[l].lambda_e]),
+                                 .lambda_v = &P->t[L->ve[l].lambda_v]};
+    }
+    return ve;
+}
+
+mt_tensor *mt_gpt_blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x, const int *ids,
+                         double *resid) {
+    mt_value_embed *ve = mt_gpt_value_embeds(c, m, P, ids, x->shape[0], x->shape[1]);
+    return mt_stack_forward_ex(c, &m->layout->stack, P, x, NULL, NULL, ve, resid);
+}
+
 static mt_tensor *blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
-    mt_tensor *x = mt_gpt_embed(c, m, P, ids, B, T, 0);
-    return mt_stack_forward(c, &m->layout->stack, P, x, NULL);
+    return mt_gpt_blocks(c, m, P, mt_gpt_embed(c, m, P, ids, B, T, 0), ids, NULL);
 }
 
 mt_tensor *mt_gpt_forward(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T) {
@@ -271,9 +403,14 @@ double mt_gpt_activation_bytes(const void *cfgp, int B, bool training) {
     const mt_stack_config *s = &cfg->stack;
     double N = (double)B * cfg->n_ctx, C = s->n_embd, T = cfg->n_ctx;
     double rope = cfg->pos == MT_POS_ROPE ? 2 * C * s->n_layer : 0; /* rotated q and k */
+    /* value embeddings: per listed block (a validated list: one more than its commas) the row,
+       lambda_e E, lambda_v V and their sum, KC each */
+    double ve = 0, KC = C / s->n_head * (s->n_kv_head ? s->n_kv_head : s->n_head);
+    for (const char *p = cfg->value_embeds; *p; p++) ve += *p == ',';
+    if (cfg->value_embeds[0]) ve = (ve + 1) * 4 * KC;
     /* the blocks (mt_stack_token_floats), per-thread (T, T) attention scratch; then the logits;
        doubled for gradients */
-    double floats = N * (mt_stack_token_floats(s) + rope + 4 * C + 4.0 * cfg->n_vocab) +
+    double floats = N * (mt_stack_token_floats(s) + rope + ve + 4 * C + 4.0 * cfg->n_vocab) +
                     s->n_layer * 4.0 * s->n_head * T * T;
     return (training ? 2 : 1) * floats * sizeof(float);
 }

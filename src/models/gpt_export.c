@@ -62,6 +62,7 @@ static const struct {
     {"value_residual", "none", "--value-residual none"},
     {"layer_lambdas", "false", "no --layer-lambdas: a Llama's blocks read the stream as it is"},
     {"unet", "false", "no --unet: a Llama's blocks read the stream as it is"},
+    {"value_embeds", "", "no --value-embeds"},
     {"softmax", "softmax", "--softmax softmax"},
     {"residual", "sum", "--residual sum: a Llama has one residual stream"},
     {"param", "sp", "--param sp: a Llama adds its branches and reads its logits unscaled"},

@@ -126,11 +126,12 @@ static void run(mt_kv_cache *kv, int pos0) {
         kv->cache.len = pos0;
         mt_block_cfg block = st->block;
         mt_tensor *v1 = NULL; /* the value residual's first values */
+        const mt_value_embed *ve = mt_gpt_value_embeds(c, m, &m->P, kv->ids + pos0, 1, n);
         x = mt_stack_streams(c, st, x);
         mt_stack_carry carry = mt_stack_carry_begin(c, st, x);
         for (int l = 0; l < st->n_layer; l++) {
             const mt_block_params *bp = &st->blocks[l];
-            mt_cache_arg arg = {.kv = &kv->cache, .layer = l, .v1 = &v1};
+            mt_cache_arg arg = {.kv = &kv->cache, .layer = l, .v1 = &v1, .ve = ve ? &ve[l] : NULL};
             block.layer = l;
             x = mt_stack_block_input(c, st, &m->P, l, x, &carry);
             x = mt_residual(c, &block, &m->P, bp, MT_SUB_ATTN, x, mt_attn_sublayer_cached, &arg);

@@ -12,12 +12,24 @@ struct mt_gpt_layout {
     int emb_scale;        /* (1), -1 without --emb-scale */
     int s_z;              /* (V) nGPT's logit scale, -1 without --arch ngpt */
     mt_stack stack;       /* causal blocks, the final norm (pre, subln, peri) */
+    struct {
+        int emb, lambda_v, lambda_e; /* (V, KC), (1), (1); -1: block l has none */
+    } * ve;                          /* (n_layer) --value-embeds */
+    bool has_ve;
 };
 
 /* x (B, T, C) = tok_emb[ids] + pos_emb[pos0 + t] (RoPE: tok_emb[ids] alone), times emb_scale
    when the model has it; then dropout when configured; ids (B*T), pos0 + T <= n_ctx. */
 mt_tensor *mt_gpt_embed(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B, int T,
                         int pos0);
+/* The value embeddings of ids (B*T): (n_layer) in c's arena, entry l's e = lambda_e E_l[ids]
+   (B, T, KC) and lambda_v for the blocks with a table; NULL without --value-embeds. */
+mt_value_embed *mt_gpt_value_embeds(mt_ctx *c, const mt_gpt *m, mt_params *P, const int *ids, int B,
+                                    int T);
+/* The blocks of the embedded x (B, T, C) of ids (B*T), with their value embeddings; resid as
+   mt_stack_forward's. */
+mt_tensor *mt_gpt_blocks(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x, const int *ids,
+                         double *resid);
 /* The final norm (pre, subln, peri) and the head: x (B, T, C) -> logits (B, T, V). */
 mt_tensor *mt_gpt_head(mt_ctx *c, const mt_gpt *m, mt_params *P, mt_tensor *x);
 

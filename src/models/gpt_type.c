@@ -15,6 +15,7 @@ static bool emb_std_read(const void *g) {
     return ((const mt_gpt_config *)g)->stack.init != MT_SCHEME_DSL;
 }
 static bool rope(const void *g) { return ((const mt_gpt_config *)g)->pos == MT_POS_ROPE; }
+static bool value_embeds(const void *g) { return ((const mt_gpt_config *)g)->value_embeds[0]; }
 static bool ngpt(const void *g) { return ((const mt_gpt_config *)g)->arch == MT_ARCH_NGPT; }
 
 #define NGPT .read = ngpt, .read_by = "--arch ngpt"
@@ -61,6 +62,13 @@ static const mt_field FIELDS[] = {
       .range = "0..", NGPT),
     F(ngpt.sz_scale, FLOAT, "ngpt_sz_scale", "arch ngpt: s_z's scale; 0: 1 / sqrt(n-embd)",
       .range = "0..", NGPT),
+    F(value_embeds, STR, "value_embeds",
+      "value embeddings (modded-nanogpt's): each listed block's values become lambda_v V + "
+      "lambda_e E[token], E a token table of its own (e.g. 0,1,-2,-1; -1 the last block)"),
+    F(value_embeds_shared, BOOL, "value_embeds_shared",
+      "the list's second half reads its first half's tables, in order (modded-nanogpt's "
+      "0,1,2,-3,-2,-1: blocks 0 and L-3 share one); an even list",
+      .read = value_embeds, .read_by = "--value-embeds"),
     F(stack, TABLE, "stack", NULL, .of = &MT_STACK_FIELDS),
     F(arch_applied, BOOL, "arch_applied", NULL, .flags = MT_FIELD_NO_FLAG),
 };
@@ -93,7 +101,7 @@ static mt_tensor *loss(mt_ctx *c, const mt_model *m, mt_params *P, const mt_batc
 static mt_tensor *hidden(mt_ctx *c, const mt_model *mp, const mt_batch *b, double *resid) {
     const mt_gpt *m = (const mt_gpt *)mp;
     mt_tensor *x = mt_gpt_embed(c, m, mp->P, b->tokens.ids, b->B, b->tokens.T, 0);
-    x = mt_stack_forward(c, &m->layout->stack, mp->P, x, resid);
+    x = mt_gpt_blocks(c, m, mp->P, x, b->tokens.ids, resid);
     return mt_stack_final(c, &m->layout->stack, mp->P, x);
 }
 

@@ -45,6 +45,9 @@ typedef struct {
     float rope_theta;  /* RoPE's base: position p turns channel pair i by p theta^(-2i/HS) */
     bool emb_scale;    /* a learned scalar on the embeddings, init sqrt(n_embd) (DyT's LLaMA) */
     mt_ngpt_cfg ngpt;  /* arch ngpt's scalings (nn.h; the block's and s_z), scales resolved */
+    char value_embeds[128];   /* the layers with a value embedding, "0,1,-2,-1" (-1: the last);
+                               "": none (docs/layers.md) */
+    bool value_embeds_shared; /* the list's second half reads its first half's tables */
 } mt_gpt_config;
 
 typedef struct mt_gpt_layout mt_gpt_layout; /* parameter indices, private to the model */

@@ -689,7 +689,7 @@ void mt_stack_act_stats(const mt_tensor *x, double out[2]) {
 
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid) {
-    return mt_stack_forward_ex(c, st, P, x, NULL, NULL, resid);
+    return mt_stack_forward_ex(c, st, P, x, NULL, NULL, NULL, resid);
 }
 
 /* A block as mt_recompute's segment: what it reads besides x, kept until the backward (its
@@ -700,13 +700,14 @@ typedef struct {
     mt_params *P;
     const mt_block_params *bp;
     const int *x_len;
-    mt_cross_mem mem; /* mem.mem NULL: none */
-    mt_tensor *v1;    /* the value residual's first values, NULL before the first block */
+    mt_cross_mem mem;  /* mem.mem NULL: none */
+    mt_tensor *v1;     /* the value residual's first values, NULL before the first block */
+    mt_value_embed ve; /* ve.e NULL: none */
 } block_segment;
 
 /* The block of b; the first block of a value residual stores its values in *v1 */
 static mt_tensor *block_run(mt_ctx *c, mt_tensor *x, const block_segment *b, mt_tensor **v1) {
-    mt_self_arg self = {.kv_len = b->x_len, .v1 = v1};
+    mt_self_arg self = {.kv_len = b->x_len, .v1 = v1, .ve = &b->ve};
     return mt_block_forward_ex(c, &b->cfg, b->P, b->bp, x, &self, b->mem.mem ? &b->mem : NULL);
 }
 
@@ -717,7 +718,8 @@ static mt_tensor *block_forward(mt_ctx *c, mt_tensor *x, const void *arg) {
 }
 
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
-                               const int *x_len, const mt_cross_mem *mem, double *resid) {
+                               const int *x_len, const mt_cross_mem *mem, const mt_value_embed *ve,
+                               double *resid) {
     mt_block_cfg block = st->block;
     bool value_residual = block.attn.value_residual != MT_VALUE_RESIDUAL_NONE;
     mt_tensor *v1 = NULL;
@@ -729,7 +731,13 @@ mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_t
         if (c->act) mt_stack_act_stats(x, c->act + 2 * c->act_calls++);
         if (i != st->skip) { /* the block-skip probe's: x passes unchanged */
             block.layer = i;
-            block_segment b = {block, P, &st->blocks[i], x_len, mem ? *mem : (mt_cross_mem){0}, v1};
+            block_segment b = {block,
+                               P,
+                               &st->blocks[i],
+                               x_len,
+                               mem ? *mem : (mt_cross_mem){0},
+                               v1,
+                               ve ? ve[i] : (mt_value_embed){0}};
             /* the first block of a value residual runs plainly: its values outlive it */
             if (c->recompute && !(value_residual && !v1))
                 x = mt_recompute(c, x, block_forward, &b, sizeof b);

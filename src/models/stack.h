@@ -176,10 +176,12 @@ void mt_stack_act_stats(const mt_tensor *x, double out[2]);
 mt_tensor *mt_stack_forward(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
                             double *resid);
 /* The blocks with mt_block_forward_ex: self-attention keys masked to x_len (B) or NULL, the
-   cross-attention (decoders) on mem or NULL; resid as mt_stack_forward's (padded positions
+   cross-attention (decoders) on mem or NULL, block l's values with the value embedding ve[l]
+   (ve NULL or ve[l].e NULL: none; the GPT's); resid as mt_stack_forward's (padded positions
    included in the mean). */
 mt_tensor *mt_stack_forward_ex(mt_ctx *c, const mt_stack *st, mt_params *P, mt_tensor *x,
-                               const int *x_len, const mt_cross_mem *mem, double *resid);
+                               const int *x_len, const mt_cross_mem *mem, const mt_value_embed *ve,
+                               double *resid);
 /* Hyper-connections' streams (residual hc, else x itself): x (B, T, C) repeated N times into
    (B, T, N C) before the first block, and their sum (B, T, C) after the last (the KV-cache
    decoder calls them around its own loop of blocks). */

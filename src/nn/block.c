@@ -377,6 +377,11 @@ static mt_tensor *value_mixed(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                   mt_scale_by(c, v, &P->t[a->lambda_v]));
 }
 
+/* A value embedding (mt_value_embed): lambda_v v + e; v without one. */
+static mt_tensor *value_embedded(mt_ctx *c, mt_tensor *v, const mt_value_embed *ve) {
+    return ve && ve->e ? mt_add(c, mt_scale_by(c, v, ve->lambda_v), ve->e) : v;
+}
+
 /* QK-Clip's probe (mt_ctx.qk_max): the slots of attention a's heads for the op that follows
    (-1: none); qk_done clears it after the op. */
 static void qk_probe(mt_ctx *c, const mt_attn_params *a) {
@@ -395,6 +400,7 @@ mt_tensor *mt_attn_sublayer(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = value_mixed(c, cfg, P, a, mt_param_linear(c, P, a->v_w, a->v_b, x),
                                self ? self->v1 : NULL);
+    v = value_embedded(c, v, self ? self->ve : NULL);
     if (cfg->rope) q = mt_rope_apply(c, cfg->rope, q, 0), k = mt_rope_apply(c, cfg->rope, k, 0);
     ngpt_qk(c, cfg, P, bp, &q, &k);
     mt_tensor *sink = a->sink >= 0 ? &P->t[a->sink] : NULL;
@@ -417,6 +423,7 @@ mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params
     int pos0 = ca->kv->len; /* the new tokens' first position; the cached keys keep theirs */
     mt_tensor *q = attn_query(c, cfg, P, a, x), *k = mt_attn_keys(c, cfg, P, a, x);
     mt_tensor *v = value_mixed(c, cfg, P, a, mt_param_linear(c, P, a->v_w, a->v_b, x), ca->v1);
+    v = value_embedded(c, v, ca->ve);
     if (cfg->rope)
         q = mt_rope_apply(c, cfg->rope, q, pos0), k = mt_rope_apply(c, cfg->rope, k, pos0);
     ngpt_qk(c, cfg, P, bp, &q, &k);

@@ -548,6 +548,12 @@ typedef struct {
     mt_tensor *mem;
     const int *mem_len;
 } mt_cross_mem;
+/* A value embedding of a block (modded-nanogpt's): its values v (B, T, KC) become
+   lambda_v v + e, e = lambda_e E[ids] (B, T, KC) the caller's (the GPT's table row of each token,
+   scaled), lambda_v (1) the block's scalar. */
+typedef struct {
+    mt_tensor *e, *lambda_v;
+} mt_value_embed;
 /* What a self-attention reads besides x: the keys' lengths kv_len (B) of a padded batch (NULL:
    none); with a value residual (cfg->attn.value_residual), *v1 the stack's first values
    (B, T, KC): NULL until the first block run stores its own there, which the later blocks mix in
@@ -555,6 +561,7 @@ typedef struct {
 typedef struct {
     const int *kv_len;
     mt_tensor **v1;
+    const mt_value_embed *ve; /* NULL or ve->e NULL: none */
 } mt_self_arg;
 /* The block with its self-attention's arg self (NULL: keys unmasked, no value residual) and,
    with cfg->cross, its cross-attention on mem. */
@@ -602,6 +609,7 @@ typedef struct {
     int layer;
     const int *kv_len; /* cross: (B) the encoder rows' lengths */
     mt_tensor **v1;    /* self with a value residual: as mt_self_arg's, over the new positions */
+    const mt_value_embed *ve; /* self: as mt_self_arg's, of the new positions */
 } mt_cache_arg;
 mt_tensor *mt_attn_sublayer_cached(mt_ctx *c, const mt_block_cfg *cfg, mt_params *P,
                                    const mt_block_params *bp, mt_tensor *x, void *arg);

@@ -592,6 +592,36 @@ static mt_status read_model(layers *L, const mt_model_type *t, mt_run_options *r
     return s == MT_OK ? check_read(L, r, err) : s;
 }
 
+/* A flag or config key that the model t has not and another model has (the first reading knew it
+   by every model's fields): refused naming whose it is, where the model's own reading would only
+   call it unknown. */
+static mt_status other_model(const layers *L, const all_models *a, const mt_model_type *t,
+                             mt_err *err) {
+    int it = 0;
+    while (mt_model_types[it] != t) it++;
+    const mt_fieldset own[] = {a->sets[0], a->sets[1], a->sets[2 + it]};
+    const mt_settings *given[] = {&L->file, &L->flags};
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < given[g]->n; i++) {
+            const mt_setting *x = &given[g]->s[i];
+            size_t len = strlen(x->name);
+            if (mt_fieldset_find(own, 3, x->name, len, NULL)) continue;
+            for (int k = 0; k < a->n_types; k++)
+                if (mt_fieldset_find(&a->sets[2 + k], 1, x->name, len, NULL)) {
+                    char where[MT_FIELD_STR_MAX + 96];
+                    if (x->source)
+                        snprintf(where, sizeof where, "%s:%d: key '%s'", x->source, x->line,
+                                 x->name);
+                    else snprintf(where, sizeof where, "--%s", x->name);
+                    return mt_errorf(err, MT_EINVAL,
+                                     "%s: refused for --model %s: it is an option of --model %s "
+                                     "only (docs/layers.md says what each model takes)",
+                                     where, t->name, mt_model_types[k]->name);
+                }
+        }
+    return MT_OK;
+}
+
 mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *err) {
     *r = defaults();
     layers L = {0};
@@ -601,6 +631,7 @@ mt_status mt_run_options_read(mt_run_options *r, int argc, char **argv, mt_err *
     const mt_model_type *t = NULL;
     if (s == MT_OK && a.o.help) r->help = true;
     if (s == MT_OK && !a.o.help) s = mt_model_type_find(a.o.model, &t, err);
+    if (s == MT_OK && t) s = other_model(&L, &a, t, err);
     if (s == MT_OK && t) s = read_model(&L, t, r, err); /* the model's own fields only */
     all_free(&a);
     mt_settings_free(&L.model);

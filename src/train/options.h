@@ -9,7 +9,8 @@
  * resumed run's model fields whose saved value does not give the model its checkpoint's config
  * records (a run saved before presets were layered) take the trained value.
  * --model, from any layer, decides which model's table applies: every model's flags are known
- * (argv is checked against all of them first), but another model's flag or key is an error. */
+ * (argv is checked against all of them first), but another model's flag or key is an error
+ * naming the model it belongs to. */
 #ifndef MT_TRAIN_OPTIONS_H
 #define MT_TRAIN_OPTIONS_H
 

@@ -85,7 +85,7 @@ def param_kind(name, role):
     if last == "g":  # ScaleNorm's gain, or the l2 QK-norm's
         return "q2" if name.endswith(("q_norm.g", "k_norm.g")) else "g"
     return {"weight": "w", "bias": "b", "alpha": "a", "shift": "s", "emb_scale": "g",
-            "sink": "z", "lambda_v1": "l", "lambda_v": "l", "static_alpha": "hs",
+            "sink": "z", "lambda_v1": "l", "lambda_v": "l", "lambda_e": "l", "static_alpha": "hs",
             "static_beta": "hs", "dynamic_alpha_fn": "hf", "dynamic_beta_fn": "hf",
             "dynamic_alpha_scale": "hk", "dynamic_beta_scale": "hk", "b_pre": "hs",
             "b_post": "hs", "b_res": "hs", "phi_pre": "hf", "phi_post": "hf", "phi_res": "hf",
@@ -123,11 +123,11 @@ def random_params(model, cfg, rng):
     (rows of norm about 1.2), e an embedding, w a norm's weight, b a bias, g and q2 the l2 norms'
     and QK-norm's gains (q.k g^2 / sqrt(HS) of order 1), a DyT's and Derf's alpha (about the
     papers' 0.5), s Derf's shift, z the attention's sink logits (about a score's size), l the
-    value residual's lambdas (about their 1/2) and the stack's x0_lambda (resid_lambda and
-    skip_weight: w), rm and rv BatchNorm's running mean and
-    variance, hs hyper-connections' static weights or mHC's logits (about their 0 and 1), hf
-    their dynamic projections (tanh's argument of order 1), hk their dynamic scales (larger
-    than the papers' 0.01 init, so that the dynamic terms count)."""
+    value residual's and the value embeddings' lambdas (about their 1/2) and the stack's
+    x0_lambda (resid_lambda and skip_weight: w), rm and rv BatchNorm's running mean and variance,
+    hs hyper-connections' static weights or mHC's logits (about their 0 and 1), hf their dynamic
+    projections (tanh's argument of order 1), hk their dynamic scales (larger than the papers'
+    0.01 init, so that the dynamic terms count)."""
     C = cfg["n_embd"]
     out = {}
     for name, (shape, role) in layout(model, cfg).items():

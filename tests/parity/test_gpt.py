@@ -5,8 +5,8 @@ shift and the embedding scale included) (Sub-LN's and Peri-LN's extra norms incl
 reorder, Mix-LN and DeepScaleLM written from their papers' formulas; 2 to 3 layers, n_head > 1),
 with the head tied and once untied, biases
 on and once off, each activation, and the loss with label smoothing 0, 0.1 and 0.3; the
-attention's methods (gated attention, gpt-oss's sink, Softpick, ResFormer's value residual) in every
-placement."""
+attention's methods (gated attention, gpt-oss's sink, Softpick, ResFormer's value residual,
+modded-nanogpt's value embeddings) in every placement."""
 import json
 
 import numpy as np
@@ -251,5 +251,31 @@ for i, (cap, z, eps, tied) in enumerate([(30.0, 0.0, 0.0, True), (2.0, 0.0, 0.0,
            "norm_eps": 1e-5, "rms_form": "llama", "tied": tied, "bias": True, "act": "gelu",
            "dropout": 0.0, "label_smoothing": eps, "z_loss": z, "logit_softcap": cap}
     run_case(cfg, 2, 8, f"softcap {cap} z-loss {z} smoothing {eps}{'' if tied else ' untied'}")
+
+# modded-nanogpt's value embeddings (last: the cases above keep their draws of rng) in every
+# placement, over three blocks, on lists of layers
+# (negative ones from the last), with the gate, a sink, Softpick, RoPE and grouped-query attention
+# in turn
+for j, placement in enumerate(PLACEMENTS):
+    cfg = {"n_layer": 3, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": ("ln", "rms")[j % 2], "placement": placement, "norm_eps": 1e-5,
+           "rms_form": "llama", "tied": j % 2 == 1, "bias": j % 2 == 0, "act": "gelu",
+           "dropout": 0.0, "value_embeds": ("0,-1", "1", "0,1,2", "-2,0")[j % 4],
+           "attn_gate": ("none", "headwise")[j % 3 == 1], "attn_sink": j % 3 == 2,
+           "softmax": ("softmax", "softpick")[j % 5 == 3],
+           "pos": ("learned", "rope")[j % 2], "n_kv_head": (4, 2)[(j // 2) % 2]}
+    cfg.update(PLACEMENT_OPTS.get(placement, {}))
+    if cfg["attn_sink"]:
+        cfg["softmax"] = "softmax"
+    run_case(cfg, 2, 8, f"value-embeds {cfg['value_embeds']} {placement} gate {cfg['attn_gate']}"
+             f" sink {cfg['attn_sink']} {cfg['softmax']} pos {cfg['pos']} kv {cfg['n_kv_head']}")
+# modded-nanogpt's sharing: the list's second half reads its first half's tables (its 012 ... 012
+# over six blocks, and a list out of order)
+for j, (layers, L) in enumerate([("0,1,2,-3,-2,-1", 6), ("-1,0", 3)]):
+    cfg = {"n_layer": L, "n_head": 4, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": "rms", "placement": ("pre", "post")[j], "norm_eps": 1e-5, "rms_form": "llama",
+           "tied": j == 0, "bias": j == 1, "act": "gelu", "dropout": 0.0, "value_embeds": layers,
+           "value_embeds_shared": True, "pos": ("rope", "learned")[j], "n_kv_head": 2}
+    run_case(cfg, 2, 8, f"value-embeds {layers} shared {cfg['placement']} pos {cfg['pos']}")
 
 R.finish()

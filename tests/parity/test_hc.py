@@ -12,7 +12,8 @@ relative; N = 1, 2 and 4 streams, static and dynamic, LayerNorm and RMSNorm, tie
 mHC (--residual mhc; Xie et al. 2025, arXiv 2512.24880, eqs. 3, 7, 8): the logits b_pre, b_post,
 b_res (static) plus alpha (Norm(vec H) phi) (dynamic, H flattened to N C), H_pre = sigmoid,
 H_post = 2 sigmoid, H_res = Sinkhorn-Knopp(exp) with K column-then-row normalisations; H' =
-H_res H + H_post^T F(Norm(H_pre H)); N = 2 and 4, static and dynamic, K = 20 and 3."""
+H_res H + H_post^T F(Norm(H_pre H)); N = 2 and 4, static and dynamic, K = 20 and 3. Both once
+with value embeddings (--value-embeds)."""
 import json
 
 import numpy as np
@@ -121,4 +122,11 @@ for N in (2, 4):
                      f" L{cfg['n_layer']}{'' if cfg['tied'] else ' untied'}")
             run_case(cfg, 2, 6 + case % 3, label)
             case += 1
+# modded-nanogpt's value embeddings (docs/layers.md) inside the streams' attention, HC and mHC
+for i, residual in enumerate(("hc", "mhc")):
+    cfg = {"n_layer": 3, "n_head": 2, "n_embd": 16, "n_ctx": 9, "n_vocab": 11, "n_ff": 24,
+           "norm": "rms", "norm_eps": 1e-5, "rms_form": "llama", "tied": True, "bias": True,
+           "act": "gelu", "dropout": 0.0, "residual": residual, "hc_streams": 2,
+           "hc_dynamic": True, "value_embeds": ("0,-1", "1")[i]}
+    run_case(cfg, 2, 7, f"{residual} N2 dynamic value-embeds {cfg['value_embeds']}")
 R.finish()

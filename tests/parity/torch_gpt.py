@@ -58,6 +58,7 @@ class TorchBlocks(torch.nn.Module):
         self.g_terms = {}  # ScaleNorm: the sum of |dL/dg terms| per norm, for its tolerance
         self.terms = {}  # a learned scalar's name -> the sum of |terms| of its gradient
         self.smax = {}  # block i -> (NH) each head's largest logit q.k / sqrt(HS) (QK-Clip)
+        self.ve = {}  # block i -> lambda_e E_i[ids] (B, T, KC), the GPT's value embeddings
 
     def scalar(self, name, u, factor=None):
         """p[name] enters as u = p[name] * factor (+ ...): records sum |dL/du factor|, the terms
@@ -158,6 +159,8 @@ class TorchBlocks(torch.nn.Module):
                 v = 0.5 * self.v1 + 0.5 * v
             else:
                 v = self.p[pre + "lambda_v1"] * self.v1 + self.p[pre + "lambda_v"] * v
+        if i in self.ve:  # modded-nanogpt's value embedding: lambda_v V + lambda_e E[ids]
+            v = self.p[f"value_embeds.{i}.lambda_v"] * v + self.ve[i]
         k, v = (t.view(B, T, NKV, HS).transpose(1, 2).repeat_interleave(NH // NKV, dim=1)
                 for t in (k, v))
         if self.cfg.get("pos") == "rope":
@@ -255,6 +258,13 @@ class TorchGPT(TorchBlocks):
             x = x + p["pos_emb.weight"][:T]
         if cfg.get("emb_scale"):  # DyT's and Derf's LLaMA setting: a learned scalar
             x = self.scalar("emb_scale", x * p["emb_scale"], x)
+        # --value-embeds "0,-1": block l's own table E_l (V, KC); shared: the list's second half
+        # reads its first half's, in order (modded-nanogpt's 012 ... 012)
+        at = [int(w) % cfg["n_layer"] for w in cfg.get("value_embeds", "").split(",") if w]
+        for k, l in enumerate(at):
+            half = cfg.get("value_embeds_shared") and k >= len(at) // 2
+            table = p[f"value_embeds.{at[k - len(at) // 2] if half else l}.weight"]
+            self.ve[l] = p[f"value_embeds.{l}.lambda_e"] * table[ids]
         x = self.blocks(x)
         head = p["tok_emb.weight"] if cfg["tied"] else p["lm_head.weight"]
         logits = self.product(x, head)

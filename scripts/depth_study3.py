@@ -64,10 +64,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mtrun import (ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model, evals,  # noqa: E402
-                   gnuplot, header, label, num, plot_heatmaps, plot_lines, read_csv, read_metrics,
-                   read_resid,
-                   run, set_tensors, with_notes, write_dat)
+from mtrun import (PALETTE, ROOT, byte_entropy, ckpt_step, copy_columns, cpu_model,  # noqa: E402
+                   evals, fmt, gnuplot, header, label, num, plot_heatmaps, plot_lines,
+                   plot_vs_rate, read_csv, read_metrics, read_resid, run, set_tensors, with_notes,
+                   write_curve, write_dat)
 from mtrun import flags as mtflags  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs/depth-study-3")
@@ -190,11 +190,7 @@ class Run:
         (<name>.row.json, written last: its presence marks the run done)."""
         os.makedirs(os.path.dirname(self.stem), exist_ok=True)
         metrics = read_metrics(os.path.join(self.dir, "metrics.csv"))
-        with open(self.stem + ".csv", "w") as f:
-            f.write("step,loss,val_loss,grad_norm\n")
-            for r in metrics:
-                f.write("%d,%s,%s,%s\n" % (r.step, fmt(r.loss), fmt(r.val_loss),
-                                           fmt(r.grad_norm)))
+        write_curve(self.stem + ".csv", metrics)
         src = lambda f: os.path.join(self.dir, f)  # noqa: E731
         if os.path.exists(src("diag_resid.csv")):
             keep_resid(src("diag_resid.csv"), self.stem, self.layers)
@@ -235,10 +231,6 @@ def keep_attn(src, stem):
             f.write("step,max\n")
             f.writelines("%d,%.6g\n" % kv for kv in sorted(top.items()))
     return top
-
-
-def fmt(x):
-    return "" if x is None else "%.6g" % x
 
 
 def keep_resid(src, stem, layers):
@@ -690,8 +682,7 @@ def resid_at(part, name, layer):
     return {int(r["step"]): float(r["norm"]) for r in read_csv(path) if int(r["layer"]) == layer}
 
 
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf", "#000000"]
+COLORS = PALETTE
 LABELS = {"fail": "failed", "diverged": "div", "stalled": "stall"}
 
 
@@ -769,7 +760,7 @@ def report_lr(part):
     plot_vs_rate(os.path.join(DOCS, png), "final validation loss against the peak rate, "
                  "%d layers (diverged: ln 256)" % depth,
                  [(m, [(float(lr), loss_or_l0(grid[m][lr])) for lr in RATES if lr in grid[m]])
-                  for m in methods])
+                  for m in methods], xrange="2e-4:1.5e-1")
     out.append("\n![%s](depth-study-3/%s)\n" % (part, png))
     png = "%s-attn.png" % part
     top = RATES[-1]
@@ -787,24 +778,6 @@ def step_values(part, name, what, column):
     """[(step, value)] of docs/<part>/<name>.<what>.csv's column."""
     return [(int(r["step"]), num(r[column]))
             for r in read_csv(os.path.join(DOCS, part, "%s.%s.csv" % (name, what)))]
-
-
-def plot_vs_rate(png, title, lines):
-    """Final loss against the rate (log x), a line per method: lines are (title, points)."""
-    tmp = png + ".d"
-    os.makedirs(tmp, exist_ok=True)
-    plots = []
-    for i, (t, pts) in enumerate(lines):
-        f = os.path.join(tmp, "%d" % i)
-        write_dat(f, sorted(pts))
-        plots.append("'%s' w lp lc rgb '%s' dt %d lw 2 pt %d title '%s'"
-                     % (f, COLORS[i % len(COLORS)], 1 + i // 7, 5 + i % 4, t))
-    if plots:
-        extra = "set logscale x\nset xrange [2e-4:1.5e-1]\nset key outside right top"
-        gnuplot(header(png, title, "peak learning rate", "final validation loss", extra,
-                       size="1000,480") +
-                "plot " + ", \\\n  ".join(plots) + "\n", png)
-    shutil.rmtree(tmp)
 
 
 def block_values(part, name, what, column, step=None):

@@ -47,9 +47,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mtrun import (ROOT, byte_entropy, copy_columns, cpu_model, evals, gnuplot,  # noqa: E402
-                   header, label, num, plot_heatmaps, plot_lines, read_csv, read_metrics, run,
-                   with_notes, write_dat)
+from mtrun import (PALETTE, ROOT, byte_entropy, copy_columns, cpu_model, evals,  # noqa: E402
+                   label, num, plot_heatmaps, plot_lines, plot_vs_rate, read_csv, read_metrics,
+                   run, with_notes, write_curve)
 from mtrun import flags as mtflags  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs/depth-study-4")
@@ -60,13 +60,7 @@ BASE = {"--config": "configs/deep100-pre.ini", "--steps": 400, "--eval-every": 5
         "--replicas": 1, "--seed": 1, "--diag-grad-every": 0, "--diag-update-steps": 0,
         "--diag-resid-every": 0}
 SMOKE = {}  # --smoke: a few layers and steps
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf"]
-
-
-def fmt(x):
-    return "" if x is None else "%.6g" % x
-
+COLORS = PALETTE
 
 class Run:
     """One ./train run of a part: method's flags over BASE at a rate and a depth, with the
@@ -99,11 +93,7 @@ class Run:
         (<stem>.row.json, written last: its presence marks the run done)."""
         os.makedirs(os.path.dirname(self.stem), exist_ok=True)
         metrics = read_metrics(os.path.join(self.dir, "metrics.csv"))
-        with open(self.stem + ".csv", "w") as f:
-            f.write("step,loss,val_loss,grad_norm\n")
-            for r in metrics:
-                f.write("%d,%s,%s,%s\n" % (r.step, fmt(r.loss), fmt(r.val_loss),
-                                           fmt(r.grad_norm)))
+        write_curve(self.stem + ".csv", metrics)
         src = lambda f: os.path.join(self.dir, f)  # noqa: E731
         if os.path.exists(src("diag_hc.csv")):
             copy_columns(src("diag_hc.csv"), self.stem + ".hc.csv",
@@ -253,25 +243,6 @@ def best(rs):
     """The trained run of the lowest final validation loss among rs (None where none)."""
     ok = [r for r in rs if r and r["label"] == "trained"]
     return min(ok, key=lambda r: r["val_final"]) if ok else None
-
-
-def plot_vs_rate(png, title, lines, ylabel="final validation loss"):
-    """A value against the rate (log x), a line per entry: lines are (title, points)."""
-    tmp = png + ".d"
-    os.makedirs(tmp, exist_ok=True)
-    plots = []
-    for i, (t, pts) in enumerate(lines):
-        if not pts:
-            continue
-        f = os.path.join(tmp, "%d" % i)
-        write_dat(f, sorted(pts))
-        plots.append("'%s' w lp lc rgb '%s' dt %d lw 2 pt %d title '%s'"
-                     % (f, COLORS[i % len(COLORS)], 1 + i // 7, 5 + i % 4, t))
-    if plots:
-        gnuplot(header(png, title, "peak learning rate", ylabel,
-                       "set logscale x\nset key outside right top", size="1000,480") +
-                "plot " + ", \\\n  ".join(plots) + "\n", png)
-    shutil.rmtree(tmp)
 
 
 def rel(png):

@@ -534,6 +534,46 @@ def plot_lines(png, title, ylabel, lines, extra="", widths=None):
     os.rmdir(tmp)
 
 
+# lines' colours in order (matplotlib's ten and black)
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf", "#000000"]
+
+
+def fmt(x):
+    """A value of a kept CSV: %.6g, empty for None."""
+    return "" if x is None else "%.6g" % x
+
+
+def write_curve(path, metrics):
+    """Metrics rows' step,loss,val_loss,grad_norm into the CSV at path (a run's kept curve)."""
+    with open(path, "w") as f:
+        f.write("step,loss,val_loss,grad_norm\n")
+        for r in metrics:
+            f.write("%d,%s,%s,%s\n" % (r.step, fmt(r.loss), fmt(r.val_loss), fmt(r.grad_norm)))
+
+
+def plot_vs_rate(png, title, lines, ylabel="final validation loss", xrange=None):
+    """A value against the peak rate (log x), a line per entry: lines are (title, points)."""
+    tmp = png + ".d"
+    os.makedirs(tmp, exist_ok=True)
+    plots = []
+    for i, (t, pts) in enumerate(lines):
+        if not pts:
+            continue
+        f = os.path.join(tmp, "%d" % i)
+        write_dat(f, sorted(pts))
+        plots.append("'%s' w lp lc rgb '%s' dt %d lw 2 pt %d title '%s'"
+                     % (f, PALETTE[i % len(PALETTE)], 1 + i // 7, 5 + i % 4, t))
+    if plots:
+        extra = "set logscale x\n%sset key outside right top" % (
+            "set xrange [%s]\n" % xrange if xrange else "")
+        gnuplot(header(png, title, "peak learning rate", ylabel, extra, size="1000,480") +
+                "plot " + ", \\\n  ".join(plots) + "\n", png)
+    for f in os.listdir(tmp):
+        os.remove(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+
 def plot_heatmaps(png, title, zlabel, panels, log=True):
     """Block-by-step heatmaps side by side, one colour scale for all (logarithmic when log):
     panels are (title, rows), rows (step, block, value). Each measured step is a column of equal

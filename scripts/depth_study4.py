@@ -389,26 +389,27 @@ def report_qk(part="qkclip"):
     return "\n".join(out + ["", "![logits](%s)" % rel(png), ""])
 
 
-def report_simple(part, title, intro, runs):
-    """A table of the runs' final losses (and composite gain where kept)."""
+def report_simple(part, title, intro, runs, gains=False):
+    """A table of the runs' final losses (gains: and the composite gain at block 0)."""
     R = rows(part)
-    out = ["## " + title, "", intro, "", "| method | layers | lr | final val | composite gain at "
-           "block 0, end | s |", "|---|---|---|---|---|---|"]
+    gain_col = " composite gain at block 0, end |" if gains else ""
+    out = ["## " + title, "", intro, "", "| method | layers | lr | final val |%s s |" % gain_col,
+           "|---|---|---|---|%s---|" % ("---|" if gains else "")]
     for run_ in runs:
         r = R.get(run_.name)
         if r is None:
             continue
         g0 = [x for x in kept(part, run_.name, "hc") if x["layer"] == "0"]
-        out.append("| %s | %d | %s | %s | %s | %s |" % (
-            r["method"], r["layers"], r["lr"], val_cell(r),
-            "%.4g" % num(g0[-1]["composite_gain"]) if g0 else "–", r["seconds"]))
+        gain = (" %s |" % ("%.4g" % num(g0[-1]["composite_gain"]) if g0 else "–")) if gains else ""
+        out.append("| %s | %d | %s | %s |%s %s |" % (r["method"], r["layers"], r["lr"],
+                                                    val_cell(r), gain, r["seconds"]))
     return "\n".join(out + [""])
 
 
 def report_hc100(part="hc-100"):
     return report_simple(part, "Hyper-connections at 100 layers",
                          "The signal-gain question at 100 layers, with Pre-LN and DeepNorm as "
-                         "controls, lr 1e-3.", hc100_runs(part))
+                         "controls, lr 1e-3.", hc100_runs(part), gains=True)
 
 
 def report_value(part="value"):

@@ -177,4 +177,7 @@ for i, z in enumerate((1e-4, 0.3)):  # PaLM's z-loss in the training loss (torch
 # the embedding scale on the tokens (patches + positions), with DyT, Derf and LayerNorm
 for i, (norm, placement) in enumerate((("dyt", "pre"), ("derf", "lns"), ("ln", "post"))):
     run_case(norm, {"emb_scale": True}, placement, case + 2 + i)
+# nanochat's per-block lambdas and modded-nanogpt's U-net skips (the stack's, torch_gpt's blocks)
+for i, (norm, placement) in enumerate((("ln", "pre"), ("rms", "peri"))):
+    run_case(norm, {"layer_lambdas": True, "unet": True}, placement, case + 5 + i)
 R.finish()

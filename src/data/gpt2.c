@@ -227,8 +227,118 @@ static mt_status not_a_file(const char *path, mt_err *err) {
                           : "a file, not a directory");
 }
 
+/* ---- Hugging Face's tokenizer.json ----------------------------------------------------------- */
+
+/* What tokenizer.json's o is, when it is not GPT-2's BPE (model BPE, pre_tokenizer ByteLevel, no
+   normalizer), into why; NULL when it is. */
+static const char *not_gpt2(const cJSON *o, char *why, size_t len) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model"),
+                *pre = cJSON_GetObjectItemCaseSensitive(o, "pre_tokenizer"),
+                *norm = cJSON_GetObjectItemCaseSensitive(o, "normalizer");
+    const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "type")),
+               *pt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pre, "type")),
+               *nt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(norm, "type"));
+    if (mt && strcmp(mt, "BPE") == 0 && pt && strcmp(pt, "ByteLevel") == 0 &&
+        (!norm || cJSON_IsNull(norm)))
+        return NULL;
+    snprintf(why, len, "model.type %s, pre_tokenizer %s, normalizer %s", mt ? mt : "absent",
+             pt ? pt : "absent",
+             nt                            ? nt
+             : norm && !cJSON_IsNull(norm) ? "?"
+                                           : "none");
+    return why;
+}
+
+/* model.merges[k], "a b" or ["a", "b"] (newer files), as a string "a b" of its own; NULL:
+   neither. */
+static char *merge_text(const cJSON *m) {
+    const char *l = cJSON_GetStringValue(cJSON_GetArrayItem(m, 0)),
+               *r = cJSON_GetStringValue(cJSON_GetArrayItem(m, 1));
+    if (cJSON_IsString(m)) return strdup(m->valuestring);
+    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != 2 || !l || !r) return NULL;
+    char *s = malloc(strlen(l) + strlen(r) + 2);
+    if (s) sprintf(s, "%s %s", l, r);
+    return s;
+}
+
+/* added_tokens: each one's id in the vocabulary (str[n]) with its content. */
+static mt_status check_added(const char *path, const cJSON *a, const char *const *str, int n,
+                             mt_err *err) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, a) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
+        const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "content"));
+        double d = cJSON_IsNumber(id) ? id->valuedouble : -1;
+        if (!c || !(d >= 0 && d < n && d == (int)d) || strcmp(str[(int)d], c) != 0)
+            return mt_errorf(err, MT_EFORMAT,
+                             "%s: added token '%s' of id %g: expected an id of model.vocab (0..%d) "
+                             "of that token",
+                             path, c ? c : "?", d, n - 1);
+    }
+    return MT_OK;
+}
+
+/* Hugging Face's tokenizer.json of GPT-2's BPE (model.vocab token -> id, model.merges by rank,
+   added_tokens among the vocabulary's) into t, checked as GPT-2's files are. */
+static mt_status read_hf(const char *path, mt_tokenizer *t, mt_err *err) {
+    char *text = NULL, why[200];
+    mt_status s = mt_file_read("--tokenizer-file", path, &text, &(size_t){0}, err);
+    if (s != MT_OK) return s;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model"),
+                *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab"),
+                *ms = cJSON_GetObjectItemCaseSensitive(m, "merges");
+    int n = cJSON_GetArraySize(vocab), n_merges = cJSON_GetArraySize(ms);
+    if (!cJSON_IsObject(o))
+        s = mt_errorf(err, MT_EFORMAT, "%s: not JSON; expected Hugging Face's tokenizer.json",
+                      path);
+    else if (not_gpt2(o, why, sizeof why))
+        s = mt_errorf(err, MT_EINVAL,
+                      "%s: %s; --tokenizer gpt2 reads GPT-2's byte-level BPE (model.type BPE, "
+                      "pre_tokenizer ByteLevel, no normalizer)",
+                      path, why);
+    else if (!cJSON_IsObject(vocab) || !cJSON_IsArray(ms) || n < 257 || n > MT_BPE_MAX_VOCAB)
+        s = mt_errorf(err, MT_EFORMAT,
+                      "%s: expected model.vocab, an object of 257 to %d token -> id, and "
+                      "model.merges, an array",
+                      path, MT_BPE_MAX_VOCAB);
+    const char **str = s == MT_OK ? calloc((size_t)n, sizeof *str) : NULL;
+    char **merges = s == MT_OK ? calloc((size_t)n_merges + 1, sizeof *merges) : NULL;
+    MT_ASSERT(s != MT_OK || (str && merges), "gpt2: out of memory");
+    if (s == MT_OK) s = read_encoder(path, vocab, str, err);
+    for (int k = 0; s == MT_OK && k < n_merges; k++)
+        if (!(merges[k] = merge_text(cJSON_GetArrayItem(ms, k))))
+            s = mt_errorf(err, MT_EFORMAT,
+                          "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", path, k);
+    if (s == MT_OK)
+        s = check_added(path, cJSON_GetObjectItemCaseSensitive(o, "added_tokens"), str, n, err);
+    if (s == MT_OK) s = mt_gpt2_from_vocab(path, "model.vocab", str, n, merges, n_merges, t, err);
+    for (int k = 0; merges && k < n_merges; k++) free(merges[k]);
+    free(merges);
+    free(str);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* Whether path is Hugging Face's tokenizer.json: named so, or a directory holding one and no
+   encoder.json; into hf_path. */
+static bool is_hf(const char *path, char *hf_path, size_t len) {
+    size_t n = strlen(path);
+    char enc[4096];
+    snprintf(enc, sizeof enc, "%s/encoder.json", path);
+    snprintf(hf_path, len, "%s/tokenizer.json", path);
+    if (n >= 14 && strcmp(path + n - 14, "tokenizer.json") == 0) {
+        snprintf(hf_path, len, "%s", path);
+        return true;
+    }
+    return access(enc, F_OK) != 0 && access(hf_path, F_OK) == 0;
+}
+
 mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err) {
     memset(t, 0, sizeof *t);
+    char hf_path[4096];
+    if (is_hf(path, hf_path, sizeof hf_path)) return read_hf(hf_path, t, err);
     size_t plen = strlen(path);
     bool json = plen >= 5 && strcmp(path + plen - 5, ".json") == 0;
     if (!json && not_a_file(path, err) != MT_OK) return MT_EFORMAT;

@@ -5,7 +5,8 @@
 # the merges as "a b" strings and as ["a", "b"] pairs (newer files), encodes a text to the ids
 # GPT-2's files give (whose ids tests/test_gpt2.c checks against Encoder.js's). Malformed JSON, a
 # merge naming an unknown token, an id out of range, an added token not in the vocabulary, a
-# WordPiece model and a Metaspace pre-tokenizer are refused (exit 2, nothing written).
+# WordPiece model, a Metaspace pre-tokenizer and a Llama's (SentencePiece-style BPE, byte fallback:
+# with --tokenizer gpt2 or sp) are refused (exit 2, nothing written).
 NAME=test_hf_tokenizer
 . "$(dirname "$0")/lib.sh"
 G2=${MT_GPT2:-../shared/third_party/gpt2}
@@ -57,6 +58,12 @@ write("wordpiece", bad)
 bad = copy.deepcopy(tok)
 bad["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁"}
 write("metaspace", bad)
+bad = copy.deepcopy(tok) # a Llama's form: SentencePiece-style BPE with byte fallback
+bad["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+                     {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+bad["pre_tokenizer"] = None
+bad["model"]["byte_fallback"] = True
+write("llama", bad)
 open(T + "/malformed.json", "w").write(json.dumps(tok)[:5000])
 os.rename(T + "/malformed.json", T + "/strings/../malformed-tokenizer.json")
 PY
@@ -92,6 +99,10 @@ refused "added token" "added token '<|endoftext|>' of id 50300: expected an id o
     --tokenizer gpt2 --tokenizer-file "$T/added"
 refused "WordPiece" "model.type WordPiece, pre_tokenizer ByteLevel, normalizer none; --tokenizer gpt2 reads GPT-2's byte-level BPE" \
     --tokenizer gpt2 --tokenizer-file "$T/wordpiece"
+refused "Llama's, gpt2" "model.type BPE, pre_tokenizer absent, normalizer Sequence; --tokenizer gpt2" \
+    --tokenizer gpt2 --tokenizer-file "$T/llama/tokenizer.json"
+refused "Llama's, sp" "llama/tokenizer.json: a JSON file, not llama2.c's tokenizer.bin; mt reads Hugging Face's tokenizer.json of GPT-2's byte-level BPE (--tokenizer gpt2), not yet a Llama's" \
+    --tokenizer sp --tokenizer-file "$T/llama/tokenizer.json"
 refused "Metaspace" "model.type BPE, pre_tokenizer Metaspace" --tokenizer gpt2 \
     --tokenizer-file "$T/metaspace/tokenizer.json"
 finish

@@ -3,7 +3,8 @@
 # encoder.json): Hugging Face's tokenizer.json of GPT-2's byte-level BPE (model.type BPE,
 # pre_tokenizer ByteLevel), written here from GPT-2's published encoder.json and vocab.bpe with
 # the merges as "a b" strings and as ["a", "b"] pairs (newer files), encodes a text to the ids
-# GPT-2's files give (whose ids tests/test_gpt2.c checks against Encoder.js's). Malformed JSON, a
+# GPT-2's files give (whose ids tests/test_gpt2.c checks against Encoder.js's); --init-from a
+# GPT2LMHeadModel's directory holding it gives --tokenizer gpt2 its vocabulary. Malformed JSON, a
 # merge naming an unknown token, an id out of range, an added token not in the vocabulary, a
 # WordPiece model, a Metaspace pre-tokenizer and a Llama's (SentencePiece-style BPE, byte fallback:
 # with --tokenizer gpt2 or sp) are refused (exit 2, nothing written).
@@ -64,6 +65,31 @@ bad["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "pr
 bad["pre_tokenizer"] = None
 bad["model"]["byte_fallback"] = True
 write("llama", bad)
+# a GPT2LMHeadModel of that vocabulary (1 layer, 16 channels, zero weights) beside it
+V, C, P = 50257, 16, 32
+shapes = {"transformer.wte.weight": [V, C], "transformer.wpe.weight": [P, C],
+          "transformer.ln_f.weight": [C], "transformer.ln_f.bias": [C]}
+for k, shape in {"ln_1.weight": [C], "ln_1.bias": [C], "ln_2.weight": [C], "ln_2.bias": [C],
+                 "attn.c_attn.weight": [C, 3 * C], "attn.c_attn.bias": [3 * C],
+                 "attn.c_proj.weight": [C, C], "attn.c_proj.bias": [C],
+                 "mlp.c_fc.weight": [C, 4 * C], "mlp.c_fc.bias": [4 * C],
+                 "mlp.c_proj.weight": [4 * C, C], "mlp.c_proj.bias": [C]}.items():
+    shapes["transformer.h.0." + k] = shape
+h, off = {}, 0
+for k in sorted(shapes):
+    n = 4
+    for d in shapes[k]:
+        n *= d
+    h[k] = {"dtype": "F32", "shape": shapes[k], "data_offsets": [off, off + n]}
+    off += n
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+import struct
+open(T + "/strings/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + bytes(off))
+json.dump({"architectures": ["GPT2LMHeadModel"], "activation_function": "gelu_new",
+           "model_type": "gpt2", "n_ctx": P, "n_embd": C, "n_head": 2, "n_layer": 1,
+           "n_positions": P, "layer_norm_epsilon": 1e-5, "vocab_size": V},
+          open(T + "/strings/config.json", "w"))
 open(T + "/malformed.json", "w").write(json.dumps(tok)[:5000])
 os.rename(T + "/malformed.json", T + "/strings/../malformed-tokenizer.json")
 PY
@@ -79,6 +105,13 @@ for form in strings pairs; do
             fail "$form: $f encodes otherwise than GPT-2's files"
     done
 done
+
+# --init-from the checkpoint's directory: --tokenizer gpt2 takes its tokenizer.json
+"$B/train" --threads 2 --data "$T/text.txt" --batch 2 --eval-batches 1 --tokenizer gpt2 \
+    --init-from "$T/strings" --steps 1 --out "$T/ft" >"$T/log" 2>&1 ||
+    fail "--init-from the directory: $(cat "$T/log")"
+grep -q "tokens (gpt2 tokenizer, vocabulary 50257)" "$T/log" && grep -q "^init    loaded" "$T/log" ||
+    fail "--init-from the directory: $(grep "data\|init" "$T/log")"
 
 refused() { # what, expected text, train's flags...
     what=$1 want=$2

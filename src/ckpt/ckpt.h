@@ -211,6 +211,9 @@ mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_
  * Refused (MT_EINVAL) naming the key: rope_scaling, attention_bias, mlp_bias, a hidden_act but
  * silu, an activation_function but gelu_new, another architecture. */
 bool mt_hf_is(const char *path);
+/* The tokenizer.json beside a Hugging Face checkpoint's config.json (path: the checkpoint) into
+   buf; false (buf undefined) when there is none. */
+bool mt_hf_tokenizer_json(const char *path, char *buf, size_t len);
 mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 

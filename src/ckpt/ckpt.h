@@ -195,8 +195,9 @@ mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err);
 void mt_gguf_vocab_free(mt_gguf_vocab *v);
 /* --tokenizer KIND --tokenizer-file PATH when PATH is a GGUF file (else *json NULL): its
    vocabulary as mt's tokenizer JSON (the form mt_tok_from_json reads) of KIND, "sp" for a
-   SentencePiece one (model llama: its pieces, U+2581 read as ' ', and scores); MT_EINVAL naming
-   the --tokenizer its model needs, and for a gpt2 vocabulary (not read yet). */
+   SentencePiece one (model llama: its pieces, U+2581 read as ' ', and scores), "gpt2" for a
+   byte-level BPE one (model gpt2 of GPT-2's ids: tokens, merges; mt_gpt2_from_vocab checks them,
+   MT_EFORMAT); MT_EINVAL naming the --tokenizer its model needs. */
 mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err);
 
 /* A Hugging Face checkpoint (hf.c): a directory with config.json and model.safetensors, or
@@ -210,6 +211,9 @@ mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_
  * Refused (MT_EINVAL) naming the key: rope_scaling, attention_bias, mlp_bias, a hidden_act but
  * silu, an activation_function but gelu_new, another architecture. */
 bool mt_hf_is(const char *path);
+/* The tokenizer.json beside a Hugging Face checkpoint's config.json (path: the checkpoint) into
+   buf; false (buf undefined) when there is none. */
+bool mt_hf_tokenizer_json(const char *path, char *buf, size_t len);
 mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
 

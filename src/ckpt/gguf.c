@@ -729,22 +729,31 @@ static char *sp_json(const mt_gguf_vocab *v) {
     return json;
 }
 
+/* A gpt2 (byte-level BPE) vocabulary of GPT-2's ids as mt's gpt2 tokenizer's JSON. */
+static mt_status gpt2_json(const char *path, mt_gguf_vocab *v, char **json, mt_err *err) {
+    mt_tokenizer t;
+    mt_status s = mt_gpt2_from_vocab(path, "tokenizer.ggml.tokens", (const char *const *)v->tokens,
+                                     v->n, v->merges, v->n_merges, &t, err);
+    if (s != MT_OK) return s;
+    *json = mt_tok_to_json(&t);
+    mt_tok_free(&t);
+    return MT_OK;
+}
+
 mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err) {
     *json = NULL;
     if (!mt_gguf_is(path)) return MT_OK;
     mt_gguf_vocab v;
     mt_status s = mt_gguf_vocab_read(path, &v, err);
     if (s != MT_OK) return s;
-    bool spm = strcmp(v.model, "llama") == 0;
-    if (!spm || strcmp(kind, "sp") != 0)
+    bool spm = strcmp(v.model, "llama") == 0, gpt2 = strcmp(v.model, "gpt2") == 0;
+    if (strcmp(kind, spm ? "sp" : gpt2 ? "gpt2" : "") != 0)
         s = mt_errorf(err, MT_EINVAL,
                       "--tokenizer %s --tokenizer-file %s: its vocabulary is tokenizer.ggml.model "
                       "'%s'; mt reads a GGUF's SentencePiece vocabulary ('llama', --tokenizer "
-                      "sp)%s",
-                      kind, path, v.model,
-                      strcmp(v.model, "gpt2") == 0 ? "; a gpt2 one from GPT-2's own files "
-                                                     "(--tokenizer gpt2 --tokenizer-file DIR)"
-                                                   : "");
+                      "sp) and its GPT-2 byte-level BPE one ('gpt2', --tokenizer gpt2)",
+                      kind, path, v.model);
+    else if (gpt2) s = gpt2_json(path, &v, json, err);
     else if (!(*json = sp_json(&v)))
         s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for its vocabulary", path);
     mt_gguf_vocab_free(&v);

@@ -49,6 +49,16 @@ bool mt_hf_is(const char *path) {
     return stat(cfg, &sb) == 0;
 }
 
+bool mt_hf_tokenizer_json(const char *path, char *buf, size_t len) {
+    char dir[4096], cfg[4200];
+    struct stat sb;
+    if (!mt_hf_is(path)) return false;
+    dir_of(path, dir, sizeof dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(buf, len, "%s/tokenizer.json", dir);
+    return stat(cfg, &sb) == 0 && stat(buf, &sb) == 0;
+}
+
 /* ---- config.json ---------------------------------------------------------------------------- */
 typedef struct {
     char dir[4096], st_path[4400], cfg_path[4200]; /* st_path: the index when sharded */

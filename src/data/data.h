@@ -133,8 +133,18 @@ void mt_sp_free(mt_sp *sp); /* NULL: nothing */
 /* gpt2.c's parts. Reads GPT-2's encoder.json and vocab.bpe: path is the directory holding both,
    or encoder.json's path with vocab.bpe beside it. A missing file, malformed JSON, a byte token
    out of bytes_to_unicode's order, a merge of an unknown token or one whose result is not the id
-   256 + k in encoder.json is MT_EFORMAT (MT_EIO: unreadable) naming the file and the line. */
+   256 + k in encoder.json is MT_EFORMAT (MT_EIO: unreadable) naming the file and the line. Or
+   Hugging Face's tokenizer.json (path named so, or a directory holding it and no encoder.json) of
+   GPT-2's BPE: model.type BPE, pre_tokenizer ByteLevel, no normalizer (else MT_EINVAL naming
+   what it is), model.vocab and model.merges ("a b" or ["a", "b"]) checked as those files are,
+   added_tokens ids of model.vocab of their content. */
 mt_status mt_gpt2_read(const char *path, mt_tokenizer *t, mt_err *err);
+/* The same of a vocabulary given whole (a GGUF's tokenizer.ggml.tokens and merges): str[id] (n
+   tokens, bytes as bytes_to_unicode's characters, special tokens as their text) and merges[k]
+   "left right" in rank order (n_merges, cut in place), checked as mt_gpt2_read checks its files
+   (two ids of one string too); where and vocab (the tokens' list) name them in messages. */
+mt_status mt_gpt2_from_vocab(const char *where, const char *vocab, const char *const *str, int n,
+                             char **merges, int n_merges, mt_tokenizer *t, mt_err *err);
 /* GPT-2's byte order: id_byte[i] is the byte of id i < 256 (bytes_to_unicode's). */
 void mt_gpt2_byte_order(uint8_t id_byte[256]);
 /* The pre-token that starts at s[i] ends at the returned index (i < end <= len): GPT-2's regex

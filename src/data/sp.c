@@ -169,6 +169,15 @@ mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err) {
         free(f);
         return mt_errorf(err, MT_EIO, "%s: cannot read it", path);
     }
+    if (size && f[0] == '{') { /* not a length: Hugging Face's tokenizer.json? */
+        free(f);
+        return mt_errorf(err, MT_EINVAL,
+                         "%s: a JSON file, not llama2.c's tokenizer.bin; mt reads Hugging Face's "
+                         "tokenizer.json of GPT-2's byte-level BPE (--tokenizer gpt2), not yet a "
+                         "Llama's (BPE by merge ranks with byte fallback): give its GGUF "
+                         "(--tokenizer-file model.gguf) or llama2.c's tokenizer.bin",
+                         path);
+    }
     int32_t max_len = size >= 4 ? le32(f) : 0;
     if (size < 4 || max_len < 1 || max_len > MT_TOK_MAX_BYTES) {
         free(f);

@@ -66,7 +66,10 @@ static const mt_field DATA[] = {
     F(tokenizer_file, STR, "tokenizer_file",
       "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes; "
       "--tokenizer gpt2: the directory of GPT-2's encoder.json and vocab.bpe (or encoder.json's "
-      "path, vocab.bpe beside it), encoded as its encoder.py encodes",
+      "path, vocab.bpe beside it), encoded as its encoder.py encodes, or Hugging Face's "
+      "tokenizer.json of GPT-2's BPE (none: --init-from's, a Hugging Face directory's); "
+      "either: a GGUF file of "
+      "that vocabulary (tokenizer.ggml.model llama for sp, gpt2 for gpt2)",
       .read = reads_tokenizer_file, .read_by = "--tokenizer sp or gpt2"),
     F(vocab_size, INT, "vocab_size",
       "bpe: the vocabulary learnt from the training part (the 256 bytes and the merges)",

@@ -61,7 +61,7 @@ LAYERS = {
     "diag": {"tensor", "nn", "data", "io", "optim", "models", "tasks", "ckpt", "train"},
     "app": {"tensor", "nn", "data", "io", "optim", "models", "tasks", "ckpt", "train", "diag"},
 }
-MODEL_NAME = re.compile(r"\bmt_(gpt|vit|encdec)\w*")
+MODEL_NAME = re.compile(r"\bmt_(gpt|vit|encdec)(_\w*|\b)")  # not the tokenizer's mt_gpt2_*
 ABOVE_MODELS = ["train.c", "infer.c", "export.c", "src/ckpt", "src/train", "src/io", "src/diag",
                 "src/tasks", "src/app"]
 

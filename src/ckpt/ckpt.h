@@ -193,12 +193,6 @@ typedef struct {
 } mt_gguf_vocab;
 mt_status mt_gguf_vocab_read(const char *path, mt_gguf_vocab *v, mt_err *err);
 void mt_gguf_vocab_free(mt_gguf_vocab *v);
-/* --tokenizer KIND --tokenizer-file PATH when PATH is a GGUF file (else *json NULL): its
-   vocabulary as mt's tokenizer JSON (the form mt_tok_from_json reads) of KIND, "sp" for a
-   SentencePiece one (model llama: its pieces, U+2581 read as ' ', and scores), "gpt2" for a
-   byte-level BPE one (model gpt2 of GPT-2's ids: tokens, merges; mt_gpt2_from_vocab checks them,
-   MT_EFORMAT); MT_EINVAL naming the --tokenizer its model needs. */
-mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err);
 
 /* A Hugging Face checkpoint (hf.c): a directory with config.json and model.safetensors, or
  * model.safetensors.index.json and the shards its weight_map names (save_pretrained's), or a

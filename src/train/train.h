@@ -340,4 +340,12 @@ typedef struct {
    MT_EDIVERGED naming the first non-finite gradient (nothing updated, the last checkpoint kept). */
 mt_status mt_trainer_run(mt_trainer *tr, const mt_loop_cfg *cfg, mt_progress *p, mt_err *err);
 
+/* gguf_vocab.c: */
+/* --tokenizer KIND --tokenizer-file PATH when PATH is a GGUF file (else *json NULL): its
+   vocabulary as mt's tokenizer JSON (the form mt_tok_from_json reads) of KIND, "sp" for a
+   SentencePiece one (model llama: its pieces, U+2581 read as ' ', and scores), "gpt2" for a
+   byte-level BPE one (model gpt2 of GPT-2's ids: tokens, merges; mt_gpt2_from_vocab checks them,
+   MT_EFORMAT); MT_EINVAL naming the --tokenizer its model needs. */
+mt_status mt_gguf_tokenizer(const char *path, const char *kind, char **json, mt_err *err);
+
 #endif

@@ -3,7 +3,8 @@
    GGUF file (src/ckpt/llama2c.c and gguf.c read them) and an llm.c GPT-2 (src/ckpt/llmc.c) are
    as a GPT. The two formats it writes hold a Llama: pre-norm RMSNorm blocks
    without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
-   refused with what does not fit. The layouts and every mapping: docs/export.md.
+   refused with what does not fit. For --format hf it checks the model is a Llama or a GPT-2 and
+   says which (src/ckpt/hf.c writes the files). The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
 #include <cjson/cJSON.h>
 #include <stdio.h>

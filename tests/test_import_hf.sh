@@ -12,6 +12,13 @@
 # Llama with grouped-query heads (float32, untied; bfloat16, tied) and a GPT-2 (float32 under
 # GPT2LMHeadModel's names, float16 under GPT2Model's with the BOOL attn.bias masks older
 # transformers saved). Bad files refused, exit 2, nothing written.
+# And back out (./export --format hf): the untied and the tied Llama and the GPT-2, fine-tuned
+# two steps, exported and imported again are the same numbers bit for bit and the same config;
+# the exported directories run through the same reference forward (which reads its sizes, eps
+# and theta from config.json) give the fine-tuned model's score and greedy tokens, and where
+# /usr/bin/python3 imports transformers, its own model of each directory gives that forward's
+# logits (skipped with a message where absent); --merge-lora's export reads back as --format
+# checkpoint's merge; what is neither shape is refused, exit 2, no directory made.
 NAME=test_import_hf
 . "$(dirname "$0")/lib.sh"
 has_torch || skip "$TORCH_MISSING"
@@ -237,7 +244,7 @@ for m, w, d, ck in models:
         bad += 1
     if HAS_HF and m.startswith("hf_"):  # transformers' own model of the directory
         import transformers
-        hm = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float64).eval()
+        hm = transformers.AutoModelForCausalLM.from_pretrained(d).double().eval()
         with torch.no_grad():
             diff = float((hm(ids[None, :P]).logits[0] - fwd(w, ids[:P])).abs().max())
         print(f"{m}: transformers {transformers.__version__}: logits within {diff:.2e} of the reference's")

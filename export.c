@@ -1,5 +1,5 @@
 /* ./export: a GPT checkpoint in the files other programs run: llama2.c's model.bin and
- * tokenizer.bin, or a GGUF file for llama.cpp (docs/export.md). Exit status: 0 written, 1 a
+ * tokenizer.bin, a GGUF file for llama.cpp, or a Hugging Face directory (docs/export.md). Exit status: 0 written, 1 a
  * failure while writing (I/O, out of memory), 2 a bad flag, a missing or malformed checkpoint, or
  * a model the format cannot hold. */
 #include <stdio.h>
@@ -19,7 +19,9 @@ typedef struct {
 static const mt_field FIELDS[] = {
     F(checkpoint, STR, "checkpoint", "model.safetensors of a GPT written by ./train"),
     F(format, ENUM, "format", "the file format", .of = &MT_EXPORT_FORMATS),
-    F(out, STR, "out", "the file to write (model.bin, model.gguf)"),
+    F(out, STR, "out",
+      "the file to write (model.bin, model.gguf); hf: the directory of config.json and "
+      "model.safetensors"),
     F(tokenizer_out, STR, "tokenizer_out",
       "llama2c: the tokenizer file; empty: tokenizer.bin "
       "beside --out"),
@@ -36,6 +38,18 @@ static _Noreturn void die(int code, const char *msg) {
     exit(code);
 }
 
+/* hf's --out is a directory (made when the export is written): a file there is refused, as is
+   one whose model.safetensors would be the checkpoint's */
+static void check_hf_out(const export_options *o) {
+    mt_err e;
+    char st[MT_FIELD_STR_MAX + 32];
+    snprintf(st, sizeof st, "%s/model.safetensors", o->out);
+    if (mt_dir_check_writable("--out", o->out, &e) != MT_OK ||
+        mt_output_file_check("--out", st, &e) != MT_OK ||
+        mt_output_check("--out", st, "--checkpoint", o->checkpoint, &e) != MT_OK)
+        die(2, e.msg);
+}
+
 int main(int argc, char **argv) {
     mt_err e;
     char msg[3 * MT_FIELD_STR_MAX];
@@ -49,6 +63,7 @@ int main(int argc, char **argv) {
                "model.bin\n"
                "       ./export --checkpoint out/model.safetensors --format gguf --out "
                "model.gguf\n"
+               "       ./export --checkpoint out/model.safetensors --format hf --out hf-model\n"
                "       ./export --checkpoint out/model.safetensors --merge-lora --format "
                "checkpoint --out merged.safetensors\n\n%s",
                help);
@@ -65,18 +80,22 @@ int main(int argc, char **argv) {
             (int)sizeof o.tokenizer_out)
             die(2, "--out: the path is too long");
     }
+    if (o.format != MT_EXPORT_LLAMA2C && o.tokenizer_out[0])
+        die(2, "--tokenizer-out: --format llama2c only (the other formats write no tokenizer)");
+    if (o.format == MT_EXPORT_HF) check_hf_out(&o);
     if (o.format == MT_EXPORT_LLAMA2C && strcmp(o.out, o.tokenizer_out) == 0)
         die(2, "--out and --tokenizer-out name the same file: give them different names");
-    if (mt_output_file_check("--out", o.out, &e) != MT_OK ||
+    if ((o.format != MT_EXPORT_HF && mt_output_file_check("--out", o.out, &e) != MT_OK) ||
         (o.format == MT_EXPORT_LLAMA2C &&
          mt_output_file_check("--tokenizer-out", o.tokenizer_out, &e) != MT_OK) ||
-        mt_output_check("--out", o.out, "--checkpoint", o.checkpoint, &e) != MT_OK ||
+        (o.format != MT_EXPORT_HF &&
+         mt_output_check("--out", o.out, "--checkpoint", o.checkpoint, &e) != MT_OK) ||
         (o.format == MT_EXPORT_LLAMA2C &&
          mt_output_check("--tokenizer-out", o.tokenizer_out, "--checkpoint", o.checkpoint, &e) !=
              MT_OK))
         die(2, e.msg);
-    if (o.f16 && o.format == MT_EXPORT_CHECKPOINT)
-        die(2, "--f16: --format gguf only (a checkpoint holds float32)");
+    if (o.f16 && (o.format == MT_EXPORT_CHECKPOINT || o.format == MT_EXPORT_HF))
+        die(2, "--f16: --format gguf only (a checkpoint and hf's model.safetensors hold float32)");
     mt_model *model;
     mt_ckpt_state state;
     char *options, lora[256];
@@ -112,10 +131,15 @@ int main(int argc, char **argv) {
                  o.checkpoint, model->type->name, fname);
         die(2, msg);
     }
-    mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16};
+    mt_import_arch arch;
+    mt_export_opts eo = {(mt_export_format)o.format, o.out, o.tokenizer_out, o.f16, &arch};
     s = model->type->export(model, &eo, &e);
+    if (s == MT_OK && o.format == MT_EXPORT_HF) s = mt_hf_write(o.out, model, &arch, &e);
     if (s != MT_OK) die(mt_exit_code(s), e.msg);
-    if (o.format == MT_EXPORT_LLAMA2C)
+    if (o.format == MT_EXPORT_HF)
+        printf("wrote %s/config.json and %s/model.safetensors (hf, %s, float32)\n", o.out, o.out,
+               arch.format == MT_IMPORT_GGUF ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+    else if (o.format == MT_EXPORT_LLAMA2C)
         printf("wrote %s and %s (llama2c)\n", o.out, o.tokenizer_out);
     else printf("wrote %s (gguf, %s)\n", o.out, o.f16 ? "float16 matrices" : "float32");
     mt_model_free(model);

@@ -12,6 +12,13 @@
 # Llama with grouped-query heads (float32, untied; bfloat16, tied) and a GPT-2 (float32 under
 # GPT2LMHeadModel's names, float16 under GPT2Model's with the BOOL attn.bias masks older
 # transformers saved). Bad files refused, exit 2, nothing written.
+# And back out (./export --format hf): the untied and the tied Llama and the GPT-2, fine-tuned
+# two steps, exported and imported again are the same numbers bit for bit and the same config;
+# the exported directories run through the same reference forward (which reads its sizes, eps
+# and theta from config.json) give the fine-tuned model's score and greedy tokens, and where
+# /usr/bin/python3 imports transformers, its own model of each directory gives that forward's
+# logits (skipped with a message where absent); --merge-lora's export reads back as --format
+# checkpoint's merge; what is neither shape is refused, exit 2, no directory made.
 NAME=test_import_hf
 . "$(dirname "$0")/lib.sh"
 has_torch || skip "$TORCH_MISSING"
@@ -120,39 +127,60 @@ for m in llama llama_sharded llama_bf16 gpt2 gpt2_f16; do
     "$B/infer" --threads 2 --checkpoint "$T/out_$m/model.safetensors" --tokens 63 --temperature 0 \
         >"$T/gen_$m" 2>/dev/null || fail "$m: infer exited $?"
 done
-/usr/bin/python3 - "$T" <<'PY' || fail "the import is not the reference's model"
+# back out (./export --format hf): each fine-tuned two steps, exported, imported again
+for m in llama llama_bf16 gpt2; do
+    train $DATA --steps 2 --init-from "$T/$m" --out "$T/ft_$m" || fail "$m: fine-tuning exited $?"
+    "$B/export" --checkpoint "$T/ft_$m/model.safetensors" --format hf --out "$T/hf_$m" \
+        >"$T/log" 2>&1 || fail "$m: export exited $?: $(cat "$T/log")"
+    train $DATA --steps 0 --init-from "$T/hf_$m" --out "$T/back_$m" ||
+        fail "hf_$m: import exited $?: $(cat "$T/log")"
+    "$B/infer" --threads 2 --checkpoint "$T/ft_$m/model.safetensors" --score "$T/score.txt" \
+        >"$T/score_hf_$m" || fail "ft_$m: infer --score exited $?"
+    "$B/infer" --threads 2 --checkpoint "$T/ft_$m/model.safetensors" --tokens 63 \
+        --temperature 0 >"$T/gen_hf_$m" 2>/dev/null || fail "ft_$m: infer exited $?"
+done
+if /usr/bin/python3 -c "import transformers" 2>/dev/null; then HAS_HF=1; else
+    HAS_HF=0
+    skip_case "transformers" "/usr/bin/python3 cannot import transformers: the exported" \
+        "directories are checked against the reference forward only"
+fi
+/usr/bin/python3 - "$T" "$HAS_HF" <<'PY' || fail "the import or the export is not the reference's model"
 import json, math, re, struct, sys, torch
-T = sys.argv[1]
-C, L, P = 32, 2, 64
-def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+T, HAS_HF = sys.argv[1], sys.argv[2] == "1"
+P = 64
+def rms(x, w, eps): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 def rotate_half(x): return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), -1)
-def llama(w, ids):
-    """modeling_llama.py's LlamaForCausalLM: RoPE on halves (rotate_half), repeat_kv, float64."""
-    t, NH, NKV, HS = len(ids), 4, 2, 8
+def llama(w, ids, cfg):
+    """modeling_llama.py's LlamaForCausalLM: RoPE on halves (rotate_half), repeat_kv, float64;
+    the sizes, eps and theta config.json's."""
+    t, NH, NKV = len(ids), cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    C, L, eps = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["rms_norm_eps"]
+    HS = C // NH
     x = w["model.embed_tokens.weight"][ids]
-    inv = 1 / 500.0 ** (torch.arange(0, HS, 2, dtype=torch.float64) / HS)
+    inv = 1 / cfg["rope_theta"] ** (torch.arange(0, HS, 2, dtype=torch.float64) / HS)
     f = torch.arange(t, dtype=torch.float64)[:, None] * inv
     cos, sin = torch.cat((f, f), -1).cos(), torch.cat((f, f), -1).sin()
     mask = torch.ones(t, t, dtype=torch.bool).tril()
     for i in range(L):
         p = f"model.layers.{i}."
-        h = rms(x, w[p + "input_layernorm.weight"])
+        h = rms(x, w[p + "input_layernorm.weight"], eps)
         q, k, v = (h @ w[p + f"self_attn.{n}_proj.weight"].T for n in "qkv")
         q, k, v = (z.view(t, -1, HS).transpose(0, 1) for z in (q, k, v))
         q, k = (z * cos + rotate_half(z) * sin for z in (q, k))
         k, v = (z.repeat_interleave(NH // NKV, 0) for z in (k, v))
         a = (q @ k.transpose(-1, -2) / math.sqrt(HS)).masked_fill(~mask, -math.inf).softmax(-1)
         x = x + (a @ v).transpose(0, 1).reshape(t, C) @ w[p + "self_attn.o_proj.weight"].T
-        h = rms(x, w[p + "post_attention_layernorm.weight"])
+        h = rms(x, w[p + "post_attention_layernorm.weight"], eps)
         g = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T)
         x = x + (g * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
-    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    return rms(x, w["model.norm.weight"]) @ head.T
+    head = w["model.embed_tokens.weight" if cfg["tie_word_embeddings"] else "lm_head.weight"]
+    return rms(x, w["model.norm.weight"], eps) @ head.T
 def gelu(x): return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-def gpt2(w, ids):
+def gpt2(w, ids, cfg):
     """modeling_gpt2.py's GPT2LMHeadModel: Conv1D y = x W + b with W (in, out), float64."""
-    t, NH = len(ids), 4
-    ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"], 1e-5)
+    t, NH, C, L = len(ids), cfg["n_head"], cfg["n_embd"], cfg["n_layer"]
+    ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"],
+                                                     cfg["layer_norm_epsilon"])
     x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][:t]
     mask = torch.ones(t, t, dtype=torch.bool).tril()
     for i in range(L):
@@ -164,18 +192,44 @@ def gpt2(w, ids):
         h = gelu(ln(x, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     return ln(x, "transformer.ln_f") @ w["transformer.wte.weight"].T
+def tensors(path):
+    """A float32 safetensors file's tensors by name (mt's checkpoints, the exported files)."""
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return h["__metadata__"], {k: (e["dtype"], torch.frombuffer(bytearray(b[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]), dtype=torch.float32).view(e["shape"])) for k, e in h.items() if k != "__metadata__"}
 bad = 0
-for m in ("llama", "llama_sharded", "llama_bf16", "gpt2", "gpt2_f16"):
-    w = {k: v.double() for k, v in torch.load(f"{T}/{m.removesuffix('_sharded')}.pt").items()}
-    fwd = llama if m.startswith("llama") else gpt2
-    b = open(f"{T}/out_{m}/model.safetensors", "rb").read()
+# back out: each exported directory is read back by ./train to the fine-tuned checkpoint's every
+# number, its config.json is the one the import gave (the model's config the same), it holds HF's
+# tensors in float32, and (below) it computes the fine-tuned model's scores and greedy tokens
+for m in ("llama", "llama_bf16", "gpt2"):
+    (ma, a), (mb, b) = tensors(f"{T}/ft_{m}/model.safetensors"), tensors(f"{T}/back_{m}/model.safetensors")
+    same = sorted(a) == sorted(b) and all(torch.equal(a[k][1], b[k][1]) for k in a)
+    ref = json.load(open(f"{T}/{m}/config.json"))
+    hf = json.load(open(f"{T}/hf_{m}/config.json"))
+    keys = [k for k in ref if k in hf and ref[k] != hf[k] and k not in ("torch_dtype", "bos_token_id", "eos_token_id", "n_ctx", "attention_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop", "transformers_version", "use_cache")]
+    names = sorted(tensors(f"{T}/hf_{m}/model.safetensors")[1])
+    want = sorted(torch.load(f"{T}/{m}.pt"))
+    dtypes = {d for d, _ in tensors(f"{T}/hf_{m}/model.safetensors")[1].values()}
+    print(f"hf_{m}: back bit for bit: {same}; config as the import's: {ma['config'] == mb['config']}; config.json keys differing from the fixture's: {keys}; tensors HF's: {names == want}; dtypes {dtypes}")
+    if not same or ma["config"] != mb["config"] or keys or names != want or dtypes != {"F32"}:
+        bad += 1
+models = [(m, {k: v.double() for k, v in torch.load(f"{T}/{m.removesuffix('_sharded')}.pt").items()}, f"{T}/{m}", m)
+          for m in ("llama", "llama_sharded", "llama_bf16", "gpt2", "gpt2_f16")]
+models += [(f"hf_{m}", {k: v.double() for k, (_, v) in tensors(f"{T}/hf_{m}/model.safetensors")[1].items()}, f"{T}/hf_{m}", f"ft_{m}")
+           for m in ("llama", "llama_bf16", "gpt2")]
+for m, w, d, ck in models:
+    cfg = json.load(open(f"{d}/config.json"))
+    fwd = (llama if cfg["architectures"][0] == "LlamaForCausalLM" else gpt2)
+    fwd = (lambda f, c: lambda w, ids: f(w, ids, c))(fwd, cfg)
+    b = open(f"{T}/out_{ck}/model.safetensors" if ck == m else f"{T}/{ck}/model.safetensors", "rb").read()
     chars = json.loads(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]["tokenizer"])["chars"]
     ids = torch.tensor([chars.index(ord(c)) for c in open(f"{T}/score.txt").read()])
     nll = lambda s: float(torch.nn.functional.cross_entropy(fwd(w, s[:-1]), s[1:], reduction="sum"))
     total = sum(nll(ids[s:s + P + 1]) for s in range(0, len(ids) - 1, P + 1) if len(ids[s:s + P + 1]) > 1)
     ref = total / (len(ids) - math.ceil(len(ids) / (P + 1)))
     mt = float(re.search(r"loss=(\S+)", open(f"{T}/score_{m}").read()).group(1))
-    init = open(f"{T}/init_{m}").read().strip()
+    init = open(f"{T}/init_{m}").read().strip() if ck == m else "exported"
     print(f"{m}: {init}; score: mt {mt:.6f}, torch {ref:.6f}")
     if abs(mt - ref) > 3e-6:
         print(f"{m}: mt's loss {mt} is not the reference's {ref}")
@@ -188,6 +242,14 @@ for m in ("llama", "llama_sharded", "llama_bf16", "gpt2", "gpt2_f16"):
     if seq != mine:
         print(f"{m}: greedy: reference {seq}, mt {mine}")
         bad += 1
+    if HAS_HF and m.startswith("hf_"):  # transformers' own model of the directory
+        import transformers
+        hm = transformers.AutoModelForCausalLM.from_pretrained(d).double().eval()
+        with torch.no_grad():
+            diff = float((hm(ids[None, :P]).logits[0] - fwd(w, ids[:P])).abs().max())
+        print(f"{m}: transformers {transformers.__version__}: logits within {diff:.2e} of the reference's")
+        if diff > 1e-5:  # its RoPE frequencies are float32
+            bad += 1
 sys.exit(bad != 0)
 PY
 
@@ -195,6 +257,59 @@ PY
 train $DATA --steps 2 --init-from "$T/llama" --out "$T/ft" || fail "fine-tuning exited $?: $(cat "$T/log")"
 [ -s "$T/ft/model.safetensors" ] || fail "fine-tuning wrote no checkpoint"
 refused "--n-embd" "n_embd is 32 in the file, 64 here (--n-embd 32)" --init-from "$T/gpt2" --n-embd 64
+
+# back out with --merge-lora: the adapters folded in, as --format checkpoint folds them
+train $DATA --steps 2 --init-from "$T/llama" --lora-rank 2 --lora-targets q,k,down --out "$T/lora" ||
+    fail "LoRA fine-tuning exited $?: $(cat "$T/log")"
+"$B/export" --checkpoint "$T/lora/model.safetensors" --merge-lora --format checkpoint \
+    --out "$T/merged.safetensors" >"$T/log" 2>&1 || fail "--merge-lora checkpoint: $(cat "$T/log")"
+"$B/export" --checkpoint "$T/lora/model.safetensors" --merge-lora --format hf --out "$T/hf_lora" \
+    >"$T/log" 2>&1 || fail "--merge-lora hf: $(cat "$T/log")"
+train $DATA --steps 0 --init-from "$T/hf_lora" --out "$T/back_lora" || fail "hf_lora: $(cat "$T/log")"
+cmp -s "$T/merged.safetensors" "$T/back_lora/model.safetensors" ||
+    /usr/bin/python3 - "$T/merged.safetensors" "$T/back_lora/model.safetensors" <<'PY' ||
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]] for k, e in h.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+sys.exit(a != b)
+PY
+        fail "--merge-lora: the hf export read back is not --format checkpoint's merged weights"
+
+# back out refused (exit 2, no directory): what is neither a Llama nor a GPT-2, with both lists
+export_refused() { # what, what the message says, export flags...
+    what=$1 says=$2
+    shift 2
+    "$B/export" --out "$T/refused_hf" "$@" >"$T/log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc: $(cat "$T/log")"
+    grep -q -- "$says" "$T/log" || fail "$what: the message does not say '$says': $(cat "$T/log")"
+    [ ! -e "$T/refused_hf" ] || fail "$what: wrote $T/refused_hf"
+}
+TINY="--n-layer 1 --n-head 2 --n-embd 16 --n-ctx 16"
+train $DATA --steps 0 $TINY --arch llama --pos learned --out "$T/mixed" || fail "train: $(cat "$T/log")"
+export_refused "neither" "for a Llama, pos = learned (--pos rope); for a GPT-2, bias = false (no --no-bias), .*norm = rms (--norm ln), act = swiglu" \
+    --checkpoint "$T/mixed/model.safetensors" --format hf
+train $DATA --steps 0 $TINY --untie --out "$T/untied" || fail "train: $(cat "$T/log")"
+export_refused "an untied GPT-2" "for a GPT-2, tied = false (no --untie" \
+    --checkpoint "$T/untied/model.safetensors" --format hf
+train $DATA --steps 0 $TINY --n-kv-head 1 --out "$T/gqa" || fail "train: $(cat "$T/log")"
+export_refused "a GPT-2 of grouped-query heads" "n_kv_head = 1 of 2 (--n-kv-head 2)" \
+    --checkpoint "$T/gqa/model.safetensors" --format hf
+export_refused "LoRA unmerged" "holds LoRA adapters .* --merge-lora" \
+    --checkpoint "$T/lora/model.safetensors" --format hf
+export_refused "--f16" "--f16: --format gguf only" --checkpoint "$T/untied/model.safetensors" \
+    --format hf --f16
+export_refused "--tokenizer-out" "--tokenizer-out: --format llama2c only" \
+    --checkpoint "$T/ft_gpt2/model.safetensors" --format hf --tokenizer-out "$T/tok.bin"
+cp "$T/ft_gpt2/model.safetensors" "$T/ft_gpt2.keep"
+"$B/export" --checkpoint "$T/ft_gpt2/model.safetensors" --format hf --out "$T/ft_gpt2" \
+    >"$T/log" 2>&1
+[ $? -eq 2 ] && grep -q "destroy" "$T/log" || fail "--out over the checkpoint: $(cat "$T/log")"
+cmp -s "$T/ft_gpt2/model.safetensors" "$T/ft_gpt2.keep" || fail "--out over the checkpoint wrote it"
 
 # bad input
 mkdir "$T/empty"

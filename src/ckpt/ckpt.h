@@ -210,6 +210,13 @@ bool mt_hf_is(const char *path);
 bool mt_hf_tokenizer_json(const char *path, char *buf, size_t len);
 mt_status mt_hf_arch(const char *path, mt_import_arch *arch, mt_err *err);
 mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch, mt_err *err);
+/* The inverse (./export --format hf): m, whose type's export described it as a (a Llama: format
+ * MT_IMPORT_GGUF; a GPT-2: MT_IMPORT_LLMC), as dir/config.json and dir/model.safetensors (F32,
+ * metadata format pt), HF's names and layouts: its tensors named by its type's import map of a,
+ * each of mt_hf_read's conversions inverted, so that mt_hf_read gives back every number. dir is
+ * created; nothing is written (MT_EINVAL) when a tensor is missing or left over; each file is
+ * written atomically, the weights first and config.json (removed before) last. */
+mt_status mt_hf_write(const char *dir, const mt_model *m, const mt_import_arch *a, mt_err *err);
 
 /* What ./train layers under its options for --init-from path: an imported file's architecture
    as config lines, "model = gpt" first (malloc'd); NULL for an mt checkpoint, whose run's own

@@ -10,6 +10,9 @@
      pairs (x[2i], x[2i+1]): q_proj's and k_proj's rows j < HS/2 of a head become its rows 2j,
      the rows HS/2 + j its rows 2j + 1 (the inverse of convert_llama_weights_to_hf.py's permute);
    - GPT-2's Conv1D stores its weight (in, out): transposed to nn.Linear's (out, in).
+   mt_hf_write walks the same tables the other way: a model's tensors under the same importer's
+   names, each conversion inverted (q_proj's and k_proj's rows 2j back to j, 2j + 1 to HS/2 + j;
+   (out, in) transposed to Conv1D's (in, out); q, k and v concatenated into c_attn).
    C hidden size, F the MLP's, NH heads, NKV key-value heads, HS head size, V vocabulary. */
 #include <errno.h>
 #include <stdio.h>
@@ -239,6 +242,14 @@ typedef struct {
     int64_t n, most; /* floats in all, in the largest tensor */
     float *tmp;      /* (most) a tensor as the file holds it, before its conversion */
     int n_tensors;
+    /* mt_hf_write: the model's tensors under the importer's names (src), read by the same walk
+       into items (HF's tensors, named in names), used marking the tensors of src written */
+    const mt_safetensors *src;
+    mt_st_item *items;
+    char (*names)[160];
+    int (*shapes)[2];
+    bool *used;
+    int n_items;
 } reader;
 
 typedef enum { COPY, TRANSPOSE, ROPE } conversion;
@@ -303,13 +314,43 @@ static mt_status read_tensor(reader *r, const char *name, int64_t rows, int64_t 
     return MT_OK;
 }
 
-/* Rows (of cols) of y, in head groups of HS rows, from x in HF's halves order (above). */
-static void rope_rows(float *y, const float *x, int64_t rows, int64_t cols, int HS) {
+/* Rows (of cols) of y, in head groups of HS rows, from x in HF's halves order (above); back:
+   x's rows in HF's order from y's in mt's (the inverse, for mt_hf_write). */
+static void rope_rows(float *y, float *x, int64_t rows, int64_t cols, int HS, bool back) {
     for (int64_t r = 0; r < rows; r++) {
         int64_t head = r / HS, j = r % HS;
         int64_t from = head * HS + (j % 2 ? HS / 2 : 0) + j / 2;
-        memcpy(y + r * cols, x + from * cols, (size_t)cols * sizeof *y);
+        if (back) memcpy(x + from * cols, y + r * cols, (size_t)cols * sizeof *y);
+        else memcpy(y + r * cols, x + from * cols, (size_t)cols * sizeof *y);
     }
+}
+
+/* mt_hf_write's take: the parts outs of src (each of rows / parts or cols / parts after the
+   conversion) gathered into y (mt's layout), converted back into HF's x, added as name. */
+static mt_status give(reader *r, const char *name, int64_t rows, int64_t cols, conversion cv,
+                      int parts, const char *const *outs, mt_err *err) {
+    int64_t n = (rows ? rows : 1) * cols, orow = cv == TRANSPOSE ? cols : rows;
+    int64_t ocol = cv == TRANSPOSE ? rows : cols;
+    int64_t pr = orow ? orow / parts : 0, pc = orow ? ocol : ocol / parts;
+    float *x = r->at, *y = cv == COPY ? x : r->tmp;
+    for (int i = 0; i < parts; i++) {
+        const mt_st_entry *e = mt_st_find(r->src, outs[i]);
+        if (!e || e->n != (size_t)((pr ? pr : 1) * pc))
+            return mt_errorf(err, MT_EINVAL, "%s: the model has no tensor %s of %lld numbers",
+                             r->h->dir, outs[i], (long long)((pr ? pr : 1) * pc));
+        memcpy(y + i * (pr ? pr : 1) * pc, e->data, e->n * sizeof *y);
+        r->used[e - r->src->t] = true;
+    }
+    if (cv == TRANSPOSE)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) x[i * cols + j] = y[j * rows + i];
+    else if (cv == ROPE) rope_rows(y, x, rows, cols, r->h->a.n_embd / r->h->a.n_head, true);
+    r->at += n;
+    int k = r->n_items++;
+    snprintf(r->names[k], sizeof r->names[k], "%s", name);
+    r->shapes[k][0] = (int)(rows ? rows : cols), r->shapes[k][1] = (int)cols;
+    r->items[k] = (mt_st_item){r->names[k], rows ? 2 : 1, r->shapes[k], x};
+    return MT_OK;
 }
 
 /* The file's tensor name of rows x cols (as the file holds it; rows 0: a vector) converted, its
@@ -321,6 +362,7 @@ static mt_status take(reader *r, const char *name, int64_t rows, int64_t cols, c
         r->n += n, r->n_tensors += parts, r->most = n > r->most ? n : r->most;
         return MT_OK;
     }
+    if (r->src) return give(r, name, rows, cols, cv, parts, outs, err);
     float *y = r->at, *x = cv == COPY ? y : r->tmp;
     mt_status s = read_tensor(r, name, rows, cols, x, err);
     if (s != MT_OK) return s;
@@ -329,7 +371,7 @@ static mt_status take(reader *r, const char *name, int64_t rows, int64_t cols, c
         for (int64_t i = 0; i < rows; i++)
             for (int64_t j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j];
         orow = cols, ocol = rows;
-    } else if (cv == ROPE) rope_rows(y, x, rows, cols, r->h->a.n_embd / r->h->a.n_head);
+    } else if (cv == ROPE) rope_rows(y, x, rows, cols, r->h->a.n_embd / r->h->a.n_head, false);
     r->at += n;
     for (int i = 0; i < parts; i++) {
         int64_t pr = orow ? orow / parts : 0, pc = orow ? ocol : ocol / parts;
@@ -520,5 +562,140 @@ mt_status mt_hf_read(const char *path, mt_safetensors *st, mt_import_arch *arch,
     free_shards(&r);
     if (s != MT_OK) mt_st_free(st);
     else *arch = h.a;
+    return s;
+}
+
+/* ---- writing: mt_hf_write ------------------------------------------------------------------- */
+
+/* f as the shortest decimal that reads back as f: 1e-05, not float 1e-5's 9.99999975e-06 */
+static double shortest(float f) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++)
+        if (snprintf(buf, sizeof buf, "%.*g", p, (double)f) > 0 && strtof(buf, NULL) == f) break;
+    return strtod(buf, NULL);
+}
+
+/* config.json: the keys read_config reads (and those it refuses, at the values it accepts), as
+   LlamaConfig's and GPT2Config's save_pretrained name them; no special tokens (mt's ids) */
+static cJSON *config_json(const hf_model *h) {
+    const mt_import_arch *a = &h->a;
+    cJSON *c = cJSON_CreateObject();
+    const char *arch = h->llama ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    cJSON_AddStringToObject(c, "model_type", h->llama ? "llama" : "gpt2");
+    if (h->llama) {
+        cJSON_AddNumberToObject(c, "hidden_size", a->n_embd);
+        cJSON_AddNumberToObject(c, "intermediate_size", a->n_ff);
+        cJSON_AddNumberToObject(c, "num_hidden_layers", a->n_layer);
+        cJSON_AddNumberToObject(c, "num_attention_heads", a->n_head);
+        cJSON_AddNumberToObject(c, "num_key_value_heads", a->n_kv_head);
+        cJSON_AddNumberToObject(c, "head_dim", a->n_embd / a->n_head);
+        cJSON_AddNumberToObject(c, "max_position_embeddings", a->n_ctx);
+        cJSON_AddNumberToObject(c, "rms_norm_eps", shortest(a->norm_eps));
+        cJSON_AddNumberToObject(c, "rope_theta", shortest(a->rope_theta));
+        cJSON_AddNullToObject(c, "rope_scaling");
+        cJSON_AddStringToObject(c, "hidden_act", "silu");
+        cJSON_AddBoolToObject(c, "attention_bias", false);
+        cJSON_AddBoolToObject(c, "mlp_bias", false);
+        cJSON_AddNumberToObject(c, "attention_dropout", 0);
+    } else {
+        cJSON_AddNumberToObject(c, "n_embd", a->n_embd);
+        cJSON_AddNumberToObject(c, "n_layer", a->n_layer);
+        cJSON_AddNumberToObject(c, "n_head", a->n_head);
+        cJSON_AddNullToObject(c, "n_inner"); /* 4 n_embd */
+        cJSON_AddNumberToObject(c, "n_positions", a->n_ctx);
+        cJSON_AddNumberToObject(c, "n_ctx", a->n_ctx);
+        cJSON_AddNumberToObject(c, "layer_norm_epsilon", shortest(a->norm_eps));
+        cJSON_AddStringToObject(c, "activation_function", "gelu_new");
+        cJSON_AddBoolToObject(c, "scale_attn_weights", true);
+        cJSON_AddBoolToObject(c, "scale_attn_by_inverse_layer_idx", false);
+        cJSON_AddBoolToObject(c, "reorder_and_upcast_attn", false);
+        static const char *const DROPS[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop"};
+        for (int i = 0; i < 3; i++) cJSON_AddNumberToObject(c, DROPS[i], 0);
+    }
+    cJSON_AddNumberToObject(c, "vocab_size", a->n_vocab);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", a->tied);
+    cJSON_AddNullToObject(c, "bos_token_id");
+    cJSON_AddNullToObject(c, "eos_token_id");
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+static mt_status write_config(const hf_model *h, mt_err *err) {
+    cJSON *c = config_json(h);
+    char *text = c ? cJSON_Print(c) : NULL;
+    cJSON_Delete(c);
+    if (!text) return mt_errorf(err, MT_ENOMEM, "%s: out of memory", h->cfg_path);
+    mt_atomic_file af;
+    mt_status s = mt_atomic_open(&af, h->cfg_path, err);
+    if (s == MT_OK) s = mt_atomic_close(&af, fprintf(af.f, "%s\n", text) > 0, err);
+    free(text);
+    return s;
+}
+
+/* The model's entries under the importer's names (its type's import map of a), pointing into P:
+   src->t[i] is P's entry i. */
+static mt_status named(const mt_model *m, const mt_import_arch *a, mt_safetensors *src,
+                       mt_err *err) {
+    mt_import imp;
+    mt_status s = m->type->import(a, &imp, err);
+    if (s != MT_OK) return s;
+    const mt_params *P = m->P;
+    const mt_load_spec spec = {.map = imp.map, .n_map = imp.n_map};
+    if (!(src->t = calloc((size_t)P->n + 1, sizeof *src->t)))
+        return mt_errorf(err, MT_ENOMEM, "out of memory listing %d tensors", P->n);
+    for (int i = 0; i < P->n; i++) {
+        char buf[160];
+        const mt_param *p = &P->p[i];
+        const char *name = mt_load_file_name(&spec, p->name, buf, sizeof buf);
+        if (mt_st_add(src, name, p->ndim, p->shape, P->data + p->offset) != i)
+            return mt_errorf(err, MT_ENOMEM, "out of memory indexing the tensors");
+    }
+    return MT_OK;
+}
+
+/* Every tensor of src written (r->used); else the first not, by the model's name. */
+static mt_status all_used(const reader *r, const mt_model *m, mt_err *err) {
+    for (int i = 0; i < r->src->n; i++)
+        if (!r->used[i])
+            return mt_errorf(err, MT_EINVAL, "%s: the model's %s has no place in a %s", r->h->dir,
+                             m->P->p[i].name, r->h->llama ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+    return MT_OK;
+}
+
+mt_status mt_hf_write(const char *dir, const mt_model *m, const mt_import_arch *a, mt_err *err) {
+    hf_model h = {.a = *a, .llama = a->format == MT_IMPORT_GGUF, .prefix = "transformer."};
+    snprintf(h.dir, sizeof h.dir, "%s", dir);
+    snprintf(h.cfg_path, sizeof h.cfg_path, "%s/config.json", dir);
+    snprintf(h.st_path, sizeof h.st_path, "%s/model.safetensors", dir);
+    mt_safetensors src = {0};
+    reader r = {.h = &h, .src = &src};
+    mt_status (*tensors)(reader *, mt_err *) = h.llama ? llama_tensors : gpt2_tensors;
+    mt_status s = named(m, a, &src, err);
+    if (s == MT_OK) s = tensors(&r, err); /* counting */
+    float *blob = NULL;
+    if (s == MT_OK) {
+        blob = malloc((size_t)r.n * sizeof(float));
+        r.tmp = malloc((size_t)r.most * sizeof(float));
+        r.items = calloc((size_t)r.n_tensors, sizeof *r.items);
+        r.names = calloc((size_t)r.n_tensors, sizeof *r.names);
+        r.shapes = calloc((size_t)r.n_tensors, sizeof *r.shapes);
+        r.used = calloc((size_t)src.n + 1, sizeof *r.used);
+        if (!blob || !r.tmp || !r.items || !r.names || !r.shapes || !r.used)
+            s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %lld numbers", dir,
+                          (long long)r.n);
+    }
+    if (s == MT_OK) r.at = blob, s = tensors(&r, err);
+    if (s == MT_OK) s = all_used(&r, m, err);
+    if (s == MT_OK) s = mt_make_dirs("--out", dir, err);
+    /* the weights first, the config last: a failure between them leaves no config.json, so no
+       checkpoint of the old config with the new weights */
+    if (s == MT_OK && remove(h.cfg_path) != 0 && errno != ENOENT)
+        s = mt_errorf(err, MT_EIO, "%s: cannot replace it: %s", h.cfg_path, strerror(errno));
+    const char *key = "format", *val = "pt"; /* what transformers' loader checks */
+    if (s == MT_OK) s = mt_st_save(h.st_path, r.n_items, r.items, 1, &key, &val, err);
+    if (s == MT_OK) s = write_config(&h, err);
+    free(blob), free(r.tmp), free(r.items), free(r.names), free(r.shapes), free(r.used);
+    mt_st_free(&src);
     return s;
 }

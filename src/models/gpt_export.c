@@ -3,7 +3,8 @@
    GGUF file (src/ckpt/llama2c.c and gguf.c read them) and an llm.c GPT-2 (src/ckpt/llmc.c) are
    as a GPT. The two formats it writes hold a Llama: pre-norm RMSNorm blocks
    without biases, RoPE, a SwiGLU FFN, grouped-query attention; a model of another shape is
-   refused with what does not fit. The layouts and every mapping: docs/export.md.
+   refused with what does not fit. For --format hf it checks the model is a Llama or a GPT-2 and
+   says which (src/ckpt/hf.c writes the files). The layouts and every mapping: docs/export.md.
    C n_embd, F n_ff, V n_vocab, L n_layer, HS head size, KV n_kv_head * HS. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -18,6 +19,9 @@ static const mt_enum_item FORMATS[] = {
                            .help = "llama2.c's model.bin (version 0) and tokenizer.bin"},
     [MT_EXPORT_GGUF] = {.name = "gguf", .help = "GGUF v3, llama architecture, float32 or float16"},
     [MT_EXPORT_CHECKPOINT] = {.name = "checkpoint", .help = "an mt checkpoint (model.safetensors)"},
+    [MT_EXPORT_HF] = {.name = "hf",
+                      .help = "a Hugging Face directory (config.json, model.safetensors) of a "
+                              "LlamaForCausalLM or a GPT2LMHeadModel, float32"},
 };
 const mt_enum MT_EXPORT_FORMATS = MT_ENUM("export format", FORMATS);
 
@@ -25,7 +29,7 @@ const mt_enum MT_EXPORT_FORMATS = MT_ENUM("export format", FORMATS);
 
 typedef struct {
     int L, NH, KVH, C, F, T, V;
-    bool tied;
+    bool tied, gpt2; /* gpt2: --format hf's GPT-2 (GPT2LMHeadModel); else a Llama */
     float eps, theta;
 } llama_dims;
 
@@ -44,29 +48,86 @@ static double key_num(const cJSON *cfg, const char *key) {
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-/* What a Llama is, as config values, and the flag that sets each. */
-static const struct {
+/* What a model is, as config values, and the flag that sets each. */
+typedef struct {
     const char *key, *want, *flag;
-} REQUIRED[] = {
-    {"placement", "pre", "--placement pre"},
-    {"norm", "rms", "--norm rms"},
-    {"rms_form", "llama", "--rms-form llama"},
-    {"rms_bias", "false", "no --rms-bias"},
-    {"bias", "false", "--no-bias"},
-    {"act", "swiglu", "--act swiglu"},
-    {"pos", "rope", "--pos rope"},
-    {"emb_scale", "false", "no --emb-scale"},
-    {"qk_norm", "none", "--qk-norm none"},
-    {"attn_gate", "none", "--attn-gate none"},
-    {"attn_sink", "false", "no --attn-sink"},
-    {"value_residual", "none", "--value-residual none"},
-    {"layer_lambdas", "false", "no --layer-lambdas: a Llama's blocks read the stream as it is"},
-    {"unet", "false", "no --unet: a Llama's blocks read the stream as it is"},
-    {"value_embeds", "", "no --value-embeds"},
-    {"softmax", "softmax", "--softmax softmax"},
-    {"residual", "sum", "--residual sum: a Llama has one residual stream"},
-    {"param", "sp", "--param sp: a Llama adds its branches and reads its logits unscaled"},
+} requirement;
+/* the pieces both shapes share: one residual stream of Pre-LN blocks, plain attention */
+#define PLAIN_BLOCKS(bias_want, bias_flag)                                                         \
+    {"placement", "pre", "--placement pre"}, {"bias", bias_want, bias_flag},                       \
+        {"emb_scale", "false", "no --emb-scale"}, {"qk_norm", "none", "--qk-norm none"},           \
+        {"attn_gate", "none", "--attn-gate none"}, {"attn_sink", "false", "no --attn-sink"},       \
+        {"value_residual", "none", "--value-residual none"},                                       \
+        {"layer_lambdas", "false", "no --layer-lambdas: the blocks read the stream as it is"},     \
+        {"unet", "false", "no --unet: the blocks read the stream as it is"},                       \
+        {"value_embeds", "", "no --value-embeds"}, {"softmax", "softmax", "--softmax softmax"},    \
+        {"residual", "sum", "--residual sum: one residual stream"}, {                              \
+        "param", "sp", "--param sp: the branches added and the logits read unscaled"               \
+    }
+static const requirement LLAMA[] = {
+    PLAIN_BLOCKS("false", "--no-bias"),        {"norm", "rms", "--norm rms"},
+    {"rms_form", "llama", "--rms-form llama"}, {"rms_bias", "false", "no --rms-bias"},
+    {"act", "swiglu", "--act swiglu"},         {"pos", "rope", "--pos rope"},
 };
+/* hf's GPT-2 (what the llm.c and HF GPT-2 imports build: mt_gpt_import's LLMC options) */
+static const requirement GPT2[] = {
+    PLAIN_BLOCKS("true", "no --no-bias"),
+    {"norm", "ln", "--norm ln"},
+    {"act", "gelu", "--act gelu (GPT-2's tanh GELU, gelu_new)"},
+    {"pos", "learned", "--pos learned"},
+    {"tied", "true", "no --untie: GPT2LMHeadModel reads its logits off wte"},
+};
+#undef PLAIN_BLOCKS
+
+/* The keys of cfg that differ from req's n, "key = value (flag)" after ", " into buf at *at;
+   returns how many. */
+static int differences(const cJSON *cfg, const requirement *req, size_t n, char *buf, size_t len,
+                       size_t *at) {
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char num[64];
+        const char *v = key_text(cfg, req[i].key, num, sizeof num);
+        if (strcmp(v, req[i].want) == 0) continue;
+        k++;
+        if (*at < len)
+            *at += (size_t)snprintf(buf + *at, len - *at, "%s%s = %s (%s)", k > 1 ? ", " : "",
+                                    req[i].key, v, req[i].flag);
+    }
+    return k;
+}
+#define N_OF(a) (sizeof a / sizeof *a)
+
+/* hf: a GPT-2 is GPT2LMHeadModel's shape (MHA, n_inner 4 n_embd, as the importer reads it) */
+static mt_status gpt2_sizes(const llama_dims *d, mt_err *err) {
+    if (d->KVH == d->NH && d->F == 4 * d->C) return MT_OK;
+    return mt_errorf(err, MT_EINVAL,
+                     "--format hf: a GPT2LMHeadModel has as many key/value heads as heads and an "
+                     "MLP of 4 n_embd; this model has n_kv_head = %d of %d (--n-kv-head %d), n_ff "
+                     "= %d (--n-ff %d)",
+                     d->KVH, d->NH, d->NH, d->F, 4 * d->C);
+}
+
+/* hf holds a Llama or a GPT-2: the one whose keys all fit; neither: both lists of differences */
+static mt_status check_shape(const cJSON *cfg, mt_export_format fmt, llama_dims *d, mt_err *err) {
+    char differ[1024] = "", gpt2[512] = "";
+    size_t at = 0, at2 = 0;
+    const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, (int)fmt);
+    if (differences(cfg, LLAMA, N_OF(LLAMA), differ, sizeof differ, &at) == 0) return MT_OK;
+    if (fmt != MT_EXPORT_HF)
+        return mt_errorf(err, MT_EINVAL,
+                         "--format %s holds a Llama: pre-norm RMSNorm blocks "
+                         "without biases, RoPE, a SwiGLU FFN; this model has %s: train with "
+                         "--arch llama",
+                         fname, differ);
+    if (differences(cfg, GPT2, N_OF(GPT2), gpt2, sizeof gpt2, &at2) == 0)
+        return d->gpt2 = true, gpt2_sizes(d, err);
+    return mt_errorf(err, MT_EINVAL,
+                     "--format hf holds a LlamaForCausalLM (pre-norm RMSNorm blocks without "
+                     "biases, RoPE, a SwiGLU FFN: --arch llama) or a GPT2LMHeadModel (pre-norm "
+                     "LayerNorm blocks with biases, learned positions, tanh GELU, tied: --arch "
+                     "gpt); this model has, for a Llama, %s; for a GPT-2, %s",
+                     differ, gpt2);
+}
 
 static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d, mt_err *err) {
     char *json = mt_model_config_json(&m->base);
@@ -74,15 +135,6 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
     free(json);
     if (!cfg) return mt_errorf(err, MT_ENOMEM, "out of memory reading the model's config");
     const char *fname = mt_enum_name(&MT_EXPORT_FORMATS, (int)fmt);
-    char differ[512] = "";
-    size_t at = 0;
-    for (size_t i = 0; i < sizeof REQUIRED / sizeof *REQUIRED; i++) {
-        char buf[64];
-        const char *v = key_text(cfg, REQUIRED[i].key, buf, sizeof buf);
-        if (strcmp(v, REQUIRED[i].want) != 0 && at < sizeof differ)
-            at += (size_t)snprintf(differ + at, sizeof differ - at, "%s%s = %s (%s)",
-                                   at ? ", " : "", REQUIRED[i].key, v, REQUIRED[i].flag);
-    }
     *d = (llama_dims){.L = (int)key_num(cfg, "n_layer"),
                       .NH = (int)key_num(cfg, "n_head"),
                       .KVH = (int)key_num(cfg, "n_kv_head"),
@@ -95,19 +147,16 @@ static mt_status read_dims(const mt_gpt *m, mt_export_format fmt, llama_dims *d,
                       .theta = (float)key_num(cfg, "rope_theta")};
     if (d->KVH == 0) d->KVH = d->NH; /* 0: as many as the query heads */
     double cap = key_num(cfg, "logit_softcap");
+    mt_status s = cap != 0 ? MT_EINVAL : check_shape(cfg, fmt, d, err);
     cJSON_Delete(cfg);
     if (cap != 0) /* GGUF's gemma2.final_logit_softcapping is Gemma 2's key, not the llama arch's */
         return mt_errorf(err, MT_EINVAL,
-                         "--format %s holds a Llama, whose head has no soft cap (llama2.c's "
-                         "run.c and GGUF's llama architecture read the logits as they are); this "
+                         "--format %s holds a Llama or a GPT-2, whose head has no soft cap "
+                         "(llama2.c's run.c, GGUF's llama architecture and transformers' "
+                         "LlamaForCausalLM and GPT2LMHeadModel read the logits as they are); this "
                          "model has logit_softcap = %g (--logit-softcap): train without it",
                          fname, cap);
-    if (at)
-        return mt_errorf(err, MT_EINVAL,
-                         "--format %s holds a Llama: pre-norm RMSNorm blocks "
-                         "without biases, RoPE, a SwiGLU FFN; this model has %s: train with "
-                         "--arch llama",
-                         fname, differ);
+    if (s != MT_OK) return s;
     if (fmt == MT_EXPORT_LLAMA2C && d->eps != 1e-5f)
         return mt_errorf(err, MT_EINVAL,
                          "--format llama2c: run.c's RMSNorm has eps 1e-5 built "
@@ -472,15 +521,32 @@ static mt_status write_gguf(const mt_gpt *m, const llama_dims *d, const tensor *
     return mt_atomic_close(&af, o.ok, err);
 }
 
+/* hf: the shape its importer (src/ckpt/hf.c) would read, whose import map (mt_gpt_import) names
+   the model's tensors as that importer does */
+static mt_status describe(const llama_dims *d, mt_import_arch *a) {
+    *a = (mt_import_arch){.format = d->gpt2 ? MT_IMPORT_LLMC : MT_IMPORT_GGUF,
+                          .n_layer = d->L,
+                          .n_head = d->NH,
+                          .n_kv_head = d->KVH,
+                          .n_embd = d->C,
+                          .n_ff = d->F,
+                          .n_vocab = d->V,
+                          .n_ctx = d->T,
+                          .tied = d->tied,
+                          .norm_eps = d->eps,
+                          .rope_theta = d->theta};
+    return MT_OK;
+}
+
 mt_status mt_gpt_export(const mt_gpt *m, const mt_export_opts *opts, mt_err *err) {
     llama_dims d;
     mt_export_format fmt = opts->format;
     if (opts->f16 && fmt != MT_EXPORT_GGUF)
         return mt_errorf(err, MT_EINVAL,
-                         "--f16: llama2.c's version-0 model.bin holds float32 "
-                         "only; --format gguf can hold float16");
+                         "--f16: --format %s holds float32 only; --format gguf can hold float16",
+                         mt_enum_name(&MT_EXPORT_FORMATS, (int)fmt));
     mt_status s = read_dims(m, fmt, &d, err);
-    if (s != MT_OK) return s;
+    if (s != MT_OK || fmt == MT_EXPORT_HF) return s == MT_OK ? describe(&d, opts->arch) : s;
     tensor *t = malloc((size_t)(9 * d.L + 3) * sizeof *t);
     if (!t) return mt_errorf(err, MT_ENOMEM, "out of memory listing %d layers", d.L);
     int nt = list_tensors(m, &d, t);

@@ -138,14 +138,24 @@ int mt_sample_token(const float *logits, int V, const mt_sampling *s, mt_rng *r,
  * architecture, float32 (or float16 matrices). Both hold a Llama: pre-norm RMSNorm (eps inside
  * the root, no bias), no biases, RoPE on adjacent pairs, the SwiGLU FFN, n_kv_head key/value
  * heads; llama2c also fixes eps 1e-5 and rope_theta 10000. Token ids are mt's, unchanged. */
-/* checkpoint: an mt checkpoint, which ./export writes itself (--merge-lora's plain model) */
-typedef enum { MT_EXPORT_LLAMA2C, MT_EXPORT_GGUF, MT_EXPORT_CHECKPOINT } mt_export_format;
-extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf", "checkpoint" */
+/* checkpoint: an mt checkpoint, which ./export writes itself (--merge-lora's plain model); hf: a
+   Hugging Face LlamaForCausalLM (the Llama above) or GPT2LMHeadModel (Pre-LN LayerNorm blocks with
+   biases, learned positions, tanh GELU, n_ff 4 n_embd, tied), which the type only checks and
+   describes as the importer's shape (opts->arch): src/ckpt/hf.c writes it. */
+typedef enum {
+    MT_EXPORT_LLAMA2C,
+    MT_EXPORT_GGUF,
+    MT_EXPORT_CHECKPOINT,
+    MT_EXPORT_HF
+} mt_export_format;
+extern const mt_enum MT_EXPORT_FORMATS; /* "llama2c", "gguf", "checkpoint", "hf" */
 struct mt_export_opts {
     mt_export_format format;
     const char *path;           /* model.bin, model.gguf */
     const char *tokenizer_path; /* llama2c: tokenizer.bin */
     bool f16;                   /* gguf: the matrices as float16 (MT_EINVAL with llama2c) */
+    mt_import_arch *arch;       /* hf: filled with the shape an importer reads (format GGUF for a
+                                   Llama, LLMC for a GPT-2); nothing is written */
 };
 /* Writes opts->path (and, llama2c, opts->tokenizer_path) atomically; a model the format cannot
    hold is MT_EINVAL naming every config key that differs and the flag that would make it fit. */

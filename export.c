@@ -1,7 +1,7 @@
 /* ./export: a GPT checkpoint in the files other programs run: llama2.c's model.bin and
- * tokenizer.bin, a GGUF file for llama.cpp, or a Hugging Face directory (docs/export.md). Exit status: 0 written, 1 a
- * failure while writing (I/O, out of memory), 2 a bad flag, a missing or malformed checkpoint, or
- * a model the format cannot hold. */
+ * tokenizer.bin, a GGUF file for llama.cpp, or a Hugging Face directory (docs/export.md). Exit
+ * status: 0 written, 1 a failure while writing (I/O, out of memory), 2 a bad flag, a missing or
+ * malformed checkpoint, or a model the format cannot hold. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,9 +3,9 @@
    gradient's norm, clipping, the update and zero grad in mt_optim_update, with AdamW, Lion and
    Muon, whose Newton-Schulz products run in the update; AdamW also with the blocks recomputed in
    the backward, mt_recompute, QK-Clip's probe and rescaling of every head, --act relu2, the
-   logit soft cap fused into the loss and value embeddings in the first and last block) make no call to
-   malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and the
-   step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
+   logit soft cap fused into the loss and value embeddings in the first and last block) make no
+   call to malloc, calloc, realloc, aligned_alloc, memalign or posix_memalign from mt's code, and
+   the step arena's peak does not grow. The allocator is wrapped by defining it here, over glibc's
    __libc_* entry points; a call counts as mt's when it returns into this executable's text,
    which holds all of libmt.a (OpenBLAS's threaded sgemm mallocs its job array on every call:
    counted apart and only reported with 1 replica; with 2, where each op keeps to its thread,

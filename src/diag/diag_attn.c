@@ -2,8 +2,8 @@
    (mt_ctx.attn_max), diag_sink.csv's sink rate and entropy of the attention weights
    (mt_ctx.attn_sink), diag_act.csv's max |x| and kurtosis of the residual stream entering
    each block (mt_ctx.act) and diag_hc.csv's gains of the hyper-connections' residual mixing
-   (mt_ctx.hc_coefs, mt_hc_gains): one forward of the diagnostics' fixed batch, in eval mode on the step
-   arena, with the due ones' fields set. L blocks, X of them with a cross-attention. */
+   (mt_ctx.hc_coefs, mt_hc_gains): one forward of the diagnostics' fixed batch, in eval mode on
+   the step arena, with the due ones' fields set. L blocks, X of them with a cross-attention. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
 #   skip MSG...     a "SKIPPED NAME: MSG" line and exit 0: this machine lacks what the test needs
 #   skip_case WHAT MSG...  a "SKIPPED NAME: WHAT: MSG" line; the test goes on without that case
 #   finish          "NAME: ok" and exit 0, or "NAME: N failed" and exit 1
-# and one probe per capability a test may lack: has_bf16, has_torch, has_cmudict (CMU), need_mpi,
-# need_netns (each need_ skips the test where the capability is missing).
+# and one probe per capability a test may lack: has_bf16, has_torch, has_cmudict (CMU), need_gpt2,
+# need_mpi, need_netns (each need_ skips the test where the capability is missing).
 B=${MT_BUILD:-build}
 T=$(mktemp -d "/tmp/mt_${NAME}_XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
@@ -65,6 +65,12 @@ random_ms() {
 # Debian's /usr/bin/python3 with torch and numpy: the PyTorch twins and parity tests
 TORCH_MISSING="/usr/bin/python3 cannot import torch and numpy (make deps-test installs python3-torch)"
 has_torch() { /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; }
+# GPT-2's published encoder.json and vocab.bpe in $G2 ($MT_GPT2, else ../shared's), or skip
+need_gpt2() {
+    G2=${MT_GPT2:-../shared/third_party/gpt2}
+    [ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] ||
+        skip "no $G2/encoder.json: ../shared is absent"
+}
 
 # CMUdict 0.4 (festlex-cmu): the encoder-decoder's G2P data
 CMU=/usr/share/festival/dicts/cmu/cmudict-0.4.out

@@ -8,9 +8,7 @@
 # tokenizer.ggml.model and --tokenizer sp are refused (exit 2, nothing written).
 NAME=test_gguf_gpt2
 . "$(dirname "$0")/lib.sh"
-G2=${MT_GPT2:-../shared/third_party/gpt2}
-[ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] ||
-    skip "no $G2/encoder.json: ../shared is absent"
+need_gpt2
 command -v python3 >/dev/null || skip "needs python3 to read token files and rewrite the GGUF"
 head -c 20000 data/tinyshakespeare.txt >"$T/text.txt"
 train() {

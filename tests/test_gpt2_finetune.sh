@@ -9,9 +9,7 @@
 # (no merges) and a missing --tokenizer-file are refused (exit 2, nothing written).
 NAME=test_gpt2_finetune
 . "$(dirname "$0")/lib.sh"
-G2=${MT_GPT2:-../shared/third_party/gpt2}
-[ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] ||
-    skip "no $G2/encoder.json: ../shared is absent"
+need_gpt2
 command -v python3 >/dev/null || skip "needs python3 to write an llm.c model file"
 head -c 20000 data/tinyshakespeare.txt >"$T/text.txt"
 train() {

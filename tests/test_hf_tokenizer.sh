@@ -10,9 +10,7 @@
 # with --tokenizer gpt2 or sp) are refused (exit 2, nothing written).
 NAME=test_hf_tokenizer
 . "$(dirname "$0")/lib.sh"
-G2=${MT_GPT2:-../shared/third_party/gpt2}
-[ -r "$G2/encoder.json" ] && [ -r "$G2/vocab.bpe" ] ||
-    skip "no $G2/encoder.json: ../shared is absent"
+need_gpt2
 command -v python3 >/dev/null || skip "needs python3 to write tokenizer.json"
 head -c 3000 data/tinyshakespeare.txt >"$T/text.txt"
 printf 'Ça va — naïve 東京 🙂 x  y\t\n<|endoftext|> end\n' >>"$T/text.txt"

@@ -87,9 +87,10 @@ mt_status mt_diag_attn_open(mt_diag *d, mt_trainer *tr, mt_err *err) {
     d->attn_max = malloc(2 * L * sizeof *d->attn_max);   /* a self- and a cross-attention */
     d->attn_sink = malloc(4 * L * sizeof *d->attn_sink); /* the same, two values each */
     d->act_stats = malloc(2 * L * sizeof *d->act_stats);
-    d->hc_coefs = malloc(2 * L * sizeof *d->hc_coefs); /* two sublayers a block */
-    d->hc_gains = malloc(8 * L * sizeof *d->hc_gains); /* mt_hc_gains' (2 L, 4) */
-    if (!d->attn_max || !d->attn_sink || !d->act_stats || !d->hc_coefs || !d->hc_gains)
+    bool hc = every(d, MT_DIAG_HC) > 0;
+    if (hc) d->hc_coefs = malloc(2 * L * sizeof *d->hc_coefs); /* two sublayers a block */
+    if (hc) d->hc_gains = malloc(8 * L * sizeof *d->hc_gains); /* mt_hc_gains' (2 L, 4) */
+    if (!d->attn_max || !d->attn_sink || !d->act_stats || (hc && (!d->hc_coefs || !d->hc_gains)))
         st = mt_errorf(err, MT_ENOMEM, "out of memory for the diagnostics");
     for (int k = 0; k < MT_DIAG_HOOKS && st == MT_OK; k++) {
         char path[1100];

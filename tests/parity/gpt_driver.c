@@ -12,7 +12,8 @@
    LoRA adapters (mt_ckpt_lora, the base frozen) whose A and B the file holds too
    (tests/parity/test_lora.py). Optional metadata "qk_clip" (tau, with "step_lr"): the loss's
    forward feeds QK-Clip's probe (mt_ctx.qk_max), "qk_max" (heads, in table order) its maxima,
-   and mt_qk_clip_apply follows the update: "step.<name>" after both (tests/parity/
+   and mt_qk_clip_apply follows the update: "step.<name>" after both, and "qk_max_after" the
+   maxima of the loss's forward on the clipped weights (their bf16 copy in bf16) (tests/parity/
    test_qk_clip.py). */
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
     c.grad_enabled = false;
     mt_tensor *logits = mt_gpt_forward(&c, m, &m->P, ids, B, T);
 
-    mt_st_item *items = calloc(2 * (size_t)m->P.n + 3, sizeof *items);
+    mt_st_item *items = calloc(2 * (size_t)m->P.n + 4, sizeof *items);
     char(*names)[128] = calloc(2 * (size_t)m->P.n, sizeof *names);
     float *grads = malloc(m->P.grad_total * sizeof *grads); /* the step consumes P.grad */
     memcpy(grads, m->P.grad, m->P.grad_total * sizeof *grads);
@@ -88,9 +89,18 @@ int main(int argc, char **argv) {
         }
     }
     if (qk_max) items[n++] = (mt_st_item){"qk_max", 1, &qk.heads, qk_max};
+    float *qk_after = qk_max && mt_st_meta(&in, "step_lr") ? malloc(qk.heads * sizeof *qk_after)
+                                                           : NULL;
+    if (qk_after) { /* the probe reads a forward with grad */
+        mt_qk_clip_reset(qk_after, qk.heads);
+        c.qk_max = qk_after, c.grad_enabled = true;
+        mt_gpt_loss(&c, m, &m->P, ids, targets, B, T, mt_stack_ce(&m->cfg.stack));
+        items[n++] = (mt_st_item){"qk_max_after", 1, &qk.heads, qk_after};
+    }
     rc = mt_st_save(argv[2], n, items, 0, NULL, NULL, &err) == MT_OK ? 0 : fail(err.msg);
     mt_qk_clip_free(&qk);
     free(qk_max);
+    free(qk_after);
     free(items);
     free(names);
     free(grads);

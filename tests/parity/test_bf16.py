@@ -34,7 +34,15 @@ of the nine new fixed draws exceed it (3.9e-3 and 4.4e-3), so the new cases use 
 the measured tail, still below most cases' distance from the unrounded model (0.0075 to 0.15
 here: the told-apart check below is over all cases). The learned scalars' gradients (alpha,
 shift, the embedding scale) are sums over every element that can cancel: as in test_gpt.py they
-are measured against the sum of their terms."""
+are measured against the sum of their terms.
+
+The attention's methods of 2025-26 (gated attention elementwise and headwise, the sink, Softpick,
+the value residual half and learned; the last cases, through harness.check_model as the fp32
+tests): the gate's projection is one more bf16 linear layer, the rest fp32 around the same
+products. Measured: mt within 2.2e-6 to 1.7e-3 of the rounded model (value-residual half the
+largest), so TOL_METHODS = TOL; the unrounded model 4.8e-3 to 2.1e-2 away, the larger above
+3 TOL_METHODS. --residual hc and mhc, --param and --qk-clip have their bf16 cases beside their fp32
+ones (test_hc.py, test_completep.py, test_qk_clip.py), on bf16_ref.bf16_case."""
 import json
 import os
 import sys
@@ -42,44 +50,14 @@ import sys
 import numpy as np
 import torch
 
-from bf16_ref import BF16Product, r
+from bf16_ref import bf16_case, bf16_twin, rel_err
 from harness import Report, bf16_missing, random_params, run_driver
-from torch_gpt import ACTS, TorchGPT
+from torch_gpt import TorchGPT
 
-TOL, TOL_QK, TOL_NEW = 3e-3, 1e-2, 1e-2
-
-
-class BF16Hidden(torch.autograd.Function):
-    """h = act(a), or act(a) g; the backward multiplies dh by the derivatives rounded to bf16."""
-
-    @staticmethod
-    def forward(ctx, a, g, act):
-        ctx.save_for_backward(a, g)
-        ctx.act = act
-        return act(a) if g is None else act(a) * g
-
-    @staticmethod
-    def backward(ctx, dh):
-        a, g = ctx.saved_tensors
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_() for t in (a, g) if t is not None]
-            h = ctx.act(leaves[0]) if g is None else ctx.act(leaves[0]) * leaves[1]
-            derivs = torch.autograd.grad(h.sum(), leaves)  # elementwise: the sum's gradient
-        grads = [dh * r(d) for d in derivs]
-        return grads[0], grads[1] if g is not None else None, None
+TOL, TOL_QK, TOL_NEW, TOL_METHODS = 3e-3, 1e-2, 1e-2, 3e-3
 
 
-class TorchGPTBF16(TorchGPT):
-    def product(self, x, w):
-        return BF16Product.apply(x, w)
-
-    def hidden(self, a, g):
-        return BF16Hidden.apply(a, g, ACTS[self.cfg["act"]])
-
-
-def rel_err(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+TorchGPTBF16 = bf16_twin(TorchGPT)
 
 
 why = bf16_missing()
@@ -127,12 +105,11 @@ CASES = [
      "act": "gelu", "z_loss": 1e-2},
 ]
 FIRST_NEW = 8  # the first case of issue 29's placements
+CFG = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_ctx": 16, "n_vocab": 29, "n_ff": 64,
+       "norm_eps": 1e-5, "rms_form": "llama", "prms_p": 0.0625, "gn_groups": 1, "dropout": 0.0}
 worst_plain = 0.0
 for i, case in enumerate(CASES):
-    cfg = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_ctx": 16, "n_vocab": 29, "n_ff": 64,
-           "norm_eps": 1e-5, "rms_form": "llama", "prms_p": 0.0625, "gn_groups": 1,
-           "dropout": 0.0}
-    cfg.update(case)
+    cfg = dict(CFG, **case)
     B, T = 3, 16
     ids = rng.integers(0, cfg["n_vocab"], (B, T))
     targets = rng.integers(0, cfg["n_vocab"], (B, T))
@@ -175,4 +152,29 @@ for i, case in enumerate(CASES):
     print(f"  {label}: against the unrounded float64 model, largest error {plain:.2g}")
 R.check("the unrounded model is told apart (error >= 3 TOL)", [min(worst_plain, 3 * TOL)],
         [3 * TOL], 0.0)
+
+# The attention's methods (docs/layers.md), each in bf16: gated attention's gate_proj is a
+# linear layer (a bf16 product, its sigmoid fp32); the sink's logit, Softpick and the value
+# residual's mix are fp32 around the bf16 projections. Through harness.check_model (TOL_METHODS)
+METHODS = [
+    ("attn-gate elementwise", {"attn_gate": "elementwise", "pos": "rope", "n_kv_head": 1}),
+    ("attn-gate headwise", {"attn_gate": "headwise", "norm": "rms", "placement": "post",
+                            "bias": False}),
+    ("attn-sink", {"attn_sink": True, "attn_gate": "headwise", "tied": False}),
+    ("softpick", {"softmax": "softpick", "norm": "rms", "act": "swiglu", "pos": "rope"}),
+    ("value-residual half", {"value_residual": "half", "n_layer": 3}),
+    ("value-residual learned", {"value_residual": "learned", "n_layer": 3, "attn_sink": True,
+                                "norm": "rms", "bias": False}),
+]
+METHOD_CFG = {"norm": "ln", "placement": "pre", "tied": True, "bias": True, "act": "gelu"}
+worst_plain = 0.0
+for what, opts in METHODS:
+    cfg = dict(CFG, **dict(METHOD_CFG, **opts))
+    ids, targets = (rng.integers(0, cfg["n_vocab"], (3, 16)) for _ in range(2))
+    _, _, plain = bf16_case(R, what, TorchGPT, cfg, random_params("gpt", cfg, rng), ids,
+                            targets, TOL_METHODS)
+    print(f"  {what}: against the unrounded float64 model, largest error {plain:.2g}")
+    worst_plain = max(worst_plain, plain)
+R.check("the methods: the unrounded model is told apart (error >= 3 TOL_METHODS)",
+        [min(worst_plain, 3 * TOL_METHODS)], [3 * TOL_METHODS], 0.0)
 R.finish()

@@ -13,18 +13,19 @@ mHC (--residual mhc; Xie et al. 2025, arXiv 2512.24880, eqs. 3, 7, 8): the logit
 b_res (static) plus alpha (Norm(vec H) phi) (dynamic, H flattened to N C), H_pre = sigmoid,
 H_post = 2 sigmoid, H_res = Sinkhorn-Knopp(exp) with K column-then-row normalisations; H' =
 H_res H + H_post^T F(Norm(H_pre H)); N = 2 and 4, static and dynamic, K = 20 and 3. Both once
-with value embeddings (--value-embeds)."""
+with value embeddings (--value-embeds). Then in bf16 (--precision bf16; bf16_ref.py's twin)."""
 import json
 
 import numpy as np
 import torch
 
-from harness import Report, check_model, random_params, run_driver
+from bf16_ref import bf16_case
+from harness import Report, bf16_missing, check_model, random_params, run_driver
 from torch_gpt import TorchGPT
 
 rng = np.random.default_rng(44)
 R = Report("parity hc")
-TOL = 1e-4
+TOL, TOL_BF16 = 1e-4, 3e-3
 
 
 class TorchHC(TorchGPT):
@@ -129,4 +130,29 @@ for i, residual in enumerate(("hc", "mhc")):
            "act": "gelu", "dropout": 0.0, "residual": residual, "hc_streams": 2,
            "hc_dynamic": True, "value_embeds": ("0,-1", "1")[i]}
     run_case(cfg, 2, 7, f"{residual} N2 dynamic value-embeds {cfg['value_embeds']}")
+
+# bf16 (where this build and CPU have it): the sublayers' linear layers and the head multiply in
+# bf16 (bf16_ref.py), the connections' own products (the dynamic projections Norm(H) W, mHC's
+# Norm(vec H) phi) and mixes stay fp32, as mt's do. TOL_BF16 is test_bf16.py's TOL (its argument
+# holds: the connections add fp32 arithmetic around the same products); the unrounded model must
+# be more than 3 TOL_BF16 away in at least one case
+why = bf16_missing()
+if why:
+    print(f"parity hc bf16: skipped: {why}")
+else:
+    plain = 0.0
+    for residual, N, dynamic, norm in (("hc", 2, False, "ln"), ("hc", 4, True, "rms"),
+                                       ("mhc", 2, True, "ln"), ("mhc", 4, False, "rms")):
+        cfg = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_ctx": 16, "n_vocab": 29, "n_ff": 64,
+               "norm": norm, "norm_eps": 1e-5, "rms_form": "llama", "tied": N == 2,
+               "bias": True, "act": "gelu", "dropout": 0.0, "residual": residual,
+               "hc_streams": N, "hc_dynamic": dynamic}
+        ids, targets = (rng.integers(0, cfg["n_vocab"], (3, 16)) for _ in range(2))
+        label = f"{residual} N{N} {'dynamic' if dynamic else 'static'} {norm}"
+        _, _, e = bf16_case(R, label, TorchHC, cfg, random_params("gpt", cfg, rng), ids, targets,
+                            TOL_BF16)
+        print(f"  {label} bf16: against the unrounded float64 model, largest error {e:.2g}")
+        plain = max(plain, e)
+    R.check("bf16: the unrounded model is told apart (error >= 3 TOL_BF16)",
+            [min(plain, 3 * TOL_BF16)], [3 * TOL_BF16], 0.0)
 R.finish()

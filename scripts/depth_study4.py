@@ -4,7 +4,7 @@ what it measured as small files in docs/depth-study-4/<part>/, each run's as it 
 whose <name>.row.json is there is done and not run again, so a part stopped by the end of a
 session resumes in the next. `report` writes docs/depth-study-4.md from those files alone.
 Byte-level tiny Shakespeare, DeepNet's 64-128-2 size (configs/deep100-pre.ini), untied head,
-400 steps, seed 1.
+400 steps, seed 1 (where a part says no other).
 
   scripts/depth_study4.py hc         mHC's claim (arXiv 2512.24880): the composite residual
                                      mixing of hyper-connections amplifies the signal as depth
@@ -15,6 +15,9 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size (configs/deep100-pre.ini), 
                                      transfers across depth; Pre-LN, DeepNorm and completep
                                      (alpha 1, base depth 6) at 6, 12, 25 and 50 layers, 4 rates
                                      (48 runs, ~15 min idle)
+  scripts/depth_study4.py completep-100    the same at 100 layers (12 runs, ~20 min idle)
+  scripts/depth_study4.py completep-muon   the 6-50 layer grid under Muon (48 runs, ~25 min)
+  scripts/depth_study4.py completep-seed2  the 6-50 layer AdamW grid, seed 2 (48 runs, ~15 min)
   scripts/depth_study4.py gate       gated attention's claim (arXiv 2505.06708): the gate removes
                                      the attention sink and the massive activations and takes
                                      higher rates; softmax, both gates, a learned sink and
@@ -144,15 +147,23 @@ def hc_runs(part):
 
 
 # CompleteP with the paper's alpha = 1 against the base depth 6 (docs/layers.md's table); the
-# standard parameterisation's Pre-LN and DeepNorm at the same rates
+# standard parameterisation's Pre-LN and DeepNorm at the same rates. Its grids: AdamW at 6-50
+# layers (completep), at 100 (completep-100), Muon's (completep-muon: the matrices' rate; AdamW
+# at 3e-3 for the rest) and the AdamW grid again with seed 2 (completep-seed2).
 CP_METHODS = {"sp": {}, "deepnorm": {"--placement": "deepnorm"},
               "completep": {"--param": "completep", "--base-depth": 6}}
 CP_DEPTHS, CP_RATES = (6, 12, 25, 50), ("1e-3", "3e-3", "1e-2", "3e-2")
+MUON = {"--optim": "muon", "--adam-lr": "3e-3"}
+CP_GRIDS = {"completep": ("AdamW", {}, CP_RATES, CP_DEPTHS),
+            "completep-100": ("AdamW", {}, CP_RATES, (100,)),
+            "completep-muon": ("Muon", MUON, ("1e-2", "2e-2", "5e-2", "1e-1"), CP_DEPTHS),
+            "completep-seed2": ("AdamW", {"--seed": 2}, CP_RATES, CP_DEPTHS)}
 
 
 def cp_runs(part):
-    return [Run(part, m, f, lr, L) for L in CP_DEPTHS for m, f in CP_METHODS.items()
-            for lr in CP_RATES]
+    _, extra, rates, depths = CP_GRIDS[part]
+    return [Run(part, m, {**f, **extra}, lr, L) for L in depths for m, f in CP_METHODS.items()
+            for lr in rates]
 
 
 GATE_METHODS = {"softmax": {}, "gate-elem": {"--attn-gate": "elementwise"},
@@ -168,7 +179,6 @@ def gate_runs(part):
 
 
 QK_TAU = 30
-MUON = {"--optim": "muon", "--adam-lr": "3e-3"}
 QK_METHODS = {"muon": MUON, "muon-clip": {**MUON, "--qk-clip": QK_TAU},
               "muon-qknorm": {**MUON, "--qk-norm": "rms", "--qk-norm-affine": True}}
 QK_RATES = ("5e-2", "1e-1", "2e-1")  # above Muon's best 100-layer rate of round 3 (0.05)
@@ -295,30 +305,52 @@ def report_hc(part="hc"):
 
 
 def report_cp(part="completep"):
-    R = rows(part)
+    """The CompleteP grids (CP_GRIDS) as a table and a plot per optimizer: a cell holds each
+    seed's final validation loss (seed 1 / seed 2), bold the row's best by their mean."""
     out = ["## CompleteP: does the best rate transfer across depth?", "",
            "CompleteP (Dey et al., arXiv 2505.01618) scales each residual branch by "
            "`(L0 / L)^alpha` with alpha = 1 and the hidden rate, weight decay and AdamW eps as "
            "its table says (docs/layers.md), so that the rate tuned at the base depth L0 stays "
-           "the best one at depth L. Here L0 = %d, AdamW, the final validation loss at each rate "
-           "(bold: the row's best); Pre-LN (sp) and DeepNorm in the standard parameterisation "
-           "as controls." % CP_METHODS["completep"]["--base-depth"], "",
-           "| param | layers | " + " | ".join(CP_RATES) + " | best rate |",
-           "|---|---|" + "---|" * (len(CP_RATES) + 1)]
-    lines = []
-    for m in CP_METHODS:
-        for L in CP_DEPTHS:
-            rs = [R.get("%s-L%d-lr%s" % (m, L, lr)) for lr in CP_RATES]
-            if not any(rs):
-                continue
-            b = best(rs)
-            cells = [("**%s**" % val_cell(r)) if r is b and b else val_cell(r) for r in rs]
-            out.append("| %s | %d | %s | %s |" % (m, L, " | ".join(cells), b["lr"] if b else "–"))
-            lines.append(("%s L%d" % (m, L), [(float(r["lr"]), r["val_final"]) for r in rs
-                                             if r and r["label"] == "trained"]))
-    png = os.path.join(DOCS, "completep-rates.png")
-    plot_vs_rate(png, "final validation loss against the rate, sp and CompleteP", lines)
-    return "\n".join(out + ["", "![rates](%s)" % rel(png), ""])
+           "the best one at depth L. Here L0 = %d; the final validation loss at each rate, "
+           "`a / b` for seeds 1 and 2 where both ran (bold: the row's best by the mean; a seed "
+           "that did not train rules its rate out); Pre-LN (sp) and DeepNorm in the standard "
+           "parameterisation as controls. Under Muon the rate is the matrices' (AdamW at 3e-3 "
+           "for the rest)." % CP_METHODS["completep"]["--base-depth"], ""]
+    for opt in ("AdamW", "Muon"):
+        grids = [g for g, spec in CP_GRIDS.items() if spec[0] == opt]
+        rates = CP_GRIDS[grids[0]][2]
+        depths = sorted({L for g in grids for L in CP_GRIDS[g][3]})
+        kept_rows = [rows(g) for g in grids]
+        table = ["| param | layers | " + " | ".join(rates) + " | best rate |",
+                 "|---|---|" + "---|" * (len(rates) + 1)]
+        lines = []
+        for m in CP_METHODS:
+            for L in depths:
+                seeds = [[R[n] for R in kept_rows if n in R]
+                         for n in ("%s-L%d-lr%s" % (m, L, lr) for lr in rates)]
+                if not any(seeds):
+                    continue
+                means = [sum(r["val_final"] for r in rs) / len(rs)
+                         if rs and all(r["label"] == "trained" for r in rs) else None
+                         for rs in seeds]
+                ok = [i for i, v in enumerate(means) if v is not None]
+                b = min(ok, key=lambda i: means[i]) if ok else None
+                cells = [" / ".join(val_cell(r) for r in rs) or "–" for rs in seeds]
+                cells = ["**%s**" % c if i == b else c for i, c in enumerate(cells)]
+                table.append("| %s | %d | %s | %s |" % (m, L, " | ".join(cells),
+                                                        rates[b] if b is not None else "–"))
+                lines.append(("%s L%d" % (m, L), [(float(rates[i]), means[i]) for i in ok]))
+        if len(table) == 2:
+            continue
+        png = os.path.join(DOCS, "completep-rates.png" if opt == "AdamW"
+                           else "completep-%s-rates.png" % opt.lower())
+        if os.path.exists(png):
+            os.remove(png)  # no plot where no run trained: no stale one either
+        plot_vs_rate(png, "final validation loss against the rate, sp and CompleteP, %s" % opt,
+                     lines)
+        out += ["### %s" % opt, ""] + table + [""]
+        out += ["![rates](%s)" % rel(png), ""] if os.path.exists(png) else []
+    return "\n".join(out)
 
 
 def last(rows_, col):
@@ -427,8 +459,7 @@ def report():
             "steps, one seed; runs on %s, one thread each, two at a time. A cell says "
             "`diverged` or `stalled` (the loss of the byte frequencies) where the run did." %
             cpu_model(), ""]
-    for part in PARTS.values():
-        text.append(part["report"]())
+    text += [s for s in (part["report"]() for part in PARTS.values()) if s]
     with open(PAGE, "w") as f:
         f.write(with_notes(PAGE, "\n".join(text) + "\n"))
     print("depth_study4: wrote", PAGE)
@@ -437,6 +468,9 @@ def report():
 PARTS = {
     "hc": {"runs": hc_runs, "report": report_hc},
     "completep": {"runs": cp_runs, "report": report_cp},
+    "completep-100": {"runs": cp_runs, "report": lambda: ""},  # in completep's section
+    "completep-muon": {"runs": cp_runs, "report": lambda: ""},
+    "completep-seed2": {"runs": cp_runs, "report": lambda: ""},
     "gate": {"runs": gate_runs, "report": report_gate},
     "qkclip": {"runs": qk_runs, "report": report_qk},
     "hc-100": {"runs": hc100_runs, "report": report_hc100},

@@ -7,19 +7,23 @@
 NAME=test_depth_study4
 . "$(dirname "$0")/lib.sh"
 S=$T/smoke
-for part in hc completep gate qkclip hc-100 value report; do
+# completep's other grids with the completep method alone (sp's and DeepNorm's flags are completep's)
+for part in hc completep "completep-100 --only completep" "completep-muon --only completep" \
+    "completep-seed2 --only completep" gate qkclip hc-100 value report; do
     python3 scripts/depth_study4.py $part --smoke --smoke-dir "$S" >>"$T/log" 2>&1 ||
         { fail "$part: $(tail -n 20 "$T/log")"; exit 1; }
 done
 python3 scripts/depth_study4.py gate --smoke --smoke-dir "$S" >"$T/log" 2>&1 &&
     grep -q "gate: 0 runs to go" "$T/log" || fail "again: $(tail -n 5 "$T/log")"
 python3 - "$S" <<'PY' || fail "the kept files"
-import csv, json, os, sys
+import csv, json, os, re, sys
 sys.path.insert(0, "scripts")
 import depth_study4 as ds
 docs = sys.argv[1] + "/docs"
 for part, spec in ds.PARTS.items():
     for run in spec["runs"](part):
+        if part.startswith("completep-") and run.method != "completep":
+            continue
         stem = os.path.join(docs, part, run.name)
         row = json.load(open(stem + ".row.json"))
         assert row["label"] != "failed", (part, run.name, row)
@@ -35,7 +39,10 @@ page = open(sys.argv[1] + "/docs.md").read()
 for title in ("Hyper-connections and mHC", "CompleteP", "Gated attention", "QK-Clip under Muon",
               "at 100 layers", "Value residuals"):
     assert "## " in page and title in page, title
+assert " / " in page, "seeds 1 and 2 in one cell"
 for png in ("hc-gain.png", "completep-rates.png", "gate-rates.png", "qkclip-logits.png"):
     assert os.path.getsize(os.path.join(docs, png)) > 1000, png
+for png in re.findall(r"!\[[^]]*\]\(([^)]+)\)", page):  # every figure the page shows is there
+    assert os.path.getsize(os.path.join(sys.argv[1], png)) > 1000, png
 PY
 finish

@@ -175,6 +175,16 @@ def num(s):
         return math.nan
 
 
+def load_module(name, path):
+    """The Python file at path as a module called name: for scripts whose file names clash
+    (bench/nanogpt's and bench/speedrun's search.py)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def run_candidates(names, run_one, path, fields, jobs=None):
     """run_one(name) -> a row (dict of fields) for each name, JOBS (default 2) at a time, each row
     appended to the CSV at path as it finishes (its header first when the file is new): a search

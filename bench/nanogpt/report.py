@@ -26,8 +26,30 @@ def medians(rows, progs):
             for p in progs}
 
 
+def peaks(rows):
+    """bench/sgemm's row with each peak the highest of its measurements: the scripts measure at
+    their start and their end, as a neighbour on a shared CPU lowers one."""
+    runs = [r for r in rows if r["prog"] == "sgemm"]
+    best = dict(max(runs, key=lambda r: r["gflops_median"]), measurements=len(runs))
+    for key in ("openblas_median", "bf16_median"):
+        best[key] = max(r.get(key) or 0 for r in runs) or None
+    return best
+
+
+def machine(rows, load0, load1, wait):
+    """The page's line of the machine: the CPU, its GEMM peaks (peaks), the load."""
+    sgemm = peaks(rows)
+    return ("- machine: %s, OpenBLAS kernels %s; fp32 GEMM peak %.0f GFLOP/s (bench/sgemm: "
+            "%s, %d threads, 2048^3, median of %d, the highest of %d measurements; OpenBLAS "
+            "%.0f); bf16 GEMM peak %s; %s "
+            "threads; load average %s at the start, %s at the end; OMP_WAIT_POLICY %s" % (
+                sgemm["cpu"], sgemm["blas_core"], sgemm["gflops_median"], sgemm["backend"],
+                sgemm["threads"], sgemm["reps"], sgemm["measurements"], sgemm["openblas_median"],
+                "%.0f GFLOP/s (oneDNN)" % sgemm["bf16_median"] if sgemm.get("bf16_median")
+                else "not measured", rows[-1]["threads"], load0, load1, wait))
+
+
 def header(rows, load0, load1, wait, check):
-    sgemm = next(r for r in rows if r["prog"] == "sgemm")
     t = next((r for r in rows if r["prog"].startswith("torch")), {})
     torch_v, isa = t.get("torch", "?"), t.get("isa", "?")
     n = sum(r["prog"] == "torch" for r in rows)
@@ -53,14 +75,7 @@ def header(rows, load0, load1, wait, check):
     out += ["| program | steps | batch | flags |", "|---|---:|---:|---|"]
     out += ["| %s | %d | %s | %s |" % (p, s, b, "`%s`" % f if f else "(the recipe)")
             for p, (s, b, f) in recipes.items()]
-    out += ["",
-            "- machine: %s, OpenBLAS kernels %s; fp32 GEMM peak %.0f GFLOP/s (bench/sgemm: "
-            "%s, %d threads, 2048^3, median of %d; OpenBLAS %.0f); bf16 GEMM peak %s; %s "
-            "threads; load average %s at the start, %s at the end; OMP_WAIT_POLICY %s" % (
-                sgemm["cpu"], sgemm["blas_core"], sgemm["gflops_median"], sgemm["backend"],
-                sgemm["threads"], sgemm["reps"], sgemm["openblas_median"],
-                "%.0f GFLOP/s (oneDNN)" % sgemm["bf16_median"] if sgemm.get("bf16_median")
-                else "not measured", rows[-1]["threads"], load0, load1, wait),
+    out += ["", machine(rows, load0, load1, wait),
             "- %d round(s), the programs alternating in each; a figure is the median over the "
             "rounds" % n,
             "- whole program: mt's ./train (loading, training, its evaluation every 500 steps "
@@ -81,7 +96,7 @@ def main():
         if r["prog"] != "sgemm" and r["prog"] not in progs:
             progs.append(r["prog"])
     med = medians(rows, progs)
-    sgemm = next(r for r in rows if r["prog"] == "sgemm")
+    sgemm = peaks(rows)
     peak = {False: sgemm["gflops_median"], True: sgemm.get("bf16_median") or float("nan")}
     steps = {r["prog"]: r["steps"] for r in rows if r["prog"] in progs}
     out = header(rows, load0, load1, wait, check)

@@ -69,7 +69,12 @@ def done():
 
 
 def run_one(name):
-    flags = CANDIDATES[name].split()
+    return score_row(name, CANDIDATES[name].split())
+
+
+def score_row(name, flags):
+    """configs/nanogpt-char.ini with flags (--steps among them) trained and scored on one thread
+    at nice 10: a row of FIELDS, the loss over the whole validation split (./infer --score)."""
     with tempfile.TemporaryDirectory() as tmp:
         val = os.path.join(tmp, "val.txt")
         with open(os.path.join(ROOT, "data/tinyshakespeare.txt"), "rb") as f:

@@ -161,7 +161,8 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 $(PROGS): %: $(BUILD)/%
 	cp -f $< $@
 
-test: all $(TESTS) $(DRIVERS)
+# (tests/test_speedrun.sh runs bench/speedrun.sh, which needs the two benches)
+test: all $(TESTS) $(DRIVERS) $(BUILD)/bench/sgemm $(BUILD)/bench/gpt
 	@MT_BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
 # make test-fast runs every test but these (the tier is sized by the CPU seconds tests/run.sh
@@ -169,18 +170,17 @@ test: all $(TESTS) $(DRIVERS)
 # depth studies' smoke runs, the kill-and-resume loops (grad_accum, reliability), the scale and
 # encoder-decoder depth scripts, the old CPUs under qemu (a third build); recompute's every norm
 # x placement, the step's allocation count, plot-runs and its page in Chromium, the optimizers
-# end to end (test_optim stays), and the parity of the exports, BPE, bf16 and the ViT. Every
-# module keeps its C test
-# (test_<module>.c: tensor, ops, nn, norms, optim, data, bpe, io, models, tasks, ckpt, train, diag,
-# app), the programs their shell tests, and the GPT, encoder-decoder, nGPT, ops, norms,
-# optimizer and score twins stay.
+# end to end (test_optim stays), the speedrun, and the parity of the exports, BPE, bf16 and the
+# ViT. Every module keeps its C test (test_<module>.c: tensor, ops, nn, norms, optim, data, bpe,
+# io, models, tasks, ckpt, train, diag, app), the programs their shell tests, and the GPT,
+# encoder-decoder, nGPT, ops, norms, optimizer and score twins stay.
 SLOW_TESTS := test_fuzz.sh test_mpi.sh test_mpi_net.sh test_zero.sh test_depth_study3.sh \
               test_depth_study4.sh \
               test_grad_accum.sh test_reliability.sh test_scale.sh test_encdec_depth.sh \
               test_cpu_check.sh test_recompute test_steady test_plot_runs.sh test_cli_optim.sh \
               test_export.py test_bpe.py test_bf16.py test_vit.py \
               test_import_gguf.sh test_import_llmc.sh test_report_html.sh test_sft.sh \
-              test_import_hf.sh
+              test_import_hf.sh test_speedrun.sh
 test-fast: all $(TESTS) $(DRIVERS)
 	@MT_BUILD=$(BUILD) MT_LEAVE_OUT="$(SLOW_TESTS)" sh tests/run.sh $(TESTS)
 

@@ -16,7 +16,7 @@ Byte-level tiny Shakespeare, DeepNet's 64-128-2 size (configs/deep100-pre.ini), 
                                      (alpha 1, base depth 6) at 6, 12, 25 and 50 layers, 4 rates
                                      (48 runs, ~15 min idle)
   scripts/depth_study4.py completep-100    the same at 100 layers (12 runs, ~20 min idle)
-  scripts/depth_study4.py completep-muon   the 6-50 layer grid under Muon (48 runs, ~25 min)
+  scripts/depth_study4.py completep-muon   the 6-50 layer grid under Muon, controls (32 runs, ~17 min)
   scripts/depth_study4.py completep-seed2  the 6-50 layer AdamW grid, seed 2 (48 runs, ~15 min)
   scripts/depth_study4.py gate       gated attention's claim (arXiv 2505.06708): the gate removes
                                      the attention sink and the massive activations and takes
@@ -149,20 +149,22 @@ def hc_runs(part):
 # CompleteP with the paper's alpha = 1 against the base depth 6 (docs/layers.md's table); the
 # standard parameterisation's Pre-LN and DeepNorm at the same rates. Its grids: AdamW at 6-50
 # layers (completep), at 100 (completep-100), Muon's (completep-muon: the matrices' rate; AdamW
-# at 3e-3 for the rest) and the AdamW grid again with seed 2 (completep-seed2).
+# at 3e-3 for the rest; the controls alone, as ./train refuses CompleteP's AdamW rules under
+# Muon) and the AdamW grid again with seed 2 (completep-seed2).
 CP_METHODS = {"sp": {}, "deepnorm": {"--placement": "deepnorm"},
               "completep": {"--param": "completep", "--base-depth": 6}}
 CP_DEPTHS, CP_RATES = (6, 12, 25, 50), ("1e-3", "3e-3", "1e-2", "3e-2")
 MUON = {"--optim": "muon", "--adam-lr": "3e-3"}
-CP_GRIDS = {"completep": ("AdamW", {}, CP_RATES, CP_DEPTHS),
-            "completep-100": ("AdamW", {}, CP_RATES, (100,)),
-            "completep-muon": ("Muon", MUON, ("1e-2", "2e-2", "5e-2", "1e-1"), CP_DEPTHS),
-            "completep-seed2": ("AdamW", {"--seed": 2}, CP_RATES, CP_DEPTHS)}
+CP_GRIDS = {"completep": ("AdamW", {}, CP_RATES, CP_DEPTHS, CP_METHODS),
+            "completep-100": ("AdamW", {}, CP_RATES, (100,), CP_METHODS),
+            "completep-muon": ("Muon", MUON, ("1e-2", "2e-2", "5e-2", "1e-1"), CP_DEPTHS,
+                               ("sp", "deepnorm")),
+            "completep-seed2": ("AdamW", {"--seed": 2}, CP_RATES, CP_DEPTHS, CP_METHODS)}
 
 
 def cp_runs(part):
-    _, extra, rates, depths = CP_GRIDS[part]
-    return [Run(part, m, {**f, **extra}, lr, L) for L in depths for m, f in CP_METHODS.items()
+    _, extra, rates, depths, methods = CP_GRIDS[part]
+    return [Run(part, m, {**CP_METHODS[m], **extra}, lr, L) for L in depths for m in methods
             for lr in rates]
 
 
@@ -315,7 +317,9 @@ def report_cp(part="completep"):
            "`a / b` for seeds 1 and 2 where both ran (bold: the row's best by the mean; a seed "
            "that did not train rules its rate out); Pre-LN (sp) and DeepNorm in the standard "
            "parameterisation as controls. Under Muon the rate is the matrices' (AdamW at 3e-3 "
-           "for the rest)." % CP_METHODS["completep"]["--base-depth"], ""]
+           "for the rest), and the controls run alone: CompleteP's per-tensor rules are "
+           "AdamW's, and ./train refuses them with Muon."
+           % CP_METHODS["completep"]["--base-depth"], ""]
     for opt in ("AdamW", "Muon"):
         grids = [g for g, spec in CP_GRIDS.items() if spec[0] == opt]
         rates = CP_GRIDS[grids[0]][2]

@@ -7,8 +7,8 @@
 NAME=test_depth_study4
 . "$(dirname "$0")/lib.sh"
 S=$T/smoke
-# completep's other grids with the completep method alone (sp's and DeepNorm's flags are completep's)
-for part in hc completep "completep-100 --only completep" "completep-muon --only completep" \
+# completep's other grids with one method alone (completep; the Muon grid has only the controls)
+for part in hc completep "completep-100 --only completep" "completep-muon --only deepnorm" \
     "completep-seed2 --only completep" gate qkclip hc-100 value report; do
     python3 scripts/depth_study4.py $part --smoke --smoke-dir "$S" >>"$T/log" 2>&1 ||
         { fail "$part: $(tail -n 20 "$T/log")"; exit 1; }
@@ -22,7 +22,8 @@ import depth_study4 as ds
 docs = sys.argv[1] + "/docs"
 for part, spec in ds.PARTS.items():
     for run in spec["runs"](part):
-        if part.startswith("completep-") and run.method != "completep":
+        alone = "deepnorm" if part == "completep-muon" else "completep"
+        if part.startswith("completep-") and run.method != alone:
             continue
         stem = os.path.join(docs, part, run.name)
         row = json.load(open(stem + ".row.json"))

@@ -114,8 +114,17 @@ void mt_tok_free(mt_tokenizer *t);
 
 /* sp.c's parts. Reads llama2.c's tokenizer.bin at path (its pieces: 259 to 65536; ids 3..258 the
    byte fallback <0x00>..<0xFF>; a piece " "); a short, truncated or malformed file is
-   MT_EFORMAT naming the file and what was expected. */
+   MT_EFORMAT naming the file and what was expected. Or Hugging Face's tokenizer.json of a Llama
+   (a JSON file at path, or a directory holding tokenizer.json): model BPE with byte_fallback,
+   its vocab as those pieces (U+2581 as ' '), its merges by rank (HF's BPE: the adjacent pair of
+   the lowest rank merges first), the dummy prefix of Prepend + Replace or Metaspace, and
+   tokenizer_config.json beside it (add_bos_token, add_eos_token, bos_token <s>, eos_token
+   </s>); another model or form is MT_EINVAL naming what it is and what is read. */
 mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err);
+/* Whether a text's ids start with BOS, end with EOS (tokenizer_config.json's add_bos_token and
+   add_eos_token; tokenizer.bin's: true, false as run.c's generate). */
+bool mt_sp_add_bos(const mt_tokenizer *t);
+bool mt_sp_add_eos(const mt_tokenizer *t);
 #define MT_SP_BOS 1 /* llama2.c's <s> and </s> */
 #define MT_SP_EOS 2
 /* run.c's encode(text, bos, eos): room for len + 1 + bos + eos ids. */

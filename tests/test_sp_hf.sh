@@ -9,7 +9,7 @@
 # that tokenizer.model, and decode to the text, for texts of spaces, newlines, digits, unicode and
 # emoji (byte fallback); so do the merges as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme
 # first) and add_bos_token false. ./train --prepare reads it (a file or its directory) as the
-# driver does. A WordPiece model, byte_fallback false without byte tokens, no model.vocab, a merge
+# driver does, and so does --init-from a LlamaForCausalLM's directory holding them. A WordPiece model, byte_fallback false without byte tokens, no model.vocab, a merge
 # of a token not in the vocabulary and a bos_token other than <s> are refused (exit 2).
 NAME=test_sp_hf
 . "$(dirname "$0")/lib.sh"
@@ -90,6 +90,30 @@ texts = ["Hello world", "The quick brown fox jumps over the lazy dog.", " leadin
          "    ", " ", "x", "<s> is not BOS in text </s>",
          "def f(x):\n    return x ** 2  # squared\n"]
 open(T + "/texts", "wb").write(b"\0".join(t.encode() for t in texts))
+# a LlamaForCausalLM of that vocabulary (1 layer, 16 channels, zero weights) beside "strings"
+import struct
+V, C, F, P = len(vocab), 16, 32, 32
+shapes = {"model.embed_tokens.weight": [V, C], "model.norm.weight": [C], "lm_head.weight": [V, C]}
+for k, shape in {"input_layernorm.weight": [C], "post_attention_layernorm.weight": [C],
+                 "self_attn.q_proj.weight": [C, C], "self_attn.k_proj.weight": [C, C],
+                 "self_attn.v_proj.weight": [C, C], "self_attn.o_proj.weight": [C, C],
+                 "mlp.gate_proj.weight": [F, C], "mlp.up_proj.weight": [F, C],
+                 "mlp.down_proj.weight": [C, F]}.items():
+    shapes["model.layers.0." + k] = shape
+h, off = {}, 0
+for k in sorted(shapes):
+    n = 4 * shapes[k][0] * (shapes[k][1] if len(shapes[k]) > 1 else 1)
+    h[k] = {"dtype": "F32", "shape": shapes[k], "data_offsets": [off, off + n]}
+    off += n
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(T + "/strings/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + bytes(off))
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": C,
+           "intermediate_size": F, "num_attention_heads": 2, "num_key_value_heads": 2,
+           "num_hidden_layers": 1, "max_position_embeddings": P, "rms_norm_eps": 1e-5,
+           "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+           "bos_token_id": 1, "eos_token_id": 2, "vocab_size": V},
+          open(T + "/strings/config.json", "w"))
 for bos in (True, False):  # sentencepiece's ids and the text they decode to
     with open(T + "/want" + ("" if bos else "_nobos"), "w") as f:
         for t in texts:
@@ -131,6 +155,14 @@ for f in "$T/strings/tokenizer.json" "$T/strings"; do
     [ "$(ids "$T/p.bin")" = "$(cat "$T/want_one")" ] ||
         fail "prepare with $f: $(ids "$T/p.bin"), not $(cat "$T/want_one")"
 done
+
+# --init-from the LlamaForCausalLM's directory: --tokenizer sp takes its tokenizer.json
+head -c 2000 data/tinyshakespeare.txt >"$T/text"
+"$B/train" --threads 2 --data "$T/text" --batch 2 --eval-batches 1 --tokenizer sp \
+    --init-from "$T/strings" --steps 1 --out "$T/ft" >"$T/log" 2>&1 ||
+    fail "--init-from the directory: $(cat "$T/log")"
+grep -q "tokens (sp tokenizer, vocabulary 32000)" "$T/log" && grep -q "^init    loaded" "$T/log" ||
+    fail "--init-from the directory: $(grep "data\|init" "$T/log")"
 
 refused() { # what, expected text, the fixture
     "$D" "$T/$3/tokenizer.json" "$T/texts" >/dev/null 2>"$T/err"

@@ -6,11 +6,14 @@
 # descending; byte_fallback; normalizer Prepend "▁" + Replace " " -> "▁"), with
 # tokenizer_config.json beside it. Its ids (tests/parity/tokenize_driver: read, carried through
 # mt's tokenizer JSON, BOS as add_bos_token says) equal Debian's sentencepiece's encoding with
-# that tokenizer.model, and decode to the text, for texts of spaces, newlines, digits, unicode and
-# emoji (byte fallback); so do the merges as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme
-# first) and add_bos_token false. ./train --prepare reads it (a file or its directory) as the
-# driver does, and so does --init-from a LlamaForCausalLM's directory holding them. A WordPiece model, byte_fallback false without byte tokens, no model.vocab, a merge
-# of a token not in the vocabulary and a bos_token other than <s> are refused (exit 2).
+# that tokenizer.model, and decode as its ids do (to the text), for texts of spaces, newlines,
+# digits, unicode, emoji (byte fallback) and a literal U+2581 (the space piece: HF's Replace
+# leaves it), and for each line of tinyshakespeare and paragraph of docs/*.md; so do the merges
+# as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme first) and add_bos_token false.
+# ./train --prepare reads it (a file or its directory) as the driver does, and so does
+# --init-from a LlamaForCausalLM's directory holding them. A WordPiece model, byte_fallback false
+# without byte tokens, no model.vocab, a merge of a token not in the vocabulary and a bos_token
+# other than <s> are refused (exit 2).
 NAME=test_sp_hf
 . "$(dirname "$0")/lib.sh"
 L2=${MT_LLAMA2C:-../shared/third_party/llama2c}
@@ -88,8 +91,15 @@ texts = ["Hello world", "The quick brown fox jumps over the lazy dog.", " leadin
          "Ça va — naïve café, Straße, Ελληνικά, русский, 東京タワー, 한국어",
          "emoji 🙂🚀👍🏽 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "𠀋 a rare CJK ideograph and \u0001 a control byte",
          "    ", " ", "x", "<s> is not BOS in text </s>",
-         "def f(x):\n    return x ** 2  # squared\n"]
+         "def f(x):\n    return x ** 2  # squared\n", "a literal ▁ (U+2581) and ▁▁ two"]
 open(T + "/texts", "wb").write(b"\0".join(t.encode() for t in texts))
+corpus = [l for l in open("data/tinyshakespeare.txt", encoding="utf-8").read().split("\n") if l]
+for f in sorted(os.listdir("docs")):
+    if f.endswith(".md"):
+        corpus += [p for p in open("docs/" + f, encoding="utf-8").read().split("\n\n") if p]
+open(T + "/corpus", "wb").write(b"\0".join(t.encode() for t in corpus))
+open(T + "/want_corpus", "w").write("".join(" ".join(map(str, sp.encode(t, add_bos=True))) + "\n"
+                                            for t in corpus))
 # a LlamaForCausalLM of that vocabulary (1 layer, 16 channels, zero weights) beside "strings"
 import struct
 V, C, F, P = len(vocab), 16, 32, 32
@@ -133,10 +143,17 @@ for form in strings pairs metaspace nobos; do
         fail "$form: mt's ids (or their text) differ from sentencepiece's (want, got):
 $(diff "$want" "$T/got_$form" | head -8)"
 done
-# sentencepiece's decoding gives the texts back, so mt's does too
-/usr/bin/python3 -c "import sys; t = open(sys.argv[1], 'rb').read().split(b'\0'); \
+# sentencepiece's decoding gives the texts back (U+2581 as a space), so mt's does too
+/usr/bin/python3 -c "import sys; t = open(sys.argv[1], 'rb').read().replace('▁'.encode(), \
+b' ').split(b'\0'); \
 g = [bytes.fromhex(l.split('\t')[1]) for l in open(sys.argv[2]).read().splitlines()]; \
 sys.exit(t != g)" "$T/texts" "$T/got_strings" || fail "mt's ids do not decode to the texts"
+
+# so are the ids of each line of tinyshakespeare and each paragraph of docs/*.md
+"$D" "$T/strings/tokenizer.json" "$T/corpus" | cut -f1 >"$T/got_corpus"
+cmp -s "$T/want_corpus" "$T/got_corpus" ||
+    fail "corpus: $(diff "$T/want_corpus" "$T/got_corpus" | wc -l) lines of diff, first:
+$(diff "$T/want_corpus" "$T/got_corpus" | head -4)"
 
 # ./train --prepare reads it too, a file or its directory: the driver's ids without BOS
 train() { "$B/train" --threads 2 --data "$T/text" --val-fraction 0 "$@" >"$T/log" 2>&1; }

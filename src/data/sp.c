@@ -56,6 +56,8 @@ struct mt_sp {
                               tokenizer.bin: true, false, as run.c's generate) */
 };
 
+static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
+
 static uint32_t fnv1a(const char *p, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
@@ -350,7 +352,9 @@ void mt_sp_encode(const mt_tokenizer *t, const char *text, size_t len, bool bos,
     for (size_t i = 0; i < len;) {
         size_t j = i + 1;
         while (j < len && j - i < 4 && ((unsigned char)text[j] & 0xc0) == 0x80) j++;
-        int c = sp_find(sp, text + i, j - i);
+        /* ranked: a text's own U+2581 is the vocabulary's, ' ' here (HF's Replace leaves it) */
+        bool meta = sp->ranked && j - i == 3 && memcmp(text + i, SPACE, 3) == 0;
+        int c = meta ? sp->space : sp_find(sp, text + i, j - i);
         if (c >= 0) id[k++] = (uint16_t)c;
         else
             for (size_t b = i; b < j; b++) id[k++] = (uint16_t)((unsigned char)text[b] + 3);
@@ -543,8 +547,6 @@ bool mt_sp_add_eos(const mt_tokenizer *t) { return t->sp->add_eos; }
     "model.vocab (<unk>, <s>, </s>, then <0x00>..<0xFF>) and model.merges (\"a b\" or [a, b]), "   \
     "the dummy prefix of a normalizer Sequence [Prepend \"\xe2\x96\x81\", Replace \" \" -> "       \
     "\"\xe2\x96\x81\"] or of a Metaspace pre_tokenizer (prepend_scheme first, split false)"
-
-static const char SPACE[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
 
 static const cJSON *get(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);

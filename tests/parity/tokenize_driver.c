@@ -33,20 +33,23 @@ int main(int argc, char **argv) {
     MT_ASSERT(argc == 3, "usage: tokenize_driver TOKENIZER TEXTS");
     mt_tokenizer read, t;
     mt_err err;
-    char *texts;
+    char *texts = NULL;
     size_t len;
-    if (mt_sp_read_llama2c(argv[1], &read, &err) != MT_OK ||
-        mt_file_read("TEXTS", argv[2], &texts, &len, &err) != MT_OK) {
+    if (mt_file_read("TEXTS", argv[2], &texts, &len, &err) != MT_OK ||
+        mt_sp_read_llama2c(argv[1], &read, &err) != MT_OK) {
         fprintf(stderr, "%s\n", err.msg);
+        free(texts);
         return 2;
     }
     char *json = mt_tok_to_json(&read);
     mt_tok_free(&read);
-    if (mt_tok_from_json(json, &t, &err) != MT_OK) {
+    mt_status s = mt_tok_from_json(json, &t, &err);
+    free(json);
+    if (s != MT_OK) {
         fprintf(stderr, "mt's JSON of it: %s\n", err.msg);
+        free(texts);
         return 2;
     }
-    free(json);
     for (size_t at = 0; at < len;) {
         size_t n = strnlen(texts + at, len - at);
         encode(&t, texts + at, n);

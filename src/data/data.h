@@ -22,7 +22,8 @@
  * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error.
  * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file),
  * encoded as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix
- * space); the pieces and scores travel in the checkpoint.
+ * space), or Hugging Face's tokenizer.json of a Llama, the same pieces encoded as HF's BPE does
+ * (merge by rank); the pieces and scores (and the merges) travel in the checkpoint.
  * gpt2: GPT-2's byte-level BPE (OpenAI's encoder.json and vocab.bpe, --tokenizer-file), encoded
  * as GPT-2's encoder.py encodes (gpt2.c: its regex pre-tokenizer, then bpe.c's merges by rank).
  * GPT-2's ids: 0..255 the bytes in bytes_to_unicode's order, 256 + k merge k, then the special
@@ -256,7 +257,8 @@ typedef struct {
     int vocab_size;             /* bpe: the vocabulary to learn */
     double val_fraction;        /* in [0, 1): the part held out for validation */
     int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
-    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin; gpt2: encoder.json's directory */
+    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin or a Llama's tokenizer.json;
+                                   gpt2: encoder.json's directory or GPT-2's tokenizer.json */
     const char *tokenizer_json; /* a tokenizer given whole (mt_tok_to_json's form), else NULL */
 } mt_text_cfg;
 

@@ -11,7 +11,8 @@
 # leaves it), and for each line of tinyshakespeare and paragraph of docs/*.md; so do the merges
 # as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme first) and add_bos_token false.
 # ./train --prepare reads it (a file or its directory) as the driver does, and so does
-# --init-from a LlamaForCausalLM's directory holding them. A WordPiece model, byte_fallback false
+# --init-from a LlamaForCausalLM's directory holding them; its export's tokenizer.bin encodes the
+# corpus as Llama 2's tokenizer.bin does. A WordPiece model, byte_fallback false
 # without byte tokens, no model.vocab, a merge of a token not in the vocabulary and a bos_token
 # other than <s> are refused (exit 2).
 NAME=test_sp_hf
@@ -180,6 +181,14 @@ head -c 2000 data/tinyshakespeare.txt >"$T/text"
     fail "--init-from the directory: $(cat "$T/log")"
 grep -q "tokens (sp tokenizer, vocabulary 32000)" "$T/log" && grep -q "^init    loaded" "$T/log" ||
     fail "--init-from the directory: $(grep "data\|init" "$T/log")"
+# its export to llama2.c's format writes each piece's score as -(the lowest rank making it): the
+# exported tokenizer.bin, merged by score as run.c does, encodes the corpus as Llama 2's own does
+"$B/export" --checkpoint "$T/ft/model.safetensors" --format llama2c --out "$T/m.bin" \
+    >"$T/log" 2>&1 || fail "export: $(cat "$T/log")"
+"$D" "$T/tokenizer.bin" "$T/corpus" >"$T/got_export" 2>"$T/err" || fail "export: $(cat "$T/err")"
+"$D" "$L2/tokenizer.bin" "$T/corpus" >"$T/want_export" 2>"$T/err" || fail "$(cat "$T/err")"
+cmp -s "$T/want_export" "$T/got_export" ||
+    fail "the exported tokenizer.bin: $(diff "$T/want_export" "$T/got_export" | wc -l) lines of diff"
 
 refused() { # what, expected text, the fixture
     "$D" "$T/$3/tokenizer.json" "$T/texts" >/dev/null 2>"$T/err"

@@ -648,15 +648,13 @@ static mt_status hf_merges(const char *path, const cJSON *ms, mt_tokenizer *t, m
         int il = l ? hf_find(t, l) : -1, ir = r ? hf_find(t, r) : -1;
         if (il < 0 || ir < 0) {
             free(m);
+            char what[4 * MT_TOK_MAX_BYTES + 40] = "is neither";
+            if (l && r)
+                snprintf(what, sizeof what, "'%s' is not a token of model.vocab", il < 0 ? l : r);
             return refuse(t, mt_errorf(err, MT_EFORMAT,
-                                       l && r ? "%s: model.merges[%d]: '%s' is not a token of "
-                                                "model.vocab"
-                                              : "%s: model.merges[%d]%.0s: expected \"a b\" or "
-                                                "[\"a\", \"b\"], two tokens of model.vocab",
-                                       path, k,
-                                       !l || !r ? ""
-                                       : il < 0 ? l
-                                                : r));
+                                       "%s: model.merges[%d]: %s; expected \"a b\" or [\"a\", "
+                                       "\"b\"] of two tokens of model.vocab",
+                                       path, k, what));
         }
         m[k][0] = (uint16_t)il;
         m[k++][1] = (uint16_t)ir;

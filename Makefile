@@ -95,9 +95,10 @@ DEPS_RUN  := build-essential libopenblas-openmp-dev libopenblas0-openmp libstb-d
 # make MPI=1 (and the MPI tests, tests/test_mpi.sh; iproute2: test_mpi_net.sh's namespaces)
 DEPS_MPI  := libopenmpi-dev openmpi-bin iproute2
 # qemu-user: qemu-x86_64 runs the builds on older CPU models (tests/test_cpu_check.sh);
-# chromium: the browser tests/test_report_html.sh opens the report in (with npm's playwright-core)
+# chromium: the browser tests/test_report_html.sh opens the report in (with npm's playwright-core);
+# python3-sentencepiece: the reference tests/test_sp_hf.sh encodes Llama 2's tokenizer.model with
 DEPS_TEST := python3-torch python3-numpy clang gcc-11 clang-format libclang-rt-14-dev libomp-14-dev valgrind \
-             qemu-user chromium $(DEPS_MPI)
+             qemu-user chromium python3-sentencepiece $(DEPS_MPI)
 
 .PHONY: all test test-fast test-toolchains test-aarch64 qemu-test deps-cross deps-llamacpp deps-browser asan valgrind valgrind-run bench fuzz deps deps-test clean depth-study depth-study-quick depth-study-1000 \
         check-links

@@ -7,7 +7,8 @@
 # GPT2LMHeadModel's directory holding it gives --tokenizer gpt2 its vocabulary. Malformed JSON, a
 # merge naming an unknown token, an id out of range, an added token not in the vocabulary, a
 # WordPiece model, a Metaspace pre-tokenizer and a Llama's (SentencePiece-style BPE, byte fallback:
-# with --tokenizer gpt2 or sp) are refused (exit 2, nothing written).
+# tests/test_sp_hf.sh's) with --tokenizer gpt2, and GPT-2's with --tokenizer sp, are refused (exit
+# 2, nothing written).
 NAME=test_hf_tokenizer
 . "$(dirname "$0")/lib.sh"
 need_gpt2
@@ -132,8 +133,8 @@ refused "WordPiece" "model.type WordPiece, pre_tokenizer ByteLevel, normalizer n
     --tokenizer gpt2 --tokenizer-file "$T/wordpiece"
 refused "Llama's, gpt2" "model.type BPE, pre_tokenizer absent, normalizer Sequence; --tokenizer gpt2" \
     --tokenizer gpt2 --tokenizer-file "$T/llama/tokenizer.json"
-refused "Llama's, sp" "llama/tokenizer.json: a JSON file, not llama2.c's tokenizer.bin; mt reads Hugging Face's tokenizer.json of GPT-2's byte-level BPE (--tokenizer gpt2), not yet a Llama's" \
-    --tokenizer sp --tokenizer-file "$T/llama/tokenizer.json"
+refused "GPT-2's, sp" "strings/tokenizer.json: model.byte_fallback false; --tokenizer sp reads a Llama's tokenizer.json" \
+    --tokenizer sp --tokenizer-file "$T/strings/tokenizer.json"
 refused "Metaspace" "model.type BPE, pre_tokenizer Metaspace" --tokenizer gpt2 \
     --tokenizer-file "$T/metaspace/tokenizer.json"
 finish

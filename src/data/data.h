@@ -22,7 +22,8 @@
  * ids are GPT-2's); id i decodes to "<i>" and encoding text is an error.
  * sp: llama2.c's tokenizer.bin (Llama 2's SentencePiece pieces and scores, --tokenizer-file),
  * encoded as llama2.c's run.c encodes (sp.c: merge by score, byte fallback, the dummy-prefix
- * space); the pieces and scores travel in the checkpoint.
+ * space), or Hugging Face's tokenizer.json of a Llama, the same pieces encoded as HF's BPE does
+ * (merge by rank); the pieces and scores (and the merges) travel in the checkpoint.
  * gpt2: GPT-2's byte-level BPE (OpenAI's encoder.json and vocab.bpe, --tokenizer-file), encoded
  * as GPT-2's encoder.py encodes (gpt2.c: its regex pre-tokenizer, then bpe.c's merges by rank).
  * GPT-2's ids: 0..255 the bytes in bytes_to_unicode's order, 256 + k merge k, then the special
@@ -114,8 +115,17 @@ void mt_tok_free(mt_tokenizer *t);
 
 /* sp.c's parts. Reads llama2.c's tokenizer.bin at path (its pieces: 259 to 65536; ids 3..258 the
    byte fallback <0x00>..<0xFF>; a piece " "); a short, truncated or malformed file is
-   MT_EFORMAT naming the file and what was expected. */
+   MT_EFORMAT naming the file and what was expected. Or Hugging Face's tokenizer.json of a Llama
+   (a JSON file at path, or a directory holding tokenizer.json): model BPE with byte_fallback,
+   its vocab as those pieces (U+2581 as ' '), its merges by rank (HF's BPE: the adjacent pair of
+   the lowest rank merges first), the dummy prefix of Prepend + Replace or Metaspace, and
+   tokenizer_config.json beside it (add_bos_token, add_eos_token, bos_token <s>, eos_token
+   </s>); another model or form is MT_EINVAL naming what it is and what is read. */
 mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err);
+/* Whether a text's ids start with BOS, end with EOS (tokenizer_config.json's add_bos_token and
+   add_eos_token; tokenizer.bin's: true, false as run.c's generate). */
+bool mt_sp_add_bos(const mt_tokenizer *t);
+bool mt_sp_add_eos(const mt_tokenizer *t);
 #define MT_SP_BOS 1 /* llama2.c's <s> and </s> */
 #define MT_SP_EOS 2
 /* run.c's encode(text, bos, eos): room for len + 1 + bos + eos ids. */
@@ -247,7 +257,8 @@ typedef struct {
     int vocab_size;             /* bpe: the vocabulary to learn */
     double val_fraction;        /* in [0, 1): the part held out for validation */
     int data_vocab;             /* shards without a tokenizer: their vocabulary; 0: meta.json's */
-    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin; gpt2: encoder.json's directory */
+    const char *tokenizer_file; /* sp: llama2.c's tokenizer.bin or a Llama's tokenizer.json;
+                                   gpt2: encoder.json's directory or GPT-2's tokenizer.json */
     const char *tokenizer_json; /* a tokenizer given whole (mt_tok_to_json's form), else NULL */
 } mt_text_cfg;
 

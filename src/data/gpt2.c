@@ -296,7 +296,8 @@ static mt_status read_hf(const char *path, mt_tokenizer *t, mt_err *err) {
     else if (not_gpt2(o, why, sizeof why))
         s = mt_errorf(err, MT_EINVAL,
                       "%s: %s; --tokenizer gpt2 reads GPT-2's byte-level BPE (model.type BPE, "
-                      "pre_tokenizer ByteLevel, no normalizer)",
+                      "pre_tokenizer ByteLevel, no normalizer); a Llama's (byte_fallback true): "
+                      "--tokenizer sp",
                       path, why);
     else if (!cJSON_IsObject(vocab) || !cJSON_IsArray(ms) || n < 257 || n > MT_BPE_MAX_VOCAB)
         s = mt_errorf(err, MT_EFORMAT,

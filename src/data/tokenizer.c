@@ -228,7 +228,8 @@ static const mt_enum_item TOKENIZERS[] = {
                     .help = "byte-level BPE learnt from the training part, --vocab-size tokens"},
     [MT_TOK_IDS] = {.name = "ids", .help = "token shards' ids without a tokenizer (no text)"},
     [MT_TOK_SP] = {.name = "sp",
-                   .help = "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does"},
+                   .help = "llama2.c's tokenizer.bin (--tokenizer-file), encoded as run.c does, or "
+                           "a Llama's tokenizer.json, as Hugging Face's tokenizers does"},
     [MT_TOK_GPT2] = {.name = "gpt2",
                      .help = "GPT-2's BPE (--tokenizer-file: encoder.json, vocab.bpe), encoded as "
                              "its encoder.py does"},

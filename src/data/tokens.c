@@ -120,7 +120,7 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
         return mt_errorf(err, MT_EINVAL, "--tokenizer %s needs --tokenizer-file (%s)",
                          mt_enum_name(&MT_TOKENIZERS, c->kind),
                          c->kind == MT_TOK_SP
-                             ? "llama2.c's tokenizer.bin"
+                             ? "llama2.c's tokenizer.bin or a Llama's tokenizer.json"
                              : "a directory of GPT-2's encoder.json and vocab.bpe");
     char *text;
     size_t len = 0;

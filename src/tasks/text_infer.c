@@ -99,7 +99,8 @@ static mt_status score_file(const mt_model *m, const char *path, mt_precision pr
 }
 
 /* The prompt's token ids (*ids malloc'd, *n of them); MT_EINVAL when it cannot be encoded or
-   is empty. sp's starts with BOS, as run.c's generate does. */
+   is empty. sp's starts with BOS when its file says
+   (tokenizer.bin: always, as run.c's generate; tokenizer_config.json's add_bos_token). */
 static mt_status prompt_ids(const mt_tokenizer *tok, const char *prompt, int **ids, size_t *n,
                             mt_err *err) {
     size_t plen = strlen(prompt);
@@ -107,7 +108,8 @@ static mt_status prompt_ids(const mt_tokenizer *tok, const char *prompt, int **i
     mt_status s = MT_OK;
     *ids = malloc((plen + 2) * sizeof **ids);
     if (!p16 || !*ids) s = mt_errorf(err, MT_ENOMEM, "out of memory");
-    else if (tok->kind == MT_TOK_SP && plen) mt_sp_encode(tok, prompt, plen, true, false, p16, n);
+    else if (tok->kind == MT_TOK_SP && plen)
+        mt_sp_encode(tok, prompt, plen, mt_sp_add_bos(tok), false, p16, n);
     else if (mt_tok_encode(tok, prompt, plen, p16, n, err) != MT_OK) s = MT_EINVAL;
     else if (*n == 0)
         s = mt_errorf(err, MT_EINVAL, "--prompt is empty: give at least one character");

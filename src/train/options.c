@@ -64,11 +64,12 @@ static const mt_field DATA[] = {
     F(tokenizer, ENUM, "tokenizer", "tokenizer of a text file", .of = &MT_TOKENIZERS,
       .read = tokenizes, .read_by = "--data of text (token data keeps its --prepare's)"),
     F(tokenizer_file, STR, "tokenizer_file",
-      "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes; "
+      "--tokenizer sp: llama2.c's tokenizer.bin, the text encoded as its run.c encodes, or "
+      "Hugging Face's tokenizer.json of a Llama (BPE by merge ranks, byte fallback); "
       "--tokenizer gpt2: the directory of GPT-2's encoder.json and vocab.bpe (or encoder.json's "
       "path, vocab.bpe beside it), encoded as its encoder.py encodes, or Hugging Face's "
-      "tokenizer.json of GPT-2's BPE (none: --init-from's, a Hugging Face directory's); "
-      "either: a GGUF file of "
+      "tokenizer.json of GPT-2's BPE; either: none: --init-from's tokenizer.json (a Hugging Face "
+      "directory's), or a GGUF file of "
       "that vocabulary (tokenizer.ggml.model llama for sp, gpt2 for gpt2)",
       .read = reads_tokenizer_file, .read_by = "--tokenizer sp or gpt2"),
     F(vocab_size, INT, "vocab_size",

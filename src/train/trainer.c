@@ -174,7 +174,8 @@ static mt_status setup(mt_trainer *tr, const mt_optim_config *oc, mt_err *err) {
     if (!mc) return mt_errorf(err, MT_ENOMEM, "out of memory for a config");
     memcpy(mc, cfg->model_cfg, type->config_size);
     mt_data_cfg data = cfg->data; /* a GGUF's vocabulary read here: tasks do not read GGUF */
-    if (data.tokenizer == MT_TOK_GPT2 && !data.tokenizer_file[0] && cfg->init_from[0] &&
+    if ((data.tokenizer == MT_TOK_GPT2 || data.tokenizer == MT_TOK_SP) && !data.tokenizer_file[0] &&
+        cfg->init_from[0] &&
         !mt_hf_tokenizer_json(cfg->init_from, data.tokenizer_file, sizeof data.tokenizer_file))
         data.tokenizer_file[0] = 0; /* --init-from's own tokenizer.json, if it has one */
     char *json = NULL;

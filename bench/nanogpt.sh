@@ -50,12 +50,10 @@ while [ $r -lt "$ROUNDS" ]; do
     run_torch torch "$RECIPE_STEPS" | tee -a "$RAW"
     # shellcheck disable=SC2086
     run_torch torch-muon "${MUON_STEPS% *}" $MUON | tee -a "$RAW"
-    [ ! -e "$TMP/failed" ] || { echo "nanogpt.sh: $(cat "$TMP/failed")" >&2 && exit 1; }
+    round_done nanogpt.sh
     r=$((r + 1))
 done
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-peaks >>"$RAW"
-echo "# load at the end $LOAD1"
+runs_done
 $PY bench/nanogpt/report.py "$RAW" "$LOAD0" "$LOAD1" "${OMP_WAIT_POLICY:-unset}" "${CHECK:-0}" \
     >bench/NANOGPT.md
 echo "wrote bench/NANOGPT.md"

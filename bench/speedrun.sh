@@ -29,12 +29,10 @@ while [ $r -lt "$ROUNDS" ]; do
     while read -r label steps flags; do
         run_both "$label" "$steps $steps" "$flags" </dev/null
     done <"$TMP/records"
-    [ ! -e "$TMP/failed" ] || { echo "speedrun.sh: $(cat "$TMP/failed")" >&2 && exit 1; }
+    round_done speedrun.sh
     r=$((r + 1))
 done
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-peaks >>"$RAW"
-echo "# load at the end $LOAD1"
+runs_done
 $PY bench/speedrun/report.py "$RAW" "$SEARCH_FLAGS" "$LOAD0" "$LOAD1" "${OMP_WAIT_POLICY:-unset}" \
     "${CHECK:-0}" >"$PAGE"
 echo "wrote $PAGE"

@@ -3,7 +3,7 @@
 # of a check run's shortened runs) set: the temporary directory, the validation split, the load
 # and OMP wait policy, the machine's line (bench/sgemm's peaks into RAW; `peaks` measures them
 # again), BF16 (1 where ./train runs bf16 here) and the runs: run_mt, run_both and run_torch
-# print a row of JSON each (a failure leaves $TMP/failed).
+# print a row of JSON each (a failure leaves $TMP/failed: round_done stops there); runs_done ends.
 BUILD=${MT_BUILD:-build}
 THREADS=${THREADS:-2}
 PY=/usr/bin/python3
@@ -72,3 +72,12 @@ run_torch() { # label steps [torch_char.py flags]; prog_s: the whole program
     sed "s/^{/{\"prog_s\": $(echo "$t1 - $t0" | bc), \"flags\": \"$*\", /" "$TMP/torch.json"
 }
 
+round_done() { # script: stop at a round whose run failed
+    [ ! -e "$TMP/failed" ] || { echo "$1: $(cat "$TMP/failed")" >&2 && exit 1; }
+}
+
+runs_done() { # the load at the end (LOAD1) and the peaks again, into RAW
+    LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+    peaks >>"$RAW"
+    echo "# load at the end $LOAD1"
+}

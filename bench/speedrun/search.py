@@ -7,7 +7,7 @@ are the fewest on a grid of STEP whose runs reach the target with every seed of 
 being that of ./infer --score over the whole validation split. Every run is a row of
 bench/speedrun/search.csv: one thread, nice 10, two at a time; the loss does not depend on the
 load, its seconds do. A search stopped part way resumes; the chain is replayed from the file
-alone (chain()), so that bench/speedrun.sh and its report read the same records.
+alone (replay()), so that bench/speedrun.sh and its report read the same records.
 
 usage: bench/speedrun/search.py [--csv FILE] [--pieces A,B] [--target X] [--steps-scale K]
          run what the chain still needs (needs make all); --target: instead of torch's loss;

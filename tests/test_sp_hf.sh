@@ -12,7 +12,8 @@
 # as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme first) and add_bos_token false.
 # ./train --prepare reads it (a file or its directory) as the driver does, and so does
 # --init-from a LlamaForCausalLM's directory holding them; its export's tokenizer.bin encodes the
-# corpus as Llama 2's tokenizer.bin does. A WordPiece model, byte_fallback false
+# corpus as Llama 2's tokenizer.bin does, its GGUF's add_bos_token and add_eos_token are
+# tokenizer_config.json's. A WordPiece model, byte_fallback false
 # without byte tokens, no model.vocab, a merge of a token not in the vocabulary and a bos_token
 # other than <s> are refused (exit 2).
 NAME=test_sp_hf
@@ -72,6 +73,7 @@ t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme
                       "split": False}
 write("metaspace", t)
 write("nobos", tok, dict(config, add_bos_token=False))
+write("flags", tok, dict(config, add_bos_token=False, add_eos_token=True))
 t = copy.deepcopy(tok)
 t["model"]["type"] = "WordPiece"
 write("wordpiece", t)
@@ -181,6 +183,22 @@ head -c 2000 data/tinyshakespeare.txt >"$T/text"
     fail "--init-from the directory: $(cat "$T/log")"
 grep -q "tokens (sp tokenizer, vocabulary 32000)" "$T/log" && grep -q "^init    loaded" "$T/log" ||
     fail "--init-from the directory: $(grep "data\|init" "$T/log")"
+# its GGUF export carries the tokenizer's add_bos_token and add_eos_token, as llama.cpp reads them
+gguf_kv() { # the GGUF file, keys: their values on one line
+    /usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/parity'); \
+from test_export import read_gguf; kv = read_gguf(sys.argv[1])[1]; \
+print(' '.join(repr(kv.get(k)) for k in sys.argv[2:]))" "$@"
+}
+FLAGS="tokenizer.ggml.add_bos_token tokenizer.ggml.add_eos_token"
+"$B/train" --threads 2 --data "$T/text" --batch 2 --eval-batches 1 --tokenizer sp \
+    --tokenizer-file "$T/flags" --init-from "$T/strings" --steps 0 --out "$T/ft_flags" \
+    >"$T/log" 2>&1 || fail "--init-from with the flags' tokenizer: $(cat "$T/log")"
+for ft in ft:"True False" ft_flags:"False True"; do
+    "$B/export" --checkpoint "$T/${ft%%:*}/model.safetensors" --format gguf --out "$T/f.gguf" \
+        >"$T/log" 2>&1 || fail "export gguf: $(cat "$T/log")"
+    [ "$(gguf_kv "$T/f.gguf" $FLAGS)" = "${ft#*:}" ] ||
+        fail "${ft%%:*}'s GGUF: $FLAGS are $(gguf_kv "$T/f.gguf" $FLAGS), not ${ft#*:}"
+done
 # its export to llama2.c's format writes each piece's score as -(the lowest rank making it): the
 # exported tokenizer.bin, merged by score as run.c does, encodes the corpus as Llama 2's own does
 "$B/export" --checkpoint "$T/ft/model.safetensors" --format llama2c --out "$T/m.bin" \

@@ -6,7 +6,8 @@
 # another vocabulary, a missing or truncated tokenizer.bin and an unread --tokenizer-file are
 # refused (exit 2). The export gives back the tokenizer.bin read, and a GGUF whose vocabulary
 # llama.cpp (npm's node-llama-cpp) encodes a text with as mt does, and which --tokenizer-file
-# reads back (a GGUF of a byte vocabulary is refused naming what it is).
+# reads back (a GGUF of a byte vocabulary is refused naming what it is). The training text is
+# encoded without BOS or EOS (docs/finetune.md).
 NAME=test_sp_finetune
 . "$(dirname "$0")/lib.sh"
 L2C=${MT_LLAMA2C:-../shared/third_party/llama2c}
@@ -43,6 +44,8 @@ n = struct.unpack_from('<I', b, 24)[0]; print(' '.join(map(str, struct.unpack_fr
 train $SP --prepare "$T/some.bin" --data "$T/some.txt" --val-fraction 0 ||
     fail "prepare: $(cat "$T/log")"
 mt=$(ids "$T/some.bin")
+[ "${mt%% *}" != 1 ] && [ "${mt##* }" != 2 ] ||
+    fail "tokenizer.bin's training text is encoded with BOS or EOS: $(echo "$mt" | head -c 80)"
 train --tokenizer sp --tokenizer-file "$T/ft.gguf" --prepare "$T/gguf.bin" --data "$T/some.txt" \
     --val-fraction 0 || fail "prepare with the GGUF's vocabulary: $(cat "$T/log")"
 [ -n "$mt" ] && [ "$(ids "$T/gguf.bin")" = "$mt" ] || fail "the GGUF's vocabulary encodes otherwise"

@@ -10,9 +10,11 @@
 # digits, unicode, emoji (byte fallback) and a literal U+2581 (the space piece: HF's Replace
 # leaves it), and for each line of tinyshakespeare and paragraph of docs/*.md; so do the merges
 # as [a, b] pairs, a Metaspace pre_tokenizer (prepend_scheme first) and add_bos_token false.
-# ./train --prepare reads it (a file or its directory) as the driver does, and so does
+# ./train --prepare reads it (a file or its directory), a document BOS first and EOS last as
+# add_bos_token and add_eos_token say (as HF's tokenizer(text)), and so does
 # --init-from a LlamaForCausalLM's directory holding them; its export's tokenizer.bin encodes the
-# corpus as Llama 2's tokenizer.bin does. A WordPiece model, byte_fallback false
+# corpus as Llama 2's tokenizer.bin does, its GGUF's add_bos_token and add_eos_token are
+# tokenizer_config.json's. A WordPiece model, byte_fallback false
 # without byte tokens, no model.vocab, a merge of a token not in the vocabulary and a bos_token
 # other than <s> are refused (exit 2).
 NAME=test_sp_hf
@@ -72,6 +74,7 @@ t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme
                       "split": False}
 write("metaspace", t)
 write("nobos", tok, dict(config, add_bos_token=False))
+write("flags", tok, dict(config, add_bos_token=False, add_eos_token=True))
 t = copy.deepcopy(tok)
 t["model"]["type"] = "WordPiece"
 write("wordpiece", t)
@@ -125,6 +128,11 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
            "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
            "bos_token_id": 1, "eos_token_id": 2, "vocab_size": V},
           open(T + "/strings/config.json", "w"))
+one = "Ça va — 東京 🙂  x\n  y"  # a document for ./train --prepare: sentencepiece's ids as
+open(T + "/one", "w").write(one)  # HF's tokenizer(text) gives them, BOS and EOS as configured
+for name, bos, eos in (("strings", True, False), ("flags", False, True)):
+    open(T + "/want_prepare_" + name, "w").write(
+        " ".join(map(str, sp.encode(one, add_bos=bos) + [2] * eos)) + "\n")
 for bos in (True, False):  # sentencepiece's ids and the text they decode to
     with open(T + "/want" + ("" if bos else "_nobos"), "w") as f:
         for t in texts:
@@ -156,22 +164,21 @@ cmp -s "$T/want_corpus" "$T/got_corpus" ||
     fail "corpus: $(diff "$T/want_corpus" "$T/got_corpus" | wc -l) lines of diff, first:
 $(diff "$T/want_corpus" "$T/got_corpus" | head -4)"
 
-# ./train --prepare reads it too, a file or its directory: the driver's ids without BOS
+# ./train --prepare reads it too, a file or its directory: a document's ids start with BOS when
+# add_bos_token says and end with EOS when add_eos_token says, as HF's tokenizer(text)
 train() { "$B/train" --threads 2 --data "$T/text" --val-fraction 0 "$@" >"$T/log" 2>&1; }
 ids() { # an mt token file's ids on one line
     python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); \
 n = struct.unpack_from('<I', b, 24)[0]; print(' '.join(map(str, struct.unpack_from( \
 '<%dH' % ((len(b) - 28 - n) // 2), b, 28 + n))))" "$1"
 }
-printf 'Ça va — 東京 🙂  x\n  y' >"$T/text"
-printf 'Ça va — 東京 🙂  x\n  y' >"$T/one"
-"$D" "$T/strings/tokenizer.json" "$T/one" | cut -f1 | cut -d' ' -f2- >"$T/want_one"
-for f in "$T/strings/tokenizer.json" "$T/strings"; do
+cp "$T/one" "$T/text"
+for f in strings/tokenizer.json strings flags; do
     rm -f "$T/p.bin"
-    train --tokenizer sp --tokenizer-file "$f" --prepare "$T/p.bin" ||
+    train --tokenizer sp --tokenizer-file "$T/$f" --prepare "$T/p.bin" ||
         fail "prepare with $f: $(cat "$T/log")"
-    [ "$(ids "$T/p.bin")" = "$(cat "$T/want_one")" ] ||
-        fail "prepare with $f: $(ids "$T/p.bin"), not $(cat "$T/want_one")"
+    want=$(cat "$T/want_prepare_${f%%/*}")
+    [ "$(ids "$T/p.bin")" = "$want" ] || fail "prepare with $f: $(ids "$T/p.bin"), not $want"
 done
 
 # --init-from the LlamaForCausalLM's directory: --tokenizer sp takes its tokenizer.json
@@ -181,6 +188,22 @@ head -c 2000 data/tinyshakespeare.txt >"$T/text"
     fail "--init-from the directory: $(cat "$T/log")"
 grep -q "tokens (sp tokenizer, vocabulary 32000)" "$T/log" && grep -q "^init    loaded" "$T/log" ||
     fail "--init-from the directory: $(grep "data\|init" "$T/log")"
+# its GGUF export carries the tokenizer's add_bos_token and add_eos_token, as llama.cpp reads them
+gguf_kv() { # the GGUF file, keys: their values on one line
+    /usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/parity'); \
+from test_export import read_gguf; kv = read_gguf(sys.argv[1])[1]; \
+print(' '.join(repr(kv.get(k)) for k in sys.argv[2:]))" "$@"
+}
+FLAGS="tokenizer.ggml.add_bos_token tokenizer.ggml.add_eos_token"
+"$B/train" --threads 2 --data "$T/text" --batch 2 --eval-batches 1 --tokenizer sp \
+    --tokenizer-file "$T/flags" --init-from "$T/strings" --steps 0 --out "$T/ft_flags" \
+    >"$T/log" 2>&1 || fail "--init-from with the flags' tokenizer: $(cat "$T/log")"
+for ft in ft:"True False" ft_flags:"False True"; do
+    "$B/export" --checkpoint "$T/${ft%%:*}/model.safetensors" --format gguf --out "$T/f.gguf" \
+        >"$T/log" 2>&1 || fail "export gguf: $(cat "$T/log")"
+    [ "$(gguf_kv "$T/f.gguf" $FLAGS)" = "${ft#*:}" ] ||
+        fail "${ft%%:*}'s GGUF: $FLAGS are $(gguf_kv "$T/f.gguf" $FLAGS), not ${ft#*:}"
+done
 # its export to llama2.c's format writes each piece's score as -(the lowest rank making it): the
 # exported tokenizer.bin, merged by score as run.c does, encodes the corpus as Llama 2's own does
 "$B/export" --checkpoint "$T/ft/model.safetensors" --format llama2c --out "$T/m.bin" \

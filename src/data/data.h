@@ -125,6 +125,12 @@ mt_status mt_sp_read_llama2c(const char *path, mt_tokenizer *t, mt_err *err);
 /* Whether a text's ids start with BOS, end with EOS (tokenizer_config.json's add_bos_token and
    add_eos_token; tokenizer.bin's: true, false as run.c's generate). */
 bool mt_sp_add_bos(const mt_tokenizer *t);
+/* A training document's ids (ids: room for len + 3): a tokenizer.json's (ranked) as Hugging
+   Face's tokenizer(text) gives them, BOS first when add_bos_token, EOS last when add_eos_token;
+   tokenizer.bin's (and a GGUF vocabulary's) without BOS or EOS (docs/finetune.md). An empty text:
+   no ids. */
+void mt_sp_encode_doc(const mt_tokenizer *t, const char *text, size_t len, uint16_t *ids,
+                      size_t *n);
 bool mt_sp_add_eos(const mt_tokenizer *t);
 #define MT_SP_BOS 1 /* llama2.c's <s> and </s> */
 #define MT_SP_EOS 2

@@ -537,6 +537,13 @@ mt_status mt_sp_from_json(const cJSON *o, mt_tokenizer *t, mt_err *err) {
     return s == MT_OK && merges ? merges_from_json(merges, t, err) : s;
 }
 
+void mt_sp_encode_doc(const mt_tokenizer *t, const char *text, size_t len, uint16_t *ids,
+                      size_t *n) {
+    const mt_sp *sp = t->sp;
+    bool hf = sp->ranked && len > 0; /* ranked: read from a tokenizer.json */
+    mt_sp_encode(t, text, len, hf && sp->add_bos, hf && sp->add_eos, ids, n);
+}
+
 bool mt_sp_add_bos(const mt_tokenizer *t) { return t->sp->add_bos; }
 bool mt_sp_add_eos(const mt_tokenizer *t) { return t->sp->add_eos; }
 

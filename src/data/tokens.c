@@ -103,6 +103,15 @@ mt_status mt_tok_for_text(const mt_text_cfg *c, const char *text, size_t len, si
     return mt_errorf(err, s, "%s%s%s", names ? "" : path, names ? "" : ": ", e.msg);
 }
 
+/* A part of the text, one document, as ids (room for len + 3): mt_tok_encode's; an sp
+   tokenizer's as mt_sp_encode_doc gives them. */
+static mt_status encode_doc(const mt_tokenizer *tok, const char *text, size_t len, uint16_t *ids,
+                            size_t *n, mt_err *err) {
+    if (tok->kind != MT_TOK_SP) return mt_tok_encode(tok, text, len, ids, n, err);
+    mt_sp_encode_doc(tok, text, len, ids, n);
+    return MT_OK;
+}
+
 mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok, mt_tokens *d,
                        mt_err *err) {
     memset(d, 0, sizeof *d);
@@ -149,11 +158,12 @@ mt_status mt_data_load(const char *path, const mt_text_cfg *c, mt_tokenizer *tok
         free(text);
         return s;
     }
-    uint16_t *ids = malloc((len + 2) * sizeof *ids); /* each part: a dummy prefix at most */
+    /* each part: a dummy prefix, BOS and EOS at most */
+    uint16_t *ids = malloc((len + 6) * sizeof *ids);
     size_t n_val = 0;
     if (!ids) s = mt_errorf(err, MT_ENOMEM, "%s: out of memory for %zu tokens", path, len);
-    else if ((s = mt_tok_encode(tok, text, cut, ids, &n_train, &e)) != MT_OK ||
-             (s = mt_tok_encode(tok, text + cut, len - cut, ids + n_train, &n_val, &e)) != MT_OK)
+    else if ((s = encode_doc(tok, text, cut, ids, &n_train, &e)) != MT_OK ||
+             (s = encode_doc(tok, text + cut, len - cut, ids + n_train, &n_val, &e)) != MT_OK)
         s = mt_errorf(err, s, "%s: %s", path, e.msg);
     free(text);
     if (s == MT_OK) s = mt_tokens_wrap(d, ids, n_train + n_val, tok->n_vocab, n_val, err);

@@ -437,8 +437,11 @@ static void put_tokenizer(out *o, const mt_gpt *m) {
         kv_u32(o, "tokenizer.ggml.eos_token_id", 2);
     }
     if (tk->kind == MT_TOK_GPT2) kv_u32(o, "tokenizer.ggml.eos_token_id", 256 + tk->n_merges);
-    kv_bool(o, "tokenizer.ggml.add_bos_token", tk->kind == MT_TOK_SP);
-    kv_bool(o, "tokenizer.ggml.add_eos_token", false);
+    /* sp: its own flags (tokenizer.bin's true, false; tokenizer_config.json's add_bos_token and
+       add_eos_token), as llama.cpp's convert_hf_to_gguf.py writes them */
+    bool sp = tk->kind == MT_TOK_SP;
+    kv_bool(o, "tokenizer.ggml.add_bos_token", sp && mt_sp_add_bos(tk));
+    kv_bool(o, "tokenizer.ggml.add_eos_token", sp && mt_sp_add_eos(tk));
 }
 
 static void put_metadata(out *o, const mt_gpt *m, const llama_dims *d, bool f16) {

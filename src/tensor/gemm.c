@@ -18,7 +18,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "gemm.h"
 #include "simd.h"
@@ -389,47 +388,6 @@ const char *mt_gemm_impl(bool ta, bool tb, int M, int N, int K, bool bf16) {
 const char *mt_gemm_impl(bool ta, bool tb, int M, int N, int K, bool bf16) {
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)bf16;
     return "none (built without oneDNN)";
-}
-#endif
-
-/* ---- OpenBLAS's kernels ----------------------------------------------------------------------
- * OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE or else cpuid, and cannot change
- * them later. One that does not know the CPU (Debian 12's 0.3.21 on Intel's Emerald Rapids) falls
- * back to its Prescott (SSE3) kernels, a quarter to a fifth of the speed of its AVX2/AVX-512 ones.
- * So before main, when OPENBLAS_CORETYPE is unset and the kernels lag the CPU, the program sets it
- * to the newest core of OpenBLAS's that the CPU runs and executes itself again (glibc passes
- * argv to constructors; /proc/self/exe is this program). A set OPENBLAS_CORETYPE is never
- * replaced; the second start finds it set. */
-#if defined(__x86_64__) && defined(__linux__)
-#include <unistd.h>
-
-/* OpenBLAS's core for this CPU, or NULL when it runs no AVX2 (its names, driver/others/dynamic.c:
-   SkylakeX needs AVX512F/BW/DQ/VL, Haswell AVX2 and FMA). */
-static const char *best_openblas_core(void) {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NULL;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    return "Haswell";
-}
-
-/* Whether OpenBLAS's core is one with AVX2 kernels. */
-static bool openblas_core_has_avx2(void) {
-    static const char *cores[] = {"Haswell",        "Zen",      "SkylakeX", "Cooperlake",
-                                  "SapphireRapids", "Excavator"};
-    const char *core = openblas_get_corename();
-    for (size_t i = 0; core && i < sizeof cores / sizeof *cores; i++)
-        if (strcasecmp(core, cores[i]) == 0) return true;
-    return false;
-}
-
-__attribute__((constructor(102))) static void openblas_own_kernels(int argc, char **argv) {
-    (void)argc;
-    const char *best = best_openblas_core();
-    if (!best || getenv("OPENBLAS_CORETYPE") || openblas_core_has_avx2() || !argv) return;
-    setenv("OPENBLAS_CORETYPE", best, 1);
-    execv("/proc/self/exe", argv); /* returns only on failure: go on with the kernels loaded */
 }
 #endif
 
